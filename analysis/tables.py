@@ -1,0 +1,108 @@
+"""Records -> tidy tables: one row per cell x measured run, per-cell medians, and the cell status list."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jobs import records
+from jobs.metrics import METRICS
+
+# Columns of results.csv that describe the cell; the metric columns follow from jobs.metrics.
+CELL_COLUMNS = ("workload", "storage", "dataset", "threads", "batch_size", "prefetch", "cache")
+RUN_COLUMNS = ("run", "cache_state")
+TAIL_COLUMNS = ("device_read_ratio", "fs_type", "host", "cell_id", "cell_dir", "record")
+SUMMARY_METRICS = ("images_per_s", "mb_per_s", "seconds")
+
+
+@dataclass
+class Collected:
+    folder: Path
+    rows: list[dict] = field(default_factory=list)  # one per measured run of a completed cell
+    cells: list[dict] = field(default_factory=list)  # one per planned or found cell, with its status
+    unreadable: list[str] = field(default_factory=list)  # record files this version cannot read
+
+
+def _cell_values(cfg: dict) -> dict:
+    return {
+        "workload": cfg["workload"]["name"],
+        "storage": cfg["storage"]["name"],
+        "dataset": cfg["dataset"]["name"],
+        "threads": cfg["threads"],
+        "batch_size": cfg["batch_size"],
+        "prefetch": cfg["prefetch"],
+        "cache": cfg["cache"],
+    }
+
+
+def collect(folder: str | Path) -> Collected:
+    """Read every record under ``folder`` (a sweep or a single run) and its plan, if any."""
+    folder = Path(folder)
+    out = Collected(folder=folder)
+    found: dict[str, tuple[Path, records.CellRecord]] = {}
+    for path in sorted(folder.rglob(records.FILENAME)):
+        try:
+            rec = records.read(path)
+        except records.RecordError as e:
+            out.unreadable.append(str(e))
+            continue
+        rel = path.parent.relative_to(folder)
+        found[str(rel)] = (path, rec)
+    planned: list[dict] = []
+    plan_file = folder / "plan.json"
+    if plan_file.exists():
+        planned = json.loads(plan_file.read_text())["cells"]
+    seen = set()
+    for cell in planned:
+        d = cell["dir"]
+        seen.add(d)
+        entry = {"cell_dir": d, "overrides": " ".join(cell["overrides"])}
+        if d not in found:
+            out.cells.append({**entry, "status": "missing", "error": "no record: the cell did not run or was killed"})
+    for d, (path, rec) in sorted(found.items(), key=lambda kv: (len(kv[0]), kv[0])):
+        entry = {"cell_dir": d, "overrides": " ".join(rec.overrides), "status": rec.status}
+        entry["error"] = f"{rec.error['type']}: {rec.error['message']}" if rec.error else ""
+        out.cells.append(entry)
+        if rec.status != records.COMPLETED:
+            continue
+        base = _cell_values(rec.config)
+        mount = rec.provenance.get("data_mount") or rec.provenance.get("storage_mount") or {}
+        for run in rec.runs:
+            if run["warmup"]:
+                continue
+            row = {**base, "run": run["run"], "cache_state": run["cache_state"]}
+            row.update({m: run.get(m) for m in METRICS})
+            dev, con = run.get("bytes_read_device"), run.get("bytes_consumed")
+            row["device_read_ratio"] = dev / con if dev is not None and con else None
+            row["fs_type"] = mount.get("fs_type")
+            row["host"] = rec.provenance.get("host")
+            row["cell_id"] = rec.cell_id
+            row["cell_dir"] = d
+            row["record"] = str(path.relative_to(folder))
+            out.rows.append(row)
+    out.cells.sort(key=lambda c: (len(c["cell_dir"]), c["cell_dir"]))
+    return out
+
+
+def results_frame(c: Collected):
+    """The tidy results table (pandas), columns in the documented order."""
+    import pandas as pd
+
+    columns = [*CELL_COLUMNS, *RUN_COLUMNS, *METRICS, *TAIL_COLUMNS]
+    return pd.DataFrame(c.rows, columns=columns)
+
+
+def summary_frame(results):
+    """Median, min and max of the headline metrics per cell, with the cache states seen."""
+    import pandas as pd
+
+    if results.empty:
+        return pd.DataFrame()
+    keys = [*CELL_COLUMNS, "cell_dir"]
+    agg = {f"{m}_{s}": (m, s) for m in SUMMARY_METRICS for s in ("median", "min", "max")}
+    agg["runs"] = ("run", "count")
+    agg["images_dropped_max"] = ("images_dropped", "max")
+    agg["cache_states"] = ("cache_state", lambda s: ",".join(sorted(set(s))))
+    g = results.assign(threads=results["threads"].astype(str)).groupby(keys, sort=False, dropna=False)
+    return g.agg(**agg).reset_index()

@@ -1,0 +1,178 @@
+"""Run one campaign cell: validate, prepare the cache, measure every run, write the record."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import statistics
+import traceback
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from campaign import validate
+from jobs import records
+
+log = logging.getLogger(__name__)
+
+
+def resolved(cfg: DictConfig) -> dict:
+    """The cell's config as plain JSON-able data, enums as their names."""
+    return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)  # type: ignore[return-value]
+
+
+def cell_id(config: dict) -> str:
+    """Stable id of a cell: a hash of its resolved config."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _dataset_summary(ds) -> dict:
+    return {
+        "name": ds.name,
+        "source": ds.source,
+        "location": ds.location,
+        "files": len(ds.files),
+        "classes": ds.num_classes,
+        "total_bytes": ds.total_bytes,
+        "median_file_bytes": statistics.median(ds.sizes) if ds.sizes else 0,
+    }
+
+
+def measure(cfg: DictConfig, config: dict) -> tuple[list[dict], dict, dict]:
+    """Every run of the cell (warm-ups first) with its cache evidence; plus dataset and provenance."""
+    from jobs import cache, datasets, microbench, provenance
+    from campaign.locks import device_lock
+
+    root = str(cfg.storage.root)
+    ds = datasets.resolve(cfg.dataset, root, int(cfg.seed))
+    data_dir = os.path.dirname(ds.files[0])
+    prov = provenance.collect(root, data_dir)
+    fs_type = (prov["data_mount"] or prov["storage_mount"])["fs_type"]
+    requested = config["cache"]
+    runs: list[dict] = []
+    total = cfg.warmup + cfg.repeats
+    with device_lock(cfg.platform.lock_dir, data_dir) as waited:
+        prov["device_lock_wait_s"] = waited
+        for k in range(total):
+            warmup = k < cfg.warmup
+            if requested == "cold":
+                ev = cache.evict(ds.files, drop_caches=bool(cfg.drop_caches))
+                resident = ev.resident_bytes_after
+            else:
+                cache.warm(ds.files)
+                resident, _ = cache.residency(ds.files)
+            settings = microbench.RunSettings(
+                pipeline=config["workload"]["pipeline"],
+                threads=validate.threads_value(cfg.threads),
+                batch_size=int(cfg.batch_size),
+                prefetch=int(cfg.prefetch),
+                image_side=int(cfg.workload.image_side),
+                batches=cfg.workload.batches,
+                seed=int(cfg.seed) + k,
+            )
+            started = records.now()
+            result = microbench.run_once(ds, settings).as_dict()
+            state = cache.classify(
+                requested, cfg.storage.kind, fs_type, result["bytes_read_device"], result["bytes_consumed"]
+            )
+            run = {
+                "run": k + 1 - cfg.warmup,  # measured runs are 1..repeats; warm-ups are <= 0
+                "warmup": warmup,
+                "started_at": started,
+                "shuffle_seed": settings.seed,
+                "cache_requested": requested,
+                "cache_state": state,
+                "resident_bytes_before": resident,
+                **result,
+            }
+            runs.append(run)
+            ratio = (
+                f"{result['bytes_read_device'] / result['bytes_consumed']:.0%} of consumed from the device"
+                if result["bytes_read_device"] is not None and result["bytes_consumed"]
+                else "device bytes not counted"
+            )
+            log.info(
+                "%s %d/%d: %.0f images/s, %.1f MB/s, %d images (%d dropped), cache %s (%s)",
+                "warm-up" if warmup else "run",
+                k + 1 if warmup else k + 1 - cfg.warmup,
+                cfg.warmup if warmup else cfg.repeats,
+                result["images_per_s"],
+                result["mb_per_s"],
+                result["images"],
+                result["images_dropped"],
+                state,
+                ratio,
+            )
+            if result["images_dropped"]:
+                log.warning(
+                    "%d files dropped by ignore_errors, e.g. %s", result["images_dropped"], result["dropped_files"][:3]
+                )
+    return runs, _dataset_summary(ds), prov
+
+
+def _remove_hydra_only_dir(job_dir: str) -> None:
+    """Remove the run folder Hydra made for a run that never started, if it holds only Hydra's files."""
+    p = Path(job_dir)
+    if not p.is_dir():
+        return
+    entries = list(p.iterdir())
+    if all(e.name == ".hydra" or e.suffix == ".log" for e in entries):
+        shutil.rmtree(p)
+
+
+def execute(cfg: DictConfig) -> None:
+    """Hydra task function: run the cell whose config Hydra composed, and write its record."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    hc = HydraConfig.get()
+    job_dir = hc.runtime.output_dir
+    multirun = hc.mode == RunMode.MULTIRUN
+    overrides = list(hc.overrides.task)
+    try:
+        validate.check(cfg)
+    except validate.ConfigError:
+        if not multirun:
+            logging.shutdown()
+            _remove_hydra_only_dir(job_dir)
+        raise
+    config = resolved(cfg)
+    started = records.now()
+    try:
+        runs, dataset, prov = measure(cfg, config)
+    except Exception as e:  # the cell failed: say so in its record, never leave it looking like a result
+        from jobs import provenance
+
+        rec = records.CellRecord(
+            cell_id=cell_id(config),
+            status=records.FAILED,
+            config=config,
+            overrides=overrides,
+            runs=[],
+            dataset={},
+            provenance=provenance.collect(str(cfg.storage.root)),
+            started_at=started,
+            finished_at=records.now(),
+            error={"type": type(e).__name__, "message": str(e), "traceback": traceback.format_exc()},
+        )
+        path = records.write(rec, job_dir)
+        log.error("cell failed: %s: %s (record: %s)", type(e).__name__, e, path)
+        if multirun:
+            return
+        raise
+    rec = records.CellRecord(
+        cell_id=cell_id(config),
+        status=records.COMPLETED,
+        config=config,
+        overrides=overrides,
+        runs=runs,
+        dataset=dataset,
+        provenance=prov,
+        started_at=started,
+        finished_at=records.now(),
+    )
+    path = records.write(rec, job_dir)
+    log.info("record: %s", path)

@@ -1,0 +1,103 @@
+"""Config schemas of a campaign cell; the values live in the YAML presets under ``conf/``.
+
+Each group schema is registered as ``<group>/<group>_schema`` and every preset names it first in
+its ``defaults``, so OmegaConf type-checks every value a user writes on the command line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Optional
+
+from omegaconf import MISSING
+
+
+class CacheMode(Enum):
+    cold = "cold"  # dataset evicted from the page cache before every run (the paper's setting)
+    warm = "warm"  # dataset read once just before every run, so reads hit memory
+
+
+class DatasetSource(Enum):
+    synthetic = "synthetic"  # JPEGs generated once from the seed into <storage.root>/iocampaign/datasets
+    folder = "folder"  # dataset.path is a folder of class sub-folders holding images
+    filelist = "filelist"  # dataset.path is a text file with one image path per line
+
+
+class Pipeline(Enum):
+    decode_resize = "decode_resize"  # read_file -> decode -> resize (Fig. 4)
+    read_only = "read_only"  # read_file only (Fig. 5)
+
+
+@dataclass
+class WorkloadConf:
+    name: str = MISSING  # workload label used in records and tables
+    pipeline: Pipeline = Pipeline.decode_resize  # what the mapped function does to every file
+    image_side: int = 224  # side of the resized square image, pixels
+    batches: Optional[int] = None  # stop after this many batches; null = consume the whole set
+    description: str = ""  # one line shown in the README and records
+
+
+@dataclass
+class StorageConf:
+    name: str = MISSING  # tier key used in records, tables and figures (hdd, ssd, lustre, ...)
+    label: str = MISSING  # tier label drawn in figures ("HDD", "Lustre")
+    root: str = MISSING  # existing, writable directory on the tier; datasets are placed under it
+    kind: str = "block"  # block | network | memory: decides what a cold cache can mean here
+    description: str = ""  # what the tier is (device model, file system)
+    ior_read_mb_s: Optional[float] = None  # the paper's Table I max read, MB/s (reference only)
+    ior_write_mb_s: Optional[float] = None  # the paper's Table I max write, MB/s (reference only)
+
+
+@dataclass
+class DatasetConf:
+    name: str = MISSING  # dataset key used in records and the cache folder name
+    source: DatasetSource = DatasetSource.synthetic  # where the images come from
+    path: Optional[str] = None  # folder of class sub-folders, or a file list (source=folder|filelist)
+    num_images: int = MISSING  # images used; a synthetic set is generated up to this count
+    num_classes: int = MISSING  # classes (sub-folders) of a synthetic set
+    median_kb: float = MISSING  # target median file size of a synthetic set, KB (1 KB = 1000 B)
+    size_spread: float = 0.5  # sigma of the log-normal file-size distribution of a synthetic set
+    bytes_per_pixel: float = 0.6  # JPEG bytes per pixel of a synthetic set; sets the image dimensions
+    grayscale_fraction: float = 0.0  # share of single-channel JPEGs in a synthetic set
+
+
+@dataclass
+class PlatformConf:
+    name: str = MISSING  # platform key recorded with every cell
+    description: str = ""  # what the platform is
+    lock_dir: str = "/tmp/iocampaign-locks"  # per-device lock files that keep cells from overlapping
+
+
+@dataclass
+class CampaignConf:
+    workload: WorkloadConf = MISSING
+    storage: StorageConf = MISSING
+    dataset: DatasetConf = MISSING
+    platform: PlatformConf = MISSING
+    threads: Any = 1  # num_parallel_calls of the map: a positive integer, or "autotune"
+    batch_size: int = 64  # images per batch
+    prefetch: int = 0  # batches prefetched after batching; 0 = no prefetch transformation
+    repeats: int = 5  # measured runs per cell; the analysis reports their median, min and max
+    warmup: int = 1  # runs before the measured ones, discarded (still recorded, flagged warmup)
+    cache: CacheMode = CacheMode.cold  # page-cache state the runs start from
+    drop_caches: bool = False  # also write 1 to /proc/sys/vm/drop_caches before each run (root; global)
+    seed: int = 0  # seeds the synthetic dataset and the shuffle of every run
+
+
+GROUPS = {
+    "workload": WorkloadConf,
+    "storage": StorageConf,
+    "dataset": DatasetConf,
+    "platform": PlatformConf,
+}
+
+
+def register() -> None:
+    """Register the schemas in Hydra's ConfigStore (idempotent)."""
+    from hydra.core.config_store import ConfigStore
+
+    cs = ConfigStore.instance()
+    cs.store(name="campaign_schema", node=CampaignConf)
+    for group, node in GROUPS.items():
+        cs.store(group=group, name=f"{group}_schema", node=node)

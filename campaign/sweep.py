@@ -1,0 +1,85 @@
+"""The campaign around the cells: the plan of a multirun, checks before any cell runs, the summary after.
+
+Hydra calls ``SweepCallback`` (registered in ``conf/config.yaml``); it writes ``plan.json`` into the
+sweep folder so the analysis can tell missing cells from cells never planned, validates every
+cell's config before the first one runs, and rebuilds the tables and figures at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+from campaign import validate
+
+log = logging.getLogger(__name__)
+PLAN = "plan.json"
+PLAN_VERSION = 1
+
+# Exit status of the last campaign in this process: 1 when a cell failed or is missing.
+exit_status = 0
+
+
+def expand(overrides: list[str]) -> list[list[str]]:
+    """The override list of every cell of a sweep, in the order Hydra's basic sweeper runs them.
+
+    Wraps Hydra's own expansion (BasicSweeper.split_arguments); tests pin its behaviour.
+    """
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(overrides=overrides)
+    batches = BasicSweeper.split_arguments(parsed, None)
+    return [list(cell) for batch in batches for cell in batch]
+
+
+def _compose(config_name: str, overrides: list[str]) -> DictConfig:
+    from hydra import compose
+
+    return compose(config_name=config_name, overrides=overrides)
+
+
+class SweepCallback(Callback):
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        global exit_status
+        exit_status = 0
+        cells = expand(list(config.hydra.overrides.task))
+        for overrides in cells:
+            cfg = _compose(config.hydra.job.config_name, overrides)
+            try:
+                validate.check(cfg)
+            except validate.ConfigError as e:
+                raise validate.ConfigError(f"{e} [cell {' '.join(overrides) or '(defaults)'}]; nothing was run") from None
+        sweep_dir = Path(config.hydra.sweep.dir)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        plan = {
+            "plan_version": PLAN_VERSION,
+            "argv": sys.argv,
+            "cells": [{"num": i, "dir": str(i), "overrides": ov} for i, ov in enumerate(cells)],
+        }
+        (sweep_dir / PLAN).write_text(json.dumps(plan, indent=2))
+        log.info("campaign of %d cells in %s", len(cells), sweep_dir)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        self._summarise(Path(config.hydra.sweep.dir))
+
+    def on_run_end(self, config: DictConfig, **kwargs: Any) -> None:
+        run_dir = Path(config.hydra.run.dir)
+        if (run_dir / "record.json").exists():
+            self._summarise(run_dir)
+
+    @staticmethod
+    def _summarise(folder: Path) -> None:
+        global exit_status
+        from analysis.build import build
+
+        out = build(folder)
+        print(out.describe(), flush=True)
+        if out.failed or out.missing:
+            exit_status = 1

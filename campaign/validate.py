@@ -1,0 +1,98 @@
+"""Checks that types cannot express, in one place; each failure is one line naming the setting."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+from hydra.errors import CompactHydraException
+from omegaconf import DictConfig, OmegaConf
+
+
+class ConfigError(CompactHydraException):
+    """A setting is wrong; the message names it and says what would be right."""
+
+
+def threads_value(raw) -> int | str:
+    """``threads`` as the pipeline takes it: a positive int or "autotune"."""
+    if isinstance(raw, str) and raw.strip().lower() == "autotune":
+        return "autotune"
+    if isinstance(raw, bool):
+        raise ConfigError(f"threads={raw} is not a number: give a positive integer or 'autotune'")
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise ConfigError(f"threads={raw} is not a number: give a positive integer or 'autotune'") from None
+    if value < 1 or str(value) != str(raw).strip():
+        raise ConfigError(f"threads={raw} must be a positive integer (num_parallel_calls) or 'autotune'")
+    return value
+
+
+def _at_least(cfg: DictConfig, key: str, low: int) -> None:
+    value = OmegaConf.select(cfg, key)
+    if value is not None and value < low:
+        raise ConfigError(f"{key}={value} must be at least {low}")
+
+
+def _storage_root(cfg: DictConfig) -> str:
+    if OmegaConf.is_missing(cfg.storage, "root"):
+        raise ConfigError(
+            f"storage.root is not set: storage={cfg.storage.name} needs the directory on that tier, "
+            f"e.g. storage.root=/mnt/{cfg.storage.name}"
+        )
+    root = str(cfg.storage.root)
+    if not os.path.exists(root):
+        raise ConfigError(f"storage.root={root} does not exist (storage={cfg.storage.name})")
+    if not os.path.isdir(root):
+        raise ConfigError(f"storage.root={root} is not a directory (storage={cfg.storage.name})")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".iocampaign-probe-", dir=root)
+    except OSError as e:
+        raise ConfigError(f"storage.root={root} is not writable ({e.strerror}) (storage={cfg.storage.name})") from None
+    os.close(fd)
+    os.unlink(probe)
+    return root
+
+
+def _dataset_size(cfg: DictConfig) -> int:
+    """Images the cell will read, listing a real dataset (raises ConfigError for an empty one)."""
+    from jobs import datasets
+
+    source = str(getattr(cfg.dataset.source, "value", cfg.dataset.source))
+    n = int(cfg.dataset.num_images)
+    if source == "synthetic":
+        return n
+    try:
+        if not cfg.dataset.path:
+            raise datasets.DatasetError(f"dataset.path is required with dataset.source={source}")
+        items = (datasets.from_folder if source == "folder" else datasets.from_filelist)(cfg.dataset.path)
+        if not datasets.has_images(items):
+            raise datasets.DatasetError(f"dataset.path={cfg.dataset.path} holds no images")
+    except datasets.DatasetError as e:
+        raise ConfigError(str(e)) from None
+    return min(n, len(items))
+
+
+def check(cfg: DictConfig) -> None:
+    """Raise ConfigError for the first setting that cannot run."""
+    threads_value(cfg.threads)
+    for key, low in (
+        ("batch_size", 1),
+        ("prefetch", 0),
+        ("repeats", 1),
+        ("warmup", 0),
+        ("dataset.num_images", 1),
+        ("workload.image_side", 1),
+        ("workload.batches", 1),
+    ):
+        _at_least(cfg, key, low)
+    _storage_root(cfg)
+    n = _dataset_size(cfg)
+    if cfg.batch_size > n:
+        raise ConfigError(
+            f"batch_size={cfg.batch_size} is larger than the dataset ({n} images; see dataset.num_images"
+            + ("" if str(cfg.dataset.source.value) == "synthetic" else f" and dataset.path={cfg.dataset.path}")
+            + ")"
+        )
+    if cfg.drop_caches and os.geteuid() != 0:
+        raise ConfigError("drop_caches=true needs root (it writes /proc/sys/vm/drop_caches); leave it false to evict per file")

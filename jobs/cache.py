@@ -1,0 +1,166 @@
+"""Page-cache control without root, and the evidence that it worked.
+
+Eviction is fsync (dirty pages are only partly evicted otherwise) then
+``posix_fadvise(DONTNEED)`` per file; the global ``drop_caches`` only when asked and permitted.
+Residency is read with mincore(2); device reads with ``/proc/self/io`` ``read_bytes``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import mmap
+import os
+from dataclasses import dataclass
+from typing import Iterable
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_ubyte)]
+_PAGE = mmap.PAGESIZE
+_MAP_FAILED = ctypes.c_void_p(-1).value
+
+# Cache states a run can end up with (the column cache_state of results.csv).
+COLD = "cold"  # device reads covered the bytes consumed: the data came from the device
+NOT_COLD = "not_cold"  # cold was asked for, but the device delivered too little: numbers measure memory
+WARM = "warm"  # warm was asked for and the device delivered (almost) nothing
+NOT_WARM = "not_warm"  # warm was asked for, but the device still delivered a large share
+MEMORY = "memory"  # tmpfs/ramfs: the data lives in memory, there is no cold state
+UNKNOWN = "unknown"  # the per-process device counter does not see this file system (Lustre, NFS, ...)
+
+COLD_MIN_RATIO = 0.9  # device bytes / consumed bytes at or above which a run counts as cold
+WARM_MAX_RATIO = 0.1  # ... at or below which a warm run counts as warm
+
+
+@dataclass(frozen=True)
+class EvictionReport:
+    files: int
+    bytes: int
+    resident_bytes_after: int  # what mincore still saw resident after eviction
+    drop_caches: bool  # whether the global drop_caches was written as well
+
+
+def resident_bytes(path: str) -> int:
+    """Bytes of ``path`` resident in the page cache (mincore over a read-only mapping)."""
+    size = os.path.getsize(path)
+    if size == 0:
+        return 0
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        addr = _libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        if addr in (None, _MAP_FAILED):
+            raise OSError(ctypes.get_errno(), f"mmap failed for {path}")
+        try:
+            pages = (size + _PAGE - 1) // _PAGE
+            vec = (ctypes.c_ubyte * pages)()
+            if _libc.mincore(ctypes.c_void_p(addr), size, vec) != 0:
+                raise OSError(ctypes.get_errno(), f"mincore failed for {path}")
+            resident = sum(v & 1 for v in vec)
+        finally:
+            _libc.munmap(ctypes.c_void_p(addr), size)
+    finally:
+        os.close(fd)
+    return min(size, resident * _PAGE)
+
+
+def residency(paths: Iterable[str]) -> tuple[int, int]:
+    """(resident bytes, total bytes) over ``paths``; unreadable files count as zero of both."""
+    res = tot = 0
+    for p in paths:
+        try:
+            tot += os.path.getsize(p)
+            res += resident_bytes(p)
+        except OSError:
+            continue
+    return res, tot
+
+
+def _drop_caches() -> bool:
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("1\n")
+        return True
+    except OSError:
+        return False
+
+
+def evict(paths: Iterable[str], drop_caches: bool = False) -> EvictionReport:
+    """Evict ``paths`` from the page cache; unreadable files are skipped (the run will count them).
+
+    Raises PermissionError when ``drop_caches`` was asked for and writing it is not permitted.
+    """
+    paths = list(paths)
+    n = total = 0
+    for p in paths:
+        try:
+            fd = os.open(p, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            try:
+                os.fsync(fd)
+            except OSError:
+                pass  # read-only file systems and some special files refuse fsync; fadvise still works
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            total += os.fstat(fd).st_size
+            n += 1
+        finally:
+            os.close(fd)
+    dropped = False
+    if drop_caches:
+        os.sync()
+        if not _drop_caches():
+            raise PermissionError("drop_caches=true but /proc/sys/vm/drop_caches is not writable (needs root)")
+        dropped = True
+    res, _ = residency(paths)
+    return EvictionReport(files=n, bytes=total, resident_bytes_after=res, drop_caches=dropped)
+
+
+def warm(paths: Iterable[str]) -> int:
+    """Read every file once so the next run finds it in memory; returns the bytes read."""
+    total = 0
+    for p in paths:
+        try:
+            with open(p, "rb", buffering=0) as f:
+                while chunk := f.read(1 << 20):
+                    total += len(chunk)
+        except OSError:
+            continue
+    return total
+
+
+def process_read_bytes() -> int | None:
+    """Bytes this process has caused to be read from block devices so far; None if not available."""
+    try:
+        with open("/proc/self/io") as f:
+            for line in f:
+                if line.startswith("read_bytes:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def classify(requested: str, storage_kind: str, fs_type: str, device_bytes: int | None, consumed: int) -> str:
+    """The cache state a run actually had, from what the device delivered versus what was consumed."""
+    if storage_kind == "memory" or fs_type in MEMORY_FS:
+        return MEMORY
+    if device_bytes is None or consumed <= 0:
+        return UNKNOWN
+    ratio = device_bytes / consumed
+    if fs_type in NETWORK_FS or fs_type.startswith("fuse") or storage_kind == "network":
+        # The counter may not see these reads at all: only a positive sighting means anything.
+        if requested == "cold" and ratio >= COLD_MIN_RATIO:
+            return COLD
+        return UNKNOWN
+    if requested == "cold":
+        return COLD if ratio >= COLD_MIN_RATIO else NOT_COLD
+    return WARM if ratio <= WARM_MAX_RATIO else NOT_WARM
+
+
+MEMORY_FS = frozenset({"tmpfs", "ramfs", "devtmpfs", "hugetlbfs"})
+NETWORK_FS = frozenset(
+    {"lustre", "nfs", "nfs4", "cifs", "smb3", "gpfs", "beegfs", "ceph", "glusterfs", "9p", "virtiofs", "pvfs2", "orangefs"}
+)

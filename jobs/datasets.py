@@ -1,0 +1,143 @@
+"""The list of image files a cell reads: a synthetic set, a folder of class sub-folders, or a file list."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from jobs import synthetic
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".gif", ".bmp")
+CACHE_SUBDIR = Path("iocampaign") / "datasets"
+
+
+class DatasetError(ValueError):
+    """The dataset settings point at nothing usable; the message names the setting."""
+
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str
+    source: str
+    location: str  # folder that holds the files (or the file list)
+    files: tuple[str, ...]  # absolute paths, in a fixed order (the pipeline shuffles)
+    labels: tuple[int, ...]  # class index of every file
+    sizes: tuple[int, ...]  # bytes of every file at listing time (0 when it cannot be stat'ed)
+    num_classes: int
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.sizes)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _sample(items: list, n: int, seed: int) -> list:
+    """``n`` items chosen with ``seed`` in their original order (all of them when n >= len)."""
+    if n >= len(items):
+        return items
+    import random
+
+    keep = sorted(random.Random(seed).sample(range(len(items)), n))
+    return [items[i] for i in keep]
+
+
+def _listed(entry: os.DirEntry) -> bool:
+    # Files and links (a dangling link is a dataset defect the run must count, not hide).
+    return not entry.name.startswith(".") and (entry.is_file() or entry.is_symlink())
+
+
+def from_folder(path: str) -> list[tuple[str, str]]:
+    """(file, class name) for every file in the class sub-folders of ``path``.
+
+    A folder without sub-folders is one class.
+    """
+    root = Path(path)
+    if not root.is_dir():
+        raise DatasetError(f"dataset.path={path} is not a folder (dataset.source=folder wants a folder of class sub-folders)")
+    subdirs = sorted(e for e in os.scandir(root) if e.is_dir(follow_symlinks=True) and not e.name.startswith("."))
+    out: list[tuple[str, str]] = []
+    if subdirs:
+        for d in sorted(subdirs, key=lambda e: e.name):
+            for e in sorted(os.scandir(d.path), key=lambda e: e.name):
+                if _listed(e):
+                    out.append((os.path.abspath(e.path), d.name))
+    else:
+        out = [(os.path.abspath(e.path), "") for e in sorted(os.scandir(root), key=lambda e: e.name) if _listed(e)]
+    return out
+
+
+def from_filelist(path: str) -> list[tuple[str, str]]:
+    """(file, class name) for every line of a file list; relative paths are relative to the list."""
+    lst = Path(path)
+    if not lst.is_file():
+        raise DatasetError(f"dataset.path={path} is not a file (dataset.source=filelist wants a text file of image paths)")
+    out = []
+    for line in lst.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        p = Path(line) if os.path.isabs(line) else lst.parent / line
+        out.append((os.path.abspath(p), p.parent.name))
+    return out
+
+
+def has_images(items: list[tuple[str, str]]) -> bool:
+    return any(f.lower().endswith(IMAGE_SUFFIXES) for f, _ in items)
+
+
+def resolve(dataset_cfg, storage_root: str, seed: int) -> Dataset:
+    """The files of the configured dataset, generating a synthetic set on the storage tier if needed."""
+    source = str(getattr(dataset_cfg.source, "value", dataset_cfg.source))
+    n = int(dataset_cfg.num_images)
+    if n < 1:
+        raise DatasetError(f"dataset.num_images={n} must be at least 1")
+    if source == "synthetic":
+        spec = synthetic.SyntheticSpec(
+            name=dataset_cfg.name,
+            num_classes=int(dataset_cfg.num_classes),
+            median_kb=float(dataset_cfg.median_kb),
+            size_spread=float(dataset_cfg.size_spread),
+            bytes_per_pixel=float(dataset_cfg.bytes_per_pixel),
+            grayscale_fraction=float(dataset_cfg.grayscale_fraction),
+            seed=seed,
+        )
+        folder = synthetic.ensure(spec, Path(storage_root) / CACHE_SUBDIR, n)
+        rows = synthetic.read_manifest(folder)[:n]
+        return Dataset(
+            name=dataset_cfg.name,
+            source=source,
+            location=str(folder),
+            files=tuple(str(folder / p) for p, _, _ in rows),
+            labels=tuple(c for _, c, _ in rows),
+            sizes=tuple(b for _, _, b in rows),
+            num_classes=spec.num_classes,
+        )
+    if not dataset_cfg.path:
+        raise DatasetError(f"dataset.path is required with dataset.source={source}")
+    items = from_folder(dataset_cfg.path) if source == "folder" else from_filelist(dataset_cfg.path)
+    if not has_images(items):
+        raise DatasetError(
+            f"dataset.path={dataset_cfg.path} holds no images (looked for {', '.join(IMAGE_SUFFIXES)} files"
+            + (" in class sub-folders)" if source == "folder" else " listed in it)")
+        )
+    items = _sample(items, n, seed)
+    classes = sorted({c for _, c in items})
+    index = {c: i for i, c in enumerate(classes)}
+    files = tuple(f for f, _ in items)
+    location = dataset_cfg.path if source == "filelist" else os.path.abspath(dataset_cfg.path)
+    return Dataset(
+        name=dataset_cfg.name,
+        source=source,
+        location=location,
+        files=files,
+        labels=tuple(index[c] for _, c in items),
+        sizes=tuple(_size(f) for f in files),
+        num_classes=len(classes),
+    )

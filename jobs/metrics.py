@@ -1,0 +1,45 @@
+"""Every per-run metric a record carries, declared once with its unit and direction.
+
+The README's column table, the analysis and the figure labels read these declarations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    unit: str
+    better: str  # "higher", "lower" or "" (a count or a fact, not a score)
+    doc: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.doc.split(';')[0]} ({self.unit})" if self.unit else self.doc.split(";")[0]
+
+
+MB = 1_000_000  # MB and MB/s are decimal throughout, as the paper and IOR report them
+
+METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric("images", "images", "", "images delivered by the iterator in the timed interval"),
+        Metric("images_dropped", "images", "lower", "images removed by ignore_errors (unreadable, truncated, not images)"),
+        Metric("batches", "batches", "", "batches drawn from the iterator"),
+        Metric("seconds", "s", "lower", "time from the first iterator call to the return of the last"),
+        Metric("first_batch_s", "s", "lower", "time of the first iterator call alone (pipeline start-up)"),
+        Metric("images_per_s", "images/s", "higher", "Bandwidth; images / seconds"),
+        Metric("mb_per_s", "MB/s", "higher", "Bandwidth; bytes of the delivered images' files / seconds / 1e6"),
+        Metric("bytes_consumed", "B", "", "bytes of the files of the delivered images"),
+        Metric("bytes_read_device", "B", "", "bytes this process read from block devices during the run (/proc/self/io read_bytes)"),
+        Metric("bytes_read_syscall", "B", "", "bytes returned by read system calls during the run (/proc/self/io rchar)"),
+        Metric("resident_bytes_before", "B", "", "bytes of the dataset in the page cache when the run started (mincore)"),
+    )
+}
+
+
+def label(name: str) -> str:
+    """Axis label of a metric: its short description and unit."""
+    return METRICS[name].label

@@ -1,0 +1,121 @@
+"""Where and with what a cell ran: machine, storage tier, software, project commit."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from pathlib import Path
+
+PACKAGES = ("tensorflow", "keras", "numpy", "hydra-core", "omegaconf", "submitit", "psutil", "pillow")
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Mount:
+    mount_point: str
+    fs_type: str
+    source: str  # the device or server:/export behind the mount
+    options: str  # mount options plus super-block options
+    dev: str  # MAJ:MIN of the file system
+    rotational: bool | None  # from /sys/dev/block/MAJ:MIN/queue/rotational; None when not a block device
+
+
+def _unescape(s: str) -> str:
+    return s.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+
+
+def _rotational(dev: str) -> bool | None:
+    base = Path("/sys/dev/block") / dev
+    for q in (base / "queue" / "rotational", base / ".." / "queue" / "rotational"):
+        try:
+            return q.read_text().strip() == "1"
+        except OSError:
+            continue
+    return None
+
+
+def mount_of(path: str | os.PathLike) -> Mount:
+    """The mount that holds ``path`` (longest matching mount point in /proc/self/mountinfo)."""
+    real = os.path.realpath(path)
+    best: tuple[int, list[str], list[str]] | None = None
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, right = line.rstrip("\n").split(" - ", 1)
+            fields, tail = left.split(), right.split()
+            mp = _unescape(fields[4])
+            inside = real == mp or real.startswith(mp.rstrip("/") + "/")
+            if inside and (best is None or len(mp) >= best[0]):
+                best = (len(mp), fields, tail)
+    if best is None:
+        return Mount(real, "unknown", "unknown", "", "", None)
+    _, fields, tail = best
+    dev = fields[2]
+    opts = fields[5] + ("," + tail[2] if len(tail) > 2 else "")
+    return Mount(_unescape(fields[4]), tail[0], _unescape(tail[1]), opts, dev, _rotational(dev))
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _mem_total_bytes() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(PROJECT_ROOT), *args], capture_output=True, text=True, timeout=10, check=True
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip()
+
+
+def versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def collect(storage_root: str, data_dir: str | None = None) -> dict:
+    """Provenance of a cell: host, kernel, CPU, memory, the tier's mount, versions and git commit."""
+    commit = _git("rev-parse", "HEAD")
+    dirty = _git("status", "--porcelain", "--untracked-files=no")
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {
+        "host": socket.gethostname(),
+        "kernel": platform.release(),
+        "os": platform.platform(),
+        "cpu_model": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "cpus_usable": affinity,
+        "mem_total_bytes": _mem_total_bytes(),
+        "storage_mount": asdict(mount_of(storage_root)),
+        "data_mount": asdict(mount_of(data_dir)) if data_dir else None,
+        "versions": versions(),
+        "git_commit": commit,
+        "git_dirty": None if dirty is None else bool(dirty),
+        "argv": sys.argv,
+    }

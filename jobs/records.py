@@ -1,0 +1,62 @@
+"""The cell record: one schema-versioned JSON file per cell, its only writer and its only reader."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+FILENAME = "record.json"
+COMPLETED = "completed"
+FAILED = "failed"
+
+
+class RecordError(ValueError):
+    """A record file that this version of the project cannot read."""
+
+
+@dataclass(frozen=True)
+class CellRecord:
+    cell_id: str  # stable id of the cell: hash of its resolved config
+    status: str  # completed | failed
+    config: dict  # the resolved config of the cell
+    overrides: list  # the command-line overrides that made this cell
+    runs: list  # one dict per run (warm-up runs included, flagged "warmup": true)
+    dataset: dict  # what was read: name, source, location, files, bytes, median file size
+    provenance: dict  # machine, storage mount, software versions, git commit
+    started_at: str
+    finished_at: str
+    error: dict | None = None  # type, message and traceback of a failed cell
+    schema_version: int = field(default=SCHEMA_VERSION)
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def write(record: CellRecord, folder: str | os.PathLike) -> Path:
+    """Write ``record`` atomically as ``<folder>/record.json``."""
+    path = Path(folder) / FILENAME
+    tmp = path.with_suffix(".json.part")
+    tmp.write_text(json.dumps(asdict(record), indent=2, sort_keys=False, default=str))
+    os.replace(tmp, path)
+    return path
+
+
+def read(path: str | os.PathLike) -> CellRecord:
+    """Read a record; raise RecordError for another schema version or a damaged file."""
+    try:
+        raw: dict[str, Any] = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise RecordError(f"{path}: not a readable record ({e})") from e
+    version = raw.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise RecordError(f"{path}: record schema version {version}, this project reads {SCHEMA_VERSION}")
+    try:
+        return CellRecord(**raw)
+    except TypeError as e:
+        raise RecordError(f"{path}: record fields do not match schema {SCHEMA_VERSION} ({e})") from e

@@ -1,0 +1,162 @@
+"""Synthetic JPEG datasets that look like the real ones to the I/O system.
+
+File sizes follow a log-normal distribution around the preset's median; pixel dimensions follow
+from the preset's JPEG bytes per pixel, so decode cost is realistic too. Image ``i`` depends only
+on ``(seed, i)``: a smaller set is a prefix of a larger one, and a set generated once is extended,
+never regenerated.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from multiprocessing import get_context
+from pathlib import Path
+
+GENERATOR_VERSION = 1
+MANIFEST = "manifest.csv"
+META = "dataset.json"
+
+
+@dataclass(frozen=True)
+class SyntheticSpec:
+    name: str
+    num_classes: int
+    median_kb: float
+    size_spread: float
+    bytes_per_pixel: float
+    grayscale_fraction: float
+    seed: int
+
+    def key(self) -> str:
+        """Folder name of this spec's cache: the name and a hash of everything that shapes a file."""
+        blob = json.dumps({**asdict(self), "generator": GENERATOR_VERSION}, sort_keys=True)
+        return f"{self.name}-{hashlib.sha256(blob.encode()).hexdigest()[:10]}"
+
+
+def relpath(spec: SyntheticSpec, i: int) -> str:
+    return f"class_{i % spec.num_classes:04d}/img_{i:07d}.jpg"
+
+
+def target_bytes(spec: SyntheticSpec, i: int) -> int:
+    import numpy as np
+
+    rng = np.random.default_rng([spec.seed, i, 1])
+    z = float(np.clip(rng.standard_normal(), -3.0, 3.0))
+    return max(600, int(spec.median_kb * 1000 * np.exp(spec.size_spread * z)))
+
+
+def _noise_for(bytes_per_pixel: float) -> float:
+    # Noise amplitude that gives roughly this JPEG density at quality 90 (measured once by hand).
+    import numpy as np
+
+    return float(np.interp(bytes_per_pixel, [0.18, 0.29, 0.47, 0.65, 0.9], [4, 8, 16, 24, 40]))
+
+
+def encode(spec: SyntheticSpec, i: int) -> bytes:
+    """The JPEG bytes of image ``i``: smooth colour field plus noise, sized to its target."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng([spec.seed, i, 2])
+    target = target_bytes(spec, i)
+    gray = rng.random() < spec.grayscale_fraction
+    aspect = float(rng.uniform(0.7, 1.45))
+    grid = rng.integers(0, 256, (int(rng.integers(3, 12)), int(rng.integers(3, 12)), 3), dtype=np.uint8)
+    noise = _noise_for(spec.bytes_per_pixel)
+    pixels = target / spec.bytes_per_pixel
+    data = b""
+    for _ in range(3):
+        w = max(16, int(round((pixels * aspect) ** 0.5)))
+        h = max(16, int(round(pixels / w)))
+        base = np.asarray(Image.fromarray(grid).resize((w, h), Image.BILINEAR), dtype=np.float32)
+        base += rng.normal(0.0, noise, (h, w, 3)).astype(np.float32)
+        img = Image.fromarray(np.clip(base, 0, 255).astype(np.uint8))
+        if gray:
+            img = img.convert("L")
+        buf = io.BytesIO()
+        img.save(buf, "JPEG", quality=90)
+        data = buf.getvalue()
+        ratio = target / len(data)
+        if 0.95 < ratio < 1.05:
+            break
+        pixels *= ratio
+    return data
+
+
+def _write_chunk(spec: SyntheticSpec, root: str, start: int, stop: int) -> list[tuple[int, str, int, int]]:
+    rows = []
+    for i in range(start, stop):
+        rel = relpath(spec, i)
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        data = encode(spec, i)
+        tmp = path + ".part"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+        rows.append((i, rel, i % spec.num_classes, len(data)))
+    return rows
+
+
+def read_manifest(folder: Path) -> list[tuple[str, int, int]]:
+    """(relative path, class, bytes) of every image of a generated set, in index order."""
+    with open(folder / MANIFEST, newline="") as f:
+        return [(r["path"], int(r["class"]), int(r["bytes"])) for r in csv.DictReader(f)]
+
+
+def ensure(spec: SyntheticSpec, cache_root: Path, count: int, workers: int | None = None) -> Path:
+    """Make sure the first ``count`` images of ``spec`` exist under ``cache_root``; return the folder.
+
+    Generation shows progress on stderr and extends an existing set instead of redoing it.
+    """
+    folder = cache_root / spec.key()
+    folder.mkdir(parents=True, exist_ok=True)
+    have = 0
+    rows: list[tuple[int, str, int, int]] = []
+    if (folder / META).exists() and (folder / MANIFEST).exists():
+        have = json.loads((folder / META).read_text())["count"]
+        rows = [(i, p, c, b) for i, (p, c, b) in enumerate(read_manifest(folder))][:have]
+        have = len(rows)
+    if have >= count:
+        return folder
+    workers = workers or max(1, min(os.cpu_count() or 1, 8))
+    todo = count - have
+    chunk = max(16, min(256, todo // (workers * 8) or 16))
+    starts = list(range(have, count, chunk))
+    t0 = time.monotonic()
+    done, next_pct = 0, 10
+    print(f"[dataset] generating {todo} synthetic images of {spec.name} into {folder}", file=sys.stderr)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+        futures = [pool.submit(_write_chunk, spec, str(folder), s, min(s + chunk, count)) for s in starts]
+        for fut in futures:
+            new = fut.result()
+            rows.extend(new)
+            done += len(new)
+            pct = int(100 * done / todo)
+            if pct >= next_pct or done == todo:
+                next_pct = (pct // 10 + 1) * 10
+                mb = sum(r[3] for r in rows) / 1e6
+                print(
+                    f"[dataset] {have + done}/{count} images ({pct}%), {mb:.0f} MB, "
+                    f"{time.monotonic() - t0:.0f} s",
+                    file=sys.stderr,
+                )
+    rows.sort()
+    tmp = folder / (MANIFEST + ".part")
+    with open(tmp, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["path", "class", "bytes"])
+        w.writerows((p, c, b) for _, p, c, b in rows)
+    os.replace(tmp, folder / MANIFEST)
+    meta = {"spec": asdict(spec), "generator": GENERATOR_VERSION, "count": count}
+    (folder / (META + ".part")).write_text(json.dumps(meta, indent=2))
+    os.replace(folder / (META + ".part"), folder / META)
+    return folder
