@@ -1,11 +1,14 @@
 """``python -m campaign``: one cell on the defaults, or a grid with ``-m key=a,b``."""
 
+import os
 import sys
 
-import hydra
-from omegaconf import DictConfig
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # TensorFlow's C++ INFO lines bury the campaign's own
 
-from campaign import choices, schema, sweep
+import hydra  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from campaign import choices, schema, sweep  # noqa: E402
 
 schema.register()
 

@@ -8,6 +8,7 @@ import logging
 import os
 import shutil
 import statistics
+import sys
 import traceback
 from pathlib import Path
 
@@ -52,6 +53,8 @@ def measure(cfg: DictConfig, config: dict) -> tuple[list[dict], dict, dict]:
     prov = provenance.collect(root, data_dir)
     fs_type = (prov["data_mount"] or prov["storage_mount"])["fs_type"]
     requested = config["cache"]
+    if cfg.storage.kind == "memory" and fs_type not in cache.MEMORY_FS:
+        log.warning("storage=%s describes a memory tier, but %s is on %s: runs are judged as %s", cfg.storage.name, data_dir, fs_type, fs_type)
     runs: list[dict] = []
     total = cfg.warmup + cfg.repeats
     with device_lock(cfg.platform.lock_dir, data_dir) as waited:
@@ -114,13 +117,20 @@ def measure(cfg: DictConfig, config: dict) -> tuple[list[dict], dict, dict]:
 
 
 def _remove_hydra_only_dir(job_dir: str) -> None:
-    """Remove the run folder Hydra made for a run that never started, if it holds only Hydra's files."""
-    p = Path(job_dir)
-    if not p.is_dir():
+    """Remove the run folder Hydra made for a run that never started, if it holds only Hydra's files,
+    and the parents that this leaves empty (up to the working directory)."""
+    p = Path(job_dir).resolve()
+    if not p.is_dir() or not all(e.name == ".hydra" or e.suffix == ".log" for e in p.iterdir()):
         return
-    entries = list(p.iterdir())
-    if all(e.name == ".hydra" or e.suffix == ".log" for e in entries):
-        shutil.rmtree(p)
+    shutil.rmtree(p)
+    stop = Path.cwd().resolve()
+    for parent in p.parents:
+        if parent == stop or stop not in parent.parents:
+            break
+        try:
+            parent.rmdir()  # only succeeds while empty
+        except OSError:
+            break
 
 
 def execute(cfg: DictConfig) -> None:
@@ -134,11 +144,13 @@ def execute(cfg: DictConfig) -> None:
     overrides = list(hc.overrides.task)
     try:
         validate.check(cfg)
-    except validate.ConfigError:
-        if not multirun:
-            logging.shutdown()
-            _remove_hydra_only_dir(job_dir)
-        raise
+    except validate.ConfigError as e:
+        if multirun:
+            raise  # the sweep's own check runs first; this only guards a cell launched another way
+        logging.shutdown()
+        _remove_hydra_only_dir(job_dir)
+        print(f"campaign: {e}", file=sys.stderr)
+        sys.exit(2)
     config = resolved(cfg)
     started = records.now()
     try:

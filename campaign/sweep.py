@@ -55,7 +55,10 @@ class SweepCallback(Callback):
             try:
                 validate.check(cfg)
             except validate.ConfigError as e:
-                raise validate.ConfigError(f"{e} [cell {' '.join(overrides) or '(defaults)'}]; nothing was run") from None
+                # Hydra turns a callback's exception into a warning and runs the sweep anyway: stop here.
+                cell = " ".join(overrides) or "(defaults)"
+                print(f"campaign: {e} [cell {cell}]; nothing was run", file=sys.stderr)
+                sys.exit(2)
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         plan = {
@@ -79,7 +82,13 @@ class SweepCallback(Callback):
         global exit_status
         from analysis.build import build
 
-        out = build(folder)
+        try:
+            out = build(folder)
+        except Exception as e:  # Hydra would only warn; the campaign must not end looking fine
+            exit_status = 1
+            print(f"campaign: building the tables and figures of {folder} failed: {type(e).__name__}: {e}", file=sys.stderr)
+            print(f"campaign: the records are intact; retry with: python -m analysis {folder}", file=sys.stderr)
+            return
         print(out.describe(), flush=True)
         if out.failed or out.missing:
             exit_status = 1

@@ -145,7 +145,8 @@ def process_read_bytes() -> int | None:
 
 def classify(requested: str, storage_kind: str, fs_type: str, device_bytes: int | None, consumed: int) -> str:
     """The cache state a run actually had, from what the device delivered versus what was consumed."""
-    if storage_kind == "memory" or fs_type in MEMORY_FS:
+    # The file system the data really sits on decides, not what the preset says the tier is.
+    if fs_type in MEMORY_FS:
         return MEMORY
     if device_bytes is None or consumed <= 0:
         return UNKNOWN

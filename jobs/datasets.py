@@ -61,10 +61,13 @@ def from_folder(path: str) -> list[tuple[str, str]]:
     root = Path(path)
     if not root.is_dir():
         raise DatasetError(f"dataset.path={path} is not a folder (dataset.source=folder wants a folder of class sub-folders)")
-    subdirs = sorted(e for e in os.scandir(root) if e.is_dir(follow_symlinks=True) and not e.name.startswith("."))
+    subdirs = sorted(
+        (e for e in os.scandir(root) if e.is_dir(follow_symlinks=True) and not e.name.startswith(".")),
+        key=lambda e: e.name,
+    )
     out: list[tuple[str, str]] = []
     if subdirs:
-        for d in sorted(subdirs, key=lambda e: e.name):
+        for d in subdirs:
             for e in sorted(os.scandir(d.path), key=lambda e: e.name):
                 if _listed(e):
                     out.append((os.path.abspath(e.path), d.name))

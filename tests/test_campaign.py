@@ -1,0 +1,121 @@
+"""End to end: real multiruns through ``python -m campaign`` with real TensorFlow on tiny data."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from conftest import ROOT, analysis, campaign, make_jpegs
+from jobs import records
+
+RESULT_COLUMNS = [
+    "workload", "storage", "threads", "batch_size", "prefetch", "run", "images", "images_dropped",
+    "seconds", "images_per_s", "mb_per_s", "bytes_read_device", "cache_state",
+]
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    """A 2 x 2 x 2 grid on a real disk and on tmpfs: both pipelines, threads 1 and 2."""
+    work = tmp_path_factory.mktemp("work")
+    disk = tmp_path_factory.mktemp("disk")
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") else str(disk)
+    out = work / "sweep"
+    p = campaign(
+        "-m", "workload=microbench,readonly", "threads=1,2", "storage=local,tmpfs",
+        f"storage.root={disk}", "dataset.num_images=96", "batch_size=16", "repeats=2",
+        f"hydra.sweep.dir={out}", cwd=work,
+    )
+    # storage.root given once applies to both tiers; tmpfs gets its own run below
+    assert p.returncode == 0, p.stderr[-3000:]
+    p2 = campaign(
+        "-m", "workload=microbench", "threads=2", "storage=tmpfs", f"storage.root={shm}",
+        "dataset.num_images=96", "batch_size=16", "repeats=2", f"hydra.sweep.dir={work / 'shm'}", cwd=work,
+    )
+    assert p2.returncode == 0, p2.stderr[-3000:]
+    return out, work / "shm", p
+
+
+def test_results_table_has_every_cell_and_run(sweep):
+    out, _, _ = sweep
+    df = pd.read_csv(out / "results.csv")
+    assert list(df.columns[: 8]) == ["workload", "storage", "dataset", "threads", "batch_size", "prefetch", "cache", "run"]
+    for col in RESULT_COLUMNS:
+        assert col in df.columns
+    assert len(df) == 8 * 2  # 8 cells x 2 measured runs, warm-ups excluded
+    assert sorted(df["run"].unique()) == [1, 2]
+    assert set(df["images"]) == {96} and set(df["images_dropped"]) == {0}
+    assert (df["images_per_s"] > 0).all()
+    assert df["mb_per_s"].tolist() == pytest.approx((df["bytes_consumed"] / df["seconds"] / 1e6).tolist())
+
+
+def test_cold_runs_read_what_they_consume_from_the_device(sweep):
+    out, shm, _ = sweep
+    df = pd.read_csv(out / "results.csv")
+    # storage.root was a real disk folder for both tiers in this sweep
+    assert set(df["cache_state"]) == {"cold"}
+    ratio = df["bytes_read_device"] / df["bytes_consumed"]
+    assert ratio.between(0.9, 1.5).all(), ratio.describe()
+    tm = pd.read_csv(shm / "results.csv")
+    if set(tm["fs_type"]) == {"tmpfs"}:
+        assert set(tm["cache_state"]) == {"memory"}
+
+
+def test_each_cell_has_a_schema_versioned_record(sweep):
+    out, _, _ = sweep
+    plan = json.loads((out / "plan.json").read_text())
+    assert len(plan["cells"]) == 8
+    for cell in plan["cells"]:
+        rec = records.read(out / cell["dir"] / "record.json")
+        assert rec.schema_version == records.SCHEMA_VERSION and rec.status == "completed"
+        assert rec.overrides[:3] == cell["overrides"][:3]
+        assert len(rec.runs) == 3 and rec.runs[0]["warmup"] and not any(r["warmup"] for r in rec.runs[1:])
+        prov = rec.provenance
+        for key in ("host", "kernel", "cpu_model", "cpu_count", "versions", "git_commit", "storage_mount"):
+            assert key in prov
+        assert prov["storage_mount"]["fs_type"] and prov["storage_mount"]["options"]
+        assert prov["versions"]["tensorflow"]
+        assert rec.config["dataset"]["num_images"] == 96
+        assert rec.dataset["files"] == 96 and rec.dataset["total_bytes"] > 0
+        assert (out / cell["dir"] / ".hydra" / "config.yaml").exists()
+
+
+def test_figures_and_tables_are_rendered(sweep):
+    out, _, p = sweep
+    for name in ("fig4.png", "fig4.svg", "fig5.png", "fig5.svg", "summary.csv", "cells.csv"):
+        assert (out / name).stat().st_size > 1000 or name.endswith(".csv")
+    assert str(out / "fig4.png") in p.stdout
+    summary = pd.read_csv(out / "summary.csv")
+    assert len(summary) == 8
+    row = summary.iloc[0]
+    assert row["images_per_s_min"] <= row["images_per_s_median"] <= row["images_per_s_max"]
+
+
+def test_analysis_rebuilds_the_same_table_without_tensorflow(sweep, tmp_path):
+    out, _, _ = sweep
+    before = pd.read_csv(out / "results.csv")
+    (out / "results.csv").unlink()
+    (out / "fig4.png").unlink()
+    code = (
+        "import sys; from analysis.__main__ import main; rc = main([sys.argv[1]]);"
+        "assert 'tensorflow' not in sys.modules, 'analysis imported tensorflow'; sys.exit(rc)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.run([sys.executable, "-c", code, str(out)], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    after = pd.read_csv(out / "results.csv")
+    pd.testing.assert_frame_equal(before, after)
+    assert (out / "fig4.png").exists()
+
+
+def test_single_cell_on_defaults_writes_record_table_and_figure(tmp_path, disk_root):
+    p = campaign(f"storage.root={disk_root}", "dataset.num_images=64", "batch_size=32", "repeats=1",
+                 "workload=readonly", "hydra.run.dir=run", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    run = tmp_path / "run"
+    assert records.read(run / "record.json").status == "completed"
+    assert len(pd.read_csv(run / "results.csv")) == 1
+    assert (run / "fig5.png").exists()

@@ -1,0 +1,71 @@
+"""Config composition with Hydra's compose API, presets, and the sweep expansion we rely on."""
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+from omegaconf.errors import ValidationError
+
+from campaign import choices, schema, sweep
+from conftest import CONF
+
+schema.register()
+
+
+def _compose(*overrides):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+def test_defaults_are_the_papers():
+    cfg = _compose()
+    assert cfg.workload.name == "microbench" and cfg.workload.pipeline.value == "decode_resize"
+    assert cfg.dataset.name == "imagenet_subset" and cfg.dataset.num_images == 16384 and cfg.dataset.median_kb == 112
+    assert (cfg.batch_size, cfg.prefetch, cfg.repeats, cfg.warmup, cfg.cache.value) == (64, 0, 5, 1, "cold")
+    assert cfg.storage.name == "local" and cfg.platform.name == "workstation"
+
+
+@pytest.mark.parametrize("group", choices.GROUPS)
+def test_every_preset_composes(group):
+    for name in choices.presets(group):
+        cfg = _compose(f"{group}={name}")
+        assert cfg[group].name == name
+
+
+def test_caltech_preset():
+    cfg = _compose("dataset=caltech101")
+    assert (cfg.dataset.num_images, cfg.dataset.num_classes, cfg.dataset.median_kb) == (9144, 102, 12)
+
+
+def test_tier_presets_need_a_root_and_carry_table_one():
+    cfg = _compose("storage=hdd")
+    assert OmegaConf.is_missing(cfg.storage, "root")
+    assert cfg.storage.ior_read_mb_s == 163.0 and cfg.storage.ior_write_mb_s == 133.14
+    assert _compose("storage=lustre").storage.kind == "network"
+    assert _compose("storage=tmpfs").storage.kind == "memory"
+
+
+def test_types_are_checked_by_the_schema():
+    with pytest.raises(Exception) as e:
+        _compose("batch_size=abc")
+    assert "batch_size" in str(e.value) or isinstance(e.value.__cause__, ValidationError)
+    with pytest.raises(Exception) as e:
+        _compose("cache=lukewarm")
+    assert "cold" in str(e.value) or "cold" in str(e.value.__cause__)
+
+
+def test_unknown_choice_lists_valid_ones():
+    msg = choices.unknown_choice(["threads=1,2", "storage=local,nvme"])
+    assert msg and "storage 'nvme'" in msg and "local" in msg and "tmpfs" in msg
+    assert choices.unknown_choice(["storage=local,tmpfs", "workload=readonly"]) is None
+    assert "workload 'alexnetx'" in choices.unknown_choice(["workload=alexnetx"])
+
+
+def test_sweep_expansion_matches_hydras_basic_sweeper():
+    cells = sweep.expand(["threads=1,2", "storage=local,tmpfs", "repeats=2"])
+    assert cells == [
+        ["threads=1", "storage=local", "repeats=2"],
+        ["threads=1", "storage=tmpfs", "repeats=2"],
+        ["threads=2", "storage=local", "repeats=2"],
+        ["threads=2", "storage=tmpfs", "repeats=2"],
+    ]
+    assert sweep.expand([]) == [[]]
