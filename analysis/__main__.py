@@ -16,11 +16,11 @@ def main(argv: list[str] | None = None) -> int:
     from analysis.build import build
 
     out = build(args.folder, render=not args.no_figures)
-    if out.completed == 0 and not out.failed:
-        print(f"analysis: no cell records (record.json) under {args.folder}", file=sys.stderr)
+    if not (out.completed or out.failed or out.missing or out.unreadable):
+        print(f"analysis: no cell records (record.json) and no plan.json under {args.folder}", file=sys.stderr)
         return 1
     print(out.describe())
-    return 1 if out.failed or out.missing else 0
+    return 1 if out.failed or out.missing or out.unreadable else 0
 
 
 if __name__ == "__main__":

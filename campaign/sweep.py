@@ -90,5 +90,5 @@ class SweepCallback(Callback):
             print(f"campaign: the records are intact; retry with: python -m analysis {folder}", file=sys.stderr)
             return
         print(out.describe(), flush=True)
-        if out.failed or out.missing:
+        if out.failed or out.missing or out.unreadable:
             exit_status = 1

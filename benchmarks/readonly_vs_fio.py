@@ -1,0 +1,114 @@
+"""Benchmark: TF's read-only pipeline versus fio over the same files, same parallelism, cold cache.
+
+    python -m benchmarks.readonly_vs_fio [--storage-root /var/tmp] [--num-images 2048] [--threads 1,2,4,8]
+
+For every thread count and repeat, the dataset is evicted, read once by the Section III-A
+read-only pipeline (num_parallel_calls = threads) and, evicted again, once by fio with one job per
+thread (each job reads its share of the files whole in 4 KiB calls, buffered as read_file is; kernel
+readahead makes the device requests large). The order of the two
+alternates between repeats. Prints medians and the median of the per-repeat ratios TF / fio: the
+share of the device's small-file rate that the TF pipeline reaches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+CONF = Path(__file__).resolve().parent.parent / "conf"
+
+
+def _dataset(storage_root: str, name: str, num_images: int, seed: int):
+    from hydra import compose, initialize_config_dir
+
+    from campaign import schema
+    from jobs import datasets
+
+    schema.register()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"dataset={name}", f"dataset.num_images={num_images}"])
+    return datasets.resolve(cfg.dataset, storage_root, seed)
+
+
+def _link_farm(files: list[str], folder: Path, jobs: int) -> list[Path]:
+    """Hard links of the files, split round-robin into one folder per fio job (same inodes, same cache)."""
+    dirs = [folder / f"job{k}" for k in range(jobs)]
+    for d in dirs:
+        d.mkdir(parents=True)
+    for i, f in enumerate(files):
+        os.link(f, dirs[i % jobs] / f"{i:07d}.jpg")
+    return dirs
+
+
+def fio_read(dirs: list[Path]) -> tuple[float, int]:
+    """(MB/s, bytes) of fio reading every file of ``dirs`` whole, one buffered job per folder."""
+    cmd = ["fio", "--output-format=json", "--group_reporting", "--rw=read", "--bs=4k", "--ioengine=psync",
+           "--direct=0", "--invalidate=1", "--file_service_type=sequential", "--openfiles=8"]
+    for k, d in enumerate(dirs):
+        cmd += [f"--name=j{k}", f"--opendir={d}"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    read = json.loads(out.stdout[out.stdout.index("{"):])["jobs"][0]["read"]
+    return read["io_bytes"] / (read["runtime"] / 1000) / 1e6, read["io_bytes"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.readonly_vs_fio", description=__doc__.split("\n")[0])
+    p.add_argument("--storage-root", default="/var/tmp", help="directory on the device to measure")
+    p.add_argument("--dataset", default="imagenet_subset", help="dataset preset (conf/dataset)")
+    p.add_argument("--num-images", type=int, default=2048)
+    p.add_argument("--threads", default="1,2,4,8", help="comma-separated thread counts")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    if shutil.which("fio") is None:
+        print("benchmark: fio is not on PATH (Debian: apt-get install fio)", file=sys.stderr)
+        return 2
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from jobs import cache, microbench
+
+    ds = _dataset(args.storage_root, args.dataset, args.num_images, args.seed)
+    threads = [int(t) for t in args.threads.split(",")]
+    farm = Path(args.storage_root) / "iocampaign" / f"bench-{os.getpid()}"
+    rows = []
+    try:
+        for n in threads:
+            dirs = _link_farm(list(ds.files), farm / f"t{n}", n)
+            tf_mb, fio_mb, ratios, cold = [], [], [], []
+            for r in range(args.repeats):
+                order = ("tf", "fio") if r % 2 == 0 else ("fio", "tf")
+                got = {}
+                for who in order:
+                    cache.evict(ds.files)
+                    if who == "tf":
+                        s = microbench.RunSettings("read_only", n, 64, 0, 224, None, args.seed + r)
+                        res = microbench.run_once(ds, s)
+                        got["tf"] = res.mb_per_s
+                        cold.append((res.bytes_read_device or 0) / res.bytes_consumed)
+                    else:
+                        got["fio"], _ = fio_read(dirs)
+                tf_mb.append(got["tf"])
+                fio_mb.append(got["fio"])
+                ratios.append(got["tf"] / got["fio"])
+            rows.append((n, statistics.median(tf_mb), statistics.median(fio_mb), statistics.median(ratios),
+                         min(ratios), max(ratios), statistics.median(cold)))
+            shutil.rmtree(farm / f"t{n}")
+    finally:
+        shutil.rmtree(farm, ignore_errors=True)
+    mount = __import__("jobs.provenance", fromlist=["mount_of"]).mount_of(ds.location)
+    print(f"dataset {ds.name}: {len(ds.files)} files, {ds.total_bytes / 1e6:.0f} MB, median "
+          f"{statistics.median(ds.sizes) / 1e3:.0f} KB, on {mount.source} ({mount.fs_type}); "
+          f"{args.repeats} repeats, cold cache before every read")
+    print(f"{'threads':>7} {'TF MB/s':>9} {'fio MB/s':>9} {'TF/fio':>7} {'(min-max)':>12} {'TF device/consumed':>19}")
+    for n, t, f, ratio, lo, hi, c in rows:
+        print(f"{n:>7} {t:>9.1f} {f:>9.1f} {ratio:>7.2f} {f'({lo:.2f}-{hi:.2f})':>12} {c:>19.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""Failure paths: a cell that raises, a campaign killed mid-way, records the analysis cannot read."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import os
+
+import pandas as pd
+
+from conftest import ROOT, analysis, campaign, make_jpegs
+from jobs import records
+
+
+def test_failed_cell_is_recorded_and_the_sweep_goes_on(tmp_path):
+    data = tmp_path / "data" / "c0"
+    data.mkdir(parents=True)
+    for i in range(8):
+        (data / f"{i}.jpg").write_bytes(b"not a jpeg at all" * (i + 1))
+    out = tmp_path / "sweep"
+    p = campaign("-m", "workload=microbench,readonly", "dataset.source=folder", f"dataset.path={data.parent}",
+                 f"storage.root={tmp_path}", "batch_size=4", "repeats=1", f"hydra.sweep.dir={out}", cwd=tmp_path)
+    assert p.returncode == 1, p.stderr[-2000:]
+    failed = records.read(out / "0" / "record.json")
+    assert failed.status == "failed" and failed.runs == []
+    assert failed.error["type"] == "RuntimeError" and "no image" in failed.error["message"]
+    assert records.read(out / "1" / "record.json").status == "completed"  # read-only does not decode
+    cells = pd.read_csv(out / "cells.csv")
+    assert cells.set_index("cell_dir").loc[0, "status"] == "failed"
+    results = pd.read_csv(out / "results.csv")
+    assert set(results["workload"]) == {"readonly"}  # a failed cell contributes no rows
+    assert "FAILED  cell 0" in p.stdout
+
+
+def test_a_killed_campaign_reports_its_missing_cells(tmp_path):
+    make_jpegs(tmp_path / "data", 16)
+    out = tmp_path / "sweep"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "campaign", "-m", "threads=1,2", "repeats=400", "warmup=0", "batch_size=4",
+         "dataset.source=folder", f"dataset.path={tmp_path / 'data'}", f"storage.root={tmp_path}",
+         f"hydra.sweep.dir={out}"],
+        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "plan.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(3)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert (out / "plan.json").exists()
+    p = analysis(str(out), cwd=tmp_path)
+    assert p.returncode == 1
+    assert "MISSING cell 0" in p.stdout and "MISSING cell 1" in p.stdout
+    cells = pd.read_csv(out / "cells.csv")
+    assert list(cells["status"]) == ["missing", "missing"]
+
+
+def test_unreadable_and_foreign_records_are_reported_not_skipped(tmp_path):
+    (tmp_path / "0").mkdir()
+    (tmp_path / "0" / "record.json").write_text(json.dumps({"schema_version": 999}))
+    (tmp_path / "1").mkdir()
+    (tmp_path / "1" / "record.json").write_text("{broken")
+    p = analysis(str(tmp_path), cwd=tmp_path)
+    assert p.returncode == 1
+    assert "record schema version 999, this project reads 1" in p.stdout
+    assert "1/record.json: not a readable record" in p.stdout
+
+
+def test_analysis_of_a_folder_without_records(tmp_path):
+    p = analysis(str(tmp_path), cwd=tmp_path)
+    assert p.returncode == 1 and "no cell records (record.json) and no plan.json" in p.stderr
+    p = analysis(str(tmp_path / "nope"), cwd=tmp_path)
+    assert p.returncode == 2 and "is not a folder" in p.stderr
