@@ -84,10 +84,16 @@ def bandwidth_figure(results, workload: str, title: str, out_stem: Path) -> list
 
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="//"))
         names.append("cache not as requested")
-    ax.legend(handles, names, title="map threads", fontsize=8, title_fontsize=8, loc="upper left")
+    top = np.nanmax([stats["max"].max(), 1.0])
+    ax.set_ylim(0, top * 1.22)  # headroom for the legend, which must not cover a bar
+    ax.legend(handles, names, title="map threads", fontsize=8, title_fontsize=8, loc="upper left",
+              ncol=len(handles), columnspacing=1.0, handlelength=1.5)
     n_runs = df.groupby(["storage", "threads"])["run"].count()
-    fig.text(0.01, 0.01, f"whiskers: min–max of {n_runs.min()}–{n_runs.max()} runs per bar; "
-             f"bars hatched where a run's cache was not as requested", fontsize=6)
+    runs = f"{n_runs.min()}" if n_runs.min() == n_runs.max() else f"{n_runs.min()}–{n_runs.max()}"
+    note = f"bars: median; whiskers: min–max of {runs} runs per bar"
+    if any(flagged):
+        note += "; hatched: a run's cache was not in the requested state"
+    fig.text(0.01, 0.01, note, fontsize=6)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     out_stem.parent.mkdir(parents=True, exist_ok=True)
     paths = []

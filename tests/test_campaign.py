@@ -119,3 +119,13 @@ def test_single_cell_on_defaults_writes_record_table_and_figure(tmp_path, disk_r
     assert records.read(run / "record.json").status == "completed"
     assert len(pd.read_csv(run / "results.csv")) == 1
     assert (run / "fig5.png").exists()
+
+
+def test_warm_cache_is_requested_and_verified(tmp_path, disk_root):
+    p = campaign(f"storage.root={disk_root}", "dataset.num_images=64", "batch_size=32", "repeats=2",
+                 "cache=warm", "hydra.run.dir=run", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    df = pd.read_csv(tmp_path / "run" / "results.csv")
+    assert set(df["cache"]) == {"warm"} and set(df["cache_state"]) == {"warm"}
+    assert (df["device_read_ratio"] <= 0.1).all()
+    assert (df["resident_bytes_before"] >= 0.9 * df["bytes_consumed"]).all()
