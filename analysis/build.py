@@ -10,6 +10,7 @@ from analysis import figures, tables
 RESULTS = "results.csv"
 SUMMARY = "summary.csv"
 CELLS = "cells.csv"
+IO_COST = "io_cost.csv"
 
 
 @dataclass
@@ -56,6 +57,12 @@ def build(folder: str | Path, render: bool = True) -> Built:
     out.files.append(folder / SUMMARY)
     pd.DataFrame(c.cells, columns=["cell_dir", "status", "overrides", "error"]).to_csv(folder / CELLS, index=False)
     out.files.append(folder / CELLS)
+    from analysis import training
+
+    cost = training.io_cost(results)
+    if not cost.empty:
+        cost.to_csv(folder / IO_COST, index=False)
+        out.files.append(folder / IO_COST)
     if render and not results.empty:
         out.files += figures.render_all(results, folder)
     return out

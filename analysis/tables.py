@@ -10,10 +10,10 @@ from jobs import records
 from jobs.metrics import METRICS
 
 # Columns of results.csv that describe the cell; the metric columns follow from jobs.metrics.
-CELL_COLUMNS = ("workload", "storage", "dataset", "threads", "batch_size", "prefetch", "cache")
-RUN_COLUMNS = ("run", "cache_state")
-TAIL_COLUMNS = ("device_read_ratio", "fs_type", "host", "cell_id", "cell_dir", "record")
-SUMMARY_METRICS = ("images_per_s", "mb_per_s", "seconds")
+CELL_COLUMNS = ("workload", "storage", "dataset", "threads", "batch_size", "prefetch", "cache", "image_side", "width")
+RUN_COLUMNS = ("run", "cache_state", "device")
+TAIL_COLUMNS = ("device_read_ratio", "fs_type", "host", "cell_id", "cell_dir", "record", "trace_file", "steps_file")
+SUMMARY_METRICS = ("images_per_s", "mb_per_s", "seconds", "runtime_s", "data_wait_s", "compute_s")
 
 
 @dataclass
@@ -33,6 +33,8 @@ def _cell_values(cfg: dict) -> dict:
         "batch_size": cfg["batch_size"],
         "prefetch": cfg["prefetch"],
         "cache": cfg["cache"],
+        "image_side": cfg["workload"]["image_side"],
+        "width": cfg["workload"].get("width"),
     }
 
 
@@ -71,7 +73,7 @@ def collect(folder: str | Path) -> Collected:
         for run in rec.runs:
             if run["warmup"]:
                 continue
-            row = {**base, "run": run["run"], "cache_state": run["cache_state"]}
+            row = {**base, "run": run["run"], "cache_state": run["cache_state"], "device": run.get("device", "")}
             row.update({m: run.get(m) for m in METRICS})
             dev, con = run.get("bytes_read_device"), run.get("bytes_consumed")
             row["device_read_ratio"] = dev / con if dev is not None and con else None
@@ -80,6 +82,8 @@ def collect(folder: str | Path) -> Collected:
             row["cell_id"] = rec.cell_id
             row["cell_dir"] = d
             row["record"] = str(path.relative_to(folder))
+            row["trace_file"] = str(Path(d) / run["trace_file"]) if run.get("trace_file") else ""
+            row["steps_file"] = str(Path(d) / run["steps_file"]) if run.get("steps_file") else ""
             out.rows.append(row)
     out.cells.sort(key=lambda c: (len(c["cell_dir"]), c["cell_dir"]))
     return out
@@ -100,7 +104,8 @@ def summary_frame(results):
     if results.empty:
         return pd.DataFrame()
     keys = [*CELL_COLUMNS, "cell_dir"]
-    agg = {f"{m}_{s}": (m, s) for m in SUMMARY_METRICS for s in ("median", "min", "max")}
+    present = [m for m in SUMMARY_METRICS if results[m].notna().any()]
+    agg = {f"{m}_{s}": (m, s) for m in present for s in ("median", "min", "max")}
     agg["runs"] = ("run", "count")
     agg["images_dropped_max"] = ("images_dropped", "max")
     agg["cache_states"] = ("cache_state", lambda s: ",".join(sorted(set(s))))

@@ -42,9 +42,84 @@ def _dataset_summary(ds) -> dict:
     }
 
 
-def measure(cfg: DictConfig, config: dict) -> tuple[list[dict], dict, dict]:
+def _microbench_run(ds, cfg: DictConfig, config: dict, seed: int, job_dir: Path, run: int, disk) -> dict:
+    from jobs import microbench
+
+    settings = microbench.RunSettings(
+        pipeline=config["workload"]["pipeline"],
+        threads=validate.threads_value(cfg.threads),
+        batch_size=int(cfg.batch_size),
+        prefetch=int(cfg.prefetch),
+        image_side=int(cfg.workload.image_side),
+        batches=cfg.workload.batches,
+        seed=seed,
+        read_delay_ms=float(cfg.workload.read_delay_ms),
+    )
+    return microbench.run_once(ds, settings).as_dict()
+
+
+def _alexnet_run(ds, cfg: DictConfig, config: dict, seed: int, job_dir: Path, run: int, disk) -> dict:
+    from jobs import alexnet, trace
+
+    settings = alexnet.TrainSettings(
+        threads=validate.threads_value(cfg.threads),
+        batch_size=int(cfg.batch_size),
+        prefetch=int(cfg.prefetch),
+        image_side=int(cfg.workload.image_side),
+        width=float(cfg.workload.width),
+        steps=cfg.workload.steps,
+        seed=seed,
+        device=config["workload"]["device"],
+        read_delay_ms=float(cfg.workload.read_delay_ms),
+    )
+    tag = f"run{run}" if run > 0 else f"warmup{1 - run}"
+    tracer = trace.Tracer(disk, float(cfg.workload.trace_interval_s)).start()
+    try:
+        result = alexnet.run_once(ds, settings, steps_csv=job_dir / f"steps_{tag}.csv").as_dict()
+    finally:
+        tracer.stop()
+    tracer.mark(trace.FIRST, result.pop("t_first_iterator_call"))
+    tracer.mark(trace.LAST, result.pop("t_last_iterator_call"))
+    tracer.write(job_dir / f"trace_{tag}.csv")
+    result["trace_file"] = f"trace_{tag}.csv"
+    result["trace_device"] = disk or "all disks"
+    result["steps_file"] = f"steps_{tag}.csv"
+    return result
+
+
+RUNNERS = {"microbench": _microbench_run, "alexnet": _alexnet_run}
+
+
+def _log_run(warmup: bool, k: int, cfg: DictConfig, result: dict, state: str) -> None:
+    ratio = (
+        f"{result['bytes_read_device'] / result['bytes_consumed']:.0%} of consumed from the device"
+        if result["bytes_read_device"] is not None and result["bytes_consumed"]
+        else "device bytes not counted"
+    )
+    what = (
+        f"{result['runtime_s']:.2f} s runtime ({result['data_wait_s']:.2f} s waiting for data, "
+        f"{result['compute_s']:.2f} s computing, first step {result['first_step_s']:.2f} s) on {result['device']}"
+        if "runtime_s" in result
+        else f"{result['images_per_s']:.0f} images/s, {result['mb_per_s']:.1f} MB/s"
+    )
+    log.info(
+        "%s %d/%d: %s, %d images (%d dropped), cache %s (%s)",
+        "warm-up" if warmup else "run",
+        k + 1 if warmup else k + 1 - cfg.warmup,
+        cfg.warmup if warmup else cfg.repeats,
+        what,
+        result["images"],
+        result["images_dropped"],
+        state,
+        ratio,
+    )
+    if result["images_dropped"]:
+        log.warning("%d files dropped by ignore_errors, e.g. %s", result["images_dropped"], result["dropped_files"][:3])
+
+
+def measure(cfg: DictConfig, config: dict, job_dir: Path) -> tuple[list[dict], dict, dict]:
     """Every run of the cell (warm-ups first) with its cache evidence; plus dataset and provenance."""
-    from jobs import cache, datasets, microbench, provenance
+    from jobs import cache, datasets, provenance, trace
     from campaign.locks import device_lock
 
     root = str(cfg.storage.root)
@@ -55,64 +130,37 @@ def measure(cfg: DictConfig, config: dict) -> tuple[list[dict], dict, dict]:
     requested = config["cache"]
     if cfg.storage.kind == "memory" and fs_type not in cache.MEMORY_FS:
         log.warning("storage=%s describes a memory tier, but %s is on %s: runs are judged as %s", cfg.storage.name, data_dir, fs_type, fs_type)
+    runner = RUNNERS[config["workload"]["kind"]]
+    disk = trace.device_of(data_dir)
     runs: list[dict] = []
-    total = cfg.warmup + cfg.repeats
     with device_lock(cfg.platform.lock_dir, data_dir) as waited:
         prov["device_lock_wait_s"] = waited
-        for k in range(total):
+        for k in range(cfg.warmup + cfg.repeats):
             warmup = k < cfg.warmup
             if requested == "cold":
-                ev = cache.evict(ds.files, drop_caches=bool(cfg.drop_caches))
-                resident = ev.resident_bytes_after
+                resident = cache.evict(ds.files, drop_caches=bool(cfg.drop_caches)).resident_bytes_after
             else:
                 cache.warm(ds.files)
                 resident, _ = cache.residency(ds.files)
-            settings = microbench.RunSettings(
-                pipeline=config["workload"]["pipeline"],
-                threads=validate.threads_value(cfg.threads),
-                batch_size=int(cfg.batch_size),
-                prefetch=int(cfg.prefetch),
-                image_side=int(cfg.workload.image_side),
-                batches=cfg.workload.batches,
-                seed=int(cfg.seed) + k,
-            )
             started = records.now()
-            result = microbench.run_once(ds, settings).as_dict()
+            seed = int(cfg.seed) + k
+            result = runner(ds, cfg, config, seed, job_dir, k + 1 - cfg.warmup, disk)
             state = cache.classify(
                 requested, cfg.storage.kind, fs_type, result["bytes_read_device"], result["bytes_consumed"]
             )
-            run = {
-                "run": k + 1 - cfg.warmup,  # measured runs are 1..repeats; warm-ups are <= 0
-                "warmup": warmup,
-                "started_at": started,
-                "shuffle_seed": settings.seed,
-                "cache_requested": requested,
-                "cache_state": state,
-                "resident_bytes_before": resident,
-                **result,
-            }
-            runs.append(run)
-            ratio = (
-                f"{result['bytes_read_device'] / result['bytes_consumed']:.0%} of consumed from the device"
-                if result["bytes_read_device"] is not None and result["bytes_consumed"]
-                else "device bytes not counted"
+            runs.append(
+                {
+                    "run": k + 1 - cfg.warmup,  # measured runs are 1..repeats; warm-ups are <= 0
+                    "warmup": warmup,
+                    "started_at": started,
+                    "shuffle_seed": seed,
+                    "cache_requested": requested,
+                    "cache_state": state,
+                    "resident_bytes_before": resident,
+                    **result,
+                }
             )
-            log.info(
-                "%s %d/%d: %.0f images/s, %.1f MB/s, %d images (%d dropped), cache %s (%s)",
-                "warm-up" if warmup else "run",
-                k + 1 if warmup else k + 1 - cfg.warmup,
-                cfg.warmup if warmup else cfg.repeats,
-                result["images_per_s"],
-                result["mb_per_s"],
-                result["images"],
-                result["images_dropped"],
-                state,
-                ratio,
-            )
-            if result["images_dropped"]:
-                log.warning(
-                    "%d files dropped by ignore_errors, e.g. %s", result["images_dropped"], result["dropped_files"][:3]
-                )
+            _log_run(warmup, k, cfg, result, state)
     return runs, _dataset_summary(ds), prov
 
 
@@ -154,7 +202,7 @@ def execute(cfg: DictConfig) -> None:
     config = resolved(cfg)
     started = records.now()
     try:
-        runs, dataset, prov = measure(cfg, config)
+        runs, dataset, prov = measure(cfg, config, Path(job_dir))
     except Exception as e:  # the cell failed: say so in its record, never leave it looking like a result
         from jobs import provenance
 

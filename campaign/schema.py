@@ -29,12 +29,29 @@ class Pipeline(Enum):
     read_only = "read_only"  # read_file only (Fig. 5)
 
 
+class Kind(Enum):
+    microbench = "microbench"  # iterate the input pipeline, no compute (Section III-A)
+    alexnet = "alexnet"  # train AlexNet on the pipeline's batches (Section III-B)
+
+
+class Device(Enum):
+    auto = "auto"  # the first GPU when TensorFlow sees one, else the CPU
+    cpu = "cpu"
+    gpu = "gpu"  # fail when there is no GPU
+
+
 @dataclass
 class WorkloadConf:
     name: str = MISSING  # workload label used in records and tables
+    kind: Kind = Kind.microbench  # the job that runs in the cell
     pipeline: Pipeline = Pipeline.decode_resize  # what the mapped function does to every file
-    image_side: int = 224  # side of the resized square image, pixels
-    batches: Optional[int] = None  # stop after this many batches; null = consume the whole set
+    image_side: int = 224  # side of the resized square image, pixels (alexnet: also the model's input)
+    batches: Optional[int] = None  # microbench: stop after this many batches; null = the whole set
+    width: float = 1.0  # alexnet: multiplier of filters and dense units (1.0 = the paper's, 58.7 M params)
+    steps: Optional[int] = None  # alexnet: training steps per run; null = one epoch (images // batch_size)
+    device: Device = Device.auto  # alexnet: where the model trains
+    trace_interval_s: float = 1.0  # alexnet: device I/O sampling interval, s (0.1 to 10)
+    read_delay_ms: float = 0.0  # extra latency per file read, ms: emulates a slower tier (0 = none)
     description: str = ""  # one line shown in the README and records
 
 

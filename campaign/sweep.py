@@ -27,7 +27,8 @@ exit_status = 0
 
 
 def expand(overrides: list[str]) -> list[list[str]]:
-    """The override list of every cell of a sweep, in the order Hydra's basic sweeper runs them.
+    """The override list of every cell of a sweep, in the order Hydra's basic sweeper runs them
+    (``hydra.sweeper.params`` first, then the command line; a later key replaces an earlier one).
 
     Wraps Hydra's own expansion (BasicSweeper.split_arguments); tests pin its behaviour.
     """
@@ -49,7 +50,8 @@ class SweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         global exit_status
         exit_status = 0
-        cells = expand(list(config.hydra.overrides.task))
+        params = config.hydra.sweeper.get("params") or {}
+        cells = expand([f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task))
         for overrides in cells:
             cfg = _compose(config.hydra.job.config_name, overrides)
             try:

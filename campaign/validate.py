@@ -86,6 +86,15 @@ def check(cfg: DictConfig) -> None:
         ("workload.batches", 1),
     ):
         _at_least(cfg, key, low)
+    kind = str(getattr(cfg.workload.kind, "value", cfg.workload.kind))
+    if kind == "alexnet" and cfg.workload.image_side < 64:
+        raise ConfigError(f"workload.image_side={cfg.workload.image_side} is too small for AlexNet's three poolings (64 or more)")
+    if kind == "alexnet" and cfg.workload.width <= 0:
+        raise ConfigError(f"workload.width={cfg.workload.width} must be positive (1.0 = the paper's AlexNet)")
+    if not 0.05 <= cfg.workload.trace_interval_s <= 10:
+        raise ConfigError(f"workload.trace_interval_s={cfg.workload.trace_interval_s} must be between 0.05 and 10 seconds")
+    if cfg.workload.read_delay_ms < 0:
+        raise ConfigError(f"workload.read_delay_ms={cfg.workload.read_delay_ms} must not be negative")
     _storage_root(cfg)
     n = _dataset_size(cfg)
     if cfg.batch_size > n:

@@ -27,14 +27,19 @@ METRICS: dict[str, Metric] = {
     for m in (
         Metric("images", "images", "", "images delivered by the iterator in the timed interval"),
         Metric("images_dropped", "images", "lower", "images removed by ignore_errors (unreadable, truncated, not images)"),
-        Metric("batches", "batches", "", "batches drawn from the iterator"),
-        Metric("seconds", "s", "lower", "time from the first iterator call to the return of the last"),
-        Metric("first_batch_s", "s", "lower", "time of the first iterator call alone (pipeline start-up)"),
+        Metric("batches", "batches", "", "micro-benchmark: batches drawn from the iterator"),
+        Metric("seconds", "s", "lower", "micro-benchmark: time from the first iterator call to the return of the last"),
+        Metric("first_batch_s", "s", "lower", "micro-benchmark: time of the first iterator call alone (pipeline start-up)"),
         Metric("images_per_s", "images/s", "higher", "Bandwidth; images / seconds"),
         Metric("mb_per_s", "MB/s", "higher", "Bandwidth; bytes of the delivered images' files / seconds / 1e6"),
         Metric("bytes_consumed", "B", "", "bytes of the files of the delivered images"),
         Metric("bytes_read_device", "B", "", "bytes this process read from block devices during the run (/proc/self/io read_bytes)"),
         Metric("bytes_read_syscall", "B", "", "bytes returned by read system calls during the run (/proc/self/io rchar)"),
+        Metric("steps", "steps", "", "AlexNet: training steps run"),
+        Metric("runtime_s", "s", "lower", "Runtime; AlexNet: first iterator call to the end of the last step"),
+        Metric("data_wait_s", "s", "lower", "AlexNet: time spent waiting for the next batch, all steps"),
+        Metric("compute_s", "s", "lower", "AlexNet: time spent in training steps (forward, backward, Adam), all steps"),
+        Metric("first_step_s", "s", "lower", "AlexNet: wait and compute of the first step (includes graph tracing)"),
         Metric("resident_bytes_before", "B", "", "bytes of the dataset in the page cache when the run started (mincore)"),
     )
 }

@@ -13,7 +13,7 @@ schema.register()
 
 def _compose(*overrides):
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
+        return compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
 
 
 def test_defaults_are_the_papers():
@@ -27,8 +27,36 @@ def test_defaults_are_the_papers():
 @pytest.mark.parametrize("group", choices.GROUPS)
 def test_every_preset_composes(group):
     for name in choices.presets(group):
+        if group == "experiment":
+            cfg = _compose(f"+experiment={name}")
+            assert cfg.workload.kind.value == "alexnet" and cfg.hydra.mode.name == "MULTIRUN"
+            continue
         cfg = _compose(f"{group}={name}")
-        assert cfg[group].name == name
+        assert name.startswith(cfg[group].name)  # alexnet_small is AlexNet at another scale
+
+
+def test_each_workload_gets_the_papers_dataset_unless_told():
+    assert _compose("workload=readonly").dataset.name == "imagenet_subset"
+    assert _compose("workload=alexnet").dataset.name == "caltech101"
+    assert _compose("workload=alexnet_small").dataset.name == "caltech101"
+    assert _compose("workload=alexnet", "dataset=imagenet_subset").dataset.name == "imagenet_subset"
+    assert "default_for_alexnet" not in choices.presets("dataset")
+
+
+def test_alexnet_presets():
+    full = _compose("workload=alexnet").workload
+    assert (full.image_side, full.width, full.steps, full.device.value) == (224, 1.0, None, "auto")
+    small = _compose("workload=alexnet_small").workload
+    assert small.image_side < 224 and small.width < 1
+
+
+def test_experiment_presets_sweep_and_can_be_narrowed():
+    cfg = _compose("+experiment=fig6")
+    params = dict(cfg.hydra.sweeper.params)
+    assert params == {"threads": "1,2,4,8", "prefetch": "0,1"}
+    cells = sweep.expand([f"{k}={v}" for k, v in params.items()] + ["threads=1,8", "storage=local,tmpfs"])
+    assert len(cells) == 2 * 2 * 2 and ["threads=1", "prefetch=0", "storage=local"] in cells
+    assert dict(_compose("+experiment=fig7").hydra.sweeper.params)["batch_size"] == "16,32,64,128"
 
 
 def test_caltech_preset():

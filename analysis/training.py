@@ -1,0 +1,220 @@
+"""The AlexNet mini-app's tables and figures: I/O cost, Fig. 6 (threads), Fig. 7 (batch size),
+Fig. 8 (device reads over time)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from jobs.metrics import label
+
+WORKLOAD = "alexnet"
+
+
+def _sorted_threads(values) -> list[str]:
+    return sorted({str(v) for v in values}, key=lambda s: (1, 0.0) if s == "autotune" else (0, float(s)))
+
+
+def _alexnet(results):
+    df = results[results["workload"] == WORKLOAD].copy()
+    df["threads"] = df["threads"].astype(str)
+    df["prefetching"] = df["prefetch"] > 0
+    return df
+
+
+def io_cost(results):
+    """Runtime without prefetch minus runtime with prefetch, per storage, threads and batch size
+    (the paper's reading of Fig. 6: the excess is the cost of I/O)."""
+    import pandas as pd
+
+    df = _alexnet(results)
+    if df.empty:
+        return pd.DataFrame()
+    keys = ["storage", "threads", "batch_size", "image_side", "width"]
+    med = df.groupby([*keys, "prefetching"])["runtime_s"].median().unstack("prefetching")
+    wait = df.groupby([*keys, "prefetching"])["data_wait_s"].median().unstack("prefetching")
+    out = pd.DataFrame(index=med.index)
+    out["runtime_no_prefetch_s"] = med.get(False)
+    out["runtime_prefetch_s"] = med.get(True)
+    out["io_cost_s"] = out["runtime_no_prefetch_s"] - out["runtime_prefetch_s"]
+    out["data_wait_no_prefetch_s"] = wait.get(False)
+    out["data_wait_prefetch_s"] = wait.get(True)
+    return out.reset_index()
+
+
+def _save(fig, stem: Path) -> list[Path]:
+    import matplotlib.pyplot as plt
+
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for ext in ("png", "svg"):
+        p = stem.with_suffix(f".{ext}")
+        fig.savefig(p, dpi=150)
+        paths.append(p)
+    plt.close(fig)
+    return paths
+
+
+def _stacked(ax, x, on, off, width, color):
+    """Gray bar: runtime with prefetch; white bar on top: the excess without it (as the paper draws)."""
+    import numpy as np
+
+    on = np.asarray(on, dtype=float)
+    off = np.asarray(off, dtype=float)
+    base = np.where(np.isnan(on), 0.0, on)
+    excess = np.where(np.isnan(off), 0.0, np.clip(off - base, 0, None))
+    ax.bar(x, base, width, color=color, edgecolor="black", linewidth=0.6)
+    ax.bar(x, excess, width, bottom=base, color="white", edgecolor="black", linewidth=0.6)
+    # where prefetch was slower than none, mark the no-prefetch runtime instead of hiding it
+    below = ~np.isnan(off) & (off < base)
+    if below.any():
+        ax.plot(np.asarray(x)[below], off[below], "k_", markersize=10)
+
+
+def fig6(results, stem: Path) -> list[Path]:
+    """Runtime against map threads, prefetch on (gray) and the excess without prefetch (white)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.patches import Patch
+
+    df = _alexnet(results)
+    if df.empty:
+        return []
+    batch = int(df["batch_size"].mode().iloc[0])
+    df = df[df["batch_size"] == batch]
+    storages = list(dict.fromkeys(df["storage"]))
+    threads = _sorted_threads(df["threads"])
+    med = df.groupby(["storage", "threads", "prefetching"])["runtime_s"].median()
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(storages) * len(threads) / 2), 4.2))
+    width = 0.8 / len(threads)
+    for j, t in enumerate(threads):
+        x = np.arange(len(storages)) - 0.4 + width * (j + 0.5)
+        on = [med.get((s, t, True), np.nan) for s in storages]
+        off = [med.get((s, t, False), np.nan) for s in storages]
+        _stacked(ax, x, on, off, width * 0.9, "0.6")
+        for xi in x:
+            ax.annotate(t, (xi, 0), xytext=(0, -10), textcoords="offset points", ha="center", fontsize=7)
+    ax.set_xticks(np.arange(len(storages)), storages)
+    ax.tick_params(axis="x", pad=14)
+    ax.set_xlabel("Storage (numbers under the bars: map threads)")
+    ax.set_ylabel(label("runtime_s"))
+    scale = df[["image_side", "width"]].drop_duplicates().iloc[0]
+    top = max(float(df.groupby(["storage", "threads", "prefetching"])["runtime_s"].median().max()), 1e-9)
+    ax.set_ylim(0, top * 1.3)  # headroom for the legend
+    ax.set_title(f"Fig. 6: AlexNet runtime, batch {batch}, {int(scale['image_side'])} px, width {scale['width']:g} "
+                 f"(median of runs)", fontsize=9)
+    ax.legend(handles=[Patch(facecolor="0.6", edgecolor="black", label="prefetch 1 batch"),
+                       Patch(facecolor="white", edgecolor="black", label="excess without prefetch (I/O cost)")],
+              fontsize=8, loc="upper right")
+    ax.grid(axis="y", linewidth=0.3)
+    ax.set_axisbelow(True)
+    fig.tight_layout()
+    return _save(fig, stem)
+
+
+def fig7(results, stem: Path) -> list[Path]:
+    """Runtime against batch size at eight map threads (or the most there are), prefetch on and off."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.patches import Patch
+
+    df = _alexnet(results)
+    if df.empty or df["batch_size"].nunique() < 2:
+        return []
+    threads = "8" if "8" in set(df["threads"]) else _sorted_threads(df["threads"])[-1]
+    df = df[df["threads"] == threads]
+    storages = list(dict.fromkeys(df["storage"]))
+    batches = sorted(df["batch_size"].unique())
+    med = df.groupby(["storage", "batch_size", "prefetching"])["runtime_s"].median()
+    fig, axes = plt.subplots(1, len(storages), figsize=(4.2 * len(storages), 3.8), squeeze=False, sharey=True)
+    for ax, s in zip(axes[0], storages):
+        x = np.arange(len(batches))
+        on = [med.get((s, b, True), np.nan) for b in batches]
+        off = [med.get((s, b, False), np.nan) for b in batches]
+        _stacked(ax, x, on, off, 0.6, "0.6")
+        ax.set_xticks(x, [str(b) for b in batches])
+        ax.set_xlabel("Batch size")
+        ax.set_title(s, fontsize=9)
+        ax.grid(axis="y", linewidth=0.3)
+        ax.set_axisbelow(True)
+    axes[0][0].set_ylabel(label("runtime_s"))
+    axes[0][-1].legend(handles=[Patch(facecolor="0.6", edgecolor="black", label="prefetch 1 batch"),
+                                Patch(facecolor="white", edgecolor="black", label="excess without prefetch")],
+                       fontsize=7, loc="upper right")
+    fig.suptitle(f"Fig. 7: AlexNet runtime against batch size, {threads} map threads (median of runs)", fontsize=9)
+    fig.tight_layout()
+    return _save(fig, stem)
+
+
+def _trace(folder: Path, rel: str):
+    import pandas as pd
+
+    t = pd.read_csv(folder / rel)
+    events = t[t["event"].notna() & (t["event"] != "")]
+    samples = t[t["event"].isna() | (t["event"] == "")].astype({"t_s": float, "read_mb_s": float})
+    marks = dict(zip(events["event"], events["t_s"].astype(float)))
+    return samples, marks
+
+
+def fig8(results, folder: Path, stem: Path) -> list[Path]:
+    """Device MB read per second from the first to the last iterator call, prefetch off (white) and on
+    (gray), one panel per storage; the first measured run of the cell with the fewest threads."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    df = _alexnet(results)
+    df = df[df["trace_file"].fillna("") != ""]
+    if df.empty:
+        return []
+    storages = list(dict.fromkeys(df["storage"]))
+    fig, axes = plt.subplots(len(storages), 1, figsize=(7, 2.6 * len(storages)), squeeze=False)
+    for ax, s in zip(axes[:, 0], storages):
+        sub = df[df["storage"] == s]
+        t = _sorted_threads(sub["threads"])[0]
+        sub = sub[sub["threads"] == t]
+        for prefetching, face, z in ((False, "white", 1), (True, "0.6", 2)):
+            runs = sub[sub["prefetching"] == prefetching].sort_values("run")
+            if runs.empty:
+                continue
+            samples, marks = _trace(folder, runs.iloc[0]["trace_file"])
+            t0 = marks.get("first_iterator_call", 0.0)
+            t1 = marks.get("last_iterator_call", samples["t_s"].max())
+            # each sample covers (t - dt, t]; keep those that overlap the timed interval
+            dt = samples["dt_s"].astype(float)
+            win = samples[(samples["t_s"] >= t0) & (samples["t_s"] - dt <= t1)]
+            if win.empty:
+                continue
+            # step="pre": value i covers (x[i-1], x[i]]; start the first interval where it began
+            x = [float(win["t_s"].iloc[0] - float(win["dt_s"].iloc[0])) - t0, *(win["t_s"] - t0)]
+            y = [float(win["read_mb_s"].iloc[0]), *win["read_mb_s"]]
+            ax.fill_between(x, y, step="pre", facecolor=face, alpha=0.55 if prefetching else 1.0, zorder=z,
+                            label=f"prefetch {'1 batch' if prefetching else 'off'} (run {runs.iloc[0]['run']})")
+            ax.step(x, y, where="pre", color="black", linewidth=0.8 if prefetching else 1.1,
+                    linestyle="-" if prefetching else "--", zorder=4)
+            ax.axvline(t1 - t0, color="black", linestyle=":" if prefetching else "--", linewidth=0.8, zorder=3)
+        device = sub["fs_type"].iloc[0]
+        ax.set_title(f"{s} ({device}), {t} map thread{'s' if t != '1' else ''}; vertical lines: last iterator call "
+                     f"(dashed: prefetch off)",
+                     fontsize=8)
+        ax.set_ylabel("Read (MB/s)")
+        ax.legend(fontsize=7, loc="upper right")
+        ax.set_xlim(left=0)
+        ax.set_ylim(bottom=0)
+    axes[-1, 0].set_xlabel("Time since the first iterator call (s)")
+    fig.suptitle("Fig. 8: device reads during AlexNet training, prefetch off and on", fontsize=9)
+    fig.tight_layout()
+    return _save(fig, stem)
+
+
+def render_all(results, folder: Path) -> list[Path]:
+    """The mini-app's figures that the results can draw."""
+    if results.empty or not (results["workload"] == WORKLOAD).any():
+        return []
+    return fig6(results, folder / "fig6") + fig7(results, folder / "fig7") + fig8(results, folder, folder / "fig8")

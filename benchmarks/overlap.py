@@ -1,0 +1,102 @@
+"""Benchmark: how completely does prefetch hide the input pipeline behind AlexNet's compute?
+
+    python -m benchmarks.overlap [--storage-root /var/tmp] [--num-images 1024] [--threads 2]
+                                 [--read-delay-ms 0,4] [--repeats 3]
+
+Per repeat and input latency, three runs over the same files (cold cache before each):
+  input-only    iterate the pipeline (read, decode, resize, one-hot, batch) without training;
+  compute-only  train the same number of steps on one cached batch;
+  prefetch      train on the pipeline with prefetch(1).
+overlap efficiency = max(compute-only, input-only) / prefetch runtime: 1.0 means prefetch hid the
+cheaper of the two completely (the paper's claim), below 1.0 is what overlapping cost. The first
+step (graph tracing) is left out of every runtime. ``--read-delay-ms`` adds a sleep to every file
+read, making input slower than compute without using CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+from benchmarks.readonly_vs_fio import _dataset
+
+
+def input_only(ds, s) -> float:
+    """Seconds to draw every batch of one epoch from the pipeline, first batch excluded."""
+    from jobs import pipeline
+
+    data = pipeline.build(ds, threads=s.threads, batch_size=s.batch_size, prefetch=0, seed=s.seed,
+                          image_side=s.image_side, one_hot=True, read_delay_ms=s.read_delay_ms)
+    it = iter(data.take(len(ds.files) // s.batch_size))
+    next(it)
+    t0 = time.perf_counter()
+    for _ in it:
+        pass
+    return time.perf_counter() - t0
+
+
+def compute_only(ds, s) -> float:
+    """Seconds for one epoch of training steps on one cached batch, first step excluded."""
+    import tensorflow as tf
+
+    from jobs import alexnet
+
+    model = alexnet.build_model(ds.num_classes, s.image_side, s.width, s.seed)
+    step = alexnet.make_step(model, alexnet.device_name(s.device))
+    x = tf.random.uniform((s.batch_size, s.image_side, s.image_side, 3), 0, 255, seed=s.seed)
+    y = tf.one_hot(tf.zeros(s.batch_size, tf.int32), ds.num_classes)
+    steps = len(ds.files) // s.batch_size
+    step(x, y).numpy()
+    t0 = time.perf_counter()
+    for _ in range(steps - 1):
+        step(x, y).numpy()
+    return time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.overlap", description=__doc__.split("\n")[0])
+    p.add_argument("--storage-root", default="/var/tmp")
+    p.add_argument("--dataset", default="caltech101")
+    p.add_argument("--num-images", type=int, default=1024)
+    p.add_argument("--threads", default="2")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--image-side", type=int, default=128, help="AlexNet input side (224 = the paper)")
+    p.add_argument("--width", type=float, default=0.25, help="AlexNet width multiplier (1.0 = the paper)")
+    p.add_argument("--read-delay-ms", default="0,4", help="comma-separated per-file read latencies to try")
+    p.add_argument("--repeats", type=int, default=3)
+    args = p.parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from jobs import alexnet, cache
+
+    ds = _dataset(args.storage_root, args.dataset, args.num_images, 0)
+    threads = args.threads if args.threads == "autotune" else int(args.threads)
+    print(f"dataset {ds.name}: {len(ds.files)} files, {ds.total_bytes / 1e6:.1f} MB; AlexNet {args.image_side} px, "
+          f"width {args.width:g}, batch {args.batch_size}, {threads} map threads; {args.repeats} repeats, cold cache")
+    print(f"{'delay ms':>8} {'input s':>8} {'compute s':>9} {'prefetch s':>10} {'no-prefetch s':>13} {'efficiency':>10} {'(min-max)':>12}")
+    for delay in (float(d) for d in args.read_delay_ms.split(",")):
+        rows = []
+        for r in range(args.repeats):
+            s = alexnet.TrainSettings(threads, args.batch_size, 1, args.image_side, args.width, None, r,
+                                      read_delay_ms=delay)
+            cache.evict(ds.files)
+            t_in = input_only(ds, s)
+            t_cp = compute_only(ds, s)
+            cache.evict(ds.files)
+            res = alexnet.run_once(ds, s)
+            t_pf = res.runtime_s - res.first_step_s
+            cache.evict(ds.files)
+            res0 = alexnet.run_once(ds, alexnet.TrainSettings(threads, args.batch_size, 0, args.image_side, args.width,
+                                                              None, r, read_delay_ms=delay))
+            rows.append((t_in, t_cp, t_pf, res0.runtime_s - res0.first_step_s, max(t_in, t_cp) / t_pf))
+        med = [statistics.median(c) for c in zip(*rows)]
+        effs = [row[4] for row in rows]
+        print(f"{delay:>8g} {med[0]:>8.2f} {med[1]:>9.2f} {med[2]:>10.2f} {med[3]:>13.2f} {med[4]:>10.2f} "
+              f"{f'({min(effs):.2f}-{max(effs):.2f})':>12}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,199 @@
+"""The Section III-B AlexNet mini-application with a per-step breakdown (NERSC TimeLogger style).
+
+Every step is timed in two parts: waiting for the next batch (the iterator call) and computing
+(forward, backward and Adam update, synchronised by reading the loss back). Runtime is the time
+from the first iterator call to the end of the last step; the first step (graph tracing) is kept
+apart.
+"""
+
+from __future__ import annotations
+
+import csv
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from jobs import pipeline
+from jobs.datasets import Dataset
+from jobs.metrics import MB
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    threads: int | str
+    batch_size: int
+    prefetch: int
+    image_side: int  # side of the square input, pixels (224 = the paper)
+    width: float  # multiplier of filters and dense units (1.0 = the paper's AlexNet)
+    steps: int | None  # training steps; None = one epoch, images // batch_size (142 at 9,144 / 64)
+    seed: int
+    device: str = "auto"  # auto | cpu | gpu
+    read_delay_ms: float = 0.0
+
+
+def device_name(choice: str) -> str:
+    """The TensorFlow device a run trains on: the first GPU if there is one (or asked), else the CPU."""
+    import tensorflow as tf
+
+    gpus = tf.config.list_logical_devices("GPU")
+    if choice == "gpu":
+        if not gpus:
+            raise RuntimeError("workload.device=gpu but TensorFlow sees no GPU")
+        return gpus[0].name
+    if choice == "cpu" or not gpus:
+        return "/CPU:0"
+    return gpus[0].name
+
+
+def build_model(num_classes: int, side: int, width: float, seed: int):
+    """AlexNet: five convolutions, three max-poolings, three dense layers, ReLU (58.7 M parameters at
+    224x224x3, width 1, 102 classes; 62.4 M with 1,000)."""
+    import keras
+    from keras import layers
+
+    keras.utils.set_random_seed(seed)
+
+    def w(n: int) -> int:
+        return max(4, int(round(n * width)))
+
+    return keras.Sequential(
+        [
+            keras.Input((side, side, 3)),
+            layers.Rescaling(1.0 / 255),
+            layers.Conv2D(w(96), 11, strides=4, padding="same", activation="relu"),
+            layers.MaxPooling2D(3, 2),
+            layers.Conv2D(w(256), 5, padding="same", activation="relu"),
+            layers.MaxPooling2D(3, 2),
+            layers.Conv2D(w(384), 3, padding="same", activation="relu"),
+            layers.Conv2D(w(384), 3, padding="same", activation="relu"),
+            layers.Conv2D(w(256), 3, padding="same", activation="relu"),
+            layers.MaxPooling2D(3, 2),
+            layers.Flatten(),
+            layers.Dense(w(4096), activation="relu"),
+            layers.Dense(w(4096), activation="relu"),
+            layers.Dense(num_classes),
+        ],
+        name="alexnet",
+    )
+
+
+def make_step(model, device: str):
+    """A compiled training step (Adam, softmax cross-entropy on one-hot labels) returning the loss."""
+    import keras
+    import tensorflow as tf
+
+    opt = keras.optimizers.Adam(1e-4)
+    loss_fn = keras.losses.CategoricalCrossentropy(from_logits=True)
+
+    @tf.function
+    def step(x, y):
+        with tf.device(device):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x, training=True))
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    return step
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    steps: int
+    images: int
+    images_dropped: int
+    dropped_files: list
+    runtime_s: float
+    data_wait_s: float
+    compute_s: float
+    first_step_s: float
+    first_step_wait_s: float
+    images_per_s: float
+    mb_per_s: float
+    bytes_consumed: int
+    bytes_read_device: int | None
+    bytes_read_syscall: int | None
+    device: str
+    parameters: int
+    final_loss: float
+    t_first_iterator_call: float  # perf_counter times, for the I/O trace's marks
+    t_last_iterator_call: float
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def run_once(ds: Dataset, s: TrainSettings, steps_csv: Path | None = None, model=None) -> TrainResult:
+    """Train for ``s.steps`` steps (or one epoch); write every step's wait and compute to ``steps_csv``."""
+    import tensorflow as tf
+
+    device = device_name(s.device)
+    model = model or build_model(max(1, ds.num_classes), s.image_side, s.width, s.seed)
+    step = make_step(model, device)
+    data = pipeline.build(
+        ds, threads=s.threads, batch_size=s.batch_size, prefetch=s.prefetch, seed=s.seed,
+        image_side=s.image_side, one_hot=True, read_delay_ms=s.read_delay_ms,
+    )
+    per_epoch = len(ds.files) // s.batch_size
+    steps = s.steps or per_epoch
+    if s.steps is None:
+        data = data.take(per_epoch)  # one epoch of full batches, as the paper's 142 x 64 of 9,144
+    with tf.device("/CPU:0"):
+        it = iter(data)
+    waits: list[float] = []
+    computes: list[float] = []
+    seen: list[int] = []
+    consumed = 0
+    exhausted = False
+    loss = float("nan")
+    rb0, rc0 = pipeline.read_counters()
+    t0 = time.perf_counter()
+    t_last_call = t0
+    for _ in range(steps):
+        a = time.perf_counter()
+        try:
+            x, idx, nbytes, y = next(it)
+        except StopIteration:
+            exhausted = True
+            break
+        b = time.perf_counter()
+        t_last_call = b
+        loss = float(step(x, y).numpy())  # reading the loss waits for the step to finish, GPU included
+        c = time.perf_counter()
+        waits.append(b - a)
+        computes.append(c - b)
+        seen.extend(int(i) for i in idx.numpy())
+        consumed += int(nbytes.numpy().sum())
+    t_end = time.perf_counter()
+    del it
+    rb1, rc1 = pipeline.read_counters()
+    if not waits:
+        raise RuntimeError(f"the pipeline delivered no batch out of {len(ds.files)} files")
+    if steps_csv is not None:
+        with open(steps_csv, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["step", "wait_s", "compute_s"])
+            w.writerows((k + 1, round(a, 6), round(b, 6)) for k, (a, b) in enumerate(zip(waits, computes)))
+    drops = pipeline.dropped(ds, seen, exhausted, s.seed)
+    runtime = t_end - t0
+    return TrainResult(
+        steps=len(waits),
+        images=len(seen),
+        images_dropped=len(drops),
+        dropped_files=[ds.files[i] for i in drops[: pipeline.DROPPED_LISTED]],
+        runtime_s=runtime,
+        data_wait_s=sum(waits),
+        compute_s=sum(computes),
+        first_step_s=waits[0] + computes[0],
+        first_step_wait_s=waits[0],
+        images_per_s=len(seen) / runtime,
+        mb_per_s=consumed / runtime / MB,
+        bytes_consumed=consumed,
+        bytes_read_device=None if rb0 is None or rb1 is None else rb1 - rb0,
+        bytes_read_syscall=None if rc0 is None or rc1 is None else rc1 - rc0,
+        device=device,
+        parameters=int(model.count_params()),
+        final_loss=loss,
+        t_first_iterator_call=t0,
+        t_last_iterator_call=t_last_call,
+    )

@@ -1,0 +1,117 @@
+"""The AlexNet mini-app with real TensorFlow on tiny models and real files."""
+
+import os
+
+import pandas as pd
+import pytest
+from omegaconf import OmegaConf
+
+from conftest import campaign, make_jpegs
+from jobs import alexnet, datasets, records, trace
+
+
+def _dataset(folder, n=64):
+    cfg = OmegaConf.create({"name": "tiny", "source": "folder", "path": str(folder), "num_images": n})
+    return datasets.resolve(cfg, str(folder), seed=0)
+
+
+def _settings(**kw):
+    base = dict(threads=1, batch_size=16, prefetch=0, image_side=64, width=0.25, steps=None, seed=0, device="cpu")
+    return alexnet.TrainSettings(**{**base, **kw})
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory):
+    d = tmp_path_factory.mktemp("imgs")
+    make_jpegs(d, 64, classes=4)
+    return d
+
+
+def test_full_scale_model_is_the_papers_alexnet():
+    m = alexnet.build_model(102, 224, 1.0, 0)
+    kinds = [type(layer).__name__ for layer in m.layers]
+    assert kinds.count("Conv2D") == 5 and kinds.count("MaxPooling2D") == 3 and kinds.count("Dense") == 3
+    assert m.count_params() == 58_699_238  # "about 60 M"; 62.4 M with 1,000 ImageNet classes
+
+
+def test_breakdown_adds_up_to_the_runtime(images, tmp_path):
+    steps_csv = tmp_path / "steps.csv"
+    r = alexnet.run_once(_dataset(images), _settings(), steps_csv=steps_csv)
+    assert r.steps == 4 and r.images == 64 and r.images_dropped == 0  # one epoch: 64 // 16
+    assert r.device == "/CPU:0" and r.parameters > 0 and r.final_loss == r.final_loss
+    # wait + compute cover the runtime up to the bookkeeping between steps: within 5% + 50 ms
+    assert abs(r.runtime_s - (r.data_wait_s + r.compute_s)) <= 0.05 * r.runtime_s + 0.05
+    steps = pd.read_csv(steps_csv)
+    assert len(steps) == 4
+    assert steps["wait_s"].sum() == pytest.approx(r.data_wait_s, abs=1e-3)
+    assert steps["compute_s"].sum() == pytest.approx(r.compute_s, abs=1e-3)
+    assert r.first_step_s == pytest.approx(steps["wait_s"][0] + steps["compute_s"][0], abs=1e-3)
+
+
+def test_prefetch_lowers_the_data_wait_when_input_is_slower(images):
+    ds = _dataset(images)
+    # 16 files x 4 ms per batch on one thread (~64 ms) against a ~10-30 ms step: input is the bottleneck
+    slow = dict(read_delay_ms=4.0, image_side=96)
+    off = alexnet.run_once(ds, _settings(prefetch=0, **slow))
+    on = alexnet.run_once(ds, _settings(prefetch=1, **slow))
+    per_step_off = (off.data_wait_s - off.first_step_wait_s) / (off.steps - 1)
+    per_step_on = (on.data_wait_s - on.first_step_wait_s) / (on.steps - 1)
+    assert per_step_on < per_step_off
+    assert on.runtime_s < off.runtime_s
+
+
+def test_the_trace_has_samples_and_marks(images, tmp_path):
+    tr = trace.Tracer(trace.device_of(str(images)), interval=0.1).start()
+    try:
+        r = alexnet.run_once(_dataset(images), _settings(read_delay_ms=3.0))
+    finally:
+        tr.stop()
+    tr.mark(trace.FIRST, r.t_first_iterator_call)
+    tr.mark(trace.LAST, r.t_last_iterator_call)
+    t = pd.read_csv(tr.write(tmp_path / "trace.csv"))
+    samples = t[t["event"].isna()]
+    marks = dict(zip(t["event"].dropna(), t.loc[t["event"].notna(), "t_s"]))
+    assert len(samples) >= 3
+    assert (samples["dt_s"].between(0.05, 0.5)).all()
+    assert (samples["read_bytes"] >= 0).all()
+    assert 0 <= marks[trace.FIRST] <= marks[trace.LAST] <= samples["t_s"].max() + 0.2
+
+
+def test_dropped_files_are_counted_in_training(tmp_path):
+    make_jpegs(tmp_path, 32, classes=2)
+    (tmp_path / "c0" / "bad.jpg").write_bytes(b"nope")
+    r = alexnet.run_once(_dataset(tmp_path), _settings(batch_size=8, steps=10))
+    # 32 good images = 4 batches; asking for 10 steps runs out of data, so every file was attempted
+    assert r.steps == 4 and r.images == 32 and r.images_dropped == 1
+    assert r.dropped_files[0].endswith("bad.jpg")
+
+
+def test_gpu_asked_without_one_fails_clearly():
+    import tensorflow as tf
+
+    if tf.config.list_logical_devices("GPU"):
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(RuntimeError, match="workload.device=gpu"):
+        alexnet.device_name("gpu")
+
+
+def test_campaign_grid_renders_figures_6_7_8(tmp_path, disk_root):
+    out = tmp_path / "sweep"
+    p = campaign(
+        "-m", "workload=alexnet_small", "workload.image_side=64", "workload.trace_interval_s=0.1",
+        "threads=1,8", "prefetch=0,1", "batch_size=16,32", f"storage.root={disk_root}",
+        "dataset.num_images=128", "repeats=1", "warmup=0", f"hydra.sweep.dir={out}", cwd=tmp_path,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    df = pd.read_csv(out / "results.csv")
+    assert len(df) == 8 and set(df["workload"]) == {"alexnet"} and set(df["device"]) == {"/CPU:0"}
+    assert (df["data_wait_s"] + df["compute_s"] <= df["runtime_s"] * 1.05 + 0.05).all()
+    for name in ("fig6.png", "fig7.png", "fig8.png", "fig6.svg", "io_cost.csv"):
+        assert (out / name).stat().st_size > 0, name
+    cost = pd.read_csv(out / "io_cost.csv")
+    assert len(cost) == 4  # 2 thread counts x 2 batch sizes
+    assert (cost["io_cost_s"] == cost["runtime_no_prefetch_s"] - cost["runtime_prefetch_s"]).all()
+    rec = records.read(out / "0" / "record.json")
+    run = rec.runs[0]
+    assert rec.config["workload"]["image_side"] == 64 and rec.config["workload"]["width"] == 0.25
+    assert os.path.exists(out / "0" / run["trace_file"]) and os.path.exists(out / "0" / run["steps_file"])
