@@ -26,8 +26,11 @@ def resolved(cfg: DictConfig) -> dict:
 
 
 def cell_id(config: dict) -> str:
-    """Stable id of a cell: a hash of its resolved config."""
-    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
+    """Stable id of a cell: a hash of what it measures (its resolved config; of the platform only the
+    name, so resuming with other launch settings such as platform.wait still finds finished cells)."""
+    what = {k: v for k, v in config.items() if k != "platform"}
+    what["platform"] = (config.get("platform") or {}).get("name")
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def _dataset_summary(ds) -> dict:
@@ -190,6 +193,13 @@ def execute(cfg: DictConfig) -> None:
     job_dir = hc.runtime.output_dir
     multirun = hc.mode == RunMode.MULTIRUN
     overrides = list(hc.overrides.task)
+    on_slurm = str(getattr(cfg.platform.kind, "value", cfg.platform.kind)) == "slurm"
+    if on_slurm and not multirun:
+        logging.shutdown()
+        _remove_hydra_only_dir(job_dir)
+        print(f"campaign: platform={cfg.platform.name} runs cells as Slurm jobs: add -m (e.g. python -m campaign -m "
+              f"platform={cfg.platform.name} ...)", file=sys.stderr)
+        sys.exit(2)
     try:
         validate.check(cfg)
     except validate.ConfigError as e:
@@ -220,8 +230,8 @@ def execute(cfg: DictConfig) -> None:
         )
         path = records.write(rec, job_dir)
         log.error("cell failed: %s: %s (record: %s)", type(e).__name__, e, path)
-        if multirun:
-            return
+        if multirun and not on_slurm:
+            return  # a local sweep goes on; a Slurm job must end FAILED
         raise
     rec = records.CellRecord(
         cell_id=cell_id(config),

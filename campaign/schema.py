@@ -6,9 +6,9 @@ its ``defaults``, so OmegaConf type-checks every value a user writes on the comm
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 from omegaconf import MISSING
 
@@ -79,11 +79,33 @@ class DatasetConf:
     grayscale_fraction: float = 0.0  # share of single-channel JPEGs in a synthetic set
 
 
+class PlatformKind(Enum):
+    local = "local"  # cells run one after another in this process
+    slurm = "slurm"  # every cell is a Slurm job, submitted with submitit
+
+
 @dataclass
 class PlatformConf:
     name: str = MISSING  # platform key recorded with every cell
+    kind: PlatformKind = PlatformKind.local  # where cells run
     description: str = ""  # what the platform is
     lock_dir: str = "/tmp/iocampaign-locks"  # per-device lock files that keep cells from overlapping
+    # Slurm (kind=slurm); every value below ends up in the sbatch script and is checked first
+    partition: Optional[str] = None  # --partition
+    account: Optional[str] = None  # --account
+    qos: Optional[str] = None  # --qos
+    constraint: Optional[str] = None  # --constraint, e.g. "k80" or "haswell&gpu"
+    timeout_min: int = 60  # --time of one cell, minutes
+    cpus_per_task: int = 2  # --cpus-per-task
+    mem_gb: float = 8.0  # --mem of one cell, GB
+    gpus_per_node: int = 0  # --gpus-per-node (0 = none asked)
+    exclusive: bool = False  # --exclusive: no other job on the node while a cell measures
+    setup: List[str] = field(default_factory=list)  # shell lines run before the cell (module load, venv)
+    array_parallelism: int = 1  # cells of the array running at once; >1 only on separate devices
+    wait: bool = True  # wait for every cell and build the tables; false = submit and return
+    dry_run: bool = False  # print the cells and the sbatch script, submit nothing
+    requeue_on_timeout: bool = False  # requeue a cell that hits its time limit (it restarts from scratch)
+    poll_s: float = 5.0  # seconds between sacct polls while waiting
 
 
 @dataclass

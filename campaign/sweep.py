@@ -40,6 +40,20 @@ def expand(overrides: list[str]) -> list[list[str]]:
     return [list(cell) for batch in batches for cell in batch]
 
 
+def _remove_if_only_hydra(folder: Path) -> None:
+    """Remove a sweep folder that holds nothing but Hydra's multirun.yaml (a dry run's)."""
+    folder = folder.resolve()
+    if folder.is_dir() and {p.name for p in folder.iterdir()} <= {"multirun.yaml"}:
+        for p in folder.iterdir():
+            p.unlink()
+        folder.rmdir()
+        stop = Path.cwd().resolve()
+        for parent in folder.parents:
+            if parent == stop or stop not in parent.parents or any(parent.iterdir()):
+                break
+            parent.rmdir()
+
+
 def _compose(config_name: str, overrides: list[str]) -> DictConfig:
     from hydra import compose
 
@@ -61,6 +75,8 @@ class SweepCallback(Callback):
                 cell = " ".join(overrides) or "(defaults)"
                 print(f"campaign: {e} [cell {cell}]; nothing was run", file=sys.stderr)
                 sys.exit(2)
+        if config.platform.get("dry_run"):
+            return  # a dry run leaves nothing behind
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         plan = {
@@ -72,7 +88,22 @@ class SweepCallback(Callback):
         log.info("campaign of %d cells in %s", len(cells), sweep_dir)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        self._summarise(Path(config.hydra.sweep.dir))
+        from campaign import launch
+
+        sweep_dir = Path(config.hydra.sweep.dir)
+        if launch.outcome == "dry_run":
+            _remove_if_only_hydra(sweep_dir)
+            return
+        if launch.outcome == "submitted":
+            print(
+                f"campaign {sweep_dir}: submitted; the shell is yours again.\n"
+                f"  status:   python -m campaign.status {sweep_dir}\n"
+                f"  resume:   the same command with hydra.sweep.dir={sweep_dir} submits only failed or missing cells\n"
+                f"  results:  python -m analysis {sweep_dir}   (once the cells are done)",
+                flush=True,
+            )
+            return
+        self._summarise(sweep_dir)
 
     def on_run_end(self, config: DictConfig, **kwargs: Any) -> None:
         run_dir = Path(config.hydra.run.dir)

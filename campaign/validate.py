@@ -75,6 +75,8 @@ def _dataset_size(cfg: DictConfig) -> int:
 
 def check(cfg: DictConfig) -> None:
     """Raise ConfigError for the first setting that cannot run."""
+    if OmegaConf.is_missing(cfg.platform, "account"):
+        raise ConfigError(f"platform.account is not set: platform={cfg.platform.name} needs your allocation, e.g. platform.account=2024-1-23")
     threads_value(cfg.threads)
     for key, low in (
         ("batch_size", 1),
@@ -103,5 +105,9 @@ def check(cfg: DictConfig) -> None:
             + ("" if str(cfg.dataset.source.value) == "synthetic" else f" and dataset.path={cfg.dataset.path}")
             + ")"
         )
+    if str(getattr(cfg.platform.kind, "value", cfg.platform.kind)) == "slurm":
+        from campaign.slurm import params
+
+        params.check(cfg.platform)
     if cfg.drop_caches and os.geteuid() != 0:
         raise ConfigError("drop_caches=true needs root (it writes /proc/sys/vm/drop_caches); leave it false to evict per file")

@@ -99,6 +99,30 @@ def versions() -> dict[str, str | None]:
     return out
 
 
+def slurm() -> dict | None:
+    """The Slurm job this process runs in, with its sbatch script; None outside Slurm."""
+    if "SLURM_JOB_ID" not in os.environ:
+        return None
+    env = os.environ
+    out = {
+        "job_id": env.get("SLURM_JOB_ID"),
+        "array_job_id": env.get("SLURM_ARRAY_JOB_ID"),
+        "array_task_id": env.get("SLURM_ARRAY_TASK_ID"),
+        "node": env.get("SLURMD_NODENAME"),
+        "partition": env.get("SLURM_JOB_PARTITION"),
+        "cluster": env.get("SLURM_CLUSTER_NAME"),
+        "cpus_on_node": env.get("SLURM_CPUS_ON_NODE"),
+        "sbatch_script": None,
+    }
+    try:
+        import submitit
+
+        out["sbatch_script"] = submitit.JobEnvironment().paths.submission_file.read_text()
+    except Exception:  # not a submitit job, or its folder is gone: the ids above still hold
+        pass
+    return out
+
+
 def collect(storage_root: str, data_dir: str | None = None) -> dict:
     """Provenance of a cell: host, kernel, CPU, memory, the tier's mount, versions and git commit."""
     commit = _git("rev-parse", "HEAD")
@@ -118,4 +142,5 @@ def collect(storage_root: str, data_dir: str | None = None) -> dict:
         "git_commit": commit,
         "git_dirty": None if dirty is None else bool(dirty),
         "argv": sys.argv,
+        "slurm": slurm(),
     }

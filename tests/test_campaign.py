@@ -129,3 +129,11 @@ def test_warm_cache_is_requested_and_verified(tmp_path, disk_root):
     assert set(df["cache"]) == {"warm"} and set(df["cache_state"]) == {"warm"}
     assert (df["device_read_ratio"] <= 0.1).all()
     assert (df["resident_bytes_before"] >= 0.9 * df["bytes_consumed"]).all()
+
+
+def test_readme_documents_every_results_column():
+    from analysis import tables
+
+    readme = (ROOT / "README.md").read_text()
+    for col in tables.results_frame(tables.Collected(folder=ROOT)).columns:
+        assert f"`{col}`" in readme, col

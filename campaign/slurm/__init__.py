@@ -1,0 +1,1 @@
+"""The cluster path: cells as Slurm jobs through submitit (kept apart from the local path)."""

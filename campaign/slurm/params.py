@@ -1,0 +1,63 @@
+"""Platform settings -> submitit's Slurm parameters, checked so that no value can add an sbatch
+directive or run shell by accident."""
+
+from __future__ import annotations
+
+import re
+
+from omegaconf import DictConfig
+
+from campaign.validate import ConfigError
+
+# Values that become "#SBATCH --key=value" lines: names, lists, constraint expressions; no spaces,
+# no newlines, no shell (; ` $ ( ) < > quotes backslash).
+_DIRECTIVE_VALUE = re.compile(r"^[A-Za-z0-9_.,:+@%&|=\-\[\]/*!]+$")
+DIRECTIVE_KEYS = ("partition", "account", "qos", "constraint")
+
+
+def check(platform: DictConfig) -> None:
+    """Raise ConfigError naming the first platform setting that cannot go into an sbatch script."""
+    for key in DIRECTIVE_KEYS:
+        value = platform.get(key)
+        if value is None:
+            continue
+        if not _DIRECTIVE_VALUE.match(str(value)):
+            bad = next((c for c in str(value) if not _DIRECTIVE_VALUE.match(c)), "")
+            raise ConfigError(
+                f"platform.{key}={value!r} is not a plain Slurm {key} name (it holds {bad!r}); "
+                "newlines, spaces, ';', quotes, backticks and $ cannot go into an #SBATCH line"
+            )
+    for i, line in enumerate(platform.get("setup") or []):
+        text = str(line)
+        if "\n" in text or "\r" in text:
+            raise ConfigError(f"platform.setup[{i}] holds a line break: give one shell line per entry")
+        if text.lstrip().startswith("#SBATCH"):
+            raise ConfigError(f"platform.setup[{i}] is an #SBATCH directive: use the platform settings for those")
+    for key, low in (("timeout_min", 1), ("cpus_per_task", 1), ("gpus_per_node", 0), ("array_parallelism", 1)):
+        if platform[key] < low:
+            raise ConfigError(f"platform.{key}={platform[key]} must be at least {low}")
+    if platform.mem_gb <= 0:
+        raise ConfigError(f"platform.mem_gb={platform.mem_gb} must be positive")
+    if platform.poll_s <= 0:
+        raise ConfigError(f"platform.poll_s={platform.poll_s} must be positive")
+
+
+def executor_parameters(platform: DictConfig, job_name: str) -> dict:
+    """Keyword arguments for ``submitit.SlurmExecutor.update_parameters``."""
+    params: dict = {
+        "job_name": job_name,
+        "time": int(platform.timeout_min),
+        "cpus_per_task": int(platform.cpus_per_task),
+        "mem": f"{int(platform.mem_gb * 1024)}M",
+        "array_parallelism": int(platform.array_parallelism),
+        "setup": [str(s) for s in platform.setup],
+        "stderr_to_stdout": True,
+    }
+    for key in DIRECTIVE_KEYS:
+        if platform.get(key):
+            params[key] = str(platform[key])
+    if platform.gpus_per_node:
+        params["gpus_per_node"] = int(platform.gpus_per_node)
+    if platform.exclusive:
+        params["exclusive"] = True
+    return params

@@ -1,0 +1,190 @@
+"""Submit a campaign's cells as one Slurm array with submitit; dry run, wait, and record endings."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from campaign.slurm import params, sacct
+
+log = logging.getLogger(__name__)
+SUBMITTED = "submitted.json"
+SUBMITIT_DIR = ".slurm"  # submitit's folder in the sweep: pickles, sbatch scripts, job logs
+
+
+@dataclass
+class Cell:
+    num: int  # the cell's number in the sweep (its folder name)
+    overrides: list[str]
+    config: DictConfig  # the composed config of the cell, hydra node included
+
+
+class CellJob:
+    """What runs inside a Slurm job: Hydra's run_job on the cell's config (picklable, as in Hydra's
+    submitit launcher). A cell that fails raises here, so Slurm records the job as FAILED."""
+
+    def __init__(self, hydra_context: Any, config: DictConfig) -> None:
+        self.hydra_context = hydra_context
+        self.config = config
+
+    def __call__(self, overrides: list[str], num: int, singleton_state: dict) -> Any:
+        import submitit
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.core.singleton import Singleton
+        from hydra.core.utils import run_job, setup_globals
+
+        from campaign.cell import execute
+
+        Singleton.set_state(singleton_state)
+        setup_globals()
+        cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+        with open_dict(cfg.hydra.job):
+            cfg.hydra.job.id = submitit.JobEnvironment().job_id
+            cfg.hydra.job.num = num
+        HydraConfig.instance().set_config(cfg)
+        ret = run_job(
+            hydra_context=self.hydra_context,
+            task_function=execute,
+            config=cfg,
+            job_dir_key="hydra.sweep.dir",
+            job_subdir_key="hydra.sweep.subdir",
+        )
+        return ret.return_value  # re-raises the cell's exception: the job ends FAILED
+
+
+class RequeueingCellJob(CellJob):
+    """A CellJob that submitit requeues when it reaches its time limit (platform.requeue_on_timeout)."""
+
+    def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
+        import submitit
+
+        return submitit.helpers.DelayedSubmission(self, *args, **kwargs)
+
+
+def executor(sweep_dir: Path, platform: DictConfig):
+    """submitit's Slurm executor for a campaign (folder under the sweep)."""
+    import submitit
+
+    ex = submitit.SlurmExecutor(folder=sweep_dir / SUBMITIT_DIR, max_num_timeout=3 if platform.requeue_on_timeout else 0)
+    ex.update_parameters(**params.executor_parameters(platform, job_name=f"iocampaign-{sweep_dir.name}"))
+    return ex
+
+
+def sbatch_script(ex, count: int) -> str:
+    """The sbatch script submitit would submit for an array of ``count`` cells.
+
+    Wraps submitit's private _make_submission_file_text (tests pin it).
+    """
+    from submitit.slurm.slurm import SlurmExecutor
+
+    preview = SlurmExecutor(ex.folder, ex.max_num_timeout)
+    preview.update_parameters(**ex.parameters)
+    if count > 1:
+        preview.parameters["map_count"] = count
+    return preview._make_submission_file_text(preview._submitit_command_str, "dry-run")
+
+
+def dry_run(cells: list[Cell], sweep_dir: Path, platform: DictConfig) -> str:
+    """The text a dry run prints: every cell with its key settings, then the sbatch script."""
+    lines = [f"dry run: {len(cells)} cells would be submitted as one Slurm array (nothing was submitted)"]
+    for c in cells:
+        cfg = c.config
+        lines.append(
+            f"  #{c.num}: workload={cfg.workload.name} storage={cfg.storage.name} root={cfg.storage.root} "
+            f"threads={cfg.threads} batch_size={cfg.batch_size} prefetch={cfg.prefetch} repeats={cfg.repeats} "
+            f"[{' '.join(c.overrides)}]"
+        )
+    lines.append(f"sbatch script ({sweep_dir / SUBMITIT_DIR}):")
+    lines.append(sbatch_script(executor(sweep_dir, platform), len(cells)))
+    return "\n".join(lines)
+
+
+def _load(sweep_dir: Path) -> dict:
+    p = sweep_dir / SUBMITTED
+    return json.loads(p.read_text()) if p.exists() else {"cells": {}}
+
+
+def submit(cells: list[Cell], sweep_dir: Path, platform: DictConfig, hydra_context: Any) -> dict[int, str]:
+    """Submit ``cells`` as one array; record cell -> job id in submitted.json; return that map."""
+    from hydra.core.singleton import Singleton
+
+    ex = executor(sweep_dir, platform)
+    job = (RequeueingCellJob if platform.requeue_on_timeout else CellJob)(hydra_context, cells[0].config)
+    state = Singleton.get_state()
+    with ex.batch():
+        jobs = [ex.submit(job, c.overrides, c.num, state) for c in cells]
+    ids = {c.num: j.job_id for c, j in zip(cells, jobs)}
+    book = _load(sweep_dir)
+    now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    for c in cells:
+        entry = book["cells"].setdefault(str(c.num), {"overrides": c.overrides, "jobs": []})
+        entry["jobs"].append({"job_id": ids[c.num], "submitted_at": now})
+    tmp = sweep_dir / (SUBMITTED + ".part")
+    tmp.write_text(json.dumps(book, indent=2))
+    tmp.replace(sweep_dir / SUBMITTED)
+    log.info("submitted %d cells: Slurm job ids %s", len(cells), ", ".join(ids.values()))
+    return ids
+
+
+def latest_jobs(sweep_dir: Path) -> dict[int, str]:
+    """The newest Slurm job id of every submitted cell."""
+    return {int(k): v["jobs"][-1]["job_id"] for k, v in _load(sweep_dir)["cells"].items() if v["jobs"]}
+
+
+def wait(ids: dict[int, str], sweep_dir: Path, platform: DictConfig) -> dict[int, sacct.JobState]:
+    """Poll Slurm until every job has ended; never forever (a deadline follows from the time limits)."""
+    from jobs import records
+
+    cells = len(ids)
+    parallel = max(1, int(platform.array_parallelism))
+    deadline = time.monotonic() + 60 * platform.timeout_min * (-(-cells // parallel)) * (3 if platform.requeue_on_timeout else 1) + 600
+    last: dict[int, sacct.JobState] = {}
+    while True:
+        found, _ = sacct.states(list(ids.values()))
+        last = {n: found[j] for n, j in ids.items()}
+        ended = [n for n, s in last.items() if s.terminal]
+        # a cell whose record says it ended is done even before sacct catches up
+        for n in ids:
+            if n not in ended and (sweep_dir / str(n) / records.FILENAME).exists() and last[n].state in ("UNKNOWN", "COMPLETED"):
+                ended.append(n)
+        if len(ended) == cells:
+            return last
+        if time.monotonic() > deadline:
+            log.error("gave up waiting for Slurm jobs %s past their time limits", ", ".join(ids.values()))
+            return last
+        time.sleep(float(platform.poll_s))
+
+
+def record_endings(ids: dict[int, str], states: dict[int, sacct.JobState], cells: dict[int, Cell], sweep_dir: Path) -> None:
+    """A cell whose job ended without writing a record (cancelled, timed out, node failure, killed)
+    gets a failed record saying so, so the analysis reports it instead of missing it."""
+    from campaign.cell import cell_id, resolved
+    from jobs import records
+
+    for num, state in states.items():
+        folder = sweep_dir / str(num)
+        if (folder / records.FILENAME).exists():
+            continue
+        if state.state == "COMPLETED":
+            message = f"Slurm job {ids[num]} COMPLETED but wrote no record"
+        else:
+            message = f"Slurm job {ids[num]} ended {state.state}" + (f" (exit {state.exit_code})" if state.exit_code else "")
+        folder.mkdir(parents=True, exist_ok=True)
+        cfg = OmegaConf.masked_copy(cells[num].config, [k for k in cells[num].config if k != "hydra"])
+        config = resolved(cfg)
+        records.write(
+            records.CellRecord(
+                cell_id=cell_id(config), status=records.FAILED, config=config, overrides=cells[num].overrides, runs=[],
+                dataset={}, provenance={"slurm": {"job_id": ids[num], "state": state.state, "node": state.node}},
+                started_at="", finished_at=records.now(),
+                error={"type": f"Slurm{state.state.title().replace('_', '')}", "message": message, "traceback": ""},
+            ),
+            folder,
+        )
+        log.error("cell %d: %s", num, message)

@@ -1,0 +1,100 @@
+"""``python -m campaign.status <sweep folder>``: every cell's state, from its record and from Slurm.
+
+States: completed, failed (with the cell's error), pending (with Slurm's reason), running (with the
+node), cancelled, timeout, node_fail, out_of_memory, ... (Slurm's word, lower-cased), and missing
+(planned, never submitted nor run). Exit status 0 when nothing failed, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class CellStatus:
+    num: int
+    overrides: str
+    state: str
+    job_id: str = ""
+    detail: str = ""
+
+
+FAILED_STATES = {"failed", "cancelled", "timeout", "node_fail", "out_of_memory", "preempted", "boot_fail",
+                 "deadline", "revoked", "ended", "missing"}
+
+
+def collect(sweep_dir: Path) -> list[CellStatus]:
+    """The status of every cell of a sweep (records first; Slurm for cells without one)."""
+    from campaign.slurm import sacct, submit
+    from jobs import records
+
+    plan = json.loads((sweep_dir / "plan.json").read_text())["cells"]
+    jobs = submit.latest_jobs(sweep_dir)
+    pending = {c["num"]: jobs[c["num"]] for c in plan if c["num"] in jobs}
+    out: list[CellStatus] = []
+    need_slurm = []
+    recs = {}
+    for c in plan:
+        path = sweep_dir / c["dir"] / records.FILENAME
+        if path.exists():
+            try:
+                recs[c["num"]] = records.read(path)
+            except records.RecordError:
+                pass
+        if c["num"] not in recs or recs[c["num"]].status != records.COMPLETED:
+            if c["num"] in pending:
+                need_slurm.append(pending[c["num"]])
+    slurm, _ = sacct.states(need_slurm)
+    for c in plan:
+        num, ov = c["num"], " ".join(c["overrides"])
+        job = jobs.get(num, "")
+        rec = recs.get(num)
+        st = slurm.get(job)
+        if rec is not None and rec.status == records.COMPLETED:
+            out.append(CellStatus(num, ov, "completed", job, f"{sum(not r['warmup'] for r in rec.runs)} measured runs"))
+        elif st is not None and not st.terminal and st.state != "UNKNOWN":
+            # a re-submitted cell that failed before is running again: Slurm is newer than the record
+            detail = st.reason if st.state == "PENDING" else st.node
+            out.append(CellStatus(num, ov, st.state.lower(), job, detail))
+        elif rec is not None:
+            out.append(CellStatus(num, ov, "failed", job, f"{rec.error['type']}: {rec.error['message']}" if rec.error else ""))
+        elif st is not None and st.terminal:
+            log = sweep_dir / submit.SUBMITIT_DIR / f"{job}_0_log.out"
+            detail = f"exit {st.exit_code}" + (f"; log {log}" if log.exists() else "")
+            out.append(CellStatus(num, ov, st.state.lower(), job, detail))
+        elif job:
+            out.append(CellStatus(num, ov, "unknown", job, "Slurm does not know this job (yet)"))
+        else:
+            out.append(CellStatus(num, ov, "missing", "", "never submitted nor run"))
+    return out
+
+
+def render(cells: list[CellStatus]) -> str:
+    counts: dict[str, int] = {}
+    for c in cells:
+        counts[c.state] = counts.get(c.state, 0) + 1
+    lines = [", ".join(f"{n} {s}" for s, n in sorted(counts.items()))]
+    w = max(len(c.overrides) for c in cells) if cells else 0
+    for c in cells:
+        lines.append(f"#{c.num:<3} {c.state:<10} {c.job_id:<10} {c.overrides:<{w}}  {c.detail}".rstrip())
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m campaign.status", description=__doc__.split("\n")[0])
+    p.add_argument("folder", type=Path, help="the sweep folder (multirun/<date>/<time>)")
+    args = p.parse_args(argv)
+    if not (args.folder / "plan.json").exists():
+        print(f"campaign.status: {args.folder} has no plan.json: not a campaign folder", file=sys.stderr)
+        return 2
+    cells = collect(args.folder)
+    print(render(cells))
+    return 1 if any(c.state in FAILED_STATES for c in cells) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
