@@ -89,7 +89,14 @@ def launch(hydra_context: Any, task_function: Any, config: DictConfig, job_overr
     if not todo:
         outcome = "ran"
         return [returns[c.num] for c in cells]
-    ids = submit.submit(todo, sweep_dir, platform, hydra_context)
+    try:
+        ids = submit.submit(todo, sweep_dir, platform, hydra_context)
+    except Exception as e:  # sbatch refused the array, or Slurm is not reachable: one line, nothing queued
+        import sys
+
+        msg = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        print(f"campaign: submitting {len(todo)} cells to Slurm failed: {msg}", file=sys.stderr)
+        sys.exit(1)
     if not platform.wait:
         outcome = "submitted"
         return [returns[c.num] for c in cells]

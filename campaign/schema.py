@@ -93,6 +93,7 @@ class PlatformConf:
     # Slurm (kind=slurm); every value below ends up in the sbatch script and is checked first
     partition: Optional[str] = None  # --partition
     account: Optional[str] = None  # --account
+    needs_account: bool = False  # the site refuses jobs without --account: a campaign without one stops early
     qos: Optional[str] = None  # --qos
     constraint: Optional[str] = None  # --constraint, e.g. "k80" or "haswell&gpu"
     timeout_min: int = 60  # --time of one cell, minutes

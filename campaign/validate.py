@@ -75,7 +75,7 @@ def _dataset_size(cfg: DictConfig) -> int:
 
 def check(cfg: DictConfig) -> None:
     """Raise ConfigError for the first setting that cannot run."""
-    if OmegaConf.is_missing(cfg.platform, "account"):
+    if cfg.platform.get("needs_account") and not cfg.platform.get("account"):
         raise ConfigError(f"platform.account is not set: platform={cfg.platform.name} needs your allocation, e.g. platform.account=2024-1-23")
     threads_value(cfg.threads)
     for key, low in (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -30,6 +31,42 @@ def disk_root(tmp_path_factory) -> Path:
         base = Path(os.environ.get("IOCAMPAIGN_TEST_DISK", "/var/tmp")) / f"iocampaign-test-{os.getpid()}"
         base.mkdir(parents=True, exist_ok=True)
     return base
+
+
+SLURM_SCRIPTS = Path(__file__).resolve().parent / "slurm"
+
+
+def _slurm_up() -> bool:
+    try:
+        out = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return any(s in out for s in ("idle", "mixed", "allocated"))
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A real single-node Slurm cluster with accounting: the one running, or one started by
+    tests/slurm/up.sh (root) and stopped again at the end. Skips without root or Slurm packages,
+    except under CI=true, where it must run."""
+    started = False
+    if not _slurm_up():
+        why = None
+        if os.geteuid() != 0:
+            why = "not root: cannot start Slurm daemons"
+        elif not all(shutil.which(b) or os.path.exists(f"/usr/sbin/{b}") for b in ("slurmctld", "slurmd", "slurmdbd", "mariadbd", "munged")):
+            why = "Slurm packages not installed (apt-get install munge slurmctld slurmd slurm-client slurmdbd mariadb-server)"
+        if why:
+            if os.environ.get("CI") == "true":
+                pytest.fail(f"CI=true but no Slurm cluster: {why}")
+            pytest.skip(why)
+        p = subprocess.run([str(SLURM_SCRIPTS / "up.sh")], capture_output=True, text=True, timeout=300)
+        if p.returncode != 0:
+            pytest.fail(f"tests/slurm/up.sh failed: {p.stdout}{p.stderr}")
+        started = True
+    yield
+    if started:
+        subprocess.run([str(SLURM_SCRIPTS / "down.sh")], capture_output=True, text=True, timeout=120)
 
 
 def campaign(*args: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:

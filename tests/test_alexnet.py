@@ -72,7 +72,8 @@ def test_the_trace_has_samples_and_marks(images, tmp_path):
     samples = t[t["event"].isna()]
     marks = dict(zip(t["event"].dropna(), t.loc[t["event"].notna(), "t_s"]))
     assert len(samples) >= 3
-    assert (samples["dt_s"].between(0.05, 0.5)).all()
+    # every full interval is ~0.1 s; the last one ends at stop() and may be shorter
+    assert (samples["dt_s"].iloc[:-1].between(0.05, 0.5)).all() and 0 < samples["dt_s"].iloc[-1] <= 0.5
     assert (samples["read_bytes"] >= 0).all()
     assert 0 <= marks[trace.FIRST] <= marks[trace.LAST] <= samples["t_s"].max() + 0.2
 

@@ -1,0 +1,231 @@
+"""The cluster path: safe sbatch values, the dry run, and real campaigns on a real Slurm cluster."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+from omegaconf import OmegaConf
+
+from campaign.slurm import params, sacct, submit
+from campaign.validate import ConfigError
+from conftest import ROOT, analysis, campaign, make_jpegs
+from jobs import records
+
+TINY = ("dataset.num_images=128", "batch_size=32", "repeats=2", "platform.poll_s=1")
+
+
+def _platform(**kw):
+    from campaign.schema import PlatformConf
+
+    base = OmegaConf.structured(PlatformConf(name="slurm", kind="slurm"))
+    return OmegaConf.merge(base, kw)
+
+
+@pytest.mark.parametrize("key,value", [
+    ("partition", "debug\n#SBATCH --exclusive"), ("account", "proj;rm -rf ~"), ("qos", "normal`id`"),
+    ("constraint", "k80 $(reboot)"), ("partition", "a b"),
+])
+def test_directive_values_cannot_smuggle_shell(key, value):
+    with pytest.raises(ConfigError, match=f"platform.{key}="):
+        params.check(_platform(**{key: value}))
+
+
+def test_setup_lines_are_single_shell_lines():
+    params.check(_platform(setup=["module load cuda/9.1; module list", "source ~/venv/bin/activate"]))
+    with pytest.raises(ConfigError, match=r"platform.setup\[1\] holds a line break"):
+        params.check(_platform(setup=["module load x", "echo a\necho b"]))
+    with pytest.raises(ConfigError, match=r"platform.setup\[0\] is an #SBATCH directive"):
+        params.check(_platform(setup=["#SBATCH --mem=1T"]))
+
+
+def test_valid_site_values_pass_and_map_to_submitit():
+    p = _platform(partition="main", account="2024-1-23", constraint="k80&haswell", gpus_per_node=1, exclusive=True,
+                  setup=["module load cuda"], mem_gb=100, timeout_min=120, cpus_per_task=24)
+    params.check(p)
+    kw = params.executor_parameters(p, job_name="x")
+    assert kw["partition"] == "main" and kw["account"] == "2024-1-23" and kw["constraint"] == "k80&haswell"
+    assert kw["mem"] == "102400M" and kw["time"] == 120 and kw["exclusive"] is True and kw["gpus_per_node"] == 1
+    assert kw["array_parallelism"] == 1 and kw["setup"] == ["module load cuda"]
+
+
+def test_sbatch_preview_pins_submitits_script(tmp_path):
+    p = _platform(partition="debug", account="acc", exclusive=True, gpus_per_node=1, setup=["module load cuda/9.1"])
+    text = submit.sbatch_script(submit.executor(tmp_path, p), 3)
+    for line in ("#SBATCH --array=0-2%1", "#SBATCH --partition=debug", "#SBATCH --account=acc", "#SBATCH --exclusive",
+                 "#SBATCH --gpus-per-node=1", "#SBATCH --time=60", "module load cuda/9.1", "-m submitit.core._submit"):
+        assert line in text, line
+    assert text.index("module load cuda/9.1") < text.index("srun")
+
+
+def test_sacct_and_squeue_parsing():
+    got = sacct.parse_sacct("12_0|COMPLETED|0:0|node1\n12_1|CANCELLED by 0|0:15|node1\n12_[2-3]|PENDING|0:0|None assigned\n13|TIMEOUT|0:0|n2\n")
+    assert got["12_0"].state == "COMPLETED" and got["12_1"].state == "CANCELLED" and got["12_1"].terminal
+    assert got["12_3"].state == "PENDING" and not got["12_3"].terminal and got["12_3"].node == ""
+    assert got["13"].terminal
+    q = sacct.parse_squeue("12_[2-3%1]|PENDING|JobArrayTaskLimit\n12_1|RUNNING|node1\n")
+    assert q["12_2"].reason == "JobArrayTaskLimit" and q["12_1"].node == "node1"
+
+
+def test_bad_sbatch_value_on_the_command_line(tmp_path):
+    p = campaign("-m", "platform=slurm", "platform.constraint='k80 $(reboot)'", *TINY, cwd=tmp_path)
+    lines = [x for x in p.stderr.splitlines() if x.strip()]
+    assert p.returncode != 0 and len(lines) == 1 and "platform.constraint=" in lines[0]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_tegner_preset_needs_an_account(tmp_path):
+    p = campaign("-m", "platform=tegner", "storage=lustre", "storage.root=/tmp", *TINY, cwd=tmp_path)
+    assert p.returncode != 0 and "platform.account is not set" in p.stderr
+
+
+def test_slurm_without_multirun_says_how(tmp_path):
+    p = campaign("platform=slurm", *TINY, cwd=tmp_path)
+    assert p.returncode == 2 and "add -m" in p.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- against a real Slurm cluster -------------------------------------------------------------
+
+def _queue() -> str:
+    return subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout
+
+
+def _sacct(job_ids) -> dict:
+    out = subprocess.run(["sacct", "-n", "-P", "-X", "-o", "JobID,State", "-j", ",".join({j.split("_")[0] for j in job_ids})],
+                         capture_output=True, text=True).stdout
+    states = sacct.parse_sacct("\n".join(f"{line}|0:0|x" for line in out.splitlines()))
+    return {j: states[j].state for j in job_ids if j in states}
+
+
+def _submitted(sweep) -> dict:
+    return {int(k): [j["job_id"] for j in v["jobs"]] for k, v in json.loads((sweep / "submitted.json").read_text())["cells"].items()}
+
+
+def test_dry_run_submits_nothing(slurm_cluster, tmp_path):
+    before = subprocess.run(["sacct", "-n", "-X", "-o", "JobID"], capture_output=True, text=True).stdout
+    p = campaign("-m", "threads=1,2", "platform=slurm", "platform.dry_run=true", "platform.partition=debug", *TINY,
+                 "hydra.sweep.dir=sweep", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "dry run: 2 cells would be submitted" in p.stdout
+    assert "#1: workload=microbench storage=local" in p.stdout and "threads=2" in p.stdout
+    assert "#SBATCH --array=0-1%1" in p.stdout and "#SBATCH --partition=debug" in p.stdout
+    assert _queue().strip() == ""
+    assert subprocess.run(["sacct", "-n", "-X", "-o", "JobID"], capture_output=True, text=True).stdout == before
+    assert not (tmp_path / "sweep").exists()
+
+
+def test_campaign_runs_as_slurm_jobs(slurm_cluster, tmp_path, disk_root):
+    sweep = tmp_path / "sweep"
+    p = campaign("-m", "threads=1,2", "storage=local", f"storage.root={disk_root}", "platform=slurm",
+                 "dataset.num_images=512", "repeats=2", "platform.poll_s=1", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    jobs = _submitted(sweep)
+    assert sorted(jobs) == [0, 1]
+    assert set(_sacct([j[-1] for j in jobs.values()]).values()) == {"COMPLETED"}
+    df = pd.read_csv(sweep / "results.csv")
+    assert len(df) == 4 and set(df["cache_state"]) == {"cold"}
+    assert (sweep / "fig4.png").stat().st_size > 0
+    rec = records.read(sweep / "1" / "record.json")
+    slurm = rec.provenance["slurm"]
+    assert slurm["array_job_id"] == jobs[1][-1].split("_")[0] and slurm["array_task_id"] == "1"
+    assert slurm["node"] and "#SBATCH --array=0-1%1" in slurm["sbatch_script"]
+    st = subprocess.run([sys.executable, "-m", "campaign.status", str(sweep)], capture_output=True, text=True,
+                        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert st.returncode == 0 and st.stdout.startswith("2 completed")
+
+
+def test_failure_is_failed_in_slurm_and_a_rerun_submits_only_it(slurm_cluster, tmp_path):
+    data = tmp_path / "data"
+    (data / "c0").mkdir(parents=True)
+    for i in range(8):
+        (data / "c0" / f"{i}.jpg").write_bytes(b"not a jpeg" * 50)
+    sweep = tmp_path / "sweep"
+    args = ("-m", "workload=microbench,readonly", "platform=slurm", "dataset.source=folder", f"dataset.path={data}",
+            f"storage.root={tmp_path}", "batch_size=4", "repeats=1", "platform.poll_s=1", f"hydra.sweep.dir={sweep}")
+    p = campaign(*args, cwd=tmp_path)
+    assert p.returncode == 1, p.stderr[-2000:]
+    jobs = _submitted(sweep)
+    assert _sacct([jobs[0][-1]]) == {jobs[0][-1]: "FAILED"}  # the cell raised: Slurm says FAILED
+    assert _sacct([jobs[1][-1]]) == {jobs[1][-1]: "COMPLETED"}
+    st = subprocess.run([sys.executable, "-m", "campaign.status", str(sweep)], capture_output=True, text=True,
+                        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert st.returncode == 1 and "failed" in st.stdout and "RuntimeError: the pipeline delivered no image" in st.stdout
+    # mend the data, run the same command again: only the failed cell goes back to Slurm
+    shutil.rmtree(data)
+    make_jpegs(data, 8, classes=1)
+    p = campaign(*args, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    again = _submitted(sweep)
+    assert len(again[0]) == 2 and len(again[1]) == 1
+    assert "#1: completed before" in p.stderr + p.stdout
+    df = pd.read_csv(sweep / "results.csv")
+    assert sorted(set(df["workload"])) == ["microbench", "readonly"]
+
+
+def test_cancelled_cell_is_reported_and_the_campaign_ends(slurm_cluster, tmp_path, disk_root):
+    make_jpegs(tmp_path / "data", 32)
+    sweep = tmp_path / "sweep"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "campaign", "-m", "threads=1", "platform=slurm", "platform.poll_s=1",
+         "dataset.source=folder", f"dataset.path={tmp_path / 'data'}", f"storage.root={disk_root}",
+         "batch_size=8", "repeats=100000", "warmup=0", f"hydra.sweep.dir={sweep}"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        job = None
+        while time.monotonic() < deadline:
+            if (sweep / "submitted.json").exists():
+                job = _submitted(sweep)[0][-1]
+                if _sacct([job]).get(job) == "RUNNING":
+                    break
+            time.sleep(0.5)
+        assert job is not None
+        time.sleep(2)
+        subprocess.run(["scancel", job], check=True)
+        t0 = time.monotonic()
+        out, _ = proc.communicate(timeout=60)  # reported and ended within a minute
+        assert time.monotonic() - t0 < 60
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 1
+    assert "SlurmCancelled" in out and "ended CANCELLED" in out
+    rec = records.read(sweep / "0" / "record.json")
+    assert rec.status == "failed" and rec.error["type"] == "SlurmCancelled"
+    cells = pd.read_csv(sweep / "cells.csv")
+    assert list(cells["status"]) == ["failed"]
+    a = analysis(str(sweep), cwd=tmp_path)
+    assert a.returncode == 1 and "ended CANCELLED" in a.stdout
+
+
+def test_submit_and_return_then_status(slurm_cluster, tmp_path, disk_root):
+    sweep = tmp_path / "sweep"
+    t0 = time.monotonic()
+    p = campaign("-m", "threads=1", "platform=slurm", "platform.wait=false", f"storage.root={disk_root}",
+                 "dataset.num_images=64", "batch_size=32", "repeats=100000", "warmup=0", f"hydra.sweep.dir={sweep}",
+                 cwd=tmp_path)
+    assert p.returncode == 0 and "submitted; the shell is yours again" in p.stdout
+    assert time.monotonic() - t0 < 60
+    job = _submitted(sweep)[0][-1]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for _ in range(120):
+        st = subprocess.run([sys.executable, "-m", "campaign.status", str(sweep)], capture_output=True, text=True, env=env)
+        if "running" in st.stdout or "pending" in st.stdout:
+            break
+        time.sleep(0.5)
+    assert ("running" in st.stdout or "pending" in st.stdout) and job in st.stdout and st.returncode == 0
+    subprocess.run(["scancel", job], check=True)
+    for _ in range(60):
+        st = subprocess.run([sys.executable, "-m", "campaign.status", str(sweep)], capture_output=True, text=True, env=env)
+        if "cancelled" in st.stdout:
+            break
+        time.sleep(1)
+    assert "1 cancelled" in st.stdout and st.returncode == 1
