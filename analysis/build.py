@@ -38,8 +38,16 @@ class Built:
         return "\n".join(lines)
 
 
-def build(folder: str | Path, render: bool = True) -> Built:
-    """Write results.csv, summary.csv, cells.csv and the figures into ``folder``."""
+BASELINES = "baselines.csv"
+
+
+def build(folder: str | Path, render: bool = True, baseline_from: str | Path | None = None) -> Built:
+    """Write results.csv, summary.csv, cells.csv, the baselines and the figures into ``folder``.
+
+    ``baseline_from``: another campaign folder whose baseline cells give the efficiency column.
+    """
+    from analysis import baselines as bl
+
     folder = Path(folder)
     c = tables.collect(folder)
     out = Built(folder=folder, unreadable=c.unreadable)
@@ -52,7 +60,15 @@ def build(folder: str | Path, render: bool = True) -> Built:
 
     results.to_csv(folder / RESULTS, index=False)
     out.files.append(folder / RESULTS)
-    summary = tables.summary_frame(results)
+    base = tables.baselines_frame(c)
+    if not base.empty:
+        base.to_csv(folder / BASELINES, index=False)
+        out.files.append(folder / BASELINES)
+        configs = {r["storage"]: r for r in _storage_configs(folder)}
+        out.files += bl.write_table_i(bl.table_i(base, configs), folder)
+    if baseline_from is not None:
+        base = tables.baselines_frame(tables.collect(Path(baseline_from)))
+    summary = bl.efficiency(tables.summary_frame(results), base)
     summary.to_csv(folder / SUMMARY, index=False)
     out.files.append(folder / SUMMARY)
     pd.DataFrame(c.cells, columns=["cell_dir", "status", "overrides", "error"]).to_csv(folder / CELLS, index=False)
@@ -65,4 +81,18 @@ def build(folder: str | Path, render: bool = True) -> Built:
         out.files.append(folder / IO_COST)
     if render and not results.empty:
         out.files += figures.render_all(results, folder)
+    return out
+
+
+def _storage_configs(folder: Path) -> list[dict]:
+    """The storage section of every completed cell's config (for the paper's Table I figures)."""
+    from jobs import records
+
+    out = []
+    for path in folder.rglob(records.FILENAME):
+        try:
+            rec = records.read(path)
+        except records.RecordError:
+            continue
+        out.append({"storage": rec.config["storage"]["name"], **rec.config["storage"]})
     return out

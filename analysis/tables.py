@@ -22,6 +22,7 @@ class Collected:
     rows: list[dict] = field(default_factory=list)  # one per measured run of a completed cell
     cells: list[dict] = field(default_factory=list)  # one per planned or found cell, with its status
     unreadable: list[str] = field(default_factory=list)  # record files this version cannot read
+    baselines: list[dict] = field(default_factory=list)  # one per baseline run x measure (tidy)
 
 
 def _cell_values(cfg: dict) -> dict:
@@ -85,8 +86,32 @@ def collect(folder: str | Path) -> Collected:
             row["trace_file"] = str(Path(d) / run["trace_file"]) if run.get("trace_file") else ""
             row["steps_file"] = str(Path(d) / run["steps_file"]) if run.get("steps_file") else ""
             out.rows.append(row)
+            if "seq_read_mb_s" in run:
+                out.baselines += _baseline_rows(base, run, d)
     out.cells.sort(key=lambda c: (len(c["cell_dir"]), c["cell_dir"]))
     return out
+
+
+def _baseline_rows(base: dict, run: dict, cell_dir: str) -> list[dict]:
+    common = {"storage": base["storage"], "dataset": base["dataset"], "run": run["run"], "cell_dir": cell_dir}
+    rows = [
+        {**common, "measure": "seq_read", "readers": 1, "mb_per_s": run["seq_read_mb_s"], "tool": run["tool"],
+         "command": run["commands"]["seq_read"]},
+        {**common, "measure": "seq_write", "readers": 1, "mb_per_s": run["seq_write_mb_s"], "tool": run["tool"],
+         "command": run["commands"]["seq_write"]},
+    ]
+    for n, mb in run["small_read_mb_s"].items():
+        rows.append({**common, "measure": "small_read", "readers": int(n), "mb_per_s": mb, "tool": run["small_file_tool"],
+                     "command": run["commands"][f"small_read_{n}"]})
+    return rows
+
+
+def baselines_frame(c: Collected):
+    """Every baseline measurement: storage, run, measure (seq_read, seq_write, small_read), readers, MB/s."""
+    import pandas as pd
+
+    return pd.DataFrame(c.baselines, columns=["storage", "dataset", "run", "measure", "readers", "mb_per_s", "tool",
+                                              "command", "cell_dir"])
 
 
 def results_frame(c: Collected):

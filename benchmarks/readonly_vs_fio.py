@@ -13,13 +13,14 @@ share of the device's small-file rate that the TF pipeline reaches.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+from jobs import iotools
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 
@@ -36,25 +37,10 @@ def _dataset(storage_root: str, name: str, num_images: int, seed: int):
     return datasets.resolve(cfg.dataset, storage_root, seed)
 
 
-def _link_farm(files: list[str], folder: Path, jobs: int) -> list[Path]:
-    """Hard links of the files, split round-robin into one folder per fio job (same inodes, same cache)."""
-    dirs = [folder / f"job{k}" for k in range(jobs)]
-    for d in dirs:
-        d.mkdir(parents=True)
-    for i, f in enumerate(files):
-        os.link(f, dirs[i % jobs] / f"{i:07d}.jpg")
-    return dirs
-
-
 def fio_read(dirs: list[Path]) -> tuple[float, int]:
     """(MB/s, bytes) of fio reading every file of ``dirs`` whole, one buffered job per folder."""
-    cmd = ["fio", "--output-format=json", "--group_reporting", "--rw=read", "--bs=4k", "--ioengine=psync",
-           "--direct=0", "--invalidate=1", "--file_service_type=sequential", "--openfiles=8"]
-    for k, d in enumerate(dirs):
-        cmd += [f"--name=j{k}", f"--opendir={d}"]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    read = json.loads(out.stdout[out.stdout.index("{"):])["jobs"][0]["read"]
-    return read["io_bytes"] / (read["runtime"] / 1000) / 1e6, read["io_bytes"]
+    m = iotools.small_files(dirs)
+    return m.mb_per_s, m.bytes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     try:
         for n in threads:
-            dirs = _link_farm(list(ds.files), farm / f"t{n}", n)
+            dirs = iotools.link_farm(list(ds.files), farm / f"t{n}", n)
             tf_mb, fio_mb, ratios, cold = [], [], [], []
             for r in range(args.repeats):
                 order = ("tf", "fio") if r % 2 == 0 else ("fio", "tf")

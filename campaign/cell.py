@@ -90,7 +90,17 @@ def _alexnet_run(ds, cfg: DictConfig, config: dict, seed: int, job_dir: Path, ru
     return result
 
 
-RUNNERS = {"microbench": _microbench_run, "alexnet": _alexnet_run}
+def _baseline_run(ds, cfg: DictConfig, config: dict, seed: int, job_dir: Path, run: int, disk) -> dict:
+    from jobs import baseline
+
+    settings = baseline.BaselineSettings(
+        root=str(cfg.storage.root), file_gb=float(cfg.workload.file_gb),
+        small_file_threads=tuple(int(t) for t in cfg.workload.small_file_threads),
+    )
+    return baseline.run_once(ds, settings, disk, tag=f"run{run}")
+
+
+RUNNERS = {"microbench": _microbench_run, "alexnet": _alexnet_run, "baseline": _baseline_run}
 
 
 def _log_run(warmup: bool, k: int, cfg: DictConfig, result: dict, state: str) -> None:
@@ -99,6 +109,12 @@ def _log_run(warmup: bool, k: int, cfg: DictConfig, result: dict, state: str) ->
         if result["bytes_read_device"] is not None and result["bytes_consumed"]
         else "device bytes not counted"
     )
+    if "seq_read_mb_s" in result:
+        small = ", ".join(f"{t}: {v:.0f}" for t, v in result["small_read_mb_s"].items())
+        log.info("%s %d: %s read %.0f MB/s, write %.0f MB/s; small files by readers {%s} MB/s; cache %s",
+                 "warm-up" if warmup else "run", k + 1 if warmup else k + 1 - cfg.warmup, result["tool"],
+                 result["seq_read_mb_s"], result["seq_write_mb_s"], small, state)
+        return
     what = (
         f"{result['runtime_s']:.2f} s runtime ({result['data_wait_s']:.2f} s waiting for data, "
         f"{result['compute_s']:.2f} s computing, first step {result['first_step_s']:.2f} s) on {result['device']}"

@@ -32,6 +32,7 @@ class Pipeline(Enum):
 class Kind(Enum):
     microbench = "microbench"  # iterate the input pipeline, no compute (Section III-A)
     alexnet = "alexnet"  # train AlexNet on the pipeline's batches (Section III-B)
+    baseline = "baseline"  # the tier's own bandwidth with IOR/fio (Table I) and its small-file rate
 
 
 class Device(Enum):
@@ -52,6 +53,8 @@ class WorkloadConf:
     device: Device = Device.auto  # alexnet: where the model trains
     trace_interval_s: float = 1.0  # alexnet: device I/O sampling interval, s (0.1 to 10)
     read_delay_ms: float = 0.0  # extra latency per file read, ms: emulates a slower tier (0 = none)
+    file_gb: float = 5.0  # baseline: size of the sequential read/write test file, GB (Table I: 5)
+    small_file_threads: List[int] = field(default_factory=lambda: [1, 2, 4, 8])  # baseline: readers of the dataset's files
     description: str = ""  # one line shown in the README and records
 
 

@@ -93,6 +93,15 @@ def check(cfg: DictConfig) -> None:
         raise ConfigError(f"workload.image_side={cfg.workload.image_side} is too small for AlexNet's three poolings (64 or more)")
     if kind == "alexnet" and cfg.workload.width <= 0:
         raise ConfigError(f"workload.width={cfg.workload.width} must be positive (1.0 = the paper's AlexNet)")
+    if kind == "baseline":
+        if cfg.workload.file_gb <= 0:
+            raise ConfigError(f"workload.file_gb={cfg.workload.file_gb} must be positive")
+        if not cfg.workload.small_file_threads or min(cfg.workload.small_file_threads) < 1:
+            raise ConfigError(f"workload.small_file_threads={list(cfg.workload.small_file_threads)} must list positive thread counts")
+        import shutil
+
+        if not (shutil.which("ior") or shutil.which("fio")):
+            raise ConfigError("workload=baseline needs ior or fio on PATH (Debian: apt-get install fio)")
     if not 0.05 <= cfg.workload.trace_interval_s <= 10:
         raise ConfigError(f"workload.trace_interval_s={cfg.workload.trace_interval_s} must be between 0.05 and 10 seconds")
     if cfg.workload.read_delay_ms < 0:

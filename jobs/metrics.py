@@ -40,6 +40,8 @@ METRICS: dict[str, Metric] = {
         Metric("data_wait_s", "s", "lower", "AlexNet: time spent waiting for the next batch, all steps"),
         Metric("compute_s", "s", "lower", "AlexNet: time spent in training steps (forward, backward, Adam), all steps"),
         Metric("first_step_s", "s", "lower", "AlexNet: wait and compute of the first step (includes graph tracing)"),
+        Metric("seq_read_mb_s", "MB/s", "higher", "Baseline: sequential read of one large file, O_DIRECT (Table I)"),
+        Metric("seq_write_mb_s", "MB/s", "higher", "Baseline: sequential write of one large file, O_DIRECT, flushed (Table I)"),
         Metric("resident_bytes_before", "B", "", "bytes of the dataset in the page cache when the run started (mincore)"),
     )
 }
