@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -138,13 +139,49 @@ def _log_run(warmup: bool, k: int, cfg: DictConfig, result: dict, state: str) ->
 
 def measure(cfg: DictConfig, config: dict, job_dir: Path) -> tuple[list[dict], dict, dict]:
     """Every run of the cell (warm-ups first) with its cache evidence; plus dataset and provenance."""
-    from jobs import cache, datasets, provenance, trace
-    from campaign.locks import device_lock
+    from jobs import cache, datasets, provenance
 
     root = str(cfg.storage.root)
-    ds = datasets.resolve(cfg.dataset, root, int(cfg.seed))
-    data_dir = os.path.dirname(ds.files[0])
-    prov = provenance.collect(root, data_dir)
+    with _tier(cfg) as tier:
+        ds = datasets.resolve(cfg.dataset, root, int(cfg.seed))
+        data_dir = os.path.dirname(ds.files[0])
+        prov = provenance.collect(root, data_dir)
+        if tier is not None:
+            from dataclasses import asdict
+
+            prov["emulated_tier"] = asdict(tier)
+            cache.evict(ds.files)  # flush the freshly written set before the throttle applies
+            from jobs import tiers
+
+            tiers.join(tier)
+        runs = _measure_runs(cfg, config, job_dir, ds, data_dir, prov)
+    return runs, _dataset_summary(ds), prov
+
+
+@contextlib.contextmanager
+def _tier(cfg: DictConfig):
+    """The emulated tier of the cell's storage, set up for the cell and torn down after it."""
+    emulate = cfg.storage.get("emulate")
+    if emulate is None:
+        yield None
+        return
+    from jobs import tiers
+
+    tier = tiers.setup(cfg.storage.name, str(emulate.image_dir), str(cfg.storage.root), float(emulate.size_gb),
+                       float(emulate.read_mb_s), float(emulate.write_mb_s))
+    log.info("emulated tier %s: %s on %s (%s), throttled to %.0f MB/s read, %.0f MB/s write", tier.name,
+             tier.mount, tier.loop, tier.dev, emulate.read_mb_s, emulate.write_mb_s)
+    try:
+        yield tier
+    finally:
+        tiers.teardown(tier)
+
+
+def _measure_runs(cfg: DictConfig, config: dict, job_dir: Path, ds, data_dir: str, prov: dict) -> list[dict]:
+    """The cell's runs, warm-ups first, each from the requested cache state, under the device lock."""
+    from jobs import cache, trace
+    from campaign.locks import device_lock
+
     fs_type = (prov["data_mount"] or prov["storage_mount"])["fs_type"]
     requested = config["cache"]
     if cfg.storage.kind == "memory" and fs_type not in cache.MEMORY_FS:
@@ -180,7 +217,7 @@ def measure(cfg: DictConfig, config: dict, job_dir: Path) -> tuple[list[dict], d
                 }
             )
             _log_run(warmup, k, cfg, result, state)
-    return runs, _dataset_summary(ds), prov
+    return runs
 
 
 def _remove_hydra_only_dir(job_dir: str) -> None:

@@ -59,6 +59,14 @@ class WorkloadConf:
 
 
 @dataclass
+class EmulateConf:
+    read_mb_s: float = MISSING  # read bandwidth the tier is throttled to, MB/s
+    write_mb_s: float = MISSING  # write bandwidth (O_DIRECT and fsync write-back), MB/s
+    size_gb: float = 8.0  # size of the tier's sparse backing file, GB
+    image_dir: str = "/var/tmp/iocampaign/tiers"  # where the backing files live (on the real disk)
+
+
+@dataclass
 class StorageConf:
     name: str = MISSING  # tier key used in records, tables and figures (hdd, ssd, lustre, ...)
     label: str = MISSING  # tier label drawn in figures ("HDD", "Lustre")
@@ -67,6 +75,7 @@ class StorageConf:
     description: str = ""  # what the tier is (device model, file system)
     ior_read_mb_s: Optional[float] = None  # the paper's Table I max read, MB/s (reference only)
     ior_write_mb_s: Optional[float] = None  # the paper's Table I max write, MB/s (reference only)
+    emulate: Optional[EmulateConf] = None  # root only: build this tier as a throttled loop device at root
 
 
 @dataclass

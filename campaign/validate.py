@@ -35,6 +35,18 @@ def _at_least(cfg: DictConfig, key: str, low: int) -> None:
 
 
 def _storage_root(cfg: DictConfig) -> str:
+    if cfg.storage.get("emulate") is not None:
+        from jobs import tiers
+
+        why = tiers.available()
+        if why:
+            raise ConfigError(
+                f"storage={cfg.storage.name}: {why}; without root use storage=local, or a real device with "
+                "storage=hdd|ssd|optane storage.root=<its mount point>"
+            )
+        if cfg.storage.emulate.read_mb_s <= 0 or cfg.storage.emulate.write_mb_s <= 0:
+            raise ConfigError(f"storage.emulate of storage={cfg.storage.name}: read_mb_s and write_mb_s must be positive")
+        return str(cfg.storage.root)  # the tier's mount point: made when the cell starts
     if OmegaConf.is_missing(cfg.storage, "root"):
         raise ConfigError(
             f"storage.root is not set: storage={cfg.storage.name} needs the directory on that tier, "

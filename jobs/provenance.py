@@ -123,11 +123,31 @@ def slurm() -> dict | None:
     return out
 
 
+def tier_facts(path: str, fs_type: str) -> dict:
+    """Size and free space of the file system at ``path``; Lustre stripe settings where lfs exists."""
+    import shutil
+
+    out: dict = {}
+    try:
+        du = shutil.disk_usage(path)
+        out.update(total_bytes=du.total, free_bytes=du.free)
+    except OSError:
+        pass
+    if fs_type == "lustre" and shutil.which("lfs"):
+        try:
+            out["lustre_stripe"] = subprocess.run(["lfs", "getstripe", "-d", path], capture_output=True, text=True,
+                                                  timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            out["lustre_stripe"] = None
+    return out
+
+
 def collect(storage_root: str, data_dir: str | None = None) -> dict:
     """Provenance of a cell: host, kernel, CPU, memory, the tier's mount, versions and git commit."""
     commit = _git("rev-parse", "HEAD")
     dirty = _git("status", "--porcelain", "--untracked-files=no")
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    storage_mount = mount_of(storage_root)
     return {
         "host": socket.gethostname(),
         "kernel": platform.release(),
@@ -136,7 +156,8 @@ def collect(storage_root: str, data_dir: str | None = None) -> dict:
         "cpu_count": os.cpu_count(),
         "cpus_usable": affinity,
         "mem_total_bytes": _mem_total_bytes(),
-        "storage_mount": asdict(mount_of(storage_root)),
+        "storage_mount": asdict(storage_mount),
+        "storage_space": tier_facts(storage_root, storage_mount.fs_type),
         "data_mount": asdict(mount_of(data_dir)) if data_dir else None,
         "versions": versions(),
         "git_commit": commit,

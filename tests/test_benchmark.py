@@ -6,6 +6,7 @@ import shutil
 import pytest
 
 from benchmarks import readonly_vs_fio
+from jobs import iotools
 
 needs_fio = pytest.mark.skipif(
     shutil.which("fio") is None and os.environ.get("CI") != "true", reason="fio not installed (apt-get install fio)"
@@ -37,3 +38,49 @@ def test_fio_reads_every_byte_of_the_files(tmp_path):
         (d / f"{i}.jpg").write_bytes(os.urandom(64 * 1024))
     mb_s, nbytes = readonly_vs_fio.fio_read([d])
     assert nbytes == 4 * 64 * 1024 and mb_s > 0
+
+
+def test_fio_json_parsing_with_notes_before_it():
+    text = 'fio: opendir added 4 files\n{"jobs": [{"job_runtime": 13, "read": {"io_bytes": 4000000, "runtime": 8}}]}'
+    assert iotools.parse_fio(text, "read") == (500.0, 4_000_000)  # the group's runtime, not the summed job time
+    assert iotools.parse_fio(text, "read", with_flush=True)[0] == pytest.approx(4e6 / 0.013 / 1e6)
+
+
+def test_ior_json_summary_parsing():
+    summary = {"summary": [{"operation": "write", "bwMaxMIB": 100.0}, {"operation": "read", "bwMaxMIB": 200.0}]}
+    assert iotools.parse_ior(summary, "read") == pytest.approx(200 * 1.048576)
+    with pytest.raises(RuntimeError, match="no write"):
+        iotools.parse_ior({"summary": []}, "write")
+
+
+@needs_fio
+def test_baseline_campaign_writes_table_one(tmp_path, disk_root):
+    import pandas as pd
+
+    from conftest import campaign
+
+    out = tmp_path / "sweep"
+    p = campaign("-m", "workload=baseline", "storage=local,tmpfs", f"storage.root={disk_root}", "workload.file_gb=0.05",
+                 "workload.small_file_threads=[1,2]", "dataset.num_images=64", "batch_size=8", "repeats=2",
+                 f"hydra.sweep.dir={out}", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    t = pd.read_csv(out / "table_i.csv")
+    assert list(t["storage"]) == ["local", "tmpfs"] and (t["read_mb_s"] > 0).all() and (t["write_mb_s"] > 0).all()
+    assert (t["runs"] == 2).all() and set(t["tool"]) == {"fio"}
+    for name in ("table_i.md", "table_i.png", "baselines.csv"):
+        assert (out / name).stat().st_size > 0
+    b = pd.read_csv(out / "baselines.csv")
+    assert sorted(b["measure"].unique()) == ["seq_read", "seq_write", "small_read"]
+    assert sorted(b.loc[b["measure"] == "small_read", "readers"].unique()) == [1, 2]
+    assert b["command"].str.startswith("fio ").all()
+    # efficiency of a micro-benchmark campaign against this baseline
+    mb = tmp_path / "mb"
+    p = campaign("-m", "threads=1,2", f"storage.root={disk_root}", "dataset.num_images=64", "batch_size=8",
+                 "repeats=1", f"hydra.sweep.dir={mb}", cwd=tmp_path)
+    assert p.returncode == 0
+    from analysis.__main__ import main
+
+    assert main([str(mb), "--baseline", str(out)]) == 0
+    s = pd.read_csv(mb / "summary.csv")
+    assert (s["efficiency"] > 0).all()
+    assert s["efficiency"].tolist() == pytest.approx((s["mb_per_s_median"] / s["small_file_mb_s"]).tolist())

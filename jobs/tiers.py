@@ -1,0 +1,168 @@
+"""Emulated storage tiers on one disk (root): a file-backed loop device with ext4, mounted, and
+throttled with the cgroup-v1 blkio controller to a tier's read and write bandwidth.
+
+What the throttle covers (../shared/notes/machine-io.md): O_DIRECT and cold buffered reads,
+O_DIRECT writes and the write-back that fsync forces. Not buffered writes themselves, not
+sync()/syncfs() write-back, not reads served from the page cache. The campaign process joins the
+tier's cgroup only for the measured runs; set-up and tear-down are idempotent, and a set-up first
+clears whatever a killed run left mounted, attached or created.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+BLKIO = Path("/sys/fs/cgroup/blkio")
+STATE_DIR = Path("/run/iocampaign-tiers")  # tmpfs: gone after a reboot, as the mounts are
+CGROUP_PREFIX = "iocampaign-"
+
+
+class TierError(RuntimeError):
+    """The emulated tier cannot be built here; the message says why and what to use instead."""
+
+
+@dataclass(frozen=True)
+class Tier:
+    name: str
+    image: str  # backing file on the real disk
+    loop: str  # /dev/loopN
+    dev: str  # MAJ:MIN of the loop device
+    mount: str  # where the tier's ext4 is mounted (the storage root)
+    cgroup: str  # blkio cgroup folder
+    read_bps: int
+    write_bps: int
+
+
+def _sh(*cmd: str, check: bool = True) -> str:
+    p = subprocess.run(list(cmd), capture_output=True, text=True)
+    if check and p.returncode != 0:
+        raise TierError(f"{' '.join(cmd)} failed: {(p.stderr or p.stdout).strip()}")
+    return p.stdout.strip()
+
+
+def available() -> str | None:
+    """None when emulated tiers can be built here, else the reason they cannot."""
+    if os.geteuid() != 0:
+        return "emulated tiers need root (loop device, mount, blkio cgroup)"
+    if not (BLKIO / "blkio.throttle.read_bps_device").exists():
+        return f"the cgroup-v1 blkio controller is not mounted at {BLKIO}"
+    for tool in ("losetup", "mkfs.ext4", "mount", "umount"):
+        if subprocess.run(["which", tool], capture_output=True).returncode != 0:
+            return f"{tool} is not installed"
+    return None
+
+
+def _mounted_at(mount: str) -> bool:
+    target = os.path.realpath(mount)
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == target for line in f)
+
+
+def _loops_of(image: str) -> list[str]:
+    out = _sh("losetup", "-j", image, check=False)
+    return [line.split(":")[0] for line in out.splitlines() if line.strip()]
+
+
+def cleanup(name: str, image: str, mount: str) -> list[str]:
+    """Undo everything a tier ``name`` may have left (idempotent); returns what was undone."""
+    done = []
+    cg = BLKIO / f"{CGROUP_PREFIX}{name}"
+    if cg.exists():
+        try:
+            pids = (cg / "cgroup.procs").read_text().split()
+        except OSError:
+            pids = []
+        for pid in pids:  # a killed run's survivors go back to the root cgroup
+            try:
+                (BLKIO / "cgroup.procs").write_text(pid)
+            except OSError:
+                pass
+        for _ in range(50):
+            try:
+                cg.rmdir()
+                done.append(f"removed cgroup {cg}")
+                break
+            except OSError:
+                time.sleep(0.1)
+    for _ in range(3):
+        if not _mounted_at(mount):
+            break
+        if subprocess.run(["umount", mount], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", mount], capture_output=True)
+        done.append(f"unmounted {mount}")
+    if os.path.exists(image):
+        for loop in _loops_of(image):
+            _sh("losetup", "-d", loop, check=False)
+            done.append(f"detached {loop}")
+    (STATE_DIR / f"{name}.json").unlink(missing_ok=True)
+    return done
+
+
+def setup(name: str, image_dir: str, mount: str, size_gb: float, read_mb_s: float, write_mb_s: float) -> Tier:
+    """Build (or rebuild after a crash) the tier and return it; the image file, and the data on it,
+    is kept between runs."""
+    why = available()
+    if why:
+        raise TierError(f"storage={name}: {why}; without root use storage=local, or a real device with "
+                        f"storage=hdd|ssd|optane storage.root=<its mount point>")
+    image = str(Path(image_dir) / f"{name}.img")
+    cleanup(name, image, mount)
+    Path(image_dir).mkdir(parents=True, exist_ok=True)
+    fresh = not os.path.exists(image) or os.path.getsize(image) != int(size_gb * 1e9)
+    if fresh:
+        with open(image, "wb") as f:
+            f.truncate(int(size_gb * 1e9))
+    loop = _sh("losetup", "-f", "--show", "--direct-io=on", image)
+    try:
+        if fresh:
+            _sh("mkfs.ext4", "-q", "-F", "-L", name[:16], loop)
+        Path(mount).mkdir(parents=True, exist_ok=True)
+        _sh("mount", loop, mount)
+        st = os.stat(loop)
+        dev = f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}"
+        cg = BLKIO / f"{CGROUP_PREFIX}{name}"
+        cg.mkdir(exist_ok=True)
+        tier = Tier(name, image, loop, dev, mount, str(cg), int(read_mb_s * 1e6), int(write_mb_s * 1e6))
+        (cg / "blkio.throttle.read_bps_device").write_text(f"{dev} {tier.read_bps}")
+        (cg / "blkio.throttle.write_bps_device").write_text(f"{dev} {tier.write_bps}")
+    except Exception:
+        cleanup(name, image, mount)
+        raise
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    (STATE_DIR / f"{name}.json").write_text(json.dumps(asdict(tier)))
+    return tier
+
+
+def join(tier: Tier, pid: int | None = None) -> None:
+    """Put this process (all its threads, and children it starts later) under the tier's throttle."""
+    (Path(tier.cgroup) / "cgroup.procs").write_text(str(pid or os.getpid()))
+
+
+def leave(pid: int | None = None) -> None:
+    (BLKIO / "cgroup.procs").write_text(str(pid or os.getpid()))
+
+
+def teardown(tier: Tier) -> None:
+    """Leave the cgroup, unmount, detach the loop device, remove the cgroup (idempotent)."""
+    try:
+        leave()
+    except OSError:
+        pass
+    cleanup(tier.name, tier.image, tier.mount)
+
+
+def leftovers(name: str, image: str, mount: str) -> list[str]:
+    """What of tier ``name`` is still there (empty when clean)."""
+    out = []
+    if _mounted_at(mount):
+        out.append(f"mount {mount}")
+    if os.path.exists(image):
+        out += [f"loop {x}" for x in _loops_of(image)]
+    if (BLKIO / f"{CGROUP_PREFIX}{name}").exists():
+        out.append(f"cgroup {CGROUP_PREFIX}{name}")
+    return out

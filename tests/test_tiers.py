@@ -1,0 +1,83 @@
+"""Emulated tiers on a real loop device with a real blkio throttle (root; CI runs as root)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, campaign
+from jobs import iotools, tiers
+
+needs_root = pytest.mark.skipif(
+    tiers.available() is not None and os.environ.get("CI") != "true", reason=str(tiers.available())
+)
+
+
+def _tier_args(tmp_path, name="test_tier"):
+    return dict(name=name, image_dir=str(tmp_path / "images"), mount=str(tmp_path / "mnt"), size_gb=1.0)
+
+
+@needs_root
+def test_emulated_tier_hits_its_read_and_write_targets(tmp_path):
+    a = _tier_args(tmp_path)
+    tier = tiers.setup(read_mb_s=163.0, write_mb_s=133.14, **a)
+    try:
+        assert tier.loop.startswith("/dev/loop") and tier.dev.startswith("7:")
+        tiers.join(tier)
+        target = tmp_path / "mnt" / "seq.dat"
+        w = iotools.sequential(target, 256 << 20, "write", which="fio")  # O_DIRECT + fsync: throttled
+        r = iotools.sequential(target, 256 << 20, "read", which="fio")
+    finally:
+        tiers.teardown(tier)
+    assert 133.14 * 0.85 <= w.mb_per_s <= 133.14 * 1.15, w
+    assert 163.0 * 0.85 <= r.mb_per_s <= 163.0 * 1.15, r
+    assert tiers.leftovers(a["name"], tier.image, a["mount"]) == []
+
+
+@needs_root
+def test_a_killed_run_is_cleaned_up_by_the_next(tmp_path):
+    a = _tier_args(tmp_path, "killed_tier")
+    code = (
+        "import sys, time; from jobs import tiers;"
+        f"t = tiers.setup(read_mb_s=100, write_mb_s=100, **{a!r}); tiers.join(t);"
+        "open(t.mount + '/f', 'w').write('x'); print('ready', flush=True); time.sleep(600)"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=tmp_path)
+    assert proc.stdout.readline().strip() == "ready"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    image = os.path.join(a["image_dir"], "killed_tier.img")
+    left = tiers.leftovers("killed_tier", image, a["mount"])
+    assert any(x.startswith("mount") for x in left) and any(x.startswith("loop") for x in left)
+    tier = tiers.setup(read_mb_s=100, write_mb_s=100, **a)  # the next run clears what was left
+    assert (tmp_path / "mnt" / "f").read_text() == "x"  # the tier's data survives
+    tiers.teardown(tier)
+    assert tiers.leftovers("killed_tier", image, a["mount"]) == []
+
+
+def test_without_root_the_error_says_what_to_use(monkeypatch):
+    monkeypatch.setattr(tiers.os, "geteuid", lambda: 1000)
+    assert "need root" in tiers.available()
+    with pytest.raises(tiers.TierError, match="storage=local"):
+        tiers.setup("emulated_hdd", "/tmp/x", "/tmp/y", 1, 1, 1)
+
+
+@needs_root
+def test_campaign_on_emulated_tiers(tmp_path):
+    out = tmp_path / "sweep"
+    p = campaign("-m", "threads=1,2", "storage=emulated_hdd", "storage.emulate.size_gb=1",
+                 f"storage.emulate.image_dir={tmp_path / 'img'}", f"storage.root={tmp_path / 'mnt'}",
+                 "dataset.num_images=128", "batch_size=32", "repeats=1", f"hydra.sweep.dir={out}", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    import pandas as pd
+    from jobs import records
+
+    df = pd.read_csv(out / "results.csv")
+    assert len(df) == 2 and set(df["cache_state"]) == {"cold"} and set(df["fs_type"]) == {"ext4"}
+    prov = records.read(out / "0" / "record.json").provenance
+    assert prov["emulated_tier"]["read_bps"] == 163_000_000 and prov["data_mount"]["source"].startswith("/dev/loop")
+    assert tiers.leftovers("emulated_hdd", str(tmp_path / "img" / "emulated_hdd.img"), str(tmp_path / "mnt")) == []
