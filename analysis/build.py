@@ -11,6 +11,7 @@ RESULTS = "results.csv"
 SUMMARY = "summary.csv"
 CELLS = "cells.csv"
 IO_COST = "io_cost.csv"
+CHECKPOINTS = "checkpoints.csv"
 
 
 @dataclass
@@ -75,6 +76,10 @@ def build(folder: str | Path, render: bool = True, baseline_from: str | Path | N
     out.files.append(folder / CELLS)
     from analysis import training
 
+    ckpts = tables.checkpoints_frame(c)
+    if not ckpts.empty:
+        ckpts.to_csv(folder / CHECKPOINTS, index=False)
+        out.files.append(folder / CHECKPOINTS)
     cost = training.io_cost(results)
     if not cost.empty:
         cost.to_csv(folder / IO_COST, index=False)

@@ -107,9 +107,9 @@ def bandwidth_figure(results, workload: str, title: str, out_stem: Path) -> list
 
 def render_all(results, folder: Path) -> list[Path]:
     """Every figure the results can draw, into ``folder``."""
-    from analysis import training
+    from analysis import checkpoints, training
 
     out: list[Path] = []
     for key, (workload, title) in FIGURES.items():
         out += bandwidth_figure(results, workload, title, folder / key)
-    return out + training.render_all(results, folder)
+    return out + training.render_all(results, folder) + checkpoints.render_all(results, folder)

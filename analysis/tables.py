@@ -10,10 +10,12 @@ from jobs import records
 from jobs.metrics import METRICS
 
 # Columns of results.csv that describe the cell; the metric columns follow from jobs.metrics.
-CELL_COLUMNS = ("workload", "storage", "dataset", "threads", "batch_size", "prefetch", "cache", "image_side", "width")
+CELL_COLUMNS = ("workload", "storage", "dataset", "threads", "batch_size", "prefetch", "cache", "image_side", "width",
+                "checkpoint_target", "checkpoint_mode", "checkpoint_tiers")
 RUN_COLUMNS = ("run", "cache_state", "device")
 TAIL_COLUMNS = ("device_read_ratio", "fs_type", "host", "cell_id", "cell_dir", "record", "trace_file", "steps_file")
-SUMMARY_METRICS = ("images_per_s", "mb_per_s", "seconds", "runtime_s", "data_wait_s", "compute_s")
+SUMMARY_METRICS = ("images_per_s", "mb_per_s", "seconds", "runtime_s", "data_wait_s", "compute_s",
+                   "baseline_runtime_s", "median_stall_s", "drain_after_end_s")
 
 
 @dataclass
@@ -23,6 +25,7 @@ class Collected:
     cells: list[dict] = field(default_factory=list)  # one per planned or found cell, with its status
     unreadable: list[str] = field(default_factory=list)  # record files this version cannot read
     baselines: list[dict] = field(default_factory=list)  # one per baseline run x measure (tidy)
+    checkpoints: list[dict] = field(default_factory=list)  # one per checkpoint of a measured run
 
 
 def _cell_values(cfg: dict) -> dict:
@@ -36,7 +39,17 @@ def _cell_values(cfg: dict) -> dict:
         "cache": cfg["cache"],
         "image_side": cfg["workload"]["image_side"],
         "width": cfg["workload"].get("width"),
+        **_checkpoint_values(cfg),
     }
+
+
+def _checkpoint_values(cfg: dict) -> dict:
+    if cfg["workload"].get("kind") != "checkpoint":
+        return {"checkpoint_target": "", "checkpoint_mode": "", "checkpoint_tiers": ""}
+    ck = cfg["checkpoint"]
+    tiers = {"slow": ck["slow"]["name"], "fast": ck["fast"]["name"],
+             "burst_buffer": f"{ck['fast']['name']}->{ck['slow']['name']}"}[ck["target"]]
+    return {"checkpoint_target": ck["target"], "checkpoint_mode": ck["mode"], "checkpoint_tiers": tiers}
 
 
 def collect(folder: str | Path) -> Collected:
@@ -88,6 +101,11 @@ def collect(folder: str | Path) -> Collected:
             out.rows.append(row)
             if "seq_read_mb_s" in run:
                 out.baselines += _baseline_rows(base, run, d)
+            for ck in run.get("checkpoints", []):
+                out.checkpoints.append({"cell_dir": d, "checkpoint_target": base["checkpoint_target"],
+                                        "checkpoint_mode": base["checkpoint_mode"],
+                                        "checkpoint_tiers": base["checkpoint_tiers"], "run": run["run"],
+                                        "fallback": run.get("fallback") or "", **{k: ck.get(k) for k in CHECKPOINT_COLUMNS}})
     out.cells.sort(key=lambda c: (len(c["cell_dir"]), c["cell_dir"]))
     return out
 
@@ -104,6 +122,17 @@ def _baseline_rows(base: dict, run: dict, cell_dir: str) -> list[dict]:
         rows.append({**common, "measure": "small_read", "readers": int(n), "mb_per_s": mb, "tool": run["small_file_tool"],
                      "command": run["commands"][f"small_read_{n}"]})
     return rows
+
+
+CHECKPOINT_COLUMNS = ("step", "tier", "stall_s", "save_s", "flush_s", "bytes", "copy_s", "drained_after_s")
+
+
+def checkpoints_frame(c: Collected):
+    """Every checkpoint of every measured run: where it went, how long training stalled, how it drained."""
+    import pandas as pd
+
+    return pd.DataFrame(c.checkpoints, columns=["cell_dir", "checkpoint_target", "checkpoint_mode", "checkpoint_tiers",
+                                                "run", "fallback", *CHECKPOINT_COLUMNS])
 
 
 def baselines_frame(c: Collected):

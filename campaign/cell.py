@@ -10,6 +10,7 @@ import os
 import shutil
 import statistics
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -101,7 +102,50 @@ def _baseline_run(ds, cfg: DictConfig, config: dict, seed: int, job_dir: Path, r
     return baseline.run_once(ds, settings, disk, tag=f"run{run}")
 
 
-RUNNERS = {"microbench": _microbench_run, "alexnet": _alexnet_run, "baseline": _baseline_run}
+def _checkpoint_run(ds, cfg: DictConfig, config: dict, seed: int, job_dir: Path, run: int, disk) -> dict:
+    """The same training twice: without checkpoints (the run's baseline), then with them, traced."""
+    from jobs import alexnet, cache, checkpoint, ckpt_store, trace
+
+    ck = cfg.checkpoint
+    settings = checkpoint.CheckpointSettings(
+        train=alexnet.TrainSettings(
+            threads=validate.threads_value(cfg.threads), batch_size=int(cfg.batch_size), prefetch=int(cfg.prefetch),
+            image_side=int(cfg.workload.image_side), width=float(cfg.workload.width), steps=cfg.workload.steps,
+            seed=seed, device=config["workload"]["device"],
+        ),
+        every=int(ck.every),
+        target=config["checkpoint"]["target"],
+        fast_root=Path(str(ck.fast.root)) / "iocampaign" / "checkpoints",
+        slow_root=Path(str(ck.slow.root)) / "iocampaign" / "checkpoints",
+        flush=config["checkpoint"]["flush"],
+        mode=config["checkpoint"]["mode"],
+        max_to_keep=int(ck.max_to_keep),
+        tag=f"ckpt_{cell_id(config)}_{'r' if run > 0 else 'w'}{abs(run)}_{os.getpid()}",
+    )
+    recovered = ckpt_store.recover_all(settings.fast_root, settings.slow_root, settings.flush)
+    if recovered:
+        log.warning("recovered checkpoints left by an earlier, interrupted run: %s", recovered)
+    base = checkpoint.run_once(ds, settings, with_checkpoints=False)
+    cache.evict(ds.files)
+    slow_disk = trace.device_of(str(settings.slow_root.parent.parent)) if os.path.exists(ck.slow.root) else None
+    tag = f"run{run}" if run > 0 else f"warmup{1 - run}"
+    tracer = trace.Tracer(slow_disk, float(cfg.workload.trace_interval_s)).start()
+    t0 = time.perf_counter()
+    try:
+        result = checkpoint.run_once(ds, settings)
+    finally:
+        tracer.stop()
+    tracer.mark(trace.FIRST, t0)
+    tracer.mark("end_of_training", t0 + result["runtime_s"])
+    tracer.mark("drain_finished", t0 + result["runtime_s"] + result["drain_after_end_s"])
+    tracer.write(job_dir / f"trace_{tag}.csv")
+    result.update(baseline_runtime_s=base["runtime_s"], trace_file=f"trace_{tag}.csv",
+                  trace_device=slow_disk or "all disks", recovered=recovered)
+    return result
+
+
+RUNNERS = {"microbench": _microbench_run, "alexnet": _alexnet_run, "baseline": _baseline_run,
+           "checkpoint": _checkpoint_run}
 
 
 def _log_run(warmup: bool, k: int, cfg: DictConfig, result: dict, state: str) -> None:
@@ -110,6 +154,14 @@ def _log_run(warmup: bool, k: int, cfg: DictConfig, result: dict, state: str) ->
         if result["bytes_read_device"] is not None and result["bytes_consumed"]
         else "device bytes not counted"
     )
+    if "checkpoints" in result:
+        log.info("%s %d: %.2f s runtime (%.2f s without checkpoints), %d checkpoints to %s, median stall %s s, "
+                 "drain after training %.2f s%s", "warm-up" if warmup else "run",
+                 k + 1 if warmup else k + 1 - cfg.warmup, result["runtime_s"], result["baseline_runtime_s"],
+                 len(result["checkpoints"]), result["effective_target"],
+                 f"{result['median_stall_s']:.3f}" if result["median_stall_s"] is not None else "-",
+                 result["drain_after_end_s"], f"; FALLBACK: {result['fallback']}" if result["fallback"] else "")
+        return
     if "seq_read_mb_s" in result:
         small = ", ".join(f"{t}: {v:.0f}" for t, v in result["small_read_mb_s"].items())
         log.info("%s %d: %s read %.0f MB/s, write %.0f MB/s; small files by readers {%s} MB/s; cache %s",
@@ -142,39 +194,58 @@ def measure(cfg: DictConfig, config: dict, job_dir: Path) -> tuple[list[dict], d
     from jobs import cache, datasets, provenance
 
     root = str(cfg.storage.root)
-    with _tier(cfg) as tier:
+    with _tier(cfg) as (tier, all_tiers):
         ds = datasets.resolve(cfg.dataset, root, int(cfg.seed))
         data_dir = os.path.dirname(ds.files[0])
         prov = provenance.collect(root, data_dir)
-        if tier is not None:
+        if all_tiers:
             from dataclasses import asdict
 
-            prov["emulated_tier"] = asdict(tier)
-            cache.evict(ds.files)  # flush the freshly written set before the throttle applies
             from jobs import tiers
 
-            tiers.join(tier)
-        runs = _measure_runs(cfg, config, job_dir, ds, data_dir, prov)
+            if tier is not None:
+                prov["emulated_tier"] = asdict(tier)
+            prov["emulated_tiers"] = [asdict(t) for t in all_tiers]
+            cache.evict(ds.files)  # flush the freshly written set before the throttle applies
+            cg = tiers.join_all(all_tiers)
+            try:
+                runs = _measure_runs(cfg, config, job_dir, ds, data_dir, prov)
+            finally:
+                tiers.leave_all(cg)
+        else:
+            runs = _measure_runs(cfg, config, job_dir, ds, data_dir, prov)
     return runs, _dataset_summary(ds), prov
+
+
+def _tiers_of(cfg: DictConfig) -> list[DictConfig]:
+    """Every storage tier the cell touches: its data, and for checkpoints the fast and slow tiers."""
+    out = [cfg.storage]
+    if str(getattr(cfg.workload.kind, "value", cfg.workload.kind)) == "checkpoint":
+        out += [cfg.checkpoint.slow, cfg.checkpoint.fast]
+    return out
 
 
 @contextlib.contextmanager
 def _tier(cfg: DictConfig):
-    """The emulated tier of the cell's storage, set up for the cell and torn down after it."""
-    emulate = cfg.storage.get("emulate")
-    if emulate is None:
-        yield None
-        return
+    """The emulated tiers of the cell, set up for the cell and torn down after it; yields the
+    storage's own tier (or None) and the list of all of them."""
     from jobs import tiers
 
-    tier = tiers.setup(cfg.storage.name, str(emulate.image_dir), str(cfg.storage.root), float(emulate.size_gb),
-                       float(emulate.read_mb_s), float(emulate.write_mb_s))
-    log.info("emulated tier %s: %s on %s (%s), throttled to %.0f MB/s read, %.0f MB/s write", tier.name,
-             tier.mount, tier.loop, tier.dev, emulate.read_mb_s, emulate.write_mb_s)
+    built: dict[str, tiers.Tier] = {}
     try:
-        yield tier
+        for st in _tiers_of(cfg):
+            emulate = st.get("emulate")
+            if emulate is None or st.name in built:
+                continue
+            built[st.name] = tiers.setup(st.name, str(emulate.image_dir), str(st.root), float(emulate.size_gb),
+                                         float(emulate.read_mb_s), float(emulate.write_mb_s))
+            t = built[st.name]
+            log.info("emulated tier %s: %s on %s (%s), throttled to %.0f MB/s read, %.0f MB/s write", t.name,
+                     t.mount, t.loop, t.dev, emulate.read_mb_s, emulate.write_mb_s)
+        yield built.get(cfg.storage.name), list(built.values())
     finally:
-        tiers.teardown(tier)
+        for t in built.values():
+            tiers.teardown(t)
 
 
 def _measure_runs(cfg: DictConfig, config: dict, job_dir: Path, ds, data_dir: str, prov: dict) -> list[dict]:

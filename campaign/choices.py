@@ -8,7 +8,7 @@ from pathlib import Path
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 GROUPS = ("workload", "storage", "dataset", "platform", "experiment")
 ALIAS_PREFIX = "default_for_"  # dataset/default_for_<workload>: the dataset a workload uses by default
-_ARG = re.compile(r"^(?:\+{1,2}|~)?(?P<group>[a-z_]+)=(?P<value>[^\s]*)$")
+_ARG = re.compile(r"^(?:\+{1,2}|~)?(?P<group>[a-z_]+)(?:@[\w.]+)?=(?P<value>[^\s]*)$")
 
 
 def presets(group: str, aliases: bool = False) -> list[str]:

@@ -33,6 +33,7 @@ class Kind(Enum):
     microbench = "microbench"  # iterate the input pipeline, no compute (Section III-A)
     alexnet = "alexnet"  # train AlexNet on the pipeline's batches (Section III-B)
     baseline = "baseline"  # the tier's own bandwidth with IOR/fio (Table I) and its small-file rate
+    checkpoint = "checkpoint"  # AlexNet with periodic checkpoints (Section III-C)
 
 
 class Device(Enum):
@@ -96,6 +97,33 @@ class PlatformKind(Enum):
     slurm = "slurm"  # every cell is a Slurm job, submitted with submitit
 
 
+class CheckpointTarget(Enum):
+    slow = "slow"  # straight to checkpoint.slow
+    fast = "fast"  # straight to checkpoint.fast
+    burst_buffer = "burst_buffer"  # to checkpoint.fast, drained in the background to checkpoint.slow
+
+
+# sync: save, flush, then train on; async: TensorFlow's asynchronous checkpoint, flushed in the
+# background ("async" is a Python keyword, hence the functional form)
+CheckpointMode = Enum("CheckpointMode", {"sync": "sync", "async": "async"})
+
+
+class Flush(Enum):
+    fsync = "fsync"  # fsync every checkpoint file (the write-back a blkio throttle sees)
+    syncfs = "syncfs"  # syncfs(2) on the tier's file system, as the paper did
+
+
+@dataclass
+class CheckpointConf:
+    every: int = 20  # steps between checkpoints (paper: 20)
+    target: CheckpointTarget = CheckpointTarget.slow  # where checkpoints go
+    mode: CheckpointMode = CheckpointMode["sync"]  # synchronous or TensorFlow's async checkpoint
+    flush: Flush = Flush.fsync  # how a checkpoint is made durable before it counts
+    max_to_keep: int = 5  # newest complete checkpoints kept on each tier
+    fast: StorageConf = MISSING  # the fast tier (burst buffer): a storage preset, storage@checkpoint.fast=...
+    slow: StorageConf = MISSING  # the slow tier: a storage preset, storage@checkpoint.slow=...
+
+
 @dataclass
 class PlatformConf:
     name: str = MISSING  # platform key recorded with every cell
@@ -127,6 +155,7 @@ class CampaignConf:
     storage: StorageConf = MISSING
     dataset: DatasetConf = MISSING
     platform: PlatformConf = MISSING
+    checkpoint: CheckpointConf = MISSING  # used by workload=checkpoint
     threads: Any = 1  # num_parallel_calls of the map: a positive integer, or "autotune"
     batch_size: int = 64  # images per batch
     prefetch: int = 0  # batches prefetched after batching; 0 = no prefetch transformation

@@ -34,33 +34,35 @@ def _at_least(cfg: DictConfig, key: str, low: int) -> None:
         raise ConfigError(f"{key}={value} must be at least {low}")
 
 
-def _storage_root(cfg: DictConfig) -> str:
-    if cfg.storage.get("emulate") is not None:
+def _storage_root(cfg: DictConfig, storage: DictConfig | None = None, key: str = "storage") -> str:
+    """Check the root of a storage tier (``key`` names it in messages: storage, checkpoint.slow, ...)."""
+    st = storage if storage is not None else cfg.storage
+    if st.get("emulate") is not None:
         from jobs import tiers
 
         why = tiers.available()
         if why:
             raise ConfigError(
-                f"storage={cfg.storage.name}: {why}; without root use storage=local, or a real device with "
+                f"{key}={st.name}: {why}; without root use storage=local, or a real device with "
                 "storage=hdd|ssd|optane storage.root=<its mount point>"
             )
-        if cfg.storage.emulate.read_mb_s <= 0 or cfg.storage.emulate.write_mb_s <= 0:
-            raise ConfigError(f"storage.emulate of storage={cfg.storage.name}: read_mb_s and write_mb_s must be positive")
-        return str(cfg.storage.root)  # the tier's mount point: made when the cell starts
-    if OmegaConf.is_missing(cfg.storage, "root"):
+        if st.emulate.read_mb_s <= 0 or st.emulate.write_mb_s <= 0:
+            raise ConfigError(f"{key}.emulate of {key}={st.name}: read_mb_s and write_mb_s must be positive")
+        return str(st.root)  # the tier's mount point: made when the cell starts
+    if OmegaConf.is_missing(st, "root"):
         raise ConfigError(
-            f"storage.root is not set: storage={cfg.storage.name} needs the directory on that tier, "
-            f"e.g. storage.root=/mnt/{cfg.storage.name}"
+            f"{key}.root is not set: {key}={st.name} needs the directory on that tier, "
+            f"e.g. {key}.root=/mnt/{st.name}"
         )
-    root = str(cfg.storage.root)
+    root = str(st.root)
     if not os.path.exists(root):
-        raise ConfigError(f"storage.root={root} does not exist (storage={cfg.storage.name})")
+        raise ConfigError(f"{key}.root={root} does not exist ({key}={st.name})")
     if not os.path.isdir(root):
-        raise ConfigError(f"storage.root={root} is not a directory (storage={cfg.storage.name})")
+        raise ConfigError(f"{key}.root={root} is not a directory ({key}={st.name})")
     try:
         fd, probe = tempfile.mkstemp(prefix=".iocampaign-probe-", dir=root)
     except OSError as e:
-        raise ConfigError(f"storage.root={root} is not writable ({e.strerror}) (storage={cfg.storage.name})") from None
+        raise ConfigError(f"{key}.root={root} is not writable ({e.strerror}) ({key}={st.name})") from None
     os.close(fd)
     os.unlink(probe)
     return root
@@ -119,6 +121,14 @@ def check(cfg: DictConfig) -> None:
     if cfg.workload.read_delay_ms < 0:
         raise ConfigError(f"workload.read_delay_ms={cfg.workload.read_delay_ms} must not be negative")
     _storage_root(cfg)
+    if kind == "checkpoint":
+        ck = cfg.checkpoint
+        if ck.every < 1 or ck.max_to_keep < 1:
+            raise ConfigError(f"checkpoint.every={ck.every} and checkpoint.max_to_keep={ck.max_to_keep} must be at least 1")
+        if cfg.workload.image_side < 64:
+            raise ConfigError(f"workload.image_side={cfg.workload.image_side} is too small for AlexNet's three poolings (64 or more)")
+        # the slow tier must be usable before training starts; a missing fast tier only falls back
+        _storage_root(cfg, ck.slow, "checkpoint.slow")
     n = _dataset_size(cfg)
     if cfg.batch_size > n:
         raise ConfigError(

@@ -77,12 +77,12 @@ def build_model(num_classes: int, side: int, width: float, seed: int):
     )
 
 
-def make_step(model, device: str):
+def make_step(model, device: str, opt=None):
     """A compiled training step (Adam, softmax cross-entropy on one-hot labels) returning the loss."""
     import keras
     import tensorflow as tf
 
-    opt = keras.optimizers.Adam(1e-4)
+    opt = opt or keras.optimizers.Adam(1e-4)
     loss_fn = keras.losses.CategoricalCrossentropy(from_logits=True)
 
     @tf.function

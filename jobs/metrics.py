@@ -42,6 +42,10 @@ METRICS: dict[str, Metric] = {
         Metric("first_step_s", "s", "lower", "AlexNet: wait and compute of the first step (includes graph tracing)"),
         Metric("seq_read_mb_s", "MB/s", "higher", "Baseline: sequential read of one large file, O_DIRECT (Table I)"),
         Metric("seq_write_mb_s", "MB/s", "higher", "Baseline: sequential write of one large file, O_DIRECT, flushed (Table I)"),
+        Metric("baseline_runtime_s", "s", "lower", "Checkpoint: the same run's runtime without checkpoints"),
+        Metric("checkpoint_stall_s", "s", "lower", "Checkpoint: time training was blocked by checkpoints, all of them"),
+        Metric("median_stall_s", "s", "lower", "Checkpoint: median time training was blocked by one checkpoint"),
+        Metric("drain_after_end_s", "s", "lower", "Checkpoint: time from the end of training until the burst buffer was drained"),
         Metric("resident_bytes_before", "B", "", "bytes of the dataset in the page cache when the run started (mincore)"),
     )
 }

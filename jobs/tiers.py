@@ -112,6 +112,18 @@ def setup(name: str, image_dir: str, mount: str, size_gb: float, read_mb_s: floa
                         f"storage=hdd|ssd|optane storage.root=<its mount point>")
     image = str(Path(image_dir) / f"{name}.img")
     cleanup(name, image, mount)
+    for cg in BLKIO.glob(f"{CGROUP_PREFIX}cell-*"):  # combined cgroups of killed cells
+        pid = cg.name.rsplit("-", 1)[1]
+        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            for p in (cg / "cgroup.procs").read_text().split():
+                try:
+                    (BLKIO / "cgroup.procs").write_text(p)
+                except OSError:
+                    pass
+            try:
+                cg.rmdir()
+            except OSError:
+                pass
     Path(image_dir).mkdir(parents=True, exist_ok=True)
     fresh = not os.path.exists(image) or os.path.getsize(image) != int(size_gb * 1e9)
     if fresh:
@@ -141,6 +153,36 @@ def setup(name: str, image_dir: str, mount: str, size_gb: float, read_mb_s: floa
 def join(tier: Tier, pid: int | None = None) -> None:
     """Put this process (all its threads, and children it starts later) under the tier's throttle."""
     (Path(tier.cgroup) / "cgroup.procs").write_text(str(pid or os.getpid()))
+
+
+def join_all(tiers: list[Tier]) -> Path:
+    """Put this process under the throttles of several tiers at once (a process sits in one blkio
+    cgroup: this one carries every tier's per-device limits). Remove it with ``leave_all``."""
+    if len(tiers) == 1:
+        join(tiers[0])
+        return Path(tiers[0].cgroup)
+    cg = BLKIO / f"{CGROUP_PREFIX}cell-{os.getpid()}"
+    cg.mkdir(exist_ok=True)
+    for t in tiers:
+        (cg / "blkio.throttle.read_bps_device").write_text(f"{t.dev} {t.read_bps}")
+        (cg / "blkio.throttle.write_bps_device").write_text(f"{t.dev} {t.write_bps}")
+    (cg / "cgroup.procs").write_text(str(os.getpid()))
+    return cg
+
+
+def leave_all(cg: Path) -> None:
+    """Leave a cgroup made by join_all and remove it when it is this process's own."""
+    try:
+        leave()
+    except OSError:
+        pass
+    if cg.name.startswith(f"{CGROUP_PREFIX}cell-"):
+        for _ in range(50):
+            try:
+                cg.rmdir()
+                return
+            except OSError:
+                time.sleep(0.1)
 
 
 def leave(pid: int | None = None) -> None:

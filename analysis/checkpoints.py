@@ -1,0 +1,117 @@
+"""Checkpoint figures: Fig. 9 (runtime per checkpoint target, the no-checkpoint runtime shaded) and
+Fig. 10 (writes to the slow tier over time, direct versus burst buffer, the drain after the run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from jobs.metrics import label
+
+WORKLOAD = "checkpoint"
+TARGET_NAMES = {"slow": "direct", "fast": "direct", "burst_buffer": "burst buffer"}
+
+
+def _label(row) -> str:
+    mode = "" if row["checkpoint_mode"] == "sync" else f", {row['checkpoint_mode']}"
+    return f"{row['checkpoint_tiers']}\n({TARGET_NAMES.get(row['checkpoint_target'], row['checkpoint_target'])}{mode})"
+
+
+def _save(fig, stem: Path) -> list[Path]:
+    import matplotlib.pyplot as plt
+
+    paths = []
+    for ext in ("png", "svg"):
+        p = stem.with_suffix(f".{ext}")
+        fig.savefig(p, dpi=150)
+        paths.append(p)
+    plt.close(fig)
+    return paths
+
+
+def fig9(results, stem: Path) -> list[Path]:
+    """Median runtime per checkpoint target (bars, min-max whiskers) over the median runtime of the same
+    runs without checkpoints (shaded); the median stall per checkpoint written above each bar."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    df = results[results["workload"] == WORKLOAD].copy()
+    if df.empty:
+        return []
+    df["label"] = df.apply(_label, axis=1)
+    order = list(dict.fromkeys(df["label"]))
+    g = df.groupby("label")
+    med, lo, hi = g["runtime_s"].median(), g["runtime_s"].min(), g["runtime_s"].max()
+    base = g["baseline_runtime_s"].median()
+    stall = g["median_stall_s"].median()
+    x = np.arange(len(order))
+    fig, ax = plt.subplots(figsize=(max(5.5, 1.6 * len(order)), 4.0))
+    ax.bar(x, [med[k] for k in order], 0.6, color="white", edgecolor="black", label="runtime with checkpoints")
+    ax.bar(x, [base[k] for k in order], 0.6, color="0.75", edgecolor="black", linewidth=0.4,
+           label="same runs without checkpoints")
+    ax.errorbar(x, [med[k] for k in order], yerr=[[med[k] - lo[k] for k in order], [hi[k] - med[k] for k in order]],
+                fmt="none", ecolor="black", capsize=3, linewidth=0.8)
+    for xi, k in zip(x, order):
+        ax.annotate(f"stall {stall[k]:.2f} s", (xi, hi[k]), xytext=(0, 3), textcoords="offset points", ha="center",
+                    fontsize=7)
+    ax.set_xticks(x, order, fontsize=8)
+    ax.set_ylabel(label("runtime_s"))
+    ax.set_ylim(0, max(hi) * 1.25)
+    steps = int(df["steps"].median()) if "steps" in df and df["steps"].notna().any() else 0
+    ax.set_title(f"Fig. 9: runtime of {steps} steps with checkpoints per target (median, min–max)", fontsize=9)
+    ax.legend(fontsize=7, loc="upper right")
+    ax.grid(axis="y", linewidth=0.3)
+    ax.set_axisbelow(True)
+    fig.tight_layout()
+    return _save(fig, stem)
+
+
+def fig10(results, folder: Path, stem: Path) -> list[Path]:
+    """MB/s written to the slow tier over time, direct-to-slow against the burst buffer (first measured
+    run of each), with the end of training marked and the drain after it shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    df = results[(results["workload"] == WORKLOAD) & results["checkpoint_target"].isin(["slow", "burst_buffer"])]
+    df = df[df["trace_file"].fillna("") != ""]
+    if df.empty:
+        return []
+    groups = list(dict.fromkeys(zip(df["checkpoint_target"], df["checkpoint_tiers"], df["checkpoint_mode"])))
+    fig, axes = plt.subplots(len(groups), 1, figsize=(7, 2.3 * len(groups)), squeeze=False, sharex=True)
+    for ax, (target, tiers, mode) in zip(axes[:, 0], groups):
+        run = df[(df["checkpoint_target"] == target) & (df["checkpoint_tiers"] == tiers)
+                 & (df["checkpoint_mode"] == mode)].sort_values("run").iloc[0]
+        t = pd.read_csv(folder / run["trace_file"])
+        ev = t[t["event"].notna()]
+        marks = dict(zip(ev["event"], ev["t_s"].astype(float)))
+        s = t[t["event"].isna()].astype({"t_s": float, "dt_s": float, "write_mb_s": float})
+        t0 = marks.get("first_iterator_call", 0.0)
+        x = [float(s["t_s"].iloc[0] - s["dt_s"].iloc[0]) - t0, *(s["t_s"] - t0)]
+        y = [float(s["write_mb_s"].iloc[0]), *s["write_mb_s"]]
+        ax.fill_between(x, y, step="pre", facecolor="0.6", edgecolor="black", linewidth=0.7)
+        end = marks.get("end_of_training", x[-1] + t0) - t0
+        drained = marks.get("drain_finished", end + t0) - t0
+        ax.axvline(end, color="black", linestyle="--", linewidth=0.9, label="end of training")
+        if drained > end + 1e-3:
+            ax.axvspan(end, drained, color="0.85", zorder=0, label=f"drain after training ({drained - end:.2f} s)")
+        name = "direct to the slow tier" if target == "slow" else "burst buffer"
+        ax.set_title(f"{name}: {tiers} ({mode}); device {run.get('fs_type', '')}", fontsize=8)
+        ax.set_ylabel("Write (MB/s)")
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=7, loc="upper right")
+    axes[-1, 0].set_xlabel("Time since training started (s)")
+    axes[-1, 0].set_xlim(left=0)
+    fig.suptitle("Fig. 10: writes to the slow tier's device during and after training", fontsize=9)
+    fig.tight_layout()
+    return _save(fig, stem)
+
+
+def render_all(results, folder: Path) -> list[Path]:
+    if results.empty or not (results["workload"] == WORKLOAD).any():
+        return []
+    return fig9(results, folder / "fig9") + fig10(results, folder, folder / "fig10")

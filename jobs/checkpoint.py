@@ -1,0 +1,223 @@
+"""Section III-C: the AlexNet mini-app with a checkpoint every ``every`` steps, flushed before
+training resumes, written straight to a tier or through a burst buffer (fast tier, drained in the
+background to the slow tier), synchronously or with TensorFlow's asynchronous checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from jobs import alexnet, ckpt_store, pipeline
+from jobs.datasets import Dataset
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CheckpointSettings:
+    train: alexnet.TrainSettings
+    every: int  # steps between checkpoints
+    target: str  # fast | slow | burst_buffer
+    fast_root: Path | None  # checkpoint folder on the fast tier
+    slow_root: Path  # checkpoint folder on the slow tier
+    flush: str  # fsync | syncfs
+    mode: str  # sync | async
+    max_to_keep: int
+    tag: str  # this run's name: its folder and file prefix
+
+
+def _estimate_bytes(model) -> int:
+    # model and Adam's two slots, 4-byte floats, plus 10% for the index and metadata
+    return int(model.count_params() * 4 * 3 * 1.1)
+
+
+def _fast_unusable(root: Path | None, need: int) -> str | None:
+    if root is None:
+        return "no fast tier configured"
+    probe = root.parent if not root.exists() else root
+    if not probe.exists():
+        return f"fast tier {root} does not exist"
+    try:
+        free = shutil.disk_usage(probe).free
+    except OSError as e:
+        return f"fast tier {root} cannot be read ({e.strerror})"
+    if free < need:
+        return f"fast tier {root} has {free / 1e6:.0f} MB free, a checkpoint needs ~{need / 1e6:.0f} MB"
+    return None
+
+
+def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True) -> dict:
+    """Train ``s.train.steps`` steps; checkpoint every ``s.every`` unless ``with_checkpoints`` is false
+    (the same run's baseline). Returns the run's metrics and one entry per checkpoint."""
+    import keras
+    import tensorflow as tf
+
+    t = s.train
+    device = alexnet.device_name(t.device)
+    model = alexnet.build_model(max(1, ds.num_classes), t.image_side, t.width, t.seed)
+    opt = keras.optimizers.Adam(1e-4)
+    step_fn = alexnet.make_step(model, device, opt)
+    data = pipeline.build(ds, threads=t.threads, batch_size=t.batch_size, prefetch=t.prefetch, seed=t.seed,
+                          image_side=t.image_side, one_hot=True)
+    with tf.device("/CPU:0"):
+        it = iter(data)
+    ckpt = tf.train.Checkpoint(model=model, optimizer=opt)
+    target, fallback = s.target, None
+    need = _estimate_bytes(model)
+    if with_checkpoints and target in ("fast", "burst_buffer"):
+        why = _fast_unusable(s.fast_root, need)
+        if why:
+            fallback = why
+            log.warning("checkpoints go straight to the slow tier: %s", why)
+            target = "slow"
+    folder = (s.slow_root if target == "slow" else s.fast_root) / s.tag
+    locks = []
+    drain = None
+    if with_checkpoints:
+        locks.append(ckpt_store.RunLock(folder))
+        if target == "burst_buffer":
+            (folder / ckpt_store.BURST_MARK).touch()
+            locks.append(ckpt_store.RunLock(s.slow_root / s.tag))
+            drain = ckpt_store.Drain(s.slow_root / s.tag, s.tag, s.max_to_keep, s.flush)
+    manager = tf.train.CheckpointManager(ckpt, str(folder), max_to_keep=None, checkpoint_name=s.tag) if with_checkpoints else None
+    options = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True) if s.mode == "async" else None
+    pending: list[threading.Thread] = []
+    checkpoints: list[dict] = []
+
+    def finish_async(obj, prefix: Path, entry: dict) -> None:
+        t0 = time.perf_counter()
+        obj.sync()  # the background write has reached the files
+        files = ckpt_store.files_of(prefix)
+        ckpt_store.flush(files, s.flush)
+        ckpt_store.write_manifest(prefix, entry["step"])
+        entry["flush_s"] = time.perf_counter() - t0
+        entry["bytes"] = sum(f.stat().st_size for f in files)
+        entry["durable_at"] = time.time()
+        if drain is not None:
+            drain.put(prefix)
+        elif target != "burst_buffer":
+            ckpt_store.retain(folder, s.tag, s.max_to_keep)
+
+    def save(step: int) -> None:
+        nonlocal target, folder
+        entry = {"step": step, "tier": "fast" if target in ("fast", "burst_buffer") else "slow"}
+        t0 = time.perf_counter()
+        for p in pending:  # an async save waits for the one before it
+            p.join()
+        pending.clear()
+        if s.mode == "async":
+            # one Checkpoint object per save: Keras 3 variables break a second async save on the same object
+            obj = tf.train.Checkpoint(model=model, optimizer=opt)
+            prefix = Path(obj.write(str(folder / f"{s.tag}-{step}"), options=options))
+            entry["stall_s"] = time.perf_counter() - t0
+            th = threading.Thread(target=finish_async, args=(obj, prefix, entry))
+            th.start()
+            pending.append(th)
+        else:
+            prefix = Path(manager.save(checkpoint_number=step))
+            t1 = time.perf_counter()
+            files = ckpt_store.files_of(prefix)
+            ckpt_store.flush(files, s.flush)
+            ckpt_store.write_manifest(prefix, step)
+            t2 = time.perf_counter()
+            entry.update(save_s=t1 - t0, flush_s=t2 - t1, stall_s=t2 - t0, bytes=sum(f.stat().st_size for f in files),
+                         durable_at=time.time())
+            if drain is not None:
+                drain.put(prefix)
+            else:
+                ckpt_store.retain(folder, s.tag, s.max_to_keep)
+        checkpoints.append(entry)
+
+    steps = t.steps or len(ds.files) // t.batch_size
+    stall_total = 0.0
+    loss = float("nan")
+    consumed = 0
+    images = 0
+    rb0, _ = pipeline.read_counters()
+    t_start = time.perf_counter()
+    done = 0
+    try:
+        for k in range(1, steps + 1):
+            try:
+                x, _, nbytes, y = next(it)
+            except StopIteration:
+                break
+            loss = float(step_fn(x, y).numpy())
+            consumed += int(nbytes.numpy().sum())
+            images += int(nbytes.shape[0])
+            done = k
+            if with_checkpoints and k % s.every == 0:
+                a = time.perf_counter()
+                save(k)
+                stall_total += time.perf_counter() - a
+        for p in pending:
+            p.join()
+        t_train_end = time.perf_counter()
+        wall_train_end = time.time()
+        drained = drain.finish() if drain is not None else []
+        t_drained = time.perf_counter()
+    finally:
+        for lk in locks:
+            lk.release()
+    rb1, _ = pipeline.read_counters()
+    if target == "burst_buffer" and not ckpt_store.prefixes(folder, s.tag):
+        shutil.rmtree(folder, ignore_errors=True)  # drained: the fast tier is left clean
+    slow_dir = s.slow_root / s.tag
+    durable = {
+        "slow": [p.name for p in ckpt_store.complete(slow_dir, s.tag)] if slow_dir.exists() else [],
+        "fast": [p.name for p in ckpt_store.complete(s.fast_root / s.tag, s.tag)]
+        if s.fast_root is not None and (s.fast_root / s.tag).exists() else [],
+    }
+    for entry in checkpoints:
+        for d in drained:
+            if d["step"] == entry["step"]:
+                entry["drained_after_s"] = d["finished_at"] - entry["durable_at"]
+                entry["copy_s"] = d["copy_s"]
+    stalls = sorted(c["stall_s"] for c in checkpoints)
+    return {
+        "steps": done,
+        "runtime_s": t_train_end - t_start,
+        "checkpoint_stall_s": stall_total,
+        "median_stall_s": stalls[len(stalls) // 2] if stalls else None,
+        "drain_after_end_s": (t_drained - t_train_end) if drain is not None else 0.0,
+        "drain_finished_at": max((d["finished_at"] for d in drained), default=None),
+        "train_ended_at": wall_train_end,
+        "checkpoints": checkpoints,
+        "durable": durable,
+        "target": s.target,
+        "effective_target": target if with_checkpoints else None,
+        "fallback": fallback,
+        "mode": s.mode,
+        "flush": s.flush,
+        "device": device,
+        "parameters": int(model.count_params()),
+        "final_loss": loss,
+        "checkpoint_dir": str(folder) if with_checkpoints else None,
+        "images": images,
+        "images_dropped": 0,
+        "bytes_consumed": consumed,
+        # the drain's reads are another process's; this process's device reads are the images'
+        "bytes_read_device": None if rb0 is None or rb1 is None else rb1 - rb0,
+    }
+
+
+def restore_latest(folder: Path, tag: str, num_classes: int, side: int, width: float, seed: int):
+    """Rebuild the model and optimizer and restore the newest complete checkpoint of ``folder``."""
+    import keras
+    import tensorflow as tf
+
+    done = ckpt_store.complete(folder, tag, checksums=True)
+    if not done:
+        raise FileNotFoundError(f"no complete checkpoint of {tag} in {folder}")
+    model = alexnet.build_model(num_classes, side, width, seed + 1)
+    opt = keras.optimizers.Adam(1e-4)
+    opt.build(model.trainable_variables)
+    ckpt = tf.train.Checkpoint(model=model, optimizer=opt)
+    ckpt.read(str(done[-1])).expect_partial()
+    return model, opt, done[-1]
