@@ -115,19 +115,20 @@ def _checkpoint_run(ds, cfg: DictConfig, config: dict, seed: int, job_dir: Path,
         ),
         every=int(ck.every),
         target=config["checkpoint"]["target"],
-        fast_root=Path(str(ck.fast.root)) / "iocampaign" / "checkpoints",
-        slow_root=Path(str(ck.slow.root)) / "iocampaign" / "checkpoints",
+        fast_root=Path(str(ck.fast.root)),
+        slow_root=Path(str(ck.slow.root)),
         flush=config["checkpoint"]["flush"],
         mode=config["checkpoint"]["mode"],
         max_to_keep=int(ck.max_to_keep),
         tag=f"ckpt_{cell_id(config)}_{'r' if run > 0 else 'w'}{abs(run)}_{os.getpid()}",
     )
-    recovered = ckpt_store.recover_all(settings.fast_root, settings.slow_root, settings.flush)
+    recovered = ckpt_store.recover_all(checkpoint.ckpt_dir(settings.fast_root), checkpoint.ckpt_dir(settings.slow_root),
+                                       settings.flush)
     if recovered:
         log.warning("recovered checkpoints left by an earlier, interrupted run: %s", recovered)
     base = checkpoint.run_once(ds, settings, with_checkpoints=False)
     cache.evict(ds.files)
-    slow_disk = trace.device_of(str(settings.slow_root.parent.parent)) if os.path.exists(ck.slow.root) else None
+    slow_disk = trace.device_of(str(settings.slow_root)) if settings.slow_root.exists() else None
     tag = f"run{run}" if run > 0 else f"warmup{1 - run}"
     tracer = trace.Tracer(slow_disk, float(cfg.workload.trace_interval_s)).start()
     t0 = time.perf_counter()

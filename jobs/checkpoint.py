@@ -24,12 +24,20 @@ class CheckpointSettings:
     train: alexnet.TrainSettings
     every: int  # steps between checkpoints
     target: str  # fast | slow | burst_buffer
-    fast_root: Path | None  # checkpoint folder on the fast tier
-    slow_root: Path  # checkpoint folder on the slow tier
+    fast_root: Path | None  # the fast tier (its storage root); checkpoints go under iocampaign/checkpoints
+    slow_root: Path  # the slow tier (its storage root)
     flush: str  # fsync | syncfs
     mode: str  # sync | async
     max_to_keep: int
     tag: str  # this run's name: its folder and file prefix
+
+
+SUBDIR = Path("iocampaign") / "checkpoints"
+
+
+def ckpt_dir(tier_root: Path) -> Path:
+    """Where a tier holds checkpoints: one folder per run below this."""
+    return tier_root / SUBDIR
 
 
 def _estimate_bytes(model) -> int:
@@ -40,11 +48,12 @@ def _estimate_bytes(model) -> int:
 def _fast_unusable(root: Path | None, need: int) -> str | None:
     if root is None:
         return "no fast tier configured"
-    probe = root.parent if not root.exists() else root
-    if not probe.exists():
+    if not root.is_dir():
         return f"fast tier {root} does not exist"
+    if not os.access(root, os.W_OK):
+        return f"fast tier {root} is not writable"
     try:
-        free = shutil.disk_usage(probe).free
+        free = shutil.disk_usage(root).free
     except OSError as e:
         return f"fast tier {root} cannot be read ({e.strerror})"
     if free < need:
@@ -52,9 +61,10 @@ def _fast_unusable(root: Path | None, need: int) -> str | None:
     return None
 
 
-def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True) -> dict:
+def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True, snapshots: dict | None = None) -> dict:
     """Train ``s.train.steps`` steps; checkpoint every ``s.every`` unless ``with_checkpoints`` is false
-    (the same run's baseline). Returns the run's metrics and one entry per checkpoint."""
+    (the same run's baseline). Returns the run's metrics and one entry per checkpoint. ``snapshots``,
+    when given, receives every saved step's model weights (for tests that restore and compare)."""
     import keras
     import tensorflow as tf
 
@@ -76,15 +86,17 @@ def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True) 
             fallback = why
             log.warning("checkpoints go straight to the slow tier: %s", why)
             target = "slow"
-    folder = (s.slow_root if target == "slow" else s.fast_root) / s.tag
+    slow_dir = ckpt_dir(s.slow_root) / s.tag
+    fast_dir = ckpt_dir(s.fast_root) / s.tag if s.fast_root is not None else None
+    folder = slow_dir if target == "slow" else fast_dir
     locks = []
     drain = None
     if with_checkpoints:
         locks.append(ckpt_store.RunLock(folder))
         if target == "burst_buffer":
             (folder / ckpt_store.BURST_MARK).touch()
-            locks.append(ckpt_store.RunLock(s.slow_root / s.tag))
-            drain = ckpt_store.Drain(s.slow_root / s.tag, s.tag, s.max_to_keep, s.flush)
+            locks.append(ckpt_store.RunLock(slow_dir))
+            drain = ckpt_store.Drain(slow_dir, s.tag, s.max_to_keep, s.flush)
     manager = tf.train.CheckpointManager(ckpt, str(folder), max_to_keep=None, checkpoint_name=s.tag) if with_checkpoints else None
     options = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True) if s.mode == "async" else None
     pending: list[threading.Thread] = []
@@ -105,7 +117,8 @@ def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True) 
             ckpt_store.retain(folder, s.tag, s.max_to_keep)
 
     def save(step: int) -> None:
-        nonlocal target, folder
+        if snapshots is not None:
+            snapshots[step] = [v.numpy().copy() for v in model.weights]
         entry = {"step": step, "tier": "fast" if target in ("fast", "burst_buffer") else "slow"}
         t0 = time.perf_counter()
         for p in pending:  # an async save waits for the one before it
@@ -168,11 +181,9 @@ def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True) 
     rb1, _ = pipeline.read_counters()
     if target == "burst_buffer" and not ckpt_store.prefixes(folder, s.tag):
         shutil.rmtree(folder, ignore_errors=True)  # drained: the fast tier is left clean
-    slow_dir = s.slow_root / s.tag
     durable = {
         "slow": [p.name for p in ckpt_store.complete(slow_dir, s.tag)] if slow_dir.exists() else [],
-        "fast": [p.name for p in ckpt_store.complete(s.fast_root / s.tag, s.tag)]
-        if s.fast_root is not None and (s.fast_root / s.tag).exists() else [],
+        "fast": [p.name for p in ckpt_store.complete(fast_dir, s.tag)] if fast_dir is not None and fast_dir.exists() else [],
     }
     for entry in checkpoints:
         for d in drained:
@@ -207,12 +218,13 @@ def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True) 
     }
 
 
-def restore_latest(folder: Path, tag: str, num_classes: int, side: int, width: float, seed: int):
-    """Rebuild the model and optimizer and restore the newest complete checkpoint of ``folder``."""
+def restore_latest(folder: Path, tag: str, num_classes: int, side: int, width: float, seed: int, prefix: Path | None = None):
+    """Rebuild the model and optimizer and restore the newest complete checkpoint of ``folder``
+    (or ``prefix``); returns (model, optimizer, prefix)."""
     import keras
     import tensorflow as tf
 
-    done = ckpt_store.complete(folder, tag, checksums=True)
+    done = [prefix] if prefix is not None else ckpt_store.complete(folder, tag, checksums=True)
     if not done:
         raise FileNotFoundError(f"no complete checkpoint of {tag} in {folder}")
     model = alexnet.build_model(num_classes, side, width, seed + 1)

@@ -1,0 +1,190 @@
+"""Checkpoints with real TensorFlow on tiny models and real tiers: stalls, integrity, recovery."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from omegaconf import OmegaConf
+
+from conftest import ROOT, campaign, make_jpegs
+from jobs import alexnet, checkpoint, ckpt_store, datasets, records, tiers
+
+needs_root = pytest.mark.skipif(
+    tiers.available() is not None and os.environ.get("CI") != "true", reason=str(tiers.available())
+)
+
+
+@pytest.fixture(scope="module")
+def ds(tmp_path_factory):
+    d = tmp_path_factory.mktemp("imgs")
+    make_jpegs(d, 64, classes=4)
+    cfg = OmegaConf.create({"name": "tiny", "source": "folder", "path": str(d), "num_images": 64})
+    return datasets.resolve(cfg, str(d), seed=0)
+
+
+def _settings(tmp_path, target="burst_buffer", mode="sync", steps=12, every=4, keep=5, fast="fast", tag="t1"):
+    train = alexnet.TrainSettings(threads=2, batch_size=4, prefetch=1, image_side=64, width=0.25, steps=steps, seed=0,
+                                  device="cpu")
+    fast_root = tmp_path / fast if fast else None
+    for root in (fast_root, tmp_path / "slow"):
+        if root is not None:
+            root.mkdir(exist_ok=True)
+    return checkpoint.CheckpointSettings(train, every, target, fast_root, tmp_path / "slow", "fsync", mode, keep, tag)
+
+
+def _same(model_weights, saved):
+    assert len(model_weights) == len(saved)
+    for a, b in zip(model_weights, saved):
+        np.testing.assert_array_equal(a.numpy(), b)
+
+
+def test_burst_buffer_drains_verifies_and_cleans(ds, tmp_path):
+    snaps = {}
+    r = checkpoint.run_once(ds, _settings(tmp_path, keep=2), snapshots=snaps)
+    assert [c["step"] for c in r["checkpoints"]] == [4, 8, 12]
+    assert r["effective_target"] == "burst_buffer" and r["fallback"] is None
+    assert r["durable"]["slow"] == ["t1-8", "t1-12"] and r["durable"]["fast"] == []  # retention 2 on the slow tier
+    assert not (checkpoint.ckpt_dir(tmp_path / "fast") / "t1").exists()  # the fast tier is left clean
+    for c in r["checkpoints"]:
+        assert c["stall_s"] > 0 and c["bytes"] > 0 and c["drained_after_s"] >= 0 and c["tier"] == "fast"
+    slow = checkpoint.ckpt_dir(tmp_path / "slow") / "t1"
+    assert all(ckpt_store.verify(p, checksums=True) for p in ckpt_store.complete(slow, "t1"))
+    man = json.loads((slow / "t1-12.manifest.json").read_text())
+    assert all("sha256" in m for m in man["files"].values())
+    model, _, prefix = checkpoint.restore_latest(slow, "t1", ds.num_classes, 64, 0.25, 0)
+    assert prefix.name == "t1-12"
+    _same(model.weights, snaps[12])
+
+
+def test_async_saves_restore_exactly(ds, tmp_path):
+    snaps = {}
+    r = checkpoint.run_once(ds, _settings(tmp_path, target="slow", mode="async", steps=16, every=4, tag="a1"),
+                            snapshots=snaps)
+    assert [c["step"] for c in r["checkpoints"]] == [4, 8, 12, 16] and r["mode"] == "async"
+    done = ckpt_store.complete(checkpoint.ckpt_dir(tmp_path / "slow") / "a1", "a1", checksums=True)
+    assert [p.name for p in done] == ["a1-4", "a1-8", "a1-12", "a1-16"]
+    for p in done:  # every one of several async saves holds exactly the values of its step
+        model, _, _ = checkpoint.restore_latest(p.parent, "a1", ds.num_classes, 64, 0.25, 0, prefix=p)
+        _same(model.weights, snaps[int(p.name.rsplit("-", 1)[1])])
+
+
+def test_missing_fast_tier_falls_back_to_the_slow_tier(ds, tmp_path, caplog):
+    s = _settings(tmp_path, fast=None, tag="f1")
+    s = checkpoint.CheckpointSettings(s.train, s.every, s.target, tmp_path / "nowhere", s.slow_root, s.flush,
+                                      s.mode, s.max_to_keep, s.tag)
+    r = checkpoint.run_once(ds, s)
+    assert r["effective_target"] == "slow" and "does not exist" in r["fallback"]
+    assert "straight to the slow tier" in caplog.text
+    assert r["durable"]["slow"] == ["f1-4", "f1-8", "f1-12"]
+    assert all(c["tier"] == "slow" for c in r["checkpoints"])
+
+
+def test_runs_sharing_a_folder_keep_their_own_files(ds, tmp_path):
+    shared = checkpoint.ckpt_dir(tmp_path / "slow")
+    a = checkpoint.run_once(ds, _settings(tmp_path, target="slow", keep=1, tag="runA"))
+    lock = ckpt_store.RunLock(shared / "runB")  # runB is alive and mid-checkpoint
+    (shared / "runB" / "runB-4.index").write_bytes(b"half written")
+    b = checkpoint.run_once(ds, _settings(tmp_path, target="slow", keep=1, tag="runC"))
+    report = ckpt_store.recover_all(None, shared, "fsync")
+    lock.release()
+    assert "runB" not in report and (shared / "runB" / "runB-4.index").exists()
+    assert a["durable"]["slow"] == ["runA-12"] and b["durable"]["slow"] == ["runC-12"]
+    assert ckpt_store.complete(shared / "runA", "runA")[0].name == "runA-12"
+
+
+def test_recovery_redoes_an_interrupted_copy_and_drops_the_incomplete(ds, tmp_path):
+    checkpoint.run_once(ds, _settings(tmp_path, target="fast", tag="k1"))  # three complete checkpoints on fast
+    fast, slow = checkpoint.ckpt_dir(tmp_path / "fast") / "k1", checkpoint.ckpt_dir(tmp_path / "slow") / "k1"
+    (fast / ckpt_store.BURST_MARK).touch()  # as a burst-buffer run leaves its fast folder
+    slow.mkdir(parents=True)
+    # the state a kill -9 leaves mid-drain: one copy half done, one copied but without its manifest
+    (slow / "k1-4.index.part").write_bytes(b"partial")
+    for f in ckpt_store.files_of(fast / "k1-8"):
+        (slow / f.name).write_bytes(f.read_bytes()[: max(1, f.stat().st_size // 2)])
+    report = ckpt_store.recover_all(checkpoint.ckpt_dir(tmp_path / "fast"), checkpoint.ckpt_dir(tmp_path / "slow"), "fsync")
+    assert sorted(report["k1"]["recopied"]) == ["k1-12", "k1-4", "k1-8"]
+    assert [p.name for p in ckpt_store.complete(slow, "k1", checksums=True)] == ["k1-4", "k1-8", "k1-12"]
+    assert not list(slow.glob("*.part")) and ckpt_store.complete(fast, "k1") == []
+
+
+@needs_root
+def test_killed_mid_drain_then_rerun_loses_nothing(tmp_path):
+    """A real campaign cell killed with SIGKILL while the drain copies to a slow (throttled) tier."""
+    img = tmp_path / "img"
+    args = ["-m", "workload=checkpoint", "workload.image_side=64", "workload.width=0.25", "workload.steps=16",
+            "checkpoint.every=4", "checkpoint.target=burst_buffer", f"storage@checkpoint.fast=tmpfs",
+            f"checkpoint.fast.root={tmp_path / 'fast'}", "storage@checkpoint.slow=emulated_hdd",
+            "checkpoint.slow.emulate.write_mb_s=4", "checkpoint.slow.emulate.size_gb=1",
+            f"checkpoint.slow.emulate.image_dir={img}", f"checkpoint.slow.root={tmp_path / 'slowmnt'}",
+            f"storage.root={tmp_path}", "dataset.source=folder", f"dataset.path={tmp_path / 'data'}",
+            "batch_size=4", "repeats=1", "warmup=0"]
+    make_jpegs(tmp_path / "data", 64, classes=2)
+    (tmp_path / "fast").mkdir()
+    # a lost fast tier would fall back to the slow one: make sure this run really uses the burst buffer
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    proc = subprocess.Popen([sys.executable, "-m", "campaign", *args, f"hydra.sweep.dir={tmp_path / 's1'}"],
+                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            if list((tmp_path / "slowmnt").glob("iocampaign/checkpoints/*/*.part")):
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the drain never started copying")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    time.sleep(1)
+    # the next start (same command) clears the tier, recovers, and runs
+    p = campaign(*args, f"hydra.sweep.dir={tmp_path / 's2'}", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    rec = records.read(tmp_path / "s2" / "0" / "record.json")
+    run = [r for r in rec.runs if not r["warmup"]][0]
+    killed = [tag for tag in run["recovered"]]
+    assert len(killed) == 1, run["recovered"]
+    # the killed run's checkpoints: redone on the slow tier or dropped as incomplete, none left half-done
+    rep = run["recovered"][killed[0]]
+    assert rep["recopied"] or rep["dropped_incomplete"]
+    assert tiers.leftovers("emulated_hdd", str(img / "emulated_hdd.img"), str(tmp_path / "slowmnt")) == []
+
+
+def test_slow_tier_missing_is_an_error_before_training(tmp_path):
+    p = campaign("-m", "workload=checkpoint", "checkpoint.slow.root=/no/such/tier", "dataset.num_images=32",
+                 "batch_size=8", cwd=tmp_path)
+    lines = [x for x in p.stderr.splitlines() if x.strip()]
+    assert p.returncode != 0 and len(lines) == 1 and "checkpoint.slow.root=/no/such/tier does not exist" in lines[0]
+
+
+@needs_root
+def test_stalls_order_and_the_figures_render(tmp_path):
+    """fast (tmpfs) < slow (throttled HDD); the burst buffer stalls like the fast tier."""
+    img = tmp_path / "img"
+    out = tmp_path / "sweep"
+    make_jpegs(tmp_path / "data", 64, classes=2)
+    p = campaign("-m", "workload=checkpoint", "workload.image_side=64", "workload.width=0.25", "workload.steps=12",
+                 "checkpoint.every=4", "checkpoint.target=slow,fast,burst_buffer", f"checkpoint.fast.root={tmp_path}",
+                 "storage@checkpoint.slow=emulated_hdd", "checkpoint.slow.emulate.write_mb_s=20",
+                 "checkpoint.slow.emulate.size_gb=1", f"checkpoint.slow.emulate.image_dir={img}",
+                 f"checkpoint.slow.root={tmp_path / 'slowmnt'}", f"storage.root={tmp_path}", "dataset.source=folder",
+                 f"dataset.path={tmp_path / 'data'}", "batch_size=4", "repeats=2", "warmup=0",
+                 "workload.trace_interval_s=0.1", f"hydra.sweep.dir={out}", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    df = pd.read_csv(out / "results.csv")
+    stall = df.groupby("checkpoint_target")["median_stall_s"].median()
+    assert stall["fast"] * 3 < stall["slow"]
+    assert stall["burst_buffer"] < stall["fast"] * 1.5 + 0.05
+    bb = df[df["checkpoint_target"] == "burst_buffer"]
+    assert (bb["drain_after_end_s"] > 0).all()
+    for name in ("fig9.png", "fig10.png", "checkpoints.csv"):
+        assert (out / name).stat().st_size > 0
+    ck = pd.read_csv(out / "checkpoints.csv")
+    assert set(ck["tier"]) == {"fast", "slow"} and (ck["stall_s"] > 0).all()
