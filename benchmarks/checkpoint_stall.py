@@ -1,0 +1,77 @@
+"""Benchmark: checkpoint stalls through a burst buffer against writing straight to each tier.
+
+    python -m benchmarks.checkpoint_stall [--fast emulated_optane] [--slow emulated_hdd] [--repeats 3]
+                                          [--image-side 128] [--width 0.25] [--steps 40] [--every 10]
+
+Runs one campaign (``python -m campaign -m workload=checkpoint ...``) with the targets slow, fast
+and burst_buffer, each synchronous and with TensorFlow's asynchronous checkpoint, on two tiers of
+different speed (the emulated tiers need root; any two storage presets with roots work), and prints
+from its results.csv:
+  stall(burst buffer) / stall(direct to fast)   the paper saw "little difference": aim <= 1.1
+  stall(direct to slow) / stall(burst buffer)   the paper's 2.6x (HDD against Optane as burst buffer)
+with the native async checkpoint beside them. Stalls are medians over the runs of each cell of the
+median stall per checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.checkpoint_stall", description=__doc__.split("\n")[0])
+    p.add_argument("--fast", default="emulated_optane", help="storage preset of the fast tier")
+    p.add_argument("--slow", default="emulated_hdd", help="storage preset of the slow tier")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--image-side", type=int, default=128)
+    p.add_argument("--width", type=float, default=0.25)
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--every", type=int, default=10)
+    p.add_argument("--num-images", type=int, default=2600)
+    p.add_argument("--out", type=Path, default=None, help="campaign folder (default: a new temporary one)")
+    p.add_argument("extra", nargs="*", help="more overrides, e.g. checkpoint.fast.root=/mnt/nvme")
+    args = p.parse_args(argv)
+    out = args.out or Path(tempfile.mkdtemp(prefix="checkpoint-stall-"))
+    cmd = [sys.executable, "-m", "campaign", "-m", "workload=checkpoint", f"workload.image_side={args.image_side}",
+           f"workload.width={args.width}", f"workload.steps={args.steps}", f"checkpoint.every={args.every}",
+           "checkpoint.target=slow,fast,burst_buffer", "checkpoint.mode=sync,async",
+           f"storage@checkpoint.fast={args.fast}", f"storage@checkpoint.slow={args.slow}", "prefetch=1",
+           f"dataset.num_images={args.num_images}", f"repeats={args.repeats}", f"hydra.sweep.dir={out}", *args.extra]
+    print("running:", " ".join(cmd[1:]), flush=True)
+    rc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+                        stdout=subprocess.DEVNULL).returncode
+    if rc != 0:
+        print(f"benchmark: the campaign failed (exit {rc}); see {out}", file=sys.stderr)
+        return rc
+    import pandas as pd
+
+    df = pd.read_csv(out / "results.csv")
+    g = df.groupby(["checkpoint_mode", "checkpoint_target"])
+    stall = g["median_stall_s"].median()
+    runtime = g["runtime_s"].median()
+    base = g["baseline_runtime_s"].median()
+    ckpt_mb = pd.read_csv(out / "checkpoints.csv")["bytes"].median() / 1e6
+    print(f"campaign {out}: {args.repeats} runs per cell, checkpoints of {ckpt_mb:.0f} MB, "
+          f"fast={args.fast}, slow={args.slow}")
+    print(f"{'mode':<6} {'target':<13} {'median stall s':>14} {'runtime s':>10} {'no-ckpt s':>10} {'ckpt share':>10}")
+    for (mode, target), v in stall.items():
+        share = (runtime[(mode, target)] - base[(mode, target)]) / runtime[(mode, target)]
+        print(f"{mode:<6} {target:<13} {v:>14.3f} {runtime[(mode, target)]:>10.2f} {base[(mode, target)]:>10.2f} {share:>10.1%}")
+    for mode in ("sync", "async"):
+        s = stall.xs(mode)
+        print(f"{mode}: stall(burst buffer) / stall(fast) = {s['burst_buffer'] / s['fast']:.2f}   "
+              f"stall(slow) / stall(burst buffer) = {s['slow'] / s['burst_buffer']:.2f}")
+    print(f"async vs sync, burst buffer: stall {stall[('async', 'burst_buffer')]:.3f} s vs "
+          f"{stall[('sync', 'burst_buffer')]:.3f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
