@@ -1,11 +1,40 @@
-"""``python -m analysis <campaign folder>``: rebuild results.csv, summary.csv, cells.csv and the figures."""
+"""``python -m analysis <campaign folder>``: rebuild results.csv, summary.csv, cells.csv, the figures
+and report.html; ``python -m analysis compare <A> <B>``: two campaigns side by side."""
 
 import argparse
 import sys
 from pathlib import Path
 
 
+def compare_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m analysis compare", description="campaign A beside campaign B, per cell")
+    p.add_argument("a", type=Path)
+    p.add_argument("b", type=Path)
+    p.add_argument("--csv", type=Path, default=None, help="also write the table here")
+    args = p.parse_args(argv)
+    for f in (args.a, args.b):
+        if not f.is_dir():
+            print(f"analysis: {f} is not a folder", file=sys.stderr)
+            return 2
+    from analysis.compare import compare_campaigns
+
+    table = compare_campaigns(args.a, args.b)
+    if table.empty:
+        print("analysis: nothing to compare (one of the campaigns has no completed cell)", file=sys.stderr)
+        return 1
+    import pandas as pd
+
+    with pd.option_context("display.width", 200, "display.max_columns", None, "display.float_format", "{:.4g}".format):
+        print(table.to_string(index=False))
+    if args.csv:
+        table.to_csv(args.csv, index=False)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "compare":
+        return compare_main(argv[1:])
     p = argparse.ArgumentParser(prog="python -m analysis", description=__doc__)
     p.add_argument("folder", type=Path, help="a sweep folder (multirun/<date>/<time>) or a single run's folder")
     p.add_argument("--no-figures", action="store_true", help="write the tables only")
@@ -22,6 +51,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"analysis: --baseline {args.baseline} is not a folder", file=sys.stderr)
         return 2
     out = build(args.folder, render=not args.no_figures, baseline_from=args.baseline)
+    if not args.no_figures and (out.completed or out.failed):
+        from analysis.report import write_report
+
+        out.files.append(write_report(args.folder, built=out))
     if not (out.completed or out.failed or out.missing or out.unreadable):
         print(f"analysis: no cell records (record.json) and no plan.json under {args.folder}", file=sys.stderr)
         return 1

@@ -66,13 +66,12 @@ def collect(folder: str | Path) -> Collected:
         rel = path.parent.relative_to(folder)
         found[str(rel)] = (path, rec)
     planned: list[dict] = []
-    plan_file = folder / "plan.json"
-    if plan_file.exists():
-        planned = json.loads(plan_file.read_text())["cells"]
-    seen = set()
+    for plan_file in sorted(folder.rglob("plan.json")):  # a paper campaign holds one sweep per grid
+        base = plan_file.parent.relative_to(folder)
+        for cell in json.loads(plan_file.read_text())["cells"]:
+            planned.append({**cell, "dir": str(base / cell["dir"])})
     for cell in planned:
         d = cell["dir"]
-        seen.add(d)
         entry = {"cell_dir": d, "overrides": " ".join(cell["overrides"])}
         if d not in found:
             out.cells.append({**entry, "status": "missing", "error": "no record: the cell did not run or was killed"})

@@ -21,6 +21,10 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    if "+experiment=paper" in sys.argv[1:]:
+        from campaign import paper
+
+        sys.exit(paper.main([a for a in sys.argv[1:] if a != "+experiment=paper"]))
     problem = choices.unknown_choice(sys.argv[1:])
     if problem:
         print(f"campaign: {problem}", file=sys.stderr)

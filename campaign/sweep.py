@@ -117,6 +117,9 @@ class SweepCallback(Callback):
 
         try:
             out = build(folder)
+            from analysis.report import write_report
+
+            out.files.append(write_report(folder, built=out))
         except Exception as e:  # Hydra would only warn; the campaign must not end looking fine
             exit_status = 1
             print(f"campaign: building the tables and figures of {folder} failed: {type(e).__name__}: {e}", file=sys.stderr)

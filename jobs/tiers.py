@@ -104,8 +104,8 @@ def cleanup(name: str, image: str, mount: str) -> list[str]:
 
 
 def setup(name: str, image_dir: str, mount: str, size_gb: float, read_mb_s: float, write_mb_s: float) -> Tier:
-    """Build (or rebuild after a crash) the tier and return it; the image file, and the data on it,
-    is kept between runs."""
+    """Build (or rebuild after a crash) the tier and return it; the image file (allocated, not sparse),
+    and the data on it, is kept between runs."""
     why = available()
     if why:
         raise TierError(f"storage={name}: {why}; without root use storage=local, or a real device with "
@@ -127,8 +127,10 @@ def setup(name: str, image_dir: str, mount: str, size_gb: float, read_mb_s: floa
     Path(image_dir).mkdir(parents=True, exist_ok=True)
     fresh = not os.path.exists(image) or os.path.getsize(image) != int(size_gb * 1e9)
     if fresh:
+        # allocated, not sparse: first writes into a sparse image cost extra allocation on the real
+        # disk, which made a tier's fresh blocks slower than its reused ones
         with open(image, "wb") as f:
-            f.truncate(int(size_gb * 1e9))
+            os.posix_fallocate(f.fileno(), 0, int(size_gb * 1e9))
     loop = _sh("losetup", "-f", "--show", "--direct-io=on", image)
     try:
         if fresh:

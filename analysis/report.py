@@ -1,0 +1,122 @@
+"""One self-contained HTML page per campaign: figures embedded, Table I, the comparison with the
+paper, what failed or is missing, and the provenance of machine and software."""
+
+from __future__ import annotations
+
+import base64
+import html
+from pathlib import Path
+
+REPORT = "report.html"
+FIGURE_ORDER = ("table_i", "fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10")
+
+# Marks every figure once the page has loaded, so a headless browser can check them.
+_CHECK = """<script>
+window.addEventListener('load', () => {
+  const imgs = [...document.querySelectorAll('img.figure')];
+  const bad = imgs.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.alt);
+  document.getElementById('figure-check').textContent =
+    'figures loaded: ' + (imgs.length - bad.length) + '/' + imgs.length + (bad.length ? ' broken: ' + bad.join(', ') : '');
+});
+</script>"""
+
+
+def _table(df, floatfmt: str = "{:.3g}") -> str:
+    if df is None or df.empty:
+        return "<p><em>none</em></p>"
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
+    rows = []
+    for _, r in df.iterrows():
+        cells = []
+        for c in df.columns:
+            v = r[c]
+            text = floatfmt.format(v) if isinstance(v, float) and v == v else ("" if v is None or v != v else str(v))
+            cls = f' class="{html.escape(text.replace(" ", "-"))}"' if c == "status" else ""
+            cells.append(f"<td{cls}>{html.escape(text)}</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _provenance(folder: Path) -> dict:
+    from jobs import records
+
+    for path in sorted(folder.rglob(records.FILENAME)):
+        try:
+            rec = records.read(path)
+        except records.RecordError:
+            continue
+        if rec.status == records.COMPLETED:
+            return rec.provenance
+    return {}
+
+
+def write_report(folder: str | Path, built=None) -> Path:
+    """Write ``report.html`` into ``folder`` from its tables and figures (rebuilt unless ``built``,
+    the result of ``analysis.build.build``, is given)."""
+    import pandas as pd
+
+    from analysis import compare, tables
+    from analysis.build import build
+
+    folder = Path(folder)
+    built = built if built is not None else build(folder)
+    c = tables.collect(folder)
+    results, base = tables.results_frame(c), tables.baselines_frame(c)
+    claims = compare.claims_frame(results, base)
+    claims.to_csv(folder / "claims.csv", index=False)
+    figs = []
+    for stem in FIGURE_ORDER:
+        png = folder / f"{stem}.png"
+        if png.exists():
+            data = base64.b64encode(png.read_bytes()).decode()
+            figs.append(f'<figure><img class="figure" alt="{stem}" src="data:image/png;base64,{data}">'
+                        f"<figcaption>{stem}</figcaption></figure>")
+    table_i = pd.read_csv(folder / "table_i.csv") if (folder / "table_i.csv").exists() else None
+    problems = pd.DataFrame(built.failed + built.missing)
+    prov = _provenance(folder)
+    mount = prov.get("storage_mount") or {}
+    facts = {
+        "host": prov.get("host"), "kernel": prov.get("kernel"), "cpu": f"{prov.get('cpu_model')} × {prov.get('cpu_count')}",
+        "memory": f"{(prov.get('mem_total_bytes') or 0) / 2**30:.1f} GiB",
+        "storage root": f"{mount.get('mount_point')} ({mount.get('fs_type')} on {mount.get('source')}, {mount.get('options')})",
+        "git commit": f"{prov.get('git_commit')}{' (dirty)' if prov.get('git_dirty') else ''}",
+        **{k: v for k, v in (prov.get("versions") or {}).items()},
+    }
+    paper_txt = (folder / "paper.txt").read_text() if (folder / "paper.txt").exists() else ""
+    counts = claims["status"].value_counts().to_dict() if not claims.empty else {}
+    page = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>iocampaign report: {html.escape(folder.name)}</title>
+<style>
+body {{ font-family: sans-serif; max-width: 1100px; margin: 2em auto; color: #222; }}
+table {{ border-collapse: collapse; margin: 1em 0; font-size: 0.85em; }}
+td, th {{ border: 1px solid #bbb; padding: 0.25em 0.5em; text-align: left; }}
+td.reproduced {{ background: #d9f2d9; }} td.not-reproduced {{ background: #f8d7d7; }} td.not-measured {{ background: #eee; }}
+figure {{ margin: 1.5em 0; }} img.figure {{ max-width: 100%; border: 1px solid #ddd; }}
+pre {{ background: #f6f6f6; padding: 0.5em; overflow-x: auto; }}
+</style></head><body>
+<h1>iocampaign report: {html.escape(str(folder))}</h1>
+<p>{built.completed} cells completed ({built.runs} measured runs), {len(built.failed)} failed,
+{len(built.missing)} missing. Claims: {', '.join(f'{v} {k}' for k, v in counts.items()) or 'none'}.</p>
+<p id="figure-check">figures not checked (scripts off)</p>
+{f'<h2>Campaign</h2><pre>{html.escape(paper_txt)}</pre>' if paper_txt else ''}
+<h2>Comparison with the paper</h2>
+<p>Each claim of Chien et al. beside the same quantity measured here (ratios where the paper gives
+ratios), with the tolerance that decides the verdict. Data: <code>analysis/paper_claims.yaml</code>,
+values: <code>claims.csv</code>.</p>
+{_table(claims)}
+<h2>Table I: storage baselines</h2>
+{_table(table_i)}
+<h2>Figures</h2>
+{''.join(figs) or '<p><em>no figures</em></p>'}
+<h2>Failed or missing cells</h2>
+{_table(problems)}
+<h2>Machine and software</h2>
+{_table(pd.DataFrame([{"fact": k, "value": v} for k, v in facts.items()]))}
+<p>Raw data: <code>results.csv</code> (one row per cell × run), <code>summary.csv</code>,
+<code>cells.csv</code>, and every cell's <code>record.json</code>.</p>
+{_CHECK}
+</body></html>
+"""
+    out = folder / REPORT
+    out.write_text(page)
+    return out

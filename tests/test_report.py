@@ -1,0 +1,100 @@
+"""The paper campaign at CI scale, its report opened in a real headless Chromium, the claims, and
+campaign-to-campaign comparison."""
+
+import os
+import re
+import shutil
+import subprocess
+
+import pandas as pd
+import pytest
+
+from analysis import compare
+from conftest import analysis, campaign
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+needs_chromium = pytest.mark.skipif(CHROMIUM is None and os.environ.get("CI") != "true",
+                                    reason="chromium not installed (apt-get install chromium)")
+
+
+def _dom(path, tmp_path) -> str:
+    assert CHROMIUM, "CI=true but chromium is not installed"
+    p = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         f"--user-data-dir={tmp_path / 'chromium'}", "--virtual-time-budget=10000", "--dump-dom", path.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p.stdout
+
+
+@pytest.fixture(scope="module")
+def paper(tmp_path_factory):
+    out = tmp_path_factory.mktemp("paper") / "campaign"
+    p = campaign("+experiment=paper", "--scale", "ci", "--tiers", "local,tmpfs", "--out", str(out),
+                 cwd=out.parent, timeout=1500)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert f"[paper] report: {out / 'report.html'}" in p.stdout
+    return out
+
+
+def test_paper_campaign_runs_every_grid(paper):
+    for grid in ("table1", "fig4_fig5", "fig6_fig8", "fig7", "fig9_fig10"):
+        assert (paper / grid / "plan.json").exists(), grid
+    cells = pd.read_csv(paper / "cells.csv")
+    assert set(cells["status"]) == {"completed"}
+    results = pd.read_csv(paper / "results.csv")
+    assert set(results["workload"]) == {"baseline", "microbench", "readonly", "alexnet", "checkpoint"}
+    for name in ("table_i.png", "fig4.png", "fig5.png", "fig6.png", "fig7.png", "fig8.png", "fig9.png", "fig10.png"):
+        assert (paper / name).stat().st_size > 0, name
+
+
+@needs_chromium
+def test_report_opens_in_a_browser_with_every_figure(paper, tmp_path):
+    dom = _dom(paper / "report.html", tmp_path)
+    m = re.search(r'id="figure-check">figures loaded: (\d+)/(\d+)([^<]*)<', dom)
+    assert m, "the page's figure check did not run"
+    assert m[1] == m[2] == "8" and m[3] == "", m[0]
+    for text in ("Comparison with the paper", "Table I", "Machine and software", "hdd_speedup_2", "burst_buffer_speedup"):
+        assert text in dom, text
+
+
+def test_every_claim_has_a_verdict(paper):
+    claims = pd.read_csv(paper / "claims.csv")
+    assert len(claims) == len(compare.load_claims())
+    assert set(claims["status"]) <= {"reproduced", "not reproduced", "not measured"}
+    measured = claims.set_index("id")
+    # local/tmpfs are no HDD or Lustre: those claims are not measured, never guessed
+    assert measured.loc["hdd_speedup_2", "status"] == "not measured"
+    assert measured.loc["lustre_speedup_8", "status"] == "not measured"
+    # the ratios this campaign can measure are measured
+    for cid in ("prefetch_hides_io", "checkpoint_share", "burst_buffer_speedup"):
+        assert measured.loc[cid, "status"] != "not measured", cid
+        assert measured.loc[cid, "measured"] == measured.loc[cid, "measured"]  # not NaN
+
+
+def test_claims_verdicts_follow_the_tolerance():
+    results = pd.DataFrame({
+        "workload": ["microbench"] * 4, "storage": ["emulated_hdd"] * 4, "threads": [1, 2, 4, 8],
+        "images_per_s": [100.0, 170.0, 300.0, 230.0],
+    })
+    base = pd.DataFrame(columns=["storage", "measure", "mb_per_s"])
+    for col in ("prefetch", "batch_size", "runtime_s", "checkpoint_target", "checkpoint_mode", "baseline_runtime_s",
+                "median_stall_s", "checkpoint_tiers"):
+        results[col] = None
+    got = compare.claims_frame(results, base).set_index("id")
+    assert got.loc["hdd_speedup_2", "status"] == "reproduced"  # 1.70 within 15% of 1.65
+    assert got.loc["hdd_speedup_4", "status"] == "not reproduced"  # 3.00 against 1.95
+    assert got.loc["hdd_speedup_8", "status"] == "reproduced"  # 2.30
+    assert got.loc["table1_hdd_read", "status"] == "not measured"
+
+
+def test_compare_two_campaigns(paper, tmp_path):
+    p = analysis("compare", str(paper / "fig4_fig5"), str(paper / "fig4_fig5"), "--csv", str(tmp_path / "c.csv"),
+                 cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    table = pd.read_csv(tmp_path / "c.csv")
+    assert "images_per_s_median_ratio" in table.columns and (table["images_per_s_median_ratio"] == 1.0).all()
+    p = analysis("compare", str(paper / "fig4_fig5"), str(tmp_path / "nope"), cwd=tmp_path)
+    assert p.returncode == 2 and "is not a folder" in p.stderr
