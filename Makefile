@@ -6,8 +6,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-# The workstation campaign: both pipelines, threads 1-8, local disk and tmpfs, 2,048 images.
-DEMO_GRID ?= workload=microbench,readonly storage=local,tmpfs threads=1,2,4,8 dataset.num_images=2048
+# The paper's study at workstation scale (emulated tiers as root, local disk and tmpfs otherwise).
+DEMO_ARGS ?= --scale workstation
 
 .PHONY: install demo test bench clean-venv
 
@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m campaign -m $(DEMO_GRID)
+	$(PY) -m campaign +experiment=paper $(DEMO_ARGS)
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
