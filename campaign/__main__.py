@@ -20,7 +20,14 @@ def main(cfg: DictConfig) -> None:
     execute(cfg)
 
 
+def _terminate(signum, frame):  # scancel, kill, Ctrl-\: unwind so tiers and locks are released
+    sys.exit(128 + signum)
+
+
 if __name__ == "__main__":
+    import signal
+
+    signal.signal(signal.SIGTERM, _terminate)
     if "+experiment=paper" in sys.argv[1:]:
         from campaign import paper
 

@@ -81,3 +81,25 @@ def test_campaign_on_emulated_tiers(tmp_path):
     prov = records.read(out / "0" / "record.json").provenance
     assert prov["emulated_tier"]["read_bps"] == 163_000_000 and prov["data_mount"]["source"].startswith("/dev/loop")
     assert tiers.leftovers("emulated_hdd", str(tmp_path / "img" / "emulated_hdd.img"), str(tmp_path / "mnt")) == []
+
+
+@needs_root
+def test_sigterm_mid_cell_tears_the_tier_down(tmp_path):
+    """scancel and kill send SIGTERM: the cell unwinds and leaves no mount, loop device or cgroup."""
+    from conftest import make_jpegs
+
+    make_jpegs(tmp_path / "data", 32)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "campaign", "storage=emulated_hdd", "storage.emulate.size_gb=1",
+         f"storage.emulate.image_dir={tmp_path / 'img'}", f"storage.root={tmp_path / 'mnt'}", "dataset.source=folder",
+         f"dataset.path={tmp_path / 'data'}", "batch_size=8", "repeats=100000", "warmup=0", "hydra.run.dir=run"],
+        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    image = str(tmp_path / "img" / "emulated_hdd.img")
+    deadline = time.monotonic() + 120
+    while not tiers.leftovers("emulated_hdd", image, str(tmp_path / "mnt")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(3)  # inside the measured runs
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) != 0
+    assert tiers.leftovers("emulated_hdd", image, str(tmp_path / "mnt")) == []
