@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from analysis import plotting
 from jobs.metrics import label
 
 WORKLOAD = "checkpoint"
@@ -14,18 +15,6 @@ TARGET_NAMES = {"slow": "direct", "fast": "direct", "burst_buffer": "burst buffe
 def _label(row) -> str:
     mode = "" if row["checkpoint_mode"] == "sync" else f", {row['checkpoint_mode']}"
     return f"{row['checkpoint_tiers']}\n({TARGET_NAMES.get(row['checkpoint_target'], row['checkpoint_target'])}{mode})"
-
-
-def _save(fig, stem: Path) -> list[Path]:
-    import matplotlib.pyplot as plt
-
-    paths = []
-    for ext in ("png", "svg"):
-        p = stem.with_suffix(f".{ext}")
-        fig.savefig(p, dpi=150)
-        paths.append(p)
-    plt.close(fig)
-    return paths
 
 
 def fig9(results, stem: Path) -> list[Path]:
@@ -65,7 +54,7 @@ def fig9(results, stem: Path) -> list[Path]:
     ax.grid(axis="y", linewidth=0.3)
     ax.set_axisbelow(True)
     fig.tight_layout()
-    return _save(fig, stem)
+    return plotting.save(fig, stem)
 
 
 def fig10(results, folder: Path, stem: Path) -> list[Path]:
@@ -75,8 +64,6 @@ def fig10(results, folder: Path, stem: Path) -> list[Path]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import pandas as pd
-
     df = results[(results["workload"] == WORKLOAD) & results["checkpoint_target"].isin(["slow", "burst_buffer"])]
     df = df[df["trace_file"].fillna("") != ""]
     if df.empty:
@@ -86,13 +73,9 @@ def fig10(results, folder: Path, stem: Path) -> list[Path]:
     for ax, (target, tiers, mode) in zip(axes[:, 0], groups):
         run = df[(df["checkpoint_target"] == target) & (df["checkpoint_tiers"] == tiers)
                  & (df["checkpoint_mode"] == mode)].sort_values("run").iloc[0]
-        t = pd.read_csv(folder / run["trace_file"])
-        ev = t[t["event"].notna()]
-        marks = dict(zip(ev["event"], ev["t_s"].astype(float)))
-        s = t[t["event"].isna()].astype({"t_s": float, "dt_s": float, "write_mb_s": float})
+        s, marks = plotting.read_trace(folder, run["trace_file"])
         t0 = marks.get("first_iterator_call", 0.0)
-        x = [float(s["t_s"].iloc[0] - s["dt_s"].iloc[0]) - t0, *(s["t_s"] - t0)]
-        y = [float(s["write_mb_s"].iloc[0]), *s["write_mb_s"]]
+        x, y = plotting.step_series(s, "write_mb_s", t0)
         ax.fill_between(x, y, step="pre", facecolor="0.6", edgecolor="black", linewidth=0.7)
         end = marks.get("end_of_training", x[-1] + t0) - t0
         drained = marks.get("drain_finished", end + t0) - t0
@@ -108,7 +91,7 @@ def fig10(results, folder: Path, stem: Path) -> list[Path]:
     axes[-1, 0].set_xlim(left=0)
     fig.suptitle("Fig. 10: writes to the slow tier's device during and after training", fontsize=9)
     fig.tight_layout()
-    return _save(fig, stem)
+    return plotting.save(fig, stem)
 
 
 def render_all(results, folder: Path) -> list[Path]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from analysis import plotting
 from jobs.metrics import label
 
 FIGURES = {
@@ -95,14 +96,7 @@ def bandwidth_figure(results, workload: str, title: str, out_stem: Path) -> list
         note += "; hatched: a run's cache was not in the requested state"
     fig.text(0.01, 0.01, note, fontsize=6)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
-    out_stem.parent.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for ext in ("png", "svg"):
-        p = out_stem.with_suffix(f".{ext}")
-        fig.savefig(p, dpi=150)
-        paths.append(p)
-    plt.close(fig)
-    return paths
+    return plotting.save(fig, out_stem)
 
 
 def render_all(results, folder: Path) -> list[Path]:

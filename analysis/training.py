@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from analysis import plotting
 from jobs.metrics import label
 
 WORKLOAD = "alexnet"
@@ -39,19 +40,6 @@ def io_cost(results):
     out["data_wait_no_prefetch_s"] = wait.get(False)
     out["data_wait_prefetch_s"] = wait.get(True)
     return out.reset_index()
-
-
-def _save(fig, stem: Path) -> list[Path]:
-    import matplotlib.pyplot as plt
-
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for ext in ("png", "svg"):
-        p = stem.with_suffix(f".{ext}")
-        fig.savefig(p, dpi=150)
-        paths.append(p)
-    plt.close(fig)
-    return paths
 
 
 def _stacked(ax, x, on, off, width, color):
@@ -111,7 +99,7 @@ def fig6(results, stem: Path) -> list[Path]:
     ax.grid(axis="y", linewidth=0.3)
     ax.set_axisbelow(True)
     fig.tight_layout()
-    return _save(fig, stem)
+    return plotting.save(fig, stem)
 
 
 def fig7(results, stem: Path) -> list[Path]:
@@ -148,17 +136,7 @@ def fig7(results, stem: Path) -> list[Path]:
                        fontsize=7, loc="upper right")
     fig.suptitle(f"Fig. 7: AlexNet runtime against batch size, {threads} map threads (median of runs)", fontsize=9)
     fig.tight_layout()
-    return _save(fig, stem)
-
-
-def _trace(folder: Path, rel: str):
-    import pandas as pd
-
-    t = pd.read_csv(folder / rel)
-    events = t[t["event"].notna() & (t["event"] != "")]
-    samples = t[t["event"].isna() | (t["event"] == "")].astype({"t_s": float, "read_mb_s": float})
-    marks = dict(zip(events["event"], events["t_s"].astype(float)))
-    return samples, marks
+    return plotting.save(fig, stem)
 
 
 def fig8(results, folder: Path, stem: Path) -> list[Path]:
@@ -183,17 +161,14 @@ def fig8(results, folder: Path, stem: Path) -> list[Path]:
             runs = sub[sub["prefetching"] == prefetching].sort_values("run")
             if runs.empty:
                 continue
-            samples, marks = _trace(folder, runs.iloc[0]["trace_file"])
+            samples, marks = plotting.read_trace(folder, runs.iloc[0]["trace_file"])
             t0 = marks.get("first_iterator_call", 0.0)
             t1 = marks.get("last_iterator_call", samples["t_s"].max())
             # each sample covers (t - dt, t]; keep those that overlap the timed interval
-            dt = samples["dt_s"].astype(float)
-            win = samples[(samples["t_s"] >= t0) & (samples["t_s"] - dt <= t1)]
+            win = samples[(samples["t_s"] >= t0) & (samples["t_s"] - samples["dt_s"] <= t1)]
             if win.empty:
                 continue
-            # step="pre": value i covers (x[i-1], x[i]]; start the first interval where it began
-            x = [float(win["t_s"].iloc[0] - float(win["dt_s"].iloc[0])) - t0, *(win["t_s"] - t0)]
-            y = [float(win["read_mb_s"].iloc[0]), *win["read_mb_s"]]
+            x, y = plotting.step_series(win, "read_mb_s", t0)
             ax.fill_between(x, y, step="pre", facecolor=face, alpha=0.55 if prefetching else 1.0, zorder=z,
                             label=f"prefetch {'1 batch' if prefetching else 'off'} (run {runs.iloc[0]['run']})")
             ax.step(x, y, where="pre", color="black", linewidth=0.8 if prefetching else 1.1,
@@ -210,7 +185,7 @@ def fig8(results, folder: Path, stem: Path) -> list[Path]:
     axes[-1, 0].set_xlabel("Time since the first iterator call (s)")
     fig.suptitle("Fig. 8: device reads during AlexNet training, prefetch off and on", fontsize=9)
     fig.tight_layout()
-    return _save(fig, stem)
+    return plotting.save(fig, stem)
 
 
 def render_all(results, folder: Path) -> list[Path]:

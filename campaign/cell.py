@@ -156,6 +156,9 @@ def _log_run(warmup: bool, k: int, cfg: DictConfig, result: dict, state: str) ->
         else "device bytes not counted"
     )
     if "checkpoints" in result:
+        if cfg.workload.steps and result["steps"] < cfg.workload.steps:
+            log.warning("the data ran out after %d of workload.steps=%d steps (one epoch of %d images at batch %d)",
+                        result["steps"], cfg.workload.steps, result["images"], cfg.batch_size)
         log.info("%s %d: %.2f s runtime (%.2f s without checkpoints), %d checkpoints to %s, median stall %s s, "
                  "drain after training %.2f s%s", "warm-up" if warmup else "run",
                  k + 1 if warmup else k + 1 - cfg.warmup, result["runtime_s"], result["baseline_runtime_s"],

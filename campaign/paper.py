@@ -22,14 +22,15 @@ import time
 from pathlib import Path
 
 SCALES = {
+    # checkpoint steps stay within one epoch of the set at batch 64 (1,024 images: 16 steps)
     "full": dict(images=None, caltech=None, alexnet="workload=alexnet", ckpt_scale=[], file_gb=5.0, repeats=5,
                  threads="1,2,4,8", alexnet_threads="1,2,4,8", batches="16,32,64,128", steps=100),
     "workstation": dict(images=1024, caltech=1024, alexnet="workload=alexnet_small",
                         ckpt_scale=["workload.image_side=128", "workload.width=0.25"], file_gb=0.25, repeats=3,
-                        threads="1,2,4,8", alexnet_threads="1,8", batches="16,32,64,128", steps=30),
+                        threads="1,2,4,8", alexnet_threads="1,8", batches="16,32,64,128", steps=15),
     "ci": dict(images=128, caltech=256, alexnet="workload=alexnet_small",
                ckpt_scale=["workload.image_side=64", "workload.width=0.25"], file_gb=0.02, repeats=2,
-               threads="1,2", alexnet_threads="1,2", batches="16,32", steps=8),
+               threads="1,2", alexnet_threads="1,2", batches="16,32", steps=4),
 }
 
 
