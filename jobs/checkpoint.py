@@ -17,6 +17,7 @@ from jobs import alexnet, ckpt_store, pipeline
 from jobs.datasets import Dataset
 
 log = logging.getLogger(__name__)
+logging.getLogger("absl").setLevel(logging.WARNING)  # TF logs every checkpoint shard at INFO
 
 
 @dataclass(frozen=True)
