@@ -23,6 +23,7 @@ class Built:
     missing: list[dict] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)
+    collected: tables.Collected | None = None  # what was read, for the report (records are read once)
 
     def describe(self) -> str:
         """What a user reads at the end of a campaign: counts, problems, and where the files are."""
@@ -51,7 +52,7 @@ def build(folder: str | Path, render: bool = True, baseline_from: str | Path | N
 
     folder = Path(folder)
     c = tables.collect(folder)
-    out = Built(folder=folder, unreadable=c.unreadable)
+    out = Built(folder=folder, unreadable=c.unreadable, collected=c)
     out.failed = [x for x in c.cells if x["status"] == "failed"]
     out.missing = [x for x in c.cells if x["status"] == "missing"]
     out.completed = sum(1 for x in c.cells if x["status"] == "completed")
@@ -65,8 +66,7 @@ def build(folder: str | Path, render: bool = True, baseline_from: str | Path | N
     if not base.empty:
         base.to_csv(folder / BASELINES, index=False)
         out.files.append(folder / BASELINES)
-        configs = {r["storage"]: r for r in _storage_configs(folder)}
-        out.files += bl.write_table_i(bl.table_i(base, configs), folder)
+        out.files += bl.write_table_i(bl.table_i(base, c.storages), folder)
     if baseline_from is not None:
         base = tables.baselines_frame(tables.collect(Path(baseline_from)))
     summary = bl.efficiency(tables.summary_frame(results), base)
@@ -88,16 +88,3 @@ def build(folder: str | Path, render: bool = True, baseline_from: str | Path | N
         out.files += figures.render_all(results, folder)
     return out
 
-
-def _storage_configs(folder: Path) -> list[dict]:
-    """The storage section of every completed cell's config (for the paper's Table I figures)."""
-    from jobs import records
-
-    out = []
-    for path in folder.rglob(records.FILENAME):
-        try:
-            rec = records.read(path)
-        except records.RecordError:
-            continue
-        out.append({"storage": rec.config["storage"]["name"], **rec.config["storage"]})
-    return out

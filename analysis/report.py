@@ -60,7 +60,7 @@ def write_report(folder: str | Path, built=None) -> Path:
 
     folder = Path(folder)
     built = built if built is not None else build(folder)
-    c = tables.collect(folder)
+    c = built.collected if built.collected is not None else tables.collect(folder)
     results, base = tables.results_frame(c), tables.baselines_frame(c)
     claims = compare.claims_frame(results, base)
     claims.to_csv(folder / "claims.csv", index=False)

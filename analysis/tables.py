@@ -26,6 +26,7 @@ class Collected:
     unreadable: list[str] = field(default_factory=list)  # record files this version cannot read
     baselines: list[dict] = field(default_factory=list)  # one per baseline run x measure (tidy)
     checkpoints: list[dict] = field(default_factory=list)  # one per checkpoint of a measured run
+    storages: dict = field(default_factory=dict)  # storage name -> its config section (Table I's paper figures)
 
 
 def _cell_values(cfg: dict) -> dict:
@@ -81,6 +82,7 @@ def collect(folder: str | Path) -> Collected:
         out.cells.append(entry)
         if rec.status != records.COMPLETED:
             continue
+        out.storages.setdefault(rec.config["storage"]["name"], rec.config["storage"])
         base = _cell_values(rec.config)
         mount = rec.provenance.get("data_mount") or rec.provenance.get("storage_mount") or {}
         for run in rec.runs:
