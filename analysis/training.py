@@ -116,10 +116,15 @@ def fig7(results, stem: Path) -> list[Path]:
         return []
     threads = "8" if "8" in set(df["threads"]) else _sorted_threads(df["threads"])[-1]
     df = df[df["threads"] == threads]
+    # only the storages swept over batch size (a Fig. 6 cell at batch 64 elsewhere is no batch curve)
+    swept = df.groupby("storage")["batch_size"].nunique()
+    df = df[df["storage"].isin(swept[swept >= 2].index)]
+    if df.empty:
+        return []
     storages = list(dict.fromkeys(df["storage"]))
     batches = sorted(df["batch_size"].unique())
     med = df.groupby(["storage", "batch_size", "prefetching"])["runtime_s"].median()
-    fig, axes = plt.subplots(1, len(storages), figsize=(4.2 * len(storages), 3.8), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(storages), figsize=(max(6.5, 4.2 * len(storages)), 3.8), squeeze=False, sharey=True)
     for ax, s in zip(axes[0], storages):
         x = np.arange(len(batches))
         on = [med.get((s, b, True), np.nan) for b in batches]
