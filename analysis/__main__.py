@@ -19,6 +19,8 @@ def compare_main(argv: list[str]) -> int:
     from analysis.compare import compare_campaigns
 
     table = compare_campaigns(args.a, args.b)
+    for u in table.attrs.get("unreadable", []):
+        print(f"analysis: UNREADABLE {u} (left out of the comparison)", file=sys.stderr)
     if table.empty:
         print("analysis: nothing to compare (one of the campaigns has no completed cell)", file=sys.stderr)
         return 1
@@ -28,7 +30,7 @@ def compare_main(argv: list[str]) -> int:
         print(table.to_string(index=False))
     if args.csv:
         table.to_csv(args.csv, index=False)
-    return 0
+    return 1 if table.attrs.get("unreadable") else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,14 +52,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.baseline is not None and not args.baseline.is_dir():
         print(f"analysis: --baseline {args.baseline} is not a folder", file=sys.stderr)
         return 2
-    out = build(args.folder, render=not args.no_figures, baseline_from=args.baseline)
+    from analysis.build import NothingToBuild
+
+    try:
+        out = build(args.folder, render=not args.no_figures, baseline_from=args.baseline)
+    except NothingToBuild as e:
+        print(f"analysis: {e}", file=sys.stderr)
+        return 1
     if not args.no_figures and (out.completed or out.failed):
         from analysis.report import write_report
 
         out.files.append(write_report(args.folder, built=out))
-    if not (out.completed or out.failed or out.missing or out.unreadable):
-        print(f"analysis: no cell records (record.json) and no plan.json under {args.folder}", file=sys.stderr)
-        return 1
     print(out.describe())
     return 1 if out.failed or out.missing or out.unreadable else 0
 

@@ -43,6 +43,10 @@ class Built:
 BASELINES = "baselines.csv"
 
 
+class NothingToBuild(ValueError):
+    """The folder holds no record and no plan: nothing is written into it."""
+
+
 def build(folder: str | Path, render: bool = True, baseline_from: str | Path | None = None) -> Built:
     """Write results.csv, summary.csv, cells.csv, the baselines and the figures into ``folder``.
 
@@ -52,6 +56,8 @@ def build(folder: str | Path, render: bool = True, baseline_from: str | Path | N
 
     folder = Path(folder)
     c = tables.collect(folder)
+    if not (c.cells or c.unreadable):
+        raise NothingToBuild(f"no cell records (record.json) and no plan.json under {folder}: nothing written")
     out = Built(folder=folder, unreadable=c.unreadable, collected=c)
     out.failed = [x for x in c.cells if x["status"] == "failed"]
     out.missing = [x for x in c.cells if x["status"] == "missing"]

@@ -89,15 +89,20 @@ def claims_frame(results, baselines):
 
 
 def compare_campaigns(a: Path, b: Path):
-    """Each cell's median metrics in campaign A beside campaign B, with B / A."""
+    """Each cell's median metrics in campaign A beside campaign B, with B / A. Records that could not
+    be read are listed in the frame's ``attrs["unreadable"]`` (never skipped silently)."""
     import pandas as pd
 
     from analysis import tables
 
     keys = [k for k in tables.CELL_COLUMNS]
-    fa, fb = (tables.summary_frame(tables.results_frame(tables.collect(x))) for x in (a, b))
+    collected = [tables.collect(x) for x in (a, b)]
+    unreadable = [u for c in collected for u in c.unreadable]
+    fa, fb = (tables.summary_frame(tables.results_frame(c)) for c in collected)
     if fa.empty or fb.empty:
-        return pd.DataFrame()
+        empty = pd.DataFrame()
+        empty.attrs["unreadable"] = unreadable
+        return empty
     metrics = [c for c in fa.columns if c.endswith("_median") and c in fb.columns]
     for f in (fa, fb):
         for k in keys:
@@ -107,4 +112,6 @@ def compare_campaigns(a: Path, b: Path):
         m[f"{metric}_ratio"] = m[f"{metric}_b"] / m[f"{metric}_a"]
     cols = keys + [c for metric in metrics for c in (f"{metric}_a", f"{metric}_b", f"{metric}_ratio")]
     m = m[cols]
-    return m.loc[:, m.notna().any()]
+    out = m.loc[:, m.notna().any()]
+    out.attrs["unreadable"] = unreadable
+    return out

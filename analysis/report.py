@@ -73,6 +73,9 @@ def write_report(folder: str | Path, built=None) -> Path:
                         f"<figcaption>{stem}</figcaption></figure>")
     table_i = pd.read_csv(folder / "table_i.csv") if (folder / "table_i.csv").exists() else None
     problems = pd.DataFrame(built.failed + built.missing)
+    fell_back = results[results["checkpoint_fallback"].fillna("") != ""]
+    fallbacks = (fell_back.groupby(["cell_dir", "checkpoint_target", "checkpoint_fallback"]).size()
+                 .reset_index(name="runs") if not fell_back.empty else None)
     prov = _provenance(folder)
     mount = prov.get("storage_mount") or {}
     facts = {
@@ -110,6 +113,9 @@ values: <code>claims.csv</code>.</p>
 {''.join(figs) or '<p><em>no figures</em></p>'}
 <h2>Failed or missing cells</h2>
 {_table(problems)}
+{'<h2>Checkpoints that fell back to the slow tier</h2><p>These runs asked for the fast tier or the burst buffer '
+ 'and wrote straight to the slow tier instead; their rows keep the configured target.</p>' + _table(fallbacks)
+ if fallbacks is not None else ''}
 <h2>Machine and software</h2>
 {_table(pd.DataFrame([{"fact": k, "value": v} for k, v in facts.items()]))}
 <p>Raw data: <code>results.csv</code> (one row per cell × run), <code>summary.csv</code>,

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from campaign import plan
 from jobs import records
 from jobs.metrics import METRICS
 
 # Columns of results.csv that describe the cell; the metric columns follow from jobs.metrics.
 CELL_COLUMNS = ("workload", "storage", "dataset", "threads", "batch_size", "prefetch", "cache", "image_side", "width",
                 "checkpoint_target", "checkpoint_mode", "checkpoint_tiers")
-RUN_COLUMNS = ("run", "cache_state", "device")
+RUN_COLUMNS = ("run", "cache_state", "device", "checkpoint_fallback")
 TAIL_COLUMNS = ("device_read_ratio", "fs_type", "host", "cell_id", "cell_dir", "record", "trace_file", "steps_file")
 SUMMARY_METRICS = ("images_per_s", "mb_per_s", "seconds", "runtime_s", "data_wait_s", "compute_s",
                    "baseline_runtime_s", "median_stall_s", "drain_after_end_s")
@@ -67,10 +67,15 @@ def collect(folder: str | Path) -> Collected:
         rel = path.parent.relative_to(folder)
         found[str(rel)] = (path, rec)
     planned: list[dict] = []
-    for plan_file in sorted(folder.rglob("plan.json")):  # a paper campaign holds one sweep per grid
+    for plan_file in sorted(folder.rglob(plan.FILENAME)):  # a paper campaign holds one sweep per grid
         base = plan_file.parent.relative_to(folder)
-        for cell in json.loads(plan_file.read_text())["cells"]:
-            planned.append({**cell, "dir": str(base / cell["dir"])})
+        try:
+            cells = plan.read(plan_file.parent)
+        except plan.PlanError as e:
+            out.unreadable.append(str(e))
+            continue
+        for cell in cells:
+            planned.append({"overrides": cell.overrides, "dir": str(base / cell.dir)})
     for cell in planned:
         d = cell["dir"]
         entry = {"cell_dir": d, "overrides": " ".join(cell["overrides"])}
@@ -88,7 +93,8 @@ def collect(folder: str | Path) -> Collected:
         for run in rec.runs:
             if run["warmup"]:
                 continue
-            row = {**base, "run": run["run"], "cache_state": run["cache_state"], "device": run.get("device", "")}
+            row = {**base, "run": run["run"], "cache_state": run["cache_state"], "device": run.get("device", ""),
+                   "checkpoint_fallback": run.get("fallback") or ""}
             row.update({m: run.get(m) for m in METRICS})
             dev, con = run.get("bytes_read_device"), run.get("bytes_consumed")
             row["device_read_ratio"] = dev / con if dev is not None and con else None
@@ -164,5 +170,6 @@ def summary_frame(results):
     agg["runs"] = ("run", "count")
     agg["images_dropped_max"] = ("images_dropped", "max")
     agg["cache_states"] = ("cache_state", lambda s: ",".join(sorted(set(s))))
+    agg["checkpoint_fallbacks"] = ("checkpoint_fallback", lambda s: int((s.fillna("") != "").sum()))
     g = results.assign(threads=results["threads"].astype(str)).groupby(keys, sort=False, dropna=False)
     return g.agg(**agg).reset_index()

@@ -8,7 +8,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # TensorFlow's C++ INFO line
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from campaign import choices, schema, sweep  # noqa: E402
+from campaign import choices, errors, outputs, schema, sweep  # noqa: E402
 
 schema.register()
 
@@ -20,21 +20,46 @@ def main(cfg: DictConfig) -> None:
     execute(cfg)
 
 
-def _terminate(signum, frame):  # scancel, kill, Ctrl-\: unwind so tiers and locks are released
-    sys.exit(128 + signum)
+def _terminate(signum, frame):  # scancel, kill: unwind like Ctrl-C, so tiers and locks are released
+    raise errors.Interrupted(signum)
 
 
-if __name__ == "__main__":
+def _interrupted(name: str) -> str:
+    folder = outputs.current()
+    if folder is None:
+        return f"campaign: interrupted by {name} before any cell started; nothing was kept"
+    if "-m" in sys.argv[1:] or "--multirun" in sys.argv[1:]:
+        return (f"campaign: interrupted by {name}; the records of finished cells are kept in {folder}; resume with "
+                f"the same command and hydra.sweep.dir={folder} (finished cells are skipped)")
+    return f"campaign: interrupted by {name}; the run in {folder} wrote no record; run the command again"
+
+
+def run() -> int:
+    """The whole invocation; returns the exit status."""
     import signal
 
     signal.signal(signal.SIGTERM, _terminate)
-    if "+experiment=paper" in sys.argv[1:]:
-        from campaign import paper
+    try:
+        if "+experiment=paper" in sys.argv[1:]:
+            from campaign import paper
 
-        sys.exit(paper.main([a for a in sys.argv[1:] if a != "+experiment=paper"]))
-    problem = choices.unknown_choice(sys.argv[1:])
-    if problem:
-        print(f"campaign: {problem}", file=sys.stderr)
-        sys.exit(2)
-    main()
-    sys.exit(sweep.exit_status)
+            return paper.main([a for a in sys.argv[1:] if a != "+experiment=paper"])
+        problem = choices.unknown_choice(sys.argv[1:]) or choices.bad_value(sys.argv[1:])
+        if problem:
+            print(f"campaign: {problem}", file=sys.stderr)
+            return 2
+        main()
+    except errors.Stop as stop:
+        print(stop.message, file=sys.stderr)
+        return stop.status
+    except KeyboardInterrupt:
+        print(_interrupted("SIGINT"), file=sys.stderr)
+        return 130
+    except errors.Interrupted as e:
+        print(_interrupted(str(e)), file=sys.stderr)
+        return 128 + e.signum
+    return sweep.exit_status
+
+
+if __name__ == "__main__":
+    sys.exit(run())

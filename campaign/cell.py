@@ -3,36 +3,20 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import logging
 import os
-import shutil
 import statistics
-import sys
 import time
 import traceback
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from campaign import validate
+from campaign import errors, outputs, validate
+from campaign.plan import cell_id, resolved
 from jobs import records
 
 log = logging.getLogger(__name__)
-
-
-def resolved(cfg: DictConfig) -> dict:
-    """The cell's config as plain JSON-able data, enums as their names."""
-    return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)  # type: ignore[return-value]
-
-
-def cell_id(config: dict) -> str:
-    """Stable id of a cell: a hash of what it measures (its resolved config; of the platform only the
-    name, so resuming with other launch settings such as platform.wait still finds finished cells)."""
-    what = {k: v for k, v in config.items() if k != "platform"}
-    what["platform"] = (config.get("platform") or {}).get("name")
-    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def _dataset_summary(ds) -> dict:
@@ -44,6 +28,8 @@ def _dataset_summary(ds) -> dict:
         "classes": ds.num_classes,
         "total_bytes": ds.total_bytes,
         "median_file_bytes": statistics.median(ds.sizes) if ds.sizes else 0,
+        "skipped_not_regular": len(ds.skipped),
+        "skipped_files": list(ds.skipped[:50]),
     }
 
 
@@ -194,15 +180,32 @@ def _log_run(warmup: bool, k: int, cfg: DictConfig, result: dict, state: str) ->
 
 
 def measure(cfg: DictConfig, config: dict, job_dir: Path) -> tuple[list[dict], dict, dict]:
-    """Every run of the cell (warm-ups first) with its cache evidence; plus dataset and provenance."""
+    """Every run of the cell (warm-ups first) with its cache evidence; plus dataset and provenance.
+
+    Everything that writes on a tier (its set-up, the dataset's generation, the runs, the tear-down)
+    happens under the locks of the tiers and devices the cell touches.
+    """
+    from campaign import locks
     from jobs import cache, datasets, provenance
 
     root = str(cfg.storage.root)
-    with _tier(cfg) as (tier, all_tiers):
-        ds = datasets.resolve(cfg.dataset, root, int(cfg.seed))
-        data_dir = os.path.dirname(ds.files[0])
-        prov = provenance.collect(root, data_dir)
-        if all_tiers:
+    lock_dir = str(cfg.platform.lock_dir)
+    timeout = float(cfg.platform.lock_timeout_min) * 60
+    emulated = {locks.tier_lock_path(lock_dir, st.name): f"emulated tier {st.name}"
+                for st in _tiers_of(cfg) if st.get("emulate") is not None}
+    with locks.all_of(emulated, timeout) as tier_wait, _tier(cfg) as (tier, all_tiers):
+        synthetic = str(getattr(cfg.dataset.source, "value", cfg.dataset.source)) == "synthetic"
+        ds = None if synthetic else datasets.resolve(cfg.dataset, root, int(cfg.seed))  # lists only
+        measured = [root if synthetic else os.path.dirname(ds.files[0])]
+        measured += [str(st.root) for st in _tiers_of(cfg)[1:] if os.path.isdir(str(st.root))]
+        with locks.all_of(locks.devices(lock_dir, measured), timeout) as device_wait:
+            if ds is None:
+                ds = datasets.resolve(cfg.dataset, root, int(cfg.seed))  # generates under the lock
+            data_dir = os.path.dirname(ds.files[0])
+            prov = provenance.collect(root, data_dir)
+            prov["device_lock_wait_s"] = tier_wait + device_wait
+            if not all_tiers:
+                return _measure_runs(cfg, config, job_dir, ds, data_dir, prov), _dataset_summary(ds), prov
             from dataclasses import asdict
 
             from jobs import tiers
@@ -216,8 +219,6 @@ def measure(cfg: DictConfig, config: dict, job_dir: Path) -> tuple[list[dict], d
                 runs = _measure_runs(cfg, config, job_dir, ds, data_dir, prov)
             finally:
                 tiers.leave_all(cg)
-        else:
-            runs = _measure_runs(cfg, config, job_dir, ds, data_dir, prov)
     return runs, _dataset_summary(ds), prov
 
 
@@ -252,64 +253,56 @@ def _tier(cfg: DictConfig):
             tiers.teardown(t)
 
 
+def _skipped_as_dropped(ds, result: dict) -> None:
+    """Files the listing skipped (FIFOs, sockets, devices: reading them could block forever) count
+    as dropped, like the unreadable files ignore_errors removes."""
+    if ds.skipped and "images_dropped" in result:
+        result["images_dropped"] += len(ds.skipped)
+        result["dropped_files"] = [*ds.skipped, *result.get("dropped_files", [])][:50]
+
+
 def _measure_runs(cfg: DictConfig, config: dict, job_dir: Path, ds, data_dir: str, prov: dict) -> list[dict]:
-    """The cell's runs, warm-ups first, each from the requested cache state, under the device lock."""
+    """The cell's runs, warm-ups first, each from the requested cache state (the caller holds the locks)."""
     from jobs import cache, trace
-    from campaign.locks import device_lock
 
     fs_type = (prov["data_mount"] or prov["storage_mount"])["fs_type"]
     requested = config["cache"]
     if cfg.storage.kind == "memory" and fs_type not in cache.MEMORY_FS:
         log.warning("storage=%s describes a memory tier, but %s is on %s: runs are judged as %s", cfg.storage.name, data_dir, fs_type, fs_type)
+    if ds.skipped:
+        log.warning("%d listed files are not regular files and are skipped (counted as dropped), e.g. %s",
+                    len(ds.skipped), list(ds.skipped[:3]))
     runner = RUNNERS[config["workload"]["kind"]]
     disk = trace.device_of(data_dir)
     runs: list[dict] = []
-    with device_lock(cfg.platform.lock_dir, data_dir) as waited:
-        prov["device_lock_wait_s"] = waited
-        for k in range(cfg.warmup + cfg.repeats):
-            warmup = k < cfg.warmup
-            if requested == "cold":
-                resident = cache.evict(ds.files, drop_caches=bool(cfg.drop_caches)).resident_bytes_after
-            else:
-                cache.warm(ds.files)
-                resident, _ = cache.residency(ds.files)
-            started = records.now()
-            seed = int(cfg.seed) + k
-            result = runner(ds, cfg, config, seed, job_dir, k + 1 - cfg.warmup, disk)
-            state = cache.classify(
-                requested, cfg.storage.kind, fs_type, result["bytes_read_device"], result["bytes_consumed"]
-            )
-            runs.append(
-                {
-                    "run": k + 1 - cfg.warmup,  # measured runs are 1..repeats; warm-ups are <= 0
-                    "warmup": warmup,
-                    "started_at": started,
-                    "shuffle_seed": seed,
-                    "cache_requested": requested,
-                    "cache_state": state,
-                    "resident_bytes_before": resident,
-                    **result,
-                }
-            )
-            _log_run(warmup, k, cfg, result, state)
+    for k in range(cfg.warmup + cfg.repeats):
+        warmup = k < cfg.warmup
+        if requested == "cold":
+            resident = cache.evict(ds.files, drop_caches=bool(cfg.drop_caches)).resident_bytes_after
+        else:
+            cache.warm(ds.files)
+            resident, _ = cache.residency(ds.files)
+        started = records.now()
+        seed = int(cfg.seed) + k
+        result = runner(ds, cfg, config, seed, job_dir, k + 1 - cfg.warmup, disk)
+        _skipped_as_dropped(ds, result)
+        state = cache.classify(
+            requested, cfg.storage.kind, fs_type, result["bytes_read_device"], result["bytes_consumed"]
+        )
+        runs.append(
+            {
+                "run": k + 1 - cfg.warmup,  # measured runs are 1..repeats; warm-ups are <= 0
+                "warmup": warmup,
+                "started_at": started,
+                "shuffle_seed": seed,
+                "cache_requested": requested,
+                "cache_state": state,
+                "resident_bytes_before": resident,
+                **result,
+            }
+        )
+        _log_run(warmup, k, cfg, result, state)
     return runs
-
-
-def _remove_hydra_only_dir(job_dir: str) -> None:
-    """Remove the run folder Hydra made for a run that never started, if it holds only Hydra's files,
-    and the parents that this leaves empty (up to the working directory)."""
-    p = Path(job_dir).resolve()
-    if not p.is_dir() or not all(e.name == ".hydra" or e.suffix == ".log" for e in p.iterdir()):
-        return
-    shutil.rmtree(p)
-    stop = Path.cwd().resolve()
-    for parent in p.parents:
-        if parent == stop or stop not in parent.parents:
-            break
-        try:
-            parent.rmdir()  # only succeeds while empty
-        except OSError:
-            break
 
 
 def execute(cfg: DictConfig) -> None:
@@ -324,19 +317,17 @@ def execute(cfg: DictConfig) -> None:
     on_slurm = str(getattr(cfg.platform.kind, "value", cfg.platform.kind)) == "slurm"
     if on_slurm and not multirun:
         logging.shutdown()
-        _remove_hydra_only_dir(job_dir)
-        print(f"campaign: platform={cfg.platform.name} runs cells as Slurm jobs: add -m (e.g. python -m campaign -m "
-              f"platform={cfg.platform.name} ...)", file=sys.stderr)
-        sys.exit(2)
+        outputs.remove_new()
+        raise errors.Stop(f"campaign: platform={cfg.platform.name} runs cells as Slurm jobs: add -m (e.g. python -m "
+                          f"campaign -m platform={cfg.platform.name} ...)", 2)
     try:
         validate.check(cfg)
-    except validate.ConfigError as e:
+    except errors.ConfigError as e:
         if multirun:
             raise  # the sweep's own check runs first; this only guards a cell launched another way
         logging.shutdown()
-        _remove_hydra_only_dir(job_dir)
-        print(f"campaign: {e}", file=sys.stderr)
-        sys.exit(2)
+        outputs.remove_new()
+        raise errors.Stop(f"campaign: {e}", 2) from None
     config = resolved(cfg)
     started = records.now()
     try:
@@ -356,10 +347,16 @@ def execute(cfg: DictConfig) -> None:
             finished_at=records.now(),
             error={"type": type(e).__name__, "message": str(e), "traceback": traceback.format_exc()},
         )
-        path = records.write(rec, job_dir)
+        try:
+            path = records.write(rec, job_dir)
+        except (OSError, records.RecordError) as w:  # e.g. the disk that filled up holds the run folder too
+            raise errors.Stop(f"campaign: the cell failed: {type(e).__name__}: {e}; its failed record could not be "
+                              f"written either ({w})", 1) from None
         log.error("cell failed: %s: %s (record: %s)", type(e).__name__, e, path)
         if multirun and not on_slurm:
             return  # a local sweep goes on; a Slurm job must end FAILED
+        if not multirun:
+            raise errors.Stop(f"campaign: the cell failed: {type(e).__name__}: {e} (record: {path})", 1) from None
         raise
     rec = records.CellRecord(
         cell_id=cell_id(config),

@@ -31,3 +31,56 @@ def unknown_choice(args: list[str]) -> str | None:
             if name not in presets(m["group"], aliases=True):
                 return f"unknown {m['group']} '{name}' (in '{arg}'); valid: {', '.join(valid)}"
     return None
+
+
+def _template():
+    """The campaign schema with every group's schema in place: what a plain value override must fit."""
+    from omegaconf import OmegaConf
+
+    from campaign import schema
+
+    return OmegaConf.structured(schema.CampaignConf(
+        workload=schema.WorkloadConf(), storage=schema.StorageConf(), dataset=schema.DatasetConf(),
+        platform=schema.PlatformConf(), checkpoint=schema.CheckpointConf(fast=schema.StorageConf(),
+                                                                          slow=schema.StorageConf())))
+
+
+def bad_value(args: list[str]) -> str | None:
+    """One line naming the first plain ``key=value`` override (each value of a sweep) whose value
+    the key's declared type refuses (``cache=lukewarm``, ``seed=abc``), or None. Keys the schema
+    does not know, group choices and Hydra's own settings are left to Hydra."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import ValidationError
+
+    template = None
+    for arg in args:
+        if arg.startswith(("-", "+", "~", "hydra.", "hydra/")) or "=" not in arg:
+            continue
+        key = arg.split("=", 1)[0]
+        if "@" in key or key in GROUPS or key.startswith("experiment"):
+            continue
+        try:
+            override = OverridesParser.create().parse_overrides([arg])[0]
+            values = list(override.sweep_iterator()) if override.is_sweep_override() else [override.value()]
+        except (HydraException, ValueError, TypeError):
+            continue  # Hydra reports its own syntax errors
+        template = template if template is not None else _template()
+        for value in values:
+            if isinstance(value, (dict, list)):
+                continue
+            try:
+                node = OmegaConf.select(template, key, throw_on_missing=False)
+            except Exception:  # noqa: BLE001 - any key Hydra should judge
+                break
+            if node is not None and not isinstance(node, (str, int, float, bool)) and not hasattr(node, "value"):
+                break  # a group node: not a plain value
+            try:
+                OmegaConf.update(template, key, value, merge=True)
+            except ValidationError as e:
+                why = str(e).splitlines()[0]
+                return f"{key}={value}: {why}"
+            except Exception:  # noqa: BLE001 - unknown keys, containers: Hydra's to report
+                break
+    return None

@@ -10,19 +10,14 @@ import logging
 from pathlib import Path
 from typing import Any, Sequence
 
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, open_dict
+
+from campaign import plan
 
 log = logging.getLogger(__name__)
 
 # What the last launch in this process did, for the end-of-sweep summary: "ran", "submitted", "dry_run".
 outcome = "ran"
-
-
-def _cell_id(config: DictConfig) -> str:
-    from campaign.cell import cell_id, resolved
-
-    task = OmegaConf.masked_copy(config, [k for k in config if k != "hydra"])
-    return cell_id(resolved(task))
 
 
 def completed_cells(sweep_dir: Path) -> dict[str, Path]:
@@ -52,10 +47,18 @@ def launch(hydra_context: Any, task_function: Any, config: DictConfig, job_overr
     setup_globals()
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     sweep_dir = Path(str(config.hydra.sweep.dir))
+    planned = {c.cell_id: c for c in plan.read(sweep_dir) if c.cell_id}
     cells: list[submit.Cell] = []
+    ids: set[str] = set()
     for i, overrides in enumerate(job_overrides):
-        num = initial_job_idx + i
         cfg = hydra_context.config_loader.load_sweep_config(config, list(overrides))
+        cid = plan.id_of(cfg)
+        if cid in ids:
+            log.info("%s: the same cell as an earlier one of this grid, measured once", " ".join(overrides))
+            continue
+        ids.add(cid)
+        # the plan fixes the cell's folder (a dry run has no plan: cells are numbered in order)
+        num = planned[cid].num if cid in planned else initial_job_idx + i
         with open_dict(cfg):
             cfg.hydra.job.id = num
             cfg.hydra.job.num = num
@@ -70,7 +73,7 @@ def launch(hydra_context: Any, task_function: Any, config: DictConfig, job_overr
     done = completed_cells(sweep_dir)
     todo = []
     for c in cells:
-        rec = done.get(_cell_id(c.config))
+        rec = done.get(plan.id_of(c.config))
         if rec is not None:
             log.info("#%d: completed before (%s), skipped", c.num, rec.relative_to(sweep_dir))
         else:
@@ -92,11 +95,10 @@ def launch(hydra_context: Any, task_function: Any, config: DictConfig, job_overr
     try:
         ids = submit.submit(todo, sweep_dir, platform, hydra_context)
     except Exception as e:  # sbatch refused the array, or Slurm is not reachable: one line, nothing queued
-        import sys
+        from campaign.errors import Stop
 
         msg = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
-        print(f"campaign: submitting {len(todo)} cells to Slurm failed: {msg}", file=sys.stderr)
-        sys.exit(1)
+        raise Stop(f"campaign: submitting {len(todo)} cells to Slurm failed: {msg}", 1) from None
     if not platform.wait:
         outcome = "submitted"
         return [returns[c.num] for c in cells]

@@ -1,4 +1,10 @@
-"""One measuring cell per device at a time, across processes and campaigns on this machine."""
+"""One measuring cell per device at a time, across processes and campaigns on this machine.
+
+A cell holds, for its whole life: the lock of every emulated tier it builds (set-up, dataset
+generation, runs and tear-down), then the lock of every device it measures. All of them are taken
+in one sorted order, so two cells never wait for each other in a circle, and every wait has a time
+limit (``platform.lock_timeout_min``).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,11 @@ from pathlib import Path
 from typing import Iterator
 
 log = logging.getLogger(__name__)
+POLL_S = 0.5
+
+
+class LockTimeout(TimeoutError):
+    """Another process held a lock longer than the cell may wait; the message names it."""
 
 
 def lock_path(lock_dir: str, path: str) -> Path:
@@ -19,20 +30,35 @@ def lock_path(lock_dir: str, path: str) -> Path:
     return Path(lock_dir) / f"dev-{os.major(st.st_dev)}-{os.minor(st.st_dev)}.lock"
 
 
+def tier_lock_path(lock_dir: str, name: str) -> Path:
+    """The lock file of emulated tier ``name`` (held from before its set-up until after its tear-down)."""
+    return Path(lock_dir) / f"tier-{name}.lock"
+
+
 @contextlib.contextmanager
-def device_lock(lock_dir: str, path: str) -> Iterator[float]:
-    """Hold the device lock of ``path``; yields the seconds spent waiting for it."""
-    lp = lock_path(lock_dir, path)
+def hold(lp: Path, what: str, timeout_s: float | None = None) -> Iterator[float]:
+    """Hold the lock file ``lp`` (``what`` names it in messages); yields the seconds spent waiting.
+
+    Raises LockTimeout after ``timeout_s`` seconds of waiting (None: wait as long as it takes).
+    """
     lp.parent.mkdir(parents=True, exist_ok=True)
     with open(lp, "a+") as f:
         t0 = time.monotonic()
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            f.seek(0)
-            holder = f.read().strip() or "another process"
-            log.warning("waiting for %s, which is measuring the device of %s (%s)", holder, path, lp)
-            fcntl.flock(f, fcntl.LOCK_EX)
+        warned = False
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                f.seek(0)
+                holder = f.read().strip() or "another process"
+                if not warned:
+                    log.warning("waiting for %s, which is measuring %s (%s)", holder, what, lp)
+                    warned = True
+                if timeout_s is not None and time.monotonic() - t0 >= timeout_s:
+                    raise LockTimeout(f"{holder} held {what} ({lp}) for longer than platform.lock_timeout_min="
+                                      f"{timeout_s / 60:g}") from None
+                time.sleep(POLL_S)
         waited = time.monotonic() - t0
         f.seek(0)
         f.truncate()
@@ -44,3 +70,29 @@ def device_lock(lock_dir: str, path: str) -> Iterator[float]:
             f.seek(0)
             f.truncate()
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def device_lock(lock_dir: str, path: str, timeout_s: float | None = None) -> Iterator[float]:
+    """Hold the device lock of ``path``; yields the seconds spent waiting for it."""
+    with hold(lock_path(lock_dir, path), f"the device of {path}", timeout_s) as waited:
+        yield waited
+
+
+@contextlib.contextmanager
+def all_of(named: dict[Path, str], timeout_s: float | None = None) -> Iterator[float]:
+    """Hold every lock file of ``named`` (lock file -> what it guards), taken in sorted order; yields
+    the total seconds spent waiting."""
+    with contextlib.ExitStack() as stack:
+        waited = 0.0
+        for lp in sorted(named):
+            waited += stack.enter_context(hold(lp, named[lp], timeout_s))
+        yield waited
+
+
+def devices(lock_dir: str, paths: list[str]) -> dict[Path, str]:
+    """The device locks of ``paths`` (one per device), for ``all_of``."""
+    out: dict[Path, str] = {}
+    for p in paths:
+        out.setdefault(lock_path(lock_dir, p), f"the device of {p}")
+    return out

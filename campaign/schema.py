@@ -130,6 +130,7 @@ class PlatformConf:
     kind: PlatformKind = PlatformKind.local  # where cells run
     description: str = ""  # what the platform is
     lock_dir: str = "/tmp/iocampaign-locks"  # per-device lock files that keep cells from overlapping
+    lock_timeout_min: float = 1440.0  # longest wait for another campaign's cell on the same device, minutes
     # Slurm (kind=slurm); every value below ends up in the sbatch script and is checked first
     partition: Optional[str] = None  # --partition
     account: Optional[str] = None  # --account

@@ -8,7 +8,6 @@ node), cancelled, timeout, node_fail, out_of_memory, ... (Slurm's word, lower-ca
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,27 +23,29 @@ class CellStatus:
 
 
 FAILED_STATES = {"failed", "cancelled", "timeout", "node_fail", "out_of_memory", "preempted", "boot_fail",
-                 "deadline", "revoked", "ended", "missing"}
+                 "deadline", "revoked", "ended", "missing", "unreadable"}
 
 
 def collect(sweep_dir: Path) -> list[CellStatus]:
     """The status of every cell of a sweep (records first; Slurm for cells without one)."""
+    from campaign import plan as plans
     from campaign.slurm import sacct, submit
     from jobs import records
 
-    plan = json.loads((sweep_dir / "plan.json").read_text())["cells"]
+    plan = [{"num": c.num, "dir": c.dir, "overrides": c.overrides} for c in plans.read(sweep_dir)]
     jobs = submit.latest_jobs(sweep_dir)
     pending = {c["num"]: jobs[c["num"]] for c in plan if c["num"] in jobs}
     out: list[CellStatus] = []
     need_slurm = []
     recs = {}
+    unreadable = {}
     for c in plan:
         path = sweep_dir / c["dir"] / records.FILENAME
         if path.exists():
             try:
                 recs[c["num"]] = records.read(path)
-            except records.RecordError:
-                pass
+            except records.RecordError as e:
+                unreadable[c["num"]] = str(e)
         if c["num"] not in recs or recs[c["num"]].status != records.COMPLETED:
             if c["num"] in pending:
                 need_slurm.append(pending[c["num"]])
@@ -66,8 +67,12 @@ def collect(sweep_dir: Path) -> list[CellStatus]:
             log = sweep_dir / submit.SUBMITIT_DIR / f"{job}_0_log.out"
             detail = f"exit {st.exit_code}" + (f"; log {log}" if log.exists() else "")
             out.append(CellStatus(num, ov, st.state.lower(), job, detail))
+        elif num in unreadable:
+            out.append(CellStatus(num, ov, "unreadable", job, unreadable[num]))
         elif job:
             out.append(CellStatus(num, ov, "unknown", job, "Slurm does not know this job (yet)"))
+        elif (sweep_dir / c["dir"]).is_dir():
+            out.append(CellStatus(num, ov, "missing", "", "started but wrote no record: killed, or still running"))
         else:
             out.append(CellStatus(num, ov, "missing", "", "never submitted nor run"))
     return out
@@ -88,10 +93,16 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m campaign.status", description=__doc__.split("\n")[0])
     p.add_argument("folder", type=Path, help="the sweep folder (multirun/<date>/<time>)")
     args = p.parse_args(argv)
-    if not (args.folder / "plan.json").exists():
+    from campaign import plan
+
+    if not (args.folder / plan.FILENAME).exists():
         print(f"campaign.status: {args.folder} has no plan.json: not a campaign folder", file=sys.stderr)
         return 2
-    cells = collect(args.folder)
+    try:
+        cells = collect(args.folder)
+    except plan.PlanError as e:
+        print(f"campaign.status: {e}", file=sys.stderr)
+        return 2
     print(render(cells))
     return 1 if any(c.state in FAILED_STATES for c in cells) else 0
 

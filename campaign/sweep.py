@@ -7,7 +7,6 @@ cell's config before the first one runs, and rebuilds the tables and figures at 
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from pathlib import Path
@@ -16,11 +15,9 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from campaign import validate
+from campaign import errors, outputs, plan, validate
 
 log = logging.getLogger(__name__)
-PLAN = "plan.json"
-PLAN_VERSION = 1
 
 # Exit status of the last campaign in this process: 1 when a cell failed or is missing.
 exit_status = 0
@@ -40,20 +37,6 @@ def expand(overrides: list[str]) -> list[list[str]]:
     return [list(cell) for batch in batches for cell in batch]
 
 
-def _remove_if_only_hydra(folder: Path) -> None:
-    """Remove a sweep folder that holds nothing but Hydra's multirun.yaml (a dry run's)."""
-    folder = folder.resolve()
-    if folder.is_dir() and {p.name for p in folder.iterdir()} <= {"multirun.yaml"}:
-        for p in folder.iterdir():
-            p.unlink()
-        folder.rmdir()
-        stop = Path.cwd().resolve()
-        for parent in folder.parents:
-            if parent == stop or stop not in parent.parents or any(parent.iterdir()):
-                break
-            parent.rmdir()
-
-
 def _compose(config_name: str, overrides: list[str]) -> DictConfig:
     from hydra import compose
 
@@ -61,11 +44,23 @@ def _compose(config_name: str, overrides: list[str]) -> DictConfig:
 
 
 class SweepCallback(Callback):
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        outputs.note(config.hydra.run.dir)
+
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         global exit_status
         exit_status = 0
+        outputs.note(config.hydra.sweep.dir)
+        if str(getattr(config.platform.kind, "value", config.platform.kind)) == "slurm":
+            from campaign.slurm import params as slurm_params
+
+            try:
+                slurm_params.check_folder(str(config.hydra.sweep.dir))
+            except errors.ConfigError as e:
+                raise errors.Stop(f"campaign: {e}; nothing was run", 2) from None
         params = config.hydra.sweeper.get("params") or {}
         cells = expand([f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task))
+        ids = []
         for overrides in cells:
             cfg = _compose(config.hydra.job.config_name, overrides)
             try:
@@ -73,26 +68,26 @@ class SweepCallback(Callback):
             except validate.ConfigError as e:
                 # Hydra turns a callback's exception into a warning and runs the sweep anyway: stop here.
                 cell = " ".join(overrides) or "(defaults)"
-                print(f"campaign: {e} [cell {cell}]; nothing was run", file=sys.stderr)
-                sys.exit(2)
+                raise errors.Stop(f"campaign: {e} [cell {cell}]; nothing was run", 2) from None
+            ids.append(plan.id_of(cfg))
         if config.platform.get("dry_run"):
             return  # a dry run leaves nothing behind
         sweep_dir = Path(config.hydra.sweep.dir)
+        try:
+            mine, every = plan.assign(sweep_dir, list(zip(cells, ids)))
+        except plan.PlanError as e:
+            raise errors.Stop(f"campaign: {e}; resume into another hydra.sweep.dir, or move the damaged plan.json "
+                              "away", 2) from None
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        plan = {
-            "plan_version": PLAN_VERSION,
-            "argv": sys.argv,
-            "cells": [{"num": i, "dir": str(i), "overrides": ov} for i, ov in enumerate(cells)],
-        }
-        (sweep_dir / PLAN).write_text(json.dumps(plan, indent=2))
-        log.info("campaign of %d cells in %s", len(cells), sweep_dir)
+        plan.write(sweep_dir, every)
+        log.info("campaign of %d cells in %s", len(mine), sweep_dir)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from campaign import launch
 
         sweep_dir = Path(config.hydra.sweep.dir)
         if launch.outcome == "dry_run":
-            _remove_if_only_hydra(sweep_dir)
+            outputs.remove_new()
             return
         if launch.outcome == "submitted":
             print(

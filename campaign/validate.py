@@ -5,12 +5,11 @@ from __future__ import annotations
 import os
 import tempfile
 
-from hydra.errors import CompactHydraException
 from omegaconf import DictConfig, OmegaConf
 
+from campaign.errors import ConfigError
 
-class ConfigError(CompactHydraException):
-    """A setting is wrong; the message names it and says what would be right."""
+__all__ = ["ConfigError", "check", "threads_value"]
 
 
 def threads_value(raw) -> int | str:
@@ -48,6 +47,10 @@ def _storage_root(cfg: DictConfig, storage: DictConfig | None = None, key: str =
             )
         if st.emulate.read_mb_s <= 0 or st.emulate.write_mb_s <= 0:
             raise ConfigError(f"{key}.emulate of {key}={st.name}: read_mb_s and write_mb_s must be positive")
+        image = os.path.join(str(st.emulate.image_dir), f"{st.name}.img")
+        why = tiers.foreign(str(st.name), image, str(st.root), key)
+        if why:
+            raise ConfigError(f"{key}={st.name}: {why}")
         return str(st.root)  # the tier's mount point: made when the cell starts
     if OmegaConf.is_missing(st, "root"):
         raise ConfigError(
@@ -75,6 +78,13 @@ def _dataset_size(cfg: DictConfig) -> int:
     source = str(getattr(cfg.dataset.source, "value", cfg.dataset.source))
     n = int(cfg.dataset.num_images)
     if source == "synthetic":
+        path = cfg.dataset.path
+        if path:
+            what = ("a folder: add dataset.source=folder" if os.path.isdir(path) else
+                    "a file: add dataset.source=filelist" if os.path.isfile(path) else
+                    "not there: fix it, or add dataset.source=folder|filelist")
+            raise ConfigError(f"dataset.path={path} is set, but dataset.source=synthetic would measure generated "
+                              f"images instead; the path is {what}")
         return n
     try:
         if not cfg.dataset.path:
@@ -136,6 +146,8 @@ def check(cfg: DictConfig) -> None:
             + ("" if str(cfg.dataset.source.value) == "synthetic" else f" and dataset.path={cfg.dataset.path}")
             + ")"
         )
+    if cfg.platform.lock_timeout_min <= 0:
+        raise ConfigError(f"platform.lock_timeout_min={cfg.platform.lock_timeout_min} must be positive (minutes)")
     if str(getattr(cfg.platform.kind, "value", cfg.platform.kind)) == "slurm":
         from campaign.slurm import params
 

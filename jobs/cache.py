@@ -11,6 +11,7 @@ import ctypes
 import ctypes.util
 import mmap
 import os
+import stat
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -65,11 +66,26 @@ def resident_bytes(path: str) -> int:
     return min(size, resident * _PAGE)
 
 
+def _open_regular(path: str) -> int | None:
+    """A read-only descriptor of ``path`` when it is a regular file, else None. Never blocks: a FIFO
+    opened for reading waits for a writer, so it is opened non-blocking and then refused."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return fd
+
+
 def residency(paths: Iterable[str]) -> tuple[int, int]:
     """(resident bytes, total bytes) over ``paths``; unreadable files count as zero of both."""
     res = tot = 0
     for p in paths:
         try:
+            if not stat.S_ISREG(os.stat(p).st_mode):
+                continue
             tot += os.path.getsize(p)
             res += resident_bytes(p)
         except OSError:
@@ -94,9 +110,8 @@ def evict(paths: Iterable[str], drop_caches: bool = False) -> EvictionReport:
     paths = list(paths)
     n = total = 0
     for p in paths:
-        try:
-            fd = os.open(p, os.O_RDONLY)
-        except OSError:
+        fd = _open_regular(p)
+        if fd is None:
             continue
         try:
             try:
@@ -122,8 +137,11 @@ def warm(paths: Iterable[str]) -> int:
     """Read every file once so the next run finds it in memory; returns the bytes read."""
     total = 0
     for p in paths:
+        fd = _open_regular(p)
+        if fd is None:
+            continue
         try:
-            with open(p, "rb", buffering=0) as f:
+            with open(fd, "rb", buffering=0, closefd=True) as f:
                 while chunk := f.read(1 << 20):
                     total += len(chunk)
         except OSError:

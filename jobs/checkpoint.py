@@ -47,6 +47,7 @@ def _estimate_bytes(model) -> int:
 
 
 def _fast_unusable(root: Path | None, need: int) -> str | None:
+    """Why checkpoints cannot go to the fast tier (``need``: bytes it must hold at once), or None."""
     if root is None:
         return "no fast tier configured"
     if not root.is_dir():
@@ -58,7 +59,8 @@ def _fast_unusable(root: Path | None, need: int) -> str | None:
     except OSError as e:
         return f"fast tier {root} cannot be read ({e.strerror})"
     if free < need:
-        return f"fast tier {root} has {free / 1e6:.0f} MB free, a checkpoint needs ~{need / 1e6:.0f} MB"
+        return (f"fast tier {root} has {free / 1e6:.0f} MB free, the checkpoints it would hold at once "
+                f"(checkpoint.max_to_keep + 1) need ~{need / 1e6:.0f} MB")
     return None
 
 
@@ -80,7 +82,10 @@ def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True, 
         it = iter(data)
     ckpt = tf.train.Checkpoint(model=model, optimizer=opt)
     target, fallback = s.target, None
-    need = _estimate_bytes(model)
+    steps = t.steps or len(ds.files) // t.batch_size
+    # the fast tier holds up to max_to_keep checkpoints, plus the one being written
+    held = max(1, min(s.max_to_keep + 1, steps // s.every))
+    need = _estimate_bytes(model) * held
     if with_checkpoints and target in ("fast", "burst_buffer"):
         why = _fast_unusable(s.fast_root, need)
         if why:
@@ -148,7 +153,6 @@ def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True, 
                 ckpt_store.retain(folder, s.tag, s.max_to_keep)
         checkpoints.append(entry)
 
-    steps = t.steps or len(ds.files) // t.batch_size
     stall_total = 0.0
     loss = float("nan")
     consumed = 0
@@ -176,6 +180,17 @@ def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True, 
         wall_train_end = time.time()
         drained = drain.finish() if drain is not None else []
         t_drained = time.perf_counter()
+    except BaseException:
+        # a failed run (a tier that filled up, an interrupt) leaves none of its checkpoints behind
+        if drain is not None:
+            drain.abort()
+        for p in pending:
+            p.join(60)
+        if with_checkpoints:
+            for d in (slow_dir, fast_dir):
+                if d is not None:
+                    shutil.rmtree(d, ignore_errors=True)
+        raise
     finally:
         for lk in locks:
             lk.release()

@@ -259,6 +259,12 @@ class Drain:
         self.proc.join(60)
         return out
 
+    def abort(self) -> None:
+        """Stop the copier now (the run failed): nothing it was copying counts."""
+        if self.proc.is_alive():
+            self.proc.terminate()
+            self.proc.join(30)
+
 
 class RunLock:
     """Held by a live run on its own checkpoint folder; recovery leaves locked folders alone."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,9 @@ class Dataset:
     labels: tuple[int, ...]  # class index of every file
     sizes: tuple[int, ...]  # bytes of every file at listing time (0 when it cannot be stat'ed)
     num_classes: int
+    # listed, but not regular files (FIFOs, sockets, devices, folders): never opened, since reading
+    # them can block forever; a run counts them as dropped
+    skipped: tuple[str, ...] = ()
 
     @property
     def total_bytes(self) -> int:
@@ -49,8 +53,28 @@ def _sample(items: list, n: int, seed: int) -> list:
 
 
 def _listed(entry: os.DirEntry) -> bool:
-    # Files and links (a dangling link is a dataset defect the run must count, not hide).
-    return not entry.name.startswith(".") and (entry.is_file() or entry.is_symlink())
+    # Files and links (a dangling or looping link is a dataset defect the run must count, not hide).
+    if entry.name.startswith("."):
+        return False
+    try:
+        return entry.is_file() or entry.is_symlink()
+    except OSError:  # a link loop: listed, and dropped when the run cannot read it
+        return True
+
+
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir(follow_symlinks=True)
+    except OSError:
+        return False
+
+
+def _special(path: str) -> bool:
+    """Whether ``path`` exists but is not a regular file (reading a FIFO blocks until a writer comes)."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False  # missing, dangling or looping: read_file fails at once and the run counts it
 
 
 def from_folder(path: str) -> list[tuple[str, str]]:
@@ -62,7 +86,7 @@ def from_folder(path: str) -> list[tuple[str, str]]:
     if not root.is_dir():
         raise DatasetError(f"dataset.path={path} is not a folder (dataset.source=folder wants a folder of class sub-folders)")
     subdirs = sorted(
-        (e for e in os.scandir(root) if e.is_dir(follow_symlinks=True) and not e.name.startswith(".")),
+        (e for e in os.scandir(root) if _is_dir(e) and not e.name.startswith(".")),
         key=lambda e: e.name,
     )
     out: list[tuple[str, str]] = []
@@ -81,13 +105,29 @@ def from_filelist(path: str) -> list[tuple[str, str]]:
     lst = Path(path)
     if not lst.is_file():
         raise DatasetError(f"dataset.path={path} is not a file (dataset.source=filelist wants a text file of image paths)")
+    try:
+        text = lst.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DatasetError(f"dataset.path={path} is not a UTF-8 text file of image paths (byte {e.start} "
+                           f"cannot be decoded; dataset.source=filelist)") from None
+    except OSError as e:
+        raise DatasetError(f"dataset.path={path} cannot be read ({e.strerror})") from None
+    if "\0" in text:
+        raise DatasetError(f"dataset.path={path} is a binary file, not a text file of image paths (dataset.source=filelist)")
     out = []
-    for line in lst.read_text().splitlines():
+    seen: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
         p = Path(line) if os.path.isabs(line) else lst.parent / line
-        out.append((os.path.abspath(p), p.parent.name))
+        full = os.path.abspath(p)
+        if full in seen:
+            # a second read of a file comes from the page cache: the run would not be cold
+            raise DatasetError(f"dataset.path={path} lists {full} twice (lines {seen[full]} and {number}): "
+                               "list every file once")
+        seen[full] = number
+        out.append((full, p.parent.name))
     return out
 
 
@@ -111,7 +151,11 @@ def resolve(dataset_cfg, storage_root: str, seed: int) -> Dataset:
             grayscale_fraction=float(dataset_cfg.grayscale_fraction),
             seed=seed,
         )
-        folder = synthetic.ensure(spec, Path(storage_root) / CACHE_SUBDIR, n)
+        try:
+            folder = synthetic.ensure(spec, Path(storage_root) / CACHE_SUBDIR, n)
+        except synthetic.NoSpace as e:
+            raise DatasetError(f"storage.root={storage_root} is too full: {e} (lower dataset.num_images or "
+                               "choose another storage.root)") from None
         rows = synthetic.read_manifest(folder)[:n]
         return Dataset(
             name=dataset_cfg.name,
@@ -131,6 +175,12 @@ def resolve(dataset_cfg, storage_root: str, seed: int) -> Dataset:
             + (" in class sub-folders)" if source == "folder" else " listed in it)")
         )
     items = _sample(items, n, seed)
+    skipped = tuple(f for f, _ in items if _special(f))
+    if skipped:
+        items = [(f, c) for f, c in items if f not in set(skipped)]
+        if not items:
+            raise DatasetError(f"dataset.path={dataset_cfg.path}: none of the listed files is a regular file "
+                               f"(e.g. {skipped[0]})")
     classes = sorted({c for _, c in items})
     index = {c: i for i, c in enumerate(classes)}
     files = tuple(f for f, _ in items)
@@ -143,4 +193,5 @@ def resolve(dataset_cfg, storage_root: str, seed: int) -> Dataset:
         labels=tuple(index[c] for _, c in items),
         sizes=tuple(_size(f) for f in files),
         num_classes=len(classes),
+        skipped=skipped,
     )

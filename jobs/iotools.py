@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -68,32 +69,47 @@ def parse_ior(summary: dict, operation: str) -> float:
     raise RuntimeError(f"IOR's summary has no {operation} entry")
 
 
-def _run(cmd: list[str]) -> str:
-    p = subprocess.run(cmd, capture_output=True, text=True)
+def _run(cmd: list[str], cwd: Path) -> str:
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
     if p.returncode != 0:
         raise RuntimeError(f"{cmd[0]} failed ({p.returncode}): {(p.stderr or p.stdout).strip()[-500:]}")
     return p.stdout
 
 
+def _safe_name(name: str) -> str:
+    """A file name the tool chose itself: fio splits option values at ':' and cuts them at ';' or
+    '#', so only plain names ever reach it (the folders above them go in as the working directory)."""
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise ValueError(f"refusing to pass {name!r} to fio/IOR: not a plain file name")
+    return name
+
+
+def _shown(cwd: Path, cmd: list[str]) -> str:
+    """The command as a user would retype it: change into its folder, then run it."""
+    return f"cd {shlex.quote(str(cwd))} && {shlex.join(cmd)}"
+
+
 def sequential(path: Path, size_bytes: int, rw: str, which: str | None = None) -> Measured:
     """Sequential 1 MiB write (flushed before the clock stops) or read of one file, bypassing the
-    page cache (O_DIRECT; IOR -B), as Table I's IOR runs."""
+    page cache (O_DIRECT; IOR -B), as Table I's IOR runs. The tool runs in ``path``'s folder and
+    sees only its plain name, whatever characters the folder's path holds."""
     which = which or tool()
+    cwd, name = path.parent, _safe_name(path.name)
     if which == "ior":
         with tempfile.TemporaryDirectory() as d:
             summary = Path(d) / "ior.json"
             cmd = ["ior", "-a", "POSIX", "-B", "-e", "-k", "-t", "1m", "-b", str(size_bytes), "-s", "1", "-i", "1",
-                   "-w" if rw == "write" else "-r", "-o", str(path), "-O", "summaryFormat=JSON",
+                   "-w" if rw == "write" else "-r", "-o", name, "-O", "summaryFormat=JSON",
                    "-O", f"summaryFile={summary}"]
-            _run(cmd)
+            _run(cmd, cwd)
             mb = parse_ior(json.loads(summary.read_text()), rw)
-        return Measured(mb, size_bytes, "ior", _version("ior"), shlex.join(cmd))
-    cmd = ["fio", "--output-format=json", f"--name=seq{rw}", f"--filename={path}", f"--size={size_bytes}",
+        return Measured(mb, size_bytes, "ior", _version("ior"), _shown(cwd, cmd))
+    cmd = ["fio", "--output-format=json", f"--name=seq{rw}", f"--filename={name}", f"--size={size_bytes}",
            f"--rw={rw}", "--bs=1M", "--direct=1", "--ioengine=libaio", "--iodepth=16", "--invalidate=1"]
     if rw == "write":
         cmd.append("--end_fsync=1")
-    mb, nbytes = parse_fio(_run(cmd), rw, with_flush=rw == "write")
-    return Measured(mb, nbytes, "fio", _version("fio"), shlex.join(cmd))
+    mb, nbytes = parse_fio(_run(cmd, cwd), rw, with_flush=rw == "write")
+    return Measured(mb, nbytes, "fio", _version("fio"), _shown(cwd, cmd))
 
 
 def link_farm(files: list[str], folder: Path, jobs: int) -> list[Path]:
@@ -109,10 +125,14 @@ def link_farm(files: list[str], folder: Path, jobs: int) -> list[Path]:
 
 def small_files(dirs: list[Path]) -> Measured:
     """fio reading every file of ``dirs`` whole, buffered (as read_file), one job per folder; fio
-    evicts each file first (invalidate=1)."""
+    evicts each file first (invalidate=1). The folders share a parent (``link_farm``'s), in which fio
+    runs, so fio sees only their plain names."""
+    cwd = dirs[0].parent
+    if any(d.parent != cwd for d in dirs):
+        raise ValueError("small_files wants sibling folders (link_farm's)")
     cmd = ["fio", "--output-format=json", "--group_reporting", "--rw=read", "--bs=4k", "--ioengine=psync",
            "--direct=0", "--invalidate=1", "--file_service_type=sequential", "--openfiles=8"]
     for k, d in enumerate(dirs):
-        cmd += [f"--name=j{k}", f"--opendir={d}"]
-    mb, nbytes = parse_fio(_run(cmd), "read")
-    return Measured(mb, nbytes, "fio", _version("fio"), shlex.join(cmd))
+        cmd += [f"--name=j{k}", f"--opendir={_safe_name(d.name)}"]
+    mb, nbytes = parse_fio(_run(cmd, cwd), "read")
+    return Measured(mb, nbytes, "fio", _version("fio"), _shown(cwd, cmd))

@@ -47,15 +47,7 @@ def build(
     shuffled = index.shuffle(n, seed=seed, reshuffle_each_iteration=False)
     classes = max(1, ds.num_classes)
 
-    def delay(path):
-        import time
-
-        time.sleep(read_delay_ms / 1000.0)
-        return path
-
     def load(i, path, label):
-        if read_delay_ms > 0:
-            path = tf.ensure_shape(tf.py_function(delay, [path], tf.string), [])
         data = tf.io.read_file(path)
         nbytes = tf.cast(tf.strings.length(data, unit="BYTE"), tf.int64)
         out = data
@@ -66,6 +58,8 @@ def build(
             return out, i, nbytes, tf.one_hot(label, classes)
         return out, i, nbytes
 
+    if read_delay_ms > 0:
+        shuffled = delayed(shuffled, read_delay_ms, threads)
     out = shuffled.map(load, num_parallel_calls=num_parallel_calls(threads)).ignore_errors().batch(batch_size)
     if prefetch > 0:
         out = out.prefetch(prefetch)
@@ -73,6 +67,36 @@ def build(
     options = tf.data.Options()
     options.experimental_optimization.inject_prefetch = False
     return out.with_options(options)
+
+
+def sleep(dataset, microseconds: int):
+    """``dataset`` with a native sleep before each element (TensorFlow's SleepDataset kernel; the
+    Python-level ``tf.data.experimental.sleep`` is gone from this TensorFlow). Wrapped here, pinned
+    by a test, because it is a raw op."""
+    import tensorflow as tf
+    from tensorflow.python.data.ops import dataset_ops
+
+    class _Sleep(dataset_ops.UnaryUnchangedStructureDataset):
+        def __init__(self, input_dataset, us):
+            self._input_dataset = input_dataset
+            variant = tf.raw_ops.SleepDataset(input_dataset=input_dataset._variant_tensor,
+                                              sleep_microseconds=tf.constant(us, tf.int64),
+                                              **self._flat_structure)
+            super().__init__(input_dataset, variant)
+
+    return _Sleep(dataset, int(microseconds))
+
+
+def delayed(index, read_delay_ms: float, threads: int | str):
+    """Every element ``read_delay_ms`` later, with as many delays under way at once as map threads:
+    the latency of a slower tier. Native sleeps, not ``tf.py_function``: a Python function in the
+    map deadlocks TensorFlow's iterator when Ctrl-C interrupts it."""
+    import tensorflow as tf
+
+    us = int(read_delay_ms * 1000)
+    return index.interleave(lambda *e: sleep(tf.data.Dataset.from_tensors(e), us),
+                            cycle_length=num_parallel_calls(threads), num_parallel_calls=num_parallel_calls(threads),
+                            deterministic=True)
 
 
 def shuffled_order(n: int, seed: int) -> list[int]:

@@ -39,9 +39,17 @@ def now() -> str:
 
 
 def write(record: CellRecord, folder: str | os.PathLike) -> Path:
-    """Write ``record`` atomically as ``<folder>/record.json``."""
+    """Write ``record`` atomically as ``<folder>/record.json``; raises RecordError rather than replace
+    the record of another cell (a folder belongs to one cell)."""
     path = Path(folder) / FILENAME
-    tmp = path.with_suffix(".json.part")
+    if path.exists():
+        try:
+            other = json.loads(path.read_text()).get("cell_id")
+        except (OSError, ValueError, AttributeError):
+            other = "unreadable"
+        if other != record.cell_id:
+            raise RecordError(f"{path} holds the record of cell {other}, not of cell {record.cell_id}: not replaced")
+    tmp = path.with_suffix(f".json.{os.getpid()}.part")
     tmp.write_text(json.dumps(asdict(record), indent=2, sort_keys=False, default=str))
     os.replace(tmp, path)
     return path
@@ -53,10 +61,16 @@ def read(path: str | os.PathLike) -> CellRecord:
         raw: dict[str, Any] = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise RecordError(f"{path}: not a readable record ({e})") from e
+    if not isinstance(raw, dict):
+        raise RecordError(f"{path}: not a readable record (a JSON {type(raw).__name__}, not an object)")
     version = raw.get("schema_version")
     if version != SCHEMA_VERSION:
         raise RecordError(f"{path}: record schema version {version}, this project reads {SCHEMA_VERSION}")
     try:
-        return CellRecord(**raw)
+        rec = CellRecord(**raw)
     except TypeError as e:
         raise RecordError(f"{path}: record fields do not match schema {SCHEMA_VERSION} ({e})") from e
+    if not (isinstance(rec.config, dict) and isinstance(rec.runs, list) and isinstance(rec.provenance, dict)
+            and isinstance(rec.overrides, list) and rec.status in (COMPLETED, FAILED)):
+        raise RecordError(f"{path}: record fields do not match schema {SCHEMA_VERSION} (wrong types)")
+    return rec

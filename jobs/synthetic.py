@@ -23,6 +23,12 @@ from pathlib import Path
 GENERATOR_VERSION = 1
 MANIFEST = "manifest.csv"
 META = "dataset.json"
+LOCK = ".generating.lock"
+OVERHEAD = 1.1  # bytes on disk per byte of JPEG (sizes within +-5% of their target, block rounding)
+
+
+class NoSpace(ValueError):
+    """The file system cannot hold the images still to generate; nothing was generated."""
 
 
 @dataclass(frozen=True)
@@ -98,7 +104,7 @@ def _write_chunk(spec: SyntheticSpec, root: str, start: int, stop: int) -> list[
         path = os.path.join(root, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         data = encode(spec, i)
-        tmp = path + ".part"
+        tmp = f"{path}.{os.getpid()}.part"
         with open(tmp, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
@@ -112,21 +118,64 @@ def read_manifest(folder: Path) -> list[tuple[str, int, int]]:
         return [(r["path"], int(r["class"]), int(r["bytes"])) for r in csv.DictReader(f)]
 
 
+def estimate_bytes(spec: SyntheticSpec, start: int, stop: int) -> int:
+    """Disk space images ``start``..``stop`` will take (their target sizes, with overhead)."""
+    return int(sum(target_bytes(spec, i) + 4096 for i in range(start, stop)) * OVERHEAD)
+
+
+def _repair(spec: SyntheticSpec, folder: Path, rows: list[tuple[int, str, int, int]]) -> int:
+    """Regenerate the images of a set whose file is missing or has another size than its manifest
+    says (a damaged set is never measured as it is); returns how many were redone."""
+    bad = []
+    for i, rel, _, size in rows:
+        try:
+            ok = os.stat(folder / rel).st_size == size
+        except OSError:
+            ok = False
+        if not ok:
+            bad.append(i)
+    if bad:
+        print(f"[dataset] {len(bad)} images of {folder} are missing or damaged: regenerating them", file=sys.stderr)
+        for i in bad:
+            _write_chunk(spec, str(folder), i, i + 1)
+    return len(bad)
+
+
 def ensure(spec: SyntheticSpec, cache_root: Path, count: int, workers: int | None = None) -> Path:
     """Make sure the first ``count`` images of ``spec`` exist under ``cache_root``; return the folder.
 
-    Generation shows progress on stderr and extends an existing set instead of redoing it.
+    Generation shows progress on stderr and extends an existing set instead of redoing it; one
+    process generates a set at a time (a lock in its folder), others wait and then reuse it.
+    Raises NoSpace before writing anything when the file system is too full for the rest.
     """
+    import fcntl
+
     folder = cache_root / spec.key()
     folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return _ensure_locked(spec, folder, count, workers)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _ensure_locked(spec: SyntheticSpec, folder: Path, count: int, workers: int | None) -> Path:
     have = 0
     rows: list[tuple[int, str, int, int]] = []
     if (folder / META).exists() and (folder / MANIFEST).exists():
         have = json.loads((folder / META).read_text())["count"]
         rows = [(i, p, c, b) for i, (p, c, b) in enumerate(read_manifest(folder))][:have]
         have = len(rows)
+    _repair(spec, folder, rows[:count])
     if have >= count:
         return folder
+    import shutil
+
+    need, free = estimate_bytes(spec, have, count), shutil.disk_usage(folder).free
+    if need > free:
+        raise NoSpace(f"generating {count - have} synthetic images in {folder} needs ~{need / 1e6:.0f} MB, "
+                      f"{free / 1e6:.0f} MB are free")
     workers = workers or max(1, min(os.cpu_count() or 1, 8))
     todo = count - have
     chunk = max(16, min(256, todo // (workers * 8) or 16))
@@ -150,13 +199,14 @@ def ensure(spec: SyntheticSpec, cache_root: Path, count: int, workers: int | Non
                     file=sys.stderr,
                 )
     rows.sort()
-    tmp = folder / (MANIFEST + ".part")
+    tmp = folder / f"{MANIFEST}.{os.getpid()}.part"
     with open(tmp, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["path", "class", "bytes"])
         w.writerows((p, c, b) for _, p, c, b in rows)
     os.replace(tmp, folder / MANIFEST)
     meta = {"spec": asdict(spec), "generator": GENERATOR_VERSION, "count": count}
-    (folder / (META + ".part")).write_text(json.dumps(meta, indent=2))
-    os.replace(folder / (META + ".part"), folder / META)
+    tmp = folder / f"{META}.{os.getpid()}.part"
+    tmp.write_text(json.dumps(meta, indent=2))
+    os.replace(tmp, folder / META)
     return folder

@@ -57,10 +57,32 @@ def available() -> str | None:
     return None
 
 
-def _mounted_at(mount: str) -> bool:
+def _mount_at(mount: str) -> tuple[str, str] | None:
+    """(file-system type, source) of the top-most mount at ``mount``, or None when nothing is mounted there."""
     target = os.path.realpath(mount)
+    found = None
     with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == target for line in f)
+        for line in f:
+            fields = line.split()
+            if fields[4] == target:
+                after = fields[fields.index("-") + 1:]
+                found = (after[0], after[1])
+    return found
+
+
+def _backing_file(loop: str) -> str | None:
+    """The file behind a loop device (None when it is not a loop device or has none)."""
+    name = os.path.basename(os.path.realpath(loop))
+    try:
+        return Path(f"/sys/block/{name}/loop/backing_file").read_text().strip()
+    except OSError:
+        return None
+
+
+def _ours_mounted(image: str, mount: str) -> bool:
+    """Whether the mount at ``mount`` is this tier's loop device over ``image``."""
+    at = _mount_at(mount)
+    return at is not None and _backing_file(at[1]) == os.path.realpath(image)
 
 
 def _loops_of(image: str) -> list[str]:
@@ -68,8 +90,44 @@ def _loops_of(image: str) -> list[str]:
     return [line.split(":")[0] for line in out.splitlines() if line.strip()]
 
 
+def marker(image: str) -> Path:
+    """The file that says ``image`` was made by this project (it is never written without it)."""
+    return Path(image + ".iocampaign")
+
+
+def _image_is_ours(image: str, name: str) -> bool:
+    if marker(image).exists():
+        return True
+    # images made before the marker existed carry the tier's ext4 label
+    label = subprocess.run(["blkid", "-o", "value", "-s", "LABEL", image], capture_output=True, text=True).stdout.strip()
+    if label and label == name[:16]:
+        marker(image).write_text(json.dumps({"tier": name, "adopted": True}))
+        return True
+    return False
+
+
+def foreign(name: str, image: str, mount: str, key: str = "storage") -> str | None:
+    """Why tier ``name`` cannot use ``mount`` or ``image`` without touching something it does not
+    own (None when it can): a mount it did not make, a non-empty folder it would hide, a file at the
+    image's path that it did not create."""
+    at = _mount_at(mount)
+    if at is not None and not _ours_mounted(image, mount):
+        return (f"{key}.root={mount} has {at[0]} from {at[1]} mounted, which iocampaign did not mount "
+                f"(it unmounts only its own tiers): unmount it yourself or choose another {key}.root")
+    if at is None and os.path.isdir(mount) and any(os.scandir(mount)):
+        return (f"{key}.root={mount} is a folder with files in it: the emulated tier would be mounted over "
+                f"them; choose an empty or new folder for {key}.root")
+    if os.path.exists(mount) and not os.path.isdir(mount):
+        return f"{key}.root={mount} exists and is not a folder"
+    if os.path.lexists(image) and (not os.path.isfile(image) or os.path.islink(image) or not _image_is_ours(image, name)):
+        return (f"{key}.emulate.image_dir holds {image}, which iocampaign did not create: move it away or "
+                f"set {key}.emulate.image_dir to another folder")
+    return None
+
+
 def cleanup(name: str, image: str, mount: str) -> list[str]:
-    """Undo everything a tier ``name`` may have left (idempotent); returns what was undone."""
+    """Undo everything tier ``name`` may have left (idempotent); returns what was undone. Only the
+    tier's own mount (its loop device over ``image``), loop devices and cgroup are touched."""
     done = []
     cg = BLKIO / f"{CGROUP_PREFIX}{name}"
     if cg.exists():
@@ -90,12 +148,12 @@ def cleanup(name: str, image: str, mount: str) -> list[str]:
             except OSError:
                 time.sleep(0.1)
     for _ in range(3):
-        if not _mounted_at(mount):
+        if not _ours_mounted(image, mount):
             break
         if subprocess.run(["umount", mount], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", mount], capture_output=True)
+            subprocess.run(["umount", "-l", mount], capture_output=True)  # ours: lazily, if busy
         done.append(f"unmounted {mount}")
-    if os.path.exists(image):
+    if os.path.exists(image) and marker(image).exists():
         for loop in _loops_of(image):
             _sh("losetup", "-d", loop, check=False)
             done.append(f"detached {loop}")
@@ -105,12 +163,16 @@ def cleanup(name: str, image: str, mount: str) -> list[str]:
 
 def setup(name: str, image_dir: str, mount: str, size_gb: float, read_mb_s: float, write_mb_s: float) -> Tier:
     """Build (or rebuild after a crash) the tier and return it; the image file (allocated, not sparse),
-    and the data on it, is kept between runs."""
+    and the data on it, is kept between runs. Raises TierError, touching nothing, when the mount
+    point or the image path holds something the project did not make."""
     why = available()
     if why:
         raise TierError(f"storage={name}: {why}; without root use storage=local, or a real device with "
                         f"storage=hdd|ssd|optane storage.root=<its mount point>")
     image = str(Path(image_dir) / f"{name}.img")
+    why = foreign(name, image, mount)
+    if why:
+        raise TierError(f"storage={name}: {why}")
     cleanup(name, image, mount)
     for cg in BLKIO.glob(f"{CGROUP_PREFIX}cell-*"):  # combined cgroups of killed cells
         pid = cg.name.rsplit("-", 1)[1]
@@ -129,12 +191,14 @@ def setup(name: str, image_dir: str, mount: str, size_gb: float, read_mb_s: floa
     if fresh:
         # allocated, not sparse: first writes into a sparse image cost extra allocation on the real
         # disk, which made a tier's fresh blocks slower than its reused ones
+        marker(image).write_text(json.dumps({"tier": name, "size_gb": size_gb}))
         with open(image, "wb") as f:
             os.posix_fallocate(f.fileno(), 0, int(size_gb * 1e9))
     loop = _sh("losetup", "-f", "--show", "--direct-io=on", image)
     try:
         if fresh:
-            _sh("mkfs.ext4", "-q", "-F", "-L", name[:16], loop)
+            # nodiscard: mkfs would otherwise punch the allocated image back to sparse
+            _sh("mkfs.ext4", "-q", "-F", "-E", "nodiscard", "-L", name[:16], loop)
         Path(mount).mkdir(parents=True, exist_ok=True)
         _sh("mount", loop, mount)
         st = os.stat(loop)
@@ -203,7 +267,7 @@ def teardown(tier: Tier) -> None:
 def leftovers(name: str, image: str, mount: str) -> list[str]:
     """What of tier ``name`` is still there (empty when clean)."""
     out = []
-    if _mounted_at(mount):
+    if _ours_mounted(image, mount):
         out.append(f"mount {mount}")
     if os.path.exists(image):
         out += [f"loop {x}" for x in _loops_of(image)]

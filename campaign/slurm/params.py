@@ -7,7 +7,7 @@ import re
 
 from omegaconf import DictConfig
 
-from campaign.validate import ConfigError
+from campaign.errors import ConfigError
 
 # Values that become "#SBATCH --key=value" lines: names, lists, constraint expressions; no spaces,
 # no newlines, no shell (; ` $ ( ) < > quotes backslash).
@@ -40,6 +40,19 @@ def check(platform: DictConfig) -> None:
         raise ConfigError(f"platform.mem_gb={platform.mem_gb} must be positive")
     if platform.poll_s <= 0:
         raise ConfigError(f"platform.poll_s={platform.poll_s} must be positive")
+
+
+# The sweep folder becomes submitit's folder, named in "#SBATCH --output=<folder>/%j_%t_log.out" lines:
+# no line breaks or other control characters, no white space, no '%' (Slurm's filename patterns).
+_FOLDER = re.compile(r"^[^\x00-\x20\x7f%]+$")
+
+
+def check_folder(sweep_dir: str) -> None:
+    """Raise ConfigError when the sweep folder cannot go into an sbatch script as it is."""
+    if not _FOLDER.match(sweep_dir):
+        bad = next((c for c in sweep_dir if not _FOLDER.match(c)), "")
+        raise ConfigError(f"hydra.sweep.dir={sweep_dir!r} holds {bad!r}: with platform kind slurm the folder goes "
+                          "into #SBATCH lines, so it cannot hold white space, control characters or '%'")
 
 
 def executor_parameters(platform: DictConfig, job_name: str) -> dict:

@@ -164,7 +164,7 @@ def wait(ids: dict[int, str], sweep_dir: Path, platform: DictConfig) -> dict[int
 def record_endings(ids: dict[int, str], states: dict[int, sacct.JobState], cells: dict[int, Cell], sweep_dir: Path) -> None:
     """A cell whose job ended without writing a record (cancelled, timed out, node failure, killed)
     gets a failed record saying so, so the analysis reports it instead of missing it."""
-    from campaign.cell import cell_id, resolved
+    from campaign.plan import cell_id, resolved
     from jobs import records
 
     for num, state in states.items():
@@ -176,8 +176,7 @@ def record_endings(ids: dict[int, str], states: dict[int, sacct.JobState], cells
         else:
             message = f"Slurm job {ids[num]} ended {state.state}" + (f" (exit {state.exit_code})" if state.exit_code else "")
         folder.mkdir(parents=True, exist_ok=True)
-        cfg = OmegaConf.masked_copy(cells[num].config, [k for k in cells[num].config if k != "hydra"])
-        config = resolved(cfg)
+        config = resolved(cells[num].config)
         records.write(
             records.CellRecord(
                 cell_id=cell_id(config), status=records.FAILED, config=config, overrides=cells[num].overrides, runs=[],

@@ -1,0 +1,58 @@
+"""The folders this invocation of ``python -m campaign`` created (its run or sweep folder and the
+parents it had to make), so that a refusal or a dry run removes exactly those and never a folder
+that existed before, whatever it holds.
+
+Hydra creates the run folder after ``on_run_start`` and the sweep folder after
+``on_multirun_start``; the sweep callback notes the folder in both, before it exists.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+HYDRA_FILES = (".hydra", "multirun.yaml")  # what Hydra writes into a folder besides *.log
+
+_new: list[Path] = []  # folders this process will have created, deepest first
+_current: list[Path] = []  # the run or sweep folder of this invocation
+
+
+def note(folder: str | Path) -> None:
+    """Remember ``folder`` as this invocation's, and which of it and its parents do not exist yet."""
+    folder = Path(folder).absolute()
+    _current[:] = [folder]
+    _new.clear()
+    for p in (folder, *folder.parents):
+        if p.exists():
+            break
+        _new.append(p)
+
+
+def current() -> Path | None:
+    """This invocation's run or sweep folder, once noted."""
+    return _current[0] if _current else None
+
+
+def _only_hydra(folder: Path) -> bool:
+    return all(e.name in HYDRA_FILES or e.suffix == ".log" for e in folder.iterdir())
+
+
+def remove_new() -> list[Path]:
+    """Remove what this invocation created, if it still holds only Hydra's own files; returns what
+    was removed. A folder that existed before is never touched."""
+    removed = []
+    for p in _new:  # deepest first
+        if not p.is_dir():
+            continue
+        if p == _new[0]:
+            if not _only_hydra(p):
+                break
+            shutil.rmtree(p)
+        else:
+            try:
+                p.rmdir()  # a parent it made: only while empty
+            except OSError:
+                break
+        removed.append(p)
+    _new.clear()
+    return removed
