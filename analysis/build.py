@@ -56,8 +56,9 @@ def build(folder: str | Path, render: bool = True, baseline_from: str | Path | N
 
     folder = Path(folder)
     c = tables.collect(folder)
-    if not (c.cells or c.unreadable):
-        raise NothingToBuild(f"no cell records (record.json) and no plan.json under {folder}: nothing written")
+    if not c.cells:  # files named record.json that are not records do not make a campaign either
+        also = f" ({len(c.unreadable)} unreadable: {c.unreadable[0]})" if c.unreadable else ""
+        raise NothingToBuild(f"no cell records (record.json) and no plan.json under {folder}{also}: nothing written")
     out = Built(folder=folder, unreadable=c.unreadable, collected=c)
     out.failed = [x for x in c.cells if x["status"] == "failed"]
     out.missing = [x for x in c.cells if x["status"] == "missing"]

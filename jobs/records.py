@@ -59,7 +59,7 @@ def read(path: str | os.PathLike) -> CellRecord:
     """Read a record; raise RecordError for another schema version or a damaged file."""
     try:
         raw: dict[str, Any] = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, ValueError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise RecordError(f"{path}: not a readable record ({e})") from e
     if not isinstance(raw, dict):
         raise RecordError(f"{path}: not a readable record (a JSON {type(raw).__name__}, not an object)")

@@ -59,12 +59,24 @@ def test_a_killed_campaign_reports_its_missing_cells(tmp_path):
     assert list(cells["status"]) == ["missing", "missing"]
 
 
+def make_record(folder):
+    records.write(records.CellRecord(cell_id="c0", status="failed", config={}, overrides=[], runs=[], dataset={},
+                                     provenance={}, started_at="", finished_at="",
+                                     error={"type": "E", "message": "m", "traceback": ""}), folder)
+
+
 def test_unreadable_and_foreign_records_are_reported_not_skipped(tmp_path):
     (tmp_path / "0").mkdir()
     (tmp_path / "0" / "record.json").write_text(json.dumps({"schema_version": 999}))
     (tmp_path / "1").mkdir()
     (tmp_path / "1" / "record.json").write_text("{broken")
     p = analysis(str(tmp_path), cwd=tmp_path)
+    assert p.returncode == 1  # nothing but unreadable records: named, and no tables written over the folder
+    assert "2 unreadable" in p.stderr and "record schema version 999, this project reads 1" in p.stderr
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["0", "1"]
+    (tmp_path / "2").mkdir()  # beside a readable record, every unreadable one is listed
+    make_record(tmp_path / "2")
+    p = analysis(str(tmp_path), "--no-figures", cwd=tmp_path)
     assert p.returncode == 1
     assert "record schema version 999, this project reads 1" in p.stdout
     assert "1/record.json: not a readable record" in p.stdout
