@@ -8,7 +8,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # TensorFlow's C++ INFO line
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from campaign import choices, errors, outputs, schema, sweep  # noqa: E402
+from campaign import choices, errors, outputs, schema  # noqa: E402
 
 schema.register()
 
@@ -50,7 +50,8 @@ def run() -> int:
             return 2
         main()
     except errors.Stop as stop:
-        print(stop.message, file=sys.stderr)
+        if stop.message:
+            print(stop.message, file=sys.stderr)
         return stop.status
     except KeyboardInterrupt:
         print(_interrupted("SIGINT"), file=sys.stderr)
@@ -58,7 +59,7 @@ def run() -> int:
     except errors.Interrupted as e:
         print(_interrupted(str(e)), file=sys.stderr)
         return 128 + e.signum
-    return sweep.exit_status
+    return 0
 
 
 if __name__ == "__main__":

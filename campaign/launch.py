@@ -1,23 +1,35 @@
-"""Launch a sweep's cells: one after another in this process, or as Slurm jobs; skip the cells
-whose completed record is already in the sweep folder (resume).
-
-Hydra reaches this through the launcher plugin in ``hydra_plugins/iocampaign_launcher``.
+"""The one launch path of a campaign's cells, local or Slurm: skip the cells whose completed record
+is in the sweep folder (resume), then run the others here one after another, or submit them as one
+Slurm array. Returns what it did; a refusal raises ``errors.Stop``.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from omegaconf import DictConfig, open_dict
 
-from campaign import plan
-
 log = logging.getLogger(__name__)
+RAN, SUBMITTED = "ran", "submitted"
 
-# What the last launch in this process did, for the end-of-sweep summary: "ran", "submitted", "dry_run".
-outcome = "ran"
+
+@dataclass
+class Cell:
+    num: int  # the cell's number in the sweep: its folder, fixed by plan.json
+    overrides: list[str]
+    config: dict  # its resolved config (planned)
+    cell_id: str
+
+    def compose(self, hydra_context: Any, config: DictConfig) -> DictConfig:
+        """The full Hydra config of the cell (hydra node included), as its job runs it."""
+        cfg = hydra_context.config_loader.load_sweep_config(config, list(self.overrides))
+        with open_dict(cfg):
+            cfg.hydra.job.id = self.num
+            cfg.hydra.job.num = self.num
+        return cfg
 
 
 def completed_cells(sweep_dir: Path) -> dict[str, Path]:
@@ -35,74 +47,50 @@ def completed_cells(sweep_dir: Path) -> dict[str, Path]:
     return done
 
 
-def launch(hydra_context: Any, task_function: Any, config: DictConfig, job_overrides: Sequence[Sequence[str]],
-           initial_job_idx: int) -> list:
-    """Hydra Launcher.launch: run or submit every cell that has no completed record yet."""
-    global outcome
+def launch(hydra_context: Any, task_function: Any, config: DictConfig, cells: list[Cell]) -> str:
+    """Run or submit every cell that has no completed record yet; returns RAN or SUBMITTED."""
     from hydra.core.hydra_config import HydraConfig
-    from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, run_job, setup_globals
-
-    from campaign.slurm import submit
+    from hydra.core.utils import configure_log, filter_overrides, run_job, setup_globals
 
     setup_globals()
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     sweep_dir = Path(str(config.hydra.sweep.dir))
-    planned = {c.cell_id: c for c in plan.read(sweep_dir) if c.cell_id}
-    cells: list[submit.Cell] = []
-    ids: set[str] = set()
-    for i, overrides in enumerate(job_overrides):
-        cfg = hydra_context.config_loader.load_sweep_config(config, list(overrides))
-        cid = plan.id_of(cfg)
-        if cid in ids:
-            log.info("%s: the same cell as an earlier one of this grid, measured once", " ".join(overrides))
-            continue
-        ids.add(cid)
-        # the plan fixes the cell's folder (a dry run has no plan: cells are numbered in order)
-        num = planned[cid].num if cid in planned else initial_job_idx + i
-        with open_dict(cfg):
-            cfg.hydra.job.id = num
-            cfg.hydra.job.num = num
-        cells.append(submit.Cell(num, list(overrides), cfg))
-    platform = cells[0].config.platform
-    kind = str(getattr(platform.kind, "value", platform.kind))
-    if kind == "slurm" and platform.dry_run:
-        outcome = "dry_run"
-        print(submit.dry_run(cells, sweep_dir, platform), flush=True)
-        return [JobReturn(overrides=c.overrides, status=JobStatus.COMPLETED, _return_value=None) for c in cells]
-    sweep_dir.mkdir(parents=True, exist_ok=True)
     done = completed_cells(sweep_dir)
     todo = []
     for c in cells:
-        rec = done.get(plan.id_of(c.config))
-        if rec is not None:
-            log.info("#%d: completed before (%s), skipped", c.num, rec.relative_to(sweep_dir))
+        if c.cell_id in done:
+            log.info("#%d: completed before (%s), skipped", c.num, done[c.cell_id].relative_to(sweep_dir))
         else:
             todo.append(c)
-    returns = {c.num: JobReturn(overrides=c.overrides, status=JobStatus.COMPLETED, _return_value=None) for c in cells}
-    if kind == "local":
-        outcome = "ran"
+    platform = cells[0].config["platform"]
+    if platform["kind"] == "local":
         log.info("Launching %d cells here, one after another (%d done before)", len(todo), len(cells) - len(todo))
         for c in todo:
             log.info("\t#%d : %s", c.num, " ".join(filter_overrides(c.overrides)))
-            HydraConfig.instance().set_config(c.config)
-            returns[c.num] = run_job(hydra_context=hydra_context, task_function=task_function, config=c.config,
-                                     job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+            cfg = c.compose(hydra_context, config)
+            HydraConfig.instance().set_config(cfg)
+            run_job(hydra_context=hydra_context, task_function=task_function, config=cfg,
+                    job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
             configure_log(config.hydra.hydra_logging, config.hydra.verbose)
-        return [returns[c.num] for c in cells]
+        return RAN
     if not todo:
-        outcome = "ran"
-        return [returns[c.num] for c in cells]
-    try:
-        ids = submit.submit(todo, sweep_dir, platform, hydra_context)
-    except Exception as e:  # sbatch refused the array, or Slurm is not reachable: one line, nothing queued
-        from campaign.errors import Stop
+        return RAN
+    return _slurm(hydra_context, config, todo, sweep_dir)
 
+
+def _slurm(hydra_context: Any, config: DictConfig, todo: list[Cell], sweep_dir: Path) -> str:
+    from campaign import validate
+    from campaign.errors import Stop
+    from campaign.slurm import submit
+
+    platform = validate.View(todo[0].config["platform"])
+    try:
+        ids = submit.submit(todo, sweep_dir, platform, hydra_context, todo[0].compose(hydra_context, config))
+    except Exception as e:  # noqa: BLE001 - sbatch refused the array, or Slurm is not reachable: nothing queued
         msg = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
         raise Stop(f"campaign: submitting {len(todo)} cells to Slurm failed: {msg}", 1) from None
     if not platform.wait:
-        outcome = "submitted"
-        return [returns[c.num] for c in cells]
-    outcome = "ran"
+        return SUBMITTED
     states = submit.wait(ids, sweep_dir, platform)
     submit.record_endings(ids, states, {c.num: c for c in todo}, sweep_dir)
-    return [returns[c.num] for c in cells]
+    return RAN

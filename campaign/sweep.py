@@ -1,26 +1,23 @@
-"""The campaign around the cells: the plan of a multirun, checks before any cell runs, the summary after.
+"""The campaign around the cells: expand the grid, plan and check every cell before any runs, write
+``plan.json``, launch, and summarise at the end.
 
-Hydra calls ``SweepCallback`` (registered in ``conf/config.yaml``); it writes ``plan.json`` into the
-sweep folder so the analysis can tell missing cells from cells never planned, validates every
-cell's config before the first one runs, and rebuilds the tables and figures at the end.
+``hydra/sweeper=campaign`` (``hydra_plugins/iocampaign_sweeper``) calls ``sweep``; ``SweepCallback``
+(registered in ``conf/config.yaml``) notes the run or sweep folder before Hydra creates it and
+summarises a single run. Nothing here exits: a campaign that must end raises ``errors.Stop``.
 """
 
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from campaign import errors, outputs, plan, validate
 
 log = logging.getLogger(__name__)
-
-# Exit status of the last campaign in this process: 1 when a cell failed or is missing.
-exit_status = 0
 
 
 def expand(overrides: list[str]) -> list[list[str]]:
@@ -37,10 +34,88 @@ def expand(overrides: list[str]) -> list[list[str]]:
     return [list(cell) for batch in batches for cell in batch]
 
 
-def _compose(config_name: str, overrides: list[str]) -> DictConfig:
-    from hydra import compose
+def task_config(cfg: DictConfig) -> DictConfig:
+    """A composed config without Hydra's own node (what the task function sees)."""
+    return OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
 
-    return compose(config_name=config_name, overrides=overrides)
+
+def plan_cells(hydra_context: Any, config: DictConfig, cells: list[list[str]]):
+    """Every cell planned (resolved config and id) and checked; raises Stop naming the first bad cell."""
+    from campaign.planning import Planner
+
+    planner = Planner(lambda ov: task_config(hydra_context.config_loader.load_sweep_config(config, ov)))
+    memo: dict = {}
+    planned = []
+    for overrides in cells:
+        try:
+            pc = planner.cell(overrides)
+            validate.check(pc.config, memo)
+        except errors.ConfigError as e:
+            cell = " ".join(overrides) or "(defaults)"
+            raise errors.Stop(f"campaign: {e} [cell {cell}]; nothing was run", 2) from None
+        planned.append(pc)
+    log.debug("planned %d cells with %d compositions", len(planned), planner.compositions)
+    return planned
+
+
+def sweep(hydra_context: Any, task_function: Any, config: DictConfig, arguments: list[str]) -> None:
+    """The whole multirun: plan, check, launch (or print the dry run), summarise."""
+    from campaign import launch
+    from campaign.slurm import params as slurm_params
+
+    sweep_dir = Path(str(config.hydra.sweep.dir))
+    if str(getattr(config.platform.kind, "value", config.platform.kind)) == "slurm":
+        try:
+            slurm_params.check_folder(str(sweep_dir))
+        except errors.ConfigError as e:
+            raise errors.Stop(f"campaign: {e}; nothing was run", 2) from None
+    planned = plan_cells(hydra_context, config, expand(arguments))
+    platform = planned[0].config["platform"]
+    if platform["kind"] == "slurm" and platform["dry_run"]:
+        from campaign.slurm import submit
+
+        print(submit.dry_run(planned, sweep_dir, validate.View(platform)), flush=True)
+        return  # a dry run writes nothing
+    try:
+        mine, every = plan.assign(sweep_dir, [(p.overrides, p.cell_id) for p in planned])
+    except plan.PlanError as e:
+        raise errors.Stop(f"campaign: {e}; resume into another hydra.sweep.dir, or move the damaged plan.json "
+                          "away", 2) from None
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(config, sweep_dir / "multirun.yaml")
+    plan.write(sweep_dir, every)
+    log.info("campaign of %d cells in %s", len(mine), sweep_dir)
+    by_id = {p.cell_id: p for p in planned}
+    outcome = launch.launch(hydra_context, task_function, config,
+                            [launch.Cell(c.num, c.overrides, by_id[c.cell_id].config, c.cell_id) for c in mine])
+    if outcome == launch.SUBMITTED:
+        print(
+            f"campaign {sweep_dir}: submitted; the shell is yours again.\n"
+            f"  status:   python -m campaign.status {sweep_dir}\n"
+            f"  resume:   the same command with hydra.sweep.dir={sweep_dir} submits only failed or missing cells\n"
+            f"  results:  python -m analysis {sweep_dir}   (once the cells are done)",
+            flush=True,
+        )
+        return
+    summarise(sweep_dir)
+
+
+def summarise(folder: Path) -> None:
+    """Build the tables, figures and report of ``folder`` and print where they are; raises Stop
+    (status 1, the summary already printed) when a cell failed or is missing, or the build failed."""
+    from analysis.build import build
+
+    try:
+        out = build(folder)
+        from analysis.report import write_report
+
+        out.files.append(write_report(folder, built=out))
+    except Exception as e:  # noqa: BLE001 - the campaign must not end looking fine
+        raise errors.Stop(f"campaign: building the tables and figures of {folder} failed: {type(e).__name__}: {e}; "
+                          f"the records are intact; retry with: python -m analysis {folder}", 1) from None
+    print(out.describe(), flush=True)
+    if out.failed or out.missing or out.unreadable:
+        raise errors.Stop("", 1)
 
 
 class SweepCallback(Callback):
@@ -48,78 +123,11 @@ class SweepCallback(Callback):
         outputs.note(config.hydra.run.dir)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        global exit_status
-        exit_status = 0
         outputs.note(config.hydra.sweep.dir)
-        if str(getattr(config.platform.kind, "value", config.platform.kind)) == "slurm":
-            from campaign.slurm import params as slurm_params
-
-            try:
-                slurm_params.check_folder(str(config.hydra.sweep.dir))
-            except errors.ConfigError as e:
-                raise errors.Stop(f"campaign: {e}; nothing was run", 2) from None
-        params = config.hydra.sweeper.get("params") or {}
-        cells = expand([f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task))
-        ids = []
-        for overrides in cells:
-            cfg = _compose(config.hydra.job.config_name, overrides)
-            try:
-                validate.check(cfg)
-            except validate.ConfigError as e:
-                # Hydra turns a callback's exception into a warning and runs the sweep anyway: stop here.
-                cell = " ".join(overrides) or "(defaults)"
-                raise errors.Stop(f"campaign: {e} [cell {cell}]; nothing was run", 2) from None
-            ids.append(plan.id_of(cfg))
-        if config.platform.get("dry_run"):
-            return  # a dry run leaves nothing behind
-        sweep_dir = Path(config.hydra.sweep.dir)
-        try:
-            mine, every = plan.assign(sweep_dir, list(zip(cells, ids)))
-        except plan.PlanError as e:
-            raise errors.Stop(f"campaign: {e}; resume into another hydra.sweep.dir, or move the damaged plan.json "
-                              "away", 2) from None
-        sweep_dir.mkdir(parents=True, exist_ok=True)
-        plan.write(sweep_dir, every)
-        log.info("campaign of %d cells in %s", len(mine), sweep_dir)
-
-    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from campaign import launch
-
-        sweep_dir = Path(config.hydra.sweep.dir)
-        if launch.outcome == "dry_run":
-            outputs.remove_new()
-            return
-        if launch.outcome == "submitted":
-            print(
-                f"campaign {sweep_dir}: submitted; the shell is yours again.\n"
-                f"  status:   python -m campaign.status {sweep_dir}\n"
-                f"  resume:   the same command with hydra.sweep.dir={sweep_dir} submits only failed or missing cells\n"
-                f"  results:  python -m analysis {sweep_dir}   (once the cells are done)",
-                flush=True,
-            )
-            return
-        self._summarise(sweep_dir)
 
     def on_run_end(self, config: DictConfig, **kwargs: Any) -> None:
         run_dir = Path(config.hydra.run.dir)
         if (run_dir / "record.json").exists():
-            self._summarise(run_dir)
+            summarise(run_dir)
 
-    @staticmethod
-    def _summarise(folder: Path) -> None:
-        global exit_status
-        from analysis.build import build
 
-        try:
-            out = build(folder)
-            from analysis.report import write_report
-
-            out.files.append(write_report(folder, built=out))
-        except Exception as e:  # Hydra would only warn; the campaign must not end looking fine
-            exit_status = 1
-            print(f"campaign: building the tables and figures of {folder} failed: {type(e).__name__}: {e}", file=sys.stderr)
-            print(f"campaign: the records are intact; retry with: python -m analysis {folder}", file=sys.stderr)
-            return
-        print(out.describe(), flush=True)
-        if out.failed or out.missing or out.unreadable:
-            exit_status = 1

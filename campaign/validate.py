@@ -1,15 +1,53 @@
-"""Checks that types cannot express, in one place; each failure is one line naming the setting."""
+"""Checks that types cannot express, in one place; each failure is one line naming the setting.
+
+The checks read a cell's resolved config as plain data (``plan.resolved``), so that planning
+thousands of cells costs no DictConfig traversal; a memo shared across one planning pass keeps a
+storage root from being probed, or a dataset folder listed, once per cell.
+"""
 
 from __future__ import annotations
 
 import os
 import tempfile
-
-from omegaconf import DictConfig, OmegaConf
+from typing import Any
 
 from campaign.errors import ConfigError
 
-__all__ = ["ConfigError", "check", "threads_value"]
+__all__ = ["ConfigError", "check", "threads_value", "View"]
+MISSING = "???"
+
+
+class View:
+    """Attribute access over a plain config dict (``cfg.storage.root``), as a DictConfig offers."""
+
+    __slots__ = ("_d",)
+
+    def __init__(self, d: dict) -> None:
+        self._d = d
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self._wrap(self._d[key])
+        except KeyError:
+            raise AttributeError(key) from None
+
+    def __getitem__(self, key: str) -> Any:
+        return self._wrap(self._d[key])
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._wrap(self._d.get(key, default))
+
+    @staticmethod
+    def _wrap(v: Any) -> Any:
+        return View(v) if isinstance(v, dict) else v
+
+    def select(self, dotted: str) -> Any:
+        v: Any = self._d
+        for part in dotted.split("."):
+            if not isinstance(v, dict) or part not in v:
+                return None
+            v = v[part]
+        return self._wrap(v)
 
 
 def threads_value(raw) -> int | str:
@@ -27,15 +65,34 @@ def threads_value(raw) -> int | str:
     return value
 
 
-def _at_least(cfg: DictConfig, key: str, low: int) -> None:
-    value = OmegaConf.select(cfg, key)
+def _at_least(cfg: View, key: str, low: int) -> None:
+    value = cfg.select(key)
     if value is not None and value < low:
         raise ConfigError(f"{key}={value} must be at least {low}")
 
 
-def _storage_root(cfg: DictConfig, storage: DictConfig | None = None, key: str = "storage") -> str:
+def _memo(memo: dict | None, key: tuple, fn):
+    """``fn()``, or its earlier outcome (value or ConfigError) for ``key`` within one planning pass."""
+    if memo is None:
+        return fn()
+    if key not in memo:
+        try:
+            memo[key] = (fn(), None)
+        except ConfigError as e:
+            memo[key] = (None, e)
+    value, error = memo[key]
+    if error is not None:
+        raise error
+    return value
+
+
+def _storage_root(cfg: View, storage: View | None = None, key: str = "storage", memo: dict | None = None) -> str:
     """Check the root of a storage tier (``key`` names it in messages: storage, checkpoint.slow, ...)."""
     st = storage if storage is not None else cfg.storage
+    return _memo(memo, ("root", key, repr(st._d)), lambda: _check_root(st, key))
+
+
+def _check_root(st: View, key: str) -> str:
     if st.get("emulate") is not None:
         from jobs import tiers
 
@@ -52,7 +109,7 @@ def _storage_root(cfg: DictConfig, storage: DictConfig | None = None, key: str =
         if why:
             raise ConfigError(f"{key}={st.name}: {why}")
         return str(st.root)  # the tier's mount point: made when the cell starts
-    if OmegaConf.is_missing(st, "root"):
+    if st.root == MISSING:
         raise ConfigError(
             f"{key}.root is not set: {key}={st.name} needs the directory on that tier, "
             f"e.g. {key}.root=/mnt/{st.name}"
@@ -71,8 +128,12 @@ def _storage_root(cfg: DictConfig, storage: DictConfig | None = None, key: str =
     return root
 
 
-def _dataset_size(cfg: DictConfig) -> int:
+def _dataset_size(cfg: View, memo: dict | None = None) -> int:
     """Images the cell will read, listing a real dataset (raises ConfigError for an empty one)."""
+    return _memo(memo, ("dataset", repr(cfg.dataset._d)), lambda: _list_dataset(cfg))
+
+
+def _list_dataset(cfg: View) -> int:
     from jobs import datasets
 
     source = str(getattr(cfg.dataset.source, "value", cfg.dataset.source))
@@ -97,8 +158,15 @@ def _dataset_size(cfg: DictConfig) -> int:
     return min(n, len(items))
 
 
-def check(cfg: DictConfig) -> None:
-    """Raise ConfigError for the first setting that cannot run."""
+def check(config, memo: dict | None = None) -> None:
+    """Raise ConfigError for the first setting of a cell that cannot run. ``config``: the cell's
+    resolved config (a plain dict) or its DictConfig; ``memo``: a dict shared across one planning
+    pass, so file-system checks run once per distinct tier and dataset."""
+    if not isinstance(config, dict):
+        from campaign.plan import resolved
+
+        config = resolved(config)
+    cfg = View(config)
     if cfg.platform.get("needs_account") and not cfg.platform.get("account"):
         raise ConfigError(f"platform.account is not set: platform={cfg.platform.name} needs your allocation, e.g. platform.account=2024-1-23")
     threads_value(cfg.threads)
@@ -130,7 +198,7 @@ def check(cfg: DictConfig) -> None:
         raise ConfigError(f"workload.trace_interval_s={cfg.workload.trace_interval_s} must be between 0.05 and 10 seconds")
     if cfg.workload.read_delay_ms < 0:
         raise ConfigError(f"workload.read_delay_ms={cfg.workload.read_delay_ms} must not be negative")
-    _storage_root(cfg)
+    _storage_root(cfg, memo=memo)
     if kind == "checkpoint":
         ck = cfg.checkpoint
         if ck.every < 1 or ck.max_to_keep < 1:
@@ -138,12 +206,12 @@ def check(cfg: DictConfig) -> None:
         if cfg.workload.image_side < 64:
             raise ConfigError(f"workload.image_side={cfg.workload.image_side} is too small for AlexNet's three poolings (64 or more)")
         # the slow tier must be usable before training starts; a missing fast tier only falls back
-        _storage_root(cfg, ck.slow, "checkpoint.slow")
-    n = _dataset_size(cfg)
+        _storage_root(cfg, ck.slow, "checkpoint.slow", memo)
+    n = _dataset_size(cfg, memo)
     if cfg.batch_size > n:
         raise ConfigError(
             f"batch_size={cfg.batch_size} is larger than the dataset ({n} images; see dataset.num_images"
-            + ("" if str(cfg.dataset.source.value) == "synthetic" else f" and dataset.path={cfg.dataset.path}")
+            + ("" if str(cfg.dataset.source) == "synthetic" else f" and dataset.path={cfg.dataset.path}")
             + ")"
         )
     if cfg.platform.lock_timeout_min <= 0:

@@ -5,24 +5,16 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, open_dict
 
 from campaign.slurm import params, sacct
 
 log = logging.getLogger(__name__)
 SUBMITTED = "submitted.json"
 SUBMITIT_DIR = ".slurm"  # submitit's folder in the sweep: pickles, sbatch scripts, job logs
-
-
-@dataclass
-class Cell:
-    num: int  # the cell's number in the sweep (its folder name)
-    overrides: list[str]
-    config: DictConfig  # the composed config of the cell, hydra node included
 
 
 class CellJob:
@@ -67,7 +59,7 @@ class RequeueingCellJob(CellJob):
         return submitit.helpers.DelayedSubmission(self, *args, **kwargs)
 
 
-def executor(sweep_dir: Path, platform: DictConfig):
+def executor(sweep_dir: Path, platform):
     """submitit's Slurm executor for a campaign (folder under the sweep)."""
     import submitit
 
@@ -90,15 +82,16 @@ def sbatch_script(ex, count: int) -> str:
     return preview._make_submission_file_text(preview._submitit_command_str, "dry-run")
 
 
-def dry_run(cells: list[Cell], sweep_dir: Path, platform: DictConfig) -> str:
-    """The text a dry run prints: every cell with its key settings, then the sbatch script."""
+def dry_run(cells: list, sweep_dir: Path, platform) -> str:
+    """The text a dry run prints: every planned cell (``planning.PlannedConfig``) with its key
+    settings, then the sbatch script."""
     lines = [f"dry run: {len(cells)} cells would be submitted as one Slurm array (nothing was submitted)"]
-    for c in cells:
+    for num, c in enumerate(cells):
         cfg = c.config
         lines.append(
-            f"  #{c.num}: workload={cfg.workload.name} storage={cfg.storage.name} root={cfg.storage.root} "
-            f"threads={cfg.threads} batch_size={cfg.batch_size} prefetch={cfg.prefetch} repeats={cfg.repeats} "
-            f"[{' '.join(c.overrides)}]"
+            f"  #{num}: workload={cfg['workload']['name']} storage={cfg['storage']['name']} root={cfg['storage']['root']} "
+            f"threads={cfg['threads']} batch_size={cfg['batch_size']} prefetch={cfg['prefetch']} "
+            f"repeats={cfg['repeats']} [{' '.join(c.overrides)}]"
         )
     lines.append(f"sbatch script ({sweep_dir / SUBMITIT_DIR}):")
     lines.append(sbatch_script(executor(sweep_dir, platform), len(cells)))
@@ -110,12 +103,14 @@ def _load(sweep_dir: Path) -> dict:
     return json.loads(p.read_text()) if p.exists() else {"cells": {}}
 
 
-def submit(cells: list[Cell], sweep_dir: Path, platform: DictConfig, hydra_context: Any) -> dict[int, str]:
-    """Submit ``cells`` as one array; record cell -> job id in submitted.json; return that map."""
+def submit(cells: list, sweep_dir: Path, platform, hydra_context: Any, config: DictConfig) -> dict[int, str]:
+    """Submit ``cells`` (``launch.Cell``) as one array, each job composing its cell from ``config``
+    (a full composition, hydra node included) and its overrides; record cell -> job id in
+    submitted.json; return that map."""
     from hydra.core.singleton import Singleton
 
     ex = executor(sweep_dir, platform)
-    job = (RequeueingCellJob if platform.requeue_on_timeout else CellJob)(hydra_context, cells[0].config)
+    job = (RequeueingCellJob if platform.requeue_on_timeout else CellJob)(hydra_context, config)
     state = Singleton.get_state()
     with ex.batch():
         jobs = [ex.submit(job, c.overrides, c.num, state) for c in cells]
@@ -137,7 +132,7 @@ def latest_jobs(sweep_dir: Path) -> dict[int, str]:
     return {int(k): v["jobs"][-1]["job_id"] for k, v in _load(sweep_dir)["cells"].items() if v["jobs"]}
 
 
-def wait(ids: dict[int, str], sweep_dir: Path, platform: DictConfig) -> dict[int, sacct.JobState]:
+def wait(ids: dict[int, str], sweep_dir: Path, platform) -> dict[int, sacct.JobState]:
     """Poll Slurm until every job has ended; never forever (a deadline follows from the time limits)."""
     from jobs import records
 
@@ -161,10 +156,9 @@ def wait(ids: dict[int, str], sweep_dir: Path, platform: DictConfig) -> dict[int
         time.sleep(float(platform.poll_s))
 
 
-def record_endings(ids: dict[int, str], states: dict[int, sacct.JobState], cells: dict[int, Cell], sweep_dir: Path) -> None:
+def record_endings(ids: dict[int, str], states: dict[int, sacct.JobState], cells: dict, sweep_dir: Path) -> None:
     """A cell whose job ended without writing a record (cancelled, timed out, node failure, killed)
     gets a failed record saying so, so the analysis reports it instead of missing it."""
-    from campaign.plan import cell_id, resolved
     from jobs import records
 
     for num, state in states.items():
@@ -176,10 +170,10 @@ def record_endings(ids: dict[int, str], states: dict[int, sacct.JobState], cells
         else:
             message = f"Slurm job {ids[num]} ended {state.state}" + (f" (exit {state.exit_code})" if state.exit_code else "")
         folder.mkdir(parents=True, exist_ok=True)
-        config = resolved(cells[num].config)
+        config = cells[num].config
         records.write(
             records.CellRecord(
-                cell_id=cell_id(config), status=records.FAILED, config=config, overrides=cells[num].overrides, runs=[],
+                cell_id=cells[num].cell_id, status=records.FAILED, config=config, overrides=cells[num].overrides, runs=[],
                 dataset={}, provenance={"slurm": {"job_id": ids[num], "state": state.state, "node": state.node}},
                 started_at="", finished_at=records.now(),
                 error={"type": f"Slurm{state.state.title().replace('_', '')}", "message": message, "traceback": ""},

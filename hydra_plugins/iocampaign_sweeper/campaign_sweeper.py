@@ -1,42 +1,41 @@
-"""Hydra launcher plugin of iocampaign (Hydra finds plugins only under ``hydra_plugins``).
+"""Hydra sweeper plugin of iocampaign (Hydra finds plugins only under ``hydra_plugins``).
 
-The work happens in ``campaign.launch``; this shim only registers it as ``hydra/launcher=campaign``.
+The work happens in ``campaign.sweep``: it expands the grid as Hydra's basic sweeper does, plans
+every cell once (``campaign.planning``), validates all of them before anything runs, and hands the
+planned cells to the one launch path (``campaign.launch``), local or Slurm. This shim only registers
+it as ``hydra/sweeper=campaign``.
 """
 
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_store import ConfigStore
-from hydra.core.utils import JobReturn
-from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
 
 @dataclass
-class CampaignLauncherConf:
-    _target_: str = "hydra_plugins.iocampaign_launcher.campaign_launcher.CampaignLauncher"
+class CampaignSweeperConf:
+    _target_: str = "hydra_plugins.iocampaign_sweeper.campaign_sweeper.CampaignSweeper"
+    max_batch_size: Optional[int] = None  # kept for Hydra's interface; a campaign is planned as one batch
+    params: Optional[Dict[str, str]] = None  # the grid of an experiment preset (hydra.sweeper.params)
 
 
-ConfigStore.instance().store(group="hydra/launcher", name="campaign", node=CampaignLauncherConf, provider="iocampaign")
+ConfigStore.instance().store(group="hydra/sweeper", name="campaign", node=CampaignSweeperConf, provider="iocampaign")
 
 
-class CampaignLauncher(Launcher):
-    def __init__(self) -> None:
-        self.config: Optional[DictConfig] = None
-        self.hydra_context: Optional[HydraContext] = None
-        self.task_function: Optional[TaskFunction] = None
-
+class CampaignSweeper(BasicSweeper):
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
-        self.config = config
         self.hydra_context = hydra_context
+        self.config = config
         self.task_function = task_function
 
-    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from campaign.launch import launch
+    def sweep(self, arguments: List[str]) -> Any:
+        from campaign.sweep import sweep
 
-        assert self.config is not None and self.hydra_context is not None and self.task_function is not None
-        return launch(self.hydra_context, self.task_function, self.config, job_overrides, initial_job_idx)
+        assert self.config is not None and self.hydra_context is not None
+        return sweep(self.hydra_context, self.task_function, self.config, [*self._parse_config(), *arguments])
 
 
-__all__: Sequence[Any] = ["CampaignLauncher", "CampaignLauncherConf"]
+__all__: Sequence[Any] = ["CampaignSweeper", "CampaignSweeperConf"]

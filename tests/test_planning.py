@@ -1,0 +1,53 @@
+"""Planning: a planned cell equals Hydra's full composition of it, at a fraction of the cost."""
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from conftest import CONF
+from campaign import errors, plan, planning, schema
+
+CELLS = [
+    [],
+    ["threads=4", "batch_size=32"],
+    ["threads=autotune", "cache=warm", "workload.read_delay_ms=3", "seed=7"],
+    ["workload=alexnet_small", "threads=2", "prefetch=1", "workload.steps=null", "workload.width=0.5"],
+    ["workload=checkpoint", "checkpoint.target=burst_buffer", "checkpoint.mode=async", "storage@checkpoint.fast=local"],
+    ["workload=baseline", "workload.small_file_threads=[1,4]", "storage=tmpfs", "workload.file_gb=1"],
+    ["storage=ssd", "storage.root=/mnt/ssd", "dataset=caltech101", "dataset.num_images=99", "platform=slurm",
+     "platform.timeout_min=30", "platform.setup=[module load x]"],
+    ["+extra=1"],  # Hydra's own semantics: composed in full
+]
+
+
+@pytest.fixture(scope="module")
+def composer():
+    schema.register()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        yield lambda ov: compose("config", overrides=list(ov))
+
+
+@pytest.mark.parametrize("overrides", CELLS, ids=lambda c: " ".join(c) or "defaults")
+def test_a_planned_cell_is_the_full_composition(composer, overrides):
+    planner = planning.Planner(composer)
+    if overrides == ["+extra=1"]:
+        cell = planner.cell(overrides)
+        assert cell.config["extra"] == 1
+        return
+    full = plan.resolved(composer(overrides))
+    cell = planner.cell(overrides)
+    assert cell.config == full
+    assert cell.cell_id == plan.cell_id(full)
+
+
+def test_cells_sharing_group_choices_are_composed_once(composer):
+    planner = planning.Planner(composer)
+    ids = {planner.cell([f"threads={t}", f"batch_size={b}"]).cell_id for t in range(1, 5) for b in (8, 16, 32)}
+    ids |= {planner.cell(["storage=tmpfs", f"threads={t}"]).cell_id for t in range(1, 5)}
+    assert len(ids) == 16 and planner.compositions == 2
+
+
+@pytest.mark.parametrize("override,expected", [("batch_size=many", "batch_size=many"), ("nosuchkey=1", "nosuchkey=1"),
+                                               ("checkpoint.mode=later", "checkpoint.mode=later")])
+def test_a_bad_value_names_the_override(composer, override, expected):
+    with pytest.raises(errors.ConfigError, match=expected):
+        planning.Planner(composer).cell([override])
