@@ -35,6 +35,9 @@ def compare_main(argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    from jobs import workloads
+
+    workloads.discover()  # metrics that workloads beyond the built-in ones declare become columns too
     if argv and argv[0] == "compare":
         return compare_main(argv[1:])
     p = argparse.ArgumentParser(prog="python -m analysis", description=__doc__)

@@ -33,7 +33,7 @@ def _cell_values(cfg: dict) -> dict:
     return {
         "workload": cfg["workload"]["name"],
         "storage": cfg["storage"]["name"],
-        "dataset": cfg["dataset"]["name"],
+        "dataset": cfg["dataset"]["name"] if isinstance(cfg.get("dataset"), dict) else "",
         "threads": cfg["threads"],
         "batch_size": cfg["batch_size"],
         "prefetch": cfg["prefetch"],

@@ -11,14 +11,26 @@ ALIAS_PREFIX = "default_for_"  # dataset/default_for_<workload>: the dataset a w
 _ARG = re.compile(r"^(?:\+{1,2}|~)?(?P<group>[a-z_]+)(?:@[\w.]+)?=(?P<value>[^\s]*)$")
 
 
-def presets(group: str, aliases: bool = False) -> list[str]:
-    """Names of the YAML presets of a config group (the per-workload default aliases only if asked)."""
-    names = sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+def searchpath(args: list[str]) -> list[Path]:
+    """Config folders added on the command line with ``hydra.searchpath=[file://...]``."""
+    out = []
+    for arg in args:
+        if arg.startswith("hydra.searchpath="):
+            for item in re.findall(r"file://([^,\]\s'\"]+)", arg):
+                out.append(Path(item))
+    return out
+
+
+def presets(group: str, aliases: bool = False, extra: list[Path] | None = None) -> list[str]:
+    """Names of the YAML presets of a config group (the per-workload default aliases only if asked),
+    in ``conf/`` and in the folders of ``extra``."""
+    names = sorted({p.stem for d in [CONF_DIR, *(extra or [])] for p in (d / group).glob("*.yaml")})
     return names if aliases else [n for n in names if not n.startswith(ALIAS_PREFIX)]
 
 
 def unknown_choice(args: list[str]) -> str | None:
     """One line naming the first unknown group choice in ``args`` and the valid ones, or None."""
+    extra = searchpath(args)
     for arg in args:
         m = _ARG.match(arg)
         if not m or m["group"] not in GROUPS:
@@ -26,9 +38,9 @@ def unknown_choice(args: list[str]) -> str | None:
         value = m["value"]
         if not re.fullmatch(r"[\w.-]+(,[\w.-]+)*", value):
             continue  # sweep functions such as choice(...) are Hydra's to parse
-        valid = presets(m["group"])
+        valid = presets(m["group"], extra=extra)
         for name in value.split(","):
-            if name not in presets(m["group"], aliases=True):
+            if name not in presets(m["group"], aliases=True, extra=extra):
                 return f"unknown {m['group']} '{name}' (in '{arg}'); valid: {', '.join(valid)}"
     return None
 
@@ -43,6 +55,31 @@ def _template():
         workload=schema.WorkloadConf(), storage=schema.StorageConf(), dataset=schema.DatasetConf(),
         platform=schema.PlatformConf(), checkpoint=schema.CheckpointConf(fast=schema.StorageConf(),
                                                                           slow=schema.StorageConf())))
+
+
+def _workload_field(key: str, value) -> str | None:
+    """For ``workload.<field>`` that only some workloads' schemas have: why every one of them refuses
+    ``value`` (None when one accepts it or none has the field)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import ValidationError
+
+    from jobs import workloads
+
+    if not key.startswith("workload.") or key.count(".") != 1:
+        return None
+    field = key.split(".", 1)[1]
+    why = None
+    for name in workloads.names():
+        schema = workloads.get(name).schema
+        node = OmegaConf.structured(schema)
+        if field not in node:
+            continue
+        try:
+            OmegaConf.update(node, field, value, merge=True)
+            return None
+        except ValidationError as e:
+            why = f"{key}={value}: {str(e).splitlines()[0]}"
+    return why
 
 
 def bad_value(args: list[str]) -> str | None:
@@ -82,5 +119,8 @@ def bad_value(args: list[str]) -> str | None:
                 why = str(e).splitlines()[0]
                 return f"{key}={value}: {why}"
             except Exception:  # noqa: BLE001 - unknown keys, containers: Hydra's to report
+                why = _workload_field(key, value)
+                if why:
+                    return why
                 break
     return None

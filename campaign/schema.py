@@ -29,13 +29,6 @@ class Pipeline(Enum):
     read_only = "read_only"  # read_file only (Fig. 5)
 
 
-class Kind(Enum):
-    microbench = "microbench"  # iterate the input pipeline, no compute (Section III-A)
-    alexnet = "alexnet"  # train AlexNet on the pipeline's batches (Section III-B)
-    baseline = "baseline"  # the tier's own bandwidth with IOR/fio (Table I) and its small-file rate
-    checkpoint = "checkpoint"  # AlexNet with periodic checkpoints (Section III-C)
-
-
 class Device(Enum):
     auto = "auto"  # the first GPU when TensorFlow sees one, else the CPU
     cpu = "cpu"
@@ -45,7 +38,7 @@ class Device(Enum):
 @dataclass
 class WorkloadConf:
     name: str = MISSING  # workload label used in records and tables
-    kind: Kind = Kind.microbench  # the job that runs in the cell
+    kind: str = "microbench"  # the workload module that runs in the cell (a name in jobs.workloads' registry)
     pipeline: Pipeline = Pipeline.decode_resize  # what the mapped function does to every file
     image_side: int = 224  # side of the resized square image, pixels (alexnet: also the model's input)
     batches: Optional[int] = None  # microbench: stop after this many batches; null = the whole set
@@ -183,3 +176,6 @@ def register() -> None:
     cs.store(name="campaign_schema", node=CampaignConf)
     for group, node in GROUPS.items():
         cs.store(group=group, name=f"{group}_schema", node=node)
+    from jobs import workloads
+
+    workloads.discover()  # every workload stores its own schema as workload/<kind>_schema

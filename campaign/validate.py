@@ -13,7 +13,7 @@ from typing import Any
 
 from campaign.errors import ConfigError
 
-__all__ = ["ConfigError", "check", "threads_value", "View"]
+__all__ = ["ConfigError", "check", "storage_root", "threads_value", "View"]
 MISSING = "???"
 
 
@@ -86,8 +86,9 @@ def _memo(memo: dict | None, key: tuple, fn):
     return value
 
 
-def _storage_root(cfg: View, storage: View | None = None, key: str = "storage", memo: dict | None = None) -> str:
-    """Check the root of a storage tier (``key`` names it in messages: storage, checkpoint.slow, ...)."""
+def storage_root(cfg: View, storage: View | None = None, key: str = "storage", memo: dict | None = None) -> str:
+    """Check the root of a storage tier (``key`` names it in messages: storage, checkpoint.slow, ...);
+    returns it. Workloads that touch more tiers check theirs with this."""
     st = storage if storage is not None else cfg.storage
     return _memo(memo, ("root", key, repr(st._d)), lambda: _check_root(st, key))
 
@@ -180,35 +181,26 @@ def check(config, memo: dict | None = None) -> None:
         ("workload.batches", 1),
     ):
         _at_least(cfg, key, low)
-    kind = str(getattr(cfg.workload.kind, "value", cfg.workload.kind))
-    if kind == "alexnet" and cfg.workload.image_side < 64:
-        raise ConfigError(f"workload.image_side={cfg.workload.image_side} is too small for AlexNet's three poolings (64 or more)")
-    if kind == "alexnet" and cfg.workload.width <= 0:
-        raise ConfigError(f"workload.width={cfg.workload.width} must be positive (1.0 = the paper's AlexNet)")
-    if kind == "baseline":
-        if cfg.workload.file_gb <= 0:
-            raise ConfigError(f"workload.file_gb={cfg.workload.file_gb} must be positive")
-        if not cfg.workload.small_file_threads or min(cfg.workload.small_file_threads) < 1:
-            raise ConfigError(f"workload.small_file_threads={list(cfg.workload.small_file_threads)} must list positive thread counts")
-        import shutil
+    from jobs import workloads
 
-        if not (shutil.which("ior") or shutil.which("fio")):
-            raise ConfigError("workload=baseline needs ior or fio on PATH (Debian: apt-get install fio)")
+    try:
+        workload = workloads.get(str(cfg.workload.kind))
+    except KeyError as e:
+        raise ConfigError(e.args[0]) from None
+    workload.check(cfg)
     if not 0.05 <= cfg.workload.trace_interval_s <= 10:
         raise ConfigError(f"workload.trace_interval_s={cfg.workload.trace_interval_s} must be between 0.05 and 10 seconds")
     if cfg.workload.read_delay_ms < 0:
         raise ConfigError(f"workload.read_delay_ms={cfg.workload.read_delay_ms} must not be negative")
-    _storage_root(cfg, memo=memo)
-    if kind == "checkpoint":
-        ck = cfg.checkpoint
-        if ck.every < 1 or ck.max_to_keep < 1:
-            raise ConfigError(f"checkpoint.every={ck.every} and checkpoint.max_to_keep={ck.max_to_keep} must be at least 1")
-        if cfg.workload.image_side < 64:
-            raise ConfigError(f"workload.image_side={cfg.workload.image_side} is too small for AlexNet's three poolings (64 or more)")
-        # the slow tier must be usable before training starts; a missing fast tier only falls back
-        _storage_root(cfg, ck.slow, "checkpoint.slow", memo)
-    n = _dataset_size(cfg, memo)
-    if cfg.batch_size > n:
+    storage_root(cfg, memo=memo)
+    if not isinstance(config.get("dataset"), dict):
+        if workload.needs_dataset:
+            raise ConfigError(f"workload={cfg.workload.name} reads a dataset and has none: add dataset=imagenet_subset "
+                              "(or caltech101, or dataset.source=folder dataset.path=...)")
+        n = None
+    else:
+        n = _dataset_size(cfg, memo)
+    if n is not None and cfg.batch_size > n:
         raise ConfigError(
             f"batch_size={cfg.batch_size} is larger than the dataset ({n} images; see dataset.num_images"
             + ("" if str(cfg.dataset.source) == "synthetic" else f" and dataset.path={cfg.dataset.path}")

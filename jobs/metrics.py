@@ -51,6 +51,21 @@ METRICS: dict[str, Metric] = {
 }
 
 
+def declare(metric: Metric) -> Metric:
+    """Add a workload's metric (idempotent); results.csv gains its column after the built-in ones.
+    Raises ValueError when another declaration already uses the name with another unit or meaning."""
+    known = METRICS.get(metric.name)
+    if known is not None and known != metric:
+        raise ValueError(f"metric {metric.name} is declared twice, differently: {known} and {metric}")
+    METRICS[metric.name] = metric
+    return metric
+
+
+def of(*names: str) -> tuple[Metric, ...]:
+    """The declared metrics named ``names`` (for a built-in workload's declaration)."""
+    return tuple(METRICS[n] for n in names)
+
+
 def label(name: str) -> str:
     """Axis label of a metric: its short description and unit."""
     return METRICS[name].label

@@ -89,9 +89,10 @@ def _git(*args: str) -> str | None:
     return out.stdout.strip()
 
 
-def versions() -> dict[str, str | None]:
+def versions(extra: tuple[str, ...] = ()) -> dict[str, str | None]:
+    """Python's version and those of the common packages plus ``extra`` (a workload's)."""
     out: dict[str, str | None] = {"python": platform.python_version()}
-    for name in PACKAGES:
+    for name in dict.fromkeys((*PACKAGES, *extra)):
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -142,7 +143,7 @@ def tier_facts(path: str, fs_type: str) -> dict:
     return out
 
 
-def collect(storage_root: str, data_dir: str | None = None) -> dict:
+def collect(storage_root: str, data_dir: str | None = None, packages: tuple[str, ...] = ()) -> dict:
     """Provenance of a cell: host, kernel, CPU, memory, the tier's mount, versions and git commit."""
     commit = _git("rev-parse", "HEAD")
     dirty = _git("status", "--porcelain", "--untracked-files=no")
@@ -159,7 +160,7 @@ def collect(storage_root: str, data_dir: str | None = None) -> dict:
         "storage_mount": asdict(storage_mount),
         "storage_space": tier_facts(storage_root, storage_mount.fs_type),
         "data_mount": asdict(mount_of(data_dir)) if data_dir else None,
-        "versions": versions(),
+        "versions": versions(packages),
         "git_commit": commit,
         "git_dirty": None if dirty is None else bool(dirty),
         "argv": sys.argv,

@@ -32,7 +32,7 @@ def test_every_preset_composes(group):
             if name == "paper":  # several grids: campaign/paper.py runs them; the preset only names it
                 assert cfg.workload.name == "microbench"
             else:
-                assert cfg.workload.kind.value == "alexnet" and cfg.hydra.mode.name == "MULTIRUN"
+                assert cfg.workload.kind == "alexnet" and cfg.hydra.mode.name == "MULTIRUN"
             continue
         cfg = _compose(f"{group}={name}")
         assert name.startswith(cfg[group].name)  # alexnet_small is AlexNet at another scale

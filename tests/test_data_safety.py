@@ -188,9 +188,9 @@ def test_a_fifo_in_the_file_list_is_skipped_counted_and_never_opened(tmp_path, c
 
 
 def test_waiting_for_a_device_lock_has_a_time_limit(tmp_path):
-    from campaign import locks
+    from jobs import locks
 
-    code = ("import time; from campaign import locks;"
+    code = ("import time; from jobs import locks;"
             f"cm = locks.device_lock({str(tmp_path)!r}, {str(tmp_path)!r}); cm.__enter__(); print('held', flush=True);"
             "time.sleep(60)")
     holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,

@@ -1,0 +1,164 @@
+"""The generic run loop of a cell, for any registered workload, outside Hydra.
+
+Under the locks of the tiers and devices the cell touches: build its emulated tiers, list or
+generate its dataset, then run warm-ups and repeats, each from the requested cache state (evicted
+and verified, or warmed), classify what each run actually had, and return the runs with the dataset
+summary and provenance. ``campaign.cell`` wraps this into the cell's record; benchmarks call it
+directly with a resolved config.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import statistics
+from dataclasses import asdict
+from pathlib import Path
+
+from jobs import records, workloads
+
+log = logging.getLogger(__name__)
+
+
+def _view(config: dict):
+    from campaign.validate import View
+
+    return View(config)
+
+
+def dataset_summary(ds) -> dict:
+    return {
+        "name": ds.name,
+        "source": ds.source,
+        "location": ds.location,
+        "files": len(ds.files),
+        "classes": ds.num_classes,
+        "total_bytes": ds.total_bytes,
+        "median_file_bytes": statistics.median(ds.sizes) if ds.sizes else 0,
+        "skipped_not_regular": len(ds.skipped),
+        "skipped_files": list(ds.skipped[:50]),
+    }
+
+
+def measure(config: dict, job_dir: Path) -> tuple[list[dict], dict, dict]:
+    """Every run of the cell whose resolved config is ``config`` (warm-ups first) with its cache
+    evidence; plus dataset summary and provenance.
+
+    Everything that writes on a tier (its set-up, the dataset's generation, the runs, the tear-down)
+    happens under the locks of the tiers and devices the cell touches.
+    """
+    from jobs import cache, datasets, locks, provenance
+
+    cfg = _view(config)
+    w = workloads.get(cfg.workload.kind)
+    tiers_of = w.tiers(cfg)
+    root = str(cfg.storage.root)
+    lock_dir = str(cfg.platform.lock_dir)
+    timeout = float(cfg.platform.lock_timeout_min) * 60
+    emulated = {locks.tier_lock_path(lock_dir, st.name): f"emulated tier {st.name}"
+                for st in tiers_of if st.get("emulate") is not None}
+    with locks.all_of(emulated, timeout) as tier_wait, _tier(cfg, tiers_of) as (tier, all_tiers):
+        if not isinstance(config.get("dataset"), dict):  # a workload that reads no dataset (needs_dataset=False)
+            ds = datasets.Dataset("", "none", root, (), (), (), 0)
+            synthetic = False
+        else:
+            synthetic = str(cfg.dataset.source) == "synthetic"
+            ds = None if synthetic else datasets.resolve(cfg.dataset, root, int(cfg.seed))  # lists only
+        measured = [root if synthetic or not ds.files else os.path.dirname(ds.files[0])]
+        measured += [str(st.root) for st in tiers_of[1:] if os.path.isdir(str(st.root))]
+        with locks.all_of(locks.devices(lock_dir, measured), timeout) as device_wait:
+            if ds is None:
+                ds = datasets.resolve(cfg.dataset, root, int(cfg.seed))  # generates under the lock
+            data_dir = os.path.dirname(ds.files[0]) if ds.files else root
+            prov = provenance.collect(root, data_dir, w.packages)
+            prov["device_lock_wait_s"] = tier_wait + device_wait
+            if not all_tiers:
+                return _runs(w, cfg, config, job_dir, ds, data_dir, prov), dataset_summary(ds), prov
+            from jobs import tiers
+
+            if tier is not None:
+                prov["emulated_tier"] = asdict(tier)
+            prov["emulated_tiers"] = [asdict(t) for t in all_tiers]
+            cache.evict(ds.files)  # flush the freshly written set before the throttle applies
+            cg = tiers.join_all(all_tiers)
+            try:
+                runs = _runs(w, cfg, config, job_dir, ds, data_dir, prov)
+            finally:
+                tiers.leave_all(cg)
+    return runs, dataset_summary(ds), prov
+
+
+@contextlib.contextmanager
+def _tier(cfg, tiers_of: list):
+    """The emulated tiers of the cell, set up for the cell and torn down after it; yields the
+    storage's own tier (or None) and the list of all of them."""
+    from jobs import tiers
+
+    built: dict[str, tiers.Tier] = {}
+    try:
+        for st in tiers_of:
+            emulate = st.get("emulate")
+            if emulate is None or st.name in built:
+                continue
+            built[st.name] = tiers.setup(st.name, str(emulate.image_dir), str(st.root), float(emulate.size_gb),
+                                         float(emulate.read_mb_s), float(emulate.write_mb_s))
+            t = built[st.name]
+            log.info("emulated tier %s: %s on %s (%s), throttled to %.0f MB/s read, %.0f MB/s write", t.name,
+                     t.mount, t.loop, t.dev, emulate.read_mb_s, emulate.write_mb_s)
+        yield built.get(cfg.storage.name), list(built.values())
+    finally:
+        for t in built.values():
+            tiers.teardown(t)
+
+
+def _skipped_as_dropped(ds, result: dict) -> None:
+    """Files the listing skipped (FIFOs, sockets, devices: reading them could block forever) count
+    as dropped, like the unreadable files ignore_errors removes."""
+    if ds.skipped:
+        result["images_dropped"] += len(ds.skipped)
+        result["dropped_files"] = [*ds.skipped, *result.get("dropped_files", [])][:50]
+
+
+def _runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, data_dir: str, prov: dict) -> list[dict]:
+    """The cell's runs, warm-ups first, each from the requested cache state (the caller holds the locks)."""
+    from jobs import cache, trace
+
+    fs_type = (prov["data_mount"] or prov["storage_mount"])["fs_type"]
+    requested = str(cfg.cache)
+    if cfg.storage.kind == "memory" and fs_type not in cache.MEMORY_FS:
+        log.warning("storage=%s describes a memory tier, but %s is on %s: runs are judged as %s", cfg.storage.name,
+                    data_dir, fs_type, fs_type)
+    if ds.skipped:
+        log.warning("%d listed files are not regular files and are skipped (counted as dropped), e.g. %s",
+                    len(ds.skipped), list(ds.skipped[:3]))
+    disk = trace.device_of(data_dir)
+    runs: list[dict] = []
+    for k in range(cfg.warmup + cfg.repeats):
+        warmup = k < cfg.warmup
+        if requested == "cold":
+            resident = cache.evict(ds.files, drop_caches=bool(cfg.drop_caches)).resident_bytes_after
+        else:
+            cache.warm(ds.files)
+            resident, _ = cache.residency(ds.files)
+        started = records.now()
+        seed = int(cfg.seed) + k
+        run = k + 1 - cfg.warmup  # measured runs are 1..repeats; warm-ups are <= 0
+        result = w.run_once(workloads.RunContext(ds, cfg, config, seed, job_dir, run, disk))
+        workloads.check_result(w, result)
+        _skipped_as_dropped(ds, result)
+        state = cache.classify(requested, cfg.storage.kind, fs_type, result["bytes_read_device"], result["bytes_consumed"])
+        runs.append({"run": run, "warmup": warmup, "started_at": started, "shuffle_seed": seed,
+                     "cache_requested": requested, "cache_state": state, "resident_bytes_before": resident, **result})
+        _log(w, warmup, k, cfg, result, state)
+    return runs
+
+
+def _log(w: workloads.Workload, warmup: bool, k: int, cfg, result: dict, state: str) -> None:
+    ratio = (f"{result['bytes_read_device'] / result['bytes_consumed']:.0%} of consumed from the device"
+             if result["bytes_read_device"] is not None and result["bytes_consumed"] else "device bytes not counted")
+    log.info("%s %d/%d: %s, %d images (%d dropped), cache %s (%s)", "warm-up" if warmup else "run",
+             k + 1 if warmup else k + 1 - cfg.warmup, cfg.warmup if warmup else cfg.repeats, w.describe(result),
+             result["images"], result["images_dropped"], state, ratio)
+    if result["images_dropped"] and result.get("dropped_files"):
+        log.warning("%d files dropped by ignore_errors, e.g. %s", result["images_dropped"], result["dropped_files"][:3])

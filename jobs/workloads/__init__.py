@@ -1,0 +1,134 @@
+"""The workload registry: a workload is one module (a ``Workload`` subclass, registered here) plus
+one preset (``conf/workload/<name>.yaml``).
+
+A workload declares its name, its config schema (a dataclass inheriting ``WorkloadConf``; stored in
+Hydra's ConfigStore as ``workload/<name>_schema`` for its preset to name), the metrics its runs
+report (with units, ``jobs.metrics``; the runner rejects a result key that was not declared), its
+checks, the storage tiers it touches, how one run executes, its log line, and the packages that go
+into provenance. The generic loop around it (eviction, locks, warm-ups, repeats, cache
+classification, records) is ``jobs.runner``.
+
+Built-in workloads live in this package. More are found in modules of the namespace package
+``iocampaign_workloads`` anywhere on ``sys.path``, as Hydra finds plugins under ``hydra_plugins``:
+adding one takes ``iocampaign_workloads/<name>.py`` and a preset in a config folder named with
+``hydra.searchpath``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from jobs.metrics import Metric, declare
+
+EXTERNAL = "iocampaign_workloads"
+
+
+class WorkloadError(RuntimeError):
+    """A workload broke its declaration (an undeclared result key, a missing required one)."""
+
+
+@dataclass
+class RunContext:
+    """What one run of a cell gets from the runner."""
+
+    ds: Any  # jobs.datasets.Dataset
+    cfg: Any  # the cell's config: attribute access over its resolved data (campaign.validate.View)
+    config: dict  # the same, plain (as the record keeps it)
+    seed: int  # this run's seed
+    job_dir: Path  # the cell's folder: per-run files go here
+    run: int  # 1..repeats for measured runs, <= 0 for warm-ups
+    disk: str | None  # the block device holding the data, for device-level traces
+
+    @property
+    def tag(self) -> str:
+        """``run3`` or ``warmup1``: names this run's files."""
+        return f"run{self.run}" if self.run > 0 else f"warmup{1 - self.run}"
+
+
+class Workload:
+    """Base of every workload; subclasses set the class attributes and override what they need."""
+
+    name: ClassVar[str]  # the registry key: the preset's ``kind``
+    schema: ClassVar[type]  # its config dataclass (inherits campaign.schema.WorkloadConf)
+    metrics: ClassVar[tuple[Metric, ...]] = ()  # per-run scalars it reports, beyond the common ones
+    record_keys: ClassVar[tuple[str, ...]] = ()  # other per-run keys it records (lists, file names, facts)
+    packages: ClassVar[tuple[str, ...]] = ()  # distributions whose versions go into provenance
+    needs_dataset: ClassVar[bool] = True
+
+    def check(self, cfg) -> None:
+        """Raise campaign.errors.ConfigError (one line naming the setting) for what cannot run."""
+
+    def tiers(self, cfg) -> list:
+        """Every storage tier the cell touches (the data's first)."""
+        return [cfg.storage]
+
+    def run_once(self, ctx: RunContext) -> dict:
+        """One run; returns its metrics (and declared record keys)."""
+        raise NotImplementedError
+
+    def describe(self, result: dict) -> str:
+        """What one run measured, for the log line."""
+        return ", ".join(f"{m.name} {result[m.name]:.3g} {m.unit}" for m in self.metrics if result.get(m.name) is not None)
+
+
+# Every run reports these (the runner fills in the cache evidence).
+COMMON_KEYS = ("images", "images_dropped", "bytes_consumed", "bytes_read_device")
+
+_REGISTRY: dict[str, Workload] = {}
+
+
+def register(cls: type[Workload]) -> type[Workload]:
+    """Class decorator: add a workload, declare its metrics and store its schema in Hydra's ConfigStore."""
+    from hydra.core.config_store import ConfigStore
+
+    if cls.name in _REGISTRY and type(_REGISTRY[cls.name]) is not cls:
+        raise WorkloadError(f"two workloads are named {cls.name!r}: {type(_REGISTRY[cls.name]).__module__} and {cls.__module__}")
+    for m in cls.metrics:
+        declare(m)
+    ConfigStore.instance().store(group="workload", name=f"{cls.name}_schema", node=cls.schema, provider="iocampaign")
+    _REGISTRY[cls.name] = cls()
+    return cls
+
+
+def discover() -> None:
+    """Import the built-in workloads and every module of the ``iocampaign_workloads`` namespace package."""
+    for info in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{info.name}")
+    try:
+        ext = importlib.import_module(EXTERNAL)
+    except ModuleNotFoundError:
+        return
+    for info in pkgutil.iter_modules(ext.__path__):
+        importlib.import_module(f"{EXTERNAL}.{info.name}")
+
+
+def get(kind: str) -> Workload:
+    """The registered workload ``kind``; raises KeyError naming the registered ones."""
+    if not _REGISTRY:
+        discover()
+    try:
+        return _REGISTRY[kind]
+    except KeyError:
+        raise KeyError(f"workload.kind={kind} is not a registered workload; registered: {', '.join(sorted(_REGISTRY))}") from None
+
+
+def names() -> list[str]:
+    if not _REGISTRY:
+        discover()
+    return sorted(_REGISTRY)
+
+
+def check_result(w: Workload, result: dict) -> None:
+    """Raise WorkloadError when a run returned a key its workload did not declare, or lacks a common one."""
+    declared = set(COMMON_KEYS) | {m.name for m in w.metrics} | set(w.record_keys)
+    extra = sorted(set(result) - declared)
+    if extra:
+        raise WorkloadError(f"workload {w.name} returned undeclared keys {extra}: declare them in its metrics "
+                            "(with a unit) or record_keys")
+    missing = [k for k in COMMON_KEYS if k not in result]
+    if missing:
+        raise WorkloadError(f"workload {w.name} did not return {missing}")

@@ -1,0 +1,58 @@
+"""Section III-B AlexNet mini-app (Figs. 6-8): the input pipeline feeding Adam training steps, each
+step timed as waiting for data and computing, with the device's I/O traced."""
+
+from __future__ import annotations
+
+from campaign.errors import ConfigError
+from campaign.schema import WorkloadConf
+from jobs.metrics import of
+from jobs.workloads import RunContext, Workload, register
+
+
+def check_alexnet(cfg) -> None:
+    """AlexNet's shape limits (shared with the checkpoint workload)."""
+    if cfg.workload.image_side < 64:
+        raise ConfigError(f"workload.image_side={cfg.workload.image_side} is too small for AlexNet's three poolings (64 or more)")
+    if cfg.workload.width <= 0:
+        raise ConfigError(f"workload.width={cfg.workload.width} must be positive (1.0 = the paper's AlexNet)")
+
+
+@register
+class AlexNet(Workload):
+    name = "alexnet"
+    schema = WorkloadConf
+    metrics = of("steps", "runtime_s", "data_wait_s", "compute_s", "first_step_s", "images_per_s", "mb_per_s",
+                 "bytes_read_syscall")
+    record_keys = ("dropped_files", "first_step_wait_s", "device", "parameters", "final_loss", "trace_file",
+                   "trace_device", "steps_file")
+    packages = ("tensorflow", "keras")
+
+    def check(self, cfg) -> None:
+        check_alexnet(cfg)
+
+    def run_once(self, ctx: RunContext) -> dict:
+        from campaign.validate import threads_value
+        from jobs import alexnet, trace
+
+        cfg = ctx.cfg
+        settings = alexnet.TrainSettings(
+            threads=threads_value(cfg.threads), batch_size=int(cfg.batch_size), prefetch=int(cfg.prefetch),
+            image_side=int(cfg.workload.image_side), width=float(cfg.workload.width), steps=cfg.workload.steps,
+            seed=ctx.seed, device=cfg.workload.device, read_delay_ms=float(cfg.workload.read_delay_ms),
+        )
+        tracer = trace.Tracer(ctx.disk, float(cfg.workload.trace_interval_s)).start()
+        try:
+            result = alexnet.run_once(ctx.ds, settings, steps_csv=ctx.job_dir / f"steps_{ctx.tag}.csv").as_dict()
+        finally:
+            tracer.stop()
+        tracer.mark(trace.FIRST, result.pop("t_first_iterator_call"))
+        tracer.mark(trace.LAST, result.pop("t_last_iterator_call"))
+        tracer.write(ctx.job_dir / f"trace_{ctx.tag}.csv")
+        result["trace_file"] = f"trace_{ctx.tag}.csv"
+        result["trace_device"] = ctx.disk or "all disks"
+        result["steps_file"] = f"steps_{ctx.tag}.csv"
+        return result
+
+    def describe(self, result: dict) -> str:
+        return (f"{result['runtime_s']:.2f} s runtime ({result['data_wait_s']:.2f} s waiting for data, "
+                f"{result['compute_s']:.2f} s computing, first step {result['first_step_s']:.2f} s) on {result['device']}")

@@ -1,0 +1,44 @@
+"""Table I baseline: the tier's sequential read and write bandwidth (IOR or fio, O_DIRECT) and the
+device's own rate for the dataset's small files."""
+
+from __future__ import annotations
+
+from campaign.errors import ConfigError
+from campaign.schema import WorkloadConf
+from jobs.metrics import of
+from jobs.workloads import RunContext, Workload, register
+
+
+@register
+class Baseline(Workload):
+    name = "baseline"
+    schema = WorkloadConf
+    metrics = of("seq_read_mb_s", "seq_write_mb_s")
+    record_keys = ("small_read_mb_s", "file_bytes", "tool", "tool_version", "small_file_tool", "commands")
+    packages = ()
+
+    def check(self, cfg) -> None:
+        import shutil
+
+        if cfg.workload.file_gb <= 0:
+            raise ConfigError(f"workload.file_gb={cfg.workload.file_gb} must be positive")
+        threads = list(cfg.workload.small_file_threads or [])
+        if not threads or min(threads) < 1:
+            raise ConfigError(f"workload.small_file_threads={threads} must list positive thread counts")
+        if not (shutil.which("ior") or shutil.which("fio")):
+            raise ConfigError("workload=baseline needs ior or fio on PATH (Debian: apt-get install fio)")
+
+    def run_once(self, ctx: RunContext) -> dict:
+        from jobs import baseline
+
+        cfg = ctx.cfg
+        settings = baseline.BaselineSettings(
+            root=str(cfg.storage.root), file_gb=float(cfg.workload.file_gb),
+            small_file_threads=tuple(int(t) for t in cfg.workload.small_file_threads),
+        )
+        return baseline.run_once(ctx.ds, settings, ctx.disk, tag=f"run{ctx.run}")
+
+    def describe(self, result: dict) -> str:
+        small = ", ".join(f"{t}: {v:.0f}" for t, v in result["small_read_mb_s"].items())
+        return (f"{result['tool']} read {result['seq_read_mb_s']:.0f} MB/s, write {result['seq_write_mb_s']:.0f} MB/s; "
+                f"small files by readers {{{small}}} MB/s")

@@ -1,0 +1,90 @@
+"""Section III-C (Figs. 9-10): AlexNet with a checkpoint every ``checkpoint.every`` steps, straight to
+a tier or through a burst buffer, each run beside the same training without checkpoints."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+
+from campaign.errors import ConfigError
+from campaign.schema import WorkloadConf
+from jobs.metrics import of
+from jobs.workloads import RunContext, Workload, register
+from jobs.workloads.alexnet import check_alexnet
+
+log = logging.getLogger(__name__)
+
+
+@register
+class Checkpoint(Workload):
+    name = "checkpoint"
+    schema = WorkloadConf
+    metrics = of("steps", "runtime_s", "baseline_runtime_s", "checkpoint_stall_s", "median_stall_s",
+                 "drain_after_end_s")
+    record_keys = ("drain_finished_at", "train_ended_at", "checkpoints", "durable", "target", "effective_target",
+                   "fallback", "mode", "flush", "device", "parameters", "final_loss", "checkpoint_dir", "trace_file",
+                   "trace_device", "recovered")
+    packages = ("tensorflow", "keras")
+
+    def check(self, cfg) -> None:
+        from campaign.validate import storage_root
+
+        ck = cfg.checkpoint
+        if ck.every < 1 or ck.max_to_keep < 1:
+            raise ConfigError(f"checkpoint.every={ck.every} and checkpoint.max_to_keep={ck.max_to_keep} must be at least 1")
+        check_alexnet(cfg)
+        # the slow tier must be usable before training starts; a missing fast tier only falls back
+        storage_root(cfg, ck.slow, "checkpoint.slow")
+
+    def tiers(self, cfg) -> list:
+        return [cfg.storage, cfg.checkpoint.slow, cfg.checkpoint.fast]
+
+    def run_once(self, ctx: RunContext) -> dict:
+        """The same training twice: without checkpoints (the run's baseline), then with them, traced."""
+        from campaign.plan import cell_id
+        from campaign.validate import threads_value
+        from jobs import alexnet, cache, checkpoint, ckpt_store, trace
+
+        cfg, ck = ctx.cfg, ctx.cfg.checkpoint
+        settings = checkpoint.CheckpointSettings(
+            train=alexnet.TrainSettings(
+                threads=threads_value(cfg.threads), batch_size=int(cfg.batch_size), prefetch=int(cfg.prefetch),
+                image_side=int(cfg.workload.image_side), width=float(cfg.workload.width), steps=cfg.workload.steps,
+                seed=ctx.seed, device=cfg.workload.device,
+            ),
+            every=int(ck.every), target=ck.target, fast_root=Path(str(ck.fast.root)), slow_root=Path(str(ck.slow.root)),
+            flush=ck.flush, mode=ck.mode, max_to_keep=int(ck.max_to_keep),
+            tag=f"ckpt_{cell_id(ctx.config)}_{'r' if ctx.run > 0 else 'w'}{abs(ctx.run)}_{os.getpid()}",
+        )
+        recovered = ckpt_store.recover_all(checkpoint.ckpt_dir(settings.fast_root), checkpoint.ckpt_dir(settings.slow_root),
+                                           settings.flush)
+        if recovered:
+            log.warning("recovered checkpoints left by an earlier, interrupted run: %s", recovered)
+        base = checkpoint.run_once(ctx.ds, settings, with_checkpoints=False)
+        cache.evict(ctx.ds.files)
+        slow_disk = trace.device_of(str(settings.slow_root)) if settings.slow_root.exists() else None
+        tracer = trace.Tracer(slow_disk, float(cfg.workload.trace_interval_s)).start()
+        t0 = time.perf_counter()
+        try:
+            result = checkpoint.run_once(ctx.ds, settings)
+        finally:
+            tracer.stop()
+        tracer.mark(trace.FIRST, t0)
+        tracer.mark("end_of_training", t0 + result["runtime_s"])
+        tracer.mark("drain_finished", t0 + result["runtime_s"] + result["drain_after_end_s"])
+        tracer.write(ctx.job_dir / f"trace_{ctx.tag}.csv")
+        result.update(baseline_runtime_s=base["runtime_s"], trace_file=f"trace_{ctx.tag}.csv",
+                      trace_device=slow_disk or "all disks", recovered=recovered)
+        if cfg.workload.steps and result["steps"] < cfg.workload.steps:
+            log.warning("the data ran out after %d of workload.steps=%d steps (one epoch of %d images at batch %d)",
+                        result["steps"], cfg.workload.steps, result["images"], cfg.batch_size)
+        return result
+
+    def describe(self, result: dict) -> str:
+        stall = f"{result['median_stall_s']:.3f}" if result["median_stall_s"] is not None else "-"
+        return (f"{result['runtime_s']:.2f} s runtime ({result['baseline_runtime_s']:.2f} s without checkpoints), "
+                f"{len(result['checkpoints'])} checkpoints to {result['effective_target']}, median stall {stall} s, "
+                f"drain after training {result['drain_after_end_s']:.2f} s"
+                + (f"; FALLBACK: {result['fallback']}" if result["fallback"] else ""))

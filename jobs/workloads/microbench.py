@@ -1,0 +1,32 @@
+"""Section III-A micro-benchmark (Fig. 4) and its read-only variant (Fig. 5, ``pipeline: read_only``):
+the paper's tf.data pipeline iterated without compute."""
+
+from __future__ import annotations
+
+from campaign.schema import WorkloadConf
+from jobs.metrics import of
+from jobs.workloads import RunContext, Workload, register
+
+
+@register
+class Microbench(Workload):
+    name = "microbench"
+    schema = WorkloadConf
+    metrics = of("batches", "seconds", "first_batch_s", "images_per_s", "mb_per_s", "bytes_read_syscall")
+    record_keys = ("dropped_files",)
+    packages = ("tensorflow",)
+
+    def run_once(self, ctx: RunContext) -> dict:
+        from campaign.validate import threads_value
+        from jobs import microbench
+
+        cfg = ctx.cfg
+        settings = microbench.RunSettings(
+            pipeline=cfg.workload.pipeline, threads=threads_value(cfg.threads), batch_size=int(cfg.batch_size),
+            prefetch=int(cfg.prefetch), image_side=int(cfg.workload.image_side), batches=cfg.workload.batches,
+            seed=ctx.seed, read_delay_ms=float(cfg.workload.read_delay_ms),
+        )
+        return microbench.run_once(ctx.ds, settings).as_dict()
+
+    def describe(self, result: dict) -> str:
+        return f"{result['images_per_s']:.0f} images/s, {result['mb_per_s']:.1f} MB/s"

@@ -1,0 +1,64 @@
+"""The workload registry: a workload is one module plus one preset."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import ROOT
+from jobs import records, workloads
+from jobs.metrics import METRICS
+
+TOY = Path(__file__).resolve().parent / "workloads"
+
+
+def _campaign(*args, cwd):
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{TOY}", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    return subprocess.run([sys.executable, "-m", "campaign", *args, f"hydra.searchpath=[file://{TOY / 'conf'}]"],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_a_toy_workload_is_its_module_and_its_preset(tmp_path):
+    out = tmp_path / "sweep"
+    p = _campaign("-m", "workload=toy_sleep", "workload.sleep_s=0.05,0.2", f"storage.root={tmp_path}", "repeats=2",
+                  "warmup=0", f"hydra.sweep.dir={out}", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    df = pd.read_csv(out / "results.csv")
+    assert len(df) == 4 and set(df["workload"]) == {"toy_sleep"}
+    slept = df.groupby("cell_dir")["slept_s"].median().sort_index()
+    assert 0.05 <= slept.iloc[0] < 0.2 <= slept.iloc[1]
+    rec = records.read(out / "0" / "record.json")
+    assert rec.config["workload"]["kind"] == "toy_sleep" and rec.config["workload"]["sleep_s"] == 0.05
+
+
+def test_a_toy_workload_keeps_its_checks_and_types(tmp_path):
+    p = _campaign("workload=toy_sleep", "workload.sleep_s=-1", f"storage.root={tmp_path}", cwd=tmp_path)
+    assert p.returncode == 2 and "workload.sleep_s=-1.0 must not be negative" in p.stderr
+    p = _campaign("workload=toy_sleep", "workload.sleep_s=long", f"storage.root={tmp_path}", cwd=tmp_path)
+    assert p.returncode == 2 and "sleep_s" in p.stderr
+    p = _campaign("workload=toy_slep", f"storage.root={tmp_path}", cwd=tmp_path)
+    assert p.returncode == 2 and "unknown workload 'toy_slep'" in p.stderr and "toy_sleep" in p.stderr
+
+
+def test_a_result_key_that_was_not_declared_fails_the_run():
+    class Loose(workloads.Workload):
+        name = "loose"
+        metrics = ()
+
+    with pytest.raises(workloads.WorkloadError, match=r"undeclared keys \['speed'\]"):
+        workloads.check_result(Loose(), {"speed": 1, "images": 0, "images_dropped": 0, "bytes_consumed": 0,
+                                         "bytes_read_device": None})
+    with pytest.raises(workloads.WorkloadError, match="did not return"):
+        workloads.check_result(Loose(), {})
+
+
+def test_built_in_workloads_are_registered_and_their_metrics_declared():
+    assert workloads.names()[:4] == ["alexnet", "baseline", "checkpoint", "microbench"]
+    for name in ("alexnet", "baseline", "checkpoint", "microbench"):
+        for m in workloads.get(name).metrics:
+            assert METRICS[m.name] is m and m.unit
+    with pytest.raises(KeyError, match="registered: alexnet"):
+        workloads.get("nope")

@@ -1,0 +1,38 @@
+"""A toy workload: everything a new workload takes besides its preset (``conf/workload/toy_sleep.yaml``).
+
+It sleeps ``workload.sleep_s`` per run and reports how long it slept. It lives in the namespace
+package ``iocampaign_workloads``, which the campaign imports from anywhere on ``sys.path``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from campaign.errors import ConfigError
+from campaign.schema import WorkloadConf
+from jobs.metrics import Metric
+from jobs.workloads import RunContext, Workload, register
+
+
+@dataclass
+class ToySleepConf(WorkloadConf):
+    sleep_s: float = 0.01  # how long one run sleeps, s
+
+
+@register
+class ToySleep(Workload):
+    name = "toy_sleep"
+    schema = ToySleepConf
+    metrics = (Metric("slept_s", "s", "", "Toy: time one run slept"),)
+    needs_dataset = False
+
+    def check(self, cfg) -> None:
+        if cfg.workload.sleep_s < 0:
+            raise ConfigError(f"workload.sleep_s={cfg.workload.sleep_s} must not be negative")
+
+    def run_once(self, ctx: RunContext) -> dict:
+        t0 = time.perf_counter()
+        time.sleep(ctx.cfg.workload.sleep_s)
+        return {"slept_s": time.perf_counter() - t0, "images": 0, "images_dropped": 0, "bytes_consumed": 0,
+                "bytes_read_device": None}
