@@ -9,7 +9,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 # The paper's study at workstation scale (emulated tiers as root, local disk and tmpfs otherwise).
 DEMO_ARGS ?= --scale workstation
 
-.PHONY: install demo test bench clean-venv
+.PHONY: install demo test lint bench bench-plan clean-venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +23,15 @@ demo: $(STAMP)
 	$(PY) -m campaign +experiment=paper $(DEMO_ARGS)
 
 test: $(STAMP)
+	$(PY) -m ruff check .
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+
+# How fast a campaign is planned: dry runs of 1,000 and 10,000 cells.
+bench-plan: $(STAMP)
+	$(PY) -m benchmarks.plan
 
 # TF read-only pipeline versus fio over the same files (needs fio: apt-get install fio).
 bench: $(STAMP)

@@ -55,7 +55,8 @@ def bandwidth_figure(results, workload: str, title: str, out_stem: Path) -> list
             else:
                 med.append(np.nan), lo.append(0), hi.append(0), hatch.append(False)
         pos = x - 0.4 + width * (j + 0.5)
-        bars = ax.bar(pos, med, width, color=greys[j], edgecolor="black", linewidth=0.6, label=f"{t} thread{'s' if t != '1' else ''}")
+        bars = ax.bar(pos, med, width, color=greys[j], edgecolor="black", linewidth=0.6,
+                      label=f"{t} thread{'s' if t != '1' else ''}")
         ax.errorbar(pos, med, yerr=[lo, hi], fmt="none", ecolor="black", capsize=2, linewidth=0.8)
         for b, h in zip(bars, hatch):
             if h:

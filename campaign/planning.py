@@ -13,8 +13,9 @@ Tests pin that a planned cell's config and id equal those of a full composition.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from campaign.errors import ConfigError
 from campaign.plan import cell_id, resolved

@@ -46,9 +46,8 @@ def collect(sweep_dir: Path) -> list[CellStatus]:
                 recs[c["num"]] = records.read(path)
             except records.RecordError as e:
                 unreadable[c["num"]] = str(e)
-        if c["num"] not in recs or recs[c["num"]].status != records.COMPLETED:
-            if c["num"] in pending:
-                need_slurm.append(pending[c["num"]])
+        if (c["num"] not in recs or recs[c["num"]].status != records.COMPLETED) and c["num"] in pending:
+            need_slurm.append(pending[c["num"]])
     slurm, _ = sacct.states(need_slurm)
     for c in plan:
         num, ov = c["num"], " ".join(c["overrides"])

@@ -169,7 +169,8 @@ def check(config, memo: dict | None = None) -> None:
         config = resolved(config)
     cfg = View(config)
     if cfg.platform.get("needs_account") and not cfg.platform.get("account"):
-        raise ConfigError(f"platform.account is not set: platform={cfg.platform.name} needs your allocation, e.g. platform.account=2024-1-23")
+        raise ConfigError(f"platform.account is not set: platform={cfg.platform.name} needs your allocation, "
+                          "e.g. platform.account=2024-1-23")
     threads_value(cfg.threads)
     for key, low in (
         ("batch_size", 1),

@@ -12,8 +12,8 @@ import ctypes.util
 import mmap
 import os
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p

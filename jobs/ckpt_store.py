@@ -14,7 +14,6 @@ import ctypes.util
 import hashlib
 import json
 import os
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -273,7 +272,7 @@ class RunLock:
         import fcntl
 
         folder.mkdir(parents=True, exist_ok=True)
-        self.f = open(folder / ".lock", "a+")
+        self.f = open(folder / ".lock", "a+")  # noqa: SIM115 - held open for the run's life, closed in release()
         fcntl.flock(self.f, fcntl.LOCK_EX)
 
     def release(self) -> None:

@@ -13,8 +13,8 @@ import fcntl
 import logging
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 log = logging.getLogger(__name__)
 POLL_S = 0.5

@@ -67,7 +67,7 @@ class Tracer:
         if now - prev_t > 1e-3:
             self.samples.append((now - self._t0, now - prev_t, r - prev_r, w - prev_w))
 
-    def start(self) -> "Tracer":
+    def start(self) -> Tracer:
         self._t0 = time.perf_counter()
         self._thread = threading.Thread(target=self._loop, name="io-trace", daemon=True)
         self._thread.start()

@@ -54,7 +54,8 @@ def slurm_cluster():
         why = None
         if os.geteuid() != 0:
             why = "not root: cannot start Slurm daemons"
-        elif not all(shutil.which(b) or os.path.exists(f"/usr/sbin/{b}") for b in ("slurmctld", "slurmd", "slurmdbd", "mariadbd", "munged")):
+        elif not all(shutil.which(b) or os.path.exists(f"/usr/sbin/{b}")
+                     for b in ("slurmctld", "slurmd", "slurmdbd", "mariadbd", "munged")):
             why = "Slurm packages not installed (apt-get install munge slurmctld slurmd slurm-client slurmdbd mariadb-server)"
         if why:
             if os.environ.get("CI") == "true":

@@ -67,7 +67,8 @@ def test_dataset_path_missing(cwd, tmp_path):
     _fails_with(cwd, "dataset.path", "dataset.source=folder", f"dataset.path={tmp_path / 'nope'}", *TINY)
 
 
-@pytest.mark.parametrize("value,expected", [("0", "threads=0 must be a positive"), ("-2", "threads=-2 must be a positive"), ("abc", "threads=abc is not a number")])
+@pytest.mark.parametrize("value,expected", [("0", "threads=0 must be a positive"), ("-2", "threads=-2 must be a positive"),
+                                            ("abc", "threads=abc is not a number")])
 def test_bad_threads(cwd, value, expected):
     _fails_with(cwd, expected, f"threads={value}", *TINY)
 
@@ -76,7 +77,8 @@ def test_batch_larger_than_dataset(cwd):
     _fails_with(cwd, "batch_size=64 is larger than the dataset (32 images", "dataset.num_images=32", "batch_size=64")
 
 
-@pytest.mark.parametrize("arg,expected", [("storage=nvme", "unknown storage 'nvme'"), ("workload=alexnetz", "unknown workload 'alexnetz'")])
+@pytest.mark.parametrize("arg,expected", [("storage=nvme", "unknown storage 'nvme'"),
+                                          ("workload=alexnetz", "unknown workload 'alexnetz'")])
 def test_unknown_names_list_the_valid_ones(cwd, arg, expected):
     line = _fails_with(cwd, expected, arg)
     assert "valid:" in line

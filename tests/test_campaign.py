@@ -8,7 +8,7 @@ import sys
 import pandas as pd
 import pytest
 
-from conftest import ROOT, analysis, campaign, make_jpegs
+from conftest import ROOT, campaign
 from jobs import records
 
 RESULT_COLUMNS = [

@@ -6,7 +6,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -119,7 +118,7 @@ def test_killed_mid_drain_then_rerun_loses_nothing(tmp_path):
     """A real campaign cell killed with SIGKILL while the drain copies to a slow (throttled) tier."""
     img = tmp_path / "img"
     args = ["-m", "workload=checkpoint", "workload.image_side=64", "workload.width=0.25", "workload.steps=16",
-            "checkpoint.every=4", "checkpoint.target=burst_buffer", f"storage@checkpoint.fast=tmpfs",
+            "checkpoint.every=4", "checkpoint.target=burst_buffer", "storage@checkpoint.fast=tmpfs",
             f"checkpoint.fast.root={tmp_path / 'fast'}", "storage@checkpoint.slow=emulated_hdd",
             "checkpoint.slow.emulate.write_mb_s=4", "checkpoint.slow.emulate.size_gb=1",
             f"checkpoint.slow.emulate.image_dir={img}", f"checkpoint.slow.root={tmp_path / 'slowmnt'}",

@@ -198,9 +198,9 @@ def test_waiting_for_a_device_lock_has_a_time_limit(tmp_path):
     try:
         assert holder.stdout.readline().strip() == "held"
         t0 = time.monotonic()
-        with pytest.raises(locks.LockTimeout, match=f"pid {holder.pid} held the device of .*lock_timeout_min"):
-            with locks.device_lock(str(tmp_path), str(tmp_path), timeout_s=1.0):
-                pass
+        with (pytest.raises(locks.LockTimeout, match=f"pid {holder.pid} held the device of .*lock_timeout_min"),
+              locks.device_lock(str(tmp_path), str(tmp_path), timeout_s=1.0)):
+            pass
         assert time.monotonic() - t0 < 5
     finally:
         holder.kill()

@@ -1,11 +1,11 @@
 """Failure paths: a cell that raises, a campaign killed mid-way, records the analysis cannot read."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import time
-import os
 
 import pandas as pd
 

@@ -3,10 +3,10 @@
 import os
 
 import pytest
+from omegaconf import OmegaConf
 
 from conftest import make_jpegs
 from jobs import datasets, microbench
-from omegaconf import OmegaConf
 
 
 def _dataset(folder, n=20):

@@ -3,8 +3,8 @@
 import pytest
 from hydra import compose, initialize_config_dir
 
-from conftest import CONF
 from campaign import errors, plan, planning, schema
+from conftest import CONF
 
 CELLS = [
     [],

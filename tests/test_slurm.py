@@ -64,7 +64,8 @@ def test_sbatch_preview_pins_submitits_script(tmp_path):
 
 
 def test_sacct_and_squeue_parsing():
-    got = sacct.parse_sacct("12_0|COMPLETED|0:0|node1\n12_1|CANCELLED by 0|0:15|node1\n12_[2-3]|PENDING|0:0|None assigned\n13|TIMEOUT|0:0|n2\n")
+    got = sacct.parse_sacct("12_0|COMPLETED|0:0|node1\n12_1|CANCELLED by 0|0:15|node1\n"
+                            "12_[2-3]|PENDING|0:0|None assigned\n13|TIMEOUT|0:0|n2\n")
     assert got["12_0"].state == "COMPLETED" and got["12_1"].state == "CANCELLED" and got["12_1"].terminal
     assert got["12_3"].state == "PENDING" and not got["12_3"].terminal and got["12_3"].node == ""
     assert got["13"].terminal
@@ -104,7 +105,8 @@ def _sacct(job_ids) -> dict:
 
 
 def _submitted(sweep) -> dict:
-    return {int(k): [j["job_id"] for j in v["jobs"]] for k, v in json.loads((sweep / "submitted.json").read_text())["cells"].items()}
+    book = json.loads((sweep / "submitted.json").read_text())
+    return {int(k): [j["job_id"] for j in v["jobs"]] for k, v in book["cells"].items()}
 
 
 def test_dry_run_submits_nothing(slurm_cluster, tmp_path):

@@ -6,6 +6,7 @@ from PIL import Image
 
 from jobs import synthetic
 
+
 def spec(name, median_kb, spread, bpp, classes=10, seed=0, gray=0.0):
     return synthetic.SyntheticSpec(name, classes, median_kb, spread, bpp, gray, seed)
 

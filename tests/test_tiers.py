@@ -74,6 +74,7 @@ def test_campaign_on_emulated_tiers(tmp_path):
                  "dataset.num_images=128", "batch_size=32", "repeats=1", f"hydra.sweep.dir={out}", cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-2000:]
     import pandas as pd
+
     from jobs import records
 
     df = pd.read_csv(out / "results.csv")

@@ -58,7 +58,8 @@ def parse_squeue(text: str) -> dict[str, JobState]:
         if len(parts) < 3:
             continue
         for jid in _expand(parts[0]):
-            out[jid] = JobState(jid, parts[1], "", parts[2] if parts[1] == "RUNNING" else "", parts[2] if parts[1] == "PENDING" else "")
+            node = parts[2] if parts[1] == "RUNNING" else ""
+            out[jid] = JobState(jid, parts[1], "", node, parts[2] if parts[1] == "PENDING" else "")
     return out
 
 

@@ -138,7 +138,8 @@ def wait(ids: dict[int, str], sweep_dir: Path, platform) -> dict[int, sacct.JobS
 
     cells = len(ids)
     parallel = max(1, int(platform.array_parallelism))
-    deadline = time.monotonic() + 60 * platform.timeout_min * (-(-cells // parallel)) * (3 if platform.requeue_on_timeout else 1) + 600
+    rounds = -(-cells // parallel) * (3 if platform.requeue_on_timeout else 1)
+    deadline = time.monotonic() + 60 * platform.timeout_min * rounds + 600
     last: dict[int, sacct.JobState] = {}
     while True:
         found, _ = sacct.states(list(ids.values()))
