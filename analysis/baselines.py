@@ -45,7 +45,7 @@ def efficiency(summary, baselines):
     for _, row in summary.iterrows():
         t = str(row["threads"])
         key = (row["storage"], int(t)) if t.isdigit() else None
-        ok = row["workload"] in ("microbench", "readonly") and key in rates.index
+        ok = row["kind"] == "microbench" and key in rates.index
         base.append(rates[key] if ok else np.nan)
     summary = summary.copy()
     summary["small_file_mb_s"] = base

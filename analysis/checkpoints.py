@@ -8,7 +8,7 @@ from pathlib import Path
 from analysis import plotting
 from jobs.metrics import label
 
-WORKLOAD = "checkpoint"
+KIND = "checkpoint"  # the workload module whose rows this module draws
 TARGET_NAMES = {"slow": "direct", "fast": "direct", "burst_buffer": "burst buffer"}
 
 
@@ -26,7 +26,7 @@ def fig9(results, stem: Path) -> list[Path]:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    df = results[results["workload"] == WORKLOAD].copy()
+    df = results[results["kind"] == KIND].copy()
     if df.empty:
         return []
     df["label"] = df.apply(_label, axis=1)
@@ -64,7 +64,7 @@ def fig10(results, folder: Path, stem: Path) -> list[Path]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    df = results[(results["workload"] == WORKLOAD) & results["checkpoint_target"].isin(["slow", "burst_buffer"])]
+    df = results[(results["kind"] == KIND) & results["checkpoint_target"].isin(["slow", "burst_buffer"])]
     df = df[df["trace_file"].fillna("") != ""]
     if df.empty:
         return []
@@ -95,6 +95,6 @@ def fig10(results, folder: Path, stem: Path) -> list[Path]:
 
 
 def render_all(results, folder: Path) -> list[Path]:
-    if results.empty or not (results["workload"] == WORKLOAD).any():
+    if results.empty or not (results["kind"] == KIND).any():
         return []
     return fig9(results, folder / "fig9") + fig10(results, folder, folder / "fig10")

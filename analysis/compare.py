@@ -33,7 +33,7 @@ def _thread_speedup(results, baselines, p):
 
 
 def _prefetch_spread(results, baselines, p):
-    df = results[(results["workload"] == "alexnet") & (results["prefetch"] > 0)].copy()
+    df = results[(results["kind"] == "alexnet") & (results["prefetch"] > 0)].copy()
     if df.empty:
         return None, ""
     batch = df["batch_size"].mode().iloc[0]
@@ -44,7 +44,7 @@ def _prefetch_spread(results, baselines, p):
 
 
 def _checkpoint_share(results, baselines, p):
-    df = results[(results["workload"] == "checkpoint") & (results["checkpoint_target"] == p["target"])
+    df = results[(results["kind"] == "checkpoint") & (results["checkpoint_target"] == p["target"])
                  & (results["checkpoint_mode"] == "sync")]
     if df.empty:
         return None, ""
@@ -53,7 +53,7 @@ def _checkpoint_share(results, baselines, p):
 
 
 def _stall_ratio(results, baselines, p):
-    df = results[(results["workload"] == "checkpoint") & (results["checkpoint_mode"] == "sync")]
+    df = results[(results["kind"] == "checkpoint") & (results["checkpoint_mode"] == "sync")]
     slow, bb = df[df["checkpoint_target"] == "slow"], df[df["checkpoint_target"] == "burst_buffer"]
     if slow.empty or bb.empty:
         return None, ""

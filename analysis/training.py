@@ -8,7 +8,7 @@ from pathlib import Path
 from analysis import plotting
 from jobs.metrics import label
 
-WORKLOAD = "alexnet"
+KIND = "alexnet"  # the workload module whose rows this module draws
 
 
 def _sorted_threads(values) -> list[str]:
@@ -16,7 +16,7 @@ def _sorted_threads(values) -> list[str]:
 
 
 def _alexnet(results):
-    df = results[results["workload"] == WORKLOAD].copy()
+    df = results[results["kind"] == KIND].copy()
     df["threads"] = df["threads"].astype(str)
     df["prefetching"] = df["prefetch"] > 0
     return df
@@ -195,6 +195,6 @@ def fig8(results, folder: Path, stem: Path) -> list[Path]:
 
 def render_all(results, folder: Path) -> list[Path]:
     """The mini-app's figures that the results can draw."""
-    if results.empty or not (results["workload"] == WORKLOAD).any():
+    if results.empty or not (results["kind"] == KIND).any():
         return []
     return fig6(results, folder / "fig6") + fig7(results, folder / "fig7") + fig8(results, folder, folder / "fig8")
