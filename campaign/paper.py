@@ -10,6 +10,9 @@ another, and the report is built over all of them. Scales:
 
 Tiers: ``--tiers`` (comma-separated storage presets); default emulated HDD/SSD/Optane as root,
 local disk and tmpfs otherwise. Extra Hydra overrides after the options go to every grid.
+
+The grids live in ``conf/paper/grids.yaml`` and the scales in ``conf/paper/scale/<scale>.yaml``: read
+and change them there; this module only fills the scale's values in and runs the grids.
 """
 
 from __future__ import annotations
@@ -21,17 +24,37 @@ import sys
 import time
 from pathlib import Path
 
-SCALES = {
-    # checkpoint steps stay within one epoch of the set at batch 64 (1,024 images: 16 steps)
-    "full": dict(images=None, caltech=None, alexnet="workload=alexnet", ckpt_scale=[], file_gb=5.0, repeats=5,
-                 threads="1,2,4,8", alexnet_threads="1,2,4,8", batches="16,32,64,128", steps=100),
-    "workstation": dict(images=1024, caltech=1024, alexnet="workload=alexnet_small",
-                        ckpt_scale=["workload.image_side=128", "workload.width=0.25"], file_gb=0.25, repeats=3,
-                        threads="1,2,4,8", alexnet_threads="1,8", batches="16,32,64,128", steps=15),
-    "ci": dict(images=128, caltech=256, alexnet="workload=alexnet_small",
-               ckpt_scale=["workload.image_side=64", "workload.width=0.25"], file_gb=0.02, repeats=2,
-               threads="1,2", alexnet_threads="1,2", batches="16,32", steps=4),
-}
+CONF = Path(__file__).resolve().parent.parent / "conf" / "paper"
+
+
+def scales() -> list[str]:
+    """The scales in conf/paper/scale/."""
+    return sorted(p.stem for p in (CONF / "scale").glob("*.yaml"))
+
+
+def _fill(entry: str, values: dict) -> list[str]:
+    """One grid entry with the scale's values in: [] when a value is null, several for a list of overrides."""
+    import re
+
+    names = re.findall(r"\{(\w+)\}", entry)
+    whole = re.fullmatch(r"\{(\w+)\}", entry)
+    if whole and isinstance(values[whole[1]], list) and all("=" in str(v) for v in values[whole[1]]):
+        return [str(v) for v in values[whole[1]]]
+    if any(values[n] is None for n in names):
+        return []
+    return [entry.format(**{n: ",".join(map(str, values[n])) if isinstance(values[n], list) else values[n]
+                            for n in names})]
+
+
+def grids(scale: str, tiers: list[str]) -> list[tuple[str, list[str]]]:
+    """(sub-folder, overrides) of every grid of the study, from conf/paper/grids.yaml and the scale's values."""
+    from omegaconf import OmegaConf
+
+    values = OmegaConf.to_container(OmegaConf.load(CONF / "scale" / f"{scale}.yaml"))
+    values.update(tiers=tiers, middle=tiers[len(tiers) // 2], slow=tiers[0],
+                  fast=tiers[-1] if len(tiers) > 1 else "tmpfs")
+    grids = OmegaConf.to_container(OmegaConf.load(CONF / "grids.yaml"))
+    return [(name, [o for e in entries for o in _fill(str(e), values)]) for name, entries in grids.items()]
 
 
 def default_tiers() -> list[str]:
@@ -40,32 +63,9 @@ def default_tiers() -> list[str]:
     return ["emulated_hdd", "emulated_ssd", "emulated_optane"] if tiers.available() is None else ["local", "tmpfs"]
 
 
-def grids(scale: str, tiers: list[str]) -> list[tuple[str, list[str]]]:
-    """(sub-folder, overrides) of every grid of the study."""
-    s = SCALES[scale]
-    ts = ",".join(tiers)
-    imgs = [f"dataset.num_images={s['images']}"] if s["images"] else []
-    cal = [f"dataset.num_images={s['caltech']}"] if s["caltech"] else []
-    rep = [f"repeats={s['repeats']}"]
-    fast, slow = (tiers[-1], tiers[0]) if len(tiers) > 1 else ("tmpfs", tiers[0])
-    small_threads = "[" + s["threads"] + "]"
-    return [
-        ("table1", ["workload=baseline", f"storage={ts}", f"workload.file_gb={s['file_gb']}",
-                    f"workload.small_file_threads={small_threads}", *imgs, *rep]),
-        ("fig4_fig5", ["workload=microbench,readonly", f"threads={s['threads']}", f"storage={ts}", *imgs, *rep]),
-        ("fig6_fig8", [s["alexnet"], f"threads={s['alexnet_threads']}", "prefetch=0,1", f"storage={ts}", *cal, *rep]),
-        ("fig7", [s["alexnet"], f"threads={s['alexnet_threads'].split(',')[-1]}", f"batch_size={s['batches']}", "prefetch=0,1",
-                  f"storage={tiers[len(tiers) // 2]}", *cal, *rep]),
-        ("fig9_fig10", ["workload=checkpoint", *s["ckpt_scale"], f"workload.steps={s['steps']}",
-                        f"checkpoint.every={max(1, s['steps'] // 5)}", "checkpoint.target=slow,fast,burst_buffer",
-                        f"storage@checkpoint.fast={fast}", f"storage@checkpoint.slow={slow}",
-                        f"storage={tiers[len(tiers) // 2]}", "prefetch=1", *cal, *rep]),
-    ]
-
-
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m campaign +experiment=paper", description=__doc__.split("\n")[0])
-    p.add_argument("--scale", choices=sorted(SCALES), default="workstation")
+    p.add_argument("--scale", choices=scales(), default="workstation", help="a file of conf/paper/scale/")
     p.add_argument("--tiers", default=None, help="comma-separated storage presets (default: emulated tiers as root, "
                                                  "else local,tmpfs)")
     p.add_argument("--out", type=Path, default=None, help="campaign folder (default multirun/paper-<date>-<time>)")

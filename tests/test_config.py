@@ -5,7 +5,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from omegaconf.errors import ValidationError
 
-from campaign import choices, schema, sweep
+from campaign import choices, schema, sweep, validate
 from conftest import CONF
 
 schema.register()
@@ -100,3 +100,24 @@ def test_sweep_expansion_matches_hydras_basic_sweeper():
         ["threads=2", "storage=tmpfs", "repeats=2"],
     ]
     assert sweep.expand([]) == [[]]
+
+
+def test_the_paper_study_comes_from_its_yaml_files():
+    import re
+
+    from campaign import paper
+
+    grids_text = (CONF / "paper" / "grids.yaml").read_text()
+    used = set(re.findall(r"\{(\w+)\}", grids_text)) - {"tiers", "middle", "fast", "slow", "name"}
+    for scale in paper.scales():
+        values = OmegaConf.load(CONF / "paper" / "scale" / f"{scale}.yaml")
+        assert used <= set(values), (scale, used - set(values))
+        grids = dict(paper.grids(scale, ["local", "tmpfs"]))
+        assert list(grids) == ["table1", "fig4_fig5", "fig6_fig8", "fig7", "fig9_fig10"]
+        for overrides in grids.values():  # every grid composes and passes the checks, cell by cell
+            for cell in sweep.expand(overrides)[:1]:
+                validate.check(_compose(*cell))
+    ci = dict(paper.grids("ci", ["emulated_hdd", "emulated_ssd", "emulated_optane"]))
+    assert "storage@checkpoint.fast=emulated_optane" in ci["fig9_fig10"] and "storage=emulated_ssd" in ci["fig7"]
+    assert "workload.image_side=64" in ci["fig9_fig10"] and "dataset.num_images=128" in ci["table1"]
+    assert not any(o.startswith("dataset.num_images") for o in dict(paper.grids("full", ["ssd"]))["table1"])
