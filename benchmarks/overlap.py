@@ -21,7 +21,7 @@ import statistics
 import sys
 import time
 
-from benchmarks.readonly_vs_fio import _dataset
+from benchmarks.presets import dataset
 
 
 def input_only(ds, s) -> float:
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from jobs import alexnet, cache
 
-    ds = _dataset(args.storage_root, args.dataset, args.num_images, 0)
+    ds = dataset(args.storage_root, args.dataset, args.num_images, 0)
     threads = args.threads if args.threads == "autotune" else int(args.threads)
     print(f"dataset {ds.name}: {len(ds.files)} files, {ds.total_bytes / 1e6:.1f} MB; AlexNet {args.image_side} px, "
           f"width {args.width:g}, batch {args.batch_size}, {threads} map threads; {args.repeats} repeats, cold cache")

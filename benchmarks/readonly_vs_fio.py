@@ -19,21 +19,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from benchmarks.presets import dataset
 from jobs import iotools
-
-CONF = Path(__file__).resolve().parent.parent / "conf"
-
-
-def _dataset(storage_root: str, name: str, num_images: int, seed: int):
-    from hydra import compose, initialize_config_dir
-
-    from campaign import schema
-    from jobs import datasets
-
-    schema.register()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[f"dataset={name}", f"dataset.num_images={num_images}"])
-    return datasets.resolve(cfg.dataset, storage_root, seed)
 
 
 def fio_read(dirs: list[Path]) -> tuple[float, int]:
@@ -57,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from jobs import cache, microbench
 
-    ds = _dataset(args.storage_root, args.dataset, args.num_images, args.seed)
+    ds = dataset(args.storage_root, args.dataset, args.num_images, args.seed)
     threads = [int(t) for t in args.threads.split(",")]
     farm = Path(args.storage_root) / "iocampaign" / f"bench-{os.getpid()}"
     rows = []
