@@ -44,41 +44,30 @@ def execute(cfg: DictConfig) -> None:
     try:
         runs, dataset, prov = runner.measure(config, Path(job_dir))
     except Exception as e:  # the cell failed: say so in its record, never leave it looking like a result
-        from jobs import provenance
-
-        rec = records.CellRecord(
-            cell_id=cell_id(config),
-            status=records.FAILED,
-            config=config,
-            overrides=overrides,
-            runs=[],
-            dataset={},
-            provenance=provenance.collect(str(cfg.storage.root)),
-            started_at=started,
-            finished_at=records.now(),
-            error={"type": type(e).__name__, "message": str(e), "traceback": traceback.format_exc()},
-        )
-        try:
-            path = records.write(rec, job_dir)
-        except (OSError, records.RecordError) as w:  # e.g. the disk that filled up holds the run folder too
-            raise errors.Stop(f"campaign: the cell failed: {type(e).__name__}: {e}; its failed record could not be "
-                              f"written either ({w})", 1) from None
-        log.error("cell failed: %s: %s (record: %s)", type(e).__name__, e, path)
+        path = _record_failure(e, config, overrides, started, job_dir)
         if multirun and not on_slurm:
             return  # a local sweep goes on; a Slurm job must end FAILED
         if not multirun:
             raise errors.Stop(f"campaign: the cell failed: {type(e).__name__}: {e} (record: {path})", 1) from None
         raise
+    rec = records.CellRecord(cell_id=cell_id(config), status=records.COMPLETED, config=config, overrides=overrides,
+                             runs=runs, dataset=dataset, provenance=prov, started_at=started, finished_at=records.now())
+    log.info("record: %s", records.write(rec, job_dir))
+
+
+def _record_failure(e: Exception, config: dict, overrides: list, started: str, job_dir: str) -> Path:
+    """Write the failed record of a cell that raised ``e``; returns its path."""
+    from jobs import provenance
+
     rec = records.CellRecord(
-        cell_id=cell_id(config),
-        status=records.COMPLETED,
-        config=config,
-        overrides=overrides,
-        runs=runs,
-        dataset=dataset,
-        provenance=prov,
-        started_at=started,
-        finished_at=records.now(),
+        cell_id=cell_id(config), status=records.FAILED, config=config, overrides=overrides, runs=[], dataset={},
+        provenance=provenance.collect(str(config["storage"]["root"])), started_at=started, finished_at=records.now(),
+        error={"type": type(e).__name__, "message": str(e), "traceback": traceback.format_exc()},
     )
-    path = records.write(rec, job_dir)
-    log.info("record: %s", path)
+    try:
+        path = records.write(rec, job_dir)
+    except (OSError, records.RecordError) as w:  # e.g. the disk that filled up holds the run folder too
+        raise errors.Stop(f"campaign: the cell failed: {type(e).__name__}: {e}; its failed record could not be "
+                          f"written either ({w})", 1) from None
+    log.error("cell failed: %s: %s (record: %s)", type(e).__name__, e, path)
+    return path

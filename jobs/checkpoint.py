@@ -64,6 +64,83 @@ def _fast_unusable(root: Path | None, need: int) -> str | None:
     return None
 
 
+def _choose_target(s: CheckpointSettings, model, steps: int, with_checkpoints: bool) -> tuple[str, str | None]:
+    """(where checkpoints go, why they fell back to the slow tier or None)."""
+    if not with_checkpoints or s.target not in ("fast", "burst_buffer"):
+        return s.target, None
+    # the fast tier holds up to max_to_keep checkpoints, plus the one being written
+    held = max(1, min(s.max_to_keep + 1, steps // s.every))
+    why = _fast_unusable(s.fast_root, _estimate_bytes(model) * held)
+    if why:
+        log.warning("checkpoints go straight to the slow tier: %s", why)
+        return "slow", why
+    return s.target, None
+
+
+class _Saver:
+    """Saves one run's checkpoints into ``folder``: sync (save, flush, manifest) or TensorFlow's async
+    (flushed in a background thread), then hands them to the burst buffer's drain or retention."""
+
+    def __init__(self, s: CheckpointSettings, model, opt, folder: Path, target: str, drain, snapshots: dict | None):
+        import tensorflow as tf
+
+        self.s, self.model, self.opt, self.folder, self.target = s, model, opt, folder, target
+        self.drain, self.snapshots = drain, snapshots
+        self.manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model, optimizer=opt), str(folder),
+                                                  max_to_keep=None, checkpoint_name=s.tag)
+        self.options = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True) if s.mode == "async" else None
+        self.pending: list[threading.Thread] = []
+        self.checkpoints: list[dict] = []
+
+    def _durable(self, prefix: Path) -> None:
+        if self.drain is not None:
+            self.drain.put(prefix)
+        else:
+            ckpt_store.retain(self.folder, self.s.tag, self.s.max_to_keep)
+
+    def _finish_async(self, obj, prefix: Path, entry: dict) -> None:
+        t0 = time.perf_counter()
+        obj.sync()  # the background write has reached the files
+        files = ckpt_store.files_of(prefix)
+        ckpt_store.flush(files, self.s.flush)
+        ckpt_store.write_manifest(prefix, entry["step"])
+        entry.update(flush_s=time.perf_counter() - t0, bytes=sum(f.stat().st_size for f in files), durable_at=time.time())
+        self._durable(prefix)
+
+    def save(self, step: int) -> None:
+        import tensorflow as tf
+
+        if self.snapshots is not None:
+            self.snapshots[step] = [v.numpy().copy() for v in self.model.weights]
+        entry = {"step": step, "tier": "fast" if self.target in ("fast", "burst_buffer") else "slow"}
+        t0 = time.perf_counter()
+        self.join()  # an async save waits for the one before it
+        if self.s.mode == "async":
+            # one Checkpoint object per save: Keras 3 variables break a second async save on the same object
+            obj = tf.train.Checkpoint(model=self.model, optimizer=self.opt)
+            prefix = Path(obj.write(str(self.folder / f"{self.s.tag}-{step}"), options=self.options))
+            entry["stall_s"] = time.perf_counter() - t0
+            th = threading.Thread(target=self._finish_async, args=(obj, prefix, entry))
+            th.start()
+            self.pending.append(th)
+        else:
+            prefix = Path(self.manager.save(checkpoint_number=step))
+            t1 = time.perf_counter()
+            files = ckpt_store.files_of(prefix)
+            ckpt_store.flush(files, self.s.flush)
+            ckpt_store.write_manifest(prefix, step)
+            t2 = time.perf_counter()
+            entry.update(save_s=t1 - t0, flush_s=t2 - t1, stall_s=t2 - t0, bytes=sum(f.stat().st_size for f in files),
+                         durable_at=time.time())
+            self._durable(prefix)
+        self.checkpoints.append(entry)
+
+    def join(self, timeout: float | None = None) -> None:
+        for p in self.pending:
+            p.join(timeout)
+        self.pending.clear()
+
+
 def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True, snapshots: dict | None = None) -> dict:
     """Train ``s.train.steps`` steps; checkpoint every ``s.every`` unless ``with_checkpoints`` is false
     (the same run's baseline). Returns the run's metrics and one entry per checkpoint. ``snapshots``,
@@ -80,113 +157,47 @@ def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True, 
                           image_side=t.image_side, one_hot=True)
     with tf.device("/CPU:0"):
         it = iter(data)
-    ckpt = tf.train.Checkpoint(model=model, optimizer=opt)
-    target, fallback = s.target, None
     steps = t.steps or len(ds.files) // t.batch_size
-    # the fast tier holds up to max_to_keep checkpoints, plus the one being written
-    held = max(1, min(s.max_to_keep + 1, steps // s.every))
-    need = _estimate_bytes(model) * held
-    if with_checkpoints and target in ("fast", "burst_buffer"):
-        why = _fast_unusable(s.fast_root, need)
-        if why:
-            fallback = why
-            log.warning("checkpoints go straight to the slow tier: %s", why)
-            target = "slow"
+    target, fallback = _choose_target(s, model, steps, with_checkpoints)
     slow_dir = ckpt_dir(s.slow_root) / s.tag
     fast_dir = ckpt_dir(s.fast_root) / s.tag if s.fast_root is not None else None
     folder = slow_dir if target == "slow" else fast_dir
-    locks = []
-    drain = None
+    locks, drain, saver = [], None, None
     if with_checkpoints:
         locks.append(ckpt_store.RunLock(folder))
         if target == "burst_buffer":
             (folder / ckpt_store.BURST_MARK).touch()
             locks.append(ckpt_store.RunLock(slow_dir))
             drain = ckpt_store.Drain(slow_dir, s.tag, s.max_to_keep, s.flush)
-    manager = tf.train.CheckpointManager(ckpt, str(folder), max_to_keep=None, checkpoint_name=s.tag) if with_checkpoints else None
-    options = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True) if s.mode == "async" else None
-    pending: list[threading.Thread] = []
-    checkpoints: list[dict] = []
-
-    def finish_async(obj, prefix: Path, entry: dict) -> None:
-        t0 = time.perf_counter()
-        obj.sync()  # the background write has reached the files
-        files = ckpt_store.files_of(prefix)
-        ckpt_store.flush(files, s.flush)
-        ckpt_store.write_manifest(prefix, entry["step"])
-        entry["flush_s"] = time.perf_counter() - t0
-        entry["bytes"] = sum(f.stat().st_size for f in files)
-        entry["durable_at"] = time.time()
-        if drain is not None:
-            drain.put(prefix)
-        elif target != "burst_buffer":
-            ckpt_store.retain(folder, s.tag, s.max_to_keep)
-
-    def save(step: int) -> None:
-        if snapshots is not None:
-            snapshots[step] = [v.numpy().copy() for v in model.weights]
-        entry = {"step": step, "tier": "fast" if target in ("fast", "burst_buffer") else "slow"}
-        t0 = time.perf_counter()
-        for p in pending:  # an async save waits for the one before it
-            p.join()
-        pending.clear()
-        if s.mode == "async":
-            # one Checkpoint object per save: Keras 3 variables break a second async save on the same object
-            obj = tf.train.Checkpoint(model=model, optimizer=opt)
-            prefix = Path(obj.write(str(folder / f"{s.tag}-{step}"), options=options))
-            entry["stall_s"] = time.perf_counter() - t0
-            th = threading.Thread(target=finish_async, args=(obj, prefix, entry))
-            th.start()
-            pending.append(th)
-        else:
-            prefix = Path(manager.save(checkpoint_number=step))
-            t1 = time.perf_counter()
-            files = ckpt_store.files_of(prefix)
-            ckpt_store.flush(files, s.flush)
-            ckpt_store.write_manifest(prefix, step)
-            t2 = time.perf_counter()
-            entry.update(save_s=t1 - t0, flush_s=t2 - t1, stall_s=t2 - t0, bytes=sum(f.stat().st_size for f in files),
-                         durable_at=time.time())
-            if drain is not None:
-                drain.put(prefix)
-            else:
-                ckpt_store.retain(folder, s.tag, s.max_to_keep)
-        checkpoints.append(entry)
-
-    stall_total = 0.0
-    loss = float("nan")
-    consumed = 0
-    images = 0
+        saver = _Saver(s, model, opt, folder, target, drain, snapshots)
+    run = {"stall": 0.0, "loss": float("nan"), "consumed": 0, "images": 0, "steps": 0}
     rb0, _ = pipeline.read_counters()
     t_start = time.perf_counter()
-    done = 0
     try:
         for k in range(1, steps + 1):
             try:
                 x, _, nbytes, y = next(it)
             except StopIteration:
                 break
-            loss = float(step_fn(x, y).numpy())
-            consumed += int(nbytes.numpy().sum())
-            images += int(nbytes.shape[0])
-            done = k
-            if with_checkpoints and k % s.every == 0:
+            run["loss"] = float(step_fn(x, y).numpy())
+            run["consumed"] += int(nbytes.numpy().sum())
+            run["images"] += int(nbytes.shape[0])
+            run["steps"] = k
+            if saver is not None and k % s.every == 0:
                 a = time.perf_counter()
-                save(k)
-                stall_total += time.perf_counter() - a
-        for p in pending:
-            p.join()
-        t_train_end = time.perf_counter()
-        wall_train_end = time.time()
+                saver.save(k)
+                run["stall"] += time.perf_counter() - a
+        if saver is not None:
+            saver.join()
+        t_train_end, wall_train_end = time.perf_counter(), time.time()
         drained = drain.finish() if drain is not None else []
         t_drained = time.perf_counter()
     except BaseException:
         # a failed run (a tier that filled up, an interrupt) leaves none of its checkpoints behind
         if drain is not None:
             drain.abort()
-        for p in pending:
-            p.join(60)
-        if with_checkpoints:
+        if saver is not None:
+            saver.join(60)
             for d in (slow_dir, fast_dir):
                 if d is not None:
                     shutil.rmtree(d, ignore_errors=True)
@@ -197,40 +208,39 @@ def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True, 
     rb1, _ = pipeline.read_counters()
     if target == "burst_buffer" and not ckpt_store.prefixes(folder, s.tag):
         shutil.rmtree(folder, ignore_errors=True)  # drained: the fast tier is left clean
-    durable = {
-        "slow": [p.name for p in ckpt_store.complete(slow_dir, s.tag)] if slow_dir.exists() else [],
-        "fast": [p.name for p in ckpt_store.complete(fast_dir, s.tag)] if fast_dir is not None and fast_dir.exists() else [],
+    checkpoints = saver.checkpoints if saver is not None else []
+    return {
+        **_timings(checkpoints, drained, run["stall"], t_train_end - t_start,
+                   (t_drained - t_train_end) if drain is not None else 0.0),
+        "steps": run["steps"], "train_ended_at": wall_train_end, "checkpoints": checkpoints,
+        "durable": _durable(slow_dir, fast_dir, s.tag), "target": s.target,
+        "effective_target": target if with_checkpoints else None, "fallback": fallback, "mode": s.mode,
+        "flush": s.flush, "device": device, "parameters": int(model.count_params()), "final_loss": run["loss"],
+        "checkpoint_dir": str(folder) if with_checkpoints else None, "images": run["images"], "images_dropped": 0,
+        "bytes_consumed": run["consumed"],
+        # the drain's reads are another process's; this process's device reads are the images'
+        "bytes_read_device": None if rb0 is None or rb1 is None else rb1 - rb0,
     }
+
+
+def _timings(checkpoints: list[dict], drained: list[dict], stall: float, runtime: float, drain_after: float) -> dict:
+    """The run's time figures; each checkpoint gains its drain's copy time and delay."""
     for entry in checkpoints:
         for d in drained:
             if d["step"] == entry["step"]:
                 entry["drained_after_s"] = d["finished_at"] - entry["durable_at"]
                 entry["copy_s"] = d["copy_s"]
     stalls = sorted(c["stall_s"] for c in checkpoints)
+    return {"runtime_s": runtime, "checkpoint_stall_s": stall,
+            "median_stall_s": stalls[len(stalls) // 2] if stalls else None, "drain_after_end_s": drain_after,
+            "drain_finished_at": max((d["finished_at"] for d in drained), default=None)}
+
+
+def _durable(slow_dir: Path, fast_dir: Path | None, tag: str) -> dict:
+    """Which complete checkpoints of the run each tier holds."""
     return {
-        "steps": done,
-        "runtime_s": t_train_end - t_start,
-        "checkpoint_stall_s": stall_total,
-        "median_stall_s": stalls[len(stalls) // 2] if stalls else None,
-        "drain_after_end_s": (t_drained - t_train_end) if drain is not None else 0.0,
-        "drain_finished_at": max((d["finished_at"] for d in drained), default=None),
-        "train_ended_at": wall_train_end,
-        "checkpoints": checkpoints,
-        "durable": durable,
-        "target": s.target,
-        "effective_target": target if with_checkpoints else None,
-        "fallback": fallback,
-        "mode": s.mode,
-        "flush": s.flush,
-        "device": device,
-        "parameters": int(model.count_params()),
-        "final_loss": loss,
-        "checkpoint_dir": str(folder) if with_checkpoints else None,
-        "images": images,
-        "images_dropped": 0,
-        "bytes_consumed": consumed,
-        # the drain's reads are another process's; this process's device reads are the images'
-        "bytes_read_device": None if rb0 is None or rb1 is None else rb1 - rb0,
+        "slow": [p.name for p in ckpt_store.complete(slow_dir, tag)] if slow_dir.exists() else [],
+        "fast": [p.name for p in ckpt_store.complete(fast_dir, tag)] if fast_dir is not None and fast_dir.exists() else [],
     }
 
 
