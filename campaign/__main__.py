@@ -20,10 +20,6 @@ def main(cfg: DictConfig) -> None:
     execute(cfg)
 
 
-def _terminate(signum, frame):  # scancel, kill: unwind like Ctrl-C, so tiers and locks are released
-    raise errors.Interrupted(signum)
-
-
 def _interrupted(name: str) -> str:
     folder = outputs.current()
     if folder is None:
@@ -36,9 +32,9 @@ def _interrupted(name: str) -> str:
 
 def run() -> int:
     """The whole invocation; returns the exit status."""
-    import signal
+    from jobs import interrupts
 
-    signal.signal(signal.SIGTERM, _terminate)
+    interrupts.install()  # SIGINT and SIGTERM unwind the cell, never from inside TensorFlow's iterator
     try:
         if "+experiment=paper" in sys.argv[1:]:
             from campaign import paper

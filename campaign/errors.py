@@ -7,9 +7,9 @@ through Hydra untouched to ``campaign.__main__``, which prints its one line and 
 
 from __future__ import annotations
 
-import signal
-
 from hydra.errors import CompactHydraException
+
+from jobs import interrupts
 
 
 class ConfigError(CompactHydraException):
@@ -25,10 +25,6 @@ class Stop(BaseException):
         self.status = status
 
 
-class Interrupted(BaseException):
-    """A signal (SIGTERM from scancel or kill) asked the campaign to end: raised in the main thread so
-    that tiers and locks unwind, like KeyboardInterrupt for SIGINT."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
+# A signal (SIGTERM from scancel or kill) asked the campaign to end; raised where unwinding is safe
+# (jobs.interrupts), so that tiers and locks unwind, like KeyboardInterrupt for SIGINT.
+Interrupted = interrupts.Interrupted

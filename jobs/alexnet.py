@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from jobs import pipeline
+from jobs import interrupts, pipeline
 from jobs.datasets import Dataset
 from jobs.metrics import MB
 
@@ -149,23 +149,25 @@ def run_once(ds: Dataset, s: TrainSettings, steps_csv: Path | None = None, model
     rb0, rc0 = pipeline.read_counters()
     t0 = time.perf_counter()
     t_last_call = t0
-    for _ in range(steps):
-        a = time.perf_counter()
-        try:
-            x, idx, nbytes, y = next(it)
-        except StopIteration:
-            exhausted = True
-            break
-        b = time.perf_counter()
-        t_last_call = b
-        loss = float(step(x, y).numpy())  # reading the loss waits for the step to finish, GPU included
-        c = time.perf_counter()
-        waits.append(b - a)
-        computes.append(c - b)
-        seen.extend(int(i) for i in idx.numpy())
-        consumed += int(nbytes.numpy().sum())
-    t_end = time.perf_counter()
-    del it
+    with interrupts.deferred():
+        for _ in range(steps):
+            interrupts.check()  # Ctrl-C and SIGTERM end the run here, between steps
+            a = time.perf_counter()
+            try:
+                x, idx, nbytes, y = next(it)
+            except StopIteration:
+                exhausted = True
+                break
+            b = time.perf_counter()
+            t_last_call = b
+            loss = float(step(x, y).numpy())  # reading the loss waits for the step to finish, GPU included
+            c = time.perf_counter()
+            waits.append(b - a)
+            computes.append(c - b)
+            seen.extend(int(i) for i in idx.numpy())
+            consumed += int(nbytes.numpy().sum())
+        t_end = time.perf_counter()
+        del it
     rb1, rc1 = pipeline.read_counters()
     if not waits:
         raise RuntimeError(f"the pipeline delivered no batch out of {len(ds.files)} files")

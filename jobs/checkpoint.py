@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobs import alexnet, ckpt_store, pipeline
+from jobs import alexnet, ckpt_store, interrupts, pipeline
 from jobs.datasets import Dataset
 
 log = logging.getLogger(__name__)
@@ -174,19 +174,21 @@ def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True, 
     rb0, _ = pipeline.read_counters()
     t_start = time.perf_counter()
     try:
-        for k in range(1, steps + 1):
-            try:
-                x, _, nbytes, y = next(it)
-            except StopIteration:
-                break
-            run["loss"] = float(step_fn(x, y).numpy())
-            run["consumed"] += int(nbytes.numpy().sum())
-            run["images"] += int(nbytes.shape[0])
-            run["steps"] = k
-            if saver is not None and k % s.every == 0:
-                a = time.perf_counter()
-                saver.save(k)
-                run["stall"] += time.perf_counter() - a
+        with interrupts.deferred():
+            for k in range(1, steps + 1):
+                interrupts.check()  # Ctrl-C and SIGTERM end the run here, between steps
+                try:
+                    x, _, nbytes, y = next(it)
+                except StopIteration:
+                    break
+                run["loss"] = float(step_fn(x, y).numpy())
+                run["consumed"] += int(nbytes.numpy().sum())
+                run["images"] += int(nbytes.shape[0])
+                run["steps"] = k
+                if saver is not None and k % s.every == 0:
+                    a = time.perf_counter()
+                    saver.save(k)
+                    run["stall"] += time.perf_counter() - a
         if saver is not None:
             saver.join()
         t_train_end, wall_train_end = time.perf_counter(), time.time()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 
-from jobs import pipeline
+from jobs import interrupts, pipeline
 from jobs.datasets import Dataset
 from jobs.metrics import MB
 
@@ -65,19 +65,21 @@ def run_once(ds: Dataset, s: RunSettings) -> RunResult:
     rb0, rc0 = pipeline.read_counters()
     t0 = time.perf_counter()
     t_first = t_last = t0
-    while s.batches is None or nb < s.batches:
-        try:
-            _, idx, nbytes = next(it)
-        except StopIteration:
-            exhausted = True
-            break
-        t_last = time.perf_counter()
-        if nb == 0:
-            t_first = t_last
-        nb += 1
-        seen.extend(int(i) for i in idx.numpy())
-        consumed += int(nbytes.numpy().sum())
-    del it  # stop read-ahead before the counters are read
+    with interrupts.deferred():
+        while s.batches is None or nb < s.batches:
+            interrupts.check()  # Ctrl-C and SIGTERM end the run here, between batches
+            try:
+                _, idx, nbytes = next(it)
+            except StopIteration:
+                exhausted = True
+                break
+            t_last = time.perf_counter()
+            if nb == 0:
+                t_first = t_last
+            nb += 1
+            seen.extend(int(i) for i in idx.numpy())
+            consumed += int(nbytes.numpy().sum())
+        del it  # stop read-ahead before the counters are read
     rb1, rc1 = pipeline.read_counters()
     seconds = t_last - t0
     drops = pipeline.dropped(ds, seen, exhausted, s.seed)

@@ -1,0 +1,65 @@
+"""Signals that end a campaign (SIGINT from Ctrl-C, SIGTERM from scancel or kill), raised only where
+unwinding is safe.
+
+Raised asynchronously inside TensorFlow's Python iterator code, while its worker threads run, an
+interrupt can corrupt the heap on the way out (seen in 1 of 3 tries: ``malloc_consolidate(): invalid
+chunk size``, exit -6). So while TensorFlow iterates (inside ``deferred()``), a signal is only noted,
+and ``check()``, which the batch loops call between batches, raises it; elsewhere it is raised at
+once. SIGINT raises KeyboardInterrupt, SIGTERM ``Interrupted``; both unwind the cell (tiers torn
+down, locks released) up to ``campaign.__main__``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from collections.abc import Iterator
+
+_pending: list[int] = []  # a signal noted while TensorFlow iterated
+_depth = [0]  # how many deferred() blocks the main thread is in
+
+
+class Interrupted(BaseException):
+    """SIGTERM (or another signal) asked the campaign to end."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise(signum: int) -> None:
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Interrupted(signum)
+
+
+def _handler(signum: int, frame) -> None:
+    if _depth[0] > 0:
+        _pending.append(signum)
+        return
+    _raise(signum)
+
+
+def install() -> None:
+    """Route SIGINT and SIGTERM through this module (main thread only)."""
+    signal.signal(signal.SIGINT, _handler)
+    signal.signal(signal.SIGTERM, _handler)
+
+
+def check() -> None:
+    """Raise the signal noted while TensorFlow iterated, if any (call between batches)."""
+    if _pending:
+        signum = _pending[0]
+        _pending.clear()
+        _raise(signum)
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """A block in which signals wait for the next ``check()`` (or the end of the block)."""
+    _depth[0] += 1
+    try:
+        yield
+    finally:
+        _depth[0] -= 1
+    check()
