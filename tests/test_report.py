@@ -80,7 +80,7 @@ def test_claims_verdicts_follow_the_tolerance():
         "images_per_s": [100.0, 170.0, 300.0, 230.0],
     })
     base = pd.DataFrame(columns=["storage", "measure", "mb_per_s"])
-    for col in ("prefetch", "batch_size", "runtime_s", "checkpoint_target", "checkpoint_mode", "baseline_runtime_s",
+    for col in ("kind", "prefetch", "batch_size", "runtime_s", "checkpoint_target", "checkpoint_mode", "baseline_runtime_s",
                 "median_stall_s", "checkpoint_tiers"):
         results[col] = None
     got = compare.claims_frame(results, base).set_index("id")
