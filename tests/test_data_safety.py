@@ -260,7 +260,7 @@ def test_concurrent_generation_of_one_synthetic_set(tmp_path):
 
 
 # 9. Ctrl-C deadlocked with workload.read_delay_ms > 0; SIGINT printed a traceback, SIGTERM nothing
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupted_sweep_ends_with_one_line_and_resumes(tmp_path, sig):
     make_jpegs(tmp_path / "data", 32)
     out = tmp_path / "sweep"
