@@ -87,7 +87,18 @@ def write_report(folder: str | Path, built=None) -> Path:
     }
     paper_txt = (folder / "paper.txt").read_text() if (folder / "paper.txt").exists() else ""
     counts = claims["status"].value_counts().to_dict() if not claims.empty else {}
-    page = f"""<!doctype html>
+    page = _page(folder, built, claims, table_i, figs, problems, fallbacks, facts, paper_txt, counts)
+    out = folder / REPORT
+    out.write_text(page)
+    return out
+
+
+def _page(folder: Path, built, claims, table_i, figs: list[str], problems, fallbacks, facts: dict, paper_txt: str,
+          counts: dict) -> str:
+    """The report's HTML, one self-contained page."""
+    import pandas as pd
+
+    return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>iocampaign report: {html.escape(folder.name)}</title>
 <style>
 body {{ font-family: sans-serif; max-width: 1100px; margin: 2em auto; color: #222; }}
@@ -123,6 +134,3 @@ values: <code>claims.csv</code>.</p>
 {_CHECK}
 </body></html>
 """
-    out = folder / REPORT
-    out.write_text(page)
-    return out

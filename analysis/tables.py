@@ -67,16 +67,7 @@ def collect(folder: str | Path) -> Collected:
             continue
         rel = path.parent.relative_to(folder)
         found[str(rel)] = (path, rec)
-    planned: list[dict] = []
-    for plan_file in sorted(folder.rglob(plan.FILENAME)):  # a paper campaign holds one sweep per grid
-        base = plan_file.parent.relative_to(folder)
-        try:
-            cells = plan.read(plan_file.parent)
-        except plan.PlanError as e:
-            out.unreadable.append(str(e))
-            continue
-        for cell in cells:
-            planned.append({"overrides": cell.overrides, "dir": str(base / cell.dir)})
+    planned = _planned(folder, out)
     for cell in planned:
         d = cell["dir"]
         entry = {"cell_dir": d, "overrides": " ".join(cell["overrides"])}
@@ -94,19 +85,7 @@ def collect(folder: str | Path) -> Collected:
         for run in rec.runs:
             if run["warmup"]:
                 continue
-            row = {**base, "run": run["run"], "cache_state": run["cache_state"], "device": run.get("device", ""),
-                   "checkpoint_fallback": run.get("fallback") or ""}
-            row.update({m: run.get(m) for m in METRICS})
-            dev, con = run.get("bytes_read_device"), run.get("bytes_consumed")
-            row["device_read_ratio"] = dev / con if dev is not None and con else None
-            row["fs_type"] = mount.get("fs_type")
-            row["host"] = rec.provenance.get("host")
-            row["cell_id"] = rec.cell_id
-            row["cell_dir"] = d
-            row["record"] = str(path.relative_to(folder))
-            row["trace_file"] = str(Path(d) / run["trace_file"]) if run.get("trace_file") else ""
-            row["steps_file"] = str(Path(d) / run["steps_file"]) if run.get("steps_file") else ""
-            out.rows.append(row)
+            out.rows.append(_row(base, run, rec, mount, d, str(path.relative_to(folder))))
             if "seq_read_mb_s" in run:
                 out.baselines += _baseline_rows(base, run, d)
             for ck in run.get("checkpoints", []):
@@ -116,6 +95,34 @@ def collect(folder: str | Path) -> Collected:
                                         "fallback": run.get("fallback") or "", **{k: ck.get(k) for k in CHECKPOINT_COLUMNS}})
     out.cells.sort(key=lambda c: (len(c["cell_dir"]), c["cell_dir"]))
     return out
+
+
+def _planned(folder: Path, out: Collected) -> list[dict]:
+    """Every cell the plans under ``folder`` hold (a paper campaign holds one sweep per grid)."""
+    planned: list[dict] = []
+    for plan_file in sorted(folder.rglob(plan.FILENAME)):
+        base = plan_file.parent.relative_to(folder)
+        try:
+            cells = plan.read(plan_file.parent)
+        except plan.PlanError as e:
+            out.unreadable.append(str(e))
+            continue
+        planned += [{"overrides": cell.overrides, "dir": str(base / cell.dir)} for cell in cells]
+    return planned
+
+
+def _row(base: dict, run: dict, rec: records.CellRecord, mount: dict, d: str, record: str) -> dict:
+    """One row of results.csv: a measured run of a completed cell."""
+    row = {**base, "run": run["run"], "cache_state": run["cache_state"], "device": run.get("device", ""),
+           "checkpoint_fallback": run.get("fallback") or ""}
+    row.update({m: run.get(m) for m in METRICS})
+    dev, con = run.get("bytes_read_device"), run.get("bytes_consumed")
+    row["device_read_ratio"] = dev / con if dev is not None and con else None
+    row.update(fs_type=mount.get("fs_type"), host=rec.provenance.get("host"), cell_id=rec.cell_id, cell_dir=d,
+               record=record)
+    row["trace_file"] = str(Path(d) / run["trace_file"]) if run.get("trace_file") else ""
+    row["steps_file"] = str(Path(d) / run["steps_file"]) if run.get("steps_file") else ""
+    return row
 
 
 def _baseline_rows(base: dict, run: dict, cell_dir: str) -> list[dict]:
