@@ -123,6 +123,31 @@ class TrainResult:
         return asdict(self)
 
 
+def _train(it, step, steps: int, t0: float) -> dict:
+    """Up to ``steps`` training steps from iterator ``it``, each timed as waiting for its batch and
+    computing."""
+    out = {"waits": [], "computes": [], "seen": [], "consumed": 0, "exhausted": False, "loss": float("nan"),
+           "t_last_call": t0}
+    with interrupts.deferred():
+        for _ in range(steps):
+            interrupts.check()  # Ctrl-C and SIGTERM end the run here, between steps
+            a = time.perf_counter()
+            try:
+                x, idx, nbytes, y = next(it)
+            except StopIteration:
+                out["exhausted"] = True
+                break
+            b = time.perf_counter()
+            out["t_last_call"] = b
+            out["loss"] = float(step(x, y).numpy())  # reading the loss waits for the step to finish, GPU included
+            out["computes"].append(time.perf_counter() - b)
+            out["waits"].append(b - a)
+            out["seen"].extend(int(i) for i in idx.numpy())
+            out["consumed"] += int(nbytes.numpy().sum())
+        out["t_end"] = time.perf_counter()
+    return out
+
+
 def run_once(ds: Dataset, s: TrainSettings, steps_csv: Path | None = None, model=None) -> TrainResult:
     """Train for ``s.steps`` steps (or one epoch); write every step's wait and compute to ``steps_csv``."""
     import tensorflow as tf
@@ -140,35 +165,13 @@ def run_once(ds: Dataset, s: TrainSettings, steps_csv: Path | None = None, model
         data = data.take(per_epoch)  # one epoch of full batches, as the paper's 142 x 64 of 9,144
     with tf.device("/CPU:0"):
         it = iter(data)
-    waits: list[float] = []
-    computes: list[float] = []
-    seen: list[int] = []
-    consumed = 0
-    exhausted = False
-    loss = float("nan")
     rb0, rc0 = pipeline.read_counters()
     t0 = time.perf_counter()
-    t_last_call = t0
-    with interrupts.deferred():
-        for _ in range(steps):
-            interrupts.check()  # Ctrl-C and SIGTERM end the run here, between steps
-            a = time.perf_counter()
-            try:
-                x, idx, nbytes, y = next(it)
-            except StopIteration:
-                exhausted = True
-                break
-            b = time.perf_counter()
-            t_last_call = b
-            loss = float(step(x, y).numpy())  # reading the loss waits for the step to finish, GPU included
-            c = time.perf_counter()
-            waits.append(b - a)
-            computes.append(c - b)
-            seen.extend(int(i) for i in idx.numpy())
-            consumed += int(nbytes.numpy().sum())
-        t_end = time.perf_counter()
-        del it
+    loop = _train(it, step, steps, t0)
+    del it  # stop read-ahead before the counters are read
     rb1, rc1 = pipeline.read_counters()
+    waits, computes, seen, consumed = loop["waits"], loop["computes"], loop["seen"], loop["consumed"]
+    exhausted, loss, t_end, t_last_call = loop["exhausted"], loop["loss"], loop["t_end"], loop["t_last_call"]
     if not waits:
         raise RuntimeError(f"the pipeline delivered no batch out of {len(ds.files)} files")
     if steps_csv is not None:
