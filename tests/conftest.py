@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -31,6 +32,25 @@ def disk_root(tmp_path_factory) -> Path:
         base = Path(os.environ.get("IOCAMPAIGN_TEST_DISK", "/var/tmp")) / f"iocampaign-test-{os.getpid()}"
         base.mkdir(parents=True, exist_ok=True)
     return base
+
+
+@pytest.fixture
+def cwd(tmp_path):
+    """An empty working directory for a command, so that anything it leaves behind shows."""
+    d = tmp_path / "cwd"
+    d.mkdir()
+    return d
+
+
+@contextlib.contextmanager
+def tmpfs(folder: Path, size: str):
+    """A real tmpfs of ``size`` mounted at ``folder`` (root), unmounted afterwards."""
+    folder.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], check=True)
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
 
 
 SLURM_SCRIPTS = Path(__file__).resolve().parent / "slurm"

@@ -24,13 +24,6 @@ def _fails_with(cwd, expected, *args):
     return lines[0]
 
 
-@pytest.fixture
-def cwd(tmp_path):
-    d = tmp_path / "cwd"
-    d.mkdir()
-    return d
-
-
 def test_storage_root_that_does_not_exist(cwd):
     _fails_with(cwd, "storage.root=/no/such/dir does not exist", "storage.root=/no/such/dir", *TINY)
 

@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import ROOT, analysis, campaign, make_jpegs
+from conftest import ROOT, analysis, campaign, make_jpegs, tmpfs
 from jobs import cache, datasets, iotools, records, synthetic, tiers
 
 needs_root = pytest.mark.skipif(
@@ -60,13 +60,6 @@ def _one_line(p: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-@pytest.fixture
-def cwd(tmp_path):
-    d = tmp_path / "cwd"
-    d.mkdir()
-    return d
-
-
 # 1. fio splits --filename at ':' and cuts at ';': the tool's own folder must be all it sees
 @needs_fio
 def test_fio_and_small_file_reads_stay_inside_a_root_with_colon_and_semicolon(tmp_path):
@@ -93,9 +86,7 @@ def test_fio_and_small_file_reads_stay_inside_a_root_with_colon_and_semicolon(tm
 @needs_root
 def test_emulated_tier_never_unmounts_or_hides_what_it_did_not_mount(tmp_path, cwd):
     mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)], check=True)
-    try:
+    with tmpfs(mnt, "8m"):
         planted = plant(mnt)
         with pytest.raises(tiers.TierError, match="iocampaign did not mount"):
             tiers.setup("safety_tier", str(tmp_path / "images"), str(mnt), 0.3, 100, 100)
@@ -104,8 +95,6 @@ def test_emulated_tier_never_unmounts_or_hides_what_it_did_not_mount(tmp_path, c
         assert p.returncode == 2 and "iocampaign did not mount" in _one_line(p) and "storage.root=" in p.stderr
         assert tiers._mount_at(str(mnt)) == ("tmpfs", "tmpfs")  # still mounted
         intact(planted)
-    finally:
-        subprocess.run(["umount", str(mnt)], check=True)
     # a folder with files: a tier mounted over it would hide them
     planted = plant(mnt)
     with pytest.raises(tiers.TierError, match="files in it"):
@@ -296,9 +285,7 @@ def test_a_checkpoint_run_that_fills_its_tier_leaves_nothing(tmp_path):
     ds = datasets.resolve(OmegaConf.create({"name": "t", "source": "folder", "path": str(tmp_path / "imgs"),
                                             "num_images": 32}), str(tmp_path), 0)
     small = tmp_path / "small"
-    small.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(small)], check=True)
-    try:
+    with tmpfs(small, "3m"):
         planted = plant(small)
         train = alexnet.TrainSettings(threads=2, batch_size=4, prefetch=1, image_side=64, width=0.5, steps=4, seed=0,
                                       device="cpu")
@@ -314,8 +301,6 @@ def test_a_checkpoint_run_that_fills_its_tier_leaves_nothing(tmp_path):
         r = checkpoint.run_once(ds, s)
         assert r["effective_target"] == "slow" and "max_to_keep" in r["fallback"]
         intact(planted)
-    finally:
-        subprocess.run(["umount", str(small)], check=True)
 
 
 # 11-14. one line instead of a traceback or a silent wrong measurement
@@ -398,15 +383,11 @@ def test_damaged_plan_and_records_give_one_line(tmp_path, cwd):
 @needs_root
 def test_a_storage_root_too_small_for_the_synthetic_set_is_one_line(tmp_path, cwd):
     small = tmp_path / "small"
-    small.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(small)], check=True)
-    try:
+    with tmpfs(small, "2m"):
         p = campaign("storage=tmpfs", f"storage.root={small}", "dataset.num_images=200", "batch_size=4", "repeats=1",
                      f"hydra.run.dir={tmp_path / 'r'}", cwd=cwd)
         assert p.returncode == 1 and "storage.root" in _one_line(p) and "is too full" in p.stderr
         assert not list((small / "iocampaign" / "datasets").rglob("*.jpg"))
-    finally:
-        subprocess.run(["umount", str(small)], check=True)
 
 
 def test_a_sweep_folder_that_would_add_an_sbatch_directive_is_refused(tmp_path, cwd):
