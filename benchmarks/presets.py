@@ -14,8 +14,8 @@ def dataset(storage_root: str, name: str, num_images: int, seed: int):
 
     from campaign import schema
     from campaign.plan import resolved
-    from campaign.validate import View
     from jobs import datasets
+    from jobs.configview import View
 
     schema.register()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):

@@ -9,45 +9,12 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Any
 
 from campaign.errors import ConfigError
+from jobs.configview import View
 
 __all__ = ["ConfigError", "check", "storage_root", "threads_value", "View"]
 MISSING = "???"
-
-
-class View:
-    """Attribute access over a plain config dict (``cfg.storage.root``), as a DictConfig offers."""
-
-    __slots__ = ("_d",)
-
-    def __init__(self, d: dict) -> None:
-        self._d = d
-
-    def __getattr__(self, key: str) -> Any:
-        try:
-            return self._wrap(self._d[key])
-        except KeyError:
-            raise AttributeError(key) from None
-
-    def __getitem__(self, key: str) -> Any:
-        return self._wrap(self._d[key])
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self._wrap(self._d.get(key, default))
-
-    @staticmethod
-    def _wrap(v: Any) -> Any:
-        return View(v) if isinstance(v, dict) else v
-
-    def select(self, dotted: str) -> Any:
-        v: Any = self._d
-        for part in dotted.split("."):
-            if not isinstance(v, dict) or part not in v:
-                return None
-            v = v[part]
-        return self._wrap(v)
 
 
 def threads_value(raw) -> int | str:

@@ -17,14 +17,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 from jobs import records, workloads
+from jobs.configview import View
 
 log = logging.getLogger(__name__)
-
-
-def _view(config: dict):
-    from campaign.validate import View
-
-    return View(config)
 
 
 def dataset_summary(ds) -> dict:
@@ -50,7 +45,7 @@ def measure(config: dict, job_dir: Path) -> tuple[list[dict], dict, dict]:
     """
     from jobs import cache, datasets, locks, provenance
 
-    cfg = _view(config)
+    cfg = View(config)
     w = workloads.get(cfg.workload.kind)
     tiers_of = w.tiers(cfg)
     root = str(cfg.storage.root)

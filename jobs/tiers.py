@@ -96,14 +96,12 @@ def marker(image: str) -> Path:
 
 
 def _image_is_ours(image: str, name: str) -> bool:
+    """Whether the tool made ``image``: its marker, or (images made before markers existed) the tier's
+    ext4 label. Reads only; ``setup`` writes the marker of an adopted image."""
     if marker(image).exists():
         return True
-    # images made before the marker existed carry the tier's ext4 label
     label = subprocess.run(["blkid", "-o", "value", "-s", "LABEL", image], capture_output=True, text=True).stdout.strip()
-    if label and label == name[:16]:
-        marker(image).write_text(json.dumps({"tier": name, "adopted": True}))
-        return True
-    return False
+    return bool(label) and label == name[:16]
 
 
 def foreign(name: str, image: str, mount: str, key: str = "storage") -> str | None:
@@ -187,6 +185,8 @@ def setup(name: str, image_dir: str, mount: str, size_gb: float, read_mb_s: floa
             except OSError:
                 pass
     Path(image_dir).mkdir(parents=True, exist_ok=True)
+    if os.path.exists(image) and not marker(image).exists():  # adopted by its label (foreign() checked it)
+        marker(image).write_text(json.dumps({"tier": name, "adopted": True}))
     fresh = not os.path.exists(image) or os.path.getsize(image) != int(size_gb * 1e9)
     if fresh:
         # allocated, not sparse: first writes into a sparse image cost extra allocation on the real

@@ -36,7 +36,7 @@ class RunContext:
     """What one run of a cell gets from the runner."""
 
     ds: Any  # jobs.datasets.Dataset
-    cfg: Any  # the cell's config: attribute access over its resolved data (campaign.validate.View)
+    cfg: Any  # the cell's config: attribute access over its resolved data (jobs.configview.View)
     config: dict  # the same, plain (as the record keeps it)
     seed: int  # this run's seed
     job_dir: Path  # the cell's folder: per-run files go here
