@@ -39,7 +39,7 @@ def _cell_values(cfg: dict) -> dict:
         "batch_size": cfg["batch_size"],
         "prefetch": cfg["prefetch"],
         "cache": cfg["cache"],
-        "image_side": cfg["workload"]["image_side"],
+        "image_side": cfg["workload"].get("image_side"),
         "width": cfg["workload"].get("width"),
         **_checkpoint_values(cfg),
     }

@@ -40,7 +40,8 @@ def run() -> int:
             from campaign import paper
 
             return paper.main([a for a in sys.argv[1:] if a != "+experiment=paper"])
-        problem = choices.unknown_choice(sys.argv[1:]) or choices.bad_value(sys.argv[1:])
+        args = sys.argv[1:]
+        problem = choices.unknown_choice(args) or choices.missing_field(args) or choices.bad_value(args)
         if problem:
             print(f"campaign: {problem}", file=sys.stderr)
             return 2

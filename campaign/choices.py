@@ -45,6 +45,49 @@ def unknown_choice(args: list[str]) -> str | None:
     return None
 
 
+def _preset_kind(name: str, extra: list[Path]) -> str | None:
+    """The ``kind`` a workload preset names (None when the preset cannot be read here)."""
+    from omegaconf import OmegaConf
+
+    for d in [CONF_DIR, *extra]:
+        path = d / "workload" / f"{name}.yaml"
+        if path.is_file():
+            kind = OmegaConf.load(path).get("kind")
+            return str(kind) if kind else None
+    return None
+
+
+def missing_field(args: list[str]) -> str | None:
+    """One line for a ``workload.<field>=...`` override that a chosen workload's schema does not have
+    (``workload=microbench workload.width=0.5``), or None. The chosen workloads are those of
+    ``workload=`` (the config's default, microbench, when absent; an experiment's are Hydra's to check)."""
+    from dataclasses import fields
+
+    from jobs import workloads
+
+    extra = searchpath(args)
+    chosen: list[str] = []
+    for arg in args:
+        m = _ARG.match(arg)
+        if m and m["group"] == "workload" and "@" not in arg and re.fullmatch(r"[\w.-]+(,[\w.-]+)*", m["value"]):
+            chosen += m["value"].split(",")
+        elif m and m["group"] == "experiment":
+            return None
+    for arg in args:
+        m = re.match(r"^workload\.(\w+)=", arg)
+        if not m:
+            continue
+        for name in chosen or ["microbench"]:
+            kind = _preset_kind(name, extra)
+            if kind not in workloads.names():
+                continue
+            known = [f.name for f in fields(workloads.get(kind).schema)]
+            if m[1] not in known:
+                return (f"{arg}: workload={name} has no setting {m[1]!r} (its settings: {', '.join(known)}); "
+                        "sweep workloads with different settings in separate commands")
+    return None
+
+
 def _template():
     """The campaign schema with every group's schema in place: what a plain value override must fit."""
     from omegaconf import OmegaConf

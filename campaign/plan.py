@@ -31,11 +31,24 @@ class PlannedCell:
     cell_id: str | None = None  # hash of its resolved config (None in version-1 plans)
 
 
+# The workload fields of the one schema all workloads shared before each had its own (ids of version
+# 1 and 2 plans and records hashed them all). A field a workload's schema does not have enters the id
+# with this value, so a cell keeps its id, its folder and its finished record across the split.
+SHARED_WORKLOAD_FIELDS = {
+    "kind": "microbench", "pipeline": "decode_resize", "image_side": 224, "batches": None, "width": 1.0, "steps": None,
+    "device": "auto", "trace_interval_s": 1.0, "read_delay_ms": 0.0, "file_gb": 5.0, "small_file_threads": [1, 2, 4, 8],
+    "description": "",
+}
+
+
 def cell_id(config: dict) -> str:
     """Stable id of a cell: a hash of what it measures (its resolved config; of the platform only the
-    name, so resuming with other launch settings such as platform.wait still finds finished cells)."""
+    name, so resuming with other launch settings such as platform.wait still finds finished cells;
+    of the workload its fields over ``SHARED_WORKLOAD_FIELDS``)."""
     what = {k: v for k, v in config.items() if k not in ("platform", "hydra")}
     what["platform"] = (config.get("platform") or {}).get("name")
+    if isinstance(what.get("workload"), dict):
+        what["workload"] = {**SHARED_WORKLOAD_FIELDS, **what["workload"]}
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 

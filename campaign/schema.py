@@ -37,19 +37,21 @@ class Device(Enum):
 
 @dataclass
 class WorkloadConf:
+    """Fields every workload has; a workload's own schema (in its module under jobs/workloads/)
+    inherits them and adds its settings."""
+
     name: str = MISSING  # workload label used in records and tables
-    kind: str = "microbench"  # the workload module that runs in the cell (a name in jobs.workloads' registry)
+    kind: str = MISSING  # the workload module that runs in the cell (a name in jobs.workloads' registry)
+    description: str = ""  # one line shown in the README and records
+
+
+@dataclass
+class InputPipelineConf(WorkloadConf):
+    """Fields of the workloads that read the dataset through the paper's tf.data pipeline."""
+
     pipeline: Pipeline = Pipeline.decode_resize  # what the mapped function does to every file
     image_side: int = 224  # side of the resized square image, pixels (alexnet: also the model's input)
-    batches: Optional[int] = None  # microbench: stop after this many batches; null = the whole set
-    width: float = 1.0  # alexnet: multiplier of filters and dense units (1.0 = the paper's, 58.7 M params)
-    steps: Optional[int] = None  # alexnet: training steps per run; null = one epoch (images // batch_size)
-    device: Device = Device.auto  # alexnet: where the model trains
-    trace_interval_s: float = 1.0  # alexnet: device I/O sampling interval, s (0.1 to 10)
     read_delay_ms: float = 0.0  # extra latency per file read, ms: emulates a slower tier (0 = none)
-    file_gb: float = 5.0  # baseline: size of the sequential read/write test file, GB (Table I: 5)
-    small_file_threads: List[int] = field(default_factory=lambda: [1, 2, 4, 8])  # baseline: readers of the dataset's files
-    description: str = ""  # one line shown in the README and records
 
 
 @dataclass

@@ -91,6 +91,15 @@ def test_unknown_choice_lists_valid_ones():
     assert "workload 'alexnetx'" in choices.unknown_choice(["workload=alexnetx"])
 
 
+def test_a_setting_the_chosen_workload_lacks_is_named():
+    msg = choices.missing_field(["workload=microbench,alexnet_small", "workload.width=0.5"])
+    assert msg and msg.startswith("workload.width=0.5: workload=microbench has no setting 'width'") and "batches" in msg
+    assert "workload=microbench" in choices.missing_field(["workload.steps=3"])  # the default workload
+    assert choices.missing_field(["workload=alexnet_small,checkpoint", "workload.width=0.5"]) is None
+    assert choices.missing_field(["workload=baseline", "workload.file_gb=1"]) is None
+    assert "'file_gb'" in choices.missing_field(["workload=readonly", "workload.file_gb=1"])
+
+
 def test_sweep_expansion_matches_hydras_basic_sweeper():
     cells = sweep.expand(["threads=1,2", "storage=local,tmpfs", "repeats=2"])
     assert cells == [

@@ -3,10 +3,20 @@ step timed as waiting for data and computing, with the device's I/O traced."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from campaign.errors import ConfigError
-from campaign.schema import WorkloadConf
+from campaign.schema import Device, InputPipelineConf
 from jobs.metrics import of
 from jobs.workloads import RunContext, Workload, register
+
+
+@dataclass
+class AlexNetConf(InputPipelineConf):
+    width: float = 1.0  # multiplier of filters and dense units (1.0 = the paper's, 58.7 M params)
+    steps: int | None = None  # training steps per run; null = one epoch (images // batch_size)
+    device: Device = Device.auto  # where the model trains
+    trace_interval_s: float = 1.0  # device I/O sampling interval, s (0.05 to 10)
 
 
 def check_alexnet(cfg) -> None:
@@ -15,12 +25,14 @@ def check_alexnet(cfg) -> None:
         raise ConfigError(f"workload.image_side={cfg.workload.image_side} is too small for AlexNet's three poolings (64 or more)")
     if cfg.workload.width <= 0:
         raise ConfigError(f"workload.width={cfg.workload.width} must be positive (1.0 = the paper's AlexNet)")
+    if not 0.05 <= cfg.workload.trace_interval_s <= 10:
+        raise ConfigError(f"workload.trace_interval_s={cfg.workload.trace_interval_s} must be between 0.05 and 10 seconds")
 
 
 @register
 class AlexNet(Workload):
     name = "alexnet"
-    schema = WorkloadConf
+    schema = AlexNetConf
     metrics = of("steps", "runtime_s", "data_wait_s", "compute_s", "first_step_s", "images_per_s", "mb_per_s",
                  "bytes_read_syscall")
     record_keys = ("dropped_files", "first_step_wait_s", "device", "parameters", "final_loss", "trace_file",

@@ -3,16 +3,24 @@ device's own rate for the dataset's small files."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from campaign.errors import ConfigError
 from campaign.schema import WorkloadConf
 from jobs.metrics import of
 from jobs.workloads import RunContext, Workload, register
 
 
+@dataclass
+class BaselineConf(WorkloadConf):
+    file_gb: float = 5.0  # size of the sequential read/write test file, GB (Table I: 5)
+    small_file_threads: list[int] = field(default_factory=lambda: [1, 2, 4, 8])  # readers of the dataset's files
+
+
 @register
 class Baseline(Workload):
     name = "baseline"
-    schema = WorkloadConf
+    schema = BaselineConf
     metrics = of("seq_read_mb_s", "seq_write_mb_s")
     record_keys = ("small_read_mb_s", "file_bytes", "tool", "tool_version", "small_file_tool", "commands")
     packages = ()

@@ -9,10 +9,9 @@ import time
 from pathlib import Path
 
 from campaign.errors import ConfigError
-from campaign.schema import WorkloadConf
 from jobs.metrics import of
 from jobs.workloads import RunContext, Workload, register
-from jobs.workloads.alexnet import check_alexnet
+from jobs.workloads.alexnet import AlexNetConf, check_alexnet
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +19,7 @@ log = logging.getLogger(__name__)
 @register
 class Checkpoint(Workload):
     name = "checkpoint"
-    schema = WorkloadConf
+    schema = AlexNetConf  # the mini-app's settings; the checkpoint's own are in the checkpoint group
     metrics = of("steps", "runtime_s", "baseline_runtime_s", "checkpoint_stall_s", "median_stall_s",
                  "drain_after_end_s")
     record_keys = ("drain_finished_at", "train_ended_at", "checkpoints", "durable", "target", "effective_target",
@@ -52,7 +51,7 @@ class Checkpoint(Workload):
             train=alexnet.TrainSettings(
                 threads=threads_value(cfg.threads), batch_size=int(cfg.batch_size), prefetch=int(cfg.prefetch),
                 image_side=int(cfg.workload.image_side), width=float(cfg.workload.width), steps=cfg.workload.steps,
-                seed=ctx.seed, device=cfg.workload.device,
+                seed=ctx.seed, device=cfg.workload.device, read_delay_ms=float(cfg.workload.read_delay_ms),
             ),
             every=int(ck.every), target=ck.target, fast_root=Path(str(ck.fast.root)), slow_root=Path(str(ck.slow.root)),
             flush=ck.flush, mode=ck.mode, max_to_keep=int(ck.max_to_keep),

@@ -3,15 +3,22 @@ the paper's tf.data pipeline iterated without compute."""
 
 from __future__ import annotations
 
-from campaign.schema import WorkloadConf
+from dataclasses import dataclass
+
+from campaign.schema import InputPipelineConf
 from jobs.metrics import of
 from jobs.workloads import RunContext, Workload, register
+
+
+@dataclass
+class MicrobenchConf(InputPipelineConf):
+    batches: int | None = None  # stop after this many batches; null = the whole set
 
 
 @register
 class Microbench(Workload):
     name = "microbench"
-    schema = WorkloadConf
+    schema = MicrobenchConf
     metrics = of("batches", "seconds", "first_batch_s", "images_per_s", "mb_per_s", "bytes_read_syscall")
     record_keys = ("dropped_files",)
     packages = ("tensorflow",)
