@@ -17,7 +17,7 @@ def _label(row) -> str:
     return f"{row['checkpoint_tiers']}\n({TARGET_NAMES.get(row['checkpoint_target'], row['checkpoint_target'])}{mode})"
 
 
-def fig9(results, stem: Path) -> list[Path]:
+def fig9(results, folder: Path, figure) -> list[Path]:
     """Median runtime per checkpoint target (bars, min-max whiskers) over the median runtime of the same
     runs without checkpoints (shaded); the median stall per checkpoint written above each bar."""
     import matplotlib
@@ -54,10 +54,10 @@ def fig9(results, stem: Path) -> list[Path]:
     ax.grid(axis="y", linewidth=0.3)
     ax.set_axisbelow(True)
     fig.tight_layout()
-    return plotting.save(fig, stem)
+    return plotting.save(fig, folder / figure.key)
 
 
-def fig10(results, folder: Path, stem: Path) -> list[Path]:
+def fig10(results, folder: Path, figure) -> list[Path]:
     """MB/s written to the slow tier over time, direct-to-slow against the burst buffer (first measured
     run of each), with the end of training marked and the drain after it shaded."""
     import matplotlib
@@ -91,10 +91,4 @@ def fig10(results, folder: Path, stem: Path) -> list[Path]:
     axes[-1, 0].set_xlim(left=0)
     fig.suptitle("Fig. 10: writes to the slow tier's device during and after training", fontsize=9)
     fig.tight_layout()
-    return plotting.save(fig, stem)
-
-
-def render_all(results, folder: Path) -> list[Path]:
-    if results.empty or not (results["kind"] == KIND).any():
-        return []
-    return fig9(results, folder / "fig9") + fig10(results, folder, folder / "fig10")
+    return plotting.save(fig, folder / figure.key)

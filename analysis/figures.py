@@ -1,4 +1,5 @@
-"""Figures 4 and 5 of the paper from the tidy results table: medians with min-max whiskers."""
+"""Every figure the workloads declare (``jobs.workloads.Figure``), drawn from the rows of their kind;
+and Figs. 4 and 5 of the paper (the micro-benchmark's): medians with min-max whiskers."""
 
 from __future__ import annotations
 
@@ -7,11 +8,6 @@ from pathlib import Path
 from analysis import plotting
 from jobs.metrics import label
 
-FIGURES = {
-    # figure key: (workload, title)
-    "fig4": ("microbench", "Fig. 4: input pipeline read → decode → resize 224×224 (median of runs)"),
-    "fig5": ("readonly", "Fig. 5: input pipeline with read_file only (median of runs)"),
-}
 NOT_COLD = {"not_cold", "not_warm"}
 
 
@@ -20,7 +16,41 @@ def _thread_key(t) -> tuple[int, float]:
     return (1, 0.0) if s == "autotune" else (0, float(s))
 
 
-def bandwidth_figure(results, workload: str, title: str, out_stem: Path) -> list[Path]:
+def _mb_per_image(df) -> float:
+    """MB per image when it is one number for every run (so a right axis in MB/s is honest), else 0."""
+    per_image = (df["mb_per_s"] / df["images_per_s"]).dropna()
+    factor = float(per_image.median()) if len(per_image) else 0.0
+    return factor if factor > 0 and float((per_image / factor - 1).abs().max()) < 0.02 else 0.0
+
+
+def _bars(ax, df, stats, flagged, storages, threads, annotate_mb: bool) -> None:
+    """One bar group per storage, one bar per thread count: median, min-max whiskers, hatched when a
+    run's cache was not as requested; MB/s written on the bars when the right axis cannot say it."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    width = 0.8 / max(1, len(threads))
+    greys = plt.cm.Greys(np.linspace(0.15, 0.75, max(1, len(threads))))
+    x = np.arange(len(storages))
+    for j, t in enumerate(threads):
+        cells = [(s, t) in stats.index for s in storages]
+        med = [stats.loc[(s, t), "median"] if ok else np.nan for s, ok in zip(storages, cells)]
+        lo = [stats.loc[(s, t), "median"] - stats.loc[(s, t), "min"] if ok else 0 for s, ok in zip(storages, cells)]
+        hi = [stats.loc[(s, t), "max"] - stats.loc[(s, t), "median"] if ok else 0 for s, ok in zip(storages, cells)]
+        pos = x - 0.4 + width * (j + 0.5)
+        bars = ax.bar(pos, med, width, color=greys[j], edgecolor="black", linewidth=0.6,
+                      label=f"{t} thread{'s' if t != '1' else ''}")
+        ax.errorbar(pos, med, yerr=[lo, hi], fmt="none", ecolor="black", capsize=2, linewidth=0.8)
+        for b, s, ok in zip(bars, storages, cells):
+            if ok and flagged.loc[(s, t)]:
+                b.set_hatch("//")
+            sub = df[(df["storage"] == s) & (df["threads"] == t)]
+            if annotate_mb and len(sub) and np.isfinite(b.get_height()):
+                ax.annotate(f"{sub['mb_per_s'].median():.0f} MB/s", (b.get_x() + b.get_width() / 2, b.get_height()),
+                            ha="center", va="bottom", fontsize=6, rotation=90)
+
+
+def bandwidth_figure(rows, folder: Path, figure) -> list[Path]:
     """Images/s per thread count, one bar group per storage, MB/s on the right; PNG and SVG."""
     import matplotlib
 
@@ -28,83 +58,63 @@ def bandwidth_figure(results, workload: str, title: str, out_stem: Path) -> list
     import matplotlib.pyplot as plt
     import numpy as np
 
-    df = results[results["workload"] == workload].copy()
-    if df.empty:
-        return []
+    df = rows.copy()
     df["threads"] = df["threads"].astype(str)
     storages = list(dict.fromkeys(df["storage"]))
     threads = sorted(df["threads"].unique(), key=_thread_key)
     stats = df.groupby(["storage", "threads"])["images_per_s"].agg(["median", "min", "max"])
     flagged = df.groupby(["storage", "threads"])["cache_state"].agg(lambda s: bool(set(s) & NOT_COLD))
-    # MB per image converts the left axis into the right one; only honest if it is one number.
-    per_image = (df["mb_per_s"] / df["images_per_s"]).dropna()
-    factor = float(per_image.median()) if len(per_image) else 0.0
-    one_factor = factor > 0 and float((per_image / factor - 1).abs().max()) < 0.02
-
+    factor = _mb_per_image(df)
     fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(storages) * max(1, len(threads)) / 3), 4.2))
-    width = 0.8 / max(1, len(threads))
-    greys = plt.cm.Greys(np.linspace(0.15, 0.75, max(1, len(threads))))
-    x = np.arange(len(storages))
-    for j, t in enumerate(threads):
-        med, lo, hi, hatch = [], [], [], []
-        for s in storages:
-            if (s, t) in stats.index:
-                r = stats.loc[(s, t)]
-                med.append(r["median"]), lo.append(r["median"] - r["min"]), hi.append(r["max"] - r["median"])
-                hatch.append(bool(flagged.loc[(s, t)]))
-            else:
-                med.append(np.nan), lo.append(0), hi.append(0), hatch.append(False)
-        pos = x - 0.4 + width * (j + 0.5)
-        bars = ax.bar(pos, med, width, color=greys[j], edgecolor="black", linewidth=0.6,
-                      label=f"{t} thread{'s' if t != '1' else ''}")
-        ax.errorbar(pos, med, yerr=[lo, hi], fmt="none", ecolor="black", capsize=2, linewidth=0.8)
-        for b, h in zip(bars, hatch):
-            if h:
-                b.set_hatch("//")
-        if not one_factor:
-            for b, s in zip(bars, storages):
-                sub = df[(df["storage"] == s) & (df["threads"] == t)]
-                if len(sub) and np.isfinite(b.get_height()):
-                    ax.annotate(f"{sub['mb_per_s'].median():.0f} MB/s", (b.get_x() + b.get_width() / 2, b.get_height()),
-                                ha="center", va="bottom", fontsize=6, rotation=90)
-    labels = []
-    for s in storages:
-        sub = df[df["storage"] == s]
-        labels.append(f"{s}\n({sub['fs_type'].iloc[0]})" if "fs_type" in sub and sub["fs_type"].notna().any() else s)
-    ax.set_xticks(x, labels)
+    _bars(ax, df, stats, flagged, storages, threads, annotate_mb=not factor)
+    fs = df.groupby("storage")["fs_type"].first() if "fs_type" in df else {}
+    ax.set_xticks(np.arange(len(storages)), [f"{s}\n({fs[s]})" if isinstance(fs.get(s), str) else s for s in storages])
     ax.set_ylabel(label("images_per_s"))
     ax.set_xlabel("Storage (file system)")
-    ax.set_title(title, fontsize=10)
+    ax.set_title(figure.title, fontsize=10)
     ax.grid(axis="y", linewidth=0.3)
     ax.set_axisbelow(True)
-    if one_factor:
+    if factor:
         sec = ax.secondary_yaxis("right", functions=(lambda v: v * factor, lambda v: v / factor))
         sec.set_ylabel(label("mb_per_s"))
     handles, names = ax.get_legend_handles_labels()
-    if any(flagged):
+    if flagged.any():
         from matplotlib.patches import Patch
 
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="//"))
         names.append("cache not as requested")
-    top = np.nanmax([stats["max"].max(), 1.0])
-    ax.set_ylim(0, top * 1.22)  # headroom for the legend, which must not cover a bar
+    ax.set_ylim(0, np.nanmax([stats["max"].max(), 1.0]) * 1.22)  # headroom: the legend must not cover a bar
     ax.legend(handles, names, title="map threads", fontsize=8, title_fontsize=8, loc="upper left",
               ncol=len(handles), columnspacing=1.0, handlelength=1.5)
     n_runs = df.groupby(["storage", "threads"])["run"].count()
     runs = f"{n_runs.min()}" if n_runs.min() == n_runs.max() else f"{n_runs.min()}–{n_runs.max()}"
     note = f"bars: median; whiskers: min–max of {runs} runs per bar"
-    if any(flagged):
+    if flagged.any():
         note += "; hatched: a run's cache was not in the requested state"
     fig.text(0.01, 0.01, note, fontsize=6)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
-    return plotting.save(fig, out_stem)
+    return plotting.save(fig, folder / figure.key)
+
+
+def rows_of(results, kind: str, figure):
+    """The results rows a workload's figure is drawn from: its kind, then each (column, value) of ``where``."""
+    df = results[results["kind"] == kind]
+    for column, value in figure.where:
+        df = df[df[column].astype(str) == str(value)] if column in df else df.iloc[0:0]
+    return df
 
 
 def render_all(results, folder: Path) -> list[Path]:
-    """Every figure the results can draw, into ``folder``."""
-    from analysis import checkpoints, training
+    """Every figure the registered workloads declare that the results can draw, into ``folder``."""
+    import importlib
+
+    from jobs import workloads
 
     out: list[Path] = []
-    for key, (workload, title) in FIGURES.items():
-        out += bandwidth_figure(results, workload, title, folder / key)
-    return out + training.render_all(results, folder) + checkpoints.render_all(results, folder)
+    for kind, figure in workloads.figures():
+        rows = rows_of(results, kind, figure)
+        if rows.empty:
+            continue
+        module, function = figure.draw.split(":")
+        out += getattr(importlib.import_module(module), function)(rows, folder, figure)
+    return out

@@ -8,7 +8,6 @@ import html
 from pathlib import Path
 
 REPORT = "report.html"
-FIGURE_ORDER = ("table_i", "fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10")
 
 # Marks every figure once the page has loaded, so a headless browser can check them.
 _CHECK = """<script>
@@ -50,6 +49,14 @@ def _provenance(folder: Path) -> dict:
     return {}
 
 
+def _figures() -> list[tuple[str, str]]:
+    """(file stem, caption) of Table I and of every figure the workloads declare, in the paper's order."""
+    from jobs import workloads
+
+    return [("table_i", "Table I: storage baselines beside the paper's IOR figures")] + [
+        (f.key, f.title or f.key) for _, f in workloads.figures()]
+
+
 def write_report(folder: str | Path, built=None) -> Path:
     """Write ``report.html`` into ``folder`` from its tables and figures (rebuilt unless ``built``,
     the result of ``analysis.build.build``, is given)."""
@@ -65,12 +72,12 @@ def write_report(folder: str | Path, built=None) -> Path:
     claims = compare.claims_frame(results, base)
     claims.to_csv(folder / "claims.csv", index=False)
     figs = []
-    for stem in FIGURE_ORDER:
+    for stem, caption in _figures():
         png = folder / f"{stem}.png"
         if png.exists():
             data = base64.b64encode(png.read_bytes()).decode()
-            figs.append(f'<figure><img class="figure" alt="{stem}" src="data:image/png;base64,{data}">'
-                        f"<figcaption>{stem}</figcaption></figure>")
+            figs.append(f'<figure id="{stem}"><img class="figure" alt="{stem}" src="data:image/png;base64,{data}">'
+                        f"<figcaption>{html.escape(caption)}</figcaption></figure>")
     table_i = pd.read_csv(folder / "table_i.csv") if (folder / "table_i.csv").exists() else None
     problems = pd.DataFrame(built.failed + built.missing)
     fell_back = results[results["checkpoint_fallback"].fillna("") != ""]

@@ -10,7 +10,8 @@ from jobs import records
 from jobs.metrics import METRICS
 
 # Columns of results.csv that describe the cell; the metric columns follow from jobs.metrics.
-CELL_COLUMNS = ("workload", "kind", "storage", "dataset", "threads", "batch_size", "prefetch", "cache", "image_side", "width",
+CELL_COLUMNS = ("workload", "kind", "pipeline", "storage", "dataset", "threads", "batch_size", "prefetch", "cache",
+                "image_side", "width",
                 "checkpoint_target", "checkpoint_mode", "checkpoint_tiers")
 RUN_COLUMNS = ("run", "cache_state", "device", "checkpoint_fallback")
 TAIL_COLUMNS = ("device_read_ratio", "fs_type", "host", "cell_id", "cell_dir", "record", "trace_file", "steps_file")
@@ -33,6 +34,7 @@ def _cell_values(cfg: dict) -> dict:
     return {
         "workload": cfg["workload"]["name"],
         "kind": cfg["workload"].get("kind") or "microbench",  # the workload module: what the analysis selects by
+        "pipeline": cfg["workload"].get("pipeline") or "",  # what the tf.data map does (Fig. 4 or Fig. 5)
         "storage": cfg["storage"]["name"],
         "dataset": cfg["dataset"]["name"] if isinstance(cfg.get("dataset"), dict) else "",
         "threads": cfg["threads"],

@@ -58,7 +58,7 @@ def _stacked(ax, x, on, off, width, color):
         ax.plot(np.asarray(x)[below], off[below], "k_", markersize=10)
 
 
-def fig6(results, stem: Path) -> list[Path]:
+def fig6(results, folder: Path, figure) -> list[Path]:
     """Runtime against map threads, prefetch on (gray) and the excess without prefetch (white)."""
     import matplotlib
 
@@ -99,10 +99,10 @@ def fig6(results, stem: Path) -> list[Path]:
     ax.grid(axis="y", linewidth=0.3)
     ax.set_axisbelow(True)
     fig.tight_layout()
-    return plotting.save(fig, stem)
+    return plotting.save(fig, folder / figure.key)
 
 
-def fig7(results, stem: Path) -> list[Path]:
+def fig7(results, folder: Path, figure) -> list[Path]:
     """Runtime against batch size at eight map threads (or the most there are), prefetch on and off."""
     import matplotlib
 
@@ -141,10 +141,10 @@ def fig7(results, stem: Path) -> list[Path]:
                        fontsize=7, loc="upper right")
     fig.suptitle(f"Fig. 7: AlexNet runtime against batch size, {threads} map threads (median of runs)", fontsize=9)
     fig.tight_layout()
-    return plotting.save(fig, stem)
+    return plotting.save(fig, folder / figure.key)
 
 
-def fig8(results, folder: Path, stem: Path) -> list[Path]:
+def fig8(results, folder: Path, figure) -> list[Path]:
     """Device MB read per second from the first to the last iterator call, prefetch off (white) and on
     (gray), one panel per storage; the first measured run of the cell with the fewest threads."""
     import matplotlib
@@ -190,11 +190,4 @@ def fig8(results, folder: Path, stem: Path) -> list[Path]:
     axes[-1, 0].set_xlabel("Time since the first iterator call (s)")
     fig.suptitle("Fig. 8: device reads during AlexNet training, prefetch off and on", fontsize=9)
     fig.tight_layout()
-    return plotting.save(fig, stem)
-
-
-def render_all(results, folder: Path) -> list[Path]:
-    """The mini-app's figures that the results can draw."""
-    if results.empty or not (results["kind"] == KIND).any():
-        return []
-    return fig6(results, folder / "fig6") + fig7(results, folder / "fig7") + fig8(results, folder, folder / "fig8")
+    return plotting.save(fig, folder / figure.key)

@@ -32,6 +32,8 @@ def test_a_toy_workload_is_its_module_and_its_preset(tmp_path):
     assert 0.05 <= slept.iloc[0] < 0.2 <= slept.iloc[1]
     rec = records.read(out / "0" / "record.json")
     assert rec.config["workload"]["kind"] == "toy_sleep" and rec.config["workload"]["sleep_s"] == 0.05
+    assert (out / "toy_slept.png").stat().st_size > 1000  # the figure it declares, drawn from its rows
+    assert not list(out.glob("fig*.png"))  # and no other workload's
 
 
 def test_a_toy_workload_keeps_its_checks_and_types(tmp_path):

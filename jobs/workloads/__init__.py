@@ -4,8 +4,9 @@ one preset (``conf/workload/<name>.yaml``).
 A workload declares its name, its config schema (a dataclass inheriting ``WorkloadConf``; stored in
 Hydra's ConfigStore as ``workload/<name>_schema`` for its preset to name), the metrics its runs
 report (with units, ``jobs.metrics``; the runner rejects a result key that was not declared), its
-checks, the storage tiers it touches, how one run executes, its log line, and the packages that go
-into provenance. The generic loop around it (eviction, locks, warm-ups, repeats, cache
+checks, the storage tiers it touches, how one run executes, its log line, the figures it contributes
+to the analysis (``Figure``: drawn from the rows of its kind) and the packages that go into provenance.
+The generic loop around it (eviction, locks, warm-ups, repeats, cache
 classification, records) is ``jobs.runner``.
 
 Built-in workloads live in this package. More are found in modules of the namespace package
@@ -29,6 +30,18 @@ EXTERNAL = "iocampaign_workloads"
 
 class WorkloadError(RuntimeError):
     """A workload broke its declaration (an undeclared result key, a missing required one)."""
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure a workload contributes: drawn by the analysis from the results rows of the workload's
+    kind (and ``where``), into ``<campaign>/<key>.png`` and ``.svg``."""
+
+    key: str  # file stem and the report's anchor: fig4
+    draw: str  # "module:function" that draws it: function(rows, folder, figure) -> list of files written
+    title: str = ""  # its title and the report's caption
+    where: tuple = ()  # (column, value) pairs that select its rows beyond the kind: (("pipeline", "read_only"),)
+    order: float = 100.0  # its place in the report (the paper's numbering)
 
 
 @dataclass
@@ -58,6 +71,7 @@ class Workload:
     record_keys: ClassVar[tuple[str, ...]] = ()  # other per-run keys it records (lists, file names, facts)
     packages: ClassVar[tuple[str, ...]] = ()  # distributions whose versions go into provenance
     needs_dataset: ClassVar[bool] = True
+    figures: ClassVar[tuple[Figure, ...]] = ()  # what the analysis draws from its rows
 
     def check(self, cfg) -> None:
         """Raise campaign.errors.ConfigError (one line naming the setting) for what cannot run."""
@@ -120,6 +134,13 @@ def names() -> list[str]:
     if not _REGISTRY:
         discover()
     return sorted(_REGISTRY)
+
+
+def figures() -> list[tuple[str, Figure]]:
+    """(kind, figure) of every registered workload's figures, in the report's order."""
+    if not _REGISTRY:
+        discover()
+    return sorted(((k, f) for k, w in _REGISTRY.items() for f in w.figures), key=lambda kf: (kf[1].order, kf[1].key))
 
 
 def check_result(w: Workload, result: dict) -> None:

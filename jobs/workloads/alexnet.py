@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from campaign.errors import ConfigError
 from campaign.schema import Device, InputPipelineConf
 from jobs.metrics import of
-from jobs.workloads import RunContext, Workload, register
+from jobs.workloads import Figure, RunContext, Workload, register
 
 
 @dataclass
@@ -38,6 +38,11 @@ class AlexNet(Workload):
     record_keys = ("dropped_files", "first_step_wait_s", "device", "parameters", "final_loss", "trace_file",
                    "trace_device", "steps_file")
     packages = ("tensorflow", "keras")
+    figures = (
+        Figure("fig6", "analysis.training:fig6", "Fig. 6: AlexNet runtime against map threads, prefetch on and off", order=6),
+        Figure("fig7", "analysis.training:fig7", "Fig. 7: AlexNet runtime against batch size", order=7),
+        Figure("fig8", "analysis.training:fig8", "Fig. 8: device reads during AlexNet training", order=8),
+    )
 
     def check(self, cfg) -> None:
         check_alexnet(cfg)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from campaign.errors import ConfigError
 from jobs.metrics import of
-from jobs.workloads import RunContext, Workload, register
+from jobs.workloads import Figure, RunContext, Workload, register
 from jobs.workloads.alexnet import AlexNetConf, check_alexnet
 
 log = logging.getLogger(__name__)
@@ -26,6 +26,11 @@ class Checkpoint(Workload):
                    "fallback", "mode", "flush", "device", "parameters", "final_loss", "checkpoint_dir", "trace_file",
                    "trace_device", "recovered")
     packages = ("tensorflow", "keras")
+    figures = (
+        Figure("fig9", "analysis.checkpoints:fig9", "Fig. 9: runtime per checkpoint target", order=9),
+        Figure("fig10", "analysis.checkpoints:fig10", "Fig. 10: writes to the slow tier during and after training",
+               order=10),
+    )
 
     def check(self, cfg) -> None:
         from campaign.validate import storage_root

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from campaign.schema import InputPipelineConf
 from jobs.metrics import of
-from jobs.workloads import RunContext, Workload, register
+from jobs.workloads import Figure, RunContext, Workload, register
 
 
 @dataclass
@@ -22,6 +22,12 @@ class Microbench(Workload):
     metrics = of("batches", "seconds", "first_batch_s", "images_per_s", "mb_per_s", "bytes_read_syscall")
     record_keys = ("dropped_files",)
     packages = ("tensorflow",)
+    figures = (
+        Figure("fig4", "analysis.figures:bandwidth_figure", where=(("pipeline", "decode_resize"),), order=4,
+               title="Fig. 4: input pipeline read → decode → resize 224×224 (median of runs)"),
+        Figure("fig5", "analysis.figures:bandwidth_figure", where=(("pipeline", "read_only"),), order=5,
+               title="Fig. 5: input pipeline with read_file only (median of runs)"),
+    )
 
     def run_once(self, ctx: RunContext) -> dict:
         from campaign.validate import threads_value

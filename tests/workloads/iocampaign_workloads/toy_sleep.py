@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from campaign.errors import ConfigError
 from campaign.schema import WorkloadConf
 from jobs.metrics import Metric
-from jobs.workloads import RunContext, Workload, register
+from jobs.workloads import Figure, RunContext, Workload, register
 
 
 @dataclass
@@ -26,6 +26,7 @@ class ToySleep(Workload):
     schema = ToySleepConf
     metrics = (Metric("slept_s", "s", "", "Toy: time one run slept"),)
     needs_dataset = False
+    figures = (Figure("toy_slept", "iocampaign_workloads.toy_sleep:draw_slept", "Toy: time slept per run", order=50),)
 
     def check(self, cfg) -> None:
         if cfg.workload.sleep_s < 0:
@@ -36,3 +37,20 @@ class ToySleep(Workload):
         time.sleep(ctx.cfg.workload.sleep_s)
         return {"slept_s": time.perf_counter() - t0, "images": 0, "images_dropped": 0, "bytes_consumed": 0,
                 "bytes_read_device": None}
+
+
+def draw_slept(rows, folder, figure) -> list:
+    """The toy's figure: the time each run slept, one bar per run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from analysis import plotting
+
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.bar(range(len(rows)), rows["slept_s"], color="0.6", edgecolor="black")
+    ax.set_xlabel("run")
+    ax.set_ylabel("slept (s)")
+    ax.set_title(figure.title, fontsize=9)
+    return plotting.save(fig, folder / figure.key)
