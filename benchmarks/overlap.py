@@ -8,7 +8,8 @@ Per repeat and input latency, three runs over the same files (cold cache before 
   compute-only  train the same number of steps on one cached batch;
   prefetch      train on the pipeline with prefetch(1).
 overlap efficiency = max(compute-only, input-only) / prefetch runtime: 1.0 means prefetch hid the
-cheaper of the two completely (the paper's claim), below 1.0 is what overlapping cost. The first
+cheaper of the two completely (the paper's claim), below 1.0 is what overlapping cost. The two
+training runs are runs of a ``workload=alexnet_small`` cell through the campaign's run loop. The first
 step (graph tracing) is left out of every runtime. ``--read-delay-ms`` adds a sleep to every file
 read, making input slower than compute without using CPU.
 """
@@ -21,7 +22,7 @@ import statistics
 import sys
 import time
 
-from benchmarks.presets import dataset
+from benchmarks.presets import cell, dataset, run
 
 
 def input_only(ds, s) -> float:
@@ -72,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     from jobs import alexnet, cache
 
     ds = dataset(args.storage_root, args.dataset, args.num_images, 0)
+    config = cell(["workload=alexnet_small", f"dataset={args.dataset}", f"dataset.num_images={args.num_images}",
+                   f"storage.root={args.storage_root}", f"threads={args.threads}", f"batch_size={args.batch_size}",
+                   f"workload.image_side={args.image_side}", f"workload.width={args.width}", "cache=cold"])
     threads = args.threads if args.threads == "autotune" else int(args.threads)
     print(f"dataset {ds.name}: {len(ds.files)} files, {ds.total_bytes / 1e6:.1f} MB; AlexNet {args.image_side} px, "
           f"width {args.width:g}, batch {args.batch_size}, {threads} map threads; {args.repeats} repeats, cold cache")
@@ -85,13 +89,11 @@ def main(argv: list[str] | None = None) -> int:
             cache.evict(ds.files)
             t_in = input_only(ds, s)
             t_cp = compute_only(ds, s)
-            cache.evict(ds.files)
-            res = alexnet.run_once(ds, s)
-            t_pf = res.runtime_s - res.first_step_s
-            cache.evict(ds.files)
-            res0 = alexnet.run_once(ds, alexnet.TrainSettings(threads, args.batch_size, 0, args.image_side, args.width,
-                                                              None, r, read_delay_ms=delay))
-            rows.append((t_in, t_cp, t_pf, res0.runtime_s - res0.first_step_s, max(t_in, t_cp) / t_pf))
+            train = {**config, "workload": {**config["workload"], "read_delay_ms": delay}}
+            res = run(train, prefetch=1, seed=r)
+            t_pf = res["runtime_s"] - res["first_step_s"]
+            res0 = run(train, prefetch=0, seed=r)
+            rows.append((t_in, t_cp, t_pf, res0["runtime_s"] - res0["first_step_s"], max(t_in, t_cp) / t_pf))
         med = [statistics.median(c) for c in zip(*rows)]
         effs = [row[4] for row in rows]
         print(f"{delay:>8g} {med[0]:>8.2f} {med[1]:>9.2f} {med[2]:>10.2f} {med[3]:>13.2f} {med[4]:>10.2f} "

@@ -1,23 +1,44 @@
-"""What the benchmarks share: a dataset preset of ``conf/dataset`` resolved on a storage root, the way a
-campaign cell resolves it (generated once, reused)."""
+"""What the benchmarks share: a campaign cell's resolved config composed from the presets of
+``conf/`` (as ``python -m campaign`` composes it), one run of it through the campaign's own run loop
+(``jobs.runner``: locks, eviction, cache classification), and a dataset preset resolved on a storage
+root (generated once, reused)."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 
 
-def dataset(storage_root: str, name: str, num_images: int, seed: int):
-    """The files of dataset preset ``name`` (``num_images`` of them) under ``storage_root``."""
+def cell(overrides: list[str]) -> dict:
+    """The resolved config of the campaign cell ``overrides`` make (plain data)."""
     from hydra import compose, initialize_config_dir
 
     from campaign import schema
     from campaign.plan import resolved
-    from jobs import datasets
-    from jobs.configview import View
 
     schema.register()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[f"dataset={name}", f"dataset.num_images={num_images}"])
-    return datasets.resolve(View(resolved(cfg)["dataset"]), storage_root, seed)
+        return resolved(compose(config_name="config", overrides=list(overrides)))
+
+
+def run(config: dict, **values) -> dict:
+    """One measured run of the cell ``config`` (with ``values`` set at its top level: threads, seed,
+    prefetch...) through ``jobs.runner``, under the campaign's device locks, from the cache state the
+    config asks for; returns the run (its metrics, ``cache_state``, ``resident_bytes_before``)."""
+    from jobs import runner
+
+    config = {**config, **values, "repeats": 1, "warmup": 0}
+    with tempfile.TemporaryDirectory(prefix="iocampaign-bench-") as job_dir:
+        runs, _, _ = runner.measure(config, Path(job_dir))
+    return runs[-1]
+
+
+def dataset(storage_root: str, name: str, num_images: int, seed: int):
+    """The files of dataset preset ``name`` (``num_images`` of them) under ``storage_root``."""
+    from jobs import datasets
+    from jobs.configview import View
+
+    cfg = cell([f"dataset={name}", f"dataset.num_images={num_images}"])
+    return datasets.resolve(View(cfg["dataset"]), storage_root, seed)

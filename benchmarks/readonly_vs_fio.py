@@ -2,8 +2,9 @@
 
     python -m benchmarks.readonly_vs_fio [--storage-root /var/tmp] [--num-images 2048] [--threads 1,2,4,8]
 
-For every thread count and repeat, the dataset is evicted, read once by the Section III-A
-read-only pipeline (num_parallel_calls = threads) and, evicted again, once by fio with one job per
+For every thread count and repeat, the dataset is read once by the Section III-A read-only pipeline
+(num_parallel_calls = threads; one run of a ``workload=readonly`` cell through the campaign's run
+loop: device locks, eviction and cold-cache verification) and, evicted again, once by fio with one job per
 thread (each job reads its share of the files whole in 4 KiB calls, buffered as read_file is; kernel
 readahead makes the device requests large). The order of the two
 alternates between repeats. Prints medians and the median of the per-repeat ratios TF / fio: the
@@ -19,7 +20,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from benchmarks.presets import dataset
+from benchmarks.presets import cell, dataset, run
 from jobs import iotools
 
 
@@ -42,9 +43,11 @@ def main(argv: list[str] | None = None) -> int:
         print("benchmark: fio is not on PATH (Debian: apt-get install fio)", file=sys.stderr)
         return 2
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from jobs import cache, microbench
+    from jobs import cache
 
     ds = dataset(args.storage_root, args.dataset, args.num_images, args.seed)
+    config = cell(["workload=readonly", f"dataset={args.dataset}", f"dataset.num_images={args.num_images}",
+                   f"storage.root={args.storage_root}", "cache=cold", "batch_size=64", "prefetch=0"])
     threads = [int(t) for t in args.threads.split(",")]
     farm = Path(args.storage_root) / "iocampaign" / f"bench-{os.getpid()}"
     rows = []
@@ -56,13 +59,12 @@ def main(argv: list[str] | None = None) -> int:
                 order = ("tf", "fio") if r % 2 == 0 else ("fio", "tf")
                 got = {}
                 for who in order:
-                    cache.evict(ds.files)
                     if who == "tf":
-                        s = microbench.RunSettings("read_only", n, 64, 0, 224, None, args.seed + r)
-                        res = microbench.run_once(ds, s)
-                        got["tf"] = res.mb_per_s
-                        cold.append((res.bytes_read_device or 0) / res.bytes_consumed)
+                        res = run(config, threads=n, seed=args.seed + r)  # evicts and verifies the cache itself
+                        got["tf"] = res["mb_per_s"]
+                        cold.append((res["bytes_read_device"] or 0) / res["bytes_consumed"])
                     else:
+                        cache.evict(ds.files)
                         got["fio"], _ = fio_read(dirs)
                 tf_mb.append(got["tf"])
                 fio_mb.append(got["fio"])
