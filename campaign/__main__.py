@@ -36,11 +36,12 @@ def run() -> int:
 
     interrupts.install()  # SIGINT and SIGTERM unwind the cell, never from inside TensorFlow's iterator
     try:
-        if "+experiment=paper" in sys.argv[1:]:
+        args = sys.argv[1:]
+        chosen = choices.study(args)
+        if chosen:
             from campaign import paper
 
-            return paper.main([a for a in sys.argv[1:] if a != "+experiment=paper"])
-        args = sys.argv[1:]
+            return paper.main([a for a in args if a != chosen])
         problem = choices.unknown_choice(args) or choices.missing_field(args) or choices.bad_value(args)
         if problem:
             print(f"campaign: {problem}", file=sys.stderr)

@@ -11,6 +11,17 @@ ALIAS_PREFIX = "default_for_"  # dataset/default_for_<workload>: the dataset a w
 _ARG = re.compile(r"^(?:\+{1,2}|~)?(?P<group>[a-z_]+)(?:@[\w.]+)?=(?P<value>[^\s]*)$")
 
 
+def study(args: list[str]) -> str | None:
+    """The argument that chooses the paper's whole study (``+experiment=paper``, also written
+    ``experiment=paper`` or ``++experiment=paper``), or None: that study is several grids, run by
+    ``campaign.paper`` rather than by one Hydra multirun."""
+    for arg in args:
+        m = _ARG.match(arg)
+        if m and m["group"] == "experiment" and "@" not in arg.split("=", 1)[0] and m["value"] == "paper":
+            return arg
+    return None
+
+
 def searchpath(args: list[str]) -> list[Path]:
     """Config folders added on the command line with ``hydra.searchpath=[file://...]``."""
     out = []

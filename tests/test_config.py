@@ -91,6 +91,12 @@ def test_unknown_choice_lists_valid_ones():
     assert "workload 'alexnetx'" in choices.unknown_choice(["workload=alexnetx"])
 
 
+def test_the_paper_study_is_chosen_in_any_override_form():
+    for form in ("+experiment=paper", "experiment=paper", "++experiment=paper"):
+        assert choices.study(["--scale", "ci", form]) == form
+    assert choices.study(["+experiment=fig6"]) is None and choices.study(["experiment.paper=1"]) is None
+
+
 def test_a_setting_the_chosen_workload_lacks_is_named():
     msg = choices.missing_field(["workload=microbench,alexnet_small", "workload.width=0.5"])
     assert msg and msg.startswith("workload.width=0.5: workload=microbench has no setting 'width'") and "batches" in msg
