@@ -32,8 +32,9 @@ def fig9(results, folder: Path, figure) -> list[Path]:
     df["label"] = df.apply(_label, axis=1)
     order = list(dict.fromkeys(df["label"]))
     g = df.groupby("label")
-    med, lo, hi = g["runtime_s"].median(), g["runtime_s"].min(), g["runtime_s"].max()
-    base = g["baseline_runtime_s"].median()
+    rt = plotting.runtime_column(df)
+    med, lo, hi = g[rt].median(), g[rt].min(), g[rt].max()
+    base = g[plotting.runtime_column(df, "baseline_steady_runtime_s", "baseline_runtime_s")].median()
     stall = g["median_stall_s"].median()
     x = np.arange(len(order))
     fig, ax = plt.subplots(figsize=(max(5.5, 1.6 * len(order)), 4.0))
@@ -46,7 +47,7 @@ def fig9(results, folder: Path, figure) -> list[Path]:
         ax.annotate(f"stall {stall[k]:.2f} s", (xi, hi[k]), xytext=(0, 3), textcoords="offset points", ha="center",
                     fontsize=7)
     ax.set_xticks(x, order, fontsize=8)
-    ax.set_ylabel(label("runtime_s"))
+    ax.set_ylabel(label(rt))
     ax.set_ylim(0, max(hi) * 1.25)
     steps = int(df["steps"].median()) if "steps" in df and df["steps"].notna().any() else 0
     ax.set_title(f"Fig. 9: runtime of {steps} steps with checkpoints per target (median, min–max)", fontsize=9)

@@ -35,3 +35,9 @@ def step_series(samples, column: str, t0: float) -> tuple[list[float], list[floa
     x = [float(samples["t_s"].iloc[0] - samples["dt_s"].iloc[0]) - t0, *(samples["t_s"] - t0)]
     y = [float(samples[column].iloc[0]), *samples[column]]
     return x, y
+
+
+def runtime_column(df, steady: str = "steady_runtime_s", total: str = "runtime_s") -> str:
+    """The runtime the figures compare: without the first step (graph tracing) when every row has it,
+    else the whole runtime (records from before it was recorded); the axis label says which."""
+    return steady if steady in df and df[steady].notna().all() else total

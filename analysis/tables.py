@@ -13,10 +13,10 @@ from jobs.metrics import METRICS
 CELL_COLUMNS = ("workload", "kind", "pipeline", "storage", "dataset", "threads", "batch_size", "prefetch", "cache",
                 "image_side", "width",
                 "checkpoint_target", "checkpoint_mode", "checkpoint_tiers")
-RUN_COLUMNS = ("run", "cache_state", "device", "checkpoint_fallback")
+RUN_COLUMNS = ("run", "cache_state", "device", "checkpoint_effective_target", "checkpoint_fallback")
 TAIL_COLUMNS = ("device_read_ratio", "fs_type", "host", "cell_id", "cell_dir", "record", "trace_file", "steps_file")
-SUMMARY_METRICS = ("images_per_s", "mb_per_s", "seconds", "runtime_s", "data_wait_s", "compute_s",
-                   "baseline_runtime_s", "median_stall_s", "drain_after_end_s")
+SUMMARY_METRICS = ("images_per_s", "mb_per_s", "seconds", "runtime_s", "steady_runtime_s", "data_wait_s", "compute_s",
+                   "baseline_runtime_s", "baseline_steady_runtime_s", "median_stall_s", "drain_after_end_s")
 
 
 @dataclass
@@ -116,8 +116,10 @@ def _planned(folder: Path, out: Collected) -> list[dict]:
 def _row(base: dict, run: dict, rec: records.CellRecord, mount: dict, d: str, record: str) -> dict:
     """One row of results.csv: a measured run of a completed cell."""
     row = {**base, "run": run["run"], "cache_state": run["cache_state"], "device": run.get("device", ""),
-           "checkpoint_fallback": run.get("fallback") or ""}
+           "checkpoint_effective_target": run.get("effective_target") or "", "checkpoint_fallback": run.get("fallback") or ""}
     row.update({m: run.get(m) for m in METRICS})
+    if row.get("steady_runtime_s") is None and run.get("runtime_s") is not None and run.get("first_step_s") is not None:
+        row["steady_runtime_s"] = run["runtime_s"] - run["first_step_s"]  # records written before it was recorded
     dev, con = run.get("bytes_read_device"), run.get("bytes_consumed")
     row["device_read_ratio"] = dev / con if dev is not None and con else None
     row.update(fs_type=mount.get("fs_type"), host=rec.provenance.get("host"), cell_id=rec.cell_id, cell_dir=d,

@@ -31,7 +31,8 @@ def io_cost(results):
     if df.empty:
         return pd.DataFrame()
     keys = ["storage", "threads", "batch_size", "image_side", "width"]
-    med = df.groupby([*keys, "prefetching"])["runtime_s"].median().unstack("prefetching")
+    rt = plotting.runtime_column(df)
+    med = df.groupby([*keys, "prefetching"])[rt].median().unstack("prefetching")
     wait = df.groupby([*keys, "prefetching"])["data_wait_s"].median().unstack("prefetching")
     out = pd.DataFrame(index=med.index)
     out["runtime_no_prefetch_s"] = med.get(False)
@@ -74,7 +75,8 @@ def fig6(results, folder: Path, figure) -> list[Path]:
     df = df[df["batch_size"] == batch]
     storages = list(dict.fromkeys(df["storage"]))
     threads = _sorted_threads(df["threads"])
-    med = df.groupby(["storage", "threads", "prefetching"])["runtime_s"].median()
+    rt = plotting.runtime_column(df)
+    med = df.groupby(["storage", "threads", "prefetching"])[rt].median()
     fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(storages) * len(threads) / 2), 4.2))
     width = 0.8 / len(threads)
     for j, t in enumerate(threads):
@@ -87,9 +89,9 @@ def fig6(results, folder: Path, figure) -> list[Path]:
     ax.set_xticks(np.arange(len(storages)), storages)
     ax.tick_params(axis="x", pad=14)
     ax.set_xlabel("Storage (numbers under the bars: map threads)")
-    ax.set_ylabel(label("runtime_s"))
+    ax.set_ylabel(label(rt))
     scale = df[["image_side", "width"]].drop_duplicates().iloc[0]
-    top = max(float(df.groupby(["storage", "threads", "prefetching"])["runtime_s"].median().max()), 1e-9)
+    top = max(float(med.max()), 1e-9)
     ax.set_ylim(0, top * 1.3)  # headroom for the legend
     ax.set_title(f"Fig. 6: AlexNet runtime, batch {batch}, {int(scale['image_side'])} px, width {scale['width']:g} "
                  f"(median of runs)", fontsize=9)
@@ -123,7 +125,8 @@ def fig7(results, folder: Path, figure) -> list[Path]:
         return []
     storages = list(dict.fromkeys(df["storage"]))
     batches = sorted(df["batch_size"].unique())
-    med = df.groupby(["storage", "batch_size", "prefetching"])["runtime_s"].median()
+    rt = plotting.runtime_column(df)
+    med = df.groupby(["storage", "batch_size", "prefetching"])[rt].median()
     fig, axes = plt.subplots(1, len(storages), figsize=(max(6.5, 4.2 * len(storages)), 3.8), squeeze=False, sharey=True)
     for ax, s in zip(axes[0], storages):
         x = np.arange(len(batches))
@@ -135,7 +138,7 @@ def fig7(results, folder: Path, figure) -> list[Path]:
         ax.set_title(s, fontsize=9)
         ax.grid(axis="y", linewidth=0.3)
         ax.set_axisbelow(True)
-    axes[0][0].set_ylabel(label("runtime_s"))
+    axes[0][0].set_ylabel(label(rt))
     axes[0][-1].legend(handles=[Patch(facecolor="0.6", edgecolor="black", label="prefetch 1 batch"),
                                 Patch(facecolor="white", edgecolor="black", label="excess without prefetch")],
                        fontsize=7, loc="upper right")

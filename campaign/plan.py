@@ -41,11 +41,30 @@ SHARED_WORKLOAD_FIELDS = {
 }
 
 
+# Settings added later, with the default that keeps what a cell measures as before: at that value they
+# stay out of the id, so earlier cells keep their ids (a different value makes a different cell).
+ADDED_SETTINGS = {("checkpoint", "keep"): False}
+
+
+def _without(config: dict, path: tuple, default) -> dict:
+    """``config`` without the setting at ``path`` when it holds ``default`` (copied along the path only)."""
+    key, rest = path[0], path[1:]
+    if key not in config:
+        return config
+    if not rest:
+        return {k: v for k, v in config.items() if k != key} if config[key] == default else config
+    if not isinstance(config[key], dict):
+        return config
+    return {**config, key: _without(config[key], rest, default)}
+
+
 def cell_id(config: dict) -> str:
     """Stable id of a cell: a hash of what it measures (its resolved config; of the platform only the
     name, so resuming with other launch settings such as platform.wait still finds finished cells;
     of the workload its fields over ``SHARED_WORKLOAD_FIELDS``)."""
     what = {k: v for k, v in config.items() if k not in ("platform", "hydra")}
+    for path, default in ADDED_SETTINGS.items():
+        what = _without(what, path, default)
     what["platform"] = (config.get("platform") or {}).get("name")
     if isinstance(what.get("workload"), dict):
         what["workload"] = {**SHARED_WORKLOAD_FIELDS, **what["workload"]}

@@ -114,7 +114,8 @@ class CheckpointConf:
     target: CheckpointTarget = CheckpointTarget.slow  # where checkpoints go
     mode: CheckpointMode = CheckpointMode["sync"]  # synchronous or TensorFlow's async checkpoint
     flush: Flush = Flush.fsync  # how a checkpoint is made durable before it counts
-    max_to_keep: int = 5  # newest complete checkpoints kept on each tier
+    max_to_keep: int = 5  # newest complete checkpoints kept on each tier during a run
+    keep: bool = False  # keep a run's checkpoints after it (for inspection); by default they are removed once recorded
     fast: StorageConf = MISSING  # the fast tier (burst buffer): a storage preset, storage@checkpoint.fast=...
     slow: StorageConf = MISSING  # the slow tier: a storage preset, storage@checkpoint.slow=...
 

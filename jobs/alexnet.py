@@ -107,6 +107,7 @@ class TrainResult:
     data_wait_s: float
     compute_s: float
     first_step_s: float
+    steady_runtime_s: float  # runtime without the first step (graph tracing): what figures and claims compare
     first_step_wait_s: float
     images_per_s: float
     mb_per_s: float
@@ -190,6 +191,7 @@ def run_once(ds: Dataset, s: TrainSettings, steps_csv: Path | None = None, model
         data_wait_s=sum(waits),
         compute_s=sum(computes),
         first_step_s=waits[0] + computes[0],
+        steady_runtime_s=runtime - (waits[0] + computes[0]),
         first_step_wait_s=waits[0],
         images_per_s=len(seen) / runtime,
         mb_per_s=consumed / runtime / MB,

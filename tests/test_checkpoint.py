@@ -187,3 +187,31 @@ def test_stalls_order_and_the_figures_render(tmp_path):
         assert (out / name).stat().st_size > 0
     ck = pd.read_csv(out / "checkpoints.csv")
     assert set(ck["tier"]) == {"fast", "slow"} and (ck["stall_s"] > 0).all()
+    assert (df["checkpoint_effective_target"] == df["checkpoint_target"]).all()  # nothing fell back
+    # measured, recorded, then removed from both tiers: a run leaves no bytes behind
+    assert (df["checkpoint_bytes_left"] == 0).all()
+    assert not [p for p in (tmp_path / "iocampaign" / "checkpoints").rglob("*") if p.is_file()]
+    assert (df["steady_runtime_s"] < df["runtime_s"]).all()  # the first step (graph tracing) is apart
+
+
+def test_checkpoints_are_removed_after_the_run_unless_kept(tmp_path):
+    """Planted files beside the run's checkpoint folders stay; the run's own go unless checkpoint.keep=true."""
+    out = tmp_path / "sweep"
+    make_jpegs(tmp_path / "data", 32, classes=2)
+    slow = tmp_path / "slow"
+    (slow / "iocampaign" / "checkpoints" / "mine").mkdir(parents=True)
+    (slow / "iocampaign" / "checkpoints" / "mine" / "model.ckpt").write_text("the user's")
+    (slow / "notes.txt").write_text("the user's")
+    p = campaign("-m", "workload=checkpoint", "workload.image_side=64", "workload.width=0.25", "workload.steps=8",
+                 "checkpoint.every=4", "checkpoint.target=slow", "checkpoint.keep=false,true",
+                 f"checkpoint.slow.root={slow}", f"checkpoint.fast.root={tmp_path}", f"storage.root={tmp_path}",
+                 "dataset.source=folder", f"dataset.path={tmp_path / 'data'}", "batch_size=4", "repeats=1", "warmup=0",
+                 f"hydra.sweep.dir={out}", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    left = {str(records.read(out / d / "record.json").config["checkpoint"]["keep"]):
+            [r["checkpoint_bytes_left"] for r in records.read(out / d / "record.json").runs] for d in ("0", "1")}
+    assert left["False"] == [0] and left["True"][0] > 1e5
+    kept = [p for p in (slow / "iocampaign" / "checkpoints").iterdir() if p.name != "mine"]
+    assert len(kept) == 1 and kept[0].name.startswith("ckpt_")  # the kept run's folder, only
+    assert (slow / "iocampaign" / "checkpoints" / "mine" / "model.ckpt").read_text() == "the user's"
+    assert (slow / "notes.txt").read_text() == "the user's"

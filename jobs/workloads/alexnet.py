@@ -33,7 +33,7 @@ def check_alexnet(cfg) -> None:
 class AlexNet(Workload):
     name = "alexnet"
     schema = AlexNetConf
-    metrics = of("steps", "runtime_s", "data_wait_s", "compute_s", "first_step_s", "images_per_s", "mb_per_s",
+    metrics = of("steps", "runtime_s", "steady_runtime_s", "data_wait_s", "compute_s", "first_step_s", "images_per_s", "mb_per_s",
                  "bytes_read_syscall")
     record_keys = ("dropped_files", "first_step_wait_s", "device", "parameters", "final_loss", "trace_file",
                    "trace_device", "steps_file")

@@ -20,8 +20,9 @@ log = logging.getLogger(__name__)
 class Checkpoint(Workload):
     name = "checkpoint"
     schema = AlexNetConf  # the mini-app's settings; the checkpoint's own are in the checkpoint group
-    metrics = of("steps", "runtime_s", "baseline_runtime_s", "checkpoint_stall_s", "median_stall_s",
-                 "drain_after_end_s")
+    metrics = of("steps", "runtime_s", "steady_runtime_s", "first_step_s", "baseline_runtime_s",
+                 "baseline_steady_runtime_s", "checkpoint_stall_s", "median_stall_s", "drain_after_end_s",
+                 "checkpoint_bytes_left")
     record_keys = ("drain_finished_at", "train_ended_at", "checkpoints", "durable", "target", "effective_target",
                    "fallback", "mode", "flush", "device", "parameters", "final_loss", "checkpoint_dir", "trace_file",
                    "trace_device", "recovered")
@@ -79,8 +80,13 @@ class Checkpoint(Workload):
         tracer.mark("end_of_training", t0 + result["runtime_s"])
         tracer.mark("drain_finished", t0 + result["runtime_s"] + result["drain_after_end_s"])
         tracer.write(ctx.job_dir / f"trace_{ctx.tag}.csv")
-        result.update(baseline_runtime_s=base["runtime_s"], trace_file=f"trace_{ctx.tag}.csv",
-                      trace_device=slow_disk or "all disks", recovered=recovered)
+        result.update(baseline_runtime_s=base["runtime_s"], baseline_steady_runtime_s=base["steady_runtime_s"],
+                      trace_file=f"trace_{ctx.tag}.csv", trace_device=slow_disk or "all disks", recovered=recovered)
+        # what was durable is in the result; unless asked to keep them, the checkpoints go (a full-scale
+        # run leaves ~3.5 GB otherwise, and later cells would fall back for want of space)
+        if not ck.get("keep"):
+            checkpoint.remove_run(settings)
+        result["checkpoint_bytes_left"] = checkpoint.bytes_of_run(settings)
         if cfg.workload.steps and result["steps"] < cfg.workload.steps:
             log.warning("the data ran out after %d of workload.steps=%d steps (one epoch of %d images at batch %d)",
                         result["steps"], cfg.workload.steps, result["images"], cfg.batch_size)
