@@ -42,7 +42,9 @@ def sweep(tmp_path_factory):
 def test_results_table_has_every_cell_and_run(sweep):
     out, _, _ = sweep
     df = pd.read_csv(out / "results.csv")
-    assert list(df.columns[:8]) == ["workload", "kind", "storage", "dataset", "threads", "batch_size", "prefetch", "cache"]
+    assert list(df.columns[:9]) == ["workload", "kind", "pipeline", "storage", "dataset", "threads", "batch_size", "prefetch",
+                                    "cache"]
+    assert set(zip(df["workload"], df["pipeline"])) == {("microbench", "decode_resize"), ("readonly", "read_only")}
     for col in RESULT_COLUMNS:
         assert col in df.columns
     assert len(df) == 8 * 2  # 8 cells x 2 measured runs, warm-ups excluded
