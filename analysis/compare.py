@@ -7,6 +7,8 @@ from pathlib import Path
 
 CLAIMS = Path(__file__).resolve().parent / "paper_claims.yaml"
 REPRODUCED, NOT_REPRODUCED, NOT_MEASURED = "reproduced", "not reproduced", "not measured"
+NOT_COMPARABLE = "not comparable"  # measured, but not in the regime the paper's claim is about
+STATUSES = (REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE, NOT_MEASURED)
 
 
 def load_claims() -> list[dict]:
@@ -15,54 +17,99 @@ def load_claims() -> list[dict]:
     return OmegaConf.to_container(OmegaConf.load(CLAIMS))  # type: ignore[return-value]
 
 
-def _table_i(results, baselines, p):
-    sub = baselines[baselines["storage"].isin(p["storages"]) & (baselines["measure"] == f"seq_{p['measure']}")]
-    if sub.empty:
+def _select(df, conditions: dict):
+    """Rows whose column holds the value (or one of the values) of every condition."""
+    for column, want in (conditions or {}).items():
+        if column not in df:
+            return df.iloc[0:0]
+        values = [str(v) for v in (want if isinstance(want, list) else [want])]
+        df = df[df[column].fillna("").astype(str).isin(values)]
+    return df
+
+
+def _table_i(rows, p):
+    if rows.empty:
         return None, ""
-    return float(sub["mb_per_s"].median()), f"median of {len(sub)} runs on {', '.join(sorted(set(sub['storage'])))}"
+    return float(rows["mb_per_s"].median()), f"median of {len(rows)} runs on {', '.join(sorted(set(rows['storage'])))}"
 
 
-def _thread_speedup(results, baselines, p):
-    df = results[(results["workload"] == p["workload"]) & results["storage"].isin(p["storages"])].copy()
-    df["threads"] = df["threads"].astype(str)
-    one, n = df[df["threads"] == "1"], df[df["threads"] == str(p["threads"])]
+def _thread_speedup(rows, p):
+    threads = rows["threads"].astype(str)
+    one, n = rows[threads == "1"], rows[threads == str(p["threads"])]
     if one.empty or n.empty:
         return None, ""
     return float(n["images_per_s"].median() / one["images_per_s"].median()), \
-        f"median images/s, {', '.join(sorted(set(df['storage'])))}"
+        f"median images/s, {len(n)} runs at {p['threads']} threads / {len(one)} at 1, {', '.join(sorted(set(rows['storage'])))}"
 
 
-def _prefetch_spread(results, baselines, p):
-    df = results[(results["kind"] == "alexnet") & (results["prefetch"] > 0)].copy()
+def _prefetch_spread(rows, p):
+    from analysis.plotting import runtime_column
+
+    df = rows[rows["prefetch"] > 0]
     if df.empty:
         return None, ""
     batch = df["batch_size"].mode().iloc[0]
-    med = df[df["batch_size"] == batch].groupby(["storage", "threads"])["runtime_s"].median()
+    df = df[df["batch_size"] == batch]
+    rt = runtime_column(df)
+    med = df.groupby(["storage", "threads"])[rt].median()
     if len(med) < 2:
         return None, ""
-    return float(med.max() / med.min() - 1), f"{len(med)} (storage, threads) cells with prefetch, batch {batch}"
+    return float(med.max() / med.min() - 1), f"{len(med)} (storage, threads) cells with prefetch, batch {batch}, {rt}"
 
 
-def _checkpoint_share(results, baselines, p):
-    df = results[(results["kind"] == "checkpoint") & (results["checkpoint_target"] == p["target"])
-                 & (results["checkpoint_mode"] == "sync")]
-    if df.empty:
-        return None, ""
-    share = ((df["runtime_s"] - df["baseline_runtime_s"]) / df["runtime_s"]).median()
-    return float(share), f"direct to {', '.join(sorted(set(df['checkpoint_tiers'])))}, {len(df)} runs"
-
-
-def _stall_ratio(results, baselines, p):
-    df = results[(results["kind"] == "checkpoint") & (results["checkpoint_mode"] == "sync")]
-    slow, bb = df[df["checkpoint_target"] == "slow"], df[df["checkpoint_target"] == "burst_buffer"]
-    if slow.empty or bb.empty:
-        return None, ""
-    return float(slow["median_stall_s"].median() / bb["median_stall_s"].median()), \
-        f"{slow['checkpoint_tiers'].iloc[0]} against {bb['checkpoint_tiers'].iloc[0]}"
+def _stall_ratio(rows, p):
+    slow, fast = [str(x) for x in p["slow"]], [str(x) for x in p["fast"]]
+    tiers = {"slow": slow, "fast": fast, "burst_buffer": [f"{f}->{s}" for f in fast for s in slow]}
+    parts = {}
+    for target in (p["numerator"], p["denominator"]):
+        sub = rows[(rows["checkpoint_target"] == target) & rows["checkpoint_tiers"].isin(tiers[target])]
+        if sub.empty:
+            return None, ""
+        parts[target] = sub
+    num, den = parts[p["numerator"]], parts[p["denominator"]]
+    how = (f"median stall {p['numerator']} ({num['checkpoint_tiers'].iloc[0]}) / {p['denominator']} "
+           f"({den['checkpoint_tiers'].iloc[0]})")
+    return float(num["median_stall_s"].median() / den["median_stall_s"].median()), how
 
 
 QUANTITIES = {"table_i": _table_i, "thread_speedup": _thread_speedup, "prefetch_spread": _prefetch_spread,
-              "checkpoint_share": _checkpoint_share, "stall_ratio": _stall_ratio}
+              "stall_ratio": _stall_ratio}
+
+
+def _why_not(rows, regime: dict) -> str:
+    """One line: why the rows are outside the regime (the commonest reason, with its evidence)."""
+    out = rows
+    for column in regime:
+        if column in rows:
+            kept = _select(out, {column: regime[column]})
+            if kept.empty:
+                seen = out[column].fillna("").astype(str).value_counts()
+                top = seen.index[0]
+                if column == "bound" and "bound_reason" in out:
+                    example = out.loc[out["bound"].fillna("").astype(str) == top, "bound_reason"].iloc[0]
+                    return f"runs {top or 'of unknown bound'} ({seen.iloc[0]} of {len(out)}): {example}"
+                if column == "storage" and top.startswith("emulated_"):
+                    return (f"measured on {top}: an emulated tier reads back the throttle it was set to; the claim is "
+                            f"about a real device's mechanics ({', '.join(map(str, regime[column]))})")
+                return f"runs with {column}={top} ({seen.iloc[0]} of {len(out)}), the claim needs {regime[column]}"
+            out = kept
+    return "too few runs in the regime " + ", ".join(f"{k} in {v}" for k, v in regime.items())
+
+
+def evaluate(claim: dict, results, baselines) -> tuple[str, float | None, str]:
+    """(status, measured value or None, how it was measured or why it is not comparable) of one claim."""
+    fn = QUANTITIES[claim["quantity"]]
+    source = baselines if claim["quantity"] == "table_i" else results
+    rows = _select(source, claim.get("select") or {}) if not source.empty else source
+    if rows.empty or fn(rows, claim.get("params") or {})[0] is None:
+        return NOT_MEASURED, None, ""
+    regime = claim.get("regime") or {}
+    value, how = fn(_select(rows, regime), claim.get("params") or {})
+    if value is None:
+        return NOT_COMPARABLE, None, _why_not(rows, regime)
+    tol = claim["tolerance"]
+    ok = abs(value - claim["paper"]) <= tol if claim.get("absolute") else abs(value / claim["paper"] - 1) <= tol
+    return (REPRODUCED if ok else NOT_REPRODUCED), value, how
 
 
 def claims_frame(results, baselines):
@@ -71,16 +118,8 @@ def claims_frame(results, baselines):
 
     rows = []
     for c in load_claims():
-        value, how = (None, "")
-        if not results.empty or not baselines.empty:
-            value, how = QUANTITIES[c["quantity"]](results, baselines, c.get("params") or {})
+        status, value, how = evaluate(c, results, baselines)
         tol = c["tolerance"]
-        if value is None:
-            status = NOT_MEASURED
-        elif c.get("absolute"):
-            status = REPRODUCED if abs(value - c["paper"]) <= tol else NOT_REPRODUCED
-        else:
-            status = REPRODUCED if abs(value / c["paper"] - 1) <= tol else NOT_REPRODUCED
         rows.append({"id": c["id"], "claim": c["claim"], "section": c["section"], "paper": c["paper"],
                      "measured": value, "unit": c["unit"],
                      "tolerance": f"±{tol:g}" if c.get("absolute") else f"±{tol:.0%}", "status": status,

@@ -100,6 +100,20 @@ def write_report(folder: str | Path, built=None) -> Path:
     return out
 
 
+def _cells(folder: Path):
+    """Each cell's medians beside what limited it, from summary.csv."""
+    import pandas as pd
+
+    path = folder / "summary.csv"
+    s = pd.read_csv(path) if path.exists() and path.stat().st_size > 1 else pd.DataFrame()
+    if s.empty or "bound" not in s:
+        return None
+    cols = [c for c in ("cell_dir", "workload", "storage", "threads", "batch_size", "prefetch", "checkpoint_target",
+                        "images_per_s_median", "steady_runtime_s_median", "median_stall_s_median", "bound", "bound_runs",
+                        "bound_reason") if c in s and s[c].notna().any()]
+    return s[cols].round(3)
+
+
 def _page(folder: Path, built, claims, table_i, figs: list[str], problems, fallbacks, facts: dict, paper_txt: str,
           counts: dict) -> str:
     """The report's HTML, one self-contained page."""
@@ -112,6 +126,7 @@ body {{ font-family: sans-serif; max-width: 1100px; margin: 2em auto; color: #22
 table {{ border-collapse: collapse; margin: 1em 0; font-size: 0.85em; }}
 td, th {{ border: 1px solid #bbb; padding: 0.25em 0.5em; text-align: left; }}
 td.reproduced {{ background: #d9f2d9; }} td.not-reproduced {{ background: #f8d7d7; }} td.not-measured {{ background: #eee; }}
+td.not-comparable {{ background: #fdf0c8; }}
 figure {{ margin: 1.5em 0; }} img.figure {{ max-width: 100%; border: 1px solid #ddd; }}
 pre {{ background: #f6f6f6; padding: 0.5em; overflow-x: auto; }}
 </style></head><body>
@@ -122,9 +137,15 @@ pre {{ background: #f6f6f6; padding: 0.5em; overflow-x: auto; }}
 {f'<h2>Campaign</h2><pre>{html.escape(paper_txt)}</pre>' if paper_txt else ''}
 <h2>Comparison with the paper</h2>
 <p>Each claim of Chien et al. beside the same quantity measured here (ratios where the paper gives
-ratios), with the tolerance that decides the verdict. Data: <code>analysis/paper_claims.yaml</code>,
+ratios), with the tolerance that decides the verdict. A claim about storage is judged only on runs in
+the paper's regime (cold cache, limited by the storage, the paper's device); measured outside it, it
+is <em>not comparable</em> and the line says why. Data: <code>analysis/paper_claims.yaml</code>,
 values: <code>claims.csv</code>.</p>
 {_table(claims)}
+<h2>What limited each cell</h2>
+<p>bound: storage, cpu, cache, mixed or latency, by the rules in <code>analysis/bounds.py</code> (the
+README's "What limited a number"); the label most runs of the cell had, with the evidence.</p>
+{_table(_cells(folder))}
 <h2>Table I: storage baselines</h2>
 {_table(table_i)}
 <h2>Figures</h2>

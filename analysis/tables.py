@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from analysis import bounds
 from campaign import plan
 from jobs import records
 from jobs.metrics import METRICS
@@ -13,8 +14,9 @@ from jobs.metrics import METRICS
 CELL_COLUMNS = ("workload", "kind", "pipeline", "storage", "dataset", "threads", "batch_size", "prefetch", "cache",
                 "image_side", "width",
                 "checkpoint_target", "checkpoint_mode", "checkpoint_tiers")
-RUN_COLUMNS = ("run", "cache_state", "device", "checkpoint_effective_target", "checkpoint_fallback")
-TAIL_COLUMNS = ("device_read_ratio", "fs_type", "host", "cell_id", "cell_dir", "record", "trace_file", "steps_file")
+RUN_COLUMNS = ("run", "cache_state", "bound", "train_bound", "device", "checkpoint_effective_target", "checkpoint_fallback")
+TAIL_COLUMNS = ("device_read_ratio", "bound_reason", "fs_type", "host", "cell_id", "cell_dir", "record", "trace_file",
+                "steps_file")
 SUMMARY_METRICS = ("images_per_s", "mb_per_s", "seconds", "runtime_s", "steady_runtime_s", "data_wait_s", "compute_s",
                    "baseline_runtime_s", "baseline_steady_runtime_s", "median_stall_s", "drain_after_end_s")
 
@@ -122,6 +124,9 @@ def _row(base: dict, run: dict, rec: records.CellRecord, mount: dict, d: str, re
         row["steady_runtime_s"] = run["runtime_s"] - run["first_step_s"]  # records written before it was recorded
     dev, con = run.get("bytes_read_device"), run.get("bytes_consumed")
     row["device_read_ratio"] = dev / con if dev is not None and con else None
+    emulate = (rec.config.get("storage") or {}).get("emulate") or {}
+    row["bound"], row["bound_reason"] = bounds.label(row, emulate.get("read_mb_s"))
+    row["train_bound"] = bounds.train_bound(row)
     row.update(fs_type=mount.get("fs_type"), host=rec.provenance.get("host"), cell_id=rec.cell_id, cell_dir=d,
                record=record)
     row["trace_file"] = str(Path(d) / run["trace_file"]) if run.get("trace_file") else ""
@@ -183,5 +188,16 @@ def summary_frame(results):
     agg["images_dropped_max"] = ("images_dropped", "max")
     agg["cache_states"] = ("cache_state", lambda s: ",".join(sorted(set(s))))
     agg["checkpoint_fallbacks"] = ("checkpoint_fallback", lambda s: int((s.fillna("") != "").sum()))
+    agg["bound"] = ("bound", bounds.cell_bound)
+    agg["bound_runs"] = ("bound", lambda s: ", ".join(f"{k} {v}/{len(s)}" for k, v in s.value_counts().items()))
+    for m in ("cpu_cores_busy", "cpu_share", "device_busy", "device_read_mb_s"):
+        if results[m].notna().any():
+            agg[f"{m}_median"] = (m, "median")
     g = results.assign(threads=results["threads"].astype(str)).groupby(keys, sort=False, dropna=False)
-    return g.agg(**agg).reset_index()
+    out = g.agg(**agg).reset_index()
+    first = results.drop_duplicates("cell_dir").set_index("cell_dir")
+    reasons = results.groupby("cell_dir").apply(
+        lambda d: d.loc[d["bound"] == bounds.cell_bound(d["bound"]), "bound_reason"].head(1).tolist(), include_groups=False)
+    out["bound_reason"] = [(reasons.get(d) or [f"its runs disagree: {runs}"])[0] if d in first.index else ""
+                           for d, runs in zip(out["cell_dir"], out["bound_runs"])]
+    return out

@@ -53,6 +53,16 @@ METRICS: dict[str, Metric] = {
         Metric("checkpoint_stall_s", "s", "lower", "Checkpoint: time training was blocked by checkpoints, all of them"),
         Metric("median_stall_s", "s", "lower", "Checkpoint: median time training was blocked by one checkpoint"),
         Metric("drain_after_end_s", "s", "lower", "Checkpoint: time from the end of training until the burst buffer was drained"),
+        Metric("run_wall_s", "s", "", "Wall time of the whole run as the runner saw it (what the usage figures divide by)"),
+        Metric("cpu_s", "s", "", "CPU time of the process and its children during the run (user + system)"),
+        Metric("cpu_cores_busy", "cores", "", "CPU seconds per wall second during the run"),
+        Metric("cpu_cores_usable", "cores", "", "cores the run could keep busy: min(CPUs allowed, map threads)"),
+        Metric("cpu_share", "", "", "cpu_cores_busy / cpu_cores_usable (1.0: every usable core busy)"),
+        Metric("machine_cpu_busy", "", "", "share of all the machine's CPU time that was busy during the run (any process)"),
+        Metric("device_busy", "", "", "share of the run the data device had a request in flight (/proc/diskstats io_ticks)"),
+        Metric("device_queue_depth", "requests", "", "mean requests in flight on the data device (weighted ms / ms)"),
+        Metric("device_read_mb_s", "MB/s", "", "read rate of the whole data device during the run (every process)"),
+        Metric("device_read_iops", "1/s", "", "read requests completed per second by the data device during the run"),
         Metric("resident_bytes_before", "B", "", "bytes of the dataset in the page cache when the run started (mincore)"),
     )
 }

@@ -117,7 +117,7 @@ def _skipped_as_dropped(ds, result: dict) -> None:
 
 def _runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, data_dir: str, prov: dict) -> list[dict]:
     """The cell's runs, warm-ups first, each from the requested cache state (the caller holds the locks)."""
-    from jobs import cache, trace
+    from jobs import cache, trace, usage
 
     fs_type = (prov["data_mount"] or prov["storage_mount"])["fs_type"]
     requested = str(cfg.cache)
@@ -139,8 +139,11 @@ def _runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, data_dir:
         started = records.now()
         seed = int(cfg.seed) + k
         run = k + 1 - cfg.warmup  # measured runs are 1..repeats; warm-ups are <= 0
+        before = usage.snapshot(disk)
         result = w.run_once(workloads.RunContext(ds, cfg, config, seed, job_dir, run, disk))
+        used = usage.between(before, usage.snapshot(disk), w.parallelism(cfg))
         workloads.check_result(w, result)
+        result.update({k: v for k, v in used.items() if k != "wall_s"}, run_wall_s=used["wall_s"])
         _skipped_as_dropped(ds, result)
         state = cache.classify(requested, cfg.storage.kind, fs_type, result["bytes_read_device"], result["bytes_consumed"])
         runs.append({"run": run, "warmup": warmup, "started_at": started, "shuffle_seed": seed,

@@ -80,6 +80,11 @@ class Workload:
         """Every storage tier the cell touches (the data's first)."""
         return [cfg.storage]
 
+    def parallelism(self, cfg) -> int | None:
+        """Threads a run can keep busy at most (the CPU share of a run is judged against
+        ``min(cores, this)``); None: as many as there are cores."""
+        return None
+
     def run_once(self, ctx: RunContext) -> dict:
         """One run; returns its metrics (and declared record keys)."""
         raise NotImplementedError

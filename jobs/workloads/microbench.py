@@ -29,6 +29,12 @@ class Microbench(Workload):
                title="Fig. 5: input pipeline with read_file only (median of runs)"),
     )
 
+    def parallelism(self, cfg) -> int | None:
+        from campaign.validate import threads_value
+
+        threads = threads_value(cfg.threads)
+        return threads if isinstance(threads, int) and threads > 0 else None  # autotune: any core
+
     def run_once(self, ctx: RunContext) -> dict:
         from campaign.validate import threads_value
         from jobs import microbench

@@ -1,0 +1,87 @@
+"""What limited each run, and each cell: the ``bound`` label, from the evidence every run records
+(``jobs.usage``: CPU time, device busy time and read rate; ``jobs.cache``: the cache state).
+
+Rules, in this order (the README's "What limited a number" states them too):
+
+  cache    the data came from memory: the run's cache_state is memory, warm or not_cold
+  mixed    the CPU and the storage were both saturated
+  cpu      the CPU was saturated: cpu_share >= CPU_SATURATED (cores busy / min(cores, map threads)), or
+           the machine's CPUs were busy >= CPU_SATURATED with other processes' work (contention)
+  storage  the storage was saturated: device_busy >= STORAGE_SATURATED, or on an emulated tier the
+           device's read rate reached STORAGE_SATURATED of the tier's read throttle
+  latency  neither was saturated: the run waited (per-request latency, synchronisation, sleeps), or
+           there are no device counters (a network file system) and the CPU was not saturated
+
+AlexNet runs also get ``train_bound``: ``input`` when waiting for data took at least INPUT_BOUND of
+the runtime, else ``compute``.
+"""
+
+from __future__ import annotations
+
+CPU_SATURATED = 0.85
+STORAGE_SATURATED = 0.80
+INPUT_BOUND = 0.20
+FROM_MEMORY = {"memory", "warm", "not_cold"}
+LABELS = ("storage", "cpu", "cache", "mixed", "latency")
+
+
+def _num(v) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if f != f else f  # NaN: not measured
+
+
+def storage_use(row: dict, throttle_mb_s: float | None) -> tuple[float | None, str]:
+    """How saturated the storage was (0..1, None unknown) and how that was judged."""
+    busy, rate = _num(row.get("device_busy")), _num(row.get("device_read_mb_s"))
+    if throttle_mb_s and rate is not None:
+        use = rate / throttle_mb_s
+        return use, f"device read {rate:.0f} MB/s = {use:.0%} of the tier's {throttle_mb_s:.0f} MB/s throttle"
+    if busy is not None:
+        return busy, f"device busy {busy:.0%} of the run"
+    return None, "no device counters (network or memory file system)"
+
+
+def label(row: dict, throttle_mb_s: float | None = None) -> tuple[str, str]:
+    """(bound, one-line reason) of one run (a results.csv row as a dict)."""
+    state = str(row.get("cache_state") or "")
+    if state in FROM_MEMORY:
+        ratio = _num(row.get("device_read_ratio"))
+        got = f", {ratio:.0%} of consumed bytes from the device" if ratio is not None else ""
+        return "cache", f"data from memory: cache_state={state}{got}"
+    share, busy, usable = (_num(row.get(k)) for k in ("cpu_share", "cpu_cores_busy", "cpu_cores_usable"))
+    if share is None:
+        return "", "not known: the record has no CPU and device evidence (written before they were measured)"
+    cpu = f"{busy:.2f} of {usable:.0f} usable cores busy"
+    machine = _num(row.get("machine_cpu_busy"))
+    cpu_full = share >= CPU_SATURATED
+    if not cpu_full and machine is not None and machine >= CPU_SATURATED:
+        cpu_full, cpu = True, f"{cpu}, the machine's CPUs {machine:.0%} busy (other processes took the rest)"
+    use, how = storage_use(row, throttle_mb_s)
+    storage_full = use is not None and use >= STORAGE_SATURATED
+    if cpu_full and storage_full:
+        return "mixed", f"CPU and storage both saturated: {cpu}; {how}"
+    if cpu_full:
+        return "cpu", f"CPU-bound: {cpu}; {how}"
+    if storage_full:
+        return "storage", f"storage-bound: {how}; {cpu}"
+    return "latency", f"neither saturated: {how}; {cpu}"
+
+
+def train_bound(row: dict) -> str:
+    """``input`` or ``compute`` for an AlexNet run ('' for other runs)."""
+    wait, runtime = _num(row.get("data_wait_s")), _num(row.get("runtime_s"))
+    if wait is None or not runtime or row.get("kind") not in ("alexnet", "checkpoint"):
+        return ""
+    return "input" if wait / runtime >= INPUT_BOUND else "compute"
+
+
+def cell_bound(labels) -> str:
+    """A cell's bound: the label most of its runs have; ``mixed`` when no label has a majority."""
+    labels = [x for x in labels if x]
+    if not labels:
+        return ""
+    top = max(set(labels), key=labels.count)
+    return top if labels.count(top) * 2 > len(labels) else "mixed"

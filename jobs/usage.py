@@ -1,0 +1,85 @@
+"""What a run used while it ran: the process's CPU time and the data device's busy time, read from
+the kernel's counters at the start and the end of the run (``getrusage``, ``/proc/diskstats``).
+
+The analysis turns this evidence into the ``bound`` label of a run (``analysis.bounds``); the record
+keeps the evidence itself, so thresholds can change without measuring again.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+DISKSTATS = Path("/proc/diskstats")
+SECTOR = 512  # /proc/diskstats counts 512-byte sectors whatever the device's own sector size
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    t: float  # perf_counter, s
+    cpu_s: float  # user + system time of this process (all its threads) and its waited-for children, s
+    disk: tuple[int, int, int, int] | None  # reads completed, sectors read, ms doing I/O, weighted ms
+    machine: tuple[int, int] | None  # the machine's CPU ticks: (busy, total), every process's, /proc/stat
+
+
+def cores() -> int:
+    """CPUs this process may run on (its affinity mask, lowered by a cgroup-v2 cpu.max quota)."""
+    n = len(os.sched_getaffinity(0))
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
+        if quota != "max":
+            n = max(1, min(n, round(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return n
+
+
+def _disk(name: str | None) -> tuple[int, int, int, int] | None:
+    if not name:
+        return None
+    try:
+        for line in DISKSTATS.read_text().splitlines():
+            f = line.split()
+            if len(f) >= 14 and f[2] == name:
+                return int(f[3]), int(f[5]), int(f[12]), int(f[13])
+    except OSError:
+        return None
+    return None
+
+
+def _machine() -> tuple[int, int] | None:
+    try:
+        f = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return None
+    idle = f[3] + (f[4] if len(f) > 4 else 0)  # idle + iowait
+    return sum(f[:8]) - idle, sum(f[:8])
+
+
+def snapshot(disk: str | None) -> Snapshot:
+    """The counters now; ``disk``: the data device's name in /proc/diskstats (None: no device)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    return Snapshot(time.perf_counter(), cpu, _disk(disk), _machine())
+
+
+def between(a: Snapshot, b: Snapshot, parallelism: int | None = None) -> dict:
+    """The run's usage from two snapshots: CPU seconds, cores kept busy, the share of the cores the run
+    could use (``min(cores, parallelism)``), and the device's busy fraction, mean queue depth, read
+    rate and read requests per second (None without a device)."""
+    wall = max(b.t - a.t, 1e-9)
+    usable = min(cores(), parallelism) if parallelism else cores()
+    busy = (b.cpu_s - a.cpu_s) / wall
+    out = {"wall_s": wall, "cpu_s": b.cpu_s - a.cpu_s, "cpu_cores_busy": busy, "cpu_cores_usable": usable,
+           "cpu_share": busy / usable, "device_busy": None, "device_queue_depth": None, "device_read_mb_s": None,
+           "device_read_iops": None, "machine_cpu_busy": None}
+    if a.machine is not None and b.machine is not None and b.machine[1] > a.machine[1]:
+        out["machine_cpu_busy"] = (b.machine[0] - a.machine[0]) / (b.machine[1] - a.machine[1])
+    if a.disk is not None and b.disk is not None:
+        reads, sectors, ticks, weighted = (y - x for x, y in zip(a.disk, b.disk))
+        out.update(device_busy=min(1.0, ticks / 1000 / wall), device_queue_depth=weighted / 1000 / wall,
+                   device_read_mb_s=sectors * SECTOR / 1e6 / wall, device_read_iops=reads / wall)
+    return out
