@@ -53,13 +53,19 @@ def main(argv: list[str] | None = None) -> int:
     import pandas as pd
 
     df = pd.read_csv(out / "results.csv")
+    fell_back = df["checkpoint_fallback"].fillna("") != ""
+    if fell_back.any():
+        print(f"{int(fell_back.sum())} runs fell back to the slow tier and are left out: "
+              f"{df.loc[fell_back, 'checkpoint_fallback'].iloc[0]}")
+    df = df[~fell_back]
     g = df.groupby(["checkpoint_mode", "checkpoint_target"])
     stall = g["median_stall_s"].median()
-    runtime = g["runtime_s"].median()
-    base = g["baseline_runtime_s"].median()
+    steady = "steady_runtime_s" in df and df["steady_runtime_s"].notna().all()  # first step (tracing) left out
+    runtime = g["steady_runtime_s" if steady else "runtime_s"].median()
+    base = g["baseline_steady_runtime_s" if steady else "baseline_runtime_s"].median()
     ckpt_mb = pd.read_csv(out / "checkpoints.csv")["bytes"].median() / 1e6
     print(f"campaign {out}: {args.repeats} runs per cell, checkpoints of {ckpt_mb:.0f} MB, "
-          f"fast={args.fast}, slow={args.slow}")
+          f"fast={args.fast}, slow={args.slow}; runtimes {'without' if steady else 'with'} the first step")
     print(f"{'mode':<6} {'target':<13} {'median stall s':>14} {'runtime s':>10} {'no-ckpt s':>10} {'ckpt share':>10}")
     for (mode, target), v in stall.items():
         share = (runtime[(mode, target)] - base[(mode, target)]) / runtime[(mode, target)]

@@ -43,7 +43,11 @@ SHARED_WORKLOAD_FIELDS = {
 
 # Settings added later, with the default that keeps what a cell measures as before: at that value they
 # stay out of the id, so earlier cells keep their ids (a different value makes a different cell).
-ADDED_SETTINGS = {("checkpoint", "keep"): False}
+ADDED_SETTINGS = {
+    ("checkpoint", "keep"): False,
+    **{(*where, "emulate", rw): None for where in (("storage",), ("checkpoint", "fast"), ("checkpoint", "slow"))
+       for rw in ("read_iops", "write_iops")},
+}
 
 
 def _without(config: dict, path: tuple, default) -> dict:

@@ -58,7 +58,9 @@ class InputPipelineConf(WorkloadConf):
 class EmulateConf:
     read_mb_s: float = MISSING  # read bandwidth the tier is throttled to, MB/s
     write_mb_s: float = MISSING  # write bandwidth (O_DIRECT and fsync write-back), MB/s
-    size_gb: float = 8.0  # size of the tier's sparse backing file, GB
+    read_iops: Optional[int] = None  # read requests per second (seek-bound devices: an HDD's ~150); null = no limit
+    write_iops: Optional[int] = None  # write requests per second; null = no limit
+    size_gb: float = 8.0  # size of the tier's backing file (allocated), GB
     image_dir: str = "/var/tmp/iocampaign/tiers"  # where the backing files live (on the real disk)
 
 

@@ -97,10 +97,12 @@ def _tier(cfg, tiers_of: list):
             if emulate is None or st.name in built:
                 continue
             built[st.name] = tiers.setup(st.name, str(emulate.image_dir), str(st.root), float(emulate.size_gb),
-                                         float(emulate.read_mb_s), float(emulate.write_mb_s))
+                                         float(emulate.read_mb_s), float(emulate.write_mb_s),
+                                         int(emulate.get("read_iops") or 0), int(emulate.get("write_iops") or 0))
             t = built[st.name]
-            log.info("emulated tier %s: %s on %s (%s), throttled to %.0f MB/s read, %.0f MB/s write", t.name,
-                     t.mount, t.loop, t.dev, emulate.read_mb_s, emulate.write_mb_s)
+            log.info("emulated tier %s: %s on %s (%s), throttled to %.0f MB/s read, %.0f MB/s write, %s read, %s "
+                     "write requests/s", t.name, t.mount, t.loop, t.dev, emulate.read_mb_s, emulate.write_mb_s,
+                     t.read_iops or "any", t.write_iops or "any")
         yield built.get(cfg.storage.name), list(built.values())
     finally:
         for t in built.values():

@@ -36,6 +36,8 @@ class Tier:
     cgroup: str  # blkio cgroup folder
     read_bps: int
     write_bps: int
+    read_iops: int = 0  # requests per second the tier's reads are throttled to (0: no limit)
+    write_iops: int = 0
 
 
 def _sh(*cmd: str, check: bool = True) -> str:
@@ -159,7 +161,18 @@ def cleanup(name: str, image: str, mount: str) -> list[str]:
     return done
 
 
-def setup(name: str, image_dir: str, mount: str, size_gb: float, read_mb_s: float, write_mb_s: float) -> Tier:
+def _limit(cg: Path, t: Tier) -> None:
+    """Write the tier's bandwidth and request-rate limits for its device into blkio cgroup ``cg``."""
+    (cg / "blkio.throttle.read_bps_device").write_text(f"{t.dev} {t.read_bps}")
+    (cg / "blkio.throttle.write_bps_device").write_text(f"{t.dev} {t.write_bps}")
+    if t.read_iops:
+        (cg / "blkio.throttle.read_iops_device").write_text(f"{t.dev} {t.read_iops}")
+    if t.write_iops:
+        (cg / "blkio.throttle.write_iops_device").write_text(f"{t.dev} {t.write_iops}")
+
+
+def setup(name: str, image_dir: str, mount: str, size_gb: float, read_mb_s: float, write_mb_s: float,
+          read_iops: int = 0, write_iops: int = 0) -> Tier:
     """Build (or rebuild after a crash) the tier and return it; the image file (allocated, not sparse),
     and the data on it, is kept between runs. Raises TierError, touching nothing, when the mount
     point or the image path holds something the project did not make."""
@@ -205,9 +218,9 @@ def setup(name: str, image_dir: str, mount: str, size_gb: float, read_mb_s: floa
         dev = f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}"
         cg = BLKIO / f"{CGROUP_PREFIX}{name}"
         cg.mkdir(exist_ok=True)
-        tier = Tier(name, image, loop, dev, mount, str(cg), int(read_mb_s * 1e6), int(write_mb_s * 1e6))
-        (cg / "blkio.throttle.read_bps_device").write_text(f"{dev} {tier.read_bps}")
-        (cg / "blkio.throttle.write_bps_device").write_text(f"{dev} {tier.write_bps}")
+        tier = Tier(name, image, loop, dev, mount, str(cg), int(read_mb_s * 1e6), int(write_mb_s * 1e6),
+                    int(read_iops or 0), int(write_iops or 0))
+        _limit(cg, tier)
     except Exception:
         cleanup(name, image, mount)
         raise
@@ -230,8 +243,7 @@ def join_all(tiers: list[Tier]) -> Path:
     cg = BLKIO / f"{CGROUP_PREFIX}cell-{os.getpid()}"
     cg.mkdir(exist_ok=True)
     for t in tiers:
-        (cg / "blkio.throttle.read_bps_device").write_text(f"{t.dev} {t.read_bps}")
-        (cg / "blkio.throttle.write_bps_device").write_text(f"{t.dev} {t.write_bps}")
+        _limit(cg, t)
     (cg / "cgroup.procs").write_text(str(os.getpid()))
     return cg
 

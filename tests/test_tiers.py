@@ -26,6 +26,8 @@ def test_emulated_tier_hits_its_read_and_write_targets(tmp_path):
     tier = tiers.setup(read_mb_s=163.0, write_mb_s=133.14, **a)
     try:
         assert tier.loop.startswith("/dev/loop") and tier.dev.startswith("7:")
+        st = os.stat(tier.image)  # really allocated: mkfs must not punch it back to sparse
+        assert st.st_blocks * 512 >= 0.99 * st.st_size == 0.99 * 1e9, (st.st_blocks * 512, st.st_size)
         tiers.join(tier)
         target = tmp_path / "mnt" / "seq.dat"
         w = iotools.sequential(target, 256 << 20, "write", which="fio")  # O_DIRECT + fsync: throttled
@@ -35,6 +37,30 @@ def test_emulated_tier_hits_its_read_and_write_targets(tmp_path):
     assert 133.14 * 0.85 <= w.mb_per_s <= 133.14 * 1.15, w
     assert 163.0 * 0.85 <= r.mb_per_s <= 163.0 * 1.15, r
     assert tiers.leftovers(a["name"], tier.image, a["mount"]) == []
+
+
+@needs_root
+def test_a_request_rate_limit_makes_small_random_reads_seek_bound(tmp_path):
+    """read_iops (the emulated HDD's seeks): random 4 KB reads at queue depth 8 run at the set rate,
+    while a 1 MiB sequential read (one request each) still reaches the bandwidth throttle."""
+    from benchmarks import tiers as bench
+
+    a = _tier_args(tmp_path)
+    tier = tiers.setup(read_mb_s=100.0, write_mb_s=100.0, read_iops=60, **a)
+    try:
+        folder = tmp_path / "mnt"
+        subprocess.run(["fio", "--name=lay", "--filename=fio.dat", "--size=64m", "--rw=write", "--bs=1m", "--direct=1"],
+                       cwd=folder, capture_output=True, check=True)
+        cg = tiers.join_all([tier])
+        try:
+            rand_iops, _ = bench.fio(folder, "randread", "4k", 8, 2, size=64 << 20)
+            _, seq_mb = bench.fio(folder, "read", "1m", 1, 2, size=64 << 20)
+        finally:
+            tiers.leave_all(cg)
+    finally:
+        tiers.teardown(tier)
+    assert 40 <= rand_iops <= 66, rand_iops
+    assert seq_mb >= 40, seq_mb  # 60 requests/s x 1 MiB: the request limit, not 4 KB x 60, bounds it
 
 
 @needs_root
