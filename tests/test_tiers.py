@@ -42,7 +42,7 @@ def test_emulated_tier_hits_its_read_and_write_targets(tmp_path):
 @needs_root
 def test_a_request_rate_limit_makes_small_random_reads_seek_bound(tmp_path):
     """read_iops (the emulated HDD's seeks): random 4 KB reads at queue depth 8 run at the set rate,
-    while a 1 MiB sequential read (one request each) still reaches the bandwidth throttle."""
+    while sequential 1 MiB reads carry as much per request as the loop device allows."""
     from benchmarks import tiers as bench
 
     a = _tier_args(tmp_path)
@@ -60,7 +60,9 @@ def test_a_request_rate_limit_makes_small_random_reads_seek_bound(tmp_path):
     finally:
         tiers.teardown(tier)
     assert 40 <= rand_iops <= 66, rand_iops
-    assert seq_mb >= 40, seq_mb  # 60 requests/s x 1 MiB: the request limit, not 4 KB x 60, bounds it
+    # large requests still move much more: the loop device splits a 1 MiB read into two 512 KiB
+    # requests (128 segments of 4 KiB), so 60 requests/s carry ~31 MB/s, not 60 x 4 KB
+    assert 25 <= seq_mb <= 66 * 1.05, seq_mb
 
 
 @needs_root
