@@ -107,6 +107,8 @@ def evaluate(claim: dict, results, baselines) -> tuple[str, float | None, str]:
     value, how = fn(_select(rows, regime), claim.get("params") or {})
     if value is None:
         return NOT_COMPARABLE, None, _why_not(rows, regime)
+    if claim.get("mechanics") and "storage" in rows and rows["storage"].astype(str).str.startswith("emulated_").any():
+        how += "; on an emulated tier, whose requests all cost the same (a real disk's seeks differ: README, Seeks)"
     tol = claim["tolerance"]
     ok = abs(value - claim["paper"]) <= tol if claim.get("absolute") else abs(value / claim["paper"] - 1) <= tol
     return (REPRODUCED if ok else NOT_REPRODUCED), value, how

@@ -39,6 +39,7 @@ def test_storage_bound_cold_runs_are_judged_against_the_paper():
     assert got.loc["hdd_speedup_4", "status"] == compare.NOT_REPRODUCED  # 3.00 against 1.95
     assert got.loc["hdd_speedup_8", "status"] == compare.REPRODUCED
     assert got.loc["hdd_speedup_8", "measured"] == pytest.approx(2.30)
+    assert "on an emulated tier" in got.loc["hdd_speedup_8", "measured_from"]
     assert got.loc["lustre_speedup_8", "status"] == compare.NOT_MEASURED  # no Lustre rows: never guessed
     assert set(got["status"]) <= set(compare.STATUSES)
 
