@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobs import alexnet, cache, ckpt_store, interrupts, pipeline
+from jobs import alexnet, cache, ckpt_recovery, ckpt_store, interrupts, pipeline
 from jobs.datasets import Dataset
 
 log = logging.getLogger(__name__)
@@ -147,6 +147,17 @@ class _Saver:
         self.pending.clear()
 
 
+def _writers(s: CheckpointSettings, model, opt, target: str, folder: Path, slow_dir: Path, snapshots: dict | None):
+    """(locks held on the run's folders, the burst buffer's drain or None, the saver) of a run with checkpoints."""
+    locks = [ckpt_recovery.RunLock(folder)]
+    drain = None
+    if target == "burst_buffer":
+        (folder / ckpt_store.BURST_MARK).touch()
+        locks.append(ckpt_recovery.RunLock(slow_dir))
+        drain = ckpt_store.Drain(slow_dir, s.tag, s.max_to_keep, s.flush)
+    return locks, drain, _Saver(s, model, opt, folder, target, drain, snapshots)
+
+
 def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True, snapshots: dict | None = None) -> dict:
     """Train ``s.train.steps`` steps; checkpoint every ``s.every`` unless ``with_checkpoints`` is false
     (the same run's baseline). Returns the run's metrics and one entry per checkpoint. ``snapshots``,
@@ -168,14 +179,7 @@ def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True, 
     slow_dir = ckpt_dir(s.slow_root) / s.tag
     fast_dir = ckpt_dir(s.fast_root) / s.tag if s.fast_root is not None else None
     folder = slow_dir if target == "slow" else fast_dir
-    locks, drain, saver = [], None, None
-    if with_checkpoints:
-        locks.append(ckpt_store.RunLock(folder))
-        if target == "burst_buffer":
-            (folder / ckpt_store.BURST_MARK).touch()
-            locks.append(ckpt_store.RunLock(slow_dir))
-            drain = ckpt_store.Drain(slow_dir, s.tag, s.max_to_keep, s.flush)
-        saver = _Saver(s, model, opt, folder, target, drain, snapshots)
+    locks, drain, saver = _writers(s, model, opt, target, folder, slow_dir, snapshots) if with_checkpoints else ([], None, None)
     rb0, _ = pipeline.read_counters()
     t_start = time.perf_counter()
     try:

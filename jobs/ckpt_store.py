@@ -184,27 +184,6 @@ def retain(folder: Path, tag: str, keep: int) -> list[str]:
     return gone
 
 
-def recover(fast: Path | None, slow: Path, tag: str, how: str) -> dict:
-    """After a crash: drop incomplete leftovers of run ``tag``, and copy again every checkpoint that is
-    complete on the fast tier but not on the slow one. Returns what it did."""
-    report = {"dropped_incomplete": [], "recopied": []}
-    for folder in [d for d in (fast, slow) if d is not None and d.exists()]:
-        for p in prefixes(folder, tag):
-            if not verify(p, checksums=True):
-                remove(p)
-                report["dropped_incomplete"].append(str(p))
-        for part in folder.glob(f"{tag}-*.part"):
-            part.unlink(missing_ok=True)
-    if fast is not None and fast.exists() and (fast / BURST_MARK).exists():
-        on_slow = {p.name for p in complete(slow, tag)} if slow.exists() else set()
-        for p in complete(fast, tag):
-            if p.name not in on_slow:
-                copy_verified(p, slow, how)
-                report["recopied"].append(p.name)
-            remove(p)
-    return report
-
-
 @dataclass(frozen=True)
 class Drained:
     name: str
@@ -263,52 +242,3 @@ class Drain:
         if self.proc.is_alive():
             self.proc.terminate()
             self.proc.join(30)
-
-
-class RunLock:
-    """Held by a live run on its own checkpoint folder; recovery leaves locked folders alone."""
-
-    def __init__(self, folder: Path) -> None:
-        import fcntl
-
-        folder.mkdir(parents=True, exist_ok=True)
-        self.f = open(folder / ".lock", "a+")  # noqa: SIM115 - held open for the run's life, closed in release()
-        fcntl.flock(self.f, fcntl.LOCK_EX)
-
-    def release(self) -> None:
-        import fcntl
-
-        fcntl.flock(self.f, fcntl.LOCK_UN)
-        self.f.close()
-
-
-def _alive(folder: Path) -> bool:
-    import fcntl
-
-    lock = folder / ".lock"
-    if not lock.exists():
-        return False
-    with open(lock, "a+") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(f, fcntl.LOCK_UN)
-    return False
-
-
-def recover_all(fast_root: Path | None, slow_root: Path, how: str) -> dict:
-    """Recover every run folder under the checkpoint roots that no live run holds."""
-    report: dict = {}
-    tags = set()
-    for root in [r for r in (fast_root, slow_root) if r is not None and r.exists()]:
-        tags |= {d.name for d in root.iterdir() if d.is_dir()}
-    for tag in sorted(tags):
-        fast = fast_root / tag if fast_root is not None else None
-        slow = slow_root / tag
-        if (fast is not None and _alive(fast)) or _alive(slow):
-            continue
-        r = recover(fast, slow, tag, how)
-        if r["dropped_incomplete"] or r["recopied"]:
-            report[tag] = r
-    return report

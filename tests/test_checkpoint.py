@@ -13,7 +13,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import ROOT, campaign, make_jpegs
-from jobs import alexnet, checkpoint, ckpt_store, datasets, records, tiers
+from jobs import alexnet, checkpoint, ckpt_recovery, ckpt_store, datasets, records, tiers
 
 needs_root = pytest.mark.skipif(
     tiers.available() is not None and os.environ.get("CI") != "true", reason=str(tiers.available())
@@ -87,30 +87,33 @@ def test_missing_fast_tier_falls_back_to_the_slow_tier(ds, tmp_path, caplog):
 
 def test_runs_sharing_a_folder_keep_their_own_files(ds, tmp_path):
     shared = checkpoint.ckpt_dir(tmp_path / "slow")
-    a = checkpoint.run_once(ds, _settings(tmp_path, target="slow", keep=1, tag="runA"))
-    lock = ckpt_store.RunLock(shared / "runB")  # runB is alive and mid-checkpoint
-    (shared / "runB" / "runB-4.index").write_bytes(b"half written")
-    b = checkpoint.run_once(ds, _settings(tmp_path, target="slow", keep=1, tag="runC"))
-    report = ckpt_store.recover_all(None, shared, "fsync")
+    a = checkpoint.run_once(ds, _settings(tmp_path, target="slow", keep=1, tag="ckpt_runA"))
+    lock = ckpt_recovery.RunLock(shared / "ckpt_runB")  # ckpt_runB is alive and mid-checkpoint
+    (shared / "ckpt_runB" / "ckpt_runB-4.index").write_bytes(b"half written")
+    b = checkpoint.run_once(ds, _settings(tmp_path, target="slow", keep=1, tag="ckpt_runC"))
+    (shared / "users_run").mkdir()  # a folder the tool did not name: recovery never touches it
+    (shared / "users_run" / "users_run-4.index").write_bytes(b"the user's")
+    report = ckpt_recovery.recover_all(None, shared, "fsync")
     lock.release()
-    assert "runB" not in report and (shared / "runB" / "runB-4.index").exists()
-    assert a["durable"]["slow"] == ["runA-12"] and b["durable"]["slow"] == ["runC-12"]
-    assert ckpt_store.complete(shared / "runA", "runA")[0].name == "runA-12"
+    assert (shared / "users_run" / "users_run-4.index").read_bytes() == b"the user's"
+    assert "ckpt_runB" not in report and (shared / "ckpt_runB" / "ckpt_runB-4.index").exists()
+    assert a["durable"]["slow"] == ["ckpt_runA-12"] and b["durable"]["slow"] == ["ckpt_runC-12"]
+    assert ckpt_store.complete(shared / "ckpt_runA", "ckpt_runA")[0].name == "ckpt_runA-12"
 
 
 def test_recovery_redoes_an_interrupted_copy_and_drops_the_incomplete(ds, tmp_path):
-    checkpoint.run_once(ds, _settings(tmp_path, target="fast", tag="k1"))  # three complete checkpoints on fast
-    fast, slow = checkpoint.ckpt_dir(tmp_path / "fast") / "k1", checkpoint.ckpt_dir(tmp_path / "slow") / "k1"
+    checkpoint.run_once(ds, _settings(tmp_path, target="fast", tag="ckpt_k1"))  # three complete checkpoints on fast
+    fast, slow = checkpoint.ckpt_dir(tmp_path / "fast") / "ckpt_k1", checkpoint.ckpt_dir(tmp_path / "slow") / "ckpt_k1"
     (fast / ckpt_store.BURST_MARK).touch()  # as a burst-buffer run leaves its fast folder
     slow.mkdir(parents=True)
     # the state a kill -9 leaves mid-drain: one copy half done, one copied but without its manifest
-    (slow / "k1-4.index.part").write_bytes(b"partial")
-    for f in ckpt_store.files_of(fast / "k1-8"):
+    (slow / "ckpt_k1-4.index.part").write_bytes(b"partial")
+    for f in ckpt_store.files_of(fast / "ckpt_k1-8"):
         (slow / f.name).write_bytes(f.read_bytes()[: max(1, f.stat().st_size // 2)])
-    report = ckpt_store.recover_all(checkpoint.ckpt_dir(tmp_path / "fast"), checkpoint.ckpt_dir(tmp_path / "slow"), "fsync")
-    assert sorted(report["k1"]["recopied"]) == ["k1-12", "k1-4", "k1-8"]
-    assert [p.name for p in ckpt_store.complete(slow, "k1", checksums=True)] == ["k1-4", "k1-8", "k1-12"]
-    assert not list(slow.glob("*.part")) and ckpt_store.complete(fast, "k1") == []
+    report = ckpt_recovery.recover_all(checkpoint.ckpt_dir(tmp_path / "fast"), checkpoint.ckpt_dir(tmp_path / "slow"), "fsync")
+    assert sorted(report["ckpt_k1"]["recopied"]) == ["ckpt_k1-12", "ckpt_k1-4", "ckpt_k1-8"]
+    assert [p.name for p in ckpt_store.complete(slow, "ckpt_k1", checksums=True)] == ["ckpt_k1-4", "ckpt_k1-8", "ckpt_k1-12"]
+    assert not list(slow.glob("*.part")) and ckpt_store.complete(fast, "ckpt_k1") == []
 
 
 @needs_root

@@ -50,7 +50,7 @@ class Checkpoint(Workload):
         """The same training twice: without checkpoints (the run's baseline), then with them, traced."""
         from campaign.plan import cell_id
         from campaign.validate import threads_value
-        from jobs import alexnet, cache, checkpoint, ckpt_store, trace
+        from jobs import alexnet, cache, checkpoint, ckpt_recovery, trace
 
         cfg, ck = ctx.cfg, ctx.cfg.checkpoint
         settings = checkpoint.CheckpointSettings(
@@ -61,9 +61,9 @@ class Checkpoint(Workload):
             ),
             every=int(ck.every), target=ck.target, fast_root=Path(str(ck.fast.root)), slow_root=Path(str(ck.slow.root)),
             flush=ck.flush, mode=ck.mode, max_to_keep=int(ck.max_to_keep),
-            tag=f"ckpt_{cell_id(ctx.config)}_{'r' if ctx.run > 0 else 'w'}{abs(ctx.run)}_{os.getpid()}",
+            tag=f"{ckpt_recovery.TAG_PREFIX}{cell_id(ctx.config)}_{'r' if ctx.run > 0 else 'w'}{abs(ctx.run)}_{os.getpid()}",
         )
-        recovered = ckpt_store.recover_all(checkpoint.ckpt_dir(settings.fast_root), checkpoint.ckpt_dir(settings.slow_root),
+        recovered = ckpt_recovery.recover_all(checkpoint.ckpt_dir(settings.fast_root), checkpoint.ckpt_dir(settings.slow_root),
                                            settings.flush)
         if recovered:
             log.warning("recovered checkpoints left by an earlier, interrupted run: %s", recovered)
