@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis import plotting
+from analysis import plotting, tables
 from jobs.metrics import label
 
 KIND = "checkpoint"  # the workload module whose rows this module draws
@@ -14,7 +14,8 @@ TARGET_NAMES = {"slow": "direct", "fast": "direct", "burst_buffer": "burst buffe
 
 def _label(row) -> str:
     mode = "" if row["checkpoint_mode"] == "sync" else f", {row['checkpoint_mode']}"
-    return f"{row['checkpoint_tiers']}\n({TARGET_NAMES.get(row['checkpoint_target'], row['checkpoint_target'])}{mode})"
+    tiers = str(row["checkpoint_tiers"]).replace("->", "\n→ ")  # a burst buffer's two tiers on two lines
+    return f"{tiers}\n({TARGET_NAMES.get(row['checkpoint_target'], row['checkpoint_target'])}{mode})"
 
 
 def fig9(results, folder: Path, figure) -> list[Path]:
@@ -66,7 +67,7 @@ def fig10(results, folder: Path, figure) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     df = results[(results["kind"] == KIND) & results["checkpoint_target"].isin(["slow", "burst_buffer"])]
-    df = df[df["trace_file"].fillna("") != ""]
+    df = df[tables.text(df["trace_file"]) != ""]
     if df.empty:
         return []
     groups = list(dict.fromkeys(zip(df["checkpoint_target"], df["checkpoint_tiers"], df["checkpoint_mode"])))

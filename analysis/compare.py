@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from analysis import tables
+
 CLAIMS = Path(__file__).resolve().parent / "paper_claims.yaml"
 REPRODUCED, NOT_REPRODUCED, NOT_MEASURED = "reproduced", "not reproduced", "not measured"
 NOT_COMPARABLE = "not comparable"  # measured, but not in the regime the paper's claim is about
@@ -23,7 +25,7 @@ def _select(df, conditions: dict):
         if column not in df:
             return df.iloc[0:0]
         values = [str(v) for v in (want if isinstance(want, list) else [want])]
-        df = df[df[column].fillna("").astype(str).isin(values)]
+        df = df[tables.text(df[column]).isin(values)]
     return df
 
 
@@ -83,10 +85,10 @@ def _why_not(rows, regime: dict) -> str:
         if column in rows:
             kept = _select(out, {column: regime[column]})
             if kept.empty:
-                seen = out[column].fillna("").astype(str).value_counts()
+                seen = tables.text(out[column]).value_counts()
                 top = seen.index[0]
                 if column == "bound" and "bound_reason" in out:
-                    example = out.loc[out["bound"].fillna("").astype(str) == top, "bound_reason"].iloc[0]
+                    example = out.loc[tables.text(out["bound"]) == top, "bound_reason"].iloc[0]
                     return f"runs {top or 'of unknown bound'} ({seen.iloc[0]} of {len(out)}): {example}"
                 if column == "storage" and top.startswith("emulated_"):
                     return (f"measured on {top}: an emulated tier reads back the throttle it was set to; the claim is "
@@ -133,8 +135,6 @@ def compare_campaigns(a: Path, b: Path):
     """Each cell's median metrics in campaign A beside campaign B, with B / A. Records that could not
     be read are listed in the frame's ``attrs["unreadable"]`` (never skipped silently)."""
     import pandas as pd
-
-    from analysis import tables
 
     keys = [k for k in tables.CELL_COLUMNS]
     collected = [tables.collect(x) for x in (a, b)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis import bounds, plotting
+from analysis import bounds, plotting, tables
 from jobs.metrics import label
 
 NOT_COLD = {"not_cold", "not_warm"}
@@ -48,7 +48,7 @@ def _bars(ax, df, stats, flagged, storages, threads, annotate_mb: bool) -> None:
             if ok and flagged.loc[(s, t)]:
                 b.set_hatch("//")
             sub = df[(df["storage"] == s) & (df["threads"] == t)]
-            bound = bounds.cell_bound(sub["bound"].fillna("").tolist()) if "bound" in sub else ""
+            bound = bounds.cell_bound(tables.text(sub["bound"]).tolist()) if "bound" in sub else ""
             if ok and bound in MARKED and np.isfinite(b.get_height()):
                 ax.text(b.get_x() + b.get_width() / 2, b.get_height() * 0.04, MARKED[bound], rotation=90, ha="center",
                         va="bottom", fontsize=6, color="black" if j < len(threads) / 2 else "white")

@@ -80,7 +80,7 @@ def write_report(folder: str | Path, built=None) -> Path:
                         f"<figcaption>{html.escape(caption)}</figcaption></figure>")
     table_i = pd.read_csv(folder / "table_i.csv") if (folder / "table_i.csv").exists() else None
     problems = pd.DataFrame(built.failed + built.missing)
-    fell_back = results[results["checkpoint_fallback"].fillna("") != ""]
+    fell_back = results[tables.text(results["checkpoint_fallback"]) != ""]
     fallbacks = (fell_back.groupby(["cell_dir", "checkpoint_target", "checkpoint_fallback"]).size()
                  .reset_index(name="runs") if not fell_back.empty else None)
     prov = _provenance(folder)

@@ -187,7 +187,7 @@ def summary_frame(results):
     agg["runs"] = ("run", "count")
     agg["images_dropped_max"] = ("images_dropped", "max")
     agg["cache_states"] = ("cache_state", lambda s: ",".join(sorted(set(s))))
-    agg["checkpoint_fallbacks"] = ("checkpoint_fallback", lambda s: int((s.fillna("") != "").sum()))
+    agg["checkpoint_fallbacks"] = ("checkpoint_fallback", lambda s: int((text(s) != "").sum()))
     agg["bound"] = ("bound", bounds.cell_bound)
     agg["bound_runs"] = ("bound", lambda s: ", ".join(f"{k} {v}/{len(s)}" for k, v in s.value_counts().items()))
     for m in ("cpu_cores_busy", "cpu_share", "device_busy", "device_read_mb_s"):
@@ -201,3 +201,8 @@ def summary_frame(results):
     out["bound_reason"] = [(reasons.get(d) or [f"its runs disagree: {runs}"])[0] if d in first.index else ""
                            for d, runs in zip(out["cell_dir"], out["bound_runs"])]
     return out
+
+
+def text(column):
+    """A column as strings, empty where missing (pandas refuses to fill a float column with "")."""
+    return column.astype(object).where(column.notna(), "").astype(str)

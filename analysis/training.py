@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis import plotting
+from analysis import plotting, tables
 from jobs.metrics import label
 
 KIND = "alexnet"  # the workload module whose rows this module draws
@@ -156,7 +156,7 @@ def fig8(results, folder: Path, figure) -> list[Path]:
     import matplotlib.pyplot as plt
 
     df = _alexnet(results)
-    df = df[df["trace_file"].fillna("") != ""]
+    df = df[tables.text(df["trace_file"]) != ""]
     if df.empty:
         return []
     storages = list(dict.fromkeys(df["storage"]))

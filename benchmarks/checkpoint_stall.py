@@ -52,8 +52,10 @@ def main(argv: list[str] | None = None) -> int:
         return rc
     import pandas as pd
 
+    from analysis import tables
+
     df = pd.read_csv(out / "results.csv")
-    fell_back = df["checkpoint_fallback"].fillna("") != ""
+    fell_back = tables.text(df["checkpoint_fallback"]) != ""
     if fell_back.any():
         print(f"{int(fell_back.sum())} runs fell back to the slow tier and are left out: "
               f"{df.loc[fell_back, 'checkpoint_fallback'].iloc[0]}")
