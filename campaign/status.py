@@ -61,7 +61,10 @@ def collect(sweep_dir: Path) -> list[CellStatus]:
             detail = st.reason if st.state == "PENDING" else st.node
             out.append(CellStatus(num, ov, st.state.lower(), job, detail))
         elif rec is not None:
-            out.append(CellStatus(num, ov, "failed", job, f"{rec.error['type']}: {rec.error['message']}" if rec.error else ""))
+            # Slurm's end (cancelled, timeout, ...) says more than what the cell recorded as it went down
+            # (e.g. a worker killed by the same scancel: BrokenProcessPool)
+            state = st.state.lower() if st is not None and st.terminal and st.state.lower() in FAILED_STATES else "failed"
+            out.append(CellStatus(num, ov, state, job, f"{rec.error['type']}: {rec.error['message']}" if rec.error else ""))
         elif st is not None and st.terminal:
             log = sweep_dir / submit.SUBMITIT_DIR / f"{job}_0_log.out"
             detail = f"exit {st.exit_code}" + (f"; log {log}" if log.exists() else "")
