@@ -8,7 +8,8 @@ Rules, in this order (the README's "What limited a number" states them too):
   cpu      the CPU was saturated: cpu_share >= CPU_SATURATED (cores busy / min(cores, map threads)), or
            the machine's CPUs were busy >= CPU_SATURATED with other processes' work (contention)
   storage  the storage was saturated: device_busy >= STORAGE_SATURATED, or on an emulated tier the
-           device's read rate reached STORAGE_SATURATED of the tier's read throttle
+           device's read rate or read requests per second reached STORAGE_SATURATED of the tier's
+           throttle (the throttle holds requests before the device counts them busy)
   latency  neither was saturated: the run waited (per-request latency, synchronisation, sleeps), or
            there are no device counters (a network file system) and the CPU was not saturated
 
@@ -33,18 +34,24 @@ def _num(v) -> float | None:
     return None if f != f else f  # NaN: not measured
 
 
-def storage_use(row: dict, throttle_mb_s: float | None) -> tuple[float | None, str]:
-    """How saturated the storage was (0..1, None unknown) and how that was judged."""
-    busy, rate = _num(row.get("device_busy")), _num(row.get("device_read_mb_s"))
-    if throttle_mb_s and rate is not None:
-        use = rate / throttle_mb_s
-        return use, f"device read {rate:.0f} MB/s = {use:.0%} of the tier's {throttle_mb_s:.0f} MB/s throttle"
+def storage_use(row: dict, emulate: dict | None) -> tuple[float | None, str]:
+    """How saturated the storage was (0..1, None unknown) and how that was judged; ``emulate``: the
+    emulated tier's throttles (its config section), None for a real device."""
+    busy, rate, iops = (_num(row.get(k)) for k in ("device_busy", "device_read_mb_s", "device_read_iops"))
+    limit_mb, limit_iops = (_num((emulate or {}).get(k)) for k in ("read_mb_s", "read_iops"))
+    if limit_mb and rate is not None:
+        use = rate / limit_mb
+        how = f"device read {rate:.0f} MB/s = {use:.0%} of the tier's {limit_mb:.0f} MB/s throttle"
+        if limit_iops and iops is not None and iops / limit_iops > use:
+            use = iops / limit_iops
+            how = f"device read {iops:.0f} requests/s = {use:.0%} of the tier's {limit_iops:.0f}/s throttle"
+        return use, how
     if busy is not None:
         return busy, f"device busy {busy:.0%} of the run"
     return None, "no device counters (network or memory file system)"
 
 
-def label(row: dict, throttle_mb_s: float | None = None) -> tuple[str, str]:
+def label(row: dict, emulate: dict | None = None) -> tuple[str, str]:
     """(bound, one-line reason) of one run (a results.csv row as a dict)."""
     state = str(row.get("cache_state") or "")
     if state in FROM_MEMORY:
@@ -59,7 +66,7 @@ def label(row: dict, throttle_mb_s: float | None = None) -> tuple[str, str]:
     cpu_full = share >= CPU_SATURATED
     if not cpu_full and machine is not None and machine >= CPU_SATURATED:
         cpu_full, cpu = True, f"{cpu}, the machine's CPUs {machine:.0%} busy (other processes took the rest)"
-    use, how = storage_use(row, throttle_mb_s)
+    use, how = storage_use(row, emulate)
     storage_full = use is not None and use >= STORAGE_SATURATED
     if cpu_full and storage_full:
         return "mixed", f"CPU and storage both saturated: {cpu}; {how}"

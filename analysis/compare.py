@@ -79,22 +79,32 @@ QUANTITIES = {"table_i": _table_i, "thread_speedup": _thread_speedup, "prefetch_
 
 
 def _why_not(rows, regime: dict) -> str:
-    """One line: why the rows are outside the regime (the commonest reason, with its evidence)."""
-    out = rows
-    for column in regime:
-        if column in rows:
-            kept = _select(out, {column: regime[column]})
-            if kept.empty:
-                seen = tables.text(out[column]).value_counts()
-                top = seen.index[0]
-                if column == "bound" and "bound_reason" in out:
-                    example = out.loc[tables.text(out["bound"]) == top, "bound_reason"].iloc[0]
-                    return f"runs {top or 'of unknown bound'} ({seen.iloc[0]} of {len(out)}): {example}"
-                if column == "storage" and top.startswith("emulated_"):
-                    return (f"measured on {top}: an emulated tier reads back the throttle it was set to; the claim is "
-                            f"about a real device's mechanics ({', '.join(map(str, regime[column]))})")
-                return f"runs with {column}={top} ({seen.iloc[0]} of {len(out)}), the claim needs {regime[column]}"
-            out = kept
+    """One line: why the rows do not give the claim's quantity in the regime (the commonest reason
+    among the rows outside it, with its evidence)."""
+    rows = rows.reset_index(drop=True)
+    inside = _select(rows, regime)
+    outside = rows.drop(index=inside.index)
+    if outside.empty:
+        return "too few runs in the regime " + ", ".join(f"{k} in {v}" for k, v in regime.items())
+    for column, want in regime.items():
+        if column not in outside:
+            continue
+        values = tables.text(outside[column])
+        off = outside[~values.isin([str(v) for v in (want if isinstance(want, list) else [want])])]
+        if off.empty:
+            continue
+        top = tables.text(off[column]).value_counts()
+        value, n = top.index[0], int(top.iloc[0])
+        share = f"{n} of {len(rows)} runs"
+        if column == "bound" and "bound_reason" in off:
+            example = off.loc[tables.text(off["bound"]) == value, "bound_reason"].iloc[0]
+            return f"runs {value or 'of unknown bound'} ({share}): {example}"
+        if column == "storage" and value.startswith("emulated_"):
+            return (f"measured on {value}: an emulated tier reads back the throttle it was set to; the claim is "
+                    f"about a real device's mechanics ({', '.join(map(str, want))})")
+        if column == "device":
+            return f"trained on {value} ({share}): the input pipeline and the model share its cores; the paper trained on a GPU"
+        return f"runs with {column}={value} ({share}); the claim needs {want}"
     return "too few runs in the regime " + ", ".join(f"{k} in {v}" for k, v in regime.items())
 
 

@@ -125,7 +125,7 @@ def _row(base: dict, run: dict, rec: records.CellRecord, mount: dict, d: str, re
     dev, con = run.get("bytes_read_device"), run.get("bytes_consumed")
     row["device_read_ratio"] = dev / con if dev is not None and con else None
     emulate = (rec.config.get("storage") or {}).get("emulate") or {}
-    row["bound"], row["bound_reason"] = bounds.label(row, emulate.get("read_mb_s"))
+    row["bound"], row["bound_reason"] = bounds.label(row, emulate or None)
     row["train_bound"] = bounds.train_bound(row)
     row.update(fs_type=mount.get("fs_type"), host=rec.provenance.get("host"), cell_id=rec.cell_id, cell_dir=d,
                record=record)

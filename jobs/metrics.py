@@ -53,7 +53,8 @@ METRICS: dict[str, Metric] = {
         Metric("checkpoint_stall_s", "s", "lower", "Checkpoint: time training was blocked by checkpoints, all of them"),
         Metric("median_stall_s", "s", "lower", "Checkpoint: median time training was blocked by one checkpoint"),
         Metric("drain_after_end_s", "s", "lower", "Checkpoint: time from the end of training until the burst buffer was drained"),
-        Metric("run_wall_s", "s", "", "Wall time of the whole run as the runner saw it (what the usage figures divide by)"),
+        Metric("run_wall_s", "s", "", "Wall time of the whole run as the runner saw it (the usage figures cover the "
+               "workload's timed interval where it marks one, the whole run otherwise: the record's usage_over)"),
         Metric("cpu_s", "s", "", "CPU time of the process and its children during the run (user + system)"),
         Metric("cpu_cores_busy", "cores", "", "CPU seconds per wall second during the run"),
         Metric("cpu_cores_usable", "cores", "", "cores the run could keep busy: min(CPUs allowed, map threads)"),

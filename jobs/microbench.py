@@ -55,14 +55,17 @@ class RunResult:
         return asdict(self)
 
 
-def run_once(ds: Dataset, s: RunSettings) -> RunResult:
-    """One timed pass: from the first iterator call to the return of the last one."""
+def run_once(ds: Dataset, s: RunSettings, mark=None) -> RunResult:
+    """One timed pass: from the first iterator call to the return of the last one. ``mark(name)``,
+    when given, is called with "start" and "end" at the edges of that interval."""
     it = iter(build(ds, s))  # creating the iterator reads nothing: parallel map starts on the first call
     seen: list[int] = []
     consumed = 0
     nb = 0
     exhausted = False
     rb0, rc0 = pipeline.read_counters()
+    if mark is not None:
+        mark("start")
     t0 = time.perf_counter()
     t_first = t_last = t0
     with interrupts.deferred():
@@ -79,6 +82,8 @@ def run_once(ds: Dataset, s: RunSettings) -> RunResult:
             nb += 1
             seen.extend(int(i) for i in idx.numpy())
             consumed += int(nbytes.numpy().sum())
+        if mark is not None:
+            mark("end")
         del it  # stop read-ahead before the counters are read
     rb1, rc1 = pipeline.read_counters()
     seconds = t_last - t0

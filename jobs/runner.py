@@ -141,11 +141,15 @@ def _runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, data_dir:
         started = records.now()
         seed = int(cfg.seed) + k
         run = k + 1 - cfg.warmup  # measured runs are 1..repeats; warm-ups are <= 0
+        ctx = workloads.RunContext(ds, cfg, config, seed, job_dir, run, disk)
         before = usage.snapshot(disk)
-        result = w.run_once(workloads.RunContext(ds, cfg, config, seed, job_dir, run, disk))
-        used = usage.between(before, usage.snapshot(disk), w.parallelism(cfg))
+        result = w.run_once(ctx)
+        after = usage.snapshot(disk)
+        timed = "start" in ctx.marks and "end" in ctx.marks  # the workload marked its timed interval
+        used = usage.between(*((ctx.marks["start"], ctx.marks["end"]) if timed else (before, after)), w.parallelism(cfg))
         workloads.check_result(w, result)
-        result.update({k: v for k, v in used.items() if k != "wall_s"}, run_wall_s=used["wall_s"])
+        result.update({k: v for k, v in used.items() if k != "wall_s"}, run_wall_s=after.t - before.t,
+                      usage_over="timed interval" if timed else "whole run")
         _skipped_as_dropped(ds, result)
         state = cache.classify(requested, cfg.storage.kind, fs_type, result["bytes_read_device"], result["bytes_consumed"])
         runs.append({"run": run, "warmup": warmup, "started_at": started, "shuffle_seed": seed,

@@ -54,7 +54,28 @@ def test_cpu_bound_runs_are_not_comparable_never_reproduced():
     got = _verdicts(_runs("emulated_hdd", {1: 1.0, 2: 1.65, 4: 1.95, 8: 2.3}, limit="cpu"))
     for cid in ("hdd_speedup_2", "hdd_speedup_4", "hdd_speedup_8"):
         assert got.loc[cid, "status"] == compare.NOT_COMPARABLE, cid
-        assert got.loc[cid, "measured_from"].startswith("runs cpu (12 of 12): CPU-bound: 1.97 of 2 usable cores busy")
+        assert got.loc[cid, "measured_from"].startswith("runs cpu (12 of 12 runs): CPU-bound: 1.97 of 2 usable cores busy")
+
+
+def test_one_cpu_bound_thread_count_makes_the_speed_up_not_comparable():
+    rows = pd.concat([_runs("emulated_hdd", {1: 1.0}, limit="cpu"), _runs("emulated_hdd", {2: 1.65})])
+    got = _verdicts(rows)
+    assert got.loc["hdd_speedup_2", "status"] == compare.NOT_COMPARABLE
+    assert got.loc["hdd_speedup_2", "measured_from"].startswith("runs cpu (3 of 6 runs): CPU-bound")
+
+
+def test_prefetch_claim_needs_training_on_an_accelerator():
+    rows = []
+    for storage, runtime in (("hdd", 10.0), ("ssd", 10.2)):
+        for device in ("/CPU:0", "/device:GPU:0"):
+            rows.append({"kind": "alexnet", "storage": storage, "threads": 2, "prefetch": 1, "batch_size": 64,
+                         "cache_state": "cold", "device": device, "steady_runtime_s": runtime, "run": 1})
+    df = pd.DataFrame(rows).reindex(columns=tables.results_frame(tables.Collected(folder=".")).columns)
+    got = _verdicts(df)
+    assert got.loc["prefetch_hides_io", "status"] == compare.REPRODUCED  # GPU rows: 2% apart
+    got = _verdicts(df[df["device"] == "/CPU:0"])
+    assert got.loc["prefetch_hides_io", "status"] == compare.NOT_COMPARABLE
+    assert got.loc["prefetch_hides_io", "measured_from"].startswith("trained on /CPU:0")
 
 
 def test_runs_that_were_not_cold_are_not_comparable():
@@ -104,7 +125,10 @@ def test_the_bound_rules():
     assert bounds.label({**row, "device_busy": 0.9})[0] == "storage"
     assert bounds.label({**row, "cpu_share": 0.9, "device_busy": 0.9})[0] == "mixed"
     assert bounds.label({**row, "machine_cpu_busy": 0.97})[0] == "cpu"  # other processes took the CPU
-    assert bounds.label({**row, "device_busy": None, "device_read_mb_s": 140.0}, throttle_mb_s=163.0)[0] == "storage"
+    assert bounds.label({**row, "device_busy": None, "device_read_mb_s": 140.0}, {"read_mb_s": 163.0})[0] == "storage"
+    iops_bound = {**row, "device_busy": 0.2, "device_read_mb_s": 28.0, "device_read_iops": 249.0}
+    assert bounds.label(iops_bound, {"read_mb_s": 163.0, "read_iops": 250})[0] == "storage"  # the seek throttle
+    assert "249 requests/s" in bounds.label(iops_bound, {"read_mb_s": 163.0, "read_iops": 250})[1]
     assert bounds.label({**row, "cache_state": "warm"})[0] == "cache"
     assert bounds.label({"cache_state": "cold"})[0] == ""  # an old record: not known, never guessed
     assert bounds.cell_bound(["cpu", "cpu", "storage"]) == "cpu" and bounds.cell_bound(["cpu", "storage"]) == "mixed"

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -55,6 +55,15 @@ class RunContext:
     job_dir: Path  # the cell's folder: per-run files go here
     run: int  # 1..repeats for measured runs, <= 0 for warm-ups
     disk: str | None  # the block device holding the data, for device-level traces
+    marks: dict = field(default_factory=dict)  # usage snapshots a workload takes with mark()
+
+    def mark(self, name: str) -> None:
+        """Snapshot the usage counters (``jobs.usage``) now: a workload calls ``mark("start")`` and
+        ``mark("end")`` around its timed interval, so CPU and device use are judged over that interval
+        rather than over the whole run (pipeline construction, model building)."""
+        from jobs import usage
+
+        self.marks[name] = usage.snapshot(self.disk)
 
     @property
     def tag(self) -> str:

@@ -45,7 +45,7 @@ class Microbench(Workload):
             prefetch=int(cfg.prefetch), image_side=int(cfg.workload.image_side), batches=cfg.workload.batches,
             seed=ctx.seed, read_delay_ms=float(cfg.workload.read_delay_ms),
         )
-        return microbench.run_once(ctx.ds, settings).as_dict()
+        return microbench.run_once(ctx.ds, settings, mark=ctx.mark).as_dict()
 
     def describe(self, result: dict) -> str:
         return f"{result['images_per_s']:.0f} images/s, {result['mb_per_s']:.1f} MB/s"
