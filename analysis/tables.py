@@ -195,11 +195,12 @@ def summary_frame(results):
             agg[f"{m}_median"] = (m, "median")
     g = results.assign(threads=results["threads"].astype(str)).groupby(keys, sort=False, dropna=False)
     out = g.agg(**agg).reset_index()
-    first = results.drop_duplicates("cell_dir").set_index("cell_dir")
-    reasons = results.groupby("cell_dir").apply(
-        lambda d: d.loc[d["bound"] == bounds.cell_bound(d["bound"]), "bound_reason"].head(1).tolist(), include_groups=False)
-    out["bound_reason"] = [(reasons.get(d) or [f"its runs disagree: {runs}"])[0] if d in first.index else ""
-                           for d, runs in zip(out["cell_dir"], out["bound_runs"])]
+    # the evidence of the first run whose label is the cell's; "mixed" by disagreement has no such run
+    reason = {}
+    for d, runs in results.groupby("cell_dir"):
+        match = runs.loc[runs["bound"] == bounds.cell_bound(runs["bound"]), "bound_reason"]
+        reason[d] = match.iloc[0] if len(match) else ""
+    out["bound_reason"] = [reason.get(d) or f"its runs disagree: {runs}" for d, runs in zip(out["cell_dir"], out["bound_runs"])]
     return out
 
 
