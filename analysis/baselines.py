@@ -28,14 +28,16 @@ def table_i(baselines, configs: dict):
 
 
 def small_file_rates(baselines):
-    """Median small-file MB/s per storage and number of readers."""
-    sm = baselines[baselines["measure"] == "small_read"]
-    return sm.groupby(["storage", "readers"])["mb_per_s"].median()
+    """Median MB/s of fio reading the dataset's stored files (image files, or TFRecord/HDF5 files)
+    per storage, format and number of readers."""
+    sm = baselines[baselines["measure"] == "small_read"].copy()
+    sm["format"] = sm["format"].fillna("files").replace("", "files") if "format" in sm else "files"
+    return sm.groupby(["storage", "format", "readers"])["mb_per_s"].median()
 
 
 def efficiency(summary, baselines):
-    """Add ``small_file_mb_s`` and ``efficiency`` (median MB/s of a micro-benchmark cell ÷ the
-    small-file rate of its tier with as many readers as it has map threads) to the summary."""
+    """Add ``small_file_mb_s`` and ``efficiency`` (median MB/s of a micro-benchmark cell ÷ fio's rate
+    over the same stored files on its tier with as many readers as it has map threads) to the summary."""
     import numpy as np
 
     if summary.empty or baselines is None or baselines.empty or "mb_per_s_median" not in summary:
@@ -44,7 +46,8 @@ def efficiency(summary, baselines):
     base = []
     for _, row in summary.iterrows():
         t = str(row["threads"])
-        key = (row["storage"], int(t)) if t.isdigit() else None
+        fmt = row.get("format") if isinstance(row.get("format"), str) and row.get("format") else "files"
+        key = (row["storage"], fmt, int(t)) if t.isdigit() else None
         ok = row["kind"] == "microbench" and key in rates.index
         base.append(rates[key] if ok else np.nan)
     summary = summary.copy()

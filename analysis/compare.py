@@ -108,10 +108,22 @@ def _why_not(rows, regime: dict) -> str:
     return "too few runs in the regime " + ", ".join(f"{k} in {v}" for k, v in regime.items())
 
 
+# The paper read one JPEG per file in a globally shuffled order: rows measured another way (TFRecord,
+# HDF5, a local shuffle) never enter its claims.
+PAPER_LAYOUT = {"format": "files", "shuffle": "global"}
+
+
+def _paper_layout(df):
+    for column, value in PAPER_LAYOUT.items():
+        if column in df and not df.empty:
+            df = df[tables.text(df[column]).isin([value, ""])]
+    return df
+
+
 def evaluate(claim: dict, results, baselines) -> tuple[str, float | None, str]:
     """(status, measured value or None, how it was measured or why it is not comparable) of one claim."""
     fn = QUANTITIES[claim["quantity"]]
-    source = baselines if claim["quantity"] == "table_i" else results
+    source = _paper_layout(baselines if claim["quantity"] == "table_i" else results)
     rows = _select(source, claim.get("select") or {}) if not source.empty else source
     if rows.empty or fn(rows, claim.get("params") or {})[0] is None:
         return NOT_MEASURED, None, ""

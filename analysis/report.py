@@ -114,6 +114,27 @@ def _cells(folder: Path):
     return s[cols].round(3)
 
 
+def _layouts(folder: Path):
+    """How much of the device each data layout and shuffle reached (analysis.layouts), or None."""
+    import pandas as pd
+
+    from analysis import layouts
+
+    path = folder / "summary.csv"
+    s = pd.read_csv(path) if path.exists() and path.stat().st_size > 1 else pd.DataFrame()
+    return layouts.reach(s)
+
+
+def _layout_section(folder: Path) -> str:
+    table = _layouts(folder)
+    if table is None:
+        return ""
+    return ("<h2>Data layout and shuffling</h2><p>Each micro-benchmark cell by <code>dataset.format</code> and "
+            "<code>shuffle</code>, the paper's layout (files, global) first; <code>efficiency</code>: its MB/s ÷ fio "
+            "reading the same stored files on the same tier with as many readers as map threads (a "
+            "<code>workload=baseline</code> cell of the same format; empty without one).</p>" + _table(table))
+
+
 def _page(folder: Path, built, claims, table_i, figs: list[str], problems, fallbacks, facts: dict, paper_txt: str,
           counts: dict) -> str:
     """The report's HTML, one self-contained page."""
@@ -146,6 +167,7 @@ values: <code>claims.csv</code>.</p>
 <p>bound: storage, cpu, cache, mixed or latency, by the rules in <code>analysis/bounds.py</code> (the
 README's "What limited a number"); the label most runs of the cell had, with the evidence.</p>
 {_table(_cells(folder))}
+{_layout_section(folder)}
 <h2>Table I: storage baselines</h2>
 {_table(table_i)}
 <h2>Figures</h2>

@@ -11,8 +11,8 @@ from jobs import records
 from jobs.metrics import METRICS
 
 # Columns of results.csv that describe the cell; the metric columns follow from jobs.metrics.
-CELL_COLUMNS = ("workload", "kind", "pipeline", "storage", "dataset", "threads", "batch_size", "prefetch", "cache",
-                "image_side", "width",
+CELL_COLUMNS = ("workload", "kind", "pipeline", "storage", "dataset", "format", "shuffle", "threads", "batch_size",
+                "prefetch", "cache", "image_side", "width",
                 "checkpoint_target", "checkpoint_mode", "checkpoint_tiers")
 RUN_COLUMNS = ("run", "cache_state", "bound", "train_bound", "device", "checkpoint_effective_target", "checkpoint_fallback")
 TAIL_COLUMNS = ("device_read_ratio", "bound_reason", "fs_type", "host", "cell_id", "cell_dir", "record", "trace_file",
@@ -39,6 +39,9 @@ def _cell_values(cfg: dict) -> dict:
         "pipeline": cfg["workload"].get("pipeline") or "",  # what the tf.data map does (Fig. 4 or Fig. 5)
         "storage": cfg["storage"]["name"],
         "dataset": cfg["dataset"]["name"] if isinstance(cfg.get("dataset"), dict) else "",
+        # how the images were stored and ordered (records written before these settings: the paper's way)
+        "format": (cfg["dataset"].get("format") or "files") if isinstance(cfg.get("dataset"), dict) else "",
+        "shuffle": _shuffle(cfg),
         "threads": cfg["threads"],
         "batch_size": cfg["batch_size"],
         "prefetch": cfg["prefetch"],
@@ -47,6 +50,12 @@ def _cell_values(cfg: dict) -> dict:
         "width": cfg["workload"].get("width"),
         **_checkpoint_values(cfg),
     }
+
+
+def _shuffle(cfg: dict) -> str:
+    """``global``, ``local``, ``none``; with ``:<buffer>`` when a buffer size was set."""
+    shuffle = cfg.get("shuffle") or "global"
+    return f"{shuffle}:{cfg['shuffle_buffer']}" if cfg.get("shuffle_buffer") and shuffle != "none" else shuffle
 
 
 def _checkpoint_values(cfg: dict) -> dict:
@@ -135,7 +144,8 @@ def _row(base: dict, run: dict, rec: records.CellRecord, mount: dict, d: str, re
 
 
 def _baseline_rows(base: dict, run: dict, cell_dir: str) -> list[dict]:
-    common = {"storage": base["storage"], "dataset": base["dataset"], "run": run["run"], "cell_dir": cell_dir}
+    common = {"storage": base["storage"], "dataset": base["dataset"], "format": base["format"], "run": run["run"],
+              "cell_dir": cell_dir}
     rows = [
         {**common, "measure": "seq_read", "readers": 1, "mb_per_s": run["seq_read_mb_s"], "tool": run["tool"],
          "command": run["commands"]["seq_read"]},
@@ -163,8 +173,8 @@ def baselines_frame(c: Collected):
     """Every baseline measurement: storage, run, measure (seq_read, seq_write, small_read), readers, MB/s."""
     import pandas as pd
 
-    return pd.DataFrame(c.baselines, columns=["storage", "dataset", "run", "measure", "readers", "mb_per_s", "tool",
-                                              "command", "cell_dir"])
+    return pd.DataFrame(c.baselines, columns=["storage", "dataset", "format", "run", "measure", "readers", "mb_per_s",
+                                              "tool", "command", "cell_dir"])
 
 
 def results_frame(c: Collected):

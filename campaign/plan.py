@@ -45,6 +45,10 @@ SHARED_WORKLOAD_FIELDS = {
 # stay out of the id, so earlier cells keep their ids (a different value makes a different cell).
 ADDED_SETTINGS = {
     ("checkpoint", "keep"): False,
+    ("dataset", "format"): "files",
+    ("dataset", "shard_mb"): 128.0,
+    ("shuffle",): "global",
+    ("shuffle_buffer",): None,
     **{(*where, "emulate", rw): None for where in (("storage",), ("checkpoint", "fast"), ("checkpoint", "slow"))
        for rw in ("read_iops", "write_iops")},
 }

@@ -24,6 +24,17 @@ class DatasetSource(Enum):
     filelist = "filelist"  # dataset.path is a text file with one image path per line
 
 
+class DatasetFormat(Enum):
+    files = "files"  # one file per image, as the paper read ImageNet
+    tfrecord = "tfrecord"  # TFRecord shards of dataset.shard_mb, tf.train.Example records
+    hdf5 = "hdf5"  # HDF5 files of dataset.shard_mb holding the JPEG bytes and labels (h5py)
+
+
+# global: a full permutation of the samples every pass; local: each reader shuffles within its shards
+# (shard order, then a buffer); none: the stored order ("global" is a Python keyword, hence the form)
+Shuffle = Enum("Shuffle", {"global": "global", "local": "local", "none": "none"})
+
+
 class Pipeline(Enum):
     decode_resize = "decode_resize"  # read_file -> decode -> resize (Fig. 4)
     read_only = "read_only"  # read_file only (Fig. 5)
@@ -87,6 +98,8 @@ class DatasetConf:
     size_spread: float = 0.5  # sigma of the log-normal file-size distribution of a synthetic set
     bytes_per_pixel: float = 0.6  # JPEG bytes per pixel of a synthetic set; sets the image dimensions
     grayscale_fraction: float = 0.0  # share of single-channel JPEGs in a synthetic set
+    format: DatasetFormat = DatasetFormat.files  # how the images are stored; tfrecord/hdf5 are converted once and reused
+    shard_mb: float = 128.0  # size of a TFRecord shard or HDF5 file, MB (format=tfrecord|hdf5)
 
 
 class PlatformKind(Enum):
@@ -158,6 +171,8 @@ class CampaignConf:
     threads: Any = 1  # num_parallel_calls of the map: a positive integer, or "autotune"
     batch_size: int = 64  # images per batch
     prefetch: int = 0  # batches prefetched after batching; 0 = no prefetch transformation
+    shuffle: Shuffle = Shuffle["global"]  # sample order of every run: global | local | none
+    shuffle_buffer: Optional[int] = None  # samples in the shuffle buffer; null = all (global) or one shard's (local)
     repeats: int = 5  # measured runs per cell; the analysis reports their median, min and max
     warmup: int = 1  # runs before the measured ones, discarded (still recorded, flagged warmup)
     cache: CacheMode = CacheMode.cold  # page-cache state the runs start from

@@ -159,6 +159,12 @@ def check(config, memo: dict | None = None) -> None:
     if (cfg.workload.get("read_delay_ms") or 0) < 0:
         raise ConfigError(f"workload.read_delay_ms={cfg.workload.read_delay_ms} must not be negative")
     storage_root(cfg, memo=memo)
+    if cfg.get("shuffle_buffer") is not None and int(cfg.shuffle_buffer) < 1:
+        raise ConfigError(f"shuffle_buffer={cfg.shuffle_buffer} must be at least 1 (or null: all images for shuffle=global, "
+                          "one shard's for shuffle=local)")
+    if isinstance(config.get("dataset"), dict) and float(cfg.dataset.get("shard_mb") or 0) <= 0:
+        raise ConfigError(f"dataset.shard_mb={cfg.dataset.get('shard_mb')} must be positive (MB per TFRecord shard or "
+                          "HDF5 file, and per group of files for shuffle=local)")
     if not isinstance(config.get("dataset"), dict):
         if workload.needs_dataset:
             raise ConfigError(f"workload={cfg.workload.name} reads a dataset and has none: add dataset=imagenet_subset "

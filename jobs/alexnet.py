@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from jobs import interrupts, pipeline
+from jobs import interrupts, pipeline, readers
 from jobs.datasets import Dataset
 from jobs.metrics import MB
 
@@ -29,6 +29,13 @@ class TrainSettings:
     seed: int
     device: str = "auto"  # auto | cpu | gpu
     read_delay_ms: float = 0.0
+    shuffle: str = "global"  # global | local | none (jobs.readers)
+    shuffle_buffer: int | None = None
+
+    @property
+    def order(self) -> dict:
+        """How the run orders its samples, as jobs.readers takes it."""
+        return {"shuffle": self.shuffle, "shuffle_buffer": self.shuffle_buffer, "threads": self.threads}
 
 
 def device_name(choice: str) -> str:
@@ -158,7 +165,8 @@ def run_once(ds: Dataset, s: TrainSettings, steps_csv: Path | None = None, model
     step = make_step(model, device)
     data = pipeline.build(
         ds, threads=s.threads, batch_size=s.batch_size, prefetch=s.prefetch, seed=s.seed,
-        image_side=s.image_side, one_hot=True, read_delay_ms=s.read_delay_ms,
+        image_side=s.image_side, one_hot=True, read_delay_ms=s.read_delay_ms, shuffle=s.shuffle,
+        shuffle_buffer=s.shuffle_buffer,
     )
     per_epoch = len(ds.files) // s.batch_size
     steps = s.steps or per_epoch
@@ -170,6 +178,7 @@ def run_once(ds: Dataset, s: TrainSettings, steps_csv: Path | None = None, model
     t0 = time.perf_counter()
     loop = _train(it, step, steps, t0)
     del it  # stop read-ahead before the counters are read
+    readers.close_all()
     rb1, rc1 = pipeline.read_counters()
     waits, computes, seen, consumed = loop["waits"], loop["computes"], loop["seen"], loop["consumed"]
     exhausted, loss, t_end, t_last_call = loop["exhausted"], loop["loss"], loop["t_end"], loop["t_last_call"]
@@ -180,13 +189,13 @@ def run_once(ds: Dataset, s: TrainSettings, steps_csv: Path | None = None, model
             w = csv.writer(f)
             w.writerow(["step", "wait_s", "compute_s"])
             w.writerows((k + 1, round(a, 6), round(b, 6)) for k, (a, b) in enumerate(zip(waits, computes)))
-    drops = pipeline.dropped(ds, seen, exhausted, s.seed)
+    drops = pipeline.dropped(ds, seen, exhausted, s.seed, **s.order)
     runtime = t_end - t0
     return TrainResult(
         steps=len(waits),
         images=len(seen),
         images_dropped=len(drops),
-        dropped_files=[ds.files[i] for i in drops[: pipeline.DROPPED_LISTED]],
+        dropped_files=[ds.where(i) for i in drops[: pipeline.DROPPED_LISTED]],
         runtime_s=runtime,
         data_wait_s=sum(waits),
         compute_s=sum(computes),

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobs import alexnet, cache, ckpt_recovery, ckpt_store, interrupts, pipeline
+from jobs import alexnet, cache, ckpt_recovery, ckpt_store, interrupts, pipeline, readers
 from jobs.datasets import Dataset
 
 log = logging.getLogger(__name__)
@@ -171,7 +171,7 @@ def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True, 
     opt = keras.optimizers.Adam(1e-4)
     step_fn = alexnet.make_step(model, device, opt)
     data = pipeline.build(ds, threads=t.threads, batch_size=t.batch_size, prefetch=t.prefetch, seed=t.seed,
-                          image_side=t.image_side, one_hot=True)
+                          image_side=t.image_side, one_hot=True, shuffle=t.shuffle, shuffle_buffer=t.shuffle_buffer)
     with tf.device("/CPU:0"):
         it = iter(data)
     steps = t.steps or len(ds.files) // t.batch_size
@@ -202,6 +202,7 @@ def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True, 
     finally:
         for lk in locks:
             lk.release()
+    readers.close_all()  # HDF5 files the pipeline opened (dataset.format=hdf5)
     rb1, _ = pipeline.read_counters()
     if target == "burst_buffer" and not ckpt_store.prefixes(folder, s.tag):
         shutil.rmtree(folder, ignore_errors=True)  # drained: the fast tier is left clean

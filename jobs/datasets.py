@@ -29,10 +29,34 @@ class Dataset:
     # listed, but not regular files (FIFOs, sockets, devices, folders): never opened, since reading
     # them can block forever; a run counts them as dropped
     skipped: tuple[str, ...] = ()
+    # how the images are stored (jobs.formats): "files" reads ``files``; "tfrecord" and "hdf5" read
+    # the ``containers``, each holding the images ``members`` (indices into ``files``) in stored order
+    format: str = "files"
+    containers: tuple[str, ...] = ()
+    members: tuple[tuple[int, ...], ...] = ()
+    container_sizes: tuple[int, ...] = ()
 
     @property
     def total_bytes(self) -> int:
         return sum(self.sizes)
+
+    @property
+    def storage_files(self) -> tuple[str, ...]:
+        """The files a run reads from the tier (evicted, warmed and verified as the data)."""
+        return self.containers if self.format != "files" else self.files
+
+    @property
+    def stored_bytes(self) -> int:
+        return sum(self.container_sizes) if self.format != "files" else self.total_bytes
+
+    def where(self, i: int) -> str:
+        """Where image ``i`` is stored: its file, or its container and position in it."""
+        if self.format == "files":
+            return self.files[i]
+        for path, members in zip(self.containers, self.members):
+            if i in members:
+                return f"{path}[{members.index(i)}] ({os.path.basename(self.files[i])})"
+        return self.files[i]
 
 
 def _size(path: str) -> int:

@@ -123,14 +123,15 @@ def link_farm(files: list[str], folder: Path, jobs: int) -> list[Path]:
     return dirs
 
 
-def small_files(dirs: list[Path]) -> Measured:
+def small_files(dirs: list[Path], bs: str = "4k") -> Measured:
     """fio reading every file of ``dirs`` whole, buffered (as read_file), one job per folder; fio
     evicts each file first (invalidate=1). The folders share a parent (``link_farm``'s), in which fio
-    runs, so fio sees only their plain names."""
+    runs, so fio sees only their plain names. ``bs``: bytes per read call (4k for image files; the
+    TFRecord reader's 256k for shards)."""
     cwd = dirs[0].parent
     if any(d.parent != cwd for d in dirs):
         raise ValueError("small_files wants sibling folders (link_farm's)")
-    cmd = ["fio", "--output-format=json", "--group_reporting", "--rw=read", "--bs=4k", "--ioengine=psync",
+    cmd = ["fio", "--output-format=json", "--group_reporting", "--rw=read", f"--bs={bs}", "--ioengine=psync",
            "--direct=0", "--invalidate=1", "--file_service_type=sequential", "--openfiles=8"]
     for k, d in enumerate(dirs):
         cmd += [f"--name=j{k}", f"--opendir={_safe_name(d.name)}"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 
-from jobs import interrupts, pipeline
+from jobs import interrupts, pipeline, readers
 from jobs.datasets import Dataset
 from jobs.metrics import MB
 
@@ -24,6 +24,13 @@ class RunSettings:
     batches: int | None
     seed: int
     read_delay_ms: float = 0.0
+    shuffle: str = "global"  # global | local | none (jobs.readers)
+    shuffle_buffer: int | None = None
+
+    @property
+    def order(self) -> dict:
+        """How the run orders its samples, as jobs.readers takes it."""
+        return {"shuffle": self.shuffle, "shuffle_buffer": self.shuffle_buffer, "threads": self.threads}
 
 
 def build(ds: Dataset, s: RunSettings):
@@ -31,6 +38,7 @@ def build(ds: Dataset, s: RunSettings):
     return pipeline.build(
         ds, threads=s.threads, batch_size=s.batch_size, prefetch=s.prefetch, seed=s.seed,
         decode=s.pipeline == "decode_resize", image_side=s.image_side, read_delay_ms=s.read_delay_ms,
+        shuffle=s.shuffle, shuffle_buffer=s.shuffle_buffer,
     )
 
 
@@ -85,17 +93,18 @@ def run_once(ds: Dataset, s: RunSettings, mark=None) -> RunResult:
         if mark is not None:
             mark("end")
         del it  # stop read-ahead before the counters are read
+    readers.close_all()
     rb1, rc1 = pipeline.read_counters()
     seconds = t_last - t0
-    drops = pipeline.dropped(ds, seen, exhausted, s.seed)
+    drops = pipeline.dropped(ds, seen, exhausted, s.seed, **s.order)
     if seconds <= 0 or not seen:
         raise RuntimeError(
-            f"the pipeline delivered no image out of {len(ds.files)} files ({len(drops)} dropped as unreadable or not images)"
+            f"the pipeline delivered no image out of {len(ds.files)} ({len(drops)} dropped as unreadable or not images)"
         )
     return RunResult(
         images=len(seen),
         images_dropped=len(drops),
-        dropped_files=[ds.files[i] for i in drops[: pipeline.DROPPED_LISTED]],
+        dropped_files=[ds.where(i) for i in drops[: pipeline.DROPPED_LISTED]],
         batches=nb,
         seconds=seconds,
         first_batch_s=t_first - t0,

@@ -1,8 +1,9 @@
 """The paper's tf.data input pipeline, shared by the micro-benchmark and the AlexNet mini-app.
 
-paths -> shuffle -> map(read_file [-> decode -> resize], num_parallel_calls) -> ignore_errors
--> batch -> [prefetch]. Every element carries the file's index and byte count, so what was
-delivered, dropped and consumed is known exactly.
+samples (``jobs.readers``: the dataset's format read in the ``shuffle`` order, ``num_parallel_calls``
+threads) -> map([decode -> resize]) -> ignore_errors -> batch -> [prefetch]. Every element carries
+the image's index and the bytes read for it, so what was delivered, dropped and consumed is known
+exactly.
 """
 
 from __future__ import annotations
@@ -33,23 +34,25 @@ def build(
     image_side: int = 224,
     one_hot: bool = False,
     read_delay_ms: float = 0.0,
+    shuffle: str = "global",
+    shuffle_buffer: int | None = None,
 ):
-    """The pipeline; elements are (images or file bytes, file indices, file sizes[, one-hot labels]).
+    """The pipeline; elements are (images or file bytes, image indices, bytes read[, one-hot labels]).
 
-    ``read_delay_ms`` adds latency to every file read (emulates a slower tier; 0 = none).
+    The samples come from ``jobs.readers`` (the dataset's format, in the ``shuffle`` order);
+    ``read_delay_ms`` adds latency to every read (emulates a slower tier; 0 = none).
     """
     import tensorflow as tf
 
-    n = len(ds.files)
-    index = tf.data.Dataset.from_tensor_slices(
-        (tf.range(n, dtype=tf.int64), tf.constant(ds.files), tf.constant(ds.labels, dtype=tf.int32))
-    )
-    shuffled = index.shuffle(n, seed=seed, reshuffle_each_iteration=False)
-    classes = max(1, ds.num_classes)
+    from jobs import readers
 
-    def load(i, path, label):
-        data = tf.io.read_file(path)
-        nbytes = tf.cast(tf.strings.length(data, unit="BYTE"), tf.int64)
+    classes = max(1, ds.num_classes)
+    delay = (lambda d: delayed(d, read_delay_ms, threads)) if read_delay_ms > 0 else None
+    stream, read = readers.source(ds, shuffle=shuffle, shuffle_buffer=shuffle_buffer, seed=seed, threads=threads,
+                                  delay=delay)
+
+    def load(*element):
+        i, data, nbytes, label = read(*element)
         out = data
         if decode:
             img = tf.io.decode_image(data, channels=3, expand_animations=False)
@@ -58,9 +61,7 @@ def build(
             return out, i, nbytes, tf.one_hot(label, classes)
         return out, i, nbytes
 
-    if read_delay_ms > 0:
-        shuffled = delayed(shuffled, read_delay_ms, threads)
-    out = shuffled.map(load, num_parallel_calls=num_parallel_calls(threads)).ignore_errors().batch(batch_size)
+    out = stream.map(load, num_parallel_calls=num_parallel_calls(threads)).ignore_errors().batch(batch_size)
     if prefetch > 0:
         out = out.prefetch(prefetch)
     # TF injects a prefetch of its own at the end of a pipeline by default: prefetch=0 must mean none.
@@ -100,25 +101,30 @@ def delayed(index, read_delay_ms: float, threads: int | str):
 
 
 def shuffled_order(n: int, seed: int) -> list[int]:
-    """The order in which the pipeline's shuffle hands out file indices (no file is read)."""
-    import tensorflow as tf
+    """The order in which the default pipeline (one file per image, global shuffle) hands out file
+    indices (no file is read)."""
+    from jobs import readers
 
-    d = tf.data.Dataset.range(n).shuffle(n, seed=seed, reshuffle_each_iteration=False)
-    return [int(x) for x in d.as_numpy_iterator()]
+    return readers.order(Dataset("", "", "", ("",) * n, (0,) * n, (0,) * n, 1), shuffle="global", shuffle_buffer=None,
+                         seed=seed, threads=1)
 
 
-def dropped(ds: Dataset, seen: list[int], exhausted: bool, seed: int) -> list[int]:
-    """Indices of the files ignore_errors removed among those the pipeline reached.
+def dropped(ds: Dataset, seen: list[int], exhausted: bool, seed: int, **how) -> list[int]:
+    """Indices of the images ignore_errors removed among those the pipeline reached.
 
-    When the set was consumed, that is every file not delivered. When the run stopped early, it is
-    every file before the last delivered one (in shuffled order) that was not delivered; the map keeps
-    order, so nothing after it can have been dropped yet.
+    When the set was consumed, that is every image not delivered. When the run stopped early, it is
+    every image before the last delivered one (in the run's order, ``jobs.readers.order``) that was
+    not delivered; the map keeps order, so nothing after it can have been dropped yet. (TFRecord: the
+    order without drops; a dropped record shifts the buffer's later picks, so the early-stop count
+    there is an estimate.)
     """
+    from jobs import readers
+
     n = len(ds.files)
     if exhausted:
         attempted = range(n)
     else:
-        order = shuffled_order(n, seed)
+        order = readers.order(ds, seed=seed, **{"shuffle": "global", "shuffle_buffer": None, "threads": 1, **how})
         pos = {f: p for p, f in enumerate(order)}
         last = max((pos[i] for i in seen), default=-1)
         attempted = order[: last + 1]

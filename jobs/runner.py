@@ -33,6 +33,10 @@ def dataset_summary(ds) -> dict:
         "median_file_bytes": statistics.median(ds.sizes) if ds.sizes else 0,
         "skipped_not_regular": len(ds.skipped),
         "skipped_files": list(ds.skipped[:50]),
+        "format": ds.format,
+        "containers": len(ds.containers),
+        "stored_bytes": ds.stored_bytes,
+        "stored_in": os.path.dirname(ds.storage_files[0]) if ds.storage_files else ds.location,
     }
 
 
@@ -43,7 +47,7 @@ def measure(config: dict, job_dir: Path) -> tuple[list[dict], dict, dict]:
     Everything that writes on a tier (its set-up, the dataset's generation, the runs, the tear-down)
     happens under the locks of the tiers and devices the cell touches.
     """
-    from jobs import cache, datasets, locks, provenance
+    from jobs import cache, datasets, formats, locks, provenance
 
     cfg = View(config)
     w = workloads.get(cfg.workload.kind)
@@ -56,16 +60,19 @@ def measure(config: dict, job_dir: Path) -> tuple[list[dict], dict, dict]:
     with locks.all_of(emulated, timeout) as tier_wait, _tier(cfg, tiers_of) as (tier, all_tiers):
         if not isinstance(config.get("dataset"), dict):  # a workload that reads no dataset (needs_dataset=False)
             ds = datasets.Dataset("", "none", root, (), (), (), 0)
-            synthetic = False
-        else:
-            synthetic = str(cfg.dataset.source) == "synthetic"
-            ds = None if synthetic else datasets.resolve(cfg.dataset, root, int(cfg.seed))  # lists only
-        measured = [root if synthetic or not ds.files else os.path.dirname(ds.files[0])]
+            written = False
+        else:  # a synthetic set is generated, a converted one written, on storage.root
+            written = str(cfg.dataset.source) == "synthetic" or str(cfg.dataset.get("format") or "files") != "files"
+            ds = None if written else datasets.resolve(cfg.dataset, root, int(cfg.seed))  # lists only
+        measured = [root if written or not ds.files else os.path.dirname(ds.files[0])]
         measured += [str(st.root) for st in tiers_of[1:] if os.path.isdir(str(st.root))]
         with locks.all_of(locks.devices(lock_dir, measured), timeout) as device_wait:
             if ds is None:
                 ds = datasets.resolve(cfg.dataset, root, int(cfg.seed))  # generates under the lock
-            data_dir = os.path.dirname(ds.files[0]) if ds.files else root
+            if isinstance(config.get("dataset"), dict):
+                ds = formats.ensure(ds, str(cfg.dataset.get("format") or "files"),
+                                    float(cfg.dataset.get("shard_mb") or 128.0), Path(root) / formats.CACHE_SUBDIR)
+            data_dir = os.path.dirname(ds.storage_files[0]) if ds.storage_files else root
             prov = provenance.collect(root, data_dir, w.packages)
             prov["device_lock_wait_s"] = tier_wait + device_wait
             if not all_tiers:
@@ -75,7 +82,7 @@ def measure(config: dict, job_dir: Path) -> tuple[list[dict], dict, dict]:
             if tier is not None:
                 prov["emulated_tier"] = asdict(tier)
             prov["emulated_tiers"] = [asdict(t) for t in all_tiers]
-            cache.evict(ds.files)  # flush the freshly written set before the throttle applies
+            cache.evict(ds.storage_files)  # flush the freshly written set before the throttle applies
             cg = tiers.join_all(all_tiers)
             try:
                 runs = _runs(w, cfg, config, job_dir, ds, data_dir, prov)
@@ -134,10 +141,10 @@ def _runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, data_dir:
     for k in range(cfg.warmup + cfg.repeats):
         warmup = k < cfg.warmup
         if requested == "cold":
-            resident = cache.evict(ds.files, drop_caches=bool(cfg.drop_caches)).resident_bytes_after
+            resident = cache.evict(ds.storage_files, drop_caches=bool(cfg.drop_caches)).resident_bytes_after
         else:
-            cache.warm(ds.files)
-            resident, _ = cache.residency(ds.files)
+            cache.warm(ds.storage_files)
+            resident, _ = cache.residency(ds.storage_files)
         started = records.now()
         seed = int(cfg.seed) + k
         run = k + 1 - cfg.warmup  # measured runs are 1..repeats; warm-ups are <= 0

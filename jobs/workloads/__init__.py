@@ -44,6 +44,10 @@ class Figure:
     order: float = 100.0  # its place in the report (the paper's numbering)
 
 
+# The paper's data layout (one JPEG per file, read in a full shuffle): the rows its figures draw.
+PAPER_LAYOUT = (("format", "files"), ("shuffle", "global"))
+
+
 @dataclass
 class RunContext:
     """What one run of a cell gets from the runner."""
@@ -101,6 +105,12 @@ class Workload:
     def describe(self, result: dict) -> str:
         """What one run measured, for the log line."""
         return ", ".join(f"{m.name} {result[m.name]:.3g} {m.unit}" for m in self.metrics if result.get(m.name) is not None)
+
+
+def order_of(cfg) -> dict:
+    """The sample order a cell asks for (``shuffle``, ``shuffle_buffer``), as jobs.readers takes it."""
+    buffer = cfg.get("shuffle_buffer")
+    return {"shuffle": str(cfg.get("shuffle") or "global"), "shuffle_buffer": int(buffer) if buffer else None}
 
 
 # Every run reports these (the runner fills in the cache evidence).

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from campaign.errors import ConfigError
 from campaign.schema import Device, InputPipelineConf
 from jobs.metrics import of
-from jobs.workloads import Figure, RunContext, Workload, register
+from jobs.workloads import PAPER_LAYOUT, Figure, RunContext, Workload, order_of, register
 
 
 @dataclass
@@ -39,8 +39,9 @@ class AlexNet(Workload):
                    "trace_device", "steps_file")
     packages = ("tensorflow", "keras")
     figures = (
-        Figure("fig6", "analysis.training:fig6", "Fig. 6: AlexNet runtime against map threads, prefetch on and off", order=6),
-        Figure("fig7", "analysis.training:fig7", "Fig. 7: AlexNet runtime against batch size", order=7),
+        Figure("fig6", "analysis.training:fig6", "Fig. 6: AlexNet runtime against map threads, prefetch on and off",
+               PAPER_LAYOUT, order=6),
+        Figure("fig7", "analysis.training:fig7", "Fig. 7: AlexNet runtime against batch size", PAPER_LAYOUT, order=7),
         Figure("fig8", "analysis.training:fig8", "Fig. 8: device reads during AlexNet training", order=8),
     )
 
@@ -55,7 +56,7 @@ class AlexNet(Workload):
         settings = alexnet.TrainSettings(
             threads=threads_value(cfg.threads), batch_size=int(cfg.batch_size), prefetch=int(cfg.prefetch),
             image_side=int(cfg.workload.image_side), width=float(cfg.workload.width), steps=cfg.workload.steps,
-            seed=ctx.seed, device=cfg.workload.device, read_delay_ms=float(cfg.workload.read_delay_ms),
+            seed=ctx.seed, device=cfg.workload.device, read_delay_ms=float(cfg.workload.read_delay_ms), **order_of(cfg),
         )
         tracer = trace.Tracer(ctx.disk, float(cfg.workload.trace_interval_s)).start()
         try:

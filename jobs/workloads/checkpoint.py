@@ -10,7 +10,7 @@ from pathlib import Path
 
 from campaign.errors import ConfigError
 from jobs.metrics import of
-from jobs.workloads import Figure, RunContext, Workload, register
+from jobs.workloads import Figure, RunContext, Workload, order_of, register
 from jobs.workloads.alexnet import AlexNetConf, check_alexnet
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ class Checkpoint(Workload):
             train=alexnet.TrainSettings(
                 threads=threads_value(cfg.threads), batch_size=int(cfg.batch_size), prefetch=int(cfg.prefetch),
                 image_side=int(cfg.workload.image_side), width=float(cfg.workload.width), steps=cfg.workload.steps,
-                seed=ctx.seed, device=cfg.workload.device, read_delay_ms=float(cfg.workload.read_delay_ms),
+                seed=ctx.seed, device=cfg.workload.device, read_delay_ms=float(cfg.workload.read_delay_ms), **order_of(cfg),
             ),
             every=int(ck.every), target=ck.target, fast_root=Path(str(ck.fast.root)), slow_root=Path(str(ck.slow.root)),
             flush=ck.flush, mode=ck.mode, max_to_keep=int(ck.max_to_keep),
@@ -68,7 +68,7 @@ class Checkpoint(Workload):
         if recovered:
             log.warning("recovered checkpoints left by an earlier, interrupted run: %s", recovered)
         base = checkpoint.run_once(ctx.ds, settings, with_checkpoints=False)
-        cache.evict(ctx.ds.files)
+        cache.evict(ctx.ds.storage_files)
         slow_disk = trace.device_of(str(settings.slow_root)) if settings.slow_root.exists() else None
         tracer = trace.Tracer(slow_disk, float(cfg.workload.trace_interval_s)).start()
         t0 = time.perf_counter()

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from campaign.schema import InputPipelineConf
 from jobs.metrics import of
-from jobs.workloads import Figure, RunContext, Workload, register
+from jobs.workloads import PAPER_LAYOUT, Figure, RunContext, Workload, order_of, register
 
 
 @dataclass
@@ -23,10 +23,12 @@ class Microbench(Workload):
     record_keys = ("dropped_files",)
     packages = ("tensorflow",)
     figures = (
-        Figure("fig4", "analysis.figures:bandwidth_figure", where=(("pipeline", "decode_resize"),), order=4,
+        Figure("fig4", "analysis.figures:bandwidth_figure", where=(("pipeline", "decode_resize"), *PAPER_LAYOUT), order=4,
                title="Fig. 4: input pipeline read → decode → resize 224×224 (median of runs)"),
-        Figure("fig5", "analysis.figures:bandwidth_figure", where=(("pipeline", "read_only"),), order=5,
+        Figure("fig5", "analysis.figures:bandwidth_figure", where=(("pipeline", "read_only"), *PAPER_LAYOUT), order=5,
                title="Fig. 5: input pipeline with read_file only (median of runs)"),
+        Figure("layouts", "analysis.layouts:layouts_figure", order=5.5,
+               title="Data layout and shuffling: images/s by dataset.format × shuffle (median of runs)"),
     )
 
     def parallelism(self, cfg) -> int | None:
@@ -43,7 +45,7 @@ class Microbench(Workload):
         settings = microbench.RunSettings(
             pipeline=cfg.workload.pipeline, threads=threads_value(cfg.threads), batch_size=int(cfg.batch_size),
             prefetch=int(cfg.prefetch), image_side=int(cfg.workload.image_side), batches=cfg.workload.batches,
-            seed=ctx.seed, read_delay_ms=float(cfg.workload.read_delay_ms),
+            seed=ctx.seed, read_delay_ms=float(cfg.workload.read_delay_ms), **order_of(cfg),
         )
         return microbench.run_once(ctx.ds, settings, mark=ctx.mark).as_dict()
 

@@ -1,0 +1,231 @@
+"""Datasets stored in containers: TFRecord shards and HDF5 files converted from the image files.
+
+A conversion holds exactly the images of its source (the same manifest order, class labels and
+JPEG bytes), written once in a fixed random order (as ImageNet's TFRecords are) into containers of
+about ``dataset.shard_mb``, and reused while the source and the settings stay the same. It lives in
+the tool's own folder on the storage tier (``<storage.root>/iocampaign/datasets/converted/``),
+never beside a user's images. ``index.json`` (written last) names every container, its size and
+the images it holds in stored order; a container whose size no longer matches is converted again.
+
+TFRecord: one ``tf.train.Example`` per image with ``image/encoded`` (the JPEG bytes),
+``image/class/label`` and ``image/index``, written with TensorFlow's writer. HDF5 (h5py): datasets
+``images`` (variable-length uint8, one JPEG per row), ``labels`` and ``index`` in every file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from jobs.datasets import CACHE_SUBDIR as DATASETS
+from jobs.datasets import Dataset, DatasetError
+
+CONVERTER_VERSION = 1
+INDEX = "index.json"
+SUFFIX = {"tfrecord": ".tfrecord", "hdf5": ".h5"}
+HDF5_DATASETS = ("images", "labels", "index")
+MB = 1e6
+CACHE_SUBDIR = DATASETS / "converted"  # under storage.root
+
+
+class FormatError(DatasetError):
+    """A converted container cannot be used (an HDF5 file without the expected datasets, ...)."""
+
+
+def key(ds: Dataset, fmt: str, shard_mb: float) -> str:
+    """Folder name of a conversion: what it holds (each file's path, size, mtime and label) and how."""
+    h = hashlib.sha256()
+    h.update(json.dumps([fmt, float(shard_mb), CONVERTER_VERSION]).encode())
+    for path, label, size in zip(ds.files, ds.labels, ds.sizes):
+        try:
+            mtime = os.stat(path).st_mtime_ns
+        except OSError:
+            mtime = 0
+        h.update(f"{path}\0{label}\0{size}\0{mtime}\n".encode())
+    return f"{ds.name}-{fmt}-{len(ds.files)}-{h.hexdigest()[:10]}"
+
+
+def stored_order(n: int) -> list[int]:
+    """The order images are written into containers: a fixed permutation (seed 0), so classes mix."""
+    import numpy as np
+
+    return [int(i) for i in np.random.default_rng(0).permutation(n)]
+
+
+def plan_containers(sizes: list[int], order: list[int], shard_mb: float) -> list[list[int]]:
+    """Images (in stored order) of every container: a new one starts when the next image would pass
+    ``shard_mb`` (a container holds at least one image)."""
+    limit = shard_mb * MB
+    out: list[list[int]] = [[]]
+    size = 0
+    for i in order:
+        if out[-1] and size + sizes[i] > limit:
+            out.append([])
+            size = 0
+        out[-1].append(i)
+        size += sizes[i]
+    return out if out[0] else []
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None  # an unreadable source image is left out of the conversion and counted
+
+
+def _write_tfrecord(path: Path, ds: Dataset, members: list[int]) -> list[int]:
+    import tensorflow as tf
+
+    def feature(**kw):
+        return tf.train.Features(feature=kw)
+
+    kept = []
+    with tf.io.TFRecordWriter(str(path)) as w:
+        for i in members:
+            data = _read(ds.files[i])
+            if data is None:
+                continue
+            ex = tf.train.Example(features=feature(**{
+                "image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[data])),
+                "image/class/label": tf.train.Feature(int64_list=tf.train.Int64List(value=[ds.labels[i]])),
+                "image/index": tf.train.Feature(int64_list=tf.train.Int64List(value=[i])),
+            }))
+            w.write(ex.SerializeToString())
+            kept.append(i)
+    return kept
+
+
+def _write_hdf5(path: Path, ds: Dataset, members: list[int]) -> list[int]:
+    import h5py
+    import numpy as np
+
+    blobs, kept = [], []
+    for i in members:
+        data = _read(ds.files[i])
+        if data is not None:
+            blobs.append(np.frombuffer(data, dtype=np.uint8))
+            kept.append(i)
+    with h5py.File(path, "w") as f:
+        images = f.create_dataset("images", (len(kept),), dtype=h5py.vlen_dtype(np.uint8))
+        for row, blob in enumerate(blobs):
+            images[row] = blob
+        f.create_dataset("labels", data=np.array([ds.labels[i] for i in kept], dtype=np.int64))
+        f.create_dataset("index", data=np.array(kept, dtype=np.int64))
+    return kept
+
+
+WRITERS = {"tfrecord": _write_tfrecord, "hdf5": _write_hdf5}
+
+
+def _valid(folder: Path) -> dict | None:
+    """The index of a complete conversion in ``folder`` whose containers all have their recorded size."""
+    try:
+        index = json.loads((folder / INDEX).read_text())
+    except (OSError, ValueError):
+        return None
+    for c in index.get("containers", []):
+        try:
+            if os.stat(folder / c["name"]).st_size != c["bytes"]:
+                print(f"[dataset] {folder / c['name']} changed size since it was written: converting again", file=sys.stderr)
+                return None
+        except OSError:
+            return None
+    return index
+
+
+def _convert(ds: Dataset, fmt: str, shard_mb: float, folder: Path) -> dict:
+    import shutil
+
+    order = stored_order(len(ds.files))
+    groups = plan_containers(list(ds.sizes), order, shard_mb)
+    need, free = int(ds.total_bytes * 1.1), shutil.disk_usage(folder).free
+    if need > free:
+        raise DatasetError(f"converting {len(ds.files)} images to {fmt} in {folder} needs ~{need / MB:.0f} MB, "
+                           f"{free / MB:.0f} MB are free (lower dataset.num_images or choose another storage.root)")
+    print(f"[dataset] converting {len(ds.files)} images ({ds.total_bytes / MB:.0f} MB) to {len(groups)} {fmt} "
+          f"file(s) of <= {shard_mb:g} MB in {folder}", file=sys.stderr)
+    t0 = time.monotonic()
+    containers, done, next_pct = [], 0, 10
+    width = max(5, len(str(len(groups))))
+    for k, members in enumerate(groups):
+        name = f"part-{k:0{width}d}-of-{len(groups):0{width}d}{SUFFIX[fmt]}"
+        tmp = folder / f"{name}.{os.getpid()}.part"
+        kept = WRITERS[fmt](tmp, ds, members)
+        os.replace(tmp, folder / name)
+        containers.append({"name": name, "bytes": os.stat(folder / name).st_size, "members": kept})
+        done += len(members)
+        pct = int(100 * done / max(1, len(ds.files)))
+        if pct >= next_pct or k == len(groups) - 1:
+            next_pct = (pct // 10 + 1) * 10
+            print(f"[dataset] {done}/{len(ds.files)} images converted ({pct}%), {time.monotonic() - t0:.0f} s",
+                  file=sys.stderr)
+    index = {"converter": CONVERTER_VERSION, "format": fmt, "shard_mb": float(shard_mb), "source": ds.location,
+             "images": len(ds.files), "containers": containers}
+    tmp = folder / f"{INDEX}.{os.getpid()}.part"
+    tmp.write_text(json.dumps(index))
+    os.replace(tmp, folder / INDEX)
+    return index
+
+
+def ensure(ds: Dataset, fmt: str, shard_mb: float, cache_root: Path) -> Dataset:
+    """``ds`` stored as ``fmt`` under ``cache_root``: converted now or found from an earlier cell.
+
+    One process converts a set at a time (a lock in its folder); the others wait and reuse it.
+    """
+    import fcntl
+
+    if fmt == "files":  # read as it is; its groups (local shuffle) are consecutive files of ~shard_mb
+        if shard_mb <= 0:
+            raise DatasetError(f"dataset.shard_mb={shard_mb:g} must be positive")
+        blocks = plan_containers(list(ds.sizes), list(range(len(ds.files))), shard_mb)
+        return dataclasses.replace(ds, members=tuple(tuple(b) for b in blocks))
+    if fmt not in WRITERS:
+        raise DatasetError(f"dataset.format={fmt} is not a format this tool writes (files, tfrecord, hdf5)")
+    if shard_mb <= 0:
+        raise DatasetError(f"dataset.shard_mb={shard_mb:g} must be positive")
+    folder = cache_root / key(ds, fmt, shard_mb)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".converting.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            index = _valid(folder) or _convert(ds, fmt, shard_mb, folder)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return stored(ds, folder, index)
+
+
+def stored(ds: Dataset, folder: Path, index: dict) -> Dataset:
+    """``ds`` with the containers of ``index``; an image the conversion could not read is skipped
+    (named, counted as dropped by every run)."""
+    containers = tuple(str(folder / c["name"]) for c in index["containers"])
+    members = tuple(tuple(c["members"]) for c in index["containers"])
+    present = {i for m in members for i in m}
+    missing = tuple(ds.files[i] for i in range(len(ds.files)) if i not in present)
+    check(index["format"], containers)
+    return dataclasses.replace(ds, format=index["format"], containers=containers, members=members,
+                               container_sizes=tuple(c["bytes"] for c in index["containers"]),
+                               skipped=ds.skipped + missing)
+
+
+def check(fmt: str, containers: tuple[str, ...]) -> None:
+    """Raise FormatError naming the file when an HDF5 container lacks a dataset the reader needs."""
+    if fmt != "hdf5":
+        return
+    import h5py
+
+    for path in containers:
+        try:
+            with h5py.File(path, "r") as f:
+                absent = [d for d in HDF5_DATASETS if d not in f]
+        except OSError as e:
+            raise FormatError(f"dataset.format=hdf5: {path} is not a readable HDF5 file ({e})") from None
+        if absent:
+            raise FormatError(f"dataset.format=hdf5: {path} has no dataset {', '.join(repr(a) for a in absent)} "
+                              f"(it needs {', '.join(HDF5_DATASETS)})")

@@ -1,0 +1,181 @@
+"""Where the input pipeline's samples come from: the reading order (``shuffle``) and the reader of
+each dataset format (``dataset.format``), as tf.data stages.
+
+Every stage yields ``(image index, data, bytes read, label)``; ``jobs.pipeline`` maps decode and
+resize over them. The orders, over the dataset's groups (``Dataset.members``: the images of a
+TFRecord shard or HDF5 file, or consecutive files of about ``dataset.shard_mb``):
+
+- ``global``: a full permutation of the images every run (a sample buffer of ``shuffle_buffer``,
+  all images when null; TFRecord: the shard order is shuffled too, then the buffer);
+- ``local``: the group order is shuffled and each group is read through; a buffer of
+  ``shuffle_buffer`` images (one group's when null) mixes what was read, as a reader in a
+  distributed job shuffles within its own shards;
+- ``none``: the stored order.
+
+Files and HDF5 are read by index: the order is a stream of image indices and every thread of the
+map reads one image. HDF5 is read with h5py inside ``tf.numpy_function`` (an indexable reader:
+tf.data keeps the order and the parallel map, where ``from_generator`` would read on one Python
+thread); h5py serialises its calls behind one lock, so HDF5 reads do not run in parallel within a
+process, whatever ``threads`` says. TFRecord is read as users do: the shards through
+``TFRecordDataset`` under ``interleave(cycle_length=threads, num_parallel_calls=threads)``, then
+the buffer, then the parse in the map. A record that fails its checksum ends the reading of its
+shard (TensorFlow cannot find the next record after it): the rest of that shard is dropped, and
+counted.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from jobs.datasets import Dataset
+
+TFRECORD_OVERHEAD = 16  # framing bytes per record (length, two masked CRC32Cs): part of what a run reads
+
+
+def groups(ds: Dataset) -> tuple[tuple[int, ...], ...]:
+    return ds.members or (tuple(range(len(ds.files))),)
+
+
+def buffer_of(ds: Dataset, shuffle: str, shuffle_buffer: int | None) -> int:
+    """Samples in the shuffle buffer (0: no sample buffer)."""
+    if shuffle == "none":
+        return 0
+    if shuffle_buffer:
+        return int(shuffle_buffer)
+    return len(ds.files) if shuffle == "global" else max(len(g) for g in groups(ds))
+
+
+def _group_order(tf, ds: Dataset, shuffle: str, seed: int):
+    n = len(groups(ds))
+    order = tf.data.Dataset.range(n)
+    return order if shuffle == "none" else order.shuffle(n, seed=seed, reshuffle_each_iteration=False)
+
+
+def ids(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: int, threads):
+    """The image indices in the order a run reads them (exact for files and HDF5; for TFRecord the
+    order when no record is dropped)."""
+    import tensorflow as tf
+
+    from jobs.pipeline import num_parallel_calls
+
+    members = tf.ragged.constant([list(g) for g in groups(ds)], dtype=tf.int64)
+    if ds.format == "tfrecord":
+        out = _group_order(tf, ds, shuffle, seed).interleave(
+            lambda g: tf.data.Dataset.from_tensor_slices(members[g]), cycle_length=num_parallel_calls(threads),
+            num_parallel_calls=num_parallel_calls(threads), deterministic=True)
+    elif shuffle == "global":
+        out = tf.data.Dataset.from_tensor_slices(members.flat_values)
+    else:
+        out = _group_order(tf, ds, shuffle, seed).flat_map(lambda g: tf.data.Dataset.from_tensor_slices(members[g]))
+    buffer = buffer_of(ds, shuffle, shuffle_buffer)
+    return out.shuffle(buffer, seed=seed, reshuffle_each_iteration=False) if buffer else out
+
+
+def order(ds: Dataset, **how) -> list[int]:
+    """``ids`` as a list (nothing is read)."""
+    return [int(i) for i in ids(ds, **how).as_numpy_iterator()]
+
+
+def source(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: int, threads, delay=None):
+    """(stream, read): the stream in the run's order, and the function that turns one of its elements
+    into (index, data, bytes read, label), for the pipeline's one parallel map (so reading and
+    decoding share its threads, as in the paper's ``map(read_file -> decode -> resize)``). ``delay``,
+    when given, is applied to the stream (an emulated tier's latency)."""
+    import tensorflow as tf
+
+    delay = delay or (lambda d: d)
+    if ds.format == "tfrecord":
+        return _tfrecord(ds, shuffle=shuffle, shuffle_buffer=shuffle_buffer, seed=seed, threads=threads, delay=delay)
+    order = delay(ids(ds, shuffle=shuffle, shuffle_buffer=shuffle_buffer, seed=seed, threads=threads))
+    labels = tf.constant(ds.labels, dtype=tf.int32)
+    if ds.format == "hdf5":
+        return order, _hdf5_reader(ds, labels)
+    paths = tf.constant(ds.files)
+
+    def read(i):
+        data = tf.io.read_file(tf.gather(paths, i))
+        return i, data, tf.cast(tf.strings.length(data, unit="BYTE"), tf.int64), tf.gather(labels, i)
+
+    return order, read
+
+
+def _tfrecord(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: int, threads, delay):
+    import tensorflow as tf
+
+    from jobs.pipeline import num_parallel_calls
+
+    par = num_parallel_calls(threads)
+    paths = tf.constant(ds.containers)
+    records = _group_order(tf, ds, shuffle, seed).interleave(
+        lambda g: tf.data.TFRecordDataset(tf.gather(paths, g)).ignore_errors(),
+        cycle_length=par, num_parallel_calls=par, deterministic=True)
+    buffer = buffer_of(ds, shuffle, shuffle_buffer)
+    if buffer:
+        records = records.shuffle(buffer, seed=seed, reshuffle_each_iteration=False)
+    spec = {"image/encoded": tf.io.FixedLenFeature([], tf.string),
+            "image/class/label": tf.io.FixedLenFeature([], tf.int64),
+            "image/index": tf.io.FixedLenFeature([], tf.int64)}
+
+    def parse(serialized):
+        ex = tf.io.parse_single_example(serialized, spec)
+        nbytes = tf.cast(tf.strings.length(serialized, unit="BYTE"), tf.int64) + TFRECORD_OVERHEAD
+        return ex["image/index"], ex["image/encoded"], nbytes, tf.cast(ex["image/class/label"], tf.int32)
+
+    return delay(records), parse
+
+
+class _Hdf5Files:
+    """Open h5py files by container, shared by the map's threads, closed by ``close_all``."""
+
+    def __init__(self, paths: tuple[str, ...]):
+        self.paths = paths
+        self.files: dict[int, object] = {}
+        self.lock = threading.Lock()
+
+    def row(self, k: int, r: int) -> bytes:
+        import h5py
+
+        with self.lock:
+            opened = self.files.get(k)
+            if opened is None:
+                f = h5py.File(self.paths[k], "r")
+                opened = self.files[k] = (f, f["images"])
+        return opened[1][r].tobytes()
+
+    def close(self) -> None:
+        with self.lock:
+            for f, _ in self.files.values():
+                f.close()
+            self.files.clear()
+
+
+_OPEN: list[_Hdf5Files] = []
+
+
+def close_all() -> None:
+    """Close the HDF5 files the pipelines of this process opened (a run ends; its files are evicted next)."""
+    while _OPEN:
+        _OPEN.pop().close()
+
+
+def _hdf5_reader(ds: Dataset, labels):
+    import numpy as np
+    import tensorflow as tf
+
+    where_k = np.zeros(len(ds.files), dtype=np.int64)
+    where_r = np.zeros(len(ds.files), dtype=np.int64)
+    for k, members in enumerate(ds.members):
+        for r, i in enumerate(members):
+            where_k[i], where_r[i] = k, r
+    files = _Hdf5Files(ds.containers)
+    _OPEN.append(files)
+
+    def fetch(k, r):
+        return files.row(int(k), int(r))
+
+    def read(i):
+        data = tf.numpy_function(fetch, [tf.gather(where_k, i), tf.gather(where_r, i)], tf.string, stateful=True)
+        data.set_shape([])
+        return i, data, tf.cast(tf.strings.length(data, unit="BYTE"), tf.int64), tf.gather(labels, i)
+
+    return read

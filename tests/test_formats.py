@@ -1,0 +1,210 @@
+"""Dataset formats (files, TFRecord shards, HDF5) and sample orders (global, local, none): the
+conversion holds exactly the source's images, every order visits every image once, a corrupt
+record or entry is dropped and counted, the cold cache is verified on the shard files. Real
+TensorFlow, real h5py, real files."""
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from conftest import campaign, make_jpegs
+from jobs import datasets, formats, microbench, pipeline, readers
+
+N = 24
+SHARD_MB = 0.05  # ~5 of the test's ~10 KB JPEGs per container
+
+
+def _tree(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*")}
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    """A user's folder of 24 JPEGs in 3 classes, listed as a dataset."""
+    folder = tmp_path_factory.mktemp("user_images")
+    make_jpegs(folder, N, classes=3)
+    cfg = OmegaConf.create({"name": "tiny", "source": "folder", "path": str(folder), "num_images": N})
+    return folder, datasets.resolve(cfg, str(folder), seed=0)
+
+
+@pytest.fixture(scope="module")
+def stored(source, tmp_path_factory):
+    """The source as files, TFRecord and HDF5, converted into the tool's own folder."""
+    folder, ds = source
+    before = _tree(folder)
+    cache_root = tmp_path_factory.mktemp("tier") / "iocampaign" / "datasets" / "converted"
+    out = {fmt: formats.ensure(ds, fmt, SHARD_MB, cache_root) for fmt in ("files", "tfrecord", "hdf5")}
+    assert _tree(folder) == before  # the user's folder: nothing written, changed or added
+    return out
+
+
+def _read_back(d) -> dict:
+    """{image index: (label, JPEG bytes)} of every entry of the containers of ``d``."""
+    import h5py
+    import tensorflow as tf
+
+    got = {}
+    for path, members in zip(d.containers, d.members):
+        if d.format == "tfrecord":
+            spec = {"image/encoded": tf.io.FixedLenFeature([], tf.string),
+                    "image/class/label": tf.io.FixedLenFeature([], tf.int64),
+                    "image/index": tf.io.FixedLenFeature([], tf.int64)}
+            rows = [tf.io.parse_single_example(r, spec) for r in tf.data.TFRecordDataset(path)]
+            entries = [(int(r["image/index"]), int(r["image/class/label"]), r["image/encoded"].numpy()) for r in rows]
+        else:
+            with h5py.File(path, "r") as f:
+                entries = [(int(i), int(c), bytes(b)) for i, c, b in zip(f["index"][:], f["labels"][:], f["images"][:])]
+        assert [e[0] for e in entries] == list(members)  # the index says what each container holds, in order
+        got.update({i: (c, b) for i, c, b in entries})
+    return got
+
+
+@pytest.mark.parametrize("fmt", ["tfrecord", "hdf5"])
+def test_the_conversion_holds_exactly_the_source_images(stored, source, fmt):
+    _, ds = source
+    d = stored[fmt]
+    assert len(d.containers) > 1 and all(Path(c).parent.parent.name == "converted" for c in d.containers)
+    got = _read_back(d)
+    assert len(got) == N
+    assert got == {i: (ds.labels[i], Path(ds.files[i]).read_bytes()) for i in range(N)}
+    assert d.stored_bytes == sum(os.path.getsize(c) for c in d.containers)
+
+
+def test_a_conversion_is_reused_and_redone_when_a_file_changed(stored, source):
+    _, ds = source
+    d = stored["tfrecord"]
+    cache_root = Path(d.containers[0]).parent.parent
+    mtimes = [os.stat(c).st_mtime_ns for c in d.containers]
+    again = formats.ensure(ds, "tfrecord", SHARD_MB, cache_root)
+    assert again.containers == d.containers and [os.stat(c).st_mtime_ns for c in d.containers] == mtimes
+    with open(d.containers[1], "r+b") as f:  # a damaged shard: shorter than the index says
+        f.truncate(100)
+    redone = formats.ensure(ds, "tfrecord", SHARD_MB, cache_root)
+    assert os.path.getsize(redone.containers[1]) == d.container_sizes[1]
+    assert len(_read_back(redone)) == N
+    assert not [p for p in Path(d.containers[0]).parent.iterdir() if p.name.endswith(".part")]
+
+
+def _visit(d, shuffle, seed=3, threads=2):
+    """Image indices and bytes of one pass of the read-only pipeline."""
+    data = pipeline.build(d, threads=threads, batch_size=5, prefetch=0, seed=seed, decode=False, shuffle=shuffle)
+    seen, consumed = [], 0
+    for _, idx, nbytes in data:
+        seen += [int(i) for i in idx.numpy()]
+        consumed += int(nbytes.numpy().sum())
+    readers.close_all()
+    return seen, consumed
+
+
+@pytest.mark.parametrize("fmt", ["files", "tfrecord", "hdf5"])
+def test_every_order_visits_every_image_once(stored, fmt):
+    d = stored[fmt]
+    orders = {}
+    for shuffle in ("global", "local", "none"):
+        seen, consumed = _visit(d, shuffle)
+        assert sorted(seen) == list(range(N)), shuffle  # each image exactly once per pass
+        assert consumed == (d.stored_bytes if fmt == "tfrecord" else d.total_bytes), shuffle
+        how = {"shuffle": shuffle, "shuffle_buffer": None, "threads": 2}
+        assert readers.order(d, seed=3, **how) == seen, shuffle  # the order the drop count relies on
+        orders[shuffle] = seen
+    assert orders["global"] != orders["none"]
+    assert _visit(d, "global", seed=4)[0] != orders["global"]  # another run, another permutation
+    if fmt != "tfrecord":  # one reader: the stored order, container after container
+        assert orders["none"] == [i for g in d.members for i in g]
+
+
+def test_local_shuffle_reads_one_group_at_a_time(stored):
+    d = stored["hdf5"]
+    seen, _ = _visit(d, "local", threads=1)
+    group = {i: k for k, g in enumerate(d.members) for i in g}
+    # a buffer of one group's images: a group is finished within two groups' worth of reads
+    firsts = {}
+    for pos, i in enumerate(seen):
+        firsts.setdefault(group[i], pos)
+    lasts = {group[i]: pos for pos, i in enumerate(seen)}
+    biggest = max(len(g) for g in d.members)
+    assert all(lasts[k] - firsts[k] < 3 * biggest for k in firsts)
+
+
+def _settings(pipeline_name="read_only", batches=None):
+    return microbench.RunSettings(pipeline_name, 2, 4, 0, 32, batches, seed=1)
+
+
+def test_a_corrupt_tfrecord_record_is_dropped_and_counted(source, tmp_path):
+    _, ds = source
+    d = formats.ensure(ds, "tfrecord", SHARD_MB, tmp_path / "converted")
+    path = d.containers[0]
+    data = bytearray(Path(path).read_bytes())
+    first = int.from_bytes(data[:8], "little")  # the first record's length; corrupt the second record's payload
+    data[8 + 4 + first + 4 + 12 + 20] ^= 0xFF
+    Path(path).write_bytes(bytes(data))
+    r = microbench.run_once(d, _settings())
+    lost = len(d.members[0]) - 1  # TensorFlow cannot read past a bad record: the rest of its shard is lost
+    assert (r.images, r.images_dropped) == (N - lost, lost)
+    assert all(f.startswith(f"{path}[") for f in r.dropped_files)
+
+
+def test_a_corrupt_hdf5_entry_is_dropped_and_counted(source, tmp_path):
+    import h5py
+
+    _, ds = source
+    d = formats.ensure(ds, "hdf5", SHARD_MB, tmp_path / "converted")
+    with h5py.File(d.containers[0], "r+") as f:
+        f["images"][2] = np.frombuffer(b"not a jpeg at all", dtype=np.uint8)
+    r = microbench.run_once(d, _settings("decode_resize"))
+    assert (r.images, r.images_dropped) == (N - 1, 1)
+    assert r.dropped_files == [f"{d.containers[0]}[2] ({os.path.basename(ds.files[d.members[0][2]])})"]
+
+
+def test_an_hdf5_file_without_its_datasets_is_refused(source, tmp_path):
+    import json
+
+    import h5py
+
+    _, ds = source
+    d = formats.ensure(ds, "hdf5", SHARD_MB, tmp_path / "converted")
+    with h5py.File(d.containers[1], "w") as f:  # replaced by a file that holds only images
+        f.create_dataset("images", data=np.zeros(3, dtype=np.uint8))
+    index_path = Path(d.containers[1]).parent / formats.INDEX
+    index = json.loads(index_path.read_text())
+    index["containers"][1]["bytes"] = os.path.getsize(d.containers[1])
+    index_path.write_text(json.dumps(index))
+    with pytest.raises(formats.FormatError, match=r"has no dataset 'labels', 'index' \(it needs images, labels, index\)"):
+        formats.ensure(ds, "hdf5", SHARD_MB, tmp_path / "converted")
+
+
+@pytest.mark.slow
+def test_a_shard_cell_is_cold_and_verified_on_its_shards(source, disk_root):
+    """Through the campaign's run loop: the shard files are evicted before every run, and the device
+    delivered what the run consumed."""
+    from benchmarks.presets import cell
+    from jobs import runner
+
+    folder, _ = source
+    config = cell(["workload=readonly", "dataset.source=folder", f"dataset.path={folder}", f"dataset.num_images={N}",
+                   "dataset.format=tfrecord", f"dataset.shard_mb={SHARD_MB}", f"storage.root={disk_root}",
+                   "batch_size=4", "threads=2", "repeats=2", "warmup=0", "shuffle=local"])
+    runs, summary, _ = runner.measure(config, disk_root)
+    assert summary["format"] == "tfrecord" and summary["containers"] > 1
+    assert Path(summary["stored_in"]).is_relative_to(disk_root / "iocampaign" / "datasets" / "converted")
+    for run in runs:
+        assert run["cache_state"] == "cold" and run["resident_bytes_before"] == 0
+        assert run["images"] == N and run["bytes_consumed"] == summary["stored_bytes"]
+        assert run["bytes_read_device"] >= 0.9 * run["bytes_consumed"]
+
+
+@pytest.mark.parametrize("setting, expected", [
+    ("dataset.format=parquet", "dataset.format=parquet: Invalid value 'parquet', expected one of [files, tfrecord, hdf5]"),
+    ("dataset.shard_mb=0", "dataset.shard_mb=0.0 must be positive"),
+    ("shuffle_buffer=0", "shuffle_buffer=0 must be at least 1"),
+])
+def test_bad_format_settings_give_one_line(cwd, tmp_path, setting, expected):
+    tier = tmp_path / "tier"
+    tier.mkdir()
+    p = campaign("workload=readonly", setting, f"storage.root={tier}", "dataset.num_images=8", "repeats=1", cwd=cwd)
+    lines = [x for x in p.stderr.splitlines() if x.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and expected in lines[0], p.stderr
+    assert not list(cwd.rglob("*")) and not list(tier.iterdir())
