@@ -1,14 +1,17 @@
 """Benchmark: TF's read-only pipeline versus fio over the same files, same parallelism, cold cache.
 
     python -m benchmarks.readonly_vs_fio [--storage-root /var/tmp] [--num-images 2048] [--threads 1,2,4,8]
+                                         [--formats files,tfrecord] [--shard-mb 32]
 
-For every thread count and repeat, the dataset is read once by the Section III-A read-only pipeline
-(num_parallel_calls = threads; one run of a ``workload=readonly`` cell through the campaign's run
-loop: device locks, eviction and cold-cache verification) and, evicted again, once by fio with one job per
-thread (each job reads its share of the files whole in 4 KiB calls, buffered as read_file is; kernel
-readahead makes the device requests large). The order of the two
-alternates between repeats. Prints medians and the median of the per-repeat ratios TF / fio: the
-share of the device's small-file rate that the TF pipeline reaches.
+For every format, thread count and repeat, the dataset is read once by the Section III-A read-only
+pipeline (num_parallel_calls = threads; one run of a ``workload=readonly`` cell through the
+campaign's run loop: device locks, eviction and cold-cache verification) and, evicted again, once by
+fio with one job per thread over the same stored files: the image files (``files``: each job reads
+its share whole in 4 KiB calls, buffered as read_file is; kernel readahead makes the device requests
+large), or the TFRecord shards / HDF5 files (each job reads its share of the shards sequentially in
+256 KiB calls, as TensorFlow's TFRecord reader; the pipeline interleaves ``threads`` shards). The
+order of the two alternates between repeats. Prints medians and the median of the per-repeat ratios
+TF / fio: the share of the device's rate over those files that the TF pipeline reaches.
 """
 
 from __future__ import annotations
@@ -21,13 +24,34 @@ import sys
 from pathlib import Path
 
 from benchmarks.presets import cell, dataset, run
-from jobs import iotools
+from jobs import formats, iotools
 
 
-def fio_read(dirs: list[Path]) -> tuple[float, int]:
-    """(MB/s, bytes) of fio reading every file of ``dirs`` whole, one buffered job per folder."""
-    m = iotools.small_files(dirs)
-    return m.mb_per_s, m.bytes
+def _compare(ds, config: dict, n: int, farm: Path, args) -> tuple:
+    """(TF MB/s, fio MB/s, median, min and max of TF/fio, TF's device/consumed) of ``n`` readers."""
+    from jobs import cache
+
+    dirs = iotools.link_farm(list(ds.storage_files), farm, n)
+    bs = "4k" if ds.format == "files" else "256k"
+    tf_mb, fio_mb, ratios, cold = [], [], [], []
+    try:
+        for r in range(args.repeats):
+            got = {}
+            for who in (("tf", "fio") if r % 2 == 0 else ("fio", "tf")):
+                if who == "tf":
+                    res = run(config, threads=n, seed=args.seed + r)  # evicts and verifies the cache itself
+                    got["tf"] = res["mb_per_s"]
+                    cold.append((res["bytes_read_device"] or 0) / res["bytes_consumed"])
+                else:
+                    cache.evict(ds.storage_files)
+                    got["fio"] = iotools.small_files(dirs, bs).mb_per_s
+            tf_mb.append(got["tf"])
+            fio_mb.append(got["fio"])
+            ratios.append(got["tf"] / got["fio"])
+    finally:
+        shutil.rmtree(farm, ignore_errors=True)
+    return (statistics.median(tf_mb), statistics.median(fio_mb), statistics.median(ratios), min(ratios), max(ratios),
+            statistics.median(cold))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,49 +62,37 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", default="1,2,4,8", help="comma-separated thread counts")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--formats", default="files,tfrecord", help="comma-separated dataset.format values")
+    p.add_argument("--shard-mb", type=float, default=32.0, help="dataset.shard_mb of the converted sets")
     args = p.parse_args(argv)
     if shutil.which("fio") is None:
         print("benchmark: fio is not on PATH (Debian: apt-get install fio)", file=sys.stderr)
         return 2
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from jobs import cache
 
-    ds = dataset(args.storage_root, args.dataset, args.num_images, args.seed)
-    config = cell(["workload=readonly", f"dataset={args.dataset}", f"dataset.num_images={args.num_images}",
-                   f"storage.root={args.storage_root}", "cache=cold", "batch_size=64", "prefetch=0"])
+    source = dataset(args.storage_root, args.dataset, args.num_images, args.seed)
     threads = [int(t) for t in args.threads.split(",")]
     farm = Path(args.storage_root) / "iocampaign" / f"bench-{os.getpid()}"
     rows = []
     try:
-        for n in threads:
-            dirs = iotools.link_farm(list(ds.files), farm / f"t{n}", n)
-            tf_mb, fio_mb, ratios, cold = [], [], [], []
-            for r in range(args.repeats):
-                order = ("tf", "fio") if r % 2 == 0 else ("fio", "tf")
-                got = {}
-                for who in order:
-                    if who == "tf":
-                        res = run(config, threads=n, seed=args.seed + r)  # evicts and verifies the cache itself
-                        got["tf"] = res["mb_per_s"]
-                        cold.append((res["bytes_read_device"] or 0) / res["bytes_consumed"])
-                    else:
-                        cache.evict(ds.files)
-                        got["fio"], _ = fio_read(dirs)
-                tf_mb.append(got["tf"])
-                fio_mb.append(got["fio"])
-                ratios.append(got["tf"] / got["fio"])
-            rows.append((n, statistics.median(tf_mb), statistics.median(fio_mb), statistics.median(ratios),
-                         min(ratios), max(ratios), statistics.median(cold)))
-            shutil.rmtree(farm / f"t{n}")
+        for fmt in args.formats.split(","):
+            ds = formats.ensure(source, fmt, args.shard_mb, Path(args.storage_root) / formats.CACHE_SUBDIR)
+            config = cell(["workload=readonly", f"dataset={args.dataset}", f"dataset.num_images={args.num_images}",
+                           f"dataset.format={fmt}", f"dataset.shard_mb={args.shard_mb}", f"storage.root={args.storage_root}",
+                           "cache=cold", "batch_size=64", "prefetch=0"])
+            for n in threads:
+                rows.append((fmt, n, *_compare(ds, config, n, farm / f"{fmt}{n}", args)))
     finally:
         shutil.rmtree(farm, ignore_errors=True)
+    ds = source
     mount = __import__("jobs.provenance", fromlist=["mount_of"]).mount_of(ds.location)
     print(f"dataset {ds.name}: {len(ds.files)} files, {ds.total_bytes / 1e6:.0f} MB, median "
           f"{statistics.median(ds.sizes) / 1e3:.0f} KB, on {mount.source} ({mount.fs_type}); "
           f"{args.repeats} repeats, cold cache before every read")
-    print(f"{'threads':>7} {'TF MB/s':>9} {'fio MB/s':>9} {'TF/fio':>7} {'(min-max)':>12} {'TF device/consumed':>19}")
-    for n, t, f, ratio, lo, hi, c in rows:
-        print(f"{n:>7} {t:>9.1f} {f:>9.1f} {ratio:>7.2f} {f'({lo:.2f}-{hi:.2f})':>12} {c:>19.2f}")
+    print(f"{'format':>8} {'threads':>7} {'TF MB/s':>9} {'fio MB/s':>9} {'TF/fio':>7} {'(min-max)':>12} "
+          f"{'TF device/consumed':>19}")
+    for fmt, n, t, f, ratio, lo, hi, c in rows:
+        print(f"{fmt:>8} {n:>7} {t:>9.1f} {f:>9.1f} {ratio:>7.2f} {f'({lo:.2f}-{hi:.2f})':>12} {c:>19.2f}")
     return 0
 
 

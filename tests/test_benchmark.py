@@ -16,17 +16,18 @@ needs_fio = pytest.mark.skipif(
 @needs_fio
 def test_benchmark_prints_tf_as_a_fraction_of_fio(disk_root, capsys):
     rc = readonly_vs_fio.main(["--storage-root", str(disk_root), "--dataset", "caltech101", "--num-images", "128",
-                               "--threads", "1,2", "--repeats", "1"])
+                               "--threads", "1,2", "--repeats", "1", "--formats", "files,tfrecord", "--shard-mb", "1"])
     out = capsys.readouterr().out
     assert rc == 0
     lines = out.splitlines()
     assert "128 files" in lines[0] and "cold cache" in lines[0]
-    assert lines[1].split()[:4] == ["threads", "TF", "MB/s", "fio"]
+    assert lines[1].split()[:5] == ["format", "threads", "TF", "MB/s", "fio"]
     rows = [line.split() for line in lines[2:]]
-    assert [r[0] for r in rows] == ["1", "2"]
+    assert [(r[0], r[1]) for r in rows] == [("files", "1"), ("files", "2"), ("tfrecord", "1"), ("tfrecord", "2")]
     for r in rows:
-        tf, fio, ratio = float(r[1]), float(r[2]), float(r[3])
+        tf, fio, ratio, cold = float(r[2]), float(r[3]), float(r[4]), float(r[6])
         assert tf > 0 and fio > 0 and ratio == pytest.approx(tf / fio, rel=0.05)
+        assert cold >= 0.9  # TF read the shards from the device, not from memory
     assert not any(p.name.startswith("bench-") for p in (disk_root / "iocampaign").iterdir())
 
 
@@ -36,8 +37,12 @@ def test_fio_reads_every_byte_of_the_files(tmp_path):
     d.mkdir()
     for i in range(4):
         (d / f"{i}.jpg").write_bytes(os.urandom(64 * 1024))
-    mb_s, nbytes = readonly_vs_fio.fio_read([d])
-    assert nbytes == 4 * 64 * 1024 and mb_s > 0
+    m = iotools.small_files([d])
+    assert m.bytes == 4 * 64 * 1024 and m.mb_per_s > 0
+    for i in range(4):
+        (d / f"{i}.jpg").write_bytes(os.urandom(1 << 20))
+    m = iotools.small_files([d], "256k")  # the shards' call size reads every byte of files of whole blocks
+    assert m.bytes == 4 << 20
 
 
 def test_fio_json_parsing_with_notes_before_it():
