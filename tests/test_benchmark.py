@@ -67,26 +67,44 @@ def test_baseline_campaign_writes_table_one(tmp_path, disk_root):
     out = tmp_path / "sweep"
     p = campaign("-m", "workload=baseline", "storage=local,tmpfs", f"storage.root={disk_root}", "workload.file_gb=0.05",
                  "workload.small_file_threads=[1,2]", "dataset.num_images=64", "batch_size=8", "repeats=2",
-                 f"hydra.sweep.dir={out}", cwd=tmp_path)
+                 "dataset.format=files,tfrecord", "dataset.shard_mb=0.25", f"hydra.sweep.dir={out}", cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-2000:]
     t = pd.read_csv(out / "table_i.csv")
     assert list(t["storage"]) == ["local", "tmpfs"] and (t["read_mb_s"] > 0).all() and (t["write_mb_s"] > 0).all()
-    assert (t["runs"] == 2).all() and set(t["tool"]) == {"fio"}
+    assert (t["runs"] == 4).all() and set(t["tool"]) == {"fio"}  # both formats' cells measure the tier
     for name in ("table_i.md", "table_i.png", "baselines.csv"):
         assert (out / name).stat().st_size > 0
     b = pd.read_csv(out / "baselines.csv")
     assert sorted(b["measure"].unique()) == ["seq_read", "seq_write", "small_read"]
     assert sorted(b.loc[b["measure"] == "small_read", "readers"].unique()) == [1, 2]
+    assert sorted(b["format"].unique()) == ["files", "tfrecord"]  # fio read the image files, then the shards
     # fio runs inside the tool's own folder, so the command names it first and fio sees plain names only
     assert b["command"].str.match(r"^cd \S+ && fio ").all()
-    # efficiency of a micro-benchmark campaign against this baseline
+    # efficiency of a micro-benchmark campaign against this baseline: each format against fio over its own files
     mb = tmp_path / "mb"
-    p = campaign("-m", "threads=1,2", f"storage.root={disk_root}", "dataset.num_images=64", "batch_size=8",
+    p = campaign("-m", "workload=readonly", "threads=2", "dataset.format=files,tfrecord", "shuffle=global,local",
+                 f"storage.root={disk_root}", "dataset.num_images=64", "dataset.shard_mb=0.25", "batch_size=8",
                  "repeats=1", f"hydra.sweep.dir={mb}", cwd=tmp_path)
-    assert p.returncode == 0
+    assert p.returncode == 0, p.stderr[-2000:]
     from analysis.__main__ import main
 
     assert main([str(mb), "--baseline", str(out)]) == 0
     s = pd.read_csv(mb / "summary.csv")
     assert (s["efficiency"] > 0).all()
     assert s["efficiency"].tolist() == pytest.approx((s["mb_per_s_median"] / s["small_file_mb_s"]).tolist())
+    fio = b[(b["measure"] == "small_read") & (b["readers"] == 2) & (b["storage"] == "local")]
+    for fmt, rate in fio.groupby("format")["mb_per_s"].median().items():
+        got = s.loc[s["format"] == fmt, "small_file_mb_s"].tolist()
+        assert len(got) == 2 and got == pytest.approx([rate, rate]), fmt
+    # the layout figure and the report's table; Fig. 5 keeps to the paper's layout
+    assert (mb / "layouts.png").stat().st_size > 0 and (mb / "fig5.png").exists()
+    r = pd.read_csv(mb / "results.csv")
+    assert sorted(set(zip(r["format"], r["shuffle"]))) == [("files", "global"), ("files", "local"),
+                                                           ("tfrecord", "global"), ("tfrecord", "local")]
+    from analysis.figures import rows_of
+    from jobs import workloads
+
+    fig5 = next(f for _, f in workloads.figures() if f.key == "fig5")
+    assert set(zip(*(rows_of(r, "microbench", fig5)[c] for c in ("format", "shuffle")))) == {("files", "global")}
+    page = (mb / "report.html").read_text()
+    assert "Data layout and shuffling" in page and 'alt="layouts"' in page
