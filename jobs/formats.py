@@ -8,8 +8,11 @@ never beside a user's images. ``index.json`` (written last) names every containe
 the images it holds in stored order; a container whose size no longer matches is converted again.
 
 TFRecord: one ``tf.train.Example`` per image with ``image/encoded`` (the JPEG bytes),
-``image/class/label`` and ``image/index``, written with TensorFlow's writer. HDF5 (h5py): datasets
-``images`` (variable-length uint8, one JPEG per row), ``labels`` and ``index`` in every file.
+``image/class/label`` and ``image/index``, written with TensorFlow's writer. HDF5 (h5py): in every
+file, ``images`` (the JPEGs' bytes one after another, uint8, contiguous), ``offsets`` (image ``r``
+is ``images[offsets[r]:offsets[r + 1]]``), ``labels`` and ``index``. A contiguous byte array with
+offsets, not a variable-length dataset: reading one image is then one plain slice (44 µs against 331
+µs a row through h5py's variable-length path, measured on this project's 2-core machine).
 """
 
 from __future__ import annotations
@@ -25,10 +28,10 @@ from pathlib import Path
 from jobs.datasets import CACHE_SUBDIR as DATASETS
 from jobs.datasets import Dataset, DatasetError
 
-CONVERTER_VERSION = 1
+CONVERTER_VERSION = 2  # 2: HDF5 as one byte array with offsets (1: variable-length rows)
 INDEX = "index.json"
 SUFFIX = {"tfrecord": ".tfrecord", "hdf5": ".h5"}
-HDF5_DATASETS = ("images", "labels", "index")
+HDF5_DATASETS = ("images", "offsets", "labels", "index")
 MB = 1e6
 CACHE_SUBDIR = DATASETS / "converted"  # under storage.root
 
@@ -112,10 +115,11 @@ def _write_hdf5(path: Path, ds: Dataset, members: list[int]) -> list[int]:
         if data is not None:
             blobs.append(np.frombuffer(data, dtype=np.uint8))
             kept.append(i)
+    offsets = np.zeros(len(blobs) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(b) for b in blobs])
     with h5py.File(path, "w") as f:
-        images = f.create_dataset("images", (len(kept),), dtype=h5py.vlen_dtype(np.uint8))
-        for row, blob in enumerate(blobs):
-            images[row] = blob
+        f.create_dataset("images", data=np.concatenate(blobs) if blobs else np.zeros(0, np.uint8))
+        f.create_dataset("offsets", data=offsets)
         f.create_dataset("labels", data=np.array([ds.labels[i] for i in kept], dtype=np.int64))
         f.create_dataset("index", data=np.array(kept, dtype=np.int64))
     return kept

@@ -139,12 +139,13 @@ class _Hdf5Files:
             opened = self.files.get(k)
             if opened is None:
                 f = h5py.File(self.paths[k], "r")
-                opened = self.files[k] = (f, f["images"])
-        return opened[1][r].tobytes()
+                opened = self.files[k] = (f, f["images"], f["offsets"][:])
+        _, images, offsets = opened
+        return images[offsets[r]:offsets[r + 1]].tobytes()
 
     def close(self) -> None:
         with self.lock:
-            for f, _ in self.files.values():
+            for f, _, _ in self.files.values():
                 f.close()
             self.files.clear()
 

@@ -56,7 +56,9 @@ def _read_back(d) -> dict:
             entries = [(int(r["image/index"]), int(r["image/class/label"]), r["image/encoded"].numpy()) for r in rows]
         else:
             with h5py.File(path, "r") as f:
-                entries = [(int(i), int(c), bytes(b)) for i, c, b in zip(f["index"][:], f["labels"][:], f["images"][:])]
+                data, off = f["images"][:], f["offsets"][:]
+                entries = [(int(i), int(c), data[off[r]:off[r + 1]].tobytes())
+                           for r, (i, c) in enumerate(zip(f["index"][:], f["labels"][:]))]
         assert [e[0] for e in entries] == list(members)  # the index says what each container holds, in order
         got.update({i: (c, b) for i, c, b in entries})
     return got
@@ -152,8 +154,9 @@ def test_a_corrupt_hdf5_entry_is_dropped_and_counted(source, tmp_path):
 
     _, ds = source
     d = formats.ensure(ds, "hdf5", SHARD_MB, tmp_path / "converted")
-    with h5py.File(d.containers[0], "r+") as f:
-        f["images"][2] = np.frombuffer(b"not a jpeg at all", dtype=np.uint8)
+    with h5py.File(d.containers[0], "r+") as f:  # the third image's first bytes overwritten
+        start = int(f["offsets"][2])
+        f["images"][start:start + 17] = np.frombuffer(b"not a jpeg at all", dtype=np.uint8)
     r = microbench.run_once(d, _settings("decode_resize"))
     assert (r.images, r.images_dropped) == (N - 1, 1)
     assert r.dropped_files == [f"{d.containers[0]}[2] ({os.path.basename(ds.files[d.members[0][2]])})"]
@@ -172,7 +175,8 @@ def test_an_hdf5_file_without_its_datasets_is_refused(source, tmp_path):
     index = json.loads(index_path.read_text())
     index["containers"][1]["bytes"] = os.path.getsize(d.containers[1])
     index_path.write_text(json.dumps(index))
-    with pytest.raises(formats.FormatError, match=r"has no dataset 'labels', 'index' \(it needs images, labels, index\)"):
+    needs = r"has no dataset 'offsets', 'labels', 'index' \(it needs images, offsets, labels, index\)"
+    with pytest.raises(formats.FormatError, match=needs):
         formats.ensure(ds, "hdf5", SHARD_MB, tmp_path / "converted")
 
 
