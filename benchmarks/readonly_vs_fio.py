@@ -64,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--formats", default="files,tfrecord", help="comma-separated dataset.format values")
     p.add_argument("--shard-mb", type=float, default=32.0, help="dataset.shard_mb of the converted sets")
+    p.add_argument("--shuffle", default="global", choices=["global", "local", "none"],
+                   help="the pipeline's sample order (fio reads each file front to back)")
     args = p.parse_args(argv)
     if shutil.which("fio") is None:
         print("benchmark: fio is not on PATH (Debian: apt-get install fio)", file=sys.stderr)
@@ -79,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
             ds = formats.ensure(source, fmt, args.shard_mb, Path(args.storage_root) / formats.CACHE_SUBDIR)
             config = cell(["workload=readonly", f"dataset={args.dataset}", f"dataset.num_images={args.num_images}",
                            f"dataset.format={fmt}", f"dataset.shard_mb={args.shard_mb}", f"storage.root={args.storage_root}",
-                           "cache=cold", "batch_size=64", "prefetch=0"])
+                           "cache=cold", "batch_size=64", "prefetch=0", f"shuffle={args.shuffle}"])
             for n in threads:
                 rows.append((fmt, n, *_compare(ds, config, n, farm / f"{fmt}{n}", args)))
     finally:
@@ -88,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     mount = __import__("jobs.provenance", fromlist=["mount_of"]).mount_of(ds.location)
     print(f"dataset {ds.name}: {len(ds.files)} files, {ds.total_bytes / 1e6:.0f} MB, median "
           f"{statistics.median(ds.sizes) / 1e3:.0f} KB, on {mount.source} ({mount.fs_type}); "
-          f"{args.repeats} repeats, cold cache before every read")
+          f"{args.repeats} repeats, cold cache before every read, shuffle={args.shuffle}")
     print(f"{'format':>8} {'threads':>7} {'TF MB/s':>9} {'fio MB/s':>9} {'TF/fio':>7} {'(min-max)':>12} "
           f"{'TF device/consumed':>19}")
     for fmt, n, t, f, ratio, lo, hi, c in rows:
