@@ -44,7 +44,8 @@ def layouts_figure(rows, folder: Path, figure) -> list[Path]:
     pipelines = list(dict.fromkeys(tables.text(df["pipeline"])))
     fig, axes = plt.subplots(len(pipelines), len(storages), squeeze=False, sharey="row",
                              figsize=(max(6.0, 4.2 * len(storages)), 3.6 * len(pipelines) + 0.6))
-    colors = plt.cm.tab10(np.arange(len(layouts)) % 10)
+    formats = list(dict.fromkeys(f for f, _ in layouts))
+    colors = dict(zip(formats, plt.cm.tab10(np.arange(len(formats)) % 10)))  # colour: format; hatch: shuffle
     hatches = {"global": "", "local": "..", "none": "//"}
     for r, pipe in enumerate(pipelines):
         for c, storage in enumerate(storages):
@@ -59,7 +60,7 @@ def layouts_figure(rows, folder: Path, figure) -> list[Path]:
                 lo = np.nan_to_num(med - np.array([stats["min"].get(t, np.nan) for t in threads]))
                 hi = np.nan_to_num(np.array([stats["max"].get(t, np.nan) for t in threads]) - med)
                 pos = np.arange(len(threads)) - 0.4 + width * (j + 0.5)
-                ax.bar(pos, med, width, color=colors[j], edgecolor="black", linewidth=0.5,
+                ax.bar(pos, med, width, color=colors[fmt], edgecolor="black", linewidth=0.5,
                        hatch=hatches.get(shuffle.split(":")[0], "xx"), label=f"{fmt}, shuffle {shuffle}")
                 ax.errorbar(pos, med, yerr=[lo, hi], fmt="none", ecolor="black", capsize=2, linewidth=0.7)
                 for x, t, m in zip(pos, threads, med):
@@ -77,8 +78,9 @@ def layouts_figure(rows, folder: Path, figure) -> list[Path]:
     fig.suptitle(figure.title, fontsize=10)
     n_runs = df.groupby(["storage", "pipeline", "format", "shuffle", "threads"])["run"].count()
     runs = f"{n_runs.min()}" if n_runs.min() == n_runs.max() else f"{n_runs.min()}–{n_runs.max()}"
-    fig.text(0.01, 0.005, f"bars: median; whiskers: min–max of {runs} runs; plain: global shuffle, dotted: local, "
-             "hatched: none; text in a bar: what limited most of its runs (none: the storage, or latency)", fontsize=6)
+    fig.text(0.01, 0.005, f"bars: median; whiskers: min–max of {runs} runs; colour: format; plain: global shuffle, "
+             "dotted: local, hatched: none; text in a bar: what limited most of its runs (none: the storage, or latency)",
+             fontsize=6)
     fig.tight_layout(rect=(0, 0.06 + 0.05 * ((len(layouts) + 3) // 4), 1, 0.95))
     return plotting.save(fig, folder / figure.key)
 

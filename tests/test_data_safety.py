@@ -402,7 +402,8 @@ def test_a_sweep_folder_that_would_add_an_sbatch_directive_is_refused(tmp_path, 
 def test_planted_files_survive_a_whole_session(tmp_path, cwd):
     root = tmp_path / "storage"
     out = tmp_path / "campaigns" / "sweep"
-    planted = plant(root, tmp_path, tmp_path / "campaigns", cwd, root / "iocampaign")
+    planted = plant(root, tmp_path, tmp_path / "campaigns", cwd, root / "iocampaign",
+                    root / "iocampaign" / "datasets" / "converted")
     common = (f"storage.root={root}", "repeats=1", "warmup=0", "batch_size=4", "dataset.num_images=24",
               f"hydra.sweep.dir={out}")
     p = campaign("-m", "workload=microbench,readonly", "threads=1,2", *common, cwd=cwd)
@@ -412,11 +413,13 @@ def test_planted_files_survive_a_whole_session(tmp_path, cwd):
     assert p.returncode == 0, p.stderr[-2000:]
     p = campaign("-m", "workload=readonly", "threads=4,1", *common, cwd=cwd)  # resume, changed grid
     assert p.returncode == 0, p.stderr[-2000:]
+    p = campaign("-m", "workload=readonly", "dataset.format=tfrecord,hdf5", "dataset.shard_mb=0.1", *common, cwd=cwd)
+    assert p.returncode == 0, p.stderr[-2000:]  # converted sets written beside the planted files, into their own folders
     p = campaign("-m", "platform=slurm", "platform.dry_run=true", "threads=1,8", *common, cwd=cwd)
     assert p.returncode == 0, p.stderr[-2000:]
     assert analysis(str(out), cwd=cwd).returncode == 0
     cells = pd.read_csv(out / "cells.csv")
-    assert (cells["status"] == "completed").all() and len(cells) == 6
+    assert (cells["status"] == "completed").all() and len(cells) == 8
     intact(planted)
     leftovers = [p for p in root.rglob("*") if p.is_file() and p not in planted
                  and not p.is_relative_to(root / "iocampaign" / "datasets")]
