@@ -103,4 +103,6 @@ def reach(summary):
     s = s.sort_values(["storage", "pipeline", "_t", "_paper", "format", "shuffle"])
     cols = [c for c in ("storage", "pipeline", "threads", "format", "shuffle", "images_per_s_median", "mb_per_s_median",
                         "small_file_mb_s", "efficiency", "bound") if c in s]
-    return s[cols].round(3)
+    out = s[cols].round(3)
+    out["images_per_s_median"] = out["images_per_s_median"].round().astype("Int64")  # 1176, not 1.18e+03
+    return out
