@@ -93,5 +93,8 @@ def build(folder: str | Path, render: bool = True, baseline_from: str | Path | N
         out.files.append(folder / IO_COST)
     if render and not results.empty:
         out.files += figures.render_all(results, folder)
+    from analysis import posix
+
+    out.files += [p for p in posix.write_all(c, folder, render and not results.empty) if p]
     return out
 

@@ -57,6 +57,16 @@ def _figures() -> list[tuple[str, str]]:
         (f.key, f.title or f.key) for _, f in workloads.figures()]
 
 
+def _embed(folder: Path, stem: str, caption: str) -> str:
+    """The figure ``<stem>.png`` inlined with its caption ('' when it was not drawn)."""
+    png = folder / f"{stem}.png"
+    if not png.exists():
+        return ""
+    data = base64.b64encode(png.read_bytes()).decode()
+    return (f'<figure id="{stem}"><img class="figure" alt="{stem}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+
+
 def write_report(folder: str | Path, built=None) -> Path:
     """Write ``report.html`` into ``folder`` from its tables and figures (rebuilt unless ``built``,
     the result of ``analysis.build.build``, is given)."""
@@ -71,13 +81,7 @@ def write_report(folder: str | Path, built=None) -> Path:
     results, base = tables.results_frame(c), tables.baselines_frame(c)
     claims = compare.claims_frame(results, base)
     claims.to_csv(folder / "claims.csv", index=False)
-    figs = []
-    for stem, caption in _figures():
-        png = folder / f"{stem}.png"
-        if png.exists():
-            data = base64.b64encode(png.read_bytes()).decode()
-            figs.append(f'<figure id="{stem}"><img class="figure" alt="{stem}" src="data:image/png;base64,{data}">'
-                        f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+    figs = [f for stem, caption in _figures() if (f := _embed(folder, stem, caption))]
     table_i = pd.read_csv(folder / "table_i.csv") if (folder / "table_i.csv").exists() else None
     problems = pd.DataFrame(built.failed + built.missing)
     fell_back = results[tables.text(results["checkpoint_fallback"]) != ""]
@@ -135,6 +139,30 @@ def _layout_section(folder: Path) -> str:
             "<code>workload=baseline</code> cell of the same format; empty without one).</p>" + _table(table))
 
 
+def _posix_section(folder: Path) -> str:
+    """What the POSIX traces say (trace.posix=true): per cell, the figures, and how to open a trace."""
+    from analysis import posix
+
+    table = posix.per_cell(folder)
+    if table is None:
+        return ""
+    bad = int(table["incomplete"].sum())
+    warn = (f'<p class="warning"><strong>{bad} traced run(s) are incomplete</strong>: their traces hold less than '
+            f"{posix.posix.COVERAGE_MIN:.0%} of the bytes the runs consumed (column <code>coverage</code>); their "
+            "figures are not the whole story (<code>posix_complete=false</code> in <code>posix_summary.csv</code>).</p>"
+            if bad else f"<p>Every traced run's reads hold at least {posix.posix.COVERAGE_MIN:.0%} of the bytes it "
+            "consumed (<code>coverage</code>).</p>")
+    return ("<h2>POSIX calls (trace.posix)</h2><p>Every open, read, write and close the runs made on their tiers, "
+            "recorded by dftracer's preload library; medians over each cell's runs. <code>small_reads_pct</code>: "
+            "reads that returned under 100 B (the read that finds the end of each file returns 0 B); "
+            "<code>reads_in_flight</code>: time inside read calls per second of the run; <code>threads_reading</code>: "
+            "threads that made reads. Per run: <code>posix_summary.csv</code>; per file and run: "
+            "<code>posix_files.csv</code>.</p>" + warn + _table(table)
+            + _embed(folder, posix.SIZES, "Request sizes: read calls by bytes returned, per pipeline and format")
+            + _embed(folder, posix.TIMELINE, "One run's reads per thread (top) and the device's MB/s beneath")
+            + f"<p>To open a raw trace in Perfetto: <code>{html.escape(posix.PERFETTO)}</code>.</p>")
+
+
 def _page(folder: Path, built, claims, table_i, figs: list[str], problems, fallbacks, facts: dict, paper_txt: str,
           counts: dict) -> str:
     """The report's HTML, one self-contained page."""
@@ -168,6 +196,7 @@ values: <code>claims.csv</code>.</p>
 README's "What limited a number"); the label most runs of the cell had, with the evidence.</p>
 {_table(_cells(folder))}
 {_layout_section(folder)}
+{_posix_section(folder)}
 <h2>Table I: storage baselines</h2>
 {_table(table_i)}
 <h2>Figures</h2>

@@ -30,6 +30,7 @@ class Collected:
     baselines: list[dict] = field(default_factory=list)  # one per baseline run x measure (tidy)
     checkpoints: list[dict] = field(default_factory=list)  # one per checkpoint of a measured run
     storages: dict = field(default_factory=dict)  # storage name -> its config section (Table I's paper figures)
+    posix: list[dict] = field(default_factory=list)  # one per traced measured run (trace.posix=true): analysis.posix
 
 
 def _cell_values(cfg: dict) -> dict:
@@ -99,6 +100,8 @@ def collect(folder: str | Path) -> Collected:
             if run["warmup"]:
                 continue
             out.rows.append(_row(base, run, rec, mount, d, str(path.relative_to(folder))))
+            if "posix_calls" in run:
+                out.posix.append(_posix_entry(base, run, d))
             if "seq_read_mb_s" in run:
                 out.baselines += _baseline_rows(base, run, d)
             for ck in run.get("checkpoints", []):
@@ -141,6 +144,19 @@ def _row(base: dict, run: dict, rec: records.CellRecord, mount: dict, d: str, re
     row["trace_file"] = str(Path(d) / run["trace_file"]) if run.get("trace_file") else ""
     row["steps_file"] = str(Path(d) / run["steps_file"]) if run.get("steps_file") else ""
     return row
+
+
+def _posix_entry(base: dict, run: dict, cell_dir: str) -> dict:
+    """A traced run: its cell's values, its posix_* figures, and its files relative to the campaign folder."""
+    def rel(p):
+        return [str(Path(cell_dir) / x) for x in p] if isinstance(p, list) else str(Path(cell_dir) / p) if p else ""
+
+    return {**base, "run": run["run"], "cell_dir": cell_dir, "seconds": run.get("seconds") or run.get("runtime_s"),
+            "bytes_consumed": run.get("bytes_consumed"),
+            **{k: v for k, v in run.items() if k.startswith("posix_") and not isinstance(v, (dict, list))},
+            "posix_size_histogram": run.get("posix_size_histogram") or {},
+            "posix_calls_by_kind": run.get("posix_calls_by_kind") or {},
+            **{k: rel(run.get(k)) for k in ("posix_trace", "posix_files_table", "posix_threads_table", "posix_device_table")}}
 
 
 def _baseline_rows(base: dict, run: dict, cell_dir: str) -> list[dict]:

@@ -49,6 +49,7 @@ ADDED_SETTINGS = {
     ("dataset", "shard_mb"): 128.0,
     ("shuffle",): "global",
     ("shuffle_buffer",): None,
+    ("trace",): {"posix": False},
     **{(*where, "emulate", rw): None for where in (("storage",), ("checkpoint", "fast"), ("checkpoint", "slow"))
        for rw in ("read_iops", "write_iops")},
 }

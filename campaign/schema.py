@@ -162,6 +162,11 @@ class PlatformConf:
 
 
 @dataclass
+class TraceConf:
+    posix: bool = False  # record every POSIX call of the runs on the data and checkpoint tiers (dftracer, LD_PRELOAD)
+
+
+@dataclass
 class CampaignConf:
     workload: WorkloadConf = MISSING
     storage: StorageConf = MISSING
@@ -178,6 +183,7 @@ class CampaignConf:
     cache: CacheMode = CacheMode.cold  # page-cache state the runs start from
     drop_caches: bool = False  # also write 1 to /proc/sys/vm/drop_caches before each run (root; global)
     seed: int = 0  # seeds the synthetic dataset and the shuffle of every run
+    trace: TraceConf = field(default_factory=TraceConf)  # fine-grained tracing of the runs beyond the device counters
 
 
 GROUPS = {

@@ -156,6 +156,16 @@ def check(config, memo: dict | None = None) -> None:
     except KeyError as e:
         raise ConfigError(e.args[0]) from None
     workload.check(cfg)
+    if (cfg.get("trace") or {}).get("posix"):
+        if not workload.posix_traceable:
+            raise ConfigError(f"trace.posix=true traces TensorFlow's I/O; workload={cfg.workload.name} does not use it "
+                              "(leave trace.posix=false for it)")
+        from jobs import posix
+
+        try:
+            posix.preload_library()
+        except posix.PosixTraceError as e:
+            raise ConfigError(str(e)) from None
     if (cfg.workload.get("read_delay_ms") or 0) < 0:
         raise ConfigError(f"workload.read_delay_ms={cfg.workload.read_delay_ms} must not be negative")
     storage_root(cfg, memo=memo)

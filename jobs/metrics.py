@@ -65,6 +65,25 @@ METRICS: dict[str, Metric] = {
         Metric("device_read_mb_s", "MB/s", "", "read rate of the whole data device during the run (every process)"),
         Metric("device_read_iops", "1/s", "", "read requests completed per second by the data device during the run"),
         Metric("resident_bytes_before", "B", "", "bytes of the dataset in the page cache when the run started (mincore)"),
+        # trace.posix=true (jobs.posix): what the run asked of the file system, call by call, on its tiers
+        Metric("posix_calls", "calls", "", "POSIX trace: calls on the data and checkpoint tiers during the run"),
+        Metric("posix_opens", "calls", "", "POSIX trace: open calls"),
+        Metric("posix_reads", "calls", "", "POSIX trace: read calls (read, pread, readv, ...)"),
+        Metric("posix_writes", "calls", "", "POSIX trace: write calls"),
+        Metric("posix_bytes_read", "B", "", "POSIX trace: bytes returned by the read calls"),
+        Metric("posix_bytes_written", "B", "", "POSIX trace: bytes written by the write calls"),
+        Metric("posix_eof_reads", "calls", "", "POSIX trace: reads that returned 0 bytes (the read that finds the end of a file)"),
+        Metric("posix_small_read_share", "", "", "POSIX trace: share of the reads that returned under 100 B (end-of-file reads included)"),
+        Metric("posix_mean_read_bytes", "B", "", "POSIX trace: bytes per read call"),
+        Metric("posix_read_s", "s", "", "POSIX trace: time inside read calls, summed over threads"),
+        Metric("posix_reads_in_flight", "calls", "", "POSIX trace: mean read calls in progress (posix_read_s / the run's time)"),
+        Metric("posix_files", "files", "", "POSIX trace: distinct files the run touched on its tiers"),
+        Metric("posix_files_reopened", "files", "", "POSIX trace: files opened more than once in the run"),
+        Metric("posix_threads", "threads", "", "POSIX trace: threads that made read calls"),
+        Metric("posix_coverage", "", "", "POSIX trace: posix_bytes_read / bytes_consumed (under 0.98: the trace missed reads)"),
+        Metric("posix_rchar_bytes", "B", "", "bytes returned by every read call of the process over the run's window (rchar)"),
+        Metric("posix_rchar_share", "", "", "POSIX trace: posix_bytes_read / posix_rchar_bytes (the rest: Python, /proc, libraries)"),
+        Metric("posix_complete", "", "", "POSIX trace: posix_coverage is at least 0.98 (false: its figures are incomplete)"),
     )
 }
 

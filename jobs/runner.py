@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import statistics
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -47,8 +48,12 @@ def measure(config: dict, job_dir: Path) -> tuple[list[dict], dict, dict]:
     Everything that writes on a tier (its set-up, the dataset's generation, the runs, the tear-down)
     happens under the locks of the tiers and devices the cell touches.
     """
-    from jobs import cache, datasets, formats, locks, provenance
+    from jobs import cache, datasets, formats, locks, posix, provenance
 
+    if (config.get("trace") or {}).get("posix") and not posix.inside():
+        from jobs import traced
+
+        return traced.measure(config, job_dir)  # the same, in a child process started with the tracer
     cfg = View(config)
     w = workloads.get(cfg.workload.kind)
     tiers_of = w.tiers(cfg)
@@ -126,8 +131,9 @@ def _skipped_as_dropped(ds, result: dict) -> None:
 
 def _runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, data_dir: str, prov: dict) -> list[dict]:
     """The cell's runs, warm-ups first, each from the requested cache state (the caller holds the locks)."""
-    from jobs import cache, trace, usage
+    from jobs import cache, pipeline, posix, trace, usage
 
+    traced = posix.inside()
     fs_type = (prov["data_mount"] or prov["storage_mount"])["fs_type"]
     requested = str(cfg.cache)
     if cfg.storage.kind == "memory" and fs_type not in cache.MEMORY_FS:
@@ -149,12 +155,24 @@ def _runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, data_dir:
         seed = int(cfg.seed) + k
         run = k + 1 - cfg.warmup  # measured runs are 1..repeats; warm-ups are <= 0
         ctx = workloads.RunContext(ds, cfg, config, seed, job_dir, run, disk)
+        if traced:  # the run's wall-clock window splits the process's trace; the device's rate goes beneath
+            tracer = trace.Tracer(disk, 0.05).start()
+            t0_us, (_, rchar0) = int(time.time() * 1e6), pipeline.read_counters()
         before = usage.snapshot(disk)
         result = w.run_once(ctx)
         after = usage.snapshot(disk)
+        workloads.check_result(w, result)
+        if traced:
+            t1_us, (_, rchar1) = int(time.time() * 1e6), pipeline.read_counters()
+            tracer.stop()
+            trace_dir = job_dir / posix.SUBDIR
+            trace_dir.mkdir(exist_ok=True)
+            result = {**result, "posix_window_us": [t0_us, t1_us],
+                      "posix_rchar_bytes": None if rchar0 is None or rchar1 is None else rchar1 - rchar0,
+                      "posix_device_table": str(Path(posix.SUBDIR) / f"{ctx.tag}-device.csv")}
+            tracer.write(job_dir / result["posix_device_table"])
         timed = "start" in ctx.marks and "end" in ctx.marks  # the workload marked its timed interval
         used = usage.between(*((ctx.marks["start"], ctx.marks["end"]) if timed else (before, after)), w.parallelism(cfg))
-        workloads.check_result(w, result)
         result.update({k: v for k, v in used.items() if k != "wall_s"}, run_wall_s=after.t - before.t,
                       usage_over="timed interval" if timed else "whole run")
         _skipped_as_dropped(ds, result)

@@ -84,6 +84,7 @@ class Workload:
     record_keys: ClassVar[tuple[str, ...]] = ()  # other per-run keys it records (lists, file names, facts)
     packages: ClassVar[tuple[str, ...]] = ()  # distributions whose versions go into provenance
     needs_dataset: ClassVar[bool] = True
+    posix_traceable: ClassVar[bool] = True  # trace.posix=true can trace its runs (TensorFlow's own I/O)
     figures: ClassVar[tuple[Figure, ...]] = ()  # what the analysis draws from its rows
 
     def check(self, cfg) -> None:

@@ -1,0 +1,161 @@
+"""trace.posix=true: dftracer's real preload library in a traced child process, on real TensorFlow
+runs over real files. The opens equal the files read, the request-size histogram finds the
+end-of-file reads, the coverage check marks a trace with reads removed, tracing off leaves no trace
+files, and the tables, figures and report come out of it."""
+
+import gzip
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import campaign, make_jpegs
+from jobs import posix, records
+
+N = 48
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    """One campaign: the read-only and the full pipeline, traced and not, 2 runs each."""
+    base = tmp_path_factory.mktemp("posix")
+    root = base / "tier"
+    root.mkdir()
+    out = base / "c"
+    p = campaign("-m", "workload=readonly,microbench", "trace.posix=true,false", "threads=2", f"dataset.num_images={N}",
+                 "batch_size=8", "repeats=2", "warmup=0", f"storage.root={root}", f"hydra.sweep.dir={out}", cwd=base)
+    assert p.returncode == 0, p.stderr[-3000:]
+    cells = {}
+    for rec_path in out.glob("*/record.json"):
+        rec = records.read(rec_path)
+        cells[(rec.config["workload"]["name"], rec.config["trace"]["posix"])] = (rec_path.parent, rec)
+    assert len(cells) == 4
+    return out, cells
+
+
+def test_every_file_read_is_opened_once_and_its_end_of_file_read_is_seen(traced):
+    out, cells = traced
+    for workload in ("readonly", "microbench"):
+        folder, rec = cells[(workload, True)]
+        data = Path(rec.dataset["location"])
+        sizes = {str(p): p.stat().st_size for p in data.rglob("*.jpg")}
+        for run in [r for r in rec.runs if not r["warmup"]]:
+            assert run["images"] == N and run["images_dropped"] == 0
+            assert run["posix_opens"] == N and run["posix_files"] == N and run["posix_files_reopened"] == 0
+            assert run["posix_eof_reads"] == N  # the 0-byte read that finds each file's end
+            assert run["posix_size_histogram"]["reads_eof"] == N
+            assert run["posix_small_read_share"] >= 0.5
+            assert run["posix_bytes_read"] == run["bytes_consumed"] == sum(sizes.values())
+            assert run["posix_complete"] and run["posix_coverage"] == pytest.approx(1.0)
+            assert 0 < run["posix_rchar_share"] <= 1.0
+            assert run["posix_threads"] >= 1 and run["posix_read_s"] > 0
+            files = pd.read_csv(folder / run["posix_files_table"])
+            assert dict(zip(files["path"], files["bytes_read"])) == sizes  # every file, with its bytes
+            assert (files["opens"] == 1).all()
+            threads = pd.read_csv(folder / run["posix_threads_table"])
+            assert threads["reads"].sum() == run["posix_reads"]
+            assert threads["thread"].nunique() == run["posix_threads"]
+        trace = folder / rec.runs[0]["posix_trace"]
+        assert trace.is_file() and trace.parent == folder / posix.SUBDIR and trace.name.endswith(".pfw.gz")
+        assert not (folder / posix.SUBDIR / "measured.json").exists()  # the child's hand-over is not left behind
+
+
+def test_tracing_off_leaves_no_trace(traced):
+    out, cells = traced
+    for workload in ("readonly", "microbench"):
+        folder, rec = cells[(workload, False)]
+        assert not (folder / posix.SUBDIR).exists()
+        assert not list(folder.rglob("*.pfw*"))
+        assert not any(k.startswith("posix_") for r in rec.runs for k in r)
+
+
+def test_tables_figures_and_report(traced):
+    out, cells = traced
+    summary = pd.read_csv(out / "posix_summary.csv")
+    assert len(summary) == 4  # 2 traced cells x 2 measured runs
+    assert set(summary["workload"]) == {"readonly", "microbench"}
+    assert (summary["reads_eof"] == N).all() and summary["posix_complete"].all()
+    files = pd.read_csv(out / "posix_files.csv")
+    assert len(files) == 4 * N
+    assert files.groupby(["cell_dir", "run"])["path"].nunique().eq(N).all()
+    for stem in ("posix_sizes", "posix_timeline"):
+        assert (out / f"{stem}.png").stat().st_size > 10_000
+    report = (out / "report.html").read_text()
+    assert "POSIX calls (trace.posix)" in report and 'id="posix_sizes"' in report and 'id="posix_timeline"' in report
+    assert "ui.perfetto.dev" in report
+    results = pd.read_csv(out / "results.csv")
+    assert results["posix_opens"].notna().sum() == 4  # the traced runs only
+
+
+def test_coverage_check_marks_a_trace_with_reads_removed(traced, tmp_path):
+    """Drop the data reads of every third file from a real trace: the run is marked incomplete."""
+    out, cells = traced
+    folder, rec = cells[("readonly", True)]
+    run = [r for r in rec.runs if not r["warmup"]][0]
+    src = folder / run["posix_trace"]
+    cut = tmp_path / "trace-cut-preload.pfw.gz"
+    dropped = 0
+    t0, t1 = run["posix_window_us"]
+    with gzip.open(src, "rt") as f, gzip.open(cut, "wt") as g:
+        for line in f:
+            e = json.loads(line) if '"pread"' in line else None
+            if e and e["args"].get("ret", 0) > 0 and int(e["args"]["fhash"], 16) % 3 == 0 and t0 <= e["ts"] <= t1:
+                dropped += e["args"]["ret"]
+                continue
+            g.write(line)
+    assert dropped > 0.02 * run["bytes_consumed"]
+    got = posix.split([cut], {"run1": tuple(run["posix_window_us"])})["run1"].summary(
+        run["bytes_consumed"], run["posix_rchar_bytes"], run["seconds"])
+    assert got["posix_bytes_read"] == run["bytes_consumed"] - dropped
+    assert got["posix_complete"] is False and got["posix_coverage"] < posix.COVERAGE_MIN
+    whole = posix.split([src], {"run1": tuple(run["posix_window_us"])})["run1"].summary(
+        run["bytes_consumed"], run["posix_rchar_bytes"], run["seconds"])
+    assert whole["posix_complete"] is True  # the same run, untouched
+
+
+def test_perfetto_conversion(traced, tmp_path):
+    out, cells = traced
+    folder, rec = cells[("readonly", True)]
+    src = folder / rec.runs[0]["posix_trace"]
+    from analysis import perfetto
+
+    dst = tmp_path / "t.json.gz"
+    assert perfetto.main([str(src), str(dst)]) == 0
+    events = json.loads(gzip.open(dst, "rt").read())["traceEvents"]
+    assert {e["ph"] for e in events} == {"X"}
+    windows = [r["posix_window_us"] for r in rec.runs]
+    opens = [e for e in events if e["name"] in posix.OPENS and any(t0 <= e["ts"] <= t1 for t0, t1 in windows)]
+    assert len(opens) == 2 * N  # both runs of the cell (the rest: generating and evicting the set)
+    assert all(e["args"]["path"].endswith(".jpg") for e in opens)
+    assert perfetto.main([str(src), str(dst)]) == 2  # never overwrites
+
+
+def test_a_traced_cell_that_fails_says_why(tmp_path):
+    """Every image undecodable: the traced child fails, the cell's record says why, and nothing of
+    the hand-over between the processes is left."""
+    images = tmp_path / "images" / "c0"
+    images.mkdir(parents=True)
+    for i in range(8):
+        (images / f"{i}.jpg").write_bytes(os.urandom(2000))
+    root = tmp_path / "tier"
+    root.mkdir()
+    out = tmp_path / "c"
+    p = campaign("-m", "workload=microbench", "trace.posix=true", "dataset.source=folder",
+                 f"dataset.path={images.parent}", "batch_size=4", "repeats=1", "warmup=0", f"storage.root={root}",
+                 f"hydra.sweep.dir={out}", cwd=tmp_path)
+    assert p.returncode == 1, p.stderr[-2000:]
+    rec = records.read(out / "0" / "record.json")
+    assert rec.status == records.FAILED
+    assert rec.error["type"] == "TracedRunError" and "delivered no image" in rec.error["message"]
+    assert not [f for f in (out / "0" / posix.SUBDIR).iterdir() if f.suffix == ".json"]
+    assert not (out / "results.csv").exists() or pd.read_csv(out / "results.csv").empty
+
+
+def test_trace_posix_refused_for_the_fio_baseline(cwd):
+    p = campaign("workload=baseline", "trace.posix=true", "repeats=1", cwd=cwd)
+    lines = [x for x in p.stderr.splitlines() if x.strip()]
+    assert p.returncode == 2 and len(lines) == 1, p.stderr
+    assert "trace.posix=true" in lines[0] and "workload=baseline" in lines[0]
+    assert not [f for f in cwd.rglob("*") if f.is_file()]
