@@ -72,8 +72,8 @@ METRICS: dict[str, Metric] = {
         Metric("posix_writes", "calls", "", "POSIX trace: write calls"),
         Metric("posix_bytes_read", "B", "", "POSIX trace: bytes returned by the read calls"),
         Metric("posix_bytes_written", "B", "", "POSIX trace: bytes written by the write calls"),
-        Metric("posix_eof_reads", "calls", "", "POSIX trace: reads that returned 0 bytes (the read that finds the end of a file)"),
-        Metric("posix_small_read_share", "", "", "POSIX trace: share of the reads that returned under 100 B (end-of-file reads included)"),
+        Metric("posix_eof_reads", "calls", "", "POSIX trace: reads that returned 0 bytes (finding the end of a file)"),
+        Metric("posix_small_read_share", "", "", "POSIX trace: share of reads that returned under 100 B (0-byte reads included)"),
         Metric("posix_mean_read_bytes", "B", "", "POSIX trace: bytes per read call"),
         Metric("posix_read_s", "s", "", "POSIX trace: time inside read calls, summed over threads"),
         Metric("posix_reads_in_flight", "calls", "", "POSIX trace: mean read calls in progress (posix_read_s / the run's time)"),
@@ -82,7 +82,7 @@ METRICS: dict[str, Metric] = {
         Metric("posix_threads", "threads", "", "POSIX trace: threads that made read calls"),
         Metric("posix_coverage", "", "", "POSIX trace: posix_bytes_read / bytes_consumed (under 0.98: the trace missed reads)"),
         Metric("posix_rchar_bytes", "B", "", "bytes returned by every read call of the process over the run's window (rchar)"),
-        Metric("posix_rchar_share", "", "", "POSIX trace: posix_bytes_read / posix_rchar_bytes (the rest: Python, /proc, libraries)"),
+        Metric("posix_rchar_share", "", "", "POSIX trace: posix_bytes_read / posix_rchar_bytes (the rest: Python, /proc, ...)"),
         Metric("posix_complete", "", "", "POSIX trace: posix_coverage is at least 0.98 (false: its figures are incomplete)"),
     )
 }

@@ -205,7 +205,7 @@ class RunTrace:
         with open(path, "w", newline="") as out:
             w = csv.writer(out)
             w.writerow(THREAD_COLUMNS)
-            for n, (tid, bins) in enumerate(sorted(self.threads.items())):
+            for tid, bins in sorted(self.threads.items()):
                 for k, (reads, nbytes, us) in enumerate(bins):
                     if reads:
                         w.writerow((tid, round((k + 0.5) * dt, 6), round(dt, 6), reads, nbytes, round(us / 1e6, 6)))

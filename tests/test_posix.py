@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import campaign, make_jpegs
+from conftest import campaign
 from jobs import posix, records
 
 N = 48
@@ -123,7 +123,8 @@ def test_perfetto_conversion(traced, tmp_path):
 
     dst = tmp_path / "t.json.gz"
     assert perfetto.main([str(src), str(dst)]) == 0
-    events = json.loads(gzip.open(dst, "rt").read())["traceEvents"]
+    with gzip.open(dst, "rt") as f:
+        events = json.load(f)["traceEvents"]
     assert {e["ph"] for e in events} == {"X"}
     windows = [r["posix_window_us"] for r in rec.runs]
     opens = [e for e in events if e["name"] in posix.OPENS and any(t0 <= e["ts"] <= t1 for t0, t1 in windows)]
