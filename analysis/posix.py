@@ -193,6 +193,6 @@ def per_cell(folder: Path):
                 files=("posix_files", "median"), reopened=("posix_files_reopened", "median"),
                 small_reads_pct=("small_reads_pct", "median"), mean_read_bytes=("posix_mean_read_bytes", "median"),
                 reads_in_flight=("posix_reads_in_flight", "median"), threads_reading=("posix_threads", "median"),
-                coverage=("posix_coverage", "median"),
+                coverage=("posix_coverage", "median"), unclosed=("posix_unclosed", "max"),
                 incomplete=("posix_complete", lambda x: int((~x.astype(bool)).sum()))).reset_index()
     return out.round(3)

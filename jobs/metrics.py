@@ -68,6 +68,7 @@ METRICS: dict[str, Metric] = {
         # trace.posix=true (jobs.posix): what the run asked of the file system, call by call, on its tiers
         Metric("posix_calls", "calls", "", "POSIX trace: calls on the data and checkpoint tiers during the run"),
         Metric("posix_opens", "calls", "", "POSIX trace: open calls"),
+        Metric("posix_unclosed", "calls", "", "POSIX trace: opens whose close the trace lacks (lost events, or left open)"),
         Metric("posix_reads", "calls", "", "POSIX trace: read calls (read, pread, readv, ...)"),
         Metric("posix_writes", "calls", "", "POSIX trace: write calls"),
         Metric("posix_bytes_read", "B", "", "POSIX trace: bytes returned by the read calls"),
@@ -83,7 +84,7 @@ METRICS: dict[str, Metric] = {
         Metric("posix_coverage", "", "", "POSIX trace: posix_bytes_read / bytes_consumed (under 0.98: the trace missed reads)"),
         Metric("posix_rchar_bytes", "B", "", "bytes returned by every read call of the process over the run's window (rchar)"),
         Metric("posix_rchar_share", "", "", "POSIX trace: posix_bytes_read / posix_rchar_bytes (the rest: Python, /proc, ...)"),
-        Metric("posix_complete", "", "", "POSIX trace: posix_coverage is at least 0.98 (false: its figures are incomplete)"),
+        Metric("posix_complete", "", "", "POSIX trace: coverage at least 0.98 and at most 2% of opens unclosed (false: incomplete)"),
     )
 }
 
