@@ -163,6 +163,23 @@ def _posix_section(folder: Path) -> str:
             + f"<p>To open a raw trace in Perfetto: <code>{html.escape(posix.PERFETTO)}</code>.</p>")
 
 
+def _staging_section(folder: Path, built) -> str:
+    import pandas as pd
+
+    from analysis import staging, tables
+
+    path = folder / "summary.csv"
+    s = pd.read_csv(path) if path.exists() and path.stat().st_size > 1 else pd.DataFrame()
+    c = built.collected if built is not None and built.collected is not None else tables.collect(folder)
+    table = staging.comparison(s, c.staged)
+    if table is None:
+        return ""
+    return ("<h2>Staging</h2><p>Cells that copied their data onto a faster tier before the runs "
+            "(<code>storage@stage=&lt;preset&gt;</code>) beside the same cell read where the data lies: images/s "
+            "(medians), <code>staged_speedup</code> = from_stage ÷ from_storage, and the copy's time and rate, which "
+            "the runs do not include.</p>" + _table(table))
+
+
 def _page(folder: Path, built, claims, table_i, figs: list[str], problems, fallbacks, facts: dict, paper_txt: str,
           counts: dict) -> str:
     """The report's HTML, one self-contained page."""
@@ -196,6 +213,7 @@ values: <code>claims.csv</code>.</p>
 README's "What limited a number"); the label most runs of the cell had, with the evidence.</p>
 {_table(_cells(folder))}
 {_layout_section(folder)}
+{_staging_section(folder, built)}
 {_posix_section(folder)}
 <h2>Table I: storage baselines</h2>
 {_table(table_i)}

@@ -11,7 +11,7 @@ from jobs import records
 from jobs.metrics import METRICS
 
 # Columns of results.csv that describe the cell; the metric columns follow from jobs.metrics.
-CELL_COLUMNS = ("workload", "kind", "pipeline", "storage", "dataset", "format", "shuffle", "threads", "batch_size",
+CELL_COLUMNS = ("workload", "kind", "pipeline", "storage", "stage", "dataset", "format", "shuffle", "threads", "batch_size",
                 "prefetch", "cache", "image_side", "width",
                 "checkpoint_target", "checkpoint_mode", "checkpoint_tiers")
 RUN_COLUMNS = ("run", "cache_state", "bound", "train_bound", "device", "checkpoint_effective_target", "checkpoint_fallback")
@@ -31,6 +31,7 @@ class Collected:
     checkpoints: list[dict] = field(default_factory=list)  # one per checkpoint of a measured run
     storages: dict = field(default_factory=dict)  # storage name -> its config section (Table I's paper figures)
     posix: list[dict] = field(default_factory=list)  # one per traced measured run (trace.posix=true): analysis.posix
+    staged: dict = field(default_factory=dict)  # cell folder -> how its data was staged (storage@stage)
 
 
 def _cell_values(cfg: dict) -> dict:
@@ -39,6 +40,7 @@ def _cell_values(cfg: dict) -> dict:
         "kind": cfg["workload"].get("kind") or "microbench",  # the workload module: what the analysis selects by
         "pipeline": cfg["workload"].get("pipeline") or "",  # what the tf.data map does (Fig. 4 or Fig. 5)
         "storage": cfg["storage"]["name"],
+        "stage": (cfg.get("stage") or {}).get("name") or "",  # the tier the data was staged on and read from
         "dataset": cfg["dataset"]["name"] if isinstance(cfg.get("dataset"), dict) else "",
         # how the images were stored and ordered (records written before these settings: the paper's way)
         "format": (cfg["dataset"].get("format") or "files") if isinstance(cfg.get("dataset"), dict) else "",
@@ -94,6 +96,8 @@ def collect(folder: str | Path) -> Collected:
         if rec.status != records.COMPLETED:
             continue
         out.storages.setdefault(rec.config["storage"]["name"], rec.config["storage"])
+        if (rec.dataset or {}).get("stage"):
+            out.staged[d] = rec.dataset["stage"]
         base = _cell_values(rec.config)
         mount = rec.provenance.get("data_mount") or rec.provenance.get("storage_mount") or {}
         for run in rec.runs:

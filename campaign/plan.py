@@ -50,6 +50,7 @@ ADDED_SETTINGS = {
     ("shuffle",): "global",
     ("shuffle_buffer",): None,
     ("trace",): {"posix": False},
+    ("stage",): None,
     **{(*where, "emulate", rw): None for where in (("storage",), ("checkpoint", "fast"), ("checkpoint", "slow"))
        for rw in ("read_iops", "write_iops")},
 }

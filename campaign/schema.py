@@ -173,6 +173,7 @@ class CampaignConf:
     dataset: DatasetConf = MISSING
     platform: PlatformConf = MISSING
     checkpoint: CheckpointConf = MISSING  # used by workload=checkpoint
+    stage: Optional[StorageConf] = None  # storage@stage=<preset>: copy the data there before the runs and read it there
     threads: Any = 1  # num_parallel_calls of the map: a positive integer, or "autotune"
     batch_size: int = 64  # images per batch
     prefetch: int = 0  # batches prefetched after batching; 0 = no prefetch transformation

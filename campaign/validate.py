@@ -169,6 +169,11 @@ def check(config, memo: dict | None = None) -> None:
     if (cfg.workload.get("read_delay_ms") or 0) < 0:
         raise ConfigError(f"workload.read_delay_ms={cfg.workload.read_delay_ms} must not be negative")
     storage_root(cfg, memo=memo)
+    if cfg.get("stage") is not None:
+        storage_root(cfg, cfg.stage, key="stage", memo=memo)
+        if cfg.stage.name == cfg.storage.name or os.path.realpath(str(cfg.stage.root)) == os.path.realpath(str(cfg.storage.root)):
+            raise ConfigError(f"storage@stage={cfg.stage.name} is the tier the data is on (storage={cfg.storage.name}, "
+                              f"root {cfg.storage.root}): stage on another tier, e.g. storage@stage=tmpfs")
     if cfg.get("shuffle_buffer") is not None and int(cfg.shuffle_buffer) < 1:
         raise ConfigError(f"shuffle_buffer={cfg.shuffle_buffer} must be at least 1 (or null: all images for shuffle=global, "
                           "one shard's for shuffle=local)")

@@ -84,7 +84,7 @@ METRICS: dict[str, Metric] = {
         Metric("posix_coverage", "", "", "POSIX trace: posix_bytes_read / bytes_consumed (under 0.98: the trace missed reads)"),
         Metric("posix_rchar_bytes", "B", "", "bytes returned by every read call of the process over the run's window (rchar)"),
         Metric("posix_rchar_share", "", "", "POSIX trace: posix_bytes_read / posix_rchar_bytes (the rest: Python, /proc, ...)"),
-        Metric("posix_complete", "", "", "POSIX trace: coverage at least 0.98 and at most 2% of opens unclosed (false: incomplete)"),
+        Metric("posix_complete", "", "", "POSIX trace: coverage >= 0.98 and at most 2% of opens unclosed (false: incomplete)"),
     )
 }
 

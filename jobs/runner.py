@@ -23,8 +23,9 @@ from jobs.configview import View
 log = logging.getLogger(__name__)
 
 
-def dataset_summary(ds) -> dict:
+def dataset_summary(ds, prov: dict | None = None) -> dict:
     return {
+        **({"stage": prov["stage"]} if prov and prov.get("stage") else {}),
         "name": ds.name,
         "source": ds.source,
         "location": ds.location,
@@ -56,7 +57,7 @@ def measure(config: dict, job_dir: Path) -> tuple[list[dict], dict, dict]:
         return traced.measure(config, job_dir)  # the same, in a child process started with the tracer
     cfg = View(config)
     w = workloads.get(cfg.workload.kind)
-    tiers_of = w.tiers(cfg)
+    tiers_of = w.tiers(cfg) + ([cfg.stage] if cfg.get("stage") is not None else [])
     root = str(cfg.storage.root)
     lock_dir = str(cfg.platform.lock_dir)
     timeout = float(cfg.platform.lock_timeout_min) * 60
@@ -81,7 +82,7 @@ def measure(config: dict, job_dir: Path) -> tuple[list[dict], dict, dict]:
             prov = provenance.collect(root, data_dir, w.packages)
             prov["device_lock_wait_s"] = tier_wait + device_wait
             if not all_tiers:
-                return _runs(w, cfg, config, job_dir, ds, data_dir, prov), dataset_summary(ds), prov
+                return _staged_runs(w, cfg, config, job_dir, ds, data_dir, prov), dataset_summary(ds, prov), prov
             from jobs import tiers
 
             if tier is not None:
@@ -90,10 +91,31 @@ def measure(config: dict, job_dir: Path) -> tuple[list[dict], dict, dict]:
             cache.evict(ds.storage_files)  # flush the freshly written set before the throttle applies
             cg = tiers.join_all(all_tiers)
             try:
-                runs = _runs(w, cfg, config, job_dir, ds, data_dir, prov)
+                runs = _staged_runs(w, cfg, config, job_dir, ds, data_dir, prov)
             finally:
                 tiers.leave_all(cg)
-    return runs, dataset_summary(ds), prov
+    return runs, dataset_summary(ds, prov), prov
+
+
+def _staged_runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, data_dir: str, prov: dict) -> list[dict]:
+    """The runs, reading a copy staged on ``cfg.stage`` first when one is asked for (the copy's time
+    goes into provenance, not into the runs; the copy is removed when the runs end)."""
+    stage = cfg.get("stage")
+    if stage is None:
+        return _runs(w, cfg, config, job_dir, ds, data_dir, prov, str(cfg.storage.kind))
+    from jobs import provenance, staging
+
+    staged, facts = staging.stage_in(ds, str(stage.root))
+    log.info("staged %d files (%.0f MB) from %s to %s (storage@stage=%s) in %.2f s (%.0f MB/s)", facts["stage_files"],
+             facts["stage_bytes"] / 1e6, data_dir, facts["staged_to"], stage.name, facts["stage_s"],
+             facts["stage_mb_s"] or 0)
+    prov["stage"] = {"storage": str(stage.name), "kind": str(stage.kind), **facts}
+    prov["source_mount"] = prov.get("data_mount")
+    prov["data_mount"] = asdict(provenance.mount_of(facts["staged_to"]))
+    try:
+        return _runs(w, cfg, config, job_dir, staged, facts["staged_to"], prov, str(stage.kind))
+    finally:
+        staging.remove(facts["staged_to"])
 
 
 @contextlib.contextmanager
@@ -129,14 +151,14 @@ def _skipped_as_dropped(ds, result: dict) -> None:
         result["dropped_files"] = [*ds.skipped, *result.get("dropped_files", [])][:50]
 
 
-def _runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, data_dir: str, prov: dict) -> list[dict]:
+def _runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, data_dir: str, prov: dict, kind: str) -> list[dict]:
     """The cell's runs, warm-ups first, each from the requested cache state (the caller holds the locks)."""
     from jobs import cache, pipeline, posix, trace, usage
 
     traced = posix.inside()
     fs_type = (prov["data_mount"] or prov["storage_mount"])["fs_type"]
     requested = str(cfg.cache)
-    if cfg.storage.kind == "memory" and fs_type not in cache.MEMORY_FS:
+    if kind == "memory" and fs_type not in cache.MEMORY_FS:
         log.warning("storage=%s describes a memory tier, but %s is on %s: runs are judged as %s", cfg.storage.name,
                     data_dir, fs_type, fs_type)
     if ds.skipped:
@@ -176,7 +198,7 @@ def _runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, data_dir:
         result.update({k: v for k, v in used.items() if k != "wall_s"}, run_wall_s=after.t - before.t,
                       usage_over="timed interval" if timed else "whole run")
         _skipped_as_dropped(ds, result)
-        state = cache.classify(requested, cfg.storage.kind, fs_type, result["bytes_read_device"], result["bytes_consumed"])
+        state = cache.classify(requested, kind, fs_type, result["bytes_read_device"], result["bytes_consumed"])
         runs.append({"run": run, "warmup": warmup, "started_at": started, "shuffle_seed": seed,
                      "cache_requested": requested, "cache_state": state, "resident_bytes_before": resident, **result})
         _log(w, warmup, k, cfg, result, state)

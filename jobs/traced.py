@@ -40,6 +40,8 @@ def data_dirs(config: dict) -> list[str]:
     if isinstance(ds, dict) and ds.get("path"):
         p = os.path.abspath(os.path.expanduser(str(ds["path"])))
         dirs.append(p if os.path.isdir(p) else os.path.dirname(p))
+    if isinstance(config.get("stage"), dict):
+        dirs.append(str(config["stage"]["root"]))
     if (config.get("workload") or {}).get("kind") == "checkpoint":
         dirs += [str(config["checkpoint"][t]["root"]) for t in ("fast", "slow") if isinstance(config["checkpoint"].get(t), dict)]
     return [d for d in dirs if d]

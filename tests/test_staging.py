@@ -1,0 +1,64 @@
+"""storage@stage=<preset>: the data is copied onto a real tmpfs before the runs and read there; the
+copy's time is reported apart; the staged copy is removed when the cell ends, also when it fails;
+nothing else on the stage tier is touched; the report compares staged with unstaged."""
+
+import pandas as pd
+
+from conftest import analysis, campaign, tmpfs
+from jobs import records
+
+TINY = ("workload=readonly", "dataset.num_images=64", "batch_size=16", "repeats=2", "warmup=0", "threads=2")
+
+
+def test_staged_cell_reads_the_copy_and_removes_it(tmp_path, disk_root):
+    out = tmp_path / "c"
+    with tmpfs(tmp_path / "fast", "64m") as fast:
+        planted = fast / "users-file.txt"
+        planted.write_text("mine")
+        (fast / "iocampaign" / "staged").mkdir(parents=True)
+        theirs = fast / "iocampaign" / "staged" / "someone-else"
+        theirs.write_text("not the tool's copy")
+        p = campaign("-m", *TINY, f"storage.root={disk_root}", f"hydra.sweep.dir={out}/unstaged", cwd=tmp_path)
+        assert p.returncode == 0, p.stderr[-2000:]
+        p = campaign("-m", *TINY, f"storage.root={disk_root}", "storage@stage=tmpfs", f"stage.root={fast}",
+                     f"hydra.sweep.dir={out}/staged", cwd=tmp_path)
+        assert p.returncode == 0, p.stderr[-2000:]
+        rec = records.read(out / "staged" / "0" / "record.json")
+        stage = rec.dataset["stage"]
+        assert stage["storage"] == "tmpfs" and stage["stage_files"] == 64
+        assert stage["stage_bytes"] == rec.dataset["total_bytes"] and stage["stage_s"] > 0
+        assert stage["staged_to"].startswith(str(fast / "iocampaign" / "staged"))
+        assert rec.provenance["data_mount"]["fs_type"] == "tmpfs"  # the runs read the copy
+        assert {r["cache_state"] for r in rec.runs} == {"memory"}
+        assert all(r["images"] == 64 and r["images_dropped"] == 0 for r in rec.runs)
+        # the copy is gone; what was there before is untouched
+        assert sorted(p.name for p in (fast / "iocampaign" / "staged").iterdir()) == ["someone-else"]
+        assert planted.read_text() == "mine" and theirs.read_text() == "not the tool's copy"
+    p = analysis(str(out), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    results = pd.read_csv(out / "results.csv", keep_default_na=False)
+    assert sorted(set(results["stage"])) == ["", "tmpfs"]
+    from analysis import report
+
+    report.write_report(out)
+    html = (out / "report.html").read_text()
+    assert "<h2>Staging</h2>" in html and "staged_speedup" in html
+
+
+def test_staging_without_room_fails_the_cell_and_leaves_nothing(tmp_path, disk_root):
+    out = tmp_path / "c"
+    with tmpfs(tmp_path / "small", "1m") as small:
+        p = campaign("-m", *TINY, "dataset=imagenet_subset", f"storage.root={disk_root}", "storage@stage=tmpfs",
+                     f"stage.root={small}", f"hydra.sweep.dir={out}", cwd=tmp_path)
+        assert p.returncode == 1
+        rec = records.read(out / "0" / "record.json")
+        assert rec.status == records.FAILED and rec.error["type"] == "StagingError" and "MB free" in rec.error["message"]
+        assert not list((small / "iocampaign" / "staged").iterdir())
+
+
+def test_stage_on_the_data_tier_is_refused(cwd, disk_root):
+    p = campaign(*TINY, f"storage.root={disk_root}", "storage@stage=local", f"stage.root={disk_root}", cwd=cwd)
+    lines = [x for x in p.stderr.splitlines() if x.strip()]
+    assert p.returncode == 2 and len(lines) == 1, p.stderr
+    assert "storage@stage=local is the tier the data is on" in lines[0]
+    assert not [f for f in cwd.rglob("*") if f.is_file()]
