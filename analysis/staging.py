@@ -22,7 +22,7 @@ def comparison(summary, staged: dict):
     off = s[s["stage"] == ""][[*KEYS, "images_per_s_median"]].rename(columns={"images_per_s_median": "from_storage"})
     out = on.merge(off, on=list(KEYS), how="left").rename(columns={"images_per_s_median": "from_stage"})
     out["staged_speedup"] = out["from_stage"] / out["from_storage"]
-    facts = [staged.get(d, {}) for d in out["cell_dir"]]
+    facts = [staged.get(str(d), {}) for d in out["cell_dir"]]
     out["stage_s"] = [f.get("stage_s") for f in facts]
     out["stage_mb_s"] = [f.get("stage_mb_s") for f in facts]
     cols = ["storage", "stage", "workload", "pipeline", "format", "threads", "from_storage", "from_stage", "staged_speedup",

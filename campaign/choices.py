@@ -7,6 +7,8 @@ from pathlib import Path
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 GROUPS = ("workload", "storage", "dataset", "platform", "experiment")
+# optional defaults (conf/config.yaml) whose value none names no preset: the setting is left out
+OPTIONAL = ("storage@stage",)
 ALIAS_PREFIX = "default_for_"  # dataset/default_for_<workload>: the dataset a workload uses by default
 _ARG = re.compile(r"^(?:\+{1,2}|~)?(?P<group>[a-z_]+)(?:@[\w.]+)?=(?P<value>[^\s]*)$")
 
@@ -50,8 +52,9 @@ def unknown_choice(args: list[str]) -> str | None:
         if not re.fullmatch(r"[\w.-]+(,[\w.-]+)*", value):
             continue  # sweep functions such as choice(...) are Hydra's to parse
         valid = presets(m["group"], extra=extra)
+        optional = arg.split("=", 1)[0].lstrip("+~") in OPTIONAL
         for name in value.split(","):
-            if name not in presets(m["group"], aliases=True, extra=extra):
+            if name not in presets(m["group"], aliases=True, extra=extra) and not (optional and name == "none"):
                 return f"unknown {m['group']} '{name}' (in '{arg}'); valid: {', '.join(valid)}"
     return None
 

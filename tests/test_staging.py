@@ -62,3 +62,11 @@ def test_stage_on_the_data_tier_is_refused(cwd, disk_root):
     assert p.returncode == 2 and len(lines) == 1, p.stderr
     assert "storage@stage=local is the tier the data is on" in lines[0]
     assert not [f for f in cwd.rglob("*") if f.is_file()]
+
+
+def test_stage_none_is_no_stage(cwd):
+    """``storage@stage=none`` (the default) sweeps beside presets: storage@stage=none,tmpfs."""
+    p = campaign("--cfg", "job", "storage@stage=none", cwd=cwd)
+    assert p.returncode == 0 and "\nstage: null\n" in p.stdout, p.stderr
+    p = campaign("--cfg", "job", "storage@stage=nvme", cwd=cwd)
+    assert p.returncode == 2 and "unknown storage 'nvme'" in p.stderr
