@@ -36,6 +36,8 @@ READS = frozenset({"read", "pread", "pread64", "readv", "preadv", "preadv2", "fr
 WRITES = frozenset({"write", "pwrite", "pwrite64", "writev", "pwritev", "pwritev2", "fwrite"})
 OPENS = frozenset({"open", "open64", "openat", "openat64", "fopen", "fopen64", "creat", "creat64"})
 CLOSES = frozenset({"close", "fclose"})
+STDIO_CALLS = frozenset({"fopen", "fopen64", "fdopen", "fclose", "fread", "fwrite", "fseek", "ftell", "fflush"})
+CATEGORIES = ("POSIX", "STDIO")  # TensorFlow writes checkpoints through stdio (fopen, fwrite, fclose)
 
 # Request-size classes of reads by bytes returned: [lower, upper), a column name and a label.
 SIZE_CLASSES = ((0, 1, "reads_eof", "0 B (end of file)"), (1, SMALL, "reads_lt_100B", "1–99 B"),
@@ -131,8 +133,9 @@ class RunTrace:
         if f is None:
             f = self.files[fh] = _File(path)
         ret = args.get("ret")
+        nbytes = max(int(ret), 0) * int(args.get("size") or 1) if isinstance(ret, int) else 0  # fread/fwrite: items
         if name in READS:
-            got = max(int(ret), 0) if isinstance(ret, int) else 0
+            got = nbytes
             self.bytes_read += got
             self.read_us += dur
             self.sizes[bisect.bisect_right(_EDGES, got)] += 1
@@ -146,7 +149,7 @@ class RunTrace:
             b[1] += got
             b[2] += dur
         elif name in WRITES:
-            put = max(int(ret), 0) if isinstance(ret, int) else 0
+            put = nbytes
             self.bytes_written += put
             f.writes += 1
             f.bytes_written += put
@@ -228,7 +231,7 @@ def events(paths: list[Path]):
     for p in paths:
         with gzip.open(p, "rt", errors="replace") as f:
             for line in f:
-                if '"POSIX"' not in line and '"FH"' not in line:
+                if '"POSIX"' not in line and '"STDIO"' not in line and '"FH"' not in line:
                     continue
                 line = line.strip().rstrip(",")
                 if not line.startswith("{"):
@@ -241,7 +244,7 @@ def events(paths: list[Path]):
                 if e.get("name") == "FH" and e.get("cat") == "dftracer":
                     names[args.get("value")] = args.get("name")
                     continue
-                if e.get("cat") != "POSIX":
+                if e.get("cat") not in CATEGORIES:
                     continue
                 path = names.get(args.get("fhash"))
                 if path is None:
@@ -292,8 +295,8 @@ def to_chrome(src: Path, dst: Path) -> Path:
         out.write('{"displayTimeUnit":"ms","traceEvents":[\n')
         first = True
         for name, tid, ts, dur, args, path in events([src]):
-            e = {"name": name, "cat": "POSIX", "ph": "X", "pid": 0, "tid": tid, "ts": ts, "dur": dur,
-                 "args": {**{k: v for k, v in args.items() if k != "hhash"}, "path": path}}
+            e = {"name": name, "cat": "STDIO" if name in STDIO_CALLS else "POSIX", "ph": "X", "pid": 0, "tid": tid,
+                 "ts": ts, "dur": dur, "args": {**{k: v for k, v in args.items() if k != "hhash"}, "path": path}}
             out.write(("" if first else ",\n") + json.dumps(e))
             first = False
         out.write("\n]}\n")

@@ -164,3 +164,22 @@ def test_trace_posix_refused_for_the_fio_baseline(cwd):
     assert p.returncode == 2 and len(lines) == 1, p.stderr
     assert "trace.posix=true" in lines[0] and "workload=baseline" in lines[0]
     assert not [f for f in cwd.rglob("*") if f.is_file()]
+
+
+def test_checkpoint_writes_are_traced(tmp_path):
+    """TensorFlow writes checkpoints through stdio (fopen, fwrite): the trace holds every byte of them."""
+    root = tmp_path / "tier"
+    root.mkdir()
+    out = tmp_path / "c"
+    p = campaign("-m", "workload=checkpoint", "workload.image_side=64", "workload.width=0.25", "workload.steps=2",
+                 "checkpoint.every=1", "checkpoint.target=slow", "storage@checkpoint.slow=local",
+                 f"checkpoint.slow.root={root}", "trace.posix=true", "dataset.num_images=64", "repeats=1", "warmup=0",
+                 f"storage.root={root}", f"hydra.sweep.dir={out}", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    rec = records.read(out / "0" / "record.json")
+    run = rec.runs[0]
+    written = sum(c["bytes"] for c in run["checkpoints"])
+    assert written > 0 and run["posix_bytes_written"] >= written
+    assert run["posix_calls_by_kind"].get("fwrite", 0) > 0 and run["posix_writes"] >= run["posix_calls_by_kind"]["fwrite"]
+    files = pd.read_csv(out / "0" / run["posix_files_table"])
+    assert files.loc[files["path"].str.contains("/iocampaign/checkpoints/"), "bytes_written"].sum() >= written
