@@ -109,7 +109,9 @@ def rows_of(results, kind: str, figure):
     """The results rows a workload's figure is drawn from: its kind, then each (column, value) of ``where``."""
     df = results[results["kind"] == kind]
     for column, value in figure.where:
-        df = df[df[column].astype(str) == str(value)] if column in df else df.iloc[0:0]
+        if column not in df:
+            return df.iloc[0:0]
+        df = df[df[column].astype(object).where(df[column].notna(), "").astype(str) == str(value)]  # a CSV's "" reads as NaN
     return df
 
 
