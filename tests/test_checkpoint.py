@@ -177,11 +177,11 @@ def test_stalls_order_and_the_figures_render(tmp_path):
                  "storage@checkpoint.slow=emulated_hdd", "checkpoint.slow.emulate.write_mb_s=20",
                  "checkpoint.slow.emulate.size_gb=1", f"checkpoint.slow.emulate.image_dir={img}",
                  f"checkpoint.slow.root={tmp_path / 'slowmnt'}", f"storage.root={tmp_path}", "dataset.source=folder",
-                 f"dataset.path={tmp_path / 'data'}", "batch_size=4", "repeats=2", "warmup=0",
+                 f"dataset.path={tmp_path / 'data'}", "batch_size=4", "repeats=1", "warmup=0",
                  "workload.trace_interval_s=0.1", f"hydra.sweep.dir={out}", cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
     df = pd.read_csv(out / "results.csv")
-    stall = df.groupby("checkpoint_target")["median_stall_s"].median()
+    stall = df.groupby("checkpoint_target")["median_stall_s"].median()  # each run's median of its 3 checkpoints
     assert stall["fast"] * 3 < stall["slow"]
     assert stall["burst_buffer"] < stall["fast"] * 1.5 + 0.05
     bb = df[df["checkpoint_target"] == "burst_buffer"]
