@@ -75,7 +75,9 @@ def cell_id(config: dict) -> str:
     what = {k: v for k, v in config.items() if k not in ("platform", "hydra")}
     for path, default in ADDED_SETTINGS.items():
         what = _without(what, path, default)
-    what["platform"] = (config.get("platform") or {}).get("name")
+    plat = config.get("platform") or {}
+    tasks = (plat.get("nodes") or 1, plat.get("tasks_per_node") or 1)
+    what["platform"] = plat.get("name") if tasks == (1, 1) else [plat.get("name"), *tasks]  # a multi-task cell differs
     if isinstance(what.get("workload"), dict):
         what["workload"] = {**SHARED_WORKLOAD_FIELDS, **what["workload"]}
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:12]

@@ -193,6 +193,7 @@ def check(config, memo: dict | None = None) -> None:
             + ("" if str(cfg.dataset.source) == "synthetic" else f" and dataset.path={cfg.dataset.path}")
             + ")"
         )
+    _tasks(cfg, config)
     if cfg.platform.lock_timeout_min <= 0:
         raise ConfigError(f"platform.lock_timeout_min={cfg.platform.lock_timeout_min} must be positive (minutes)")
     if str(getattr(cfg.platform.kind, "value", cfg.platform.kind)) == "slurm":
@@ -201,3 +202,23 @@ def check(config, memo: dict | None = None) -> None:
         params.check(cfg.platform)
     if cfg.drop_caches and os.geteuid() != 0:
         raise ConfigError("drop_caches=true needs root (it writes /proc/sys/vm/drop_caches); leave it false to evict per file")
+
+
+def _tasks(cfg: View, config: dict) -> None:
+    """What a multi-task cell (platform.tasks_per_node > 1) can run, so far."""
+    nodes, per_node = (1 if cfg.platform.get(k) is None else int(cfg.platform.get(k)) for k in ("nodes", "tasks_per_node"))
+    if nodes < 1 or per_node < 1:
+        raise ConfigError(f"platform.nodes={nodes} and platform.tasks_per_node={per_node} must be at least 1")
+    if nodes * per_node == 1:
+        return
+    what = f"platform.nodes={nodes} platform.tasks_per_node={per_node}"
+    if nodes > 1 or str(getattr(cfg.platform.kind, "value", cfg.platform.kind)) != "local":
+        raise ConfigError(f"{what}: multi-task cells run locally so far (platform=workstation, nodes=1); Slurm job "
+                          "steps of several tasks are not built yet")
+    if str(cfg.workload.kind) != "microbench":
+        raise ConfigError(f"{what}: multi-task cells run the micro-benchmark and read-only pipelines so far, not "
+                          f"workload={cfg.workload.name}")
+    if str(cfg.dataset.get("format") or "files") != "files":
+        raise ConfigError(f"{what}: tasks shard one-file-per-image sets so far, not dataset.format={cfg.dataset.format}")
+    if (cfg.get("trace") or {}).get("posix"):
+        raise ConfigError(f"{what}: trace.posix=true traces one process; leave it false for multi-task cells")

@@ -165,6 +165,7 @@ def _runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, data_dir:
         log.warning("%d listed files are not regular files and are skipped (counted as dropped), e.g. %s",
                     len(ds.skipped), list(ds.skipped[:3]))
     disk = trace.device_of(data_dir)
+    n_tasks = int(cfg.platform.get("nodes") or 1) * int(cfg.platform.get("tasks_per_node") or 1)
     runs: list[dict] = []
     for k in range(cfg.warmup + cfg.repeats):
         warmup = k < cfg.warmup
@@ -181,9 +182,18 @@ def _runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, data_dir:
             tracer = trace.Tracer(disk, 0.05).start()
             t0_us, (_, rchar0) = int(time.time() * 1e6), pipeline.read_counters()
         before = usage.snapshot(disk)
-        result = w.run_once(ctx)
+        multi = {}
+        if n_tasks > 1:  # the run is n processes, each reading its shard (jobs.tasks)
+            from jobs import tasks
+
+            result = tasks.run(config, ds, n_tasks, seed, run, job_dir / tasks.SUBDIR / ctx.tag,
+                               float(cfg.platform.timeout_min) * 60)
+            multi = {k: result.pop(k) for k in tasks.MERGED_KEYS}
+        else:
+            result = w.run_once(ctx)
         after = usage.snapshot(disk)
         workloads.check_result(w, result)
+        result.update(multi)
         if traced:
             t1_us, (_, rchar1) = int(time.time() * 1e6), pipeline.read_counters()
             tracer.stop()

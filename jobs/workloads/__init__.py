@@ -44,8 +44,9 @@ class Figure:
     order: float = 100.0  # its place in the report (the paper's numbering)
 
 
-# The paper's data layout (one JPEG per file, read in a full shuffle, where it lies): the rows its figures draw.
-PAPER_LAYOUT = (("format", "files"), ("shuffle", "global"), ("stage", ""))
+# The paper's data layout (one JPEG per file, read in a full shuffle, where it lies, by one process): the rows
+# its figures draw.
+PAPER_LAYOUT = (("format", "files"), ("shuffle", "global"), ("stage", ""), ("tasks_per_cell", 1))
 
 
 @dataclass

@@ -27,6 +27,8 @@ class Microbench(Workload):
                title="Fig. 4: input pipeline read → decode → resize 224×224 (median of runs)"),
         Figure("fig5", "analysis.figures:bandwidth_figure", where=(("pipeline", "read_only"), *PAPER_LAYOUT), order=5,
                title="Fig. 5: input pipeline with read_file only (median of runs)"),
+        Figure("scaling", "analysis.scaling:scaling_figure", order=5.7,
+               title="Scaling with tasks: aggregate images/s and MB/s of a cell's tasks (median of runs), ideal dashed"),
         Figure("layouts", "analysis.layouts:layouts_figure", order=5.5,
                title="Data layout and shuffling: images/s by dataset.format × shuffle (median of runs)"),
     )

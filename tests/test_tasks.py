@@ -1,0 +1,86 @@
+"""Multi-task cells on the local platform (platform.tasks_per_node): each task a real process reading
+its shard with real TensorFlow, the merged record, the scaling figure, a failing task, bad settings."""
+
+import subprocess
+
+import pandas as pd
+import pytest
+
+from conftest import campaign, make_jpegs
+from jobs import records
+
+N = 96
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory):
+    base = tmp_path_factory.mktemp("tasks")
+    root = base / "tier"
+    root.mkdir()
+    out = base / "c"
+    p = campaign("-m", "workload=readonly", "platform.tasks_per_node=1,2", "threads=1", f"dataset.num_images={N}",
+                 "batch_size=8", "repeats=2", "warmup=0", f"storage.root={root}", f"hydra.sweep.dir={out}", cwd=base)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return out
+
+
+def test_a_two_task_run_is_the_sum_of_its_tasks(grid):
+    recs = {records.read(p).config["platform"]["tasks_per_node"]: (p.parent, records.read(p))
+            for p in grid.glob("*/record.json")}
+    assert recs[1][1].cell_id != recs[2][1].cell_id  # the task count is part of what a cell measures
+    folder, rec = recs[2]
+    for run in rec.runs:
+        tasks = run["task_results"]
+        assert [t["rank"] for t in tasks] == [0, 1] and [t["images"] for t in tasks] == [N // 2, N // 2]
+        assert run["images"] == sum(t["images"] for t in tasks) == N and run["images_dropped"] == 0
+        assert run["images_per_s"] == pytest.approx(N / run["seconds"])
+        assert run["seconds"] >= max(t["end_s"] for t in tasks) - 1e-6  # first start to last end
+        assert run["task_images_per_s_min"] <= run["task_images_per_s_median"] <= run["task_images_per_s_max"]
+        assert 0 <= run["task_start_spread_s"] < 0.5  # the barrier releases them together
+        assert run["cache_state"] == "cold"
+        assert sorted(p.name for p in (folder / "tasks" / f"run{run['run']}").iterdir()) == ["result-0.json",
+                                                                                          "result-1.json"]
+
+
+def test_results_and_the_scaling_figure(grid):
+    r = pd.read_csv(grid / "results.csv")
+    assert sorted(r["tasks_per_cell"].unique()) == [1, 2]
+    assert (grid / "scaling.png").stat().st_size > 10_000
+    from analysis.figures import rows_of
+    from jobs import workloads
+
+    fig5 = next(f for _, f in workloads.figures() if f.key == "fig5")
+    assert set(rows_of(r, "microbench", fig5)["tasks_per_cell"]) == {1}  # Fig. 5: one process, as the paper
+
+
+def test_a_failing_task_fails_the_cell_with_its_rank(tmp_path):
+    data = tmp_path / "data" / "c0"
+    make_jpegs(tmp_path / "good", 4, classes=1)
+    for i, good in enumerate(sorted((tmp_path / "good").rglob("*.jpg"))):  # even files decode, odd ones do not
+        data.mkdir(parents=True, exist_ok=True)
+        (data / f"{2 * i:04d}.jpg").write_bytes(good.read_bytes())
+        (data / f"{2 * i + 1:04d}.jpg").write_bytes(b"not a jpeg" * 100)
+    root = tmp_path / "tier"
+    root.mkdir()
+    out = tmp_path / "c"
+    p = campaign("-m", "workload=microbench", "platform.tasks_per_node=2", "dataset.source=folder",
+                 f"dataset.path={tmp_path / 'data'}", "batch_size=2", "repeats=1", "warmup=0", f"storage.root={root}",
+                 f"hydra.sweep.dir={out}", cwd=tmp_path)
+    assert p.returncode == 1
+    rec = records.read(out / "0" / "record.json")
+    assert rec.status == records.FAILED and rec.error["type"] == "TaskError"
+    assert rec.error["message"].startswith("task 1 failed: RuntimeError: the pipeline delivered no image")
+    left = subprocess.run(["pgrep", "-f", f"jobs.tasks {out}"], capture_output=True, text=True).stdout
+    assert left == ""  # no task outlives its cell
+
+
+@pytest.mark.parametrize("args, expected", [
+    (("platform.tasks_per_node=0",), "platform.tasks_per_node=0 must be at least 1"),
+    (("platform.tasks_per_node=2", "workload=alexnet_small"), "not workload=alexnet"),
+    (("platform.tasks_per_node=2", "platform.nodes=2"), "multi-task cells run locally so far"),
+])
+def test_multi_task_settings_it_cannot_run_are_refused(cwd, args, expected):
+    p = campaign(*args, "dataset.num_images=32", "batch_size=8", cwd=cwd)
+    lines = [x for x in p.stderr.splitlines() if x.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and expected in lines[0], p.stderr
+    assert not [f for f in cwd.rglob("*") if f.is_file()]
