@@ -17,11 +17,13 @@ one trace of that process into runs.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import csv
 import gzip
 import importlib.util
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,6 +86,27 @@ def environment(trace_dir: Path, data_dirs: list[str]) -> dict[str, str]:
 def inside() -> bool:
     """True in the process started to measure a traced cell."""
     return os.environ.get(INSIDE) == "1"
+
+
+@contextlib.contextmanager
+def window(job_dir: Path, tag: str, disk: str | None):
+    """Around one run of the traced child: yields a dict that, after the block, holds the run's
+    wall-clock window (which splits the process's one trace), the rchar of the process over it, and
+    the device's MB/s every 50 ms written to ``posix/<tag>-device.csv`` (the timeline's lower panel)."""
+    from jobs import pipeline, trace
+
+    keys: dict = {}
+    tracer = trace.Tracer(disk, 0.05).start()
+    t0, (_, rchar0) = int(time.time() * 1e6), pipeline.read_counters()
+    try:
+        yield keys
+    finally:
+        t1, (_, rchar1) = int(time.time() * 1e6), pipeline.read_counters()
+        tracer.stop()
+    (job_dir / SUBDIR).mkdir(exist_ok=True)
+    keys.update(posix_window_us=[t0, t1], posix_rchar_bytes=None if rchar0 is None or rchar1 is None else rchar1 - rchar0,
+                posix_device_table=str(Path(SUBDIR) / f"{tag}-device.csv"))
+    tracer.write(job_dir / keys["posix_device_table"])
 
 
 def trace_files(trace_dir: Path) -> list[Path]:

@@ -13,7 +13,6 @@ import contextlib
 import logging
 import os
 import statistics
-import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -153,7 +152,7 @@ def _skipped_as_dropped(ds, result: dict) -> None:
 
 def _runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, data_dir: str, prov: dict, kind: str) -> list[dict]:
     """The cell's runs, warm-ups first, each from the requested cache state (the caller holds the locks)."""
-    from jobs import cache, pipeline, posix, trace, usage
+    from jobs import cache, posix, trace, usage
 
     traced = posix.inside()
     fs_type = (prov["data_mount"] or prov["storage_mount"])["fs_type"]
@@ -178,31 +177,20 @@ def _runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, data_dir:
         seed = int(cfg.seed) + k
         run = k + 1 - cfg.warmup  # measured runs are 1..repeats; warm-ups are <= 0
         ctx = workloads.RunContext(ds, cfg, config, seed, job_dir, run, disk)
-        if traced:  # the run's wall-clock window splits the process's trace; the device's rate goes beneath
-            tracer = trace.Tracer(disk, 0.05).start()
-            t0_us, (_, rchar0) = int(time.time() * 1e6), pipeline.read_counters()
-        before = usage.snapshot(disk)
-        multi = {}
-        if n_tasks > 1:  # the run is n processes, each reading its shard (jobs.tasks)
-            from jobs import tasks
+        multi: dict = {}
+        with posix.window(job_dir, ctx.tag, disk) if traced else contextlib.nullcontext({}) as window:
+            before = usage.snapshot(disk)
+            if n_tasks > 1:  # the run is n processes, each reading its shard (jobs.tasks)
+                from jobs import tasks
 
-            result = tasks.run(config, ds, n_tasks, seed, run, job_dir / tasks.SUBDIR / ctx.tag,
-                               float(cfg.platform.timeout_min) * 60)
-            multi = {k: result.pop(k) for k in tasks.MERGED_KEYS}
-        else:
-            result = w.run_once(ctx)
-        after = usage.snapshot(disk)
+                result = tasks.run(config, ds, n_tasks, seed, run, job_dir / tasks.SUBDIR / ctx.tag,
+                                   float(cfg.platform.timeout_min) * 60)
+                multi = {k: result.pop(k) for k in tasks.MERGED_KEYS}
+            else:
+                result = w.run_once(ctx)
+            after = usage.snapshot(disk)
         workloads.check_result(w, result)
-        result.update(multi)
-        if traced:
-            t1_us, (_, rchar1) = int(time.time() * 1e6), pipeline.read_counters()
-            tracer.stop()
-            trace_dir = job_dir / posix.SUBDIR
-            trace_dir.mkdir(exist_ok=True)
-            result = {**result, "posix_window_us": [t0_us, t1_us],
-                      "posix_rchar_bytes": None if rchar0 is None or rchar1 is None else rchar1 - rchar0,
-                      "posix_device_table": str(Path(posix.SUBDIR) / f"{ctx.tag}-device.csv")}
-            tracer.write(job_dir / result["posix_device_table"])
+        result.update(multi, **window)
         timed = "start" in ctx.marks and "end" in ctx.marks  # the workload marked its timed interval
         used = usage.between(*((ctx.marks["start"], ctx.marks["end"]) if timed else (before, after)), w.parallelism(cfg))
         result.update({k: v for k, v in used.items() if k != "wall_s"}, run_wall_s=after.t - before.t,
