@@ -110,7 +110,7 @@ def _why_not(rows, regime: dict) -> str:
 
 # The paper read one JPEG per file in a globally shuffled order: rows measured another way (TFRecord,
 # HDF5, a local shuffle) never enter its claims.
-PAPER_LAYOUT = {"format": "files", "shuffle": "global", "stage": "", "tasks_per_cell": "1"}
+PAPER_LAYOUT = {"format": "files", "shuffle": "global", "stage": "", "tasks_per_cell": "1", "service": "0"}
 
 
 def _paper_layout(df):

@@ -41,3 +41,41 @@ def scaling_figure(rows, folder: Path, figure) -> list[Path]:
              "ideal, the one-task median × tasks", fontsize=7)
     fig.tight_layout(rect=(0, 0.04, 1, 0.94))
     return plotting.save(fig, folder / figure.key)
+
+
+def service_figure(rows, folder: Path, figure) -> list[Path]:
+    """The consumer's images/s (left) and MB/s (right) against the tf.data service's workers, median
+    with min–max whiskers; the same cell without the service dashed. Drawn when a campaign has
+    service cells."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    df = rows.copy()
+    if "service" not in df or not (df["service"].astype(int) > 0).any():
+        return []
+    df["service"] = df["service"].astype(int)
+    df = df[df["tasks_per_cell"].astype(int) == 1] if "tasks_per_cell" in df else df
+    df["line"] = df["storage"].astype(str) + " · " + tables.text(df["pipeline"]) + " · threads " + df["threads"].astype(str)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, metric in zip(axes, ("images_per_s", "mb_per_s")):
+        for name, one in df.groupby("line", sort=False):
+            on = one[one["service"] > 0].groupby("service")[metric].agg(["median", "min", "max"]).sort_index()
+            if on.empty:
+                continue
+            line = ax.errorbar(on.index, on["median"], yerr=[on["median"] - on["min"], on["max"] - on["median"]],
+                               marker="o", capsize=3, label=f"{name}: service")
+            off = one.loc[one["service"] == 0, metric]
+            if len(off):
+                ax.axhline(off.median(), linestyle="--", linewidth=0.9, color=line[0].get_color(),
+                           label=f"{name}: no service")
+        ax.set_xlabel("tf.data service workers")
+        ax.set_ylabel(label(metric))
+        ax.set_xticks(sorted(df.loc[df["service"] > 0, "service"].unique()))
+        ax.grid(linewidth=0.3)
+        ax.set_ylim(bottom=0)
+    axes[0].legend(fontsize=7)
+    fig.suptitle(figure.title, fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1, 0.94))
+    return plotting.save(fig, folder / figure.key)

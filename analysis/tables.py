@@ -11,8 +11,8 @@ from jobs import records
 from jobs.metrics import METRICS
 
 # Columns of results.csv that describe the cell; the metric columns follow from jobs.metrics.
-CELL_COLUMNS = ("workload", "kind", "pipeline", "storage", "stage", "tasks_per_cell", "dataset", "format", "shuffle",
-                "threads", "batch_size", "prefetch", "cache", "image_side", "width",
+CELL_COLUMNS = ("workload", "kind", "pipeline", "storage", "stage", "tasks_per_cell", "service", "dataset", "format",
+                "shuffle", "threads", "batch_size", "prefetch", "cache", "image_side", "width",
                 "checkpoint_target", "checkpoint_mode", "checkpoint_tiers")
 RUN_COLUMNS = ("run", "cache_state", "bound", "train_bound", "device", "checkpoint_effective_target", "checkpoint_fallback")
 TAIL_COLUMNS = ("device_read_ratio", "bound_reason", "fs_type", "host", "cell_id", "cell_dir", "record", "trace_file",
@@ -42,6 +42,8 @@ def _cell_values(cfg: dict) -> dict:
         "storage": cfg["storage"]["name"],
         "stage": (cfg.get("stage") or {}).get("name") or "",  # the tier the data was staged on and read from
         "tasks_per_cell": (cfg["platform"].get("nodes") or 1) * (cfg["platform"].get("tasks_per_node") or 1),
+        # the tf.data service's workers (0: the pipeline ran in the measuring process)
+        "service": (cfg.get("input") or {}).get("workers", 1) if (cfg.get("input") or {}).get("service") else 0,
         "dataset": cfg["dataset"]["name"] if isinstance(cfg.get("dataset"), dict) else "",
         # how the images were stored and ordered (records written before these settings: the paper's way)
         "format": (cfg["dataset"].get("format") or "files") if isinstance(cfg.get("dataset"), dict) else "",

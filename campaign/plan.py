@@ -51,6 +51,7 @@ ADDED_SETTINGS = {
     ("shuffle_buffer",): None,
     ("trace",): {"posix": False},
     ("stage",): None,
+    ("input",): {"service": False, "workers": 1},
     **{(*where, "emulate", rw): None for where in (("storage",), ("checkpoint", "fast"), ("checkpoint", "slow"))
        for rw in ("read_iops", "write_iops")},
 }
@@ -73,6 +74,8 @@ def cell_id(config: dict) -> str:
     name, so resuming with other launch settings such as platform.wait still finds finished cells;
     of the workload its fields over ``SHARED_WORKLOAD_FIELDS``)."""
     what = {k: v for k, v in config.items() if k not in ("platform", "hydra")}
+    if isinstance(what.get("input"), dict) and not what["input"].get("service"):
+        what = {k: v for k, v in what.items() if k != "input"}  # no service: its worker count measures nothing
     for path, default in ADDED_SETTINGS.items():
         what = _without(what, path, default)
     plat = config.get("platform") or {}

@@ -164,6 +164,12 @@ class PlatformConf:
 
 
 @dataclass
+class InputConf:
+    service: bool = False  # run the pipeline on a tf.data service (a dispatcher and workers started for the cell)
+    workers: int = 1  # workers of the service (input.service=true), processes on this machine
+
+
+@dataclass
 class TraceConf:
     posix: bool = False  # record every POSIX call of the runs on the data and checkpoint tiers (dftracer, LD_PRELOAD)
 
@@ -186,6 +192,7 @@ class CampaignConf:
     cache: CacheMode = CacheMode.cold  # page-cache state the runs start from
     drop_caches: bool = False  # also write 1 to /proc/sys/vm/drop_caches before each run (root; global)
     seed: int = 0  # seeds the synthetic dataset and the shuffle of every run
+    input: InputConf = field(default_factory=InputConf)  # where the input pipeline runs: here, or on a tf.data service
     trace: TraceConf = field(default_factory=TraceConf)  # fine-grained tracing of the runs beyond the device counters
 
 

@@ -194,6 +194,7 @@ def check(config, memo: dict | None = None) -> None:
             + ")"
         )
     _tasks(cfg, config)
+    _service(cfg)
     if cfg.platform.lock_timeout_min <= 0:
         raise ConfigError(f"platform.lock_timeout_min={cfg.platform.lock_timeout_min} must be positive (minutes)")
     if str(getattr(cfg.platform.kind, "value", cfg.platform.kind)) == "slurm":
@@ -222,3 +223,26 @@ def _tasks(cfg: View, config: dict) -> None:
         raise ConfigError(f"{what}: tasks shard one-file-per-image sets so far, not dataset.format={cfg.dataset.format}")
     if (cfg.get("trace") or {}).get("posix"):
         raise ConfigError(f"{what}: trace.posix=true traces one process; leave it false for multi-task cells")
+
+
+def _service(cfg: View) -> None:
+    """What a cell on the tf.data service (input.service=true) can run, so far."""
+    inp = cfg.get("input") or {}
+    workers = 1 if inp.get("workers") is None else int(inp.get("workers"))
+    if workers < 1:
+        raise ConfigError(f"input.workers={workers} must be at least 1")
+    if not inp.get("service"):
+        return
+    if str(cfg.workload.kind) != "microbench":
+        raise ConfigError(f"input.service=true: the service runs the micro-benchmark and read-only pipelines so far, "
+                          f"not workload={cfg.workload.name}")
+    if str(cfg.dataset.get("format") or "files") != "files":
+        raise ConfigError(f"input.service=true: the service reads one-file-per-image sets so far, not "
+                          f"dataset.format={cfg.dataset.format}")
+    if cfg.workload.get("batches") is not None or float(cfg.workload.get("read_delay_ms") or 0) > 0:
+        raise ConfigError("input.service=true reads whole passes without an added read delay: leave workload.batches "
+                          "and workload.read_delay_ms unset")
+    nodes, per_node = (1 if cfg.platform.get(k) is None else int(cfg.platform.get(k)) for k in ("nodes", "tasks_per_node"))
+    if nodes * per_node > 1 or (cfg.get("trace") or {}).get("posix"):
+        raise ConfigError("input.service=true runs one consumer, untraced: leave platform.tasks_per_node=1 and "
+                          "trace.posix=false")

@@ -26,6 +26,7 @@ class RunSettings:
     read_delay_ms: float = 0.0
     shuffle: str = "global"  # global | local | none (jobs.readers)
     shuffle_buffer: int | None = None
+    service: str | None = None  # the tf.data service's dispatcher: the pipeline runs on its workers
 
     @property
     def order(self) -> dict:
@@ -35,11 +36,16 @@ class RunSettings:
 
 def build(ds: Dataset, s: RunSettings):
     """The tf.data pipeline of the paper; elements are (batch, file indices, file bytes)."""
-    return pipeline.build(
+    p = pipeline.build(
         ds, threads=s.threads, batch_size=s.batch_size, prefetch=s.prefetch, seed=s.seed,
         decode=s.pipeline == "decode_resize", image_side=s.image_side, read_delay_ms=s.read_delay_ms,
         shuffle=s.shuffle, shuffle_buffer=s.shuffle_buffer,
     )
+    if s.service:
+        from jobs import service
+
+        p = service.distribute(p, s.service)
+    return p
 
 
 shuffled_order = pipeline.shuffled_order

@@ -152,9 +152,8 @@ def _skipped_as_dropped(ds, result: dict) -> None:
 
 def _runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, data_dir: str, prov: dict, kind: str) -> list[dict]:
     """The cell's runs, warm-ups first, each from the requested cache state (the caller holds the locks)."""
-    from jobs import cache, posix, trace, usage
+    from jobs import cache, trace
 
-    traced = posix.inside()
     fs_type = (prov["data_mount"] or prov["storage_mount"])["fs_type"]
     requested = str(cfg.cache)
     if kind == "memory" and fs_type not in cache.MEMORY_FS:
@@ -164,6 +163,21 @@ def _runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, data_dir:
         log.warning("%d listed files are not regular files and are skipped (counted as dropped), e.g. %s",
                     len(ds.skipped), list(ds.skipped[:3]))
     disk = trace.device_of(data_dir)
+    inp = cfg.get("input") or {}
+    workers = int(inp.get("workers") or 1) if inp.get("service") else 0
+    if workers:  # the tf.data service of the cell: up for all its runs, ended with them
+        from jobs import service
+
+        with service.running(workers, job_dir / service.SUBDIR) as svc:
+            return _loop(w, cfg, config, job_dir, ds, prov, kind, requested, fs_type, disk, svc)
+    return _loop(w, cfg, config, job_dir, ds, prov, kind, requested, fs_type, disk, None)
+
+
+def _loop(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, prov: dict, kind: str, requested: str,
+          fs_type: str, disk: str | None, svc) -> list[dict]:
+    from jobs import cache, posix, usage
+
+    traced = posix.inside()
     n_tasks = int(cfg.platform.get("nodes") or 1) * int(cfg.platform.get("tasks_per_node") or 1)
     runs: list[dict] = []
     for k in range(cfg.warmup + cfg.repeats):
@@ -176,7 +190,8 @@ def _runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, data_dir:
         started = records.now()
         seed = int(cfg.seed) + k
         run = k + 1 - cfg.warmup  # measured runs are 1..repeats; warm-ups are <= 0
-        ctx = workloads.RunContext(ds, cfg, config, seed, job_dir, run, disk)
+        ctx = workloads.RunContext(ds, cfg, config, seed, job_dir, run, disk, service=svc.address if svc else None)
+        io0 = svc and _service_io(svc)
         multi: dict = {}
         with posix.window(job_dir, ctx.tag, disk) if traced else contextlib.nullcontext({}) as window:
             before = usage.snapshot(disk)
@@ -191,6 +206,8 @@ def _runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, data_dir:
             after = usage.snapshot(disk)
         workloads.check_result(w, result)
         result.update(multi, **window)
+        if svc:
+            _add_service_io(svc, io0, result)
         timed = "start" in ctx.marks and "end" in ctx.marks  # the workload marked its timed interval
         used = usage.between(*((ctx.marks["start"], ctx.marks["end"]) if timed else (before, after)), w.parallelism(cfg))
         result.update({k: v for k, v in used.items() if k != "wall_s"}, run_wall_s=after.t - before.t,
@@ -201,6 +218,29 @@ def _runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, data_dir:
                      "cache_requested": requested, "cache_state": state, "resident_bytes_before": resident, **result})
         _log(w, warmup, k, cfg, result, state)
     return runs
+
+
+def _service_io(svc) -> list[tuple[int, int]]:
+    from jobs import service
+
+    svc.check()
+    return service.io(svc.workers)
+
+
+def _add_service_io(svc, before: list, result: dict) -> None:
+    """The service's workers read the data: their bytes join the consumer's, and each worker's rate is kept."""
+    from jobs.metrics import MB
+
+    after = _service_io(svc)
+    dev = [a[0] - b[0] for a, b in zip(after, before)]
+    syscall = [a[1] - b[1] for a, b in zip(after, before)]
+    if result.get("bytes_read_device") is not None:
+        result["bytes_read_device"] += sum(dev)
+    if result.get("bytes_read_syscall") is not None:
+        result["bytes_read_syscall"] += sum(syscall)
+    rates = [b / result["seconds"] / MB for b in syscall]
+    result.update(service_workers=len(svc.workers), worker_mb_s=rates, worker_mb_s_min=min(rates),
+                  worker_mb_s_max=max(rates))
 
 
 def _log(w: workloads.Workload, warmup: bool, k: int, cfg, result: dict, state: str) -> None:

@@ -46,7 +46,7 @@ class Figure:
 
 # The paper's data layout (one JPEG per file, read in a full shuffle, where it lies, by one process): the rows
 # its figures draw.
-PAPER_LAYOUT = (("format", "files"), ("shuffle", "global"), ("stage", ""), ("tasks_per_cell", 1))
+PAPER_LAYOUT = (("format", "files"), ("shuffle", "global"), ("stage", ""), ("tasks_per_cell", 1), ("service", 0))
 
 
 @dataclass
@@ -61,6 +61,7 @@ class RunContext:
     run: int  # 1..repeats for measured runs, <= 0 for warm-ups
     disk: str | None  # the block device holding the data, for device-level traces
     marks: dict = field(default_factory=dict)  # usage snapshots a workload takes with mark()
+    service: str | None = None  # input.service=true: the tf.data service's dispatcher (grpc://host:port)
 
     def mark(self, name: str) -> None:
         """Snapshot the usage counters (``jobs.usage``) now: a workload calls ``mark("start")`` and

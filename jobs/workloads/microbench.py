@@ -27,6 +27,8 @@ class Microbench(Workload):
                title="Fig. 4: input pipeline read → decode → resize 224×224 (median of runs)"),
         Figure("fig5", "analysis.figures:bandwidth_figure", where=(("pipeline", "read_only"), *PAPER_LAYOUT), order=5,
                title="Fig. 5: input pipeline with read_file only (median of runs)"),
+        Figure("service", "analysis.scaling:service_figure", order=5.8,
+               title="The tf.data service: the consumer's images/s and MB/s against the service's workers (median of runs)"),
         Figure("scaling", "analysis.scaling:scaling_figure", order=5.7,
                title="Scaling with tasks: aggregate images/s and MB/s of a cell's tasks (median of runs), ideal dashed"),
         Figure("layouts", "analysis.layouts:layouts_figure", order=5.5,
@@ -47,7 +49,7 @@ class Microbench(Workload):
         settings = microbench.RunSettings(
             pipeline=cfg.workload.pipeline, threads=threads_value(cfg.threads), batch_size=int(cfg.batch_size),
             prefetch=int(cfg.prefetch), image_side=int(cfg.workload.image_side), batches=cfg.workload.batches,
-            seed=ctx.seed, read_delay_ms=float(cfg.workload.read_delay_ms), **order_of(cfg),
+            seed=ctx.seed, read_delay_ms=float(cfg.workload.read_delay_ms), service=ctx.service, **order_of(cfg),
         )
         return microbench.run_once(ctx.ds, settings, mark=ctx.mark).as_dict()
 

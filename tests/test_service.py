@@ -1,0 +1,67 @@
+"""input.service=true: a real tf.data service (a dispatcher and workers as processes on this machine)
+runs the pipeline; every file is read exactly once, the workers' bytes count, nothing outlives the
+cell, a dead worker is named, bad settings are refused in one line."""
+
+import signal
+import subprocess
+
+import pandas as pd
+import pytest
+
+from conftest import campaign
+from jobs import records
+
+N = 64
+
+
+def test_a_service_cell_reads_every_file_once_and_leaves_no_process(tmp_path):
+    root = tmp_path / "tier"
+    root.mkdir()
+    out = tmp_path / "c"
+    p = campaign("-m", "workload=readonly", "input.service=false,true", "input.workers=2", f"dataset.num_images={N}",
+                 "batch_size=8", "repeats=2", "warmup=0", f"storage.root={root}", f"hydra.sweep.dir={out}", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert subprocess.run(["pgrep", "-f", f"jobs.service .* {out}"], capture_output=True).stdout == b""
+    recs = {records.read(f).config["input"]["service"]: (f.parent, records.read(f)) for f in out.glob("*/record.json")}
+    folder, rec = recs[True]
+    assert not (folder / "service").exists()  # the start-up hand-over is gone with the service
+    for run in rec.runs:
+        # every file once: all delivered, none twice (images counts duplicates), none dropped
+        assert run["images"] == N and run["images_dropped"] == 0
+        assert run["service_workers"] == 2 and len(run["worker_mb_s"]) == 2
+        assert run["cache_state"] == "cold"  # the workers' device bytes are the run's
+        assert run["bytes_read_syscall"] >= run["bytes_consumed"]
+    assert all("service_workers" not in r for r in recs[False][1].runs)
+    r = pd.read_csv(out / "results.csv")
+    assert sorted(r["service"].unique()) == [0, 2]
+    assert (out / "service.png").stat().st_size > 10_000
+    from analysis.figures import rows_of
+    from jobs import workloads
+
+    fig5 = next(f for _, f in workloads.figures() if f.key == "fig5")
+    assert set(rows_of(r, "microbench", fig5)["service"]) == {0}
+
+
+def test_a_dead_worker_is_named_and_every_process_ends(tmp_path):
+    from jobs import service
+
+    with pytest.raises(service.ServiceError, match="the worker 0 ended"), service.running(2, tmp_path / "svc") as svc:
+        procs = [svc.dispatcher, *svc.workers]
+        svc.workers[0].send_signal(signal.SIGKILL)
+        svc.workers[0].wait()
+        svc.check()
+    assert all(p.poll() is not None for p in procs)
+    assert not (tmp_path / "svc").exists()
+
+
+@pytest.mark.parametrize("args, expected", [
+    (("input.workers=0",), "input.workers=0 must be at least 1"),
+    (("input.service=true", "workload=alexnet_small"), "not workload=alexnet"),
+    (("input.service=true", "workload.batches=2"), "leave workload.batches"),
+    (("input.service=true", "dataset.format=tfrecord"), "not dataset.format=tfrecord"),
+])
+def test_service_settings_it_cannot_run_are_refused(cwd, args, expected):
+    p = campaign(*args, "dataset.num_images=32", "batch_size=8", cwd=cwd)
+    lines = [x for x in p.stderr.splitlines() if x.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and expected in lines[0], p.stderr
+    assert not [f for f in cwd.rglob("*") if f.is_file()]
