@@ -141,7 +141,7 @@ class PlatformConf:
     kind: PlatformKind = PlatformKind.local  # where cells run
     description: str = ""  # what the platform is
     lock_dir: str = "/tmp/iocampaign-locks"  # per-device lock files that keep cells from overlapping
-    nodes: int = 1  # nodes of one cell (a multi-node cell needs Slurm: not built yet)
+    nodes: int = 1  # nodes of one cell (more than one: a Slurm job step across nodes)
     tasks_per_node: int = 1  # processes of one cell per node, each reading its shard of the dataset (local: on this machine)
     lock_timeout_min: float = 1440.0  # longest wait for another campaign's cell on the same device, minutes
     # Slurm (kind=slurm); every value below ends up in the sbatch script and is checked first

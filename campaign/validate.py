@@ -213,9 +213,13 @@ def _tasks(cfg: View, config: dict) -> None:
     if nodes * per_node == 1:
         return
     what = f"platform.nodes={nodes} platform.tasks_per_node={per_node}"
-    if nodes > 1 or str(getattr(cfg.platform.kind, "value", cfg.platform.kind)) != "local":
-        raise ConfigError(f"{what}: multi-task cells run locally so far (platform=workstation, nodes=1); Slurm job "
-                          "steps of several tasks are not built yet")
+    if nodes > 1 and str(getattr(cfg.platform.kind, "value", cfg.platform.kind)) != "slurm":
+        raise ConfigError(f"{what}: a cell across several nodes is a Slurm job step (platform=slurm or a site preset); "
+                          "here, on one machine, use platform.nodes=1")
+    if nodes > 1 and str(cfg.storage.kind) != "network":
+        raise ConfigError(f"{what}: every node reads the dataset, but storage={cfg.storage.name} (kind {cfg.storage.kind}) "
+                          "is one machine's; a multi-node cell needs a shared file system (e.g. storage=lustre "
+                          "storage.root=<its scratch folder>)")
     if str(cfg.workload.kind) != "microbench":
         raise ConfigError(f"{what}: multi-task cells run the micro-benchmark and read-only pipelines so far, not "
                           f"workload={cfg.workload.name}")

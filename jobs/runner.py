@@ -198,9 +198,14 @@ def _loop(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, prov: dic
             if n_tasks > 1:  # the run is n processes, each reading its shard (jobs.tasks)
                 from jobs import tasks
 
-                result = tasks.run(config, ds, n_tasks, seed, run, job_dir / tasks.SUBDIR / ctx.tag,
-                                   float(cfg.platform.timeout_min) * 60)
+                folder = job_dir / tasks.SUBDIR / ctx.tag
+                step = (tasks.srun_command(int(cfg.platform.get("nodes") or 1), int(cfg.platform.tasks_per_node),
+                                           int(cfg.platform.cpus_per_task), folder)
+                        if str(cfg.platform.kind) == "slurm" and os.environ.get("SLURM_JOB_ID") else None)
+                result = tasks.run(config, ds, n_tasks, seed, run, folder, float(cfg.platform.timeout_min) * 60,
+                                   cold=requested == "cold", step=step)
                 multi = {k: result.pop(k) for k in tasks.MERGED_KEYS}
+                resident = multi["task_resident_bytes_before"]  # each task's shard, on its own node
             else:
                 result = w.run_once(ctx)
             after = usage.snapshot(disk)

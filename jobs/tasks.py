@@ -9,6 +9,12 @@ each writes its own result. The parent merges them: aggregate images/s and MB/s 
 tasks consumed ÷ (the last task's end − the first task's start), with per-task min, median and max,
 so a straggler shows. A task that fails fails the run, naming its rank and its error; the others
 are ended, so no process outlives the cell.
+
+On Slurm (``platform=slurm``, any ``platform.nodes``) the cell's job holds nodes × tasks_per_node
+tasks and its controller (the one process submitit starts) is a one-task step; each run's tasks are a
+second job step, ``srun --overlap`` over the whole allocation, each task taking its rank from
+``SLURM_PROCID``. The barrier is the same files, in the sweep folder (shared by the nodes, as Slurm's
+own output is). A cold run has every task evict its own shard on its own node before it says ready.
 """
 
 from __future__ import annotations
@@ -27,8 +33,9 @@ from jobs.metrics import MB
 
 log = logging.getLogger(__name__)
 SUBDIR = "tasks"
+# what a multi-task run adds to the workload's keys
 MERGED_KEYS = ("tasks", "task_images_per_s_min", "task_images_per_s_median", "task_images_per_s_max",
-               "task_start_spread_s", "task_results")  # what a multi-task run adds to the workload's keys
+               "task_start_spread_s", "task_resident_bytes_before", "task_results")
 READY_TIMEOUT_S = 600.0  # longest a task may take to build its pipeline (TensorFlow's import included)
 
 
@@ -43,24 +50,38 @@ def shard(ds, rank: int, n: int):
                                sizes=tuple(ds.sizes[i] for i in idx), skipped=())
 
 
-def run(config: dict, ds, n: int, seed: int, run_no: int, folder: Path, timeout_s: float) -> dict:
-    """One multi-task run: start ``n`` tasks, release them together, merge their results."""
+def srun_command(nodes: int, per_node: int, cpus_per_task: int, folder: Path) -> list[str]:
+    """The job step of a run's tasks inside the cell's Slurm allocation (``--overlap``: the controller's
+    own one-task step keeps its CPUs; ``--kill-on-bad-exit``: a failing task ends the others)."""
+    return ["srun", "--overlap", f"--nodes={nodes}", f"--ntasks={nodes * per_node}", f"--ntasks-per-node={per_node}",
+            f"--cpus-per-task={cpus_per_task}", "--mem=0", "--kill-on-bad-exit=1", "--unbuffered",
+            sys.executable, "-m", "jobs.tasks", str(folder)]
+
+
+def run(config: dict, ds, n: int, seed: int, run_no: int, folder: Path, timeout_s: float, cold: bool = False,
+        step: list[str] | None = None) -> dict:
+    """One multi-task run: start ``n`` tasks (local processes, or the Slurm job step ``step``), release
+    them together, merge their results."""
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.iterdir():  # a warm-up or an earlier try of this run in the cell's own folder
         old.unlink()
     (folder / "request.json").write_text(json.dumps({"config": config, "dataset": dataclasses.asdict(ds), "n": n,
-                                                     "seed": seed, "run": run_no}))
-    procs = [subprocess.Popen([sys.executable, "-m", "jobs.tasks", str(folder), str(r)]) for r in range(n)]
+                                                     "seed": seed, "run": run_no, "cold": cold}))
+    if step:
+        procs = [subprocess.Popen(step)]
+    else:
+        procs = [subprocess.Popen([sys.executable, "-m", "jobs.tasks", str(folder), str(r)]) for r in range(n)]
     try:
-        _barrier(procs, folder, timeout_s)
+        _barrier(procs, n, folder, timeout_s)
         (folder / "go").touch()
         for p in procs:
             p.wait(timeout=max(1.0, timeout_s))
-        results = [_result(folder, r, p.returncode) for r, p in enumerate(procs)]
+        _check_ended(procs, n, folder)
+        results = [_result(folder, r) for r in range(n)]
     finally:
         for f in ("request.json", "go", *(f"ready-{r}" for r in range(n))):  # the hand-over; results stay
             (folder / f).unlink(missing_ok=True)
-        for p in procs:  # a failure or a signal: no task outlives the run
+        for p in procs:  # a failure or a signal: no task outlives the run (srun passes SIGTERM to its tasks)
             if p.poll() is None:
                 p.terminate()
                 try:
@@ -71,29 +92,37 @@ def run(config: dict, ds, n: int, seed: int, run_no: int, folder: Path, timeout_
     return merge(results)
 
 
-def _barrier(procs: list, folder: Path, timeout_s: float) -> None:
+def _barrier(procs: list, n: int, folder: Path, timeout_s: float) -> None:
     deadline = time.monotonic() + min(timeout_s, READY_TIMEOUT_S)
     while True:
-        for r, p in enumerate(procs):
-            if p.poll() is not None:
-                _result(folder, r, p.returncode)  # raises with the task's own error
-                raise TaskError(f"task {r} ended (exit status {p.returncode}) before the others were ready")
-        if all((folder / f"ready-{r}").exists() for r in range(len(procs))):
+        if any(p.poll() is not None for p in procs):
+            _check_ended(procs, n, folder)  # raises with a task's own error
+            raise TaskError(f"the tasks ended (exit status {[p.returncode for p in procs]}) before all were ready")
+        if all((folder / f"ready-{r}").exists() for r in range(n)):
             return
         if time.monotonic() > deadline:
-            late = [r for r in range(len(procs)) if not (folder / f"ready-{r}").exists()]
+            late = [r for r in range(n) if not (folder / f"ready-{r}").exists()]
             raise TaskError(f"tasks {late} were not ready after {min(timeout_s, READY_TIMEOUT_S):.0f} s")
         time.sleep(0.02)
 
 
-def _result(folder: Path, rank: int, code: int | None) -> dict:
-    err = folder / f"error-{rank}.json"
-    if err.exists():
-        e = json.loads(err.read_text())
+def _check_ended(procs: list, n: int, folder: Path) -> None:
+    """Raise TaskError naming the first task that failed (its own error when it wrote one)."""
+    errors = sorted((int(f.stem.split("-")[1]), f) for f in folder.glob("error-*.json"))
+    if errors:
+        rank, f = errors[0]
+        e = json.loads(f.read_text())
         raise TaskError(f"task {rank} failed: {e['type']}: {e['message']}")
+    for r in range(n):
+        code = procs[r].returncode if len(procs) == n else procs[0].returncode
+        if code is not None and (code != 0 or not (folder / f"result-{r}.json").exists()):
+            raise TaskError(f"task {r} ended with exit status {code} and no result")
+
+
+def _result(folder: Path, rank: int) -> dict:
     out = folder / f"result-{rank}.json"
-    if code != 0 or not out.exists():
-        raise TaskError(f"task {rank} ended with exit status {code} and no result")
+    if not out.exists():
+        raise TaskError(f"task {rank} ended with no result")
     return json.loads(out.read_text())
 
 
@@ -118,15 +147,21 @@ def merge(results: list[dict]) -> dict:
         "bytes_read_device": total("bytes_read_device"), "bytes_read_syscall": total("bytes_read_syscall"),
         "tasks": len(results), "task_images_per_s_min": min(rates), "task_images_per_s_median": statistics.median(rates),
         "task_images_per_s_max": max(rates), "task_start_spread_s": max(r["t_start"] for r in results) - start,
-        "task_results": [{"rank": r["rank"], "images": r["images"], "images_dropped": r["images_dropped"],
-                          "seconds": r["seconds"], "images_per_s": r["images_per_s"], "mb_per_s": r["mb_per_s"],
+        "task_resident_bytes_before": total("resident_bytes_before"),
+        "task_results": [{"rank": r["rank"], "host": r.get("host"), "images": r["images"],
+                          "images_dropped": r["images_dropped"], "seconds": r["seconds"],
+                          "images_per_s": r["images_per_s"], "mb_per_s": r["mb_per_s"],
+                          "resident_bytes_before": r.get("resident_bytes_before"),
                           "start_s": r["t_start"] - start, "end_s": r["t_end"] - start} for r in results],
     }
 
 
 def main(folder: str, rank: int) -> int:
-    """A task: its shard, its pipeline, the barrier at the start of its timed interval, its result."""
-    from jobs import datasets, workloads
+    """A task: its shard (evicted on its own node for a cold run), its pipeline, the barrier at the start
+    of its timed interval, its result."""
+    import socket
+
+    from jobs import cache, datasets, workloads
     from jobs.configview import View
 
     out = Path(folder)
@@ -136,6 +171,8 @@ def main(folder: str, rank: int) -> int:
         ds = datasets.Dataset(**{k: tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v
                                  for k, v in d.items()})
         part = shard(ds, rank, int(req["n"]))
+        files = part.files  # the shard's storage files: one file per image (validated)
+        resident = cache.evict(files).resident_bytes_after if req.get("cold") else cache.residency(files)[0]
         cfg = View(req["config"])
         w = workloads.get(str(cfg.workload.kind))
         stamps: dict[str, float] = {}
@@ -150,7 +187,8 @@ def main(folder: str, rank: int) -> int:
 
         ctx = Ctx(part, cfg, req["config"], int(req["seed"]), out, int(req["run"]), None)
         result = w.run_once(ctx)
-        result.update(rank=rank, t_start=stamps["start"], t_end=stamps["end"])
+        result.update(rank=rank, host=socket.gethostname(), resident_bytes_before=resident, t_start=stamps["start"],
+                      t_end=stamps["end"])
         (out / f"result-{rank}.json").write_text(json.dumps(result, default=str))
         return 0
     except BaseException as e:  # the parent names this task and its error
@@ -161,4 +199,5 @@ def main(folder: str, rank: int) -> int:
 
 if __name__ == "__main__":
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    sys.exit(main(sys.argv[1], int(sys.argv[2])))
+    # a local task gets its rank as an argument; a task of a Slurm job step is told by srun
+    sys.exit(main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else int(os.environ["SLURM_PROCID"])))

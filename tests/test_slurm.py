@@ -142,6 +142,72 @@ def test_campaign_runs_as_slurm_jobs(slurm_cluster, tmp_path, disk_root):
     assert st.returncode == 0 and st.stdout.startswith("2 completed")
 
 
+def test_two_task_cell_is_a_job_step_of_two_tasks(slurm_cluster, tmp_path, disk_root):
+    """platform.tasks_per_node=1,2 on Slurm: one array per job shape (the second after the first), the
+    2-task cell's runs are srun steps of 2 tasks, and its record is the sum of its tasks."""
+    sweep, n = tmp_path / "sweep", 256
+    p = campaign("-m", "platform=slurm", "platform.tasks_per_node=1,2", "workload=readonly", f"dataset.num_images={n}",
+                 "batch_size=16", "repeats=2", "warmup=0", "storage=local", f"storage.root={disk_root}",
+                 "platform.poll_s=1", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    jobs = {num: ids[-1] for num, ids in _submitted(sweep).items()}
+    assert set(_sacct(list(jobs.values())).values()) == {"COMPLETED"}
+    assert jobs[0].split("_")[0] != jobs[1].split("_")[0]  # a 1-task and a 2-task job: two arrays
+    recs = {records.read(f).config["platform"]["tasks_per_node"]: records.read(f) for f in sweep.glob("*/record.json")}
+    two = recs[2]
+    script = two.provenance["slurm"]["sbatch_script"]
+    assert "#SBATCH --ntasks-per-node=2" in script and "--nodes=1 --ntasks=1" in script
+    assert f"#SBATCH --dependency=afterany:{jobs[0].split('_')[0]}" in script  # one cell at a time
+    for run in two.runs:
+        tasks = run["task_results"]
+        assert [t["rank"] for t in tasks] == [0, 1] and [t["images"] for t in tasks] == [n // 2, n // 2]
+        assert run["images"] == sum(t["images"] for t in tasks) == n and run["images_dropped"] == 0
+        assert run["images_per_s"] == pytest.approx(n / run["seconds"])
+        assert run["bytes_consumed"] > 0 and run["cache_state"] == "cold"
+        assert all(t["host"] for t in tasks) and 0 <= run["task_start_spread_s"] < 1.0
+    # the runs' tasks were Slurm steps of 2 tasks each (besides the controller's step of one)
+    steps = subprocess.run(["sacct", "-n", "-P", "-o", "JobID,NTasks", "-j", jobs[1].split("_")[0]],
+                           capture_output=True, text=True).stdout.split()
+    assert sum(line.endswith("|2") for line in steps) == len(two.runs), steps
+    r = pd.read_csv(sweep / "results.csv")
+    assert sorted(r["tasks_per_cell"]) == [1, 1, 2, 2]
+    assert (sweep / "scaling.png").stat().st_size > 10_000
+    assert subprocess.run(["pgrep", "-f", f"jobs.tasks {sweep}"], capture_output=True).returncode == 1
+
+
+def test_a_failing_task_of_a_job_step_fails_the_cell_with_its_rank(slurm_cluster, tmp_path):
+    data = tmp_path / "data" / "c0"
+    make_jpegs(tmp_path / "good", 4, classes=1)
+    for i, good in enumerate(sorted((tmp_path / "good").rglob("*.jpg"))):  # rank 0 reads good files, rank 1 bad ones
+        data.mkdir(parents=True, exist_ok=True)
+        (data / f"{2 * i:04d}.jpg").write_bytes(good.read_bytes())
+        (data / f"{2 * i + 1:04d}.jpg").write_bytes(b"not a jpeg" * 100)
+    sweep = tmp_path / "sweep"
+    p = campaign("-m", "platform=slurm", "platform.tasks_per_node=2", "dataset.source=folder",
+                 f"dataset.path={tmp_path / 'data'}", f"storage.root={tmp_path}", "batch_size=2", "repeats=1", "warmup=0",
+                 "platform.poll_s=1", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    assert p.returncode == 1, p.stderr[-2000:]
+    job = _submitted(sweep)[0][-1]
+    assert _sacct([job]) == {job: "FAILED"}
+    rec = records.read(sweep / "0" / "record.json")
+    assert rec.status == records.FAILED and rec.error["type"] == "TaskError"
+    assert rec.error["message"].startswith("task 1 failed: RuntimeError: the pipeline delivered no image")
+    assert subprocess.run(["pgrep", "-f", f"jobs.tasks {sweep}"], capture_output=True).returncode == 1
+
+
+def test_multi_task_dry_run_shows_each_shape(tmp_path):
+    p = campaign("-m", "platform=slurm", "platform.dry_run=true", "platform.nodes=1,2", "platform.tasks_per_node=2",
+                 "storage=lustre", f"storage.root={tmp_path}", *TINY, "hydra.sweep.dir=sweep", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    scripts = p.stdout.split("sbatch script")[1:]
+    assert len(scripts) == 2 and "1 node(s) x 2 task(s) per node" in scripts[0] and "2 node(s) x 2" in scripts[1]
+    assert "#SBATCH --nodes=1" in scripts[0] and "#SBATCH --nodes=2" in scripts[1]
+    assert all("#SBATCH --ntasks-per-node=2" in s and "srun --unbuffered" in s and "--nodes=1 --ntasks=1" in s
+               for s in scripts)
+    assert "#SBATCH --dependency" not in scripts[0] and "#SBATCH --dependency=afterany:" in scripts[1]
+    assert not (tmp_path / "sweep").exists()
+
+
 def test_failure_is_failed_in_slurm_and_a_rerun_submits_only_it(slurm_cluster, tmp_path):
     data = tmp_path / "data"
     (data / "c0").mkdir(parents=True)

@@ -77,7 +77,8 @@ def test_a_failing_task_fails_the_cell_with_its_rank(tmp_path):
 @pytest.mark.parametrize("args, expected", [
     (("platform.tasks_per_node=0",), "platform.tasks_per_node=0 must be at least 1"),
     (("platform.tasks_per_node=2", "workload=alexnet_small"), "not workload=alexnet"),
-    (("platform.tasks_per_node=2", "platform.nodes=2"), "multi-task cells run locally so far"),
+    (("platform.tasks_per_node=2", "platform.nodes=2"), "a cell across several nodes is a Slurm job step"),
+    (("-m", "platform=slurm", "platform.nodes=2"), "a multi-node cell needs a shared file system"),
 ])
 def test_multi_task_settings_it_cannot_run_are_refused(cwd, args, expected):
     p = campaign(*args, "dataset.num_images=32", "batch_size=8", cwd=cwd)

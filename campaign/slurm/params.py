@@ -55,8 +55,10 @@ def check_folder(sweep_dir: str) -> None:
                           "into #SBATCH lines, so it cannot hold white space, control characters or '%'")
 
 
-def executor_parameters(platform: DictConfig, job_name: str) -> dict:
-    """Keyword arguments for ``submitit.SlurmExecutor.update_parameters``."""
+def executor_parameters(platform: DictConfig, job_name: str, nodes: int = 1, tasks_per_node: int = 1) -> dict:
+    """Keyword arguments for ``submitit.SlurmExecutor.update_parameters``. A multi-task cell's job
+    holds ``nodes`` × ``tasks_per_node`` tasks; submitit starts the cell's controller as a one-task
+    step in it, and the controller starts each run's tasks as a step of their own (jobs.tasks)."""
     params: dict = {
         "job_name": job_name,
         "time": int(platform.timeout_min),
@@ -73,4 +75,6 @@ def executor_parameters(platform: DictConfig, job_name: str) -> dict:
         params["gpus_per_node"] = int(platform.gpus_per_node)
     if platform.exclusive:
         params["exclusive"] = True
+    if nodes * tasks_per_node > 1:
+        params.update(nodes=nodes, ntasks_per_node=tasks_per_node, srun_args=["--nodes=1", "--ntasks=1"])
     return params

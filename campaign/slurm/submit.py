@@ -59,12 +59,30 @@ class RequeueingCellJob(CellJob):
         return submitit.helpers.DelayedSubmission(self, *args, **kwargs)
 
 
-def executor(sweep_dir: Path, platform):
-    """submitit's Slurm executor for a campaign (folder under the sweep)."""
+def shape(config: dict) -> tuple[int, int]:
+    """(nodes, tasks per node) of a cell's job."""
+    p = config["platform"]
+    return int(p.get("nodes") or 1), int(p.get("tasks_per_node") or 1)
+
+
+def groups(cells: list) -> list[tuple[tuple[int, int], list]]:
+    """The cells by the shape of their job, in sweep order of each shape's first cell: one array each
+    (an array's jobs share one sbatch script)."""
+    out: dict[tuple[int, int], list] = {}
+    for c in cells:
+        out.setdefault(shape(c.config), []).append(c)
+    return list(out.items())
+
+
+def executor(sweep_dir: Path, platform, nodes: int = 1, tasks_per_node: int = 1, after: str | None = None):
+    """submitit's Slurm executor for a campaign (folder under the sweep); ``after``: the Slurm job
+    (an earlier array) that must have ended before this one starts."""
     import submitit
 
     ex = submitit.SlurmExecutor(folder=sweep_dir / SUBMITIT_DIR, max_num_timeout=3 if platform.requeue_on_timeout else 0)
-    ex.update_parameters(**params.executor_parameters(platform, job_name=f"iocampaign-{sweep_dir.name}"))
+    ex.update_parameters(**params.executor_parameters(platform, f"iocampaign-{sweep_dir.name}", nodes, tasks_per_node))
+    if after:
+        ex.update_parameters(additional_parameters={"dependency": f"afterany:{after}"})
     return ex
 
 
@@ -85,7 +103,9 @@ def sbatch_script(ex, count: int) -> str:
 def dry_run(cells: list, sweep_dir: Path, platform) -> str:
     """The text a dry run prints: every planned cell (``planning.PlannedConfig``) with its key
     settings, then the sbatch script."""
-    lines = [f"dry run: {len(cells)} cells would be submitted as one Slurm array (nothing was submitted)"]
+    parts = groups(cells)
+    how = "one Slurm array" if len(parts) == 1 else f"{len(parts)} Slurm arrays (one per job shape), one after the other"
+    lines = [f"dry run: {len(cells)} cells would be submitted as {how} (nothing was submitted)"]
     for num, c in enumerate(cells):
         cfg = c.config
         lines.append(
@@ -93,8 +113,13 @@ def dry_run(cells: list, sweep_dir: Path, platform) -> str:
             f"threads={cfg['threads']} batch_size={cfg['batch_size']} prefetch={cfg['prefetch']} "
             f"repeats={cfg['repeats']} [{' '.join(c.overrides)}]"
         )
-    lines.append(f"sbatch script ({sweep_dir / SUBMITIT_DIR}):")
-    lines.append(sbatch_script(executor(sweep_dir, platform), len(cells)))
+    for k, ((nodes, per_node), members) in enumerate(parts):
+        what = f"{nodes} node(s) x {per_node} task(s) per node, {len(members)} cell(s)"
+        after = "starts when the array before it has ended" if k else ""
+        lines.append(f"sbatch script ({sweep_dir / SUBMITIT_DIR}; {what}{'; ' + after if after else ''}):"
+                     if len(parts) > 1 else f"sbatch script ({sweep_dir / SUBMITIT_DIR}):")
+        lines.append(sbatch_script(executor(sweep_dir, platform, nodes, per_node, "PREVIOUS_ARRAY_ID" if k else None),
+                                   len(members)))
     return "\n".join(lines)
 
 
@@ -109,12 +134,17 @@ def submit(cells: list, sweep_dir: Path, platform, hydra_context: Any, config: D
     submitted.json; return that map."""
     from hydra.core.singleton import Singleton
 
-    ex = executor(sweep_dir, platform)
     job = (RequeueingCellJob if platform.requeue_on_timeout else CellJob)(hydra_context, config)
     state = Singleton.get_state()
-    with ex.batch():
-        jobs = [ex.submit(job, c.overrides, c.num, state) for c in cells]
-    ids = {c.num: j.job_id for c, j in zip(cells, jobs)}
+    ids: dict[int, str] = {}
+    after = None
+    # one array per job shape, each after the one before: cells still run one at a time
+    for (nodes, per_node), members in groups(cells):
+        ex = executor(sweep_dir, platform, nodes, per_node, after)
+        with ex.batch():
+            jobs = [ex.submit(job, c.overrides, c.num, state) for c in members]
+        ids.update({c.num: j.job_id for c, j in zip(members, jobs)})
+        after = jobs[0].job_id.split("_")[0]
     book = _load(sweep_dir)
     now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     for c in cells:

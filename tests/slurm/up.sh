@@ -12,7 +12,10 @@ if sinfo -h -o %T 2>/dev/null | grep -qE '^(idle|mixed|allocated)'; then
   echo "slurm-up: a cluster is already up"; exit 0
 fi
 host=$(hostname -s)
-cpus=$(nproc)
+# The node advertises at least 4 CPUs (SlurmdParameters=config_overrides) so that a 2-task cell of
+# 2 CPUs per task fits on a 2-core CI machine; nothing is bound to cores here (task/none), so the
+# tasks share the real cores, as any over-subscribed node would.
+cpus=$(( $(nproc) < 4 ? 4 : $(nproc) ))
 mem_mb=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 - 1024 ))
 state=/var/lib/iocampaign-slurm   # marks what this script started, for down.sh
 mkdir -p "$state" /var/log/slurm /var/spool/slurmctld /var/spool/slurmd
@@ -102,11 +105,22 @@ DefMemPerCPU=1000
 ReturnToService=2
 MinJobAge=300
 KillWait=5
+SlurmdParameters=config_overrides
 NodeName=${host} NodeAddr=127.0.0.1 CPUs=${cpus} RealMemory=${mem_mb} State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
 /usr/sbin/slurmctld; echo slurmctld >> "$state/started"
 /usr/sbin/slurmd; echo slurmd >> "$state/started"
+# slurmctld keeps a node's state across restarts: a node left drained or down by an earlier crash
+# (a full disk drains it: "SlurmdSpoolDir is full") is put back in service; the cluster is the tests' own
+wait_for 30 slurmctld sinfo -h
+for _ in $(seq 1 50); do
+  case "$(sinfo -h -o %T 2>/dev/null)" in
+    drain*|down*|fail*) scontrol update NodeName="${host}" State=RESUME >/dev/null 2>&1 || true; sleep 0.5 ;;
+    idle*|mixed*|allocated*) break ;;
+    *) sleep 0.2 ;;
+  esac
+done
 wait_for 60 "the node" sh -c 'sinfo -h -o %T | grep -qE "^(idle|mixed)"'
 wait_for 30 sacct sacct -n -X
 echo "slurm-up: cluster 'ci' up on ${host} (${cpus} CPUs, ${mem_mb} MB)"
