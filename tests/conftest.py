@@ -90,6 +90,18 @@ def slurm_cluster():
         subprocess.run([str(SLURM_SCRIPTS / "down.sh")], capture_output=True, text=True, timeout=120)
 
 
+@pytest.fixture(scope="session")
+def paper(tmp_path_factory) -> Path:
+    """The paper's whole study at CI scale (every grid on local disk and tmpfs), run once for the
+    session: the report's tests and the AlexNet figure test read it."""
+    out = tmp_path_factory.mktemp("paper") / "campaign"
+    p = campaign("+experiment=paper", "--scale", "ci", "--tiers", "local,tmpfs", "--out", str(out),
+                 cwd=out.parent, timeout=1500)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert f"[paper] report: {out / 'report.html'}" in p.stdout
+    return out
+
+
 def campaign(*args: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
     """Run ``python -m campaign`` as a user would, in ``cwd``."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2", "HYDRA_FULL_ERROR": ""}

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import campaign, make_jpegs
+from conftest import make_jpegs
 from jobs import alexnet, datasets, records, trace
 
 
@@ -98,26 +98,24 @@ def test_gpu_asked_without_one_fails_clearly():
         alexnet.device_name("gpu")
 
 
-def test_campaign_grid_renders_figures_6_7_8(tmp_path, disk_root):
-    out = tmp_path / "sweep"
-    p = campaign(
-        "-m", "workload=alexnet_small", "workload.image_side=64", "workload.trace_interval_s=0.1",
-        "threads=1,8", "prefetch=0,1", "batch_size=16,32", f"storage.root={disk_root}",
-        "dataset.num_images=128", "repeats=1", "warmup=0", f"hydra.sweep.dir={out}", cwd=tmp_path,
-    )
-    assert p.returncode == 0, p.stderr[-3000:]
-    df = pd.read_csv(out / "results.csv")
+def test_campaign_grids_render_figures_6_7_8(paper):
+    """The paper's AlexNet grids (the session's CI-scale study): threads x prefetch x storage for
+    Figs. 6 and 8, batch sizes for Fig. 7, with the I/O cost table and every run's traces."""
+    grid = paper / "fig6_fig8"
+    df = pd.read_csv(grid / "results.csv")
     assert len(df) == 8 and set(df["workload"]) == {"alexnet"} and set(df["device"]) == {"/CPU:0"}
     assert (df["data_wait_s"] + df["compute_s"] <= df["runtime_s"] * 1.05 + 0.05).all()
-    for name in ("fig6.png", "fig7.png", "fig8.png", "fig6.svg", "io_cost.csv"):
-        assert (out / name).stat().st_size > 0, name
-    cost = pd.read_csv(out / "io_cost.csv")
-    assert len(cost) == 4  # 2 thread counts x 2 batch sizes
+    for name in ("fig6.png", "fig8.png", "fig6.svg", "io_cost.csv"):
+        assert (grid / name).stat().st_size > 0, name
+    cost = pd.read_csv(grid / "io_cost.csv")
+    assert len(cost) == 4  # 2 thread counts x 2 storages
     assert (cost["io_cost_s"] == cost["runtime_no_prefetch_s"] - cost["runtime_prefetch_s"]).all()
-    rec = records.read(out / "0" / "record.json")
+    assert sorted(pd.read_csv(paper / "fig7" / "io_cost.csv")["batch_size"]) == [16, 32]
+    assert (paper / "fig7" / "fig7.png").stat().st_size > 0
+    rec = records.read(grid / "0" / "record.json")
     run = rec.runs[0]
-    assert rec.config["workload"]["image_side"] == 64 and rec.config["workload"]["width"] == 0.25
-    assert os.path.exists(out / "0" / run["trace_file"]) and os.path.exists(out / "0" / run["steps_file"])
+    assert rec.config["workload"]["image_side"] == 128 and rec.config["workload"]["width"] == 0.25
+    assert os.path.exists(grid / "0" / run["trace_file"]) and os.path.exists(grid / "0" / run["steps_file"])
 
 
 @pytest.mark.parametrize("fmt", ["tfrecord", "hdf5"])

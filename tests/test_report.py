@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from analysis import compare
-from conftest import analysis, campaign
+from conftest import analysis
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None and os.environ.get("CI") != "true",
@@ -27,16 +27,6 @@ def _dom(path, tmp_path) -> str:
     )
     assert p.returncode == 0, p.stderr[-2000:]
     return p.stdout
-
-
-@pytest.fixture(scope="module")
-def paper(tmp_path_factory):
-    out = tmp_path_factory.mktemp("paper") / "campaign"
-    p = campaign("+experiment=paper", "--scale", "ci", "--tiers", "local,tmpfs", "--out", str(out),
-                 cwd=out.parent, timeout=1500)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    assert f"[paper] report: {out / 'report.html'}" in p.stdout
-    return out
 
 
 def test_paper_campaign_runs_every_grid(paper):

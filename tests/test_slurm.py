@@ -122,29 +122,10 @@ def test_dry_run_submits_nothing(slurm_cluster, tmp_path):
     assert not (tmp_path / "sweep").exists()
 
 
-def test_campaign_runs_as_slurm_jobs(slurm_cluster, tmp_path, disk_root):
-    sweep = tmp_path / "sweep"
-    p = campaign("-m", "threads=1,2", "storage=local", f"storage.root={disk_root}", "platform=slurm",
-                 "dataset.num_images=512", "repeats=2", "platform.poll_s=1", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
-    jobs = _submitted(sweep)
-    assert sorted(jobs) == [0, 1]
-    assert set(_sacct([j[-1] for j in jobs.values()]).values()) == {"COMPLETED"}
-    df = pd.read_csv(sweep / "results.csv")
-    assert len(df) == 4 and set(df["cache_state"]) == {"cold"}
-    assert (sweep / "fig4.png").stat().st_size > 0
-    rec = records.read(sweep / "1" / "record.json")
-    slurm = rec.provenance["slurm"]
-    assert slurm["array_job_id"] == jobs[1][-1].split("_")[0] and slurm["array_task_id"] == "1"
-    assert slurm["node"] and "#SBATCH --array=0-1%1" in slurm["sbatch_script"]
-    st = subprocess.run([sys.executable, "-m", "campaign.status", str(sweep)], capture_output=True, text=True,
-                        env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert st.returncode == 0 and st.stdout.startswith("2 completed")
-
-
-def test_two_task_cell_is_a_job_step_of_two_tasks(slurm_cluster, tmp_path, disk_root):
-    """platform.tasks_per_node=1,2 on Slurm: one array per job shape (the second after the first), the
-    2-task cell's runs are srun steps of 2 tasks, and its record is the sum of its tasks."""
+def test_campaign_runs_as_slurm_jobs_of_one_and_two_tasks(slurm_cluster, tmp_path, disk_root):
+    """A campaign as Slurm jobs (platform.tasks_per_node=1,2): one array per job shape (the second after
+    the first), the 2-task cell's runs are srun steps of 2 tasks, its record is the sum of its tasks,
+    and the records, tables, figures and status come back as from a local campaign."""
     sweep, n = tmp_path / "sweep", 256
     p = campaign("-m", "platform=slurm", "platform.tasks_per_node=1,2", "workload=readonly", f"dataset.num_images={n}",
                  "batch_size=16", "repeats=2", "warmup=0", "storage=local", f"storage.root={disk_root}",
@@ -170,9 +151,15 @@ def test_two_task_cell_is_a_job_step_of_two_tasks(slurm_cluster, tmp_path, disk_
                            capture_output=True, text=True).stdout.split()
     assert sum(line.endswith("|2") for line in steps) == len(two.runs), steps
     r = pd.read_csv(sweep / "results.csv")
-    assert sorted(r["tasks_per_cell"]) == [1, 1, 2, 2]
-    assert (sweep / "scaling.png").stat().st_size > 10_000
+    assert sorted(r["tasks_per_cell"]) == [1, 1, 2, 2] and set(r["cache_state"]) == {"cold"}
+    assert (sweep / "scaling.png").stat().st_size > 10_000 and (sweep / "fig5.png").stat().st_size > 0
     assert subprocess.run(["pgrep", "-f", f"jobs.tasks {sweep}"], capture_output=True).returncode == 1
+    slurm = recs[1].provenance["slurm"]
+    assert slurm["job_id"] == jobs[0] and slurm["array_job_id"] is None  # a shape of one cell: a plain job
+    assert slurm["node"] and "#SBATCH --array" not in slurm["sbatch_script"]
+    st = subprocess.run([sys.executable, "-m", "campaign.status", str(sweep)], capture_output=True, text=True,
+                        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert st.returncode == 0 and st.stdout.startswith("2 completed")
 
 
 def test_a_failing_task_of_a_job_step_fails_the_cell_with_its_rank(slurm_cluster, tmp_path):
@@ -221,6 +208,9 @@ def test_failure_is_failed_in_slurm_and_a_rerun_submits_only_it(slurm_cluster, t
     jobs = _submitted(sweep)
     assert _sacct([jobs[0][-1]]) == {jobs[0][-1]: "FAILED"}  # the cell raised: Slurm says FAILED
     assert _sacct([jobs[1][-1]]) == {jobs[1][-1]: "COMPLETED"}
+    slurm = records.read(sweep / "1" / "record.json").provenance["slurm"]  # cells of one shape: one array
+    assert slurm["array_job_id"] == jobs[1][-1].split("_")[0] and slurm["array_task_id"] == "1"
+    assert "#SBATCH --array=0-1%1" in slurm["sbatch_script"]
     st = subprocess.run([sys.executable, "-m", "campaign.status", str(sweep)], capture_output=True, text=True,
                         env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert st.returncode == 1 and "failed" in st.stdout and "RuntimeError: the pipeline delivered no image" in st.stdout
