@@ -166,7 +166,7 @@ class PlatformConf:
 @dataclass
 class InputConf:
     service: bool = False  # run the pipeline on a tf.data service (a dispatcher and workers started for the cell)
-    workers: int = 1  # workers of the service (input.service=true), processes on this machine
+    workers: int = 1  # workers of the service (input.service=true): local processes, or tasks of the cell's Slurm job
 
 
 @dataclass

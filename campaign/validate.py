@@ -247,6 +247,9 @@ def _service(cfg: View) -> None:
         raise ConfigError("input.service=true reads whole passes without an added read delay: leave workload.batches "
                           "and workload.read_delay_ms unset")
     nodes, per_node = (1 if cfg.platform.get(k) is None else int(cfg.platform.get(k)) for k in ("nodes", "tasks_per_node"))
-    if nodes * per_node > 1 or (cfg.get("trace") or {}).get("posix"):
+    if per_node > 1 or (cfg.get("trace") or {}).get("posix"):
         raise ConfigError("input.service=true runs one consumer, untraced: leave platform.tasks_per_node=1 and "
-                          "trace.posix=false")
+                          "trace.posix=false (the workers are the cell's other tasks)")
+    if int(cfg.input.workers) < nodes:
+        raise ConfigError(f"input.workers={cfg.input.workers} spreads the service over platform.nodes={nodes}: "
+                          "give at least one worker per node")

@@ -168,7 +168,9 @@ def _runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, data_dir:
     if workers:  # the tf.data service of the cell: up for all its runs, ended with them
         from jobs import service
 
-        with service.running(workers, job_dir / service.SUBDIR) as svc:
+        slurm = ((int(cfg.platform.get("nodes") or 1), int(cfg.platform.cpus_per_task))
+                 if str(cfg.platform.kind) == "slurm" and os.environ.get("SLURM_JOB_ID") else None)
+        with service.running(workers, job_dir / service.SUBDIR, slurm) as svc:
             return _loop(w, cfg, config, job_dir, ds, prov, kind, requested, fs_type, disk, svc)
     return _loop(w, cfg, config, job_dir, ds, prov, kind, requested, fs_type, disk, None)
 
@@ -178,7 +180,8 @@ def _loop(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, prov: dic
     from jobs import cache, posix, usage
 
     traced = posix.inside()
-    n_tasks = int(cfg.platform.get("nodes") or 1) * int(cfg.platform.get("tasks_per_node") or 1)
+    # one consumer with the service (its workers are the cell's other tasks), else nodes x tasks per node
+    n_tasks = 1 if svc else int(cfg.platform.get("nodes") or 1) * int(cfg.platform.get("tasks_per_node") or 1)
     runs: list[dict] = []
     for k in range(cfg.warmup + cfg.repeats):
         warmup = k < cfg.warmup
@@ -226,10 +229,8 @@ def _loop(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, prov: dic
 
 
 def _service_io(svc) -> list[tuple[int, int]]:
-    from jobs import service
-
     svc.check()
-    return service.io(svc.workers)
+    return svc.io()
 
 
 def _add_service_io(svc, before: list, result: dict) -> None:
@@ -244,7 +245,7 @@ def _add_service_io(svc, before: list, result: dict) -> None:
     if result.get("bytes_read_syscall") is not None:
         result["bytes_read_syscall"] += sum(syscall)
     rates = [b / result["seconds"] / MB for b in syscall]
-    result.update(service_workers=len(svc.workers), worker_mb_s=rates, worker_mb_s_min=min(rates),
+    result.update(service_workers=svc.count, worker_mb_s=rates, worker_mb_s_min=min(rates),
                   worker_mb_s_max=max(rates))
 
 

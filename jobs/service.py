@@ -6,11 +6,18 @@ exactly once per pass).
 
 The workers do the reading, so the run's device and syscall bytes are the consumer's plus every
 worker's (``/proc/<pid>/io``), and each worker's own rate is recorded.
+
+On Slurm (``platform=slurm``) the workers are tasks of the cell's job: one job step, ``srun --overlap
+--ntasks=<workers>`` over the job's nodes, each worker's number from ``SLURM_PROCID``, addressed by
+its host name; the dispatcher runs beside the cell's controller. A worker on another node cannot be
+read through ``/proc``, so every worker writes its own counters into the service folder
+(``worker-<k>.io``, every ``IO_EVERY_S``) and the runner reads those.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -21,6 +28,7 @@ from pathlib import Path
 SUBDIR = "service"
 MODE = "distributed_epoch"
 START_TIMEOUT_S = 300.0
+IO_EVERY_S = 0.05  # how often a worker of a Slurm step writes its /proc/self/io counters
 
 
 class ServiceError(RuntimeError):
@@ -31,13 +39,40 @@ class ServiceError(RuntimeError):
 class Service:
     address: str  # grpc://host:port of the dispatcher
     dispatcher: subprocess.Popen
-    workers: list = field(default_factory=list)  # worker processes
+    workers: list = field(default_factory=list)  # worker processes (one srun process for a Slurm step)
+    count: int = 0  # workers
+    folder: Path | None = None  # the hand-over folder; set when the workers report their own counters
 
     def check(self) -> None:
         """Raise when the dispatcher or a worker has ended."""
-        for name, p in [("dispatcher", self.dispatcher), *((f"worker {k}", w) for k, w in enumerate(self.workers))]:
+        if self.folder is not None:  # a Slurm step: srun ends when a worker does (--kill-on-bad-exit)
+            named = [("dispatcher", self.dispatcher), ("workers' Slurm step", self.workers[0])]
+        else:
+            named = [("dispatcher", self.dispatcher), *((f"worker {k}", w) for k, w in enumerate(self.workers))]
+        for name, p in named:
             if p.poll() is not None:
                 raise ServiceError(f"tf.data service: the {name} ended (exit status {p.returncode})")
+
+    def io(self) -> list[tuple[int, int]]:
+        """(read_bytes, rchar) of every worker, now."""
+        if self.folder is None:
+            return io(self.workers)
+        time.sleep(3 * IO_EVERY_S)  # the workers' last writes: between runs they read nothing
+        out = []
+        for k in range(self.count):
+            try:
+                vals = json.loads((self.folder / f"worker-{k}.io").read_text())
+                out.append((int(vals["read_bytes"]), int(vals["rchar"])))
+            except (OSError, ValueError, KeyError):
+                out.append((0, 0))
+        return out
+
+
+def srun_workers(workers: int, nodes: int, cpus_per_task: int, folder: Path, dispatcher: str) -> list[str]:
+    """The job step of a cell's service workers inside its Slurm allocation."""
+    return ["srun", "--overlap", f"--nodes={nodes}", f"--ntasks={workers}", f"--cpus-per-task={cpus_per_task}",
+            "--mem=0", "--kill-on-bad-exit=1", "--unbuffered", sys.executable, "-m", "jobs.service", "worker",
+            str(folder), dispatcher]
 
 
 def _wait(path: Path, procs: list, what: str) -> None:
@@ -52,19 +87,27 @@ def _wait(path: Path, procs: list, what: str) -> None:
 
 
 @contextlib.contextmanager
-def running(workers: int, folder: Path):
-    """A dispatcher and ``workers`` workers for the block; all of them ended after it, whatever happened."""
+def running(workers: int, folder: Path, slurm: tuple[int, int] | None = None):
+    """A dispatcher and ``workers`` workers for the block; all of them ended after it, whatever happened.
+    ``slurm``: (nodes, CPUs per task) to start the workers as a job step of the cell's Slurm job."""
+    import socket
+
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.iterdir():
         old.unlink()
     procs: list[subprocess.Popen] = []
+    host = socket.gethostname() if slurm else "localhost"
     try:
         d = subprocess.Popen([sys.executable, "-m", "jobs.service", "dispatcher", str(folder)])
         procs.append(d)
         _wait(folder / "dispatcher.port", procs, "dispatcher")
         port = (folder / "dispatcher.port").read_text().strip()
-        svc = Service(f"grpc://localhost:{port}", d)
-        for k in range(workers):
+        svc = Service(f"grpc://{host}:{port}", d, count=workers, folder=folder if slurm else None)
+        if slurm:
+            step = subprocess.Popen(srun_workers(workers, slurm[0], slurm[1], folder, f"{host}:{port}"))
+            procs.append(step)
+            svc.workers.append(step)
+        for k in range(workers if not slurm else 0):
             w = subprocess.Popen([sys.executable, "-m", "jobs.service", "worker", str(folder), f"localhost:{port}", str(k)])
             procs.append(w)
             svc.workers.append(w)
@@ -81,9 +124,14 @@ def running(workers: int, folder: Path):
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
-        for f in folder.iterdir():  # the start-up hand-over (port, ready marks): nothing of it is a result
-            f.unlink()
-        folder.rmdir()
+        for _ in range(50):  # the start-up hand-over (port, ready marks, counters): nothing of it is a result
+            try:
+                for f in folder.iterdir():
+                    f.unlink(missing_ok=True)
+                folder.rmdir()
+                break
+            except OSError:  # a worker of a Slurm step wrote its counters once more while it ended
+                time.sleep(0.1)
 
 
 def io(procs: list) -> list[tuple[int, int]]:
@@ -121,11 +169,35 @@ def main(role: str, folder: str, *args: str) -> int:
         tmp.write_text(port)
         tmp.rename(Path(folder) / "dispatcher.port")
     else:
-        address, k = args
-        server = service.WorkerServer(service.WorkerConfig(dispatcher_address=address))
-        (Path(folder) / f"worker-{k}.ready").touch()
+        address, *k = args
+        if k:  # a local worker: its number given, read through /proc by the runner
+            server = service.WorkerServer(service.WorkerConfig(dispatcher_address=address))
+            (Path(folder) / f"worker-{k[0]}.ready").touch()
+        else:  # a task of a Slurm step: its number from srun, its address its host's, its counters in files
+            import socket
+            import threading
+
+            n = int(os.environ["SLURM_PROCID"])
+            server = service.WorkerServer(service.WorkerConfig(dispatcher_address=address,
+                                                               worker_address=f"{socket.gethostname()}:%port%"))
+            threading.Thread(target=_report_io, args=(Path(folder) / f"worker-{n}.io",), daemon=True).start()
+            (Path(folder) / f"worker-{n}.ready").touch()
     server.join()
     return 0
+
+
+def _report_io(path: Path) -> None:
+    """Write this process's /proc/self/io counters to ``path`` every IO_EVERY_S (atomically)."""
+    tmp = path.with_suffix(".io.part")
+    while True:
+        vals = {}
+        with open("/proc/self/io") as f:
+            for line in f:
+                key, _, v = line.partition(":")
+                vals[key] = int(v)
+        tmp.write_text(json.dumps({"read_bytes": vals.get("read_bytes", 0), "rchar": vals.get("rchar", 0)}))
+        tmp.replace(path)
+        time.sleep(IO_EVERY_S)
 
 
 if __name__ == "__main__":

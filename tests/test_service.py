@@ -59,6 +59,9 @@ def test_a_dead_worker_is_named_and_every_process_ends(tmp_path):
     (("input.service=true", "workload=alexnet_small"), "not workload=alexnet"),
     (("input.service=true", "workload.batches=2"), "leave workload.batches"),
     (("input.service=true", "dataset.format=tfrecord"), "not dataset.format=tfrecord"),
+    (("-m", "platform=slurm", "platform.nodes=2", "input.service=true", "input.workers=1", "storage=lustre",
+      "storage.root=/tmp"), "give at least one worker per node"),
+    (("input.service=true", "platform.tasks_per_node=2"), "leave platform.tasks_per_node=1"),
 ])
 def test_service_settings_it_cannot_run_are_refused(cwd, args, expected):
     p = campaign(*args, "dataset.num_images=32", "batch_size=8", cwd=cwd)

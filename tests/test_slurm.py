@@ -182,6 +182,27 @@ def test_a_failing_task_of_a_job_step_fails_the_cell_with_its_rank(slurm_cluster
     assert subprocess.run(["pgrep", "-f", f"jobs.tasks {sweep}"], capture_output=True).returncode == 1
 
 
+def test_service_workers_are_a_job_step_and_read_every_file_once(slurm_cluster, tmp_path, disk_root):
+    """input.service=true on Slurm: the job holds the workers as tasks, they run as one srun step
+    addressed by host name, report their own bytes, read every file once, and end with the cell."""
+    sweep, n = tmp_path / "sweep", 128
+    p = campaign("-m", "platform=slurm", "input.service=true", "input.workers=2", "workload=readonly",
+                 f"dataset.num_images={n}", "batch_size=16", "repeats=2", "warmup=0", "storage=local",
+                 f"storage.root={disk_root}", "platform.poll_s=1", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    job = _submitted(sweep)[0][-1]
+    rec = records.read(sweep / "0" / "record.json")
+    assert "#SBATCH --ntasks-per-node=2" in rec.provenance["slurm"]["sbatch_script"]
+    for run in rec.runs:
+        assert run["images"] == n and run["images_dropped"] == 0 and run["cache_state"] == "cold"
+        assert run["service_workers"] == 2 and all(r > 0 for r in run["worker_mb_s"])  # each worker's own counters
+        assert run["bytes_read_syscall"] >= run["bytes_consumed"]
+    steps = subprocess.run(["sacct", "-n", "-P", "-o", "JobID,NTasks", "-j", job], capture_output=True, text=True).stdout.split()
+    assert sum(line.endswith("|2") for line in steps) == 1, steps  # the workers: one step of 2 tasks
+    assert not (sweep / "0" / "service").exists()
+    assert subprocess.run(["pgrep", "-f", f"jobs.service .* {sweep}"], capture_output=True).returncode == 1
+
+
 def test_multi_task_dry_run_shows_each_shape(tmp_path):
     p = campaign("-m", "platform=slurm", "platform.dry_run=true", "platform.nodes=1,2", "platform.tasks_per_node=2",
                  "storage=lustre", f"storage.root={tmp_path}", *TINY, "hydra.sweep.dir=sweep", cwd=tmp_path)

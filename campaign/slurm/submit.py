@@ -60,9 +60,12 @@ class RequeueingCellJob(CellJob):
 
 
 def shape(config: dict) -> tuple[int, int]:
-    """(nodes, tasks per node) of a cell's job."""
-    p = config["platform"]
-    return int(p.get("nodes") or 1), int(p.get("tasks_per_node") or 1)
+    """(nodes, tasks per node) of a cell's job: its tasks, or the workers of its tf.data service."""
+    p, inp = config["platform"], config.get("input") or {}
+    nodes = int(p.get("nodes") or 1)
+    if inp.get("service"):
+        return nodes, -(-int(inp.get("workers") or 1) // nodes)
+    return nodes, int(p.get("tasks_per_node") or 1)
 
 
 def groups(cells: list) -> list[tuple[tuple[int, int], list]]:
