@@ -209,6 +209,8 @@ def _loop(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, prov: dic
                                    cold=requested == "cold", step=step)
                 multi = {k: result.pop(k) for k in tasks.MERGED_KEYS}
                 resident = multi["task_resident_bytes_before"]  # each task's shard, on its own node
+            elif svc:
+                result = _watched(w.run_once, ctx, svc)
             else:
                 result = w.run_once(ctx)
             after = usage.snapshot(disk)
@@ -226,6 +228,32 @@ def _loop(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, prov: dic
                      "cache_requested": requested, "cache_state": state, "resident_bytes_before": resident, **result})
         _log(w, warmup, k, cfg, result, state)
     return runs
+
+
+def _watched(run_once, ctx, svc, every_s: float = 0.2) -> dict:
+    """A run through the tf.data service, watched: the consumer reads in a thread while this one checks
+    the service every ``every_s``. A worker that dies mid-run leaves the consumer waiting for the
+    elements it held (distributed_epoch), for ever; the check raises ServiceError naming the worker
+    instead, and the blocked consumer thread is left behind while the service is ended."""
+    import threading
+
+    box: dict = {}
+
+    def consume() -> None:
+        try:
+            box["result"] = run_once(ctx)
+        except BaseException as e:  # noqa: BLE001 - handed to the watching thread, which raises it
+            box["error"] = e
+
+    t = threading.Thread(target=consume, name="service-consumer", daemon=True)
+    t.start()
+    while t.is_alive():
+        t.join(every_s)
+        if t.is_alive():
+            svc.check()
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
 
 
 def _service_io(svc) -> list[tuple[int, int]]:

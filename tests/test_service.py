@@ -4,11 +4,12 @@ cell, a dead worker is named, bad settings are refused in one line."""
 
 import signal
 import subprocess
+import time
 
 import pandas as pd
 import pytest
 
-from conftest import campaign
+from conftest import campaign, make_jpegs
 from jobs import records
 
 N = 64
@@ -52,6 +53,36 @@ def test_a_dead_worker_is_named_and_every_process_ends(tmp_path):
         svc.check()
     assert all(p.poll() is not None for p in procs)
     assert not (tmp_path / "svc").exists()
+
+
+def test_a_worker_killed_mid_run_fails_the_run_instead_of_hanging(tmp_path):
+    """distributed_epoch: the elements a dead worker held never come, so the consumer would wait for
+    ever; the runner watches the service while the consumer reads and names the dead worker."""
+    import tensorflow as tf
+
+    from jobs import runner, service
+
+    files = [str(f) for f in make_jpegs(tmp_path / "data", 400, classes=1, side=32)]
+    seen = []
+
+    def run_once(address):
+        ds = service.distribute(tf.data.Dataset.from_tensor_slices(files).map(tf.io.read_file), address)
+        for _ in ds:
+            seen.append(1)
+            if len(seen) == 50:  # mid-run
+                svc.workers[0].send_signal(signal.SIGKILL)
+        return {"images": len(seen)}
+
+    with pytest.raises(service.ServiceError, match="the worker 0 ended"), service.running(2, tmp_path / "svc") as svc:
+        procs = [svc.dispatcher, *svc.workers]
+        t0 = time.monotonic()
+        try:
+            runner._watched(run_once, svc.address, svc)
+            svc.check()  # the consumer may also have got every element before the worker died
+        finally:
+            waited = time.monotonic() - t0
+    assert waited < 60 and len(seen) >= 50
+    assert all(p.poll() is not None for p in procs) and not (tmp_path / "svc").exists()
 
 
 @pytest.mark.parametrize("args, expected", [
