@@ -72,10 +72,17 @@ def run(config: dict, ds, n: int, seed: int, run_no: int, folder: Path, timeout_
     else:
         procs = [subprocess.Popen([sys.executable, "-m", "jobs.tasks", str(folder), str(r)]) for r in range(n)]
     try:
+        deadline = time.monotonic() + timeout_s
         _barrier(procs, n, folder, timeout_s)
         (folder / "go").touch()
         for p in procs:
-            p.wait(timeout=max(1.0, timeout_s))
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:  # a hung task: ended below, with the others
+                _check_ended([q for q in procs if q.poll() is not None], 0, folder)  # a task's own error first
+                late = [r for r in range(n) if not (folder / f"result-{r}.json").exists()]
+                raise TaskError(f"tasks {late} had not ended after {timeout_s:.0f} s (the run's limit: "
+                                "platform.timeout_min) and were ended") from None
         _check_ended(procs, n, folder)
         results = [_result(folder, r) for r in range(n)]
     finally:

@@ -74,6 +74,30 @@ def test_a_failing_task_fails_the_cell_with_its_rank(tmp_path):
     assert left == ""  # no task outlives its cell
 
 
+def test_a_hung_task_is_ended_at_the_runs_limit_and_named(grid, tmp_path):
+    """Tasks stuck in their reads (a 60 s read delay) past the run's limit: TaskError naming them, and
+    no task process left."""
+    import copy
+    import time
+
+    from omegaconf import OmegaConf
+
+    from jobs import datasets, tasks
+
+    config = copy.deepcopy(next(records.read(p).config for p in grid.glob("*/record.json")
+                                if records.read(p).config["platform"]["tasks_per_node"] == 2))
+    config["workload"]["read_delay_ms"] = 60_000.0
+    make_jpegs(tmp_path / "data", 8, classes=1)
+    ds = datasets.resolve(OmegaConf.create({"name": "tiny", "source": "folder", "path": str(tmp_path / "data"),
+                                            "num_images": 8}), str(tmp_path / "data"), seed=0)
+    folder = tmp_path / "run1"
+    t0 = time.monotonic()
+    with pytest.raises(tasks.TaskError, match=r"tasks \[0, 1\] had not ended after 30 s"):
+        tasks.run(config, ds, 2, 0, 1, folder, timeout_s=30)
+    assert time.monotonic() - t0 < 70
+    assert subprocess.run(["pgrep", "-f", f"jobs.tasks {folder}"], capture_output=True).returncode == 1
+
+
 @pytest.mark.parametrize("args, expected", [
     (("platform.tasks_per_node=0",), "platform.tasks_per_node=0 must be at least 1"),
     (("platform.tasks_per_node=2", "workload=alexnet_small"), "not workload=alexnet"),
