@@ -206,7 +206,7 @@ def _loop(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, prov: dic
                                            int(cfg.platform.cpus_per_task), folder)
                         if str(cfg.platform.kind) == "slurm" and os.environ.get("SLURM_JOB_ID") else None)
                 result = tasks.run(config, ds, n_tasks, seed, run, folder, float(cfg.platform.timeout_min) * 60,
-                                   cold=requested == "cold", step=step)
+                                   cold=requested == "cold", step=step, marks=ctx.marks, disk=disk)
                 multi = {k: result.pop(k) for k in tasks.MERGED_KEYS}
                 resident = multi["task_resident_bytes_before"]  # each task's shard, on its own node
             elif svc:
@@ -219,7 +219,11 @@ def _loop(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, prov: dic
         if svc:
             _add_service_io(svc, io0, result)
         timed = "start" in ctx.marks and "end" in ctx.marks  # the workload marked its timed interval
-        used = usage.between(*((ctx.marks["start"], ctx.marks["end"]) if timed else (before, after)), w.parallelism(cfg))
+        # a multi-task run may keep threads x tasks per node cores busy on each of its nodes
+        per_node = int(cfg.platform.get("tasks_per_node") or 1) if n_tasks > 1 else 1
+        par = w.parallelism(cfg)
+        used = usage.between(*((ctx.marks["start"], ctx.marks["end"]) if timed else (before, after)),
+                             par * per_node if par else None, n_tasks // per_node if n_tasks > 1 else 1)
         result.update({k: v for k, v in used.items() if k != "wall_s"}, run_wall_s=after.t - before.t,
                       usage_over="timed interval" if timed else "whole run")
         _skipped_as_dropped(ds, result)

@@ -59,9 +59,13 @@ def srun_command(nodes: int, per_node: int, cpus_per_task: int, folder: Path) ->
 
 
 def run(config: dict, ds, n: int, seed: int, run_no: int, folder: Path, timeout_s: float, cold: bool = False,
-        step: list[str] | None = None) -> dict:
+        step: list[str] | None = None, marks: dict | None = None, disk: str | None = None) -> dict:
     """One multi-task run: start ``n`` tasks (local processes, or the Slurm job step ``step``), release
-    them together, merge their results."""
+    them together, merge their results. ``marks`` gets the usage snapshots (``jobs.usage``, device
+    ``disk``) of the timed part: from the release to the last task's end, its CPU time the tasks' own
+    over their timed intervals (their start-up is not in it)."""
+    from jobs import usage
+
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.iterdir():  # a warm-up or an earlier try of this run in the cell's own folder
         old.unlink()
@@ -74,6 +78,7 @@ def run(config: dict, ds, n: int, seed: int, run_no: int, folder: Path, timeout_
     try:
         deadline = time.monotonic() + timeout_s
         _barrier(procs, n, folder, timeout_s)
+        start = usage.snapshot(disk)
         (folder / "go").touch()
         for p in procs:
             try:
@@ -83,8 +88,12 @@ def run(config: dict, ds, n: int, seed: int, run_no: int, folder: Path, timeout_
                 late = [r for r in range(n) if not (folder / f"result-{r}.json").exists()]
                 raise TaskError(f"tasks {late} had not ended after {timeout_s:.0f} s (the run's limit: "
                                 "platform.timeout_min) and were ended") from None
+        end = usage.snapshot(disk)
         _check_ended(procs, n, folder)
         results = [_result(folder, r) for r in range(n)]
+        if marks is not None:
+            marks["start"] = start
+            marks["end"] = dataclasses.replace(end, cpu_s=start.cpu_s + sum(r["cpu_s"] for r in results))
     finally:
         for f in ("request.json", "go", *(f"ready-{r}" for r in range(n))):  # the hand-over; results stay
             (folder / f).unlink(missing_ok=True)
@@ -166,6 +175,7 @@ def merge(results: list[dict]) -> dict:
 def main(folder: str, rank: int) -> int:
     """A task: its shard (evicted on its own node for a cold run), its pipeline, the barrier at the start
     of its timed interval, its result."""
+    import resource
     import socket
 
     from jobs import cache, datasets, workloads
@@ -191,11 +201,13 @@ def main(folder: str, rank: int) -> int:
                     while not (out / "go").exists():
                         time.sleep(0.002)
                 stamps[name] = time.time()
+                use = resource.getrusage(resource.RUSAGE_SELF)
+                stamps[f"cpu_{name}"] = use.ru_utime + use.ru_stime
 
         ctx = Ctx(part, cfg, req["config"], int(req["seed"]), out, int(req["run"]), None)
         result = w.run_once(ctx)
         result.update(rank=rank, host=socket.gethostname(), resident_bytes_before=resident, t_start=stamps["start"],
-                      t_end=stamps["end"])
+                      t_end=stamps["end"], cpu_s=stamps["cpu_end"] - stamps["cpu_start"])
         (out / f"result-{rank}.json").write_text(json.dumps(result, default=str))
         return 0
     except BaseException as e:  # the parent names this task and its error

@@ -66,12 +66,12 @@ def snapshot(disk: str | None) -> Snapshot:
     return Snapshot(time.perf_counter(), cpu, _disk(disk), _machine())
 
 
-def between(a: Snapshot, b: Snapshot, parallelism: int | None = None) -> dict:
+def between(a: Snapshot, b: Snapshot, parallelism: int | None = None, nodes: int = 1) -> dict:
     """The run's usage from two snapshots: CPU seconds, cores kept busy, the share of the cores the run
-    could use (``min(cores, parallelism)``), and the device's busy fraction, mean queue depth, read
-    rate and read requests per second (None without a device)."""
+    could use (``min(cores, parallelism)`` on each of ``nodes`` nodes like this one), and the device's
+    busy fraction, mean queue depth, read rate and read requests per second (None without a device)."""
     wall = max(b.t - a.t, 1e-9)
-    usable = min(cores(), parallelism) if parallelism else cores()
+    usable = (min(cores(), parallelism) if parallelism else cores()) * max(1, nodes)
     busy = (b.cpu_s - a.cpu_s) / wall
     out = {"wall_s": wall, "cpu_s": b.cpu_s - a.cpu_s, "cpu_cores_busy": busy, "cpu_cores_usable": usable,
            "cpu_share": busy / usable, "device_busy": None, "device_queue_depth": None, "device_read_mb_s": None,

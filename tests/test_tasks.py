@@ -8,6 +8,7 @@ import pytest
 
 from conftest import campaign, make_jpegs
 from jobs import records
+from jobs.usage import cores
 
 N = 96
 
@@ -38,6 +39,9 @@ def test_a_two_task_run_is_the_sum_of_its_tasks(grid):
         assert run["task_images_per_s_min"] <= run["task_images_per_s_median"] <= run["task_images_per_s_max"]
         assert 0 <= run["task_start_spread_s"] < 0.5  # the barrier releases them together
         assert run["cache_state"] == "cold"
+        # usage over the tasks' timed part: their own CPU time, against 1 thread x 2 tasks of the cores
+        assert run["usage_over"] == "timed interval" and run["cpu_cores_usable"] == min(cores(), 2)
+        assert 0 < run["cpu_s"] <= run["run_wall_s"] * cores() and run["cpu_share"] > 0
         assert sorted(p.name for p in (folder / "tasks" / f"run{run['run']}").iterdir()) == ["result-0.json",
                                                                                           "result-1.json"]
 
