@@ -113,8 +113,9 @@ def _cells(folder: Path):
     if s.empty or "bound" not in s:
         return None
     cols = [c for c in ("cell_dir", "workload", "storage", "threads", "batch_size", "prefetch", "checkpoint_target",
-                        "images_per_s_median", "steady_runtime_s_median", "median_stall_s_median", "bound", "bound_runs",
-                        "bound_reason") if c in s and s[c].notna().any()]
+                        "tasks_per_cell", "service", "images_per_s_median", "steady_runtime_s_median",
+                        "median_stall_s_median", "bound", "bound_runs", "bound_reason")
+            if c in s and s[c].notna().any() and not (c in ("tasks_per_cell", "service") and (s[c].fillna(0) <= 1).all())]
     return s[cols].round(3)
 
 
