@@ -5,8 +5,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis import plotting, tables
+from analysis import bounds, plotting, tables
 from jobs.metrics import label
+
+BOUND_NOTE = "text at a point: what limited most of the cell's runs (the report's cells table says why)"
+
+
+def _mark_bounds(ax, one, key: str, medians) -> None:
+    """Write each point's cell bound (the label most of its runs have) beside its marker."""
+    if "bound" not in one:
+        return
+    for x, y in medians.items():
+        bound = bounds.cell_bound(tables.text(one.loc[one[key] == x, "bound"]).tolist())
+        if bound and y == y:
+            ax.annotate(bound, (x, y), textcoords="offset points", xytext=(4, -9), fontsize=6)
 
 
 def scaling_figure(rows, folder: Path, figure) -> list[Path]:
@@ -30,15 +42,17 @@ def scaling_figure(rows, folder: Path, figure) -> list[Path]:
                                capsize=3, label=name)
             if 1 in st.index:
                 ax.plot(x, st.loc[1, "median"] * x, linestyle="--", linewidth=0.8, color=line[0].get_color())
+            _mark_bounds(ax, one, "tasks_per_cell", st["median"])
         ax.set_xlabel("tasks per cell")
         ax.set_ylabel(label(metric))
         ax.set_xticks(sorted(df["tasks_per_cell"].unique()))
+        ax.margins(x=0.12)
         ax.grid(linewidth=0.3)
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.12)  # headroom for the labels
     axes[0].legend(fontsize=7)
     fig.suptitle(figure.title, fontsize=10)
     fig.text(0.01, 0.01, "aggregate = every task's images (bytes) ÷ (last task's end − first task's start); dashed: "
-             "ideal, the one-task median × tasks", fontsize=7)
+             f"ideal, the one-task median × tasks; {BOUND_NOTE}", fontsize=6)
     fig.tight_layout(rect=(0, 0.04, 1, 0.94))
     return plotting.save(fig, folder / figure.key)
 
@@ -66,16 +80,23 @@ def service_figure(rows, folder: Path, figure) -> list[Path]:
                 continue
             line = ax.errorbar(on.index, on["median"], yerr=[on["median"] - on["min"], on["max"] - on["median"]],
                                marker="o", capsize=3, label=f"{name}: service")
-            off = one.loc[one["service"] == 0, metric]
+            _mark_bounds(ax, one[one["service"] > 0], "service", on["median"])
+            off = one[one["service"] == 0]
             if len(off):
-                ax.axhline(off.median(), linestyle="--", linewidth=0.9, color=line[0].get_color(),
-                           label=f"{name}: no service")
+                y = off[metric].median()
+                ax.axhline(y, linestyle="--", linewidth=0.9, color=line[0].get_color(), label=f"{name}: no service")
+                bound = bounds.cell_bound(tables.text(off["bound"]).tolist()) if "bound" in off else ""
+                if bound:
+                    ax.annotate(f"no service: {bound}", (0, y), xycoords=("axes fraction", "data"),
+                                textcoords="offset points", xytext=(4, 3), fontsize=6)
         ax.set_xlabel("tf.data service workers")
         ax.set_ylabel(label(metric))
         ax.set_xticks(sorted(df.loc[df["service"] > 0, "service"].unique()))
+        ax.margins(x=0.12)
         ax.grid(linewidth=0.3)
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.12)  # headroom for the labels
     axes[0].legend(fontsize=7)
     fig.suptitle(figure.title, fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 0.94))
+    fig.text(0.01, 0.01, f"points: the consumer's rate, median with min–max whiskers; {BOUND_NOTE}", fontsize=6)
+    fig.tight_layout(rect=(0, 0.04, 1, 0.94))
     return plotting.save(fig, folder / figure.key)

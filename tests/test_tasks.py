@@ -50,6 +50,11 @@ def test_results_and_the_scaling_figure(grid):
     r = pd.read_csv(grid / "results.csv")
     assert sorted(r["tasks_per_cell"].unique()) == [1, 2]
     assert (grid / "scaling.png").stat().st_size > 10_000
+    # every point (two panels) carries its cell's bound, as the cells table states it
+    cells = pd.read_csv(grid / "summary.csv")
+    svg = (grid / "scaling.svg").read_text()
+    for bound in cells["bound"].dropna().unique():
+        assert svg.count(f"<!-- {bound} -->") == 2 * int((cells["bound"] == bound).sum()), bound
     from analysis.figures import rows_of
     from jobs import workloads
 
