@@ -11,7 +11,7 @@ from omegaconf import DictConfig
 
 from campaign import errors, outputs, validate
 from campaign.plan import cell_id, resolved
-from jobs import records, runner
+from jobs import interrupts, records, runner
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,9 @@ def execute(cfg: DictConfig) -> None:
     try:
         runs, dataset, prov = runner.measure(config, Path(job_dir))
     except Exception as e:  # the cell failed: say so in its record, never leave it looking like a result
+        signum = interrupts.received()
+        if signum is not None:  # the signal surfaced as another error (e.g. through TensorFlow's bindings)
+            raise interrupts.exception(signum) from e
         path = _record_failure(e, config, overrides, started, job_dir)
         if multirun and not on_slurm:
             return  # a local sweep goes on; a Slurm job must end FAILED

@@ -7,6 +7,12 @@ chunk size``, exit -6). So while TensorFlow iterates (inside ``deferred()``), a 
 and ``check()``, which the batch loops call between batches, raises it; elsewhere it is raised at
 once. SIGINT raises KeyboardInterrupt, SIGTERM ``Interrupted``; both unwind the cell (tiers torn
 down, locks released) up to ``campaign.__main__``.
+
+Raised inside TensorFlow's C++ bindings (building a pipeline traces Python functions through pybind11),
+the interrupt comes back out as a ``RuntimeError`` ("MISMATCH of original and normalized active
+exception types ... REPLACED BY KeyboardInterrupt"; seen in 1 of 16 CI runs, which then recorded the
+cell as failed and ended with status 1). So every signal is also remembered (``received()``), and the
+cell turns an exception that follows one back into the interrupt (``campaign.cell``).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from collections.abc import Iterator
 
 _pending: list[int] = []  # a signal noted while TensorFlow iterated
 _depth = [0]  # how many deferred() blocks the main thread is in
+_received: list[int] = []  # every signal routed here, in order
 
 
 class Interrupted(BaseException):
@@ -27,13 +34,22 @@ class Interrupted(BaseException):
         self.signum = signum
 
 
+def exception(signum: int) -> BaseException:
+    """What a signal raises: KeyboardInterrupt for SIGINT, ``Interrupted`` for the others."""
+    return KeyboardInterrupt() if signum == signal.SIGINT else Interrupted(signum)
+
+
 def _raise(signum: int) -> None:
-    if signum == signal.SIGINT:
-        raise KeyboardInterrupt
-    raise Interrupted(signum)
+    raise exception(signum)
+
+
+def received() -> int | None:
+    """The first signal that asked this process to end, if one did."""
+    return _received[0] if _received else None
 
 
 def _handler(signum: int, frame) -> None:
+    _received.append(signum)
     if _depth[0] > 0:
         _pending.append(signum)
         return

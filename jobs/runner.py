@@ -16,7 +16,7 @@ import statistics
 from dataclasses import asdict
 from pathlib import Path
 
-from jobs import records, workloads
+from jobs import interrupts, records, workloads
 from jobs.configview import View
 
 log = logging.getLogger(__name__)
@@ -211,8 +211,9 @@ def _loop(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, prov: dic
                 resident = multi["task_resident_bytes_before"]  # each task's shard, on its own node
             elif svc:
                 result = _watched(w.run_once, ctx, svc)
-            else:
-                result = w.run_once(ctx)
+            else:  # a signal inside TensorFlow's bindings would surface as another error: it waits for a check()
+                with interrupts.deferred() if w.in_tensorflow else contextlib.nullcontext():
+                    result = w.run_once(ctx)
             after = usage.snapshot(disk)
         workloads.check_result(w, result)
         result.update(multi, **window)

@@ -87,6 +87,7 @@ class Workload:
     packages: ClassVar[tuple[str, ...]] = ()  # distributions whose versions go into provenance
     needs_dataset: ClassVar[bool] = True
     posix_traceable: ClassVar[bool] = True  # trace.posix=true can trace its runs (TensorFlow's own I/O)
+    in_tensorflow: ClassVar[bool] = True  # its runs call TensorFlow: signals wait for its interrupts.check()
     figures: ClassVar[tuple[Figure, ...]] = ()  # what the analysis draws from its rows
 
     def check(self, cfg) -> None:

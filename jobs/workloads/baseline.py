@@ -21,6 +21,7 @@ class BaselineConf(WorkloadConf):
 class Baseline(Workload):
     name = "baseline"
     posix_traceable = False  # fio's I/O is fio's own, and what it asks for is set by its command line
+    in_tensorflow = False  # fio runs in its own process: Ctrl-C ends the wait for it at once
     schema = BaselineConf
     metrics = of("seq_read_mb_s", "seq_write_mb_s")
     record_keys = ("small_read_mb_s", "file_bytes", "tool", "tool_version", "small_file_tool", "commands")

@@ -6,6 +6,8 @@ package ``iocampaign_workloads``, which the campaign imports from anywhere on ``
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from dataclasses import dataclass
 
@@ -18,6 +20,8 @@ from jobs.workloads import Figure, RunContext, Workload, register
 @dataclass
 class ToySleepConf(WorkloadConf):
     sleep_s: float = 0.01  # how long one run sleeps, s
+    # the run gets SIGINT and fails as TensorFlow's C++ bindings do then (a RuntimeError, not the interrupt)
+    signal_as_error: bool = False
 
 
 @register
@@ -26,6 +30,7 @@ class ToySleep(Workload):
     schema = ToySleepConf
     metrics = (Metric("slept_s", "s", "", "Toy: time one run slept"),)
     needs_dataset = False
+    in_tensorflow = False  # it only sleeps: a signal is raised at once
     figures = (Figure("toy_slept", "iocampaign_workloads.toy_sleep:draw_slept", "Toy: time slept per run", order=50),)
 
     def check(self, cfg) -> None:
@@ -35,6 +40,13 @@ class ToySleep(Workload):
     def run_once(self, ctx: RunContext) -> dict:
         t0 = time.perf_counter()
         time.sleep(ctx.cfg.workload.sleep_s)
+        if ctx.cfg.workload.signal_as_error:
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(5)  # the handler raises here
+            except KeyboardInterrupt:
+                raise RuntimeError("pybind11::error_already_set: MISMATCH of original and normalized active exception "
+                                   "types: ORIGINAL InvalidArgumentError REPLACED BY KeyboardInterrupt") from None
         return {"slept_s": time.perf_counter() - t0, "images": 0, "images_dropped": 0, "bytes_consumed": 0,
                 "bytes_read_device": None}
 
