@@ -9,6 +9,7 @@ from pathlib import Path
 from jobs.ckpt_store import BURST_MARK, complete, copy_verified, prefixes, remove, verify
 
 TAG_PREFIX = "ckpt_"  # every run's folder: ckpt_<cell id>_<run>_<pid> (jobs/workloads/checkpoint.py)
+RECOVERED = ".recovered"  # in a folder recovery has been through: no run writes there again, so it is done
 
 
 def recover(fast: Path | None, slow: Path, tag: str, how: str) -> dict:
@@ -64,8 +65,14 @@ def _alive(folder: Path) -> bool:
     return False
 
 
+def _recovered(folders: list[Path]) -> bool:
+    return all((d / RECOVERED).exists() for d in folders if d.exists())
+
+
 def recover_all(fast_root: Path | None, slow_root: Path, how: str) -> dict:
-    """Recover every run folder under the checkpoint roots that no live run holds."""
+    """Recover every run folder under the checkpoint roots that no live run holds, once: a folder it
+    has been through is marked, and later runs do not read its checkpoints again (verifying reads
+    every byte; with ``checkpoint.keep=true`` every later run would otherwise read them all)."""
     report: dict = {}
     tags = set()
     for root in [r for r in (fast_root, slow_root) if r is not None and r.exists()]:
@@ -73,9 +80,13 @@ def recover_all(fast_root: Path | None, slow_root: Path, how: str) -> dict:
     for tag in sorted(tags):
         fast = fast_root / tag if fast_root is not None else None
         slow = slow_root / tag
-        if (fast is not None and _alive(fast)) or _alive(slow):
+        folders = [d for d in (fast, slow) if d is not None]
+        if (fast is not None and _alive(fast)) or _alive(slow) or _recovered(folders):
             continue
         r = recover(fast, slow, tag, how)
         if r["dropped_incomplete"] or r["recopied"]:
             report[tag] = r
+        for d in folders:
+            if d.exists():
+                (d / RECOVERED).write_text("")
     return report

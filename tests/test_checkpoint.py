@@ -85,7 +85,7 @@ def test_missing_fast_tier_falls_back_to_the_slow_tier(ds, tmp_path, caplog):
     assert all(c["tier"] == "slow" for c in r["checkpoints"])
 
 
-def test_runs_sharing_a_folder_keep_their_own_files(ds, tmp_path):
+def test_runs_sharing_a_folder_keep_their_own_files(ds, tmp_path, monkeypatch):
     shared = checkpoint.ckpt_dir(tmp_path / "slow")
     a = checkpoint.run_once(ds, _settings(tmp_path, target="slow", keep=1, tag="ckpt_runA"))
     lock = ckpt_recovery.RunLock(shared / "ckpt_runB")  # ckpt_runB is alive and mid-checkpoint
@@ -99,6 +99,14 @@ def test_runs_sharing_a_folder_keep_their_own_files(ds, tmp_path):
     assert "ckpt_runB" not in report and (shared / "ckpt_runB" / "ckpt_runB-4.index").exists()
     assert a["durable"]["slow"] == ["ckpt_runA-12"] and b["durable"]["slow"] == ["ckpt_runC-12"]
     assert ckpt_store.complete(shared / "ckpt_runA", "ckpt_runA")[0].name == "ckpt_runA-12"
+    # recovery goes through a finished run's folder once: later runs do not read its checkpoints again
+    marked = {d.name for d in shared.iterdir() if (d / ckpt_recovery.RECOVERED).exists()}
+    assert marked == {"ckpt_runA", "ckpt_runC"}  # not ckpt_runB (alive), not the user's folder
+    verified = []
+    monkeypatch.setattr(ckpt_recovery, "verify", lambda p, **kw: verified.append(p.name) or ckpt_store.verify(p, **kw))
+    again = ckpt_recovery.recover_all(None, shared, "fsync")  # ckpt_runB ended (its lock released) half written
+    assert list(again) == ["ckpt_runB"] and not (shared / "ckpt_runB" / "ckpt_runB-4.index").exists()
+    assert verified and all(name.startswith("ckpt_runB") for name in verified)  # only the one not yet recovered
 
 
 def test_recovery_redoes_an_interrupted_copy_and_drops_the_incomplete(ds, tmp_path):
