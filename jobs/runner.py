@@ -175,6 +175,28 @@ def _runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, data_dir:
     return _loop(w, cfg, config, job_dir, ds, prov, kind, requested, fs_type, disk, None)
 
 
+def _execute(w: workloads.Workload, ctx, n_tasks: int, svc, cold: bool) -> tuple[dict, dict]:
+    """One run, the way its cell runs: ``n_tasks`` processes each reading its shard (locally, or as a
+    Slurm job step inside the cell's job), the consumer of the cell's tf.data service (watched), or
+    in this process. Returns (result, the merged per-task figures; empty for one process)."""
+    cfg = ctx.cfg
+    if n_tasks > 1:
+        from jobs import tasks
+
+        folder = ctx.job_dir / tasks.SUBDIR / ctx.tag
+        step = (tasks.srun_command(int(cfg.platform.get("nodes") or 1), int(cfg.platform.tasks_per_node),
+                                   int(cfg.platform.cpus_per_task), folder)
+                if str(cfg.platform.kind) == "slurm" and os.environ.get("SLURM_JOB_ID") else None)
+        result = tasks.run(ctx.config, ctx.ds, n_tasks, ctx.seed, ctx.run, folder, float(cfg.platform.timeout_min) * 60,
+                           cold=cold, step=step, marks=ctx.marks, disk=ctx.disk)
+        return result, {k: result.pop(k) for k in tasks.MERGED_KEYS}
+    if svc:
+        return _watched(w.run_once, ctx, svc), {}
+    # a signal inside TensorFlow's bindings would surface as another error: it waits for the run's check()
+    with interrupts.deferred() if w.in_tensorflow else contextlib.nullcontext():
+        return w.run_once(ctx), {}
+
+
 def _loop(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, prov: dict, kind: str, requested: str,
           fs_type: str, disk: str | None, svc) -> list[dict]:
     from jobs import cache, posix, usage
@@ -195,26 +217,12 @@ def _loop(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, prov: dic
         run = k + 1 - cfg.warmup  # measured runs are 1..repeats; warm-ups are <= 0
         ctx = workloads.RunContext(ds, cfg, config, seed, job_dir, run, disk, service=svc.address if svc else None)
         io0 = svc and _service_io(svc)
-        multi: dict = {}
         with posix.window(job_dir, ctx.tag, disk) if traced else contextlib.nullcontext({}) as window:
             before = usage.snapshot(disk)
-            if n_tasks > 1:  # the run is n processes, each reading its shard (jobs.tasks)
-                from jobs import tasks
-
-                folder = job_dir / tasks.SUBDIR / ctx.tag
-                step = (tasks.srun_command(int(cfg.platform.get("nodes") or 1), int(cfg.platform.tasks_per_node),
-                                           int(cfg.platform.cpus_per_task), folder)
-                        if str(cfg.platform.kind) == "slurm" and os.environ.get("SLURM_JOB_ID") else None)
-                result = tasks.run(config, ds, n_tasks, seed, run, folder, float(cfg.platform.timeout_min) * 60,
-                                   cold=requested == "cold", step=step, marks=ctx.marks, disk=disk)
-                multi = {k: result.pop(k) for k in tasks.MERGED_KEYS}
-                resident = multi["task_resident_bytes_before"]  # each task's shard, on its own node
-            elif svc:
-                result = _watched(w.run_once, ctx, svc)
-            else:  # a signal inside TensorFlow's bindings would surface as another error: it waits for a check()
-                with interrupts.deferred() if w.in_tensorflow else contextlib.nullcontext():
-                    result = w.run_once(ctx)
+            result, multi = _execute(w, ctx, n_tasks, svc, cold=requested == "cold")
             after = usage.snapshot(disk)
+        if multi:
+            resident = multi["task_resident_bytes_before"]  # each task's shard, on its own node
         workloads.check_result(w, result)
         result.update(multi, **window)
         if svc:
