@@ -51,6 +51,10 @@ class Service:
             named = [("dispatcher", self.dispatcher), *((f"worker {k}", w) for k, w in enumerate(self.workers))]
         for name, p in named:
             if p.poll() is not None:
+                dead = _dead_task(self.folder / STEP_ERR) if p is not self.dispatcher and self.folder else None
+                if dead:
+                    raise ServiceError(f"tf.data service: the {dead}; srun ended the workers' step (exit status "
+                                       f"{p.returncode})")
                 raise ServiceError(f"tf.data service: the {name} ended (exit status {p.returncode})")
 
     def io(self) -> list[tuple[int, int]]:
@@ -66,6 +70,21 @@ class Service:
             except (OSError, ValueError, KeyError):
                 out.append((0, 0))
         return out
+
+
+STEP_ERR = "step.err"  # the workers' Slurm step's stderr: srun names the task that ended first
+
+
+def _dead_task(err: Path) -> str | None:
+    """'worker <k> ended on <host> (<how>)' from srun's first "srun: error: <host>: task <k>: <how>" line."""
+    import re
+
+    try:
+        text = err.read_text(errors="replace")
+    except OSError:
+        return None
+    m = re.search(r"^srun: error: (\S+): tasks? ([\d,-]+): (.+)$", text, re.M)
+    return f"worker {m.group(2)} ended on {m.group(1)} ({m.group(3).strip()})" if m else None
 
 
 def srun_workers(workers: int, nodes: int, cpus_per_task: int, folder: Path, dispatcher: str) -> list[str]:
@@ -104,7 +123,8 @@ def running(workers: int, folder: Path, slurm: tuple[int, int] | None = None):
         port = (folder / "dispatcher.port").read_text().strip()
         svc = Service(f"grpc://{host}:{port}", d, count=workers, folder=folder if slurm else None)
         if slurm:
-            step = subprocess.Popen(srun_workers(workers, slurm[0], slurm[1], folder, f"{host}:{port}"))
+            with open(folder / STEP_ERR, "wb") as err:  # passed on to the cell's log when the step ends
+                step = subprocess.Popen(srun_workers(workers, slurm[0], slurm[1], folder, f"{host}:{port}"), stderr=err)
             procs.append(step)
             svc.workers.append(step)
         for k in range(workers if not slurm else 0):
@@ -124,6 +144,8 @@ def running(workers: int, folder: Path, slurm: tuple[int, int] | None = None):
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        with contextlib.suppress(OSError):  # the workers' own messages, where a local worker's would be
+            sys.stderr.write((folder / STEP_ERR).read_text(errors="replace"))
         for _ in range(50):  # the start-up hand-over (port, ready marks, counters): nothing of it is a result
             try:
                 for f in folder.iterdir():
@@ -172,7 +194,7 @@ def main(role: str, folder: str, *args: str) -> int:
         address, *k = args
         if k:  # a local worker: its number given, read through /proc by the runner
             server = service.WorkerServer(service.WorkerConfig(dispatcher_address=address))
-            (Path(folder) / f"worker-{k[0]}.ready").touch()
+            (Path(folder) / f"worker-{k[0]}.ready").write_text(str(os.getpid()))
         else:  # a task of a Slurm step: its number from srun, its address its host's, its counters in files
             import socket
             import threading
@@ -181,7 +203,7 @@ def main(role: str, folder: str, *args: str) -> int:
             server = service.WorkerServer(service.WorkerConfig(dispatcher_address=address,
                                                                worker_address=f"{socket.gethostname()}:%port%"))
             threading.Thread(target=_report_io, args=(Path(folder) / f"worker-{n}.io",), daemon=True).start()
-            (Path(folder) / f"worker-{n}.ready").touch()
+            (Path(folder) / f"worker-{n}.ready").write_text(str(os.getpid()))
     server.join()
     return 0
 

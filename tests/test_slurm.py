@@ -203,6 +203,36 @@ def test_service_workers_are_a_job_step_and_read_every_file_once(slurm_cluster, 
     assert subprocess.run(["pgrep", "-f", f"jobs.service .* {sweep}"], capture_output=True).returncode == 1
 
 
+KILL_A_WORKER = """
+import os, signal, sys, time
+from pathlib import Path
+from jobs import service
+folder = Path(sys.argv[1])
+try:
+    with service.running(2, folder, (1, 1)) as svc:
+        os.kill(int((folder / "worker-1.ready").read_text()), signal.SIGKILL)
+        for _ in range(300):
+            svc.check()
+            time.sleep(0.2)
+except service.ServiceError as e:
+    print("ServiceError:", e)
+"""
+
+
+def test_a_dead_worker_of_the_service_step_is_named(slurm_cluster, tmp_path):
+    """srun ends the workers' step when one dies (--kill-on-bad-exit) and names that task on stderr:
+    the error names the worker, the step's messages reach the cell's log, nothing is left."""
+    folder = tmp_path / "svc"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    p = subprocess.run(["salloc", "--nodes=1", "--ntasks=2", "--cpus-per-task=1", "--time=3", sys.executable, "-c",
+                        KILL_A_WORKER, str(folder)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    assert "ServiceError: tf.data service: the worker 1 ended on " in p.stdout, p.stdout + p.stderr
+    assert "(Killed); srun ended the workers' step" in p.stdout, p.stdout
+    assert "srun: error:" in p.stderr  # srun's own lines, passed on
+    assert not folder.exists()
+    assert subprocess.run(["pgrep", "-f", f"jobs.service .* {folder}"], capture_output=True).returncode == 1
+
+
 def test_multi_task_dry_run_shows_each_shape(tmp_path):
     p = campaign("-m", "platform=slurm", "platform.dry_run=true", "platform.nodes=1,2", "platform.tasks_per_node=2",
                  "storage=lustre", f"storage.root={tmp_path}", *TINY, "hydra.sweep.dir=sweep", cwd=tmp_path)
