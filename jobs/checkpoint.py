@@ -31,6 +31,7 @@ class CheckpointSettings:
     mode: str  # sync | async
     max_to_keep: int
     tag: str  # this run's name: its folder and file prefix
+    keep: bool = False  # checkpoint.keep: the run's checkpoints stay after it (else removed once recorded)
 
 
 SUBDIR = Path("iocampaign") / "checkpoints"
@@ -149,12 +150,16 @@ class _Saver:
 
 def _writers(s: CheckpointSettings, model, opt, target: str, folder: Path, slow_dir: Path, snapshots: dict | None):
     """(locks held on the run's folders, the burst buffer's drain or None, the saver) of a run with checkpoints."""
-    locks = [ckpt_recovery.RunLock(folder)]
+    # the run's folders are made here, and must not exist (the tag is unique per run): clean-up after a
+    # failure then removes only what this run wrote
+    locks = [ckpt_recovery.RunLock(folder, new=True)]
     drain = None
     if target == "burst_buffer":
         (folder / ckpt_store.BURST_MARK).touch()
-        locks.append(ckpt_recovery.RunLock(slow_dir))
+        locks.append(ckpt_recovery.RunLock(slow_dir, new=True))
         drain = ckpt_store.Drain(slow_dir, s.tag, s.max_to_keep, s.flush)
+    for lk in locks:  # what recovery needs to know should this run be killed
+        ckpt_recovery.write_run_facts(lk.folder, max_to_keep=s.max_to_keep, keep=s.keep)
     return locks, drain, _Saver(s, model, opt, folder, target, drain, snapshots)
 
 
@@ -195,13 +200,14 @@ def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True, 
             drain.abort()
         if saver is not None:
             saver.join(60)
-            for d in (slow_dir, fast_dir):
-                if d is not None:
-                    shutil.rmtree(d, ignore_errors=True)
+            for lk in locks:  # the folders this run made (RunLock(new=True)), nothing else
+                shutil.rmtree(lk.folder, ignore_errors=True)
         raise
     finally:
         for lk in locks:
             lk.release()
+    for lk in locks:  # the run ended: recovery never removes what it left (checkpoint.keep, or a caller's)
+        ckpt_recovery.write_run_facts(lk.folder, max_to_keep=s.max_to_keep, keep=s.keep, finished=True)
     readers.close_all()  # HDF5 files the pipeline opened (dataset.format=hdf5)
     rb1, _ = pipeline.read_counters()
     if target == "burst_buffer" and not ckpt_store.prefixes(folder, s.tag):

@@ -6,16 +6,28 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jobs.ckpt_store import BURST_MARK, complete, copy_verified, prefixes, remove, verify
+from jobs.ckpt_store import BURST_MARK, complete, copy_verified, prefixes, remove, retain, verify
 
-TAG_PREFIX = "ckpt_"  # every run's folder: ckpt_<cell id>_<run>_<pid> (jobs/workloads/checkpoint.py)
+TAG_PREFIX = "ckpt_"  # every run's folder: ckpt_<cell id>_<run>_<pid>_<random> (jobs/workloads/checkpoint.py)
 RECOVERED = ".recovered"  # in a folder recovery has been through: no run writes there again, so it is done
 
 
 def recover(fast: Path | None, slow: Path, tag: str, how: str) -> dict:
-    """After a crash: drop incomplete leftovers of run ``tag``, and copy again every checkpoint that is
-    complete on the fast tier but not on the slow one. Returns what it did."""
+    """After a crash: drop incomplete leftovers of run ``tag``, and copy again the newest
+    ``checkpoint.max_to_keep`` checkpoints complete on the fast tier but not on the slow one, then
+    apply retention; a run that would not have kept its checkpoints (``checkpoint.keep=false``) has its
+    folders removed instead. Returns what it did."""
     report = {"dropped_incomplete": [], "recopied": []}
+    facts = read_run_facts(slow) or read_run_facts(fast)
+    if facts and not facts.get("keep") and not facts.get("finished"):
+        # a killed run that would have removed its checkpoints once recorded (checkpoint.keep=false): its
+        # folders (made by that run, named by its unique tag) go, nothing is copied again
+        import shutil
+
+        for d in [x for x in (fast, slow) if x is not None and x.is_dir() and not x.is_symlink()]:
+            report.setdefault("removed", []).extend(p.name for p in prefixes(d, tag))
+            shutil.rmtree(d)
+        return report
     for folder in [d for d in (fast, slow) if d is not None and d.exists()]:
         for p in prefixes(folder, tag):
             if not verify(p, checksums=True):
@@ -23,23 +35,49 @@ def recover(fast: Path | None, slow: Path, tag: str, how: str) -> dict:
                 report["dropped_incomplete"].append(str(p))
         for part in folder.glob(f"{tag}-*.part"):
             part.unlink(missing_ok=True)
+    keep_n = int(facts.get("max_to_keep") or 0)
     if fast is not None and fast.exists() and (fast / BURST_MARK).exists():
         on_slow = {p.name for p in complete(slow, tag)} if slow.exists() else set()
-        for p in complete(fast, tag):
+        todo = complete(fast, tag)
+        for p in todo[-keep_n:] if keep_n else todo:  # the newest max_to_keep: retention would drop the others
             if p.name not in on_slow:
                 copy_verified(p, slow, how)
                 report["recopied"].append(p.name)
+        for p in todo:
             remove(p)
+    if keep_n and slow.exists():
+        report["dropped_by_retention"] = retain(slow, tag, keep_n)
     return report
+
+
+RUN_FACTS = ".run.json"  # a run's retention settings, written when its folder is made
+
+
+def write_run_facts(folder: Path, **facts) -> None:
+    import json
+
+    (folder / RUN_FACTS).write_text(json.dumps(facts))
+
+
+def read_run_facts(folder: Path | None) -> dict:
+    """A run folder's retention settings ({} for folders written before they were kept)."""
+    import json
+
+    try:
+        return json.loads((folder / RUN_FACTS).read_text()) if folder is not None else {}
+    except (OSError, ValueError):
+        return {}
 
 
 class RunLock:
     """Held by a live run on its own checkpoint folder; recovery leaves locked folders alone."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, new: bool = False) -> None:
+        """``new``: the folder must not exist yet (a run's own folder: it then holds only what the run wrote)."""
         import fcntl
 
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=not new)
+        self.folder = folder
         self.f = open(folder / ".lock", "a+")  # noqa: SIM115 - held open for the run's life, closed in release()
         fcntl.flock(self.f, fcntl.LOCK_EX)
 
@@ -84,7 +122,7 @@ def recover_all(fast_root: Path | None, slow_root: Path, how: str) -> dict:
         if (fast is not None and _alive(fast)) or _alive(slow) or _recovered(folders):
             continue
         r = recover(fast, slow, tag, how)
-        if r["dropped_incomplete"] or r["recopied"]:
+        if r["dropped_incomplete"] or r["recopied"] or r.get("removed"):
             report[tag] = r
         for d in folders:
             if d.exists():

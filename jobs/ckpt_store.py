@@ -193,9 +193,19 @@ class Drained:
     finished_at: float  # time.time() when the slow copy was verified and the fast copy removed
 
 
-def _drain_worker(inq, outq, slow_dir: str, tag: str, keep: int, how: str) -> None:
+def _drain_worker(inq, outq, slow_dir: str, tag: str, keep: int, how: str, parent: int | None = None) -> None:
     """Background process: copy each checkpoint to the slow tier, verify, delete the fast copy,
-    apply retention on the slow tier; report every checkpoint drained."""
+    apply retention on the slow tier; report every checkpoint drained.
+
+    It ends with its parent (``jobs.lifeline``) and ignores SIGINT: a Ctrl-C reaches the whole
+    process group, and whether the drain stops is the run's decision (``Drain.abort``)."""
+    import signal
+
+    from jobs import lifeline
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if parent is not None:
+        lifeline.bind(parent)
     slow = Path(slow_dir)
     try:
         while (item := inq.get()) is not None:
@@ -205,34 +215,65 @@ def _drain_worker(inq, outq, slow_dir: str, tag: str, keep: int, how: str) -> No
             remove(prefix)  # only now: the slow copy is flushed and verified
             retain(slow, tag, keep)
             outq.put({"name": new.name, "step": man["step"], "copy_s": secs, "bytes": nbytes, "finished_at": time.time()})
-    except Exception as e:  # the campaign must hear of it, not find a silent hole later
+    except BaseException as e:  # the campaign must hear of it, not find a silent hole later
         outq.put({"error": f"{type(e).__name__}: {e}"})
     outq.put(None)
 
 
+class DrainError(RuntimeError):
+    """The burst buffer's drain failed or its process ended before it finished."""
+
+
 class Drain:
     """The burst buffer's background copier (a separate process, as in the paper)."""
+
+    POLL_S = 0.2  # how often a wait for the drain checks that it lives and that no signal came
 
     def __init__(self, slow_dir: Path, tag: str, keep: int, how: str) -> None:
         import multiprocessing as mp
 
         ctx = mp.get_context("spawn")
         self.inq, self.outq = ctx.Queue(), ctx.Queue()
-        self.proc = ctx.Process(target=_drain_worker, args=(self.inq, self.outq, str(slow_dir), tag, keep, how),
+        self.proc = ctx.Process(target=_drain_worker,
+                                args=(self.inq, self.outq, str(slow_dir), tag, keep, how, os.getpid()),
                                 name="iocampaign-drain", daemon=True)
         self.proc.start()
 
     def put(self, prefix: Path) -> None:
         self.inq.put(str(prefix))
 
-    def finish(self) -> list[dict]:
-        """Wait until everything queued is on the slow tier; return what was drained."""
+    def finish(self, timeout_s: float | None = None) -> list[dict]:
+        """Wait until everything queued is on the slow tier; return what was drained. Raises DrainError
+        when the drain fails, ends without its end mark (killed) or takes longer than ``timeout_s``;
+        a signal noted meanwhile (``jobs.interrupts``) is raised here, between polls."""
+        import queue
+
+        from jobs import interrupts
+
         self.inq.put(None)
         out = []
-        while (item := self.outq.get()) is not None:
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            try:
+                item = self.outq.get(timeout=self.POLL_S)
+            except queue.Empty:
+                interrupts.check()
+                if not self.proc.is_alive():
+                    try:  # its last words may have been queued just before it ended
+                        item = self.outq.get(timeout=self.POLL_S)
+                    except queue.Empty:
+                        raise DrainError(f"burst-buffer drain: its process ended (exit status {self.proc.exitcode}) "
+                                         f"after {len(out)} checkpoints, before the queue was drained") from None
+                elif deadline is not None and time.monotonic() > deadline:
+                    self.abort()
+                    raise DrainError(f"burst-buffer drain: not finished after {timeout_s:.0f} s; stopped") from None
+                else:
+                    continue
+            if item is None:
+                break
             if "error" in item:
                 self.proc.join(30)
-                raise RuntimeError(f"burst-buffer drain failed: {item['error']}")
+                raise DrainError(f"burst-buffer drain failed: {item['error']}")
             out.append(item)
         self.proc.join(60)
         return out
@@ -242,3 +283,6 @@ class Drain:
         if self.proc.is_alive():
             self.proc.terminate()
             self.proc.join(30)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(10)

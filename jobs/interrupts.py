@@ -24,6 +24,7 @@ from collections.abc import Iterator
 _pending: list[int] = []  # a signal noted while TensorFlow iterated
 _depth = [0]  # how many deferred() blocks the main thread is in
 _received: list[int] = []  # every signal routed here, in order
+_repeat = [True]  # whether a second signal interrupts again (False: it is only noted, clean-up goes on)
 
 
 class Interrupted(BaseException):
@@ -50,14 +51,18 @@ def received() -> int | None:
 
 def _handler(signum: int, frame) -> None:
     _received.append(signum)
+    if len(_received) > 1 and not _repeat[0]:
+        return
     if _depth[0] > 0:
         _pending.append(signum)
         return
     _raise(signum)
 
 
-def install() -> None:
-    """Route SIGINT and SIGTERM through this module (main thread only)."""
+def install(repeat: bool = True) -> None:
+    """Route SIGINT and SIGTERM through this module (main thread only). ``repeat=False``: only the first
+    signal is raised, later ones are noted (a child whose parent passes on a signal it also had)."""
+    _repeat[0] = repeat
     signal.signal(signal.SIGINT, _handler)
     signal.signal(signal.SIGTERM, _handler)
 

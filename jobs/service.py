@@ -117,18 +117,24 @@ def running(workers: int, folder: Path, slurm: tuple[int, int] | None = None):
     procs: list[subprocess.Popen] = []
     host = socket.gethostname() if slurm else "localhost"
     try:
-        d = subprocess.Popen([sys.executable, "-m", "jobs.service", "dispatcher", str(folder)])
+        from jobs import lifeline
+
+        # the dispatcher and local workers end with this process, whatever kills it; a Slurm step's
+        # workers end with the step, which Slurm ends with the job
+        d = subprocess.Popen([sys.executable, "-m", "jobs.service", "dispatcher", str(folder)], env=lifeline.child_env())
         procs.append(d)
         _wait(folder / "dispatcher.port", procs, "dispatcher")
         port = (folder / "dispatcher.port").read_text().strip()
         svc = Service(f"grpc://{host}:{port}", d, count=workers, folder=folder if slurm else None)
         if slurm:
             with open(folder / STEP_ERR, "wb") as err:  # passed on to the cell's log when the step ends
-                step = subprocess.Popen(srun_workers(workers, slurm[0], slurm[1], folder, f"{host}:{port}"), stderr=err)
+                step = subprocess.Popen(srun_workers(workers, slurm[0], slurm[1], folder, f"{host}:{port}"), stderr=err,
+                                        env=lifeline.plain_env())
             procs.append(step)
             svc.workers.append(step)
         for k in range(workers if not slurm else 0):
-            w = subprocess.Popen([sys.executable, "-m", "jobs.service", "worker", str(folder), f"localhost:{port}", str(k)])
+            w = subprocess.Popen([sys.executable, "-m", "jobs.service", "worker", str(folder), f"localhost:{port}", str(k)],
+                                 env=lifeline.child_env())
             procs.append(w)
             svc.workers.append(w)
         for k in range(workers):
@@ -180,6 +186,9 @@ def distribute(dataset, address: str):
 
 
 def main(role: str, folder: str, *args: str) -> int:
+    from jobs import lifeline
+
+    lifeline.bind()  # before TensorFlow's import: a dispatcher or worker never outlives its cell's runner
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 

@@ -64,38 +64,44 @@ def run(config: dict, ds, n: int, seed: int, run_no: int, folder: Path, timeout_
     them together, merge their results. ``marks`` gets the usage snapshots (``jobs.usage``, device
     ``disk``) of the timed part: from the release to the last task's end, its CPU time the tasks' own
     over their timed intervals (their start-up is not in it)."""
-    from jobs import usage
+    import uuid
+
+    from jobs import lifeline, usage
 
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.iterdir():  # a warm-up or an earlier try of this run in the cell's own folder
         old.unlink()
+    # every hand-over file carries this run's nonce: a task left by an earlier, killed campaign can neither
+    # be released by this run's go nor overwrite its results
+    nonce = uuid.uuid4().hex[:12]
     (folder / "request.json").write_text(json.dumps({"config": config, "dataset": dataclasses.asdict(ds), "n": n,
-                                                     "seed": seed, "run": run_no, "cold": cold}))
-    if step:
-        procs = [subprocess.Popen(step)]
-    else:
-        procs = [subprocess.Popen([sys.executable, "-m", "jobs.tasks", str(folder), str(r)]) for r in range(n)]
+                                                     "seed": seed, "run": run_no, "cold": cold, "nonce": nonce}))
+    if step:  # a Slurm job step: Slurm ends its tasks with the job
+        procs = [subprocess.Popen(step, env=lifeline.plain_env())]
+    else:  # local tasks end with this process, whatever kills it
+        procs = [subprocess.Popen([sys.executable, "-m", "jobs.tasks", str(folder), str(r)], env=lifeline.child_env())
+                 for r in range(n)]
     try:
         deadline = time.monotonic() + timeout_s
-        _barrier(procs, n, folder, timeout_s)
+        _barrier(procs, n, folder, timeout_s, nonce)
         start = usage.snapshot(disk)
-        (folder / "go").touch()
+        (folder / _name("go", nonce)).touch()
         for p in procs:
             try:
                 p.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:  # a hung task: ended below, with the others
-                _check_ended([q for q in procs if q.poll() is not None], 0, folder)  # a task's own error first
-                late = [r for r in range(n) if not (folder / f"result-{r}.json").exists()]
+                _check_ended([q for q in procs if q.poll() is not None], 0, folder, nonce)  # a task's own error first
+                late = [r for r in range(n) if not (folder / _name("result", nonce, r)).exists()]
                 raise TaskError(f"tasks {late} had not ended after {timeout_s:.0f} s (the run's limit: "
                                 "platform.timeout_min) and were ended") from None
         end = usage.snapshot(disk)
-        _check_ended(procs, n, folder)
-        results = [_result(folder, r) for r in range(n)]
+        _check_ended(procs, n, folder, nonce)
+        results = [_result(folder, r, nonce) for r in range(n)]
         if marks is not None:
             marks["start"] = start
             marks["end"] = dataclasses.replace(end, cpu_s=start.cpu_s + sum(r["cpu_s"] for r in results))
     finally:
-        for f in ("request.json", "go", *(f"ready-{r}" for r in range(n))):  # the hand-over; results stay
+        for f in ("request.json", _name("go", nonce), *(_name("ready", nonce, r) for r in range(n))):  # results stay
             (folder / f).unlink(missing_ok=True)
         for p in procs:  # a failure or a signal: no task outlives the run (srun passes SIGTERM to its tasks)
             if p.poll() is None:
@@ -108,35 +114,41 @@ def run(config: dict, ds, n: int, seed: int, run_no: int, folder: Path, timeout_
     return merge(results)
 
 
-def _barrier(procs: list, n: int, folder: Path, timeout_s: float) -> None:
+def _name(kind: str, nonce: str, rank: int | None = None) -> str:
+    """A hand-over file of run ``nonce``: go-<nonce>, ready-<nonce>-<rank>, result-<nonce>-<rank>.json, error-..."""
+    base = f"{kind}-{nonce}" + ("" if rank is None else f"-{rank}")
+    return base + ".json" if kind in ("result", "error") else base
+
+
+def _barrier(procs: list, n: int, folder: Path, timeout_s: float, nonce: str) -> None:
     deadline = time.monotonic() + min(timeout_s, READY_TIMEOUT_S)
     while True:
         if any(p.poll() is not None for p in procs):
-            _check_ended(procs, n, folder)  # raises with a task's own error
+            _check_ended(procs, n, folder, nonce)  # raises with a task's own error
             raise TaskError(f"the tasks ended (exit status {[p.returncode for p in procs]}) before all were ready")
-        if all((folder / f"ready-{r}").exists() for r in range(n)):
+        if all((folder / _name("ready", nonce, r)).exists() for r in range(n)):
             return
         if time.monotonic() > deadline:
-            late = [r for r in range(n) if not (folder / f"ready-{r}").exists()]
+            late = [r for r in range(n) if not (folder / _name("ready", nonce, r)).exists()]
             raise TaskError(f"tasks {late} were not ready after {min(timeout_s, READY_TIMEOUT_S):.0f} s")
         time.sleep(0.02)
 
 
-def _check_ended(procs: list, n: int, folder: Path) -> None:
+def _check_ended(procs: list, n: int, folder: Path, nonce: str) -> None:
     """Raise TaskError naming the first task that failed (its own error when it wrote one)."""
-    errors = sorted((int(f.stem.split("-")[1]), f) for f in folder.glob("error-*.json"))
+    errors = sorted((int(f.stem.rsplit("-", 1)[1]), f) for f in folder.glob(_name("error", nonce, "*")))
     if errors:
         rank, f = errors[0]
         e = json.loads(f.read_text())
         raise TaskError(f"task {rank} failed: {e['type']}: {e['message']}")
     for r in range(n):
         code = procs[r].returncode if len(procs) == n else procs[0].returncode
-        if code is not None and (code != 0 or not (folder / f"result-{r}.json").exists()):
+        if code is not None and (code != 0 or not (folder / _name("result", nonce, r)).exists()):
             raise TaskError(f"task {r} ended with exit status {code} and no result")
 
 
-def _result(folder: Path, rank: int) -> dict:
-    out = folder / f"result-{rank}.json"
+def _result(folder: Path, rank: int, nonce: str) -> dict:
+    out = folder / _name("result", nonce, rank)
     if not out.exists():
         raise TaskError(f"task {rank} ended with no result")
     return json.loads(out.read_text())
@@ -178,12 +190,16 @@ def main(folder: str, rank: int) -> int:
     import resource
     import socket
 
-    from jobs import cache, datasets, workloads
+    from jobs import cache, datasets, lifeline, workloads
     from jobs.configview import View
 
+    parent = os.getppid()
+    local = lifeline.bind()  # a local task ends with the runner; a Slurm task with its step
     out = Path(folder)
+    nonce = "unknown"
     try:
         req = json.loads((out / "request.json").read_text())
+        nonce = req["nonce"]
         d = req["dataset"]
         ds = datasets.Dataset(**{k: tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v
                                  for k, v in d.items()})
@@ -197,8 +213,12 @@ def main(folder: str, rank: int) -> int:
         class Ctx(workloads.RunContext):
             def mark(self, name: str) -> None:
                 if name == "start":  # the barrier: every task's timed interval starts together
-                    (out / f"ready-{rank}").touch()
-                    while not (out / "go").exists():
+                    (out / _name("ready", nonce, rank)).touch()
+                    deadline = time.monotonic() + READY_TIMEOUT_S
+                    while not (out / _name("go", nonce)).exists():
+                        if time.monotonic() > deadline or (local and not lifeline.parent_alive(parent)):
+                            raise TaskError(f"task {rank}: no go from the runner after {READY_TIMEOUT_S:.0f} s "
+                                            "or the runner ended")
                         time.sleep(0.002)
                 stamps[name] = time.time()
                 use = resource.getrusage(resource.RUSAGE_SELF)
@@ -208,11 +228,11 @@ def main(folder: str, rank: int) -> int:
         result = w.run_once(ctx)
         result.update(rank=rank, host=socket.gethostname(), resident_bytes_before=resident, t_start=stamps["start"],
                       t_end=stamps["end"], cpu_s=stamps["cpu_end"] - stamps["cpu_start"])
-        (out / f"result-{rank}.json").write_text(json.dumps(result, default=str))
+        (out / _name("result", nonce, rank)).write_text(json.dumps(result, default=str))
         return 0
     except BaseException as e:  # the parent names this task and its error
-        (out / f"error-{rank}.json").write_text(json.dumps({"type": type(e).__name__, "message": str(e)}))
-        (out / f"ready-{rank}").touch()
+        (out / _name("error", nonce, rank)).write_text(json.dumps({"type": type(e).__name__, "message": str(e)}))
+        (out / _name("ready", nonce, rank)).touch()
         return 1
 
 

@@ -57,12 +57,18 @@ def measure(config: dict, job_dir: Path) -> tuple[list[dict], dict, dict]:
     (trace_dir / REQUEST).write_text(json.dumps({"config": config, "log_file": _log_file()}))
     env = {**os.environ, **posix.environment(trace_dir, data_dirs(config))}
     log.info("trace.posix: measuring in a child process traced by dftracer (%s) into %s", env["LD_PRELOAD"], trace_dir)
-    proc = subprocess.Popen([sys.executable, "-m", "jobs.traced", str(job_dir)], env=env)
+    from jobs import interrupts, lifeline
+
+    # the child ends (cleanly: SIGTERM runs its clean-up) when this process dies, even by SIGKILL
+    proc = subprocess.Popen([sys.executable, "-m", "jobs.traced", str(job_dir)], env=lifeline.child_env(env))
     try:
         rc = proc.wait()
-    except BaseException as e:  # Ctrl-C reached the child too; SIGTERM (scancel, kill) is passed on
-        if proc.poll() is None and not isinstance(e, KeyboardInterrupt):
-            proc.send_signal(signal.SIGTERM)
+    except BaseException as e:
+        # the signal is passed on: a Ctrl-C reached the child too, but a SIGINT sent to this pid alone did
+        # not; the child takes the first signal and ignores repeats while it cleans up
+        if proc.poll() is None:
+            proc.send_signal(e.signum if isinstance(e, interrupts.Interrupted)
+                             else signal.SIGINT if isinstance(e, KeyboardInterrupt) else signal.SIGTERM)
         try:
             proc.wait(GRACE_S)
         except subprocess.TimeoutExpired:
@@ -95,8 +101,9 @@ def _log_file() -> str | None:
 
 def main(job_dir: str) -> int:
     """The child: measure the cell and write the outcome for the parent."""
-    from jobs import interrupts, runner
+    from jobs import interrupts, lifeline, runner
 
+    lifeline.bind()
     for k in [k for k in os.environ if k == "LD_PRELOAD" or k.startswith("DFTRACER_")]:
         del os.environ[k]  # loaded and read at start-up; processes this one starts (dataset generation) are not traced
     folder = Path(job_dir)
@@ -108,7 +115,7 @@ def main(job_dir: str) -> int:
     for h in handlers:
         h.setFormatter(fmt)
     logging.basicConfig(level=logging.INFO, handlers=handlers)
-    interrupts.install()
+    interrupts.install(repeat=False)  # the parent passes on a signal this process may have had already
     out = folder / posix.SUBDIR / MEASURED
     try:
         runs, dataset, prov = runner.measure(request["config"], folder)
@@ -117,7 +124,10 @@ def main(job_dir: str) -> int:
     except BaseException as e:  # the parent records the failure; a signal ends the child too
         import traceback
 
-        log.error("the traced cell failed: %s: %s", type(e).__name__, e, exc_info=True)
+        if isinstance(e, (KeyboardInterrupt, interrupts.Interrupted)):  # the parent prints the one line
+            log.info("the traced cell was interrupted (%s); its clean-up ran", type(e).__name__)
+        else:
+            log.error("the traced cell failed: %s: %s", type(e).__name__, e, exc_info=True)
         result = {"error": {"type": type(e).__name__, "message": str(e), "traceback": traceback.format_exc()}}
         code = 1
     out.write_text(json.dumps(result, default=str))

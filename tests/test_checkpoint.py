@@ -164,7 +164,9 @@ def test_killed_mid_drain_then_rerun_loses_nothing(tmp_path):
     assert len(killed) == 1, run["recovered"]
     # the killed run's checkpoints: redone on the slow tier or dropped as incomplete, none left half-done
     rep = run["recovered"][killed[0]]
-    assert rep["recopied"] or rep["dropped_incomplete"]
+    # checkpoint.keep=false: the killed run's folders are removed (it would have removed them), not copied again
+    assert rep.get("removed") is not None and not rep["recopied"], rep
+    assert not [p for p in (tmp_path / "fast" / "iocampaign" / "checkpoints").glob("*") if killed[0] in p.name]
     assert tiers.leftovers("emulated_hdd", str(img / "emulated_hdd.img"), str(tmp_path / "slowmnt")) == []
 
 

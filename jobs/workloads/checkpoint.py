@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import uuid
 from pathlib import Path
 
 from campaign.errors import ConfigError
@@ -60,8 +61,10 @@ class Checkpoint(Workload):
                 seed=ctx.seed, device=cfg.workload.device, read_delay_ms=float(cfg.workload.read_delay_ms), **order_of(cfg),
             ),
             every=int(ck.every), target=ck.target, fast_root=Path(str(ck.fast.root)), slow_root=Path(str(ck.slow.root)),
-            flush=ck.flush, mode=ck.mode, max_to_keep=int(ck.max_to_keep),
-            tag=f"{ckpt_recovery.TAG_PREFIX}{cell_id(ctx.config)}_{'r' if ctx.run > 0 else 'w'}{abs(ctx.run)}_{os.getpid()}",
+            flush=ck.flush, mode=ck.mode, max_to_keep=int(ck.max_to_keep), keep=bool(ck.get("keep")),
+            # unique per run, not only per pid: under a PID namespace the same cell gets the same pid
+            tag=f"{ckpt_recovery.TAG_PREFIX}{cell_id(ctx.config)}_{'r' if ctx.run > 0 else 'w'}{abs(ctx.run)}_"
+                f"{os.getpid()}_{uuid.uuid4().hex[:8]}",
         )
         recovered = ckpt_recovery.recover_all(checkpoint.ckpt_dir(settings.fast_root), checkpoint.ckpt_dir(settings.slow_root),
                                            settings.flush)

@@ -1,0 +1,53 @@
+"""Helper processes never outlive the process that started them.
+
+A campaign killed with SIGKILL runs no clean-up, so its helpers (the traced child, multi-task tasks,
+the tf.data service's dispatcher and workers, the burst buffer's drain) must end by themselves: each
+asks the kernel for a signal when its parent dies (``prctl(PR_SET_PDEATHSIG)``), and checks that the
+parent which started it is still its parent (it may have died before the request was made).
+
+The parent passes its pid in ``IOCAMPAIGN_PARENT_PID`` (``child_env``); ``bind`` removes it from the
+helper's own environment, so that processes the helper starts in turn are bound to the helper, and a
+Slurm job step (whose tasks' parent is ``slurmstepd``, ended by Slurm with the job) is never bound.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import signal
+
+ENV = "IOCAMPAIGN_PARENT_PID"
+_PR_SET_PDEATHSIG = 1
+
+
+def child_env(base: dict | None = None) -> dict:
+    """The environment for a helper process started by this one (``subprocess.Popen(env=...)``)."""
+    return {**(os.environ if base is None else base), ENV: str(os.getpid())}
+
+
+def plain_env(base: dict | None = None) -> dict:
+    """The environment for a process that must not bind to this one (a Slurm job step's srun)."""
+    env = dict(os.environ if base is None else base)
+    env.pop(ENV, None)
+    return env
+
+
+def bind(parent: int | None = None, sig: int = signal.SIGTERM) -> bool:
+    """In a helper: receive ``sig`` when the parent dies, and end now if the parent that started this
+    process (``parent``, else ``IOCAMPAIGN_PARENT_PID``) is already gone. Returns whether it bound
+    (False when nothing says which parent: a task of a Slurm step)."""
+    pid = parent if parent is not None else os.environ.pop(ENV, None)
+    if pid is None:
+        return False
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != int(pid):  # the parent died before the request: the signal will never come
+        os.kill(os.getpid(), sig)
+    return True
+
+
+def parent_alive(parent: int) -> bool:
+    """Whether ``parent`` is still this process's parent (for waits that poll)."""
+    return os.getppid() == parent

@@ -1,0 +1,268 @@
+"""No hang, no orphan, no overwrite: real processes, real signals, real files.
+
+A killed campaign leaves no helper process (tasks, tf.data service, traced child, burst-buffer
+drain), a resume measures with the readers its record names, a dead drain is noticed instead of
+waited for, and two runs of one cell never share (or delete) each other's checkpoints."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, campaign, make_jpegs
+from jobs import ckpt_store, interrupts, records
+
+
+def _checkpoint(folder: Path, name: str, nbytes: int = 1 << 20) -> Path:
+    """A complete checkpoint (data file + manifest) as the saver leaves it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.data-00000-of-00001").write_bytes(os.urandom(nbytes))
+    (folder / f"{name}.index").write_bytes(b"index")
+    prefix = folder / name
+    ckpt_store.write_manifest(prefix, int(name.rsplit("-", 1)[1]))
+    return prefix
+
+
+def _finish_in_thread(d: ckpt_store.Drain) -> tuple[threading.Thread, dict]:
+    box: dict = {}
+
+    def go():
+        try:
+            box["out"] = d.finish()
+        except BaseException as e:  # noqa: BLE001 - the test reads it
+            box["error"] = e
+
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    return t, box
+
+
+def test_a_killed_drain_is_noticed_not_waited_for(tmp_path):
+    d = ckpt_store.Drain(tmp_path / "slow", "ckpt_x", 5, "fsync")
+    os.kill(d.proc.pid, signal.SIGKILL)
+    d.proc.join(10)
+    t, box = _finish_in_thread(d)
+    t.join(10)
+    assert not t.is_alive(), "Drain.finish() still waits for a drain process that was killed"
+    assert isinstance(box["error"], ckpt_store.DrainError) and "ended (exit status -9)" in str(box["error"])
+
+
+def test_a_ctrl_c_reaching_the_drain_does_not_end_it(tmp_path):
+    """Ctrl-C goes to the whole process group: the drain goes on, the run decides (here: it finishes)."""
+    fast = tmp_path / "fast"
+    d = ckpt_store.Drain(tmp_path / "slow", "ckpt_y", 5, "fsync")
+    time.sleep(1.0)  # the spawned interpreter installs its SIGINT handling first thing
+    os.kill(d.proc.pid, signal.SIGINT)
+    d.put(_checkpoint(fast, "ckpt_y-4"))
+    out = d.finish()
+    assert [x["name"] for x in out] == ["ckpt_y-4"]
+    assert ckpt_store.verify(tmp_path / "slow" / "ckpt_y-4") and not list(fast.glob("ckpt_y-4*"))
+
+
+def test_a_signal_during_the_drain_wait_is_raised_and_the_drain_stopped(tmp_path):
+    fast = tmp_path / "fast"
+    d = ckpt_store.Drain(tmp_path / "slow", "ckpt_z", 5, "fsync")
+    time.sleep(1.0)
+    os.kill(d.proc.pid, signal.SIGSTOP)  # a drain that makes no progress (a stalled tier)
+    d.put(_checkpoint(fast, "ckpt_z-4"))
+    old = signal.getsignal(signal.SIGINT)
+    interrupts.install()
+    try:
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt), interrupts.deferred():  # as the runner calls a TensorFlow workload
+            d.finish()
+        assert time.monotonic() - t0 < 5
+    finally:
+        signal.signal(signal.SIGINT, old)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        interrupts._received.clear()
+        os.kill(d.proc.pid, signal.SIGCONT)
+    d.abort()
+    assert not d.proc.is_alive()
+
+
+def test_a_helper_ends_when_its_parent_is_killed(tmp_path):
+    """jobs.lifeline: a helper started with child_env() ends when its parent dies by SIGKILL."""
+    code = ("import os, subprocess, sys, time\n"
+            "from jobs import lifeline\n"
+            "c = subprocess.Popen([sys.executable, '-c', 'from jobs import lifeline; import time; lifeline.bind(); "
+            "time.sleep(120)'], env=lifeline.child_env())\n"
+            f"open({str(tmp_path / 'pid')!r}, 'w').write(str(c.pid))\n"
+            "time.sleep(120)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)})
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int((tmp_path / "pid").read_text())
+    time.sleep(1.0)  # the child has bound itself
+    parent.kill()
+    parent.wait()
+    assert _gone([child], 10), "the helper outlived its parent"
+
+
+def _gone(pids: list[int], within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if not [p for p in pids if _alive(p)]:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _session(sid: int) -> list[tuple[int, str]]:
+    """Live processes of session ``sid`` (the campaign was started as its leader)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":
+            out.append((int(d.name), cmd))
+    return out
+
+
+def _start(args: list[str], cwd: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    return subprocess.Popen([sys.executable, "-m", "campaign", *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def _wait_for(pattern: str, base: Path, proc: subprocess.Popen, within_s: float = 240) -> None:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if list(base.glob(pattern)):
+            return
+        if proc.poll() is not None:
+            pytest.fail(f"the campaign ended (status {proc.returncode}) before {pattern} appeared")
+        time.sleep(0.05)
+    pytest.fail(f"{pattern} never appeared")
+
+
+SCENARIOS = {
+    # a cell whose runs are two tasks each, killed while the tasks wait at the barrier
+    "tasks": (["workload=readonly", "platform.tasks_per_node=2", "repeats=3"], "*/tasks/*/ready-*", 0),
+    # a cell on the tf.data service (the dispatcher and two workers), killed once the workers are up
+    "service": (["workload=readonly", "input.service=true", "input.workers=2", "repeats=3"],
+                "*/service/worker-1.ready", 0),
+    # a traced cell (its measuring child), killed once the child has started
+    "traced": (["workload=readonly", "trace.posix=true", "repeats=20"], "*/posix/request.json", 6),
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_kill_9_of_the_campaign_leaves_no_process(tmp_path, scenario):
+    """SIGKILL to the campaign's pid alone: every helper ends within 30 s; after the multi-task kill, a
+    resume measures each run with its two tasks (none left over from the killed campaign)."""
+    extra, mark, settle = SCENARIOS[scenario]
+    root = tmp_path / "tier"
+    root.mkdir()
+    out = tmp_path / "c"
+    args = ["-m", *extra, "dataset.num_images=96", "dataset.median_kb=8", "batch_size=8", "warmup=0", "threads=1",
+            f"storage.root={root}", f"hydra.sweep.dir={out}"]
+    proc = _start(args, tmp_path)
+    try:
+        _wait_for(mark, out, proc)
+        time.sleep(settle)
+        os.kill(proc.pid, signal.SIGKILL)  # the campaign alone: nothing of it runs its clean-up
+        proc.wait()
+        deadline = time.monotonic() + 30
+        while _session(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _session(proc.pid) == [], f"left after kill -9 of the campaign: {_session(proc.pid)}"
+    finally:
+        for pid, _ in _session(proc.pid):
+            os.kill(pid, signal.SIGKILL)
+    if scenario != "tasks":
+        return
+    p = campaign(*args, cwd=tmp_path)  # the resume
+    assert p.returncode == 0, p.stderr[-3000:]
+    rec = records.read(next(out.glob("*/record.json")))
+    assert len(rec.runs) == 3
+    for run in rec.runs:
+        assert run["cache_state"] == "cold" and run["images"] == 96, run
+        assert run["tasks"] == 2 and [t["images"] for t in run["task_results"]] == [48, 48]
+
+
+def test_a_sigint_to_the_campaign_alone_reaches_its_traced_child(tmp_path):
+    """kill -INT <campaign pid> (not the group): the traced child is told, cleans up, one line, status 130."""
+    root = tmp_path / "tier"
+    root.mkdir()
+    out = tmp_path / "c"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    proc = subprocess.Popen([sys.executable, "-m", "campaign", "-m", "workload=readonly", "trace.posix=true",
+                             "dataset.num_images=400", "dataset.median_kb=4", "batch_size=8", "repeats=100", "warmup=0",
+                             "threads=1", f"storage.root={root}", f"hydra.sweep.dir={out}"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        _wait_for("*/posix/request.json", out, proc)
+        time.sleep(8)  # the child has imported TensorFlow and measures
+        t0 = time.monotonic()
+        os.kill(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        took = time.monotonic() - t0
+    finally:
+        for pid, _ in _session(proc.pid):
+            os.kill(pid, signal.SIGKILL)
+    assert proc.returncode == 130, err[-3000:]
+    assert took < 60, f"the campaign took {took:.0f} s to end after SIGINT"
+    assert _session(proc.pid) == []
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert "campaign: interrupted by SIGINT" in lines[-1], err[-3000:]  # the one line, last
+    assert "Traceback" not in err and "clean-up ran" in err
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file() and p.name not in (".lock", ".recovered")}
+
+
+def test_two_runs_of_one_cell_in_pid_namespaces_never_touch_each_others_checkpoints(tmp_path):
+    """Under ``unshare --pid`` both campaigns' cells run as the same pid: the kept checkpoints of the
+    first survive the second byte for byte, and each run has its own folder."""
+    make_jpegs(tmp_path / "data", 16, classes=2)
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    args = ["workload=checkpoint", "workload.image_side=64", "workload.width=0.25", "workload.steps=4",
+            "checkpoint.every=2", "checkpoint.target=slow", "checkpoint.keep=true", f"checkpoint.slow.root={slow}",
+            f"checkpoint.fast.root={tmp_path}", f"storage.root={tmp_path}", "dataset.source=folder",
+            f"dataset.path={tmp_path / 'data'}", "batch_size=4", "repeats=1", "warmup=0"]
+    folders = slow / "iocampaign" / "checkpoints"
+    seen = []
+    for k in (1, 2):
+        p = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m", "campaign", "-m", *args,
+                            f"hydra.sweep.dir={tmp_path / f's{k}'}"], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=600)
+        assert p.returncode == 0, p.stderr[-3000:]
+        rec = records.read(tmp_path / f"s{k}" / "0" / "record.json")
+        seen.append((rec.runs[0]["checkpoint_dir"], rec.runs[0]["durable"]["slow"]))
+        if k == 1:
+            first = _digest(folders)
+            assert len(first) >= 3
+    (dir1, durable1), (dir2, _) = seen
+    assert dir1 != dir2 and Path(dir1).name.split("_")[3] == Path(dir2).name.split("_")[3]  # the same pid, twice
+    after = _digest(folders)
+    assert {k: v for k, v in after.items() if k.startswith(Path(dir1).name)} == first
+    assert all(ckpt_store.verify(Path(dir1) / name, checksums=False) for name in durable1)
