@@ -10,15 +10,25 @@ def compare_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m analysis compare", description="campaign A beside campaign B, per cell")
     p.add_argument("a", type=Path)
     p.add_argument("b", type=Path)
-    p.add_argument("--csv", type=Path, default=None, help="also write the table here")
+    p.add_argument("--csv", type=Path, default=None, help="also write the table here (a new file)")
+    p.add_argument("--ignore", default="", help="comma-separated config keys not used to pair cells, e.g. "
+                                                "storage to put an HDD campaign beside an SSD one")
     args = p.parse_args(argv)
+    if args.csv is not None and (args.csv.exists() or args.csv.is_symlink()):
+        print(f"analysis: --csv {args.csv} exists; give a new file (nothing is written over an existing one)",
+              file=sys.stderr)
+        return 2
     for f in (args.a, args.b):
         if not f.is_dir():
             print(f"analysis: {f} is not a folder", file=sys.stderr)
             return 2
-    from analysis.compare import compare_campaigns
+    from analysis.compare import CompareError, compare_campaigns, printable
 
-    table = compare_campaigns(args.a, args.b)
+    try:
+        table = compare_campaigns(args.a, args.b, tuple(k for k in args.ignore.split(",") if k))
+    except CompareError as e:
+        print(f"analysis: {e}", file=sys.stderr)
+        return 2
     for u in table.attrs.get("unreadable", []):
         print(f"analysis: UNREADABLE {u} (left out of the comparison)", file=sys.stderr)
     if table.empty:
@@ -26,10 +36,18 @@ def compare_main(argv: list[str]) -> int:
         return 1
     import pandas as pd
 
-    with pd.option_context("display.width", 200, "display.max_columns", None, "display.float_format", "{:.4g}".format):
-        print(table.to_string(index=False))
+    a = table.attrs
+    print(f"{a['both']} cells paired; told apart by {', '.join(a['keys'])}")
+    with pd.option_context("display.width", 160, "display.max_columns", None, "display.float_format", "{:.4g}".format):
+        print(printable(table).to_string(index=False))
     if args.csv:
         table.to_csv(args.csv, index=False)
+    if a["only_a"] or a["only_b"]:
+        print(f"analysis: {a['only_a']} cells of A and {a['only_b']} of B have no counterpart (column paired); "
+              "cells pair only when every setting is equal (--ignore KEY leaves one out)", file=sys.stderr)
+    if not a["both"]:
+        print("analysis: 0 cells paired: the campaigns measured different cells", file=sys.stderr)
+        return 1
     return 1 if table.attrs.get("unreadable") else 0
 
 
@@ -56,16 +74,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"analysis: --baseline {args.baseline} is not a folder", file=sys.stderr)
         return 2
     from analysis.build import NothingToBuild
+    from analysis.outputs import OutputExists
 
     try:
         out = build(args.folder, render=not args.no_figures, baseline_from=args.baseline)
+        if not args.no_figures and (out.completed or out.failed):
+            from analysis.report import write_report
+
+            out.files.append(write_report(args.folder, built=out))
     except NothingToBuild as e:
         print(f"analysis: {e}", file=sys.stderr)
         return 1
-    if not args.no_figures and (out.completed or out.failed):
-        from analysis.report import write_report
-
-        out.files.append(write_report(args.folder, built=out))
+    except OutputExists as e:
+        print(f"analysis: {e}", file=sys.stderr)
+        return 2
     print(out.describe())
     return 1 if out.failed or out.missing or out.unreadable else 0
 

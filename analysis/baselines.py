@@ -65,7 +65,9 @@ def write_table_i(table, folder: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    csv = folder / f"{TABLE_I}.csv"
+    from analysis.outputs import claim
+
+    csv = claim(folder / f"{TABLE_I}.csv")
     table.to_csv(csv, index=False)
 
     def cell(med, lo, hi):
@@ -79,7 +81,7 @@ def write_table_i(table, folder: Path) -> list[Path]:
              paper(r["paper_read_mb_s"]), paper(r["paper_write_mb_s"])] for _, r in table.iterrows()]
     head = ["Storage", "Max read MB/s\nmedian (min–max)", "Max write MB/s\nmedian (min–max)", "Tool",
             "Paper read\nMB/s", "Paper write\nMB/s"]
-    md = folder / f"{TABLE_I}.md"
+    md = claim(folder / f"{TABLE_I}.md")
     md.write_text("| " + " | ".join(h.replace("\n", " ") for h in head) + " |\n|" + "---|" * len(head) + "\n"
                   + "".join("| " + " | ".join(r) + " |\n" for r in rows))
     fig, ax = plt.subplots(figsize=(8, 0.9 + 0.3 * (len(rows) + 2)))
@@ -93,7 +95,7 @@ def write_table_i(table, folder: Path) -> list[Path]:
         if r == 0:
             c.set_height(c.get_height() * 1.8)
     ax.set_title("Table I: storage baselines (this campaign) beside the paper's IOR figures", fontsize=9)
-    png = folder / f"{TABLE_I}.png"
+    png = claim(folder / f"{TABLE_I}.png")
     fig.tight_layout()
     fig.savefig(png, dpi=150)
     plt.close(fig)

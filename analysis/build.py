@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis import figures, tables
+from analysis import figures, outputs, tables
 
 RESULTS = "results.csv"
 SUMMARY = "summary.csv"
@@ -67,29 +67,33 @@ def build(folder: str | Path, render: bool = True, baseline_from: str | Path | N
     out.runs = len(results)
     import pandas as pd
 
-    results.to_csv(folder / RESULTS, index=False)
+    # before anything is written: a table of the same name that the tool did not write stops the build
+    outputs.check([folder / n for n in (RESULTS, SUMMARY, CELLS, BASELINES, CHECKPOINTS, IO_COST, "claims.csv",
+                                        "report.html")])
+    results.to_csv(outputs.claim(folder / RESULTS), index=False)
     out.files.append(folder / RESULTS)
     base = tables.baselines_frame(c)
     if not base.empty:
-        base.to_csv(folder / BASELINES, index=False)
+        base.to_csv(outputs.claim(folder / BASELINES), index=False)
         out.files.append(folder / BASELINES)
         out.files += bl.write_table_i(bl.table_i(base, c.storages), folder)
     if baseline_from is not None:
         base = tables.baselines_frame(tables.collect(Path(baseline_from)))
     summary = bl.efficiency(tables.summary_frame(results), base)
-    summary.to_csv(folder / SUMMARY, index=False)
+    summary.to_csv(outputs.claim(folder / SUMMARY), index=False)
     out.files.append(folder / SUMMARY)
-    pd.DataFrame(c.cells, columns=["cell_dir", "status", "overrides", "error"]).to_csv(folder / CELLS, index=False)
+    pd.DataFrame(c.cells, columns=["cell_dir", "status", "overrides", "error"]).to_csv(outputs.claim(folder / CELLS),
+                                                                                      index=False)
     out.files.append(folder / CELLS)
     from analysis import training
 
     ckpts = tables.checkpoints_frame(c)
     if not ckpts.empty:
-        ckpts.to_csv(folder / CHECKPOINTS, index=False)
+        ckpts.to_csv(outputs.claim(folder / CHECKPOINTS), index=False)
         out.files.append(folder / CHECKPOINTS)
     cost = training.io_cost(results)
     if not cost.empty:
-        cost.to_csv(folder / IO_COST, index=False)
+        cost.to_csv(outputs.claim(folder / IO_COST), index=False)
         out.files.append(folder / IO_COST)
     if render and not results.empty:
         out.files += figures.render_all(results, folder)

@@ -153,28 +153,64 @@ def claims_frame(results, baselines):
     return pd.DataFrame(rows)
 
 
-def compare_campaigns(a: Path, b: Path):
-    """Each cell's median metrics in campaign A beside campaign B, with B / A. Records that could not
-    be read are listed in the frame's ``attrs["unreadable"]`` (never skipped silently)."""
+class CompareError(ValueError):
+    """Two campaigns whose cells cannot be paired; the message says why."""
+
+
+SHOWN = ("images_per_s_median", "mb_per_s_median", "steady_runtime_s_median", "runtime_s_median", "median_stall_s_median")
+PAIRED = "paired"  # both, only in A, only in B
+
+
+def compare_campaigns(a: Path, b: Path, ignore: tuple[str, ...] = ()):
+    """Each cell's median metrics in campaign A beside the same cell in campaign B, with B / A.
+
+    Cells pair when everything that defines them is equal (``tables.identity``: the resolved config
+    without paths and launch settings; ``ignore``: dotted keys left out, the setting being compared).
+    The frame's columns are the keys whose values differ between cells, ``paired`` (both, only in A,
+    only in B: a cell without its counterpart is shown, never dropped), then each metric's A, B and
+    ratio. ``attrs``: ``unreadable`` records, ``keys`` that vary, ``only_a``/``only_b`` counts."""
     import pandas as pd
 
-    keys = [k for k in tables.CELL_COLUMNS]
     collected = [tables.collect(x) for x in (a, b)]
     unreadable = [u for c in collected for u in c.unreadable]
-    fa, fb = (tables.summary_frame(tables.results_frame(c)) for c in collected)
-    if fa.empty or fb.empty:
+    frames = [tables.summary_frame(tables.results_frame(c)) for c in collected]
+    if any(f.empty for f in frames):
         empty = pd.DataFrame()
         empty.attrs["unreadable"] = unreadable
         return empty
-    metrics = [c for c in fa.columns if c.endswith("_median") and c in fb.columns]
-    for f in (fa, fb):
+    metrics = [c for c in frames[0].columns if c.endswith("_median") and c in frames[1].columns]
+    sides = []
+    for f, c in zip(frames, collected):
+        ids = pd.DataFrame([tables.identity(c.configs[d], ignore) for d in f["cell_dir"]])
+        sides.append((ids, f[metrics].reset_index(drop=True)))
+    keys = sorted(set(sides[0][0].columns) | set(sides[1][0].columns))
+    for (ids, _), name in zip(sides, "AB"):
         for k in keys:
-            f[k] = f[k].astype(str)
-    m = fa[keys + metrics].merge(fb[keys + metrics], on=keys, suffixes=("_a", "_b"), how="outer")
+            if k not in ids:
+                ids[k] = "(unset)"
+        dup = int(ids.duplicated(keys, keep=False).sum())
+        if dup:
+            raise CompareError(f"{dup} cells of {name} are the same cell once {', '.join(ignore) or 'paths'} is left "
+                               "out: they cannot be paired (leave out less with --ignore)")
+    both = pd.concat([ids[keys] for ids, _ in sides])
+    vary = [k for k in keys if both[k].nunique(dropna=False) > 1] or ["workload.name"]
+    fa, fb = (pd.concat([ids[keys], m], axis=1) for ids, m in sides)
+    m = fa.merge(fb, on=keys, suffixes=("_a", "_b"), how="outer", indicator=PAIRED)
+    m[PAIRED] = m[PAIRED].map({"both": "both", "left_only": "only in A", "right_only": "only in B"}).astype(str)
     for metric in metrics:
         m[f"{metric}_ratio"] = m[f"{metric}_b"] / m[f"{metric}_a"]
-    cols = keys + [c for metric in metrics for c in (f"{metric}_a", f"{metric}_b", f"{metric}_ratio")]
+    cols = [*vary, PAIRED, *(c for metric in metrics for c in (f"{metric}_a", f"{metric}_b", f"{metric}_ratio"))]
     m = m[cols]
-    out = m.loc[:, m.notna().any()]
-    out.attrs["unreadable"] = unreadable
+    out = m.loc[:, m.notna().any()].sort_values([PAIRED, *vary], kind="stable").reset_index(drop=True)
+    out.attrs.update(unreadable=unreadable, keys=vary, only_a=int((m[PAIRED] == "only in A").sum()),
+                     only_b=int((m[PAIRED] == "only in B").sum()), both=int((m[PAIRED] == "both").sum()))
     return out
+
+
+def printable(table, most: int = 2):
+    """The comparison as people read it: the varying keys, ``paired``, and A, B, B/A of the first ``most``
+    headline metrics measured (the CSV holds every metric)."""
+    metrics = [m for m in SHOWN if f"{m}_ratio" in table][:most]
+    names = {f"{m}_{side}": f"{m.removesuffix('_median')} {label}" for m in metrics
+             for side, label in (("a", "A"), ("b", "B"), ("ratio", "B/A"))}
+    return table[[*table.attrs.get("keys", []), PAIRED, *names]].rename(columns=names)

@@ -9,10 +9,12 @@ def save(fig, stem: Path) -> list[Path]:
     """Write ``fig`` as ``<stem>.png`` and ``<stem>.svg`` and close it."""
     import matplotlib.pyplot as plt
 
+    from analysis.outputs import claim
+
     stem.parent.mkdir(parents=True, exist_ok=True)
     paths = []
     for ext in ("png", "svg"):
-        p = stem.with_suffix(f".{ext}")
+        p = claim(stem.with_suffix(f".{ext}"))
         fig.savefig(p, dpi=150)
         paths.append(p)
     plt.close(fig)

@@ -44,7 +44,9 @@ def write_files(c: tables.Collected, folder: Path) -> Path | None:
     """``posix_files.csv``: every run's per-file table with the cell's keys, streamed row by row."""
     if not c.posix:
         return None
-    out = folder / FILES
+    from analysis.outputs import claim
+
+    out = claim(folder / FILES)
     with open(out, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow([*KEYS, "cell_dir", *posix.FILE_COLUMNS])
@@ -167,7 +169,9 @@ def write_all(c: tables.Collected, folder: Path, render: bool = True) -> list[Pa
     if not c.posix:
         return []
     out = []
-    summary_frame(c).to_csv(folder / SUMMARY, index=False)
+    from analysis.outputs import claim
+
+    summary_frame(c).to_csv(claim(folder / SUMMARY), index=False)
     out.append(folder / SUMMARY)
     out.append(write_files(c, folder))
     if render:

@@ -80,7 +80,9 @@ def write_report(folder: str | Path, built=None) -> Path:
     c = built.collected if built.collected is not None else tables.collect(folder)
     results, base = tables.results_frame(c), tables.baselines_frame(c)
     claims = compare.claims_frame(results, base)
-    claims.to_csv(folder / "claims.csv", index=False)
+    from analysis.outputs import claim
+
+    claims.to_csv(claim(folder / "claims.csv"), index=False)
     figs = [f for stem, caption in _figures() if (f := _embed(folder, stem, caption))]
     table_i = pd.read_csv(folder / "table_i.csv") if (folder / "table_i.csv").exists() else None
     problems = pd.DataFrame(built.failed + built.missing)
@@ -99,7 +101,7 @@ def write_report(folder: str | Path, built=None) -> Path:
     paper_txt = (folder / "paper.txt").read_text() if (folder / "paper.txt").exists() else ""
     counts = claims["status"].value_counts().to_dict() if not claims.empty else {}
     page = _page(folder, built, claims, table_i, figs, problems, fallbacks, facts, paper_txt, counts)
-    out = folder / REPORT
+    out = claim(folder / REPORT)
     out.write_text(page)
     return out
 
@@ -172,7 +174,7 @@ def _staging_section(folder: Path, built) -> str:
     path = folder / "summary.csv"
     s = pd.read_csv(path) if path.exists() and path.stat().st_size > 1 else pd.DataFrame()
     c = built.collected if built is not None and built.collected is not None else tables.collect(folder)
-    table = staging.comparison(s, c.staged)
+    table = staging.comparison(s, c.staged, c.configs)
     if table is None:
         return ""
     return ("<h2>Staging</h2><p>Cells that copied their data onto a faster tier before the runs "

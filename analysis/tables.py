@@ -32,6 +32,7 @@ class Collected:
     storages: dict = field(default_factory=dict)  # storage name -> its config section (Table I's paper figures)
     posix: list[dict] = field(default_factory=list)  # one per traced measured run (trace.posix=true): analysis.posix
     staged: dict = field(default_factory=dict)  # cell folder -> how its data was staged (storage@stage)
+    configs: dict = field(default_factory=dict)  # cell folder -> its resolved config (completed cells)
 
 
 def _cell_values(cfg: dict) -> dict:
@@ -99,6 +100,7 @@ def collect(folder: str | Path) -> Collected:
         if rec.status != records.COMPLETED:
             continue
         out.storages.setdefault(rec.config["storage"]["name"], rec.config["storage"])
+        out.configs[d] = rec.config
         if (rec.dataset or {}).get("stage"):
             out.staged[d] = rec.dataset["stage"]
         base = _cell_values(rec.config)
@@ -235,6 +237,43 @@ def summary_frame(results):
         reason[d] = match.iloc[0] if len(match) else ""
     out["bound_reason"] = [reason.get(d) or f"its runs disagree: {runs}" for d, runs in zip(out["cell_dir"], out["bound_runs"])]
     return out
+
+
+# Config keys that say where things live or how a cell was launched, not what it measured: two cells
+# that differ only there are the same cell (a campaign rerun on another mount, queue or account).
+_WHERE = (".root", ".image_dir", ".lock_dir", ".description", ".label", "dataset.path")
+_LAUNCH_KEPT = ("platform.nodes", "platform.tasks_per_node")  # of the platform, what changes the measurement
+
+
+def identity(config: dict, ignore: tuple[str, ...] = ()) -> dict[str, str]:
+    """What defines a cell: its resolved config as flat dotted keys with normalised values (224 and
+    224.0 are one value), without where things live and how it was launched; keys under ``ignore``
+    (dotted prefixes: the setting being compared) left out."""
+    import json
+    import math
+
+    def norm(v) -> str:
+        if isinstance(v, bool) or v is None:
+            return json.dumps(v)
+        if isinstance(v, (int, float)):
+            return "nan" if isinstance(v, float) and math.isnan(v) else repr(float(v))
+        if isinstance(v, (list, tuple)):
+            return "[" + ",".join(norm(x) for x in v) + "]"
+        return str(v)
+
+    flat: dict[str, str] = {}
+
+    def walk(prefix: str, v) -> None:
+        if isinstance(v, dict):
+            for k, x in v.items():
+                walk(f"{prefix}.{k}" if prefix else str(k), x)
+        else:
+            flat[prefix] = norm(v)
+
+    walk("", {k: v for k, v in config.items() if k != "hydra"})
+    return {k: v for k, v in flat.items()
+            if not k.endswith(_WHERE) and (not k.startswith("platform.") or k in _LAUNCH_KEPT)
+            and not any(k == i or k.startswith(i + ".") for i in ignore)}
 
 
 def text(column):

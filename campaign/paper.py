@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 CONF = Path(__file__).resolve().parent.parent / "conf" / "paper"
+PAPER = "paper.txt"  # the study's scale, tiers and grids, in its campaign folder
 
 
 def scales() -> list[str]:
@@ -72,9 +73,14 @@ def main(argv: list[str]) -> int:
     p.add_argument("--only", default=None, help="comma-separated grids to run: table1,fig4_fig5,fig6_fig8,fig7,fig9_fig10")
     p.add_argument("overrides", nargs="*", help="Hydra overrides added to every grid (e.g. platform=slurm)")
     args = p.parse_args(argv)
-    tiers = args.tiers.split(",") if args.tiers else default_tiers()
+    tiers = args.tiers.split(",") if args.tiers is not None else default_tiers()
+    known = sorted(p.stem for p in (CONF.parent / "storage").glob("*.yaml") if not p.stem.startswith("_"))
+    bad = [t for t in tiers if t not in known]
+    if bad or not tiers:
+        print(f"campaign: --tiers {args.tiers!r}: {'unknown tier ' + repr(bad[0]) if bad else 'no tier given'}; "
+              f"valid: {', '.join(known)}; nothing was run", file=sys.stderr)
+        return 2
     out = args.out or Path("multirun") / time.strftime("paper-%Y-%m-%d-%H-%M-%S")
-    out.mkdir(parents=True, exist_ok=True)
     todo = grids(args.scale, tiers)
     if args.only:
         wanted = set(args.only.split(","))
@@ -84,7 +90,18 @@ def main(argv: list[str]) -> int:
                   f"{', '.join(g for g, _ in todo)}", file=sys.stderr)
             return 2
         todo = [g for g in todo if g[0] in wanted]
-    (out / "paper.txt").write_text(f"scale={args.scale}\ntiers={','.join(tiers)}\n"
+    from analysis.outputs import OutputExists, check, claim, folder_is_free
+
+    why = folder_is_free(out, (PAPER,))  # a paper study's folder again (its grids resume), or a new one
+    try:
+        check([out / PAPER])
+    except OutputExists as e:
+        why = why or str(e)
+    if why:
+        print(f"campaign: --out: {why}; choose a new folder; nothing was run", file=sys.stderr)
+        return 2
+    out.mkdir(parents=True, exist_ok=True)
+    claim(out / PAPER).write_text(f"scale={args.scale}\ntiers={','.join(tiers)}\n"
                                    + "".join(f"{n}: {' '.join(o)}\n" for n, o in todo))
     status = 0
     for name, overrides in todo:
@@ -100,8 +117,13 @@ def main(argv: list[str]) -> int:
         if rc != 0:
             print(f"[paper] {name} ended with exit status {rc}; the report says what is missing", flush=True)
             status = 1
+    from analysis.build import NothingToBuild
     from analysis.report import write_report
 
-    report = write_report(out)
+    try:
+        report = write_report(out)
+    except (NothingToBuild, OutputExists) as e:
+        print(f"campaign: no report for {out}: {e}", file=sys.stderr)
+        return 1
     print(f"[paper] report: {report}", flush=True)
     return status

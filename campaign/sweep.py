@@ -76,6 +76,11 @@ def sweep(hydra_context: Any, task_function: Any, config: DictConfig, arguments:
 
         print(submit.dry_run(planned, sweep_dir, validate.View(platform)), flush=True)
         return  # a dry run writes nothing
+    from analysis.outputs import folder_is_free
+
+    why = folder_is_free(sweep_dir, (plan.FILENAME,), outputs.HYDRA_FILES)
+    if why:  # a resume finds its plan.json; anything else is the user's
+        raise errors.Stop(f"campaign: hydra.sweep.dir: {why}; choose a new folder; nothing was run", 2)
     try:
         mine, every = plan.assign(sweep_dir, [(p.overrides, p.cell_id) for p in planned])
     except plan.PlanError as e:
@@ -104,12 +109,15 @@ def summarise(folder: Path) -> None:
     """Build the tables, figures and report of ``folder`` and print where they are; raises Stop
     (status 1, the summary already printed) when a cell failed or is missing, or the build failed."""
     from analysis.build import build
+    from analysis.outputs import OutputExists
 
     try:
         out = build(folder)
         from analysis.report import write_report
 
         out.files.append(write_report(folder, built=out))
+    except OutputExists as e:
+        raise errors.Stop(f"campaign: the records are in {folder}, but {e}", 2) from None
     except Exception as e:  # noqa: BLE001 - the campaign must not end looking fine
         raise errors.Stop(f"campaign: building the tables and figures of {folder} failed: {type(e).__name__}: {e}; "
                           f"the records are intact; retry with: python -m analysis {folder}", 1) from None

@@ -445,3 +445,51 @@ def test_a_signal_during_tensorflow_iteration_waits_for_the_next_batch():
     finally:
         signal.signal(signal.SIGTERM, old[0])
         signal.signal(signal.SIGINT, old[1])
+
+
+# 20. the output folder: the paper's --out, hydra.sweep.dir and compare --csv wrote over a user's files
+def test_an_existing_output_folder_or_file_of_the_user_is_refused_untouched(tmp_path, cwd):
+    mine = tmp_path / "mine"
+    planted = plant(mine)
+    for args in (["--out", str(mine), "--tiers", "local,tmpfs", "--only", "table1"],  # a real grid would run
+                 ["--out", str(mine), "--tiers", "local"]):
+        p = campaign("+experiment=paper", "--scale", "ci", *args, cwd=cwd)
+        assert p.returncode == 2 and "not a campaign folder" in _one_line(p) and "nothing was run" in p.stderr
+    p = campaign("-m", "threads=1", f"hydra.sweep.dir={mine}", f"storage.root={tmp_path}", *TINY, cwd=cwd)
+    assert p.returncode == 2 and "hydra.sweep.dir" in _one_line(p) and "not a campaign folder" in p.stderr
+    intact(planted)
+    assert sorted(mine.iterdir()) == sorted(planted)
+    target = mine / "results.csv"
+    p = analysis("compare", str(tmp_path), str(tmp_path), "--csv", str(target), cwd=cwd)
+    assert p.returncode == 2 and "--csv" in _one_line(p) and "exists" in p.stderr
+    intact(planted)
+    assert list(cwd.iterdir()) == []
+
+
+def test_bad_paper_options_leave_nothing(cwd):
+    for args, says in ((["--tiers", "nvme,floppy"], "unknown tier 'nvme'"), (["--tiers", ","], "unknown tier ''"),
+                       (["--only", "fig99"], "unknown grid(s) fig99")):
+        p = campaign("+experiment=paper", "--scale", "ci", *args, cwd=cwd)
+        assert p.returncode == 2 and says in _one_line(p), p.stderr[-2000:]
+    assert list(cwd.iterdir()) == []  # no empty multirun/paper-* folder, no paper.txt
+
+
+def test_the_analysis_never_writes_over_a_table_it_did_not_write(paper, tmp_path):
+    """A file under a name the analysis writes, not listed as the tool's: refused before anything is
+    written; the tool's own files (listed) are rewritten as usual."""
+    from analysis import outputs
+
+    grid = tmp_path / "fig4_fig5"
+    shutil.copytree(paper / "fig4_fig5", grid)
+    listed = json.loads((grid / outputs.MANIFEST).read_text())
+    assert {"results.csv", "summary.csv", "report.html"} <= set(listed["files"])
+    p = analysis(str(grid), cwd=tmp_path)  # the tool's own files: rebuilt
+    assert p.returncode == 0, p.stderr[-2000:]
+    listed["files"].remove("summary.csv")  # now as if the user had put their own summary.csv there
+    (grid / outputs.MANIFEST).write_text(json.dumps(listed))
+    planted = {grid / "summary.csv": hashlib.sha256((grid / "summary.csv").read_bytes()).hexdigest()}
+    before = {f: f.stat().st_mtime_ns for f in grid.iterdir() if f.is_file()}
+    p = analysis(str(grid), cwd=tmp_path)
+    assert p.returncode == 2 and "summary.csv exists and was not written by iocampaign" in _one_line(p)
+    intact(planted)
+    assert {f: f.stat().st_mtime_ns for f in grid.iterdir() if f.is_file()} == before  # nothing written at all

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from analysis import compare
-from conftest import analysis
+from conftest import analysis, campaign
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None and os.environ.get("CI") != "true",
@@ -76,3 +76,25 @@ def test_compare_two_campaigns(paper, tmp_path):
     assert "images_per_s_median_ratio" in table.columns and (table["images_per_s_median_ratio"] == 1.0).all()
     p = analysis("compare", str(paper / "fig4_fig5"), str(tmp_path / "nope"), cwd=tmp_path)
     assert p.returncode == 2 and "is not a folder" in p.stderr
+
+
+def test_compare_pairs_cells_only_when_every_setting_is_equal(tmp_path):
+    """Cells that differ in a setting outside results.csv's columns (dataset.num_images) never pair: the
+    key that varies is shown, unmatched cells are listed and counted, not multiplied into false ratios."""
+    common = ["workload=readonly", "batch_size=8", "repeats=1", "warmup=0", "threads=1", f"storage.root={tmp_path}"]
+    for name, sizes in (("A", "16,32"), ("B", "32,48")):
+        p = campaign("-m", *common, f"dataset.num_images={sizes}", f"hydra.sweep.dir={tmp_path / name}", cwd=tmp_path)
+        assert p.returncode == 0, p.stderr[-2000:]
+    p = analysis("compare", str(tmp_path / "A"), str(tmp_path / "B"), "--csv", str(tmp_path / "c.csv"), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "1 cells paired; told apart by dataset.num_images" in p.stdout
+    assert "1 cells of A and 1 of B have no counterpart" in p.stderr
+    assert max(len(line) for line in p.stdout.splitlines()) <= 160
+    t = pd.read_csv(tmp_path / "c.csv").set_index("dataset.num_images")
+    assert sorted(t.index) == [16.0, 32.0, 48.0]
+    assert t.loc[32, "paired"] == "both" and t.loc[16, "paired"] == "only in A" and t.loc[48, "paired"] == "only in B"
+    assert pd.notna(t.loc[32, "images_per_s_median_ratio"]) and pd.isna(t.loc[16, "images_per_s_median_ratio"])
+    # leaving out the setting that tells A's own cells apart cannot pair them: one line, no table
+    p = analysis("compare", str(tmp_path / "A"), str(tmp_path / "B"), "--ignore", "dataset.num_images", cwd=tmp_path)
+    assert p.returncode == 2 and "2 cells of A are the same cell once dataset.num_images is left out" in p.stderr
+    assert p.stdout == ""

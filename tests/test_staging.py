@@ -70,3 +70,24 @@ def test_stage_none_is_no_stage(cwd):
     assert p.returncode == 0 and "\nstage: null\n" in p.stdout, p.stderr
     p = campaign("--cfg", "job", "storage@stage=nvme", cwd=cwd)
     assert p.returncode == 2 and "unknown storage 'nvme'" in p.stderr
+
+
+def test_staged_cells_pair_only_with_the_cell_equal_in_everything_but_the_stage():
+    """cache=cold,warm: staged-cold beside unstaged-cold, never beside unstaged-warm (a 3.6x that was
+    the page cache); a staged cell with no counterpart has no ratio."""
+    from analysis import staging
+
+    def cfg(cache, stage, tasks=1):
+        c = {"workload": {"name": "readonly", "kind": "microbench"}, "storage": {"name": "local", "root": "/x"},
+             "cache": cache, "threads": 2, "platform": {"name": "local", "tasks_per_node": tasks, "lock_dir": "/l"}}
+        return {**c, "stage": {"name": "tmpfs", "root": "/fast"}} if stage else c
+
+    configs = {"0": cfg("cold", False), "1": cfg("warm", False), "2": cfg("cold", True), "3": cfg("warm", True),
+               "4": cfg("cold", True, tasks=2)}
+    summary = pd.DataFrame({"cell_dir": [0, 1, 2, 3, 4], "stage": [None, None, "tmpfs", "tmpfs", "tmpfs"],
+                            "cache": ["cold", "warm", "cold", "warm", "cold"], "storage": "local",
+                            "images_per_s_median": [100.0, 400.0, 350.0, 410.0, 300.0], "bound": "storage"})
+    t = staging.comparison(summary, {}, configs).set_index(["cache", "from_stage"])
+    assert t.loc[("cold", 350.0), "from_storage"] == 100.0 and t.loc[("cold", 350.0), "staged_speedup"] == 3.5
+    assert t.loc[("warm", 410.0), "from_storage"] == 400.0
+    assert pd.isna(t.loc[("cold", 300.0), "from_storage"])  # two tasks per cell: no unstaged counterpart
