@@ -22,7 +22,11 @@ def main(argv: list[str] | None = None) -> int:
     if out.exists():
         print(f"analysis.perfetto: {out} exists; name another output", file=sys.stderr)
         return 2
-    print(posix.to_chrome(a.trace, out))
+    try:
+        print(posix.to_chrome(a.trace, out))
+    except posix.PosixTraceError as e:
+        print(f"analysis.perfetto: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

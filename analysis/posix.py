@@ -52,14 +52,22 @@ def write_files(c: tables.Collected, folder: Path) -> Path | None:
         w.writerow([*KEYS, "cell_dir", *posix.FILE_COLUMNS])
         for e in c.posix:
             src = folder / e["posix_files_table"]
-            if not src.exists():
+            if not src.is_file():
+                c.unreadable.append(f"{src}: the per-file table of a traced run is missing (left out of {FILES})")
                 continue
+            rows = 0
             with open(src, newline="") as s:
                 r = csv.reader(s)
-                next(r, None)
+                head = next(r, None) or []
                 keys = [e.get(k) for k in KEYS] + [e["cell_dir"]]
                 for line in r:
+                    if len(line) != len(head):
+                        break  # a torn last line: the table was cut short
                     w.writerow(keys + line)
+                    rows += 1
+            if len(head) != len(posix.FILE_COLUMNS) or rows < (e.get("posix_files") or 0):
+                c.unreadable.append(f"{src}: truncated ({rows} of at least {e.get('posix_files') or 0} files; "
+                                    f"its rows in {FILES} are incomplete)")
     return out
 
 

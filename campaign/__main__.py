@@ -42,7 +42,8 @@ def run() -> int:
             from campaign import paper
 
             return paper.main([a for a in args if a != chosen])
-        problem = choices.unknown_choice(args) or choices.missing_field(args) or choices.bad_value(args)
+        problem = (choices.unknown_choice(args) or choices.missing_field(args) or choices.null_parent(args)
+                   or choices.bad_value(args))
         if problem:
             print(f"campaign: {problem}", file=sys.stderr)
             return 2

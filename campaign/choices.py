@@ -108,10 +108,12 @@ def _template():
 
     from campaign import schema
 
+    def tier():
+        return schema.StorageConf(emulate=schema.EmulateConf())
+
     return OmegaConf.structured(schema.CampaignConf(
-        workload=schema.WorkloadConf(), storage=schema.StorageConf(), dataset=schema.DatasetConf(),
-        platform=schema.PlatformConf(), checkpoint=schema.CheckpointConf(fast=schema.StorageConf(),
-                                                                          slow=schema.StorageConf())))
+        workload=schema.WorkloadConf(), storage=tier(), dataset=schema.DatasetConf(), stage=tier(),
+        platform=schema.PlatformConf(), checkpoint=schema.CheckpointConf(fast=tier(), slow=tier())))
 
 
 def _workload_field(key: str, value) -> str | None:
@@ -180,4 +182,48 @@ def bad_value(args: list[str]) -> str | None:
                 if why:
                     return why
                 break
+    return None
+
+
+# a node that a storage preset fills (its default preset in conf/config.yaml; none: the node is null)
+_TIER_NODES = {"stage": ("storage@stage", "none"), "storage": ("storage", "local"),
+               "checkpoint.fast": ("storage@checkpoint.fast", "tmpfs"), "checkpoint.slow": ("storage@checkpoint.slow", "local")}
+
+
+def _has_emulate(preset: str, extra: list[Path]) -> bool:
+    from omegaconf import OmegaConf
+
+    for d in [CONF_DIR, *extra]:
+        path = d / "storage" / f"{preset}.yaml"
+        if path.is_file():
+            return OmegaConf.load(path).get("emulate") is not None
+    return True  # a preset this check cannot read: Hydra judges
+
+
+def null_parent(args: list[str]) -> str | None:
+    """One line for an override that sets a field of a setting that is null in a cell (``stage.root=X``
+    with ``storage@stage=none``, ``storage.emulate.read_iops=N`` on a tier that is not emulated), which
+    Hydra reports as a traceback, or None. An experiment's own choices are Hydra's to check."""
+    if any((m := _ARG.match(a)) and m["group"] == "experiment" for a in args):
+        return None
+    extra = searchpath(args)
+    chosen = {}
+    for node, (arg_key, default) in _TIER_NODES.items():
+        given = [a.split("=", 1)[1] for a in args if a.split("=", 1)[0].lstrip("+~") == arg_key]
+        chosen[node] = given[-1].split(",") if given and re.fullmatch(r"[\w.-]+(,[\w.-]+)*", given[-1]) else [default]
+    for arg in args:
+        key = arg.split("=", 1)[0].lstrip("+~")
+        if "=" not in arg or "@" in key:
+            continue
+        for node, presets_ in chosen.items():
+            if not key.startswith(node + "."):
+                continue
+            if node == "stage" and "none" in presets_:
+                return (f"{arg}: stage is null where storage@stage=none (the default), so it has no "
+                        f"{key.split('.', 1)[1]}; choose the stage tier first: storage@stage=<preset>")
+            if key.startswith(node + ".emulate."):
+                plain = [p for p in presets_ if p != "none" and not _has_emulate(p, extra)]
+                if plain:
+                    return (f"{arg}: {_TIER_NODES[node][0]}={plain[0]} is not an emulated tier, so {node}.emulate is "
+                            f"null; choose one first ({_TIER_NODES[node][0]}=emulated_hdd|emulated_ssd|emulated_optane)")
     return None

@@ -72,6 +72,11 @@ def _check_root(st: View, key: str) -> str:
             )
         if st.emulate.read_mb_s <= 0 or st.emulate.write_mb_s <= 0:
             raise ConfigError(f"{key}.emulate of {key}={st.name}: read_mb_s and write_mb_s must be positive")
+        for iops in ("read_iops", "write_iops"):
+            v = st.emulate.get(iops)
+            if v is not None and v < 1:
+                raise ConfigError(f"{key}.emulate.{iops}={v} must be a positive number of requests per second "
+                                  f"({key}.emulate.{iops}=null: no limit)")
         image = os.path.join(str(st.emulate.image_dir), f"{st.name}.img")
         why = tiers.foreign(str(st.name), image, str(st.root), key)
         if why:
@@ -93,7 +98,16 @@ def _check_root(st: View, key: str) -> str:
         raise ConfigError(f"{key}.root={root} is not writable ({e.strerror}) ({key}={st.name})") from None
     os.close(fd)
     os.unlink(probe)
+    for sub in TOOL_FOLDERS:  # where the tool keeps its own files on a tier: a file there would fail late
+        p = os.path.join(root, sub)
+        if os.path.lexists(p) and not os.path.isdir(p):
+            raise ConfigError(f"{key}.root={root}: {p} is not a folder, and the tool keeps its files there; move it "
+                              "away or choose another root")
     return root
+
+
+TOOL_FOLDERS = ("iocampaign", "iocampaign/datasets", "iocampaign/datasets/converted", "iocampaign/staged",
+                "iocampaign/checkpoints")
 
 
 def _dataset_size(cfg: View, memo: dict | None = None) -> int:
@@ -171,13 +185,17 @@ def check(config, memo: dict | None = None) -> None:
     storage_root(cfg, memo=memo)
     if cfg.get("stage") is not None:
         storage_root(cfg, cfg.stage, key="stage", memo=memo)
-        if cfg.stage.name == cfg.storage.name or os.path.realpath(str(cfg.stage.root)) == os.path.realpath(str(cfg.storage.root)):
+        if (cfg.stage.name == cfg.storage.name or os.path.realpath(str(cfg.stage.root)) == os.path.realpath(str(cfg.storage.root))
+                or _same_device(cfg.stage, cfg.storage)):
             raise ConfigError(f"storage@stage={cfg.stage.name} is the tier the data is on (storage={cfg.storage.name}, "
                               f"root {cfg.storage.root}): stage on another tier, e.g. storage@stage=tmpfs")
+    if cfg.get("shuffle_buffer") is not None and str(cfg.get("shuffle") or "global") == "none":
+        raise ConfigError(f"shuffle_buffer={cfg.shuffle_buffer} has no effect with shuffle=none: leave it unset, or "
+                          "choose shuffle=global|local")
     if cfg.get("shuffle_buffer") is not None and int(cfg.shuffle_buffer) < 1:
         raise ConfigError(f"shuffle_buffer={cfg.shuffle_buffer} must be at least 1 (or null: all images for shuffle=global, "
                           "one shard's for shuffle=local)")
-    if isinstance(config.get("dataset"), dict) and float(cfg.dataset.get("shard_mb") or 0) <= 0:
+    if isinstance(config.get("dataset"), dict) and not 0 < float(cfg.dataset.get("shard_mb") or 0) < float("inf"):
         raise ConfigError(f"dataset.shard_mb={cfg.dataset.get('shard_mb')} must be positive (MB per TFRecord shard or "
                           "HDF5 file, and per group of files for shuffle=local)")
     if not isinstance(config.get("dataset"), dict):
@@ -193,7 +211,7 @@ def check(config, memo: dict | None = None) -> None:
             + ("" if str(cfg.dataset.source) == "synthetic" else f" and dataset.path={cfg.dataset.path}")
             + ")"
         )
-    _tasks(cfg, config)
+    _tasks(cfg, config, n)
     _service(cfg)
     if cfg.platform.lock_timeout_min <= 0:
         raise ConfigError(f"platform.lock_timeout_min={cfg.platform.lock_timeout_min} must be positive (minutes)")
@@ -205,7 +223,17 @@ def check(config, memo: dict | None = None) -> None:
         raise ConfigError("drop_caches=true needs root (it writes /proc/sys/vm/drop_caches); leave it false to evict per file")
 
 
-def _tasks(cfg: View, config: dict) -> None:
+def _same_device(a: View, b: View) -> bool:
+    """Whether two real tiers' roots are on one device (an emulated tier gets its own when the cell starts)."""
+    if a.get("emulate") is not None or b.get("emulate") is not None:
+        return False
+    try:
+        return os.stat(str(a.root)).st_dev == os.stat(str(b.root)).st_dev
+    except OSError:
+        return False
+
+
+def _tasks(cfg: View, config: dict, n: int | None = None) -> None:
     """What a multi-task cell (platform.tasks_per_node > 1) can run, so far."""
     nodes, per_node = (1 if cfg.platform.get(k) is None else int(cfg.platform.get(k)) for k in ("nodes", "tasks_per_node"))
     if nodes < 1 or per_node < 1:
@@ -227,6 +255,9 @@ def _tasks(cfg: View, config: dict) -> None:
         raise ConfigError(f"{what}: tasks shard one-file-per-image sets so far, not dataset.format={cfg.dataset.format}")
     if (cfg.get("trace") or {}).get("posix"):
         raise ConfigError(f"{what}: trace.posix=true traces one process; leave it false for multi-task cells")
+    if n is not None and n // (nodes * per_node) < cfg.batch_size:
+        raise ConfigError(f"{what}: each of the {nodes * per_node} tasks would read {n // (nodes * per_node)} of the "
+                          f"{n} images, fewer than batch_size={cfg.batch_size}; use fewer tasks or more images")
 
 
 def _service(cfg: View) -> None:

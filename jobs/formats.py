@@ -21,6 +21,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import stat
 import sys
 import time
 from pathlib import Path
@@ -128,20 +129,38 @@ def _write_hdf5(path: Path, ds: Dataset, members: list[int]) -> list[int]:
 WRITERS = {"tfrecord": _write_tfrecord, "hdf5": _write_hdf5}
 
 
-def _valid(folder: Path) -> dict | None:
-    """The index of a complete conversion in ``folder`` whose containers all have their recorded size."""
+def _valid(folder: Path, fmt: str) -> dict | None:
+    """The index of a complete conversion in ``folder`` whose containers all have their recorded size;
+    None (convert again) for anything else: no index, a damaged one, a container changed or missing."""
     try:
         index = json.loads((folder / INDEX).read_text())
     except (OSError, ValueError):
         return None
-    for c in index.get("containers", []):
+    shape_ok = (isinstance(index, dict) and index.get("format") == fmt and isinstance(index.get("containers"), list)
+                and index["containers"] and all(
+                    isinstance(c, dict) and isinstance(c.get("name"), str) and "/" not in c["name"]
+                    and isinstance(c.get("bytes"), int) and isinstance(c.get("members"), list)
+                    for c in index["containers"]))
+    if not shape_ok:
+        print(f"[dataset] {folder / INDEX} is damaged: converting again", file=sys.stderr)
+        return None
+    for c in index["containers"]:
         try:
-            if os.stat(folder / c["name"]).st_size != c["bytes"]:
-                print(f"[dataset] {folder / c['name']} changed size since it was written: converting again", file=sys.stderr)
-                return None
+            st = os.stat(folder / c["name"])
         except OSError:
             return None
+        if not stat.S_ISREG(st.st_mode) or st.st_size != c["bytes"]:
+            print(f"[dataset] {folder / c['name']} changed since it was written: converting again", file=sys.stderr)
+            return None
     return index
+
+
+def _clear_parts(folder: Path) -> None:
+    """Remove what a failed or killed conversion left (its ``*.<pid>.part`` files): the caller holds the
+    folder's lock, so no conversion is writing them."""
+    for p in folder.glob("*.part"):
+        if p.is_file() and not p.is_symlink():
+            p.unlink()
 
 
 def _convert(ds: Dataset, fmt: str, shard_mb: float, folder: Path) -> dict:
@@ -161,6 +180,9 @@ def _convert(ds: Dataset, fmt: str, shard_mb: float, folder: Path) -> dict:
     for k, members in enumerate(groups):
         name = f"part-{k:0{width}d}-of-{len(groups):0{width}d}{SUFFIX[fmt]}"
         tmp = folder / f"{name}.{os.getpid()}.part"
+        if (folder / name).is_dir() or (folder / name).is_symlink():
+            raise DatasetError(f"{folder / name} is a folder or a link where the tool writes a {fmt} file: move it "
+                               "away (the tool does not remove what it did not write)")
         kept = WRITERS[fmt](tmp, ds, members)
         os.replace(tmp, folder / name)
         containers.append({"name": name, "bytes": os.stat(folder / name).st_size, "members": kept})
@@ -199,7 +221,10 @@ def ensure(ds: Dataset, fmt: str, shard_mb: float, cache_root: Path) -> Dataset:
     with open(folder / ".converting.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            index = _valid(folder) or _convert(ds, fmt, shard_mb, folder)
+            index = _valid(folder, fmt)
+            if index is None:
+                _clear_parts(folder)
+                index = _convert(ds, fmt, shard_mb, folder)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     return stored(ds, folder, index)

@@ -313,14 +313,29 @@ def _tag(run: dict) -> str:
 
 def to_chrome(src: Path, dst: Path) -> Path:
     """Convert a dftracer trace into Chrome's trace-event JSON (complete events, ``ph: X``; the
-    file's path in ``args.path``), which Perfetto (ui.perfetto.dev) and chrome://tracing open."""
-    with gzip.open(dst, "wt") if dst.suffix == ".gz" else open(dst, "w") as out:
-        out.write('{"displayTimeUnit":"ms","traceEvents":[\n')
-        first = True
-        for name, tid, ts, dur, args, path in events([src]):
-            e = {"name": name, "cat": "STDIO" if name in STDIO_CALLS else "POSIX", "ph": "X", "pid": 0, "tid": tid,
-                 "ts": ts, "dur": dur, "args": {**{k: v for k, v in args.items() if k != "hhash"}, "path": path}}
-            out.write(("" if first else ",\n") + json.dumps(e))
-            first = False
-        out.write("\n]}\n")
+    file's path in ``args.path``), which Perfetto (ui.perfetto.dev) and chrome://tracing open.
+    Written as ``<dst>.part`` and renamed when complete: a file that is not a whole gzip'd dftracer
+    trace, or one without POSIX events, raises PosixTraceError and leaves nothing."""
+    part = dst.with_name(dst.name + ".part")
+    n = 0
+    try:
+        with gzip.open(part, "wt") if dst.suffix == ".gz" else open(part, "w") as out:
+            out.write('{"displayTimeUnit":"ms","traceEvents":[\n')
+            for name, tid, ts, dur, args, path in events([src]):
+                e = {"name": name, "cat": "STDIO" if name in STDIO_CALLS else "POSIX", "ph": "X", "pid": 0, "tid": tid,
+                     "ts": ts, "dur": dur, "args": {**{k: v for k, v in args.items() if k != "hhash"}, "path": path}}
+                out.write(("" if n == 0 else ",\n") + json.dumps(e))
+                n += 1
+            out.write("\n]}\n")
+    except (OSError, EOFError, UnicodeDecodeError, ValueError) as e:
+        part.unlink(missing_ok=True)
+        why = "it ends early (truncated)" if isinstance(e, EOFError) else f"{type(e).__name__}: {e}"
+        raise PosixTraceError(f"{src} is not a whole gzip'd dftracer trace ({why}); nothing written") from None
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
+    if n == 0:
+        part.unlink(missing_ok=True)
+        raise PosixTraceError(f"{src} holds no dftracer POSIX or STDIO event on a file; nothing written")
+    os.replace(part, dst)
     return dst

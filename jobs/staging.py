@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 
 SUBDIR = Path("iocampaign") / "staged"
+MARK = ".iocampaign-staged"  # in every staged copy, locked (flock) by the process that made it while it lives
+_held: dict[str, object] = {}  # staged copy -> its open, locked mark
 
 
 class StagingError(RuntimeError):
@@ -21,25 +23,64 @@ class StagingError(RuntimeError):
 
 
 def _dest(ds, root: str) -> Path:
+    import uuid
+
     key = hashlib.sha256("\n".join(ds.storage_files).encode()).hexdigest()[:10]
-    return Path(root) / SUBDIR / f"{ds.name}-{ds.format}-{os.getpid()}-{key}"
+    return Path(root) / SUBDIR / f"{ds.name}-{ds.format}-{uuid.uuid4().hex[:8]}-{key}"
+
+
+def _claim(dest: Path) -> None:
+    """Make ``dest`` (it must not exist) and hold its mark's lock while this process lives."""
+    import fcntl
+
+    dest.mkdir()
+    f = open(dest / MARK, "w")  # noqa: SIM115 - held for the copy's life, closed by remove()
+    fcntl.flock(f, fcntl.LOCK_EX)
+    _held[str(dest)] = f
+
+
+def clear_stale(folder: Path) -> list[str]:
+    """Remove the staged copies under ``folder`` whose maker is gone (a cell killed with SIGKILL): only
+    folders holding this tool's mark, and only when no process holds its lock. Returns what went."""
+    import fcntl
+
+    gone = []
+    for d in sorted(folder.iterdir()) if folder.is_dir() else []:
+        mark = d / MARK
+        if d.is_symlink() or not d.is_dir() or not mark.is_file() or str(d) in _held:
+            continue
+        with open(mark) as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a live cell's copy
+            shutil.rmtree(d, ignore_errors=True)
+            gone.append(str(d))
+    return gone
 
 
 def stage_in(ds, root: str):
     """Copy ``ds``'s stored files under ``root``; returns (the dataset as read from the copy, facts:
     where, files, bytes, seconds, MB/s). The copy is flushed to its device before the clock stops."""
+    import logging
+
     dest = _dest(ds, root)
     if dest.exists():
-        raise StagingError(f"stage: {dest} exists (another cell of this process left it?): not overwritten")
-    src = list(ds.storage_files)
+        raise StagingError(f"stage: {dest} exists: not overwritten")
+    # a file that cannot be read (a dangling link) is not copied: the runs read its original name and
+    # drop it, as an unstaged cell does
+    src = [p for p in ds.storage_files if os.path.isfile(p)]
     base = os.path.commonpath([os.path.dirname(p) for p in src]) if src else ""
     mapping = {p: str(dest / os.path.relpath(p, base)) for p in src}
     need = sum(os.path.getsize(p) for p in src)
     dest.parent.mkdir(parents=True, exist_ok=True)
+    for d in clear_stale(dest.parent):
+        logging.getLogger(__name__).warning("stage: removed %s, a staged copy whose cell was killed", d)
     free = shutil.disk_usage(dest.parent).free
     if need > free:
         raise StagingError(f"stage: {need / 1e6:.0f} MB to copy, {free / 1e6:.0f} MB free under {dest.parent}")
     t0 = time.perf_counter()
+    _claim(dest)
     try:
         for a, b in mapping.items():
             os.makedirs(os.path.dirname(b), exist_ok=True)
@@ -54,7 +95,7 @@ def stage_in(ds, root: str):
     if ds.format == "files":
         staged = dataclasses.replace(ds, location=str(dest), files=tuple(mapping.get(f, f) for f in ds.files))
     else:
-        staged = dataclasses.replace(ds, containers=tuple(mapping[c] for c in ds.containers))
+        staged = dataclasses.replace(ds, containers=tuple(mapping.get(c, c) for c in ds.containers))
     facts = {"staged_to": str(dest), "stage_files": len(src), "stage_bytes": need, "stage_s": seconds,
              "stage_mb_s": need / seconds / 1e6 if seconds > 0 else None}
     return staged, facts
@@ -66,3 +107,6 @@ def remove(dest: str | Path) -> None:
     if dest.parent.name != SUBDIR.name or dest.parent.parent.name != SUBDIR.parent.name:
         raise StagingError(f"stage: refusing to remove {dest}: not a staged copy of this tool")
     shutil.rmtree(dest, ignore_errors=True)
+    held = _held.pop(str(dest), None)
+    if held is not None:
+        held.close()

@@ -86,3 +86,34 @@ def test_wrong_type_names_the_setting(cwd):
     p = campaign("batch_size=many", cwd=cwd)
     assert p.returncode != 0 and "batch_size" in p.stderr
     assert _leftovers(cwd) == []
+
+
+@pytest.mark.parametrize("args, expected", [
+    (("-m", "storage@stage=none,tmpfs", "stage.root=/tmp"), "stage is null where storage@stage=none"),
+    (("storage.emulate.read_iops=fast",), "storage=local is not an emulated tier"),
+    (("storage=emulated_hdd", "storage.emulate.read_iops=-5"), "read_iops=-5 must be a positive number"),
+    (("storage=emulated_hdd", "storage.emulate.read_iops=0"), "(storage.emulate.read_iops=null: no limit)"),
+    (("dataset.shard_mb=nan",), "dataset.shard_mb=nan must be positive"),
+    (("shuffle=none", "shuffle_buffer=8"), "shuffle_buffer=8 has no effect with shuffle=none"),
+    (("workload=readonly", "platform.tasks_per_node=8", "dataset.num_images=4", "batch_size=1"),
+     "each of the 8 tasks would read 0 of the 4 images"),
+])
+def test_settings_that_were_accepted_or_gave_a_traceback(cwd, args, expected):
+    """Each was accepted, failed at run time or gave Hydra's traceback (reliability round 2)."""
+    _fails_with(cwd, expected, *args)
+
+
+def test_a_file_where_the_tool_keeps_its_folders_is_refused_before_anything_runs(cwd, tmp_path):
+    for sub in ("iocampaign", "iocampaign/datasets/converted", "iocampaign/staged"):
+        root = tmp_path / sub.replace("/", "_")
+        (root / sub).parent.mkdir(parents=True, exist_ok=True)
+        (root / sub).write_text("the user's")
+        _fails_with(cwd, f"{root / sub} is not a folder", f"storage.root={root}", *TINY)
+        assert (root / sub).read_text() == "the user's"
+
+
+def test_a_stage_on_the_device_of_the_data_is_refused(cwd, tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "copy").mkdir()
+    _fails_with(cwd, "is the tier the data is on", f"storage.root={tmp_path / 'data'}", "storage@stage=ssd",
+                f"stage.root={tmp_path / 'copy'}", *TINY)

@@ -3,6 +3,7 @@ conversion holds exactly the source's images, every order visits every image onc
 record or entry is dropped and counted, the cold cache is verified on the shard files. Real
 TensorFlow, real h5py, real files."""
 
+import json
 import os
 from pathlib import Path
 
@@ -212,3 +213,32 @@ def test_bad_format_settings_give_one_line(cwd, tmp_path, setting, expected):
     lines = [x for x in p.stderr.splitlines() if x.strip()]
     assert p.returncode == 2 and len(lines) == 1 and expected in lines[0], p.stderr
     assert not list(cwd.rglob("*")) and not list(tier.iterdir())
+
+
+@pytest.mark.parametrize("garbage", ["null", "[]", '{"containers": []}', "{truncated",
+                                     '{"format": "hdf5", "containers": [{"name": "x"}]}'])
+def test_a_damaged_index_is_converted_again_and_stale_parts_go(source, tmp_path, garbage):
+    """A garbage index.json made every later run fail; .part files of a killed conversion stayed for ever."""
+    _, ds = source
+    root = tmp_path / "converted"
+    d = formats.ensure(ds, "hdf5", SHARD_MB, root)
+    folder = Path(d.containers[0]).parent
+    (folder / formats.INDEX).write_text(garbage)
+    stale = folder / "part-00-of-00.h5.12345.part"  # what a kill -9 mid-conversion leaves
+    stale.write_bytes(b"half a shard")
+    again = formats.ensure(ds, "hdf5", SHARD_MB, root)
+    assert again.containers == d.containers and sum(map(len, again.members)) == N
+    assert not stale.exists()
+    assert json.loads((folder / formats.INDEX).read_text())["format"] == "hdf5"
+
+
+def test_a_shard_replaced_by_a_folder_is_one_clear_error_and_the_folder_stays(source, tmp_path):
+    _, ds = source
+    d = formats.ensure(ds, "hdf5", SHARD_MB, tmp_path / "converted")
+    shard = Path(d.containers[0])
+    shard.unlink()
+    shard.mkdir()
+    (shard / "mine.txt").write_text("the user's")
+    with pytest.raises(datasets.DatasetError, match="is a folder or a link where the tool writes a hdf5 file"):
+        formats.ensure(ds, "hdf5", SHARD_MB, tmp_path / "converted")
+    assert (shard / "mine.txt").read_text() == "the user's"

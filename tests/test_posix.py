@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import campaign
+from conftest import analysis, campaign
 from jobs import posix, records
 
 N = 48
@@ -135,6 +135,40 @@ def test_perfetto_conversion(traced, tmp_path):
     assert len(opens) == 2 * N  # both runs of the cell (the rest: generating and evicting the set)
     assert all(e["args"]["path"].endswith(".jpg") for e in opens)
     assert perfetto.main([str(src), str(dst)]) == 2  # never overwrites
+
+
+def test_perfetto_refuses_what_is_not_a_whole_trace_and_leaves_nothing(traced, tmp_path, capsys):
+    out, cells = traced
+    folder, rec = cells[("readonly", True)]
+    whole = (folder / rec.runs[0]["posix_trace"]).read_bytes()
+    cases = {"garbage.pfw.gz": os.urandom(2000), "text.pfw.gz": b"just some text\n" * 50,
+             "cut.pfw.gz": whole[: len(whole) // 2], "empty.pfw.gz": gzip.compress(b'[\n{"id":1,"name":"x"}\n')}
+    from analysis import perfetto
+
+    for name, data in cases.items():
+        src = tmp_path / name
+        src.write_bytes(data)
+        assert perfetto.main([str(src)]) == 1, name
+        said = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
+        assert len(said) == 1 and "nothing written" in said[0], (name, said)
+        assert not list(tmp_path.glob("*.json.gz*")), name  # no half-written output: a rerun is not refused
+
+
+def test_missing_or_truncated_per_run_tables_are_reported_not_silently_short(traced, tmp_path):
+    import shutil
+
+    out, _ = traced
+    copy = tmp_path / "c"
+    shutil.copytree(out, copy)
+    tables = sorted(copy.rglob("posix/run*-files.csv"))
+    assert len(tables) >= 2
+    tables[0].unlink()
+    text = tables[1].read_text().splitlines()
+    tables[1].write_text("\n".join(text[: len(text) // 2]) + "\n" + text[len(text) // 2][:7])  # cut mid-line
+    p = analysis(str(copy), cwd=tmp_path)
+    assert p.returncode == 1, p.stdout
+    assert f"UNREADABLE {tables[0]}: the per-file table of a traced run is missing" in p.stdout
+    assert f"UNREADABLE {tables[1]}: truncated" in p.stdout
 
 
 def test_a_traced_cell_that_fails_says_why(tmp_path):

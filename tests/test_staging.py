@@ -91,3 +91,34 @@ def test_staged_cells_pair_only_with_the_cell_equal_in_everything_but_the_stage(
     assert t.loc[("cold", 350.0), "from_storage"] == 100.0 and t.loc[("cold", 350.0), "staged_speedup"] == 3.5
     assert t.loc[("warm", 410.0), "from_storage"] == 400.0
     assert pd.isna(t.loc[("cold", 300.0), "from_storage"])  # two tasks per cell: no unstaged counterpart
+
+
+def test_a_dangling_link_is_dropped_and_a_killed_cells_copy_is_cleared(tmp_path, disk_root):
+    """A dangling link in the set failed the staged cell (the unstaged one counts it as dropped); a copy
+    left by a cell killed with SIGKILL was never cleared. Copies this tool did not mark stay."""
+    from conftest import make_jpegs
+    from jobs import staging
+
+    data = disk_root / "data"
+    make_jpegs(data, 16, classes=2)
+    (data / "c0" / "gone.jpg").symlink_to(data / "c0" / "no-such-file.jpg")
+    out = tmp_path / "c"
+    with tmpfs(tmp_path / "fast", "64m") as fast:
+        staged = fast / "iocampaign" / "staged"
+        stale = staged / "x-files-deadbeef-0123456789"  # as a killed cell leaves its copy
+        (stale / "c0").mkdir(parents=True)
+        (stale / staging.MARK).write_text("")
+        (stale / "c0" / "a.jpg").write_bytes(b"x" * 4096)
+        foreign = staged / "not-the-tools"
+        foreign.mkdir()
+        (foreign / "file").write_text("the user's")
+        p = campaign("-m", "workload=readonly", "batch_size=4", "repeats=1", "warmup=0", "dataset.source=folder",
+                     f"dataset.path={data}", f"storage.root={disk_root}", "storage@stage=tmpfs", f"stage.root={fast}",
+                     f"hydra.sweep.dir={out}", cwd=tmp_path)
+        assert p.returncode == 0, p.stderr[-2000:]
+        assert "a staged copy whose cell was killed" in p.stdout + p.stderr
+        rec = records.read(out / "0" / "record.json")
+        assert rec.dataset["stage"]["stage_files"] == 16
+        assert [(r["images"], r["images_dropped"]) for r in rec.runs] == [(16, 1)]
+        assert sorted(x.name for x in staged.iterdir()) == ["not-the-tools"]
+        assert (foreign / "file").read_text() == "the user's"
