@@ -97,16 +97,37 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     from campaign import plan
 
-    if not (args.folder / plan.FILENAME).exists():
-        print(f"campaign.status: {args.folder} has no plan.json: not a campaign folder", file=sys.stderr)
+    grids = _paper_grids(args.folder)
+    if not (args.folder / plan.FILENAME).exists() and grids is None:
+        print(f"campaign.status: {args.folder} has no plan.json (nor a paper study's paper.txt): not a campaign "
+              "folder", file=sys.stderr)
         return 2
+    failed = False
     try:
-        cells = collect(args.folder)
+        for name, folder in [("", args.folder)] if grids is None else grids:
+            if grids is not None:
+                print(f"== {name}")
+            if not (folder / plan.FILENAME).exists():
+                print("not started: no plan.json yet")
+                failed = True
+                continue
+            cells = collect(folder)
+            print(render(cells))
+            failed |= any(c.state in FAILED_STATES for c in cells)
     except plan.PlanError as e:
         print(f"campaign.status: {e}", file=sys.stderr)
         return 2
-    print(render(cells))
-    return 1 if any(c.state in FAILED_STATES for c in cells) else 0
+    return 1 if failed else 0
+
+
+def _paper_grids(folder: Path) -> list[tuple[str, Path]] | None:
+    """(grid, its sweep folder) of a paper study's folder, in the study's order (its paper.txt), or None."""
+    try:
+        text = (folder / "paper.txt").read_text()
+    except OSError:
+        return None
+    names = [line.split(":", 1)[0] for line in text.splitlines() if ":" in line and "=" not in line.split(":", 1)[0]]
+    return [(n, folder / n) for n in names]
 
 
 if __name__ == "__main__":

@@ -151,9 +151,17 @@ def test_killed_mid_drain_then_rerun_loses_nothing(tmp_path):
         else:
             pytest.fail("the drain never started copying")
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.kill(proc.pid, signal.SIGKILL)  # the campaign alone: its drain (a helper process) must end by itself
         proc.wait()
-    time.sleep(1)
+    from test_reliability import _session
+
+    deadline = time.monotonic() + 30
+    while _session(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = _session(proc.pid)
+    for pid, _ in left:
+        os.kill(pid, signal.SIGKILL)
+    assert left == [], f"left after kill -9 of the campaign mid-drain: {left}"
     # the next start clears the tier, recovers, and runs (a shorter run: one checkpoint is enough here)
     again = [a if a != "workload.steps=16" else "workload.steps=4" for a in args]
     p = campaign(*again, f"hydra.sweep.dir={tmp_path / 's2'}", cwd=tmp_path)

@@ -5,6 +5,8 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -98,3 +100,13 @@ def test_compare_pairs_cells_only_when_every_setting_is_equal(tmp_path):
     p = analysis("compare", str(tmp_path / "A"), str(tmp_path / "B"), "--ignore", "dataset.num_images", cwd=tmp_path)
     assert p.returncode == 2 and "2 cells of A are the same cell once dataset.num_images is left out" in p.stderr
     assert p.stdout == ""
+
+
+def test_status_of_a_paper_study_lists_every_grid(paper, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    p = subprocess.run([sys.executable, "-m", "campaign.status", str(paper)], capture_output=True, text=True, env=env,
+                       cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    grids = [line[3:] for line in p.stdout.splitlines() if line.startswith("== ")]
+    assert grids == ["table1", "fig4_fig5", "fig6_fig8", "fig7", "fig9_fig10"]
+    assert "missing" not in p.stdout and "failed" not in p.stdout
