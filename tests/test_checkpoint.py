@@ -124,6 +124,25 @@ def test_recovery_redoes_an_interrupted_copy_and_drops_the_incomplete(ds, tmp_pa
     assert not list(slow.glob("*.part")) and ckpt_store.complete(fast, "ckpt_k1") == []
 
 
+def test_recovery_keeps_max_to_keep_and_removes_a_killed_unkept_run(ds, tmp_path):
+    """Recovery re-copied every checkpoint of a killed run and ignored max_to_keep; a run that would not
+    have kept its checkpoints (checkpoint.keep=false) left copies on the slow tier for ever."""
+    fast_root, slow_root = checkpoint.ckpt_dir(tmp_path / "fast"), checkpoint.ckpt_dir(tmp_path / "slow")
+    for tag, keep in (("ckpt_kept", True), ("ckpt_unkept", False)):
+        checkpoint.run_once(ds, _settings(tmp_path, target="fast", tag=tag))  # three complete checkpoints on fast
+        fast = fast_root / tag
+        (fast / ckpt_store.BURST_MARK).touch()  # as a burst-buffer run killed before its drain leaves it
+        ckpt_recovery.write_run_facts(fast, max_to_keep=2, keep=keep)  # the killed run never marked itself finished
+    (tmp_path / "fast" / "iocampaign" / "checkpoints" / "users").mkdir()
+    report = ckpt_recovery.recover_all(fast_root, slow_root, "fsync")
+    assert report["ckpt_kept"]["recopied"] == ["ckpt_kept-8", "ckpt_kept-12"]  # the newest max_to_keep only
+    assert [p.name for p in ckpt_store.complete(slow_root / "ckpt_kept", "ckpt_kept", checksums=True)] == [
+        "ckpt_kept-8", "ckpt_kept-12"]
+    assert report["ckpt_unkept"]["removed"] == ["ckpt_unkept-4", "ckpt_unkept-8", "ckpt_unkept-12"]
+    assert not (fast_root / "ckpt_unkept").exists() and not (slow_root / "ckpt_unkept").exists()
+    assert (tmp_path / "fast" / "iocampaign" / "checkpoints" / "users").is_dir()
+
+
 @needs_root
 def test_killed_mid_drain_then_rerun_loses_nothing(tmp_path):
     """A real campaign cell killed with SIGKILL while the drain copies to a slow (throttled) tier."""
