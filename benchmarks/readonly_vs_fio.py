@@ -32,6 +32,8 @@ def _compare(ds, config: dict, n: int, farm: Path, args) -> tuple:
     from jobs import cache
 
     dirs = iotools.link_farm(list(ds.storage_files), farm, n)
+    if len(dirs) < n:
+        print(f"  ({ds.format}: {len(ds.storage_files)} file(s) for {n} readers: fio reads with {len(dirs)})", flush=True)
     bs = "4k" if ds.format == "files" else "256k"
     tf_mb, fio_mb, ratios, cold = [], [], [], []
     try:

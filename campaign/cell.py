@@ -40,6 +40,13 @@ def execute(cfg: DictConfig) -> None:
         logging.shutdown()
         outputs.remove_new()
         raise errors.Stop(f"campaign: {e}", 2) from None
+    if config["platform"].get("dry_run") and not multirun:
+        logging.shutdown()
+        outputs.remove_new()
+        print(f"dry run: 1 cell would run here into {job_dir}: workload={config['workload']['name']} "
+              f"storage={config['storage']['name']} root={config['storage']['root']} threads={config['threads']} "
+              "(nothing was run or written)", flush=True)
+        return
     started = records.now()
     try:
         runs, dataset, prov = runner.measure(config, Path(job_dir))

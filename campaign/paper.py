@@ -58,6 +58,51 @@ def grids(scale: str, tiers: list[str]) -> list[tuple[str, list[str]]]:
     return [(name, [o for e in entries for o in _fill(str(e), values)]) for name, entries in grids.items()]
 
 
+def _value(overrides: list[str], key: str) -> str | None:
+    for o in reversed(overrides):
+        if o.split("=", 1)[0].lstrip("+") == key and "=" in o:
+            return o.split("=", 1)[1]
+    return None
+
+
+def _dry(overrides: list[str]) -> bool:
+    return (_value(overrides, "platform.dry_run") or "").lower() in ("true", "1", "yes")
+
+
+def _carried_roots(name: str, grid: list[str], extra: list[str]) -> list[str]:
+    """``storage.root=X`` given for the study serves one tier: where a grid puts checkpoints on that same
+    tier (its slow or fast tier is the storage preset), they go under X too, unless set."""
+    root = _value(extra, "storage.root")
+    storage = _value(grid, "storage")
+    if root is None or storage is None or "," in storage:
+        return []
+    out = []
+    for tier in ("slow", "fast"):
+        key = f"checkpoint.{tier}.root"
+        if _value(grid, f"storage@checkpoint.{tier}") == storage and _value(extra, key) is None:
+            out.append(f"{key}={root}")
+    return out
+
+
+def _check_grids(todo: list[tuple[str, list[str]]], extra: list[str], out: Path) -> bool:
+    """Plan and check every cell of every grid before any runs (each grid's own dry run, in a few
+    hundred ms); on the first bad one print its line, naming the grid, and return False. With
+    ``platform.dry_run=true`` the grids' plans are printed instead."""
+    dry = _dry(extra)
+    for name, overrides in todo:
+        cmd = [sys.executable, "-m", "campaign", "-m", *overrides, *extra, f"hydra.sweep.dir={out / name}",
+               *([] if dry else ["platform.dry_run=true"])]
+        p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ})
+        if dry:
+            print(f"[paper] {name}:\n{p.stdout}", end="", flush=True)
+        if p.returncode != 0:
+            line = next((x for x in reversed(p.stderr.splitlines()) if x.strip()), f"exit status {p.returncode}")
+            print(f"{line.replace(' platform.dry_run=True', '')} (grid {name} of the paper study; no grid was run)",
+                  file=sys.stderr)
+            return False
+    return True
+
+
 def default_tiers() -> list[str]:
     from jobs import tiers
 
@@ -100,6 +145,11 @@ def main(argv: list[str]) -> int:
     if why:
         print(f"campaign: --out: {why}; choose a new folder; nothing was run", file=sys.stderr)
         return 2
+    todo = [(name, overrides + _carried_roots(name, overrides, args.overrides)) for name, overrides in todo]
+    if not _check_grids(todo, args.overrides, out):
+        return 2
+    if _dry(args.overrides):
+        return 0  # every grid printed its plan; nothing was written
     out.mkdir(parents=True, exist_ok=True)
     claim(out / PAPER).write_text(f"scale={args.scale}\ntiers={','.join(tiers)}\n"
                                    + "".join(f"{n}: {' '.join(o)}\n" for n, o in todo))

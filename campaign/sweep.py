@@ -71,10 +71,13 @@ def sweep(hydra_context: Any, task_function: Any, config: DictConfig, arguments:
             raise errors.Stop(f"campaign: {e}; nothing was run", 2) from None
     planned = plan_cells(hydra_context, config, expand(arguments))
     platform = planned[0].config["platform"]
-    if platform["kind"] == "slurm" and platform["dry_run"]:
-        from campaign.slurm import submit
+    if platform["dry_run"]:
+        if platform["kind"] == "slurm":
+            from campaign.slurm import submit
 
-        print(submit.dry_run(planned, sweep_dir, validate.View(platform)), flush=True)
+            print(submit.dry_run(planned, sweep_dir, validate.View(platform)), flush=True)
+        else:
+            print(dry_run(planned, sweep_dir), flush=True)
         return  # a dry run writes nothing
     from analysis.outputs import folder_is_free
 
@@ -103,6 +106,18 @@ def sweep(hydra_context: Any, task_function: Any, config: DictConfig, arguments:
         )
         return
     summarise(sweep_dir)
+
+
+def dry_run(cells: list, sweep_dir: Path) -> str:
+    """What ``platform.dry_run=true`` prints on this machine: every planned cell and where it would go."""
+    lines = [f"dry run: {len(cells)} cell{'s' if len(cells) != 1 else ''} would run here, one after another, into "
+             f"{sweep_dir} (nothing was run or written)"]
+    for num, c in enumerate(cells):
+        cfg = c.config
+        lines.append(f"  #{num}: workload={cfg['workload']['name']} storage={cfg['storage']['name']} "
+                     f"root={cfg['storage']['root']} threads={cfg['threads']} batch_size={cfg['batch_size']} "
+                     f"prefetch={cfg['prefetch']} repeats={cfg['repeats']} cell {c.cell_id} [{' '.join(c.overrides)}]")
+    return "\n".join(lines)
 
 
 def summarise(folder: Path) -> None:

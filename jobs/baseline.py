@@ -8,6 +8,7 @@ its TFRecord or HDF5 files (256 KiB calls, as TensorFlow's TFRecord reader). The
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from dataclasses import dataclass
@@ -15,6 +16,8 @@ from pathlib import Path
 
 from jobs import cache, iotools
 from jobs.datasets import Dataset
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -46,8 +49,15 @@ def run_once(ds: Dataset, s: BaselineSettings, disk: str | None, tag: str) -> di
         small = {}
         commands = {"seq_write": w.command, "seq_read": r.command}
         consumed = device = 0
-        for n in s.small_file_threads:
-            dirs = iotools.link_farm(list(ds.storage_files), work / f"farm{n}", n)
+        # fio needs a file per reader: a set stored in fewer files (TFRecord shards, HDF5 files) than
+        # readers asked for is read by as many readers as it has files, and recorded under that count
+        files = list(ds.storage_files)
+        readers = sorted({min(n, len(files)) for n in s.small_file_threads})
+        if readers != sorted(set(s.small_file_threads)):
+            log.warning("workload.small_file_threads=%s: the set is stored in %d file(s), so fio reads it with %s "
+                        "reader(s)", list(s.small_file_threads), len(files), readers)
+        for n in readers:
+            dirs = iotools.link_farm(files, work / f"farm{n}", n)
             cache.evict(ds.storage_files)
             before = _disk_read_bytes(disk)
             m = iotools.small_files(dirs, "4k" if ds.format == "files" else "256k")

@@ -114,8 +114,9 @@ def sequential(path: Path, size_bytes: int, rw: str, which: str | None = None) -
 
 def link_farm(files: list[str], folder: Path, jobs: int) -> list[Path]:
     """Hard links of ``files`` split round-robin into one folder per reader (same inodes, same page
-    cache), so ``jobs`` fio readers share the files as ``jobs`` map threads do."""
-    dirs = [folder / f"job{k}" for k in range(jobs)]
+    cache), so ``jobs`` fio readers share the files as ``jobs`` map threads do. At most one reader per
+    file: fio refuses a reader without one, so fewer files than ``jobs`` give fewer folders."""
+    dirs = [folder / f"job{k}" for k in range(max(1, min(jobs, len(files))))]
     for d in dirs:
         d.mkdir(parents=True)
     for i, f in enumerate(files):

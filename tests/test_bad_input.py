@@ -117,3 +117,29 @@ def test_a_stage_on_the_device_of_the_data_is_refused(cwd, tmp_path):
     (tmp_path / "copy").mkdir()
     _fails_with(cwd, "is the tier the data is on", f"storage.root={tmp_path / 'data'}", "storage@stage=ssd",
                 f"stage.root={tmp_path / 'copy'}", *TINY)
+
+
+def test_a_dry_run_on_this_machine_shows_the_plan_and_writes_nothing(cwd, tmp_path):
+    """platform.dry_run=true was ignored off Slurm: the 'dry run' generated the data and ran the cells."""
+    root = tmp_path / "root"
+    root.mkdir()
+    p = campaign("-m", "threads=1,2", "platform.dry_run=true", f"storage.root={root}", *TINY, cwd=cwd)
+    assert p.returncode == 0 and "dry run: 2 cells would run here" in p.stdout, p.stderr
+    p = campaign("platform.dry_run=true", f"storage.root={root}", *TINY, cwd=cwd)
+    assert p.returncode == 0 and "dry run: 1 cell would run here" in p.stdout, p.stderr
+    p = campaign("+experiment=paper", "--scale", "ci", "--tiers", "ssd", f"storage.root={root}",
+                 "platform.dry_run=true", cwd=cwd)
+    assert p.returncode == 0, p.stderr
+    assert [x.split(":")[0] for x in p.stdout.splitlines() if x.startswith("[paper] ")] == [
+        "[paper] table1", "[paper] fig4_fig5", "[paper] fig6_fig8", "[paper] fig7", "[paper] fig9_fig10"]
+    # one storage.root serves one tier: the study's checkpoints on that tier go under it too
+    assert f"checkpoint.slow.root={root}" in p.stdout
+    assert _leftovers(cwd) == [] and list(root.iterdir()) == []
+
+
+def test_the_paper_study_checks_every_grid_before_the_first_runs(cwd, tmp_path):
+    """Two real tiers and one storage.root: the last grid (checkpoints) cannot run; it used to fail after
+    all the others had run (hours at full scale)."""
+    line = _fails_with(cwd, "(grid fig9_fig10 of the paper study; no grid was run)", "+experiment=paper", "--scale",
+                       "ci", "--tiers", "ssd,hdd", f"storage.root={tmp_path}")
+    assert "checkpoint.slow.root is not set" in line and "platform.dry_run" not in line

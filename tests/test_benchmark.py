@@ -108,3 +108,19 @@ def test_baseline_campaign_writes_table_one(tmp_path, disk_root):
     assert set(zip(*(rows_of(r, "microbench", fig5)[c] for c in ("format", "shuffle")))) == {("files", "global")}
     page = (mb / "report.html").read_text()
     assert "Data layout and shuffling" in page and 'alt="layouts"' in page
+
+
+def test_fewer_shards_than_fio_readers_read_with_one_reader_per_shard(tmp_path):
+    """fio refused a reader without a file ("j1: you need to specify size="): a set of fewer TFRecord
+    shards than readers crashed the baseline and the benchmark."""
+    from jobs import iotools
+
+    files = []
+    for k in range(2):
+        f = tmp_path / f"part-{k}.tfrecord"
+        f.write_bytes(os.urandom(1 << 20))
+        files.append(str(f))
+    dirs = iotools.link_farm(files, tmp_path / "farm", 4)
+    assert len(dirs) == 2
+    m = iotools.small_files(dirs, "256k")
+    assert m.bytes == 2 << 20 and m.mb_per_s > 0
