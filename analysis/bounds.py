@@ -1,5 +1,5 @@
 """What limited each run, and each cell: the ``bound`` label, from the evidence every run records
-(``jobs.usage``: CPU time, device busy time and read rate; ``jobs.cache``: the cache state).
+(``jobs.observe.usage``: CPU time, device busy time and read rate; ``jobs.storage.cache``: the cache state).
 
 Rules, in this order (the README's "What limited a number" states them too):
 

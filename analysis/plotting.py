@@ -22,7 +22,7 @@ def save(fig, stem: Path) -> list[Path]:
 
 
 def read_trace(folder: Path, rel: str):
-    """(samples, marks) of a trace CSV written by jobs.trace: one row per interval, and event -> time."""
+    """(samples, marks) of a trace CSV written by jobs.observe.trace: one row per interval, and event -> time."""
     import pandas as pd
 
     t = pd.read_csv(folder / rel)

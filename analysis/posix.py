@@ -1,7 +1,7 @@
 """POSIX traces of a campaign (``trace.posix=true``): the tables ``posix_summary.csv`` (one row per
 traced run) and ``posix_files.csv`` (one row per file and run), the request-size histogram per
 pipeline and a per-thread timeline of one run's reads over the device's MB/s, as tf-Darshan showed
-them. Everything comes from the records and the per-run tables the cells wrote (``jobs.posix``)."""
+them. Everything comes from the records and the per-run tables the cells wrote (``jobs.observe.posix``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import csv
 from pathlib import Path
 
 from analysis import plotting, tables
-from jobs import posix
 from jobs.metrics import METRICS
+from jobs.observe import posix
 
 SUMMARY = "posix_summary.csv"
 FILES = "posix_files.csv"
@@ -127,7 +127,7 @@ def timeline_run(c: tables.Collected) -> dict | None:
 
 def timeline_figure(c: tables.Collected, folder: Path) -> list[Path]:
     """One row per thread that read (a mark per time bin with reads, darker for more bytes), and
-    beneath, the device's read MB/s (jobs.trace, every process) beside the traced reads' MB/s."""
+    beneath, the device's read MB/s (jobs.observe.trace, every process) beside the traced reads' MB/s."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -27,7 +27,7 @@ from benchmarks.presets import cell, dataset, run
 
 def input_only(ds, s) -> float:
     """Seconds to draw every batch of one epoch from the pipeline, first batch excluded."""
-    from jobs import pipeline
+    from jobs.data import pipeline
 
     data = pipeline.build(ds, threads=s.threads, batch_size=s.batch_size, prefetch=0, seed=s.seed,
                           image_side=s.image_side, one_hot=True, read_delay_ms=s.read_delay_ms)
@@ -43,7 +43,7 @@ def compute_only(ds, s) -> float:
     """Seconds for one epoch of training steps on one cached batch, first step excluded."""
     import tensorflow as tf
 
-    from jobs import alexnet
+    from jobs.workloads.alexnet import training as alexnet
 
     model = alexnet.build_model(ds.num_classes, s.image_side, s.width, s.seed)
     step = alexnet.make_step(model, alexnet.device_name(s.device))
@@ -70,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from jobs import alexnet, cache
+    from jobs.storage import cache
+    from jobs.workloads.alexnet import training as alexnet
 
     ds = dataset(args.storage_root, args.dataset, args.num_images, 0)
     config = cell(["workload=alexnet_small", f"dataset={args.dataset}", f"dataset.num_images={args.num_images}",

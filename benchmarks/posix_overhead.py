@@ -23,7 +23,8 @@ from benchmarks.presets import cell, dataset
 
 
 def _measure(config: dict, traced: bool, repeats: int, seed: int) -> list[dict]:
-    from jobs import posix, runner
+    from jobs import runner
+    from jobs.observe import posix
 
     config = {**config, "trace": {"posix": traced}, "repeats": repeats, "warmup": 0, "seed": seed}
     with tempfile.TemporaryDirectory(prefix="iocampaign-bench-") as job_dir:
@@ -72,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
                          statistics.median(x["images_per_s"] for x in traced_runs), statistics.median(ratios),
                          min(ratios), max(ratios), calls, per_call,
                          min(x["posix_coverage"] or 0 for x in traced_runs), sum(not x["posix_complete"] for x in traced_runs)))
-    mount = __import__("jobs.provenance", fromlist=["mount_of"]).mount_of(ds.location)
+    mount = __import__("jobs.observe.provenance", fromlist=["mount_of"]).mount_of(ds.location)
     print(f"dataset {ds.name}: {len(ds.files)} files, {ds.total_bytes / 1e6:.0f} MB on {mount.source} ({mount.fs_type}); "
           f"{args.rounds} rounds x {args.repeats} {args.cache}-cache runs of each mode, order alternating")
     print(f"{'workload':>10} {'threads':>7} {'untraced':>9} {'traced':>9} {'traced/untraced':>15} {'(min-max)':>12} "

@@ -16,7 +16,7 @@ def cell(overrides: list[str]) -> dict:
     from hydra import compose, initialize_config_dir
 
     from campaign import schema
-    from campaign.plan import resolved
+    from jobs.plan import resolved
 
     schema.register()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
@@ -37,8 +37,8 @@ def run(config: dict, **values) -> dict:
 
 def dataset(storage_root: str, name: str, num_images: int, seed: int):
     """The files of dataset preset ``name`` (``num_images`` of them) under ``storage_root``."""
-    from jobs import datasets
     from jobs.configview import View
+    from jobs.data import datasets
 
     cfg = cell([f"dataset={name}", f"dataset.num_images={num_images}"])
     return datasets.resolve(View(cfg["dataset"]), storage_root, seed)

@@ -24,12 +24,13 @@ import sys
 from pathlib import Path
 
 from benchmarks.presets import cell, dataset, run
-from jobs import formats, iotools
+from jobs.data import formats
+from jobs.storage import iotools
 
 
 def _compare(ds, config: dict, n: int, farm: Path, args) -> tuple:
     """(TF MB/s, fio MB/s, median, min and max of TF/fio, TF's device/consumed) of ``n`` readers."""
-    from jobs import cache
+    from jobs.storage import cache
 
     dirs = iotools.link_farm(list(ds.storage_files), farm, n)
     if len(dirs) < n:
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(farm, ignore_errors=True)
     ds = source
-    mount = __import__("jobs.provenance", fromlist=["mount_of"]).mount_of(ds.location)
+    mount = __import__("jobs.observe.provenance", fromlist=["mount_of"]).mount_of(ds.location)
     print(f"dataset {ds.name}: {len(ds.files)} files, {ds.total_bytes / 1e6:.0f} MB, median "
           f"{statistics.median(ds.sizes) / 1e3:.0f} KB, on {mount.source} ({mount.fs_type}); "
           f"{args.repeats} repeats, cold cache before every read, shuffle={args.shuffle}")

@@ -59,7 +59,7 @@ def _matrix(folder: Path, seconds: float) -> dict[str, tuple[float, float]]:
 def measure_tier(name: str, seconds: float) -> dict[str, tuple[float, float]]:
     """The fio matrix on emulated tier ``name`` (its preset in conf/storage), inside its cgroup."""
     from benchmarks.presets import cell
-    from jobs import locks, tiers
+    from jobs.storage import locks, tiers
 
     cfg = cell([f"storage={name}"])
     st, em = cfg["storage"], cfg["storage"]["emulate"]
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=5.0, help="time per fio test")
     p.add_argument("--under", default="/var/tmp", help="a folder on the disk under the tiers, measured alike")
     args = p.parse_args(argv)
-    from jobs import tiers
+    from jobs.storage import tiers
 
     why = tiers.available() or (None if shutil.which("fio") else "fio is not on PATH (apt-get install fio)")
     if why:

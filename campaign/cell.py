@@ -10,8 +10,8 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from campaign import errors, outputs, validate
-from campaign.plan import cell_id, resolved
 from jobs import interrupts, records, runner
+from jobs.plan import cell_id, resolved
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def execute(cfg: DictConfig) -> None:
 
 def _record_failure(e: Exception, config: dict, overrides: list, started: str, job_dir: str) -> Path:
     """Write the failed record of a cell that raised ``e``; returns its path."""
-    from jobs import provenance
+    from jobs.observe import provenance
 
     rec = records.CellRecord(
         cell_id=cell_id(config), status=records.FAILED, config=config, overrides=overrides, runs=[], dataset={},

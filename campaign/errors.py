@@ -7,13 +7,10 @@ through Hydra untouched to ``campaign.__main__``, which prints its one line and 
 
 from __future__ import annotations
 
-from hydra.errors import CompactHydraException
-
 from jobs import interrupts
+from jobs.errors import ConfigError
 
-
-class ConfigError(CompactHydraException):
-    """A setting is wrong; the message names it and says what would be right."""
+__all__ = ["ConfigError", "Interrupted", "Stop"]
 
 
 class Stop(BaseException):

@@ -104,9 +104,28 @@ def _check_grids(todo: list[tuple[str, list[str]]], extra: list[str], out: Path)
 
 
 def default_tiers() -> list[str]:
-    from jobs import tiers
+    from jobs.storage import tiers
 
     return ["emulated_hdd", "emulated_ssd", "emulated_optane"] if tiers.available() is None else ["local", "tmpfs"]
+
+
+def _run_grids(todo: list[tuple[str, list[str]]], extra: list[str], out: Path) -> int:
+    """Run every grid into its sub-folder of ``out``, one after another; 1 when one of them failed."""
+    status = 0
+    for name, overrides in todo:
+        cmd = [sys.executable, "-m", "campaign", "-m", *overrides, *extra, f"hydra.sweep.dir={out / name}"]
+        print(f"[paper] {name}: python -m campaign -m {' '.join(overrides + extra)}", flush=True)
+        child = subprocess.Popen(cmd, env={**os.environ})
+        try:
+            rc = child.wait()
+        except BaseException:  # SIGTERM or Ctrl-C: let the grid unwind (tiers, locks) before leaving
+            child.terminate()
+            child.wait(120)
+            raise
+        if rc != 0:
+            print(f"[paper] {name} ended with exit status {rc}; the report says what is missing", flush=True)
+            status = 1
+    return status
 
 
 def main(argv: list[str]) -> int:
@@ -153,20 +172,7 @@ def main(argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     claim(out / PAPER).write_text(f"scale={args.scale}\ntiers={','.join(tiers)}\n"
                                    + "".join(f"{n}: {' '.join(o)}\n" for n, o in todo))
-    status = 0
-    for name, overrides in todo:
-        cmd = [sys.executable, "-m", "campaign", "-m", *overrides, *args.overrides, f"hydra.sweep.dir={out / name}"]
-        print(f"[paper] {name}: python -m campaign -m {' '.join(overrides + args.overrides)}", flush=True)
-        child = subprocess.Popen(cmd, env={**os.environ})
-        try:
-            rc = child.wait()
-        except BaseException:  # SIGTERM or Ctrl-C: let the grid unwind (tiers, locks) before leaving
-            child.terminate()
-            child.wait(120)
-            raise
-        if rc != 0:
-            print(f"[paper] {name} ended with exit status {rc}; the report says what is missing", flush=True)
-            status = 1
+    status = _run_grids(todo, args.overrides, out)
     from analysis.build import NothingToBuild
     from analysis.report import write_report
 

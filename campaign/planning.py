@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from campaign.errors import ConfigError
-from campaign.plan import cell_id, resolved
+from jobs.plan import cell_id, resolved
 
 GROUP_KEYS = ("workload", "storage", "dataset", "platform", "experiment")
 

@@ -28,8 +28,8 @@ FAILED_STATES = {"failed", "cancelled", "timeout", "node_fail", "out_of_memory",
 
 def collect(sweep_dir: Path) -> list[CellStatus]:
     """The status of every cell of a sweep (records first; Slurm for cells without one)."""
-    from campaign import plan as plans
     from campaign.slurm import sacct, submit
+    from jobs import plan as plans
     from jobs import records
 
     plan = [{"num": c.num, "dir": c.dir, "overrides": c.overrides} for c in plans.read(sweep_dir)]
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m campaign.status", description=__doc__.split("\n")[0])
     p.add_argument("folder", type=Path, help="the sweep folder (multirun/<date>/<time>)")
     args = p.parse_args(argv)
-    from campaign import plan
+    from jobs import plan
 
     grids = _paper_grids(args.folder)
     if not (args.folder / plan.FILENAME).exists() and grids is None:

@@ -15,7 +15,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from campaign import errors, outputs, plan, validate
+from campaign import errors, outputs, validate
+from jobs import plan
 
 log = logging.getLogger(__name__)
 

@@ -8,28 +8,12 @@ storage root from being probed, or a dataset folder listed, once per cell.
 from __future__ import annotations
 
 import os
-import tempfile
 
 from campaign.errors import ConfigError
-from jobs.configview import View
+from jobs.configview import View, threads_value
+from jobs.storage.roots import memoised, storage_root
 
 __all__ = ["ConfigError", "check", "storage_root", "threads_value", "View"]
-MISSING = "???"
-
-
-def threads_value(raw) -> int | str:
-    """``threads`` as the pipeline takes it: a positive int or "autotune"."""
-    if isinstance(raw, str) and raw.strip().lower() == "autotune":
-        return "autotune"
-    if isinstance(raw, bool):
-        raise ConfigError(f"threads={raw} is not a number: give a positive integer or 'autotune'")
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        raise ConfigError(f"threads={raw} is not a number: give a positive integer or 'autotune'") from None
-    if value < 1 or str(value) != str(raw).strip():
-        raise ConfigError(f"threads={raw} must be a positive integer (num_parallel_calls) or 'autotune'")
-    return value
 
 
 def _at_least(cfg: View, key: str, low: int) -> None:
@@ -38,85 +22,13 @@ def _at_least(cfg: View, key: str, low: int) -> None:
         raise ConfigError(f"{key}={value} must be at least {low}")
 
 
-def _memo(memo: dict | None, key: tuple, fn):
-    """``fn()``, or its earlier outcome (value or ConfigError) for ``key`` within one planning pass."""
-    if memo is None:
-        return fn()
-    if key not in memo:
-        try:
-            memo[key] = (fn(), None)
-        except ConfigError as e:
-            memo[key] = (None, e)
-    value, error = memo[key]
-    if error is not None:
-        raise error
-    return value
-
-
-def storage_root(cfg: View, storage: View | None = None, key: str = "storage", memo: dict | None = None) -> str:
-    """Check the root of a storage tier (``key`` names it in messages: storage, checkpoint.slow, ...);
-    returns it. Workloads that touch more tiers check theirs with this."""
-    st = storage if storage is not None else cfg.storage
-    return _memo(memo, ("root", key, repr(st._d)), lambda: _check_root(st, key))
-
-
-def _check_root(st: View, key: str) -> str:
-    if st.get("emulate") is not None:
-        from jobs import tiers
-
-        why = tiers.available()
-        if why:
-            raise ConfigError(
-                f"{key}={st.name}: {why}; without root use storage=local, or a real device with "
-                "storage=hdd|ssd|optane storage.root=<its mount point>"
-            )
-        if st.emulate.read_mb_s <= 0 or st.emulate.write_mb_s <= 0:
-            raise ConfigError(f"{key}.emulate of {key}={st.name}: read_mb_s and write_mb_s must be positive")
-        for iops in ("read_iops", "write_iops"):
-            v = st.emulate.get(iops)
-            if v is not None and v < 1:
-                raise ConfigError(f"{key}.emulate.{iops}={v} must be a positive number of requests per second "
-                                  f"({key}.emulate.{iops}=null: no limit)")
-        image = os.path.join(str(st.emulate.image_dir), f"{st.name}.img")
-        why = tiers.foreign(str(st.name), image, str(st.root), key)
-        if why:
-            raise ConfigError(f"{key}={st.name}: {why}")
-        return str(st.root)  # the tier's mount point: made when the cell starts
-    if st.root == MISSING:
-        raise ConfigError(
-            f"{key}.root is not set: {key}={st.name} needs the directory on that tier, "
-            f"e.g. {key}.root=/mnt/{st.name}"
-        )
-    root = str(st.root)
-    if not os.path.exists(root):
-        raise ConfigError(f"{key}.root={root} does not exist ({key}={st.name})")
-    if not os.path.isdir(root):
-        raise ConfigError(f"{key}.root={root} is not a directory ({key}={st.name})")
-    try:
-        fd, probe = tempfile.mkstemp(prefix=".iocampaign-probe-", dir=root)
-    except OSError as e:
-        raise ConfigError(f"{key}.root={root} is not writable ({e.strerror}) ({key}={st.name})") from None
-    os.close(fd)
-    os.unlink(probe)
-    for sub in TOOL_FOLDERS:  # where the tool keeps its own files on a tier: a file there would fail late
-        p = os.path.join(root, sub)
-        if os.path.lexists(p) and not os.path.isdir(p):
-            raise ConfigError(f"{key}.root={root}: {p} is not a folder, and the tool keeps its files there; move it "
-                              "away or choose another root")
-    return root
-
-
-TOOL_FOLDERS = ("iocampaign", "iocampaign/datasets", "iocampaign/datasets/converted", "iocampaign/staged",
-                "iocampaign/checkpoints")
-
-
 def _dataset_size(cfg: View, memo: dict | None = None) -> int:
     """Images the cell will read, listing a real dataset (raises ConfigError for an empty one)."""
-    return _memo(memo, ("dataset", repr(cfg.dataset._d)), lambda: _list_dataset(cfg))
+    return memoised(memo, ("dataset", repr(cfg.dataset._d)), lambda: _list_dataset(cfg))
 
 
 def _list_dataset(cfg: View) -> int:
-    from jobs import datasets
+    from jobs.data import datasets
 
     source = str(getattr(cfg.dataset.source, "value", cfg.dataset.source))
     n = int(cfg.dataset.num_images)
@@ -145,7 +57,7 @@ def check(config, memo: dict | None = None) -> None:
     resolved config (a plain dict) or its DictConfig; ``memo``: a dict shared across one planning
     pass, so file-system checks run once per distinct tier and dataset."""
     if not isinstance(config, dict):
-        from campaign.plan import resolved
+        from jobs.plan import resolved
 
         config = resolved(config)
     cfg = View(config)
@@ -170,25 +82,10 @@ def check(config, memo: dict | None = None) -> None:
     except KeyError as e:
         raise ConfigError(e.args[0]) from None
     workload.check(cfg)
-    if (cfg.get("trace") or {}).get("posix"):
-        if not workload.posix_traceable:
-            raise ConfigError(f"trace.posix=true traces TensorFlow's I/O; workload={cfg.workload.name} does not use it "
-                              "(leave trace.posix=false for it)")
-        from jobs import posix
-
-        try:
-            posix.preload_library()
-        except posix.PosixTraceError as e:
-            raise ConfigError(str(e)) from None
+    _trace(cfg, workload)
     if (cfg.workload.get("read_delay_ms") or 0) < 0:
         raise ConfigError(f"workload.read_delay_ms={cfg.workload.read_delay_ms} must not be negative")
-    storage_root(cfg, memo=memo)
-    if cfg.get("stage") is not None:
-        storage_root(cfg, cfg.stage, key="stage", memo=memo)
-        if (cfg.stage.name == cfg.storage.name or os.path.realpath(str(cfg.stage.root)) == os.path.realpath(str(cfg.storage.root))
-                or _same_device(cfg.stage, cfg.storage)):
-            raise ConfigError(f"storage@stage={cfg.stage.name} is the tier the data is on (storage={cfg.storage.name}, "
-                              f"root {cfg.storage.root}): stage on another tier, e.g. storage@stage=tmpfs")
+    _tiers(cfg, memo)
     if cfg.get("shuffle_buffer") is not None and str(cfg.get("shuffle") or "global") == "none":
         raise ConfigError(f"shuffle_buffer={cfg.shuffle_buffer} has no effect with shuffle=none: leave it unset, or "
                           "choose shuffle=global|local")
@@ -198,20 +95,7 @@ def check(config, memo: dict | None = None) -> None:
     if isinstance(config.get("dataset"), dict) and not 0 < float(cfg.dataset.get("shard_mb") or 0) < float("inf"):
         raise ConfigError(f"dataset.shard_mb={cfg.dataset.get('shard_mb')} must be positive (MB per TFRecord shard or "
                           "HDF5 file, and per group of files for shuffle=local)")
-    if not isinstance(config.get("dataset"), dict):
-        if workload.needs_dataset:
-            raise ConfigError(f"workload={cfg.workload.name} reads a dataset and has none: add dataset=imagenet_subset "
-                              "(or caltech101, or dataset.source=folder dataset.path=...)")
-        n = None
-    else:
-        n = _dataset_size(cfg, memo)
-    if n is not None and cfg.batch_size > n:
-        raise ConfigError(
-            f"batch_size={cfg.batch_size} is larger than the dataset ({n} images; see dataset.num_images"
-            + ("" if str(cfg.dataset.source) == "synthetic" else f" and dataset.path={cfg.dataset.path}")
-            + ")"
-        )
-    _tasks(cfg, config, n)
+    _tasks(cfg, config, _images(cfg, config, workload, memo))
     _service(cfg)
     if cfg.platform.lock_timeout_min <= 0:
         raise ConfigError(f"platform.lock_timeout_min={cfg.platform.lock_timeout_min} must be positive (minutes)")
@@ -221,6 +105,51 @@ def check(config, memo: dict | None = None) -> None:
         params.check(cfg.platform)
     if cfg.drop_caches and os.geteuid() != 0:
         raise ConfigError("drop_caches=true needs root (it writes /proc/sys/vm/drop_caches); leave it false to evict per file")
+
+
+def _images(cfg: View, config: dict, workload, memo: dict | None) -> int | None:
+    """Images a run reads (None: the workload reads no dataset); the dataset is there and holds a batch."""
+    if not isinstance(config.get("dataset"), dict):
+        if workload.needs_dataset:
+            raise ConfigError(f"workload={cfg.workload.name} reads a dataset and has none: add dataset=imagenet_subset "
+                              "(or caltech101, or dataset.source=folder dataset.path=...)")
+        return None
+    n = _dataset_size(cfg, memo)
+    if cfg.batch_size > n:
+        raise ConfigError(
+            f"batch_size={cfg.batch_size} is larger than the dataset ({n} images; see dataset.num_images"
+            + ("" if str(cfg.dataset.source) == "synthetic" else f" and dataset.path={cfg.dataset.path}")
+            + ")"
+        )
+    return n
+
+
+def _trace(cfg: View, workload) -> None:
+    """trace.posix=true: the workload's I/O is TensorFlow's, and dftracer's preload library is here."""
+    if not (cfg.get("trace") or {}).get("posix"):
+        return
+    if not workload.posix_traceable:
+        raise ConfigError(f"trace.posix=true traces TensorFlow's I/O; workload={cfg.workload.name} does not use it "
+                          "(leave trace.posix=false for it)")
+    from jobs.execution import traced
+    from jobs.observe import posix
+
+    try:
+        traced.preload_library()
+    except posix.PosixTraceError as e:
+        raise ConfigError(str(e)) from None
+
+
+def _tiers(cfg: View, memo: dict | None) -> None:
+    """The data's tier and the stage's, each usable, and never one and the same device."""
+    storage_root(cfg, memo=memo)
+    if cfg.get("stage") is None:
+        return
+    storage_root(cfg, cfg.stage, key="stage", memo=memo)
+    if (cfg.stage.name == cfg.storage.name or os.path.realpath(str(cfg.stage.root)) == os.path.realpath(str(cfg.storage.root))
+            or _same_device(cfg.stage, cfg.storage)):
+        raise ConfigError(f"storage@stage={cfg.stage.name} is the tier the data is on (storage={cfg.storage.name}, "
+                          f"root {cfg.storage.root}): stage on another tier, e.g. storage@stage=tmpfs")
 
 
 def _same_device(a: View, b: View) -> bool:
@@ -234,6 +163,8 @@ def _same_device(a: View, b: View) -> bool:
 
 
 def _tasks(cfg: View, config: dict, n: int | None = None) -> None:
+    from jobs import workloads
+
     """What a multi-task cell (platform.tasks_per_node > 1) can run, so far."""
     nodes, per_node = (1 if cfg.platform.get(k) is None else int(cfg.platform.get(k)) for k in ("nodes", "tasks_per_node"))
     if nodes < 1 or per_node < 1:
@@ -248,9 +179,9 @@ def _tasks(cfg: View, config: dict, n: int | None = None) -> None:
         raise ConfigError(f"{what}: every node reads the dataset, but storage={cfg.storage.name} (kind {cfg.storage.kind}) "
                           "is one machine's; a multi-node cell needs a shared file system (e.g. storage=lustre "
                           "storage.root=<its scratch folder>)")
-    if str(cfg.workload.kind) != "microbench":
-        raise ConfigError(f"{what}: multi-task cells run the micro-benchmark and read-only pipelines so far, not "
-                          f"workload={cfg.workload.name}")
+    if not workloads.get(str(cfg.workload.kind)).shardable:
+        raise ConfigError(f"{what}: workload={cfg.workload.name} cannot split a run into tasks (multi-task cells run "
+                          f"workloads of kind {_able('shardable')} so far)")
     if str(cfg.dataset.get("format") or "files") != "files":
         raise ConfigError(f"{what}: tasks shard one-file-per-image sets so far, not dataset.format={cfg.dataset.format}")
     if (cfg.get("trace") or {}).get("posix"):
@@ -258,6 +189,13 @@ def _tasks(cfg: View, config: dict, n: int | None = None) -> None:
     if n is not None and n // (nodes * per_node) < cfg.batch_size:
         raise ConfigError(f"{what}: each of the {nodes * per_node} tasks would read {n // (nodes * per_node)} of the "
                           f"{n} images, fewer than batch_size={cfg.batch_size}; use fewer tasks or more images")
+
+
+def _able(capability: str) -> str:
+    """The workloads (their kinds) that declare ``capability``."""
+    from jobs import workloads
+
+    return ", ".join(k for k in workloads.names() if getattr(workloads.get(k), capability)) or "no workload"
 
 
 def _service(cfg: View) -> None:
@@ -268,9 +206,11 @@ def _service(cfg: View) -> None:
         raise ConfigError(f"input.workers={workers} must be at least 1")
     if not inp.get("service"):
         return
-    if str(cfg.workload.kind) != "microbench":
-        raise ConfigError(f"input.service=true: the service runs the micro-benchmark and read-only pipelines so far, "
-                          f"not workload={cfg.workload.name}")
+    from jobs import workloads
+
+    if not workloads.get(str(cfg.workload.kind)).service_ready:
+        raise ConfigError(f"input.service=true: workload={cfg.workload.name} cannot read through the tf.data service "
+                          f"(the service runs workloads of kind {_able('service_ready')} so far)")
     if str(cfg.dataset.get("format") or "files") != "files":
         raise ConfigError(f"input.service=true: the service reads one-file-per-image sets so far, not "
                           f"dataset.format={cfg.dataset.format}")

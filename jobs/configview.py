@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from jobs.errors import ConfigError
+
 
 class View:
     """Attribute access over a plain config dict (``cfg.storage.root``), as a DictConfig offers."""
@@ -37,3 +39,18 @@ class View:
                 return None
             v = v[part]
         return self._wrap(v)
+
+
+def threads_value(raw) -> int | str:
+    """``threads`` as the pipeline takes it: a positive int or "autotune"."""
+    if isinstance(raw, str) and raw.strip().lower() == "autotune":
+        return "autotune"
+    if isinstance(raw, bool):
+        raise ConfigError(f"threads={raw} is not a number: give a positive integer or 'autotune'")
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise ConfigError(f"threads={raw} is not a number: give a positive integer or 'autotune'") from None
+    if value < 1 or str(value) != str(raw).strip():
+        raise ConfigError(f"threads={raw} must be a positive integer (num_parallel_calls) or 'autotune'")
+    return value

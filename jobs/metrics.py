@@ -65,16 +65,16 @@ METRICS: dict[str, Metric] = {
         Metric("device_read_mb_s", "MB/s", "", "read rate of the whole data device during the run (every process)"),
         Metric("device_read_iops", "1/s", "", "read requests completed per second by the data device during the run"),
         Metric("resident_bytes_before", "B", "", "bytes of the dataset in the page cache when the run started (mincore)"),
-        # platform.tasks_per_node > 1 (jobs.tasks): the run's tasks, each reading its shard
+        # platform.tasks_per_node > 1 (jobs.execution.tasks): the run's tasks, each reading its shard
         Metric("task_images_per_s_min", "images/s", "", "multi-task run: the slowest task's own images/s"),
         Metric("task_images_per_s_median", "images/s", "", "multi-task run: the median task's own images/s"),
         Metric("task_images_per_s_max", "images/s", "", "multi-task run: the fastest task's own images/s"),
         Metric("task_start_spread_s", "s", "lower", "multi-task run: the last task's start - the first's (the barrier's spread)"),
-        # input.service=true (jobs.service): the workers of the tf.data service read the data
+        # input.service=true (jobs.execution.service): the workers of the tf.data service read the data
         Metric("service_workers", "workers", "", "tf.data service: workers that ran the pipeline (none: no service)"),
         Metric("worker_mb_s_min", "MB/s", "", "tf.data service: the slowest worker's read rate (rchar / the run's time)"),
         Metric("worker_mb_s_max", "MB/s", "", "tf.data service: the fastest worker's read rate (rchar / the run's time)"),
-        # trace.posix=true (jobs.posix): what the run asked of the file system, call by call, on its tiers
+        # trace.posix=true (jobs.observe.posix): what the run asked of the file system, call by call, on its tiers
         Metric("posix_calls", "calls", "", "POSIX trace: calls on the data and checkpoint tiers during the run"),
         Metric("posix_opens", "calls", "", "POSIX trace: open calls"),
         Metric("posix_unclosed", "calls", "", "POSIX trace: opens whose close the trace lacks (lost events, or left open)"),

@@ -48,11 +48,12 @@ def measure(config: dict, job_dir: Path) -> tuple[list[dict], dict, dict]:
     Everything that writes on a tier (its set-up, the dataset's generation, the runs, the tear-down)
     happens under the locks of the tiers and devices the cell touches.
     """
-    from jobs import cache, datasets, formats, locks, posix, provenance
+    from jobs.data import datasets, formats
+    from jobs.execution import traced
+    from jobs.observe import provenance
+    from jobs.storage import cache, locks
 
-    if (config.get("trace") or {}).get("posix") and not posix.inside():
-        from jobs import traced
-
+    if (config.get("trace") or {}).get("posix") and not traced.inside():
         return traced.measure(config, job_dir)  # the same, in a child process started with the tracer
     cfg = View(config)
     w = workloads.get(cfg.workload.kind)
@@ -82,7 +83,7 @@ def measure(config: dict, job_dir: Path) -> tuple[list[dict], dict, dict]:
             prov["device_lock_wait_s"] = tier_wait + device_wait
             if not all_tiers:
                 return _staged_runs(w, cfg, config, job_dir, ds, data_dir, prov), dataset_summary(ds, prov), prov
-            from jobs import tiers
+            from jobs.storage import tiers
 
             if tier is not None:
                 prov["emulated_tier"] = asdict(tier)
@@ -102,7 +103,8 @@ def _staged_runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, da
     stage = cfg.get("stage")
     if stage is None:
         return _runs(w, cfg, config, job_dir, ds, data_dir, prov, str(cfg.storage.kind))
-    from jobs import provenance, staging
+    from jobs.data import staging
+    from jobs.observe import provenance
 
     staged, facts = staging.stage_in(ds, str(stage.root))
     log.info("staged %d files (%.0f MB) from %s to %s (storage@stage=%s) in %.2f s (%.0f MB/s)", facts["stage_files"],
@@ -121,7 +123,7 @@ def _staged_runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, da
 def _tier(cfg, tiers_of: list):
     """The emulated tiers of the cell, set up for the cell and torn down after it; yields the
     storage's own tier (or None) and the list of all of them."""
-    from jobs import tiers
+    from jobs.storage import tiers
 
     built: dict[str, tiers.Tier] = {}
     try:
@@ -152,7 +154,8 @@ def _skipped_as_dropped(ds, result: dict) -> None:
 
 def _runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, data_dir: str, prov: dict, kind: str) -> list[dict]:
     """The cell's runs, warm-ups first, each from the requested cache state (the caller holds the locks)."""
-    from jobs import cache, trace
+    from jobs.observe import trace
+    from jobs.storage import cache
 
     fs_type = (prov["data_mount"] or prov["storage_mount"])["fs_type"]
     requested = str(cfg.cache)
@@ -166,7 +169,7 @@ def _runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, data_dir:
     inp = cfg.get("input") or {}
     workers = int(inp.get("workers") or 1) if inp.get("service") else 0
     if workers:  # the tf.data service of the cell: up for all its runs, ended with them
-        from jobs import service
+        from jobs.execution import service
 
         slurm = ((int(cfg.platform.get("nodes") or 1), int(cfg.platform.cpus_per_task))
                  if str(cfg.platform.kind) == "slurm" and os.environ.get("SLURM_JOB_ID") else None)
@@ -181,7 +184,7 @@ def _execute(w: workloads.Workload, ctx, n_tasks: int, svc, cold: bool) -> tuple
     in this process. Returns (result, the merged per-task figures; empty for one process)."""
     cfg = ctx.cfg
     if n_tasks > 1:
-        from jobs import tasks
+        from jobs.execution import tasks
 
         folder = ctx.job_dir / tasks.SUBDIR / ctx.tag
         step = (tasks.srun_command(int(cfg.platform.get("nodes") or 1), int(cfg.platform.tasks_per_node),
@@ -191,7 +194,9 @@ def _execute(w: workloads.Workload, ctx, n_tasks: int, svc, cold: bool) -> tuple
                            cold=cold, step=step, marks=ctx.marks, disk=ctx.disk)
         return result, {k: result.pop(k) for k in tasks.MERGED_KEYS}
     if svc:
-        return _watched(w.run_once, ctx, svc), {}
+        from jobs.execution import service
+
+        return service.watched(w.run_once, ctx, svc), {}
     # a signal inside TensorFlow's bindings would surface as another error: it waits for the run's check()
     with interrupts.deferred() if w.in_tensorflow else contextlib.nullcontext():
         return w.run_once(ctx), {}
@@ -199,9 +204,11 @@ def _execute(w: workloads.Workload, ctx, n_tasks: int, svc, cold: bool) -> tuple
 
 def _loop(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, prov: dict, kind: str, requested: str,
           fs_type: str, disk: str | None, svc) -> list[dict]:
-    from jobs import cache, posix, usage
+    from jobs.execution.traced import inside
+    from jobs.observe import posix, usage
+    from jobs.storage import cache
 
-    traced = posix.inside()
+    traced = inside()
     # one consumer with the service (its workers are the cell's other tasks), else nodes x tasks per node
     n_tasks = 1 if svc else int(cfg.platform.get("nodes") or 1) * int(cfg.platform.get("tasks_per_node") or 1)
     runs: list[dict] = []
@@ -216,7 +223,7 @@ def _loop(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, prov: dic
         seed = int(cfg.seed) + k
         run = k + 1 - cfg.warmup  # measured runs are 1..repeats; warm-ups are <= 0
         ctx = workloads.RunContext(ds, cfg, config, seed, job_dir, run, disk, service=svc.address if svc else None)
-        io0 = svc and _service_io(svc)
+        io0 = svc and svc.counters()
         with posix.window(job_dir, ctx.tag, disk) if traced else contextlib.nullcontext({}) as window:
             before = usage.snapshot(disk)
             result, multi = _execute(w, ctx, n_tasks, svc, cold=requested == "cold")
@@ -226,7 +233,7 @@ def _loop(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, prov: dic
         workloads.check_result(w, result)
         result.update(multi, **window)
         if svc:
-            _add_service_io(svc, io0, result)
+            svc.add_counters(io0, result)
         timed = "start" in ctx.marks and "end" in ctx.marks  # the workload marked its timed interval
         # a multi-task run may keep threads x tasks per node cores busy on each of its nodes
         per_node = int(cfg.platform.get("tasks_per_node") or 1) if n_tasks > 1 else 1
@@ -241,53 +248,6 @@ def _loop(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, prov: dic
                      "cache_requested": requested, "cache_state": state, "resident_bytes_before": resident, **result})
         _log(w, warmup, k, cfg, result, state)
     return runs
-
-
-def _watched(run_once, ctx, svc, every_s: float = 0.2) -> dict:
-    """A run through the tf.data service, watched: the consumer reads in a thread while this one checks
-    the service every ``every_s``. A worker that dies mid-run leaves the consumer waiting for the
-    elements it held (distributed_epoch), for ever; the check raises ServiceError naming the worker
-    instead, and the blocked consumer thread is left behind while the service is ended."""
-    import threading
-
-    box: dict = {}
-
-    def consume() -> None:
-        try:
-            box["result"] = run_once(ctx)
-        except BaseException as e:  # noqa: BLE001 - handed to the watching thread, which raises it
-            box["error"] = e
-
-    t = threading.Thread(target=consume, name="service-consumer", daemon=True)
-    t.start()
-    while t.is_alive():
-        t.join(every_s)
-        if t.is_alive():
-            svc.check()
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
-
-
-def _service_io(svc) -> list[tuple[int, int]]:
-    svc.check()
-    return svc.io()
-
-
-def _add_service_io(svc, before: list, result: dict) -> None:
-    """The service's workers read the data: their bytes join the consumer's, and each worker's rate is kept."""
-    from jobs.metrics import MB
-
-    after = _service_io(svc)
-    dev = [a[0] - b[0] for a, b in zip(after, before)]
-    syscall = [a[1] - b[1] for a, b in zip(after, before)]
-    if result.get("bytes_read_device") is not None:
-        result["bytes_read_device"] += sum(dev)
-    if result.get("bytes_read_syscall") is not None:
-        result["bytes_read_syscall"] += sum(syscall)
-    rates = [b / result["seconds"] / MB for b in syscall]
-    result.update(service_workers=svc.count, worker_mb_s=rates, worker_mb_s_min=min(rates),
-                  worker_mb_s_max=max(rates))
 
 
 def _log(w: workloads.Workload, warmup: bool, k: int, cfg, result: dict, state: str) -> None:

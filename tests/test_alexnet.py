@@ -7,7 +7,10 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import make_jpegs
-from jobs import alexnet, datasets, records, trace
+from jobs import records
+from jobs.data import datasets
+from jobs.observe import trace
+from jobs.workloads.alexnet import training as alexnet
 
 
 def _dataset(folder, n=64):
@@ -124,7 +127,7 @@ def test_training_reads_tfrecord_and_hdf5(images, tmp_path, fmt):
     from the format's files, and the loss is a number."""
     import math
 
-    from jobs import formats
+    from jobs.data import formats
 
     ds = _dataset(images)
     stored = formats.ensure(ds, fmt, 0.2, tmp_path / "converted")

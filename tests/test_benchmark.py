@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from benchmarks import readonly_vs_fio
-from jobs import iotools
+from jobs.storage import iotools
 
 needs_fio = pytest.mark.skipif(
     shutil.which("fio") is None and os.environ.get("CI") != "true", reason="fio not installed (apt-get install fio)"
@@ -113,7 +113,7 @@ def test_baseline_campaign_writes_table_one(tmp_path, disk_root):
 def test_fewer_shards_than_fio_readers_read_with_one_reader_per_shard(tmp_path):
     """fio refused a reader without a file ("j1: you need to specify size="): a set of fewer TFRecord
     shards than readers crashed the baseline and the benchmark."""
-    from jobs import iotools
+    from jobs.storage import iotools
 
     files = []
     for k in range(2):

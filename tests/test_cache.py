@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from jobs import cache
+from jobs.storage import cache
 
 
 def _files(folder, n=20, size=256 * 1024):

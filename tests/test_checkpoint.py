@@ -13,7 +13,13 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import ROOT, campaign, make_jpegs
-from jobs import alexnet, checkpoint, ckpt_recovery, ckpt_store, datasets, records, tiers
+from jobs import records
+from jobs.data import datasets
+from jobs.storage import tiers
+from jobs.workloads.alexnet import training as alexnet
+from jobs.workloads.checkpoint import recovery as ckpt_recovery
+from jobs.workloads.checkpoint import saving as checkpoint
+from jobs.workloads.checkpoint import store as ckpt_store
 
 needs_root = pytest.mark.skipif(
     tiers.available() is not None and os.environ.get("CI") != "true", reason=str(tiers.available())
@@ -57,7 +63,7 @@ def test_burst_buffer_drains_verifies_and_cleans(ds, tmp_path):
     assert all(ckpt_store.verify(p, checksums=True) for p in ckpt_store.complete(slow, "t1"))
     man = json.loads((slow / "t1-12.manifest.json").read_text())
     assert all("sha256" in m for m in man["files"].values())
-    model, _, prefix = checkpoint.restore_latest(slow, "t1", ds.num_classes, 64, 0.25, 0)
+    model, _, prefix = ckpt_recovery.restore_latest(slow, "t1", ds.num_classes, 64, 0.25, 0)
     assert prefix.name == "t1-12"
     _same(model.weights, snaps[12])
 
@@ -70,7 +76,7 @@ def test_async_saves_restore_exactly(ds, tmp_path):
     done = ckpt_store.complete(checkpoint.ckpt_dir(tmp_path / "slow") / "a1", "a1", checksums=True)
     assert [p.name for p in done] == ["a1-4", "a1-8", "a1-12", "a1-16"]
     for p in done:  # every one of several async saves holds exactly the values of its step
-        model, _, _ = checkpoint.restore_latest(p.parent, "a1", ds.num_classes, 64, 0.25, 0, prefix=p)
+        model, _, _ = ckpt_recovery.restore_latest(p.parent, "a1", ds.num_classes, 64, 0.25, 0, prefix=p)
         _same(model.weights, snaps[int(p.name.rsplit("-", 1)[1])])
 
 

@@ -24,7 +24,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import ROOT, analysis, campaign, make_jpegs, tmpfs
-from jobs import cache, datasets, iotools, records, synthetic, tiers
+from jobs import records
+from jobs.data import datasets, synthetic
+from jobs.storage import cache, iotools, tiers
 
 needs_root = pytest.mark.skipif(
     tiers.available() is not None and os.environ.get("CI") != "true", reason=str(tiers.available())
@@ -177,7 +179,7 @@ def test_a_fifo_in_the_file_list_is_skipped_counted_and_never_opened(tmp_path, c
 
 
 def test_waiting_for_a_device_lock_has_a_time_limit(tmp_path):
-    from jobs import locks
+    from jobs.storage import locks
 
     code = ("import time; from jobs import locks;"
             f"cm = locks.device_lock({str(tmp_path)!r}, {str(tmp_path)!r}); cm.__enter__(); print('held', flush=True);"
@@ -279,7 +281,8 @@ def test_an_interrupted_sweep_ends_with_one_line_and_resumes(tmp_path, sig):
 # 10. checkpoints: a tier that fills up left files behind; the fast tier was checked for one checkpoint
 @needs_root
 def test_a_checkpoint_run_that_fills_its_tier_leaves_nothing(tmp_path):
-    from jobs import alexnet, checkpoint
+    from jobs.workloads.alexnet import training as alexnet
+    from jobs.workloads.checkpoint import saving as checkpoint
 
     make_jpegs(tmp_path / "imgs", 32, classes=4)
     ds = datasets.resolve(OmegaConf.create({"name": "t", "source": "folder", "path": str(tmp_path / "imgs"),

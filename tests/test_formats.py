@@ -12,7 +12,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import campaign, make_jpegs
-from jobs import datasets, formats, microbench, pipeline, readers
+from jobs.data import datasets, formats, pipeline, readers
+from jobs.workloads.microbench import reading as microbench
 
 N = 24
 SHARD_MB = 0.05  # ~5 of the test's ~10 KB JPEGs per container

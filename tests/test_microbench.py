@@ -6,7 +6,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import make_jpegs
-from jobs import datasets, microbench
+from jobs.data import datasets
+from jobs.workloads.microbench import reading as microbench
 
 
 def _dataset(folder, n=20):
@@ -91,14 +92,14 @@ def test_a_set_with_no_decodable_image_fails_loudly(tmp_path):
 
 
 def test_the_read_delay_is_native_and_ordered():
-    """Pins the wrapped SleepDataset kernel (jobs.pipeline.sleep): every element comes in order, and
+    """Pins the wrapped SleepDataset kernel (jobs.data.pipeline.sleep): every element comes in order, and
     the delay is really spent (a lower bound, which load can only raise; how much of it overlaps is
     for benchmarks.overlap to measure, not a unit test)."""
     import time
 
     import tensorflow as tf
 
-    from jobs import pipeline
+    from jobs.data import pipeline
 
     index = tf.data.Dataset.range(24).map(lambda i: (i, tf.strings.as_string(i), tf.cast(i, tf.int32)))
     for threads in (1, 4):

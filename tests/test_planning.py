@@ -3,8 +3,9 @@
 import pytest
 from hydra import compose, initialize_config_dir
 
-from campaign import errors, plan, planning, schema
+from campaign import errors, planning, schema
 from conftest import CONF
+from jobs import plan
 
 CELLS = [
     [],

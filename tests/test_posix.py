@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from conftest import analysis, campaign
-from jobs import posix, records
+from jobs import records
+from jobs.observe import posix
 
 N = 48
 

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, campaign, make_jpegs
-from jobs import ckpt_store, interrupts, records
+from jobs import interrupts, records
+from jobs.workloads.checkpoint import store as ckpt_store
 
 
 def _checkpoint(folder: Path, name: str, nbytes: int = 1 << 20) -> Path:
@@ -91,7 +92,7 @@ def test_a_signal_during_the_drain_wait_is_raised_and_the_drain_stopped(tmp_path
 
 
 def test_a_helper_ends_when_its_parent_is_killed(tmp_path):
-    """jobs.lifeline: a helper started with child_env() ends when its parent dies by SIGKILL."""
+    """jobs.execution.lifeline: a helper started with child_env() ends when its parent dies by SIGKILL."""
     code = ("import os, subprocess, sys, time\n"
             "from jobs import lifeline\n"
             "c = subprocess.Popen([sys.executable, '-c', 'from jobs import lifeline; import time; lifeline.bind(); "

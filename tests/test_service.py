@@ -22,7 +22,7 @@ def test_a_service_cell_reads_every_file_once_and_leaves_no_process(tmp_path):
     p = campaign("-m", "workload=readonly", "input.service=false,true", "input.workers=2", f"dataset.num_images={N}",
                  "batch_size=8", "repeats=2", "warmup=0", f"storage.root={root}", f"hydra.sweep.dir={out}", cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
-    assert subprocess.run(["pgrep", "-f", f"jobs.service .* {out}"], capture_output=True).stdout == b""
+    assert subprocess.run(["pgrep", "-f", f"jobs.execution.service .* {out}"], capture_output=True).stdout == b""
     recs = {records.read(f).config["input"]["service"]: (f.parent, records.read(f)) for f in out.glob("*/record.json")}
     folder, rec = recs[True]
     assert not (folder / "service").exists()  # the start-up hand-over is gone with the service
@@ -48,7 +48,7 @@ def test_a_service_cell_reads_every_file_once_and_leaves_no_process(tmp_path):
 
 
 def test_a_dead_worker_is_named_and_every_process_ends(tmp_path):
-    from jobs import service
+    from jobs.execution import service
 
     with pytest.raises(service.ServiceError, match="the worker 0 ended"), service.running(2, tmp_path / "svc") as svc:
         procs = [svc.dispatcher, *svc.workers]
@@ -64,7 +64,8 @@ def test_a_worker_killed_mid_run_fails_the_run_instead_of_hanging(tmp_path):
     ever; the runner watches the service while the consumer reads and names the dead worker."""
     import tensorflow as tf
 
-    from jobs import runner, service
+    from jobs import runner
+    from jobs.execution import service
 
     files = [str(f) for f in make_jpegs(tmp_path / "data", 400, classes=1, side=32)]
     seen = []
@@ -91,7 +92,7 @@ def test_a_worker_killed_mid_run_fails_the_run_instead_of_hanging(tmp_path):
 
 @pytest.mark.parametrize("args, expected", [
     (("input.workers=0",), "input.workers=0 must be at least 1"),
-    (("input.service=true", "workload=alexnet_small"), "not workload=alexnet"),
+    (("input.service=true", "workload=alexnet_small"), "workload=alexnet cannot read through the tf.data service"),
     (("input.service=true", "workload.batches=2"), "leave workload.batches"),
     (("input.service=true", "dataset.format=tfrecord"), "not dataset.format=tfrecord"),
     (("-m", "platform=slurm", "platform.nodes=2", "input.service=true", "input.workers=1", "storage=lustre",

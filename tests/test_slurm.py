@@ -153,7 +153,7 @@ def test_campaign_runs_as_slurm_jobs_of_one_and_two_tasks(slurm_cluster, tmp_pat
     r = pd.read_csv(sweep / "results.csv")
     assert sorted(r["tasks_per_cell"]) == [1, 1, 2, 2] and set(r["cache_state"]) == {"cold"}
     assert (sweep / "scaling.png").stat().st_size > 10_000 and (sweep / "fig5.png").stat().st_size > 0
-    assert subprocess.run(["pgrep", "-f", f"jobs.tasks {sweep}"], capture_output=True).returncode == 1
+    assert subprocess.run(["pgrep", "-f", f"jobs.execution.tasks {sweep}"], capture_output=True).returncode == 1
     slurm = recs[1].provenance["slurm"]
     assert slurm["job_id"] == jobs[0] and slurm["array_job_id"] is None  # a shape of one cell: a plain job
     assert slurm["node"] and "#SBATCH --array" not in slurm["sbatch_script"]
@@ -179,7 +179,7 @@ def test_a_failing_task_of_a_job_step_fails_the_cell_with_its_rank(slurm_cluster
     rec = records.read(sweep / "0" / "record.json")
     assert rec.status == records.FAILED and rec.error["type"] == "TaskError"
     assert rec.error["message"].startswith("task 1 failed: RuntimeError: the pipeline delivered no image")
-    assert subprocess.run(["pgrep", "-f", f"jobs.tasks {sweep}"], capture_output=True).returncode == 1
+    assert subprocess.run(["pgrep", "-f", f"jobs.execution.tasks {sweep}"], capture_output=True).returncode == 1
 
 
 def test_service_workers_are_a_job_step_and_read_every_file_once(slurm_cluster, tmp_path, disk_root):
@@ -200,7 +200,7 @@ def test_service_workers_are_a_job_step_and_read_every_file_once(slurm_cluster, 
     steps = subprocess.run(["sacct", "-n", "-P", "-o", "JobID,NTasks", "-j", job], capture_output=True, text=True).stdout.split()
     assert sum(line.endswith("|2") for line in steps) == 1, steps  # the workers: one step of 2 tasks
     assert not (sweep / "0" / "service").exists()
-    assert subprocess.run(["pgrep", "-f", f"jobs.service .* {sweep}"], capture_output=True).returncode == 1
+    assert subprocess.run(["pgrep", "-f", f"jobs.execution.service .* {sweep}"], capture_output=True).returncode == 1
 
 
 KILL_A_WORKER = """
@@ -230,7 +230,7 @@ def test_a_dead_worker_of_the_service_step_is_named(slurm_cluster, tmp_path):
     assert "(Killed); srun ended the workers' step" in p.stdout, p.stdout
     assert "srun: error:" in p.stderr  # srun's own lines, passed on
     assert not folder.exists()
-    assert subprocess.run(["pgrep", "-f", f"jobs.service .* {folder}"], capture_output=True).returncode == 1
+    assert subprocess.run(["pgrep", "-f", f"jobs.execution.service .* {folder}"], capture_output=True).returncode == 1
 
 
 def test_multi_task_dry_run_shows_each_shape(tmp_path):

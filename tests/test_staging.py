@@ -97,7 +97,7 @@ def test_a_dangling_link_is_dropped_and_a_killed_cells_copy_is_cleared(tmp_path,
     """A dangling link in the set failed the staged cell (the unstaged one counts it as dropped); a copy
     left by a cell killed with SIGKILL was never cleared. Copies this tool did not mark stay."""
     from conftest import make_jpegs
-    from jobs import staging
+    from jobs.data import staging
 
     data = disk_root / "data"
     make_jpegs(data, 16, classes=2)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from jobs import synthetic
+from jobs.data import synthetic
 
 
 def spec(name, median_kb, spread, bpp, classes=10, seed=0, gray=0.0):

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import campaign, make_jpegs
 from jobs import records
-from jobs.usage import cores
+from jobs.observe.usage import cores
 
 N = 96
 
@@ -80,7 +80,7 @@ def test_a_failing_task_fails_the_cell_with_its_rank(tmp_path):
     rec = records.read(out / "0" / "record.json")
     assert rec.status == records.FAILED and rec.error["type"] == "TaskError"
     assert rec.error["message"].startswith("task 1 failed: RuntimeError: the pipeline delivered no image")
-    left = subprocess.run(["pgrep", "-f", f"jobs.tasks {out}"], capture_output=True, text=True).stdout
+    left = subprocess.run(["pgrep", "-f", f"jobs.execution.tasks {out}"], capture_output=True, text=True).stdout
     assert left == ""  # no task outlives its cell
 
 
@@ -92,7 +92,8 @@ def test_a_hung_task_is_ended_at_the_runs_limit_and_named(grid, tmp_path):
 
     from omegaconf import OmegaConf
 
-    from jobs import datasets, tasks
+    from jobs.data import datasets
+    from jobs.execution import tasks
 
     config = copy.deepcopy(next(records.read(p).config for p in grid.glob("*/record.json")
                                 if records.read(p).config["platform"]["tasks_per_node"] == 2))
@@ -105,12 +106,12 @@ def test_a_hung_task_is_ended_at_the_runs_limit_and_named(grid, tmp_path):
     with pytest.raises(tasks.TaskError, match=r"tasks \[0, 1\] had not ended after 12 s"):
         tasks.run(config, ds, 2, 0, 1, folder, timeout_s=12)
     assert time.monotonic() - t0 < 50
-    assert subprocess.run(["pgrep", "-f", f"jobs.tasks {folder}"], capture_output=True).returncode == 1
+    assert subprocess.run(["pgrep", "-f", f"jobs.execution.tasks {folder}"], capture_output=True).returncode == 1
 
 
 @pytest.mark.parametrize("args, expected", [
     (("platform.tasks_per_node=0",), "platform.tasks_per_node=0 must be at least 1"),
-    (("platform.tasks_per_node=2", "workload=alexnet_small"), "not workload=alexnet"),
+    (("platform.tasks_per_node=2", "workload=alexnet_small"), "workload=alexnet cannot split a run into tasks"),
     (("platform.tasks_per_node=2", "platform.nodes=2"), "a cell across several nodes is a Slurm job step"),
     (("-m", "platform=slurm", "platform.nodes=2"), "a multi-node cell needs a shared file system"),
 ])

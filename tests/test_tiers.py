@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conftest import ROOT, campaign
-from jobs import iotools, tiers
+from jobs.storage import iotools, tiers
 
 needs_root = pytest.mark.skipif(
     tiers.available() is not None and os.environ.get("CI") != "true", reason=str(tiers.available())

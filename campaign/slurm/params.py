@@ -58,7 +58,7 @@ def check_folder(sweep_dir: str) -> None:
 def executor_parameters(platform: DictConfig, job_name: str, nodes: int = 1, tasks_per_node: int = 1) -> dict:
     """Keyword arguments for ``submitit.SlurmExecutor.update_parameters``. A multi-task cell's job
     holds ``nodes`` × ``tasks_per_node`` tasks; submitit starts the cell's controller as a one-task
-    step in it, and the controller starts each run's tasks as a step of their own (jobs.tasks)."""
+    step in it, and the controller starts each run's tasks as a step of their own (jobs.execution.tasks)."""
     params: dict = {
         "job_name": job_name,
         "time": int(platform.timeout_min),

@@ -53,7 +53,7 @@ PAPER_LAYOUT = (("format", "files"), ("shuffle", "global"), ("stage", ""), ("tas
 class RunContext:
     """What one run of a cell gets from the runner."""
 
-    ds: Any  # jobs.datasets.Dataset
+    ds: Any  # jobs.data.datasets.Dataset
     cfg: Any  # the cell's config: attribute access over its resolved data (jobs.configview.View)
     config: dict  # the same, plain (as the record keeps it)
     seed: int  # this run's seed
@@ -64,10 +64,10 @@ class RunContext:
     service: str | None = None  # input.service=true: the tf.data service's dispatcher (grpc://host:port)
 
     def mark(self, name: str) -> None:
-        """Snapshot the usage counters (``jobs.usage``) now: a workload calls ``mark("start")`` and
+        """Snapshot the usage counters (``jobs.observe.usage``) now: a workload calls ``mark("start")`` and
         ``mark("end")`` around its timed interval, so CPU and device use are judged over that interval
         rather than over the whole run (pipeline construction, model building)."""
-        from jobs import usage
+        from jobs.observe import usage
 
         self.marks[name] = usage.snapshot(self.disk)
 
@@ -88,6 +88,8 @@ class Workload:
     needs_dataset: ClassVar[bool] = True
     posix_traceable: ClassVar[bool] = True  # trace.posix=true can trace its runs (TensorFlow's own I/O)
     in_tensorflow: ClassVar[bool] = True  # its runs call TensorFlow: signals wait for its interrupts.check()
+    shardable: ClassVar[bool] = False  # a run can be N tasks each reading its shard (platform.tasks_per_node > 1)
+    service_ready: ClassVar[bool] = False  # its pipeline can run on the tf.data service (input.service=true)
     figures: ClassVar[tuple[Figure, ...]] = ()  # what the analysis draws from its rows
 
     def check(self, cfg) -> None:
@@ -112,7 +114,7 @@ class Workload:
 
 
 def order_of(cfg) -> dict:
-    """The sample order a cell asks for (``shuffle``, ``shuffle_buffer``), as jobs.readers takes it."""
+    """The sample order a cell asks for (``shuffle``, ``shuffle_buffer``), as jobs.data.readers takes it."""
     buffer = cfg.get("shuffle_buffer")
     return {"shuffle": str(cfg.get("shuffle") or "global"), "shuffle_buffer": int(buffer) if buffer else None}
 
@@ -136,8 +138,12 @@ def register(cls: type[Workload]) -> type[Workload]:
     return cls
 
 
+_discovered = [False]
+
+
 def discover() -> None:
     """Import the built-in workloads and every module of the ``iocampaign_workloads`` namespace package."""
+    _discovered[0] = True
     for info in pkgutil.iter_modules(__path__):
         importlib.import_module(f"{__name__}.{info.name}")
     try:
@@ -150,7 +156,7 @@ def discover() -> None:
 
 def get(kind: str) -> Workload:
     """The registered workload ``kind``; raises KeyError naming the registered ones."""
-    if not _REGISTRY:
+    if not _discovered[0]:  # importing one workload's engine registers that one only
         discover()
     try:
         return _REGISTRY[kind]
@@ -159,14 +165,14 @@ def get(kind: str) -> Workload:
 
 
 def names() -> list[str]:
-    if not _REGISTRY:
+    if not _discovered[0]:  # importing one workload's engine registers that one only
         discover()
     return sorted(_REGISTRY)
 
 
 def figures() -> list[tuple[str, Figure]]:
     """(kind, figure) of every registered workload's figures, in the report's order."""
-    if not _REGISTRY:
+    if not _discovered[0]:  # importing one workload's engine registers that one only
         discover()
     return sorted(((k, f) for k, w in _REGISTRY.items() for f in w.figures), key=lambda kf: (kf[1].order, kf[1].key))
 

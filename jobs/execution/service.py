@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SUBDIR = "service"
+MODULE = "jobs.execution.service"  # python -m MODULE dispatcher|worker ...
 MODE = "distributed_epoch"
 START_TIMEOUT_S = 300.0
 IO_EVERY_S = 0.05  # how often a worker of a Slurm step writes its /proc/self/io counters
@@ -71,6 +72,27 @@ class Service:
                 out.append((0, 0))
         return out
 
+    def counters(self) -> list[tuple[int, int]]:
+        """(read_bytes, rchar) of every worker now, once the service is checked to be whole."""
+        self.check()
+        return self.io()
+
+    def add_counters(self, before: list, result: dict) -> None:
+        """The workers read the data: their bytes since ``before`` join the consumer's in ``result``, and
+        each worker's rate is kept."""
+        from jobs.metrics import MB
+
+        after = self.counters()
+        dev = [a[0] - b[0] for a, b in zip(after, before)]
+        syscall = [a[1] - b[1] for a, b in zip(after, before)]
+        if result.get("bytes_read_device") is not None:
+            result["bytes_read_device"] += sum(dev)
+        if result.get("bytes_read_syscall") is not None:
+            result["bytes_read_syscall"] += sum(syscall)
+        rates = [b / result["seconds"] / MB for b in syscall]
+        result.update(service_workers=self.count, worker_mb_s=rates, worker_mb_s_min=min(rates),
+                      worker_mb_s_max=max(rates))
+
 
 STEP_ERR = "step.err"  # the workers' Slurm step's stderr: srun names the task that ended first
 
@@ -90,7 +112,7 @@ def _dead_task(err: Path) -> str | None:
 def srun_workers(workers: int, nodes: int, cpus_per_task: int, folder: Path, dispatcher: str) -> list[str]:
     """The job step of a cell's service workers inside its Slurm allocation."""
     return ["srun", "--overlap", f"--nodes={nodes}", f"--ntasks={workers}", f"--cpus-per-task={cpus_per_task}",
-            "--mem=0", "--kill-on-bad-exit=1", "--unbuffered", sys.executable, "-m", "jobs.service", "worker",
+            "--mem=0", "--kill-on-bad-exit=1", "--unbuffered", sys.executable, "-m", MODULE, "worker",
             str(folder), dispatcher]
 
 
@@ -117,11 +139,11 @@ def running(workers: int, folder: Path, slurm: tuple[int, int] | None = None):
     procs: list[subprocess.Popen] = []
     host = socket.gethostname() if slurm else "localhost"
     try:
-        from jobs import lifeline
+        from jobs.execution import lifeline
 
         # the dispatcher and local workers end with this process, whatever kills it; a Slurm step's
         # workers end with the step, which Slurm ends with the job
-        d = subprocess.Popen([sys.executable, "-m", "jobs.service", "dispatcher", str(folder)], env=lifeline.child_env())
+        d = subprocess.Popen([sys.executable, "-m", MODULE, "dispatcher", str(folder)], env=lifeline.child_env())
         procs.append(d)
         _wait(folder / "dispatcher.port", procs, "dispatcher")
         port = (folder / "dispatcher.port").read_text().strip()
@@ -133,7 +155,7 @@ def running(workers: int, folder: Path, slurm: tuple[int, int] | None = None):
             procs.append(step)
             svc.workers.append(step)
         for k in range(workers if not slurm else 0):
-            w = subprocess.Popen([sys.executable, "-m", "jobs.service", "worker", str(folder), f"localhost:{port}", str(k)],
+            w = subprocess.Popen([sys.executable, "-m", MODULE, "worker", str(folder), f"localhost:{port}", str(k)],
                                  env=lifeline.child_env())
             procs.append(w)
             svc.workers.append(w)
@@ -178,6 +200,32 @@ def io(procs: list) -> list[tuple[int, int]]:
     return out
 
 
+def watched(run_once, ctx, svc, every_s: float = 0.2) -> dict:
+    """A run through the tf.data service, watched: the consumer reads in a thread while this one checks
+    the service every ``every_s``. A worker that dies mid-run leaves the consumer waiting for the
+    elements it held (distributed_epoch), for ever; the check raises ServiceError naming the worker
+    instead, and the blocked consumer thread is left behind while the service is ended."""
+    import threading
+
+    box: dict = {}
+
+    def consume() -> None:
+        try:
+            box["result"] = run_once(ctx)
+        except BaseException as e:  # noqa: BLE001 - handed to the watching thread, which raises it
+            box["error"] = e
+
+    t = threading.Thread(target=consume, name="service-consumer", daemon=True)
+    t.start()
+    while t.is_alive():
+        t.join(every_s)
+        if t.is_alive():
+            svc.check()
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
 def distribute(dataset, address: str):
     """``dataset`` read through the service at ``address`` (every element once per pass)."""
     import tensorflow as tf
@@ -186,7 +234,7 @@ def distribute(dataset, address: str):
 
 
 def main(role: str, folder: str, *args: str) -> int:
-    from jobs import lifeline
+    from jobs.execution import lifeline
 
     lifeline.bind()  # before TensorFlow's import: a dispatcher or worker never outlives its cell's runner
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

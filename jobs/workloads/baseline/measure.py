@@ -14,8 +14,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobs import cache, iotools
-from jobs.datasets import Dataset
+from jobs.data.datasets import Dataset
+from jobs.storage import cache, iotools
 
 log = logging.getLogger(__name__)
 

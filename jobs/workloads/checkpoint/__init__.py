@@ -9,7 +9,7 @@ import time
 import uuid
 from pathlib import Path
 
-from campaign.errors import ConfigError
+from jobs.errors import ConfigError
 from jobs.metrics import of
 from jobs.workloads import Figure, RunContext, Workload, order_of, register
 from jobs.workloads.alexnet import AlexNetConf, check_alexnet
@@ -35,7 +35,7 @@ class Checkpoint(Workload):
     )
 
     def check(self, cfg) -> None:
-        from campaign.validate import storage_root
+        from jobs.storage.roots import storage_root
 
         ck = cfg.checkpoint
         if ck.every < 1 or ck.max_to_keep < 1:
@@ -49,9 +49,13 @@ class Checkpoint(Workload):
 
     def run_once(self, ctx: RunContext) -> dict:
         """The same training twice: without checkpoints (the run's baseline), then with them, traced."""
-        from campaign.plan import cell_id
-        from campaign.validate import threads_value
-        from jobs import alexnet, cache, checkpoint, ckpt_recovery, trace
+        from jobs.configview import threads_value
+        from jobs.observe import trace
+        from jobs.plan import cell_id
+        from jobs.storage import cache
+        from jobs.workloads.alexnet import training as alexnet
+        from jobs.workloads.checkpoint import recovery as ckpt_recovery
+        from jobs.workloads.checkpoint import saving as checkpoint
 
         cfg, ck = ctx.cfg, ctx.cfg.checkpoint
         settings = checkpoint.CheckpointSettings(

@@ -7,7 +7,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobs import synthetic
+from jobs.data import synthetic
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".gif", ".bmp")
 CACHE_SUBDIR = Path("iocampaign") / "datasets"
@@ -29,7 +29,7 @@ class Dataset:
     # listed, but not regular files (FIFOs, sockets, devices, folders): never opened, since reading
     # them can block forever; a run counts them as dropped
     skipped: tuple[str, ...] = ()
-    # how the images are stored (jobs.formats): "files" reads ``files``; "tfrecord" and "hdf5" read
+    # how the images are stored (jobs.data.formats): "files" reads ``files``; "tfrecord" and "hdf5" read
     # the ``containers``, each holding the images ``members`` (indices into ``files``) in stored order
     format: str = "files"
     containers: tuple[str, ...] = ()

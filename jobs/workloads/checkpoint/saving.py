@@ -6,15 +6,20 @@ background to the slow tier), synchronously or with TensorFlow's asynchronous ch
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobs import alexnet, cache, ckpt_recovery, ckpt_store, interrupts, pipeline, readers
-from jobs.datasets import Dataset
+from jobs import interrupts
+from jobs.data import pipeline, readers
+from jobs.data.datasets import Dataset
+from jobs.storage import cache
+from jobs.workloads.alexnet import training as alexnet
+from jobs.workloads.checkpoint import recovery as ckpt_recovery
+from jobs.workloads.checkpoint import store as ckpt_store
+from jobs.workloads.checkpoint.target import choose_target
 
 log = logging.getLogger(__name__)
 logging.getLogger("absl").setLevel(logging.WARNING)  # TF logs every checkpoint shard at INFO
@@ -40,42 +45,6 @@ SUBDIR = Path("iocampaign") / "checkpoints"
 def ckpt_dir(tier_root: Path) -> Path:
     """Where a tier holds checkpoints: one folder per run below this."""
     return tier_root / SUBDIR
-
-
-def _estimate_bytes(model) -> int:
-    # model and Adam's two slots, 4-byte floats, plus 10% for the index and metadata
-    return int(model.count_params() * 4 * 3 * 1.1)
-
-
-def _fast_unusable(root: Path | None, need: int) -> str | None:
-    """Why checkpoints cannot go to the fast tier (``need``: bytes it must hold at once), or None."""
-    if root is None:
-        return "no fast tier configured"
-    if not root.is_dir():
-        return f"fast tier {root} does not exist"
-    if not os.access(root, os.W_OK):
-        return f"fast tier {root} is not writable"
-    try:
-        free = shutil.disk_usage(root).free
-    except OSError as e:
-        return f"fast tier {root} cannot be read ({e.strerror})"
-    if free < need:
-        return (f"fast tier {root} has {free / 1e6:.0f} MB free, the checkpoints it would hold at once "
-                f"(checkpoint.max_to_keep + 1) need ~{need / 1e6:.0f} MB")
-    return None
-
-
-def _choose_target(s: CheckpointSettings, model, steps: int, with_checkpoints: bool) -> tuple[str, str | None]:
-    """(where checkpoints go, why they fell back to the slow tier or None)."""
-    if not with_checkpoints or s.target not in ("fast", "burst_buffer"):
-        return s.target, None
-    # the fast tier holds up to max_to_keep checkpoints, plus the one being written
-    held = max(1, min(s.max_to_keep + 1, steps // s.every))
-    why = _fast_unusable(s.fast_root, _estimate_bytes(model) * held)
-    if why:
-        log.warning("checkpoints go straight to the slow tier: %s", why)
-        return "slow", why
-    return s.target, None
 
 
 class _Saver:
@@ -180,7 +149,7 @@ def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True, 
     with tf.device("/CPU:0"):
         it = iter(data)
     steps = t.steps or len(ds.files) // t.batch_size
-    target, fallback = _choose_target(s, model, steps, with_checkpoints)
+    target, fallback = choose_target(s, model, steps, with_checkpoints)
     slow_dir = ckpt_dir(s.slow_root) / s.tag
     fast_dir = ckpt_dir(s.fast_root) / s.tag if s.fast_root is not None else None
     folder = slow_dir if target == "slow" else fast_dir
@@ -195,13 +164,7 @@ def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True, 
         drained = drain.finish() if drain is not None else []
         t_drained = time.perf_counter()
     except BaseException:
-        # a failed run (a tier that filled up, an interrupt) leaves none of its checkpoints behind
-        if drain is not None:
-            drain.abort()
-        if saver is not None:
-            saver.join(60)
-            for lk in locks:  # the folders this run made (RunLock(new=True)), nothing else
-                shutil.rmtree(lk.folder, ignore_errors=True)
+        _discard(drain, saver, locks)
         raise
     finally:
         for lk in locks:
@@ -225,6 +188,17 @@ def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True, 
         # the drain's reads are another process's; this process's device reads are the images'
         "bytes_read_device": None if rb0 is None or rb1 is None else rb1 - rb0,
     }
+
+
+def _discard(drain, saver, locks: list) -> None:
+    """A failed run (a tier that filled up, an interrupt) leaves none of its checkpoints behind: the
+    drain stops, and the folders this run made (``RunLock(new=True)``) go, nothing else."""
+    if drain is not None:
+        drain.abort()
+    if saver is not None:
+        saver.join(60)
+        for lk in locks:
+            shutil.rmtree(lk.folder, ignore_errors=True)
 
 
 def _train(it, step_fn, steps: int, saver, every: int) -> dict:
@@ -291,20 +265,3 @@ def _durable(slow_dir: Path, fast_dir: Path | None, tag: str) -> dict:
         "slow": [p.name for p in ckpt_store.complete(slow_dir, tag)] if slow_dir.exists() else [],
         "fast": [p.name for p in ckpt_store.complete(fast_dir, tag)] if fast_dir is not None and fast_dir.exists() else [],
     }
-
-
-def restore_latest(folder: Path, tag: str, num_classes: int, side: int, width: float, seed: int, prefix: Path | None = None):
-    """Rebuild the model and optimizer and restore the newest complete checkpoint of ``folder``
-    (or ``prefix``); returns (model, optimizer, prefix)."""
-    import keras
-    import tensorflow as tf
-
-    done = [prefix] if prefix is not None else ckpt_store.complete(folder, tag, checksums=True)
-    if not done:
-        raise FileNotFoundError(f"no complete checkpoint of {tag} in {folder}")
-    model = alexnet.build_model(num_classes, side, width, seed + 1)
-    opt = keras.optimizers.Adam(1e-4)
-    opt.build(model.trainable_variables)
-    ckpt = tf.train.Checkpoint(model=model, optimizer=opt)
-    ckpt.read(str(done[-1])).expect_partial()
-    return model, opt, done[-1]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jobs.ckpt_store import BURST_MARK, complete, copy_verified, prefixes, remove, retain, verify
+from jobs.workloads.checkpoint.store import BURST_MARK, complete, copy_verified, prefixes, remove, retain, verify
 
 TAG_PREFIX = "ckpt_"  # every run's folder: ckpt_<cell id>_<run>_<pid>_<random> (jobs/workloads/checkpoint.py)
 RECOVERED = ".recovered"  # in a folder recovery has been through: no run writes there again, so it is done
@@ -128,3 +128,22 @@ def recover_all(fast_root: Path | None, slow_root: Path, how: str) -> dict:
             if d.exists():
                 (d / RECOVERED).write_text("")
     return report
+
+
+def restore_latest(folder: Path, tag: str, num_classes: int, side: int, width: float, seed: int, prefix: Path | None = None):
+    """Rebuild the model and optimizer and restore the newest complete checkpoint of ``folder``
+    (or ``prefix``); returns (model, optimizer, prefix)."""
+    import keras
+    import tensorflow as tf
+
+    done = [prefix] if prefix is not None else complete(folder, tag, checksums=True)
+    if not done:
+        raise FileNotFoundError(f"no complete checkpoint of {tag} in {folder}")
+    from jobs.workloads.alexnet import training as alexnet
+
+    model = alexnet.build_model(num_classes, side, width, seed + 1)
+    opt = keras.optimizers.Adam(1e-4)
+    opt.build(model.trainable_variables)
+    ckpt = tf.train.Checkpoint(model=model, optimizer=opt)
+    ckpt.read(str(done[-1])).expect_partial()
+    return model, opt, done[-1]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from campaign.schema import InputPipelineConf
 from jobs.metrics import of
 from jobs.workloads import PAPER_LAYOUT, Figure, RunContext, Workload, order_of, register
+from jobs.workloads.schema import InputPipelineConf
 
 
 @dataclass
@@ -18,6 +18,8 @@ class MicrobenchConf(InputPipelineConf):
 @register
 class Microbench(Workload):
     name = "microbench"
+    shardable = True  # each task reads every N-th image
+    service_ready = True  # its pipeline is what the service distributes
     schema = MicrobenchConf
     metrics = of("batches", "seconds", "first_batch_s", "images_per_s", "mb_per_s", "bytes_read_syscall")
     record_keys = ("dropped_files",)
@@ -36,14 +38,14 @@ class Microbench(Workload):
     )
 
     def parallelism(self, cfg) -> int | None:
-        from campaign.validate import threads_value
+        from jobs.configview import threads_value
 
         threads = threads_value(cfg.threads)
         return threads if isinstance(threads, int) and threads > 0 else None  # autotune: any core
 
     def run_once(self, ctx: RunContext) -> dict:
-        from campaign.validate import threads_value
-        from jobs import microbench
+        from jobs.configview import threads_value
+        from jobs.workloads.microbench import reading as microbench
 
         cfg = ctx.cfg
         settings = microbench.RunSettings(

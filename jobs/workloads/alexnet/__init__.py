@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from campaign.errors import ConfigError
-from campaign.schema import Device, InputPipelineConf
+from jobs.errors import ConfigError
 from jobs.metrics import of
 from jobs.workloads import PAPER_LAYOUT, Figure, RunContext, Workload, order_of, register
+from jobs.workloads.schema import Device, InputPipelineConf
 
 
 @dataclass
@@ -49,8 +49,9 @@ class AlexNet(Workload):
         check_alexnet(cfg)
 
     def run_once(self, ctx: RunContext) -> dict:
-        from campaign.validate import threads_value
-        from jobs import alexnet, trace
+        from jobs.configview import threads_value
+        from jobs.observe import trace
+        from jobs.workloads.alexnet import training as alexnet
 
         cfg = ctx.cfg
         settings = alexnet.TrainSettings(

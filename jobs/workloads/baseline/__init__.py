@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from campaign.errors import ConfigError
-from campaign.schema import WorkloadConf
+from jobs.errors import ConfigError
 from jobs.metrics import of
 from jobs.workloads import RunContext, Workload, register
+from jobs.workloads.schema import WorkloadConf
 
 
 @dataclass
@@ -39,7 +39,7 @@ class Baseline(Workload):
             raise ConfigError("workload=baseline needs ior or fio on PATH (Debian: apt-get install fio)")
 
     def run_once(self, ctx: RunContext) -> dict:
-        from jobs import baseline
+        from jobs.workloads.baseline import measure as baseline
 
         cfg = ctx.cfg
         settings = baseline.BaselineSettings(

@@ -10,7 +10,7 @@ time). The trace is read line by line; memory holds one row per file and a fixed
 bins per thread, never the events.
 
 LD_PRELOAD only takes effect when a process starts, so a traced cell measures in a child process
-started for it (``jobs.traced``); the runner records each run's wall-clock window, which splits the
+started for it (``jobs.execution.traced``); the runner records each run's wall-clock window, which splits the
 one trace of that process into runs.
 """
 
@@ -20,7 +20,6 @@ import bisect
 import contextlib
 import csv
 import gzip
-import importlib.util
 import json
 import os
 import time
@@ -29,7 +28,6 @@ from pathlib import Path
 
 SUBDIR = "posix"  # in the cell's folder: the trace and the per-run tables
 LOG_STEM = "trace"  # dftracer names its file <stem>-<hash>-preload.pfw.gz
-INSIDE = "IOCAMPAIGN_POSIX_TRACED"  # set in the traced child's environment
 COVERAGE_MIN = 0.98  # a run whose traced reads return less than this share of its consumed bytes is marked
 TIMELINE_BINS = 400  # time bins per thread and run in <run>-threads.csv
 SMALL = 100  # bytes: tf-Darshan's "small read"
@@ -58,42 +56,13 @@ class PosixTraceError(RuntimeError):
     """Tracing was asked for and cannot be done (no dftracer, no trace written)."""
 
 
-def preload_library() -> str:
-    """Path of dftracer's preload library (the ``dftracer`` wheel ships it); raises PosixTraceError."""
-    spec = importlib.util.find_spec("dftracer")
-    for where in (spec.submodule_search_locations or []) if spec else []:
-        lib = Path(where) / "lib64" / "libdftracer_preload.so"
-        if lib.is_file():
-            return str(lib)
-    raise PosixTraceError("trace.posix=true needs dftracer's preload library (pip install dftracer; it is in "
-                          "the project's dependencies): not found")
-
-
-def environment(trace_dir: Path, data_dirs: list[str]) -> dict[str, str]:
-    """The environment that makes a new process trace its POSIX calls on ``data_dirs`` into ``trace_dir``."""
-    return {
-        "LD_PRELOAD": preload_library(),
-        "DFTRACER_ENABLE": "1",
-        "DFTRACER_INIT": "PRELOAD",
-        "DFTRACER_DATA_DIR": ":".join(sorted({os.path.realpath(d) for d in data_dirs})),
-        "DFTRACER_LOG_FILE": str(trace_dir / LOG_STEM),
-        "DFTRACER_INC_METADATA": "1",  # bytes asked and returned, file hashes, the hash -> path lines
-        "DFTRACER_TRACE_COMPRESSION": "1",
-        INSIDE: "1",
-    }
-
-
-def inside() -> bool:
-    """True in the process started to measure a traced cell."""
-    return os.environ.get(INSIDE) == "1"
-
-
 @contextlib.contextmanager
 def window(job_dir: Path, tag: str, disk: str | None):
     """Around one run of the traced child: yields a dict that, after the block, holds the run's
     wall-clock window (which splits the process's one trace), the rchar of the process over it, and
     the device's MB/s every 50 ms written to ``posix/<tag>-device.csv`` (the timeline's lower panel)."""
-    from jobs import pipeline, trace
+    from jobs.data import pipeline
+    from jobs.observe import trace
 
     keys: dict = {}
     tracer = trace.Tracer(disk, 0.05).start()
@@ -309,33 +278,3 @@ def attach(runs: list[dict], trace_dir: Path, job_dir: Path) -> list[dict]:
 def _tag(run: dict) -> str:
     n = int(run["run"])
     return f"run{n}" if n > 0 else f"warmup{1 - n}"
-
-
-def to_chrome(src: Path, dst: Path) -> Path:
-    """Convert a dftracer trace into Chrome's trace-event JSON (complete events, ``ph: X``; the
-    file's path in ``args.path``), which Perfetto (ui.perfetto.dev) and chrome://tracing open.
-    Written as ``<dst>.part`` and renamed when complete: a file that is not a whole gzip'd dftracer
-    trace, or one without POSIX events, raises PosixTraceError and leaves nothing."""
-    part = dst.with_name(dst.name + ".part")
-    n = 0
-    try:
-        with gzip.open(part, "wt") if dst.suffix == ".gz" else open(part, "w") as out:
-            out.write('{"displayTimeUnit":"ms","traceEvents":[\n')
-            for name, tid, ts, dur, args, path in events([src]):
-                e = {"name": name, "cat": "STDIO" if name in STDIO_CALLS else "POSIX", "ph": "X", "pid": 0, "tid": tid,
-                     "ts": ts, "dur": dur, "args": {**{k: v for k, v in args.items() if k != "hhash"}, "path": path}}
-                out.write(("" if n == 0 else ",\n") + json.dumps(e))
-                n += 1
-            out.write("\n]}\n")
-    except (OSError, EOFError, UnicodeDecodeError, ValueError) as e:
-        part.unlink(missing_ok=True)
-        why = "it ends early (truncated)" if isinstance(e, EOFError) else f"{type(e).__name__}: {e}"
-        raise PosixTraceError(f"{src} is not a whole gzip'd dftracer trace ({why}); nothing written") from None
-    except BaseException:
-        part.unlink(missing_ok=True)
-        raise
-    if n == 0:
-        part.unlink(missing_ok=True)
-        raise PosixTraceError(f"{src} holds no dftracer POSIX or STDIO event on a file; nothing written")
-    os.replace(part, dst)
-    return dst

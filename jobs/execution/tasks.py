@@ -2,7 +2,7 @@
 processes on this machine, each reading its shard of the dataset (every N-th image from its rank)
 through the same pipeline, all starting their timed interval together.
 
-The runner (parent) evicts the whole set, starts the N task processes (``python -m jobs.tasks
+The runner (parent) evicts the whole set, starts the N task processes (``python -m jobs.execution.tasks
 <folder> <rank>``) and waits; each task builds its pipeline, says it is ready at the start of its
 timed interval and waits for the parent's go (a barrier through files in the run's folder: no MPI);
 each writes its own result. The parent merges them: aggregate images/s and MB/s = everything the
@@ -55,18 +55,19 @@ def srun_command(nodes: int, per_node: int, cpus_per_task: int, folder: Path) ->
     own one-task step keeps its CPUs; ``--kill-on-bad-exit``: a failing task ends the others)."""
     return ["srun", "--overlap", f"--nodes={nodes}", f"--ntasks={nodes * per_node}", f"--ntasks-per-node={per_node}",
             f"--cpus-per-task={cpus_per_task}", "--mem=0", "--kill-on-bad-exit=1", "--unbuffered",
-            sys.executable, "-m", "jobs.tasks", str(folder)]
+            sys.executable, "-m", "jobs.execution.tasks", str(folder)]
 
 
 def run(config: dict, ds, n: int, seed: int, run_no: int, folder: Path, timeout_s: float, cold: bool = False,
         step: list[str] | None = None, marks: dict | None = None, disk: str | None = None) -> dict:
     """One multi-task run: start ``n`` tasks (local processes, or the Slurm job step ``step``), release
-    them together, merge their results. ``marks`` gets the usage snapshots (``jobs.usage``, device
+    them together, merge their results. ``marks`` gets the usage snapshots (``jobs.observe.usage``, device
     ``disk``) of the timed part: from the release to the last task's end, its CPU time the tasks' own
     over their timed intervals (their start-up is not in it)."""
     import uuid
 
-    from jobs import lifeline, usage
+    from jobs.execution import lifeline
+    from jobs.observe import usage
 
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.iterdir():  # a warm-up or an earlier try of this run in the cell's own folder
@@ -79,7 +80,7 @@ def run(config: dict, ds, n: int, seed: int, run_no: int, folder: Path, timeout_
     if step:  # a Slurm job step: Slurm ends its tasks with the job
         procs = [subprocess.Popen(step, env=lifeline.plain_env())]
     else:  # local tasks end with this process, whatever kills it
-        procs = [subprocess.Popen([sys.executable, "-m", "jobs.tasks", str(folder), str(r)], env=lifeline.child_env())
+        procs = [subprocess.Popen([sys.executable, "-m", "jobs.execution.tasks", str(folder), str(r)], env=lifeline.child_env())
                  for r in range(n)]
     try:
         deadline = time.monotonic() + timeout_s
@@ -190,8 +191,11 @@ def main(folder: str, rank: int) -> int:
     import resource
     import socket
 
-    from jobs import cache, datasets, lifeline, workloads
+    from jobs import workloads
     from jobs.configview import View
+    from jobs.data import datasets
+    from jobs.execution import lifeline
+    from jobs.storage import cache
 
     parent = os.getppid()
     local = lifeline.bind()  # a local task ends with the runner; a Slurm task with its step

@@ -1,7 +1,7 @@
 """Where the input pipeline's samples come from: the reading order (``shuffle``) and the reader of
 each dataset format (``dataset.format``), as tf.data stages.
 
-Every stage yields ``(image index, data, bytes read, label)``; ``jobs.pipeline`` maps decode and
+Every stage yields ``(image index, data, bytes read, label)``; ``jobs.data.pipeline`` maps decode and
 resize over them. The orders, over the dataset's groups (``Dataset.members``: the images of a
 TFRecord shard or HDF5 file, or consecutive files of about ``dataset.shard_mb``):
 
@@ -27,9 +27,16 @@ from __future__ import annotations
 
 import threading
 
-from jobs.datasets import Dataset
+from jobs.data.datasets import Dataset
 
 TFRECORD_OVERHEAD = 16  # framing bytes per record (length, two masked CRC32Cs): part of what a run reads
+
+
+def num_parallel_calls(threads: int | str) -> int:
+    """tf.data's num_parallel_calls for ``threads`` (an int, or "autotune")."""
+    import tensorflow as tf
+
+    return tf.data.AUTOTUNE if str(threads) == "autotune" else int(threads)
 
 
 def groups(ds: Dataset) -> tuple[tuple[int, ...], ...]:
@@ -56,7 +63,6 @@ def ids(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: int, thr
     order when no record is dropped)."""
     import tensorflow as tf
 
-    from jobs.pipeline import num_parallel_calls
 
     members = tf.ragged.constant([list(g) for g in groups(ds)], dtype=tf.int64)
     if ds.format == "tfrecord":
@@ -102,7 +108,6 @@ def source(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: int, 
 def _tfrecord(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: int, threads, delay):
     import tensorflow as tf
 
-    from jobs.pipeline import num_parallel_calls
 
     par = num_parallel_calls(threads)
     paths = tf.constant(ds.containers)

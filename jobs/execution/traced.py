@@ -1,16 +1,17 @@
 """A traced cell (``trace.posix=true``) measures in a child process started with dftracer's preload
 library: LD_PRELOAD only takes effect when a process starts.
 
-The parent (``measure``) starts ``python -m jobs.traced <cell folder>`` with the tracing
+The parent (``measure``) starts ``python -m jobs.execution.traced_child <cell folder>`` with the tracing
 environment and waits; the child runs the whole of ``jobs.runner.measure`` (tiers, locks, dataset,
 runs) and writes what it measured into the cell's ``posix/`` folder; the parent reads it back,
-splits the trace into runs (``jobs.posix.attach``) and returns as an untraced cell would. A signal
+splits the trace into runs (``jobs.observe.posix.attach``) and returns as an untraced cell would. A signal
 the parent receives is passed on and the child's own clean-up (tiers torn down, locks released)
 runs before the parent goes on.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -19,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from jobs import posix
+from jobs.observe import posix
 
 log = logging.getLogger(__name__)
 
@@ -28,23 +29,59 @@ MEASURED = "measured.json"  # what the child measured (or the error it met)
 GRACE_S = 300  # how long the parent waits for the child's clean-up after a signal
 
 
+INSIDE = "IOCAMPAIGN_POSIX_TRACED"  # set in the traced child's environment
+
+
+def preload_library() -> str:
+    """Path of dftracer's preload library (the ``dftracer`` wheel ships it); raises PosixTraceError."""
+    spec = importlib.util.find_spec("dftracer")
+    for where in (spec.submodule_search_locations or []) if spec else []:
+        lib = Path(where) / "lib64" / "libdftracer_preload.so"
+        if lib.is_file():
+            return str(lib)
+    raise posix.PosixTraceError("trace.posix=true needs dftracer's preload library (pip install dftracer; it is in "
+                          "the project's dependencies): not found")
+
+
+def environment(trace_dir: Path, data_dirs: list[str]) -> dict[str, str]:
+    """The environment that makes a new process trace its POSIX calls on ``data_dirs`` into ``trace_dir``."""
+    return {
+        "LD_PRELOAD": preload_library(),
+        "DFTRACER_ENABLE": "1",
+        "DFTRACER_INIT": "PRELOAD",
+        "DFTRACER_DATA_DIR": ":".join(sorted({os.path.realpath(d) for d in data_dirs})),
+        "DFTRACER_LOG_FILE": str(trace_dir / posix.LOG_STEM),
+        "DFTRACER_INC_METADATA": "1",  # bytes asked and returned, file hashes, the hash -> path lines
+        "DFTRACER_TRACE_COMPRESSION": "1",
+        INSIDE: "1",
+    }
+
+
+def inside() -> bool:
+    """True in the process started to measure a traced cell."""
+    return os.environ.get(INSIDE) == "1"
+
+
 class TracedRunError(RuntimeError):
     """The traced child failed; the message is its error's type and message."""
 
 
 def data_dirs(config: dict) -> list[str]:
-    """Folders whose files the trace records: the storage root (synthetic and converted sets live
-    there), a dataset folder or file list given by path, and every checkpoint tier's root."""
-    dirs = [str(config["storage"]["root"])]
+    """Folders whose files the trace records: every tier the workload declares it touches (the storage
+    root first: synthetic and converted sets live there), a dataset folder or file list given by path,
+    and the stage tier."""
+    from jobs import workloads
+    from jobs.configview import View
+
+    cfg = View(config)
+    dirs = [str(t.root) for t in workloads.get(str(cfg.workload.kind)).tiers(cfg) if t is not None]
     ds = config.get("dataset")
     if isinstance(ds, dict) and ds.get("path"):
         p = os.path.abspath(os.path.expanduser(str(ds["path"])))
         dirs.append(p if os.path.isdir(p) else os.path.dirname(p))
     if isinstance(config.get("stage"), dict):
         dirs.append(str(config["stage"]["root"]))
-    if (config.get("workload") or {}).get("kind") == "checkpoint":
-        dirs += [str(config["checkpoint"][t]["root"]) for t in ("fast", "slow") if isinstance(config["checkpoint"].get(t), dict)]
-    return [d for d in dirs if d]
+    return list(dict.fromkeys(d for d in dirs if d))
 
 
 def measure(config: dict, job_dir: Path) -> tuple[list[dict], dict, dict]:
@@ -55,12 +92,13 @@ def measure(config: dict, job_dir: Path) -> tuple[list[dict], dict, dict]:
     for old in [*posix.trace_files(trace_dir), trace_dir / MEASURED]:  # a failed earlier try of this cell
         old.unlink(missing_ok=True)
     (trace_dir / REQUEST).write_text(json.dumps({"config": config, "log_file": _log_file()}))
-    env = {**os.environ, **posix.environment(trace_dir, data_dirs(config))}
+    env = {**os.environ, **environment(trace_dir, data_dirs(config))}
     log.info("trace.posix: measuring in a child process traced by dftracer (%s) into %s", env["LD_PRELOAD"], trace_dir)
-    from jobs import interrupts, lifeline
+    from jobs import interrupts
+    from jobs.execution import lifeline
 
     # the child ends (cleanly: SIGTERM runs its clean-up) when this process dies, even by SIGKILL
-    proc = subprocess.Popen([sys.executable, "-m", "jobs.traced", str(job_dir)], env=lifeline.child_env(env))
+    proc = subprocess.Popen([sys.executable, "-m", "jobs.execution.traced_child", str(job_dir)], env=lifeline.child_env(env))
     try:
         rc = proc.wait()
     except BaseException as e:
@@ -97,42 +135,3 @@ def _log_file() -> str | None:
         if isinstance(h, logging.FileHandler):
             return h.baseFilename
     return None
-
-
-def main(job_dir: str) -> int:
-    """The child: measure the cell and write the outcome for the parent."""
-    from jobs import interrupts, lifeline, runner
-
-    lifeline.bind()
-    for k in [k for k in os.environ if k == "LD_PRELOAD" or k.startswith("DFTRACER_")]:
-        del os.environ[k]  # loaded and read at start-up; processes this one starts (dataset generation) are not traced
-    folder = Path(job_dir)
-    request = json.loads((folder / posix.SUBDIR / REQUEST).read_text())
-    fmt = logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
-    handlers = [logging.StreamHandler()]
-    if request.get("log_file"):
-        handlers.append(logging.FileHandler(request["log_file"]))
-    for h in handlers:
-        h.setFormatter(fmt)
-    logging.basicConfig(level=logging.INFO, handlers=handlers)
-    interrupts.install(repeat=False)  # the parent passes on a signal this process may have had already
-    out = folder / posix.SUBDIR / MEASURED
-    try:
-        runs, dataset, prov = runner.measure(request["config"], folder)
-        result = {"runs": runs, "dataset": dataset, "provenance": prov}
-        code = 0
-    except BaseException as e:  # the parent records the failure; a signal ends the child too
-        import traceback
-
-        if isinstance(e, (KeyboardInterrupt, interrupts.Interrupted)):  # the parent prints the one line
-            log.info("the traced cell was interrupted (%s); its clean-up ran", type(e).__name__)
-        else:
-            log.error("the traced cell failed: %s: %s", type(e).__name__, e, exc_info=True)
-        result = {"error": {"type": type(e).__name__, "message": str(e), "traceback": traceback.format_exc()}}
-        code = 1
-    out.write_text(json.dumps(result, default=str))
-    return code
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))

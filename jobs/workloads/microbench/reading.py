@@ -1,6 +1,6 @@
 """The Section III-A micro-benchmark and its read-only variant: one timed run over a dataset.
 
-The pipeline (jobs.pipeline) is iterated until the set is consumed (or ``batches``) without any
+The pipeline (jobs.data.pipeline) is iterated until the set is consumed (or ``batches``) without any
 compute; time runs from the first iterator call to the return of the last.
 """
 
@@ -9,8 +9,9 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 
-from jobs import interrupts, pipeline, readers
-from jobs.datasets import Dataset
+from jobs import interrupts
+from jobs.data import pipeline, readers
+from jobs.data.datasets import Dataset
 from jobs.metrics import MB
 
 
@@ -24,13 +25,13 @@ class RunSettings:
     batches: int | None
     seed: int
     read_delay_ms: float = 0.0
-    shuffle: str = "global"  # global | local | none (jobs.readers)
+    shuffle: str = "global"  # global | local | none (jobs.data.readers)
     shuffle_buffer: int | None = None
     service: str | None = None  # the tf.data service's dispatcher: the pipeline runs on its workers
 
     @property
     def order(self) -> dict:
-        """How the run orders its samples, as jobs.readers takes it."""
+        """How the run orders its samples, as jobs.data.readers takes it."""
         return {"shuffle": self.shuffle, "shuffle_buffer": self.shuffle_buffer, "threads": self.threads}
 
 
@@ -42,7 +43,7 @@ def build(ds: Dataset, s: RunSettings):
         shuffle=s.shuffle, shuffle_buffer=s.shuffle_buffer,
     )
     if s.service:
-        from jobs import service
+        from jobs.execution import service
 
         p = service.distribute(p, s.service)
     return p

@@ -26,8 +26,8 @@ import sys
 import time
 from pathlib import Path
 
-from jobs.datasets import CACHE_SUBDIR as DATASETS
-from jobs.datasets import Dataset, DatasetError
+from jobs.data.datasets import CACHE_SUBDIR as DATASETS
+from jobs.data.datasets import Dataset, DatasetError
 
 CONVERTER_VERSION = 2  # 2: HDF5 as one byte array with offsets (1: variable-length rows)
 INDEX = "index.json"

@@ -13,8 +13,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from jobs import interrupts, pipeline, readers
-from jobs.datasets import Dataset
+from jobs import interrupts
+from jobs.data import pipeline, readers
+from jobs.data.datasets import Dataset
 from jobs.metrics import MB
 
 
@@ -29,12 +30,12 @@ class TrainSettings:
     seed: int
     device: str = "auto"  # auto | cpu | gpu
     read_delay_ms: float = 0.0
-    shuffle: str = "global"  # global | local | none (jobs.readers)
+    shuffle: str = "global"  # global | local | none (jobs.data.readers)
     shuffle_buffer: int | None = None
 
     @property
     def order(self) -> dict:
-        """How the run orders its samples, as jobs.readers takes it."""
+        """How the run orders its samples, as jobs.data.readers takes it."""
         return {"shuffle": self.shuffle, "shuffle_buffer": self.shuffle_buffer, "threads": self.threads}
 
 

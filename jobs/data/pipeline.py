@@ -1,6 +1,6 @@
 """The paper's tf.data input pipeline, shared by the micro-benchmark and the AlexNet mini-app.
 
-samples (``jobs.readers``: the dataset's format read in the ``shuffle`` order, ``num_parallel_calls``
+samples (``jobs.data.readers``: the dataset's format read in the ``shuffle`` order, ``num_parallel_calls``
 threads) -> map([decode -> resize]) -> ignore_errors -> batch -> [prefetch]. Every element carries
 the image's index and the bytes read for it, so what was delivered, dropped and consumed is known
 exactly.
@@ -10,17 +10,12 @@ from __future__ import annotations
 
 import os
 
-from jobs.datasets import Dataset
+from jobs.data.datasets import Dataset
+from jobs.data.readers import num_parallel_calls
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 DROPPED_LISTED = 50  # dropped files named in a run record; the count is always complete
-
-
-def num_parallel_calls(threads: int | str) -> int:
-    import tensorflow as tf
-
-    return tf.data.AUTOTUNE if str(threads) == "autotune" else int(threads)
 
 
 def build(
@@ -39,12 +34,12 @@ def build(
 ):
     """The pipeline; elements are (images or file bytes, image indices, bytes read[, one-hot labels]).
 
-    The samples come from ``jobs.readers`` (the dataset's format, in the ``shuffle`` order);
+    The samples come from ``jobs.data.readers`` (the dataset's format, in the ``shuffle`` order);
     ``read_delay_ms`` adds latency to every read (emulates a slower tier; 0 = none).
     """
     import tensorflow as tf
 
-    from jobs import readers
+    from jobs.data import readers
 
     classes = max(1, ds.num_classes)
     delay = (lambda d: delayed(d, read_delay_ms, threads)) if read_delay_ms > 0 else None
@@ -103,7 +98,7 @@ def delayed(index, read_delay_ms: float, threads: int | str):
 def shuffled_order(n: int, seed: int) -> list[int]:
     """The order in which the default pipeline (one file per image, global shuffle) hands out file
     indices (no file is read)."""
-    from jobs import readers
+    from jobs.data import readers
 
     return readers.order(Dataset("", "", "", ("",) * n, (0,) * n, (0,) * n, 1), shuffle="global", shuffle_buffer=None,
                          seed=seed, threads=1)
@@ -113,12 +108,12 @@ def dropped(ds: Dataset, seen: list[int], exhausted: bool, seed: int, **how) -> 
     """Indices of the images ignore_errors removed among those the pipeline reached.
 
     When the set was consumed, that is every image not delivered. When the run stopped early, it is
-    every image before the last delivered one (in the run's order, ``jobs.readers.order``) that was
+    every image before the last delivered one (in the run's order, ``jobs.data.readers.order``) that was
     not delivered; the map keeps order, so nothing after it can have been dropped yet. (TFRecord: the
     order without drops; a dropped record shifts the buffer's later picks, so the early-stop count
     there is an estimate.)
     """
-    from jobs import readers
+    from jobs.data import readers
 
     n = len(ds.files)
     if exhausted:

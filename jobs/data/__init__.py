@@ -1,0 +1,1 @@
+"""Datasets: listing and generating them, stored formats, readers, the tf.data pipeline, staging."""

@@ -1,0 +1,153 @@
+"""A sweep's plan (``plan.json``): which cells it holds and which folder each one writes into; the
+cell id that names a cell. This module is the only writer and the only reader of ``plan.json``.
+
+A cell's folder is fixed by the cell: re-running into the same sweep folder (resume) finds a cell
+of an earlier plan by its id and gives it its old folder; a cell the folder has never seen gets a
+number no folder has used yet. A folder is never handed to another cell.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+FILENAME = "plan.json"
+VERSION = 2  # 2: cells carry their id; version 1 plans (no ids) are still read
+
+
+class PlanError(ValueError):
+    """A plan.json that cannot be read; the message names the file."""
+
+
+@dataclass(frozen=True)
+class PlannedCell:
+    num: int  # the cell's number in the sweep (Hydra's job num)
+    dir: str  # its folder, relative to the sweep folder
+    overrides: list  # the overrides that make the cell
+    cell_id: str | None = None  # hash of its resolved config (None in version-1 plans)
+
+
+# The workload fields of the one schema all workloads shared before each had its own (ids of version
+# 1 and 2 plans and records hashed them all). A field a workload's schema does not have enters the id
+# with this value, so a cell keeps its id, its folder and its finished record across the split.
+SHARED_WORKLOAD_FIELDS = {
+    "kind": "microbench", "pipeline": "decode_resize", "image_side": 224, "batches": None, "width": 1.0, "steps": None,
+    "device": "auto", "trace_interval_s": 1.0, "read_delay_ms": 0.0, "file_gb": 5.0, "small_file_threads": [1, 2, 4, 8],
+    "description": "",
+}
+
+
+# Settings added later, with the default that keeps what a cell measures as before: at that value they
+# stay out of the id, so earlier cells keep their ids (a different value makes a different cell).
+ADDED_SETTINGS = {
+    ("checkpoint", "keep"): False,
+    ("dataset", "format"): "files",
+    ("dataset", "shard_mb"): 128.0,
+    ("shuffle",): "global",
+    ("shuffle_buffer",): None,
+    ("trace",): {"posix": False},
+    ("stage",): None,
+    ("input",): {"service": False, "workers": 1},
+    **{(*where, "emulate", rw): None for where in (("storage",), ("checkpoint", "fast"), ("checkpoint", "slow"))
+       for rw in ("read_iops", "write_iops")},
+}
+
+
+def _without(config: dict, path: tuple, default) -> dict:
+    """``config`` without the setting at ``path`` when it holds ``default`` (copied along the path only)."""
+    key, rest = path[0], path[1:]
+    if key not in config:
+        return config
+    if not rest:
+        return {k: v for k, v in config.items() if k != key} if config[key] == default else config
+    if not isinstance(config[key], dict):
+        return config
+    return {**config, key: _without(config[key], rest, default)}
+
+
+def cell_id(config: dict) -> str:
+    """Stable id of a cell: a hash of what it measures (its resolved config; of the platform only the
+    name, so resuming with other launch settings such as platform.wait still finds finished cells;
+    of the workload its fields over ``SHARED_WORKLOAD_FIELDS``)."""
+    what = {k: v for k, v in config.items() if k not in ("platform", "hydra")}
+    if isinstance(what.get("input"), dict) and not what["input"].get("service"):
+        what = {k: v for k, v in what.items() if k != "input"}  # no service: its worker count measures nothing
+    for path, default in ADDED_SETTINGS.items():
+        what = _without(what, path, default)
+    plat = config.get("platform") or {}
+    tasks = (plat.get("nodes") or 1, plat.get("tasks_per_node") or 1)
+    what["platform"] = plat.get("name") if tasks == (1, 1) else [plat.get("name"), *tasks]  # a multi-task cell differs
+    if isinstance(what.get("workload"), dict):
+        what["workload"] = {**SHARED_WORKLOAD_FIELDS, **what["workload"]}
+    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def resolved(cfg) -> dict:
+    """A cell's config (a DictConfig, with or without Hydra's own node) as plain JSON-able data,
+    enums as their names, without the hydra node."""
+    from omegaconf import OmegaConf
+
+    task = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]) if "hydra" in cfg else cfg
+    return OmegaConf.to_container(task, resolve=True, enum_to_str=True)  # type: ignore[return-value]
+
+
+def id_of(cfg) -> str:
+    """The cell id of a composed config."""
+    return cell_id(resolved(cfg))
+
+
+def read(sweep_dir: str | Path) -> list[PlannedCell]:
+    """The cells of the plan in ``sweep_dir`` ([] when there is none); raises PlanError when damaged."""
+    path = Path(sweep_dir) / FILENAME
+    if not path.exists():
+        return []
+    try:
+        raw = json.loads(path.read_text())
+        if raw.get("plan_version") not in (1, VERSION):
+            raise PlanError(f"{path}: plan version {raw.get('plan_version')}, this project reads 1 and {VERSION}")
+        return [PlannedCell(int(c["num"]), str(c["dir"]), list(c["overrides"]), c.get("cell_id")) for c in raw["cells"]]
+    except PlanError:
+        raise
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
+        raise PlanError(f"{path}: not a readable plan ({type(e).__name__}: {e})") from None
+
+
+def assign(sweep_dir: str | Path, cells: list[tuple[list[str], str]]) -> tuple[list[PlannedCell], list[PlannedCell]]:
+    """Folders for this sweep's cells (overrides, cell id), keeping those of an earlier plan in the
+    same folder; returns (this sweep's cells in order, every cell the plan now holds)."""
+    sweep_dir = Path(sweep_dir)
+    earlier = read(sweep_dir)
+    by_id = {c.cell_id: c for c in earlier if c.cell_id}
+    used = {c.num for c in earlier}
+    if sweep_dir.is_dir():
+        used |= {int(p.name) for p in sweep_dir.iterdir() if p.name.isdigit()}
+    nxt = max(used, default=-1) + 1
+    mine: list[PlannedCell] = []
+    seen: set[str] = set()
+    for overrides, cid in cells:
+        if cid in seen:
+            continue  # the same cell twice in one grid (e.g. threads=1,1): measured once
+        seen.add(cid)
+        if cid in by_id:
+            old = by_id[cid]
+            mine.append(PlannedCell(old.num, old.dir, list(overrides), cid))
+        else:
+            mine.append(PlannedCell(nxt, str(nxt), list(overrides), cid))
+            nxt += 1
+    mine_nums = {c.num for c in mine}
+    every = sorted([c for c in earlier if c.num not in mine_nums] + mine, key=lambda c: c.num)
+    return mine, every
+
+
+def write(sweep_dir: str | Path, cells: list[PlannedCell]) -> Path:
+    """Write the plan atomically."""
+    path = Path(sweep_dir) / FILENAME
+    data = {"plan_version": VERSION, "argv": sys.argv, "cells": [asdict(c) for c in cells]}
+    tmp = path.with_suffix(f".json.{os.getpid()}.part")
+    tmp.write_text(json.dumps(data, indent=2))
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,85 @@
+"""A tier's root folder, checked before anything runs: it exists, is a writable folder, holds no file
+where the tool keeps its folders; an emulated tier is buildable here. Each failure is one line
+naming the setting (``storage``, ``checkpoint.slow``, ``stage``, ...)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+from jobs.configview import View
+from jobs.errors import ConfigError
+
+MISSING = "???"
+
+
+def memoised(memo: dict | None, key: tuple, fn):
+    """``fn()``, or its earlier outcome (value or ConfigError) for ``key`` within one planning pass."""
+    if memo is None:
+        return fn()
+    if key not in memo:
+        try:
+            memo[key] = (fn(), None)
+        except ConfigError as e:
+            memo[key] = (None, e)
+    value, error = memo[key]
+    if error is not None:
+        raise error
+    return value
+
+
+def storage_root(cfg: View, storage: View | None = None, key: str = "storage", memo: dict | None = None) -> str:
+    """Check the root of a storage tier (``key`` names it in messages: storage, checkpoint.slow, ...);
+    returns it. Workloads that touch more tiers check theirs with this."""
+    st = storage if storage is not None else cfg.storage
+    return memoised(memo, ("root", key, repr(st._d)), lambda: _check_root(st, key))
+
+
+def _check_root(st: View, key: str) -> str:
+    if st.get("emulate") is not None:
+        from jobs.storage import tiers
+
+        why = tiers.available()
+        if why:
+            raise ConfigError(
+                f"{key}={st.name}: {why}; without root use storage=local, or a real device with "
+                "storage=hdd|ssd|optane storage.root=<its mount point>"
+            )
+        if st.emulate.read_mb_s <= 0 or st.emulate.write_mb_s <= 0:
+            raise ConfigError(f"{key}.emulate of {key}={st.name}: read_mb_s and write_mb_s must be positive")
+        for iops in ("read_iops", "write_iops"):
+            v = st.emulate.get(iops)
+            if v is not None and v < 1:
+                raise ConfigError(f"{key}.emulate.{iops}={v} must be a positive number of requests per second "
+                                  f"({key}.emulate.{iops}=null: no limit)")
+        image = os.path.join(str(st.emulate.image_dir), f"{st.name}.img")
+        why = tiers.foreign(str(st.name), image, str(st.root), key)
+        if why:
+            raise ConfigError(f"{key}={st.name}: {why}")
+        return str(st.root)  # the tier's mount point: made when the cell starts
+    if st.root == MISSING:
+        raise ConfigError(
+            f"{key}.root is not set: {key}={st.name} needs the directory on that tier, "
+            f"e.g. {key}.root=/mnt/{st.name}"
+        )
+    root = str(st.root)
+    if not os.path.exists(root):
+        raise ConfigError(f"{key}.root={root} does not exist ({key}={st.name})")
+    if not os.path.isdir(root):
+        raise ConfigError(f"{key}.root={root} is not a directory ({key}={st.name})")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".iocampaign-probe-", dir=root)
+    except OSError as e:
+        raise ConfigError(f"{key}.root={root} is not writable ({e.strerror}) ({key}={st.name})") from None
+    os.close(fd)
+    os.unlink(probe)
+    for sub in TOOL_FOLDERS:  # where the tool keeps its own files on a tier: a file there would fail late
+        p = os.path.join(root, sub)
+        if os.path.lexists(p) and not os.path.isdir(p):
+            raise ConfigError(f"{key}.root={root}: {p} is not a folder, and the tool keeps its files there; move it "
+                              "away or choose another root")
+    return root
+
+
+TOOL_FOLDERS = ("iocampaign", "iocampaign/datasets", "iocampaign/datasets/converted", "iocampaign/staged",
+                "iocampaign/checkpoints")

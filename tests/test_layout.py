@@ -1,0 +1,109 @@
+"""The code's shape: imports run one way (campaign -> jobs, analysis -> jobs; never back up), no module
+imports itself back through another, and jobs/ is laid out by concern with no two modules of one name."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("campaign", "jobs", "analysis")
+# what each package may import of the others (campaign orchestrates both)
+ALLOWED = {"jobs": set(), "analysis": {"jobs"}, "campaign": {"jobs", "analysis"}}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for pkg in PACKAGES:
+        for p in (ROOT / pkg).rglob("*.py"):
+            parts = list(p.relative_to(ROOT).with_suffix("").parts)
+            out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
+    return out
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of every absolute import in ``path``, those inside functions too."""
+    found = []
+    for x in ast.walk(ast.parse(path.read_text())):
+        if isinstance(x, ast.ImportFrom) and x.module and not x.level:
+            found += [(x.lineno, f"{x.module}.{a.name}") for a in x.names]
+        elif isinstance(x, ast.Import):
+            found += [(x.lineno, a.name) for a in x.names]
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    mods = _modules()
+
+    def resolve(name: str) -> str | None:
+        while name and name not in mods:
+            name = name.rsplit(".", 1)[0] if "." in name else ""
+        return name or None
+
+    return {m: {t for _, name in _imports(p) if (t := resolve(name)) and t != m} for m, p in mods.items()}
+
+
+def test_no_import_runs_up():
+    up = []
+    for m, p in _modules().items():
+        pkg = m.split(".")[0]
+        for line, name in _imports(p):
+            top = name.split(".")[0]
+            if top in PACKAGES and top != pkg and top not in ALLOWED[pkg]:
+                up.append(f"{p.relative_to(ROOT)}:{line} imports {name}")
+    assert up == []
+
+
+def test_no_import_cycle():
+    graph = _graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    assert cycles == []
+
+
+def test_jobs_is_laid_out_by_concern_with_no_two_modules_of_one_name():
+    top = sorted(p.name for p in (ROOT / "jobs").glob("*.py"))
+    assert top == ["__init__.py", "configview.py", "errors.py", "interrupts.py", "metrics.py", "plan.py", "records.py",
+                   "runner.py"]
+    assert sorted(p.name for p in (ROOT / "jobs").iterdir() if p.is_dir() and p.name != "__pycache__") == [
+        "data", "execution", "observe", "storage", "workloads"]
+    names = [p.name for p in (ROOT / "jobs").rglob("*.py") if p.name != "__init__.py"]
+    assert sorted(n for n in set(names) if names.count(n) > 1) == []
+
+
+def test_modules_and_functions_stay_small():
+    """One concern per module (at most 300 lines), functions that fit a screen (at most 60 lines)."""
+    long_modules, long_functions = [], []
+    for m, p in _modules().items():
+        text = p.read_text()
+        if len(text.splitlines()) > 300:
+            long_modules.append(f"{m}: {len(text.splitlines())} lines")
+        for n in ast.walk(ast.parse(text)):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > 60:
+                long_functions.append(f"{m}.{n.name}: {n.end_lineno - n.lineno + 1} lines")
+    assert long_modules == [] and long_functions == []
