@@ -85,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     for delay in (float(d) for d in args.read_delay_ms.split(",")):
         rows = []
         for r in range(args.repeats):
-            s = alexnet.TrainSettings(threads, args.batch_size, 1, args.image_side, args.width, None, r,
-                                      read_delay_ms=delay)
+            s = alexnet.TrainSettings(threads=threads, batch_size=args.batch_size, prefetch=1, image_side=args.image_side,
+                                      width=args.width, steps=None, seed=r, read_delay_ms=delay)
             cache.evict(ds.files)
             t_in = input_only(ds, s)
             t_cp = compute_only(ds, s)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from jobs import interrupts, records, workloads
 from jobs.configview import View
+from jobs.execution.placement import Placement
 
 log = logging.getLogger(__name__)
 
@@ -166,32 +167,25 @@ def _runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, data_dir:
         log.warning("%d listed files are not regular files and are skipped (counted as dropped), e.g. %s",
                     len(ds.skipped), list(ds.skipped[:3]))
     disk = trace.device_of(data_dir)
-    inp = cfg.get("input") or {}
-    workers = int(inp.get("workers") or 1) if inp.get("service") else 0
-    if workers:  # the tf.data service of the cell: up for all its runs, ended with them
+    where = Placement.of(cfg)
+    if where.service_workers:  # the tf.data service of the cell: up for all its runs, ended with them
         from jobs.execution import service
 
-        slurm = ((int(cfg.platform.get("nodes") or 1), int(cfg.platform.cpus_per_task))
-                 if str(cfg.platform.kind) == "slurm" and os.environ.get("SLURM_JOB_ID") else None)
-        with service.running(workers, job_dir / service.SUBDIR, slurm) as svc:
-            return _loop(w, cfg, config, job_dir, ds, prov, kind, requested, fs_type, disk, svc)
-    return _loop(w, cfg, config, job_dir, ds, prov, kind, requested, fs_type, disk, None)
+        with service.running(where.service_workers, job_dir / service.SUBDIR, where.service_step()) as svc:
+            return _loop(w, cfg, config, job_dir, ds, prov, kind, requested, fs_type, disk, svc, where)
+    return _loop(w, cfg, config, job_dir, ds, prov, kind, requested, fs_type, disk, None, where)
 
 
-def _execute(w: workloads.Workload, ctx, n_tasks: int, svc, cold: bool) -> tuple[dict, dict]:
-    """One run, the way its cell runs: ``n_tasks`` processes each reading its shard (locally, or as a
-    Slurm job step inside the cell's job), the consumer of the cell's tf.data service (watched), or
+def _execute(w: workloads.Workload, ctx, where: Placement, svc, cold: bool) -> tuple[dict, dict]:
+    """One run, the way its cell runs: ``where.tasks`` processes each reading its shard (locally, or as
+    a Slurm job step inside the cell's job), the consumer of the cell's tf.data service (watched), or
     in this process. Returns (result, the merged per-task figures; empty for one process)."""
-    cfg = ctx.cfg
-    if n_tasks > 1:
+    if where.tasks > 1:
         from jobs.execution import tasks
 
         folder = ctx.job_dir / tasks.SUBDIR / ctx.tag
-        step = (tasks.srun_command(int(cfg.platform.get("nodes") or 1), int(cfg.platform.tasks_per_node),
-                                   int(cfg.platform.cpus_per_task), folder)
-                if str(cfg.platform.kind) == "slurm" and os.environ.get("SLURM_JOB_ID") else None)
-        result = tasks.run(ctx.config, ctx.ds, n_tasks, ctx.seed, ctx.run, folder, float(cfg.platform.timeout_min) * 60,
-                           cold=cold, step=step, marks=ctx.marks, disk=ctx.disk)
+        result = tasks.run(ctx.config, ctx.ds, where.tasks, ctx.seed, ctx.run, folder, where.timeout_s, cold=cold,
+                           step=where.task_step(folder), marks=ctx.marks, disk=ctx.disk)
         return result, {k: result.pop(k) for k in tasks.MERGED_KEYS}
     if svc:
         from jobs.execution import service
@@ -203,14 +197,12 @@ def _execute(w: workloads.Workload, ctx, n_tasks: int, svc, cold: bool) -> tuple
 
 
 def _loop(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, prov: dict, kind: str, requested: str,
-          fs_type: str, disk: str | None, svc) -> list[dict]:
+          fs_type: str, disk: str | None, svc, where: Placement) -> list[dict]:
     from jobs.execution.traced import inside
     from jobs.observe import posix, usage
     from jobs.storage import cache
 
     traced = inside()
-    # one consumer with the service (its workers are the cell's other tasks), else nodes x tasks per node
-    n_tasks = 1 if svc else int(cfg.platform.get("nodes") or 1) * int(cfg.platform.get("tasks_per_node") or 1)
     runs: list[dict] = []
     for k in range(cfg.warmup + cfg.repeats):
         warmup = k < cfg.warmup
@@ -226,7 +218,7 @@ def _loop(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, prov: dic
         io0 = svc and svc.counters()
         with posix.window(job_dir, ctx.tag, disk) if traced else contextlib.nullcontext({}) as window:
             before = usage.snapshot(disk)
-            result, multi = _execute(w, ctx, n_tasks, svc, cold=requested == "cold")
+            result, multi = _execute(w, ctx, where, svc, cold=requested == "cold")
             after = usage.snapshot(disk)
         if multi:
             resident = multi["task_resident_bytes_before"]  # each task's shard, on its own node
@@ -236,10 +228,9 @@ def _loop(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, prov: dic
             svc.add_counters(io0, result)
         timed = "start" in ctx.marks and "end" in ctx.marks  # the workload marked its timed interval
         # a multi-task run may keep threads x tasks per node cores busy on each of its nodes
-        per_node = int(cfg.platform.get("tasks_per_node") or 1) if n_tasks > 1 else 1
         par = w.parallelism(cfg)
         used = usage.between(*((ctx.marks["start"], ctx.marks["end"]) if timed else (before, after)),
-                             par * per_node if par else None, n_tasks // per_node if n_tasks > 1 else 1)
+                             par * where.per_node if par else None, where.tasks // where.per_node)
         result.update({k: v for k, v in used.items() if k != "wall_s"}, run_wall_s=after.t - before.t,
                       usage_over="timed interval" if timed else "whole run")
         _skipped_as_dropped(ds, result)

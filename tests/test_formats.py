@@ -134,7 +134,8 @@ def test_local_shuffle_reads_one_group_at_a_time(stored):
 
 
 def _settings(pipeline_name="read_only", batches=None):
-    return microbench.RunSettings(pipeline_name, 2, 4, 0, 32, batches, seed=1)
+    return microbench.RunSettings(pipeline=pipeline_name, threads=2, batch_size=4, prefetch=0, image_side=32,
+                                  batches=batches, seed=1)
 
 
 def test_a_corrupt_tfrecord_record_is_dropped_and_counted(source, tmp_path):

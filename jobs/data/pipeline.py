@@ -9,6 +9,7 @@ exactly.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from jobs.data.datasets import Dataset
 from jobs.data.readers import num_parallel_calls
@@ -16,6 +17,38 @@ from jobs.data.readers import num_parallel_calls
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 DROPPED_LISTED = 50  # dropped files named in a run record; the count is always complete
+
+
+
+@dataclass(frozen=True, kw_only=True)
+class PipelineSettings:
+    """What a run that reads through the paper's tf.data pipeline is set by, typed once from the cell's
+    config (``from_config``); the micro-benchmark's and AlexNet's settings add their own fields."""
+
+    threads: int | str  # num_parallel_calls: a positive int or "autotune"
+    batch_size: int
+    prefetch: int  # batches prefetched (0: none)
+    image_side: int  # side of the resized square image, pixels
+    seed: int  # the run's seed: its sample order
+    read_delay_ms: float = 0.0  # extra latency per file read, ms
+    shuffle: str = "global"  # global | local | none (jobs.data.readers)
+    shuffle_buffer: int | None = None
+
+    @property
+    def order(self) -> dict:
+        """How the run orders its samples, as jobs.data.readers takes it."""
+        return {"shuffle": self.shuffle, "shuffle_buffer": self.shuffle_buffer, "threads": self.threads}
+
+    @classmethod
+    def from_config(cls, cfg, seed: int, **extra):
+        """The settings of one run of a cell (``cfg``: its config view), plus the subclass's ``extra`` fields."""
+        from jobs.configview import threads_value
+
+        buffer = cfg.get("shuffle_buffer")
+        return cls(threads=threads_value(cfg.threads), batch_size=int(cfg.batch_size), prefetch=int(cfg.prefetch),
+                   image_side=int(cfg.workload.image_side), seed=seed,
+                   read_delay_ms=float(cfg.workload.get("read_delay_ms") or 0.0),
+                   shuffle=str(cfg.get("shuffle") or "global"), shuffle_buffer=int(buffer) if buffer else None, **extra)
 
 
 def build(

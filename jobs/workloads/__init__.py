@@ -113,12 +113,6 @@ class Workload:
         return ", ".join(f"{m.name} {result[m.name]:.3g} {m.unit}" for m in self.metrics if result.get(m.name) is not None)
 
 
-def order_of(cfg) -> dict:
-    """The sample order a cell asks for (``shuffle``, ``shuffle_buffer``), as jobs.data.readers takes it."""
-    buffer = cfg.get("shuffle_buffer")
-    return {"shuffle": str(cfg.get("shuffle") or "global"), "shuffle_buffer": int(buffer) if buffer else None}
-
-
 # Every run reports these (the runner fills in the cache evidence).
 COMMON_KEYS = ("images", "images_dropped", "bytes_consumed", "bytes_read_device")
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from jobs.errors import ConfigError
 from jobs.metrics import of
-from jobs.workloads import PAPER_LAYOUT, Figure, RunContext, Workload, order_of, register
+from jobs.workloads import PAPER_LAYOUT, Figure, RunContext, Workload, register
 from jobs.workloads.schema import Device, InputPipelineConf
 
 
@@ -49,16 +49,12 @@ class AlexNet(Workload):
         check_alexnet(cfg)
 
     def run_once(self, ctx: RunContext) -> dict:
-        from jobs.configview import threads_value
         from jobs.observe import trace
         from jobs.workloads.alexnet import training as alexnet
 
         cfg = ctx.cfg
-        settings = alexnet.TrainSettings(
-            threads=threads_value(cfg.threads), batch_size=int(cfg.batch_size), prefetch=int(cfg.prefetch),
-            image_side=int(cfg.workload.image_side), width=float(cfg.workload.width), steps=cfg.workload.steps,
-            seed=ctx.seed, device=cfg.workload.device, read_delay_ms=float(cfg.workload.read_delay_ms), **order_of(cfg),
-        )
+        settings = alexnet.TrainSettings.from_config(cfg, ctx.seed, width=float(cfg.workload.width),
+                                                     steps=cfg.workload.steps, device=str(cfg.workload.device))
         tracer = trace.Tracer(ctx.disk, float(cfg.workload.trace_interval_s)).start()
         try:
             result = alexnet.run_once(ctx.ds, settings, steps_csv=ctx.job_dir / f"steps_{ctx.tag}.csv").as_dict()

@@ -16,27 +16,15 @@ from pathlib import Path
 from jobs import interrupts
 from jobs.data import pipeline, readers
 from jobs.data.datasets import Dataset
+from jobs.data.pipeline import PipelineSettings
 from jobs.metrics import MB
 
 
-@dataclass(frozen=True)
-class TrainSettings:
-    threads: int | str
-    batch_size: int
-    prefetch: int
-    image_side: int  # side of the square input, pixels (224 = the paper)
+@dataclass(frozen=True, kw_only=True)
+class TrainSettings(PipelineSettings):
     width: float  # multiplier of filters and dense units (1.0 = the paper's AlexNet)
     steps: int | None  # training steps; None = one epoch, images // batch_size (142 at 9,144 / 64)
-    seed: int
     device: str = "auto"  # auto | cpu | gpu
-    read_delay_ms: float = 0.0
-    shuffle: str = "global"  # global | local | none (jobs.data.readers)
-    shuffle_buffer: int | None = None
-
-    @property
-    def order(self) -> dict:
-        """How the run orders its samples, as jobs.data.readers takes it."""
-        return {"shuffle": self.shuffle, "shuffle_buffer": self.shuffle_buffer, "threads": self.threads}
 
 
 def device_name(choice: str) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from jobs.errors import ConfigError
 from jobs.metrics import of
-from jobs.workloads import Figure, RunContext, Workload, order_of, register
+from jobs.workloads import Figure, RunContext, Workload, register
 from jobs.workloads.alexnet import AlexNetConf, check_alexnet
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,6 @@ class Checkpoint(Workload):
 
     def run_once(self, ctx: RunContext) -> dict:
         """The same training twice: without checkpoints (the run's baseline), then with them, traced."""
-        from jobs.configview import threads_value
         from jobs.observe import trace
         from jobs.plan import cell_id
         from jobs.storage import cache
@@ -59,11 +58,8 @@ class Checkpoint(Workload):
 
         cfg, ck = ctx.cfg, ctx.cfg.checkpoint
         settings = checkpoint.CheckpointSettings(
-            train=alexnet.TrainSettings(
-                threads=threads_value(cfg.threads), batch_size=int(cfg.batch_size), prefetch=int(cfg.prefetch),
-                image_side=int(cfg.workload.image_side), width=float(cfg.workload.width), steps=cfg.workload.steps,
-                seed=ctx.seed, device=cfg.workload.device, read_delay_ms=float(cfg.workload.read_delay_ms), **order_of(cfg),
-            ),
+            train=alexnet.TrainSettings.from_config(cfg, ctx.seed, width=float(cfg.workload.width),
+                                                    steps=cfg.workload.steps, device=str(cfg.workload.device)),
             every=int(ck.every), target=ck.target, fast_root=Path(str(ck.fast.root)), slow_root=Path(str(ck.slow.root)),
             flush=ck.flush, mode=ck.mode, max_to_keep=int(ck.max_to_keep), keep=bool(ck.get("keep")),
             # unique per run, not only per pid: under a PID namespace the same cell gets the same pid

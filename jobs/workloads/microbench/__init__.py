@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jobs.metrics import of
-from jobs.workloads import PAPER_LAYOUT, Figure, RunContext, Workload, order_of, register
+from jobs.workloads import PAPER_LAYOUT, Figure, RunContext, Workload, register
 from jobs.workloads.schema import InputPipelineConf
 
 
@@ -44,15 +44,11 @@ class Microbench(Workload):
         return threads if isinstance(threads, int) and threads > 0 else None  # autotune: any core
 
     def run_once(self, ctx: RunContext) -> dict:
-        from jobs.configview import threads_value
         from jobs.workloads.microbench import reading as microbench
 
         cfg = ctx.cfg
-        settings = microbench.RunSettings(
-            pipeline=cfg.workload.pipeline, threads=threads_value(cfg.threads), batch_size=int(cfg.batch_size),
-            prefetch=int(cfg.prefetch), image_side=int(cfg.workload.image_side), batches=cfg.workload.batches,
-            seed=ctx.seed, read_delay_ms=float(cfg.workload.read_delay_ms), service=ctx.service, **order_of(cfg),
-        )
+        settings = microbench.RunSettings.from_config(cfg, ctx.seed, pipeline=str(cfg.workload.pipeline),
+                                                      batches=cfg.workload.batches, service=ctx.service)
         return microbench.run_once(ctx.ds, settings, mark=ctx.mark).as_dict()
 
     def describe(self, result: dict) -> str:

@@ -12,27 +12,15 @@ from dataclasses import asdict, dataclass
 from jobs import interrupts
 from jobs.data import pipeline, readers
 from jobs.data.datasets import Dataset
+from jobs.data.pipeline import PipelineSettings
 from jobs.metrics import MB
 
 
-@dataclass(frozen=True)
-class RunSettings:
+@dataclass(frozen=True, kw_only=True)
+class RunSettings(PipelineSettings):
     pipeline: str  # decode_resize | read_only
-    threads: int | str  # positive int or "autotune"
-    batch_size: int
-    prefetch: int
-    image_side: int
-    batches: int | None
-    seed: int
-    read_delay_ms: float = 0.0
-    shuffle: str = "global"  # global | local | none (jobs.data.readers)
-    shuffle_buffer: int | None = None
+    batches: int | None  # batches per run; None = one pass
     service: str | None = None  # the tf.data service's dispatcher: the pipeline runs on its workers
-
-    @property
-    def order(self) -> dict:
-        """How the run orders its samples, as jobs.data.readers takes it."""
-        return {"shuffle": self.shuffle, "shuffle_buffer": self.shuffle_buffer, "threads": self.threads}
 
 
 def build(ds: Dataset, s: RunSettings):
