@@ -181,7 +181,7 @@ def test_a_fifo_in_the_file_list_is_skipped_counted_and_never_opened(tmp_path, c
 def test_waiting_for_a_device_lock_has_a_time_limit(tmp_path):
     from jobs.storage import locks
 
-    code = ("import time; from jobs import locks;"
+    code = ("import time; from jobs.storage import locks;"
             f"cm = locks.device_lock({str(tmp_path)!r}, {str(tmp_path)!r}); cm.__enter__(); print('held', flush=True);"
             "time.sleep(60)")
     holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
@@ -230,7 +230,7 @@ def test_a_refusal_never_removes_a_folder_that_existed_before(tmp_path, cwd):
 
 # 8. two campaigns generating the same synthetic set collided on fixed .part names
 def test_concurrent_generation_of_one_synthetic_set(tmp_path):
-    code = ("import sys; from pathlib import Path; from jobs import synthetic;"
+    code = ("import sys; from pathlib import Path; from jobs.data import synthetic;"
             "spec = synthetic.SyntheticSpec('c', 3, 3.0, 0.3, 0.6, 0.0, 7);"
             f"synthetic.ensure(spec, Path({str(tmp_path)!r}), 40 + 8 * int(sys.argv[1]), workers=1)")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

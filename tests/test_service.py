@@ -64,7 +64,6 @@ def test_a_worker_killed_mid_run_fails_the_run_instead_of_hanging(tmp_path):
     ever; the runner watches the service while the consumer reads and names the dead worker."""
     import tensorflow as tf
 
-    from jobs import runner
     from jobs.execution import service
 
     files = [str(f) for f in make_jpegs(tmp_path / "data", 400, classes=1, side=32)]
@@ -82,7 +81,7 @@ def test_a_worker_killed_mid_run_fails_the_run_instead_of_hanging(tmp_path):
         procs = [svc.dispatcher, *svc.workers]
         t0 = time.monotonic()
         try:
-            runner._watched(run_once, svc.address, svc)
+            service.watched(run_once, svc.address, svc)
             svc.check()  # the consumer may also have got every element before the worker died
         finally:
             waited = time.monotonic() - t0

@@ -206,7 +206,7 @@ def test_service_workers_are_a_job_step_and_read_every_file_once(slurm_cluster, 
 KILL_A_WORKER = """
 import os, signal, sys, time
 from pathlib import Path
-from jobs import service
+from jobs.execution import service
 folder = Path(sys.argv[1])
 try:
     with service.running(2, folder, (1, 1)) as svc:

@@ -69,7 +69,7 @@ def test_a_request_rate_limit_makes_small_random_reads_seek_bound(tmp_path):
 def test_a_killed_run_is_cleaned_up_by_the_next(tmp_path):
     a = _tier_args(tmp_path, "killed_tier")
     code = (
-        "import sys, time; from jobs import tiers;"
+        "import sys, time; from jobs.storage import tiers;"
         f"t = tiers.setup(read_mb_s=100, write_mb_s=100, **{a!r}); tiers.join(t);"
         "open(t.mount + '/f', 'w').write('x'); print('ready', flush=True); time.sleep(600)"
     )
