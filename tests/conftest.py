@@ -130,3 +130,19 @@ def make_jpegs(folder: Path, n: int, classes: int = 2, side: int = 64) -> list[P
         Image.fromarray(rng.integers(0, 255, (side, side, 3), dtype=np.uint8)).save(p, quality=85)
         out.append(p)
     return out
+
+
+def session_processes(sid: int) -> list[tuple[int, str]]:
+    """Live processes of session ``sid`` (the campaign was started as its leader)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":
+            out.append((int(d.name), cmd))
+    return out

@@ -6,13 +6,12 @@ import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from analysis import compare
-from conftest import analysis, campaign
+from conftest import ROOT, analysis, campaign
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None and os.environ.get("CI") != "true",
@@ -103,7 +102,7 @@ def test_compare_pairs_cells_only_when_every_setting_is_equal(tmp_path):
 
 
 def test_status_of_a_paper_study_lists_every_grid(paper, tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     p = subprocess.run([sys.executable, "-m", "campaign.status", str(paper)], capture_output=True, text=True, env=env,
                        cwd=tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr

@@ -317,15 +317,6 @@ def test_dataset_path_without_a_source_is_refused(tmp_path, cwd):
     assert list(cwd.iterdir()) == []
 
 
-@pytest.mark.parametrize("arg,expected", [("cache=lukewarm", "expected one of [cold, warm]"),
-                                          ("seed=abc", "seed=abc"), ("checkpoint.target=nvme", "checkpoint.target=nvme"),
-                                          ("batch_size=4,many", "batch_size=many")])
-def test_wrong_types_give_one_line_and_exit_2(cwd, arg, expected):
-    p = campaign(arg, cwd=cwd)
-    assert p.returncode == 2 and expected in _one_line(p)
-    assert list(cwd.iterdir()) == []
-
-
 def test_file_list_defects_give_one_line(tmp_path, cwd):
     imgs = make_jpegs(tmp_path / "data", 4)
     bad = tmp_path / "binary.txt"

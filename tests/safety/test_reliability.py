@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, campaign, make_jpegs
+from conftest import session_processes as _session
 from jobs import interrupts, records
 from jobs.workloads.checkpoint import store as ckpt_store
 
@@ -125,22 +126,6 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
-
-
-def _session(sid: int) -> list[tuple[int, str]]:
-    """Live processes of session ``sid`` (the campaign was started as its leader)."""
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if int(fields[3]) == sid and fields[0] != "Z":
-            out.append((int(d.name), cmd))
-    return out
 
 
 def _start(args: list[str], cwd: Path) -> subprocess.Popen:

@@ -143,3 +143,13 @@ def test_the_paper_study_checks_every_grid_before_the_first_runs(cwd, tmp_path):
     line = _fails_with(cwd, "(grid fig9_fig10 of the paper study; no grid was run)", "+experiment=paper", "--scale",
                        "ci", "--tiers", "ssd,hdd", f"storage.root={tmp_path}")
     assert "checkpoint.slow.root is not set" in line and "platform.dry_run" not in line
+
+
+@pytest.mark.parametrize("arg,expected", [("cache=lukewarm", "expected one of [cold, warm]"),
+                                          ("seed=abc", "seed=abc"), ("checkpoint.target=nvme", "checkpoint.target=nvme"),
+                                          ("batch_size=4,many", "batch_size=many")])
+def test_wrong_types_give_one_line_and_exit_2(cwd, arg, expected):
+    p = campaign(arg, cwd=cwd)
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and expected in lines[0], p.stderr
+    assert _leftovers(cwd) == []

@@ -10,88 +10,13 @@ import time
 
 import pandas as pd
 import pytest
-from omegaconf import OmegaConf
 
-from campaign.slurm import params, sacct, submit
-from campaign.validate import ConfigError
+from campaign.slurm import sacct
 from conftest import ROOT, analysis, campaign, make_jpegs
 from jobs import records
 
 TINY = ("dataset.num_images=128", "batch_size=32", "repeats=2", "platform.poll_s=1")
 
-
-def _platform(**kw):
-    from campaign.schema import PlatformConf
-
-    base = OmegaConf.structured(PlatformConf(name="slurm", kind="slurm"))
-    return OmegaConf.merge(base, kw)
-
-
-@pytest.mark.parametrize("key,value", [
-    ("partition", "debug\n#SBATCH --exclusive"), ("account", "proj;rm -rf ~"), ("qos", "normal`id`"),
-    ("constraint", "k80 $(reboot)"), ("partition", "a b"),
-])
-def test_directive_values_cannot_smuggle_shell(key, value):
-    with pytest.raises(ConfigError, match=f"platform.{key}="):
-        params.check(_platform(**{key: value}))
-
-
-def test_setup_lines_are_single_shell_lines():
-    params.check(_platform(setup=["module load cuda/9.1; module list", "source ~/venv/bin/activate"]))
-    with pytest.raises(ConfigError, match=r"platform.setup\[1\] holds a line break"):
-        params.check(_platform(setup=["module load x", "echo a\necho b"]))
-    with pytest.raises(ConfigError, match=r"platform.setup\[0\] is an #SBATCH directive"):
-        params.check(_platform(setup=["#SBATCH --mem=1T"]))
-
-
-def test_valid_site_values_pass_and_map_to_submitit():
-    p = _platform(partition="main", account="2024-1-23", constraint="k80&haswell", gpus_per_node=1, exclusive=True,
-                  setup=["module load cuda"], mem_gb=100, timeout_min=120, cpus_per_task=24)
-    params.check(p)
-    kw = params.executor_parameters(p, job_name="x")
-    assert kw["partition"] == "main" and kw["account"] == "2024-1-23" and kw["constraint"] == "k80&haswell"
-    assert kw["mem"] == "102400M" and kw["time"] == 120 and kw["exclusive"] is True and kw["gpus_per_node"] == 1
-    assert kw["array_parallelism"] == 1 and kw["setup"] == ["module load cuda"]
-
-
-def test_sbatch_preview_pins_submitits_script(tmp_path):
-    p = _platform(partition="debug", account="acc", exclusive=True, gpus_per_node=1, setup=["module load cuda/9.1"])
-    text = submit.sbatch_script(submit.executor(tmp_path, p), 3)
-    for line in ("#SBATCH --array=0-2%1", "#SBATCH --partition=debug", "#SBATCH --account=acc", "#SBATCH --exclusive",
-                 "#SBATCH --gpus-per-node=1", "#SBATCH --time=60", "module load cuda/9.1", "-m submitit.core._submit"):
-        assert line in text, line
-    assert text.index("module load cuda/9.1") < text.index("srun")
-
-
-def test_sacct_and_squeue_parsing():
-    got = sacct.parse_sacct("12_0|COMPLETED|0:0|node1\n12_1|CANCELLED by 0|0:15|node1\n"
-                            "12_[2-3]|PENDING|0:0|None assigned\n13|TIMEOUT|0:0|n2\n")
-    assert got["12_0"].state == "COMPLETED" and got["12_1"].state == "CANCELLED" and got["12_1"].terminal
-    assert got["12_3"].state == "PENDING" and not got["12_3"].terminal and got["12_3"].node == ""
-    assert got["13"].terminal
-    q = sacct.parse_squeue("12_[2-3%1]|PENDING|JobArrayTaskLimit\n12_1|RUNNING|node1\n")
-    assert q["12_2"].reason == "JobArrayTaskLimit" and q["12_1"].node == "node1"
-
-
-def test_bad_sbatch_value_on_the_command_line(tmp_path):
-    p = campaign("-m", "platform=slurm", "platform.constraint='k80 $(reboot)'", *TINY, cwd=tmp_path)
-    lines = [x for x in p.stderr.splitlines() if x.strip()]
-    assert p.returncode != 0 and len(lines) == 1 and "platform.constraint=" in lines[0]
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_tegner_preset_needs_an_account(tmp_path):
-    p = campaign("-m", "platform=tegner", "storage=lustre", "storage.root=/tmp", *TINY, cwd=tmp_path)
-    assert p.returncode != 0 and "platform.account is not set" in p.stderr
-
-
-def test_slurm_without_multirun_says_how(tmp_path):
-    p = campaign("platform=slurm", *TINY, cwd=tmp_path)
-    assert p.returncode == 2 and "add -m" in p.stderr
-    assert list(tmp_path.iterdir()) == []
-
-
-# --- against a real Slurm cluster -------------------------------------------------------------
 
 def _queue() -> str:
     return subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout
@@ -107,6 +32,22 @@ def _sacct(job_ids) -> dict:
 def _submitted(sweep) -> dict:
     book = json.loads((sweep / "submitted.json").read_text())
     return {int(k): [j["job_id"] for j in v["jobs"]] for k, v in book["cells"].items()}
+
+
+KILL_A_WORKER = """
+import os, signal, sys, time
+from pathlib import Path
+from jobs.execution import service
+folder = Path(sys.argv[1])
+try:
+    with service.running(2, folder, (1, 1)) as svc:
+        os.kill(int((folder / "worker-1.ready").read_text()), signal.SIGKILL)
+        for _ in range(300):
+            svc.check()
+            time.sleep(0.2)
+except service.ServiceError as e:
+    print("ServiceError:", e)
+"""
 
 
 def test_dry_run_submits_nothing(slurm_cluster, tmp_path):
@@ -203,22 +144,6 @@ def test_service_workers_are_a_job_step_and_read_every_file_once(slurm_cluster, 
     assert subprocess.run(["pgrep", "-f", f"jobs.execution.service .* {sweep}"], capture_output=True).returncode == 1
 
 
-KILL_A_WORKER = """
-import os, signal, sys, time
-from pathlib import Path
-from jobs.execution import service
-folder = Path(sys.argv[1])
-try:
-    with service.running(2, folder, (1, 1)) as svc:
-        os.kill(int((folder / "worker-1.ready").read_text()), signal.SIGKILL)
-        for _ in range(300):
-            svc.check()
-            time.sleep(0.2)
-except service.ServiceError as e:
-    print("ServiceError:", e)
-"""
-
-
 def test_a_dead_worker_of_the_service_step_is_named(slurm_cluster, tmp_path):
     """srun ends the workers' step when one dies (--kill-on-bad-exit) and names that task on stderr:
     the error names the worker, the step's messages reach the cell's log, nothing is left."""
@@ -231,19 +156,6 @@ def test_a_dead_worker_of_the_service_step_is_named(slurm_cluster, tmp_path):
     assert "srun: error:" in p.stderr  # srun's own lines, passed on
     assert not folder.exists()
     assert subprocess.run(["pgrep", "-f", f"jobs.execution.service .* {folder}"], capture_output=True).returncode == 1
-
-
-def test_multi_task_dry_run_shows_each_shape(tmp_path):
-    p = campaign("-m", "platform=slurm", "platform.dry_run=true", "platform.nodes=1,2", "platform.tasks_per_node=2",
-                 "storage=lustre", f"storage.root={tmp_path}", *TINY, "hydra.sweep.dir=sweep", cwd=tmp_path)
-    assert p.returncode == 0, p.stderr
-    scripts = p.stdout.split("sbatch script")[1:]
-    assert len(scripts) == 2 and "1 node(s) x 2 task(s) per node" in scripts[0] and "2 node(s) x 2" in scripts[1]
-    assert "#SBATCH --nodes=1" in scripts[0] and "#SBATCH --nodes=2" in scripts[1]
-    assert all("#SBATCH --ntasks-per-node=2" in s and "srun --unbuffered" in s and "--nodes=1 --ntasks=1" in s
-               for s in scripts)
-    assert "#SBATCH --dependency" not in scripts[0] and "#SBATCH --dependency=afterany:" in scripts[1]
-    assert not (tmp_path / "sweep").exists()
 
 
 def test_failure_is_failed_in_slurm_and_a_rerun_submits_only_it(slurm_cluster, tmp_path):

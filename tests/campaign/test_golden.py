@@ -1,6 +1,6 @@
 """Golden files for generated text: the dry run (cells and sbatch script), the results.csv header, the
 keys of record.json and plan.json. A change shows as a diff; after checking it, rewrite the files with
-UPDATE_GOLDEN=1 pytest tests/test_golden.py and say why in the commit.
+UPDATE_GOLDEN=1 pytest tests/campaign/test_golden.py and say why in the commit.
 """
 
 import difflib

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import ROOT, campaign, make_jpegs
+from conftest import ROOT, campaign, make_jpegs, session_processes
 from jobs import records
 from jobs.data import datasets
 from jobs.storage import tiers
@@ -178,12 +178,10 @@ def test_killed_mid_drain_then_rerun_loses_nothing(tmp_path):
     finally:
         os.kill(proc.pid, signal.SIGKILL)  # the campaign alone: its drain (a helper process) must end by itself
         proc.wait()
-    from test_reliability import _session
-
     deadline = time.monotonic() + 30
-    while _session(proc.pid) and time.monotonic() < deadline:
+    while session_processes(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.2)
-    left = _session(proc.pid)
+    left = session_processes(proc.pid)
     for pid, _ in left:
         os.kill(pid, signal.SIGKILL)
     assert left == [], f"left after kill -9 of the campaign mid-drain: {left}"

@@ -12,7 +12,7 @@ from conftest import ROOT
 from jobs import records, workloads
 from jobs.metrics import METRICS
 
-TOY = Path(__file__).resolve().parent / "workloads"
+TOY = Path(__file__).resolve().parent  # the toy workload and its preset live beside this file
 
 
 def _campaign(*args, cwd):

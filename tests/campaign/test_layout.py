@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 PACKAGES = ("campaign", "jobs", "analysis")
 # what each package may import of the others (campaign orchestrates both)
 ALLOWED = {"jobs": set(), "analysis": {"jobs"}, "campaign": {"jobs", "analysis"}}
