@@ -135,6 +135,13 @@ def _planned(folder: Path, out: Collected) -> list[dict]:
     return planned
 
 
+def read_tier(config: dict, dataset: dict | None) -> dict:
+    """The tier a cell's runs read: a staged cell reads its copy on the stage tier (and is judged by that
+    tier's throttle), any other the storage tier."""
+    staged = (dataset or {}).get("stage") and config.get("stage")
+    return (config.get("stage") if staged else config.get("storage")) or {}
+
+
 def _row(base: dict, run: dict, rec: records.CellRecord, mount: dict, d: str, record: str) -> dict:
     """One row of results.csv: a measured run of a completed cell."""
     row = {**base, "run": run["run"], "cache_state": run["cache_state"], "device": run.get("device", ""),
@@ -144,7 +151,7 @@ def _row(base: dict, run: dict, rec: records.CellRecord, mount: dict, d: str, re
         row["steady_runtime_s"] = run["runtime_s"] - run["first_step_s"]  # records written before it was recorded
     dev, con = run.get("bytes_read_device"), run.get("bytes_consumed")
     row["device_read_ratio"] = dev / con if dev is not None and con else None
-    emulate = (rec.config.get("storage") or {}).get("emulate") or {}
+    emulate = read_tier(rec.config, rec.dataset).get("emulate") or {}
     row["bound"], row["bound_reason"] = bounds.label(row, emulate or None)
     row["train_bound"] = bounds.train_bound(row)
     row.update(fs_type=mount.get("fs_type"), host=rec.provenance.get("host"), cell_id=rec.cell_id, cell_dir=d,

@@ -77,7 +77,7 @@ def build(
     classes = max(1, ds.num_classes)
     delay = (lambda d: delayed(d, read_delay_ms, threads)) if read_delay_ms > 0 else None
     stream, read = readers.source(ds, shuffle=shuffle, shuffle_buffer=shuffle_buffer, seed=seed, threads=threads,
-                                  delay=delay)
+                                  delay=delay, payload=decode or one_hot)
 
     def load(*element):
         i, data, nbytes, label = read(*element)

@@ -82,16 +82,20 @@ def order(ds: Dataset, **how) -> list[int]:
     return [int(i) for i in ids(ds, **how).as_numpy_iterator()]
 
 
-def source(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: int, threads, delay=None):
+def source(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: int, threads, delay=None,
+           payload: bool = True):
     """(stream, read): the stream in the run's order, and the function that turns one of its elements
     into (index, data, bytes read, label), for the pipeline's one parallel map (so reading and
     decoding share its threads, as in the paper's ``map(read_file -> decode -> resize)``). ``delay``,
-    when given, is applied to the stream (an emulated tier's latency)."""
+    when given, is applied to the stream (an emulated tier's latency). ``payload=False`` (a read-only
+    run, which never looks at the image): a TFRecord's image bytes are read and counted but not
+    parsed out of the record nor carried on (``data`` is empty)."""
     import tensorflow as tf
 
     delay = delay or (lambda d: d)
     if ds.format == "tfrecord":
-        return _tfrecord(ds, shuffle=shuffle, shuffle_buffer=shuffle_buffer, seed=seed, threads=threads, delay=delay)
+        return _tfrecord(ds, shuffle=shuffle, shuffle_buffer=shuffle_buffer, seed=seed, threads=threads, delay=delay,
+                         payload=payload)
     order = delay(ids(ds, shuffle=shuffle, shuffle_buffer=shuffle_buffer, seed=seed, threads=threads))
     labels = tf.constant(ds.labels, dtype=tf.int32)
     if ds.format == "hdf5":
@@ -105,7 +109,7 @@ def source(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: int, 
     return order, read
 
 
-def _tfrecord(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: int, threads, delay):
+def _tfrecord(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: int, threads, delay, payload: bool = True):
     import tensorflow as tf
 
 
@@ -117,14 +121,14 @@ def _tfrecord(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: in
     buffer = buffer_of(ds, shuffle, shuffle_buffer)
     if buffer:
         records = records.shuffle(buffer, seed=seed, reshuffle_each_iteration=False)
-    spec = {"image/encoded": tf.io.FixedLenFeature([], tf.string),
-            "image/class/label": tf.io.FixedLenFeature([], tf.int64),
-            "image/index": tf.io.FixedLenFeature([], tf.int64)}
+    spec = {"image/class/label": tf.io.FixedLenFeature([], tf.int64), "image/index": tf.io.FixedLenFeature([], tf.int64),
+            **({"image/encoded": tf.io.FixedLenFeature([], tf.string)} if payload else {})}
+    empty = tf.constant(b"")
 
     def parse(serialized):
         ex = tf.io.parse_single_example(serialized, spec)
         nbytes = tf.cast(tf.strings.length(serialized, unit="BYTE"), tf.int64) + TFRECORD_OVERHEAD
-        return ex["image/index"], ex["image/encoded"], nbytes, tf.cast(ex["image/class/label"], tf.int32)
+        return ex["image/index"], ex["image/encoded"] if payload else empty, nbytes, tf.cast(ex["image/class/label"], tf.int32)
 
     return delay(records), parse
 

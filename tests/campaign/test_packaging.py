@@ -18,7 +18,7 @@ def test_wheel_carries_conf_and_composes_from_site_packages(tmp_path):
     (wheel,) = wheels.glob("iocampaign-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     for f in ("conf/config.yaml", "conf/storage/lustre.yaml", "conf/dataset/caltech101.yaml", "campaign/__main__.py",
-              "jobs/microbench.py", "analysis/figures.py"):
+              "jobs/workloads/microbench/reading.py", "analysis/figures.py"):
         assert f in names, f
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)

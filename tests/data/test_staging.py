@@ -122,3 +122,15 @@ def test_a_dangling_link_is_dropped_and_a_killed_cells_copy_is_cleared(tmp_path,
         assert [(r["images"], r["images_dropped"]) for r in rec.runs] == [(16, 1)]
         assert sorted(x.name for x in staged.iterdir()) == ["not-the-tools"]
         assert (foreign / "file").read_text() == "the user's"
+
+
+def test_a_staged_cell_is_judged_by_the_stage_tiers_throttle():
+    """Staged cells were labelled against the data tier's throttle ("4154 requests/s = 1662% of the tier's
+    250/s"): the runs read the copy, so the stage tier's throttle is the one that applies."""
+    from analysis.tables import read_tier
+
+    hdd = {"name": "emulated_hdd", "emulate": {"read_iops": 250}}
+    ssd = {"name": "emulated_ssd", "emulate": {"read_iops": 20000}}
+    assert read_tier({"storage": hdd, "stage": ssd}, {"stage": {"storage": "emulated_ssd"}}) is ssd
+    assert read_tier({"storage": hdd, "stage": None}, {}) is hdd
+    assert read_tier({"storage": hdd, "stage": ssd}, {}) is hdd  # asked, but the record says nothing was staged

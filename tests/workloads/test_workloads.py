@@ -12,7 +12,7 @@ from conftest import ROOT
 from jobs import records, workloads
 from jobs.metrics import METRICS
 
-TOY = Path(__file__).resolve().parent  # the toy workload and its preset live beside this file
+TOY = Path(__file__).resolve().parent.parent / "toy"  # a workload outside the package and its preset (never on pytest's path)
 
 
 def _campaign(*args, cwd):
