@@ -119,8 +119,6 @@ def _tfrecord(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: in
         lambda g: tf.data.TFRecordDataset(tf.gather(paths, g)).ignore_errors(),
         cycle_length=par, num_parallel_calls=par, deterministic=True)
     buffer = buffer_of(ds, shuffle, shuffle_buffer)
-    if buffer:
-        records = records.shuffle(buffer, seed=seed, reshuffle_each_iteration=False)
     spec = {"image/class/label": tf.io.FixedLenFeature([], tf.int64), "image/index": tf.io.FixedLenFeature([], tf.int64),
             **({"image/encoded": tf.io.FixedLenFeature([], tf.string)} if payload else {})}
     empty = tf.constant(b"")
@@ -130,6 +128,15 @@ def _tfrecord(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: in
         nbytes = tf.cast(tf.strings.length(serialized, unit="BYTE"), tf.int64) + TFRECORD_OVERHEAD
         return ex["image/index"], ex["image/encoded"] if payload else empty, nbytes, tf.cast(ex["image/class/label"], tf.int32)
 
+    if not payload:
+        # a read-only run: each record becomes four numbers as it is read, so the shuffle buffer and the
+        # batches hold no image bytes (the order is the same: the same elements, shuffled with the same seed)
+        records = records.map(parse, num_parallel_calls=par)
+        if buffer:
+            records = records.shuffle(buffer, seed=seed, reshuffle_each_iteration=False)
+        return delay(records), lambda *element: element
+    if buffer:
+        records = records.shuffle(buffer, seed=seed, reshuffle_each_iteration=False)
     return delay(records), parse
 
 
