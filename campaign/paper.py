@@ -18,7 +18,6 @@ and change them there; this module only fills the scale's values in and runs the
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import time
@@ -88,11 +87,13 @@ def _check_grids(todo: list[tuple[str, list[str]]], extra: list[str], out: Path)
     """Plan and check every cell of every grid before any runs (each grid's own dry run, in a few
     hundred ms); on the first bad one print its line, naming the grid, and return False. With
     ``platform.dry_run=true`` the grids' plans are printed instead."""
+    from jobs.execution import lifeline
+
     dry = _dry(extra)
     for name, overrides in todo:
         cmd = [sys.executable, "-m", "campaign", "-m", *overrides, *extra, f"hydra.sweep.dir={out / name}",
                *([] if dry else ["platform.dry_run=true"])]
-        p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ})
+        p = subprocess.run(cmd, capture_output=True, text=True, env=lifeline.child_env())
         if dry:
             print(f"[paper] {name}:\n{p.stdout}", end="", flush=True)
         if p.returncode != 0:
@@ -110,12 +111,15 @@ def default_tiers() -> list[str]:
 
 
 def _run_grids(todo: list[tuple[str, list[str]]], extra: list[str], out: Path) -> int:
-    """Run every grid into its sub-folder of ``out``, one after another; 1 when one of them failed."""
+    """Run every grid into its sub-folder of ``out``, one after another; 1 when one of them failed. A
+    grid ends (cleanly) when this process dies, whatever kills it."""
+    from jobs.execution import lifeline
+
     status = 0
     for name, overrides in todo:
         cmd = [sys.executable, "-m", "campaign", "-m", *overrides, *extra, f"hydra.sweep.dir={out / name}"]
         print(f"[paper] {name}: python -m campaign -m {' '.join(overrides + extra)}", flush=True)
-        child = subprocess.Popen(cmd, env={**os.environ})
+        child = subprocess.Popen(cmd, env=lifeline.child_env())
         try:
             rc = child.wait()
         except BaseException:  # SIGTERM or Ctrl-C: let the grid unwind (tiers, locks) before leaving

@@ -252,3 +252,22 @@ def test_two_runs_of_one_cell_in_pid_namespaces_never_touch_each_others_checkpoi
     after = _digest(folders)
     assert {k: v for k, v in after.items() if k.startswith(Path(dir1).name)} == first
     assert all(ckpt_store.verify(Path(dir1) / name, checksums=False) for name in durable1)
+
+
+def test_kill_9_of_the_paper_study_ends_its_running_grid(tmp_path):
+    """The paper study runs each grid as a campaign of its own: killed with SIGKILL, it used to leave that
+    grid running (and measuring) to its end."""
+    out = tmp_path / "paper"
+    proc = _start(["+experiment=paper", "--scale", "ci", "--tiers", "local", "--only", "fig4_fig5", "--out", str(out),
+                   f"storage.root={tmp_path}", "repeats=100"], tmp_path)  # a grid that would run for minutes
+    try:
+        _wait_for("fig4_fig5/0/*.log", out, proc)  # its first cell runs
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 30
+        while _session(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _session(proc.pid) == [], f"left after kill -9 of the paper study: {_session(proc.pid)}"
+    finally:
+        for pid, _ in _session(proc.pid):
+            os.kill(pid, signal.SIGKILL)
