@@ -37,13 +37,14 @@ def compare_main(argv: list[str]) -> int:
     import pandas as pd
 
     a = table.attrs
-    print(f"{a['both']} cells paired; told apart by {', '.join(a['keys'])}")
+    print(f"{a['both']} cell{'' if a['both'] == 1 else 's'} paired; told apart by {', '.join(a['keys'])}")
     with pd.option_context("display.width", 160, "display.max_columns", None, "display.float_format", "{:.4g}".format):
         print(printable(table).to_string(index=False))
     if args.csv:
         table.to_csv(args.csv, index=False)
     if a["only_a"] or a["only_b"]:
-        print(f"analysis: {a['only_a']} cells of A and {a['only_b']} of B have no counterpart (column paired); "
+        print(f"analysis: {a['only_a']} cell{'' if a['only_a'] == 1 else 's'} of A and {a['only_b']} of B have no "
+              "counterpart (column paired); "
               "cells pair only when every setting is equal (--ignore KEY leaves one out)", file=sys.stderr)
     if not a["both"]:
         print("analysis: 0 cells paired: the campaigns measured different cells", file=sys.stderr)

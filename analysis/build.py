@@ -27,7 +27,8 @@ class Built:
 
     def describe(self) -> str:
         """What a user reads at the end of a campaign: counts, problems, and where the files are."""
-        lines = [f"campaign {self.folder}: {self.completed} cells completed ({self.runs} measured runs), "
+        lines = [f"campaign {self.folder}: {self.completed} cell{'' if self.completed == 1 else 's'} completed "
+                 f"({self.runs} measured run{'' if self.runs == 1 else 's'}), "
                  f"{len(self.failed)} failed, {len(self.missing)} missing"]
         for c in self.failed:
             lines.append(f"  FAILED  cell {c['cell_dir']} [{c['overrides']}]: {c['error']}")

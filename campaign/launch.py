@@ -64,7 +64,8 @@ def launch(hydra_context: Any, task_function: Any, config: DictConfig, cells: li
             todo.append(c)
     platform = cells[0].config["platform"]
     if platform["kind"] == "local":
-        log.info("Launching %d cells here, one after another (%d done before)", len(todo), len(cells) - len(todo))
+        log.info("Launching %d cell%s here, one after another (%d done before)", len(todo), "" if len(todo) == 1 else "s",
+                 len(cells) - len(todo))
         for c in todo:
             log.info("\t#%d : %s", c.num, " ".join(filter_overrides(c.overrides)))
             cfg = c.compose(hydra_context, config)

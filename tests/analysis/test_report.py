@@ -88,8 +88,8 @@ def test_compare_pairs_cells_only_when_every_setting_is_equal(tmp_path):
         assert p.returncode == 0, p.stderr[-2000:]
     p = analysis("compare", str(tmp_path / "A"), str(tmp_path / "B"), "--csv", str(tmp_path / "c.csv"), cwd=tmp_path)
     assert p.returncode == 0, p.stderr
-    assert "1 cells paired; told apart by dataset.num_images" in p.stdout
-    assert "1 cells of A and 1 of B have no counterpart" in p.stderr
+    assert "1 cell paired; told apart by dataset.num_images" in p.stdout
+    assert "1 cell of A and 1 of B have no counterpart" in p.stderr
     assert max(len(line) for line in p.stdout.splitlines()) <= 160
     t = pd.read_csv(tmp_path / "c.csv").set_index("dataset.num_images")
     assert sorted(t.index) == [16.0, 32.0, 48.0]
