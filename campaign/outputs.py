@@ -56,3 +56,25 @@ def remove_new() -> list[Path]:
         removed.append(p)
     _new.clear()
     return removed
+
+
+LATEST = "latest"  # multirun/latest: a link to the newest campaign folder under multirun/
+
+
+def link_latest(folder: Path, top: Path = Path("multirun")) -> Path | None:
+    """Point ``<top>/latest`` at ``folder`` when the campaign folder lies under ``top`` (Hydra's default
+    ``multirun/``); returns the link, or None. Only a link is ever replaced: a file or folder of that
+    name is the user's and stays."""
+    import os
+
+    folder, top = Path(folder).absolute(), top.absolute()
+    if top not in folder.parents:
+        return None
+    link = top / LATEST
+    if link.exists() and not link.is_symlink():
+        return None
+    tmp = top / f".{LATEST}.{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(folder.relative_to(top))
+    os.replace(tmp, link)  # atomic: a reader never finds it missing
+    return link

@@ -174,6 +174,9 @@ def main(argv: list[str]) -> int:
     if _dry(args.overrides):
         return 0  # every grid printed its plan; nothing was written
     out.mkdir(parents=True, exist_ok=True)
+    from campaign import outputs
+
+    outputs.link_latest(out)
     claim(out / PAPER).write_text(f"scale={args.scale}\ntiers={','.join(tiers)}\n"
                                    + "".join(f"{n}: {' '.join(o)}\n" for n, o in todo))
     status = _run_grids(todo, args.overrides, out)
@@ -185,5 +188,6 @@ def main(argv: list[str]) -> int:
     except (NothingToBuild, OutputExists) as e:
         print(f"campaign: no report for {out}: {e}", file=sys.stderr)
         return 1
+    outputs.link_latest(out)  # again: each grid pointed it at itself while it ran
     print(f"[paper] report: {report}", flush=True)
     return status

@@ -93,6 +93,7 @@ def sweep(hydra_context: Any, task_function: Any, config: DictConfig, arguments:
     sweep_dir.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(config, sweep_dir / "multirun.yaml")
     plan.write(sweep_dir, every)
+    outputs.link_latest(sweep_dir)
     log.info("campaign of %d cell%s in %s", len(mine), "" if len(mine) == 1 else "s", sweep_dir)
     by_id = {p.cell_id: p for p in planned}
     outcome = launch.launch(hydra_context, task_function, config,

@@ -87,3 +87,20 @@ def test_analysis_of_a_folder_without_records(tmp_path):
     assert p.returncode == 1 and "no cell records (record.json) and no plan.json" in p.stderr
     p = analysis(str(tmp_path / "nope"), cwd=tmp_path)
     assert p.returncode == 2 and "is not a folder" in p.stderr
+
+
+def test_latest_points_at_the_newest_campaign_and_never_replaces_a_users_file(tmp_path):
+    from campaign import outputs
+
+    top = tmp_path / "multirun"
+    first, second = top / "2026-11-23" / "10-00-00", top / "2026-11-23" / "10-05-00"
+    for f in (first, second):
+        f.mkdir(parents=True)
+    assert outputs.link_latest(first, top) == top / "latest" and (top / "latest").resolve() == first
+    outputs.link_latest(second, top)
+    assert (top / "latest").resolve() == second and (top / "latest").is_symlink()
+    assert outputs.link_latest(tmp_path / "elsewhere", top) is None  # a hydra.sweep.dir outside multirun/
+    mine = tmp_path / "other"
+    (mine / "sweep").mkdir(parents=True)
+    (mine / "latest").write_text("the user's")
+    assert outputs.link_latest(mine / "sweep", mine) is None and (mine / "latest").read_text() == "the user's"
