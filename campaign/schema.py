@@ -124,6 +124,7 @@ class PlatformConf:
     constraint: Optional[str] = None  # --constraint, e.g. "k80" or "haswell&gpu"
     timeout_min: int = 60  # --time of one cell, minutes
     cpus_per_task: int = 2  # --cpus-per-task
+    cores_per_node: Optional[int] = None  # CPU cores of one node (site presets): tasks_per_node x cpus_per_task must fit
     mem_gb: float = 8.0  # --mem of one cell, GB
     gpus_per_node: int = 0  # --gpus-per-node (0 = none asked)
     exclusive: bool = False  # --exclusive: no other job on the node while a cell measures

@@ -36,6 +36,12 @@ def check(platform: DictConfig) -> None:
     for key, low in (("timeout_min", 1), ("cpus_per_task", 1), ("gpus_per_node", 0), ("array_parallelism", 1)):
         if platform[key] < low:
             raise ConfigError(f"platform.{key}={platform[key]} must be at least {low}")
+    cores = platform.get("cores_per_node")
+    per_node = int(platform.get("tasks_per_node") or 1)
+    if cores is not None and per_node * platform.cpus_per_task > cores:
+        raise ConfigError(f"platform.tasks_per_node={per_node} x platform.cpus_per_task={platform.cpus_per_task} asks for "
+                          f"{per_node * platform.cpus_per_task} CPUs on a node of platform.cores_per_node={cores}: set "
+                          f"platform.cpus_per_task={max(1, cores // per_node)}")
     if platform.mem_gb <= 0:
         raise ConfigError(f"platform.mem_gb={platform.mem_gb} must be positive")
     if platform.poll_s <= 0:
