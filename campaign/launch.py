@@ -6,6 +6,7 @@ Slurm array. Returns what it did; a refusal raises ``errors.Stop``.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,8 +67,12 @@ def launch(hydra_context: Any, task_function: Any, config: DictConfig, cells: li
     if platform["kind"] == "local":
         log.info("Launching %d cell%s here, one after another (%d done before)", len(todo), "" if len(todo) == 1 else "s",
                  len(cells) - len(todo))
-        for c in todo:
-            log.info("\t#%d : %s", c.num, " ".join(filter_overrides(c.overrides)))
+        started = time.monotonic()
+        for k, c in enumerate(todo):
+            left = ""
+            if k:  # the cells so far at their mean pace: a rough estimate, cells differ
+                left = f", about {_duration((time.monotonic() - started) / k * (len(todo) - k))} left"
+            log.info("\tcell %d/%d (#%d%s): %s", k + 1, len(todo), c.num, left, " ".join(filter_overrides(c.overrides)))
             cfg = c.compose(hydra_context, config)
             HydraConfig.instance().set_config(cfg)
             run_job(hydra_context=hydra_context, task_function=task_function, config=cfg,
@@ -77,6 +82,13 @@ def launch(hydra_context: Any, task_function: Any, config: DictConfig, cells: li
     if not todo:
         return RAN
     return _slurm(hydra_context, config, todo, sweep_dir)
+
+
+def _duration(seconds: float) -> str:
+    """``45 s``, ``12 min``, ``3.5 h``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
 def _slurm(hydra_context: Any, config: DictConfig, todo: list[Cell], sweep_dir: Path) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 log = logging.getLogger(__name__)
+NOTE_EVERY_S = 60.0  # how often a wait for a lock says so
 POLL_S = 0.5
 
 
@@ -44,7 +45,7 @@ def hold(lp: Path, what: str, timeout_s: float | None = None) -> Iterator[float]
     lp.parent.mkdir(parents=True, exist_ok=True)
     with open(lp, "a+") as f:
         t0 = time.monotonic()
-        warned = False
+        note_at = t0  # say so at once, then every NOTE_EVERY_S, naming the holder each time
         while True:
             try:
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -52,9 +53,11 @@ def hold(lp: Path, what: str, timeout_s: float | None = None) -> Iterator[float]
             except BlockingIOError:
                 f.seek(0)
                 holder = f.read().strip() or "another process"
-                if not warned:
-                    log.warning("waiting for %s, which is measuring %s (%s)", holder, what, lp)
-                    warned = True
+                if time.monotonic() >= note_at:
+                    waited = time.monotonic() - t0
+                    log.warning("waiting for %s, which is measuring %s (%s)%s", holder, what, lp,
+                                f"; waited {waited / 60:.0f} min so far" if waited >= 1 else "")
+                    note_at += NOTE_EVERY_S
                 if timeout_s is not None and time.monotonic() - t0 >= timeout_s:
                     raise LockTimeout(f"{holder} held {what} ({lp}) for longer than platform.lock_timeout_min="
                                       f"{timeout_s / 60:g}") from None

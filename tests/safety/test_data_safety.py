@@ -178,8 +178,11 @@ def test_a_fifo_in_the_file_list_is_skipped_counted_and_never_opened(tmp_path, c
     assert str(fifo) in rec.runs[0]["dropped_files"]
 
 
-def test_waiting_for_a_device_lock_has_a_time_limit(tmp_path):
+def test_waiting_for_a_device_lock_has_a_time_limit(tmp_path, monkeypatch, caplog):
+    """The wait ends at its limit, and says so at the start and then every NOTE_EVERY_S, naming the holder."""
     from jobs.storage import locks
+
+    monkeypatch.setattr(locks, "NOTE_EVERY_S", 1.0)
 
     code = ("import time; from jobs.storage import locks;"
             f"cm = locks.device_lock({str(tmp_path)!r}, {str(tmp_path)!r}); cm.__enter__(); print('held', flush=True);"
@@ -189,10 +192,13 @@ def test_waiting_for_a_device_lock_has_a_time_limit(tmp_path):
     try:
         assert holder.stdout.readline().strip() == "held"
         t0 = time.monotonic()
-        with (pytest.raises(locks.LockTimeout, match=f"pid {holder.pid} held the device of .*lock_timeout_min"),
-              locks.device_lock(str(tmp_path), str(tmp_path), timeout_s=1.0)):
+        with (caplog.at_level("WARNING", logger="jobs.storage.locks"),
+              pytest.raises(locks.LockTimeout, match=f"pid {holder.pid} held the device of .*lock_timeout_min"),
+              locks.device_lock(str(tmp_path), str(tmp_path), timeout_s=2.5)):
             pass
-        assert time.monotonic() - t0 < 5
+        assert time.monotonic() - t0 < 6
+        notes = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"waiting for pid {holder.pid}")]
+        assert len(notes) == 3, notes  # at 0, 1 and 2 s
     finally:
         holder.kill()
         holder.wait()
