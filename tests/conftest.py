@@ -146,3 +146,21 @@ def session_processes(sid: int) -> list[tuple[int, str]]:
         if int(fields[3]) == sid and fields[0] != "Z":
             out.append((int(d.name), cmd))
     return out
+
+
+def kill_alone(proc, within_s: float = 30.0) -> list[tuple[int, str]]:
+    """SIGKILL to ``proc`` alone (started as a session leader, so nothing of it runs its clean-up), then
+    the processes of its session still alive after ``within_s``; each of those is killed too, so that a
+    failing test leaves nothing behind."""
+    import signal
+    import time
+
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + within_s
+    while session_processes(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = session_processes(proc.pid)
+    for pid, _ in left:
+        os.kill(pid, signal.SIGKILL)
+    return left

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, campaign, make_jpegs
+from conftest import ROOT, campaign, kill_alone, make_jpegs
 from conftest import session_processes as _session
 from jobs import interrupts, records
 from jobs.workloads.checkpoint import store as ckpt_store
@@ -167,18 +167,9 @@ def test_kill_9_of_the_campaign_leaves_no_process(tmp_path, scenario):
     args = ["-m", *extra, "dataset.num_images=96", "dataset.median_kb=8", "batch_size=8", "warmup=0", "threads=1",
             f"storage.root={root}", f"hydra.sweep.dir={out}"]
     proc = _start(args, tmp_path)
-    try:
-        _wait_for(mark, out, proc)
-        time.sleep(settle)
-        os.kill(proc.pid, signal.SIGKILL)  # the campaign alone: nothing of it runs its clean-up
-        proc.wait()
-        deadline = time.monotonic() + 30
-        while _session(proc.pid) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert _session(proc.pid) == [], f"left after kill -9 of the campaign: {_session(proc.pid)}"
-    finally:
-        for pid, _ in _session(proc.pid):
-            os.kill(pid, signal.SIGKILL)
+    _wait_for(mark, out, proc)
+    time.sleep(settle)
+    assert kill_alone(proc) == [], "left after kill -9 of the campaign"
     if scenario != "tasks":
         return
     p = campaign(*args, cwd=tmp_path)  # the resume
@@ -260,14 +251,5 @@ def test_kill_9_of_the_paper_study_ends_its_running_grid(tmp_path):
     out = tmp_path / "paper"
     proc = _start(["+experiment=paper", "--scale", "ci", "--tiers", "local", "--only", "fig4_fig5", "--out", str(out),
                    f"storage.root={tmp_path}", "repeats=100"], tmp_path)  # a grid that would run for minutes
-    try:
-        _wait_for("fig4_fig5/0/*.log", out, proc)  # its first cell runs
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        deadline = time.monotonic() + 30
-        while _session(proc.pid) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert _session(proc.pid) == [], f"left after kill -9 of the paper study: {_session(proc.pid)}"
-    finally:
-        for pid, _ in _session(proc.pid):
-            os.kill(pid, signal.SIGKILL)
+    _wait_for("fig4_fig5/0/*.log", out, proc)  # its first cell runs
+    assert kill_alone(proc) == [], "left after kill -9 of the paper study"

@@ -2,7 +2,6 @@
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -12,7 +11,7 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import ROOT, campaign, make_jpegs, session_processes
+from conftest import ROOT, campaign, kill_alone, make_jpegs
 from jobs import records
 from jobs.data import datasets
 from jobs.storage import tiers
@@ -176,14 +175,7 @@ def test_killed_mid_drain_then_rerun_loses_nothing(tmp_path):
         else:
             pytest.fail("the drain never started copying")
     finally:
-        os.kill(proc.pid, signal.SIGKILL)  # the campaign alone: its drain (a helper process) must end by itself
-        proc.wait()
-    deadline = time.monotonic() + 30
-    while session_processes(proc.pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    left = session_processes(proc.pid)
-    for pid, _ in left:
-        os.kill(pid, signal.SIGKILL)
+        left = kill_alone(proc)  # the campaign alone: its drain (a helper process) must end by itself
     assert left == [], f"left after kill -9 of the campaign mid-drain: {left}"
     # the next start clears the tier, recovers, and runs (a shorter run: one checkpoint is enough here)
     again = [a if a != "workload.steps=16" else "workload.steps=4" for a in args]
