@@ -156,10 +156,14 @@ def _valid(folder: Path, fmt: str) -> dict | None:
 
 
 def _clear_parts(folder: Path) -> None:
-    """Remove what a failed or killed conversion left (its ``*.<pid>.part`` files): the caller holds the
-    folder's lock, so no conversion is writing them."""
+    """Remove what a failed or killed conversion left (its ``part-…-of-….<ext>.<pid>.part`` and
+    ``index.json.<pid>.part`` files, nothing else): the caller holds the folder's lock, so no conversion
+    is writing them."""
+    import re
+
+    ours = re.compile(r"^(part-\d+-of-\d+\.(tfrecord|h5)|" + re.escape(INDEX) + r")\.\d+\.part$")
     for p in folder.glob("*.part"):
-        if p.is_file() and not p.is_symlink():
+        if ours.match(p.name) and p.is_file() and not p.is_symlink():
             p.unlink()
 
 

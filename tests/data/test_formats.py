@@ -228,9 +228,11 @@ def test_a_damaged_index_is_converted_again_and_stale_parts_go(source, tmp_path,
     (folder / formats.INDEX).write_text(garbage)
     stale = folder / "part-00-of-00.h5.12345.part"  # what a kill -9 mid-conversion leaves
     stale.write_bytes(b"half a shard")
+    planted = folder / "notes.part"  # a file the tool did not name stays, byte for byte
+    planted.write_bytes(b"the user's")
     again = formats.ensure(ds, "hdf5", SHARD_MB, root)
     assert again.containers == d.containers and sum(map(len, again.members)) == N
-    assert not stale.exists()
+    assert not stale.exists() and planted.read_bytes() == b"the user's"
     assert json.loads((folder / formats.INDEX).read_text())["format"] == "hdf5"
 
 
