@@ -262,7 +262,9 @@ def identity(config: dict, ignore: tuple[str, ...] = ()) -> dict[str, str]:
         if isinstance(v, bool) or v is None:
             return json.dumps(v)
         if isinstance(v, (int, float)):
-            return "nan" if isinstance(v, float) and math.isnan(v) else repr(float(v))
+            if isinstance(v, float) and math.isnan(v):
+                return "nan"
+            return str(int(v)) if float(v).is_integer() else repr(float(v))  # 224 and 224.0: "224"
         if isinstance(v, (list, tuple)):
             return "[" + ",".join(norm(x) for x in v) + "]"
         return str(v)
