@@ -120,37 +120,61 @@ def _paper_layout(df):
     return df
 
 
-def evaluate(claim: dict, results, baselines) -> tuple[str, float | None, str]:
-    """(status, measured value or None, how it was measured or why it is not comparable) of one claim."""
+def evaluate(claim: dict, results, baselines, storages: dict | None = None) -> tuple[str, float | None, str]:
+    """(status, measured value or None, how it was measured or why it is not comparable) of one claim;
+    ``storages``: each tier's recorded config (what mechanisms it declares)."""
+    from analysis import mechanisms
+
     fn = QUANTITIES[claim["quantity"]]
     source = _paper_layout(baselines if claim["quantity"] == "table_i" else results)
     rows = _select(source, claim.get("select") or {}) if not source.empty else source
     if rows.empty or fn(rows, claim.get("params") or {})[0] is None:
         return NOT_MEASURED, None, ""
+    if claim.get("mechanism"):
+        rows, lacking = mechanisms.having(claim["mechanism"], rows, storages or {})
+        if rows.empty or fn(rows, claim.get("params") or {})[0] is None:
+            return NOT_COMPARABLE, None, lacking
     regime = claim.get("regime") or {}
     value, how = fn(_select(rows, regime), claim.get("params") or {})
     if value is None:
         return NOT_COMPARABLE, None, _why_not(rows, regime)
-    if claim.get("mechanics") and "storage" in rows and rows["storage"].astype(str).str.startswith("emulated_").any():
-        how += "; on an emulated tier, whose requests all cost the same (a real disk's seeks differ: README, Seeks)"
     tol = claim["tolerance"]
     ok = abs(value - claim["paper"]) <= tol if claim.get("absolute") else abs(value / claim["paper"] - 1) <= tol
     return (REPRODUCED if ok else NOT_REPRODUCED), value, how
 
 
-def claims_frame(results, baselines):
+def claims_frame(results, baselines, storages: dict | None = None):
     """One row per claim: the paper's value, the measured one, the tolerance and the verdict."""
     import pandas as pd
 
     rows = []
     for c in load_claims():
-        status, value, how = evaluate(c, results, baselines)
+        status, value, how = evaluate(c, results, baselines, storages)
         tol = c["tolerance"]
         rows.append({"id": c["id"], "claim": c["claim"], "section": c["section"], "paper": c["paper"],
                      "measured": value, "unit": c["unit"],
                      "tolerance": f"±{tol:g}" if c.get("absolute") else f"±{tol:.0%}", "status": status,
                      "measured_from": how})
     return pd.DataFrame(rows)
+
+
+def headline(claims) -> str:
+    """The report's first word on the paper: "Reproduced X of Y comparable claims", then what the
+    others would need (the mechanisms or runs they lacked) and which were not measured."""
+    if claims.empty:
+        return "No claims judged."
+    status = claims["status"]
+    judged = int(status.isin([REPRODUCED, NOT_REPRODUCED]).sum())
+    text = f"Reproduced {int((status == REPRODUCED).sum())} of {judged} comparable claims of the paper."
+    off = claims[status == NOT_COMPARABLE]
+    if not off.empty:
+        needs = sorted({why.split("; needs ", 1)[1] if "; needs " in why else why
+                        for why in off["measured_from"].astype(str)})
+        text += f" {len(off)} not comparable, for want of: " + "; ".join(needs) + "."
+    missing = claims[status == NOT_MEASURED]
+    if not missing.empty:
+        text += f" {len(missing)} not measured ({', '.join(missing['id'])})."
+    return text
 
 
 class CompareError(ValueError):

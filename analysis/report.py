@@ -79,7 +79,7 @@ def write_report(folder: str | Path, built=None) -> Path:
     built = built if built is not None else build(folder)
     c = built.collected if built.collected is not None else tables.collect(folder)
     results, base = tables.results_frame(c), tables.baselines_frame(c)
-    claims = compare.claims_frame(results, base)
+    claims = compare.claims_frame(results, base, c.storages)
     from analysis.outputs import claim
 
     claims.to_csv(claim(folder / "claims.csv"), index=False)
@@ -188,6 +188,8 @@ def _page(folder: Path, built, claims, table_i, figs: list[str], problems, fallb
     """The report's HTML, one self-contained page."""
     import pandas as pd
 
+    from analysis import compare
+
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>iocampaign report: {html.escape(folder.name)}</title>
 <style>
@@ -201,7 +203,7 @@ pre {{ background: #f6f6f6; padding: 0.5em; overflow-x: auto; }}
 </style></head><body>
 <h1>iocampaign report: {html.escape(str(folder))}</h1>
 <p>{built.completed} cells completed ({built.runs} measured runs), {len(built.failed)} failed,
-{len(built.missing)} missing. Claims: {', '.join(f'{v} {k}' for k, v in counts.items()) or 'none'}.</p>
+{len(built.missing)} missing. {html.escape(compare.headline(claims))}</p>
 <p id="figure-check">figures not checked (scripts off)</p>
 {f'<h2>Campaign</h2><pre>{html.escape(paper_txt)}</pre>' if paper_txt else ''}
 <h2>Comparison with the paper</h2>

@@ -14,8 +14,8 @@ CELL_COLUMNS = ("workload", "kind", "pipeline", "storage", "stage", "tasks_per_c
                 "shuffle", "threads", "batch_size", "prefetch", "cache", "image_side", "width",
                 "checkpoint_target", "checkpoint_mode", "checkpoint_tiers")
 RUN_COLUMNS = ("run", "cache_state", "bound", "train_bound", "device", "checkpoint_effective_target", "checkpoint_fallback")
-TAIL_COLUMNS = ("device_read_ratio", "bound_reason", "fs_type", "host", "cell_id", "cell_dir", "record", "trace_file",
-                "steps_file")
+TAIL_COLUMNS = ("device_read_ratio", "checkpoint_mb", "bound_reason", "fs_type", "host", "cell_id", "cell_dir", "record",
+                "trace_file", "steps_file")
 SUMMARY_METRICS = ("images_per_s", "mb_per_s", "seconds", "runtime_s", "steady_runtime_s", "data_wait_s", "compute_s",
                    "baseline_runtime_s", "baseline_steady_runtime_s", "median_stall_s", "drain_after_end_s")
 
@@ -149,6 +149,8 @@ def _row(base: dict, run: dict, rec: records.CellRecord, mount: dict, d: str, re
     row.update({m: run.get(m) for m in METRICS})
     if row.get("steady_runtime_s") is None and run.get("runtime_s") is not None and run.get("first_step_s") is not None:
         row["steady_runtime_s"] = run["runtime_s"] - run["first_step_s"]  # records written before it was recorded
+    sizes = sorted(c["bytes"] for c in run.get("checkpoints", []) if c.get("bytes"))
+    row["checkpoint_mb"] = sizes[len(sizes) // 2] / 1e6 if sizes else None  # median size of one checkpoint
     dev, con = run.get("bytes_read_device"), run.get("bytes_consumed")
     row["device_read_ratio"] = dev / con if dev is not None and con else None
     emulate = read_tier(rec.config, rec.dataset).get("emulate") or {}

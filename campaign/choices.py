@@ -109,7 +109,7 @@ def _template():
     from campaign import schema
 
     def tier():
-        return schema.StorageConf(emulate=schema.EmulateConf())
+        return schema.StorageConf(emulate=schema.EmulateConf(), model=schema.ModelConf())
 
     return OmegaConf.structured(schema.CampaignConf(
         workload=schema.WorkloadConf(), storage=tier(), dataset=schema.DatasetConf(), stage=tier(),

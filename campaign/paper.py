@@ -105,9 +105,14 @@ def _check_grids(todo: list[tuple[str, list[str]]], extra: list[str], out: Path)
 
 
 def default_tiers() -> list[str]:
+    """As root: the modelled HDD (FUSE; the emulated one where FUSE is missing), the emulated SSD and
+    Optane; otherwise the local disk and tmpfs."""
     from jobs.storage import tiers
+    from jobs.storage.modeled import mount
 
-    return ["emulated_hdd", "emulated_ssd", "emulated_optane"] if tiers.available() is None else ["local", "tmpfs"]
+    if tiers.available() is not None:
+        return ["local", "tmpfs"]
+    return ["modeled_hdd" if mount.available() is None else "emulated_hdd", "emulated_ssd", "emulated_optane"]
 
 
 def _run_grids(todo: list[tuple[str, list[str]]], extra: list[str], out: Path) -> int:

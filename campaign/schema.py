@@ -48,6 +48,23 @@ class EmulateConf:
 
 
 @dataclass
+class ModelConf:
+    """A drive served from its physics by a FUSE layer (jobs/storage/modeled); values in the preset."""
+
+    device: str = "hdd"  # what is modelled (hdd: seek curve, rotation, media rate, NCQ)
+    capacity_gb: float = MISSING  # bytes the seek curve spans, GB
+    rpm: float = MISSING  # spindle speed
+    average_seek_ms: float = MISSING  # datasheet average read seek
+    track_to_track_ms: float = MISSING  # datasheet single-track seek
+    media_mb_s: float = MISSING  # sustained media transfer rate, MB/s
+    command_overhead_ms: float = 0.1  # controller time per command
+    lookahead_mb: float = 2.0  # what the drive reads ahead after a request
+    cache_segments: int = 16  # streams the drive's buffer holds at once
+    queue_depth: int = 32  # commands the drive reorders, nearest first (NCQ); 1: arrival order
+    backing_dir: str = "/var/tmp/iocampaign/tiers"  # where the tier's files live (<backing_dir>/<name>)
+
+
+@dataclass
 class StorageConf:
     name: str = MISSING  # tier key used in records, tables and figures (hdd, ssd, lustre, ...)
     label: str = MISSING  # tier label drawn in figures ("HDD", "Lustre")
@@ -57,6 +74,10 @@ class StorageConf:
     ior_read_mb_s: Optional[float] = None  # the paper's Table I max read, MB/s (reference only)
     ior_write_mb_s: Optional[float] = None  # the paper's Table I max write, MB/s (reference only)
     emulate: Optional[EmulateConf] = None  # root only: build this tier as a throttled loop device at root
+    model: Optional[ModelConf] = None  # serve the tier through a FUSE layer that models a drive (root or fusermount3)
+    # what the tier's device does that the paper's claims depend on (analysis/mechanisms.py): a claim
+    # measured on a tier without its mechanism is "not comparable", never "not reproduced"
+    mechanisms: List[str] = field(default_factory=list)
 
 
 @dataclass

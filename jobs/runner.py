@@ -62,9 +62,9 @@ def measure(config: dict, job_dir: Path) -> tuple[list[dict], dict, dict]:
     root = str(cfg.storage.root)
     lock_dir = str(cfg.platform.lock_dir)
     timeout = float(cfg.platform.lock_timeout_min) * 60
-    emulated = {locks.tier_lock_path(lock_dir, st.name): f"emulated tier {st.name}"
-                for st in tiers_of if st.get("emulate") is not None}
-    with locks.all_of(emulated, timeout) as tier_wait, _tier(cfg, tiers_of) as (tier, all_tiers):
+    built = {locks.tier_lock_path(lock_dir, st.name): f"{'modelled' if st.get('model') else 'emulated'} tier {st.name}"
+             for st in tiers_of if st.get("emulate") is not None or st.get("model") is not None}
+    with locks.all_of(built, timeout) as tier_wait, _tier(cfg, tiers_of) as (tier, all_tiers, modeled):
         if not isinstance(config.get("dataset"), dict):  # a workload that reads no dataset (needs_dataset=False)
             ds = datasets.Dataset("", "none", root, (), (), (), 0)
             written = False
@@ -82,6 +82,8 @@ def measure(config: dict, job_dir: Path) -> tuple[list[dict], dict, dict]:
             data_dir = os.path.dirname(ds.storage_files[0]) if ds.storage_files else root
             prov = provenance.collect(root, data_dir, w.packages)
             prov["device_lock_wait_s"] = tier_wait + device_wait
+            if modeled:
+                prov["modeled_tiers"] = [asdict(t) for t in modeled]
             if not all_tiers:
                 return _staged_runs(w, cfg, config, job_dir, ds, data_dir, prov), dataset_summary(ds, prov), prov
             from jobs.storage import tiers
@@ -122,13 +124,20 @@ def _staged_runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, da
 
 @contextlib.contextmanager
 def _tier(cfg, tiers_of: list):
-    """The emulated tiers of the cell, set up for the cell and torn down after it; yields the
-    storage's own tier (or None) and the list of all of them."""
+    """The emulated and modelled tiers of the cell, set up for the cell and torn down after it; yields
+    the storage's own emulated tier (or None), all emulated tiers, and the modelled ones."""
     from jobs.storage import tiers
+    from jobs.storage.modeled import mount
 
     built: dict[str, tiers.Tier] = {}
+    modeled: dict[str, mount.ModeledTier] = {}
     try:
         for st in tiers_of:
+            if st.get("model") is not None and st.name not in modeled:
+                modeled[st.name] = mount.setup(st.name, str(st.model.backing_dir), str(st.root),
+                                               mount.geometry_of(st.model))
+                log.info("modelled tier %s: %s served by a FUSE layer over %s (%s)", st.name, st.root,
+                         modeled[st.name].backing, st.description)
             emulate = st.get("emulate")
             if emulate is None or st.name in built:
                 continue
@@ -139,10 +148,12 @@ def _tier(cfg, tiers_of: list):
             log.info("emulated tier %s: %s on %s (%s), throttled to %.0f MB/s read, %.0f MB/s write, %s read, %s "
                      "write requests/s", t.name, t.mount, t.loop, t.dev, emulate.read_mb_s, emulate.write_mb_s,
                      t.read_iops or "any", t.write_iops or "any")
-        yield built.get(cfg.storage.name), list(built.values())
+        yield built.get(cfg.storage.name), list(built.values()), list(modeled.values())
     finally:
         for t in built.values():
             tiers.teardown(t)
+        for m in modeled.values():
+            mount.teardown(m)
 
 
 def _skipped_as_dropped(ds, result: dict) -> None:
@@ -201,6 +212,7 @@ def _loop(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, prov: dic
     from jobs.execution.traced import inside
     from jobs.observe import posix, usage
     from jobs.storage import cache
+    from jobs.storage.modeled import mount as modeled
 
     traced = inside()
     runs: list[dict] = []
@@ -234,6 +246,8 @@ def _loop(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, prov: dic
         result.update({k: v for k, v in used.items() if k != "wall_s"}, run_wall_s=after.t - before.t,
                       usage_over="timed interval" if timed else "whole run")
         _skipped_as_dropped(ds, result)
+        if disk and disk.startswith(modeled.PREFIX) and before.disk and after.disk:  # what the modelled drive served
+            result["bytes_read_device"] = (after.disk[1] - before.disk[1]) * usage.SECTOR
         state = cache.classify(requested, kind, fs_type, result["bytes_read_device"], result["bytes_consumed"])
         runs.append({"run": run, "warmup": warmup, "started_at": started, "shuffle_seed": seed,
                      "cache_requested": requested, "cache_state": state, "resident_bytes_before": resident, **result})

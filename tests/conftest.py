@@ -15,6 +15,29 @@ ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"
 
 
+# The suite runs on two workers (pytest-xdist, --dist loadgroup). Tests that share something run on
+# one worker, in turn: the paper study (a session fixture, run once), the Slurm cluster, and the
+# emulated and modelled tiers (fixed mount points that tests also build directly, outside the
+# campaign's device locks). Every other module stays whole, so its module fixtures run once.
+SHARED_TIERS = {"test_tiers.py", "test_staging.py", "test_checkpoint.py", "test_data_safety.py", "test_modeled.py",
+                "test_reliability.py"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        name = Path(str(item.fspath)).name
+        if "paper" in getattr(item, "fixturenames", ()):
+            group = "paper"
+        elif name == "test_slurm.py" or "slurm_cluster" in getattr(item, "fixturenames", ()):
+            group = "slurm"
+        elif name in SHARED_TIERS:
+            group = "tiers"
+        else:
+            group = str(Path(str(item.fspath)).relative_to(ROOT))
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(autouse=True)
 def _hermetic(monkeypatch):
     for k in list(os.environ):

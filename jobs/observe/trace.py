@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from jobs.storage.modeled import mount as modeled
+
 FIRST = "first_iterator_call"
 LAST = "last_iterator_call"
 COLUMNS = ("t_s", "dt_s", "read_bytes", "write_bytes", "read_mb_s", "write_mb_s", "event")
@@ -28,8 +30,13 @@ def disk_name(dev: str) -> str | None:
 
 
 def device_of(path: str) -> str | None:
-    """psutil's disk name for the file system holding ``path``, or None (tmpfs, network file systems)."""
+    """psutil's disk name for the file system holding ``path``, ``modeled:<mount>`` on a modelled tier
+    (its layer counts what the modelled drive served), or None (tmpfs, network file systems)."""
     import psutil
+
+    point = modeled.mounted_tier(path)
+    if point is not None:
+        return modeled.PREFIX + point
 
     st = os.stat(path)
     name = disk_name(f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}") if os.major(st.st_dev) else None
@@ -50,6 +57,10 @@ class Tracer:
 
     def _read(self) -> tuple[int, int]:
         import psutil
+
+        if self.disk is not None and self.disk.startswith(modeled.PREFIX):
+            c = modeled.counters(self.disk) or {}
+            return c.get("read_bytes", 0), c.get("write_bytes", 0)
 
         counters = psutil.disk_io_counters(perdisk=True)
         if self.disk is None:

@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobs.storage.modeled import mount as modeled
+
 DISKSTATS = Path("/proc/diskstats")
 SECTOR = 512  # /proc/diskstats counts 512-byte sectors whatever the device's own sector size
 
@@ -40,6 +42,10 @@ def cores() -> int:
 def _disk(name: str | None) -> tuple[int, int, int, int] | None:
     if not name:
         return None
+    if name.startswith(modeled.PREFIX):  # the modelled drive's own counters, in diskstats's units
+        c = modeled.counters(name)
+        return None if c is None else (c["reads"], c["read_bytes"] // SECTOR, round(c["busy_s"] * 1000),
+                                       round(c["weighted_s"] * 1000))
     try:
         for line in DISKSTATS.read_text().splitlines():
             f = line.split()

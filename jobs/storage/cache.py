@@ -169,7 +169,7 @@ def classify(requested: str, storage_kind: str, fs_type: str, device_bytes: int 
     if device_bytes is None or consumed <= 0:
         return UNKNOWN
     ratio = device_bytes / consumed
-    if fs_type in NETWORK_FS or fs_type.startswith("fuse") or storage_kind == "network":
+    if fs_type not in LAYER_COUNTED_FS and (fs_type in NETWORK_FS or fs_type.startswith("fuse") or storage_kind == "network"):
         # The counter may not see these reads at all: only a positive sighting means anything.
         if requested == "cold" and ratio >= COLD_MIN_RATIO:
             return COLD
@@ -179,6 +179,8 @@ def classify(requested: str, storage_kind: str, fs_type: str, device_bytes: int 
     return WARM if ratio <= WARM_MAX_RATIO else NOT_WARM
 
 
+# a modelled tier (jobs/storage/modeled): its layer counts every byte the modelled drive served
+LAYER_COUNTED_FS = frozenset({"fuse.iocampaign"})
 MEMORY_FS = frozenset({"tmpfs", "ramfs", "devtmpfs", "hugetlbfs"})
 NETWORK_FS = frozenset(
     {"lustre", "nfs", "nfs4", "cifs", "smb3", "gpfs", "beegfs", "ceph", "glusterfs", "9p", "virtiofs", "pvfs2", "orangefs"}

@@ -36,6 +36,8 @@ def storage_root(cfg: View, storage: View | None = None, key: str = "storage", m
 
 
 def _check_root(st: View, key: str) -> str:
+    if st.get("model") is not None:
+        return _check_modeled(st, key)
     if st.get("emulate") is not None:
         from jobs.storage import tiers
 
@@ -79,6 +81,26 @@ def _check_root(st: View, key: str) -> str:
             raise ConfigError(f"{key}.root={root}: {p} is not a folder, and the tool keeps its files there; move it "
                               "away or choose another root")
     return root
+
+
+def _check_modeled(st: View, key: str) -> str:
+    """A modelled tier: FUSE usable here, a drive its figures can describe, a mount point and backing
+    folder it may use without touching the user's (the mount is made when the cell starts)."""
+    from jobs.storage.modeled import mount
+
+    if str(st.model.device) != "hdd":
+        raise ConfigError(f"{key}.model.device={st.model.device}: only hdd is modelled")
+    why = mount.available()
+    if why:
+        raise ConfigError(f"{key}={st.name}: {why}; use storage=local, or a real device with "
+                          "storage=hdd|ssd|optane storage.root=<its mount point>")
+    why = mount.geometry_of(st.model).check()
+    if why:
+        raise ConfigError(f"{key}.model.{why}")
+    why = mount.foreign(str(st.name), mount.backing_of(str(st.name), st.model), str(st.root), key)
+    if why:
+        raise ConfigError(f"{key}={st.name}: {why}")
+    return str(st.root)
 
 
 TOOL_FOLDERS = ("iocampaign", "iocampaign/datasets", "iocampaign/datasets/converted", "iocampaign/staged",

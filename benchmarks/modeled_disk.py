@@ -1,0 +1,100 @@
+"""Benchmark: does the modelled HDD behave like the drive class it models? (FUSE; root or fusermount3)
+
+    python -m benchmarks.modeled_disk [--seconds 5] [--file-mb 1024] [--depths 1,4,8,32]
+
+Mounts the modelled tier (``conf/storage/modeled_hdd.yaml``'s drive) in a folder of its own, lays
+out one file through it and runs fio with O_DIRECT (no page cache): random 4 KiB and 112 KiB reads
+(the paper's median image) at each queue depth, and sequential 1 MiB reads. Two placements:
+
+- ``full stroke``: the drive's capacity is set to the file's size, so random offsets seek across the
+  whole stroke, as the published figures (whole-disk random I/O) do;
+- ``1 GB of 4 TB``: the file where a fresh file system puts it on the 4 TB drive, as a dataset sits;
+  seeks are short and rotation dominates.
+
+Prints IOPS, MB/s and the mean latency beside the published range of the drive class (``REFERENCE``;
+README, "Modelled tiers", gives the sources).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+# (low, high) of 7,200 rpm drives: IOPS for random reads, MB/s for sequential ones
+REFERENCE = {"rand 4K qd1": (75, 100), "rand 4K qd32": (150, 250), "rand 112K qd1": (60, 90),
+             "seq 1M qd1": (150, 200)}
+
+
+def fio(folder: Path, rw: str, bs: str, depth: int, seconds: float, size: int) -> tuple[float, float, float]:
+    """(IOPS, MB/s, mean completion latency in ms) of one fio job on ``folder/fio.dat``, O_DIRECT."""
+    cmd = ["fio", "--name=t", "--filename=fio.dat", f"--size={size}", f"--rw={rw}", f"--bs={bs}",
+           f"--iodepth={depth}", "--ioengine=libaio", "--direct=1", f"--runtime={seconds}", "--time_based",
+           "--randrepeat=0", "--output-format=json"]
+    out = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, check=True).stdout
+    job = json.loads(out[out.index("{"):])["jobs"][0]["read"]
+    return float(job["iops"]), float(job["bw_bytes"]) / 1e6, float(job["clat_ns"]["mean"]) / 1e6
+
+
+def _tests(depths: list[int]) -> list[tuple[str, str, str, int]]:
+    tests = [(f"rand 4K qd{d}", "randread", "4k", d) for d in depths]
+    tests += [(f"rand 112K qd{d}", "randread", "112k", d) for d in depths]
+    return tests + [("seq 1M qd1", "read", "1m", 1)]
+
+
+def measure(capacity_gb: float | None, file_bytes: int, depths: list[int], seconds: float, workdir: Path) -> dict:
+    """The fio matrix on a freshly mounted modelled HDD (``capacity_gb`` None: the preset's)."""
+    from jobs.storage.modeled import mount
+    from jobs.storage.modeled.disk import HddGeometry
+
+    geometry = HddGeometry() if capacity_gb is None else dataclasses.replace(HddGeometry(), capacity_gb=capacity_gb)
+    backing, at = workdir / "backing", workdir / "mnt"
+    tier = mount.setup("modeled_hdd", str(backing), str(at), geometry)
+    try:
+        if not (at / "fio.dat").exists():
+            subprocess.run(["fio", "--name=lay", "--filename=fio.dat", f"--size={file_bytes}", "--rw=write",
+                            "--bs=1m", "--direct=1", "--output-format=json"], cwd=at, capture_output=True, check=True)
+        return {name: fio(at, rw, bs, d, seconds, file_bytes) for name, rw, bs, d in _tests(depths)}
+    finally:
+        mount.teardown(tier)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.modeled_disk", description=__doc__.split("\n")[0])
+    ap.add_argument("--seconds", type=float, default=5.0, help="fio run time of each test")
+    ap.add_argument("--file-mb", type=int, default=1024, help="size of the test file, MiB")
+    ap.add_argument("--depths", default="1,4,8,32", help="queue depths of the random tests")
+    ap.add_argument("--workdir", default="/var/tmp/iocampaign/bench/modeled_disk",
+                    help="the benchmark's own folder (created; its backing file is kept for the next run)")
+    args = ap.parse_args(argv)
+    from jobs.storage.modeled import mount
+
+    why = mount.available()
+    if why:
+        print(f"modelled tier unavailable: {why}", file=sys.stderr)
+        return 2
+    depths = [int(d) for d in args.depths.split(",")]
+    size = args.file_mb << 20
+    work = Path(args.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=work) as tmp:
+        full = measure(size / 1e9, size, depths, args.seconds, Path(tmp))
+        packed = measure(None, size, depths, args.seconds, Path(tmp))
+    print(f"{'test':<16}{'full stroke':>26}{'1 GB of 4 TB':>26}   published, 7,200 rpm class")
+    print(f"{'':<16}{'IOPS    MB/s   lat ms':>26}{'IOPS    MB/s   lat ms':>26}")
+    for name in full:
+        ref = REFERENCE.get(name)
+        unit = "MB/s" if name.startswith("seq") else "IOPS"
+        cells = "".join(f"{r[0]:>10.0f}{r[1]:>8.1f}{r[2]:>8.2f}" for r in (full[name], packed[name]))
+        print(f"{name:<16}{cells}   {f'{ref[0]}-{ref[1]} {unit}' if ref else ''}")
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""Set-up and tear-down of a modelled tier: the layer's process, its FUSE mount at the tier's root,
+its backing folder (the tool's own, under ``model.backing_dir``).
+
+The mount is recognised by its type (``fuse.iocampaign``) and source (``iocampaign-model:<tier>``);
+only such a mount is ever unmounted. The layer's process dies with the process that started it
+(its parent-death signal), and libfuse unmounts as it ends; a set-up first clears a mount a killed
+run left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from jobs.storage.modeled.disk import HddGeometry
+
+SUBTYPE = "iocampaign"
+SOURCE = "iocampaign-model:"
+PREFIX = "modeled:"  # a modelled tier's device name in usage, traces and records: modeled:<mount>
+MARKER = ".iocampaign-backing"
+XATTR = "user.iocampaign.disk"  # the layer's counters, as JSON on the mount's root
+XATTR_SIZE = 1024  # fixed, padded: a size query and the read that follows agree
+
+
+class ModelError(RuntimeError):
+    """The modelled tier cannot be built here; the message says why and what to use instead."""
+
+
+@dataclass(frozen=True)
+class ModeledTier:
+    name: str
+    mount: str
+    backing: str
+    pid: int
+    geometry: dict
+
+    @property
+    def device(self) -> str:
+        return PREFIX + self.mount
+
+
+def geometry_of(model) -> HddGeometry:
+    """The drive of a ``storage.model`` section (a mapping or a config view)."""
+    d = getattr(model, "_d", model)  # a View's plain data
+    return HddGeometry(**{k: d[k] for k in HddGeometry.__dataclass_fields__ if d.get(k) is not None})
+
+
+def backing_of(name: str, model) -> str:
+    return str(Path(str(model["backing_dir"])) / name)
+
+
+def available() -> str | None:
+    """None when a modelled tier can be mounted here, else the reason it cannot."""
+    if not os.path.exists("/dev/fuse"):
+        return "/dev/fuse is missing (FUSE is not available in this kernel or container)"
+    if os.geteuid() != 0 and shutil.which("fusermount3") is None:
+        return "mounting FUSE without root needs fusermount3 (Debian package fuse3)"
+    try:
+        import mfusepy  # noqa: F401
+    except (ImportError, OSError) as e:
+        return f"the FUSE binding cannot load libfuse3 ({e}); install the Debian package fuse3"
+    return None
+
+
+def _mount_at(mount: str) -> tuple[str, str] | None:
+    target = os.path.realpath(mount)
+    found = None
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            if fields[4] == target:
+                after = fields[fields.index("-") + 1:]
+                found = (after[0], after[1])
+    return found
+
+
+def mounted_tier(path: str) -> str | None:
+    """The modelled tier's mount point that holds ``path`` (None when ``path`` is on no modelled tier)."""
+    best = None
+    real = os.path.realpath(path)
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            after = fields[fields.index("-") + 1:]
+            if after[0] == f"fuse.{SUBTYPE}" and after[1].startswith(SOURCE):
+                point = fields[4]
+                if (real == point or real.startswith(point.rstrip("/") + "/")) and (best is None or len(point) > len(best)):
+                    best = point
+    return best
+
+
+def _ours(name: str, mount: str) -> bool:
+    return _mount_at(mount) == (f"fuse.{SUBTYPE}", SOURCE + name)
+
+
+def foreign(name: str, backing: str, mount: str, key: str = "storage") -> str | None:
+    """Why tier ``name`` cannot use ``mount`` or ``backing`` without touching what it does not own."""
+    at = _mount_at(mount)
+    if at is not None and not _ours(name, mount):
+        return (f"{key}.root={mount} has {at[0]} from {at[1]} mounted, which iocampaign did not mount "
+                f"(it unmounts only its own tiers): unmount it yourself or choose another {key}.root")
+    if at is None and os.path.isdir(mount) and any(os.scandir(mount)):
+        return (f"{key}.root={mount} is a folder with files in it: the modelled tier would be mounted over "
+                f"them; choose an empty or new folder for {key}.root")
+    if os.path.exists(mount) and not os.path.isdir(mount):
+        return f"{key}.root={mount} exists and is not a folder"
+    if os.path.lexists(backing) and (not os.path.isdir(backing) or os.path.islink(backing)
+                                     or (any(os.scandir(backing)) and not os.path.exists(os.path.join(backing, MARKER)))):
+        return (f"{key}.model.backing_dir holds {backing}, which iocampaign did not create: move it away or "
+                f"set {key}.model.backing_dir to another folder")
+    return None
+
+
+def cleanup(name: str, mount: str) -> list[str]:
+    """Unmount what tier ``name`` left mounted (its own mount only); returns what was undone."""
+    done = []
+    for _ in range(3):
+        if not _ours(name, mount):
+            break
+        if subprocess.run(["umount", mount], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", mount], capture_output=True)
+        done.append(f"unmounted {mount}")
+    return done
+
+
+def setup(name: str, backing_dir: str, mount: str, geometry: HddGeometry, timeout_s: float = 30.0) -> ModeledTier:
+    """Mount tier ``name`` at ``mount`` over ``<backing_dir>/<name>`` and return it once it serves."""
+    why = available() or geometry.check()
+    if why:
+        raise ModelError(f"storage={name}: {why}")
+    backing = str(Path(backing_dir) / name)
+    why = foreign(name, backing, mount)
+    if why:
+        raise ModelError(f"storage={name}: {why}")
+    cleanup(name, mount)
+    Path(backing).mkdir(parents=True, exist_ok=True)
+    Path(backing, MARKER).write_text(json.dumps({"tier": name}))
+    Path(mount).mkdir(parents=True, exist_ok=True)
+    from jobs.execution import lifeline
+
+    proc = subprocess.Popen([sys.executable, "-m", "jobs.storage.modeled", "serve", name, backing, mount,
+                             json.dumps(asdict(geometry))], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env=lifeline.child_env(), preexec_fn=lifeline.bind)
+    deadline = time.monotonic() + timeout_s
+    while not _ours(name, mount):
+        if proc.poll() is not None:
+            err = proc.stderr.read().decode(errors="replace").strip().splitlines()
+            raise ModelError(f"storage={name}: the FUSE layer ended before it mounted: {err[-1] if err else proc.returncode}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise ModelError(f"storage={name}: the FUSE layer did not mount {mount} within {timeout_s:.0f} s")
+        time.sleep(0.05)
+    return ModeledTier(name, os.path.realpath(mount), backing, proc.pid, asdict(geometry))
+
+
+def teardown(tier: ModeledTier) -> None:
+    """Unmount the tier and wait for its process to end (idempotent)."""
+    cleanup(tier.name, tier.mount)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(tier.pid, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid:
+            return
+        time.sleep(0.05)
+    try:
+        os.kill(tier.pid, 9)
+        os.waitpid(tier.pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+
+
+def counters(device: str) -> dict | None:
+    """The drive's counters of the modelled tier named ``modeled:<mount>`` (None when not mounted)."""
+    try:
+        return json.loads(os.getxattr(device[len(PREFIX):], XATTR))
+    except (OSError, ValueError):
+        return None

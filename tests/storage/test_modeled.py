@@ -1,0 +1,189 @@
+"""The modelled HDD: its physics (seek curve, queue, cache) on the real clock, its FUSE layer mounted for
+real (bytes, counters, page cache, eviction), what it refuses to touch, and a campaign cell on it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from jobs.storage.modeled import mount
+from jobs.storage.modeled.disk import Disk, HddGeometry
+
+ROOT = Path(__file__).resolve().parents[2]
+G = HddGeometry()
+
+
+def test_seek_curve_follows_the_datasheet():
+    assert G.seek_s(0) == 0
+    assert G.seek_s(G.track_bytes / 2) == 0  # same track: no seek
+    assert G.seek_s(G.capacity_gb * 1e9) == pytest.approx(G.full_stroke_ms / 1e3)
+    assert G.seek_s(2 * G.track_bytes) == pytest.approx(G.track_to_track_ms / 1e3, rel=0.05)
+    rng = random.Random(0)
+    cap = G.capacity_gb * 1e9
+    mean = sum(G.seek_s(rng.random() * cap - rng.random() * cap) for _ in range(20000)) / 20000
+    assert mean * 1e3 == pytest.approx(G.average_seek_ms, rel=0.03)  # the datasheet's average seek
+    assert G.revolution_s == pytest.approx(60 / 7200)
+    waits = [G.positioning_s(0, 0.5 * G.track_bytes * 1.0001, t / 997) for t in range(997)]
+    assert min(waits) >= 0
+    assert max(waits) <= G.revolution_s  # rotation alone, on one track: under one turn
+
+
+@pytest.mark.parametrize("field,value,says", [("rpm", 0, "rpm=0 must be positive"),
+                                              ("track_to_track_ms", 9.0, "track_to_track_ms=9.0"),
+                                              ("queue_depth", 0, "queue_depth=0"),
+                                              ("cache_segments", 0, "cache_segments=0")])
+def test_impossible_drives_are_named(field, value, says):
+    assert says in dataclasses.replace(G, **{field: value}).check()
+
+
+def _random_reads(disk: Disk, n: int, threads: int, span: float, seed: int = 0) -> float:
+    rng = random.Random(seed)
+    offsets = [int(rng.random() * span) // 4096 * 4096 for _ in range(n)]
+    t0 = time.monotonic()
+
+    def worker(k):
+        for off in offsets[k::threads]:
+            disk.serve(off, 4096)
+
+    ts = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return n / (time.monotonic() - t0)
+
+
+def test_a_deeper_queue_serves_random_reads_faster_and_sequential_reads_pay_no_positioning():
+    disk = Disk(G)
+    try:
+        qd1 = _random_reads(disk, 60, 1, G.capacity_gb * 1e9)
+        qd8 = _random_reads(disk, 160, 8, G.capacity_gb * 1e9, seed=1)
+        assert 70 <= qd1 <= 100, qd1  # 1 / (seek + half a turn + overhead): the class's 75-100 IOPS
+        assert qd8 > 1.3 * qd1, (qd1, qd8)  # nearest-first from 8 queued commands
+        assert disk.counters.max_queue >= 7  # waiting beside the one being served
+        t0 = time.monotonic()
+        for k in range(32):  # 4 MiB in 128 KiB reads, one after another
+            disk.serve(10**9 + k * 131072, 131072)
+        seq = 32 * 131072 / (time.monotonic() - t0) / 1e6
+        assert seq > 0.6 * G.media_mb_s, seq
+        c = disk.counters
+        assert c.reads == 60 + 160 + 32 and c.read_bytes == 220 * 4096 + 32 * 131072 and c.busy_s > 0
+    finally:
+        disk.stop()
+
+
+def test_queue_depth_one_serves_in_arrival_order():
+    fifo = Disk(dataclasses.replace(G, queue_depth=1))
+    try:
+        qd1 = _random_reads(fifo, 60, 1, G.capacity_gb * 1e9)
+        qd8 = _random_reads(fifo, 120, 8, G.capacity_gb * 1e9, seed=1)
+        assert qd8 < 1.2 * qd1, (qd1, qd8)  # without NCQ, more threads only wait longer
+    finally:
+        fifo.stop()
+
+
+@pytest.fixture
+def tier(tmp_path):
+    t = mount.setup("modeled_hdd", str(tmp_path / "backing"), str(tmp_path / "mnt"), G)
+    yield t
+    mount.teardown(t)
+    assert not os.path.ismount(t.mount)
+
+
+def test_the_layer_serves_the_bytes_counts_what_the_drive_served_and_the_page_cache_works(tier, tmp_path):
+    from jobs.storage import cache
+
+    data = os.urandom(3 << 20)
+    p = Path(tier.mount) / "d" / "f.bin"
+    p.parent.mkdir()
+    p.write_bytes(data)
+    assert (tmp_path / "backing" / "modeled_hdd" / "d" / "f.bin").read_bytes() == data  # the backing file
+    assert os.listdir(tier.mount) == ["d"]  # the backing folder's marker is not part of the tier
+    report = cache.evict([str(p)])
+    assert report.resident_bytes_after == 0  # eviction reaches the layer's files
+    c0 = mount.counters(tier.device)
+    assert p.read_bytes() == data
+    c1 = mount.counters(tier.device)
+    assert c1["read_bytes"] - c0["read_bytes"] >= len(data)  # a cold read: every byte from the drive
+    assert p.read_bytes() == data
+    assert mount.counters(tier.device)["read_bytes"] == c1["read_bytes"]  # a warm read: the page cache
+    assert c1["writes"] >= 1 and c1["write_bytes"] >= len(data)
+    assert mount.mounted_tier(str(p)) == tier.mount
+
+
+def test_what_is_not_ours_is_refused_and_left_as_it_was(tmp_path):
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "mine.txt").write_text("user data")
+    with pytest.raises(mount.ModelError, match="is a folder with files in it"):
+        mount.setup("modeled_hdd", str(tmp_path / "b"), str(busy), G)
+    assert (busy / "mine.txt").read_text() == "user data" and not os.path.ismount(busy)
+    other = tmp_path / "other"
+    other.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(other)], check=True)
+    try:
+        (other / "theirs").write_text("x")
+        with pytest.raises(mount.ModelError, match="which iocampaign did not mount"):
+            mount.setup("modeled_hdd", str(tmp_path / "b"), str(other), G)
+        assert mount.cleanup("modeled_hdd", str(other)) == [] and (other / "theirs").read_text() == "x"
+    finally:
+        subprocess.run(["umount", str(other)], check=True)
+    backing = tmp_path / "b2" / "modeled_hdd"
+    backing.mkdir(parents=True)
+    (backing / "notes.txt").write_text("keep")
+    with pytest.raises(mount.ModelError, match="which iocampaign did not create"):
+        mount.setup("modeled_hdd", str(tmp_path / "b2"), str(tmp_path / "m2"), G)
+    assert (backing / "notes.txt").read_text() == "keep" and not (backing / mount.MARKER).exists()
+
+
+def test_a_killed_owner_leaves_no_mount_and_the_next_setup_works(tmp_path):
+    code = (f"import sys, time; sys.path.insert(0, {str(ROOT)!r})\n"
+            "from jobs.storage.modeled import mount\nfrom jobs.storage.modeled.disk import HddGeometry\n"
+            f"t = mount.setup('modeled_hdd', {str(tmp_path / 'b')!r}, {str(tmp_path / 'm')!r}, HddGeometry())\n"
+            "print(t.pid, flush=True)\ntime.sleep(60)\n")
+    owner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    layer = int(owner.stdout.readline())
+    assert os.path.ismount(tmp_path / "m")
+    owner.send_signal(signal.SIGKILL)
+    owner.wait()
+    deadline = time.monotonic() + 15
+    while os.path.exists(f"/proc/{layer}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not os.path.exists(f"/proc/{layer}") or Path(f"/proc/{layer}/stat").read_text().split()[2] == "Z"
+    t = mount.setup("modeled_hdd", str(tmp_path / "b"), str(tmp_path / "m"), G)  # clears a stale mount
+    try:
+        assert os.path.ismount(t.mount)
+    finally:
+        mount.teardown(t)
+    assert not os.path.ismount(tmp_path / "m")
+
+
+def test_a_cell_on_the_modelled_hdd_is_cold_counted_and_bound_by_its_queue(cwd, tmp_path):
+    from tests.conftest import campaign
+
+    out = tmp_path / "c"
+    p = campaign("-m", "workload=microbench", "storage=modeled_hdd", f"storage.root={tmp_path / 'mnt'}",
+                 f"storage.model.backing_dir={tmp_path / 'backing'}", "threads=1,4", "dataset.num_images=96",
+                 "dataset.num_classes=2", "batch_size=16", "repeats=1", "warmup=0", f"hydra.sweep.dir={out}", cwd=cwd)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    runs = {}
+    for rec in sorted(out.glob("*/record.json")):
+        r = json.loads(rec.read_text())
+        runs[r["config"]["threads"]] = r["runs"][-1]
+        assert r["provenance"]["modeled_tiers"][0]["geometry"]["average_seek_ms"] == 8.2
+    assert set(runs) == {1, 4}
+    for run in runs.values():
+        assert run["cache_state"] == "cold" and run["bytes_read_device"] >= 0.99 * run["bytes_consumed"]
+        assert run["device_busy"] > 0.1 and run["device_read_mb_s"] > 0
+    assert runs[1]["device_queue_depth"] < 1.0 < 1.5 < runs[4]["device_queue_depth"]  # more reads in flight
+    assert not os.path.ismount(tmp_path / "mnt")
