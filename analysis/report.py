@@ -106,6 +106,21 @@ def write_report(folder: str | Path, built=None) -> Path:
     return out
 
 
+def _answers(folder: Path) -> str:
+    """What each tier delivered and what limited it, first (analysis.answers)."""
+    import pandas as pd
+
+    from analysis import answers
+
+    path = folder / "summary.csv"
+    lines = answers.per_tier(pd.read_csv(path) if path.exists() and path.stat().st_size > 1 else None)
+    if not lines:
+        return ""
+    items = "".join(f"<li>{html.escape(x)}</li>" for x in lines)
+    return ('<h2>What each tier delivered</h2><ul class="answers">' + items + "</ul><p>Medians of the measured runs; "
+            "the bound labels and their evidence are in <em>What limited each cell</em> below.</p>")
+
+
 def _cells(folder: Path):
     """Each cell's medians beside what limited it, from summary.csv."""
     import pandas as pd
@@ -205,6 +220,7 @@ pre {{ background: #f6f6f6; padding: 0.5em; overflow-x: auto; }}
 <p>{built.completed} cells completed ({built.runs} measured runs), {len(built.failed)} failed,
 {len(built.missing)} missing. {html.escape(compare.headline(claims))}</p>
 <p id="figure-check">figures not checked (scripts off)</p>
+{_answers(folder)}
 {f'<h2>Campaign</h2><pre>{html.escape(paper_txt)}</pre>' if paper_txt else ''}
 <h2>Comparison with the paper</h2>
 <p>Each claim of Chien et al. beside the same quantity measured here (ratios where the paper gives

@@ -166,3 +166,16 @@ def test_the_bound_rules():
     assert bounds.label({**row, "cache_state": "warm"})[0] == "cache"
     assert bounds.label({"cache_state": "cold"})[0] == ""  # an old record: not known, never guessed
     assert bounds.cell_bound(["cpu", "cpu", "storage"]) == "cpu" and bounds.cell_bound(["cpu", "storage"]) == "mixed"
+
+
+def test_the_report_answers_per_tier_first():
+    from analysis import answers
+
+    s = pd.DataFrame({"storage": ["modeled_hdd"] * 4 + ["emulated_ssd"] * 2, "workload": ["microbench"] * 6,
+                      "threads": [1, 2, 4, 8, 1, 8], "images_per_s_median": [124.0, 155.0, 217.0, 259.0, 448.0, 819.0],
+                      "bound": ["latency", "storage", "storage", "storage", "cpu", "cpu"]})
+    assert answers.per_tier(s) == [
+        "emulated_ssd, microbench: 448 images/s at 1 thread, 819 at 8 (1.83×); cpu-bound at 1–8 threads.",
+        "modeled_hdd, microbench: 124 images/s at 1 thread, 259 at 8 (2.09×); latency-bound at 1 thread, "
+        "storage-bound at 2–8 threads."]
+    assert answers.per_tier(pd.DataFrame()) == []

@@ -47,7 +47,8 @@ def test_report_opens_in_a_browser_with_every_figure(paper, tmp_path):
     m = re.search(r'id="figure-check">figures loaded: (\d+)/(\d+)([^<]*)<', dom)
     assert m, "the page's figure check did not run"
     assert m[1] == m[2] == "8" and m[3] == "", m[0]
-    for text in ("Comparison with the paper", "Table I", "Machine and software", "hdd_speedup_2", "burst_buffer_speedup"):
+    for text in ("Comparison with the paper", "Table I", "Machine and software", "hdd_speedup_2", "burst_buffer_speedup",
+                 "What each tier delivered", "comparable claims of the paper"):
         assert text in dom, text
 
 
