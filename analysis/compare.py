@@ -128,16 +128,17 @@ def evaluate(claim: dict, results, baselines, storages: dict | None = None) -> t
     fn = QUANTITIES[claim["quantity"]]
     source = _paper_layout(baselines if claim["quantity"] == "table_i" else results)
     rows = _select(source, claim.get("select") or {}) if not source.empty else source
-    if rows.empty or fn(rows, claim.get("params") or {})[0] is None:
+    outside = fn(rows, claim.get("params") or {})[0]  # shown beside a "not comparable" verdict, never judged
+    if rows.empty or outside is None:
         return NOT_MEASURED, None, ""
     if claim.get("mechanism"):
         rows, lacking = mechanisms.having(claim["mechanism"], rows, storages or {})
         if rows.empty or fn(rows, claim.get("params") or {})[0] is None:
-            return NOT_COMPARABLE, None, lacking
+            return NOT_COMPARABLE, outside, lacking
     regime = claim.get("regime") or {}
     value, how = fn(_select(rows, regime), claim.get("params") or {})
     if value is None:
-        return NOT_COMPARABLE, None, _why_not(rows, regime)
+        return NOT_COMPARABLE, outside, _why_not(rows, regime)
     tol = claim["tolerance"]
     ok = abs(value - claim["paper"]) <= tol if claim.get("absolute") else abs(value / claim["paper"] - 1) <= tol
     return (REPRODUCED if ok else NOT_REPRODUCED), value, how

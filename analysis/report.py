@@ -20,7 +20,17 @@ window.addEventListener('load', () => {
 </script>"""
 
 
-def _table(df, floatfmt: str = "{:.3g}") -> str:
+def _number(v: float) -> str:
+    """A measured number as people read it: 1,603 and 0.0124, never 1.6e+03."""
+    a = abs(v)
+    if a >= 1000:
+        return f"{v:,.0f}"
+    if a >= 100 or a == int(a):
+        return f"{v:.0f}" if a == int(a) else f"{v:.1f}"
+    return f"{v:.3g}"
+
+
+def _table(df) -> str:
     if df is None or df.empty:
         return "<p><em>none</em></p>"
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
@@ -29,7 +39,7 @@ def _table(df, floatfmt: str = "{:.3g}") -> str:
         cells = []
         for c in df.columns:
             v = r[c]
-            text = floatfmt.format(v) if isinstance(v, float) and v == v else ("" if v is None or v != v else str(v))
+            text = _number(v) if isinstance(v, float) and v == v else ("" if v is None or v != v else str(v))
             cls = f' class="{html.escape(text.replace(" ", "-"))}"' if c == "status" else ""
             cells.append(f"<td{cls}>{html.escape(text)}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
@@ -208,9 +218,10 @@ def _page(folder: Path, built, claims, table_i, figs: list[str], problems, fallb
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>iocampaign report: {html.escape(folder.name)}</title>
 <style>
-body {{ font-family: sans-serif; max-width: 1100px; margin: 2em auto; color: #222; }}
-table {{ border-collapse: collapse; margin: 1em 0; font-size: 0.85em; }}
-td, th {{ border: 1px solid #bbb; padding: 0.25em 0.5em; text-align: left; }}
+body {{ font-family: sans-serif; max-width: 1300px; margin: 2em auto; padding: 0 1em; color: #222; }}
+table {{ border-collapse: collapse; margin: 1em 0; font-size: 0.8em; table-layout: auto; max-width: 100%; }}
+td, th {{ border: 1px solid #bbb; padding: 0.2em 0.4em; text-align: left; overflow-wrap: anywhere; }}
+th {{ word-break: break-word; }}
 td.reproduced {{ background: #d9f2d9; }} td.not-reproduced {{ background: #f8d7d7; }} td.not-measured {{ background: #eee; }}
 td.not-comparable {{ background: #fdf0c8; }}
 figure {{ margin: 1.5em 0; }} img.figure {{ max-width: 100%; border: 1px solid #ddd; }}

@@ -187,3 +187,4 @@ def kill_alone(proc, within_s: float = 30.0) -> list[tuple[int, str]]:
     for pid, _ in left:
         os.kill(pid, signal.SIGKILL)
     return left
+

@@ -63,7 +63,9 @@ def available() -> str | None:
         return "mounting FUSE without root needs fusermount3 (Debian package fuse3)"
     try:
         import mfusepy  # noqa: F401
-    except (ImportError, OSError) as e:
+    except ImportError:
+        return "the Python package mfusepy is missing (it comes with the project: pip install -e .)"
+    except OSError as e:
         return f"the FUSE binding cannot load libfuse3 ({e}); install the Debian package fuse3"
     return None
 
