@@ -47,9 +47,11 @@ def test_impossible_drives_are_named(field, value, says):
 
 
 def _random_reads(disk: Disk, n: int, threads: int, span: float, seed: int = 0) -> float:
+    """Requests per second of the drive's own time (its busy time, not the host's clock) for ``n``
+    random 4 KiB reads from ``threads`` threads."""
     rng = random.Random(seed)
     offsets = [int(rng.random() * span) // 4096 * 4096 for _ in range(n)]
-    t0 = time.monotonic()
+    busy = disk.counters.busy_s
 
     def worker(k):
         for off in offsets[k::threads]:
@@ -60,7 +62,7 @@ def _random_reads(disk: Disk, n: int, threads: int, span: float, seed: int = 0) 
         t.start()
     for t in ts:
         t.join()
-    return n / (time.monotonic() - t0)
+    return n / (disk.counters.busy_s - busy)
 
 
 def test_a_deeper_queue_serves_random_reads_faster_and_sequential_reads_pay_no_positioning():
@@ -68,14 +70,14 @@ def test_a_deeper_queue_serves_random_reads_faster_and_sequential_reads_pay_no_p
     try:
         qd1 = _random_reads(disk, 60, 1, G.capacity_gb * 1e9)
         qd8 = _random_reads(disk, 160, 8, G.capacity_gb * 1e9, seed=1)
-        assert 70 <= qd1 <= 100, qd1  # 1 / (seek + half a turn + overhead): the class's 75-100 IOPS
+        assert 75 <= qd1 <= 100, qd1  # 1 / (seek + half a turn + overhead) = 80: the class's 75-100 IOPS
         assert qd8 > 1.3 * qd1, (qd1, qd8)  # nearest-first from 8 queued commands
         assert disk.counters.max_queue >= 7  # waiting beside the one being served
-        t0 = time.monotonic()
+        busy = disk.counters.busy_s
         for k in range(32):  # 4 MiB in 128 KiB reads, one after another
             disk.serve(10**9 + k * 131072, 131072)
-        seq = 32 * 131072 / (time.monotonic() - t0) / 1e6
-        assert seq > 0.6 * G.media_mb_s, seq
+        per_read = (disk.counters.busy_s - busy) / 32  # the drive's own time, whatever the host's load
+        assert per_read < G.command_overhead_ms / 1e3 + G.transfer_s(131072) + G.revolution_s / 8, per_read
         c = disk.counters
         assert c.reads == 60 + 160 + 32 and c.read_bytes == 220 * 4096 + 32 * 131072 and c.busy_s > 0
     finally:
@@ -187,3 +189,9 @@ def test_a_cell_on_the_modelled_hdd_is_cold_counted_and_bound_by_its_queue(cwd, 
         assert run["device_busy"] > 0.1 and run["device_read_mb_s"] > 0
     assert runs[1]["device_queue_depth"] < 1.0 < 1.5 < runs[4]["device_queue_depth"]  # more reads in flight
     assert not os.path.ismount(tmp_path / "mnt")
+
+
+def test_the_paper_study_reads_its_hdd_from_the_modelled_drive_where_fuse_works():
+    from campaign import paper
+
+    assert paper.default_tiers() == ["modeled_hdd", "emulated_ssd", "emulated_optane"]  # root, FUSE, cgroup v1
