@@ -121,6 +121,13 @@ def test_the_layer_serves_the_bytes_counts_what_the_drive_served_and_the_page_ca
     assert mount.counters(tier.device)["read_bytes"] == c1["read_bytes"]  # a warm read: the page cache
     assert c1["writes"] >= 1 and c1["write_bytes"] >= len(data)
     assert mount.mounted_tier(str(p)) == tier.mount
+    os.link(p, Path(tier.mount) / "d" / "hard.bin")  # fio's link farms (storage baselines) are hard links
+    assert (Path(tier.mount) / "d" / "hard.bin").read_bytes() == data
+    os.symlink("f.bin", Path(tier.mount) / "d" / "soft.bin")
+    assert os.readlink(Path(tier.mount) / "d" / "soft.bin") == "f.bin"
+    os.rename(Path(tier.mount) / "d" / "hard.bin", Path(tier.mount) / "d" / "moved.bin")
+    os.unlink(Path(tier.mount) / "d" / "moved.bin")
+    assert sorted(os.listdir(p.parent)) == ["f.bin", "soft.bin"]
 
 
 def test_what_is_not_ours_is_refused_and_left_as_it_was(tmp_path):

@@ -84,6 +84,13 @@ class Placement:
                 self._extents[nk] = self._extents.pop(key)
                 self._allocated[nk] = self._allocated.pop(key)
 
+    def alias(self, new: str, old: str) -> None:
+        """``new`` is a hard link to ``old``: the same bytes, in the same place."""
+        with self._lock:
+            if old in self._extents:
+                self._extents[new] = self._extents[old]
+                self._allocated[new] = self._allocated[old]
+
     def forget(self, path: str) -> None:
         with self._lock:
             self._extents.pop(path, None)
@@ -216,6 +223,12 @@ class Layer(mfusepy.Operations):
     @_wrapped
     def symlink(self, target, source):
         os.symlink(source, _real(self.backing, target))
+        return 0
+
+    @_wrapped
+    def link(self, target, source):
+        os.link(_real(self.backing, source), _real(self.backing, target))
+        self.placement.alias(target, source)
         return 0
 
     @_wrapped
