@@ -43,6 +43,21 @@ def device_of(path: str) -> str | None:
     return name if name and name in psutil.disk_io_counters(perdisk=True) else None
 
 
+def device_bytes(disk: str | None) -> tuple[int, int]:
+    """(read, written) bytes of device ``disk`` so far: a block device's (psutil), a modelled tier's
+    (what its drive served), or every disk's together (None)."""
+    import psutil
+
+    if disk is not None and disk.startswith(modeled.PREFIX):
+        c = modeled.counters(disk) or {}
+        return c.get("read_bytes", 0), c.get("write_bytes", 0)
+    counters = psutil.disk_io_counters(perdisk=True)
+    if disk is None:
+        return sum(c.read_bytes for c in counters.values()), sum(c.write_bytes for c in counters.values())
+    c = counters[disk]
+    return c.read_bytes, c.write_bytes
+
+
 @dataclass
 class Tracer:
     """Samples a device's counters every ``interval`` seconds until stopped; events mark moments."""
@@ -56,17 +71,7 @@ class Tracer:
     _t0: float = 0.0
 
     def _read(self) -> tuple[int, int]:
-        import psutil
-
-        if self.disk is not None and self.disk.startswith(modeled.PREFIX):
-            c = modeled.counters(self.disk) or {}
-            return c.get("read_bytes", 0), c.get("write_bytes", 0)
-
-        counters = psutil.disk_io_counters(perdisk=True)
-        if self.disk is None:
-            return sum(c.read_bytes for c in counters.values()), sum(c.write_bytes for c in counters.values())
-        c = counters[self.disk]
-        return c.read_bytes, c.write_bytes
+        return device_bytes(self.disk)
 
     def _loop(self) -> None:
         prev_t, (prev_r, prev_w) = time.perf_counter(), self._read()

@@ -30,9 +30,9 @@ class BaselineSettings:
 def _disk_read_bytes(disk: str | None) -> int | None:
     if disk is None:
         return None
-    import psutil
+    from jobs.observe import trace
 
-    return psutil.disk_io_counters(perdisk=True)[disk].read_bytes
+    return trace.device_bytes(disk)[0]
 
 
 def run_once(ds: Dataset, s: BaselineSettings, disk: str | None, tag: str) -> dict:
