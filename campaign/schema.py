@@ -59,6 +59,7 @@ class ModelConf:
     media_mb_s: float = MISSING  # sustained media transfer rate, MB/s
     command_overhead_ms: float = 0.1  # controller time per command
     lookahead_mb: float = 2.0  # what the drive reads ahead after a request
+    cache_mb: float = 64.0  # the drive's buffer, MB
     cache_segments: int = 16  # streams the drive's buffer holds at once
     queue_depth: int = 32  # commands the drive reorders, nearest first (NCQ); 1: arrival order
     backing_dir: str = "/var/tmp/iocampaign/tiers"  # where the tier's files live (<backing_dir>/<name>)

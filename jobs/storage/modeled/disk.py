@@ -12,9 +12,9 @@ clock: one revolution every 60/rpm s). A request at byte ``p`` of ``n`` bytes co
 - **rotation**: the wait, after the seek, until byte ``p`` passes under the head; a track holds
   ``media rate x revolution time`` bytes and ``p``'s angle is its place on its track.
 - **transfer**: ``n / media rate``.
-- **cache**: the drive keeps what it read in ``cache_segments`` segments (least recently used goes);
-  while it is idle it reads ahead of the last request into that request's segment (up to
-  ``lookahead_mb``). A read inside a segment pays only the command overhead and the bytes past the
+- **cache**: the drive keeps what it read in ``cache_segments`` segments of at most
+  ``cache_mb / cache_segments`` each (least recently used goes); while it is idle it reads ahead of
+  the last request into that request's segment (up to ``lookahead_mb``). A read inside a segment pays only the command overhead and the bytes past the
   segment's end: sequential reads pay no positioning, and streams read side by side keep theirs.
 
 Up to ``queue_depth`` outstanding requests are the drive's command queue; the drive serves the one
@@ -42,7 +42,8 @@ class HddGeometry:
     media_mb_s: float = 171.0  # sustained transfer rate, outer zone (1 MB = 1e6 B)
     command_overhead_ms: float = 0.1  # controller time per command
     lookahead_mb: float = 2.0  # what the drive reads ahead into its buffer after a request
-    cache_segments: int = 16  # streams the drive's buffer holds at once
+    cache_mb: float = 64.0  # the drive's buffer (1 MB = 1e6 B)
+    cache_segments: int = 16  # streams the buffer holds at once (each at most cache_mb / cache_segments)
     queue_depth: int = 32  # NCQ: commands the drive may reorder (1: served in arrival order)
 
     @property
@@ -85,8 +86,8 @@ class HddGeometry:
             return f"track_to_track_ms={self.track_to_track_ms} must lie between 0 and average_seek_ms"
         if self.command_overhead_ms < 0 or self.lookahead_mb < 0:
             return "command_overhead_ms and lookahead_mb must not be negative"
-        if self.cache_segments < 1:
-            return f"cache_segments={self.cache_segments} must be at least 1"
+        if self.cache_segments < 1 or self.cache_mb <= 0:
+            return f"cache_segments={self.cache_segments} and cache_mb={self.cache_mb} must be positive"
         if not 1 <= self.queue_depth <= 256:
             return f"queue_depth={self.queue_depth} must be 1..256"
         return None
@@ -166,12 +167,10 @@ class Disk:
         self._thread.join(timeout=5)
 
     def _segments_at(self, now: float) -> list[list[float]]:
-        """The drive's cached byte ranges at ``now``: the last one grown by what it read ahead while idle."""
-        if not self._segments:
-            return []
-        last = self._segments[-1]
+        """The drive's cached byte ranges at ``now``: the segment that ends where the head stopped grown by
+        what the drive read ahead while idle since."""
         ahead = min(self.g.lookahead_mb * 1e6, max(0.0, now - self._last_done) * self.g.media_mb_s * 1e6)
-        return [*self._segments[:-1], [last[0], last[1] + ahead]]
+        return [[a, b + ahead] if ahead and b == self._head else [a, b] for a, b in self._segments]
 
     def service_s(self, r: _Request, now: float) -> float:
         """How long request ``r`` takes if the drive starts it at ``now`` (head where it is)."""
@@ -210,13 +209,15 @@ class Disk:
             self._finish(r, start, end)
 
     def _cache(self, lo: float, hi: float, start: float) -> None:
-        """Keep ``[lo, hi)`` in the drive's cache as its most recent segment (the segment it extends, if any)."""
-        segs = self._segments_at(start)  # the last segment's idle read-ahead happened before this request
+        """Keep ``[lo, hi)`` in the drive's cache as its most recent segment (merged with the segment it
+        continues); a segment holds at most ``cache_mb / cache_segments``, its latest bytes."""
+        segs = self._segments_at(start)  # the idle read-ahead happened before this request
         for s in segs:
             if s[0] <= lo <= s[1]:
                 segs.remove(s)
                 lo, hi = s[0], max(hi, s[1])
                 break
+        lo = max(lo, hi - self.g.cache_mb * 1e6 / self.g.cache_segments)
         segs.append([lo, hi])
         self._segments = segs[-self.g.cache_segments:]
 
