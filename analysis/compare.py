@@ -96,15 +96,20 @@ def _why_not(rows, regime: dict) -> str:
         top = tables.text(off[column]).value_counts()
         value, n = top.index[0], int(top.iloc[0])
         share = f"{n} of {len(rows)} runs"
+        real = f"the real device (storage={want[0] if isinstance(want, list) else want} storage.root=<its mount point>)"
         if column == "bound" and "bound_reason" in off:
             example = off.loc[tables.text(off["bound"]) == value, "bound_reason"].iloc[0]
-            return f"runs {value or 'of unknown bound'} ({share}): {example}"
+            return f"runs {value or 'of unknown bound'} ({share}): {example}; needs runs the storage limits"
+        if column == "storage" and value.startswith("modeled_"):
+            return (f"measured on {value}: a modelled drive's sequential rate is its datasheet's figure, an input of "
+                    f"the model; needs {real}")
         if column == "storage" and value.startswith("emulated_"):
             return (f"measured on {value}: an emulated tier reads back the throttle it was set to; the claim is "
-                    f"about a real device's mechanics ({', '.join(map(str, want))})")
+                    f"about a real device's mechanics; needs {real}")
         if column == "device":
-            return f"trained on {value} ({share}): the input pipeline and the model share its cores; the paper trained on a GPU"
-        return f"runs with {column}={value} ({share}); the claim needs {want}"
+            return (f"trained on {value} ({share}): the input pipeline and the model share its cores; needs a GPU, as "
+                    "the paper trained on")
+        return f"runs with {column}={value} ({share}); needs {column} in {want}"
     return "too few runs in the regime " + ", ".join(f"{k} in {v}" for k, v in regime.items())
 
 

@@ -33,7 +33,7 @@ def _number(v: float) -> str:
 def _table(df) -> str:
     if df is None or df.empty:
         return "<p><em>none</em></p>"
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
+    head = "".join(f"<th>{html.escape(str(c)).replace('_', '_<wbr>')}</th>" for c in df.columns)  # long names break
     rows = []
     for _, r in df.iterrows():
         cells = []
@@ -143,7 +143,27 @@ def _cells(folder: Path):
                         "tasks_per_cell", "service", "images_per_s_median", "steady_runtime_s_median",
                         "median_stall_s_median", "bound", "bound_runs", "bound_reason")
             if c in s and s[c].notna().any() and not (c in ("tasks_per_cell", "service") and (s[c].fillna(0) <= 1).all())]
-    return s[cols].round(3)
+    return _in_study_order(folder, s[cols].round(3))
+
+
+def _in_study_order(folder: Path, cells):
+    """Cells grid by grid in the order the study ran them (paper.txt), each grid's cells by number."""
+    study = folder / "paper.txt"
+    if "cell_dir" not in cells or not study.exists():
+        return cells
+    grids = [line.split(":", 1)[0] for line in study.read_text().splitlines() if ": " in line and "=" not in line.split(":")[0]]
+    parts = cells["cell_dir"].astype(str).str.rsplit("/", n=1, expand=True)
+    if parts.shape[1] < 2:
+        return cells
+    rank = parts[0].map({g: i for i, g in enumerate(grids)}).fillna(len(grids))
+    number = _numeric(parts[1])
+    return cells.assign(_r=rank.values, _n=number.values).sort_values(["_r", "_n"], kind="stable").drop(columns=["_r", "_n"])
+
+
+def _numeric(values):
+    import pandas as pd
+
+    return pd.to_numeric(values, errors="coerce")
 
 
 def _layouts(folder: Path):
@@ -220,17 +240,16 @@ def _page(folder: Path, built, claims, table_i, figs: list[str], problems, fallb
 <style>
 body {{ font-family: sans-serif; max-width: 1300px; margin: 2em auto; padding: 0 1em; color: #222; }}
 table {{ border-collapse: collapse; margin: 1em 0; font-size: 0.8em; table-layout: auto; max-width: 100%; }}
-td, th {{ border: 1px solid #bbb; padding: 0.2em 0.4em; text-align: left; overflow-wrap: anywhere; }}
-th {{ word-break: break-word; }}
+td, th {{ border: 1px solid #bbb; padding: 0.2em 0.4em; text-align: left; overflow-wrap: break-word; }}
 td.reproduced {{ background: #d9f2d9; }} td.not-reproduced {{ background: #f8d7d7; }} td.not-measured {{ background: #eee; }}
 td.not-comparable {{ background: #fdf0c8; }}
 figure {{ margin: 1.5em 0; }} img.figure {{ max-width: 100%; border: 1px solid #ddd; }}
-pre {{ background: #f6f6f6; padding: 0.5em; overflow-x: auto; }}
+pre {{ background: #f6f6f6; padding: 0.5em; white-space: pre-wrap; }}
 </style></head><body>
 <h1>iocampaign report: {html.escape(str(folder))}</h1>
 <p>{built.completed} cells completed ({built.runs} measured runs), {len(built.failed)} failed,
 {len(built.missing)} missing. {html.escape(compare.headline(claims))}</p>
-<p id="figure-check">figures not checked (scripts off)</p>
+<p id="figure-check" hidden>figures not checked (scripts off)</p>
 {_answers(folder)}
 {f'<h2>Campaign</h2><pre>{html.escape(paper_txt)}</pre>' if paper_txt else ''}
 <h2>Comparison with the paper</h2>

@@ -111,3 +111,10 @@ def test_status_of_a_paper_study_lists_every_grid(paper, tmp_path):
     grids = [line[3:] for line in p.stdout.splitlines() if line.startswith("== ")]
     assert grids == ["table1", "fig4_fig5", "fig6_fig8", "fig7", "fig9_fig10"]
     assert "missing" not in p.stdout and "failed" not in p.stdout
+
+
+def test_the_report_lists_cells_in_the_order_the_study_ran_them(paper):
+    page = (paper / "report.html").read_text()
+    firsts = [page.index(f"<td>{grid}/0</td>") for grid in ("table1", "fig4_fig5", "fig6_fig8", "fig7", "fig9_fig10")]
+    assert firsts == sorted(firsts)
+    assert "figures loaded" not in page.split("<h2>")[0].replace('id="figure-check" hidden', "")  # no stray line

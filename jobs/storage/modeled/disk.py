@@ -14,8 +14,9 @@ clock: one revolution every 60/rpm s). A request at byte ``p`` of ``n`` bytes co
 - **transfer**: ``n / media rate``.
 - **cache**: the drive keeps what it read in ``cache_segments`` segments of at most
   ``cache_mb / cache_segments`` each (least recently used goes); while it is idle it reads ahead of
-  the last request into that request's segment (up to ``lookahead_mb``). A read inside a segment pays only the command overhead and the bytes past the
-  segment's end: sequential reads pay no positioning, and streams read side by side keep theirs.
+  the last request into that request's segment (up to ``lookahead_mb``). A read inside a segment
+  pays only the command overhead and the bytes past the segment's end: sequential reads pay no
+  positioning, and streams read side by side keep theirs.
 
 Up to ``queue_depth`` outstanding requests are the drive's command queue; the drive serves the one
 with the shortest positioning time (seek + rotation) next. Requests beyond that wait in arrival
