@@ -202,3 +202,21 @@ def test_the_paper_study_reads_its_hdd_from_the_modelled_drive_where_fuse_works(
     from campaign import paper
 
     assert paper.default_tiers() == ["modeled_hdd", "emulated_ssd", "emulated_optane"]  # root, FUSE, cgroup v1
+
+
+def test_the_drives_cache_holds_only_its_size():
+    """A stream keeps only its latest bytes in the drive's buffer (64 MB in 16 segments): bytes read
+    long before are read from the platter again, not served as cache hits."""
+    disk = Disk(G)
+    try:
+        for k in range(40):  # 40 MiB read in order: the segment keeps its last 4 MB
+            disk.serve(k * 2**20, 2**20)
+        busy = disk.counters.busy_s
+        disk.serve(2**20, 4096)  # early in the stream: gone from the buffer
+        cold = disk.counters.busy_s - busy
+        busy = disk.counters.busy_s
+        disk.serve(39 * 2**20, 4096)  # the stream's last MiB: still buffered
+        hit = disk.counters.busy_s - busy
+        assert hit <= G.command_overhead_ms / 1e3 + 1e-6 < G.transfer_s(4096) + G.command_overhead_ms / 1e3 < cold
+    finally:
+        disk.stop()
