@@ -67,7 +67,7 @@ def bandwidth_figure(rows, folder: Path, figure) -> list[Path]:
 
     df = rows.copy()
     df["threads"] = df["threads"].astype(str)
-    storages = list(dict.fromkeys(df["storage"]))
+    storages = plotting.tier_order(df["storage"])
     threads = sorted(df["threads"].unique(), key=_thread_key)
     stats = df.groupby(["storage", "threads"])["images_per_s"].agg(["median", "min", "max"])
     flagged = df.groupby(["storage", "threads"])["cache_state"].agg(lambda s: bool(set(s) & NOT_COLD))

@@ -40,7 +40,7 @@ def layouts_figure(rows, folder: Path, figure) -> list[Path]:
     layouts = _layouts(df)
     if len(layouts) < 2:
         return []
-    storages = list(dict.fromkeys(df["storage"]))
+    storages = plotting.tier_order(df["storage"])
     pipelines = list(dict.fromkeys(tables.text(df["pipeline"])))
     fig, axes = plt.subplots(len(pipelines), len(storages), squeeze=False, sharey="row",
                              figsize=(max(6.0, 4.2 * len(storages)), 3.6 * len(pipelines) + 0.6))

@@ -4,6 +4,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
+STORAGE_PRESETS = Path(__file__).resolve().parent.parent / "conf" / "storage"
+
+
+def tier_order(names) -> list[str]:
+    """The tiers ``names`` (each once) from the slowest device to the fastest, by the Table I read rate
+    of their preset (HDD, SSD, Optane, Lustre, as the paper draws them); tiers whose preset gives none
+    keep their order, after the others."""
+    from omegaconf import OmegaConf
+
+    def rate(name: str) -> float:
+        preset = STORAGE_PRESETS / f"{name}.yaml"
+        value = OmegaConf.load(preset).get("ior_read_mb_s") if preset.is_file() else None
+        return float(value) if value is not None else float("inf")
+
+    unique = list(dict.fromkeys(str(n) for n in names))
+    return sorted(unique, key=rate)  # stable: equal rates keep their order
+
 
 def save(fig, stem: Path) -> list[Path]:
     """Write ``fig`` as ``<stem>.png`` and ``<stem>.svg`` and close it."""

@@ -57,6 +57,7 @@ def _stacked(ax, x, on, off, width, color):
     below = ~np.isnan(off) & (off < base)
     if below.any():
         ax.plot(np.asarray(x)[below], off[below], "k_", markersize=10)
+    return bool(below.any())
 
 
 def fig6(results, folder: Path, figure) -> list[Path]:
@@ -66,6 +67,7 @@ def fig6(results, folder: Path, figure) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     df = _alexnet(results)
@@ -73,17 +75,18 @@ def fig6(results, folder: Path, figure) -> list[Path]:
         return []
     batch = int(df["batch_size"].mode().iloc[0])
     df = df[df["batch_size"] == batch]
-    storages = list(dict.fromkeys(df["storage"]))
+    storages = plotting.tier_order(df["storage"])
     threads = _sorted_threads(df["threads"])
     rt = plotting.runtime_column(df)
     med = df.groupby(["storage", "threads", "prefetching"])[rt].median()
     fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(storages) * len(threads) / 2), 4.2))
     width = 0.8 / len(threads)
+    ticked = False
     for j, t in enumerate(threads):
         x = np.arange(len(storages)) - 0.4 + width * (j + 0.5)
         on = [med.get((s, t, True), np.nan) for s in storages]
         off = [med.get((s, t, False), np.nan) for s in storages]
-        _stacked(ax, x, on, off, width * 0.9, "0.6")
+        ticked = _stacked(ax, x, on, off, width * 0.9, "0.6") or ticked
         for xi in x:
             ax.annotate(t, (xi, 0), xytext=(0, -10), textcoords="offset points", ha="center", fontsize=7)
     ax.set_xticks(np.arange(len(storages)), storages)
@@ -95,9 +98,12 @@ def fig6(results, folder: Path, figure) -> list[Path]:
     ax.set_ylim(0, top * 1.3)  # headroom for the legend
     ax.set_title(f"Fig. 6: AlexNet runtime, batch {batch}, {int(scale['image_side'])} px, width {scale['width']:g} "
                  f"(median of runs)", fontsize=9)
-    ax.legend(handles=[Patch(facecolor="0.6", edgecolor="black", label="prefetch 1 batch"),
-                       Patch(facecolor="white", edgecolor="black", label="excess without prefetch (I/O cost)")],
-              fontsize=8, loc="upper right")
+    handles = [Patch(facecolor="0.6", edgecolor="black", label="prefetch 1 batch"),
+               Patch(facecolor="white", edgecolor="black", label="excess without prefetch (I/O cost)")]
+    if ticked:
+        handles.append(Line2D([], [], color="black", marker="_", linestyle="", markersize=10,
+                              label="without prefetch, where it was faster"))
+    ax.legend(handles=handles, fontsize=8, loc="upper right")
     ax.grid(axis="y", linewidth=0.3)
     ax.set_axisbelow(True)
     fig.tight_layout()
@@ -123,7 +129,7 @@ def fig7(results, folder: Path, figure) -> list[Path]:
     df = df[df["storage"].isin(swept[swept >= 2].index)]
     if df.empty:
         return []
-    storages = list(dict.fromkeys(df["storage"]))
+    storages = plotting.tier_order(df["storage"])
     batches = sorted(df["batch_size"].unique())
     rt = plotting.runtime_column(df)
     med = df.groupby(["storage", "batch_size", "prefetching"])[rt].median()
@@ -154,13 +160,15 @@ def fig8(results, folder: Path, figure) -> list[Path]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
     df = _alexnet(results)
     df = df[tables.text(df["trace_file"]) != ""]
     if df.empty:
         return []
-    storages = list(dict.fromkeys(df["storage"]))
-    fig, axes = plt.subplots(len(storages), 1, figsize=(7, 2.6 * len(storages)), squeeze=False)
+    storages = plotting.tier_order(df["storage"])
+    fig, axes = plt.subplots(len(storages), 1, figsize=(8.2, 2.6 * len(storages)), squeeze=False)
     for ax, s in zip(axes[:, 0], storages):
         sub = df[df["storage"] == s]
         t = _sorted_threads(sub["threads"])[0]
@@ -187,7 +195,10 @@ def fig8(results, folder: Path, figure) -> list[Path]:
                      f"(dashed: prefetch off)",
                      fontsize=8)
         ax.set_ylabel("Read (MB/s)")
-        ax.legend(fontsize=7, loc="upper right")
+        ax.legend(handles=[Patch(facecolor="0.6", alpha=0.55, edgecolor="black", label="prefetch 1 batch"),
+                           Line2D([], [], color="black", linestyle="--", label="prefetch off"),
+                           Line2D([], [], color="black", linestyle=":", linewidth=0.8, label="last iterator call")],
+                  fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
         ax.set_xlim(left=0)
         ax.set_ylim(bottom=0)
     axes[-1, 0].set_xlabel("Time since the first iterator call (s)")
