@@ -42,8 +42,7 @@ def hold(lp: Path, what: str, timeout_s: float | None = None) -> Iterator[float]
 
     Raises LockTimeout after ``timeout_s`` seconds of waiting (None: wait as long as it takes).
     """
-    lp.parent.mkdir(parents=True, exist_ok=True)
-    with open(lp, "a+") as f:
+    with _open_shared(lp) as f:
         t0 = time.monotonic()
         note_at = t0  # say so at once, then every NOTE_EVERY_S, naming the holder each time
         while True:
@@ -63,16 +62,37 @@ def hold(lp: Path, what: str, timeout_s: float | None = None) -> Iterator[float]
                                       f"{timeout_s / 60:g}") from None
                 time.sleep(POLL_S)
         waited = time.monotonic() - t0
-        f.seek(0)
-        f.truncate()
-        f.write(f"pid {os.getpid()}\n")
-        f.flush()
+        _say(f, f"pid {os.getpid()}\n")
         try:
             yield waited
         finally:
-            f.seek(0)
-            f.truncate()
+            _say(f, "")
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _open_shared(lp: Path):
+    """The lock file, made so that every user's campaigns can take it: the lock folder like /tmp
+    (1777: anyone adds files, only their owner removes them) and the file writable by all (0666). A
+    file another user made without that (an older version) is opened read-only: it still locks."""
+    if not lp.parent.exists():
+        lp.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(lp.parent, 0o1777)
+    try:
+        fd = os.open(lp, os.O_RDWR | os.O_CREAT, 0o666)
+    except PermissionError:
+        return open(lp)  # noqa: SIM115 - the caller's with-block closes it
+    if os.fstat(fd).st_uid == os.getuid():
+        os.fchmod(fd, 0o666)
+    return os.fdopen(fd, "a+")
+
+
+def _say(f, text: str) -> None:
+    """Write who holds the lock (nothing when it was opened read-only)."""
+    if f.writable():
+        f.seek(0)
+        f.truncate()
+        f.write(text)
+        f.flush()
 
 
 @contextlib.contextmanager
