@@ -124,3 +124,14 @@ def test_fewer_shards_than_fio_readers_read_with_one_reader_per_shard(tmp_path):
     assert len(dirs) == 2
     m = iotools.small_files(dirs, "256k")
     assert m.bytes == 2 << 20 and m.mb_per_s > 0
+
+
+def test_startup_benchmark_prints_the_cells_time_against_the_measured_time(capsys):
+    from benchmarks import startup
+
+    assert startup.main(["--repeats", "2", "--num-images", "128", "--cells", "2"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
+    assert len(rows) == 1 and rows[0][0] == "2"
+    measured, cell, process, cell_ratio, process_ratio = map(float, rows[0][1:])
+    assert 0 < measured < cell < process  # the runs are inside their cells, the cells inside the command
+    assert cell_ratio == pytest.approx(cell / measured, rel=0.02) and process_ratio > cell_ratio
