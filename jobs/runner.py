@@ -215,6 +215,8 @@ def _loop(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, prov: dic
     from jobs.storage.modeled import mount as modeled
 
     traced = inside()
+    exclusive = {os.path.basename(t["loop"]) for t in prov.get("emulated_tiers", [])}
+    exclusive |= {modeled.PREFIX + t["mount"] for t in prov.get("modeled_tiers", [])}
     runs: list[dict] = []
     for k in range(cfg.warmup + cfg.repeats):
         warmup = k < cfg.warmup
@@ -246,7 +248,9 @@ def _loop(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, prov: dic
         result.update({k: v for k, v in used.items() if k != "wall_s"}, run_wall_s=after.t - before.t,
                       usage_over="timed interval" if timed else "whole run")
         _skipped_as_dropped(ds, result)
-        if disk and disk.startswith(modeled.PREFIX) and before.disk and after.disk:  # what the modelled drive served
+        if disk in exclusive and before.disk and after.disk:
+            # a tier the cell built and holds alone: its own counter is the data's (the process-wide one
+            # would also count checkpoint files read on other tiers; a modelled drive has only its own)
             result["bytes_read_device"] = (after.disk[1] - before.disk[1]) * usage.SECTOR
         state = cache.classify(requested, kind, fs_type, result["bytes_read_device"], result["bytes_consumed"])
         runs.append({"run": run, "warmup": warmup, "started_at": started, "shuffle_seed": seed,

@@ -231,6 +231,27 @@ def test_stalls_order_and_the_figures_render(tmp_path):
     assert (df["steady_runtime_s"] < df["runtime_s"]).all()  # the first step (graph tracing) is apart
 
 
+@needs_root
+def test_a_burst_buffer_run_counts_only_the_data_tiers_reads(tmp_path):
+    """The drain and the checkpoint checks read checkpoint files on the other tiers; the run's device
+    bytes and its cache state come from the data's own emulated tier (it used to log 1000% of consumed)."""
+    img = tmp_path / "img"
+    out = tmp_path / "sweep"
+    tier = {name: [f"{key}.emulate.size_gb=1", f"{key}.emulate.image_dir={img}", f"{key}.root={tmp_path / name}"]
+            for name, key in (("ssd", "storage"), ("optane", "checkpoint.fast"), ("hdd", "checkpoint.slow"))}
+    p = campaign("-m", "workload=checkpoint", "workload.image_side=64", "workload.width=0.25", "workload.steps=4",
+                 "checkpoint.every=1", "checkpoint.target=burst_buffer", "storage=emulated_ssd",
+                 "storage@checkpoint.fast=emulated_optane", "storage@checkpoint.slow=emulated_hdd", *sum(tier.values(), []),
+                 "dataset.num_images=128", "batch_size=16", "repeats=1", "warmup=0", f"hydra.sweep.dir={out}",
+                 cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    run = json.loads((out / "0" / "record.json").read_text())["runs"][-1]
+    ckpt_bytes = sum(c["bytes"] for c in run["checkpoints"])
+    assert ckpt_bytes > 3 * run["bytes_consumed"]  # reading them back would dwarf the data
+    assert run["bytes_consumed"] <= run["bytes_read_device"] < run["bytes_consumed"] + ckpt_bytes / 2
+    assert run["cache_state"] == "cold"
+
+
 def test_checkpoints_are_removed_after_the_run_unless_kept(tmp_path):
     """Planted files beside the run's checkpoint folders stay; the run's own go unless checkpoint.keep=true."""
     out = tmp_path / "sweep"
