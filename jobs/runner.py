@@ -58,6 +58,10 @@ def measure(config: dict, job_dir: Path) -> tuple[list[dict], dict, dict]:
         return traced.measure(config, job_dir)  # the same, in a child process started with the tracer
     cfg = View(config)
     w = workloads.get(cfg.workload.kind)
+    if w.in_tensorflow:  # before the locks: the import holds no device; its start-up lines go to the cell's folder
+        from jobs.execution import tfstart
+
+        tfstart.import_quietly(job_dir / tfstart.LOG)
     tiers_of = w.tiers(cfg) + ([cfg.stage] if cfg.get("stage") is not None else [])
     root = str(cfg.storage.root)
     lock_dir = str(cfg.platform.lock_dir)

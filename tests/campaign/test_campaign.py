@@ -39,6 +39,15 @@ def sweep(tmp_path_factory):
     return out, work / "shm", p
 
 
+def test_tensorflows_start_up_lines_go_to_the_first_cells_folder_not_the_terminal(sweep):
+    out, _, p = sweep
+    chatter = ("absl::InitializeLog", "oneDNN custom operations", "cudart_stub", "cuInit")
+    assert not [line for line in (p.stdout + p.stderr).splitlines() if any(c in line for c in chatter)]
+    logs = sorted(out.glob("*/tensorflow_startup.log"))
+    assert [x.parent.name for x in logs] == ["0"]  # imported once, by the campaign's first cell
+    assert "absl::InitializeLog" in logs[0].read_text()
+
+
 def test_results_table_has_every_cell_and_run(sweep):
     out, _, _ = sweep
     df = pd.read_csv(out / "results.csv")
