@@ -122,6 +122,7 @@ def paper(tmp_path_factory) -> Path:
                  cwd=out.parent, timeout=1500)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert f"[paper] report: {out / 'report.html'}" in p.stdout
+    assert "[paper] Reproduced " in p.stdout and " comparable claims of the paper." in p.stdout
     return out
 
 
