@@ -195,10 +195,15 @@ def main(argv: list[str]) -> int:
         return 1
     outputs.link_latest(out)  # again: each grid pointed it at itself while it ran
     print(f"[paper] report: {report}", flush=True)
-    if (out / "claims.csv").exists():  # the report's first word on the paper, on the terminal too
+    _print_verdicts(out)
+    return status
+
+
+def _print_verdicts(out: Path) -> None:
+    """The report's first word on the paper, on the terminal too."""
+    if (out / "claims.csv").exists():
         import pandas as pd
 
         from analysis import compare
 
         print(f"[paper] {compare.headline(pd.read_csv(out / 'claims.csv'))}", flush=True)
-    return status
