@@ -17,6 +17,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from jobs.storage import mounts
+
 BLKIO = Path("/sys/fs/cgroup/blkio")
 STATE_DIR = Path("/run/iocampaign-tiers")  # tmpfs: gone after a reboot, as the mounts are
 CGROUP_PREFIX = "iocampaign-"
@@ -59,17 +61,7 @@ def available() -> str | None:
     return None
 
 
-def _mount_at(mount: str) -> tuple[str, str] | None:
-    """(file-system type, source) of the top-most mount at ``mount``, or None when nothing is mounted there."""
-    target = os.path.realpath(mount)
-    found = None
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            fields = line.split()
-            if fields[4] == target:
-                after = fields[fields.index("-") + 1:]
-                found = (after[0], after[1])
-    return found
+_mount_at = mounts.mount_at  # (file-system type, source) at a mount point, or None
 
 
 def _backing_file(loop: str) -> str | None:

@@ -18,6 +18,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from jobs.storage import mounts
 from jobs.storage.modeled.disk import HddGeometry
 
 SUBTYPE = "iocampaign"
@@ -70,40 +71,25 @@ def available() -> str | None:
     return None
 
 
-def _mount_at(mount: str) -> tuple[str, str] | None:
-    target = os.path.realpath(mount)
-    found = None
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            fields = line.split()
-            if fields[4] == target:
-                after = fields[fields.index("-") + 1:]
-                found = (after[0], after[1])
-    return found
-
-
 def mounted_tier(path: str) -> str | None:
     """The modelled tier's mount point that holds ``path`` (None when ``path`` is on no modelled tier)."""
     best = None
     real = os.path.realpath(path)
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            fields = line.split()
-            after = fields[fields.index("-") + 1:]
-            if after[0] == f"fuse.{SUBTYPE}" and after[1].startswith(SOURCE):
-                point = fields[4]
-                if (real == point or real.startswith(point.rstrip("/") + "/")) and (best is None or len(point) > len(best)):
-                    best = point
+    for point, fs_type, source in mounts.mounts():
+        ours = fs_type == f"fuse.{SUBTYPE}" and source.startswith(SOURCE)
+        holds = real == point or real.startswith(point.rstrip("/") + "/")
+        if ours and holds and (best is None or len(point) > len(best)):
+            best = point
     return best
 
 
 def _ours(name: str, mount: str) -> bool:
-    return _mount_at(mount) == (f"fuse.{SUBTYPE}", SOURCE + name)
+    return mounts.mount_at(mount) == (f"fuse.{SUBTYPE}", SOURCE + name)
 
 
 def foreign(name: str, backing: str, mount: str, key: str = "storage") -> str | None:
     """Why tier ``name`` cannot use ``mount`` or ``backing`` without touching what it does not own."""
-    at = _mount_at(mount)
+    at = mounts.mount_at(mount)
     if at is not None and not _ours(name, mount):
         return (f"{key}.root={mount} has {at[0]} from {at[1]} mounted, which iocampaign did not mount "
                 f"(it unmounts only its own tiers): unmount it yourself or choose another {key}.root")
