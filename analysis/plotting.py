@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 STORAGE_PRESETS = Path(__file__).resolve().parent.parent / "conf" / "storage"
@@ -11,15 +12,18 @@ def tier_order(names) -> list[str]:
     """The tiers ``names`` (each once) from the slowest device to the fastest, by the Table I read rate
     of their preset (HDD, SSD, Optane, Lustre, as the paper draws them); tiers whose preset gives none
     keep their order, after the others."""
+    unique = list(dict.fromkeys(str(n) for n in names))
+    return sorted(unique, key=_preset_read_rate)  # stable: equal rates keep their order
+
+
+@functools.cache
+def _preset_read_rate(name: str) -> float:
+    """Table I's read rate in tier ``name``'s preset (infinite when it gives none); read once per process."""
     from omegaconf import OmegaConf
 
-    def rate(name: str) -> float:
-        preset = STORAGE_PRESETS / f"{name}.yaml"
-        value = OmegaConf.load(preset).get("ior_read_mb_s") if preset.is_file() else None
-        return float(value) if value is not None else float("inf")
-
-    unique = list(dict.fromkeys(str(n) for n in names))
-    return sorted(unique, key=rate)  # stable: equal rates keep their order
+    preset = STORAGE_PRESETS / f"{name}.yaml"
+    value = OmegaConf.load(preset).get("ior_read_mb_s") if preset.is_file() else None
+    return float(value) if value is not None else float("inf")
 
 
 def save(fig, stem: Path) -> list[Path]:
