@@ -14,8 +14,8 @@ CELL_COLUMNS = ("workload", "kind", "pipeline", "storage", "stage", "tasks_per_c
                 "shuffle", "threads", "batch_size", "prefetch", "cache", "image_side", "width",
                 "checkpoint_target", "checkpoint_mode", "checkpoint_tiers")
 RUN_COLUMNS = ("run", "cache_state", "bound", "train_bound", "device", "checkpoint_effective_target", "checkpoint_fallback")
-TAIL_COLUMNS = ("device_read_ratio", "checkpoint_mb", "bound_reason", "fs_type", "host", "cell_id", "cell_dir", "record",
-                "trace_file", "steps_file")
+TAIL_COLUMNS = ("device_read_ratio", "checkpoint_mb", "bound_reason", "throttle", "fs_type", "host", "cell_id",
+                "cell_dir", "record", "trace_file", "steps_file")
 SUMMARY_METRICS = ("images_per_s", "mb_per_s", "seconds", "runtime_s", "steady_runtime_s", "data_wait_s", "compute_s",
                    "baseline_runtime_s", "baseline_steady_runtime_s", "median_stall_s", "drain_after_end_s")
 
@@ -142,6 +142,12 @@ def read_tier(config: dict, dataset: dict | None) -> dict:
     return (config.get("stage") if staged else config.get("storage")) or {}
 
 
+def _throttle(tier: dict | None) -> str:
+    """What throttled the cell's own emulated tier: blkio-v1 or io.max-v2 ("" when none did; records
+    written before v2 tiers existed were throttled by blkio)."""
+    return (tier.get("throttle") or "blkio-v1") if tier else ""
+
+
 def _row(base: dict, run: dict, rec: records.CellRecord, mount: dict, d: str, record: str) -> dict:
     """One row of results.csv: a measured run of a completed cell."""
     row = {**base, "run": run["run"], "cache_state": run["cache_state"], "device": run.get("device", ""),
@@ -156,6 +162,7 @@ def _row(base: dict, run: dict, rec: records.CellRecord, mount: dict, d: str, re
     emulate = read_tier(rec.config, rec.dataset).get("emulate") or {}
     row["bound"], row["bound_reason"] = bounds.label(row, emulate or None)
     row["train_bound"] = bounds.train_bound(row)
+    row["throttle"] = _throttle(rec.provenance.get("emulated_tier"))
     row.update(fs_type=mount.get("fs_type"), host=rec.provenance.get("host"), cell_id=rec.cell_id, cell_dir=d,
                record=record)
     row["trace_file"] = str(Path(d) / run["trace_file"]) if run.get("trace_file") else ""

@@ -2,12 +2,14 @@
 
     python -m benchmarks.tiers [--tiers emulated_hdd,emulated_ssd,emulated_optane] [--seconds 5]
 
-Builds each emulated tier as a campaign cell does (loop device, ext4, blkio throttles on bandwidth
-and, where the preset sets them, on requests per second), then, inside the tier's cgroup, runs fio
-on a 1 GB file with O_DIRECT (no page cache): random 4 KB and 112 KB reads (the paper's median image)
-at queue depth 1 and 8, and sequential 1 MiB reads. Prints IOPS and MB/s beside the range a real
-device of that class delivers (datasheets and published fio figures; ``REFERENCE`` below), and the
-same tests on the disk under the tiers (``--under``), which no emulation can exceed.
+Builds each emulated tier as a campaign cell does (loop device, ext4, a cgroup's throttles on
+bandwidth and, where the preset sets them, on requests per second: cgroup v1's blkio or cgroup v2's
+io.max, whichever the machine has, printed in the header; this is the real-kernel check of either),
+then, inside the tier's cgroup, runs fio on a 1 GB file with O_DIRECT (no page cache): random 4 KB
+and 112 KB reads (the paper's median image) at queue depth 1 and 8, and sequential 1 MiB reads.
+Prints IOPS and MB/s beside the range a real device of that class delivers (datasheets and published
+fio figures; ``REFERENCE`` below), and the same tests on the disk under the tiers (``--under``),
+which no emulation can exceed.
 """
 
 from __future__ import annotations
@@ -97,7 +99,10 @@ def main(argv: list[str] | None = None) -> int:
         rows["disk under the tiers"] = _matrix(Path(d), args.seconds)
     for name in args.tiers.split(","):
         rows[name] = measure_tier(name, args.seconds)
-    print(f"fio, O_DIRECT, 1 GB file, {args.seconds:g} s per test; reference: a real device of the class")
+    from jobs.storage import throttle
+
+    print(f"fio, O_DIRECT, 1 GB file, {args.seconds:g} s per test; throttle: {throttle.current()[0].name}; "
+          "reference: a real device of the class")
     print(f"{'tier':<20} {'test':<14} {'IOPS':>9} {'MB/s':>8}   {'reference':>18}  in range")
     for name, got in rows.items():
         for test, (iops, mb) in got.items():

@@ -104,15 +104,29 @@ def _check_grids(todo: list[tuple[str, list[str]]], extra: list[str], out: Path)
     return True
 
 
-def default_tiers() -> list[str]:
+def default_tiers() -> tuple[list[str], str]:
     """As root: the modelled HDD (FUSE; the emulated one where FUSE is missing), the emulated SSD and
-    Optane; otherwise the local disk and tmpfs."""
+    Optane; otherwise the local disk and tmpfs, with the line that says why ("" when nothing fell back)."""
     from jobs.storage import tiers
     from jobs.storage.modeled import mount
 
-    if tiers.available() is not None:
-        return ["local", "tmpfs"]
-    return ["modeled_hdd" if mount.available() is None else "emulated_hdd", "emulated_ssd", "emulated_optane"]
+    why = tiers.available()
+    if why is not None:
+        return ["local", "tmpfs"], (f"emulated tiers cannot be built here ({why}): the study falls back to the local "
+                                    "disk and tmpfs, and the paper's HDD, SSD, Optane and burst-buffer claims come out "
+                                    "not measured")
+    return ["modeled_hdd" if mount.available() is None else "emulated_hdd", "emulated_ssd", "emulated_optane"], ""
+
+
+def _known_tiers(tiers: list[str], given: str | None) -> bool:
+    """False, after one line naming the first unknown tier, when ``--tiers`` names one that has no preset."""
+    known = sorted(p.stem for p in (CONF.parent / "storage").glob("*.yaml") if not p.stem.startswith("_"))
+    bad = [t for t in tiers if t not in known]
+    if bad or not tiers:
+        print(f"campaign: --tiers {given!r}: {'unknown tier ' + repr(bad[0]) if bad else 'no tier given'}; "
+              f"valid: {', '.join(known)}; nothing was run", file=sys.stderr)
+        return False
+    return True
 
 
 def _run_grids(todo: list[tuple[str, list[str]]], extra: list[str], out: Path) -> int:
@@ -146,12 +160,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--only", default=None, help="comma-separated grids to run: table1,fig4_fig5,fig6_fig8,fig7,fig9_fig10")
     p.add_argument("overrides", nargs="*", help="Hydra overrides added to every grid (e.g. platform=slurm)")
     args = p.parse_args(argv)
-    tiers = args.tiers.split(",") if args.tiers is not None else default_tiers()
-    known = sorted(p.stem for p in (CONF.parent / "storage").glob("*.yaml") if not p.stem.startswith("_"))
-    bad = [t for t in tiers if t not in known]
-    if bad or not tiers:
-        print(f"campaign: --tiers {args.tiers!r}: {'unknown tier ' + repr(bad[0]) if bad else 'no tier given'}; "
-              f"valid: {', '.join(known)}; nothing was run", file=sys.stderr)
+    tiers, fell_back = (args.tiers.split(","), "") if args.tiers is not None else default_tiers()
+    if not _known_tiers(tiers, args.tiers):
         return 2
     out = args.out or Path("multirun") / time.strftime("paper-%Y-%m-%d-%H-%M-%S")
     todo = grids(args.scale, tiers)
@@ -182,7 +192,10 @@ def main(argv: list[str]) -> int:
     from campaign import outputs
 
     outputs.link_latest(out)
+    if fell_back:
+        print(f"[paper] {fell_back}", flush=True)
     claim(out / PAPER).write_text(f"scale={args.scale}\ntiers={','.join(tiers)}\n"
+                                   + (f"note: {fell_back}\n" if fell_back else "")
                                    + "".join(f"{n}: {' '.join(o)}\n" for n, o in todo))
     status = _run_grids(todo, args.overrides, out)
     from analysis.build import NothingToBuild

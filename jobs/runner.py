@@ -149,9 +149,9 @@ def _tier(cfg, tiers_of: list):
                                          float(emulate.read_mb_s), float(emulate.write_mb_s),
                                          int(emulate.get("read_iops") or 0), int(emulate.get("write_iops") or 0))
             t = built[st.name]
-            log.info("emulated tier %s: %s on %s (%s), throttled to %.0f MB/s read, %.0f MB/s write, %s read, %s "
-                     "write requests/s", t.name, t.mount, t.loop, t.dev, emulate.read_mb_s, emulate.write_mb_s,
-                     t.read_iops or "any", t.write_iops or "any")
+            log.info("emulated tier %s: %s on %s (%s), throttled by %s to %.0f MB/s read, %.0f MB/s write, %s read, "
+                     "%s write requests/s", t.name, t.mount, t.loop, t.dev, t.throttle, emulate.read_mb_s,
+                     emulate.write_mb_s, t.read_iops or "any", t.write_iops or "any")
         yield built.get(cfg.storage.name), list(built.values()), list(modeled.values())
     finally:
         for t in built.values():

@@ -1,5 +1,6 @@
 """Emulated storage tiers on one disk (root): a file-backed loop device with ext4, mounted, and
-throttled with the cgroup-v1 blkio controller to a tier's read and write bandwidth.
+throttled to a tier's read and write bandwidth and request rates by a cgroup (``jobs.storage.throttle``:
+cgroup v1's blkio controller or cgroup v2's io.max, whichever the machine has).
 
 What the throttle covers (../shared/notes/machine-io.md): O_DIRECT and cold buffered reads,
 O_DIRECT writes and the write-back that fsync forces. Not buffered writes themselves, not
@@ -13,15 +14,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from jobs.storage import mounts
+from jobs.storage import mounts, throttle
 
-BLKIO = Path("/sys/fs/cgroup/blkio")
 STATE_DIR = Path("/run/iocampaign-tiers")  # tmpfs: gone after a reboot, as the mounts are
-CGROUP_PREFIX = "iocampaign-"
 
 
 class TierError(RuntimeError):
@@ -35,11 +33,16 @@ class Tier:
     loop: str  # /dev/loopN
     dev: str  # MAJ:MIN of the loop device
     mount: str  # where the tier's ext4 is mounted (the storage root)
-    cgroup: str  # blkio cgroup folder
+    cgroup: str  # the cgroup folder that throttles it
     read_bps: int
     write_bps: int
     read_iops: int = 0  # requests per second the tier's reads are throttled to (0: no limit)
     write_iops: int = 0
+    throttle: str = "blkio-v1"  # the mechanism: blkio-v1 | io.max-v2
+
+    @property
+    def limits(self) -> throttle.Limits:
+        return throttle.Limits(self.dev, self.read_bps, self.write_bps, self.read_iops, self.write_iops)
 
 
 def _sh(*cmd: str, check: bool = True) -> str:
@@ -52,9 +55,10 @@ def _sh(*cmd: str, check: bool = True) -> str:
 def available() -> str | None:
     """None when emulated tiers can be built here, else the reason they cannot."""
     if os.geteuid() != 0:
-        return "emulated tiers need root (loop device, mount, blkio cgroup)"
-    if not (BLKIO / "blkio.throttle.read_bps_device").exists():
-        return f"the cgroup-v1 blkio controller is not mounted at {BLKIO}"
+        return "emulated tiers need root (loop device, mount, cgroup)"
+    ctl, why = throttle.current()
+    if ctl is None:
+        return f"no cgroup can throttle a device here: {why}"
     for tool in ("losetup", "mkfs.ext4", "mount", "umount"):
         if subprocess.run(["which", tool], capture_output=True).returncode != 0:
             return f"{tool} is not installed"
@@ -121,24 +125,10 @@ def cleanup(name: str, image: str, mount: str) -> list[str]:
     """Undo everything tier ``name`` may have left (idempotent); returns what was undone. Only the
     tier's own mount (its loop device over ``image``), loop devices and cgroup are touched."""
     done = []
-    cg = BLKIO / f"{CGROUP_PREFIX}{name}"
-    if cg.exists():
-        try:
-            pids = (cg / "cgroup.procs").read_text().split()
-        except OSError:
-            pids = []
-        for pid in pids:  # a killed run's survivors go back to the root cgroup
-            try:
-                (BLKIO / "cgroup.procs").write_text(pid)
-            except OSError:
-                pass
-        for _ in range(50):
-            try:
-                cg.rmdir()
-                done.append(f"removed cgroup {cg}")
-                break
-            except OSError:
-                time.sleep(0.1)
+    for ctl in throttle.controllers():
+        cg = ctl.root / f"{throttle.PREFIX}{name}"
+        if cg.exists() and ctl.remove(cg):
+            done.append(f"removed cgroup {cg}")
     for _ in range(3):
         if not _ours_mounted(image, mount):
             break
@@ -151,16 +141,6 @@ def cleanup(name: str, image: str, mount: str) -> list[str]:
             done.append(f"detached {loop}")
     (STATE_DIR / f"{name}.json").unlink(missing_ok=True)
     return done
-
-
-def _limit(cg: Path, t: Tier) -> None:
-    """Write the tier's bandwidth and request-rate limits for its device into blkio cgroup ``cg``."""
-    (cg / "blkio.throttle.read_bps_device").write_text(f"{t.dev} {t.read_bps}")
-    (cg / "blkio.throttle.write_bps_device").write_text(f"{t.dev} {t.write_bps}")
-    if t.read_iops:
-        (cg / "blkio.throttle.read_iops_device").write_text(f"{t.dev} {t.read_iops}")
-    if t.write_iops:
-        (cg / "blkio.throttle.write_iops_device").write_text(f"{t.dev} {t.write_iops}")
 
 
 def setup(name: str, image_dir: str, mount: str, size_gb: float, read_mb_s: float, write_mb_s: float,
@@ -177,18 +157,11 @@ def setup(name: str, image_dir: str, mount: str, size_gb: float, read_mb_s: floa
     if why:
         raise TierError(f"storage={name}: {why}")
     cleanup(name, image, mount)
-    for cg in BLKIO.glob(f"{CGROUP_PREFIX}cell-*"):  # combined cgroups of killed cells
+    ctl, _ = throttle.current()
+    for cg in ctl.groups("cell-*"):  # combined cgroups of killed cells
         pid = cg.name.rsplit("-", 1)[1]
         if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
-            for p in (cg / "cgroup.procs").read_text().split():
-                try:
-                    (BLKIO / "cgroup.procs").write_text(p)
-                except OSError:
-                    pass
-            try:
-                cg.rmdir()
-            except OSError:
-                pass
+            ctl.remove(cg, tries=1)
     Path(image_dir).mkdir(parents=True, exist_ok=True)
     if os.path.exists(image) and not marker(image).exists():  # adopted by its label (foreign() checked it)
         marker(image).write_text(json.dumps({"tier": name, "adopted": True}))
@@ -208,11 +181,10 @@ def setup(name: str, image_dir: str, mount: str, size_gb: float, read_mb_s: floa
         _sh("mount", loop, mount)
         st = os.stat(loop)
         dev = f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}"
-        cg = BLKIO / f"{CGROUP_PREFIX}{name}"
-        cg.mkdir(exist_ok=True)
+        cg = ctl.group(name)
         tier = Tier(name, image, loop, dev, mount, str(cg), int(read_mb_s * 1e6), int(write_mb_s * 1e6),
-                    int(read_iops or 0), int(write_iops or 0))
-        _limit(cg, tier)
+                    int(read_iops or 0), int(write_iops or 0), ctl.name)
+        ctl.limit(cg, tier.limits)
     except Exception:
         cleanup(name, image, mount)
         raise
@@ -223,46 +195,38 @@ def setup(name: str, image_dir: str, mount: str, size_gb: float, read_mb_s: floa
 
 def join(tier: Tier, pid: int | None = None) -> None:
     """Put this process (all its threads, and children it starts later) under the tier's throttle."""
-    (Path(tier.cgroup) / "cgroup.procs").write_text(str(pid or os.getpid()))
+    throttle.by_name(tier.throttle).join(Path(tier.cgroup), pid)
 
 
 def join_all(tiers: list[Tier]) -> Path:
-    """Put this process under the throttles of several tiers at once (a process sits in one blkio
-    cgroup: this one carries every tier's per-device limits). Remove it with ``leave_all``."""
+    """Put this process under the throttles of several tiers at once (a process sits in one cgroup:
+    this one carries every tier's per-device limits). Remove it with ``leave_all``."""
+    ctl = throttle.by_name(tiers[0].throttle)
     if len(tiers) == 1:
-        join(tiers[0])
+        ctl.join(Path(tiers[0].cgroup))
         return Path(tiers[0].cgroup)
-    cg = BLKIO / f"{CGROUP_PREFIX}cell-{os.getpid()}"
-    cg.mkdir(exist_ok=True)
+    cg = ctl.group(f"cell-{os.getpid()}")
     for t in tiers:
-        _limit(cg, t)
-    (cg / "cgroup.procs").write_text(str(os.getpid()))
+        ctl.limit(cg, t.limits)
+    ctl.join(cg)
     return cg
 
 
 def leave_all(cg: Path) -> None:
     """Leave a cgroup made by join_all and remove it when it is this process's own."""
+    ctl = next(c for c in throttle.controllers() if c.root == cg.parent)
     try:
-        leave()
+        ctl.leave()
     except OSError:
         pass
-    if cg.name.startswith(f"{CGROUP_PREFIX}cell-"):
-        for _ in range(50):
-            try:
-                cg.rmdir()
-                return
-            except OSError:
-                time.sleep(0.1)
-
-
-def leave(pid: int | None = None) -> None:
-    (BLKIO / "cgroup.procs").write_text(str(pid or os.getpid()))
+    if cg.name.startswith(f"{throttle.PREFIX}cell-"):
+        ctl.remove(cg)
 
 
 def teardown(tier: Tier) -> None:
     """Leave the cgroup, unmount, detach the loop device, remove the cgroup (idempotent)."""
     try:
-        leave()
+        throttle.by_name(tier.throttle).leave()
     except OSError:
         pass
     cleanup(tier.name, tier.image, tier.mount)
@@ -275,6 +239,7 @@ def leftovers(name: str, image: str, mount: str) -> list[str]:
         out.append(f"mount {mount}")
     if os.path.exists(image):
         out += [f"loop {x}" for x in _loops_of(image)]
-    if (BLKIO / f"{CGROUP_PREFIX}{name}").exists():
-        out.append(f"cgroup {CGROUP_PREFIX}{name}")
+    for ctl in throttle.controllers():
+        if (ctl.root / f"{throttle.PREFIX}{name}").exists():
+            out.append(f"cgroup {ctl.root / (throttle.PREFIX + name)}")
     return out
