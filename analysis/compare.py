@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis import tables
+from analysis import identity, tables
 
 CLAIMS = Path(__file__).resolve().parent / "paper_claims.yaml"
 REPRODUCED, NOT_REPRODUCED, NOT_MEASURED = "reproduced", "not reproduced", "not measured"
@@ -44,19 +44,37 @@ def _thread_speedup(rows, p):
         f"median images/s, {len(n)} runs at {p['threads']} threads / {len(one)} at 1, {', '.join(sorted(set(rows['storage'])))}"
 
 
-def _prefetch_spread(rows, p):
+def _prefetch_cells(rows):
+    """Per (storage, threads) cell with prefetch at the commonest batch size: the median steady runtime,
+    overlap efficiency, input-only and compute-only times."""
     from analysis.plotting import runtime_column
 
     df = rows[rows["prefetch"] > 0]
     if df.empty:
-        return None, ""
+        return None, None
     batch = df["batch_size"].mode().iloc[0]
     df = df[df["batch_size"] == batch]
     rt = runtime_column(df)
-    med = df.groupby(["storage", "threads"])[rt].median()
-    if len(med) < 2:
+    cols = [c for c in (rt, "overlap_efficiency", "input_only_s", "compute_only_s") if c in df]
+    return df.groupby(["storage", "threads"])[cols].median(), batch
+
+
+def _prefetch_overlap(rows, p):
+    """The median overlap efficiency of the prefetch cells (1.0: the input pipeline fully hidden behind
+    the compute, or the compute behind it), with the spread of runtimes across cells beside it."""
+    med, batch = _prefetch_cells(rows)
+    if med is None or "overlap_efficiency" not in med or med["overlap_efficiency"].isna().all():
         return None, ""
-    return float(med.max() / med.min() - 1), f"{len(med)} (storage, threads) cells with prefetch, batch {batch}, {rt}"
+    eff = med["overlap_efficiency"].dropna()
+    rt = med.iloc[:, 0]
+    how = (f"median overlap of {len(eff)} (storage, threads) cells with prefetch, batch {batch} "
+           f"({eff.min():.2f}-{eff.max():.2f}); runtime spread across them {rt.max() / rt.min() - 1:.2f}")
+    slower = med[med["input_only_s"] > med["compute_only_s"]] if "input_only_s" in med else med.iloc[0:0]
+    if not slower.empty:
+        threads = sorted({str(t) for t in slower.index.get_level_values("threads")}, key=lambda t: (len(t), t))
+        how += (f"; on this accelerator the input pipeline at {', '.join(threads)} threads is slower than the "
+                "training steps: prefetch cannot hide it")
+    return float(eff.median()), how
 
 
 def _stall_ratio(rows, p):
@@ -74,7 +92,7 @@ def _stall_ratio(rows, p):
     return float(num["median_stall_s"].median() / den["median_stall_s"].median()), how
 
 
-QUANTITIES = {"table_i": _table_i, "thread_speedup": _thread_speedup, "prefetch_spread": _prefetch_spread,
+QUANTITIES = {"table_i": _table_i, "thread_speedup": _thread_speedup, "prefetch_overlap": _prefetch_overlap,
               "stall_ratio": _stall_ratio}
 
 
@@ -194,7 +212,7 @@ PAIRED = "paired"  # both, only in A, only in B
 def compare_campaigns(a: Path, b: Path, ignore: tuple[str, ...] = ()):
     """Each cell's median metrics in campaign A beside the same cell in campaign B, with B / A.
 
-    Cells pair when everything that defines them is equal (``tables.identity``: the resolved config
+    Cells pair when everything that defines them is equal (``analysis.identity``: the resolved config
     without paths and launch settings; ``ignore``: dotted keys left out, the setting being compared).
     The frame's columns are the keys whose values differ between cells, ``paired`` (both, only in A,
     only in B: a cell without its counterpart is shown, never dropped), then each metric's A, B and
@@ -211,7 +229,7 @@ def compare_campaigns(a: Path, b: Path, ignore: tuple[str, ...] = ()):
     metrics = [c for c in frames[0].columns if c.endswith("_median") and c in frames[1].columns]
     sides = []
     for f, c in zip(frames, collected):
-        ids = pd.DataFrame([tables.identity(c.configs[d], ignore) for d in f["cell_dir"]])
+        ids = pd.DataFrame([identity.identity(c.configs[d], ignore) for d in f["cell_dir"]])
         sides.append((ids, f[metrics].reset_index(drop=True)))
     keys = sorted(set(sides[0][0].columns) | set(sides[1][0].columns))
     for (ids, _), name in zip(sides, "AB"):

@@ -49,14 +49,18 @@ def _table(df) -> str:
 def _provenance(folder: Path) -> dict:
     from jobs import records
 
+    found: dict = {}
     for path in sorted(folder.rglob(records.FILENAME)):
         try:
             rec = records.read(path)
         except records.RecordError:
             continue
         if rec.status == records.COMPLETED:
-            return rec.provenance
-    return {}
+            found = found or dict(rec.provenance)
+            if rec.provenance.get("accelerator"):  # only cells that ran TensorFlow describe it
+                found["accelerator"] = rec.provenance["accelerator"]
+                break
+    return found
 
 
 def _figures() -> list[tuple[str, str]]:
@@ -84,6 +88,7 @@ def write_report(folder: str | Path, built=None) -> Path:
 
     from analysis import compare, tables
     from analysis.build import build
+    from jobs.observe import accelerator
 
     folder = Path(folder)
     built = built if built is not None else build(folder)
@@ -105,6 +110,7 @@ def write_report(folder: str | Path, built=None) -> Path:
         "host": prov.get("host"), "kernel": prov.get("kernel"), "cpu": f"{prov.get('cpu_model')} × {prov.get('cpu_count')}",
         "memory": f"{(prov.get('mem_total_bytes') or 0) / 2**30:.1f} GiB",
         "storage root": f"{mount.get('mount_point')} ({mount.get('fs_type')} on {mount.get('source')}, {mount.get('options')})",
+        "accelerator": accelerator.summary(prov.get("accelerator")) or "not recorded (no TensorFlow cell)",
         "git commit": f"{prov.get('git_commit')}{' (dirty)' if prov.get('git_dirty') else ''}",
         **{k: v for k, v in (prov.get("versions") or {}).items()},
     }
@@ -141,7 +147,8 @@ def _cells(folder: Path):
         return None
     cols = [c for c in ("cell_dir", "workload", "storage", "threads", "batch_size", "prefetch", "checkpoint_target",
                         "tasks_per_cell", "service", "images_per_s_median", "steady_runtime_s_median",
-                        "median_stall_s_median", "bound", "bound_runs", "bound_reason")
+                        "train_au_percentage_median", "accelerator_busy_percentage_median",
+                        "overlap_efficiency_median", "median_stall_s_median", "bound", "bound_runs", "bound_reason")
             if c in s and s[c].notna().any() and not (c in ("tasks_per_cell", "service") and (s[c].fillna(0) <= 1).all())]
     return _in_study_order(folder, s[cols].round(3))
 

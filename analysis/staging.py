@@ -3,13 +3,13 @@ lies, with the time the copy took, as tf-Darshan compared reading from Lustre wi
 
 from __future__ import annotations
 
-from analysis import tables
+from analysis import identity, tables
 
 
 def comparison(summary, staged: dict, configs: dict):
     """Per staged cell: images/s read from the storage tier and from the staged copy (medians), their
     ratio, and the copy's time and rate; None when no cell was staged. A staged cell pairs with the cell
-    whose every other setting is equal (``tables.identity`` without ``stage``); with none, its
+    whose every other setting is equal (``analysis.identity`` without ``stage``); with none, its
     ``from_storage`` is empty."""
     if summary is None or summary.empty or "stage" not in summary:
         return None
@@ -19,7 +19,7 @@ def comparison(summary, staged: dict, configs: dict):
     on = s[s["stage"] != ""]
     if on.empty:
         return None
-    key = {d: tuple(sorted(tables.identity(configs[d], ignore=("stage",)).items())) for d in s["cell_dir"] if d in configs}
+    key = {d: tuple(sorted(identity.identity(configs[d], ignore=("stage",)).items())) for d in s["cell_dir"] if d in configs}
     off = {key[d]: v for d, v in zip(s.loc[s["stage"] == "", "cell_dir"], s.loc[s["stage"] == "", "images_per_s_median"])
            if d in key}
     out = on.rename(columns={"images_per_s_median": "from_stage"}).copy()

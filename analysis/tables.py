@@ -11,13 +11,15 @@ from jobs.metrics import METRICS
 
 # Columns of results.csv that describe the cell; the metric columns follow from jobs.metrics.
 CELL_COLUMNS = ("workload", "kind", "pipeline", "storage", "stage", "tasks_per_cell", "service", "dataset", "format",
-                "shuffle", "threads", "batch_size", "prefetch", "cache", "image_side", "width",
+                "shuffle", "threads", "batch_size", "prefetch", "prefetch_to", "cache", "image_side", "width",
                 "checkpoint_target", "checkpoint_mode", "checkpoint_tiers")
 RUN_COLUMNS = ("run", "cache_state", "bound", "train_bound", "device", "checkpoint_effective_target", "checkpoint_fallback")
-TAIL_COLUMNS = ("device_read_ratio", "checkpoint_mb", "bound_reason", "throttle", "fs_type", "host", "cell_id",
-                "cell_dir", "record", "trace_file", "steps_file")
+TAIL_COLUMNS = ("device_read_ratio", "overlap_efficiency", "checkpoint_mb", "bound_reason", "throttle", "fs_type",
+                "host", "cell_id", "cell_dir", "record", "trace_file", "steps_file")
 SUMMARY_METRICS = ("images_per_s", "mb_per_s", "seconds", "runtime_s", "steady_runtime_s", "data_wait_s", "compute_s",
-                   "baseline_runtime_s", "baseline_steady_runtime_s", "median_stall_s", "drain_after_end_s")
+                   "baseline_runtime_s", "baseline_steady_runtime_s", "median_stall_s", "drain_after_end_s",
+                   "train_au_percentage", "accelerator_busy_percentage", "compute_only_s", "input_only_s",
+                   "overlap_efficiency")
 
 
 @dataclass
@@ -51,6 +53,7 @@ def _cell_values(cfg: dict) -> dict:
         "threads": cfg["threads"],
         "batch_size": cfg["batch_size"],
         "prefetch": cfg["prefetch"],
+        "prefetch_to": cfg.get("prefetch_to") or "host",  # records written before it existed: host
         "cache": cfg["cache"],
         "image_side": cfg["workload"].get("image_side"),
         "width": cfg["workload"].get("width"),
@@ -142,6 +145,16 @@ def read_tier(config: dict, dataset: dict | None) -> dict:
     return (config.get("stage") if staged else config.get("storage")) or {}
 
 
+def overlap_efficiency(row: dict) -> float | None:
+    """max(input-only, compute-only) ÷ steady runtime of an AlexNet run: 1.0 when the run took no
+    longer than its slower side alone (the overlap was complete), less by what not overlapping cost."""
+    sides = [row.get("input_only_s"), row.get("compute_only_s")]
+    steady = row.get("steady_runtime_s")
+    if any(v is None or v != v for v in sides) or not steady:
+        return None
+    return max(sides) / steady
+
+
 def _throttle(tier: dict | None) -> str:
     """What throttled the cell's own emulated tier: blkio-v1 or io.max-v2 ("" when none did; records
     written before v2 tiers existed were throttled by blkio)."""
@@ -157,6 +170,7 @@ def _row(base: dict, run: dict, rec: records.CellRecord, mount: dict, d: str, re
         row["steady_runtime_s"] = run["runtime_s"] - run["first_step_s"]  # records written before it was recorded
     sizes = sorted(c["bytes"] for c in run.get("checkpoints", []) if c.get("bytes"))
     row["checkpoint_mb"] = sizes[len(sizes) // 2] / 1e6 if sizes else None  # median size of one checkpoint
+    row["overlap_efficiency"] = overlap_efficiency(row)
     dev, con = run.get("bytes_read_device"), run.get("bytes_consumed")
     row["device_read_ratio"] = dev / con if dev is not None and con else None
     emulate = read_tier(rec.config, rec.dataset).get("emulate") or {}
@@ -254,43 +268,6 @@ def summary_frame(results):
     return out
 
 
-# Config keys that say where things live or how a cell was launched, not what it measured: two cells
-# that differ only there are the same cell (a campaign rerun on another mount, queue or account).
-_WHERE = (".root", ".image_dir", ".lock_dir", ".description", ".label", "dataset.path")
-_LAUNCH_KEPT = ("platform.nodes", "platform.tasks_per_node")  # of the platform, what changes the measurement
-
-
-def identity(config: dict, ignore: tuple[str, ...] = ()) -> dict[str, str]:
-    """What defines a cell: its resolved config as flat dotted keys with normalised values (224 and
-    224.0 are one value), without where things live and how it was launched; keys under ``ignore``
-    (dotted prefixes: the setting being compared) left out."""
-    import json
-    import math
-
-    def norm(v) -> str:
-        if isinstance(v, bool) or v is None:
-            return json.dumps(v)
-        if isinstance(v, (int, float)):
-            if isinstance(v, float) and math.isnan(v):
-                return "nan"
-            return str(int(v)) if float(v).is_integer() else repr(float(v))  # 224 and 224.0: "224"
-        if isinstance(v, (list, tuple)):
-            return "[" + ",".join(norm(x) for x in v) + "]"
-        return str(v)
-
-    flat: dict[str, str] = {}
-
-    def walk(prefix: str, v) -> None:
-        if isinstance(v, dict):
-            for k, x in v.items():
-                walk(f"{prefix}.{k}" if prefix else str(k), x)
-        else:
-            flat[prefix] = norm(v)
-
-    walk("", {k: v for k, v in config.items() if k != "hydra"})
-    return {k: v for k, v in flat.items()
-            if not k.endswith(_WHERE) and (not k.startswith("platform.") or k in _LAUNCH_KEPT)
-            and not any(k == i or k.startswith(i + ".") for i in ignore)}
 
 
 def text(column):

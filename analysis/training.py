@@ -60,6 +60,32 @@ def _stacked(ax, x, on, off, width, color):
     return bool(below.any())
 
 
+AU = "train_au_percentage"
+
+
+def _au_labels(ax, x, on, au) -> bool:
+    """AU (%) of the prefetch runs written inside the top of their gray bars; False when none is known."""
+    import numpy as np
+
+    shown = False
+    for xi, top, a in zip(x, on, au):
+        if np.isnan(top) or a is None or np.isnan(a):
+            continue
+        ax.annotate(f"{a:.0f}%", (xi, top), xytext=(0, -3), textcoords="offset points", ha="center", va="top",
+                    fontsize=6, rotation=90)
+        shown = True
+    return shown
+
+
+def _au(df):
+    """Median AU per (storage, threads, batch_size, prefetching), or an empty Series."""
+    import pandas as pd
+
+    if AU not in df or df[AU].isna().all():
+        return pd.Series(dtype=float)
+    return df.groupby(["storage", "threads", "batch_size", "prefetching"])[AU].median()
+
+
 def fig6(results, folder: Path, figure) -> list[Path]:
     """Runtime against map threads, prefetch on (gray) and the excess without prefetch (white)."""
     import matplotlib
@@ -79,14 +105,16 @@ def fig6(results, folder: Path, figure) -> list[Path]:
     threads = _sorted_threads(df["threads"])
     rt = plotting.runtime_column(df)
     med = df.groupby(["storage", "threads", "prefetching"])[rt].median()
+    au = _au(df)
     fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(storages) * len(threads) / 2), 4.2))
     width = 0.8 / len(threads)
-    ticked = False
+    ticked = labelled = False
     for j, t in enumerate(threads):
         x = np.arange(len(storages)) - 0.4 + width * (j + 0.5)
         on = [med.get((s, t, True), np.nan) for s in storages]
         off = [med.get((s, t, False), np.nan) for s in storages]
         ticked = _stacked(ax, x, on, off, width * 0.9, "0.6") or ticked
+        labelled = _au_labels(ax, x, on, [au.get((s, t, batch, True), np.nan) for s in storages]) or labelled
         for xi in x:
             ax.annotate(t, (xi, 0), xytext=(0, -10), textcoords="offset points", ha="center", fontsize=7)
     ax.set_xticks(np.arange(len(storages)), storages)
@@ -103,6 +131,8 @@ def fig6(results, folder: Path, figure) -> list[Path]:
     if ticked:
         handles.append(Line2D([], [], color="black", marker="_", linestyle="", markersize=10,
                               label="without prefetch, where it was faster"))
+    if labelled:
+        handles.append(Line2D([], [], linestyle="", label="n%: AU with prefetch (compute ÷ runtime)"))
     ax.legend(handles=handles, fontsize=8, loc="upper right")
     ax.grid(axis="y", linewidth=0.3)
     ax.set_axisbelow(True)
@@ -133,21 +163,28 @@ def fig7(results, folder: Path, figure) -> list[Path]:
     batches = sorted(df["batch_size"].unique())
     rt = plotting.runtime_column(df)
     med = df.groupby(["storage", "batch_size", "prefetching"])[rt].median()
+    au = _au(df)
     fig, axes = plt.subplots(1, len(storages), figsize=(max(6.5, 4.2 * len(storages)), 3.8), squeeze=False, sharey=True)
+    labelled = False
     for ax, s in zip(axes[0], storages):
         x = np.arange(len(batches))
         on = [med.get((s, b, True), np.nan) for b in batches]
         off = [med.get((s, b, False), np.nan) for b in batches]
         _stacked(ax, x, on, off, 0.6, "0.6")
+        labelled = _au_labels(ax, x, on, [au.get((s, threads, b, True), np.nan) for b in batches]) or labelled
         ax.set_xticks(x, [str(b) for b in batches])
         ax.set_xlabel("Batch size")
         ax.set_title(s, fontsize=9)
         ax.grid(axis="y", linewidth=0.3)
         ax.set_axisbelow(True)
     axes[0][0].set_ylabel(label(rt))
-    axes[0][-1].legend(handles=[Patch(facecolor="0.6", edgecolor="black", label="prefetch 1 batch"),
-                                Patch(facecolor="white", edgecolor="black", label="excess without prefetch")],
-                       fontsize=7, loc="upper right")
+    from matplotlib.lines import Line2D
+
+    handles = [Patch(facecolor="0.6", edgecolor="black", label="prefetch 1 batch"),
+               Patch(facecolor="white", edgecolor="black", label="excess without prefetch")]
+    if labelled:
+        handles.append(Line2D([], [], linestyle="", label="n%: AU with prefetch"))
+    axes[0][-1].legend(handles=handles, fontsize=7, loc="upper right")
     fig.suptitle(f"Fig. 7: AlexNet runtime against batch size, {threads} map threads (median of runs)", fontsize=9)
     fig.tight_layout()
     return plotting.save(fig, folder / figure.key)

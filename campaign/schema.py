@@ -20,6 +20,11 @@ class CacheMode(Enum):
     warm = "warm"  # dataset read once just before every run, so reads hit memory
 
 
+class PrefetchTo(Enum):
+    host = "host"  # prefetched batches wait in host memory (tf.data's prefetch)
+    device = "device"  # and are copied into the training device's memory ahead (the paper's prefetch_to_device)
+
+
 class DatasetSource(Enum):
     synthetic = "synthetic"  # JPEGs generated once from the seed into <storage.root>/iocampaign/datasets
     folder = "folder"  # dataset.path is a folder of class sub-folders holding images
@@ -180,6 +185,7 @@ class CampaignConf:
     threads: Any = 1  # num_parallel_calls of the map: a positive integer, or "autotune"
     batch_size: int = 64  # images per batch
     prefetch: int = 0  # batches prefetched after batching; 0 = no prefetch transformation
+    prefetch_to: PrefetchTo = PrefetchTo.host  # where prefetched batches wait: host | device (training workloads)
     shuffle: Shuffle = Shuffle["global"]  # sample order of every run: global | local | none
     shuffle_buffer: Optional[int] = None  # samples in the shuffle buffer; null = all (global) or one shard's (local)
     repeats: int = 5  # measured runs per cell; the analysis reports their median, min and max

@@ -52,6 +52,16 @@ def _list_dataset(cfg: View) -> int:
     return min(n, len(items))
 
 
+def _prefetch_to(cfg, workload) -> None:
+    if str(cfg.get("prefetch_to") or "host") != "device":
+        return
+    if not workload.prefetches_to_device:
+        raise ConfigError(f"prefetch_to=device: workload={cfg.workload.name} has no training device to prefetch to "
+                          "(workload=alexnet or alexnet_small has); use prefetch_to=host")
+    if int(cfg.prefetch) < 1:
+        raise ConfigError("prefetch_to=device needs prefetch=1 or more (batches to hold in the device's memory)")
+
+
 def check(config, memo: dict | None = None) -> None:
     """Raise ConfigError for the first setting of a cell that cannot run. ``config``: the cell's
     resolved config (a plain dict) or its DictConfig; ``memo``: a dict shared across one planning
@@ -82,6 +92,7 @@ def check(config, memo: dict | None = None) -> None:
     except KeyError as e:
         raise ConfigError(e.args[0]) from None
     workload.check(cfg)
+    _prefetch_to(cfg, workload)
     _trace(cfg, workload)
     if (cfg.workload.get("read_delay_ms") or 0) < 0:
         raise ConfigError(f"workload.read_delay_ms={cfg.workload.read_delay_ms} must not be negative")

@@ -43,6 +43,18 @@ METRICS: dict[str, Metric] = {
         Metric("first_step_s", "s", "lower", "AlexNet: wait and compute of the first step (includes graph tracing)"),
         Metric("steady_runtime_s", "s", "lower",
                "Runtime without the first step; AlexNet and checkpoint: graph tracing left out, what figures and claims compare"),
+        Metric("train_au_percentage", "%", "higher",
+               "AU; AlexNet: accelerator utilization as MLPerf Storage defines it: compute time / runtime x 100, first "
+               "step left out (on a CPU, the share of the loop spent computing)"),
+        Metric("accelerator_busy_percentage", "%", "",
+               "AlexNet on a GPU: the GPU's busy share over the timed loop (NVML utilization.gpu, mean of samples); "
+               "absent without a GPU"),
+        Metric("compute_only_s", "s", "lower",
+               "AlexNet: the run's steady steps trained on one batch held in the training device's memory, no input "
+               "pipeline (median of workload.compute_only_steps steps x steps)"),
+        Metric("input_only_s", "s", "lower",
+               "AlexNet: the cell's input pipeline drained without training over the same steps, cache as the runs "
+               "(once per cell, after its runs; workload.input_only)"),
         Metric("seq_read_mb_s", "MB/s", "higher", "Baseline: sequential read of one large file, O_DIRECT (Table I)"),
         Metric("seq_write_mb_s", "MB/s", "higher", "Baseline: sequential write of one large file, O_DIRECT, flushed (Table I)"),
         Metric("baseline_runtime_s", "s", "lower", "Checkpoint: the same run's runtime without checkpoints"),
@@ -57,7 +69,8 @@ METRICS: dict[str, Metric] = {
                "workload's timed interval where it marks one, the whole run otherwise: the record's usage_over)"),
         Metric("cpu_s", "s", "", "CPU time of the process and its children during the run (user + system)"),
         Metric("cpu_cores_busy", "cores", "", "CPU seconds per wall second during the run"),
-        Metric("cpu_cores_usable", "cores", "", "cores the run could keep busy: min(CPUs allowed, map threads)"),
+        Metric("cpu_cores_usable", "cores", "",
+               "cores the run could keep busy: min(CPUs allowed, map threads; AlexNet on a CPU: map threads + 1)"),
         Metric("cpu_share", "", "", "cpu_cores_busy / cpu_cores_usable (1.0: every usable core busy)"),
         Metric("machine_cpu_busy", "", "", "share of all the machine's CPU time that was busy during the run (any process)"),
         Metric("device_busy", "", "", "share of the run the data device had a request in flight (/proc/diskstats io_ticks)"),

@@ -52,6 +52,9 @@ ADDED_SETTINGS = {
     ("trace",): {"posix": False},
     ("stage",): None,
     ("input",): {"service": False, "workers": 1},
+    ("prefetch_to",): "host",
+    ("workload", "compute_only_steps"): 5,
+    ("workload", "input_only"): True,
     **{(*where, "emulate", rw): None for where in (("storage",), ("checkpoint", "fast"), ("checkpoint", "slow"))
        for rw in ("read_iops", "write_iops")},
 }

@@ -246,7 +246,7 @@ def _loop(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, prov: dic
             svc.add_counters(io0, result)
         timed = "start" in ctx.marks and "end" in ctx.marks  # the workload marked its timed interval
         # a multi-task run may keep threads x tasks per node cores busy on each of its nodes
-        par = w.parallelism(cfg)
+        par = w.parallelism(cfg, result)
         used = usage.between(*((ctx.marks["start"], ctx.marks["end"]) if timed else (before, after)),
                              par * where.per_node if par else None, where.tasks // where.per_node)
         result.update({k: v for k, v in used.items() if k != "wall_s"}, run_wall_s=after.t - before.t,
@@ -260,7 +260,27 @@ def _loop(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, prov: dic
         runs.append({"run": run, "warmup": warmup, "started_at": started, "shuffle_seed": seed,
                      "cache_requested": requested, "cache_state": state, "resident_bytes_before": resident, **result})
         _log(w, warmup, k, cfg, result, state)
+    _probe(w, ctx, requested, runs)
     return runs
+
+
+def _probe(w: workloads.Workload, ctx, requested: str, runs: list[dict]) -> None:
+    """The workload's once-per-cell measurements (``Workload.probe``), with the cache as the runs had it,
+    added to every measured run."""
+    from jobs.storage import cache
+
+    if type(w).probe is workloads.Workload.probe or not runs:
+        return
+    if requested == "cold":
+        cache.evict(ctx.ds.storage_files, drop_caches=bool(ctx.cfg.drop_caches))
+    else:
+        cache.warm(ctx.ds.storage_files)
+    with interrupts.deferred() if w.in_tensorflow else contextlib.nullcontext():
+        extra = w.probe(ctx)
+    log.info("once per cell: %s", ", ".join(f"{k} {v:.3g}" for k, v in extra.items()) or "nothing")
+    for run in runs:
+        if not run["warmup"]:
+            run.update(extra)
 
 
 def _log(w: workloads.Workload, warmup: bool, k: int, cfg, result: dict, state: str) -> None:

@@ -33,6 +33,7 @@ class PipelineSettings:
     read_delay_ms: float = 0.0  # extra latency per file read, ms
     shuffle: str = "global"  # global | local | none (jobs.data.readers)
     shuffle_buffer: int | None = None
+    prefetch_to: str = "host"  # host | device: where prefetched batches wait (training only)
 
     @property
     def order(self) -> dict:
@@ -48,7 +49,8 @@ class PipelineSettings:
         return cls(threads=threads_value(cfg.threads), batch_size=int(cfg.batch_size), prefetch=int(cfg.prefetch),
                    image_side=int(cfg.workload.image_side), seed=seed,
                    read_delay_ms=float(cfg.workload.get("read_delay_ms") or 0.0),
-                   shuffle=str(cfg.get("shuffle") or "global"), shuffle_buffer=int(buffer) if buffer else None, **extra)
+                   shuffle=str(cfg.get("shuffle") or "global"), shuffle_buffer=int(buffer) if buffer else None,
+                   prefetch_to=str(cfg.get("prefetch_to") or "host"), **extra)
 
 
 def build(
@@ -128,7 +130,14 @@ def delayed(index, read_delay_ms: float, threads: int | str):
     import tensorflow as tf
 
     us = int(read_delay_ms * 1000)
-    return index.interleave(lambda *e: sleep(tf.data.Dataset.from_tensors(e), us),
+
+    # not converted by autograph: a lambda here was once converted as the map's ``load`` (its cache of
+    # converted functions mixed the two up: "name 'read' is not defined" under pytest-xdist)
+    @tf.autograph.experimental.do_not_convert
+    def one(*e):
+        return sleep(tf.data.Dataset.from_tensors(e), us)
+
+    return index.interleave(one,
                             cycle_length=num_parallel_calls(threads), num_parallel_calls=num_parallel_calls(threads),
                             deterministic=True)
 

@@ -144,7 +144,8 @@ def tier_facts(path: str, fs_type: str) -> dict:
 
 
 def collect(storage_root: str, data_dir: str | None = None, packages: tuple[str, ...] = ()) -> dict:
-    """Provenance of a cell: host, kernel, CPU, memory, the tier's mount, versions and git commit."""
+    """Provenance of a cell: host, kernel, CPU, memory, the tier's mount, versions and git commit; for a
+    workload that runs TensorFlow, the accelerator (``jobs.observe.accelerator``)."""
     commit = _git("rev-parse", "HEAD")
     dirty = _git("status", "--porcelain", "--untracked-files=no")
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -165,4 +166,11 @@ def collect(storage_root: str, data_dir: str | None = None, packages: tuple[str,
         "git_dirty": None if dirty is None else bool(dirty),
         "argv": sys.argv,
         "slurm": slurm(),
+        **({"accelerator": _accelerator()} if "tensorflow" in packages else {}),
     }
+
+
+def _accelerator() -> dict:
+    from jobs.observe import accelerator
+
+    return accelerator.describe()

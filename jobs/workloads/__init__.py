@@ -90,6 +90,7 @@ class Workload:
     in_tensorflow: ClassVar[bool] = True  # its runs call TensorFlow: signals wait for its interrupts.check()
     shardable: ClassVar[bool] = False  # a run can be N tasks each reading its shard (platform.tasks_per_node > 1)
     service_ready: ClassVar[bool] = False  # its pipeline can run on the tf.data service (input.service=true)
+    prefetches_to_device: ClassVar[bool] = False  # it trains on a device prefetch_to=device can fill
     figures: ClassVar[tuple[Figure, ...]] = ()  # what the analysis draws from its rows
 
     def check(self, cfg) -> None:
@@ -99,10 +100,15 @@ class Workload:
         """Every storage tier the cell touches (the data's first)."""
         return [cfg.storage]
 
-    def parallelism(self, cfg) -> int | None:
+    def parallelism(self, cfg, result: dict | None = None) -> int | None:
         """Threads a run can keep busy at most (the CPU share of a run is judged against
-        ``min(cores, this)``); None: as many as there are cores."""
+        ``min(cores, this)``), given the run's ``result``; None: as many as there are cores."""
         return None
+
+    def probe(self, ctx: RunContext) -> dict:
+        """Measurements taken once per cell after its measured runs (cache as the runs had it), outside
+        their timed and counted intervals; added to every measured run. {}: none."""
+        return {}
 
     def run_once(self, ctx: RunContext) -> dict:
         """One run; returns its metrics (and declared record keys)."""

@@ -97,6 +97,9 @@ def test_wrong_type_names_the_setting(cwd):
     (("shuffle=none", "shuffle_buffer=8"), "shuffle_buffer=8 has no effect with shuffle=none"),
     (("workload=readonly", "platform.tasks_per_node=8", "dataset.num_images=4", "batch_size=1"),
      "each of the 8 tasks would read 0 of the 4 images"),
+    (("prefetch_to=device", "prefetch=1"), "prefetch_to=device: workload=microbench has no training device"),
+    (("workload=alexnet_small", "prefetch_to=device"), "prefetch_to=device needs prefetch=1 or more"),
+    (("workload=alexnet_small", "workload.compute_only_steps=-1"), "workload.compute_only_steps=-1 must be 0"),
 ])
 def test_settings_that_were_accepted_or_gave_a_traceback(cwd, args, expected):
     """Each was accepted, failed at run time or gave Hydra's traceback (reliability round 2)."""
@@ -146,6 +149,7 @@ def test_the_paper_study_checks_every_grid_before_the_first_runs(cwd, tmp_path):
 
 
 @pytest.mark.parametrize("arg,expected", [("cache=lukewarm", "expected one of [cold, warm]"),
+                                          ("prefetch_to=gpu", "expected one of [host, device]"),
                                           ("seed=abc", "seed=abc"), ("checkpoint.target=nvme", "checkpoint.target=nvme"),
                                           ("batch_size=4,many", "batch_size=many")])
 def test_wrong_types_give_one_line_and_exit_2(cwd, arg, expected):

@@ -17,6 +17,8 @@ class AlexNetConf(InputPipelineConf):
     steps: int | None = None  # training steps per run; null = one epoch (images // batch_size)
     device: Device = Device.auto  # where the model trains
     trace_interval_s: float = 1.0  # device I/O sampling interval, s (0.05 to 10)
+    compute_only_steps: int = 5  # steps timed on one batch held in the device's memory after each run (0: none)
+    input_only: bool = True  # drain the pipeline without training once per cell, after its runs (overlap)
 
 
 def check_alexnet(cfg) -> None:
@@ -25,8 +27,29 @@ def check_alexnet(cfg) -> None:
         raise ConfigError(f"workload.image_side={cfg.workload.image_side} is too small for AlexNet's three poolings (64 or more)")
     if cfg.workload.width <= 0:
         raise ConfigError(f"workload.width={cfg.workload.width} must be positive (1.0 = the paper's AlexNet)")
+    if (cfg.workload.get("compute_only_steps") or 0) < 0:
+        raise ConfigError(f"workload.compute_only_steps={cfg.workload.compute_only_steps} must be 0 (none) or more")
     if not 0.05 <= cfg.workload.trace_interval_s <= 10:
         raise ConfigError(f"workload.trace_interval_s={cfg.workload.trace_interval_s} must be between 0.05 and 10 seconds")
+
+
+def training_parallelism(cfg, result: dict | None) -> int | None:
+    """Cores a training run may keep busy: its map threads, plus the training thread when the model
+    trains on the CPU (None with autotune: any core)."""
+    from jobs.configview import threads_value
+
+    threads = threads_value(cfg.threads)
+    if not isinstance(threads, int) or threads <= 0:
+        return None
+    return threads + (1 if "CPU" in str((result or {}).get("device") or "CPU") else 0)
+
+
+def _settings(ctx: RunContext):
+    from jobs.workloads.alexnet import training as alexnet
+
+    w = ctx.cfg.workload
+    return alexnet.TrainSettings.from_config(ctx.cfg, ctx.seed, width=float(w.width), steps=w.steps,
+                                             device=str(w.device), compute_only_steps=int(w.get("compute_only_steps") or 0))
 
 
 @register
@@ -34,10 +57,12 @@ class AlexNet(Workload):
     name = "alexnet"
     schema = AlexNetConf
     metrics = of("steps", "runtime_s", "steady_runtime_s", "data_wait_s", "compute_s", "first_step_s", "images_per_s", "mb_per_s",
-                 "bytes_read_syscall")
+                 "bytes_read_syscall", "train_au_percentage", "accelerator_busy_percentage", "compute_only_s",
+                 "input_only_s")
     record_keys = ("dropped_files", "first_step_wait_s", "device", "parameters", "final_loss", "trace_file",
                    "trace_device", "steps_file")
     packages = ("tensorflow", "keras")
+    prefetches_to_device = True
     figures = (
         Figure("fig6", "analysis.training:fig6", "Fig. 6: AlexNet runtime against map threads, prefetch on and off",
                PAPER_LAYOUT, order=6),
@@ -48,18 +73,34 @@ class AlexNet(Workload):
     def check(self, cfg) -> None:
         check_alexnet(cfg)
 
+    def parallelism(self, cfg, result: dict | None = None) -> int | None:
+        return training_parallelism(cfg, result)
+
+    def probe(self, ctx: RunContext) -> dict:
+        """The cell's input-only time (``workload.input_only``), after its runs."""
+        from jobs.workloads.alexnet import overlap
+
+        if not ctx.cfg.workload.get("input_only", True):
+            return {}
+        s = _settings(ctx)
+        return {"input_only_s": overlap.input_only(ctx.ds, s, (s.steps or len(ctx.ds.files) // s.batch_size) - 1)}
+
     def run_once(self, ctx: RunContext) -> dict:
-        from jobs.observe import trace
+        from jobs.observe import accelerator, trace
         from jobs.workloads.alexnet import training as alexnet
 
         cfg = ctx.cfg
-        settings = alexnet.TrainSettings.from_config(cfg, ctx.seed, width=float(cfg.workload.width),
-                                                     steps=cfg.workload.steps, device=str(cfg.workload.device))
+        settings = _settings(ctx)
         tracer = trace.Tracer(ctx.disk, float(cfg.workload.trace_interval_s)).start()
+        gpu = accelerator.Sampler(min(0.1, float(cfg.workload.trace_interval_s))).start()
         try:
-            result = alexnet.run_once(ctx.ds, settings, steps_csv=ctx.job_dir / f"steps_{ctx.tag}.csv").as_dict()
+            result = alexnet.run_once(ctx.ds, settings, steps_csv=ctx.job_dir / f"steps_{ctx.tag}.csv",
+                                      mark=ctx.mark).as_dict()
         finally:
             tracer.stop()
+            gpu.stop()
+        result["accelerator_busy_percentage"] = gpu.busy(result["t_first_iterator_call"],
+                                                         result["t_first_iterator_call"] + result["runtime_s"])
         tracer.mark(trace.FIRST, result.pop("t_first_iterator_call"))
         tracer.mark(trace.LAST, result.pop("t_last_iterator_call"))
         tracer.write(ctx.job_dir / f"trace_{ctx.tag}.csv")
@@ -70,4 +111,5 @@ class AlexNet(Workload):
 
     def describe(self, result: dict) -> str:
         return (f"{result['runtime_s']:.2f} s runtime ({result['data_wait_s']:.2f} s waiting for data, "
-                f"{result['compute_s']:.2f} s computing, first step {result['first_step_s']:.2f} s) on {result['device']}")
+                f"{result['compute_s']:.2f} s computing, first step {result['first_step_s']:.2f} s) on {result['device']}, "
+                f"AU {result['train_au_percentage']:.0f}%")

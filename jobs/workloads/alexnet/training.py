@@ -18,6 +18,7 @@ from jobs.data import pipeline, readers
 from jobs.data.datasets import Dataset
 from jobs.data.pipeline import PipelineSettings
 from jobs.metrics import MB
+from jobs.workloads.alexnet import overlap
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,6 +26,7 @@ class TrainSettings(PipelineSettings):
     width: float  # multiplier of filters and dense units (1.0 = the paper's AlexNet)
     steps: int | None  # training steps; None = one epoch, images // batch_size (142 at 9,144 / 64)
     device: str = "auto"  # auto | cpu | gpu
+    compute_only_steps: int = 5  # steps timed on one batch in the device's memory after the loop (0: none)
 
 
 def device_name(choice: str) -> str:
@@ -105,6 +107,8 @@ class TrainResult:
     first_step_s: float
     steady_runtime_s: float  # runtime without the first step (graph tracing): what figures and claims compare
     first_step_wait_s: float
+    train_au_percentage: float  # MLPerf Storage's AU: steady compute ÷ steady runtime × 100
+    compute_only_s: float | None  # the steady steps' time without an input pipeline (overlap.compute_only)
     images_per_s: float
     mb_per_s: float
     bytes_consumed: int
@@ -137,6 +141,7 @@ def _train(it, step, steps: int, t0: float) -> dict:
             b = time.perf_counter()
             out["t_last_call"] = b
             out["loss"] = float(step(x, y).numpy())  # reading the loss waits for the step to finish, GPU included
+            out["last"] = (x, y)
             out["computes"].append(time.perf_counter() - b)
             out["waits"].append(b - a)
             out["seen"].extend(int(i) for i in idx.numpy())
@@ -145,27 +150,45 @@ def _train(it, step, steps: int, t0: float) -> dict:
     return out
 
 
-def run_once(ds: Dataset, s: TrainSettings, steps_csv: Path | None = None, model=None) -> TrainResult:
-    """Train for ``s.steps`` steps (or one epoch); write every step's wait and compute to ``steps_csv``."""
+def _iterator(ds: Dataset, s: TrainSettings, device: str):
+    """The run's batches (one epoch of full batches unless ``s.steps``) and the steps to train."""
     import tensorflow as tf
 
-    device = device_name(s.device)
-    model = model or build_model(max(1, ds.num_classes), s.image_side, s.width, s.seed)
-    step = make_step(model, device)
     data = pipeline.build(
         ds, threads=s.threads, batch_size=s.batch_size, prefetch=s.prefetch, seed=s.seed,
         image_side=s.image_side, one_hot=True, read_delay_ms=s.read_delay_ms, shuffle=s.shuffle,
         shuffle_buffer=s.shuffle_buffer,
     )
     per_epoch = len(ds.files) // s.batch_size
-    steps = s.steps or per_epoch
     if s.steps is None:
         data = data.take(per_epoch)  # one epoch of full batches, as the paper's 142 x 64 of 9,144
+    if s.prefetch_to == "device":  # the paper's prefetch_to_device('/gpu:0'): the last transformation
+        data = data.apply(tf.data.experimental.prefetch_to_device(device, s.prefetch))
     with tf.device("/CPU:0"):
-        it = iter(data)
+        return iter(data), s.steps or per_epoch
+
+
+def _write_steps(path: Path, waits: list, computes: list) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["step", "wait_s", "compute_s"])
+        w.writerows((k + 1, round(a, 6), round(b, 6)) for k, (a, b) in enumerate(zip(waits, computes)))
+
+
+def run_once(ds: Dataset, s: TrainSettings, steps_csv: Path | None = None, model=None,
+             mark=lambda name: None) -> TrainResult:
+    """Train for ``s.steps`` steps (or one epoch); write every step's wait and compute to ``steps_csv``.
+    ``mark(name)`` is called with "start" and "end" around the timed loop (the runner's usage window);
+    after it, ``s.compute_only_steps`` steps on the last batch give the compute-only time."""
+    device = device_name(s.device)
+    model = model or build_model(max(1, ds.num_classes), s.image_side, s.width, s.seed)
+    step = make_step(model, device)
+    it, steps = _iterator(ds, s, device)
     rb0, rc0 = pipeline.read_counters()
+    mark("start")
     t0 = time.perf_counter()
     loop = _train(it, step, steps, t0)
+    mark("end")
     del it  # stop read-ahead before the counters are read
     readers.close_all()
     rb1, rc1 = pipeline.read_counters()
@@ -174,12 +197,12 @@ def run_once(ds: Dataset, s: TrainSettings, steps_csv: Path | None = None, model
     if not waits:
         raise RuntimeError(f"the pipeline delivered no batch out of {len(ds.files)} files")
     if steps_csv is not None:
-        with open(steps_csv, "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["step", "wait_s", "compute_s"])
-            w.writerows((k + 1, round(a, 6), round(b, 6)) for k, (a, b) in enumerate(zip(waits, computes)))
+        _write_steps(steps_csv, waits, computes)
     drops = pipeline.dropped(ds, seen, exhausted, s.seed, **s.order)
     runtime = t_end - t0
+    steady = runtime - (waits[0] + computes[0])
+    solo = (overlap.compute_only(step, *loop["last"], device, len(waits) - 1, s.compute_only_steps)
+            if s.compute_only_steps and len(waits) > 1 else None)
     return TrainResult(
         steps=len(waits),
         images=len(seen),
@@ -189,8 +212,10 @@ def run_once(ds: Dataset, s: TrainSettings, steps_csv: Path | None = None, model
         data_wait_s=sum(waits),
         compute_s=sum(computes),
         first_step_s=waits[0] + computes[0],
-        steady_runtime_s=runtime - (waits[0] + computes[0]),
+        steady_runtime_s=steady,
         first_step_wait_s=waits[0],
+        train_au_percentage=100 * sum(computes[1:]) / steady if steady > 0 else float("nan"),
+        compute_only_s=solo,
         images_per_s=len(seen) / runtime,
         mb_per_s=consumed / runtime / MB,
         bytes_consumed=consumed,

@@ -12,7 +12,7 @@ from pathlib import Path
 from jobs.errors import ConfigError
 from jobs.metrics import of
 from jobs.workloads import Figure, RunContext, Workload, register
-from jobs.workloads.alexnet import AlexNetConf, check_alexnet
+from jobs.workloads.alexnet import AlexNetConf, check_alexnet, training_parallelism
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,9 @@ class Checkpoint(Workload):
     def tiers(self, cfg) -> list:
         return [cfg.storage, cfg.checkpoint.slow, cfg.checkpoint.fast]
 
+    def parallelism(self, cfg, result: dict | None = None) -> int | None:
+        return training_parallelism(cfg, result)
+
     def run_once(self, ctx: RunContext) -> dict:
         """The same training twice: without checkpoints (the run's baseline), then with them, traced."""
         from jobs.observe import trace
@@ -76,7 +79,7 @@ class Checkpoint(Workload):
         tracer = trace.Tracer(slow_disk, float(cfg.workload.trace_interval_s)).start()
         t0 = time.perf_counter()
         try:
-            result = checkpoint.run_once(ctx.ds, settings)
+            result = checkpoint.run_once(ctx.ds, settings, mark=ctx.mark)
         finally:
             tracer.stop()
         tracer.mark(trace.FIRST, t0)

@@ -132,10 +132,12 @@ def _writers(s: CheckpointSettings, model, opt, target: str, folder: Path, slow_
     return locks, drain, _Saver(s, model, opt, folder, target, drain, snapshots)
 
 
-def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True, snapshots: dict | None = None) -> dict:
+def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True, snapshots: dict | None = None,
+             mark=lambda name: None) -> dict:
     """Train ``s.train.steps`` steps; checkpoint every ``s.every`` unless ``with_checkpoints`` is false
     (the same run's baseline). Returns the run's metrics and one entry per checkpoint. ``snapshots``,
-    when given, receives every saved step's model weights (for tests that restore and compare)."""
+    when given, receives every saved step's model weights (for tests that restore and compare);
+    ``mark(name)`` is called with "start" and "end" around the training loop (the usage window)."""
     import keras
     import tensorflow as tf
 
@@ -155,12 +157,14 @@ def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True, 
     folder = slow_dir if target == "slow" else fast_dir
     locks, drain, saver = _writers(s, model, opt, target, folder, slow_dir, snapshots) if with_checkpoints else ([], None, None)
     rb0, _ = pipeline.read_counters()
+    mark("start")
     t_start = time.perf_counter()
     try:
         run = _train(it, step_fn, steps, saver, s.every)
         if saver is not None:
             saver.join()
         t_train_end, wall_train_end = time.perf_counter(), time.time()
+        mark("end")
         drained = drain.finish() if drain is not None else []
         t_drained = time.perf_counter()
     except BaseException:

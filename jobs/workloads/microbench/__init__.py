@@ -37,7 +37,7 @@ class Microbench(Workload):
                title="Data layout and shuffling: images/s by dataset.format × shuffle (median of runs)"),
     )
 
-    def parallelism(self, cfg) -> int | None:
+    def parallelism(self, cfg, result: dict | None = None) -> int | None:
         from jobs.configview import threads_value
 
         threads = threads_value(cfg.threads)

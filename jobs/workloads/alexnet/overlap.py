@@ -1,0 +1,55 @@
+"""The two sides prefetch overlaps, each measured alone (DS-Analyzer's method): the training step
+without an input pipeline (compute-only: one batch held in the training device's memory) and the
+input pipeline without training (input-only: drained as the training loop would draw it).
+
+With prefetch, runtime ≈ max(input-only, compute-only) when the overlap is complete; the analysis
+divides that by the measured runtime (``overlap_efficiency``, 1.0 = complete).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+from jobs import interrupts
+from jobs.data import pipeline, readers
+from jobs.data.datasets import Dataset
+
+
+def compute_only(step, x, y, device: str, steps: int, sample: int | None = None) -> float:
+    """Seconds of ``steps`` training steps of the compiled ``step`` on one batch (``x``, ``y``) copied
+    into ``device``'s memory first. With ``sample``, that many steps are timed (after one untimed) and
+    their median time per step is scaled to ``steps``. Synchronised by reading each loss back."""
+    import tensorflow as tf
+
+    with tf.device(device):
+        x, y = tf.identity(x), tf.identity(y)
+    step(x, y).numpy()  # the step is traced already; this one warms the device copy
+    timed = steps if sample is None else max(1, min(sample, steps))
+    times = []
+    for _ in range(timed):
+        t = time.perf_counter()
+        step(x, y).numpy()
+        times.append(time.perf_counter() - t)
+    return sum(times) if sample is None else statistics.median(times) * steps
+
+
+def input_only(ds: Dataset, s, steps: int) -> float:
+    """Seconds to draw ``steps`` batches after the first from the run's pipeline (``s``: its
+    PipelineSettings) without training: what prefetch has to hide, read as the training loop reads."""
+    import tensorflow as tf
+
+    data = pipeline.build(ds, threads=s.threads, batch_size=s.batch_size, prefetch=s.prefetch, seed=s.seed,
+                          image_side=s.image_side, one_hot=True, read_delay_ms=s.read_delay_ms, shuffle=s.shuffle,
+                          shuffle_buffer=s.shuffle_buffer)
+    with tf.device("/CPU:0"):
+        it = iter(data.take(steps + 1))
+    try:
+        next(it)
+        t0 = time.perf_counter()
+        for _ in it:
+            interrupts.check()  # Ctrl-C and SIGTERM end the drain here, between batches
+        return time.perf_counter() - t0
+    finally:
+        del it
+        readers.close_all()
