@@ -129,15 +129,34 @@ def _known_tiers(tiers: list[str], given: str | None) -> bool:
     return True
 
 
-def _run_grids(todo: list[tuple[str, list[str]]], extra: list[str], out: Path) -> int:
+def _submits_and_returns(extra: list[str]) -> bool:
+    """Whether the study's cells go to Slurm and its grids return at once (``platform.wait=false``, the
+    Tegner preset's default): then each grid's arrays must wait for the grid before it."""
+    from omegaconf import OmegaConf
+
+    path = CONF.parent / "platform" / f"{_value(extra, 'platform') or 'workstation'}.yaml"
+    preset = OmegaConf.to_container(OmegaConf.load(path)) if path.exists() else {}
+    kind = _value(extra, "platform.kind") or preset.get("kind", "local")
+    wait = _value(extra, "platform.wait")
+    waits = bool(preset.get("wait", True)) if wait is None else wait.lower() in ("true", "1", "yes")
+    return str(kind) == "slurm" and not waits
+
+
+def _run_grids(todo: list[tuple[str, list[str]]], extra: list[str], out: Path, chained: bool = False) -> int:
     """Run every grid into its sub-folder of ``out``, one after another; 1 when one of them failed. A
-    grid ends (cleanly) when this process dies, whatever kills it."""
+    grid ends (cleanly) when this process dies, whatever kills it. ``chained`` (Slurm, no waiting): each
+    grid's first array waits for the last array of the grid before it (``platform.after``), so no two
+    grids' cells overlap on the device."""
+    from campaign.slurm import submit
     from jobs.execution import lifeline
 
-    status = 0
+    status, after = 0, None
     for name, overrides in todo:
-        cmd = [sys.executable, "-m", "campaign", "-m", *overrides, *extra, f"hydra.sweep.dir={out / name}"]
-        print(f"[paper] {name}: python -m campaign -m {' '.join(overrides + extra)}", flush=True)
+        chain = [o for o in extra if not o.startswith("platform.after=")] + [f"platform.after={after}"] \
+            if chained and after else extra
+        cmd = [sys.executable, "-m", "campaign", "-m", *overrides, *chain, f"hydra.sweep.dir={out / name}"]
+        print(f"[paper] {name}: python -m campaign -m {' '.join(overrides + chain)}", flush=True)
+        before = submit.last_array(out / name)
         child = subprocess.Popen(cmd, env=lifeline.child_env())
         try:
             rc = child.wait()
@@ -148,6 +167,8 @@ def _run_grids(todo: list[tuple[str, list[str]]], extra: list[str], out: Path) -
         if rc != 0:
             print(f"[paper] {name} ended with exit status {rc}; the report says what is missing", flush=True)
             status = 1
+        if chained and submit.last_array(out / name) != before:  # it submitted: the next grid waits for it
+            after = submit.last_array(out / name)
     return status
 
 
@@ -195,11 +216,24 @@ def main(argv: list[str]) -> int:
     if fell_back:
         print(f"[paper] {fell_back}", flush=True)
     claim(out / PAPER).write_text(f"scale={args.scale}\ntiers={','.join(tiers)}\n"
-                                   + (f"note: {fell_back}\n" if fell_back else "")
+                                   + (f"fallback={fell_back}\n" if fell_back else "")
                                    + "".join(f"{n}: {' '.join(o)}\n" for n, o in todo))
-    status = _run_grids(todo, args.overrides, out)
+    chained = _submits_and_returns(args.overrides)
+    status = _run_grids(todo, args.overrides, out, chained)
+    if chained:
+        print(f"[paper] every grid was submitted to Slurm, each after the one before (platform.wait=false); follow "
+              f"them with: python -m campaign.status {out}; when they have ended, the report: python -m analysis {out}",
+              flush=True)
+        return status
+    return _report(out, status)
+
+
+def _report(out: Path, status: int) -> int:
+    """The study's report over every grid, its path and verdict line on the terminal."""
     from analysis.build import NothingToBuild
+    from analysis.outputs import OutputExists
     from analysis.report import write_report
+    from campaign import outputs
 
     try:
         report = write_report(out)

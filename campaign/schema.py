@@ -158,6 +158,7 @@ class PlatformConf:
     setup: List[str] = field(default_factory=list)  # shell lines run before the cell (module load, venv)
     array_parallelism: int = 1  # cells of the array running at once; >1 only on separate devices
     wait: bool = True  # wait for every cell and build the tables; false = submit and return
+    after: Optional[str] = None  # a Slurm job (array) id this campaign's first array waits for (afterany)
     dry_run: bool = False  # print the cells and the sbatch script, submit nothing
     requeue_on_timeout: bool = False  # requeue a cell that hits its time limit (it restarts from scratch)
     poll_s: float = 5.0  # seconds between sacct polls while waiting

@@ -46,6 +46,9 @@ def check(platform: DictConfig) -> None:
         raise ConfigError(f"platform.mem_gb={platform.mem_gb} must be positive")
     if platform.poll_s <= 0:
         raise ConfigError(f"platform.poll_s={platform.poll_s} must be positive")
+    after = platform.get("after")
+    if after is not None and not str(after).isdigit():
+        raise ConfigError(f"platform.after={after} must be a Slurm job id (digits: an array's id), or null")
 
 
 # The sweep folder becomes submitit's folder, named in "#SBATCH --output=<folder>/%j_%t_log.out" lines:

@@ -140,7 +140,7 @@ def submit(cells: list, sweep_dir: Path, platform, hydra_context: Any, config: D
     job = (RequeueingCellJob if platform.requeue_on_timeout else CellJob)(hydra_context, config)
     state = Singleton.get_state()
     ids: dict[int, str] = {}
-    after = None
+    after = platform.get("after") or None  # platform.after: another campaign's array (the paper's grids)
     # one array per job shape, each after the one before: cells still run one at a time
     for (nodes, per_node), members in groups(cells):
         ex = executor(sweep_dir, platform, nodes, per_node, after)
@@ -158,6 +158,13 @@ def submit(cells: list, sweep_dir: Path, platform, hydra_context: Any, config: D
     tmp.replace(sweep_dir / SUBMITTED)
     log.info("submitted %d cells: Slurm job ids %s", len(cells), ", ".join(ids.values()))
     return ids
+
+
+def last_array(sweep_dir: Path) -> str | None:
+    """The Slurm id of the array submitted last into ``sweep_dir`` (None when none was): what the next
+    campaign that must not overlap it waits for."""
+    arrays = {j.split("_")[0] for j in latest_jobs(sweep_dir).values()}
+    return max(arrays, key=int) if arrays else None
 
 
 def latest_jobs(sweep_dir: Path) -> dict[int, str]:

@@ -250,3 +250,40 @@ def test_submit_and_return_then_status(slurm_cluster, tmp_path, disk_root):
             break
         time.sleep(1)
     assert "1 cancelled" in st.stdout and st.returncode == 1
+
+
+def _times(job_ids) -> list[tuple[str, str]]:
+    """(Start, End) of every job of the arrays named, from sacct."""
+    arrays = ",".join(sorted({j.split("_")[0] for j in job_ids}))
+    out = subprocess.run(["sacct", "-n", "-P", "-X", "-o", "JobID,Start,End", "-j", arrays], capture_output=True,
+                         text=True).stdout
+    return [tuple(line.split("|")[1:3]) for line in out.splitlines() if line.strip()]
+
+
+def test_paper_study_on_slurm_without_waiting_chains_its_grids(slurm_cluster, tmp_path, disk_root):
+    """platform.wait=false (the Tegner preset's default): the study submits every grid and returns, each
+    grid's arrays after the grid before (no two grids' cells on the device at once), builds no report
+    from unfinished cells, and campaign.status follows the study's folder."""
+    out = tmp_path / "study"
+    p = campaign("+experiment=paper", "--scale", "ci", "--tiers", "local", "--only", "table1,fig4_fig5",
+                 "--out", str(out), "platform=slurm", "platform.wait=false", f"storage.root={disk_root}",
+                 cwd=tmp_path, timeout=300)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "[paper] every grid was submitted to Slurm, each after the one before" in p.stdout
+    assert not (out / "report.html").exists() and not (out / "claims.csv").exists()
+    table1 = [j for js in _submitted(out / "table1").values() for j in js]
+    figs = [j for js in _submitted(out / "fig4_fig5").values() for j in js]
+    assert f"platform.after={max({j.split('_')[0] for j in table1}, key=int)}" in p.stdout
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for _ in range(300):
+        st = subprocess.run([sys.executable, "-m", "campaign.status", str(out)], capture_output=True, text=True, env=env)
+        if st.returncode == 0 and "pending" not in st.stdout and "running" not in st.stdout:
+            break
+        time.sleep(1)
+    assert st.returncode == 0 and "== table1" in st.stdout and "== fig4_fig5" in st.stdout, st.stdout + st.stderr
+    assert "4 completed" in st.stdout and "1 completed" in st.stdout
+    ends = [end for _, end in _times(table1)]
+    starts = [start for start, _ in _times(figs)]
+    assert len(ends) == 1 and len(starts) == 4 and min(starts) >= max(ends), (starts, ends)
+    a = analysis(str(out), cwd=tmp_path)
+    assert a.returncode == 0 and (out / "report.html").exists(), a.stdout + a.stderr
