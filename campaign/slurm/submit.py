@@ -172,6 +172,22 @@ def latest_jobs(sweep_dir: Path) -> dict[int, str]:
     return {int(k): v["jobs"][-1]["job_id"] for k, v in _load(sweep_dir)["cells"].items() if v["jobs"]}
 
 
+PROGRESS_EVERY_S = 60.0
+
+
+def progress(states: dict[int, sacct.JobState], ended: list[int]) -> str:
+    """"2 of 5 cells ended; 1 running (#2 on n1); 2 pending (Priority)": a waiting campaign's line."""
+    running = [f"#{n} on {s.node}" if s.node else f"#{n}" for n, s in states.items() if s.state == "RUNNING"]
+    pending = sorted({s.reason or "no reason given" for n, s in states.items() if s.state == "PENDING"})
+    waiting = sum(s.state == "PENDING" for s in states.values())
+    parts = [f"{len(ended)} of {len(states)} cells ended"]
+    if running:
+        parts.append(f"{len(running)} running ({', '.join(running[:4])}{', ...' if len(running) > 4 else ''})")
+    if waiting:
+        parts.append(f"{waiting} pending ({', '.join(pending)})")
+    return "; ".join(parts)
+
+
 def wait(ids: dict[int, str], sweep_dir: Path, platform) -> dict[int, sacct.JobState]:
     """Poll Slurm until every job has ended; never forever (a deadline follows from the time limits)."""
     from jobs import records
@@ -181,6 +197,7 @@ def wait(ids: dict[int, str], sweep_dir: Path, platform) -> dict[int, sacct.JobS
     rounds = -(-cells // parallel) * (3 if platform.requeue_on_timeout else 1)
     deadline = time.monotonic() + 60 * platform.timeout_min * rounds + 600
     last: dict[int, sacct.JobState] = {}
+    told, told_at = "", time.monotonic()
     while True:
         found, _ = sacct.states(list(ids.values()))
         last = {n: found[j] for n, j in ids.items()}
@@ -191,6 +208,10 @@ def wait(ids: dict[int, str], sweep_dir: Path, platform) -> dict[int, sacct.JobS
                 ended.append(n)
         if len(ended) == cells:
             return last
+        line = progress(last, ended)
+        if line != told or time.monotonic() - told_at >= PROGRESS_EVERY_S:  # on a change, else once a minute
+            log.info("waiting for Slurm: %s", line)
+            told, told_at = line, time.monotonic()
         if time.monotonic() > deadline:
             log.error("gave up waiting for Slurm jobs %s past their time limits", ", ".join(ids.values()))
             return last

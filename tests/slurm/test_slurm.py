@@ -72,6 +72,7 @@ def test_campaign_runs_as_slurm_jobs_of_one_and_two_tasks(slurm_cluster, tmp_pat
                  "batch_size=16", "repeats=2", "warmup=0", "storage=local", f"storage.root={disk_root}",
                  "platform.poll_s=1", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "waiting for Slurm: 0 of 2 cells ended" in p.stdout + p.stderr  # progress while it waits
     jobs = {num: ids[-1] for num, ids in _submitted(sweep).items()}
     assert set(_sacct(list(jobs.values())).values()) == {"COMPLETED"}
     assert jobs[0].split("_")[0] != jobs[1].split("_")[0]  # a 1-task and a 2-task job: two arrays
@@ -250,6 +251,14 @@ def test_submit_and_return_then_status(slurm_cluster, tmp_path, disk_root):
             break
         time.sleep(1)
     assert "1 cancelled" in st.stdout and st.returncode == 1
+
+
+def test_waiting_progress_line():
+    from campaign.slurm.submit import progress
+
+    states = {0: sacct.JobState("7_0", "COMPLETED"), 1: sacct.JobState("7_1", "RUNNING", node="n1"),
+              2: sacct.JobState("8", "PENDING", reason="Dependency"), 3: sacct.JobState("9", "PENDING", reason="Priority")}
+    assert progress(states, [0]) == "1 of 4 cells ended; 1 running (#1 on n1); 2 pending (Dependency, Priority)"
 
 
 def _times(job_ids) -> list[tuple[str, str]]:
