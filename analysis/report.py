@@ -194,6 +194,13 @@ def _layout_section(folder: Path) -> str:
             "<code>workload=baseline</code> cell of the same format; empty without one).</p>" + _table(table))
 
 
+def _capacity(folder: Path) -> str:
+    from analysis import capacity
+
+    t = capacity.table(folder)
+    return "" if t is None else f"<h2>Accelerators the storage can feed</h2><p>{capacity.INTRO}</p>" + _table(t)
+
+
 def _posix_section(folder: Path) -> str:
     """What the POSIX traces say (trace.posix=true): per cell, the figures, and how to open a trace."""
     from analysis import posix
@@ -271,6 +278,7 @@ values: <code>claims.csv</code>.</p>
 README's "What limited a number"); the label most runs of the cell had, with the evidence.</p>
 {_table(_cells(folder))}
 {_layout_section(folder)}
+{_capacity(folder)}
 {_staging_section(folder, built)}
 {_posix_section(folder)}
 <h2>Table I: storage baselines</h2>

@@ -12,7 +12,7 @@ from jobs.metrics import METRICS
 # Columns of results.csv that describe the cell; the metric columns follow from jobs.metrics.
 CELL_COLUMNS = ("workload", "kind", "pipeline", "storage", "stage", "tasks_per_cell", "service", "dataset", "format",
                 "shuffle", "threads", "batch_size", "prefetch", "prefetch_to", "cache", "image_side", "width",
-                "checkpoint_target", "checkpoint_mode", "checkpoint_tiers")
+                "checkpoint_target", "checkpoint_mode", "checkpoint_tiers", "accelerator")
 RUN_COLUMNS = ("run", "cache_state", "bound", "train_bound", "device", "checkpoint_effective_target", "checkpoint_fallback")
 TAIL_COLUMNS = ("device_read_ratio", "overlap_efficiency", "checkpoint_mb", "bound_reason", "throttle", "fs_type",
                 "host", "cell_id", "cell_dir", "record", "trace_file", "steps_file")
@@ -41,6 +41,7 @@ def _cell_values(cfg: dict) -> dict:
         "workload": cfg["workload"]["name"],
         "kind": cfg["workload"].get("kind") or "microbench",  # the workload module: what the analysis selects by
         "pipeline": cfg["workload"].get("pipeline") or "",  # what the tf.data map does (Fig. 4 or Fig. 5)
+        "accelerator": (cfg.get("accelerator") or {}).get("name") or "",  # workload=emulated: its profile
         "storage": cfg["storage"]["name"],
         "stage": (cfg.get("stage") or {}).get("name") or "",  # the tier the data was staged on and read from
         "tasks_per_cell": (cfg["platform"].get("nodes") or 1) * (cfg["platform"].get("tasks_per_node") or 1),

@@ -64,15 +64,15 @@ AU = "train_au_percentage"
 
 
 def _au_labels(ax, x, on, au) -> bool:
-    """AU (%) of the prefetch runs written inside the top of their gray bars; False when none is known."""
+    """AU (%) of the prefetch runs written half-way up their gray bars (clear of the ticks at the top);
+    False when none is known."""
     import numpy as np
 
     shown = False
     for xi, top, a in zip(x, on, au):
         if np.isnan(top) or a is None or np.isnan(a):
             continue
-        ax.annotate(f"{a:.0f}%", (xi, top), xytext=(0, -3), textcoords="offset points", ha="center", va="top",
-                    fontsize=6, rotation=90)
+        ax.annotate(f"{a:.0f}%", (xi, top / 2), ha="center", va="center", fontsize=6, rotation=90)
         shown = True
     return shown
 

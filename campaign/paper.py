@@ -147,23 +147,16 @@ def _run_grids(todo: list[tuple[str, list[str]]], extra: list[str], out: Path, c
     grid ends (cleanly) when this process dies, whatever kills it. ``chained`` (Slurm, no waiting): each
     grid's first array waits for the last array of the grid before it (``platform.after``), so no two
     grids' cells overlap on the device."""
+    from campaign import subcampaign
     from campaign.slurm import submit
-    from jobs.execution import lifeline
 
     status, after = 0, None
     for name, overrides in todo:
         chain = [o for o in extra if not o.startswith("platform.after=")] + [f"platform.after={after}"] \
             if chained and after else extra
-        cmd = [sys.executable, "-m", "campaign", "-m", *overrides, *chain, f"hydra.sweep.dir={out / name}"]
         print(f"[paper] {name}: python -m campaign -m {' '.join(overrides + chain)}", flush=True)
         before = submit.last_array(out / name)
-        child = subprocess.Popen(cmd, env=lifeline.child_env())
-        try:
-            rc = child.wait()
-        except BaseException:  # SIGTERM or Ctrl-C: let the grid unwind (tiers, locks) before leaving
-            child.terminate()
-            child.wait(120)
-            raise
+        rc = subcampaign.run([*overrides, *chain], out / name)
         if rc != 0:
             print(f"[paper] {name} ended with exit status {rc}; the report says what is missing", flush=True)
             status = 1

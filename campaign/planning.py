@@ -17,10 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from campaign.choices import GROUPS
 from campaign.errors import ConfigError
 from jobs.plan import cell_id, resolved
 
-GROUP_KEYS = ("workload", "storage", "dataset", "platform", "experiment")
+GROUP_KEYS = GROUPS  # a key that names a config group chooses a preset: composed, not set
 
 
 @dataclass(frozen=True)

@@ -176,6 +176,20 @@ class TraceConf:
 
 
 @dataclass
+class AcceleratorConf:
+    """An accelerator emulated by its step time (``workload=emulated``; presets in conf/accelerator/)."""
+
+    name: str = MISSING  # the profile's name, as in accelerator=<name>
+    model: str = MISSING  # the model it trains, e.g. ResNet-50
+    device: str = MISSING  # the accelerator, e.g. NVIDIA H100
+    batch_size: int = MISSING  # samples per step the step time is for
+    step_time_s: float = MISSING  # compute time of one step at batch_size (what the emulation sleeps)
+    image_side: int = 224  # side of the resized square sample its input pipeline delivers, pixels
+    au_threshold: float = 0.90  # the accelerator utilization a run must hold (MLPerf Storage: 90%)
+    source: str = MISSING  # where the step time comes from (a published config, or a measurement)
+
+
+@dataclass
 class CampaignConf:
     workload: WorkloadConf = MISSING
     storage: StorageConf = MISSING
@@ -183,6 +197,7 @@ class CampaignConf:
     platform: PlatformConf = MISSING
     checkpoint: CheckpointConf = MISSING  # used by workload=checkpoint
     stage: Optional[StorageConf] = None  # storage@stage=<preset>: copy the data there before the runs and read it there
+    accelerator: Optional[AcceleratorConf] = None  # accelerator=<profile>: what workload=emulated emulates
     threads: Any = 1  # num_parallel_calls of the map: a positive integer, or "autotune"
     batch_size: int = 64  # images per batch
     prefetch: int = 0  # batches prefetched after batching; 0 = no prefetch transformation
@@ -199,6 +214,7 @@ class CampaignConf:
 
 
 GROUPS = {
+    "accelerator": AcceleratorConf,
     "workload": WorkloadConf,
     "storage": StorageConf,
     "dataset": DatasetConf,

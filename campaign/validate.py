@@ -106,7 +106,10 @@ def check(config, memo: dict | None = None) -> None:
     if isinstance(config.get("dataset"), dict) and not 0 < float(cfg.dataset.get("shard_mb") or 0) < float("inf"):
         raise ConfigError(f"dataset.shard_mb={cfg.dataset.get('shard_mb')} must be positive (MB per TFRecord shard or "
                           "HDF5 file, and per group of files for shuffle=local)")
-    _tasks(cfg, config, _images(cfg, config, workload, memo))
+    n = _images(cfg, config, workload, memo)
+    _tasks(cfg, config, n)
+    _batches(cfg, workload, n)
+    _data_on_its_tier(cfg, config)
     _service(cfg)
     if cfg.platform.lock_timeout_min <= 0:
         raise ConfigError(f"platform.lock_timeout_min={cfg.platform.lock_timeout_min} must be positive (minutes)")
@@ -133,6 +136,29 @@ def _images(cfg: View, config: dict, workload, memo: dict | None) -> int | None:
             + ")"
         )
     return n
+
+
+def _data_on_its_tier(cfg: View, config: dict) -> None:
+    """A folder of the user's images is read where it lies: on the file system of ``storage.root``,
+    or the cell's ``storage`` would name a tier its runs never read (a folder on tmpfs labelled ssd)."""
+    if not isinstance(config.get("dataset"), dict) or str(cfg.dataset.source) != "folder":
+        return
+    if str(cfg.dataset.get("format") or "files") != "files":
+        return  # converted once into TFRecord or HDF5 under storage.root: the runs read that copy
+    st, path = cfg.storage, os.path.realpath(str(cfg.dataset.path))
+    if st.get("emulate") is not None or st.get("model") is not None:
+        raise ConfigError(f"dataset.source=folder reads dataset.path={cfg.dataset.path} where it lies, but storage={st.name} "
+                          "is a tier the tool builds at storage.root for each cell: leave dataset.source unset (the set "
+                          f"is generated on the tier), or read the folder where it is with storage=<its tier> and copy it "
+                          f"onto {st.name} with storage@stage={st.name}")
+    from jobs.observe.provenance import mount_of
+
+    data, root = mount_of(path), mount_of(str(st.root))
+    if os.stat(path).st_dev != os.stat(str(st.root)).st_dev:
+        raise ConfigError(f"dataset.path={cfg.dataset.path} is on {data.fs_type} {data.source} ({data.mount_point}), not on "
+                          f"the file system of storage.root={st.root} ({root.fs_type} {root.source}): its runs would read "
+                          f"{data.fs_type} and be labelled storage={st.name}; keep the images under storage.root, or set "
+                          "storage=<the tier they are on> storage.root=<a folder there>")
 
 
 def _trace(cfg: View, workload) -> None:
@@ -200,6 +226,19 @@ def _tasks(cfg: View, config: dict, n: int | None = None) -> None:
     if n is not None and n // (nodes * per_node) < cfg.batch_size:
         raise ConfigError(f"{what}: each of the {nodes * per_node} tasks would read {n // (nodes * per_node)} of the "
                           f"{n} images, fewer than batch_size={cfg.batch_size}; use fewer tasks or more images")
+
+
+def _batches(cfg: View, workload, n: int | None) -> None:
+    """Enough full batches per run (or per task) for what the workload measures (``min_batches``)."""
+    tasks = int(cfg.platform.get("nodes") or 1) * int(cfg.platform.get("tasks_per_node") or 1)
+    if n is None or workload.min_batches <= 1:
+        return
+    got = n // tasks // cfg.batch_size
+    if got < workload.min_batches:
+        each = f"each of the {tasks} tasks" if tasks > 1 else "a run"
+        raise ConfigError(f"workload={cfg.workload.name} needs {workload.min_batches} batches a run (the first is left out): "
+                          f"{each} would get {got} of batch_size={cfg.batch_size} from {n} images; use more images "
+                          "(dataset.num_images), a smaller batch_size or fewer tasks")
 
 
 def _able(capability: str) -> str:

@@ -53,6 +53,7 @@ ADDED_SETTINGS = {
     ("stage",): None,
     ("input",): {"service": False, "workers": 1},
     ("prefetch_to",): "host",
+    ("accelerator",): None,
     ("workload", "compute_only_steps"): 5,
     ("workload", "input_only"): True,
     **{(*where, "emulate", rw): None for where in (("storage",), ("checkpoint", "fast"), ("checkpoint", "slow"))

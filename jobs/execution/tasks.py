@@ -46,8 +46,11 @@ class TaskError(RuntimeError):
 def shard(ds, rank: int, n: int):
     """Task ``rank``'s share of ``ds``: every n-th image from its rank (``dataset.format=files``)."""
     idx = list(range(rank, len(ds.files), n))
+    local = {i: k for k, i in enumerate(idx)}
+    # the set's groups (the local shuffle's consecutive files) keep the shard's own images, renumbered
+    groups = tuple(g for g in (tuple(local[i] for i in members if i in local) for members in ds.members) if g)
     return dataclasses.replace(ds, files=tuple(ds.files[i] for i in idx), labels=tuple(ds.labels[i] for i in idx),
-                               sizes=tuple(ds.sizes[i] for i in idx), skipped=())
+                               sizes=tuple(ds.sizes[i] for i in idx), skipped=(), members=groups)
 
 
 def srun_command(nodes: int, per_node: int, cpus_per_task: int, folder: Path) -> list[str]:
@@ -141,7 +144,8 @@ def _check_ended(procs: list, n: int, folder: Path, nonce: str) -> None:
     if errors:
         rank, f = errors[0]
         e = json.loads(f.read_text())
-        raise TaskError(f"task {rank} failed: {e['type']}: {e['message']}")
+        where = f" (at {e['where']})" if e.get("where") else ""
+        raise TaskError(f"task {rank} failed: {e['type']}: {e['message']}{where}")
     for r in range(n):
         code = procs[r].returncode if len(procs) == n else procs[0].returncode
         if code is not None and (code != 0 or not (folder / _name("result", nonce, r)).exists()):
@@ -169,10 +173,9 @@ def merge(results: list[dict]) -> dict:
     rates = [r["images_per_s"] for r in results]
     return {
         "images": images, "images_dropped": sum(r["images_dropped"] for r in results),
-        "dropped_files": [f for r in results for f in r.get("dropped_files", [])][:50],
-        "batches": sum(r.get("batches", 0) for r in results), "seconds": seconds,
-        "first_batch_s": max(r.get("first_batch_s", 0.0) for r in results),
-        "images_per_s": images / seconds, "mb_per_s": consumed / seconds / MB, "bytes_consumed": consumed,
+        "dropped_files": [f for r in results for f in r.get("dropped_files", [])][:50], "seconds": seconds,
+        **_per_kind(results, seconds), "images_per_s": images / seconds, "mb_per_s": consumed / seconds / MB,
+        "bytes_consumed": consumed,
         "bytes_read_device": total("bytes_read_device"), "bytes_read_syscall": total("bytes_read_syscall"),
         "tasks": len(results), "task_images_per_s_min": min(rates), "task_images_per_s_median": statistics.median(rates),
         "task_images_per_s_max": max(rates), "task_start_spread_s": max(r["t_start"] for r in results) - start,
@@ -180,9 +183,23 @@ def merge(results: list[dict]) -> dict:
         "task_results": [{"rank": r["rank"], "host": r.get("host"), "images": r["images"],
                           "images_dropped": r["images_dropped"], "seconds": r["seconds"],
                           "images_per_s": r["images_per_s"], "mb_per_s": r["mb_per_s"],
+                          "train_au_percentage": r.get("train_au_percentage"),
                           "resident_bytes_before": r.get("resident_bytes_before"),
                           "start_s": r["t_start"] - start, "end_s": r["t_end"] - start} for r in results],
     }
+
+
+def _per_kind(results: list[dict], seconds: float) -> dict:
+    """The merged figures of what the tasks measured: a micro-benchmark's batches; an emulated
+    accelerator's steps and AU, the cell's AU being its slowest task's (MLPerf Storage's rule)."""
+    out: dict = {}
+    if all("batches" in r for r in results):
+        out.update(batches=sum(r["batches"] for r in results), first_batch_s=max(r["first_batch_s"] for r in results))
+    if all("train_au_percentage" in r for r in results):
+        out.update({k: max(r[k] for r in results) for k in ("steady_runtime_s", "data_wait_s", "compute_s", "first_step_s")},
+                   train_au_percentage=min(r["train_au_percentage"] for r in results), runtime_s=seconds,
+                   steps=sum(r["steps"] for r in results), step_time_s=results[0].get("step_time_s"))
+    return out
 
 
 def main(folder: str, rank: int) -> int:
@@ -235,7 +252,12 @@ def main(folder: str, rank: int) -> int:
         (out / _name("result", nonce, rank)).write_text(json.dumps(result, default=str))
         return 0
     except BaseException as e:  # the parent names this task and its error
-        (out / _name("error", nonce, rank)).write_text(json.dumps({"type": type(e).__name__, "message": str(e)}))
+        import traceback
+
+        frame = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+        where = f"{Path(frame.filename).name}:{frame.lineno}" if frame else ""
+        (out / _name("error", nonce, rank)).write_text(json.dumps({"type": type(e).__name__, "message": str(e), "where": where,
+                                                                   "traceback": traceback.format_exc()}))
         (out / _name("ready", nonce, rank)).touch()
         return 1
 

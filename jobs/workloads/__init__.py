@@ -91,6 +91,7 @@ class Workload:
     shardable: ClassVar[bool] = False  # a run can be N tasks each reading its shard (platform.tasks_per_node > 1)
     service_ready: ClassVar[bool] = False  # its pipeline can run on the tf.data service (input.service=true)
     prefetches_to_device: ClassVar[bool] = False  # it trains on a device prefetch_to=device can fill
+    min_batches: ClassVar[int] = 1  # full batches a run (each task of it) must get
     figures: ClassVar[tuple[Figure, ...]] = ()  # what the analysis draws from its rows
 
     def check(self, cfg) -> None:

@@ -1,6 +1,7 @@
 """Bad input: one clear line naming the setting, a non-zero exit, nothing left that looks like a result."""
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -56,6 +57,27 @@ def test_dataset_folder_without_images(cwd, tmp_path):
     _fails_with(cwd, "holds no images", "dataset.source=folder", f"dataset.path={d.parent}", *TINY)
 
 
+def test_a_folder_on_another_file_system_than_its_tier(cwd, tmp_path):
+    """Images on tmpfs with storage.root on the disk would be read from memory and labelled storage=local."""
+    import shutil
+    import tempfile
+
+    from conftest import make_jpegs
+
+    shm = Path(tempfile.mkdtemp(prefix="iocampaign-test-", dir="/dev/shm"))
+    try:
+        make_jpegs(shm / "data", 8)
+        line = _fails_with(cwd, f"dataset.path={shm / 'data'} is on tmpfs", "dataset.source=folder",
+                           f"dataset.path={shm / 'data'}", f"storage.root={tmp_path}", "batch_size=4", "repeats=1")
+        assert "would read tmpfs and be labelled storage=local" in line
+    finally:
+        shutil.rmtree(shm)
+    make_jpegs(tmp_path / "img", 8)
+    line = _fails_with(cwd, "storage=emulated_ssd is a tier the tool builds", "storage=emulated_ssd", "dataset.source=folder",
+                       f"dataset.path={tmp_path / 'img'}", "batch_size=4", "repeats=1")
+    assert "storage@stage=emulated_ssd" in line
+
+
 def test_dataset_path_missing(cwd, tmp_path):
     _fails_with(cwd, "dataset.path", "dataset.source=folder", f"dataset.path={tmp_path / 'nope'}", *TINY)
 
@@ -100,6 +122,10 @@ def test_wrong_type_names_the_setting(cwd):
     (("prefetch_to=device", "prefetch=1"), "prefetch_to=device: workload=microbench has no training device"),
     (("workload=alexnet_small", "prefetch_to=device"), "prefetch_to=device needs prefetch=1 or more"),
     (("workload=alexnet_small", "workload.compute_only_steps=-1"), "workload.compute_only_steps=-1 must be 0"),
+    (("workload=emulated",), "workload=emulated emulates an accelerator: choose its profile with accelerator=<name>"),
+    (("workload=emulated", "accelerator=resnet50_a100"), "workload=emulated needs prefetch=1 or more"),
+    (("workload=emulated", "accelerator=resnet50_a100", "prefetch=2", "dataset.num_images=100"),
+     "workload=emulated needs 2 batches a run (the first is left out): a run would get 1 of batch_size=64"),
 ])
 def test_settings_that_were_accepted_or_gave_a_traceback(cwd, args, expected):
     """Each was accepted, failed at run time or gave Hydra's traceback (reliability round 2)."""

@@ -120,3 +120,22 @@ def test_multi_task_settings_it_cannot_run_are_refused(cwd, args, expected):
     lines = [x for x in p.stderr.splitlines() if x.strip()]
     assert p.returncode == 2 and len(lines) == 1 and expected in lines[0], p.stderr
     assert not [f for f in cwd.rglob("*") if f.is_file()]
+
+
+def test_a_shard_reads_its_own_images_in_its_own_order():
+    """Each task's order (global or local shuffle) holds exactly its shard's images, each once: the set's
+    groups (consecutive files for shuffle=local) are cut to the shard and renumbered, so no index of
+    another task's image reaches the reader (before, they did, and ignore_errors hid the failed reads)."""
+    from jobs.data import readers
+    from jobs.data.datasets import Dataset
+    from jobs.execution import tasks
+
+    n = 23
+    ds = Dataset("x", "synthetic", "/r", tuple(f"/r/{i}.jpg" for i in range(n)), (0,) * n, (1000,) * n, 1,
+                 members=tuple(tuple(range(k, min(n, k + 5))) for k in range(0, n, 5)))
+    for rank in range(3):
+        part = tasks.shard(ds, rank, 3)
+        assert part.files == ds.files[rank::3]
+        for shuffle in ("global", "local", "none"):
+            order = readers.order(part, shuffle=shuffle, shuffle_buffer=None, seed=1, threads=1)
+            assert sorted(order) == list(range(len(part.files))), (rank, shuffle, order)

@@ -115,14 +115,12 @@ def test_campaign_on_emulated_tiers(tmp_path):
 @needs_root
 def test_sigterm_mid_cell_tears_the_tier_down(tmp_path):
     """scancel and kill send SIGTERM: the cell unwinds and leaves no mount, loop device or cgroup."""
-    from conftest import make_jpegs
 
-    make_jpegs(tmp_path / "data", 32)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    proc = subprocess.Popen(
+    proc = subprocess.Popen(  # a synthetic set, generated on the tier (a folder elsewhere is refused)
         [sys.executable, "-m", "campaign", "storage=emulated_hdd", "storage.emulate.size_gb=1",
-         f"storage.emulate.image_dir={tmp_path / 'img'}", f"storage.root={tmp_path / 'mnt'}", "dataset.source=folder",
-         f"dataset.path={tmp_path / 'data'}", "batch_size=8", "repeats=100000", "warmup=0", "hydra.run.dir=run"],
+         f"storage.emulate.image_dir={tmp_path / 'img'}", f"storage.root={tmp_path / 'mnt'}",
+         "dataset.num_images=32", "batch_size=8", "repeats=100000", "warmup=0", "hydra.run.dir=run"],
         cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     image = str(tmp_path / "img" / "emulated_hdd.img")
     deadline = time.monotonic() + 120

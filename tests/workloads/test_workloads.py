@@ -70,8 +70,8 @@ def test_a_result_key_that_was_not_declared_fails_the_run():
 
 
 def test_built_in_workloads_are_registered_and_their_metrics_declared():
-    assert workloads.names()[:4] == ["alexnet", "baseline", "checkpoint", "microbench"]
-    for name in ("alexnet", "baseline", "checkpoint", "microbench"):
+    assert workloads.names()[:5] == ["alexnet", "baseline", "checkpoint", "emulated", "microbench"]
+    for name in ("alexnet", "baseline", "checkpoint", "emulated", "microbench"):
         for m in workloads.get(name).metrics:
             assert METRICS[m.name] is m and m.unit
     with pytest.raises(KeyError, match="registered: alexnet"):

@@ -1,0 +1,167 @@
+"""How many accelerators a tier can feed (``python -m campaign.capacity``): the prediction from what
+the tool measures in a minute, the search's verdict on each tried count from the emulated cells,
+``capacity.csv`` and the capacity figure.
+
+Prediction (a rate model in the spirit of Plumber, Kuchnik et al., MLSys'22): one accelerator at
+AU = threshold consumes ``batch × threshold ÷ step time`` images/s. The tier delivers what a cold
+read-only pipeline reads from it; the client delivers its decode rate per core on as many cores as
+the accelerators' map threads may use. The predicted count is the largest N both sides sustain, and
+the side that stops N + 1 is the predicted limit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+CAPACITY = "capacity.csv"
+KIND = "emulated"
+
+
+@dataclass(frozen=True)
+class Inputs:
+    tier: str
+    accelerator: str
+    batch_size: int
+    step_time_s: float  # the profile's, at its own batch size
+    profile_batch_size: int
+    au_threshold: float  # 0..1
+    tier_images_per_s: float  # a cold read-only pipeline on the tier (storage side)
+    tier_mb_per_s: float
+    core_images_per_s: float  # the decode pipeline on one thread, warm cache (client side, per core)
+    cores: int
+    threads: int  # map threads of each accelerator's pipeline
+
+
+def demand(inp: Inputs) -> float:
+    """Images/s one accelerator consumes when it is busy ``au_threshold`` of the time."""
+    per_image_s = inp.step_time_s / inp.profile_batch_size
+    return inp.au_threshold / per_image_s
+
+
+def predict(inp: Inputs, most: int = 1000) -> dict:
+    """The predicted capacity, its limit and the rates it came from (a flat dict for capacity.csv)."""
+    need = demand(inp) * (1 - 1e-9)  # a supply equal to the demand suffices, whatever the rounding
+    n_storage = math.floor(inp.tier_images_per_s / need)
+    n_cpu = 0
+    while n_cpu < most and (n_cpu + 1) * need <= min(inp.cores, (n_cpu + 1) * inp.threads) * inp.core_images_per_s:
+        n_cpu += 1
+    need = demand(inp)
+    n = min(n_storage, n_cpu)
+    limit = "storage" if n_storage < n_cpu else "cpu" if n_cpu < n_storage else "storage and cpu"
+    return {**asdict(inp), "demand_images_per_s": need, "predicted_storage_n": n_storage, "predicted_cpu_n": n_cpu,
+            "predicted_n": n, "predicted_limit": limit}
+
+
+def tried(results, tier: str, threshold: float):
+    """Per accelerator count tried on ``tier``: the AU of every measured run (a run's AU is its slowest
+    accelerator's), whether every run held the threshold, the aggregate MB/s and the cell's bound."""
+    from analysis import bounds
+
+    df = results[(results["kind"] == KIND) & (results["storage"] == tier)]
+    out = {}
+    for n, runs in df.groupby("tasks_per_cell"):
+        au = runs["train_au_percentage"].astype(float)
+        out[int(n)] = {"passed": bool((au >= 100 * threshold).all()) and len(au) > 0, "au_min": float(au.min()),
+                       "au_median": float(au.median()), "mb_per_s": float(runs["mb_per_s"].median()),
+                       "bound": bounds.cell_bound(list(runs["bound"])), "runs": len(runs)}
+    return out
+
+
+def next_counts(seen: dict[int, dict], predicted: int, most: int) -> list[int]:
+    """The accelerator counts to run next: first N - 1, N and N + 1 around the prediction; then one
+    more above the largest that held, or below the smallest that failed, until the largest count that
+    held has a failing count above it (or ``most`` is reached). [] when the search is done."""
+    if not seen:
+        n = max(1, predicted)
+        return [c for c in sorted({max(1, n - 1), n, n + 1}) if c <= most]
+    held = [n for n, v in seen.items() if v["passed"]]
+    best = max(held, default=0)
+    if held:
+        return [] if best >= most or best + 1 in seen else [best + 1]
+    lowest = min(seen)
+    return [lowest - 1] if lowest > 1 else []
+
+
+def measured(seen: dict[int, dict], most: int) -> tuple[int, str]:
+    """(the largest count that held with every run passing, how the search ended)."""
+    held = [n for n, v in seen.items() if v["passed"]]
+    best = max(held, default=0)
+    if best >= most and best + 1 not in seen:
+        return best, f"at least {best}: the search stopped at --most {most}"
+    if best == 0:
+        return 0, "even one accelerator fell below the threshold"
+    return best, ""
+
+
+def row(pred: dict, seen: dict[int, dict], most: int) -> dict:
+    """The tier's line of capacity.csv."""
+    n, note = measured(seen, most)
+    at, above = seen.get(n, {}), seen.get(n + 1, {})
+    return {**pred, "measured_n": n, "error_n": n - pred["predicted_n"], "au_at_n": at.get("au_min"),
+            "mb_per_s_at_n": at.get("mb_per_s"), "au_at_n_plus_1": above.get("au_min"),
+            "bound_at_n_plus_1": above.get("bound", ""), "counts_tried": " ".join(str(c) for c in sorted(seen)),
+            "note": note}
+
+
+def capacity_figure(results, folder: Path, figure) -> list[Path]:
+    """AU (the slowest accelerator's, median of runs) against accelerators, one line per tier; the
+    threshold as a line and each tier's predicted count (capacity.csv) as a dashed mark."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from analysis import plotting
+
+    df = results[results["kind"] == KIND]
+    if df.empty:
+        return []
+    pred = pd.read_csv(folder / CAPACITY) if (folder / CAPACITY).exists() else pd.DataFrame()
+    fig, ax = plt.subplots(figsize=(6.8, 4.0))
+    for tier in plotting.tier_order(df["storage"]):
+        med = df[df["storage"] == tier].groupby("tasks_per_cell")["train_au_percentage"].median()
+        line = ax.plot(med.index, med.values, marker="o", label=tier)[0]
+        mine = pred[pred["tier"] == tier] if not pred.empty else pred
+        if not mine.empty and mine["predicted_n"].iloc[0] > 0:
+            ax.axvline(mine["predicted_n"].iloc[0], color=line.get_color(), linestyle="--", linewidth=1,
+                       label=f"{tier}: predicted {int(mine['predicted_n'].iloc[0])}")
+        if not mine.empty and mine["measured_n"].iloc[0] > 0:
+            n = int(mine["measured_n"].iloc[0])
+            ax.plot([n], [med.get(n)], marker="*", markersize=14, color=line.get_color(), linestyle="",
+                    label=f"{tier}: measured {n}")
+    if not pred.empty:
+        ax.axhline(100 * float(pred["au_threshold"].iloc[0]), color="black", linestyle=":", linewidth=1,
+                   label=f"AU threshold {100 * float(pred['au_threshold'].iloc[0]):.0f}%")
+    ax.set_xlabel("Emulated accelerators (tasks of the cell)")
+    ax.set_ylabel("AU of the slowest accelerator (%)")
+    ax.set_ylim(0, 105)
+    ax.set_xlim(0.5, max(df["tasks_per_cell"].max(), pred["predicted_n"].max() if not pred.empty else 0) + 0.5)
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_title(f"Accelerators the storage can feed: {', '.join(sorted(set(pred['accelerator'])))}" if not pred.empty
+                 else "Emulated accelerators: AU (median of runs)", fontsize=9)
+    ax.grid(linewidth=0.3)
+    ax.legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    return plotting.save(fig, folder / figure.key)
+
+
+INTRO = ("Per tier and accelerator profile (python -m campaign.capacity): the count predicted from the tier's read "
+         "rate, one client core's decode rate and one accelerator's demand at the AU threshold, beside the largest "
+         "count whose every run held the threshold (AU of the slowest accelerator, first step left out), the "
+         "aggregate MB/s there and what limited the next count. Data: capacity.csv.")
+
+
+def table(folder: Path):
+    """capacity.csv's columns a reader needs first, or None without one."""
+    import pandas as pd
+
+    if not (folder / CAPACITY).exists():
+        return None
+    df = pd.read_csv(folder / CAPACITY)
+    cols = ["tier", "accelerator", "au_threshold", "demand_images_per_s", "tier_images_per_s", "core_images_per_s",
+            "cores", "predicted_n", "predicted_limit", "measured_n", "error_n", "au_at_n", "mb_per_s_at_n",
+            "au_at_n_plus_1", "bound_at_n_plus_1", "counts_tried", "note"]
+    return df[[c for c in cols if c in df]]

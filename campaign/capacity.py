@@ -1,0 +1,193 @@
+"""``python -m campaign.capacity accelerator=<profile> [storage=a,b] [overrides]``: how many accelerators
+can each storage tier feed at AU >= the profile's threshold? Predict it, then prove it.
+
+Per tier, into ``<out>/<tier>/``, as ordinary campaigns (locally, or as Slurm jobs with platform=slurm):
+  storage_rate  a cold read-only pipeline on the tier, 2 map threads per core: what the tier delivers;
+  cpu_rate      the decode pipeline on one map thread with a warm cache: what one client core delivers;
+  prove         workload=emulated cells of N accelerators (platform.tasks_per_node=N), every run cold:
+                first N - 1, N and N + 1 around the prediction, then one more up or down until the
+                largest N whose every run held the threshold has a failing N + 1 above it.
+Then ``capacity.csv`` (predicted against measured, the limit, the MB/s at capacity, the bound at N + 1),
+the capacity figure and the report, over every cell. Overrides go to every campaign (e.g.
+dataset.num_images=1024, threads=2, repeats=3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+CONF = Path(__file__).resolve().parent.parent / "conf"
+MEASURE = {"repeats": "3", "warmup": "0"}  # every cell's runs unless set: three, medians, no warm-up
+LOADER = {"prefetch": "2"}  # an accelerator's data loader fills the next batches while it computes (unless set)
+
+
+def _value(overrides: list[str], key: str) -> str | None:
+    for o in reversed(overrides):
+        if "=" in o and o.split("=", 1)[0].lstrip("+") == key:
+            return o.split("=", 1)[1]
+    return None
+
+
+def _median(folder: Path, column: str) -> float:
+    import pandas as pd
+
+    df = pd.read_csv(folder / "results.csv")
+    return float(df[column].median())
+
+
+def _images(overrides: list[str]) -> int:
+    """Images in the dataset the cells read (dataset.num_images, else the preset's)."""
+    from omegaconf import OmegaConf
+
+    given = _value(overrides, "dataset.num_images")
+    if given is not None:
+        return int(given)
+    name = _value(overrides, "dataset") or "imagenet_subset"
+    return int(OmegaConf.load(CONF / "dataset" / f"{name}.yaml").num_images)
+
+
+def _measure(tier: str, profile: dict, common: list[str], out: Path) -> tuple[float, float, float]:
+    """(tier images/s, tier MB/s, one core's decode images/s), each the median of its campaign's runs."""
+    from campaign import subcampaign
+    from jobs.observe import usage
+
+    readers = 2 * usage.cores()
+    side = f"workload.image_side={profile['image_side']}"
+    if subcampaign.run(["workload=readonly", f"storage={tier}", f"threads={readers}", "cache=cold", *common],
+                       out / "storage_rate") != 0:
+        raise RuntimeError(f"the tier's read rate could not be measured (see {out / 'storage_rate'})")
+    if subcampaign.run(["workload=microbench", f"storage={tier}", "threads=1", "cache=warm", side, *common],
+                       out / "cpu_rate") != 0:
+        raise RuntimeError(f"the client's decode rate could not be measured (see {out / 'cpu_rate'})")
+    return (_median(out / "storage_rate", "images_per_s"), _median(out / "storage_rate", "mb_per_s"),
+            _median(out / "cpu_rate", "images_per_s"))
+
+
+def _prove(tier: str, profile: dict, pred: dict, cell: list[str], most: int, out: Path) -> dict:
+    """Run emulated cells until the search is done; the verdict per count (analysis.capacity.tried)."""
+    import pandas as pd
+
+    from analysis import capacity
+    from campaign import subcampaign
+
+    seen: dict[int, dict] = {}
+    counts = capacity.next_counts(seen, pred["predicted_n"], most)
+    while counts:
+        every = sorted({*seen, *counts})
+        print(f"[capacity] {tier}: {', '.join(map(str, counts))} emulated accelerator(s)", flush=True)
+        rc = subcampaign.run([*cell, f"platform.tasks_per_node={','.join(map(str, every))}"], out / "prove")
+        results = pd.read_csv(out / "prove" / "results.csv") if (out / "prove" / "results.csv").exists() else None
+        now = capacity.tried(results, tier, float(profile["au_threshold"])) if results is not None else {}
+        missing = [c for c in counts if c not in now]
+        if rc != 0 and missing:
+            raise RuntimeError(f"the cells of {missing} accelerators failed (see {out / 'prove'})")
+        seen = now
+        counts = capacity.next_counts(seen, pred["predicted_n"], most)
+    return seen
+
+
+def tier_row(tier: str, profile: dict, overrides: list[str], most: int, out: Path) -> dict:
+    """Measure, predict and prove one tier; its line of capacity.csv."""
+    from analysis import capacity
+    from jobs.observe import usage
+
+    common = [o for o in overrides if o.split("=", 1)[0] not in ("storage", "accelerator", "threads", "batch_size")]
+    given = {o.split("=", 1)[0] for o in common}
+    common = [f"{k}={v}" for k, v in MEASURE.items() if k not in given] + common
+    threads = int(_value(overrides, "threads") or 1)
+    batch = int(_value(overrides, "batch_size") or profile["batch_size"])
+    tier_img, tier_mb, core_img = _measure(tier, profile, common, out / tier)
+    inp = capacity.Inputs(tier, profile["name"], batch, float(profile["step_time_s"]), int(profile["batch_size"]),
+                          float(profile["au_threshold"]), tier_img, tier_mb, core_img, usage.cores(), threads)
+    pred = capacity.predict(inp, most)
+    print(f"[capacity] {tier}: predicted {pred['predicted_n']} accelerator(s), limit {pred['predicted_limit']}: the tier "
+          f"reads {tier_img:.0f} images/s, one core decodes {core_img:.0f} images/s ({usage.cores()} cores), one "
+          f"{profile['name']} needs {pred['demand_images_per_s']:.0f} images/s at AU {100 * inp.au_threshold:.0f}%",
+          flush=True)
+    loader = [f"{k}={v}" for k, v in LOADER.items() if k not in given]
+    cell = ["workload=emulated", f"accelerator={profile['name']}", f"storage={tier}", f"threads={threads}",
+            f"batch_size={batch}", "cache=cold", *loader, *common]
+    return capacity.row(pred, _prove(tier, profile, pred, cell, most, out / tier), most)
+
+
+def _profile(name: str | None, overrides: list[str]) -> dict:
+    """The profile conf/accelerator/<name>.yaml (or in a folder of hydra.searchpath)."""
+    from omegaconf import OmegaConf
+
+    from campaign import choices
+
+    folders = [CONF, *choices.searchpath(overrides)]
+    known = {p.stem: p for d in folders for p in (d / "accelerator").glob("*.yaml")}
+    if name is None:
+        raise ValueError(f"accelerator is not set: choose the profile to emulate with accelerator=<name>; valid: "
+                         f"{', '.join(sorted(known))}")
+    if name not in known:
+        raise ValueError(f"accelerator={name}: unknown profile; valid: {', '.join(sorted(known))}")
+    return OmegaConf.to_container(OmegaConf.load(known[name]))  # type: ignore[return-value]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m campaign.capacity", description=__doc__.split("\n")[0])
+    p.add_argument("--out", type=Path, default=None, help="campaign folder (default multirun/capacity-<date>-<time>)")
+    p.add_argument("--most", type=int, default=8, help="the most accelerators a cell emulates (default 8)")
+    p.add_argument("overrides", nargs="*", help="accelerator=<profile>, storage=<tiers>, and Hydra overrides for every cell")
+    args = p.parse_args(argv)
+    try:
+        profile = _profile(_value(args.overrides, "accelerator"), args.overrides)
+    except ValueError as e:
+        print(f"campaign.capacity: {e}; nothing was run", file=sys.stderr)
+        return 2
+    batch = int(_value(args.overrides, "batch_size") or profile["batch_size"])
+    most = min(args.most, _images(args.overrides) // (2 * batch))  # every accelerator gets two batches a run
+    if most < 1:
+        print(f"campaign.capacity: {_images(args.overrides)} images give no accelerator two batches of {batch}: use "
+              "more images (dataset.num_images) or a smaller batch_size; nothing was run", file=sys.stderr)
+        return 2
+    from analysis.capacity import CAPACITY
+    from analysis.outputs import OutputExists, check, claim, folder_is_free
+
+    out = args.out or Path("multirun") / time.strftime("capacity-%Y-%m-%d-%H-%M-%S")
+    why = folder_is_free(out, (CAPACITY,))
+    try:
+        check([out / CAPACITY])
+    except OutputExists as e:
+        why = why or str(e)
+    if why:
+        print(f"campaign.capacity: --out: {why}; choose a new folder; nothing was run", file=sys.stderr)
+        return 2
+    import pandas as pd
+
+    tiers = (_value(args.overrides, "storage") or "local").split(",")
+    rows = []
+    for tier in tiers:
+        try:
+            rows.append(tier_row(tier, profile, args.overrides, most, out))
+        except RuntimeError as e:
+            print(f"[capacity] {tier}: {e}", file=sys.stderr, flush=True)
+    if not rows:
+        return 1
+    table = pd.DataFrame(rows)
+    table.to_csv(claim(out / CAPACITY), index=False)
+    return _report(out, table, len(rows) < len(tiers))
+
+
+def _report(out: Path, table, some_failed: bool) -> int:
+    from analysis.build import build
+    from analysis.report import write_report
+
+    built = build(out)
+    report = write_report(out, built=built)
+    for r in table.to_dict("records"):
+        print(f"[capacity] {r['tier']}: {r['measured_n']} {r['accelerator']} accelerator(s) held AU >= "
+              f"{100 * r['au_threshold']:.0f}% (predicted {r['predicted_n']}, error {r['error_n']:+d}; limit predicted "
+              f"{r['predicted_limit']}, bound at {r['measured_n'] + 1}: {r['bound_at_n_plus_1'] or 'not run'})"
+              f"{'; ' + r['note'] if r['note'] else ''}", flush=True)
+    print(f"[capacity] table: {out / 'capacity.csv'}; report: {report}", flush=True)
+    return 1 if some_failed or built.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

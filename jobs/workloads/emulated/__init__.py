@@ -1,0 +1,67 @@
+"""Emulated accelerators (``workload=emulated accelerator=<profile>``): the input pipeline feeding a
+step that sleeps the accelerator's compute time. Each task of a cell (``platform.tasks_per_node``,
+``platform.nodes``) is one accelerator; a cell's AU is its slowest task's (MLPerf Storage's rule)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jobs.errors import ConfigError
+from jobs.metrics import of
+from jobs.workloads import Figure, RunContext, Workload, register
+from jobs.workloads.schema import InputPipelineConf
+
+
+@dataclass
+class EmulatedConf(InputPipelineConf):
+    pass
+
+
+def step_time(cfg) -> float:
+    """The accelerator's step time for the cell's batch size: the profile's, scaled by batch size ÷ the
+    profile's batch size (exact at the profile's own batch size)."""
+    acc = cfg.accelerator
+    return float(acc.step_time_s) * int(cfg.batch_size) / int(acc.batch_size)
+
+
+@register
+class Emulated(Workload):
+    name = "emulated"
+    schema = EmulatedConf
+    shardable = True  # each task is one accelerator, reading every N-th image
+    min_batches = 2  # AU leaves the first step out
+    metrics = of("steps", "runtime_s", "steady_runtime_s", "data_wait_s", "compute_s", "first_step_s", "images_per_s",
+                 "mb_per_s", "train_au_percentage", "seconds", "bytes_read_syscall")
+    record_keys = ("step_time_s", "dropped_files")
+    packages = ("tensorflow",)
+    figures = (Figure("capacity", "analysis.capacity:capacity_figure", order=11,
+                      title="Emulated accelerators: AU against accelerators per tier, the threshold and the prediction"),)
+
+    def check(self, cfg) -> None:
+        if cfg.get("accelerator") is None:
+            raise ConfigError("workload=emulated emulates an accelerator: choose its profile with accelerator=<name> "
+                              "(conf/accelerator/: alexnet_h100, resnet50_a100, resnet50_h100, unet3d_a100, unet3d_h100)")
+        if cfg.accelerator.step_time_s <= 0 or cfg.accelerator.batch_size < 1:
+            raise ConfigError(f"accelerator={cfg.accelerator.name}: step_time_s and batch_size must be positive")
+        if int(cfg.prefetch) < 1:
+            raise ConfigError("workload=emulated needs prefetch=1 or more: an accelerator's data loader fills the next "
+                              "batches while it computes (as MLPerf Storage's and DLIO's do); with prefetch=0 every step "
+                              "would wait for its batch to be read and decoded first (try prefetch=2)")
+        if not 0 < cfg.accelerator.au_threshold <= 1:
+            raise ConfigError(f"accelerator.au_threshold={cfg.accelerator.au_threshold} must be in (0, 1]")
+
+    def parallelism(self, cfg, result: dict | None = None) -> int | None:
+        from jobs.configview import threads_value
+
+        threads = threads_value(cfg.threads)
+        return threads if isinstance(threads, int) and threads > 0 else None  # the step sleeps: no core of its own
+
+    def run_once(self, ctx: RunContext) -> dict:
+        from jobs.workloads.emulated import loop
+
+        s = loop.EmulatedSettings.from_config(ctx.cfg, ctx.seed, step_time_s=step_time(ctx.cfg))
+        return loop.run_once(ctx.ds, s, mark=ctx.mark)
+
+    def describe(self, result: dict) -> str:
+        return (f"AU {result['train_au_percentage']:.0f}% ({result['steps']} steps of {result['step_time_s'] * 1000:.0f} ms, "
+                f"{result['data_wait_s']:.2f} s waiting for data), {result['images_per_s']:.0f} images/s")

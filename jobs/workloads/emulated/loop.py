@@ -1,0 +1,74 @@
+"""An accelerator emulated by its step time (MLPerf Storage's and DLIO's method): each step takes the
+next batch from the input pipeline, then sleeps the accelerator's compute time for that batch. What
+is measured is whether the storage and the client's CPU keep the accelerator busy: AU = compute time
+÷ runtime, the first step left out."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from jobs import interrupts
+from jobs.data import pipeline, readers
+from jobs.data.datasets import Dataset
+from jobs.data.pipeline import PipelineSettings
+from jobs.metrics import MB
+
+
+@dataclass(frozen=True, kw_only=True)
+class EmulatedSettings(PipelineSettings):
+    step_time_s: float  # the accelerator's compute time of one batch of this run's batch size
+
+
+def run_once(ds: Dataset, s: EmulatedSettings, mark=lambda name: None) -> dict:
+    """One epoch of full batches (the dataset or the task's shard), each followed by the step's sleep."""
+    import tensorflow as tf
+
+    data = pipeline.build(ds, threads=s.threads, batch_size=s.batch_size, prefetch=s.prefetch, seed=s.seed,
+                          image_side=s.image_side, read_delay_ms=s.read_delay_ms, shuffle=s.shuffle,
+                          shuffle_buffer=s.shuffle_buffer)
+    steps = len(ds.files) // s.batch_size
+    if steps < 2:
+        raise RuntimeError(f"{len(ds.files)} images make {steps} batch(es) of {s.batch_size}: AU leaves the first step "
+                           "out, so a run needs at least two (more images, or fewer accelerators)")
+    with tf.device("/CPU:0"):
+        it = iter(data.take(steps))
+    waits, computes, seen, consumed, exhausted = [], [], [], 0, False
+    rb0, rc0 = pipeline.read_counters()
+    mark("start")
+    t0 = time.perf_counter()
+    with interrupts.deferred():
+        for _ in range(steps):
+            interrupts.check()  # Ctrl-C and SIGTERM end the run here, between steps
+            a = time.perf_counter()
+            try:
+                _, idx, nbytes = next(it)
+            except StopIteration:
+                exhausted = True
+                break
+            b = time.perf_counter()
+            time.sleep(s.step_time_s)  # the accelerator computes; the pipeline keeps reading meanwhile
+            computes.append(time.perf_counter() - b)
+            waits.append(b - a)
+            seen.extend(int(i) for i in idx.numpy())
+            consumed += int(nbytes.numpy().sum())
+        t_end = time.perf_counter()
+        mark("end")
+        del it
+    readers.close_all()
+    rb1, rc1 = pipeline.read_counters()
+    if len(waits) < 2:
+        raise RuntimeError(f"the pipeline delivered {len(waits)} batch(es) out of {len(ds.files)} files")
+    drops = pipeline.dropped(ds, seen, exhausted, s.seed, **s.order)
+    runtime = t_end - t0
+    steady = runtime - waits[0] - computes[0]
+    return {
+        "steps": len(waits), "images": len(seen), "images_dropped": len(drops),
+        "dropped_files": [ds.where(i) for i in drops[: pipeline.DROPPED_LISTED]],
+        "runtime_s": runtime, "seconds": runtime, "steady_runtime_s": steady, "data_wait_s": sum(waits),
+        "compute_s": sum(computes), "first_step_s": waits[0] + computes[0],
+        "train_au_percentage": 100 * sum(computes[1:]) / steady, "images_per_s": len(seen) / runtime,
+        "mb_per_s": consumed / runtime / MB, "bytes_consumed": consumed,
+        "bytes_read_device": None if rb0 is None or rb1 is None else rb1 - rb0,
+        "bytes_read_syscall": None if rc0 is None or rc1 is None else rc1 - rc0, "step_time_s": s.step_time_s,
+    }

@@ -1,0 +1,101 @@
+"""How many accelerators a tier can feed: the rate model, the search, and the whole search run for real
+(emulated accelerators reading real files through the real pipeline, as local multi-task cells)."""
+
+import os
+import sys
+
+import pandas as pd
+import pytest
+
+from analysis import capacity
+from conftest import ROOT
+from jobs import records
+
+TOY = ROOT / "tests" / "toy" / "conf"
+
+
+def _inputs(**kw):
+    base = dict(tier="local", accelerator="x", batch_size=64, step_time_s=0.151, profile_batch_size=64, au_threshold=0.9,
+                tier_images_per_s=2000.0, tier_mb_per_s=220.0, core_images_per_s=300.0, cores=2, threads=1)
+    return capacity.Inputs(**{**base, **kw})
+
+
+def test_one_accelerator_needs_its_batch_at_the_threshold_per_step():
+    assert capacity.demand(_inputs()) == pytest.approx(64 * 0.9 / 0.151)  # ResNet-50 on an A100: 381 images/s
+
+
+def test_the_prediction_names_the_side_that_stops_the_next_accelerator():
+    # 100 images/s each: the tier (2,000/s) feeds 20, two cores of 300/s feed 6 (one map thread each: 1 core
+    # per accelerator up to 2, then the 2 cores share)
+    p = capacity.predict(_inputs(step_time_s=0.576))
+    assert (p["predicted_storage_n"], p["predicted_cpu_n"], p["predicted_n"], p["predicted_limit"]) == (20, 6, 6, "cpu")
+    p = capacity.predict(_inputs(step_time_s=0.576, tier_images_per_s=350.0))
+    assert (p["predicted_n"], p["predicted_limit"]) == (3, "storage")
+    assert capacity.predict(_inputs())["predicted_n"] == 0  # 381/s each: more than one core decodes
+
+
+def _seen(held: dict[int, bool]) -> dict:
+    return {n: {"passed": ok, "au_min": 95.0 if ok else 60.0, "mb_per_s": 10.0 * n, "bound": "cpu", "runs": 2}
+            for n, ok in held.items()}
+
+
+def test_the_search_brackets_the_largest_count_that_holds():
+    assert capacity.next_counts({}, 3, 8) == [2, 3, 4]
+    assert capacity.next_counts({}, 0, 8) == [1, 2]
+    assert capacity.next_counts(_seen({2: True, 3: True, 4: False}), 3, 8) == []  # 3 holds, 4 does not
+    assert capacity.next_counts(_seen({2: True, 3: True, 4: True}), 3, 8) == [5]  # the prediction was low
+    assert capacity.next_counts(_seen({2: False, 3: False, 4: False}), 3, 8) == [1]  # it was high
+    assert capacity.next_counts(_seen({1: False, 2: False}), 1, 8) == []  # not even one
+    assert capacity.next_counts(_seen({7: True, 8: True}), 8, 8) == []  # --most reached
+    assert capacity.measured(_seen({2: True, 3: True, 4: False}), 8) == (3, "")
+    assert capacity.measured(_seen({1: False}), 8) == (0, "even one accelerator fell below the threshold")
+    assert capacity.measured(_seen({7: True, 8: True}), 8) == (8, "at least 8: the search stopped at --most 8")
+    row = capacity.row(capacity.predict(_inputs(step_time_s=0.576)), _seen({5: True, 6: True, 7: False}), 8)
+    assert (row["measured_n"], row["error_n"], row["mb_per_s_at_n"], row["bound_at_n_plus_1"]) == (6, 0, 60.0, "cpu")
+
+
+def test_bad_input_names_the_setting(tmp_path):
+    for args, expected in ((["storage=tmpfs"], "accelerator is not set: choose the profile"),
+                           (["accelerator=tpu9"], "accelerator=tpu9: unknown profile"),
+                           (["accelerator=resnet50_h100", "dataset.num_images=512"],
+                            "512 images give no accelerator two batches of 400")):
+        p = _capacity(*args, cwd=tmp_path)
+        lines = [x for x in p.stderr.splitlines() if x.strip()]
+        assert p.returncode == 2 and len(lines) == 1 and expected in lines[0], p.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def _capacity(*args, cwd):
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    return subprocess.run([sys.executable, "-m", "campaign.capacity", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=900)
+
+
+def test_the_search_on_real_runs(tmp_path):
+    """Predict, then prove on tmpfs: emulated accelerators as tasks of local cells, each reading its shard
+    of real JPEGs cold; the answer is the largest count whose every run held AU >= 90% with a failing count
+    above it (or the search's limit), and capacity.csv, the figure and the report say so."""
+    out = tmp_path / "cap"
+    p = _capacity("accelerator=ci_small", "storage=tmpfs", f"hydra.searchpath=[file://{TOY}]", "dataset.num_images=256",
+                  "repeats=1", "--most", "4", "--out", str(out), cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    row = pd.read_csv(out / "capacity.csv").iloc[0]
+    assert row["tier"] == "tmpfs" and row["accelerator"] == "ci_small" and row["cores"] == len(os.sched_getaffinity(0))
+    assert row["demand_images_per_s"] == pytest.approx(16 * 0.9 / 0.06)
+    results = pd.read_csv(out / "results.csv")
+    cells = results[results["kind"] == "emulated"]
+    seen = capacity.tried(results, "tmpfs", 0.9)
+    assert sorted(seen) == [int(c) for c in str(row["counts_tried"]).split()] and set(cells["accelerator"]) == {"ci_small"}
+    n = int(row["measured_n"])
+    assert all(seen[c]["passed"] for c in seen if c <= n) or n == 0
+    assert n == 4 or (n + 1 in seen and not seen[n + 1]["passed"])  # bracketed, or the search's limit
+    assert row["error_n"] == n - row["predicted_n"]
+    # a run's AU is its slowest accelerator's: the minimum over its tasks, each first step left out
+    for _, r in cells[cells["tasks_per_cell"] > 1].iterrows():
+        tasks = records.read(out / "tmpfs" / "prove" / str(r["cell_dir"]).split("/")[-1] / "record.json").runs[0]["task_results"]
+        assert r["train_au_percentage"] == pytest.approx(min(t["train_au_percentage"] for t in tasks))
+    assert (out / "capacity.png").stat().st_size > 10_000
+    assert "Accelerators the storage can feed" in (out / "report.html").read_text()
+    assert f"[capacity] tmpfs: {n} ci_small accelerator(s) held AU >= 90%" in p.stdout
