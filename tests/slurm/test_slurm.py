@@ -296,3 +296,25 @@ def test_paper_study_on_slurm_without_waiting_chains_its_grids(slurm_cluster, tm
     assert len(ends) == 1 and len(starts) == 4 and min(starts) >= max(ends), (starts, ends)
     a = analysis(str(out), cwd=tmp_path)
     assert a.returncode == 0 and (out / "report.html").exists(), a.stdout + a.stderr
+
+
+def test_capacity_search_runs_its_cells_as_slurm_jobs(slurm_cluster, tmp_path, disk_root):
+    """python -m campaign.capacity with platform=slurm: the rate measurements and every count of emulated
+    accelerators are Slurm jobs (a count's tasks one srun step), and the answer comes back as locally."""
+    out = tmp_path / "cap"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    toy = ROOT / "tests" / "toy" / "conf"
+    p = subprocess.run([sys.executable, "-m", "campaign.capacity", "accelerator=ci_small", "storage=local",
+                        f"storage.root={disk_root}", f"hydra.searchpath=[file://{toy}]", "dataset.num_images=128",
+                        "repeats=1", "platform=slurm", "platform.poll_s=1", "--most", "2", "--out", str(out)],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    row = pd.read_csv(out / "capacity.csv").iloc[0]
+    prove = _submitted(out / "local" / "prove")
+    assert len(prove) == len(str(row["counts_tried"]).split())
+    assert set(_sacct([j[-1] for j in prove.values()]).values()) == {"COMPLETED"}
+    for folder in ("storage_rate", "cpu_rate"):
+        assert _submitted(out / "local" / folder)  # the prediction's inputs were Slurm jobs too
+    recs = [records.read(f) for f in (out / "local" / "prove").glob("*/record.json")]
+    assert all(r.provenance["slurm"]["job_id"] for r in recs)
+    assert f"[capacity] local: {int(row['measured_n'])} ci_small accelerator(s) held AU >= 90%" in p.stdout
