@@ -21,6 +21,7 @@ from __future__ import annotations
 
 CPU_SATURATED = 0.85
 STORAGE_SATURATED = 0.80
+OVER_THROTTLE = 1.02  # a read rate past the throttle by more than this is explained in the reason
 INPUT_BOUND = 0.20
 FROM_MEMORY = {"memory", "warm", "not_cold"}
 LABELS = ("storage", "cpu", "cache", "mixed", "latency")
@@ -42,6 +43,10 @@ def storage_use(row: dict, emulate: dict | None) -> tuple[float | None, str]:
     if limit_mb and rate is not None:
         use = rate / limit_mb
         how = f"device read {rate:.0f} MB/s = {use:.0%} of the tier's {limit_mb:.0f} MB/s throttle"
+        seconds = _num(row.get("seconds")) or _num(row.get("runtime_s"))
+        if use > OVER_THROTTLE and seconds is not None:
+            how += (f" (over it: the kernel meters a throttle in time slices and lets a slice's bytes through at its "
+                    f"start, so a {seconds:.2f} s run reads more than the rate; longer runs come closer)")
         if limit_iops and iops is not None and iops / limit_iops > use:
             use = iops / limit_iops
             how = f"device read {iops:.0f} requests/s = {use:.0%} of the tier's {limit_iops:.0f}/s throttle"

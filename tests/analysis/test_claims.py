@@ -180,6 +180,10 @@ def test_the_bound_rules():
     assert bounds.label({**row, "cpu_share": 0.9, "device_busy": 0.9})[0] == "mixed"
     assert bounds.label({**row, "machine_cpu_busy": 0.97})[0] == "cpu"  # other processes took the CPU
     assert bounds.label({**row, "device_busy": None, "device_read_mb_s": 140.0}, {"read_mb_s": 163.0})[0] == "storage"
+    # the demo's read-only cells on the emulated SSD read 300 MB/s through a 280 MB/s throttle in 0.43 s
+    over = bounds.label({**row, "device_read_mb_s": 300.0, "seconds": 0.43}, {"read_mb_s": 280.0})
+    assert over[0] == "storage" and "107% of the tier's 280 MB/s throttle (over it:" in over[1]
+    assert "a 0.43 s run reads more than the rate" in over[1]
     iops_bound = {**row, "device_busy": 0.2, "device_read_mb_s": 28.0, "device_read_iops": 249.0}
     assert bounds.label(iops_bound, {"read_mb_s": 163.0, "read_iops": 250})[0] == "storage"  # the seek throttle
     assert "249 requests/s" in bounds.label(iops_bound, {"read_mb_s": 163.0, "read_iops": 250})[1]
