@@ -47,7 +47,7 @@ def _cell_values(cfg: dict) -> dict:
         "tasks_per_cell": (cfg["platform"].get("nodes") or 1) * (cfg["platform"].get("tasks_per_node") or 1),
         # the tf.data service's workers (0: the pipeline ran in the measuring process)
         "service": (cfg.get("input") or {}).get("workers", 1) if (cfg.get("input") or {}).get("service") else 0,
-        "dataset": cfg["dataset"]["name"] if isinstance(cfg.get("dataset"), dict) else "",
+        "dataset": _dataset_name(cfg.get("dataset")),
         # how the images were stored and ordered (records written before these settings: the paper's way)
         "format": (cfg["dataset"].get("format") or "files") if isinstance(cfg.get("dataset"), dict) else "",
         "shuffle": _shuffle(cfg),
@@ -60,6 +60,16 @@ def _cell_values(cfg: dict) -> dict:
         "width": cfg["workload"].get("width"),
         **_checkpoint_values(cfg),
     }
+
+
+def _dataset_name(ds) -> str:
+    """The preset's name for a generated set; a user's folder or file list by its own name (a folder of
+    their images is not the preset it was given to)."""
+    if not isinstance(ds, dict):
+        return ""
+    if ds.get("source") in ("folder", "filelist") and ds.get("path"):
+        return f"{Path(str(ds['path']).rstrip('/')).name} ({ds['source']})"
+    return ds["name"]
 
 
 def _shuffle(cfg: dict) -> str:

@@ -203,3 +203,12 @@ def test_the_report_answers_per_tier_first():
         "modeled_hdd, microbench: 124 images/s at 1 thread, 259 at 8 (2.09×); latency-bound at 1 thread, "
         "storage-bound at 2–8 threads."]
     assert answers.per_tier(pd.DataFrame()) == []
+
+
+def test_a_users_folder_is_named_by_itself_not_by_the_preset():
+    from analysis.tables import _dataset_name
+
+    assert _dataset_name({"name": "imagenet_subset", "source": "folder", "path": "/data/caltech101/"}) == "caltech101 (folder)"
+    assert _dataset_name({"name": "imagenet_subset", "source": "filelist", "path": "/d/l.txt"}) == "l.txt (filelist)"
+    assert _dataset_name({"name": "imagenet_subset", "source": "synthetic", "path": None}) == "imagenet_subset"
+    assert _dataset_name(None) == ""
