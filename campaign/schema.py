@@ -130,6 +130,7 @@ class CheckpointConf:
     flush: Flush = Flush.fsync  # how a checkpoint is made durable before it counts
     max_to_keep: int = 5  # newest complete checkpoints kept on each tier during a run
     keep: bool = False  # keep a run's checkpoints after it (for inspection); by default they are removed once recorded
+    restore: bool = False  # after each run: its last durable checkpoint evicted, restored into a new model, verified
     fast: StorageConf = MISSING  # the fast tier (burst buffer): a storage preset, storage@checkpoint.fast=...
     slow: StorageConf = MISSING  # the slow tier: a storage preset, storage@checkpoint.slow=...
 

@@ -45,6 +45,7 @@ SHARED_WORKLOAD_FIELDS = {
 # stay out of the id, so earlier cells keep their ids (a different value makes a different cell).
 ADDED_SETTINGS = {
     ("checkpoint", "keep"): False,
+    ("checkpoint", "restore"): False,
     ("dataset", "format"): "files",
     ("dataset", "shard_mb"): 128.0,
     ("shuffle",): "global",

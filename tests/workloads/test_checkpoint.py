@@ -208,6 +208,7 @@ def test_stalls_order_and_the_figures_render(tmp_path):
     make_jpegs(tmp_path / "data", 64, classes=2)
     p = campaign("-m", "workload=checkpoint", "workload.image_side=64", "workload.width=0.25", "workload.steps=12",
                  "checkpoint.every=4", "checkpoint.target=slow,fast,burst_buffer", f"checkpoint.fast.root={tmp_path}",
+                 "checkpoint.restore=true",
                  "storage@checkpoint.slow=emulated_hdd", "checkpoint.slow.emulate.write_mb_s=20",
                  "checkpoint.slow.emulate.size_gb=1", f"checkpoint.slow.emulate.image_dir={img}",
                  f"checkpoint.slow.root={tmp_path / 'slowmnt'}", f"storage.root={tmp_path}", "dataset.source=folder",
@@ -229,6 +230,18 @@ def test_stalls_order_and_the_figures_render(tmp_path):
     assert (df["checkpoint_bytes_left"] == 0).all()
     assert not [p for p in (tmp_path / "iocampaign" / "checkpoints").rglob("*") if p.is_file()]
     assert (df["steady_runtime_s"] < df["runtime_s"]).all()  # the first step (graph tracing) is apart
+    # checkpoint.restore=true: every run read its last durable checkpoint back from a cold cache, exactly
+    want = {"slow": ["slow"], "fast": ["fast"], "burst_buffer": ["slow"]}  # the drain reclaimed the fast copies
+    for d in df["cell_dir"].unique():
+        rec = records.read(out / str(d) / "record.json")
+        for run in rec.runs:
+            back = run["restores"]
+            assert [r["tier"] for r in back] == want[rec.config["checkpoint"]["target"]]
+            for r in back:
+                assert r["step"] == 12 and r["weights_equal"] is True and r["restore_s"] > 0
+                assert r["cache_state"] == "cold" and r["bytes_read_device"] >= 0.9 * r["bytes"]
+            assert back[-1]["checksums"] == ("match" if rec.config["checkpoint"]["target"] == "burst_buffer" else "none")
+            assert run["restore_mb_s"] == back[-1]["bytes"] / back[-1]["restore_s"] / 1e6
 
 
 @needs_root

@@ -10,11 +10,32 @@ import uuid
 from pathlib import Path
 
 from jobs.errors import ConfigError
-from jobs.metrics import of
+from jobs.metrics import MB, of
 from jobs.workloads import Figure, RunContext, Workload, register
 from jobs.workloads.alexnet import AlexNetConf, check_alexnet, training_parallelism
+from jobs.workloads.checkpoint import restore
 
 log = logging.getLogger(__name__)
+
+
+def _verdict(equal: bool | None) -> str:
+    return "equal" if equal else "NOT equal" if equal is False else "not compared"
+
+
+def _snapshot(cfg, ds):
+    """What the restore compares with: the weights at the run's last checkpoint step."""
+    steps = cfg.workload.steps or len(ds.files) // int(cfg.batch_size)
+    return restore.Snapshot(steps // int(cfg.checkpoint.every) * int(cfg.checkpoint.every))
+
+
+def _restores(cfg, ds, settings, snapshot) -> list[dict]:
+    from jobs.workloads.checkpoint import saving as checkpoint
+
+    folders = [(tier, checkpoint.ckpt_dir(root) / settings.tag) for tier, root in
+               (("fast", settings.fast_root), ("slow", settings.slow_root)) if root is not None]
+    shape = {"num_classes": max(1, ds.num_classes), "side": int(cfg.workload.image_side),
+             "width": float(cfg.workload.width), "seed": int(cfg.seed)}
+    return restore.after_run(folders, settings.tag, shape, snapshot)
 
 
 @register
@@ -23,10 +44,10 @@ class Checkpoint(Workload):
     schema = AlexNetConf  # the mini-app's settings; the checkpoint's own are in the checkpoint group
     metrics = of("steps", "runtime_s", "steady_runtime_s", "first_step_s", "baseline_runtime_s",
                  "baseline_steady_runtime_s", "checkpoint_stall_s", "median_stall_s", "drain_after_end_s",
-                 "checkpoint_bytes_left")
+                 "checkpoint_bytes_left", "restore_s", "restore_mb_s", "restore_device_read_ratio")
     record_keys = ("drain_finished_at", "train_ended_at", "checkpoints", "durable", "target", "effective_target",
                    "fallback", "mode", "flush", "device", "parameters", "final_loss", "checkpoint_dir", "trace_file",
-                   "trace_device", "recovered")
+                   "trace_device", "recovered", "restores")
     packages = ("tensorflow", "keras")
     figures = (
         Figure("fig9", "analysis.checkpoints:fig9", "Fig. 9: runtime per checkpoint target", order=9),
@@ -77,9 +98,10 @@ class Checkpoint(Workload):
         cache.evict(ctx.ds.storage_files)
         slow_disk = trace.device_of(str(settings.slow_root)) if settings.slow_root.exists() else None
         tracer = trace.Tracer(slow_disk, float(cfg.workload.trace_interval_s)).start()
+        snapshot = _snapshot(cfg, ctx.ds) if ck.get("restore") else None
         t0 = time.perf_counter()
         try:
-            result = checkpoint.run_once(ctx.ds, settings, mark=ctx.mark)
+            result = checkpoint.run_once(ctx.ds, settings, mark=ctx.mark, snapshots=snapshot)
         finally:
             tracer.stop()
         tracer.mark(trace.FIRST, t0)
@@ -88,6 +110,9 @@ class Checkpoint(Workload):
         tracer.write(ctx.job_dir / f"trace_{ctx.tag}.csv")
         result.update(baseline_runtime_s=base["runtime_s"], baseline_steady_runtime_s=base["steady_runtime_s"],
                       trace_file=f"trace_{ctx.tag}.csv", trace_device=slow_disk or "all disks", recovered=recovered)
+        if ck.get("restore"):
+            result["restores"] = _restores(cfg, ctx.ds, settings, snapshot)
+            result.update(restore.metrics(result["restores"]))
         # what was durable is in the result; unless asked to keep them, the checkpoints go (a full-scale
         # run leaves ~3.5 GB otherwise, and later cells would fall back for want of space)
         if not ck.get("keep"):
@@ -99,8 +124,11 @@ class Checkpoint(Workload):
         return result
 
     def describe(self, result: dict) -> str:
+        back = "".join(f"; restored {r['bytes'] / MB:.0f} MB from {r['tier']} in {r['restore_s']:.2f} s ({r['cache_state']}, "
+                       f"weights {_verdict(r['weights_equal'])}, checksums {r['checksums']})"
+                       for r in result.get("restores") or [])
         stall = f"{result['median_stall_s']:.3f}" if result["median_stall_s"] is not None else "-"
         return (f"{result['runtime_s']:.2f} s runtime ({result['baseline_runtime_s']:.2f} s without checkpoints), "
                 f"{len(result['checkpoints'])} checkpoints to {result['effective_target']}, median stall {stall} s, "
                 f"drain after training {result['drain_after_end_s']:.2f} s"
-                + (f"; FALLBACK: {result['fallback']}" if result["fallback"] else ""))
+                + (f"; FALLBACK: {result['fallback']}" if result["fallback"] else "") + back)

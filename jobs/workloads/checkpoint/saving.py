@@ -81,7 +81,7 @@ class _Saver:
     def save(self, step: int) -> None:
         import tensorflow as tf
 
-        if self.snapshots is not None:
+        if self.snapshots is not None and getattr(self.snapshots, "wants", lambda _: True)(step):
             self.snapshots[step] = [v.numpy().copy() for v in self.model.weights]
         entry = {"step": step, "tier": "fast" if self.target in ("fast", "burst_buffer") else "slow"}
         t0 = time.perf_counter()

@@ -1,0 +1,93 @@
+"""Restore, verified cold (``checkpoint.restore=true``): after a checkpoint run, its last durable
+checkpoint on each tier that holds one is evicted from the page cache, read back by TensorFlow into
+a new AlexNet and Adam, and checked: the restored weights against the weights saved at that step
+(kept in memory at the save), and the files against their manifest's checksums where it has them
+(the burst buffer's drained copies). What a restart would see: the fast tier's copy while it is
+fresh, the slow tier's after it was reclaimed (MLPerf Storage's rule: write, clear the cache, read).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from jobs.data import pipeline
+from jobs.metrics import MB
+from jobs.storage import cache
+from jobs.workloads.checkpoint import store as ckpt_store
+
+
+class Snapshot(dict):
+    """The weights saved at one step (the run's last checkpoint), for the restore to compare with."""
+
+    def __init__(self, step: int):
+        super().__init__()
+        self.step = step
+
+    def wants(self, step: int) -> bool:
+        return step == self.step
+
+
+def last_durable(folder: Path, tag: str) -> Path | None:
+    """The newest checkpoint of the run in ``folder`` whose manifest and files are complete."""
+    done = ckpt_store.complete(folder, tag) if folder.exists() else []
+    return done[-1] if done else None
+
+
+def restore_cold(prefix: Path, tier: str, shape: dict, expected: list | None) -> dict:
+    """Evict ``prefix``'s files, restore them into a new model (timed), then verify; one entry of the
+    run's ``restores``. ``shape``: num_classes, side, width, seed of the model."""
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from jobs.observe import provenance
+    from jobs.workloads.alexnet import training as alexnet
+
+    files = ckpt_store.files_of(prefix)
+    size = sum(f.stat().st_size for f in files)
+    model = alexnet.build_model(shape["num_classes"], shape["side"], shape["width"], shape["seed"] + 1)
+    opt = keras.optimizers.Adam(1e-4)
+    opt.build(model.trainable_variables)
+    ckpt = tf.train.Checkpoint(model=model, optimizer=opt)
+    resident = cache.evict(files).resident_bytes_after
+    rb0, _ = pipeline.read_counters()
+    t0 = time.perf_counter()
+    ckpt.read(str(prefix)).assert_existing_objects_matched()
+    restored = [v.numpy() for v in model.weights]  # every value in memory: the restore has ended
+    seconds = time.perf_counter() - t0
+    rb1, _ = pipeline.read_counters()
+    device = None if rb0 is None or rb1 is None else rb1 - rb0
+    man = ckpt_store.read_manifest(prefix) or {}
+    summed = any("sha256" in m for m in man.get("files", {}).values())
+    fs_type = provenance.mount_of(str(prefix.parent)).fs_type
+    return {
+        "tier": tier, "prefix": prefix.name, "step": man.get("step"), "bytes": size, "restore_s": seconds,
+        "restore_mb_s": size / seconds / MB, "bytes_read_device": device, "resident_bytes_before": resident,
+        "cache_state": cache.classify("cold", "", fs_type, device, size),
+        "weights_equal": None if expected is None else all(np.array_equal(a, b) for a, b in zip(expected, restored)),
+        "checksums": ("match" if ckpt_store.verify(prefix, man, checksums=True) else "MISMATCH") if summed else "none",
+    }
+
+
+def after_run(folders: list[tuple[str, Path]], tag: str, shape: dict, snapshot: Snapshot | None) -> list[dict]:
+    """Restore the last durable checkpoint of each (tier, folder) that holds one, fast tier first."""
+    out = []
+    for tier, folder in folders:
+        prefix = last_durable(folder, tag)
+        if prefix is None:
+            continue
+        step = (ckpt_store.read_manifest(prefix) or {}).get("step")
+        expected = snapshot.get(step) if snapshot is not None else None
+        out.append(restore_cold(prefix, tier, shape, expected))
+    return out
+
+
+def metrics(restores: list[dict]) -> dict:
+    """The run's restore figures: those of the durable tier (the slow one when both hold a copy)."""
+    if not restores:
+        return {}
+    r = restores[-1]
+    return {"restore_s": r["restore_s"], "restore_mb_s": r["restore_mb_s"],
+            "restore_device_read_ratio": r["bytes_read_device"] / r["bytes"] if r["bytes_read_device"] is not None
+            and r["bytes"] else None}
