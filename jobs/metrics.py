@@ -67,7 +67,7 @@ METRICS: dict[str, Metric] = {
         Metric("restore_s", "s", "lower", "Checkpoint, checkpoint.restore=true: time to read the run's last durable "
                "checkpoint back into a new model from a cold cache (the slow tier's copy when both tiers hold one)"),
         Metric("restore_mb_s", "MB/s", "higher", "Checkpoint: bytes of that checkpoint / restore_s"),
-        Metric("restore_device_read_ratio", "", "", "Checkpoint: device bytes read during the restore / its bytes "
+        Metric("restore_device_read_ratio", "ratio", "", "Checkpoint: device bytes read during the restore / its bytes "
                "(about 1 when the restore was cold)"),
         Metric("drain_after_end_s", "s", "lower", "Checkpoint: time from the end of training until the burst buffer was drained"),
         Metric("run_wall_s", "s", "", "Wall time of the whole run as the runner saw it (the usage figures cover the "
