@@ -93,3 +93,14 @@ def folder_is_free(folder: Path, own_marks: tuple[str, ...], harmless: tuple[str
         return None
     shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
     return f"{folder} exists and is not a campaign folder of this tool (it holds {shown})"
+
+
+def study_folder_problem(folder: Path, mark: str) -> str | None:
+    """Why ``folder`` cannot hold a study whose own file is ``mark`` (the paper study's paper.txt, the
+    capacity search's capacity.csv); None: it is new, empty, or that study's folder again (a resume)."""
+    why = folder_is_free(folder, (mark,))
+    try:
+        check([folder / mark])
+    except OutputExists as e:
+        why = why or str(e)
+    return why

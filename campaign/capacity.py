@@ -147,14 +147,10 @@ def main(argv: list[str] | None = None) -> int:
               "more images (dataset.num_images) or a smaller batch_size; nothing was run", file=sys.stderr)
         return 2
     from analysis.capacity import CAPACITY
-    from analysis.outputs import OutputExists, check, claim, folder_is_free
+    from analysis.outputs import claim, study_folder_problem
 
     out = args.out or Path("multirun") / time.strftime("capacity-%Y-%m-%d-%H-%M-%S")
-    why = folder_is_free(out, (CAPACITY,))
-    try:
-        check([out / CAPACITY])
-    except OutputExists as e:
-        why = why or str(e)
+    why = study_folder_problem(out, CAPACITY)
     if why:
         print(f"campaign.capacity: --out: {why}; choose a new folder; nothing was run", file=sys.stderr)
         return 2

@@ -187,13 +187,9 @@ def main(argv: list[str]) -> int:
                   f"{', '.join(g for g, _ in todo)}", file=sys.stderr)
             return 2
         todo = [g for g in todo if g[0] in wanted]
-    from analysis.outputs import OutputExists, check, claim, folder_is_free
+    from analysis.outputs import claim, study_folder_problem
 
-    why = folder_is_free(out, (PAPER,))  # a paper study's folder again (its grids resume), or a new one
-    try:
-        check([out / PAPER])
-    except OutputExists as e:
-        why = why or str(e)
+    why = study_folder_problem(out, PAPER)  # a paper study's folder again (its grids resume), or a new one
     if why:
         print(f"campaign: --out: {why}; choose a new folder; nothing was run", file=sys.stderr)
         return 2

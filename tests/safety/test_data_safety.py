@@ -466,6 +466,9 @@ def test_an_existing_output_folder_or_file_of_the_user_is_refused_untouched(tmp_
         assert p.returncode == 2 and "not a campaign folder" in _one_line(p) and "nothing was run" in p.stderr
     p = campaign("-m", "threads=1", f"hydra.sweep.dir={mine}", f"storage.root={tmp_path}", *TINY, cwd=cwd)
     assert p.returncode == 2 and "hydra.sweep.dir" in _one_line(p) and "not a campaign folder" in p.stderr
+    p = subprocess.run([sys.executable, "-m", "campaign.capacity", "accelerator=resnet50_a100", "--out", str(mine)],
+                       cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True)
+    assert p.returncode == 2 and "campaign.capacity: --out:" in _one_line(p) and "not a campaign folder" in p.stderr
     intact(planted)
     assert sorted(mine.iterdir()) == sorted(planted)
     target = mine / "results.csv"
