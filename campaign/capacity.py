@@ -173,9 +173,11 @@ def main(argv: list[str] | None = None) -> int:
 def _report(out: Path, table, some_failed: bool) -> int:
     from analysis.build import build
     from analysis.report import write_report
+    from campaign import outputs
 
     built = build(out)
     report = write_report(out, built=built)
+    outputs.link_latest(out)  # each round pointed it at itself while it ran
     for r in table.to_dict("records"):
         print(f"[capacity] {r['tier']}: {r['measured_n']} {r['accelerator']} accelerator(s) held AU >= "
               f"{100 * r['au_threshold']:.0f}% (predicted {r['predicted_n']}, error {r['error_n']:+d}; limit predicted "

@@ -99,3 +99,4 @@ def test_the_search_on_real_runs(tmp_path):
     assert (out / "capacity.png").stat().st_size > 10_000
     assert "Accelerators the storage can feed" in (out / "report.html").read_text()
     assert f"[capacity] tmpfs: {n} ci_small accelerator(s) held AU >= 90%" in p.stdout
+
