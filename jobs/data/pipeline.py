@@ -74,12 +74,15 @@ def build(
     """
     import tensorflow as tf
 
-    from jobs.data import readers
+    from jobs.data import read_only, readers
 
     classes = max(1, ds.num_classes)
     delay = (lambda d: delayed(d, read_delay_ms, threads)) if read_delay_ms > 0 else None
-    stream, read = readers.source(ds, shuffle=shuffle, shuffle_buffer=shuffle_buffer, seed=seed, threads=threads,
-                                  delay=delay, payload=decode or one_hot)
+    how = {"shuffle": shuffle, "shuffle_buffer": shuffle_buffer, "seed": seed, "threads": threads, "delay": delay}
+    blocks = None if decode or one_hot else read_only.batches(ds, batch_size=batch_size, **how)
+    if blocks is not None:
+        return _finish(blocks, threads, prefetch)
+    stream, read = readers.source(ds, payload=decode or one_hot, **how)
 
     def load(*element):
         i, data, nbytes, label = read(*element)
@@ -92,6 +95,13 @@ def build(
         return out, i, nbytes
 
     out = stream.map(load, num_parallel_calls=num_parallel_calls(threads)).ignore_errors().batch(batch_size)
+    return _finish(out, threads, prefetch)
+
+
+def _finish(out, threads: int | str, prefetch: int):
+    """``out`` with its prefetch and the options every run's pipeline has."""
+    import tensorflow as tf
+
     if prefetch > 0:
         out = out.prefetch(prefetch)
     # TF injects a prefetch of its own at the end of a pipeline by default: prefetch=0 must mean none.

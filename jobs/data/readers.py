@@ -21,6 +21,9 @@ process, whatever ``threads`` says. TFRecord is read as users do: the shards thr
 the buffer, then the parse in the map. A record that fails its checksum ends the reading of its
 shard (TensorFlow cannot find the next record after it): the rest of that shard is dropped, and
 counted.
+
+A read-only run reads containers in blocks (``jobs.data.read_only``); over TFRecord its order is
+therefore the interleave of blocks of ``READ_BLOCK`` records (``ids(..., payload=False)``).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import threading
 from jobs.data.datasets import Dataset
 
 TFRECORD_OVERHEAD = 16  # framing bytes per record (length, two masked CRC32Cs): part of what a run reads
+READ_BLOCK = 64  # images a read-only run takes from one container at a time (jobs.data.read_only)
 
 
 def num_parallel_calls(threads: int | str) -> int:
@@ -52,27 +56,28 @@ def buffer_of(ds: Dataset, shuffle: str, shuffle_buffer: int | None) -> int:
     return len(ds.files) if shuffle == "global" else max(len(g) for g in groups(ds))
 
 
-def _group_order(tf, ds: Dataset, shuffle: str, seed: int):
+def group_order(tf, ds: Dataset, shuffle: str, seed: int):
     n = len(groups(ds))
     order = tf.data.Dataset.range(n)
     return order if shuffle == "none" else order.shuffle(n, seed=seed, reshuffle_each_iteration=False)
 
 
-def ids(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: int, threads):
+def ids(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: int, threads, payload: bool = True):
     """The image indices in the order a run reads them (exact for files and HDF5; for TFRecord the
-    order when no record is dropped)."""
+    order when no record is dropped). ``payload=False``: a read-only run's order (TFRecord: in blocks)."""
     import tensorflow as tf
 
 
     members = tf.ragged.constant([list(g) for g in groups(ds)], dtype=tf.int64)
     if ds.format == "tfrecord":
-        out = _group_order(tf, ds, shuffle, seed).interleave(
+        out = group_order(tf, ds, shuffle, seed).interleave(
             lambda g: tf.data.Dataset.from_tensor_slices(members[g]), cycle_length=num_parallel_calls(threads),
-            num_parallel_calls=num_parallel_calls(threads), deterministic=True)
+            block_length=1 if payload else READ_BLOCK, num_parallel_calls=num_parallel_calls(threads),
+            deterministic=True)
     elif shuffle == "global":
         out = tf.data.Dataset.from_tensor_slices(members.flat_values)
     else:
-        out = _group_order(tf, ds, shuffle, seed).flat_map(lambda g: tf.data.Dataset.from_tensor_slices(members[g]))
+        out = group_order(tf, ds, shuffle, seed).flat_map(lambda g: tf.data.Dataset.from_tensor_slices(members[g]))
     buffer = buffer_of(ds, shuffle, shuffle_buffer)
     return out.shuffle(buffer, seed=seed, reshuffle_each_iteration=False) if buffer else out
 
@@ -88,18 +93,17 @@ def source(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: int, 
     into (index, data, bytes read, label), for the pipeline's one parallel map (so reading and
     decoding share its threads, as in the paper's ``map(read_file -> decode -> resize)``). ``delay``,
     when given, is applied to the stream (an emulated tier's latency). ``payload=False`` (a read-only
-    run, which never looks at the image): a TFRecord's image bytes are read and counted but not
-    parsed out of the record nor carried on (``data`` is empty)."""
+    run, which never looks at the image): an HDF5 entry is read and counted but not carried on
+    (``data`` is empty); a read-only run over containers reads through ``jobs.data.read_only`` where it can."""
     import tensorflow as tf
 
     delay = delay or (lambda d: d)
     if ds.format == "tfrecord":
-        return _tfrecord(ds, shuffle=shuffle, shuffle_buffer=shuffle_buffer, seed=seed, threads=threads, delay=delay,
-                         payload=payload)
+        return _tfrecord(ds, shuffle=shuffle, shuffle_buffer=shuffle_buffer, seed=seed, threads=threads, delay=delay)
     order = delay(ids(ds, shuffle=shuffle, shuffle_buffer=shuffle_buffer, seed=seed, threads=threads))
     labels = tf.constant(ds.labels, dtype=tf.int32)
     if ds.format == "hdf5":
-        return order, _hdf5_reader(ds, labels)
+        return order, _hdf5_reader(ds, labels, payload)
     paths = tf.constant(ds.files)
 
     def read(i):
@@ -109,32 +113,24 @@ def source(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: int, 
     return order, read
 
 
-def _tfrecord(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: int, threads, delay, payload: bool = True):
+def _tfrecord(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: int, threads, delay):
     import tensorflow as tf
 
 
     par = num_parallel_calls(threads)
     paths = tf.constant(ds.containers)
-    records = _group_order(tf, ds, shuffle, seed).interleave(
+    records = group_order(tf, ds, shuffle, seed).interleave(
         lambda g: tf.data.TFRecordDataset(tf.gather(paths, g)).ignore_errors(),
         cycle_length=par, num_parallel_calls=par, deterministic=True)
     buffer = buffer_of(ds, shuffle, shuffle_buffer)
     spec = {"image/class/label": tf.io.FixedLenFeature([], tf.int64), "image/index": tf.io.FixedLenFeature([], tf.int64),
-            **({"image/encoded": tf.io.FixedLenFeature([], tf.string)} if payload else {})}
-    empty = tf.constant(b"")
+            "image/encoded": tf.io.FixedLenFeature([], tf.string)}
 
     def parse(serialized):
         ex = tf.io.parse_single_example(serialized, spec)
         nbytes = tf.cast(tf.strings.length(serialized, unit="BYTE"), tf.int64) + TFRECORD_OVERHEAD
-        return ex["image/index"], ex["image/encoded"] if payload else empty, nbytes, tf.cast(ex["image/class/label"], tf.int32)
+        return ex["image/index"], ex["image/encoded"], nbytes, tf.cast(ex["image/class/label"], tf.int32)
 
-    if not payload:
-        # a read-only run: each record becomes four numbers as it is read, so the shuffle buffer and the
-        # batches hold no image bytes (the order is the same: the same elements, shuffled with the same seed)
-        records = records.map(parse, num_parallel_calls=par)
-        if buffer:
-            records = records.shuffle(buffer, seed=seed, reshuffle_each_iteration=False)
-        return delay(records), lambda *element: element
     if buffer:
         records = records.shuffle(buffer, seed=seed, reshuffle_each_iteration=False)
     return delay(records), parse
@@ -148,7 +144,7 @@ class _Hdf5Files:
         self.files: dict[int, object] = {}
         self.lock = threading.Lock()
 
-    def row(self, k: int, r: int) -> bytes:
+    def _opened(self, k: int):
         import h5py
 
         with self.lock:
@@ -156,8 +152,18 @@ class _Hdf5Files:
             if opened is None:
                 f = h5py.File(self.paths[k], "r")
                 opened = self.files[k] = (f, f["images"], f["offsets"][:])
-        _, images, offsets = opened
-        return images[offsets[r]:offsets[r + 1]].tobytes()
+        return opened[1], opened[2]
+
+    def row(self, k: int, r: int):
+        """Container ``k``'s entry ``r``, read (a numpy array of its bytes)."""
+        images, offsets = self._opened(k)
+        return images[offsets[r]:offsets[r + 1]]
+
+    def span(self, k: int, a: int, b: int):
+        """Entries ``a`` to ``b - 1`` of container ``k``, read in one call; returns their sizes."""
+        images, offsets = self._opened(k)
+        images[offsets[a]:offsets[b]]  # noqa: B018 (the read is the point)
+        return (offsets[a + 1:b + 1] - offsets[a:b]).astype("int64")
 
     def close(self) -> None:
         with self.lock:
@@ -169,13 +175,20 @@ class _Hdf5Files:
 _OPEN: list[_Hdf5Files] = []
 
 
+def hdf5_files(ds: Dataset) -> _Hdf5Files:
+    """The dataset's HDF5 files, opened on first use, closed by ``close_all`` at the end of the run."""
+    files = _Hdf5Files(ds.containers)
+    _OPEN.append(files)
+    return files
+
+
 def close_all() -> None:
     """Close the HDF5 files the pipelines of this process opened (a run ends; its files are evicted next)."""
     while _OPEN:
         _OPEN.pop().close()
 
 
-def _hdf5_reader(ds: Dataset, labels):
+def _hdf5_reader(ds: Dataset, labels, payload: bool):
     import numpy as np
     import tensorflow as tf
 
@@ -184,14 +197,23 @@ def _hdf5_reader(ds: Dataset, labels):
     for k, members in enumerate(ds.members):
         for r, i in enumerate(members):
             where_k[i], where_r[i] = k, r
-    files = _Hdf5Files(ds.containers)
-    _OPEN.append(files)
+    files = hdf5_files(ds)
 
     def fetch(k, r):
-        return files.row(int(k), int(r))
+        return files.row(int(k), int(r)).tobytes()
+
+    def size(k, r):  # read, counted, not handed on
+        return np.int64(files.row(int(k), int(r)).nbytes)
+
+    empty = tf.constant(b"")
 
     def read(i):
-        data = tf.numpy_function(fetch, [tf.gather(where_k, i), tf.gather(where_r, i)], tf.string, stateful=True)
+        where = [tf.gather(where_k, i), tf.gather(where_r, i)]
+        if not payload:
+            nbytes = tf.numpy_function(size, where, tf.int64, stateful=True)
+            nbytes.set_shape([])
+            return i, empty, nbytes, tf.gather(labels, i)
+        data = tf.numpy_function(fetch, where, tf.string, stateful=True)
         data.set_shape([])
         return i, data, tf.cast(tf.strings.length(data, unit="BYTE"), tf.int64), tf.gather(labels, i)
 

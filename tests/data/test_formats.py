@@ -111,7 +111,7 @@ def test_every_order_visits_every_image_once(stored, fmt):
         seen, consumed = _visit(d, shuffle)
         assert sorted(seen) == list(range(N)), shuffle  # each image exactly once per pass
         assert consumed == (d.stored_bytes if fmt == "tfrecord" else d.total_bytes), shuffle
-        how = {"shuffle": shuffle, "shuffle_buffer": None, "threads": 2}
+        how = {"shuffle": shuffle, "shuffle_buffer": None, "threads": 2, "payload": False}
         assert readers.order(d, seed=3, **how) == seen, shuffle  # the order the drop count relies on
         orders[shuffle] = seen
     assert orders["global"] != orders["none"]
@@ -136,6 +136,25 @@ def test_local_shuffle_reads_one_group_at_a_time(stored):
 def _settings(pipeline_name="read_only", batches=None):
     return microbench.RunSettings(pipeline=pipeline_name, threads=2, batch_size=4, prefetch=0, image_side=32,
                                   batches=batches, seed=1)
+
+
+@pytest.mark.parametrize("fmt,delay_ms", [("tfrecord", 0.0), ("tfrecord", 1.0), ("hdf5", 0.0)])
+def test_a_read_only_run_in_blocks_cut_short_counts_nothing_as_dropped(stored, fmt, delay_ms):
+    """A read-only run reads containers in blocks (jobs.data.read_only); a run that stops after a few
+    batches (with a read delay, which works on single images, or without) delivers the first images of
+    its order and drops none of them."""
+    d = stored[fmt]
+    s = microbench.RunSettings(pipeline="read_only", threads=2, batch_size=4, prefetch=0, image_side=32, batches=3,
+                               seed=1, shuffle="none", read_delay_ms=delay_ms)
+    r = microbench.run_once(d, s)
+    assert (r.images, r.images_dropped, r.batches) == (12, 0, 3)
+    assert r.bytes_consumed > 0
+    full = _visit(d, "none", seed=1)[0]
+    assert readers.order(d, seed=1, shuffle="none", shuffle_buffer=None, threads=2, payload=False) == full
+    if fmt == "tfrecord":  # shards interleaved a block at a time, not a record at a time
+        assert readers.order(d, seed=1, shuffle="none", shuffle_buffer=None, threads=2) != full
+    else:  # the stored order
+        assert full == [i for g in d.members for i in g]
 
 
 def test_a_corrupt_tfrecord_record_is_dropped_and_counted(source, tmp_path):

@@ -22,6 +22,11 @@ class RunSettings(PipelineSettings):
     batches: int | None  # batches per run; None = one pass
     service: str | None = None  # the tf.data service's dispatcher: the pipeline runs on its workers
 
+    @property
+    def order(self) -> dict:
+        """How the run orders its samples (a read-only run reads TFRecord shards in blocks)."""
+        return {**PipelineSettings.order.fget(self), "payload": self.pipeline != "read_only"}
+
 
 def build(ds: Dataset, s: RunSettings):
     """The tf.data pipeline of the paper; elements are (batch, file indices, file bytes)."""
