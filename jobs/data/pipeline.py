@@ -107,6 +107,10 @@ def _finish(out, threads: int | str, prefetch: int):
     # TF injects a prefetch of its own at the end of a pipeline by default: prefetch=0 must mean none.
     options = tf.data.Options()
     options.experimental_optimization.inject_prefetch = False
+    if str(threads) != "autotune":
+        # every parallelism and buffer is set: nothing to tune. Its model thread only cost time: the
+        # iterator's destructor waited up to 0.63 s for it after one run in three (benchmarks.startup)
+        options.autotune.enabled = False
     if isinstance(threads, int) and threads > len(os.sched_getaffinity(0)):
         # map calls run on TensorFlow's inter-op pool, one thread per core: past the cores, threads=N would
         # not keep N reads in flight (8 threads on 2 cores kept 1.9). A private pool of N threads does,
