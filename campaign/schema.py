@@ -144,6 +144,8 @@ class PlatformConf:
     nodes: int = 1  # nodes of one cell (more than one: a Slurm job step across nodes)
     tasks_per_node: int = 1  # processes of one cell per node, each reading its shard of the dataset (local: on this machine)
     lock_timeout_min: float = 1440.0  # longest wait for another campaign's cell on the same device, minutes
+    # a task of a multi-task run silent this long (no heartbeat) has stopped: the run fails naming it and its node
+    task_silence_s: float = 60.0
     # Slurm (kind=slurm); every value below ends up in the sbatch script and is checked first
     partition: Optional[str] = None  # --partition
     account: Optional[str] = None  # --account

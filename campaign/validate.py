@@ -113,6 +113,9 @@ def check(config, memo: dict | None = None) -> None:
     _service(cfg)
     if cfg.platform.lock_timeout_min <= 0:
         raise ConfigError(f"platform.lock_timeout_min={cfg.platform.lock_timeout_min} must be positive (minutes)")
+    if not cfg.platform.task_silence_s >= 2:
+        raise ConfigError(f"platform.task_silence_s={cfg.platform.task_silence_s} must be at least 2 (seconds without a "
+                          "task's heartbeat before the run fails; tasks beat every 0.5 s)")
     if str(getattr(cfg.platform.kind, "value", cfg.platform.kind)) == "slurm":
         from campaign.slurm import params
 
@@ -214,7 +217,7 @@ def _tasks(cfg: View, config: dict, n: int | None = None) -> None:
                           "here, on one machine, use platform.nodes=1")
     if nodes > 1 and str(cfg.storage.kind) != "network":
         raise ConfigError(f"{what}: every node reads the dataset, but storage={cfg.storage.name} (kind {cfg.storage.kind}) "
-                          "is one machine's; a multi-node cell needs a shared file system (e.g. storage=lustre "
+                          "is one machine's; a multi-node cell needs a shared file system (e.g. storage=lustre or storage=shared "
                           "storage.root=<its scratch folder>)")
     if not workloads.get(str(cfg.workload.kind)).shardable:
         raise ConfigError(f"{what}: workload={cfg.workload.name} cannot split a run into tasks (multi-task cells run "

@@ -79,35 +79,47 @@ def tmpfs(folder: Path, size: str):
 SLURM_SCRIPTS = Path(__file__).resolve().parent / "slurm"
 
 
-def _slurm_up() -> bool:
+SLURM_NODES = 2  # the test cluster: two nodes, each a slurmd in its own network and UTS namespace
+
+
+def _slurm_nodes() -> int:
+    """Nodes of the Slurm cluster that is up and serving (0: none)."""
     try:
-        out = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=20).stdout
+        out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True, text=True, timeout=20).stdout
     except (OSError, subprocess.TimeoutExpired):
-        return False
-    return any(s in out for s in ("idle", "mixed", "allocated"))
+        return 0
+    return len({line.split()[0] for line in out.splitlines()
+                if any(s in line for s in ("idle", "mixed", "allocated", "completing"))})
 
 
 @pytest.fixture(scope="session")
 def slurm_cluster():
-    """A real single-node Slurm cluster with accounting: the one running, or one started by
-    tests/slurm/up.sh (root) and stopped again at the end. Skips without root or Slurm packages,
-    except under CI=true, where it must run."""
+    """A real Slurm cluster with accounting and two nodes, n1 and n2 (tests/slurm/up.sh --nodes 2: each
+    node a slurmd in its own network and UTS namespace, on one file system): the one running, or one
+    started here (root) and stopped again at the end. Skips without root or Slurm packages, except
+    under CI=true, where it must run; a running cluster of another size fails (stop it first)."""
     started = False
-    if not _slurm_up():
+    nodes = _slurm_nodes()
+    if not nodes:
         why = None
         if os.geteuid() != 0:
             why = "not root: cannot start Slurm daemons"
         elif not all(shutil.which(b) or os.path.exists(f"/usr/sbin/{b}")
-                     for b in ("slurmctld", "slurmd", "slurmdbd", "mariadbd", "munged")):
-            why = "Slurm packages not installed (apt-get install munge slurmctld slurmd slurm-client slurmdbd mariadb-server)"
+                     for b in ("slurmctld", "slurmd", "slurmdbd", "mariadbd", "munged", "ip", "nsenter")):
+            why = ("Slurm packages not installed (apt-get install munge slurmctld slurmd slurm-client slurmdbd "
+                   "mariadb-server iproute2)")
         if why:
             if os.environ.get("CI") == "true":
                 pytest.fail(f"CI=true but no Slurm cluster: {why}")
             pytest.skip(why)
-        p = subprocess.run([str(SLURM_SCRIPTS / "up.sh")], capture_output=True, text=True, timeout=300)
+        p = subprocess.run([str(SLURM_SCRIPTS / "up.sh"), "--nodes", str(SLURM_NODES)], capture_output=True, text=True,
+                           timeout=300)
         if p.returncode != 0:
             pytest.fail(f"tests/slurm/up.sh failed: {p.stdout}{p.stderr}")
         started = True
+    elif nodes != SLURM_NODES:
+        pytest.fail(f"a Slurm cluster of {nodes} node(s) is up; the tests need {SLURM_NODES}: stop it "
+                    "(tests/slurm/down.sh) and let them start theirs")
     yield
     if started:
         subprocess.run([str(SLURM_SCRIPTS / "down.sh")], capture_output=True, text=True, timeout=120)

@@ -17,6 +17,7 @@ class Placement:
     timeout_s: float  # platform.timeout_min: the longest a run's tasks may take
     in_slurm_job: bool  # platform=slurm and this process runs inside the cell's Slurm job
     service_workers: int  # input.service=true: the service's workers; 0 without the service
+    silence_s: float = 60.0  # platform.task_silence_s: a task without a heartbeat this long has stopped
 
     @classmethod
     def of(cls, cfg) -> Placement:
@@ -25,7 +26,8 @@ class Placement:
         return cls(nodes=int(plat.get("nodes") or 1), tasks_per_node=int(plat.get("tasks_per_node") or 1),
                    cpus_per_task=int(plat.get("cpus_per_task") or 1), timeout_s=float(plat.timeout_min) * 60,
                    in_slurm_job=str(plat.kind) == "slurm" and bool(os.environ.get("SLURM_JOB_ID")),
-                   service_workers=int(inp.get("workers") or 1) if inp.get("service") else 0)
+                   service_workers=int(inp.get("workers") or 1) if inp.get("service") else 0,
+                   silence_s=float(plat.get("task_silence_s") or 60.0))
 
     @property
     def tasks(self) -> int:

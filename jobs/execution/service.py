@@ -9,7 +9,8 @@ worker's (``/proc/<pid>/io``), and each worker's own rate is recorded.
 
 On Slurm (``platform=slurm``) the workers are tasks of the cell's job: one job step, ``srun --overlap
 --ntasks=<workers>`` over the job's nodes, each worker's number from ``SLURM_PROCID``, addressed by
-its host name; the dispatcher runs beside the cell's controller. A worker on another node cannot be
+its node's address as Slurm knows it (``jobs.execution.nodes``); the dispatcher runs beside the cell's
+controller. A worker on another node cannot be
 read through ``/proc``, so every worker writes its own counters into the service folder
 (``worker-<k>.io``, every ``IO_EVERY_S``) and the runner reads those.
 """
@@ -43,6 +44,7 @@ class Service:
     workers: list = field(default_factory=list)  # worker processes (one srun process for a Slurm step)
     count: int = 0  # workers
     folder: Path | None = None  # the hand-over folder; set when the workers report their own counters
+    nodes: list = field(default_factory=list)  # "<node> <address>" of each worker of a Slurm step
 
     def check(self) -> None:
         """Raise when the dispatcher or a worker has ended."""
@@ -91,22 +93,20 @@ class Service:
             result["bytes_read_syscall"] += sum(syscall)
         rates = [b / result["seconds"] / MB for b in syscall]
         result.update(service_workers=self.count, worker_mb_s=rates, worker_mb_s_min=min(rates),
-                      worker_mb_s_max=max(rates))
+                      worker_mb_s_max=max(rates), service_dispatcher=self.address)
+        if self.nodes:  # which node each worker ran on, and the address the others reached it by
+            result["worker_nodes"] = list(self.nodes)
 
 
 STEP_ERR = "step.err"  # the workers' Slurm step's stderr: srun names the task that ended first
 
 
 def _dead_task(err: Path) -> str | None:
-    """'worker <k> ended on <host> (<how>)' from srun's first "srun: error: <host>: task <k>: <how>" line."""
-    import re
+    """'worker <k> ended on <node> (<how>)' from srun's first "srun: error: <node>: task <k>: <how>" line."""
+    from jobs.execution import nodes
 
-    try:
-        text = err.read_text(errors="replace")
-    except OSError:
-        return None
-    m = re.search(r"^srun: error: (\S+): tasks? ([\d,-]+): (.+)$", text, re.M)
-    return f"worker {m.group(2)} ended on {m.group(1)} ({m.group(3).strip()})" if m else None
+    failed = nodes.srun_failure(err)
+    return f"worker {failed[1]} ended on {failed[0]} ({failed[2]})" if failed else None
 
 
 def srun_workers(workers: int, nodes: int, cpus_per_task: int, folder: Path, dispatcher: str) -> list[str]:
@@ -131,13 +131,13 @@ def _wait(path: Path, procs: list, what: str) -> None:
 def running(workers: int, folder: Path, slurm: tuple[int, int] | None = None):
     """A dispatcher and ``workers`` workers for the block; all of them ended after it, whatever happened.
     ``slurm``: (nodes, CPUs per task) to start the workers as a job step of the cell's Slurm job."""
-    import socket
+    from jobs.execution import nodes
 
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.iterdir():
         old.unlink()
     procs: list[subprocess.Popen] = []
-    host = socket.gethostname() if slurm else "localhost"
+    host = nodes.address() if slurm else "localhost"  # on Slurm: the address slurmctld reaches this node by
     try:
         from jobs.execution import lifeline
 
@@ -161,6 +161,8 @@ def running(workers: int, folder: Path, slurm: tuple[int, int] | None = None):
             svc.workers.append(w)
         for k in range(workers):
             _wait(folder / f"worker-{k}.ready", procs, f"worker {k}")
+        if slurm:
+            svc.nodes = [(folder / f"worker-{k}.node").read_text().strip() for k in range(workers)]
         yield svc
     finally:
         for p in procs:
@@ -252,13 +254,15 @@ def main(role: str, folder: str, *args: str) -> int:
         if k:  # a local worker: its number given, read through /proc by the runner
             server = service.WorkerServer(service.WorkerConfig(dispatcher_address=address))
             (Path(folder) / f"worker-{k[0]}.ready").write_text(str(os.getpid()))
-        else:  # a task of a Slurm step: its number from srun, its address its host's, its counters in files
-            import socket
+        else:  # a task of a Slurm step: its number from srun, its address its node's, its counters in files
             import threading
+
+            from jobs.execution import nodes
 
             n = int(os.environ["SLURM_PROCID"])
             server = service.WorkerServer(service.WorkerConfig(dispatcher_address=address,
-                                                               worker_address=f"{socket.gethostname()}:%port%"))
+                                                               worker_address=f"{nodes.address()}:%port%"))
+            (Path(folder) / f"worker-{n}.node").write_text(f"{nodes.name()} {nodes.address()}")
             threading.Thread(target=_report_io, args=(Path(folder) / f"worker-{n}.io",), daemon=True).start()
             (Path(folder) / f"worker-{n}.ready").write_text(str(os.getpid()))
     server.join()

@@ -79,7 +79,7 @@ def test_a_failing_task_fails_the_cell_with_its_rank(tmp_path):
     assert p.returncode == 1
     rec = records.read(out / "0" / "record.json")
     assert rec.status == records.FAILED and rec.error["type"] == "TaskError"
-    assert rec.error["message"].startswith("task 1 failed: RuntimeError: the pipeline delivered no image")
+    assert re.match(r"task 1 on \S+ failed: RuntimeError: the pipeline delivered no image", rec.error["message"])
     left = subprocess.run(["pgrep", "-f", f"jobs.execution.tasks {out}"], capture_output=True, text=True).stdout
     assert left == ""  # no task outlives its cell
 
@@ -103,10 +103,40 @@ def test_a_hung_task_is_ended_at_the_runs_limit_and_named(grid, tmp_path):
                                             "num_images": 8}), str(tmp_path / "data"), seed=0)
     folder = tmp_path / "run1"
     t0 = time.monotonic()
-    with pytest.raises(tasks.TaskError, match=r"tasks \[0, 1\] had not ended after 12 s"):
+    with pytest.raises(tasks.TaskError, match=r"tasks \[0, 1\] \(on \S+\) had not ended after 12 s"):
         tasks.run(config, ds, 2, 0, 1, folder, timeout_s=12)
     assert time.monotonic() - t0 < 50
     assert subprocess.run(["pgrep", "-f", f"jobs.execution.tasks {folder}"], capture_output=True).returncode == 1
+
+    # a task that stops (SIGSTOP: a hung process, or one on a node that died) falls silent: the run fails
+    # within platform.task_silence_s naming it and its node, long before its limit, and nothing is left
+    import os
+    import signal
+    import socket
+    import threading
+
+    config["workload"]["read_delay_ms"] = 200.0
+    folder = tmp_path / "run2"
+
+    def stop_rank_1() -> None:
+        for _ in range(600):
+            if list(folder.glob("go-*")):
+                pid = subprocess.run(["pgrep", "-f", f"jobs.execution.tasks {folder} 1$"], capture_output=True,
+                                     text=True).stdout.split()
+                if pid:
+                    os.kill(int(pid[0]), signal.SIGSTOP)
+                    return
+            time.sleep(0.05)
+
+    threading.Thread(target=stop_rank_1, daemon=True).start()
+    t0 = time.monotonic()
+    with pytest.raises(tasks.TaskError, match=rf"task 1 on {socket.gethostname()} stopped its heartbeat for 3 s "
+                                              r"\(platform.task_silence_s\): its node failed or the task hangs"):
+        tasks.run(config, ds, 2, 0, 1, folder, timeout_s=120, silence_s=3)
+    assert time.monotonic() - t0 < 60
+    assert subprocess.run(["pgrep", "-f", f"jobs.execution.tasks {folder}"], capture_output=True).returncode == 1
+    left = [f.name for f in folder.iterdir()]  # rank 0's result stays, as every task's does; nothing else
+    assert all(re.fullmatch(r"result-[0-9a-f]{12}-0\.json", f) for f in left), left
 
 
 @pytest.mark.parametrize("args, expected", [
@@ -114,6 +144,7 @@ def test_a_hung_task_is_ended_at_the_runs_limit_and_named(grid, tmp_path):
     (("platform.tasks_per_node=2", "workload=alexnet_small"), "workload=alexnet cannot split a run into tasks"),
     (("platform.tasks_per_node=2", "platform.nodes=2"), "a cell across several nodes is a Slurm job step"),
     (("-m", "platform=slurm", "platform.nodes=2"), "a multi-node cell needs a shared file system"),
+    (("platform.task_silence_s=0.5",), "platform.task_silence_s=0.5 must be at least 2"),
 ])
 def test_multi_task_settings_it_cannot_run_are_refused(cwd, args, expected):
     p = campaign(*args, "dataset.num_images=32", "batch_size=8", cwd=cwd)

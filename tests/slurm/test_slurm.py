@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -120,7 +121,7 @@ def test_a_failing_task_of_a_job_step_fails_the_cell_with_its_rank(slurm_cluster
     assert _sacct([job]) == {job: "FAILED"}
     rec = records.read(sweep / "0" / "record.json")
     assert rec.status == records.FAILED and rec.error["type"] == "TaskError"
-    assert rec.error["message"].startswith("task 1 failed: RuntimeError: the pipeline delivered no image")
+    assert re.match(r"task 1 on \S+ failed: RuntimeError: the pipeline delivered no image", rec.error["message"])
     assert subprocess.run(["pgrep", "-f", f"jobs.execution.tasks {sweep}"], capture_output=True).returncode == 1
 
 

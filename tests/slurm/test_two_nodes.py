@@ -1,0 +1,216 @@
+"""Cells across two nodes of a real Slurm cluster (tests/slurm/up.sh --nodes 2: n1 and n2, each a slurmd in
+its own network and UTS namespace, one file system): tasks on both nodes, the tf.data service's workers
+on both, a node that dies and a task that hangs, and the cluster's own set-up and tear-down."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from conftest import ROOT, SLURM_SCRIPTS, campaign
+from jobs import records
+
+NODES = {"n1", "n2"}
+
+
+def _steps(job: str) -> list[dict]:
+    out = subprocess.run(["sacct", "-n", "-P", "-o", "JobID,NodeList,NTasks,State", "-j", job.split("_")[0]],
+                         capture_output=True, text=True).stdout
+    return [dict(zip(("id", "nodes", "ntasks", "state"), line.split("|"))) for line in out.splitlines() if line]
+
+
+def _submitted(sweep: Path) -> dict:
+    book = json.loads((sweep / "submitted.json").read_text())
+    return {int(k): [j["job_id"] for j in v["jobs"]] for k, v in book["cells"].items()}
+
+
+def _left(sweep: Path) -> str:
+    """Task or service processes of this campaign still alive, on any node (one kernel: one pgrep)."""
+    return subprocess.run(["pgrep", "-af", f"jobs.execution.(tasks|service) .*{sweep}"], capture_output=True,
+                          text=True).stdout
+
+
+def test_a_two_node_campaign_reads_on_both_nodes(slurm_cluster, tmp_path, disk_root, capsys):
+    """platform.nodes=2 platform.tasks_per_node=1,2: the job shape in the dry run and in sacct, every run's
+    tasks on n1 and n2 (each evicting its own shard first), the merged run the sum of its tasks and of its
+    nodes, each node judged cold by its own bytes, the device counted once for two nodes on one kernel."""
+    sweep, n = tmp_path / "sweep", 512
+    args = ("-m", "platform=slurm", "platform.nodes=2", "platform.tasks_per_node=1,2", "workload=readonly",
+            "storage=shared", f"storage.root={disk_root}", f"dataset.num_images={n}", "batch_size=16", "repeats=2",
+            "warmup=0", "platform.poll_s=1", f"hydra.sweep.dir={sweep}")
+    dry = campaign(*args, "platform.dry_run=true", cwd=tmp_path)
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    assert "#SBATCH --nodes=2" in dry.stdout and "#SBATCH --ntasks-per-node=2" in dry.stdout, dry.stdout
+    t0 = time.monotonic()
+    p = campaign(*args, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    jobs = {num: ids[-1] for num, ids in _submitted(sweep).items()}
+    recs = {records.read(f).config["platform"]["tasks_per_node"]: records.read(f) for f in sweep.glob("*/record.json")}
+    figures = []
+    for per_node, rec in recs.items():
+        assert "#SBATCH --nodes=2" in rec.provenance["slurm"]["sbatch_script"]
+        for run in rec.runs:
+            tasks = run["task_results"]
+            assert len(tasks) == 2 * per_node and {t["host"] for t in tasks} == NODES
+            assert run["images"] == sum(t["images"] for t in tasks) == n and run["images_dropped"] == 0
+            assert run["cache_state"] == "cold" and run["task_resident_bytes_before"] == 0  # each shard evicted
+            nodes = {x["host"]: x for x in run["per_node"]}
+            assert set(nodes) == NODES and all(x["tasks"] == per_node for x in nodes.values())
+            assert sum(x["images"] for x in nodes.values()) == n
+            assert sum(x["bytes_consumed"] for x in nodes.values()) == run["bytes_consumed"]
+            assert sum(x["bytes_read_device"] for x in nodes.values()) == run["bytes_read_device"]
+            for x in nodes.values():  # each node read its own share from the device
+                assert x["cache_state"] == "cold" and x["bytes_read_device"] >= 0.9 * x["bytes_consumed"] > 0
+            # n1 and n2 share this machine's kernel: its disk counters are taken once, on n1
+            assert nodes["n1"]["device_counted_on"] == nodes["n2"]["device_counted_on"] == "n1"
+            assert nodes["n1"]["device_read_bytes"] >= 0.9 * run["bytes_consumed"]
+            assert nodes["n2"]["device_read_bytes"] is None
+            figures.append((per_node, run["run"], run["images_per_s"], nodes["n1"]["images_per_s"],
+                            nodes["n2"]["images_per_s"]))
+        left = sorted(p.name for p in (sweep / str(next(k for k, j in jobs.items()
+                                                        if rec.provenance["slurm"]["job_id"] == j))
+                                       / "tasks").rglob("*"))
+        assert all(name.startswith(("run", "result-")) for name in left), left  # no barrier file, heartbeat or abort
+    for job in jobs.values():
+        steps = [s for s in _steps(job) if s["ntasks"] in ("2", "4")]
+        assert len(steps) == 2 and all(s["nodes"] == "n[1-2]" and s["state"] == "COMPLETED" for s in steps), steps
+    assert _left(sweep) == ""
+    r = pd.read_csv(sweep / "results.csv")
+    assert sorted(r["tasks_per_cell"]) == [2, 2, 4, 4]
+    with capsys.disabled():  # the figures the note quotes
+        print(f"\n[two nodes] campaign {time.monotonic() - t0:.0f} s; tasks per node, run, images/s: all, n1, n2")
+        for row in figures:
+            print("[two nodes]", row[0], row[1], *(f"{v:.0f}" for v in row[2:]))
+
+
+def test_service_workers_on_both_nodes(slurm_cluster, tmp_path, disk_root):
+    """input.service=true across platform.nodes=2: one worker on each node, each reached by its node's
+    address (not a host name, which need not resolve), both delivering, every file read once."""
+    sweep, n = tmp_path / "sweep", 128
+    p = campaign("-m", "platform=slurm", "platform.nodes=2", "input.service=true", "input.workers=2",
+                 "workload=readonly", "storage=shared", f"storage.root={disk_root}", f"dataset.num_images={n}",
+                 "batch_size=16", "repeats=1", "warmup=0", "platform.poll_s=1", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    rec = records.read(sweep / "0" / "record.json")
+    consumer = rec.provenance["slurm"]["node"]
+    for run in rec.runs:
+        assert run["images"] == n and run["images_dropped"] == 0
+        workers = dict(w.split() for w in run["worker_nodes"])
+        assert set(workers) == NODES and all(a.startswith(("10.", "172.", "192.")) for a in workers.values()), workers
+        assert all(r > 0 for r in run["worker_mb_s"])  # the worker on the other node delivered too
+        other = next(h for h in NODES if h != consumer)
+        assert other in workers and run["service_dispatcher"].startswith("grpc://")
+    assert _left(sweep) == ""
+
+
+def _netns_pids(node: str) -> list[int]:
+    out = subprocess.run(["ip", "netns", "pids", f"iocslurm-{node}"], capture_output=True, text=True).stdout
+    return [int(x) for x in out.split()]
+
+
+def _task_pid(sweep: Path, node: str) -> int | None:
+    """The pid of a task of this campaign running on ``node`` (its process sits in the node's namespace)."""
+    mine = set(_netns_pids(node))
+    out = subprocess.run(["pgrep", "-f", f"jobs.execution.tasks {sweep}"], capture_output=True, text=True).stdout
+    pids = [int(x) for x in out.split() if int(x) in mine]
+    return pids[0] if pids else None
+
+
+def test_a_hung_task_and_a_dead_node_fail_their_cells_naming_the_node(slurm_cluster, tmp_path, disk_root, capsys):
+    """Two cells of two nodes: in the first a task on n2 hangs (SIGSTOP), in the second n2 dies (every process
+    in its namespace killed: slurmd, the step's daemon, the tasks). Each cell fails within
+    platform.task_silence_s naming the task and n2, the other node's tasks are ended, nothing is left,
+    the campaign's one-node cell still runs, and campaign.status says which node failed."""
+    sweep = tmp_path / "sweep"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "campaign", "-m", "platform=slurm", "platform.nodes=2,1", "workload=readonly",
+         "storage=shared", f"storage.root={disk_root}", "dataset.num_images=64", "batch_size=8", "repeats=1",
+         "warmup=0", "workload.read_delay_ms=100,101", "platform.task_silence_s=8", "platform.poll_s=1",
+         f"hydra.sweep.dir={sweep}"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        stopped = None
+        deadline = time.monotonic() + 240
+        while stopped is None and time.monotonic() < deadline:  # cell 0: a task on n2 stops
+            pid = _task_pid(sweep, "n2")
+            if pid and list((sweep / "0" / "tasks").rglob("go-*")):
+                os.kill(pid, signal.SIGSTOP)
+                stopped = pid
+            time.sleep(0.2)
+        assert stopped, "no task of cell 0 ran on n2"
+        t_stop = time.monotonic()
+        while time.monotonic() < deadline and not (sweep / "0" / "record.json").exists():
+            time.sleep(0.2)
+        hung_s = time.monotonic() - t_stop
+        killed = False
+        while not killed and time.monotonic() < deadline:  # cell 1: n2 dies mid-run
+            if _task_pid(sweep, "n2") and list((sweep / "1" / "tasks").rglob("go-*")):
+                subprocess.run(["kill", "-KILL", *map(str, _netns_pids("n2"))])
+                killed = True
+            time.sleep(0.2)
+        assert killed, "no task of cell 1 ran on n2"
+        t_kill = time.monotonic()
+        while time.monotonic() < deadline and not (sweep / "1" / "record.json").exists():
+            time.sleep(0.2)
+        dead_s = time.monotonic() - t_kill
+        # the node comes back (as after a reboot) for the rest of the suite
+        up = subprocess.run([str(SLURM_SCRIPTS / "up.sh"), "--nodes", "2"], capture_output=True, text=True, timeout=120)
+        assert up.returncode == 0, up.stdout + up.stderr
+        out, _ = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 1, out[-3000:]
+    hung, dead = (records.read(sweep / str(k) / "record.json") for k in (0, 1))
+    for rec, seconds in ((hung, hung_s), (dead, dead_s)):
+        assert rec.status == records.FAILED and rec.error["type"] == "TaskError", rec.error
+        assert " on n2 stopped its heartbeat for 8 s (platform.task_silence_s)" in rec.error["message"], rec.error
+        assert seconds < 60, seconds  # within the silence, not Slurm's SlurmdTimeout or the run's limit
+        with capsys.disabled():
+            print(f"\n[two nodes] cell failed {seconds:.1f} s after the fault: {rec.error['message']}")
+    ok = records.read(sweep / "2" / "record.json")
+    assert ok.status == records.COMPLETED and ok.runs[0]["images"] == 64  # the one-node cell still ran
+    assert _left(sweep) == ""
+    assert not [f for f in (sweep / "0" / "tasks").rglob("*") if f.name.startswith(("go-", "ready-", "abort-", "beats-"))]
+    st = subprocess.run([sys.executable, "-m", "campaign.status", str(sweep)], capture_output=True, text=True, env=env)
+    assert st.returncode == 1 and st.stdout.count("on n2 stopped its heartbeat") == 2, st.stdout
+
+
+def test_up_and_down_touch_only_their_own_namespaces_and_links(slurm_cluster, tmp_path):
+    """down.sh removes the nodes' namespaces, veth pairs and bridge it made and leaves a namespace it did not
+    make; up.sh refuses a bridge of its name it did not make, leaving it; then comes up clean."""
+    up, down = str(SLURM_SCRIPTS / "up.sh"), str(SLURM_SCRIPTS / "down.sh")
+    subprocess.run(["ip", "netns", "add", "iocslurm-n9"], check=True)  # someone else's, by a name like ours
+    try:
+        d = subprocess.run([down], capture_output=True, text=True, timeout=120)
+        assert d.returncode == 0, d.stdout + d.stderr
+        links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+        assert "iocslurm0" not in links and "iocslurm-v" not in links
+        assert sorted(os.listdir("/run/netns")) == ["iocslurm-n9"]
+        ps = subprocess.run(["ps", "-eo", "stat=,comm="], capture_output=True, text=True).stdout.splitlines()
+        assert not [x for x in ps if x.split()[1:] == ["slurmd"] and not x.startswith("Z")], ps  # zombies are ended
+        subprocess.run(["ip", "link", "add", "iocslurm0", "type", "bridge"], check=True)  # not the script's
+        try:
+            r = subprocess.run([up, "--nodes", "2"], capture_output=True, text=True, timeout=120)
+            assert r.returncode == 2 and "iocslurm0 exists and was not made by this script" in r.stderr, r.stderr
+            assert "iocslurm0" in subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+        finally:
+            subprocess.run(["ip", "link", "del", "iocslurm0"], check=True)
+        bad = subprocess.run([up, "--nodes", "zero"], capture_output=True, text=True)
+        assert bad.returncode == 2 and "--nodes must be a whole number" in bad.stderr
+        t0 = time.monotonic()
+        r = subprocess.run([up, "--nodes", "2"], capture_output=True, text=True, timeout=180)
+        assert r.returncode == 0 and "nodes n1 n2" in r.stdout, r.stdout + r.stderr
+        print(f"\n[two nodes] up.sh --nodes 2 after down.sh: {time.monotonic() - t0:.1f} s")
+        host = subprocess.run(["srun", "-N2", "-n2", "hostname"], capture_output=True, text=True, timeout=60).stdout
+        assert sorted(host.split()) == ["n1", "n2"]
+    finally:
+        subprocess.run(["ip", "netns", "del", "iocslurm-n9"])
+        if subprocess.run(["sinfo", "-h"], capture_output=True).returncode != 0:  # leave the suite a cluster
+            subprocess.run([up, "--nodes", "2"], capture_output=True, timeout=180)
