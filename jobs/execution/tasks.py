@@ -152,23 +152,23 @@ def _remove(beats: Path) -> None:
 
 
 def _end(procs: list, slurm: bool, watch: _Watch) -> None:
-    """No task outlives the run: srun passes SIGTERM to its tasks (a task on a dead node cannot be
-    reached; the step itself is then cancelled through slurmctld), local tasks are ended directly."""
+    """No task outlives the run. A Slurm step is cancelled through slurmctld first (SIGKILL to every task it
+    can reach, a stopped one included), then srun is ended; local tasks are ended directly."""
     if all(p.poll() is not None for p in procs):
         return
+    if slurm and watch.step_id:
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            subprocess.run(["scancel", "--signal=KILL", watch.step_id], capture_output=True, timeout=30)
     for p in procs:
         if p.poll() is None:
-            p.terminate()
+            p.terminate()  # srun passes SIGTERM on to its tasks
     grace = time.monotonic() + (10 if slurm else 30)
     for p in procs:
         try:
             p.wait(max(0.1, grace - time.monotonic()))
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired:  # srun waiting on a node that is gone
             p.kill()
             p.wait()
-    if slurm and watch.step_id:
-        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-            subprocess.run(["scancel", "--signal=KILL", watch.step_id], capture_output=True, timeout=30)
 
 
 class _Watch:

@@ -10,7 +10,6 @@ import sys
 import time
 
 import pandas as pd
-import pytest
 
 from campaign.slurm import sacct
 from conftest import ROOT, analysis, campaign, make_jpegs
@@ -64,45 +63,8 @@ def test_dry_run_submits_nothing(slurm_cluster, tmp_path):
     assert not (tmp_path / "sweep").exists()
 
 
-def test_campaign_runs_as_slurm_jobs_of_one_and_two_tasks(slurm_cluster, tmp_path, disk_root):
-    """A campaign as Slurm jobs (platform.tasks_per_node=1,2): one array per job shape (the second after
-    the first), the 2-task cell's runs are srun steps of 2 tasks, its record is the sum of its tasks,
-    and the records, tables, figures and status come back as from a local campaign."""
-    sweep, n = tmp_path / "sweep", 256
-    p = campaign("-m", "platform=slurm", "platform.tasks_per_node=1,2", "workload=readonly", f"dataset.num_images={n}",
-                 "batch_size=16", "repeats=2", "warmup=0", "storage=local", f"storage.root={disk_root}",
-                 "platform.poll_s=1", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
-    assert "waiting for Slurm: 0 of 2 cells ended" in p.stdout + p.stderr  # progress while it waits
-    jobs = {num: ids[-1] for num, ids in _submitted(sweep).items()}
-    assert set(_sacct(list(jobs.values())).values()) == {"COMPLETED"}
-    assert jobs[0].split("_")[0] != jobs[1].split("_")[0]  # a 1-task and a 2-task job: two arrays
-    recs = {records.read(f).config["platform"]["tasks_per_node"]: records.read(f) for f in sweep.glob("*/record.json")}
-    two = recs[2]
-    script = two.provenance["slurm"]["sbatch_script"]
-    assert "#SBATCH --ntasks-per-node=2" in script and "--nodes=1 --ntasks=1" in script
-    assert f"#SBATCH --dependency=afterany:{jobs[0].split('_')[0]}" in script  # one cell at a time
-    for run in two.runs:
-        tasks = run["task_results"]
-        assert [t["rank"] for t in tasks] == [0, 1] and [t["images"] for t in tasks] == [n // 2, n // 2]
-        assert run["images"] == sum(t["images"] for t in tasks) == n and run["images_dropped"] == 0
-        assert run["images_per_s"] == pytest.approx(n / run["seconds"])
-        assert run["bytes_consumed"] > 0 and run["cache_state"] == "cold"
-        assert all(t["host"] for t in tasks) and 0 <= run["task_start_spread_s"] < 1.0
-    # the runs' tasks were Slurm steps of 2 tasks each (besides the controller's step of one)
-    steps = subprocess.run(["sacct", "-n", "-P", "-o", "JobID,NTasks", "-j", jobs[1].split("_")[0]],
-                           capture_output=True, text=True).stdout.split()
-    assert sum(line.endswith("|2") for line in steps) == len(two.runs), steps
-    r = pd.read_csv(sweep / "results.csv")
-    assert sorted(r["tasks_per_cell"]) == [1, 1, 2, 2] and set(r["cache_state"]) == {"cold"}
-    assert (sweep / "scaling.png").stat().st_size > 10_000 and (sweep / "fig5.png").stat().st_size > 0
-    assert subprocess.run(["pgrep", "-f", f"jobs.execution.tasks {sweep}"], capture_output=True).returncode == 1
-    slurm = recs[1].provenance["slurm"]
-    assert slurm["job_id"] == jobs[0] and slurm["array_job_id"] is None  # a shape of one cell: a plain job
-    assert slurm["node"] and "#SBATCH --array" not in slurm["sbatch_script"]
-    st = subprocess.run([sys.executable, "-m", "campaign.status", str(sweep)], capture_output=True, text=True,
-                        env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert st.returncode == 0 and st.stdout.startswith("2 completed")
+# A campaign of 1- and 2-task cells as Slurm jobs (job-shape arrays, srun steps, merged records, status,
+# scaling figure) runs across two nodes in test_two_nodes.py::test_a_two_node_campaign_reads_on_both_nodes.
 
 
 def test_a_failing_task_of_a_job_step_fails_the_cell_with_its_rank(slurm_cluster, tmp_path):
@@ -125,34 +87,19 @@ def test_a_failing_task_of_a_job_step_fails_the_cell_with_its_rank(slurm_cluster
     assert subprocess.run(["pgrep", "-f", f"jobs.execution.tasks {sweep}"], capture_output=True).returncode == 1
 
 
-def test_service_workers_are_a_job_step_and_read_every_file_once(slurm_cluster, tmp_path, disk_root):
-    """input.service=true on Slurm: the job holds the workers as tasks, they run as one srun step
-    addressed by host name, report their own bytes, read every file once, and end with the cell."""
-    sweep, n = tmp_path / "sweep", 128
-    p = campaign("-m", "platform=slurm", "input.service=true", "input.workers=2", "workload=readonly",
-                 f"dataset.num_images={n}", "batch_size=16", "repeats=2", "warmup=0", "storage=local",
-                 f"storage.root={disk_root}", "platform.poll_s=1", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
-    job = _submitted(sweep)[0][-1]
-    rec = records.read(sweep / "0" / "record.json")
-    assert "#SBATCH --ntasks-per-node=2" in rec.provenance["slurm"]["sbatch_script"]
-    for run in rec.runs:
-        assert run["images"] == n and run["images_dropped"] == 0 and run["cache_state"] == "cold"
-        assert run["service_workers"] == 2 and all(r > 0 for r in run["worker_mb_s"])  # each worker's own counters
-        assert run["bytes_read_syscall"] >= run["bytes_consumed"]
-    steps = subprocess.run(["sacct", "-n", "-P", "-o", "JobID,NTasks", "-j", job], capture_output=True, text=True).stdout.split()
-    assert sum(line.endswith("|2") for line in steps) == 1, steps  # the workers: one step of 2 tasks
-    assert not (sweep / "0" / "service").exists()
-    assert subprocess.run(["pgrep", "-f", f"jobs.execution.service .* {sweep}"], capture_output=True).returncode == 1
+# The service's workers as one job step (each worker's own counters, every file once, nothing left) run
+# across two nodes in test_two_nodes.py::test_service_workers_on_both_nodes.
 
 
 def test_a_dead_worker_of_the_service_step_is_named(slurm_cluster, tmp_path):
     """srun ends the workers' step when one dies (--kill-on-bad-exit) and names that task on stderr:
-    the error names the worker, the step's messages reach the cell's log, nothing is left."""
+    the error names the worker, the step's messages reach the cell's log, nothing is left. The service
+    runs on a node of the allocation, as a cell's controller does (a step of one task)."""
     folder = tmp_path / "svc"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    p = subprocess.run(["salloc", "--nodes=1", "--ntasks=2", "--cpus-per-task=1", "--time=3", sys.executable, "-c",
-                        KILL_A_WORKER, str(folder)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    p = subprocess.run(["salloc", "--nodes=1", "--ntasks=2", "--cpus-per-task=1", "--time=3", "srun", "--ntasks=1",
+                        sys.executable, "-c", KILL_A_WORKER, str(folder)], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=240)
     assert "ServiceError: tf.data service: the worker 1 ended on " in p.stdout, p.stdout + p.stderr
     assert "(Killed); srun ended the workers' step" in p.stdout, p.stdout
     assert "srun: error:" in p.stderr  # srun's own lines, passed on
