@@ -12,7 +12,7 @@ from jobs.metrics import METRICS
 # Columns of results.csv that describe the cell; the metric columns follow from jobs.metrics.
 CELL_COLUMNS = ("workload", "kind", "pipeline", "storage", "stage", "tasks_per_cell", "service", "dataset", "format",
                 "shuffle", "threads", "batch_size", "prefetch", "prefetch_to", "cache", "image_side", "width",
-                "checkpoint_target", "checkpoint_mode", "checkpoint_tiers", "accelerator")
+                "checkpoint_target", "checkpoint_mode", "checkpoint_tiers", "checkpoint_model", "accelerator")
 RUN_COLUMNS = ("run", "cache_state", "bound", "train_bound", "device", "checkpoint_effective_target", "checkpoint_fallback")
 TAIL_COLUMNS = ("device_read_ratio", "overlap_efficiency", "checkpoint_mb", "bound_reason", "throttle", "fs_type",
                 "host", "cell_id", "cell_dir", "record", "trace_file", "steps_file")
@@ -79,12 +79,14 @@ def _shuffle(cfg: dict) -> str:
 
 
 def _checkpoint_values(cfg: dict) -> dict:
+    model = ((cfg.get("checkpoint") or {}).get("model") or {}).get("name") or ""  # workload=sharded_checkpoint's shape
     if cfg["workload"].get("kind") != "checkpoint":
-        return {"checkpoint_target": "", "checkpoint_mode": "", "checkpoint_tiers": ""}
+        return {"checkpoint_target": "", "checkpoint_mode": "", "checkpoint_tiers": "", "checkpoint_model": model}
     ck = cfg["checkpoint"]
     tiers = {"slow": ck["slow"]["name"], "fast": ck["fast"]["name"],
              "burst_buffer": f"{ck['fast']['name']}->{ck['slow']['name']}"}[ck["target"]]
-    return {"checkpoint_target": ck["target"], "checkpoint_mode": ck["mode"], "checkpoint_tiers": tiers}
+    return {"checkpoint_target": ck["target"], "checkpoint_mode": ck["mode"], "checkpoint_tiers": tiers,
+            "checkpoint_model": model}
 
 
 def collect(folder: str | Path) -> Collected:

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-GROUPS = ("workload", "storage", "dataset", "platform", "experiment", "accelerator")
+GROUPS = ("workload", "storage", "dataset", "platform", "experiment", "accelerator", "checkpoint_model")
 # optional defaults (conf/config.yaml) whose value none names no preset: the setting is left out
 OPTIONAL = ("storage@stage",)
 ALIAS_PREFIX = "default_for_"  # dataset/default_for_<workload>: the dataset a workload uses by default

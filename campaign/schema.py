@@ -123,6 +123,29 @@ class Flush(Enum):
 
 
 @dataclass
+class CheckpointModelConf:
+    """What a model's ranks write at a checkpoint (``workload=sharded_checkpoint``; presets in
+    conf/checkpoint_model/): its size, precision and optimizer state, and how it is split."""
+
+    name: str = MISSING  # the preset's name, as in checkpoint_model=<name>
+    parameters: int = 0  # parameters; 0: computed from the transformer's shape below
+    layers: int = 0  # transformer layers
+    hidden: int = 0  # hidden size
+    ffn_hidden: int = 0  # the MLP's inner size (SwiGLU: three matrices)
+    heads: int = 0  # attention heads
+    kv_heads: int = 0  # key/value heads (grouped-query attention); 0: as many as heads
+    vocab: int = 0  # vocabulary (input embedding and output layer, untied unless tied_embeddings)
+    tied_embeddings: bool = False
+    model_bytes_per_param: int = 2  # weights' bytes per parameter (bf16/fp16: 2, fp32: 4)
+    optimizer_bytes_per_param: int = 12  # optimizer state per parameter (Adam with fp32 master weights: 12)
+    tp: int = 1  # tensor-parallel ranks
+    pp: int = 1  # pipeline-parallel stages
+    dp: int = 1  # data-parallel replicas
+    zero_stage: int = 0  # ZeRO: 0 none, 1-2 optimizer state shared out over the replicas, 3 the weights too
+    source: str = ""  # where the shape comes from
+
+
+@dataclass
 class CheckpointConf:
     every: int = 20  # steps between checkpoints (paper: 20)
     target: CheckpointTarget = CheckpointTarget.slow  # where checkpoints go
@@ -131,6 +154,8 @@ class CheckpointConf:
     max_to_keep: int = 5  # newest complete checkpoints kept on each tier during a run
     keep: bool = False  # keep a run's checkpoints after it (for inspection); by default they are removed once recorded
     restore: bool = False  # after each run: its last durable checkpoint evicted, restored into a new model, verified
+    model: Optional[CheckpointModelConf] = None  # workload=sharded_checkpoint: the model's shape (checkpoint_model=<preset>)
+    ranks_written: Optional[int] = None  # workload=sharded_checkpoint: the first k of the model's ranks write (subset mode)
     fast: StorageConf = MISSING  # the fast tier (burst buffer): a storage preset, storage@checkpoint.fast=...
     slow: StorageConf = MISSING  # the slow tier: a storage preset, storage@checkpoint.slow=...
 
@@ -218,6 +243,7 @@ class CampaignConf:
 
 GROUPS = {
     "accelerator": AcceleratorConf,
+    "checkpoint_model": CheckpointModelConf,
     "workload": WorkloadConf,
     "storage": StorageConf,
     "dataset": DatasetConf,

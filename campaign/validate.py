@@ -222,7 +222,7 @@ def _tasks(cfg: View, config: dict, n: int | None = None) -> None:
     if not workloads.get(str(cfg.workload.kind)).shardable:
         raise ConfigError(f"{what}: workload={cfg.workload.name} cannot split a run into tasks (multi-task cells run "
                           f"workloads of kind {_able('shardable')} so far)")
-    if str(cfg.dataset.get("format") or "files") != "files":
+    if isinstance(config.get("dataset"), dict) and str(cfg.dataset.get("format") or "files") != "files":
         raise ConfigError(f"{what}: tasks shard one-file-per-image sets so far, not dataset.format={cfg.dataset.format}")
     if (cfg.get("trace") or {}).get("posix"):
         raise ConfigError(f"{what}: trace.posix=true traces one process; leave it false for multi-task cells")

@@ -46,6 +46,8 @@ SHARED_WORKLOAD_FIELDS = {
 ADDED_SETTINGS = {
     ("checkpoint", "keep"): False,
     ("checkpoint", "restore"): False,
+    ("checkpoint", "model"): None,
+    ("checkpoint", "ranks_written"): None,
     ("dataset", "format"): "files",
     ("dataset", "shard_mb"): 128.0,
     ("shuffle",): "global",

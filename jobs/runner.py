@@ -18,6 +18,7 @@ from pathlib import Path
 
 from jobs import interrupts, records, workloads
 from jobs.configview import View
+from jobs.execution import pernode
 from jobs.execution.placement import Placement
 
 log = logging.getLogger(__name__)
@@ -257,30 +258,12 @@ def _loop(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, prov: dic
             # would also count checkpoint files read on other tiers; a modelled drive has only its own)
             result["bytes_read_device"] = (after.disk[1] - before.disk[1]) * usage.SECTOR
         state = cache.classify(requested, kind, fs_type, result["bytes_read_device"], result["bytes_consumed"])
-        state = _per_node_state(result.get("per_node"), state, requested, kind, fs_type)
+        state = pernode.cache_state(result.get("per_node"), state, requested, kind, fs_type)
         runs.append({"run": run, "warmup": warmup, "started_at": started, "shuffle_seed": seed,
                      "cache_requested": requested, "cache_state": state, "resident_bytes_before": resident, **result})
         _log(w, warmup, k, cfg, result, state)
     _probe(w, ctx, requested, runs)
     return runs
-
-
-def _per_node_state(per_node: list[dict] | None, state: str, requested: str, kind: str, fs_type: str) -> str:
-    """A multi-node run's cache state: each node judged by its own tasks' device bytes against what they
-    consumed (kept in ``per_node``); a run is cold only where every node was, else it takes the state of
-    the first node that was not (a node served from its page cache makes the run's numbers memory's)."""
-    from jobs.storage import cache
-
-    if not per_node or len(per_node) < 2:
-        return state
-    for node in per_node:
-        node["cache_state"] = cache.classify(requested, kind, fs_type, node["bytes_read_device"], node["bytes_consumed"])
-    off = [n for n in per_node if n["cache_state"] != state]
-    if off and state in (cache.COLD, cache.WARM):
-        log.warning("node %s's share was %s where the run as a whole was %s: the run counts as %s", off[0]["host"],
-                    off[0]["cache_state"], state, off[0]["cache_state"])
-        return off[0]["cache_state"]
-    return state
 
 
 def _probe(w: workloads.Workload, ctx, requested: str, runs: list[dict]) -> None:

@@ -62,6 +62,12 @@ class RunContext:
     disk: str | None  # the block device holding the data, for device-level traces
     marks: dict = field(default_factory=dict)  # usage snapshots a workload takes with mark()
     service: str | None = None  # input.service=true: the tf.data service's dispatcher (grpc://host:port)
+    rank: int = 0  # this task's rank in a multi-task run (0 for a run of one process)
+    ranks: int = 1  # tasks of the run
+    run_id: str = ""  # a token every task of the run shares ("" for a run of one process)
+
+    def barrier(self, name: str) -> None:
+        """Wait until every task of the run has reached the barrier ``name`` (no wait for one process)."""
 
     def mark(self, name: str) -> None:
         """Snapshot the usage counters (``jobs.observe.usage``) now: a workload calls ``mark("start")`` and

@@ -50,14 +50,17 @@ except service.ServiceError as e:
 """
 
 
-def test_dry_run_submits_nothing(slurm_cluster, tmp_path):
+def test_dry_run_submits_nothing(slurm_cluster, tmp_path, disk_root):
+    """The dry run of a two-node cell shows its job shape (--nodes, --ntasks-per-node) and submits nothing."""
     before = subprocess.run(["sacct", "-n", "-X", "-o", "JobID"], capture_output=True, text=True).stdout
     p = campaign("-m", "threads=1,2", "platform=slurm", "platform.dry_run=true", "platform.partition=debug", *TINY,
-                 "hydra.sweep.dir=sweep", cwd=tmp_path)
+                 "platform.nodes=2", "platform.tasks_per_node=2", "workload=readonly", "storage=shared",
+                 f"storage.root={disk_root}", "hydra.sweep.dir=sweep", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "dry run: 2 cells would be submitted" in p.stdout
-    assert "#1: workload=microbench storage=local" in p.stdout and "threads=2" in p.stdout
+    assert "#1: workload=readonly storage=shared" in p.stdout and "threads=2" in p.stdout
     assert "#SBATCH --array=0-1%1" in p.stdout and "#SBATCH --partition=debug" in p.stdout
+    assert "#SBATCH --nodes=2" in p.stdout and "#SBATCH --ntasks-per-node=2" in p.stdout
     assert _queue().strip() == ""
     assert subprocess.run(["sacct", "-n", "-X", "-o", "JobID"], capture_output=True, text=True).stdout == before
     assert not (tmp_path / "sweep").exists()

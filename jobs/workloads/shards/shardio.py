@@ -1,0 +1,101 @@
+"""One rank's checkpoint shard on a tier: written as a training framework writes it (sequential writes
+of ``block_mb``, then fsync of every file and of the folder: durable before it counts), and read back
+cold into memory, every byte checked.
+
+A file's bytes are a random block of the rank's own (seeded), each block stamped with the rank, the
+file and its place in the file, so a block read back from the wrong file or offset is caught, not only
+a wrong byte. The check is a comparison with what was written, as fast as the read itself, so it
+costs the timed load nothing it would not cost a framework (which deserialises every byte); the
+file's sha256 is computed before the timed save and recorded."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import struct
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+STAMP = 24  # bytes at the start of every block: rank, file number, block number
+
+
+class ShardError(RuntimeError):
+    """A shard read back differs from what was written (the file, block and offset are named)."""
+
+
+@dataclass(frozen=True)
+class Content:
+    """What rank ``rank`` writes: its own random block, stamped per place."""
+
+    rank: int
+    seed: int
+    block: int  # bytes per write and read request
+
+    def base(self) -> bytes:
+        return random.Random(self.seed * 1_000_003 + self.rank).randbytes(self.block)
+
+    def stamp(self, file_no: int, block_no: int) -> bytes:
+        return struct.pack("<QQQ", self.rank, file_no, block_no)
+
+    def sha256(self, base: bytes, file_no: int, size: int) -> str:
+        h = hashlib.sha256()
+        for k, off in enumerate(range(0, size, self.block)):
+            n = min(self.block, size - off)
+            h.update((self.stamp(file_no, k) + base[STAMP:n])[:n])
+        return h.hexdigest()
+
+
+def write(folder: Path, files: list[tuple[str, int]], content: Content, base: bytes) -> float:
+    """Write every file (created, never overwritten), fsync each and the folder; seconds taken."""
+    buf = bytearray(base)
+    t0 = time.perf_counter()
+    for file_no, (name, size) in enumerate(files):
+        fd = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            for k, off in enumerate(range(0, size, content.block)):
+                n = min(content.block, size - off)
+                buf[:STAMP] = content.stamp(file_no, k)
+                view = memoryview(buf)[:n]
+                while view:
+                    view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    dfd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+    return time.perf_counter() - t0
+
+
+def read(folder: Path, files: list[tuple[str, int]], content: Content, base: bytes) -> float:
+    """Read every file back whole in ``block``-sized requests, checking each block against what was
+    written; seconds taken. Raises ShardError on the first difference (or a short file)."""
+    buf = bytearray(content.block)
+    mine = memoryview(base)
+    t0 = time.perf_counter()
+    for file_no, (name, size) in enumerate(files):
+        with open(folder / name, "rb", buffering=0) as f:
+            for k, off in enumerate(range(0, size, content.block)):
+                n = min(content.block, size - off)
+                got = f.readinto(memoryview(buf)[:n])
+                view = memoryview(buf)
+                if got != n or view[:STAMP] != content.stamp(file_no, k) or view[STAMP:n] != mine[STAMP:n]:
+                    raise ShardError(f"{folder / name}: block {k} (bytes {off}-{off + n}) differs from what rank "
+                                     f"{content.rank} wrote" + (f" ({got} of {n} bytes read)" if got != n else ""))
+            if f.read(1):
+                raise ShardError(f"{folder / name}: longer than the {size} bytes written")
+    return time.perf_counter() - t0
+
+
+def io_bytes() -> tuple[int | None, int | None]:
+    """(read_bytes, write_bytes) of this process so far (/proc/self/io)."""
+    try:
+        with open("/proc/self/io") as f:
+            vals = {k: int(v) for k, _, v in (line.partition(":") for line in f)}
+        return vals.get("read_bytes"), vals.get("write_bytes")
+    except (OSError, ValueError):
+        return None, None

@@ -1,0 +1,133 @@
+"""workload=sharded_checkpoint: the shapes' shard sizes against MLPerf Storage's published checkpoints, a
+real multi-task run writing and reading each rank's shard on real tiers (local disk, tmpfs) with MLPerf's
+definitions recomputed from the per-rank records, subset mode, a corrupted shard, and the refusals."""
+
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import ROOT, campaign
+from jobs import records
+from jobs.workloads.shards import shardio
+from jobs.workloads.shards.shape import Shape
+
+TOY = f"hydra.searchpath=[file://{ROOT / 'tests' / 'toy' / 'conf'}]"
+GB = 1e9
+
+
+def _preset(name: str) -> Shape:
+    from omegaconf import OmegaConf
+
+    path = ROOT / "conf" / "checkpoint_model" / f"{name}.yaml"
+    return Shape.of({k: v for k, v in OmegaConf.to_container(OmegaConf.load(path)).items() if k != "defaults"})
+
+
+def test_the_presets_write_what_mlperf_storage_publishes():
+    s8 = _preset("llama3_8b")
+    assert s8.ranks == 8 and s8.params == pytest.approx(8.03e9, rel=0.001)
+    assert s8.total_bytes / 2**30 == pytest.approx(105, rel=0.005)  # MLPerf Storage v2: "105 GB" for 8B
+    assert {s8.rank_bytes(r) for r in range(8)} == {s8.rank_bytes(0)}  # ZeRO 3: every rank the same share
+    s70 = _preset("llama3_70b")
+    assert s70.ranks == 64 and s70.params == pytest.approx(70.55e9, rel=0.001)
+    assert s70.total_bytes / 2**30 == pytest.approx(912, rel=0.01)  # "912 GB": 0.9% more here
+    # ZeRO 1 over 2 data-parallel replicas: the first writes the slice's weights and half its optimizer state
+    assert s70.coordinates(8) == (0, 1, 0) and [n for n, _ in s70.files(8)] == ["tp00_pp000_dp001_optim_states.bin"]
+    assert s70.rank_bytes(0) - s70.rank_bytes(8) == pytest.approx(2 * s70.params / 32, rel=1e-6)
+    alex = _preset("alexnet")
+    assert alex.ranks == 1 and alex.total_bytes == pytest.approx(704e6, rel=0.01)
+
+
+def test_a_shard_read_back_wrong_is_named(tmp_path):
+    content = shardio.Content(rank=3, seed=0, block=1 << 16)
+    base = content.base()
+    files = [("a.bin", 300_000), ("b.bin", 70_000)]
+    shardio.write(tmp_path, files, content, base)
+    shardio.read(tmp_path, files, content, base)  # as written: passes
+    assert content.sha256(base, 0, 300_000) != content.sha256(base, 1, 300_000)  # each file its own bytes
+    with open(tmp_path / "a.bin", "r+b") as f:
+        f.seek(200_000)
+        f.write(b"\0")
+    with pytest.raises(shardio.ShardError, match=r"a.bin: block 3 \(bytes 196608-262144\) differs from what rank 3 wrote"):
+        shardio.read(tmp_path, files, content, base)
+    os.rename(tmp_path / "a.bin", tmp_path / "t.bin")  # the right names, each the other file's bytes
+    os.rename(tmp_path / "b.bin", tmp_path / "a.bin")
+    os.rename(tmp_path / "t.bin", tmp_path / "b.bin")
+    with pytest.raises(shardio.ShardError, match=r"a.bin: block 0 \(bytes 0-65536\) differs"):
+        shardio.read(tmp_path, files, content, base)
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    """ci_tiny (4 ranks) in subset mode: 2 ranks as 2 tasks, on the local disk (a user's files planted in the
+    tier's root and in the tool's checkpoint folder) and on tmpfs."""
+    base = tmp_path_factory.mktemp("shards")
+    disk = Path(os.environ.get("IOCAMPAIGN_TEST_DISK", "/var/tmp")) / f"iocampaign-shards-{os.getpid()}"
+    planted = {disk / "mine.txt": b"a user's file", disk / "iocampaign" / "checkpoints" / "keep.bin": b"x" * 1000}
+    for f, data in planted.items():
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_bytes(data)
+    outs = []
+    for tier, root, repeats in (("local", disk, 2), ("tmpfs", "/dev/shm", 1)):
+        out = base / tier
+        p = campaign("-m", "workload=sharded_checkpoint", "checkpoint_model=ci_tiny", TOY, "checkpoint.ranks_written=2",
+                     "platform.tasks_per_node=2", f"storage={tier}", f"storage.root={root}", f"repeats={repeats}",
+                     "warmup=0", "workload.block_mb=1", f"hydra.sweep.dir={out}", cwd=base)
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+        outs.append(out)
+    yield outs, disk, planted
+    for f in planted:
+        f.unlink()
+
+
+def test_each_rank_writes_and_reads_its_shard_and_the_run_follows_mlperf(two_ranks):
+    outs, disk, planted = two_ranks
+    recs = {records.read(f).config["storage"]["name"]: records.read(f) for out in outs for f in out.glob("*/record.json")}
+    assert sorted(recs) == ["local", "tmpfs"]
+    for tier, rec in recs.items():
+        for run in rec.runs:
+            ranks = run["shard_ranks"]
+            assert [r["rank"] for r in ranks] == [0, 1] and run["ranks_written"] == 2 and run["model_ranks"] == 4
+            assert [r["bytes"] for r in ranks] == [15_000_000, 9_000_000]  # weights 6 MB + optimizer 9 MB; 9 MB
+            assert all(r["verified"] and len(r["files"][0]["sha256"]) == 64 for r in ranks)
+            # MLPerf Storage: durations are the slowest rank's, throughput every rank's bytes over it
+            assert run["save_duration_s"] == max(r["save_s"] for r in ranks)
+            assert run["load_duration_s"] == max(r["load_s"] for r in ranks)
+            assert run["save_throughput_gb_s"] == pytest.approx(24e6 / run["save_duration_s"] / GB)
+            assert run["load_throughput_gb_s"] == pytest.approx(24e6 / run["load_duration_s"] / GB)
+            assert run["checkpoint_gb"] == pytest.approx(0.024) and run["model_checkpoint_gb"] == pytest.approx(0.042)
+            assert run["checkpoint_bytes_left"] == 0 and len(run["task_results"]) == 2
+            if tier == "local":  # written, evicted, read back from the disk: cold
+                assert run["cache_state"] == "cold" and run["load_device_read_ratio"] >= 0.9
+                assert all(r["write_device_bytes"] >= r["bytes"] for r in ranks)  # durable before it counts
+            else:
+                assert run["cache_state"] == "memory"
+    folder = disk / "iocampaign" / "checkpoints"
+    assert sorted(p.name for p in folder.iterdir()) == ["keep.bin"]  # nothing of the runs is left
+    assert not list(Path("/dev/shm/iocampaign/checkpoints").glob("shards_*"))
+    assert all(f.read_bytes() == data for f, data in planted.items())
+    r = pd.read_csv(outs[0] / "results.csv")
+    for col in ("save_duration_s", "load_duration_s", "save_throughput_gb_s", "load_throughput_gb_s", "checkpoint_gb"):
+        assert r[col].notna().all(), col
+    assert set(r["checkpoint_model"]) == {"ci_tiny"}
+    assert (outs[0] / "checkpoint_shards.png").stat().st_size > 10_000  # the figure, drawn from these rows
+
+
+@pytest.mark.parametrize("args, expected", [
+    (("checkpoint_model=none",), "unknown checkpoint_model 'none'"),
+    ((), "workload=sharded_checkpoint needs a model shape: checkpoint_model=<preset>"),
+    (("checkpoint_model=ci_tiny", "checkpoint.ranks_written=5", "platform.tasks_per_node=5"),
+     "checkpoint.ranks_written=5 must be between 1 and the 4 ranks of checkpoint_model=ci_tiny"),
+    (("checkpoint_model=ci_tiny", "platform.tasks_per_node=2"),
+     "checkpoint_model=ci_tiny writes 4 ranks (its tp 1 x pp 1 x dp 4) but the cell runs 2 task(s)"),
+    (("checkpoint_model=llama3_70b", "platform.tasks_per_node=64", "storage.root=/var/tmp"),
+     "checkpoint_model=llama3_70b: 64 of its 64 ranks write 987.8 GB, but /var/tmp has"),
+    (("checkpoint_model=ci_tiny", "checkpoint.ranks_written=1", "checkpoint.target=burst_buffer"),
+     "leave checkpoint.target=slow"),
+])
+def test_shapes_it_cannot_run_are_refused_before_writing(cwd, args, expected):
+    p = campaign("workload=sharded_checkpoint", TOY, *args, cwd=cwd)
+    lines = [x for x in p.stderr.splitlines() if x.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and expected in lines[0], p.stderr
+    assert not [f for f in cwd.rglob("*") if f.is_file()]
