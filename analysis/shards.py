@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from analysis import plotting, tables
-from jobs.metrics import label
+from jobs.metrics import METRICS
 
 
 def figure(rows, folder: Path, fig_spec) -> list[Path]:
@@ -20,7 +20,8 @@ def figure(rows, folder: Path, fig_spec) -> list[Path]:
     df = rows.copy()
     if df.empty or "save_throughput_gb_s" not in df:
         return []
-    df["shape"] = tables.text(df["checkpoint_model"]) + " · " + df["ranks_written"].astype(int).astype(str) + " ranks"
+    ranks = df["ranks_written"].astype(int)
+    df["shape"] = tables.text(df["checkpoint_model"]) + " · " + ranks.astype(str) + ranks.map({1: " rank"}).fillna(" ranks")
     tiers = plotting.tier_order(df["storage"])
     shapes = list(dict.fromkeys(df["shape"]))
     width = 0.8 / len(shapes)
@@ -39,7 +40,7 @@ def figure(rows, folder: Path, fig_spec) -> list[Path]:
                     ax.annotate(state, (bar[0].get_x() + width / 2, hi), textcoords="offset points", xytext=(0, 3),
                                 ha="center", fontsize=6)
         ax.set_xticks(range(len(tiers)), tiers)
-        ax.set_ylabel(label(metric))
+        ax.set_ylabel(f"{what.split()[0]} throughput ({METRICS[metric].unit})")
         ax.set_title(what, fontsize=9)
         ax.grid(axis="y", linewidth=0.3)
         ax.set_ylim(0, ax.get_ylim()[1] * 1.12)
