@@ -12,7 +12,7 @@ import logging
 log = logging.getLogger(__name__)
 
 
-def figures(results: list[dict], seconds: float) -> list[dict]:
+def figures(results: list[dict]) -> list[dict]:
     """The run's figures per node, in node order: its tasks' images, bytes consumed and read (each task's
     own process counters, summed), and its data device's counters over the node's timed window (from its
     first task's start to its last task's end, ``/proc/diskstats``) with the node's CPU busy share. Nodes
@@ -39,6 +39,7 @@ def figures(results: list[dict], seconds: float) -> list[dict]:
     for host in sorted(hosts):
         rs = hosts[host]
         kernel = rs[0].get("kernel") or host
+        own = max(max(r["t_end"] for r in rs) - min(r["t_start"] for r in rs), 1e-9)
         mine = counted_on[kernel] == host
         krs = kernels[kernel]
         window = max(max(r["t_end"] for r in krs) - min(r["t_start"] for r in krs), 1e-9)
@@ -51,7 +52,9 @@ def figures(results: list[dict], seconds: float) -> list[dict]:
 
         out.append({
             "host": host, "tasks": len(rs), "ranks": sorted(r["rank"] for r in rs), "images": sum(r["images"] for r in rs),
-            "images_per_s": sum(r["images"] for r in rs) / seconds, "bytes_consumed": sum(r["bytes_consumed"] for r in rs),
+            # the node's own rate: its images over its own window (its first task's start to its last one's end)
+            "images_per_s": sum(r["images"] for r in rs) / own, "seconds": own,
+            "bytes_consumed": sum(r["bytes_consumed"] for r in rs),
             "bytes_read_device": total("bytes_read_device"), "bytes_read_syscall": total("bytes_read_syscall"),
             "disk": rs[0].get("node_disk"),
             "device_read_bytes": sectors * SECTOR if mine and sectors is not None else None,

@@ -168,7 +168,7 @@ def merge(results: list[dict]) -> dict:
                           "train_au_percentage": r.get("train_au_percentage"),
                           "resident_bytes_before": r.get("resident_bytes_before"),
                           "start_s": r["t_start"] - start, "end_s": r["t_end"] - start} for r in results],
-        "per_node": pernode.figures(results, seconds),
+        "per_node": pernode.figures(results),
     }
 
 
