@@ -35,7 +35,8 @@ def test_every_preset_composes(group):
                 assert cfg.workload.kind == "alexnet" and cfg.hydra.mode.name == "MULTIRUN"
             continue
         cfg = _compose(f"{group}={name}")
-        assert name.startswith(cfg[group].name)  # alexnet_small is AlexNet at another scale
+        node = cfg.checkpoint.model if group == "checkpoint_model" else cfg[group]  # its package: checkpoint.model
+        assert name.startswith(node.name)  # alexnet_small is AlexNet at another scale
 
 
 def test_each_workload_gets_the_papers_dataset_unless_told():
