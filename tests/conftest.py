@@ -15,14 +15,12 @@ ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"
 
 
-# The suite runs on two workers (pytest-xdist, --dist loadgroup). Tests that share something run on
-# one worker, in turn: the paper study (a session fixture, run once), the Slurm cluster, and the
-# emulated and modelled tiers (fixed mount points that tests also build directly, outside the
-# campaign's device locks). Every other module stays whole, so its module fixtures run once.
-SHARED_TIERS = {"test_tiers.py", "test_staging.py", "test_checkpoint.py", "test_data_safety.py", "test_modeled.py",
-                "test_reliability.py"}
-
-
+# The suite runs on three workers (pytest-xdist, --dist loadgroup; the 2-core machine's tests wait on
+# devices, clusters and processes more than they compute). Tests that share something run on one worker, in
+# turn: the paper study (a session fixture, run once), the Slurm cluster, and the tests that build emulated or
+# modelled tiers (marked ``tiers``: fixed mount points, loop devices and throttle groups by tier name, that
+# tests also build directly, outside the campaign's device locks). Every other module stays whole, so its
+# module fixtures run once.
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
@@ -31,7 +29,7 @@ def pytest_collection_modifyitems(config, items):
             group = "paper"
         elif name == "test_slurm.py" or "slurm_cluster" in getattr(item, "fixturenames", ()):
             group = "slurm"
-        elif name in SHARED_TIERS:
+        elif item.get_closest_marker("tiers"):
             group = "tiers"
         else:
             group = str(Path(str(item.fspath)).relative_to(ROOT))

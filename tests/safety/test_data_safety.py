@@ -85,6 +85,7 @@ def test_fio_and_small_file_reads_stay_inside_a_root_with_colon_and_semicolon(tm
 
 
 # 2. tier set-up used to unmount whatever was mounted at storage.root
+@pytest.mark.tiers
 @needs_root
 def test_emulated_tier_never_unmounts_or_hides_what_it_did_not_mount(tmp_path, cwd):
     mnt = tmp_path / "mnt"
@@ -114,6 +115,7 @@ def test_emulated_tier_never_unmounts_or_hides_what_it_did_not_mount(tmp_path, c
 
 
 # 3. tier set-up and dataset generation ran outside the device lock: a second campaign tore the tier down
+@pytest.mark.tiers
 @needs_root
 def test_two_campaigns_on_one_emulated_tier_both_complete(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -294,6 +296,7 @@ def test_an_interrupted_sweep_ends_with_one_line_and_resumes(tmp_path, sig):
 
 
 # 10. checkpoints: a tier that fills up left files behind; the fast tier was checked for one checkpoint
+@pytest.mark.tiers
 @needs_root
 def test_a_checkpoint_run_that_fills_its_tier_leaves_nothing(tmp_path):
     from jobs.workloads.alexnet import training as alexnet
@@ -389,6 +392,7 @@ def test_damaged_plan_and_records_give_one_line(tmp_path, cwd):
     assert p.returncode == 2 and "not a readable plan" in _one_line(p)
 
 
+@pytest.mark.tiers
 @needs_root
 def test_a_storage_root_too_small_for_the_synthetic_set_is_one_line(tmp_path, cwd):
     small = tmp_path / "small"

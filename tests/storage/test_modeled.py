@@ -19,6 +19,8 @@ import pytest
 from jobs.storage.modeled import mount
 from jobs.storage.modeled.disk import Disk, HddGeometry
 
+pytestmark = pytest.mark.tiers  # builds emulated or modelled tiers: the tests that do run in turn
+
 ROOT = Path(__file__).resolve().parents[2]
 G = HddGeometry()
 

@@ -11,6 +11,8 @@ import pytest
 from conftest import ROOT, campaign
 from jobs.storage import iotools, tiers
 
+pytestmark = pytest.mark.tiers  # builds emulated or modelled tiers: the tests that do run in turn
+
 needs_root = pytest.mark.skipif(
     tiers.available() is not None and os.environ.get("CI") != "true", reason=str(tiers.available())
 )

@@ -148,6 +148,7 @@ def test_recovery_keeps_max_to_keep_and_removes_a_killed_unkept_run(ds, tmp_path
     assert (tmp_path / "fast" / "iocampaign" / "checkpoints" / "users").is_dir()
 
 
+@pytest.mark.tiers
 @needs_root
 def test_killed_mid_drain_then_rerun_loses_nothing(tmp_path):
     """A real campaign cell killed with SIGKILL while the drain copies to a slow (throttled) tier."""
@@ -200,6 +201,7 @@ def test_slow_tier_missing_is_an_error_before_training(tmp_path):
     assert p.returncode != 0 and len(lines) == 1 and "checkpoint.slow.root=/no/such/tier does not exist" in lines[0]
 
 
+@pytest.mark.tiers
 @needs_root
 def test_stalls_order_and_the_figures_render(tmp_path):
     """fast (tmpfs) < slow (throttled HDD); the burst buffer stalls like the fast tier."""
@@ -244,6 +246,7 @@ def test_stalls_order_and_the_figures_render(tmp_path):
             assert run["restore_mb_s"] == back[-1]["bytes"] / back[-1]["restore_s"] / 1e6
 
 
+@pytest.mark.tiers
 @needs_root
 def test_a_burst_buffer_run_counts_only_the_data_tiers_reads(tmp_path):
     """The drain and the checkpoint checks read checkpoint files on the other tiers; the run's device
