@@ -15,8 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"
 
 
-# The suite runs on three workers (pytest-xdist, --dist loadgroup; the 2-core machine's tests wait on
-# devices, clusters and processes more than they compute). Tests that share something run on one worker, in
+# The suite runs on two workers (pytest-xdist, --dist loadgroup). Tests that share something run on one worker, in
 # turn: the paper study (a session fixture, run once), the Slurm cluster, and the tests that build emulated or
 # modelled tiers (marked ``tiers``: fixed mount points, loop devices and throttle groups by tier name, that
 # tests also build directly, outside the campaign's device locks). Every other module stays whole, so its
