@@ -134,18 +134,16 @@ class ShardedCheckpoint(Workload):
         mine = run_dir / f"rank{model_rank:05d}"
         mine.mkdir(parents=True, exist_ok=False)
         try:
-            r0, w0 = shardio.io_bytes()
+            _, w0, _ = shardio.io_bytes()
             ctx.mark("start")  # every rank's save starts together (the tasks' barrier)
             save_s = shardio.write(mine, files, content, base)
-            r1, w1 = shardio.io_bytes()
+            _, w1, _ = shardio.io_bytes()
             ctx.barrier("saved")  # MLPerf: every rank has written before any reads
             cache.evict([str(mine / n) for n, _ in files])
             ctx.barrier("evicted")
-            rc0 = _rchar()
-            r2, _ = shardio.io_bytes()
+            r2, _, rc0 = shardio.io_bytes()
             load_s = shardio.read(mine, files, content, base)
-            r3, _ = shardio.io_bytes()
-            rc1 = _rchar()
+            r3, _, rc1 = shardio.io_bytes()
             ctx.mark("end")
         finally:
             left = 0 if cfg.checkpoint.get("keep") else _remove(mine, run_dir)
@@ -203,14 +201,6 @@ def _model_record(cfg, s) -> dict:
     from dataclasses import asdict
 
     return {**asdict(s), "parameters": s.params, "source": str(cfg.checkpoint.model.get("source") or "")}
-
-
-def _rchar() -> int | None:
-    try:
-        with open("/proc/self/io") as f:
-            return next(int(line.split(":")[1]) for line in f if line.startswith("rchar"))
-    except (OSError, StopIteration, ValueError):
-        return None
 
 
 def _remove(mine: Path, run_dir: Path) -> int:

@@ -100,11 +100,11 @@ def read(folder: Path, files: list[tuple[str, int]], content: Content, base: byt
     return time.perf_counter() - t0
 
 
-def io_bytes() -> tuple[int | None, int | None]:
-    """(read_bytes, write_bytes) of this process so far (/proc/self/io)."""
+def io_bytes() -> tuple[int | None, int | None, int | None]:
+    """(read_bytes, write_bytes, rchar) of this process so far, in one read of /proc/self/io."""
     try:
         with open("/proc/self/io") as f:
             vals = {k: int(v) for k, _, v in (line.partition(":") for line in f)}
-        return vals.get("read_bytes"), vals.get("write_bytes")
+        return vals.get("read_bytes"), vals.get("write_bytes"), vals.get("rchar")
     except (OSError, ValueError):
-        return None, None
+        return None, None, None
