@@ -1,5 +1,6 @@
 """``python -m analysis <campaign folder>``: rebuild results.csv, summary.csv, cells.csv, the figures
-and report.html; ``python -m analysis compare <A> <B>``: two campaigns side by side."""
+and report.html; ``python -m analysis compare <A> <B>``: two campaigns side by side;
+``python -m analysis profile <campaign> --name N --out F``: an accelerator profile from its measured compute."""
 
 import argparse
 import sys
@@ -52,6 +53,29 @@ def compare_main(argv: list[str]) -> int:
     return 1 if table.attrs.get("unreadable") else 0
 
 
+def profile_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m analysis profile",
+                                description="an accelerator profile (accelerator=<name>) from a training campaign's "
+                                            "compute-only step time")
+    p.add_argument("campaign", type=Path, help="a campaign of a training workload (e.g. workload=alexnet)")
+    p.add_argument("--name", required=True, help="the profile's name, as in accelerator=<name>")
+    p.add_argument("--out", type=Path, required=True, help="a config folder: the profile goes to <out>/accelerator/")
+    args = p.parse_args(argv)
+    if not args.campaign.is_dir():
+        print(f"analysis: {args.campaign} is not a folder", file=sys.stderr)
+        return 2
+    from analysis.profile import ProfileError, write
+
+    try:
+        target = write(args.campaign, args.name, args.out)
+    except ProfileError as e:
+        print(f"analysis: {e}", file=sys.stderr)
+        return 2
+    print(f"analysis: profile {args.name}: {target}")
+    print(f"  use it: python -m campaign.capacity accelerator={args.name} hydra.searchpath=[file://{args.out.resolve()}]")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     from jobs import workloads
@@ -59,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     workloads.discover()  # metrics that workloads beyond the built-in ones declare become columns too
     if argv and argv[0] == "compare":
         return compare_main(argv[1:])
+    if argv and argv[0] == "profile":
+        return profile_main(argv[1:])
     p = argparse.ArgumentParser(prog="python -m analysis", description=__doc__)
     p.add_argument("folder", type=Path, help="a sweep folder (multirun/<date>/<time>) or a single run's folder")
     p.add_argument("--no-figures", action="store_true", help="write the tables only")

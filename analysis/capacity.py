@@ -7,6 +7,11 @@ AU = threshold consumes ``batch × threshold ÷ step time`` images/s. The tier d
 read-only pipeline reads from it; the client delivers its decode rate per core on as many cores as
 the accelerators' map threads may use. The predicted count is the largest N both sides sustain, and
 the side that stops N + 1 is the predicted limit.
+
+On several nodes (``platform.nodes=K``) N is the count per node and every cell runs N on each of the K
+nodes: the tier's rate is what readers on all K nodes read from it together, and each node decodes
+on its own cores. Nodes that share one kernel (containers, or the namespaced test cluster) share its
+cores too, so a node's cores are the kernel's divided among its nodes.
 """
 
 from __future__ import annotations
@@ -30,8 +35,13 @@ class Inputs:
     tier_images_per_s: float  # a cold read-only pipeline on the tier (storage side)
     tier_mb_per_s: float
     core_images_per_s: float  # the decode pipeline on one thread, warm cache (client side, per core)
-    cores: int
+    cores: int  # of one node's kernel
     threads: int  # map threads of each accelerator's pipeline
+    nodes: int = 1  # nodes every cell runs on; N is per node
+    kernels: int = 1  # distinct kernels among those nodes (a node's cores = cores x kernels / nodes)
+
+    def node_cores(self) -> float:
+        return self.cores * min(self.kernels, self.nodes) / self.nodes
 
 
 def demand(inp: Inputs) -> float:
@@ -41,11 +51,11 @@ def demand(inp: Inputs) -> float:
 
 
 def predict(inp: Inputs, most: int = 1000) -> dict:
-    """The predicted capacity, its limit and the rates it came from (a flat dict for capacity.csv)."""
+    """The predicted capacity per node, its limit and the rates it came from (a flat dict for capacity.csv)."""
     need = demand(inp) * (1 - 1e-9)  # a supply equal to the demand suffices, whatever the rounding
-    n_storage = math.floor(inp.tier_images_per_s / need)
+    n_storage = math.floor(inp.tier_images_per_s / (need * inp.nodes))
     n_cpu = 0
-    while n_cpu < most and (n_cpu + 1) * need <= min(inp.cores, (n_cpu + 1) * inp.threads) * inp.core_images_per_s:
+    while n_cpu < most and (n_cpu + 1) * need <= min(inp.node_cores(), (n_cpu + 1) * inp.threads) * inp.core_images_per_s:
         n_cpu += 1
     need = demand(inp)
     n = min(n_storage, n_cpu)
@@ -54,14 +64,20 @@ def predict(inp: Inputs, most: int = 1000) -> dict:
             "predicted_n": n, "predicted_limit": limit}
 
 
+def per_node(df):
+    """Each row's accelerators per node (its tasks over its nodes)."""
+    nodes = df["nodes"].fillna(1).astype(int) if "nodes" in df else 1
+    return (df["tasks_per_cell"].astype(int) // nodes).rename("accelerators_per_node")
+
+
 def tried(results, tier: str, threshold: float):
-    """Per accelerator count tried on ``tier``: the AU of every measured run (a run's AU is its slowest
-    accelerator's), whether every run held the threshold, the aggregate MB/s and the cell's bound."""
+    """Per accelerator count per node tried on ``tier``: the AU of every measured run (a run's AU is its
+    slowest accelerator's), whether every run held the threshold, the aggregate MB/s and the cell's bound."""
     from analysis import bounds
 
     df = results[(results["kind"] == KIND) & (results["storage"] == tier)]
     out = {}
-    for n, runs in df.groupby("tasks_per_cell"):
+    for n, runs in df.groupby(per_node(df)):
         au = runs["train_au_percentage"].astype(float)
         out[int(n)] = {"passed": bool((au >= 100 * threshold).all()) and len(au) > 0, "au_min": float(au.min()),
                        "au_median": float(au.median()), "mb_per_s": float(runs["mb_per_s"].median()),
@@ -99,10 +115,15 @@ def row(pred: dict, seen: dict[int, dict], most: int) -> dict:
     """The tier's line of capacity.csv."""
     n, note = measured(seen, most)
     at, above = seen.get(n, {}), seen.get(n + 1, {})
-    return {**pred, "measured_n": n, "error_n": n - pred["predicted_n"], "au_at_n": at.get("au_min"),
+    return {**pred, "measured_n": n, "measured_total": n * pred.get("nodes", 1), "error_n": n - pred["predicted_n"],
+            "au_at_n": at.get("au_min"),
             "mb_per_s_at_n": at.get("mb_per_s"), "au_at_n_plus_1": above.get("au_min"),
             "bound_at_n_plus_1": above.get("bound", ""), "counts_tried": " ".join(str(c) for c in sorted(seen)),
             "note": note}
+
+
+def per_node_nodes(df):
+    return df["nodes"].fillna(1).astype(int) if "nodes" in df else [1] * len(df)
 
 
 def capacity_figure(results, folder: Path, figure) -> list[Path]:
@@ -122,7 +143,8 @@ def capacity_figure(results, folder: Path, figure) -> list[Path]:
     pred = pd.read_csv(folder / CAPACITY) if (folder / CAPACITY).exists() else pd.DataFrame()
     fig, ax = plt.subplots(figsize=(6.8, 4.0))
     for tier in plotting.tier_order(df["storage"]):
-        med = df[df["storage"] == tier].groupby("tasks_per_cell")["train_au_percentage"].median()
+        one = df[df["storage"] == tier]
+        med = one.groupby(per_node(one))["train_au_percentage"].median()
         line = ax.plot(med.index, med.values, marker="o", label=tier)[0]
         mine = pred[pred["tier"] == tier] if not pred.empty else pred
         if not mine.empty and mine["predicted_n"].iloc[0] > 0:
@@ -135,10 +157,12 @@ def capacity_figure(results, folder: Path, figure) -> list[Path]:
     if not pred.empty:
         ax.axhline(100 * float(pred["au_threshold"].iloc[0]), color="black", linestyle=":", linewidth=1,
                    label=f"AU threshold {100 * float(pred['au_threshold'].iloc[0]):.0f}%")
-    ax.set_xlabel("Emulated accelerators (tasks of the cell)")
+    nodes = sorted(set(per_node_nodes(df)))
+    ax.set_xlabel("Emulated accelerators (tasks of the cell)" if nodes == [1] else
+                  f"Emulated accelerators per node (on {', '.join(map(str, nodes))} nodes)")
     ax.set_ylabel("AU of the slowest accelerator (%)")
     ax.set_ylim(0, 105)
-    ax.set_xlim(0.5, max(df["tasks_per_cell"].max(), pred["predicted_n"].max() if not pred.empty else 0) + 0.5)
+    ax.set_xlim(0.5, max(per_node(df).max(), pred["predicted_n"].max() if not pred.empty else 0) + 0.5)
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_title(f"Accelerators the storage can feed: {', '.join(sorted(set(pred['accelerator'])))}" if not pred.empty
                  else "Emulated accelerators: AU (median of runs)", fontsize=9)
@@ -162,6 +186,7 @@ def table(folder: Path):
         return None
     df = pd.read_csv(folder / CAPACITY)
     cols = ["tier", "accelerator", "au_threshold", "demand_images_per_s", "tier_images_per_s", "core_images_per_s",
-            "cores", "predicted_n", "predicted_limit", "measured_n", "error_n", "au_at_n", "mb_per_s_at_n",
+            "cores", "nodes", "kernels", "predicted_n", "predicted_limit", "measured_n", "measured_total",
+            "error_n", "au_at_n", "mb_per_s_at_n",
             "au_at_n_plus_1", "bound_at_n_plus_1", "counts_tried", "note"]
     return df[[c for c in cols if c in df]]

@@ -10,7 +10,7 @@ from jobs import plan, records
 from jobs.metrics import METRICS
 
 # Columns of results.csv that describe the cell; the metric columns follow from jobs.metrics.
-CELL_COLUMNS = ("workload", "kind", "pipeline", "storage", "stage", "tasks_per_cell", "service", "dataset", "format",
+CELL_COLUMNS = ("workload", "kind", "pipeline", "storage", "stage", "tasks_per_cell", "nodes", "service", "dataset", "format",
                 "shuffle", "threads", "batch_size", "prefetch", "prefetch_to", "cache", "image_side", "width",
                 "checkpoint_target", "checkpoint_mode", "checkpoint_tiers", "checkpoint_model", "accelerator")
 RUN_COLUMNS = ("run", "cache_state", "bound", "train_bound", "device", "checkpoint_effective_target", "checkpoint_fallback")
@@ -45,6 +45,7 @@ def _cell_values(cfg: dict) -> dict:
         "storage": cfg["storage"]["name"],
         "stage": (cfg.get("stage") or {}).get("name") or "",  # the tier the data was staged on and read from
         "tasks_per_cell": (cfg["platform"].get("nodes") or 1) * (cfg["platform"].get("tasks_per_node") or 1),
+        "nodes": cfg["platform"].get("nodes") or 1,  # the tasks are spread evenly over them
         # the tf.data service's workers (0: the pipeline ran in the measuring process)
         "service": (cfg.get("input") or {}).get("workers", 1) if (cfg.get("input") or {}).get("service") else 0,
         "dataset": _dataset_name(cfg.get("dataset")),

@@ -2,9 +2,12 @@
 can each storage tier feed at AU >= the profile's threshold? Predict it, then prove it.
 
 Per tier, into ``<out>/<tier>/``, as ordinary campaigns (locally, or as Slurm jobs with platform=slurm):
-  storage_rate  a cold read-only pipeline on the tier, 2 map threads per core: what the tier delivers;
-  cpu_rate      the decode pipeline on one map thread with a warm cache: what one client core delivers;
-  prove         workload=emulated cells of N accelerators (platform.tasks_per_node=N), every run cold:
+  storage_rate  a cold read-only pipeline on the tier, 2 map threads per core, one reader on each of the
+                cell's nodes: what the tier delivers to them all;
+  cpu_rate      the decode pipeline on one map thread with a warm cache, on one node: what one client
+                core delivers;
+  prove         workload=emulated cells of N accelerators per node (platform.tasks_per_node=N, on every
+                node of platform.nodes), every run cold:
                 first N - 1, N and N + 1 around the prediction, then one more up or down until the
                 largest N whose every run held the threshold has a failing N + 1 above it.
 Then ``capacity.csv`` (predicted against measured, the limit, the MB/s at capacity, the bound at N + 1),
@@ -49,21 +52,34 @@ def _images(overrides: list[str]) -> int:
     return int(OmegaConf.load(CONF / "dataset" / f"{name}.yaml").num_images)
 
 
-def _measure(tier: str, profile: dict, common: list[str], out: Path) -> tuple[float, float, float]:
-    """(tier images/s, tier MB/s, one core's decode images/s), each the median of its campaign's runs."""
+def _kernels(folder: Path) -> int:
+    """Distinct kernels among the nodes of the campaign's runs (nodes on one kernel count its block-device
+    counters once: ``device_counted_on``); 1 for a one-node run."""
+    from jobs import records
+
+    seen = set()
+    for f in folder.glob("*/record.json"):
+        for run in records.read(f).runs:
+            seen |= {n.get("device_counted_on") or n.get("host") for n in run.get("per_node") or []}
+    return max(1, len(seen))
+
+
+def _measure(tier: str, profile: dict, common: list[str], out: Path) -> tuple[float, float, float, int]:
+    """(tier images/s, tier MB/s, one core's decode images/s, kernels among the nodes), each rate the median
+    of its campaign's runs; the tier's rate read by one task on each node, one core's on one node."""
     from campaign import subcampaign
     from jobs.observe import usage
 
     readers = 2 * usage.cores()
     side = f"workload.image_side={profile['image_side']}"
-    if subcampaign.run(["workload=readonly", f"storage={tier}", f"threads={readers}", "cache=cold", *common],
-                       out / "storage_rate") != 0:
+    if subcampaign.run(["workload=readonly", f"storage={tier}", f"threads={readers}", "cache=cold", *common,
+                        "platform.tasks_per_node=1"], out / "storage_rate") != 0:
         raise RuntimeError(f"the tier's read rate could not be measured (see {out / 'storage_rate'})")
-    if subcampaign.run(["workload=microbench", f"storage={tier}", "threads=1", "cache=warm", side, *common],
-                       out / "cpu_rate") != 0:
+    if subcampaign.run(["workload=microbench", f"storage={tier}", "threads=1", "cache=warm", side, *common,
+                        "platform.nodes=1", "platform.tasks_per_node=1"], out / "cpu_rate") != 0:
         raise RuntimeError(f"the client's decode rate could not be measured (see {out / 'cpu_rate'})")
     return (_median(out / "storage_rate", "images_per_s"), _median(out / "storage_rate", "mb_per_s"),
-            _median(out / "cpu_rate", "images_per_s"))
+            _median(out / "cpu_rate", "images_per_s"), _kernels(out / "storage_rate"))
 
 
 def _prove(tier: str, profile: dict, pred: dict, cell: list[str], most: int, out: Path) -> dict:
@@ -77,7 +93,8 @@ def _prove(tier: str, profile: dict, pred: dict, cell: list[str], most: int, out
     counts = capacity.next_counts(seen, pred["predicted_n"], most)
     while counts:
         every = sorted({*seen, *counts})
-        print(f"[capacity] {tier}: {', '.join(map(str, counts))} emulated accelerator(s)", flush=True)
+        print(f"[capacity] {tier}: {', '.join(map(str, counts))} emulated accelerator(s)"
+              f"{' per node' if pred['nodes'] > 1 else ''}", flush=True)
         rc = subcampaign.run([*cell, f"platform.tasks_per_node={','.join(map(str, every))}"], out / "prove")
         results = pd.read_csv(out / "prove" / "results.csv") if (out / "prove" / "results.csv").exists() else None
         now = capacity.tried(results, tier, float(profile["au_threshold"])) if results is not None else {}
@@ -94,23 +111,34 @@ def tier_row(tier: str, profile: dict, overrides: list[str], most: int, out: Pat
     from analysis import capacity
     from jobs.observe import usage
 
-    common = [o for o in overrides if o.split("=", 1)[0] not in ("storage", "accelerator", "threads", "batch_size")]
+    common = [o for o in overrides if o.split("=", 1)[0] not in ("storage", "accelerator", "threads", "batch_size",
+                                                                 "platform.tasks_per_node")]
     given = {o.split("=", 1)[0] for o in common}
     common = [f"{k}={v}" for k, v in MEASURE.items() if k not in given] + common
     threads = int(_value(overrides, "threads") or 1)
     batch = int(_value(overrides, "batch_size") or profile["batch_size"])
-    tier_img, tier_mb, core_img = _measure(tier, profile, common, out / tier)
+    nodes = _nodes(overrides)
+    tier_img, tier_mb, core_img, kernels = _measure(tier, profile, common, out / tier)
     inp = capacity.Inputs(tier, profile["name"], batch, float(profile["step_time_s"]), int(profile["batch_size"]),
-                          float(profile["au_threshold"]), tier_img, tier_mb, core_img, usage.cores(), threads)
+                          float(profile["au_threshold"]), tier_img, tier_mb, core_img, usage.cores(), threads,
+                          nodes, min(kernels, nodes))
     pred = capacity.predict(inp, most)
-    print(f"[capacity] {tier}: predicted {pred['predicted_n']} accelerator(s), limit {pred['predicted_limit']}: the tier "
-          f"reads {tier_img:.0f} images/s, one core decodes {core_img:.0f} images/s ({usage.cores()} cores), one "
-          f"{profile['name']} needs {pred['demand_images_per_s']:.0f} images/s at AU {100 * inp.au_threshold:.0f}%",
-          flush=True)
+    where = "" if nodes == 1 else f" per node on {nodes} nodes"
+    shared = (f", {inp.node_cores():g} cores a node: {nodes} nodes share {inp.kernels} kernel(s) of {usage.cores()} "
+              "cores" if inp.kernels < nodes else f", {usage.cores()} cores a node" if nodes > 1 else
+              f" ({usage.cores()} cores)")
+    print(f"[capacity] {tier}: predicted {pred['predicted_n']} accelerator(s){where}, limit {pred['predicted_limit']}: "
+          f"the tier reads {tier_img:.0f} images/s{' to all nodes' if nodes > 1 else ''}, one core decodes "
+          f"{core_img:.0f} images/s{shared}, one {profile['name']} needs {pred['demand_images_per_s']:.0f} images/s "
+          f"at AU {100 * inp.au_threshold:.0f}%", flush=True)
     loader = [f"{k}={v}" for k, v in LOADER.items() if k not in given]
     cell = ["workload=emulated", f"accelerator={profile['name']}", f"storage={tier}", f"threads={threads}",
             f"batch_size={batch}", "cache=cold", *loader, *common]
     return capacity.row(pred, _prove(tier, profile, pred, cell, most, out / tier), most)
+
+
+def _nodes(overrides: list[str]) -> int:
+    return int(_value(overrides, "platform.nodes") or 1)
 
 
 def _profile(name: str | None, overrides: list[str]) -> dict:
@@ -141,10 +169,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"campaign.capacity: {e}; nothing was run", file=sys.stderr)
         return 2
     batch = int(_value(args.overrides, "batch_size") or profile["batch_size"])
-    most = min(args.most, _images(args.overrides) // (2 * batch))  # every accelerator gets two batches a run
+    try:
+        nodes = _nodes(args.overrides)
+        if nodes < 1:
+            raise ValueError
+    except ValueError:
+        print(f"campaign.capacity: platform.nodes={_value(args.overrides, 'platform.nodes')}: must be a whole number "
+              ">= 1; nothing was run", file=sys.stderr)
+        return 2
+    if _value(args.overrides, "platform.tasks_per_node") is not None:
+        print("campaign.capacity: platform.tasks_per_node is what the search sets (accelerators per node): leave it "
+              "out and bound the search with --most; nothing was run", file=sys.stderr)
+        return 2
+    # every accelerator gets two batches a run, and the set is shared among every node's accelerators
+    most = min(args.most, _images(args.overrides) // (2 * batch * nodes))
     if most < 1:
-        print(f"campaign.capacity: {_images(args.overrides)} images give no accelerator two batches of {batch}: use "
-              "more images (dataset.num_images) or a smaller batch_size; nothing was run", file=sys.stderr)
+        of = f" of {nodes} nodes" if nodes > 1 else ""
+        print(f"campaign.capacity: {_images(args.overrides)} images give no accelerator{of} "
+              f"two batches of {batch}: use more images (dataset.num_images) or a smaller batch_size; nothing was run",
+              file=sys.stderr)
         return 2
     from analysis.capacity import CAPACITY
     from analysis.outputs import claim, study_folder_problem
@@ -179,7 +222,8 @@ def _report(out: Path, table, some_failed: bool) -> int:
     report = write_report(out, built=built)
     outputs.link_latest(out)  # each round pointed it at itself while it ran
     for r in table.to_dict("records"):
-        print(f"[capacity] {r['tier']}: {r['measured_n']} {r['accelerator']} accelerator(s) held AU >= "
+        on = f" per node ({r['measured_total']} on {r['nodes']} nodes)" if r.get("nodes", 1) > 1 else ""
+        print(f"[capacity] {r['tier']}: {r['measured_n']} {r['accelerator']} accelerator(s){on} held AU >= "
               f"{100 * r['au_threshold']:.0f}% (predicted {r['predicted_n']}, error {r['error_n']:+d}; limit predicted "
               f"{r['predicted_limit']}, bound at {r['measured_n'] + 1}: {r['bound_at_n_plus_1'] or 'not run'})"
               f"{'; ' + r['note'] if r['note'] else ''}", flush=True)

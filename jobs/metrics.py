@@ -69,6 +69,8 @@ METRICS: dict[str, Metric] = {
         Metric("restore_mb_s", "MB/s", "higher", "Checkpoint: bytes of that checkpoint / restore_s"),
         Metric("restore_device_read_ratio", "ratio", "", "Checkpoint: device bytes read during the restore / its bytes "
                "(about 1 when the restore was cold)"),
+        Metric("restore_fast_s", "s", "lower", "Checkpoint through the burst buffer, checkpoint.restore=true: time to "
+               "read the last checkpoint's fast-tier copy (kept until then) into a new model, evicted first"),
         Metric("drain_after_end_s", "s", "lower", "Checkpoint: time from the end of training until the burst buffer was drained"),
         Metric("run_wall_s", "s", "", "Wall time of the whole run as the runner saw it (the usage figures cover the "
                "workload's timed interval where it marks one, the whole run otherwise: the record's usage_over)"),

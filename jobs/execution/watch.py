@@ -38,13 +38,19 @@ def remove_beats(beats: Path) -> None:
 
 
 def end(procs: list, slurm: bool, watch: Watch) -> None:
-    """No task outlives the run. A Slurm step is cancelled through slurmctld first (SIGKILL to every task it
-    can reach, a stopped one included), then srun is ended; local tasks are ended directly."""
+    """No task outlives the run. A Slurm step is cancelled through slurmctld (SIGKILL to every task it can
+    reach, a stopped one included) while srun is ended; local tasks are ended directly.
+
+    scancel and srun are ended side by side, not one after the other: with a node gone, scancel waits for
+    that node's answer until Slurm's MessageTimeout (10 s by default) although the live nodes' tasks are
+    killed at once, and srun waits for the same node until it is killed."""
     if all(p.poll() is not None for p in procs):
         return
+    cancel = None
     if slurm and watch.step_id:
-        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-            subprocess.run(["scancel", "--signal=KILL", watch.step_id], capture_output=True, timeout=30)
+        with contextlib.suppress(OSError):
+            cancel = subprocess.Popen(["scancel", "--signal=KILL", watch.step_id], stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL)
     for p in procs:
         if p.poll() is None:
             p.terminate()  # srun passes SIGTERM on to its tasks
@@ -55,6 +61,12 @@ def end(procs: list, slurm: bool, watch: Watch) -> None:
         except subprocess.TimeoutExpired:  # srun waiting on a node that is gone
             p.kill()
             p.wait()
+    if cancel is not None:  # slurmctld has the cancel; its wait for a dead node's answer is not the run's
+        try:
+            cancel.wait(max(0.1, grace - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            cancel.kill()
+            cancel.wait()
 
 
 class Watch:

@@ -51,9 +51,10 @@ def test_tensorflows_start_up_lines_go_to_the_first_cells_folder_not_the_termina
 def test_results_table_has_every_cell_and_run(sweep):
     out, _, _ = sweep
     df = pd.read_csv(out / "results.csv")
-    assert list(df.columns[:15]) == ["workload", "kind", "pipeline", "storage", "stage", "tasks_per_cell", "service",
-                                     "dataset", "format", "shuffle", "threads", "batch_size", "prefetch", "prefetch_to",
-                                     "cache"]
+    assert list(df.columns[:16]) == ["workload", "kind", "pipeline", "storage", "stage", "tasks_per_cell", "nodes",
+                                     "service", "dataset", "format", "shuffle", "threads", "batch_size", "prefetch",
+                                     "prefetch_to", "cache"]
+    assert set(df["nodes"]) == {1}
     assert set(df["prefetch_to"]) == {"host"}
     assert set(zip(df["format"], df["shuffle"])) == {("files", "global")}  # the defaults: the paper's layout
     assert set(zip(df["workload"], df["pipeline"])) == {("microbench", "decode_resize"), ("readonly", "read_only")}

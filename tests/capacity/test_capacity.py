@@ -34,6 +34,23 @@ def test_the_prediction_names_the_side_that_stops_the_next_accelerator():
     assert capacity.predict(_inputs())["predicted_n"] == 0  # 381/s each: more than one core decodes
 
 
+def test_on_several_nodes_the_count_is_per_node_the_tier_shared_and_a_shared_kernels_cores_divided():
+    # 100 images/s each. Two nodes of 2 cores: each feeds 6 on its own; the tier's 2,000/s feeds 20 in all, 10 a node
+    p = capacity.predict(_inputs(step_time_s=0.576, nodes=2, kernels=2))
+    assert (p["predicted_storage_n"], p["predicted_cpu_n"], p["predicted_n"], p["predicted_limit"]) == (10, 6, 6, "cpu")
+    p = capacity.predict(_inputs(step_time_s=0.576, nodes=4, kernels=4, tier_images_per_s=2000.0))
+    assert (p["predicted_n"], p["predicted_limit"]) == (5, "storage")  # 20 in all over 4 nodes
+    # two nodes on one kernel (the namespaced test cluster): its 2 cores are 1 a node
+    p = capacity.predict(_inputs(step_time_s=0.576, nodes=2, kernels=1))
+    assert (p["predicted_cpu_n"], p["predicted_n"]) == (3, 3)
+    row = capacity.row(p, _seen({2: True, 3: True, 4: False}), 8)
+    assert (row["measured_n"], row["measured_total"]) == (3, 6)
+    # the search's counts are per node: a cell of 2 nodes x 3 tasks is 3
+    df = pd.DataFrame({"kind": "emulated", "storage": "shared", "tasks_per_cell": [6, 6, 2], "nodes": [2, 2, 1],
+                       "train_au_percentage": [95.0, 91.0, 99.0], "mb_per_s": 1.0, "bound": "cpu"})
+    assert sorted(capacity.tried(df, "shared", 0.9)) == [2, 3]
+
+
 def _seen(held: dict[int, bool]) -> dict:
     return {n: {"passed": ok, "au_min": 95.0 if ok else 60.0, "mb_per_s": 10.0 * n, "bound": "cpu", "runs": 2}
             for n, ok in held.items()}
@@ -58,7 +75,13 @@ def test_bad_input_names_the_setting(tmp_path):
     for args, expected in ((["storage=tmpfs"], "accelerator is not set: choose the profile"),
                            (["accelerator=tpu9"], "accelerator=tpu9: unknown profile"),
                            (["accelerator=resnet50_h100", "dataset.num_images=512"],
-                            "512 images give no accelerator two batches of 400")):
+                            "512 images give no accelerator two batches of 400"),
+                           (["accelerator=ci_small", f"hydra.searchpath=[file://{TOY}]", "dataset.num_images=32",
+                             "platform.nodes=2"], "32 images give no accelerator of 2 nodes two batches of 16"),
+                           (["accelerator=ci_small", f"hydra.searchpath=[file://{TOY}]", "platform.nodes=two"],
+                            "platform.nodes=two: must be a whole number >= 1"),
+                           (["accelerator=ci_small", f"hydra.searchpath=[file://{TOY}]", "platform.tasks_per_node=3"],
+                            "platform.tasks_per_node is what the search sets")):
         p = _capacity(*args, cwd=tmp_path)
         lines = [x for x in p.stderr.splitlines() if x.strip()]
         assert p.returncode == 2 and len(lines) == 1 and expected in lines[0], p.stderr
@@ -100,3 +123,46 @@ def test_the_search_on_real_runs(tmp_path):
     assert "Accelerators the storage can feed" in (out / "report.html").read_text()
     assert f"[capacity] tmpfs: {n} ci_small accelerator(s) held AU >= 90%" in p.stdout
 
+
+
+def test_a_training_campaign_writes_a_profile_the_emulation_runs(paper, tmp_path):
+    """python -m analysis profile: the paper study's AlexNet grid (real compute-only steps) becomes an
+    accelerator profile whose step time is the median of compute_only_s / (steps - 1) over its records; the
+    campaign accepts it through hydra.searchpath; bad input is one line and writes nothing."""
+    import json
+    import statistics
+    import subprocess
+
+    from omegaconf import OmegaConf
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+
+    def prof(*args):
+        return subprocess.run([sys.executable, "-m", "analysis", "profile", *args], cwd=tmp_path, env=env,
+                              capture_output=True, text=True)
+
+    grid, conf = paper / "fig6_fig8", tmp_path / "myconf"
+    p = prof(str(grid), "--name", "alexnet_here", "--out", str(conf))
+    assert p.returncode == 0, p.stderr
+    y = OmegaConf.load(conf / "accelerator" / "alexnet_here.yaml")
+    per_step = []
+    for f in grid.glob("*/record.json"):  # from the records themselves, not the tables
+        rec = json.loads(f.read_text())
+        per_step += [r["compute_only_s"] / (r["steps"] - 1) for r in rec["runs"]]
+        batch, side = rec["config"]["batch_size"], rec["config"]["workload"]["image_side"]
+    assert y.step_time_s == pytest.approx(statistics.median(per_step), rel=1e-5)
+    assert (y.batch_size, y.image_side, y.name) == (batch, side, "alexnet_here")
+    assert y.device.startswith("CPU (") and f"median of {len(per_step)} runs" in y.source and str(grid) in y.source
+    dry = subprocess.run([sys.executable, "-m", "campaign", "-m", "workload=emulated", "accelerator=alexnet_here",
+                          f"hydra.searchpath=[file://{conf}]", "prefetch=1", "dataset.num_images=256",
+                          "platform.dry_run=true"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert dry.returncode == 0 and "accelerator=alexnet_here" in dry.stdout, dry.stdout + dry.stderr
+    before = sorted(tmp_path.rglob("*"))
+    for args, says in (([str(grid), "--name", "alexnet_here", "--out", str(conf)], "exists; give another --name"),
+                       ([str(paper / "fig4_fig5"), "--name", "y", "--out", str(conf)], "no run measured its compute alone"),
+                       ([str(paper), "--name", "y", "--out", str(conf)], "differ in"),
+                       ([str(grid), "--name", "../y", "--out", str(conf)], "a profile's name is letters")):
+        p = prof(*args)
+        lines = [x for x in p.stderr.splitlines() if x.strip()]
+        assert p.returncode == 2 and len(lines) == 1 and says in lines[0], p.stderr
+    assert sorted(tmp_path.rglob("*")) == before

@@ -249,23 +249,39 @@ def test_paper_study_on_slurm_without_waiting_chains_its_grids(slurm_cluster, tm
     assert a.returncode == 0 and (out / "report.html").exists(), a.stdout + a.stderr
 
 
-def test_capacity_search_runs_its_cells_as_slurm_jobs(slurm_cluster, tmp_path, disk_root):
-    """python -m campaign.capacity with platform=slurm: the rate measurements and every count of emulated
-    accelerators are Slurm jobs (a count's tasks one srun step), and the answer comes back as locally."""
+def test_capacity_search_runs_its_cells_as_slurm_jobs_on_two_nodes(slurm_cluster, tmp_path, disk_root):
+    """python -m campaign.capacity with platform=slurm platform.nodes=2 on the shared tier: the rate measurements
+    and every count of emulated accelerators are Slurm jobs, each count a cell of N accelerators on each node
+    (one srun step across both); the tier's rate is read from both nodes, one core's on one; the two namespaced
+    nodes share one kernel, so the prediction gives each half its cores; the answer is per node and in all."""
     out = tmp_path / "cap"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
     toy = ROOT / "tests" / "toy" / "conf"
-    p = subprocess.run([sys.executable, "-m", "campaign.capacity", "accelerator=ci_small", "storage=local",
-                        f"storage.root={disk_root}", f"hydra.searchpath=[file://{toy}]", "dataset.num_images=128",
-                        "repeats=1", "platform=slurm", "platform.poll_s=1", "--most", "2", "--out", str(out)],
-                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    p = subprocess.run([sys.executable, "-m", "campaign.capacity", "accelerator=ci_small", "storage=shared",
+                        f"storage.root={disk_root}", f"hydra.searchpath=[file://{toy}]", "dataset.num_images=256",
+                        "repeats=1", "platform=slurm", "platform.nodes=2", "platform.poll_s=1", "--most", "2",
+                        "--out", str(out)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     row = pd.read_csv(out / "capacity.csv").iloc[0]
-    prove = _submitted(out / "local" / "prove")
+    assert (row["nodes"], row["kernels"]) == (2, 1) and row["measured_total"] == 2 * row["measured_n"]
+    prove = _submitted(out / "shared" / "prove")
     assert len(prove) == len(str(row["counts_tried"]).split())
     assert set(_sacct([j[-1] for j in prove.values()]).values()) == {"COMPLETED"}
     for folder in ("storage_rate", "cpu_rate"):
-        assert _submitted(out / "local" / folder)  # the prediction's inputs were Slurm jobs too
-    recs = [records.read(f) for f in (out / "local" / "prove").glob("*/record.json")]
+        assert _submitted(out / "shared" / folder)  # the prediction's inputs were Slurm jobs too
+    rate = [records.read(f) for f in (out / "shared" / "storage_rate").glob("*/record.json")]
+    assert {t["host"] for t in rate[0].runs[0]["task_results"]} == {"n1", "n2"}  # read from both nodes
+    one = [records.read(f) for f in (out / "shared" / "cpu_rate").glob("*/record.json")]
+    assert one[0].config["platform"]["nodes"] == 1
+    recs = [records.read(f) for f in (out / "shared" / "prove").glob("*/record.json")]
     assert all(r.provenance["slurm"]["job_id"] for r in recs)
-    assert f"[capacity] local: {int(row['measured_n'])} ci_small accelerator(s) held AU >= 90%" in p.stdout
+    for r in recs:  # N accelerators on each node
+        hosts = [t["host"] for t in r.runs[0]["task_results"]]
+        per_node = r.config["platform"]["tasks_per_node"]
+        assert sorted(set(hosts)) == ["n1", "n2"] and hosts.count("n1") == hosts.count("n2") == per_node
+    results = pd.read_csv(out / "shared" / "prove" / "results.csv")
+    tried = {2 * int(c) for c in str(row["counts_tried"]).split()}
+    assert set(results["nodes"]) == {2} and set(results["tasks_per_cell"]) == tried
+    n, total = int(row["measured_n"]), int(row["measured_total"])
+    assert f"[capacity] shared: {n} ci_small accelerator(s) per node ({total} on 2 nodes) held AU >= 90%" in p.stdout
+    assert "per node on 2 nodes" in p.stdout and "2 nodes share 1 kernel(s)" in p.stdout, p.stdout

@@ -201,7 +201,7 @@ def test_a_hung_task_and_a_dead_node_fail_their_cells_naming_the_node(slurm_clus
     for rec, seconds in ((hung, hung_s), (dead, dead_s)):
         assert rec.status == records.FAILED and rec.error["type"] == "TaskError", rec.error
         assert "task 1 on n2 stopped its heartbeat for 5 s (platform.task_silence_s)" in rec.error["message"], rec.error
-        assert seconds < 45, seconds  # within the silence, not Slurm's SlurmdTimeout or the run's limit
+        assert seconds < 30, seconds  # the silence and srun's grace, not Slurm's SlurmdTimeout or the run's limit
         with capsys.disabled():
             print(f"\n[two nodes] cell failed {seconds:.1f} s after the fault: {rec.error['message']}")
     ok = records.read(sweep / "2" / "record.json")  # the campaign's other cell ran, on both nodes again

@@ -233,7 +233,9 @@ def test_stalls_order_and_the_figures_render(tmp_path):
     assert not [p for p in (tmp_path / "iocampaign" / "checkpoints").rglob("*") if p.is_file()]
     assert (df["steady_runtime_s"] < df["runtime_s"]).all()  # the first step (graph tracing) is apart
     # checkpoint.restore=true: every run read its last durable checkpoint back from a cold cache, exactly
-    want = {"slow": ["slow"], "fast": ["fast"], "burst_buffer": ["slow"]}  # the drain reclaimed the fast copies
+    # the burst buffer: its last checkpoint from the fast tier (its copy kept until the restore, as a restart
+    # finds it while fresh) and from the slow one (after the fast tier is reclaimed)
+    want = {"slow": ["slow"], "fast": ["fast"], "burst_buffer": ["fast", "slow"]}
     for d in df["cell_dir"].unique():
         rec = records.read(out / str(d) / "record.json")
         for run in rec.runs:
@@ -244,6 +246,9 @@ def test_stalls_order_and_the_figures_render(tmp_path):
                 assert r["cache_state"] == "cold" and r["bytes_read_device"] >= 0.9 * r["bytes"]
             assert back[-1]["checksums"] == ("match" if rec.config["checkpoint"]["target"] == "burst_buffer" else "none")
             assert run["restore_mb_s"] == back[-1]["bytes"] / back[-1]["restore_s"] / 1e6
+            assert run["restore_fast_s"] == (back[0]["restore_s"] if len(back) == 2 else None)
+    bb_fast = df[df["checkpoint_target"] == "burst_buffer"]["restore_fast_s"]
+    assert bb_fast.notna().all() and df[df["checkpoint_target"] != "burst_buffer"]["restore_fast_s"].isna().all()
 
 
 @pytest.mark.tiers

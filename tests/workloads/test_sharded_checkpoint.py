@@ -3,6 +3,7 @@ real multi-task run writing and reading each rank's shard on real tiers (local d
 definitions recomputed from the per-rank records, subset mode, a corrupted shard, and the refusals."""
 
 import os
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -68,6 +69,7 @@ def two_ranks(tmp_path_factory):
     for f, data in planted.items():
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_bytes(data)
+    left = _plant_runs(disk / "iocampaign" / "checkpoints")
     outs = []
     for tier, root, repeats in (("local", disk, 2), ("tmpfs", "/dev/shm", 1)):
         out = base / tier
@@ -76,13 +78,56 @@ def two_ranks(tmp_path_factory):
                      "warmup=0", "workload.block_mb=1", f"hydra.sweep.dir={out}", cwd=base)
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
         outs.append(out)
-    yield outs, disk, planted
+    after = {name: (folder / "rank00000").is_dir() for name, folder in left["folders"].items()}
+    left["live"].kill()
+    left["live"].wait()
+    for name in ("live", "kept"):
+        shutil.rmtree(left["folders"][name])
+    yield outs, disk, planted, after
     for f in planted:
         f.unlink()
 
 
+def _plant_runs(root: Path) -> dict:
+    """Rank folders as sharded runs leave them, each made by a real process through the workload's own lock
+    and facts: one whose process was SIGKILLed mid-save, one whose process still runs, one kept
+    (checkpoint.keep=true) by a run that finished."""
+    import subprocess
+    import sys
+
+    folders = {name: root / f"shards_000000000000_{name}_0" for name in ("killed", "live", "kept")}
+    code = ("import sys, os, signal, time; from pathlib import Path; "
+            "from jobs.workloads.checkpoint.recovery import RunLock, write_run_facts; "
+            "d = Path(sys.argv[1]) / 'rank00000'; lk = RunLock(d, new=True); keep = sys.argv[2] == 'kept'; "
+            "write_run_facts(d, keep=keep, finished=False); "
+            "(d / 'tp00_pp000_dp000_model_states.bin').write_bytes(b'x' * 4096); "
+            "print('ready', flush=True); "
+            "write_run_facts(d, keep=True, finished=True) if keep else None; lk.release() if keep else None; "
+            "os.kill(os.getpid(), signal.SIGKILL) if sys.argv[2] == 'killed' else "
+            "time.sleep(600 if sys.argv[2] == 'live' else 0)")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = {n: subprocess.Popen([sys.executable, "-c", code, str(f), n], env=env, stdout=subprocess.PIPE, text=True)
+             for n, f in folders.items()}
+    for n, p in procs.items():
+        assert p.stdout.readline().strip() == "ready", n
+    procs["killed"].wait()
+    procs["kept"].wait()
+    assert procs["killed"].returncode == -9
+    return {"folders": folders, "live": procs["live"]}
+
+
+def test_the_next_run_removes_what_a_killed_run_left_and_nothing_else(two_ranks):
+    """A rank folder whose run was SIGKILLed is removed by the next sharded run (its record says so); a live
+    run's folder and a kept run's are left, as are the user's files beside them."""
+    outs, disk, planted, after = two_ranks
+    assert after == {"killed": False, "live": True, "kept": True}
+    runs = [run for f in sorted(outs[0].glob("*/record.json")) for run in records.read(f).runs]
+    assert runs[0]["recovered"] == ["shards_000000000000_killed_0/rank00000"]
+    assert all(f.read_bytes() == data for f, data in planted.items())
+
+
 def test_each_rank_writes_and_reads_its_shard_and_the_run_follows_mlperf(two_ranks):
-    outs, disk, planted = two_ranks
+    outs, disk, planted, _ = two_ranks
     recs = {records.read(f).config["storage"]["name"]: records.read(f) for out in outs for f in out.glob("*/record.json")}
     assert sorted(recs) == ["local", "tmpfs"]
     for tier, rec in recs.items():

@@ -44,7 +44,7 @@ class Checkpoint(Workload):
     schema = AlexNetConf  # the mini-app's settings; the checkpoint's own are in the checkpoint group
     metrics = of("steps", "runtime_s", "steady_runtime_s", "first_step_s", "baseline_runtime_s",
                  "baseline_steady_runtime_s", "checkpoint_stall_s", "median_stall_s", "drain_after_end_s",
-                 "checkpoint_bytes_left", "restore_s", "restore_mb_s", "restore_device_read_ratio")
+                 "checkpoint_bytes_left", "restore_s", "restore_mb_s", "restore_device_read_ratio", "restore_fast_s")
     record_keys = ("drain_finished_at", "train_ended_at", "checkpoints", "durable", "target", "effective_target",
                    "fallback", "mode", "flush", "device", "parameters", "final_loss", "checkpoint_dir", "trace_file",
                    "trace_device", "recovered", "restores")

@@ -88,7 +88,8 @@ class RunLock:
         self.f.close()
 
 
-def _alive(folder: Path) -> bool:
+def alive(folder: Path) -> bool:
+    """A live process holds ``folder``'s run lock (``RunLock``)."""
     import fcntl
 
     lock = folder / ".lock"
@@ -119,7 +120,7 @@ def recover_all(fast_root: Path | None, slow_root: Path, how: str) -> dict:
         fast = fast_root / tag if fast_root is not None else None
         slow = slow_root / tag
         folders = [d for d in (fast, slow) if d is not None]
-        if (fast is not None and _alive(fast)) or _alive(slow) or _recovered(folders):
+        if (fast is not None and alive(fast)) or alive(slow) or _recovered(folders):
             continue
         r = recover(fast, slow, tag, how)
         if r["dropped_incomplete"] or r["recopied"] or r.get("removed"):

@@ -88,6 +88,7 @@ def metrics(restores: list[dict]) -> dict:
     if not restores:
         return {}
     r = restores[-1]
+    fast = [x for x in restores[:-1] if x["tier"] == "fast"]
     return {"restore_s": r["restore_s"], "restore_mb_s": r["restore_mb_s"],
             "restore_device_read_ratio": r["bytes_read_device"] / r["bytes"] if r["bytes_read_device"] is not None
-            and r["bytes"] else None}
+            and r["bytes"] else None, "restore_fast_s": fast[0]["restore_s"] if fast else None}

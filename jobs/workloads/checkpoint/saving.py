@@ -62,9 +62,10 @@ class _Saver:
         self.pending: list[threading.Thread] = []
         self.checkpoints: list[dict] = []
 
-    def _durable(self, prefix: Path) -> None:
+    def _durable(self, prefix: Path, step: int) -> None:
         if self.drain is not None:
-            self.drain.put(prefix)
+            # the step a restore will read (restore.Snapshot.step) keeps its fast copy: a restart while it is fresh
+            self.drain.put(prefix, keep_fast=step == getattr(self.snapshots, "step", None))
         else:
             ckpt_store.retain(self.folder, self.s.tag, self.s.max_to_keep)
 
@@ -76,7 +77,7 @@ class _Saver:
         ckpt_store.write_manifest(prefix, entry["step"])
         entry.update(flush_s=time.perf_counter() - t0, bytes=sum(f.stat().st_size for f in files), durable_at=time.time())
         cache.evict(files)  # as after a sync save: the next one starts from the same memory state
-        self._durable(prefix)
+        self._durable(prefix, entry["step"])
 
     def save(self, step: int) -> None:
         import tensorflow as tf
@@ -108,7 +109,7 @@ class _Saver:
             # resident while the burst buffer's drain frees its copies, and the next buffered save ran
             # 3-7x faster for that reason alone (issue 12).
             cache.evict(files)
-            self._durable(prefix)
+            self._durable(prefix, step)
         self.checkpoints.append(entry)
 
     def join(self, timeout: float | None = None) -> None:

@@ -194,8 +194,9 @@ class Drained:
 
 
 def _drain_worker(inq, outq, slow_dir: str, tag: str, keep: int, how: str, parent: int | None = None) -> None:
-    """Background process: copy each checkpoint to the slow tier, verify, delete the fast copy,
-    apply retention on the slow tier; report every checkpoint drained.
+    """Background process: copy each checkpoint to the slow tier, verify, delete the fast copy (unless the
+    run keeps it for the restore a restart would make while it is fresh), apply retention on the slow tier;
+    report every checkpoint drained.
 
     It ends with its parent (``jobs.execution.lifeline``) and ignores SIGINT: a Ctrl-C reaches the whole
     process group, and whether the drain stops is the run's decision (``Drain.abort``)."""
@@ -209,12 +210,14 @@ def _drain_worker(inq, outq, slow_dir: str, tag: str, keep: int, how: str, paren
     slow = Path(slow_dir)
     try:
         while (item := inq.get()) is not None:
-            prefix = Path(item)
+            prefix, keep_fast = Path(item[0]), bool(item[1])
             man = read_manifest(prefix)
             new, secs, nbytes = copy_verified(prefix, slow, how)
-            remove(prefix)  # only now: the slow copy is flushed and verified
+            if not keep_fast:
+                remove(prefix)  # only now: the slow copy is flushed and verified
             retain(slow, tag, keep)
-            outq.put({"name": new.name, "step": man["step"], "copy_s": secs, "bytes": nbytes, "finished_at": time.time()})
+            outq.put({"name": new.name, "step": man["step"], "copy_s": secs, "bytes": nbytes, "finished_at": time.time(),
+                      "fast_copy_kept": keep_fast})
     except BaseException as e:  # the campaign must hear of it, not find a silent hole later
         outq.put({"error": f"{type(e).__name__}: {e}"})
     outq.put(None)
@@ -239,8 +242,10 @@ class Drain:
                                 name="iocampaign-drain", daemon=True)
         self.proc.start()
 
-    def put(self, prefix: Path) -> None:
-        self.inq.put(str(prefix))
+    def put(self, prefix: Path, keep_fast: bool = False) -> None:
+        """Drain ``prefix``; with ``keep_fast`` its fast copy stays after the slow one is verified (the run's
+        last checkpoint, for the restore from the fast tier; the run removes it afterwards)."""
+        self.inq.put((str(prefix), keep_fast))
 
     def finish(self, timeout_s: float | None = None) -> list[dict]:
         """Wait until everything queued is on the slow tier; return what was drained. Raises DrainError

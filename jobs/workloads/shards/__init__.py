@@ -7,12 +7,15 @@ load duration are the slowest rank's, throughput is the bytes of all ranks over 
 A model too large for the tier is run in subset mode (``checkpoint.ranks_written=k``: the first k of
 its N ranks write, as MLPerf Storage's subset runs do); the record names the ranks written. The shards
 go to ``storage.root`` (any tier: an emulated one is built and throttled as for any cell), under the
-tool's checkpoint folder, and are removed once read back unless ``checkpoint.keep=true``."""
+tool's checkpoint folder, and are removed once read back unless ``checkpoint.keep=true``. Each rank
+holds a lock on its folder while it runs; a later run removes the folders of killed runs (``remove_killed``)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import re
 import shutil
 import uuid
 from dataclasses import dataclass
@@ -56,7 +59,7 @@ class ShardedCheckpoint(Workload):
     name = "sharded_checkpoint"
     schema = ShardedCheckpointConf
     metrics = (*METRICS, *of(*COMMON_RUN))
-    record_keys = ("checkpoint_model", "model_ranks", "shard_ranks", "checkpoint_bytes_left", "dropped_files")
+    record_keys = ("checkpoint_model", "model_ranks", "shard_ranks", "checkpoint_bytes_left", "dropped_files", "recovered")
     needs_dataset = False
     shardable = True  # each rank a task of the cell
     in_tensorflow = False
@@ -117,6 +120,7 @@ class ShardedCheckpoint(Workload):
         from jobs.execution import nodes
         from jobs.plan import cell_id
         from jobs.storage import cache
+        from jobs.workloads.checkpoint.recovery import write_run_facts
         from jobs.workloads.checkpoint.saving import ckpt_dir
         from jobs.workloads.shards import shardio
 
@@ -131,8 +135,8 @@ class ShardedCheckpoint(Workload):
         sums = [content.sha256(base, i, b) for i, (_, b) in enumerate(files)]  # before the timed save
         run_id = ctx.run_id or uuid.uuid4().hex[:12]  # shared by the run's tasks: one folder for the run
         run_dir = ckpt_dir(Path(str(cfg.storage.root))) / f"{PREFIX}{cell_id(ctx.config)}_{ctx.tag}_{run_id}"
-        mine = run_dir / f"rank{model_rank:05d}"
-        mine.mkdir(parents=True, exist_ok=False)
+        keep = bool(cfg.checkpoint.get("keep"))
+        mine, lock, removed = _claim(run_dir, model_rank, keep)
         try:
             _, w0, _ = shardio.io_bytes()
             ctx.mark("start")  # every rank's save starts together (the tasks' barrier)
@@ -146,9 +150,12 @@ class ShardedCheckpoint(Workload):
             r3, _, rc1 = shardio.io_bytes()
             ctx.mark("end")
         finally:
-            left = 0 if cfg.checkpoint.get("keep") else _remove(mine, run_dir)
-        if cfg.checkpoint.get("keep"):
-            left = sum(f.stat().st_size for f in mine.iterdir())
+            if keep:
+                write_run_facts(mine, keep=True, finished=True)
+            lock.release()
+            left = 0 if keep else _remove(mine, run_dir)
+        if keep:
+            left = sum(b for n, b in files if (mine / n).exists())
         read_device = None if r2 is None or r3 is None else r3 - r2
         seconds = ctx.marks["end"].t - ctx.marks["start"].t if "start" in ctx.marks and "end" in ctx.marks else save_s + load_s
         tp, dp, pp = s.coordinates(model_rank)
@@ -162,7 +169,7 @@ class ShardedCheckpoint(Workload):
             "bytes_read_syscall": None if rc0 is None or rc1 is None else rc1 - rc0,
             "seconds": seconds, "images_per_s": 0.0, "mb_per_s": size / max(seconds, 1e-9) / 1e6,
             **totals([rank], s), "checkpoint_model": _model_record(cfg, s), "model_ranks": s.ranks,
-            "shard_ranks": [rank], "checkpoint_bytes_left": left,
+            "shard_ranks": [rank], "checkpoint_bytes_left": left, "recovered": removed,
         }
 
     def describe(self, result: dict) -> str:
@@ -194,13 +201,55 @@ def merge(results: list[dict]) -> dict:
     first = results[0]
     s = Shape.of(first["checkpoint_model"])
     return {**totals(ranks, s), "shard_ranks": ranks, "checkpoint_model": first["checkpoint_model"],
-            "model_ranks": first["model_ranks"], "checkpoint_bytes_left": sum(r["checkpoint_bytes_left"] for r in results)}
+            "model_ranks": first["model_ranks"], "checkpoint_bytes_left": sum(r["checkpoint_bytes_left"] for r in results),
+            "recovered": sorted({x for r in results for x in r.get("recovered") or []})}
 
 
 def _model_record(cfg, s) -> dict:
     from dataclasses import asdict
 
     return {**asdict(s), "parameters": s.params, "source": str(cfg.checkpoint.model.get("source") or "")}
+
+
+def _claim(run_dir: Path, model_rank: int, keep: bool):
+    """(this rank's new folder, the lock it holds on it while its shard exists, the killed runs' folders
+    removed first): a later run's ``remove_killed`` leaves a held folder alone."""
+    from jobs.workloads.checkpoint.recovery import RunLock, write_run_facts
+
+    removed = remove_killed(run_dir.parent)
+    if removed:
+        log.warning("removed the shards of runs that were killed before they could (no live run holds them): %s",
+                    ", ".join(removed))
+    mine = run_dir / f"rank{model_rank:05d}"
+    lock = RunLock(mine, new=True)
+    write_run_facts(mine, keep=keep, finished=False)  # only now: a folder without its facts is never removed
+    return mine, lock, removed
+
+
+RANK_DIR = re.compile(r"rank\d{5}")
+
+
+def remove_killed(root: Path) -> list[str]:
+    """The rank folders under the tool's checkpoint folder ``root`` that a killed sharded run left (SIGKILL, a
+    lost node): named like a run's (``shards_*/rankNNNNN``), holding the facts a run writes once it holds the
+    folder's lock, not kept (``checkpoint.keep=false``), not finished, and no live process holding that lock.
+    Each goes, and its run's folder once empty. Anything else (another user's files, a kept run, a live
+    run's folder, a folder whose run has not yet written its facts) is left. Returns ``run/rank`` names."""
+    from jobs.workloads.checkpoint.recovery import alive, read_run_facts
+
+    out = []
+    if not root.is_dir():
+        return out
+    for run_dir in sorted(d for d in root.glob(f"{PREFIX}*") if d.is_dir() and not d.is_symlink()):
+        for rank in sorted(r for r in run_dir.iterdir() if RANK_DIR.fullmatch(r.name) and r.is_dir() and not r.is_symlink()):
+            facts = read_run_facts(rank)
+            if not facts or facts.get("keep") or facts.get("finished") or alive(rank):
+                continue
+            shutil.rmtree(rank, ignore_errors=True)
+            out.append(f"{run_dir.name}/{rank.name}")
+        with contextlib.suppress(OSError):
+            run_dir.rmdir()  # only when empty
+    return out
 
 
 def _remove(mine: Path, run_dir: Path) -> int:
