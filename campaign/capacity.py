@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None, help="campaign folder (default multirun/capacity-<date>-<time>)")
     p.add_argument("--most", type=int, default=8, help="the most accelerators a cell emulates (default 8)")
     p.add_argument("overrides", nargs="*", help="accelerator=<profile>, storage=<tiers>, and Hydra overrides for every cell")
-    args = p.parse_args(argv)
+    args = p.parse_intermixed_args(argv)  # overrides may come after --out and the other options
     try:
         profile = _profile(_value(args.overrides, "accelerator"), args.overrides)
     except ValueError as e:

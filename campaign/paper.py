@@ -173,7 +173,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--out", type=Path, default=None, help="campaign folder (default multirun/paper-<date>-<time>)")
     p.add_argument("--only", default=None, help="comma-separated grids to run: table1,fig4_fig5,fig6_fig8,fig7,fig9_fig10")
     p.add_argument("overrides", nargs="*", help="Hydra overrides added to every grid (e.g. platform=slurm)")
-    args = p.parse_args(argv)
+    args = p.parse_intermixed_args(argv)  # overrides may come after --out and the other options
     tiers, fell_back = (args.tiers.split(","), "") if args.tiers is not None else default_tiers()
     if not _known_tiers(tiers, args.tiers):
         return 2

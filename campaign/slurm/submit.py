@@ -108,7 +108,7 @@ def dry_run(cells: list, sweep_dir: Path, platform) -> str:
     settings, then the sbatch script."""
     parts = groups(cells)
     how = "one Slurm array" if len(parts) == 1 else f"{len(parts)} Slurm arrays (one per job shape), one after the other"
-    lines = [f"dry run: {len(cells)} cells would be submitted as {how} (nothing was submitted)"]
+    lines = [f"dry run: {len(cells)} cell{'s' if len(cells) != 1 else ''} would be submitted as {how} (nothing was submitted)"]
     for num, c in enumerate(cells):
         cfg = c.config
         lines.append(

@@ -74,6 +74,7 @@ def test_the_search_brackets_the_largest_count_that_holds():
 def test_bad_input_names_the_setting(tmp_path):
     for args, expected in ((["storage=tmpfs"], "accelerator is not set: choose the profile"),
                            (["accelerator=tpu9"], "accelerator=tpu9: unknown profile"),
+                           (["--most", "2", "accelerator=tpu8"], "accelerator=tpu8: unknown profile"),  # after an option
                            (["accelerator=resnet50_h100", "dataset.num_images=512"],
                             "512 images give no accelerator two batches of 400"),
                            (["accelerator=ci_small", f"hydra.searchpath=[file://{TOY}]", "dataset.num_images=32",
