@@ -1,7 +1,7 @@
 """What limited each run, and each cell: the ``bound`` label, from the evidence every run records
 (``jobs.observe.usage``: CPU time, device busy time and read rate; ``jobs.storage.cache``: the cache state).
 
-Rules, in this order (the README's "What limited a number" states them too):
+Rules, in this order (docs/measurements.md, "What limited a number", states them too):
 
   cache    the data came from memory: the run's cache_state is memory, warm or not_cold
   mixed    the CPU and the storage were both saturated

@@ -275,7 +275,7 @@ values: <code>claims.csv</code>.</p>
 {_table(claims)}
 <h2>What limited each cell</h2>
 <p>bound: storage, cpu, cache, mixed or latency, by the rules in <code>analysis/bounds.py</code> (the
-README's "What limited a number"); the label most runs of the cell had, with the evidence.</p>
+docs/measurements.md, "What limited a number"); the label most runs of the cell had, with the evidence.</p>
 {_table(_cells(folder))}
 {_layout_section(folder)}
 {_capacity(folder)}

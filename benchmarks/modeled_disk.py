@@ -12,7 +12,7 @@ out one file through it and runs fio with O_DIRECT (no page cache): random 4 KiB
   seeks are short and rotation dominates.
 
 Prints IOPS, MB/s and the mean latency beside the published range of the drive class (``REFERENCE``;
-README, "Modelled tiers", gives the sources).
+docs/storage.md, "Modelled tiers", gives the sources).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Every per-run metric a record carries, declared once with its unit and direction.
 
-The README's column table, the analysis and the figure labels read these declarations.
+The column table of docs/outputs.md, the analysis and the figure labels read these declarations.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class HddGeometry:
-    """A drive's datasheet figures (defaults: a 4 TB 7,200 rpm enterprise SATA/SAS drive; README,
+    """A drive's datasheet figures (defaults: a 4 TB 7,200 rpm enterprise SATA/SAS drive; docs/storage.md,
     "Modelled tiers", gives the sources)."""
 
     capacity_gb: float = 4000.0  # bytes over which the seek curve runs (1 GB = 1e9 B)
