@@ -59,6 +59,16 @@ def fig9(results, folder: Path, figure) -> list[Path]:
     return plotting.save(fig, folder / figure.key)
 
 
+def _trace_device(folder: Path, run) -> str:
+    """The device the run's trace counted (its record's ``trace_device``: the slow tier's disk)."""
+    from jobs import records
+
+    try:
+        return str(records.read(folder / str(run["record"])).runs[int(run["run"]) - 1].get("trace_device") or "?")
+    except (records.RecordError, IndexError, KeyError, ValueError):
+        return "?"
+
+
 def fig10(results, folder: Path, figure) -> list[Path]:
     """MB/s written to the slow tier over time, direct-to-slow against the burst buffer (first measured
     run of each), with the end of training marked and the drain after it shaded."""
@@ -83,10 +93,15 @@ def fig10(results, folder: Path, figure) -> list[Path]:
         drained = marks.get("drain_finished", end + t0) - t0
         ax.axvline(end, color="black", linestyle="--", linewidth=0.9, label="end of training")
         if drained > end + 1e-3:
-            ax.axvspan(end, drained, color="0.85", zorder=0, label=f"drain after training ({drained - end:.2f} s)")
+            ax.axvspan(end, drained, color="tab:blue", alpha=0.3, zorder=3, linewidth=0,
+                       label=f"drain after training ({drained - end:.2f} s)")
         name = "direct to the slow tier" if target == "slow" else "burst buffer"
-        ax.set_title(f"{name}: {tiers} ({mode}); device {run.get('fs_type', '')}", fontsize=8)
-        ax.set_ylabel("Write (MB/s)")
+        dt = float(s["dt_s"].median())
+        ax.set_title(f"{name}: {tiers} ({mode}); the slow tier's device {_trace_device(folder, run)}, sampled every "
+                     f"{dt:.2g} s", fontsize=8)
+        # a bar is one sample: the drain's last writes show in the sample that holds its end, which may end
+        # after the shaded drain (its exact times)
+        ax.set_ylabel("Write (MB/s per sample)", fontsize=8)
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=7, loc="upper right")
     axes[-1, 0].set_xlabel("Time since training started (s)")
