@@ -100,20 +100,21 @@ def next_counts(seen: dict[int, dict], predicted: int, most: int) -> list[int]:
     return [lowest - 1] if lowest > 1 else []
 
 
-def measured(seen: dict[int, dict], most: int) -> tuple[int, str]:
-    """(the largest count that held with every run passing, how the search ended)."""
+def measured(seen: dict[int, dict], most: int, bound_by: str = "") -> tuple[int, str]:
+    """(the largest count that held with every run passing, how the search ended); ``bound_by``: what set
+    ``most`` when not --most (e.g. the CPUs of the cluster's nodes)."""
     held = [n for n, v in seen.items() if v["passed"]]
     best = max(held, default=0)
     if best >= most and best + 1 not in seen:
-        return best, f"at least {best}: the search stopped at --most {most}"
+        return best, f"at least {best}: the search stopped at {bound_by or f'--most {most}'}"
     if best == 0:
         return 0, "even one accelerator fell below the threshold"
     return best, ""
 
 
-def row(pred: dict, seen: dict[int, dict], most: int) -> dict:
+def row(pred: dict, seen: dict[int, dict], most: int, bound_by: str = "") -> dict:
     """The tier's line of capacity.csv."""
-    n, note = measured(seen, most)
+    n, note = measured(seen, most, bound_by)
     at, above = seen.get(n, {}), seen.get(n + 1, {})
     return {**pred, "measured_n": n, "measured_total": n * pred.get("nodes", 1), "error_n": n - pred["predicted_n"],
             "au_at_n": at.get("au_min"),

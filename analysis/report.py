@@ -46,6 +46,22 @@ def _table(df) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
+def _claims(claims) -> str:
+    """The claims the campaign measured (judged, or not comparable with the value beside them) as a table;
+    those it has no cells for folded below it, counted in the summary line."""
+    if claims is None or claims.empty:
+        return _table(claims)
+    from analysis.compare import NOT_MEASURED
+
+    missing = claims["status"] == NOT_MEASURED
+    folded = ""
+    if missing.any():
+        n = int(missing.sum())
+        folded = (f"<details><summary>{n} claim{'s' if n != 1 else ''} not measured by this campaign (it has no cells "
+                  f"for {'them' if n != 1 else 'it'})</summary>{_table(claims[missing])}</details>")
+    return _table(claims[~missing]) + folded
+
+
 def _provenance(folder: Path) -> dict:
     from jobs import records
 
@@ -272,7 +288,7 @@ ratios), with the tolerance that decides the verdict. A claim about storage is j
 the paper's regime (cold cache, limited by the storage, the paper's device); measured outside it, it
 is <em>not comparable</em> and the line says why. Data: <code>analysis/paper_claims.yaml</code>,
 values: <code>claims.csv</code>.</p>
-{_table(claims)}
+{_claims(claims)}
 <h2>What limited each cell</h2>
 <p>bound: storage, cpu, cache, mixed or latency, by the rules in <code>analysis/bounds.py</code> (the
 docs/measurements.md, "What limited a number"); the label most runs of the cell had, with the evidence.</p>

@@ -106,7 +106,7 @@ def _prove(tier: str, profile: dict, pred: dict, cell: list[str], most: int, out
     return seen
 
 
-def tier_row(tier: str, profile: dict, overrides: list[str], most: int, out: Path) -> dict:
+def tier_row(tier: str, profile: dict, overrides: list[str], most: int, out: Path, bound_by: str = "") -> dict:
     """Measure, predict and prove one tier; its line of capacity.csv."""
     from analysis import capacity
     from jobs.observe import usage
@@ -134,7 +134,31 @@ def tier_row(tier: str, profile: dict, overrides: list[str], most: int, out: Pat
     loader = [f"{k}={v}" for k, v in LOADER.items() if k not in given]
     cell = ["workload=emulated", f"accelerator={profile['name']}", f"storage={tier}", f"threads={threads}",
             f"batch_size={batch}", "cache=cold", *loader, *common]
-    return capacity.row(pred, _prove(tier, profile, pred, cell, most, out / tier), most)
+    return capacity.row(pred, _prove(tier, profile, pred, cell, most, out / tier), most, bound_by)
+
+
+def _fit_nodes(overrides: list[str], most: int) -> tuple[int, str]:
+    """(``most``, lowered to the accelerators a node of the Slurm partition can hold at platform.cpus_per_task
+    CPUs each; what lowered it, or ""): a count above it would stay pending for ever."""
+    from omegaconf import OmegaConf
+
+    name = _value(overrides, "platform") or "workstation"
+    preset = CONF / "platform" / f"{name}.yaml"
+    conf = OmegaConf.load(preset) if preset.exists() else OmegaConf.create({})
+    if str(conf.get("kind", "")) != "slurm":
+        return most, ""
+    from campaign.slurm.submit import partition_nodes
+
+    partition = _value(overrides, "platform.partition") or conf.get("partition")
+    per_task = int(_value(overrides, "platform.cpus_per_task") or conf.get("cpus_per_task") or 2)
+    cpus = partition_nodes(partition)
+    if not cpus or max(cpus) // per_task >= most:
+        return most, ""
+    fit = max(1, max(cpus) // per_task)
+    why = (f"{fit} a node: the nodes of {'partition ' + str(partition) if partition else 'the default partition'} have "
+           f"{max(cpus)} CPUs and each accelerator's task takes platform.cpus_per_task={per_task}")
+    print(f"[capacity] at most {why}", flush=True)
+    return fit, why
 
 
 def _nodes(overrides: list[str]) -> int:
@@ -189,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
               f"two batches of {batch}: use more images (dataset.num_images) or a smaller batch_size; nothing was run",
               file=sys.stderr)
         return 2
+    most, bound_by = _fit_nodes(args.overrides, most)
     from analysis.capacity import CAPACITY
     from analysis.outputs import claim, study_folder_problem
 
@@ -203,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for tier in tiers:
         try:
-            rows.append(tier_row(tier, profile, args.overrides, most, out))
+            rows.append(tier_row(tier, profile, args.overrides, most, out, bound_by))
         except RuntimeError as e:
             print(f"[capacity] {tier}: {e}", file=sys.stderr, flush=True)
     if not rows:

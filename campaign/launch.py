@@ -99,6 +99,8 @@ def _slurm(hydra_context: Any, config: DictConfig, todo: list[Cell], sweep_dir: 
     platform = validate.View(todo[0].config["platform"])
     try:
         ids = submit.submit(todo, sweep_dir, platform, hydra_context, todo[0].compose(hydra_context, config))
+    except submit.DoesNotFit as e:
+        raise Stop(f"campaign: {e}; nothing was submitted", 2) from None
     except Exception as e:  # noqa: BLE001 - sbatch refused the array, or Slurm is not reachable: nothing queued
         msg = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
         raise Stop(f"campaign: submitting {len(todo)} cells to Slurm failed: {msg}", 1) from None

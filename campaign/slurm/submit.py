@@ -131,12 +131,57 @@ def _load(sweep_dir: Path) -> dict:
     return json.loads(p.read_text()) if p.exists() else {"cells": {}}
 
 
+class DoesNotFit(ValueError):
+    """A cell's job asks more of a node, or more nodes, than the partition has: Slurm would keep it pending
+    for ever (reason PartitionConfig)."""
+
+
+def partition_nodes(partition: str | None) -> list[int] | None:
+    """The CPU count of each node of ``partition`` (the default partition when None), from sinfo; None when
+    sinfo cannot tell (no Slurm here: submission then says why)."""
+    import subprocess
+
+    cmd = ["sinfo", "-h", "-N", "-o", "%N %c"] + (["-p", str(partition)] if partition else [])
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    cpus = {}
+    for line in out.stdout.splitlines():
+        name, _, count = line.partition(" ")
+        if count.strip().isdigit():
+            cpus[name] = int(count)  # a node in several partitions is listed once per partition
+    return list(cpus.values()) or None
+
+
+def check_fits(cells: list, platform) -> None:
+    """Raise DoesNotFit, before anything is submitted, for a job shape the partition's nodes cannot hold."""
+    nodes_cpus = partition_nodes(platform.get("partition"))
+    if not nodes_cpus:
+        return
+    where = f"partition {platform.get('partition')}" if platform.get("partition") else "the default partition"
+    per_task = int(platform.cpus_per_task)
+    for (nodes, per_node), _ in groups(cells):
+        need = per_node * per_task
+        if need > max(nodes_cpus):
+            raise DoesNotFit(f"platform.tasks_per_node={per_node} x platform.cpus_per_task={per_task} asks for {need} "
+                             f"CPUs a node, but the nodes of {where} have at most {max(nodes_cpus)}: Slurm would never "
+                             f"start it; set platform.cpus_per_task={max(1, max(nodes_cpus) // per_node)} or fewer tasks")
+        fit = sum(c >= need for c in nodes_cpus)
+        if nodes > fit:
+            raise DoesNotFit(f"platform.nodes={nodes} asks for {nodes} nodes of {need} CPUs, but {where} has {fit}: "
+                             "Slurm would never start it")
+
+
 def submit(cells: list, sweep_dir: Path, platform, hydra_context: Any, config: DictConfig) -> dict[int, str]:
     """Submit ``cells`` (``launch.Cell``) as one array, each job composing its cell from ``config``
     (a full composition, hydra node included) and its overrides; record cell -> job id in
     submitted.json; return that map."""
     from hydra.core.singleton import Singleton
 
+    check_fits(cells, platform)
     job = (RequeueingCellJob if platform.requeue_on_timeout else CellJob)(hydra_context, config)
     state = Singleton.get_state()
     ids: dict[int, str] = {}

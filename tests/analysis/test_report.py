@@ -51,6 +51,13 @@ def test_report_opens_in_a_browser_with_every_figure(paper, tmp_path):
     for text in ("Comparison with the paper", "Table I", "Machine and software", "hdd_speedup_2", "burst_buffer_speedup",
                  "What each tier delivered", "comparable claims of the paper"):
         assert text in dom, text
+    # the claims it could not measure (no HDD, Lustre or burst buffer here) are folded below the measured ones
+    claims = pd.read_csv(paper / "claims.csv")
+    n = int((claims["status"] == "not measured").sum())
+    folded = re.search(r"<details><summary>(\d+) claims not measured by this campaign[^<]*</summary>(.*?)</details>", dom, re.S)
+    assert folded and int(folded[1]) == n and folded[2].count("<tr>") == n + 1 and "hdd_speedup_2" in folded[2]
+    table = dom[dom.index("Comparison with the paper"):folded.start()]
+    assert "not measured" not in table.split("</p>", 1)[1] and "prefetch" in table
 
 
 def test_every_claim_has_a_verdict(paper):

@@ -259,8 +259,8 @@ def test_capacity_search_runs_its_cells_as_slurm_jobs_on_two_nodes(slurm_cluster
     toy = ROOT / "tests" / "toy" / "conf"
     p = subprocess.run([sys.executable, "-m", "campaign.capacity", "accelerator=ci_small", "storage=shared",
                         f"storage.root={disk_root}", f"hydra.searchpath=[file://{toy}]", "dataset.num_images=256",
-                        "repeats=1", "platform=slurm", "platform.nodes=2", "platform.poll_s=1", "--most", "2",
-                        "--out", str(out)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+                        "repeats=1", "platform=slurm", "platform.nodes=2", "platform.poll_s=1", "--out", str(out)],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     row = pd.read_csv(out / "capacity.csv").iloc[0]
     assert (row["nodes"], row["kernels"]) == (2, 1) and row["measured_total"] == 2 * row["measured_n"]
@@ -285,3 +285,21 @@ def test_capacity_search_runs_its_cells_as_slurm_jobs_on_two_nodes(slurm_cluster
     n, total = int(row["measured_n"]), int(row["measured_total"])
     assert f"[capacity] shared: {n} ci_small accelerator(s) per node ({total} on 2 nodes) held AU >= 90%" in p.stdout
     assert "per node on 2 nodes" in p.stdout and "2 nodes share 1 kernel(s)" in p.stdout, p.stdout
+    # the test nodes have 4 CPUs and a task takes 2: no count above 2 a node is submitted (it would pend for ever)
+    limit = "2 a node: the nodes of the default partition have 4 CPUs and each accelerator's task takes platform.cpus_per_task=2"
+    assert f"[capacity] at most {limit}" in p.stdout and max(int(c) for c in str(row["counts_tried"]).split()) <= 2
+    assert n < 2 or row["note"] == f"at least 2: the search stopped at {limit}"
+
+
+def test_a_job_no_node_can_hold_is_refused_before_submitting(slurm_cluster, tmp_path):
+    """3 tasks of 2 CPUs on nodes of 4 CPUs: Slurm would keep the job pending for ever (PartitionConfig);
+    the campaign says so in one line and submits nothing."""
+    before = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout
+    p = campaign("-m", "platform=slurm", "platform.tasks_per_node=3", "workload=readonly", "dataset.num_images=256",
+                 "batch_size=16", f"hydra.sweep.dir={tmp_path / 's'}", cwd=tmp_path)
+    lines = [x for x in p.stderr.splitlines() if x.strip()]
+    assert p.returncode == 2 and len(lines) == 1, p.stderr
+    assert ("platform.tasks_per_node=3 x platform.cpus_per_task=2 asks for 6 CPUs a node, but the nodes of the default "
+            "partition have at most 4") in lines[0] and "nothing was submitted" in lines[0]
+    assert subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout == before
+    assert not (tmp_path / "s" / "submitted.json").exists()
