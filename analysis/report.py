@@ -7,6 +7,9 @@ import base64
 import html
 from pathlib import Path
 
+from analysis.htmltable import claims_table as _claims
+from analysis.htmltable import table as _table
+
 REPORT = "report.html"
 
 # Marks every figure once the page has loaded, so a headless browser can check them.
@@ -18,48 +21,6 @@ window.addEventListener('load', () => {
     'figures loaded: ' + (imgs.length - bad.length) + '/' + imgs.length + (bad.length ? ' broken: ' + bad.join(', ') : '');
 });
 </script>"""
-
-
-def _number(v: float) -> str:
-    """A measured number as people read it: 1,603 and 0.0124, never 1.6e+03."""
-    a = abs(v)
-    if a >= 1000:
-        return f"{v:,.0f}"
-    if a >= 100 or a == int(a):
-        return f"{v:.0f}" if a == int(a) else f"{v:.1f}"
-    return f"{v:.3g}"
-
-
-def _table(df) -> str:
-    if df is None or df.empty:
-        return "<p><em>none</em></p>"
-    head = "".join(f"<th>{html.escape(str(c)).replace('_', '_<wbr>')}</th>" for c in df.columns)  # long names break
-    rows = []
-    for _, r in df.iterrows():
-        cells = []
-        for c in df.columns:
-            v = r[c]
-            text = _number(v) if isinstance(v, float) and v == v else ("" if v is None or v != v else str(v))
-            cls = f' class="{html.escape(text.replace(" ", "-"))}"' if c == "status" else ""
-            cells.append(f"<td{cls}>{html.escape(text)}</td>")
-        rows.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
-
-
-def _claims(claims) -> str:
-    """The claims the campaign measured (judged, or not comparable with the value beside them) as a table;
-    those it has no cells for folded below it, counted in the summary line."""
-    if claims is None or claims.empty:
-        return _table(claims)
-    from analysis.compare import NOT_MEASURED
-
-    missing = claims["status"] == NOT_MEASURED
-    folded = ""
-    if missing.any():
-        n = int(missing.sum())
-        folded = (f"<details><summary>{n} claim{'s' if n != 1 else ''} not measured by this campaign (it has no cells "
-                  f"for {'them' if n != 1 else 'it'})</summary>{_table(claims[missing])}</details>")
-    return _table(claims[~missing]) + folded
 
 
 def _provenance(folder: Path) -> dict:

@@ -71,11 +71,12 @@ def two_ranks(tmp_path_factory):
         f.write_bytes(data)
     left = _plant_runs(disk / "iocampaign" / "checkpoints")
     outs = []
-    for tier, root, repeats in (("local", disk, 2), ("tmpfs", "/dev/shm", 1)):
-        out = base / tier
+    for tier, root, repeats, extra in (("local", disk, 2, ()), ("tmpfs", "/dev/shm", 1, ()),
+                                       ("local", disk, 1, ("checkpoint.target=burst_buffer",))):
+        out = base / (tier + "".join(f"_{x.split('=')[1]}" for x in extra))
         p = campaign("-m", "workload=sharded_checkpoint", "checkpoint_model=ci_tiny", TOY, "checkpoint.ranks_written=2",
                      "platform.tasks_per_node=2", f"storage={tier}", f"storage.root={root}", f"repeats={repeats}",
-                     "warmup=0", "workload.block_mb=1", f"hydra.sweep.dir={out}", cwd=base)
+                     "warmup=0", "workload.block_mb=1", *extra, f"hydra.sweep.dir={out}", cwd=base)
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
         outs.append(out)
     after = {name: (folder / "rank00000").is_dir() for name, folder in left["folders"].items()}
@@ -126,8 +127,27 @@ def test_the_next_run_removes_what_a_killed_run_left_and_nothing_else(two_ranks)
     assert all(f.read_bytes() == data for f, data in planted.items())
 
 
+def test_through_the_burst_buffer_each_rank_drains_its_shard_and_loads_it_cold_from_storage(two_ranks):
+    """checkpoint.target=burst_buffer: saved on the fast tier (tmpfs), each rank's shard copied to storage (the
+    disk), durable and checked, the fast copy removed, then loaded cold from the disk; drain as MLPerf's
+    durations (the slowest rank's); nothing left on either tier."""
+    outs, disk, planted, _ = two_ranks
+    rec = records.read(next(outs[2].glob("*/record.json")))
+    assert rec.config["checkpoint"]["target"] == "burst_buffer"
+    run = rec.runs[0]
+    ranks = run["shard_ranks"]
+    assert run["drain_duration_s"] == max(r["drain_s"] for r in ranks) > 0
+    assert run["drain_throughput_gb_s"] == pytest.approx(24e6 / run["drain_duration_s"] / GB)
+    assert run["cache_state"] == "cold" and all(r["read_device_bytes"] >= 0.9 * r["bytes"] for r in ranks)
+    assert run["checkpoint_bytes_left"] == 0
+    assert not list(Path("/dev/shm/iocampaign/checkpoints").glob("shards_*"))
+    r = pd.read_csv(outs[2] / "results.csv")
+    assert r["drain_duration_s"].notna().all() and pd.read_csv(outs[0] / "results.csv")["drain_duration_s"].isna().all()
+
+
 def test_each_rank_writes_and_reads_its_shard_and_the_run_follows_mlperf(two_ranks):
     outs, disk, planted, _ = two_ranks
+    outs = outs[:2]
     recs = {records.read(f).config["storage"]["name"]: records.read(f) for out in outs for f in out.glob("*/record.json")}
     assert sorted(recs) == ["local", "tmpfs"]
     for tier, rec in recs.items():
@@ -169,8 +189,11 @@ def test_each_rank_writes_and_reads_its_shard_and_the_run_follows_mlperf(two_ran
      "checkpoint_model=ci_tiny writes 4 ranks (its tp 1 x pp 1 x dp 4) but the cell runs 2 task(s)"),
     (("checkpoint_model=llama3_70b", "platform.tasks_per_node=64", "storage.root=/var/tmp"),
      "checkpoint_model=llama3_70b: 64 of its 64 ranks write 987.8 GB, but /var/tmp has"),
-    (("checkpoint_model=ci_tiny", "checkpoint.ranks_written=1", "checkpoint.target=burst_buffer"),
-     "leave checkpoint.target=slow"),
+    (("checkpoint_model=ci_tiny", "checkpoint.ranks_written=1", "checkpoint.target=fast"),
+     "checkpoint.target=fast: workload=sharded_checkpoint writes to storage=<tier> (slow) or through the burst buffer"),
+    (("checkpoint_model=llama3_8b", "checkpoint.ranks_written=2", "platform.tasks_per_node=2",
+      "checkpoint.target=burst_buffer", "storage@checkpoint.fast=emulated_optane"),
+     "2 of its 8 ranks write 28.1 GB, but checkpoint.fast's emulated image has"),
 ])
 def test_shapes_it_cannot_run_are_refused_before_writing(cwd, args, expected):
     p = campaign("workload=sharded_checkpoint", TOY, *args, cwd=cwd)

@@ -108,3 +108,60 @@ def io_bytes() -> tuple[int | None, int | None, int | None]:
         return vals.get("read_bytes"), vals.get("write_bytes"), vals.get("rchar")
     except (OSError, ValueError):
         return None, None, None
+
+
+def drain(fast: Path, slow: Path, files: list[tuple[str, int]], sums: list[str], block: int) -> float:
+    """The burst buffer's copy of one rank's shard: each file read from the fast tier and written to the slow
+    one in ``block``-sized requests (created, never overwritten), fsynced with its folder, checked against
+    its sha256, then the fast copy removed; seconds taken. Raises ShardError on a difference."""
+    t0 = time.perf_counter()
+    for (name, _), want in zip(files, sums):
+        h = hashlib.sha256()
+        with open(fast / name, "rb", buffering=0) as src:
+            fd = os.open(slow / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                while chunk := src.read(block):
+                    h.update(chunk)
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        if h.hexdigest() != want:
+            raise ShardError(f"{fast / name}: its copy to {slow} does not match the sha256 rank wrote")
+    dfd = os.open(slow, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+    for name, _ in files:
+        (fast / name).unlink()  # only now: the slow copy is durable and checked
+    return time.perf_counter() - t0
+
+
+def phases(ctx, folders: list[Path], files: list[tuple[str, int]], content: Content, base: bytes,
+           sums: list[str]) -> dict:
+    """One rank's timed phases, every rank in step (the run's barriers): save into ``folders[0]``; through
+    the burst buffer (two folders: fast, slow) the drain to ``folders[1]``; then, every copy durable and
+    evicted, the cold load of the last folder, every byte checked."""
+    from jobs.storage import cache
+
+    _, w0, _ = io_bytes()
+    ctx.mark("start")  # every rank's save starts together (the tasks' barrier)
+    out = {"save_s": write(folders[0], files, content, base)}
+    _, w1, _ = io_bytes()
+    ctx.barrier("saved")  # MLPerf: every rank has written before any reads
+    if len(folders) > 1:
+        out["drain_s"] = drain(folders[0], folders[1], files, sums, content.block)
+        ctx.barrier("drained")
+    last = folders[-1]
+    cache.evict([str(last / n) for n, _ in files])
+    ctx.barrier("evicted")
+    r2, _, rc0 = io_bytes()
+    out["load_s"] = read(last, files, content, base)
+    r3, _, rc1 = io_bytes()
+    ctx.mark("end")
+    return {**out, "write_device_bytes": None if w0 is None or w1 is None else w1 - w0,
+            "read_device_bytes": None if r2 is None or r3 is None else r3 - r2,
+            "read_syscall_bytes": None if rc0 is None or rc1 is None else rc1 - rc0}

@@ -1,0 +1,80 @@
+"""A sharded run's folders under the tool's checkpoint folder: each rank's, held by a lock while its shard
+exists; removed after the run (unless kept); and those of killed runs, removed by the next run."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import shutil
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+PREFIX = "shards_"  # a run's folder under the tier's checkpoint folder: shards_<cell id>_<run>_<run id>
+
+
+def claim(run_dir: Path, model_rank: int, keep: bool):
+    """(this rank's new folder, the lock it holds on it while its shard exists, the killed runs' folders
+    removed first): a later run's ``remove_killed`` leaves a held folder alone."""
+    from jobs.workloads.checkpoint.recovery import RunLock, write_run_facts
+
+    removed = remove_killed(run_dir.parent)
+    if removed:
+        log.warning("removed the shards of runs that were killed before they could (no live run holds them): %s",
+                    ", ".join(removed))
+    mine = run_dir / f"rank{model_rank:05d}"
+    lock = RunLock(mine, new=True)
+    write_run_facts(mine, keep=keep, finished=False)  # only now: a folder without its facts is never removed
+    return mine, lock, removed
+
+
+RANK_DIR = re.compile(r"rank\d{5}")
+
+
+def remove_killed(root: Path) -> list[str]:
+    """The rank folders under the tool's checkpoint folder ``root`` that a killed sharded run left (SIGKILL, a
+    lost node): named like a run's (``shards_*/rankNNNNN``), holding the facts a run writes once it holds the
+    folder's lock, not kept (``checkpoint.keep=false``), not finished, and no live process holding that lock.
+    Each goes, and its run's folder once empty. Anything else (another user's files, a kept run, a live
+    run's folder, a folder whose run has not yet written its facts) is left. Returns ``run/rank`` names."""
+    from jobs.workloads.checkpoint.recovery import alive, read_run_facts
+
+    out = []
+    if not root.is_dir():
+        return out
+    for run_dir in sorted(d for d in root.glob(f"{PREFIX}*") if d.is_dir() and not d.is_symlink()):
+        for rank in sorted(r for r in run_dir.iterdir() if RANK_DIR.fullmatch(r.name) and r.is_dir() and not r.is_symlink()):
+            facts = read_run_facts(rank)
+            if not facts or facts.get("keep") or facts.get("finished") or alive(rank):
+                continue
+            shutil.rmtree(rank, ignore_errors=True)
+            out.append(f"{run_dir.name}/{rank.name}")
+        with contextlib.suppress(OSError):
+            run_dir.rmdir()  # only when empty
+    return out
+
+
+def remove(mine: Path, run_dir: Path) -> int:
+    """This rank's shard folder, gone; the run's folder too once no rank's is left. Only the tool's own
+    folders (named by this run) are touched. Returns the bytes left (0)."""
+    if mine.is_dir() and not mine.is_symlink():
+        shutil.rmtree(mine)
+    try:
+        run_dir.rmdir()
+    except OSError:  # another rank's folder is still there (it removes the run's folder after its own)
+        pass
+    return 0
+
+
+def release(mine: Path, lock, keep: bool, files: list[tuple[str, int]]) -> int:
+    """The run is over for this rank's folder: its lock released, and the folder removed unless the run keeps
+    its checkpoints (a kept folder is marked finished, so no later run removes it). Returns the bytes left."""
+    from jobs.workloads.checkpoint.recovery import write_run_facts
+
+    left = sum(b for n, b in files if (mine / n).exists()) if keep else 0
+    if keep and left:
+        write_run_facts(mine, keep=True, finished=True)
+    lock.release()
+    if not keep or not left:  # a burst buffer's fast folder is empty once drained
+        remove(mine, mine.parent)
+    return left
