@@ -166,6 +166,9 @@ def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True, 
             saver.join()
         t_train_end, wall_train_end = time.perf_counter(), time.time()
         mark("end")
+        # the data's device bytes end here: the kernel adds a child's reads to its parent's /proc/self/io when
+        # it is reaped, and finish() reaps the drain (it read every checkpoint back: 1,700x the images' bytes)
+        rb1, _ = pipeline.read_counters()
         drained = drain.finish() if drain is not None else []
         t_drained = time.perf_counter()
     except BaseException:
@@ -177,7 +180,6 @@ def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True, 
     for lk in locks:  # the run ended: recovery never removes what it left (checkpoint.keep, or a caller's)
         ckpt_recovery.write_run_facts(lk.folder, max_to_keep=s.max_to_keep, keep=s.keep, finished=True)
     readers.close_all()  # HDF5 files the pipeline opened (dataset.format=hdf5)
-    rb1, _ = pipeline.read_counters()
     if target == "burst_buffer" and not ckpt_store.prefixes(folder, s.tag):
         shutil.rmtree(folder, ignore_errors=True)  # drained: the fast tier is left clean
     checkpoints = saver.checkpoints if saver is not None else []
