@@ -22,14 +22,21 @@ def figure(rows, folder: Path, fig_spec) -> list[Path]:
         return []
     ranks = df["ranks_written"].astype(int)
     df["shape"] = tables.text(df["checkpoint_model"]) + " · " + ranks.astype(str) + ranks.map({1: " rank"}).fillna(" ranks")
-    tiers = plotting.tier_order(df["storage"])
+    # through the burst buffer a run saves on the fast tier and loads from storage: its own group of bars
+    bb = tables.text(df.get("checkpoint_target", "")) == "burst_buffer"
+    df["where"] = df["storage"].where(~bb, tables.text(df.get("checkpoint_tiers", "")).str.replace("->", " → "))
+    tiers = [t for base in plotting.tier_order(df["storage"]) for t in dict.fromkeys(df.loc[df["storage"] == base, "where"])]
     shapes = list(dict.fromkeys(df["shape"]))
     width = 0.8 / len(shapes)
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for ax, metric, what in zip(axes, ("save_throughput_gb_s", "load_throughput_gb_s"), ("save (durable)", "load (cold)")):
+    panels = [("save_throughput_gb_s", "save (durable)")]
+    if "drain_throughput_gb_s" in df and df["drain_throughput_gb_s"].notna().any():
+        panels.append(("drain_throughput_gb_s", "drain (fast tier to storage)"))
+    panels.append(("load_throughput_gb_s", "load (cold)"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4))
+    for ax, (metric, what) in zip(axes, panels):
         for k, shape in enumerate(shapes):
             for x, tier in enumerate(tiers):
-                one = df[(df["storage"] == tier) & (df["shape"] == shape)]
+                one = df[(df["where"] == tier) & (df["shape"] == shape) & df[metric].notna()]
                 if one.empty:
                     continue
                 med, lo, hi = one[metric].median(), one[metric].min(), one[metric].max()
@@ -39,7 +46,7 @@ def figure(rows, folder: Path, fig_spec) -> list[Path]:
                     state = "/".join(sorted(set(tables.text(one["cache_state"]))))
                     ax.annotate(state, (bar[0].get_x() + width / 2, hi), textcoords="offset points", xytext=(0, 3),
                                 ha="center", fontsize=6)
-        ax.set_xticks(range(len(tiers)), tiers)
+        ax.set_xticks(range(len(tiers)), [t.replace(" → ", " →\n") for t in tiers], fontsize=8)
         ax.set_ylabel(f"{what.split()[0]} throughput ({METRICS[metric].unit})")
         ax.set_title(what, fontsize=9)
         ax.grid(axis="y", linewidth=0.3)

@@ -81,6 +81,12 @@ def _shuffle(cfg: dict) -> str:
 
 def _checkpoint_values(cfg: dict) -> dict:
     model = ((cfg.get("checkpoint") or {}).get("model") or {}).get("name") or ""  # workload=sharded_checkpoint's shape
+    if model and (cfg.get("checkpoint") or {}).get("target"):  # sharded: written to storage, or through the fast tier
+        ck = cfg["checkpoint"]
+        bb = ck["target"] == "burst_buffer"
+        return {"checkpoint_target": ck["target"], "checkpoint_mode": "",
+                "checkpoint_tiers": f"{ck['fast']['name']}->{cfg['storage']['name']}" if bb else cfg["storage"]["name"],
+                "checkpoint_model": model}
     if cfg["workload"].get("kind") != "checkpoint":
         return {"checkpoint_target": "", "checkpoint_mode": "", "checkpoint_tiers": "", "checkpoint_model": model}
     ck = cfg["checkpoint"]

@@ -147,7 +147,7 @@ def _wait_for(pattern: str, base: Path, proc: subprocess.Popen, within_s: float 
 
 SCENARIOS = {
     # a cell whose runs are two tasks each, killed while the tasks wait at the barrier
-    "tasks": (["workload=readonly", "platform.tasks_per_node=2", "repeats=3"], "*/tasks/*/ready-*", 0),
+    "tasks": (["workload=readonly", "platform.tasks_per_node=2", "repeats=2"], "*/tasks/*/ready-*", 0),
     # a cell on the tf.data service (the dispatcher and two workers), killed once the workers are up
     "service": (["workload=readonly", "input.service=true", "input.workers=2", "repeats=3"],
                 "*/service/worker-1.ready", 0),
@@ -175,7 +175,7 @@ def test_kill_9_of_the_campaign_leaves_no_process(tmp_path, scenario):
     p = campaign(*args, cwd=tmp_path)  # the resume
     assert p.returncode == 0, p.stderr[-3000:]
     rec = records.read(next(out.glob("*/record.json")))
-    assert len(rec.runs) == 3
+    assert len(rec.runs) == 2
     for run in rec.runs:
         assert run["cache_state"] == "cold" and run["images"] == 96, run
         assert run["tasks"] == 2 and [t["images"] for t in run["task_results"]] == [48, 48]

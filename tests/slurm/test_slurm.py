@@ -226,7 +226,7 @@ def test_paper_study_on_slurm_without_waiting_chains_its_grids(slurm_cluster, tm
     from unfinished cells, and campaign.status follows the study's folder."""
     out = tmp_path / "study"
     p = campaign("+experiment=paper", "--scale", "ci", "--tiers", "local", "--only", "table1,fig4_fig5",
-                 "--out", str(out), "platform=slurm", "platform.wait=false", f"storage.root={disk_root}",
+                 "--out", str(out), "platform=slurm", "platform.wait=false", f"storage.root={disk_root}", "threads=1",
                  cwd=tmp_path, timeout=300)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     assert "[paper] every grid was submitted to Slurm, each after the one before" in p.stdout
@@ -241,10 +241,10 @@ def test_paper_study_on_slurm_without_waiting_chains_its_grids(slurm_cluster, tm
             break
         time.sleep(1)
     assert st.returncode == 0 and "== table1" in st.stdout and "== fig4_fig5" in st.stdout, st.stdout + st.stderr
-    assert "4 completed" in st.stdout and "1 completed" in st.stdout
+    assert "2 completed" in st.stdout and "1 completed" in st.stdout
     ends = [end for _, end in _times(table1)]
     starts = [start for start, _ in _times(figs)]
-    assert len(ends) == 1 and len(starts) == 4 and min(starts) >= max(ends), (starts, ends)
+    assert len(ends) == 1 and len(starts) == 2 and min(starts) >= max(ends), (starts, ends)
     a = analysis(str(out), cwd=tmp_path)
     assert a.returncode == 0 and (out / "report.html").exists(), a.stdout + a.stderr
 
@@ -259,7 +259,8 @@ def test_capacity_search_runs_its_cells_as_slurm_jobs_on_two_nodes(slurm_cluster
     toy = ROOT / "tests" / "toy" / "conf"
     p = subprocess.run([sys.executable, "-m", "campaign.capacity", "accelerator=ci_small", "storage=shared",
                         f"storage.root={disk_root}", f"hydra.searchpath=[file://{toy}]", "dataset.num_images=256",
-                        "repeats=1", "platform=slurm", "platform.nodes=2", "platform.poll_s=1", "--out", str(out)],
+                        "repeats=1", "platform=slurm", "platform.nodes=2", "platform.cpus_per_task=4", "platform.poll_s=1",
+                        "--out", str(out)],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     row = pd.read_csv(out / "capacity.csv").iloc[0]
@@ -285,10 +286,10 @@ def test_capacity_search_runs_its_cells_as_slurm_jobs_on_two_nodes(slurm_cluster
     n, total = int(row["measured_n"]), int(row["measured_total"])
     assert f"[capacity] shared: {n} ci_small accelerator(s) per node ({total} on 2 nodes) held AU >= 90%" in p.stdout
     assert "per node on 2 nodes" in p.stdout and "2 nodes share 1 kernel(s)" in p.stdout, p.stdout
-    # the test nodes have 4 CPUs and a task takes 2: no count above 2 a node is submitted (it would pend for ever)
-    limit = "2 a node: the nodes of the default partition have 4 CPUs and each accelerator's task takes platform.cpus_per_task=2"
-    assert f"[capacity] at most {limit}" in p.stdout and max(int(c) for c in str(row["counts_tried"]).split()) <= 2
-    assert n < 2 or row["note"] == f"at least 2: the search stopped at {limit}"
+    # the test nodes have 4 CPUs and a task takes 4: no count above 1 a node is submitted (it would pend for ever)
+    limit = "1 a node: the nodes of the default partition have 4 CPUs and each accelerator's task takes platform.cpus_per_task=4"
+    assert f"[capacity] at most {limit}" in p.stdout and str(row["counts_tried"]) == "1"
+    assert n == 0 or row["note"] == f"at least 1: the search stopped at {limit}"
 
 
 def test_a_job_no_node_can_hold_is_refused_before_submitting(slurm_cluster, tmp_path):

@@ -143,6 +143,8 @@ def test_through_the_burst_buffer_each_rank_drains_its_shard_and_loads_it_cold_f
     assert not list(Path("/dev/shm/iocampaign/checkpoints").glob("shards_*"))
     r = pd.read_csv(outs[2] / "results.csv")
     assert r["drain_duration_s"].notna().all() and pd.read_csv(outs[0] / "results.csv")["drain_duration_s"].isna().all()
+    assert set(r["checkpoint_target"]) == {"burst_buffer"} and set(r["checkpoint_tiers"]) == {"tmpfs->local"}
+    assert (outs[2] / "checkpoint_shards.png").stat().st_size > 10_000  # save, drain and load panels
 
 
 def test_each_rank_writes_and_reads_its_shard_and_the_run_follows_mlperf(two_ranks):

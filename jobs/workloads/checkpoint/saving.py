@@ -166,9 +166,7 @@ def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True, 
             saver.join()
         t_train_end, wall_train_end = time.perf_counter(), time.time()
         mark("end")
-        # the data's device bytes end here: the kernel adds a child's reads to its parent's /proc/self/io when
-        # it is reaped, and finish() reaps the drain (it read every checkpoint back: 1,700x the images' bytes)
-        rb1, _ = pipeline.read_counters()
+        rb1, _ = pipeline.read_counters()  # before finish() reaps the drain: a reaped child's reads join ours
         drained = drain.finish() if drain is not None else []
         t_drained = time.perf_counter()
     except BaseException:
