@@ -251,7 +251,7 @@ is <em>not comparable</em> and the line says why. Data: <code>analysis/paper_cla
 values: <code>claims.csv</code>.</p>
 {_claims(claims)}
 <h2>What limited each cell</h2>
-<p>bound: storage, cpu, cache, mixed or latency, by the rules in <code>analysis/bounds.py</code> (the
+<p>bound: storage, cpu, cache, mixed or latency, by the rules in <code>analysis/bounds.py</code> (stated in
 docs/measurements.md, "What limited a number"); the label most runs of the cell had, with the evidence.</p>
 {_table(_cells(folder))}
 {_layout_section(folder)}
