@@ -81,7 +81,7 @@ def fig10(results, folder: Path, figure) -> list[Path]:
     if df.empty:
         return []
     groups = list(dict.fromkeys(zip(df["checkpoint_target"], df["checkpoint_tiers"], df["checkpoint_mode"])))
-    fig, axes = plt.subplots(len(groups), 1, figsize=(7, 2.3 * len(groups)), squeeze=False, sharex=True)
+    fig, axes = plt.subplots(len(groups), 1, figsize=(7, 2.6 * len(groups)), squeeze=False, sharex=True)
     for ax, (target, tiers, mode) in zip(axes[:, 0], groups):
         run = df[(df["checkpoint_target"] == target) & (df["checkpoint_tiers"] == tiers)
                  & (df["checkpoint_mode"] == mode)].sort_values("run").iloc[0]
@@ -97,8 +97,8 @@ def fig10(results, folder: Path, figure) -> list[Path]:
                        label=f"drain after training ({drained - end:.2f} s)")
         name = "direct to the slow tier" if target == "slow" else "burst buffer"
         dt = float(s["dt_s"].median())
-        ax.set_title(f"{name}: {tiers} ({mode}); the slow tier's device {_trace_device(folder, run)}, sampled every "
-                     f"{dt:.2g} s", fontsize=8)
+        ax.set_title(f"{name}: {tiers} ({mode})\nthe slow tier's device {_trace_device(folder, run)}, sampled every "
+                     f"{dt:.2g} s", fontsize=8)  # two lines: a long mount path fits the figure's width
         # a bar is one sample: the drain's last writes show in the sample that holds its end, which may end
         # after the shaded drain (its exact times)
         ax.set_ylabel("Write (MB/s per sample)", fontsize=8)

@@ -16,6 +16,9 @@ def number(v: float) -> str:
     return f"{v:.3g}"
 
 
+PROSE = ("_reason", "measured_from")  # columns of sentences: kept wide enough to read as lines, not as a column of words
+
+
 def table(df) -> str:
     """A data frame as an HTML table (a claim's status also as its cell's class, for its colour)."""
     if df is None or df.empty:
@@ -27,7 +30,8 @@ def table(df) -> str:
         for c in df.columns:
             v = r[c]
             text = number(v) if isinstance(v, float) and v == v else ("" if v is None or v != v else str(v))
-            cls = f' class="{html.escape(text.replace(" ", "-"))}"' if c == "status" else ""
+            cls = (f' class="{html.escape(text.replace(" ", "-"))}"' if c == "status"
+                   else ' class="prose"' if str(c).endswith(PROSE) else "")
             cells.append(f"<td{cls}>{html.escape(text)}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"

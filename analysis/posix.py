@@ -17,7 +17,7 @@ FILES = "posix_files.csv"
 SIZES = "posix_sizes"
 TIMELINE = "posix_timeline"
 KEYS = ("workload", "kind", "pipeline", "storage", "dataset", "format", "shuffle", "threads", "batch_size", "prefetch",
-        "checkpoint_target", "run")
+        "checkpoint_target", "run", "traced_run")
 LINE_BINS = posix.TIMELINE_BINS // 40  # time bins of the threads' table per step of the traced MB/s line
 METRIC_COLUMNS = tuple(m for m in METRICS if m.startswith("posix_"))
 PERFETTO = ("python -m analysis.perfetto <cell>/posix/trace-*.pfw.gz  # writes <trace>.json.gz: open it at "
@@ -200,7 +200,10 @@ def per_cell(folder: Path):
     if s.empty:
         return None
     s["small_reads_pct"] = 100 * s["posix_small_read_share"]
-    g = s.groupby(["cell_dir", "workload", "pipeline", "storage", "format", "threads"], dropna=False, sort=False)
+    if "traced_run" not in s:  # a summary written before trace.runs existed: every run was traced
+        s["traced_run"] = "measured"
+    g = s.groupby(["cell_dir", "workload", "pipeline", "storage", "format", "threads", "traced_run"], dropna=False,
+                  sort=False)
     out = g.agg(runs=("run", "count"), reads=("posix_reads", "median"), opens=("posix_opens", "median"),
                 files=("posix_files", "median"), reopened=("posix_files_reopened", "median"),
                 small_reads_pct=("small_reads_pct", "median"), mean_read_bytes=("posix_mean_read_bytes", "median"),

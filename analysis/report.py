@@ -195,7 +195,10 @@ def _posix_section(folder: Path) -> str:
             "recorded by dftracer's preload library; medians over each cell's runs. <code>small_reads_pct</code>: "
             "reads that returned under 100 B (the read that finds the end of each file returns 0 B); "
             "<code>reads_in_flight</code>: time inside read calls per second of the run; <code>threads_reading</code>: "
-            "threads that made reads. Per run: <code>posix_summary.csv</code>; per file and run: "
+            "threads that made reads; <code>traced_run</code>: <code>measured</code> when the measured runs were "
+            "traced (their rates carry the tracer's cost), <code>extra</code> for the one run a "
+            "<code>trace.runs=extra</code> cell traced after its untraced measured runs. Per run: "
+            "<code>posix_summary.csv</code>; per file and run: "
             "<code>posix_files.csv</code>.</p>" + warn + _table(table)
             + _embed(folder, posix.SIZES, "Request sizes: read calls by bytes returned, per pipeline and format")
             + _embed(folder, posix.TIMELINE, "One run's reads per thread (top) and the device's MB/s beneath")
@@ -233,7 +236,7 @@ body {{ font-family: sans-serif; max-width: 1300px; margin: 2em auto; padding: 0
 table {{ border-collapse: collapse; margin: 1em 0; font-size: 0.8em; table-layout: auto; max-width: 100%; }}
 td, th {{ border: 1px solid #bbb; padding: 0.2em 0.4em; text-align: left; overflow-wrap: break-word; }}
 td.reproduced {{ background: #d9f2d9; }} td.not-reproduced {{ background: #f8d7d7; }} td.not-measured {{ background: #eee; }}
-td.not-comparable {{ background: #fdf0c8; }}
+td.not-comparable {{ background: #fdf0c8; }} td.prose {{ min-width: 16em; }}
 figure {{ margin: 1.5em 0; }} img.figure {{ max-width: 100%; border: 1px solid #ddd; }}
 pre {{ background: #f6f6f6; padding: 0.5em; white-space: pre-wrap; }}
 </style></head><body>

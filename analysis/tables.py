@@ -132,7 +132,7 @@ def collect(folder: str | Path) -> Collected:
                 continue
             out.rows.append(_row(base, run, rec, mount, d, str(path.relative_to(folder))))
             if "posix_calls" in run:
-                out.posix.append(_posix_entry(base, run, d))
+                out.posix.append(_posix_entry(base, run, d, "measured"))
             if "seq_read_mb_s" in run:
                 out.baselines += _baseline_rows(base, run, d)
             for ck in run.get("checkpoints", []):
@@ -140,6 +140,8 @@ def collect(folder: str | Path) -> Collected:
                                         "checkpoint_mode": base["checkpoint_mode"],
                                         "checkpoint_tiers": base["checkpoint_tiers"], "run": run["run"],
                                         "fallback": run.get("fallback") or "", **{k: ck.get(k) for k in CHECKPOINT_COLUMNS}})
+        if rec.traced_run and "posix_calls" in rec.traced_run:  # trace.runs=extra: its calls, not a rate
+            out.posix.append(_posix_entry(base, rec.traced_run, d, "extra"))
     out.cells.sort(key=lambda c: (len(c["cell_dir"]), c["cell_dir"]))
     return out
 
@@ -204,12 +206,14 @@ def _row(base: dict, run: dict, rec: records.CellRecord, mount: dict, d: str, re
     return row
 
 
-def _posix_entry(base: dict, run: dict, cell_dir: str) -> dict:
-    """A traced run: its cell's values, its posix_* figures, and its files relative to the campaign folder."""
+def _posix_entry(base: dict, run: dict, cell_dir: str, traced: str) -> dict:
+    """A traced run: its cell's values, which run it was (``measured``, or the ``extra`` one of
+    trace.runs=extra), its posix_* figures, and its files relative to the campaign folder."""
     def rel(p):
         return [str(Path(cell_dir) / x) for x in p] if isinstance(p, list) else str(Path(cell_dir) / p) if p else ""
 
-    return {**base, "run": run["run"], "cell_dir": cell_dir, "seconds": run.get("seconds") or run.get("runtime_s"),
+    return {**base, "run": run["run"], "traced_run": traced, "cell_dir": cell_dir,
+            "seconds": run.get("seconds") or run.get("runtime_s"),
             "bytes_consumed": run.get("bytes_consumed"),
             **{k: v for k, v in run.items() if k.startswith("posix_") and not isinstance(v, (dict, list))},
             "posix_size_histogram": run.get("posix_size_histogram") or {},

@@ -2,12 +2,16 @@
 
     python -m benchmarks.posix_overhead [--storage-root /var/tmp] [--num-images 2048] [--threads 1,4]
                                         [--workloads readonly,microbench] [--rounds 3] [--repeats 2]
+                                        [--modes all,extra] [--cache cold|warm]
 
 The same cell is measured without and with tracing, side by side: in every round, ``--repeats``
-cold-cache runs of each (the order alternating between rounds) through the campaign's own run
-loop, the traced ones in the child process the campaign starts for them. Prints the median
-images/s of each, the median of the per-round ratios traced ÷ untraced (with their range), the
-calls traced per second and the trace's size per call.
+runs of each (the order alternating between rounds) through the campaign's own run loop, the
+traced ones in the child process the campaign starts for them. Modes (``trace.runs``): ``all``, every
+measured run traced; ``extra``, the measured runs untraced and one more run traced. Prints, per mode,
+the median images/s of the measured runs, the median of the per-round ratios traced ÷ untraced
+(with their range), what the cell's whole measurement took against the untraced cell's (the extra
+run and its child's start-up), the calls traced per second, the trace's size per call and the
+traced runs' coverage.
 """
 
 from __future__ import annotations
@@ -17,23 +21,55 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from benchmarks.presets import cell, dataset
 
 
-def _measure(config: dict, traced: bool, repeats: int, seed: int) -> list[dict]:
+def _measure(config: dict, mode: str | None, repeats: int, seed: int) -> tuple[list[dict], list[dict], float]:
+    """(measured runs, traced runs, seconds the whole measurement took) of one cell; ``mode`` None: untraced."""
     from jobs import runner
     from jobs.observe import posix
 
-    config = {**config, "trace": {"posix": traced}, "repeats": repeats, "warmup": 0, "seed": seed}
+    trace = {"posix": False} if mode is None else {"posix": True, "runs": mode}
+    config = {**config, "trace": trace, "repeats": repeats, "warmup": 0, "seed": seed}
     with tempfile.TemporaryDirectory(prefix="iocampaign-bench-") as job_dir:
+        t0 = time.perf_counter()
         runs, _, _ = runner.measure(config, Path(job_dir))
+        took = time.perf_counter() - t0
+        traced = [r for r in runs if "posix_calls" in r]
         if traced:
             size = sum(f.stat().st_size for f in posix.trace_files(Path(job_dir) / posix.SUBDIR))
-            for r in runs:  # the trace also holds the eviction's calls between runs: an upper bound
-                r["bytes_per_call"] = size / max(1, sum(x["posix_calls"] for x in runs))
-    return runs
+            for r in traced:  # the trace also holds the eviction's calls between runs: an upper bound
+                r["bytes_per_call"] = size / max(1, sum(x["posix_calls"] for x in traced))
+    return [r for r in runs if not r.get("traced_extra")], traced, took
+
+
+def _rows(config: dict, workload: str, n: int, modes: list[str], args) -> list[tuple]:
+    """One row per mode: ``--rounds`` rounds of untraced and traced measurements, the order alternating."""
+    got = {m: {"measured": [], "traced": [], "ratios": [], "time_ratios": []} for m in [None, *modes]}
+    for r in range(args.rounds):
+        this = {}
+        for mode in ([None, *modes] if r % 2 == 0 else [*modes, None]):
+            this[mode] = _measure(config, mode, args.repeats, args.seed + r)
+            got[mode]["measured"] += this[mode][0]
+            got[mode]["traced"] += this[mode][1]
+        for mode in modes:
+            got[mode]["ratios"].append(statistics.median(x["images_per_s"] for x in this[mode][0])
+                                       / statistics.median(x["images_per_s"] for x in this[None][0]))
+            got[mode]["time_ratios"].append(this[mode][2] / this[None][2])
+    untraced = statistics.median(x["images_per_s"] for x in got[None]["measured"])
+    rows = []
+    for mode in modes:
+        g = got[mode]
+        rows.append((workload, n, mode, untraced, statistics.median(x["images_per_s"] for x in g["measured"]),
+                     statistics.median(g["ratios"]), min(g["ratios"]), max(g["ratios"]), statistics.median(g["time_ratios"]),
+                     statistics.median(x["posix_calls"] / x["seconds"] for x in g["traced"]),
+                     statistics.median(x["bytes_per_call"] for x in g["traced"]),
+                     min(x["posix_coverage"] or 0 for x in g["traced"]),
+                     sum(not x["posix_complete"] for x in g["traced"]), len(g["traced"])))
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,7 +84,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cache", default="cold", choices=["cold", "warm"],
                    help="warm: the set in the page cache, so the disk's swings leave the tracer's CPU cost alone")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--modes", default="all,extra", help="trace.runs values to compare with untraced runs: all, extra")
     args = p.parse_args(argv)
+    modes = args.modes.split(",")
+    if not modes or not set(modes) <= {"all", "extra"}:
+        p.error(f"--modes={args.modes}: give all, extra or both")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     ds = dataset(args.storage_root, args.dataset, args.num_images, args.seed)
     rows = []
@@ -56,31 +96,15 @@ def main(argv: list[str] | None = None) -> int:
         base = cell([f"workload={workload}", f"dataset={args.dataset}", f"dataset.num_images={args.num_images}",
                      f"storage.root={args.storage_root}", f"cache={args.cache}", "batch_size=64", "prefetch=0"])
         for n in [int(t) for t in args.threads.split(",")]:
-            config = {**base, "threads": n}
-            got: dict[bool, list[dict]] = {False: [], True: []}
-            ratios = []
-            for r in range(args.rounds):
-                this = {}
-                for traced in ((False, True) if r % 2 == 0 else (True, False)):
-                    this[traced] = _measure(config, traced, args.repeats, args.seed + r)
-                    got[traced] += this[traced]
-                ratios.append(statistics.median(x["images_per_s"] for x in this[True])
-                              / statistics.median(x["images_per_s"] for x in this[False]))
-            traced_runs = got[True]
-            calls = statistics.median(x["posix_calls"] / x["seconds"] for x in traced_runs)
-            per_call = statistics.median(x["bytes_per_call"] for x in traced_runs)
-            rows.append((workload, n, statistics.median(x["images_per_s"] for x in got[False]),
-                         statistics.median(x["images_per_s"] for x in traced_runs), statistics.median(ratios),
-                         min(ratios), max(ratios), calls, per_call,
-                         min(x["posix_coverage"] or 0 for x in traced_runs), sum(not x["posix_complete"] for x in traced_runs)))
+            rows += _rows({**base, "threads": n}, workload, n, modes, args)
     mount = __import__("jobs.observe.provenance", fromlist=["mount_of"]).mount_of(ds.location)
     print(f"dataset {ds.name}: {len(ds.files)} files, {ds.total_bytes / 1e6:.0f} MB on {mount.source} ({mount.fs_type}); "
-          f"{args.rounds} rounds x {args.repeats} {args.cache}-cache runs of each mode, order alternating")
-    print(f"{'workload':>10} {'threads':>7} {'untraced':>9} {'traced':>9} {'traced/untraced':>15} {'(min-max)':>12} "
-          f"{'calls/s':>9} {'B/call':>7} {'min coverage':>12} {'incomplete':>10}")
-    for w, n, off, on, ratio, lo, hi, calls, per_call, cov, bad in rows:
-        print(f"{w:>10} {n:>7} {off:>9.0f} {on:>9.0f} {ratio:>15.3f} {f'({lo:.2f}-{hi:.2f})':>12} {calls:>9.0f} "
-              f"{per_call:>7.1f} {cov:>12.3f} {bad:>10}")
+          f"{args.rounds} rounds x {args.repeats} {args.cache}-cache measured runs of each mode, order alternating")
+    print(f"{'workload':>10} {'threads':>7} {'trace.runs':>10} {'untraced':>9} {'measured':>9} {'measured/untraced':>17} "
+          f"{'(min-max)':>12} {'cell time':>9} {'calls/s':>9} {'B/call':>7} {'min coverage':>12} {'incomplete':>10}")
+    for w, n, mode, off, on, ratio, lo, hi, took, calls, per_call, cov, bad, traced in rows:
+        print(f"{w:>10} {n:>7} {mode:>10} {off:>9.0f} {on:>9.0f} {ratio:>17.3f} {f'({lo:.2f}-{hi:.2f})':>12} "
+              f"{took:>8.2f}x {calls:>9.0f} {per_call:>7.1f} {cov:>12.3f} {f'{bad} of {traced}':>10}")
     return 0
 
 

@@ -60,8 +60,10 @@ def execute(cfg: DictConfig) -> None:
         if not multirun:
             raise errors.Stop(f"campaign: the cell failed: {type(e).__name__}: {e} (record: {path})", 1) from None
         raise
+    extra = [r for r in runs if r.get("traced_extra")]  # trace.runs=extra: kept apart from the measured runs
     rec = records.CellRecord(cell_id=cell_id(config), status=records.COMPLETED, config=config, overrides=overrides,
-                             runs=runs, dataset=dataset, provenance=prov, started_at=started, finished_at=records.now())
+                             runs=[r for r in runs if not r.get("traced_extra")], dataset=dataset, provenance=prov,
+                             started_at=started, finished_at=records.now(), traced_run=extra[0] if extra else None)
     log.info("record: %s", records.write(rec, job_dir))
 
 

@@ -201,6 +201,7 @@ class InputConf:
 @dataclass
 class TraceConf:
     posix: bool = False  # record every POSIX call of the runs on the data and checkpoint tiers (dftracer, LD_PRELOAD)
+    runs: str = "all"  # which runs are traced: all (every run; rates carry the tracer's cost) | extra (one more run)
 
 
 @dataclass

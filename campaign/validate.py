@@ -164,9 +164,21 @@ def _data_on_its_tier(cfg: View, config: dict) -> None:
                           "storage=<the tier they are on> storage.root=<a folder there>")
 
 
+TRACE_RUNS = ("all", "extra")
+
+
 def _trace(cfg: View, workload) -> None:
-    """trace.posix=true: the workload's I/O is TensorFlow's, and dftracer's preload library is here."""
-    if not (cfg.get("trace") or {}).get("posix"):
+    """trace.posix=true: the workload's I/O is TensorFlow's, and dftracer's preload library is here;
+    trace.runs names which runs are traced, and only for a traced cell."""
+    trace = cfg.get("trace") or {}
+    runs = trace.get("runs", "all")
+    if runs not in TRACE_RUNS:
+        raise ConfigError(f"trace.runs={runs} is not one of {', '.join(TRACE_RUNS)} (all: every run traced; extra: the "
+                          "measured runs untraced and one more run traced for its calls)")
+    if not trace.get("posix"):
+        if runs != "all":
+            raise ConfigError(f"trace.runs={runs} names the runs trace.posix=true traces; add trace.posix=true (or leave "
+                              "trace.runs out)")
         return
     if not workload.posix_traceable:
         raise ConfigError(f"trace.posix=true traces TensorFlow's I/O; workload={cfg.workload.name} does not use it "

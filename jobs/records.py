@@ -31,6 +31,7 @@ class CellRecord:
     started_at: str
     finished_at: str
     error: dict | None = None  # type, message and traceback of a failed cell
+    traced_run: dict | None = None  # trace.runs=extra: the one run traced for its POSIX calls, not a measured run
     schema_version: int = field(default=SCHEMA_VERSION)
 
 

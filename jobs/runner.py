@@ -43,20 +43,20 @@ def dataset_summary(ds, prov: dict | None = None) -> dict:
     }
 
 
-def measure(config: dict, job_dir: Path) -> tuple[list[dict], dict, dict]:
+def measure(config: dict, job_dir: Path, first_run: int = 1) -> tuple[list[dict], dict, dict]:
     """Every run of the cell whose resolved config is ``config`` (warm-ups first) with its cache
-    evidence; plus dataset summary and provenance.
-
-    Everything that writes on a tier (its set-up, the dataset's generation, the runs, the tear-down)
-    happens under the locks of the tiers and devices the cell touches.
-    """
+    evidence; plus dataset summary and provenance. ``first_run`` numbers the first measured run (the
+    extra traced run of ``trace.runs=extra`` is run ``repeats + 1``). Everything that writes on a tier
+    (its set-up, the dataset's generation, the runs, the tear-down) happens under the locks of the
+    tiers and devices the cell touches."""
     from jobs.data import datasets, formats
     from jobs.execution import traced
     from jobs.observe import provenance
     from jobs.storage import cache, locks
 
-    if (config.get("trace") or {}).get("posix") and not traced.inside():
-        return traced.measure(config, job_dir)  # the same, in a child process started with the tracer
+    if (config.get("trace") or {}).get("posix") and not traced.inside():  # in a child started with the tracer
+        extra = config["trace"].get("runs", "all") == "extra"  # or untraced here, then one more run in a child
+        return traced.with_extra_run(config, job_dir, measure) if extra else traced.measure(config, job_dir)
     cfg = View(config)
     w = workloads.get(cfg.workload.kind)
     if w.in_tensorflow:  # before the locks: the import holds no device; its start-up lines go to the cell's folder
@@ -90,7 +90,7 @@ def measure(config: dict, job_dir: Path) -> tuple[list[dict], dict, dict]:
             if modeled:
                 prov["modeled_tiers"] = [asdict(t) for t in modeled]
             if not all_tiers:
-                return _staged_runs(w, cfg, config, job_dir, ds, data_dir, prov), dataset_summary(ds, prov), prov
+                return _staged_runs(w, cfg, config, job_dir, ds, data_dir, prov, first_run), dataset_summary(ds, prov), prov
             from jobs.storage import tiers
 
             if tier is not None:
@@ -99,18 +99,18 @@ def measure(config: dict, job_dir: Path) -> tuple[list[dict], dict, dict]:
             cache.evict(ds.storage_files)  # flush the freshly written set before the throttle applies
             cg = tiers.join_all(all_tiers)
             try:
-                runs = _staged_runs(w, cfg, config, job_dir, ds, data_dir, prov)
+                runs = _staged_runs(w, cfg, config, job_dir, ds, data_dir, prov, first_run)
             finally:
                 tiers.leave_all(cg)
     return runs, dataset_summary(ds, prov), prov
 
 
-def _staged_runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, data_dir: str, prov: dict) -> list[dict]:
+def _staged_runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, data_dir: str, prov: dict, first_run: int):
     """The runs, reading a copy staged on ``cfg.stage`` first when one is asked for (the copy's time
     goes into provenance, not into the runs; the copy is removed when the runs end)."""
     stage = cfg.get("stage")
     if stage is None:
-        return _runs(w, cfg, config, job_dir, ds, data_dir, prov, str(cfg.storage.kind))
+        return _runs(w, cfg, config, job_dir, ds, data_dir, prov, str(cfg.storage.kind), first_run)
     from jobs.data import staging
     from jobs.observe import provenance
 
@@ -122,7 +122,7 @@ def _staged_runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, da
     prov["source_mount"] = prov.get("data_mount")
     prov["data_mount"] = asdict(provenance.mount_of(facts["staged_to"]))
     try:
-        return _runs(w, cfg, config, job_dir, staged, facts["staged_to"], prov, str(stage.kind))
+        return _runs(w, cfg, config, job_dir, staged, facts["staged_to"], prov, str(stage.kind), first_run)
     finally:
         staging.remove(facts["staged_to"])
 
@@ -169,7 +169,7 @@ def _skipped_as_dropped(ds, result: dict) -> None:
         result["dropped_files"] = [*ds.skipped, *result.get("dropped_files", [])][:50]
 
 
-def _runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, data_dir: str, prov: dict, kind: str) -> list[dict]:
+def _runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, data_dir: str, prov: dict, kind: str, first_run: int):
     """The cell's runs, warm-ups first, each from the requested cache state (the caller holds the locks)."""
     from jobs.observe import trace
     from jobs.storage import cache
@@ -188,8 +188,8 @@ def _runs(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, data_dir:
         from jobs.execution import service
 
         with service.running(where.service_workers, job_dir / service.SUBDIR, where.service_step()) as svc:
-            return _loop(w, cfg, config, job_dir, ds, prov, kind, requested, fs_type, disk, svc, where)
-    return _loop(w, cfg, config, job_dir, ds, prov, kind, requested, fs_type, disk, None, where)
+            return _loop(w, cfg, config, job_dir, ds, prov, kind, requested, fs_type, disk, svc, where, first_run)
+    return _loop(w, cfg, config, job_dir, ds, prov, kind, requested, fs_type, disk, None, where, first_run)
 
 
 def _execute(w: workloads.Workload, ctx, where: Placement, svc, cold: bool) -> tuple[dict, dict]:
@@ -213,7 +213,7 @@ def _execute(w: workloads.Workload, ctx, where: Placement, svc, cold: bool) -> t
 
 
 def _loop(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, prov: dict, kind: str, requested: str,
-          fs_type: str, disk: str | None, svc, where: Placement) -> list[dict]:
+          fs_type: str, disk: str | None, svc, where: Placement, first_run: int) -> list[dict]:
     from jobs.execution.traced import inside
     from jobs.observe import posix, usage
     from jobs.storage import cache
@@ -232,7 +232,7 @@ def _loop(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, prov: dic
             resident, _ = cache.residency(ds.storage_files)
         started = records.now()
         seed = int(cfg.seed) + k
-        run = k + 1 - cfg.warmup  # measured runs are 1..repeats; warm-ups are <= 0
+        run = k + first_run - cfg.warmup  # measured runs are 1..repeats; warm-ups are <= 0
         ctx = workloads.RunContext(ds, cfg, config, seed, job_dir, run, disk, service=svc.address if svc else None)
         io0 = svc and svc.counters()
         with posix.window(job_dir, ctx.tag, disk) if traced else contextlib.nullcontext({}) as window:
@@ -262,7 +262,8 @@ def _loop(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, prov: dic
         runs.append({"run": run, "warmup": warmup, "started_at": started, "shuffle_seed": seed,
                      "cache_requested": requested, "cache_state": state, "resident_bytes_before": resident, **result})
         _log(w, warmup, k, cfg, result, state)
-    _probe(w, ctx, requested, runs)
+    if first_run == 1:  # the once-per-cell figures belong to the measured runs, not to an extra traced one
+        _probe(w, ctx, requested, runs)
     return runs
 
 

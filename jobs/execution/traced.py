@@ -84,14 +84,14 @@ def data_dirs(config: dict) -> list[str]:
     return list(dict.fromkeys(d for d in dirs if d))
 
 
-def measure(config: dict, job_dir: Path) -> tuple[list[dict], dict, dict]:
+def measure(config: dict, job_dir: Path, first_run: int = 1) -> tuple[list[dict], dict, dict]:
     """Measure the cell in a traced child; returns what ``jobs.runner.measure`` returns, every run
-    with its ``posix_*`` keys."""
+    with its ``posix_*`` keys (the first measured run numbered ``first_run``)."""
     trace_dir = job_dir / posix.SUBDIR
     trace_dir.mkdir(parents=True, exist_ok=True)
     for old in [*posix.trace_files(trace_dir), trace_dir / MEASURED]:  # a failed earlier try of this cell
         old.unlink(missing_ok=True)
-    (trace_dir / REQUEST).write_text(json.dumps({"config": config, "log_file": _log_file()}))
+    (trace_dir / REQUEST).write_text(json.dumps({"config": config, "log_file": _log_file(), "first_run": first_run}))
     env = {**os.environ, **environment(trace_dir, data_dirs(config))}
     log.info("trace.posix: measuring in a child process traced by dftracer (%s) into %s", env["LD_PRELOAD"], trace_dir)
     from jobs import interrupts
@@ -128,6 +128,21 @@ def measure(config: dict, job_dir: Path) -> tuple[list[dict], dict, dict]:
             log.warning("run %s: the POSIX trace holds %.1f%% of the bytes the run consumed (< %.0f%%): its posix "
                         "figures are marked incomplete", r["run"], 100 * (r["posix_coverage"] or 0), 100 * posix.COVERAGE_MIN)
     return runs, got["dataset"], got["provenance"]
+
+
+def with_extra_run(config: dict, job_dir: Path, measure_untraced) -> tuple[list[dict], dict, dict]:
+    """``trace.runs=extra``: the warm-ups and measured runs untraced (``measure_untraced``, the runner's
+    own: their rates carry no tracer's cost), then one more run from the same cache state in a traced
+    child, numbered ``repeats + 1``; that run is returned last, flagged ``traced_extra`` (the cell's
+    record keeps it apart from the measured runs)."""
+    trace = config.get("trace") or {}
+    runs, dataset, prov = measure_untraced({**config, "trace": {**trace, "posix": False}}, job_dir)
+    repeats = int(config["repeats"])
+    log.info("trace.runs=extra: %d measured run(s) untraced; one more run (run %d) traced by dftracer for its calls",
+             repeats, repeats + 1)
+    extra, _, _ = measure({**config, "warmup": 0, "repeats": 1}, job_dir, first_run=repeats + 1)
+    extra[-1]["traced_extra"] = True
+    return [*runs, extra[-1]], dataset, prov
 
 
 def _log_file() -> str | None:

@@ -37,7 +37,7 @@ def main(job_dir: str) -> int:
     interrupts.install(repeat=False)  # the parent passes on a signal this process may have had already
     out = folder / posix.SUBDIR / MEASURED
     try:
-        runs, dataset, prov = runner.measure(request["config"], folder)
+        runs, dataset, prov = runner.measure(request["config"], folder, int(request.get("first_run", 1)))
         result = {"runs": runs, "dataset": dataset, "provenance": prov}
         code = 0
     except BaseException as e:  # the parent records the failure; a signal ends the child too

@@ -135,3 +135,22 @@ def test_startup_benchmark_prints_the_cells_time_against_the_measured_time(capsy
     measured, cell, process, cell_ratio, process_ratio = map(float, rows[0][1:])
     assert 0 < measured < cell < process  # the runs are inside their cells, the cells inside the command
     assert cell_ratio == pytest.approx(cell / measured, rel=0.02) and process_ratio > cell_ratio
+
+
+def test_posix_overhead_benchmark_compares_both_trace_modes_with_untraced_runs(disk_root, capsys):
+    """Each mode's row: the measured runs' rate against untraced runs of the same round, what the whole
+    measurement took against the untraced one's, and the traced runs' coverage (every run is whole)."""
+    from benchmarks import posix_overhead
+
+    assert posix_overhead.main(["--storage-root", str(disk_root), "--num-images", "64", "--workloads", "readonly",
+                                "--threads", "1", "--rounds", "1", "--repeats", "1", "--cache", "warm"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "64 files" in lines[0] and "warm-cache measured runs" in lines[0]
+    assert lines[1].split()[:6] == ["workload", "threads", "trace.runs", "untraced", "measured", "measured/untraced"]
+    rows = {r[2]: r for r in (line.split() for line in lines[2:])}
+    assert set(rows) == {"all", "extra"}
+    for r in rows.values():
+        untraced, measured, ratio = float(r[3]), float(r[4]), float(r[5])
+        assert untraced > 0 and measured > 0 and ratio > 0
+        assert float(r[8]) > 0 and float(r[10]) >= 0.98 and r[11:] == ["0", "of", "1"], r  # calls/s, coverage, whole
+    assert float(rows["extra"][7].rstrip("x")) > 1  # the extra run and its traced child cost time, not rate

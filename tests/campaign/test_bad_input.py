@@ -122,6 +122,8 @@ def test_wrong_type_names_the_setting(cwd):
     (("prefetch_to=device", "prefetch=1"), "prefetch_to=device: workload=microbench has no training device"),
     (("workload=alexnet_small", "prefetch_to=device"), "prefetch_to=device needs prefetch=1 or more"),
     (("workload=alexnet_small", "workload.compute_only_steps=-1"), "workload.compute_only_steps=-1 must be 0"),
+    (("trace.runs=extra",), "trace.runs=extra names the runs trace.posix=true traces; add trace.posix=true"),
+    (("trace.posix=true", "trace.runs=first"), "trace.runs=first is not one of all, extra"),
     (("workload=emulated",), "workload=emulated emulates an accelerator: choose its profile with accelerator=<name>"),
     (("workload=emulated", "accelerator=resnet50_a100"), "workload=emulated needs prefetch=1 or more"),
     (("workload=emulated", "accelerator=resnet50_a100", "prefetch=2", "dataset.num_images=100"),

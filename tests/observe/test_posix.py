@@ -218,3 +218,31 @@ def test_checkpoint_writes_are_traced(tmp_path):
     assert run["posix_calls_by_kind"].get("fwrite", 0) > 0 and run["posix_writes"] >= run["posix_calls_by_kind"]["fwrite"]
     files = pd.read_csv(out / "0" / run["posix_files_table"])
     assert files.loc[files["path"].str.contains("/iocampaign/checkpoints/"), "bytes_written"].sum() >= written
+
+
+def test_one_extra_traced_run_leaves_the_measured_runs_untraced(tmp_path):
+    """trace.runs=extra: the measured runs carry no tracer (no posix keys, no trace files of theirs), the
+    record keeps one more run apart from them, traced and checked for coverage like any other, and the
+    tables say which runs were traced."""
+    root = tmp_path / "tier"
+    root.mkdir()
+    out = tmp_path / "c"
+    p = campaign("-m", "workload=readonly", "trace.posix=true", "trace.runs=extra", "threads=1",
+                 f"dataset.num_images={N}", "batch_size=8", "repeats=2", "warmup=0", f"storage.root={root}",
+                 f"hydra.sweep.dir={out}", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    rec = records.read(out / "0" / "record.json")
+    assert [r["run"] for r in rec.runs] == [1, 2]
+    assert not any(k.startswith("posix_") for r in rec.runs for k in r)
+    extra = rec.traced_run
+    assert extra["run"] == 3 and extra["traced_extra"] and extra["cache_state"] == "cold"
+    assert extra["posix_opens"] == N and extra["posix_bytes_read"] == extra["bytes_consumed"] > 0
+    assert extra["posix_coverage"] == pytest.approx(1.0)
+    assert (out / "0" / extra["posix_files_table"]).name == "run3-files.csv"
+    assert sorted(f.name for f in (out / "0" / posix.SUBDIR).glob("run*-files.csv")) == ["run3-files.csv"]
+    results = pd.read_csv(out / "results.csv")
+    assert list(results["run"]) == [1, 2] and results["posix_opens"].isna().all()  # rates from untraced runs
+    summary = pd.read_csv(out / "posix_summary.csv")
+    assert list(summary["run"]) == [3] and list(summary["traced_run"]) == ["extra"]
+    report = (out / "report.html").read_text()
+    assert "POSIX calls (trace.posix)" in report and "<td>extra</td>" in report
