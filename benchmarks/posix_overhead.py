@@ -4,9 +4,9 @@
                                         [--workloads readonly,microbench] [--rounds 3] [--repeats 2]
                                         [--modes all,extra] [--cache cold|warm]
 
-The same cell is measured without and with tracing, side by side: in every round, ``--repeats``
-runs of each (the order alternating between rounds) through the campaign's own run loop, the
-traced ones in the child process the campaign starts for them. Modes (``trace.runs``): ``all``, every
+The same cell is measured without and with tracing, side by side: for each mode, in every round,
+``--repeats`` runs untraced and traced (the order alternating between rounds) through the campaign's
+own run loop, the traced ones in the child process the campaign starts for them. Modes (``trace.runs``): ``all``, every
 measured run traced; ``extra``, the measured runs untraced and one more run traced. Prints, per mode,
 the median images/s of the measured runs, the median of the per-round ratios traced ÷ untraced
 (with their range), what the cell's whole measurement took against the untraced cell's (the extra
@@ -47,28 +47,30 @@ def _measure(config: dict, mode: str | None, repeats: int, seed: int) -> tuple[l
 
 
 def _rows(config: dict, workload: str, n: int, modes: list[str], args) -> list[tuple]:
-    """One row per mode: ``--rounds`` rounds of untraced and traced measurements, the order alternating."""
-    got = {m: {"measured": [], "traced": [], "ratios": [], "time_ratios": []} for m in [None, *modes]}
-    for r in range(args.rounds):
-        this = {}
-        for mode in ([None, *modes] if r % 2 == 0 else [*modes, None]):
-            this[mode] = _measure(config, mode, args.repeats, args.seed + r)
-            got[mode]["measured"] += this[mode][0]
-            got[mode]["traced"] += this[mode][1]
-        for mode in modes:
-            got[mode]["ratios"].append(statistics.median(x["images_per_s"] for x in this[mode][0])
-                                       / statistics.median(x["images_per_s"] for x in this[None][0]))
-            got[mode]["time_ratios"].append(this[mode][2] / this[None][2])
-    untraced = statistics.median(x["images_per_s"] for x in got[None]["measured"])
+    """One row per mode, each against its own untraced runs: ``--rounds`` rounds of untraced and traced
+    measurements, the order alternating (one mode's rounds end before the next mode's start, so a traced
+    child's after-effects on the machine never fall on another mode's runs)."""
     rows = []
     for mode in modes:
-        g = got[mode]
-        rows.append((workload, n, mode, untraced, statistics.median(x["images_per_s"] for x in g["measured"]),
-                     statistics.median(g["ratios"]), min(g["ratios"]), max(g["ratios"]), statistics.median(g["time_ratios"]),
-                     statistics.median(x["posix_calls"] / x["seconds"] for x in g["traced"]),
-                     statistics.median(x["bytes_per_call"] for x in g["traced"]),
-                     min(x["posix_coverage"] or 0 for x in g["traced"]),
-                     sum(not x["posix_complete"] for x in g["traced"]), len(g["traced"])))
+        got = {m: {"measured": [], "traced": []} for m in (None, mode)}
+        ratios, time_ratios = [], []
+        for r in range(args.rounds):
+            this = {}
+            for m in ((None, mode) if r % 2 == 0 else (mode, None)):
+                os.sync()  # the last measurement's writes (a trace, a generated set) are not flushed during this one
+                this[m] = _measure(config, m, args.repeats, args.seed + r)
+                got[m]["measured"] += this[m][0]
+                got[m]["traced"] += this[m][1]
+            ratios.append(statistics.median(x["images_per_s"] for x in this[mode][0])
+                          / statistics.median(x["images_per_s"] for x in this[None][0]))
+            time_ratios.append(this[mode][2] / this[None][2])
+        traced = got[mode]["traced"]
+        rows.append((workload, n, mode, statistics.median(x["images_per_s"] for x in got[None]["measured"]),
+                     statistics.median(x["images_per_s"] for x in got[mode]["measured"]), statistics.median(ratios),
+                     min(ratios), max(ratios), statistics.median(time_ratios),
+                     statistics.median(x["posix_calls"] / x["seconds"] for x in traced),
+                     statistics.median(x["bytes_per_call"] for x in traced), min(x["posix_coverage"] or 0 for x in traced),
+                     sum(not x["posix_complete"] for x in traced), len(traced)))
     return rows
 
 

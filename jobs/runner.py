@@ -261,7 +261,7 @@ def _loop(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, prov: dic
         state = pernode.cache_state(result.get("per_node"), state, requested, kind, fs_type)
         runs.append({"run": run, "warmup": warmup, "started_at": started, "shuffle_seed": seed,
                      "cache_requested": requested, "cache_state": state, "resident_bytes_before": resident, **result})
-        _log(w, warmup, k, cfg, result, state)
+        _log(w, warmup, k, cfg, result, state, first_run)
     if first_run == 1:  # the once-per-cell figures belong to the measured runs, not to an extra traced one
         _probe(w, ctx, requested, runs)
     return runs
@@ -286,11 +286,12 @@ def _probe(w: workloads.Workload, ctx, requested: str, runs: list[dict]) -> None
             run.update(extra)
 
 
-def _log(w: workloads.Workload, warmup: bool, k: int, cfg, result: dict, state: str) -> None:
+def _log(w: workloads.Workload, warmup: bool, k: int, cfg, result: dict, state: str, first_run: int) -> None:
     ratio = (f"{result['bytes_read_device'] / result['bytes_consumed']:.0%} of consumed from the device"
              if result["bytes_read_device"] is not None and result["bytes_consumed"] else "device bytes not counted")
-    log.info("%s %d/%d: %s, %d images (%d dropped), cache %s (%s)", "warm-up" if warmup else "run",
-             k + 1 if warmup else k + 1 - cfg.warmup, cfg.warmup if warmup else cfg.repeats, w.describe(result),
+    what = "warm-up" if warmup else "run" if first_run == 1 else "extra traced run"  # trace.runs=extra: run repeats+1
+    log.info("%s %d/%d: %s, %d images (%d dropped), cache %s (%s)", what, k + 1 if warmup else k + first_run - cfg.warmup,
+             cfg.warmup if warmup else cfg.repeats + first_run - 1, w.describe(result),
              result["images"], result["images_dropped"], state, ratio)
     if result["images_dropped"] and result.get("dropped_files"):
         log.warning("%d files dropped by ignore_errors, e.g. %s", result["images_dropped"], result["dropped_files"][:3])
