@@ -200,8 +200,6 @@ def per_cell(folder: Path):
     if s.empty:
         return None
     s["small_reads_pct"] = 100 * s["posix_small_read_share"]
-    if "traced_run" not in s:  # a summary written before trace.runs existed: every run was traced
-        s["traced_run"] = "measured"
     g = s.groupby(["cell_dir", "workload", "pipeline", "storage", "format", "threads", "traced_run"], dropna=False,
                   sort=False)
     out = g.agg(runs=("run", "count"), reads=("posix_reads", "median"), opens=("posix_opens", "median"),
