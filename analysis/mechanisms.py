@@ -31,7 +31,7 @@ DEVICE = {
         "a real HDD (storage=hdd storage.root=<its mount>) or the modelled one (storage=modeled_hdd)"),
     "parallel_servers": Mechanism(
         "storage servers that serve a run's requests side by side (Lustre's object storage targets)",
-        "a Lustre mount (storage=lustre storage.root=<a folder on it>)"),
+        "a Lustre mount (storage=lustre storage.root=<a folder on it>) or the modelled one (storage=modeled_lustre)"),
 }
 RUN = {
     "checkpoint_rate_bound": Mechanism(

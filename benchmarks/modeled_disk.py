@@ -1,6 +1,7 @@
-"""Benchmark: does the modelled HDD behave like the drive class it models? (FUSE; root or fusermount3)
+"""Benchmark: do the modelled tiers behave like what they model? (FUSE; root or fusermount3)
 
     python -m benchmarks.modeled_disk [--seconds 5] [--file-mb 1024] [--depths 1,4,8,32]
+    python -m benchmarks.modeled_disk --tier modeled_lustre [--jobs 1,2,4,8] [--file-mb 256]
 
 Mounts the modelled tier (``conf/storage/modeled_hdd.yaml``'s drive) in a folder of its own, lays
 out one file through it and runs fio with O_DIRECT (no page cache): random 4 KiB and 112 KiB reads
@@ -13,6 +14,12 @@ out one file through it and runs fio with O_DIRECT (no page cache): random 4 KiB
 
 Prints IOPS, MB/s and the mean latency beside the published range of the drive class (``REFERENCE``;
 docs/storage.md, "Modelled tiers", gives the sources).
+
+``--tier modeled_lustre`` mounts ``conf/storage/modeled_lustre.yaml``'s file system instead and runs
+fio with N jobs, each reading its own file (random 112 KiB reads, queue depth 1: one reader thread
+each, as the micro-benchmark's), then one job reading one file in order (1 MiB). Prints the total
+IOPS and MB/s, the speed-up over one job, how many OSTs served at once, and what the model's own
+figures give for one job (the OST's latency, transfer and round trip), so the layer's overhead shows.
 """
 
 from __future__ import annotations
@@ -64,11 +71,66 @@ def measure(capacity_gb: float | None, file_bytes: int, depths: list[int], secon
         mount.teardown(tier)
 
 
+def _preset(name: str):
+    from omegaconf import OmegaConf
+
+    from jobs.storage.modeled import mount
+
+    return mount.geometry_of(OmegaConf.to_container(OmegaConf.load(Path(__file__).resolve().parent.parent / "conf"
+                                                                   / "storage" / f"{name}.yaml"))["model"])
+
+
+def measure_lustre(file_bytes: int, jobs: list[int], seconds: float, workdir: Path) -> dict:
+    """fio on a freshly mounted modelled Lustre: N jobs of random 112 KiB reads on files of their own,
+    and one sequential 1 MiB reader; (IOPS, MB/s, mean latency ms, peak OSTs) per test."""
+    from jobs.storage.modeled import mount
+
+    tier = mount.setup("modeled_lustre", str(workdir / "backing"), str(workdir / "mnt"), _preset("modeled_lustre"))
+    at, out = Path(tier.mount), {}
+    try:
+        for n in [*jobs, 0]:
+            rw, bs, k = ("randread", "112k", n) if n else ("read", "1m", 1)
+            before = mount.counters(tier.device)
+            cmd = ["fio", "--name=t", f"--numjobs={k}", "--filename_format=f.$jobnum", f"--size={file_bytes}",
+                   f"--rw={rw}", f"--bs={bs}", "--iodepth=1", "--ioengine=psync", "--direct=1", "--group_reporting",
+                   f"--runtime={seconds}", "--time_based", "--randrepeat=0", "--output-format=json"]
+            res = subprocess.run(cmd, cwd=at, capture_output=True, text=True, check=True).stdout
+            job = json.loads(res[res.index("{"):])["jobs"][0]["read"]
+            after = mount.counters(tier.device)
+            name = f"rand 112K, {n} job{'s' if n > 1 else ''}" if n else "seq 1M, 1 job"
+            out[name] = (float(job["iops"]), float(job["bw_bytes"]) / 1e6, float(job["clat_ns"]["mean"]) / 1e6,
+                         after["peak_osts"], after["late"] - before["late"])
+    finally:
+        mount.teardown(tier)
+    return out
+
+
+def main_lustre(args) -> int:
+    g = _preset("modeled_lustre")
+    jobs = [int(j) for j in args.jobs.split(",")]
+    work = Path(args.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=work) as tmp:
+        res = measure_lustre(args.file_mb << 20, jobs, args.seconds, Path(tmp))
+    one = g.rpc_rtt_ms / 1e3 + g.ost_s(112 << 10) + g.link_s(112 << 10)
+    base = next(iter(res.values()))[0]
+    print(f"{'test':<20}{'IOPS':>8}{'MB/s':>8}{'lat ms':>8}{'speed-up':>10}{'peak OSTs':>11}{'late':>6}")
+    for name, (iops, mb, lat, peak, late) in res.items():
+        up = f"{iops / base:.2f}x" if name.startswith("rand") else ""
+        print(f"{name:<20}{iops:>8.0f}{mb:>8.1f}{lat:>8.2f}{up:>10}{peak:>11}{late:>6}")
+    print(f"model, one job of 112 KiB reads: {1 / one:.0f} IOPS, {one * 1e3:.2f} ms a read (OST {g.ost_latency_ms} ms "
+          f"+ {g.ost_s(112 << 10) * 1e3 - g.ost_latency_ms:.2f} ms of transfer, link {g.link_s(112 << 10) * 1e3:.2f} ms, "
+          f"round trip {g.rpc_rtt_ms} ms); one stream: {g.ost_mb_s * g.rate_scale:.0f} MB/s (rates x{g.rate_scale})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.modeled_disk", description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=5.0, help="fio run time of each test")
     ap.add_argument("--file-mb", type=int, default=1024, help="size of the test file, MiB")
     ap.add_argument("--depths", default="1,4,8,32", help="queue depths of the random tests")
+    ap.add_argument("--tier", default="modeled_hdd", choices=["modeled_hdd", "modeled_lustre"], help="which modelled tier")
+    ap.add_argument("--jobs", default="1,2,4,8", help="modeled_lustre: readers at once, each on its own file")
     ap.add_argument("--workdir", default="/var/tmp/iocampaign/bench/modeled_disk",
                     help="the benchmark's own folder (created; its backing file is kept for the next run)")
     args = ap.parse_args(argv)
@@ -78,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     if why:
         print(f"modelled tier unavailable: {why}", file=sys.stderr)
         return 2
+    if args.tier == "modeled_lustre":
+        return main_lustre(args)
     depths = [int(d) for d in args.depths.split(",")]
     size = args.file_mb << 20
     work = Path(args.workdir)

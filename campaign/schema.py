@@ -54,19 +54,31 @@ class EmulateConf:
 
 @dataclass
 class ModelConf:
-    """A drive served from its physics by a FUSE layer (jobs/storage/modeled); values in the preset."""
+    """A device served from its physics by a FUSE layer (jobs/storage/modeled); values in the preset.
+    ``device`` picks which fields apply; a field left null takes the model's default (its docstring)."""
 
-    device: str = "hdd"  # what is modelled (hdd: seek curve, rotation, media rate, NCQ)
-    capacity_gb: float = MISSING  # bytes the seek curve spans, GB
-    rpm: float = MISSING  # spindle speed
-    average_seek_ms: float = MISSING  # datasheet average read seek
-    track_to_track_ms: float = MISSING  # datasheet single-track seek
-    media_mb_s: float = MISSING  # sustained media transfer rate, MB/s
-    command_overhead_ms: float = 0.1  # controller time per command
-    lookahead_mb: float = 2.0  # what the drive reads ahead after a request
-    cache_mb: float = 64.0  # the drive's buffer, MB
-    cache_segments: int = 16  # streams the drive's buffer holds at once
-    queue_depth: int = 32  # commands the drive reorders, nearest first (NCQ); 1: arrival order
+    device: str = "hdd"  # what is modelled: hdd (seek curve, rotation, media rate, NCQ) | lustre (OSTs, stripes, RPCs)
+    # device=hdd
+    capacity_gb: Optional[float] = None  # bytes the seek curve spans, GB
+    rpm: Optional[float] = None  # spindle speed
+    average_seek_ms: Optional[float] = None  # datasheet average read seek
+    track_to_track_ms: Optional[float] = None  # datasheet single-track seek
+    media_mb_s: Optional[float] = None  # sustained media transfer rate, MB/s
+    command_overhead_ms: Optional[float] = None  # controller time per command
+    lookahead_mb: Optional[float] = None  # what the drive reads ahead after a request
+    cache_mb: Optional[float] = None  # the drive's buffer, MB
+    cache_segments: Optional[int] = None  # streams the drive's buffer holds at once
+    queue_depth: Optional[int] = None  # commands the drive reorders, nearest first (NCQ); 1: arrival order
+    # device=lustre
+    osts: Optional[int] = None  # object storage targets, each a queue with its own rate and latency
+    ost_mb_s: Optional[float] = None  # one OST's streaming rate, MB/s (before rate_scale)
+    ost_latency_ms: Optional[float] = None  # one OST's time to start a request that misses its cache
+    stripe_count: Optional[int] = None  # OSTs a file's stripes go round (Lustre's default: 1)
+    stripe_size_mib: Optional[float] = None  # bytes of a file on one OST before the next, MiB
+    rpc_mib: Optional[float] = None  # the largest bulk RPC; a larger request is split
+    rpc_rtt_ms: Optional[float] = None  # client-server round trip of one RPC (network and RPC handling)
+    client_mb_s: Optional[float] = None  # the client node's network link, MB/s (before rate_scale)
+    rate_scale: Optional[float] = None  # every rate times this (the machine carries the rates; ratios kept)
     backing_dir: str = "/var/tmp/iocampaign/tiers"  # where the tier's files live (<backing_dir>/<name>)
 
 

@@ -84,12 +84,13 @@ def _check_root(st: View, key: str) -> str:
 
 
 def _check_modeled(st: View, key: str) -> str:
-    """A modelled tier: FUSE usable here, a drive its figures can describe, a mount point and backing
+    """A modelled tier: FUSE usable here, a device its figures can describe, a mount point and backing
     folder it may use without touching the user's (the mount is made when the cell starts)."""
     from jobs.storage.modeled import mount
 
-    if str(st.model.device) != "hdd":
-        raise ConfigError(f"{key}.model.device={st.model.device}: only hdd is modelled")
+    if str(st.model.device) not in mount.DEVICES:
+        raise ConfigError(f"{key}.model.device={st.model.device} is not modelled; modelled devices: "
+                          f"{', '.join(mount.DEVICES)}")
     why = mount.available()
     if why:
         raise ConfigError(f"{key}={st.name}: {why}; use storage=local, or a real device with "

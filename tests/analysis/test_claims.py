@@ -46,6 +46,13 @@ def test_storage_bound_cold_runs_are_judged_against_the_paper():
     assert set(got["status"]) <= set(compare.STATUSES)
 
 
+def test_the_lustre_claim_is_judged_on_the_modelled_lustre_and_not_on_a_disk():
+    got = _verdicts(_runs("modeled_lustre", {1: 1.0, 2: 1.98, 4: 3.9, 8: 7.5}))
+    assert got.loc["lustre_speedup_8", "status"] == compare.REPRODUCED  # 7.5 within 20% of 7.8
+    assert "modeled_lustre" in got.loc["lustre_speedup_8", "measured_from"]
+    assert got.loc["hdd_speedup_8", "status"] == compare.NOT_MEASURED  # a file system's rows are not a disk's
+
+
 def test_neighbouring_claims_do_not_both_pass():
     got = _verdicts(_runs("hdd", {1: 1.0, 2: 1.95, 4: 1.65}))
     assert got.loc["hdd_speedup_2", "status"] == compare.NOT_REPRODUCED  # 1.95 is the 4-thread claim's value

@@ -11,15 +11,22 @@ def serve(name: str, backing: str, mount: str, geometry: str) -> None:
     import mfusepy
 
     from jobs.execution import lifeline
-    from jobs.storage.modeled.disk import Disk, HddGeometry
-    from jobs.storage.modeled.layer import Layer, Placement
-    from jobs.storage.modeled.mount import SOURCE, SUBTYPE
+    from jobs.storage.modeled.disk import Disk
+    from jobs.storage.modeled.layer import HIDDEN, Layer, OnDisk, Placement
+    from jobs.storage.modeled.lustre import Lustre
+    from jobs.storage.modeled.mount import DEVICES, SOURCE, SUBTYPE
 
     lifeline.bind()
-    placement = Placement()
-    placement.adopt(backing)
-    disk = Disk(HddGeometry(**json.loads(geometry)))
-    mfusepy.FUSE(Layer(backing, disk, placement), mount, foreground=True, fsname=SOURCE + name,
+    figures = json.loads(geometry)
+    kind = figures.pop("device", "hdd")
+    if kind == "lustre":
+        device = Lustre(DEVICES[kind](**figures))
+        device.adopt(backing, backing.rstrip("/") + HIDDEN)
+    else:
+        placement = Placement()
+        placement.adopt(backing)
+        device = OnDisk(Disk(DEVICES[kind](**figures)), placement)
+    mfusepy.FUSE(Layer(backing, device), mount, foreground=True, fsname=SOURCE + name,
                  subtype=SUBTYPE, kernel_cache=True, allow_other=True, default_permissions=True, max_threads=64,
                  max_idle_threads=64)
 

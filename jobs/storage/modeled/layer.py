@@ -1,5 +1,6 @@
 """The FUSE layer of a modelled tier: a pass-through file system over a backing folder that serves
-every read and write after the time the modelled drive takes.
+every read and write after the time the modelled device takes (``OnDisk``: a hard disk; a
+``lustre.Lustre``: a parallel file system, which lays files out over its OSTs itself).
 
 Files are placed on the modelled disk as a fresh file system would place them: the files already in
 the backing folder in path order from the disk's start, then each new extent where the last one
@@ -7,7 +8,7 @@ ended (a file written alone is contiguous; files written side by side interleave
 themselves come from the backing files; the layer reads them while the request waits in the drive's
 queue, and counts a request as *late* when the real read took longer than the modelled one.
 
-The layer's counters are the drive's: ``getxattr(<mount>, "user.iocampaign.disk")`` returns them as
+The layer's counters are the device's: ``getxattr(<mount>, "user.iocampaign.disk")`` returns them as
 JSON, fresh at every call (extended attributes are never cached by the kernel). Imported only by the
 layer's own process (``python -m jobs.storage.modeled``), which needs libfuse3.
 """
@@ -97,6 +98,37 @@ class Placement:
             self._allocated.pop(path, None)
 
 
+class OnDisk:
+    """The modelled HDD as the layer's device: files placed on the drive, requests served by its queue."""
+
+    def __init__(self, disk: Disk, placement: Placement):
+        self.disk, self.placement = disk, placement
+
+    @property
+    def counters(self):
+        return self.disk.counters
+
+    def opened(self, path: str) -> None:
+        pass  # the file system's metadata is in memory: an open costs the drive nothing
+
+    def submit(self, path: str, offset: int, size: int, write: bool = False):
+        if write:
+            self.placement.extend(path, offset + size)
+        return self.disk.submit(self.placement.locate(path, offset), size, write)
+
+    def wait(self, r, ready: float | None = None) -> None:
+        self.disk.wait(r, ready)
+
+    def rename(self, old: str, new: str) -> None:
+        self.placement.rename(old, new)
+
+    def alias(self, new: str, old: str) -> None:
+        self.placement.alias(new, old)
+
+    def forget(self, path: str) -> None:
+        self.placement.forget(path)
+
+
 def _real(backing: str, path: str) -> str:
     return os.path.join(backing, path.lstrip("/"))
 
@@ -113,12 +145,12 @@ def _wrapped(fn):
 
 
 class Layer(mfusepy.Operations):
-    """The pass-through operations; reads and writes wait for the modelled drive."""
+    """The pass-through operations; opens, reads and writes wait for the modelled device."""
 
     use_ns = True
 
-    def __init__(self, backing: str, disk: Disk, placement: Placement, clock=time.monotonic):
-        self.backing, self.disk, self.placement, self.clock = backing, disk, placement, clock
+    def __init__(self, backing: str, device, clock=time.monotonic):
+        self.backing, self.device, self.clock = backing, device, clock
 
     @_wrapped
     def getattr(self, path, fh=None):
@@ -131,7 +163,7 @@ class Layer(mfusepy.Operations):
 
     def getxattr(self, path, name, position=0):
         if path == "/" and name == XATTR:
-            return json.dumps(self.disk.counters.as_dict()).encode().ljust(XATTR_SIZE)
+            return json.dumps(self.device.counters.as_dict()).encode().ljust(XATTR_SIZE)
         raise mfusepy.FuseOSError(errno.ENODATA)
 
     def listxattr(self, path):
@@ -143,10 +175,12 @@ class Layer(mfusepy.Operations):
 
     @_wrapped
     def open(self, path, flags):
+        self.device.opened(path)
         return os.open(_real(self.backing, path), flags & ~(os.O_DIRECT | os.O_APPEND | os.O_TRUNC | os.O_CREAT | os.O_EXCL))
 
     @_wrapped
     def create(self, path, mode, fi=None):
+        self.device.opened(path)
         return os.open(_real(self.backing, path), os.O_RDWR | os.O_CREAT | os.O_EXCL, mode)
 
     @_wrapped
@@ -154,17 +188,16 @@ class Layer(mfusepy.Operations):
         size = max(0, min(size, os.fstat(fh).st_size - offset))
         if size == 0:
             return b""
-        r = self.disk.submit(self.placement.locate(path, offset), size)
-        data = os.pread(fh, size, offset)  # the real read, while the request waits in the drive's queue
-        self.disk.wait(r, self.clock())
+        r = self.device.submit(path, offset, size)
+        data = os.pread(fh, size, offset)  # the real read, while the request waits in the device's queue
+        self.device.wait(r, self.clock())
         return data
 
     @_wrapped
     def write(self, path, data, offset, fh):
-        self.placement.extend(path, offset + len(data))
-        r = self.disk.submit(self.placement.locate(path, offset), len(data), write=True)
+        r = self.device.submit(path, offset, len(data), write=True)
         n = os.pwrite(fh, data, offset)
-        self.disk.wait(r, self.clock())
+        self.device.wait(r, self.clock())
         return n
 
     @_wrapped
@@ -181,12 +214,12 @@ class Layer(mfusepy.Operations):
         return 0
 
     def fsync(self, path, datasync, fh):
-        return 0  # writes are served write-through by the modelled drive: nothing is pending
+        return 0  # writes are served write-through by the modelled device: nothing is pending
 
     @_wrapped
     def unlink(self, path):
         os.unlink(_real(self.backing, path))
-        self.placement.forget(path)
+        self.device.forget(path)
         return 0
 
     @_wrapped
@@ -202,7 +235,7 @@ class Layer(mfusepy.Operations):
     @_wrapped
     def rename(self, old, new):
         os.rename(_real(self.backing, old), _real(self.backing, new))
-        self.placement.rename(old, new)
+        self.device.rename(old, new)
         return 0
 
     @_wrapped
@@ -228,7 +261,7 @@ class Layer(mfusepy.Operations):
     @_wrapped
     def link(self, target, source):
         os.link(_real(self.backing, source), _real(self.backing, target))
-        self.placement.alias(target, source)
+        self.device.alias(target, source)
         return 0
 
     @_wrapped

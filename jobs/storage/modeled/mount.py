@@ -20,12 +20,13 @@ from pathlib import Path
 
 from jobs.storage import mounts
 from jobs.storage.modeled.disk import HddGeometry
+from jobs.storage.modeled.lustre import LustreGeometry
 
 SUBTYPE = "iocampaign"
 SOURCE = "iocampaign-model:"
 PREFIX = "modeled:"  # a modelled tier's device name in usage, traces and records: modeled:<mount>
 MARKER = ".iocampaign-backing"
-XATTR = "user.iocampaign.disk"  # the layer's counters, as JSON on the mount's root
+XATTR = "user.iocampaign.disk"  # the layer's counters (its device's), as JSON on the mount's root
 XATTR_SIZE = 1024  # fixed, padded: a size query and the read that follows agree
 
 
@@ -46,10 +47,20 @@ class ModeledTier:
         return PREFIX + self.mount
 
 
-def geometry_of(model) -> HddGeometry:
-    """The drive of a ``storage.model`` section (a mapping or a config view)."""
+DEVICES = {"hdd": HddGeometry, "lustre": LustreGeometry}  # storage.model.device -> its figures
+
+
+def geometry_of(model) -> HddGeometry | LustreGeometry:
+    """The device of a ``storage.model`` section (a mapping or a config view); fields left null take
+    the model's defaults. KeyError for a device that is not modelled."""
     d = getattr(model, "_d", model)  # a View's plain data
-    return HddGeometry(**{k: d[k] for k in HddGeometry.__dataclass_fields__ if d.get(k) is not None})
+    cls = DEVICES[str(d.get("device") or "hdd")]
+    return cls(**{k: d[k] for k in cls.__dataclass_fields__ if d.get(k) is not None})
+
+
+def described(geometry) -> dict:
+    """The figures as the layer's process and the record take them: the device's name first."""
+    return {"device": next(k for k, v in DEVICES.items() if isinstance(geometry, v)), **asdict(geometry)}
 
 
 def backing_of(name: str, model) -> str:
@@ -117,7 +128,8 @@ def cleanup(name: str, mount: str) -> list[str]:
     return done
 
 
-def setup(name: str, backing_dir: str, mount: str, geometry: HddGeometry, timeout_s: float = 30.0) -> ModeledTier:
+def setup(name: str, backing_dir: str, mount: str, geometry: HddGeometry | LustreGeometry,
+          timeout_s: float = 30.0) -> ModeledTier:
     """Mount tier ``name`` at ``mount`` over ``<backing_dir>/<name>`` and return it once it serves."""
     why = available() or geometry.check()
     if why:
@@ -133,7 +145,7 @@ def setup(name: str, backing_dir: str, mount: str, geometry: HddGeometry, timeou
     from jobs.execution import lifeline
 
     proc = subprocess.Popen([sys.executable, "-m", "jobs.storage.modeled", "serve", name, backing, mount,
-                             json.dumps(asdict(geometry))], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             json.dumps(described(geometry))], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, env=lifeline.child_env(), preexec_fn=lifeline.bind)
     deadline = time.monotonic() + timeout_s
     while not _ours(name, mount):
@@ -144,7 +156,7 @@ def setup(name: str, backing_dir: str, mount: str, geometry: HddGeometry, timeou
             proc.kill()
             raise ModelError(f"storage={name}: the FUSE layer did not mount {mount} within {timeout_s:.0f} s")
         time.sleep(0.05)
-    return ModeledTier(name, os.path.realpath(mount), backing, proc.pid, asdict(geometry))
+    return ModeledTier(name, os.path.realpath(mount), backing, proc.pid, described(geometry))
 
 
 def teardown(tier: ModeledTier) -> None:

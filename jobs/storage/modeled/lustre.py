@@ -1,0 +1,252 @@
+"""A Lustre file system seen from one client: object storage targets (OSTs), files striped over them,
+every request a bulk RPC that pays a network round trip.
+
+- **Layout**: each new file gets its first OST round-robin (Lustre's allocator when the OSTs are
+  balanced) and ``stripe_count`` OSTs from there; byte ``o`` of a file lies on stripe
+  ``o // stripe_size``, which goes round the file's OSTs. Files already in the backing folder are
+  laid out in path order, as if created in that order.
+- **RPCs**: a request is split at stripe and ``rpc_mib`` boundaries; each piece is one RPC to its OST.
+- **An OST** is a queue served in arrival order, one RPC at a time: ``ost_latency_ms`` (a request that
+  misses the server's cache waits for a disk of its RAID) plus the bytes at ``ost_mb_s``. An RPC that
+  continues the file where its last one ended streams (the server's read-ahead, the disks' sequential
+  transfer): it pays the bytes only.
+- **The client's link** carries every RPC's bytes at ``client_mb_s``, one RPC at a time, each in the
+  first free time after its OST has served it (an RPC ready early is not held behind one that was
+  submitted before it but is ready later).
+- **The round trip**: half of ``rpc_rtt_ms`` before an RPC reaches its OST, half after its bytes
+  crossed the link. Opening or creating a file costs one round trip (to the metadata server).
+
+Rates are multiplied by ``rate_scale`` so that the machine running the model can carry them (latencies
+are kept): what does not scale is what the machine cannot serve. The queues are virtual: an RPC's
+completion time is computed when it is submitted (arrival order), and the caller sleeps until then.
+
+Counters are /proc/diskstats's for the whole file system, plus the OSTs': ``busy_s`` is the busiest
+resource's (one OST, or the link) busy time, so a client whose requests sit on different OSTs at once
+is never called saturated; ``peak_osts`` is the most OSTs that served this client's requests at once.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class LustreGeometry:
+    """A Lustre configuration's figures (defaults: NERSC's Cori scratch, docs/storage.md, "Modelled
+    tiers", gives the sources)."""
+
+    osts: int = 248  # object storage targets
+    ost_mb_s: float = 2822.6  # one OST's streaming rate, MB/s: 700 GB/s over 248 OSTs
+    ost_latency_ms: float = 12.4  # a cache miss on an OST: one access of a 7,200 rpm disk of its RAID
+    stripe_count: int = 1  # Lustre's default layout: a file on one OST
+    stripe_size_mib: float = 1.0  # Lustre's default stripe size (1 MiB, the default RPC size)
+    rpc_mib: float = 1.0  # the largest bulk RPC
+    rpc_rtt_ms: float = 0.1  # round trip of one RPC: network and the servers' RPC handling
+    client_mb_s: float = 6000.0  # the client node's network link, MB/s
+    rate_scale: float = 1.0  # every rate times this
+
+    def check(self) -> str | None:
+        """Why these figures cannot describe a Lustre file system (None when they can)."""
+        if not 1 <= self.osts <= 100_000:
+            return f"osts={self.osts} must be 1..100000"
+        if not 1 <= self.stripe_count <= self.osts:
+            return f"stripe_count={self.stripe_count} must be 1..osts ({self.osts})"
+        for name in ("ost_mb_s", "client_mb_s", "rate_scale", "stripe_size_mib", "rpc_mib"):
+            if not getattr(self, name) > 0:
+                return f"{name}={getattr(self, name)} must be positive"
+        if self.ost_latency_ms < 0 or self.rpc_rtt_ms < 0:
+            return "ost_latency_ms and rpc_rtt_ms must not be negative"
+        if (self.stripe_size_mib * MIB) % 65536:
+            return f"stripe_size_mib={self.stripe_size_mib} must be a multiple of 64 KiB, as Lustre's is"
+        return None
+
+    def ost_s(self, size: int, streaming: bool = False) -> float:
+        return (0.0 if streaming else self.ost_latency_ms / 1e3) + size / (self.ost_mb_s * self.rate_scale * 1e6)
+
+    def link_s(self, size: int) -> float:
+        return size / (self.client_mb_s * self.rate_scale * 1e6)
+
+
+@dataclass
+class LustreCounters:
+    """What the file system served this client, in /proc/diskstats's terms, plus the OSTs'."""
+
+    reads: int = 0
+    read_bytes: int = 0
+    writes: int = 0
+    write_bytes: int = 0
+    rpcs: int = 0
+    busy_s: float = 0.0  # the busiest resource's busy time (one OST, or the client's link)
+    weighted_s: float = 0.0  # sum over requests of submit-to-completion time
+    link_busy_s: float = 0.0
+    max_queue: int = 0  # requests outstanding at once, at most
+    osts_used: int = 0  # OSTs that served at least one RPC
+    peak_osts: int = 0  # OSTs serving this client at once, at most
+    late: int = 0  # requests whose bytes reached the layer after their modelled completion
+    late_s: float = 0.0
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class _Request:
+    submitted: float
+    finished: float
+    write: bool
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class Lustre:
+    """The file system: ``submit(path, offset, size, write)`` then ``wait``; the same calls as the HDD's."""
+
+    def __init__(self, geometry: LustreGeometry, clock=time.monotonic, sleep=time.sleep):
+        self.g = geometry
+        self.clock, self.sleep = clock, sleep
+        self.counters = LustreCounters()
+        self._lock = threading.Lock()
+        self._first: dict[str, int] = {}  # path -> its first OST
+        self._ends: dict[str, int] = {}  # path -> where its last RPC ended (the next one there streams)
+        self._next_ost = 0
+        self._ost_free: dict[int, float] = {}  # OST -> when it ends what it was given
+        self._ost_busy: dict[int, float] = {}
+        self._ost_spans: list[tuple[float, float]] = []  # recent (start, end) of OST service, for peak_osts
+        self._link: list[tuple[float, float]] = []  # the link's booked (start, end), in time order
+        self._outstanding = 0
+
+    # layout
+    def adopt(self, backing: str, hidden: str) -> int:
+        """Lay out the files already in ``backing`` in path order (``hidden``: the marker, not a file of the tier)."""
+        n = 0
+        for top, dirs, files in os.walk(backing):
+            dirs.sort()
+            for f in sorted(files):
+                p = os.path.join(top, f)
+                if os.path.isfile(p) and not os.path.islink(p) and p != hidden:
+                    self._layout("/" + os.path.relpath(p, backing))
+                    n += 1
+        return n
+
+    def _layout(self, path: str) -> int:
+        with self._lock:
+            if path not in self._first:
+                self._first[path] = self._next_ost
+                self._next_ost = (self._next_ost + 1) % self.g.osts
+            return self._first[path]
+
+    def ost_of(self, path: str, offset: int) -> int:
+        stripe = int(offset // (self.g.stripe_size_mib * MIB))
+        return (self._layout(path) + stripe % self.g.stripe_count) % self.g.osts
+
+    def rename(self, old: str, new: str) -> None:
+        with self._lock:
+            for key in [k for k in self._first if k == old or k.startswith(old + "/")]:
+                self._first[new + key[len(old):]] = self._first.pop(key)
+                self._ends.pop(key, None)
+
+    def alias(self, new: str, old: str) -> None:
+        with self._lock:
+            if old in self._first:
+                self._first[new] = self._first[old]
+
+    def forget(self, path: str) -> None:
+        with self._lock:
+            self._first.pop(path, None)
+            self._ends.pop(path, None)
+
+    def pieces(self, path: str, offset: int, size: int) -> list[tuple[int, int]]:
+        """(OST, bytes) of each RPC of a request: split at stripe and RPC boundaries."""
+        out, stripe, rpc = [], int(self.g.stripe_size_mib * MIB), int(self.g.rpc_mib * MIB)
+        pos, end = offset, offset + size
+        while pos < end:
+            cut = min(end, (pos // stripe + 1) * stripe, pos + rpc)
+            out.append((self.ost_of(path, pos), cut - pos))
+            pos = cut
+        return out
+
+    # service
+    def opened(self, path: str) -> None:
+        """An open or create: one round trip to the metadata server."""
+        self._layout(path)
+        if self.g.rpc_rtt_ms:
+            self.sleep(self.g.rpc_rtt_ms / 1e3)
+
+    def submit(self, path: str, offset: int, size: int, write: bool = False) -> _Request:
+        g, c = self.g, self.counters
+        half = g.rpc_rtt_ms / 2e3
+        pieces = self.pieces(path, offset, size)
+        with self._lock:
+            now = self.clock()
+            finished = now
+            streaming = self._ends.get(path) == offset
+            self._ends[path] = offset + size
+            for ost, n in pieces:
+                start = max(now + half, self._ost_free.get(ost, 0.0))
+                served = start + g.ost_s(n, streaming)
+                streaming = True  # the request's next RPCs continue it
+                if ost not in self._ost_busy:
+                    c.osts_used += 1
+                self._ost_busy[ost] = self._ost_busy.get(ost, 0.0) + (served - start)
+                self._ost_free[ost] = served
+                self._note_span(start, served)
+                crossed = self._book_link(served, g.link_s(n), now)
+                c.link_busy_s += g.link_s(n)
+                finished = max(finished, crossed + half)
+                c.rpcs += 1
+            c.busy_s = max(c.link_busy_s, max(self._ost_busy.values(), default=0.0))
+            self._outstanding += 1
+            c.max_queue = max(c.max_queue, self._outstanding)
+            if write:
+                c.writes += 1
+                c.write_bytes += size
+            else:
+                c.reads += 1
+                c.read_bytes += size
+            c.weighted_s += finished - now
+        return _Request(now, finished, write)
+
+    def _book_link(self, ready: float, length: float, now: float) -> float:
+        """Book the link for ``length`` s in its first free time from ``ready``; returns when it ends."""
+        self._link = [b for b in self._link if b[1] > now]
+        start, at = ready, 0
+        for i, (a, b) in enumerate(self._link):
+            if b <= start:
+                at = i + 1
+                continue
+            if start + length <= a:
+                break
+            start, at = max(start, b), i + 1
+        self._link.insert(at, (start, start + length))
+        return start + length
+
+    def _note_span(self, start: float, end: float) -> None:
+        """Keep the OST spans that may overlap later ones; count how many overlap this one's start."""
+        self._ost_spans = [s for s in self._ost_spans if s[1] > start - 1.0][-4096:]
+        self._ost_spans.append((start, end))
+        at_once = sum(1 for a, b in self._ost_spans if a <= start < b)
+        self.counters.peak_osts = max(self.counters.peak_osts, at_once)
+
+    def wait(self, r: _Request, ready: float | None = None) -> None:
+        """Sleep until ``r``'s modelled completion; ``ready``: when the layer had the bytes (later counts as late)."""
+        delay = r.finished - self.clock()
+        if delay > 0:
+            self.sleep(delay)
+        with self._lock:
+            self._outstanding -= 1
+            if ready is not None and ready > r.finished:
+                self.counters.late += 1
+                self.counters.late_s += ready - r.finished
+        r.done.set()
+
+    def serve(self, path: str, offset: int, size: int, write: bool = False) -> _Request:
+        r = self.submit(path, offset, size, write)
+        self.wait(r)
+        return r
+
+    def stop(self) -> None:
+        pass

@@ -1,0 +1,114 @@
+"""The modelled Lustre: its layout and queues on a virtual clock, its FUSE layer mounted for real and
+measured with fio, its figures refused when they cannot describe a file system, and a campaign cell on it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+import pytest
+
+from jobs.storage.modeled.lustre import MIB, Lustre, LustreGeometry
+
+pytestmark = pytest.mark.tiers  # builds emulated or modelled tiers: the tests that do run in turn
+
+G = LustreGeometry(rate_scale=0.05)
+KIB112 = 112 << 10
+
+
+def _virtual(g: LustreGeometry = G) -> Lustre:
+    """The model on a clock that stands still: every completion time comes from the queues alone."""
+    return Lustre(g, clock=lambda: 100.0, sleep=lambda s: None)
+
+
+def test_files_go_round_the_osts_and_requests_split_at_stripes_and_rpcs():
+    fs = _virtual(dataclasses.replace(G, osts=4, stripe_count=2))
+    assert [fs.ost_of(f"/f{i}", 0) for i in range(6)] == [0, 1, 2, 3, 0, 1]  # round-robin first OSTs
+    assert fs.ost_of("/f0", MIB) == 1 and fs.ost_of("/f0", 2 * MIB) == 0  # stripes go round the file's 2 OSTs
+    assert fs.ost_of("/f3", MIB) == 0  # from OST 3, the next one wraps to 0
+    assert fs.pieces("/f0", MIB // 2, 2 * MIB) == [(0, MIB // 2), (1, MIB), (0, MIB // 2)]
+    fs.rename("/f0", "/g")
+    assert fs.ost_of("/g", 0) == 0
+    fs.alias("/h", "/g")
+    assert fs.ost_of("/h", MIB) == 1
+
+
+def test_readers_on_different_osts_are_served_side_by_side_and_on_one_ost_in_turn():
+    one = G.rpc_rtt_ms / 1e3 + G.ost_s(KIB112) + G.link_s(KIB112)
+    fs = _virtual()
+    r = fs.submit("/a", 0, KIB112)
+    assert r.finished - r.submitted == pytest.approx(one)  # round trip + OST latency and transfer + link
+    fs2 = _virtual()
+    side = [fs2.submit(f"/f{i}", 0, KIB112) for i in range(8)]  # 8 files, 8 OSTs
+    # each waits only for the link, which carries the RPCs one after another
+    assert [x.finished - x.submitted for x in side] == pytest.approx([one + k * G.link_s(KIB112) for k in range(8)])
+    c = fs2.counters
+    assert c.peak_osts == 8 and c.osts_used == 8 and c.rpcs == 8 and c.reads == 8 and c.read_bytes == 8 * KIB112
+    assert c.busy_s == pytest.approx(G.ost_s(KIB112))  # no resource was busy longer than one OST's request
+    fs3 = _virtual(dataclasses.replace(G, osts=1))
+    a, b = fs3.submit("/x", 0, KIB112), fs3.submit("/y", 0, KIB112)  # one OST: the second waits for the first
+    assert b.finished - a.finished == pytest.approx(G.ost_s(KIB112))
+    assert fs3.counters.peak_osts == 1 and fs3.counters.busy_s == pytest.approx(2 * G.ost_s(KIB112))
+
+
+def test_a_stream_pays_the_ost_latency_once():
+    fs = _virtual()
+    first = fs.submit("/big", 0, MIB)
+    nxt = fs.submit("/big", MIB, MIB)  # continues the file: the server's read-ahead
+    assert nxt.finished - first.finished == pytest.approx(max(G.ost_s(MIB, True), G.link_s(MIB)))
+    jump = fs.submit("/big", 10 * MIB, MIB)  # elsewhere in the file: a disk access again
+    assert jump.finished - nxt.finished >= G.ost_latency_ms / 1e3
+    w = fs.submit("/new", 0, 4 * MIB, write=True)  # one write request: 4 RPCs to the file's one OST
+    assert fs.counters.writes == 1 and fs.counters.write_bytes == 4 * MIB and fs.counters.rpcs == 3 + 4
+    assert w.finished - w.submitted == pytest.approx(G.rpc_rtt_ms / 1e3 + G.ost_latency_ms / 1e3
+                                                     + 4 * G.ost_s(MIB, True) + G.link_s(MIB))
+
+
+@pytest.mark.parametrize("field,value,says", [("osts", 0, "osts=0 must be 1..100000"),
+                                              ("stripe_count", 300, "stripe_count=300 must be 1..osts (248)"),
+                                              ("rate_scale", 0, "rate_scale=0 must be positive"),
+                                              ("ost_latency_ms", -1, "must not be negative"),
+                                              ("stripe_size_mib", 0.01, "multiple of 64 KiB")])
+def test_impossible_file_systems_are_named(field, value, says):
+    assert says in dataclasses.replace(G, **{field: value}).check()
+
+
+def test_fio_readers_on_files_of_their_own_scale_with_the_osts_they_reach(tmp_path):
+    """The layer mounted for real carries the model: 4 readers on 4 files (4 OSTs) read 4 times as much
+    as one, each read takes the model's time, and the layer kept up with it."""
+    from benchmarks.modeled_disk import measure_lustre
+
+    res = measure_lustre(8 << 20, [1, 4], 2.0, tmp_path)
+    one, four, seq = res["rand 112K, 1 job"], res["rand 112K, 4 jobs"], res["seq 1M, 1 job"]
+    model_ms = (G.rpc_rtt_ms / 1e3 + G.ost_s(KIB112) + G.link_s(KIB112)) * 1e3
+    # a read's latency is the model's, plus the layer's (a random offset that follows the last read streams)
+    assert 0.9 * model_ms <= one[2] < 1.25 * model_ms, (one, model_ms)
+    assert four[0] > 3.5 * one[0] and four[3] >= 4, (one, four)  # side by side on 4 OSTs
+    assert seq[1] > 3 * one[1]  # a stream pays the OST's latency once
+    assert not os.path.ismount(tmp_path / "mnt")
+
+
+def test_a_cell_on_the_modelled_lustre_is_cold_counted_and_latency_bound(cwd, tmp_path):
+    from tests.conftest import campaign
+
+    out = tmp_path / "c"
+    p = campaign("-m", "workload=microbench", "storage=modeled_lustre", f"storage.root={tmp_path / 'mnt'}",
+                 f"storage.model.backing_dir={tmp_path / 'backing'}", "threads=1,4", "dataset.num_images=64",
+                 "dataset.num_classes=2", "batch_size=16", "repeats=1", "warmup=0", f"hydra.sweep.dir={out}", cwd=cwd)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    runs = {}
+    for rec in sorted(out.glob("*/record.json")):
+        r = json.loads(rec.read_text())
+        runs[r["config"]["threads"]] = r["runs"][-1]
+        assert r["provenance"]["modeled_tiers"][0]["geometry"]["device"] == "lustre"
+        assert r["provenance"]["modeled_tiers"][0]["geometry"]["osts"] == 248
+    assert set(runs) == {1, 4}
+    for run in runs.values():
+        assert run["cache_state"] == "cold" and run["bytes_read_device"] >= 0.99 * run["bytes_consumed"]
+        assert 0 < run["device_busy"] < 0.5  # no OST nor the link saturated
+    assert runs[4]["images_per_s"] > 2 * runs[1]["images_per_s"]  # reads on several OSTs at once
+    assert runs[1]["device_queue_depth"] < 1.0 < 2.0 < runs[4]["device_queue_depth"]
+    rows = (out / "results.csv").read_text()
+    assert ",modeled_lustre," in rows and ",latency," in rows
+    assert not os.path.ismount(tmp_path / "mnt")
