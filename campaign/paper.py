@@ -9,7 +9,9 @@ another, and the report is built over all of them. Scales:
   ci           seconds per grid, for tests (the shape of the study, not its numbers)
 
 Tiers: ``--tiers`` (comma-separated storage presets); default emulated HDD/SSD/Optane as root,
-local disk and tmpfs otherwise. Extra Hydra overrides after the options go to every grid.
+local disk and tmpfs otherwise. ``--lustre`` names the tier of Fig. 4's Lustre bars (the grid
+``fig4_lustre``); default the modelled Lustre where FUSE works and ``--tiers`` is not given, else
+none. Extra Hydra overrides after the options go to every grid.
 
 The grids live in ``conf/paper/grids.yaml`` and the scales in ``conf/paper/scale/<scale>.yaml``: read
 and change them there; this module only fills the scale's values in and runs the grids.
@@ -46,15 +48,21 @@ def _fill(entry: str, values: dict) -> list[str]:
                             for n in names})]
 
 
-def grids(scale: str, tiers: list[str]) -> list[tuple[str, list[str]]]:
-    """(sub-folder, overrides) of every grid of the study, from conf/paper/grids.yaml and the scale's values."""
+def grids(scale: str, tiers: list[str], lustre: str | None = None) -> list[tuple[str, list[str]]]:
+    """(sub-folder, overrides) of every grid of the study, from conf/paper/grids.yaml and the scale's values;
+    a grid whose storage is null (``{lustre}`` without ``lustre``) is left out."""
     from omegaconf import OmegaConf
 
     values = OmegaConf.to_container(OmegaConf.load(CONF / "scale" / f"{scale}.yaml"))
     values.update(tiers=tiers, middle=tiers[len(tiers) // 2], slow=tiers[0],
-                  fast=tiers[-1] if len(tiers) > 1 else "tmpfs")
+                  fast=tiers[-1] if len(tiers) > 1 else "tmpfs", lustre=lustre)
     grids = OmegaConf.to_container(OmegaConf.load(CONF / "grids.yaml"))
-    return [(name, [o for e in entries for o in _fill(str(e), values)]) for name, entries in grids.items()]
+    out = []
+    for name, entries in grids.items():
+        filled = [(str(e), _fill(str(e), values)) for e in entries]
+        if not any(e.startswith("storage=") and not o for e, o in filled):
+            out.append((name, [o for _, os_ in filled for o in os_]))
+    return out
 
 
 def _value(overrides: list[str], key: str) -> str | None:
@@ -118,12 +126,26 @@ def default_tiers() -> tuple[list[str], str]:
     return ["modeled_hdd" if mount.available() is None else "emulated_hdd", "emulated_ssd", "emulated_optane"], ""
 
 
-def _known_tiers(tiers: list[str], given: str | None) -> bool:
-    """False, after one line naming the first unknown tier, when ``--tiers`` names one that has no preset."""
+def default_lustre(tiers_given: bool) -> tuple[str | None, str]:
+    """The tier of Fig. 4's Lustre bars when ``--lustre`` is not given: the modelled Lustre where FUSE
+    works and the default tiers are used; with the line that says why not ("" when nothing fell back)."""
+    from jobs.storage.modeled import mount
+
+    if tiers_given:
+        return None, ""
+    why = mount.available()
+    if why is not None:
+        return None, (f"the modelled Lustre cannot be mounted here ({why}): the Lustre claim comes out not measured; "
+                      "on a cluster, a study with --tiers lustre storage.root=<a folder on it> measures the real one")
+    return "modeled_lustre", ""
+
+
+def _known_tiers(tiers: list[str], given: str | None, option: str = "--tiers") -> bool:
+    """False, after one line naming the first unknown tier, when ``option`` names one that has no preset."""
     known = sorted(p.stem for p in (CONF.parent / "storage").glob("*.yaml") if not p.stem.startswith("_"))
     bad = [t for t in tiers if t not in known]
     if bad or not tiers:
-        print(f"campaign: --tiers {given!r}: {'unknown tier ' + repr(bad[0]) if bad else 'no tier given'}; "
+        print(f"campaign: {option} {given!r}: {'unknown tier ' + repr(bad[0]) if bad else 'no tier given'}; "
               f"valid: {', '.join(known)}; nothing was run", file=sys.stderr)
         return False
     return True
@@ -170,15 +192,23 @@ def main(argv: list[str]) -> int:
     p.add_argument("--scale", choices=scales(), default="workstation", help="a file of conf/paper/scale/")
     p.add_argument("--tiers", default=None, help="comma-separated storage presets (default: emulated tiers as root, "
                                                  "else local,tmpfs)")
+    p.add_argument("--lustre", default=None, help="the tier of Fig. 4's Lustre bars (grid fig4_lustre), or none "
+                                                  "(default: modeled_lustre where FUSE works and --tiers is not given)")
     p.add_argument("--out", type=Path, default=None, help="campaign folder (default multirun/paper-<date>-<time>)")
-    p.add_argument("--only", default=None, help="comma-separated grids to run: table1,fig4_fig5,fig6_fig8,fig7,fig9_fig10")
+    p.add_argument("--only", default=None, help="comma-separated grids to run: table1,fig4_fig5,fig4_lustre,fig6_fig8,"
+                                                "fig7,fig9_fig10")
     p.add_argument("overrides", nargs="*", help="Hydra overrides added to every grid (e.g. platform=slurm)")
     args = p.parse_intermixed_args(argv)  # overrides may come after --out and the other options
     tiers, fell_back = (args.tiers.split(","), "") if args.tiers is not None else default_tiers()
-    if not _known_tiers(tiers, args.tiers):
+    if args.lustre is None:
+        lustre, no_lustre = default_lustre(args.tiers is not None)
+        fell_back = "; ".join(x for x in (fell_back, no_lustre) if x)
+    else:
+        lustre = None if args.lustre == "none" else args.lustre
+    if not _known_tiers(tiers, args.tiers) or (lustre is not None and not _known_tiers([lustre], args.lustre, "--lustre")):
         return 2
     out = args.out or Path("multirun") / time.strftime("paper-%Y-%m-%d-%H-%M-%S")
-    todo = grids(args.scale, tiers)
+    todo = grids(args.scale, tiers, lustre)
     if args.only:
         wanted = set(args.only.split(","))
         unknown = wanted - {g for g, _ in todo}
@@ -205,6 +235,7 @@ def main(argv: list[str]) -> int:
     if fell_back:
         print(f"[paper] {fell_back}", flush=True)
     claim(out / PAPER).write_text(f"scale={args.scale}\ntiers={','.join(tiers)}\n"
+                                   + (f"lustre={lustre}\n" if lustre else "")
                                    + (f"fallback={fell_back}\n" if fell_back else "")
                                    + "".join(f"{n}: {' '.join(o)}\n" for n, o in todo))
     chained = _submits_and_returns(args.overrides)

@@ -171,6 +171,11 @@ def test_a_dry_run_on_this_machine_shows_the_plan_and_writes_nothing(cwd, tmp_pa
     assert _leftovers(cwd) == [] and list(root.iterdir()) == []
 
 
+def test_an_unknown_tier_for_the_lustre_bars_is_named(cwd):
+    _fails_with(cwd, "campaign: --lustre 'nvme': unknown tier 'nvme'; valid: ", "+experiment=paper", "--scale", "ci",
+                "--lustre", "nvme")
+
+
 def test_the_paper_study_checks_every_grid_before_the_first_runs(cwd, tmp_path):
     """Two real tiers and one storage.root: the last grid (checkpoints) cannot run; it used to fail after
     all the others had run (hours at full scale)."""

@@ -124,7 +124,7 @@ def test_the_paper_study_comes_from_its_yaml_files():
     from campaign import paper
 
     grids_text = (CONF / "paper" / "grids.yaml").read_text()
-    used = set(re.findall(r"\{(\w+)\}", grids_text)) - {"tiers", "middle", "fast", "slow", "name"}
+    used = set(re.findall(r"\{(\w+)\}", grids_text)) - {"tiers", "middle", "fast", "slow", "name", "lustre"}
     for scale in paper.scales():
         values = OmegaConf.load(CONF / "paper" / "scale" / f"{scale}.yaml")
         assert used <= set(values), (scale, used - set(values))
@@ -137,3 +137,11 @@ def test_the_paper_study_comes_from_its_yaml_files():
     assert "storage@checkpoint.fast=emulated_optane" in ci["fig9_fig10"] and "storage=emulated_ssd" in ci["fig7"]
     assert "workload.image_side=64" in ci["fig9_fig10"] and "dataset.num_images=128" in ci["table1"]
     assert not any(o.startswith("dataset.num_images") for o in dict(paper.grids("full", ["ssd"]))["table1"])
+    # Fig. 4's Lustre bars: a grid of their own on --lustre's tier, left out without one
+    ws = dict(paper.grids("workstation", ["modeled_hdd", "emulated_ssd"], "modeled_lustre"))
+    assert list(ws)[:3] == ["table1", "fig4_fig5", "fig4_lustre"]
+    assert ws["fig4_lustre"] == ["workload=microbench", "threads=1,2,4,8", "storage=modeled_lustre",
+                                 "dataset.num_images=512", "repeats=3"]
+    for cell in sweep.expand(ws["fig4_lustre"])[:1]:
+        validate.check(_compose(*cell))
+    assert "fig4_lustre" not in dict(paper.grids("workstation", ["modeled_hdd"]))

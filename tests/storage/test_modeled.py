@@ -204,6 +204,8 @@ def test_the_paper_study_reads_its_hdd_from_the_modelled_drive_where_fuse_works(
     from campaign import paper
 
     assert paper.default_tiers() == (["modeled_hdd", "emulated_ssd", "emulated_optane"], "")  # root, FUSE, cgroup v1
+    assert paper.default_lustre(False) == ("modeled_lustre", "")  # Fig. 4's Lustre bars, on the modelled Lustre
+    assert paper.default_lustre(True) == (None, "")  # --tiers given: those tiers only
 
 
 def test_the_drives_cache_holds_only_its_size():
