@@ -85,23 +85,22 @@ def measure_lustre(file_bytes: int, jobs: list[int], seconds: float, workdir: Pa
     and one sequential 1 MiB reader; (IOPS, MB/s, mean latency ms, peak OSTs) per test."""
     from jobs.storage.modeled import mount
 
-    tier = mount.setup("modeled_lustre", str(workdir / "backing"), str(workdir / "mnt"), _preset("modeled_lustre"))
-    at, out = Path(tier.mount), {}
-    try:
-        for n in [*jobs, 0]:
+    out = {}
+    for n in [*jobs, 0]:  # a fresh mount for each test: its counters (peak OSTs) are the test's own
+        tier = mount.setup("modeled_lustre", str(workdir / "backing"), str(workdir / "mnt"), _preset("modeled_lustre"))
+        try:
             rw, bs, k = ("randread", "112k", n) if n else ("read", "1m", 1)
-            before = mount.counters(tier.device)
             cmd = ["fio", "--name=t", f"--numjobs={k}", "--filename_format=f.$jobnum", f"--size={file_bytes}",
                    f"--rw={rw}", f"--bs={bs}", "--iodepth=1", "--ioengine=psync", "--direct=1", "--group_reporting",
                    f"--runtime={seconds}", "--time_based", "--randrepeat=0", "--output-format=json"]
-            res = subprocess.run(cmd, cwd=at, capture_output=True, text=True, check=True).stdout
+            res = subprocess.run(cmd, cwd=tier.mount, capture_output=True, text=True, check=True).stdout
             job = json.loads(res[res.index("{"):])["jobs"][0]["read"]
-            after = mount.counters(tier.device)
-            name = f"rand 112K, {n} job{'s' if n > 1 else ''}" if n else "seq 1M, 1 job"
-            out[name] = (float(job["iops"]), float(job["bw_bytes"]) / 1e6, float(job["clat_ns"]["mean"]) / 1e6,
-                         after["peak_osts"], after["late"] - before["late"])
-    finally:
-        mount.teardown(tier)
+            c = mount.counters(tier.device)
+        finally:
+            mount.teardown(tier)
+        name = f"rand 112K, {n} job{'s' if n > 1 else ''}" if n else "seq 1M, 1 job"
+        out[name] = (float(job["iops"]), float(job["bw_bytes"]) / 1e6, float(job["clat_ns"]["mean"]) / 1e6,
+                     c["peak_osts"], c["late"])
     return out
 
 
