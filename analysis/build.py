@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis import figures, outputs, tables
+from analysis import figures, mlperf, outputs, tables
 
 RESULTS = "results.csv"
 SUMMARY = "summary.csv"
@@ -69,8 +69,8 @@ def build(folder: str | Path, render: bool = True, baseline_from: str | Path | N
     import pandas as pd
 
     # before anything is written: a table of the same name that the tool did not write stops the build
-    outputs.check([folder / n for n in (RESULTS, SUMMARY, CELLS, BASELINES, CHECKPOINTS, IO_COST, "claims.csv",
-                                        "report.html")])
+    outputs.check([folder / n for n in (RESULTS, SUMMARY, CELLS, BASELINES, CHECKPOINTS, IO_COST, mlperf.MLPERF,
+                                        "claims.csv", "report.html")])
     results.to_csv(outputs.claim(folder / RESULTS), index=False)
     out.files.append(folder / RESULTS)
     base = tables.baselines_frame(c)
@@ -92,6 +92,7 @@ def build(folder: str | Path, render: bool = True, baseline_from: str | Path | N
     if not ckpts.empty:
         ckpts.to_csv(outputs.claim(folder / CHECKPOINTS), index=False)
         out.files.append(folder / CHECKPOINTS)
+    out.files += mlperf.write(results, folder)
     cost = training.io_cost(results)
     if not cost.empty:
         cost.to_csv(outputs.claim(folder / IO_COST), index=False)

@@ -16,7 +16,7 @@ def number(v: float) -> str:
     return f"{v:.3g}"
 
 
-PROSE = ("_reason", "measured_from")  # columns of sentences: kept wide enough to read as lines, not as a column of words
+PROSE = ("_reason", "measured_from", "why")  # columns of sentences: kept wide enough to read as lines, not as a column of words
 
 
 def table(df) -> str:

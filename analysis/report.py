@@ -178,6 +178,18 @@ def _capacity(folder: Path) -> str:
     return "" if t is None else f"<h2>Accelerators the storage can feed</h2><p>{capacity.INTRO}</p>" + _table(t)
 
 
+def _mlperf_section(folder: Path) -> str:
+    """Sharded checkpoints beside MLPerf Storage's published ones (analysis.mlperf), where a shape matches."""
+    import pandas as pd
+
+    from analysis import mlperf
+
+    path = folder / mlperf.MLPERF
+    if not path.exists():
+        return ""
+    return f"<h2>Checkpoints beside MLPerf Storage's</h2><p>{mlperf.INTRO}</p>" + _table(pd.read_csv(path).round(3))
+
+
 def _posix_section(folder: Path) -> str:
     """What the POSIX traces say (trace.posix=true): per cell, the figures, and how to open a trace."""
     from analysis import posix
@@ -259,6 +271,7 @@ docs/measurements.md, "What limited a number"); the label most runs of the cell 
 {_table(_cells(folder))}
 {_layout_section(folder)}
 {_capacity(folder)}
+{_mlperf_section(folder)}
 {_staging_section(folder, built)}
 {_posix_section(folder)}
 <h2>Table I: storage baselines</h2>

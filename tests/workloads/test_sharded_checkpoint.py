@@ -182,6 +182,33 @@ def test_each_rank_writes_and_reads_its_shard_and_the_run_follows_mlperf(two_ran
     assert (outs[0] / "checkpoint_shards.png").stat().st_size > 10_000  # the figure, drawn from these rows
 
 
+def test_a_shape_mlperf_ran_is_put_beside_its_submission_in_the_report(two_ranks, tmp_path):
+    """The local run's records (2 of ci_tiny's 4 ranks), relabelled as 2 of Llama 3 8B's 8 ranks: the report puts
+    them beside the MLPerf Storage v3.0 submission of that shape, and says a subset is not its workload."""
+    import json
+
+    from analysis.report import write_report
+
+    outs, *_ = two_ranks
+    folder = tmp_path / "relabelled"
+    shutil.copytree(outs[0], folder)
+    for rec in folder.glob("*/record.json"):
+        d = json.loads(rec.read_text())
+        d["config"]["checkpoint"]["model"]["name"] = "llama3_8b"
+        rec.write_text(json.dumps(d))
+    write_report(folder)
+    t = pd.read_csv(folder / "mlperf_checkpoints.csv")
+    assert list(t["source"]) == ["MLPerf Storage v3.0 closed, Nebius nebius-s3-ckpt-llama3-8b (1 host)", "measured here"]
+    mine = t.iloc[1]
+    assert mine["storage"] == "local" and mine["ranks_written"] == 2 and mine["runs"] == 2 and mine["load_cache"] == "cold"
+    assert mine["same_workload"] == "no" and mine["why"].startswith("subset mode: 2 of the model's ranks")
+    r = pd.read_csv(folder / "results.csv")
+    assert mine["save_gb_s"] == pytest.approx(r["save_throughput_gb_s"].median(), rel=1e-3)  # the runs' median
+    page = (folder / "report.html").read_text()
+    assert "Checkpoints beside MLPerf Storage's" in page and "summary.json" in page
+    assert not (outs[0] / "mlperf_checkpoints.csv").exists()  # ci_tiny: no submission, no table
+
+
 @pytest.mark.parametrize("args, expected", [
     (("checkpoint_model=none",), "unknown checkpoint_model 'none'"),
     ((), "workload=sharded_checkpoint needs a model shape: checkpoint_model=<preset>"),
