@@ -66,7 +66,7 @@ def table(results):
                         "load_s": g["load_duration_s"].median(), "load_gb_s": g["load_throughput_gb_s"].median(),
                         "load_cache": "/".join(states), "runs": len(g), "same_workload": "no" if why else "yes",
                         "why": "; ".join(why) or f"the submission's shape on {where}: its storage beside the submitter's"})
-    return pd.DataFrame(out, columns=COLUMNS)
+    return pd.DataFrame(out, columns=COLUMNS).astype({"runs": "Int64", "ranks_written": int, "ranks": int})
 
 
 def write(results, folder: Path) -> list[Path]:
