@@ -62,7 +62,7 @@ def measure(config: dict, job_dir: Path, first_run: int = 1) -> tuple[list[dict]
     if w.in_tensorflow:  # before the locks: the import holds no device; its start-up lines go to the cell's folder
         from jobs.execution import tfstart
 
-        tfstart.import_quietly(job_dir / tfstart.LOG)
+        tfstart.import_quietly(job_dir / tfstart.LOG, keras=w.uses_keras)
     tiers_of = w.tiers(cfg) + ([cfg.stage] if cfg.get("stage") is not None else [])
     root = str(cfg.storage.root)
     lock_dir = str(cfg.platform.lock_dir)

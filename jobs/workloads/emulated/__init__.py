@@ -34,6 +34,7 @@ class Emulated(Workload):
                  "mb_per_s", "train_au_percentage", "seconds", "bytes_read_syscall")
     record_keys = ("step_time_s", "dropped_files")
     packages = ("tensorflow",)
+    uses_keras = False  # tf.data and tf.io only
     figures = (Figure("capacity", "analysis.capacity:capacity_figure", order=11,
                       title="Emulated accelerators: AU against accelerators per tier, the threshold and the prediction"),)
 

@@ -24,6 +24,7 @@ class Microbench(Workload):
     metrics = of("batches", "seconds", "first_batch_s", "images_per_s", "mb_per_s", "bytes_read_syscall")
     record_keys = ("dropped_files",)
     packages = ("tensorflow",)
+    uses_keras = False  # tf.data and tf.io only
     figures = (
         Figure("fig4", "analysis.figures:bandwidth_figure", where=(("pipeline", "decode_resize"), *PAPER_LAYOUT), order=4,
                title="Fig. 4: input pipeline read → decode → resize 224×224 (median of runs)"),

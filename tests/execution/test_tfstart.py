@@ -1,0 +1,25 @@
+"""TensorFlow's import for a cell that builds no Keras model: without Keras's code (0.6-0.8 s of the
+import), Keras still there on first use, and the start-up chatter in the cell's log, not on the terminal."""
+
+import subprocess
+import sys
+
+from conftest import ROOT
+
+
+def test_tensorflow_without_keras_until_its_first_use(tmp_path):
+    log = tmp_path / "tensorflow_startup.log"
+    code = (
+        "import sys, time; from pathlib import Path; from jobs.execution import tfstart\n"
+        f"assert tfstart.import_quietly(Path({str(log)!r}), keras=False)\n"
+        "import tensorflow as tf\n"
+        "print('keras imported:', 'keras' in sys.modules, [m for m in sys.modules if m.startswith('keras')][:3])\n"
+        "print('tf.data:', int(tf.data.Dataset.range(4).reduce(tf.constant(0, tf.int64), lambda a, b: a + b)))\n"
+        "print('finders left:', [type(f).__name__ for f in sys.meta_path if type(f).__name__ == '_KerasLater'])\n"
+        "print('later:', tf.keras.optimizers.Adam.__module__)\n"
+        "assert not tfstart.import_quietly(Path('/nonexistent/never-written.log'))  # once per process\n")
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "keras imported: False []" in p.stdout and "tf.data: 6" in p.stdout and "finders left: []" in p.stdout
+    assert "later: keras.src.optimizers.adam" in p.stdout  # Keras imported on its first use, as usual
+    assert "absl::InitializeLog" in log.read_text() and "absl::InitializeLog" not in p.stderr
