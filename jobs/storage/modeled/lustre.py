@@ -32,6 +32,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from jobs.storage.modeled.disk import Counters
+
 MIB = 1 << 20
 
 
@@ -73,25 +75,14 @@ class LustreGeometry:
 
 
 @dataclass
-class LustreCounters:
-    """What the file system served this client, in /proc/diskstats's terms, plus the OSTs'."""
+class LustreCounters(Counters):
+    """The HDD's counters (/proc/diskstats's terms) for the whole file system, plus the OSTs'. ``busy_s``:
+    the busiest resource's busy time (one OST, or the client's link)."""
 
-    reads: int = 0
-    read_bytes: int = 0
-    writes: int = 0
-    write_bytes: int = 0
     rpcs: int = 0
-    busy_s: float = 0.0  # the busiest resource's busy time (one OST, or the client's link)
-    weighted_s: float = 0.0  # sum over requests of submit-to-completion time
     link_busy_s: float = 0.0
-    max_queue: int = 0  # requests outstanding at once, at most
     osts_used: int = 0  # OSTs that served at least one RPC
     peak_osts: int = 0  # OSTs serving this client at once, at most
-    late: int = 0  # requests whose bytes reached the layer after their modelled completion
-    late_s: float = 0.0
-
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
 
 
 @dataclass

@@ -1,0 +1,25 @@
+"""A micro-benchmark campaign on a modelled tier, as the modelled tiers' tests run it."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from tests.conftest import campaign
+
+
+def cells_on(tier: str, cwd, tmp_path, images: int) -> tuple[dict, list[dict]]:
+    """Cells at 1 and 4 threads on ``tier`` mounted in ``tmp_path`` (cold, one run each): the last run of
+    each by its thread count, and the records. The tier is unmounted afterwards."""
+    out = tmp_path / "c"
+    p = campaign("-m", "workload=microbench", f"storage={tier}", f"storage.root={tmp_path / 'mnt'}",
+                 f"storage.model.backing_dir={tmp_path / 'backing'}", "threads=1,4", f"dataset.num_images={images}",
+                 "dataset.num_classes=2", "batch_size=16", "repeats=1", "warmup=0", f"hydra.sweep.dir={out}", cwd=cwd)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    recs = [json.loads(rec.read_text()) for rec in sorted(out.glob("*/record.json"))]
+    runs = {r["config"]["threads"]: r["runs"][-1] for r in recs}
+    assert set(runs) == {1, 4}
+    for run in runs.values():
+        assert run["cache_state"] == "cold" and run["bytes_read_device"] >= 0.99 * run["bytes_consumed"]
+    assert not os.path.ismount(tmp_path / "mnt")
+    return runs, recs
