@@ -225,7 +225,8 @@ def test_stalls_order_and_the_figures_render(tmp_path):
     assert (bb["drain_after_end_s"] > 0).all()
     # the images are on the local disk beside other work: the run's device bytes are its own process's, and
     # the drain (a child process that reads every checkpoint back) is not among them (it was 1,000x and more)
-    assert (bb["bytes_read_device"] <= 2 * bb["bytes_consumed"]).all(), bb[["bytes_read_device", "bytes_consumed"]]
+    # bytes_consumed counts both trainings of a run (without checkpoints, then with), each read cold
+    assert (bb["bytes_read_device"] <= 1.5 * bb["bytes_consumed"]).all(), bb[["bytes_read_device", "bytes_consumed"]]
     for name in ("fig9.png", "fig10.png", "checkpoints.csv"):
         assert (out / name).stat().st_size > 0
     ck = pd.read_csv(out / "checkpoints.csv")
@@ -271,8 +272,10 @@ def test_a_burst_buffer_run_counts_only_the_data_tiers_reads(tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     run = json.loads((out / "0" / "record.json").read_text())["runs"][-1]
     ckpt_bytes = sum(c["bytes"] for c in run["checkpoints"])
-    assert ckpt_bytes > 3 * run["bytes_consumed"]  # reading them back would dwarf the data
-    assert run["bytes_consumed"] <= run["bytes_read_device"] < run["bytes_consumed"] + ckpt_bytes / 2
+    assert ckpt_bytes > run["bytes_consumed"]  # reading them back would dwarf the data
+    # both trainings of the run (without checkpoints, then with), each cold: it read what they consumed, no more
+    # (it logged 229% of consumed when only the second training's bytes were counted)
+    assert run["bytes_consumed"] <= run["bytes_read_device"] < 1.5 * run["bytes_consumed"]
     assert run["cache_state"] == "cold"
 
 
