@@ -31,8 +31,11 @@ class _KerasLater(importlib.abc.MetaPathFinder):
 
 def import_quietly(log: Path, keras: bool = True) -> bool:
     """Import TensorFlow and let it look for its devices with stderr sent to ``log`` (appended); without
-    Keras unless ``keras``. Returns False when TensorFlow was already imported (nothing done)."""
+    Keras unless ``keras``. Returns False when TensorFlow was already imported (then only Keras, if an
+    earlier cell's import left it out and this one needs it: before the cell's runs, not inside the first)."""
     if "tensorflow" in sys.modules:
+        if keras and "keras" not in sys.modules:
+            import keras  # noqa: F401
         return False
     log.parent.mkdir(parents=True, exist_ok=True)
     sys.stderr.flush()

@@ -13,6 +13,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import keras  # with this module, not in build_model: never inside a run (a cell's: tfstart imports it first)
+
 from jobs import interrupts
 from jobs.data import pipeline, readers
 from jobs.data.datasets import Dataset
@@ -46,7 +48,6 @@ def device_name(choice: str) -> str:
 def build_model(num_classes: int, side: int, width: float, seed: int):
     """AlexNet: five convolutions, three max-poolings, three dense layers, ReLU (58.7 M parameters at
     224x224x3, width 1, 102 classes; 62.4 M with 1,000)."""
-    import keras
     from keras import layers
 
     keras.utils.set_random_seed(seed)
@@ -77,7 +78,6 @@ def build_model(num_classes: int, side: int, width: float, seed: int):
 
 def make_step(model, device: str, opt=None):
     """A compiled training step (Adam, softmax cross-entropy on one-hot labels) returning the loss."""
-    import keras
     import tensorflow as tf
 
     opt = opt or keras.optimizers.Adam(1e-4)
