@@ -12,20 +12,16 @@ def serve(name: str, backing: str, mount: str, geometry: str) -> None:
 
     from jobs.execution import lifeline
     from jobs.storage.modeled.disk import Disk
-    from jobs.storage.modeled.layer import HIDDEN, Layer, OnDisk, Placement
+    from jobs.storage.modeled.layer import Layer, OnDisk, Placement, backing_files
     from jobs.storage.modeled.lustre import Lustre
     from jobs.storage.modeled.mount import DEVICES, SOURCE, SUBTYPE
 
+    build = {"hdd": lambda g: OnDisk(Disk(g), Placement()), "lustre": Lustre}  # storage.model.device -> device
     lifeline.bind()
     figures = json.loads(geometry)
     kind = figures.pop("device", "hdd")
-    if kind == "lustre":
-        device = Lustre(DEVICES[kind](**figures))
-        device.adopt(backing, backing.rstrip("/") + HIDDEN)
-    else:
-        placement = Placement()
-        placement.adopt(backing)
-        device = OnDisk(Disk(DEVICES[kind](**figures)), placement)
+    device = build[kind](DEVICES[kind](**figures))
+    device.adopt(backing_files(backing))
     mfusepy.FUSE(Layer(backing, device), mount, foreground=True, fsname=SOURCE + name,
                  subtype=SUBTYPE, kernel_cache=True, allow_other=True, default_permissions=True, max_threads=64,
                  max_idle_threads=64)

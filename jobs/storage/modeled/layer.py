@@ -40,18 +40,10 @@ class Placement:
         self._allocated: dict[str, int] = {}  # path -> bytes of the file that have a place
         self._lock = threading.Lock()
 
-    def adopt(self, backing: str) -> int:
-        """Place the files already in ``backing`` (path order); returns how many."""
-        found = []
-        for top, dirs, files in os.walk(backing):
-            dirs.sort()
-            for f in sorted(files):
-                p = os.path.join(top, f)
-                if os.path.isfile(p) and not os.path.islink(p) and p != os.path.join(backing, HIDDEN[1:]):
-                    found.append(("/" + os.path.relpath(p, backing), os.path.getsize(p)))
-        for rel, size in found:
+    def adopt(self, files: list[tuple[str, int]]) -> None:
+        """Place files already there ((path, size) in path order, ``backing_files``)."""
+        for rel, size in files:
             self.extend(rel, size)
-        return len(found)
 
     def extend(self, path: str, upto: int) -> None:
         """Give bytes ``[allocated, upto)`` of ``path`` a place where the disk's free space starts."""
@@ -98,11 +90,27 @@ class Placement:
             self._allocated.pop(path, None)
 
 
+def backing_files(backing: str) -> list[tuple[str, int]]:
+    """The files already in the backing folder, as the layer names them, with their sizes, in path order
+    (the marker left out): what a device lays out before the mount serves."""
+    found = []
+    for top, dirs, files in os.walk(backing):
+        dirs.sort()
+        for f in sorted(files):
+            p = os.path.join(top, f)
+            if os.path.isfile(p) and not os.path.islink(p) and p != os.path.join(backing, HIDDEN[1:]):
+                found.append(("/" + os.path.relpath(p, backing), os.path.getsize(p)))
+    return found
+
+
 class OnDisk:
     """The modelled HDD as the layer's device: files placed on the drive, requests served by its queue."""
 
     def __init__(self, disk: Disk, placement: Placement):
         self.disk, self.placement = disk, placement
+
+    def adopt(self, files: list[tuple[str, int]]) -> None:
+        self.placement.adopt(files)
 
     @property
     def counters(self):

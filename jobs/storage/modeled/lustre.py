@@ -27,10 +27,9 @@ is never called saturated; ``peak_osts`` is the most OSTs that served this clien
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from jobs.storage.modeled.disk import Counters
 
@@ -85,12 +84,10 @@ class LustreCounters(Counters):
     peak_osts: int = 0  # OSTs serving this client at once, at most
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Request:
     submitted: float
-    finished: float
-    write: bool
-    done: threading.Event = field(default_factory=threading.Event)
+    finished: float  # its modelled completion, computed when it was submitted
 
 
 class Lustre:
@@ -111,17 +108,10 @@ class Lustre:
         self._outstanding = 0
 
     # layout
-    def adopt(self, backing: str, hidden: str) -> int:
-        """Lay out the files already in ``backing`` in path order (``hidden``: the marker, not a file of the tier)."""
-        n = 0
-        for top, dirs, files in os.walk(backing):
-            dirs.sort()
-            for f in sorted(files):
-                p = os.path.join(top, f)
-                if os.path.isfile(p) and not os.path.islink(p) and p != hidden:
-                    self._layout("/" + os.path.relpath(p, backing))
-                    n += 1
-        return n
+    def adopt(self, files: list[tuple[str, int]]) -> None:
+        """Lay out files already there ((path, size) in path order), as if created in that order."""
+        for rel, _ in files:
+            self._layout(rel)
 
     def _layout(self, path: str) -> int:
         with self._lock:
@@ -199,7 +189,7 @@ class Lustre:
                 c.reads += 1
                 c.read_bytes += size
             c.weighted_s += finished - now
-        return _Request(now, finished, write)
+        return _Request(now, finished)
 
     def _book_link(self, ready: float, length: float, now: float) -> float:
         """Book the link for ``length`` s in its first free time from ``ready``; returns when it ends."""
@@ -232,12 +222,3 @@ class Lustre:
             if ready is not None and ready > r.finished:
                 self.counters.late += 1
                 self.counters.late_s += ready - r.finished
-        r.done.set()
-
-    def serve(self, path: str, offset: int, size: int, write: bool = False) -> _Request:
-        r = self.submit(path, offset, size, write)
-        self.wait(r)
-        return r
-
-    def stop(self) -> None:
-        pass
