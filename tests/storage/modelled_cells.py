@@ -12,6 +12,10 @@ def cells_on(tier: str, cwd, tmp_path, images: int) -> tuple[dict, list[dict]]:
     """Cells at 1 and 4 threads on ``tier`` mounted in ``tmp_path`` (cold, one run each): the last run of
     each by its thread count, and the records. The tier is unmounted afterwards."""
     out = tmp_path / "c"
+    planted = {tmp_path / "beside.bin": os.urandom(4096), tmp_path / "backing" / "notes.txt": b"a user's notes"}
+    for f, data in planted.items():  # a user's files beside the mount point and beside the tier's backing folder
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_bytes(data)
     p = campaign("-m", "workload=microbench", f"storage={tier}", f"storage.root={tmp_path / 'mnt'}",
                  f"storage.model.backing_dir={tmp_path / 'backing'}", "threads=1,4", f"dataset.num_images={images}",
                  "dataset.num_classes=2", "batch_size=16", "repeats=1", "warmup=0", f"hydra.sweep.dir={out}", cwd=cwd)
@@ -22,4 +26,6 @@ def cells_on(tier: str, cwd, tmp_path, images: int) -> tuple[dict, list[dict]]:
     for run in runs.values():
         assert run["cache_state"] == "cold" and run["bytes_read_device"] >= 0.99 * run["bytes_consumed"]
     assert not os.path.ismount(tmp_path / "mnt")
+    assert all(f.read_bytes() == data for f, data in planted.items())
+    assert set(os.listdir(tmp_path / "backing")) == {"notes.txt", tier}  # the tier's own folder beside them
     return runs, recs

@@ -17,6 +17,7 @@ import pytest
 
 from jobs.storage.modeled import mount
 from jobs.storage.modeled.disk import Disk, HddGeometry
+from jobs.storage.modeled.lustre import LustreGeometry
 
 pytestmark = pytest.mark.tiers  # builds emulated or modelled tiers: the tests that do run in turn
 
@@ -131,12 +132,13 @@ def test_the_layer_serves_the_bytes_counts_what_the_drive_served_and_the_page_ca
     assert sorted(os.listdir(p.parent)) == ["f.bin", "soft.bin"]
 
 
-def test_what_is_not_ours_is_refused_and_left_as_it_was(tmp_path):
+@pytest.mark.parametrize("name,geometry", [("modeled_hdd", G), ("modeled_lustre", LustreGeometry(rate_scale=0.05))])
+def test_what_is_not_ours_is_refused_and_left_as_it_was(tmp_path, name, geometry):
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "mine.txt").write_text("user data")
     with pytest.raises(mount.ModelError, match="is a folder with files in it"):
-        mount.setup("modeled_hdd", str(tmp_path / "b"), str(busy), G)
+        mount.setup(name, str(tmp_path / "b"), str(busy), geometry)
     assert (busy / "mine.txt").read_text() == "user data" and not os.path.ismount(busy)
     other = tmp_path / "other"
     other.mkdir()
@@ -144,15 +146,15 @@ def test_what_is_not_ours_is_refused_and_left_as_it_was(tmp_path):
     try:
         (other / "theirs").write_text("x")
         with pytest.raises(mount.ModelError, match="which iocampaign did not mount"):
-            mount.setup("modeled_hdd", str(tmp_path / "b"), str(other), G)
-        assert mount.cleanup("modeled_hdd", str(other)) == [] and (other / "theirs").read_text() == "x"
+            mount.setup(name, str(tmp_path / "b"), str(other), geometry)
+        assert mount.cleanup(name, str(other)) == [] and (other / "theirs").read_text() == "x"
     finally:
         subprocess.run(["umount", str(other)], check=True)
-    backing = tmp_path / "b2" / "modeled_hdd"
+    backing = tmp_path / "b2" / name
     backing.mkdir(parents=True)
     (backing / "notes.txt").write_text("keep")
     with pytest.raises(mount.ModelError, match="which iocampaign did not create"):
-        mount.setup("modeled_hdd", str(tmp_path / "b2"), str(tmp_path / "m2"), G)
+        mount.setup(name, str(tmp_path / "b2"), str(tmp_path / "m2"), geometry)
     assert (backing / "notes.txt").read_text() == "keep" and not (backing / mount.MARKER).exists()
 
 
