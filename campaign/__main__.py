@@ -35,7 +35,7 @@ def run() -> int:
     from jobs import interrupts
 
     interrupts.install()  # SIGINT and SIGTERM unwind the cell, never from inside TensorFlow's iterator
-    from jobs.execution import lifeline
+    from jobs import lifeline
 
     lifeline.bind()  # a grid of the paper study: SIGTERM (and its clean-up) when the study's process dies
     try:

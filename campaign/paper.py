@@ -95,7 +95,7 @@ def _check_grids(todo: list[tuple[str, list[str]]], extra: list[str], out: Path)
     """Plan and check every cell of every grid before any runs (each grid's own dry run, in a few
     hundred ms); on the first bad one print its line, naming the grid, and return False. With
     ``platform.dry_run=true`` the grids' plans are printed instead."""
-    from jobs.execution import lifeline
+    from jobs import lifeline
 
     dry = _dry(extra)
     for name, overrides in todo:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 def run(args: list[str], sweep_dir: Path) -> int:
     """``python -m campaign -m <args> hydra.sweep.dir=<sweep_dir>``; its exit status."""
-    from jobs.execution import lifeline
+    from jobs import lifeline
 
     child = subprocess.Popen([sys.executable, "-m", "campaign", "-m", *args, f"hydra.sweep.dir={sweep_dir}"],
                              env=lifeline.child_env())

@@ -199,3 +199,12 @@ def read_counters() -> tuple[int | None, int | None]:
     except OSError:
         return None, None
     return vals.get("read_bytes"), vals.get("rchar")
+
+
+def through_service(dataset, address: str):
+    """``dataset`` read through the tf.data service at ``address`` (``jobs.execution.service`` starts it):
+    ``distributed_epoch`` mode, so the dispatcher hands each element to one worker, once per pass."""
+    import tensorflow as tf
+
+    return dataset.apply(tf.data.experimental.service.distribute(processing_mode="distributed_epoch",
+                                                                 service=address))

@@ -1,6 +1,6 @@
 """The tf.data service for a cell (``input.service=true``): a dispatcher and ``input.workers`` worker
 processes on this machine, started for the cell and ended with it; the measured consumer reads its
-pipeline through ``tf.data.experimental.service.distribute`` in ``distributed_epoch`` mode (the
+pipeline through the service in ``distributed_epoch`` mode (``jobs.data.pipeline.through_service``: the
 dispatcher hands the file indices out to the workers, which read and decode; every image is read
 exactly once per pass).
 
@@ -9,7 +9,7 @@ worker's (``/proc/<pid>/io``), and each worker's own rate is recorded.
 
 On Slurm (``platform=slurm``) the workers are tasks of the cell's job: one job step, ``srun --overlap
 --ntasks=<workers>`` over the job's nodes, each worker's number from ``SLURM_PROCID``, addressed by
-its node's address as Slurm knows it (``jobs.execution.nodes``); the dispatcher runs beside the cell's
+its node's address as Slurm knows it (``jobs.nodes``); the dispatcher runs beside the cell's
 controller. A worker on another node cannot be
 read through ``/proc``, so every worker writes its own counters into the service folder
 (``worker-<k>.io``, every ``IO_EVERY_S``) and the runner reads those.
@@ -28,7 +28,6 @@ from pathlib import Path
 
 SUBDIR = "service"
 MODULE = "jobs.execution.service"  # python -m MODULE dispatcher|worker ...
-MODE = "distributed_epoch"
 START_TIMEOUT_S = 300.0
 IO_EVERY_S = 0.05  # how often a worker of a Slurm step writes its /proc/self/io counters
 
@@ -103,7 +102,7 @@ STEP_ERR = "step.err"  # the workers' Slurm step's stderr: srun names the task t
 
 def _dead_task(err: Path) -> str | None:
     """'worker <k> ended on <node> (<how>)' from srun's first "srun: error: <node>: task <k>: <how>" line."""
-    from jobs.execution import nodes
+    from jobs import nodes
 
     failed = nodes.srun_failure(err)
     return f"worker {failed[1]} ended on {failed[0]} ({failed[2]})" if failed else None
@@ -131,7 +130,7 @@ def _wait(path: Path, procs: list, what: str) -> None:
 def running(workers: int, folder: Path, slurm: tuple[int, int] | None = None):
     """A dispatcher and ``workers`` workers for the block; all of them ended after it, whatever happened.
     ``slurm``: (nodes, CPUs per task) to start the workers as a job step of the cell's Slurm job."""
-    from jobs.execution import nodes
+    from jobs import nodes
 
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.iterdir():
@@ -139,7 +138,7 @@ def running(workers: int, folder: Path, slurm: tuple[int, int] | None = None):
     procs: list[subprocess.Popen] = []
     host = nodes.address() if slurm else "localhost"  # on Slurm: the address slurmctld reaches this node by
     try:
-        from jobs.execution import lifeline
+        from jobs import lifeline
 
         # the dispatcher and local workers end with this process, whatever kills it; a Slurm step's
         # workers end with the step, which Slurm ends with the job
@@ -228,15 +227,8 @@ def watched(run_once, ctx, svc, every_s: float = 0.2) -> dict:
     return box["result"]
 
 
-def distribute(dataset, address: str):
-    """``dataset`` read through the service at ``address`` (every element once per pass)."""
-    import tensorflow as tf
-
-    return dataset.apply(tf.data.experimental.service.distribute(processing_mode=MODE, service=address))
-
-
 def main(role: str, folder: str, *args: str) -> int:
-    from jobs.execution import lifeline
+    from jobs import lifeline
 
     lifeline.bind()  # before TensorFlow's import: a dispatcher or worker never outlives its cell's runner
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -257,7 +249,7 @@ def main(role: str, folder: str, *args: str) -> int:
         else:  # a task of a Slurm step: its number from srun, its address its node's, its counters in files
             import threading
 
-            from jobs.execution import nodes
+            from jobs import nodes
 
             n = int(os.environ["SLURM_PROCID"])
             server = service.WorkerServer(service.WorkerConfig(dispatcher_address=address,

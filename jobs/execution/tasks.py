@@ -81,7 +81,7 @@ def run(config: dict, ds, n: int, seed: int, run_no: int, folder: Path, timeout_
     over their timed intervals (their start-up is not in it). A task silent for ``silence_s`` fails the run."""
     import uuid
 
-    from jobs.execution import lifeline
+    from jobs import lifeline
     from jobs.observe import usage
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -194,7 +194,7 @@ def main(folder: str, rank: int) -> int:
     barrier at the start of its timed interval, its node's counters over that interval, its result."""
     import resource
 
-    from jobs.execution import lifeline, nodes
+    from jobs import lifeline, nodes
 
     parent = os.getppid()
     local = lifeline.bind()  # a local task ends with the runner; a Slurm task with its step
@@ -252,7 +252,7 @@ def main(folder: str, rank: int) -> int:
 
 def _with_node(result: dict, stamps: dict, counters: dict, disk: str | None) -> dict:
     """A task's result with its timed interval and its node's counters over it (kernel, data device, CPU)."""
-    from jobs.execution import nodes
+    from jobs import nodes
 
     a, b = counters["start"], counters["end"]
     result.update(kernel=nodes.kernel(), t_start=stamps["start"], t_end=stamps["end"],

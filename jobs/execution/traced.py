@@ -94,8 +94,7 @@ def measure(config: dict, job_dir: Path, first_run: int = 1) -> tuple[list[dict]
     (trace_dir / REQUEST).write_text(json.dumps({"config": config, "log_file": _log_file(), "first_run": first_run}))
     env = {**os.environ, **environment(trace_dir, data_dirs(config))}
     log.info("trace.posix: measuring in a child process traced by dftracer (%s) into %s", env["LD_PRELOAD"], trace_dir)
-    from jobs import interrupts
-    from jobs.execution import lifeline
+    from jobs import interrupts, lifeline
 
     # the child ends (cleanly: SIGTERM runs its clean-up) when this process dies, even by SIGKILL
     proc = subprocess.Popen([sys.executable, "-m", "jobs.execution.traced_child", str(job_dir)], env=lifeline.child_env(env))

@@ -19,8 +19,7 @@ log = logging.getLogger(__name__)
 
 def main(job_dir: str) -> int:
     """The child: measure the cell and write the outcome for the parent."""
-    from jobs import interrupts, runner
-    from jobs.execution import lifeline
+    from jobs import interrupts, lifeline, runner
 
     lifeline.bind()
     for k in [k for k in os.environ if k == "LD_PRELOAD" or k.startswith("DFTRACER_")]:

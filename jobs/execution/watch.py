@@ -130,7 +130,7 @@ class Watch:
                 where = f" on {self.hosts[r]}" if r in self.hosts else ""
                 said = ""
                 if r in self.hosts and self.err is not None:
-                    from jobs.execution import nodes
+                    from jobs import nodes
 
                     state = nodes.slurm_state(self.hosts[r])
                     said = f"; Slurm has {self.hosts[r]} as {state}" if state else ""
@@ -153,7 +153,7 @@ class Watch:
         node srun names; else its exit status)."""
         self.check_errors()
         if self.err is not None and self.procs[0].poll() not in (None, 0):
-            from jobs.execution import nodes
+            from jobs import nodes
 
             failed = nodes.srun_failure(self.err)
             if failed:

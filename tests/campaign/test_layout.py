@@ -54,6 +54,21 @@ def test_no_import_runs_up():
     assert up == []
 
 
+# inside jobs/, a folder imports only the layers below its own: what every layer shares (jobs/*.py but
+# the runner), then data and storage, what a run observes, the workloads, how their processes start, the run loop
+JOBS_LAYERS = {"data": 1, "storage": 1, "observe": 2, "workloads": 3, "execution": 4, "runner": 5}
+ENTRY_POINTS = {("jobs.execution.traced_child", "jobs.runner")}  # the traced child's process runs the run loop
+
+
+def test_jobs_folders_import_downwards_only():
+    def layer(module: str) -> int:
+        return JOBS_LAYERS.get(module.split(".")[1], 0)
+
+    up = [f"{m} imports {t}" for m, targets in _graph().items() if m.startswith("jobs.") for t in sorted(targets)
+          if t.startswith("jobs.") and layer(t) > layer(m) and (m, t) not in ENTRY_POINTS]
+    assert up == []
+
+
 def test_no_import_cycle():
     graph = _graph()
     index: dict[str, int] = {}
@@ -88,8 +103,8 @@ def test_no_import_cycle():
 
 def test_jobs_is_laid_out_by_concern_with_no_two_modules_of_one_name():
     top = sorted(p.name for p in (ROOT / "jobs").glob("*.py"))
-    assert top == ["__init__.py", "configview.py", "errors.py", "interrupts.py", "metrics.py", "plan.py", "records.py",
-                   "runner.py"]
+    assert top == ["__init__.py", "configview.py", "errors.py", "interrupts.py", "lifeline.py", "metrics.py", "nodes.py",
+                   "plan.py", "records.py", "runner.py"]
     assert sorted(p.name for p in (ROOT / "jobs").iterdir() if p.is_dir() and p.name != "__pycache__") == [
         "data", "execution", "observe", "storage", "workloads"]
     names = [p.name for p in (ROOT / "jobs").rglob("*.py") if p.name != "__init__.py"]

@@ -64,13 +64,14 @@ def test_a_worker_killed_mid_run_fails_the_run_instead_of_hanging(tmp_path):
     ever; the runner watches the service while the consumer reads and names the dead worker."""
     import tensorflow as tf
 
+    from jobs.data.pipeline import through_service
     from jobs.execution import service
 
     files = [str(f) for f in make_jpegs(tmp_path / "data", 400, classes=1, side=32)]
     seen = []
 
     def run_once(address):
-        ds = service.distribute(tf.data.Dataset.from_tensor_slices(files).map(tf.io.read_file), address)
+        ds = through_service(tf.data.Dataset.from_tensor_slices(files).map(tf.io.read_file), address)
         for _ in ds:
             seen.append(1)
             if len(seen) == 50:  # mid-run

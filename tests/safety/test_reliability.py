@@ -93,10 +93,10 @@ def test_a_signal_during_the_drain_wait_is_raised_and_the_drain_stopped(tmp_path
 
 
 def test_a_helper_ends_when_its_parent_is_killed(tmp_path):
-    """jobs.execution.lifeline: a helper started with child_env() ends when its parent dies by SIGKILL."""
+    """jobs.lifeline: a helper started with child_env() ends when its parent dies by SIGKILL."""
     code = ("import os, subprocess, sys, time\n"
-            "from jobs.execution import lifeline\n"
-            "c = subprocess.Popen([sys.executable, '-c', 'from jobs.execution import lifeline; import time; lifeline.bind(); "
+            "from jobs import lifeline\n"
+            "c = subprocess.Popen([sys.executable, '-c', 'from jobs import lifeline; import time; lifeline.bind(); "
             "time.sleep(120)'], env=lifeline.child_env())\n"
             f"open({str(tmp_path / 'pid')!r}, 'w').write(str(c.pid))\n"
             "time.sleep(120)\n")

@@ -10,7 +10,7 @@ import sys
 def serve(name: str, backing: str, mount: str, geometry: str) -> None:
     import mfusepy
 
-    from jobs.execution import lifeline
+    from jobs import lifeline
     from jobs.storage.modeled.disk import Disk
     from jobs.storage.modeled.layer import Layer, OnDisk, Placement, backing_files
     from jobs.storage.modeled.lustre import Lustre

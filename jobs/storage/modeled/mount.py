@@ -142,7 +142,7 @@ def setup(name: str, backing_dir: str, mount: str, geometry: HddGeometry | Lustr
     Path(backing).mkdir(parents=True, exist_ok=True)
     Path(backing, MARKER).write_text(json.dumps({"tier": name}))
     Path(mount).mkdir(parents=True, exist_ok=True)
-    from jobs.execution import lifeline
+    from jobs import lifeline
 
     proc = subprocess.Popen([sys.executable, "-m", "jobs.storage.modeled", "serve", name, backing, mount,
                              json.dumps(described(geometry))], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -198,11 +198,11 @@ def _drain_worker(inq, outq, slow_dir: str, tag: str, keep: int, how: str, paren
     run keeps it for the restore a restart would make while it is fresh), apply retention on the slow tier;
     report every checkpoint drained.
 
-    It ends with its parent (``jobs.execution.lifeline``) and ignores SIGINT: a Ctrl-C reaches the whole
+    It ends with its parent (``jobs.lifeline``) and ignores SIGINT: a Ctrl-C reaches the whole
     process group, and whether the drain stops is the run's decision (``Drain.abort``)."""
     import signal
 
-    from jobs.execution import lifeline
+    from jobs import lifeline
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if parent is not None:

@@ -35,11 +35,7 @@ def build(ds: Dataset, s: RunSettings):
         decode=s.pipeline == "decode_resize", image_side=s.image_side, read_delay_ms=s.read_delay_ms,
         shuffle=s.shuffle, shuffle_buffer=s.shuffle_buffer,
     )
-    if s.service:
-        from jobs.execution import service
-
-        p = service.distribute(p, s.service)
-    return p
+    return pipeline.through_service(p, s.service) if s.service else p
 
 
 shuffled_order = pipeline.shuffled_order

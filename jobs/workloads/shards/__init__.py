@@ -120,7 +120,7 @@ class ShardedCheckpoint(Workload):
         return [cfg.storage, cfg.checkpoint.fast] if _target(cfg) == "burst_buffer" else [cfg.storage]
 
     def run_once(self, ctx: RunContext) -> dict:
-        from jobs.execution import nodes
+        from jobs import nodes
         from jobs.plan import cell_id
         from jobs.workloads.checkpoint.saving import ckpt_dir
         from jobs.workloads.shards import folders, shardio
