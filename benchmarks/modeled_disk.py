@@ -57,9 +57,9 @@ def _tests(depths: list[int]) -> list[tuple[str, str, str, int]]:
 def measure(capacity_gb: float | None, file_bytes: int, depths: list[int], seconds: float, workdir: Path) -> dict:
     """The fio matrix on a freshly mounted modelled HDD (``capacity_gb`` None: the preset's)."""
     from jobs.storage.modeled import mount
-    from jobs.storage.modeled.disk import HddGeometry
 
-    geometry = HddGeometry() if capacity_gb is None else dataclasses.replace(HddGeometry(), capacity_gb=capacity_gb)
+    preset = _preset("modeled_hdd")
+    geometry = preset if capacity_gb is None else dataclasses.replace(preset, capacity_gb=capacity_gb)
     backing, at = workdir / "backing", workdir / "mnt"
     tier = mount.setup("modeled_hdd", str(backing), str(at), geometry)
     try:
@@ -112,11 +112,12 @@ def main_lustre(args) -> int:
     with tempfile.TemporaryDirectory(dir=work) as tmp:
         res = measure_lustre(args.file_mb << 20, jobs, args.seconds, Path(tmp))
     one = g.rpc_rtt_ms / 1e3 + g.ost_s(112 << 10) + g.link_s(112 << 10)
-    base = next(iter(res.values()))[0]
-    print(f"{'test':<20}{'IOPS':>8}{'MB/s':>8}{'lat ms':>8}{'speed-up':>10}{'peak OSTs':>11}{'late':>6}")
+    base = next(iter(res.values()))[0]  # speed-ups are over the first --jobs value, named in the header
+    vs = f"{jobs[0]} job{'s' if jobs[0] > 1 else ''}"
+    print(f"{'test':<20}{'IOPS':>8}{'MB/s':>8}{'lat ms':>8}{'vs ' + vs:>14}{'peak OSTs':>11}{'late':>6}")
     for name, (iops, mb, lat, peak, late) in res.items():
         up = f"{iops / base:.2f}x" if name.startswith("rand") else ""
-        print(f"{name:<20}{iops:>8.0f}{mb:>8.1f}{lat:>8.2f}{up:>10}{peak:>11}{late:>6}")
+        print(f"{name:<20}{iops:>8.0f}{mb:>8.1f}{lat:>8.2f}{up:>14}{peak:>11}{late:>6}")
     print(f"model, one job of 112 KiB reads: {1 / one:.0f} IOPS, {one * 1e3:.2f} ms a read (OST {g.ost_latency_ms} ms "
           f"+ {g.ost_s(112 << 10) * 1e3 - g.ost_latency_ms:.2f} ms of transfer, link {g.link_s(112 << 10) * 1e3:.2f} ms, "
           f"round trip {g.rpc_rtt_ms} ms); one stream: {g.ost_mb_s * g.rate_scale:.0f} MB/s (rates x{g.rate_scale})")

@@ -64,6 +64,30 @@ def test_a_stream_pays_the_ost_latency_once():
                                                      + 4 * G.ost_s(MIB, True) + G.link_s(MIB))
 
 
+def test_a_sequential_reader_keeps_its_ost_busy_through_the_client_read_ahead():
+    """A reader that asks for the next MiB when the last one came: its read-ahead sent that RPC when the
+    last read was submitted, so the OST serves the stream without a gap (the OST's rate, not OST + link
+    + round trip a MiB). Reading the same MiBs backwards, each read waits for all of it."""
+    def one_after_another(offsets, write=False) -> float:
+        clock = [0.0]
+        fs = Lustre(G, clock=lambda: clock[0], sleep=lambda s: None)
+        for off in offsets:
+            clock[0] = fs.submit("/big", off, MIB, write).finished  # the next request when this one came
+        return clock[0]
+
+    n = 32
+    forwards = [k * MIB for k in range(n)]
+    assert G.ost_s(MIB, True) > G.link_s(MIB) + G.rpc_rtt_ms / 1e3  # the OST is the slower side
+    first = G.rpc_rtt_ms / 1e3 + G.ost_s(MIB) + G.link_s(MIB)
+    # the stream at the OST's rate
+    assert one_after_another(forwards) == pytest.approx(first + (n - 1) * G.ost_s(MIB, True))
+    # no stream: every read pays latency, OST, link and round trip
+    assert one_after_another(forwards[::-1]) == pytest.approx(n * first)
+    # writes stream on the OST (no latency after the first) but each waits for its RPC: no read-ahead
+    assert one_after_another(forwards, write=True) == pytest.approx(
+        first + (n - 1) * (G.rpc_rtt_ms / 1e3 + G.ost_s(MIB, True) + G.link_s(MIB)))
+
+
 @pytest.mark.parametrize("field,value,says", [("osts", 0, "osts=0 must be 1..100000"),
                                               ("stripe_count", 300, "stripe_count=300 must be 1..osts (248)"),
                                               ("rate_scale", 0, "rate_scale=0 must be positive"),

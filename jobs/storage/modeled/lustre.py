@@ -15,6 +15,13 @@ every request a bulk RPC that pays a network round trip.
   submitted before it but is ready later).
 - **The round trip**: half of ``rpc_rtt_ms`` before an RPC reaches its OST, half after its bytes
   crossed the link. Opening or creating a file costs one round trip (to the metadata server).
+- **The client's read-ahead**: a read that continues the file where its last read ended was asked for
+  by the client's read-ahead when that last read was submitted (Lustre's llite read-ahead, with RPCs
+  in flight to the OSTs while the application works), so its RPCs leave then, not now: a sequential
+  reader's RPCs follow each other on the OST without a gap, the link and the round trip of one
+  overlapping the service of the next. One request ahead is modelled (Lustre reads further ahead,
+  which changes the rate of a stream no more: the OST, or the link, is then busy without a gap).
+  Writes are not read ahead, nor written behind: a write waits for its RPCs.
 
 Rates are multiplied by ``rate_scale`` so that the machine running the model can carry them (latencies
 are kept): what does not scale is what the machine cannot serve. The queues are virtual: an RPC's
@@ -100,6 +107,7 @@ class Lustre:
         self._lock = threading.Lock()
         self._first: dict[str, int] = {}  # path -> its first OST
         self._ends: dict[str, int] = {}  # path -> where its last RPC ended (the next one there streams)
+        self._last: dict[str, float] = {}  # path -> when its last read was submitted (its read-ahead's time)
         self._next_ost = 0
         self._ost_free: dict[int, float] = {}  # OST -> when it ends what it was given
         self._ost_busy: dict[int, float] = {}
@@ -129,6 +137,7 @@ class Lustre:
             for key in [k for k in self._first if k == old or k.startswith(old + "/")]:
                 self._first[new + key[len(old):]] = self._first.pop(key)
                 self._ends.pop(key, None)
+                self._last.pop(key, None)
 
     def alias(self, new: str, old: str) -> None:
         with self._lock:
@@ -139,6 +148,7 @@ class Lustre:
         with self._lock:
             self._first.pop(path, None)
             self._ends.pop(path, None)
+            self._last.pop(path, None)
 
     def pieces(self, path: str, offset: int, size: int) -> list[tuple[int, int]]:
         """(OST, bytes) of each RPC of a request: split at stripe and RPC boundaries."""
@@ -166,8 +176,11 @@ class Lustre:
             finished = now
             streaming = self._ends.get(path) == offset
             self._ends[path] = offset + size
+            # a read that continues the file left with the read-ahead, when the file's last read was submitted
+            sent = self._last.get(path, now) if streaming and not write else now
+            self._last[path] = now
             for ost, n in pieces:
-                start = max(now + half, self._ost_free.get(ost, 0.0))
+                start = max(sent + half, self._ost_free.get(ost, 0.0))
                 served = start + g.ost_s(n, streaming)
                 streaming = True  # the request's next RPCs continue it
                 if ost not in self._ost_busy:
