@@ -106,8 +106,9 @@ class Lustre:
         self.counters = LustreCounters()
         self._lock = threading.Lock()
         self._first: dict[str, int] = {}  # path -> its first OST
-        self._ends: dict[str, int] = {}  # path -> where its last RPC ended (the next one there streams)
-        self._last: dict[str, float] = {}  # path -> when its last read was submitted (its read-ahead's time)
+        # path -> (where its last request ended: the next one there streams; when that request was submitted:
+        # the time the client's read-ahead asked for the next one)
+        self._last: dict[str, tuple[int, float]] = {}
         self._next_ost = 0
         self._ost_free: dict[int, float] = {}  # OST -> when it ends what it was given
         self._ost_busy: dict[int, float] = {}
@@ -136,7 +137,6 @@ class Lustre:
         with self._lock:
             for key in [k for k in self._first if k == old or k.startswith(old + "/")]:
                 self._first[new + key[len(old):]] = self._first.pop(key)
-                self._ends.pop(key, None)
                 self._last.pop(key, None)
 
     def alias(self, new: str, old: str) -> None:
@@ -147,7 +147,6 @@ class Lustre:
     def forget(self, path: str) -> None:
         with self._lock:
             self._first.pop(path, None)
-            self._ends.pop(path, None)
             self._last.pop(path, None)
 
     def pieces(self, path: str, offset: int, size: int) -> list[tuple[int, int]]:
@@ -174,11 +173,11 @@ class Lustre:
         with self._lock:
             now = self.clock()
             finished = now
-            streaming = self._ends.get(path) == offset
-            self._ends[path] = offset + size
+            end, then = self._last.get(path, (None, now))
+            streaming = end == offset
+            self._last[path] = (offset + size, now)
             # a read that continues the file left with the read-ahead, when the file's last read was submitted
-            sent = self._last.get(path, now) if streaming and not write else now
-            self._last[path] = now
+            sent = then if streaming and not write else now
             for ost, n in pieces:
                 start = max(sent + half, self._ost_free.get(ost, 0.0))
                 served = start + g.ost_s(n, streaming)
