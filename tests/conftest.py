@@ -198,3 +198,34 @@ def kill_alone(proc, within_s: float = 30.0) -> list[tuple[int, str]]:
         os.kill(pid, signal.SIGKILL)
     return left
 
+
+
+OTHER_USER = "iocampaign-other"  # a real second user of the machine, made by the tests that need one
+
+
+@pytest.fixture(scope="session")
+def other_user():
+    """A real, unprivileged second user (``useradd``; made once, kept for later sessions): what a
+    hostile or careless neighbour on a shared node is. Yields (name, uid, gid). Needs root."""
+    import pwd
+
+    if os.geteuid() != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI=true but not root: the second-user tests must run")
+        pytest.skip("needs root to make a second user")
+    try:
+        pw = pwd.getpwnam(OTHER_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", OTHER_USER],
+                       check=True, capture_output=True)
+        pw = pwd.getpwnam(OTHER_USER)
+    return pw.pw_name, pw.pw_uid, pw.pw_gid
+
+
+def as_user(user: tuple[str, int, int], *argv: str, **kw) -> subprocess.CompletedProcess:
+    """Run ``argv`` as ``user`` (from ``other_user``), its groups cleared, as that user's shell would."""
+    _, uid, gid = user
+    kw.setdefault("capture_output", True)
+    kw.setdefault("text", True)
+    kw.setdefault("timeout", 120)
+    return subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", *argv], **kw)
