@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.presets import cell, dataset, run
-from jobs.data import formats
+from jobs.data import datasets, formats
 from jobs.storage import iotools
 
 
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     try:
         for fmt in args.formats.split(","):
-            ds = formats.ensure(source, fmt, args.shard_mb, Path(args.storage_root) / formats.CACHE_SUBDIR)
+            ds = formats.ensure(source, fmt, args.shard_mb, datasets.cache_dir(args.storage_root, formats.CONVERTED))
             config = cell(["workload=readonly", f"dataset={args.dataset}", f"dataset.num_images={args.num_images}",
                            f"dataset.format={fmt}", f"dataset.shard_mb={args.shard_mb}", f"storage.root={args.storage_root}",
                            "cache=cold", "batch_size=64", "prefetch=0", f"shuffle={args.shuffle}"])

@@ -7,10 +7,11 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobs import owned
 from jobs.data import synthetic
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".gif", ".bmp")
-CACHE_SUBDIR = Path("iocampaign") / "datasets"
+SUBDIR = "datasets"  # in the tool's folder on the tier (jobs.owned)
 
 
 class DatasetError(ValueError):
@@ -159,6 +160,12 @@ def has_images(items: list[tuple[str, str]]) -> bool:
     return any(f.lower().endswith(IMAGE_SUFFIXES) for f, _ in items)
 
 
+def cache_dir(storage_root: str | Path, *below: str) -> Path:
+    """The tool's own folder of generated (and, ``converted``, reformatted) datasets on a tier: made and
+    checked so that no other user can steer it (jobs.owned)."""
+    return owned.under_tool_folder(storage_root, SUBDIR, *below, setting="storage.root")
+
+
 def resolve(dataset_cfg, storage_root: str, seed: int) -> Dataset:
     """The files of the configured dataset, generating a synthetic set on the storage tier if needed."""
     source = str(getattr(dataset_cfg.source, "value", dataset_cfg.source))
@@ -176,7 +183,7 @@ def resolve(dataset_cfg, storage_root: str, seed: int) -> Dataset:
             seed=seed,
         )
         try:
-            folder = synthetic.ensure(spec, Path(storage_root) / CACHE_SUBDIR, n)
+            folder = synthetic.ensure(spec, cache_dir(storage_root), n)
         except synthetic.NoSpace as e:
             raise DatasetError(f"storage.root={storage_root} is too full: {e} (lower dataset.num_images or "
                                "choose another storage.root)") from None

@@ -26,7 +26,6 @@ import sys
 import time
 from pathlib import Path
 
-from jobs.data.datasets import CACHE_SUBDIR as DATASETS
 from jobs.data.datasets import Dataset, DatasetError
 
 CONVERTER_VERSION = 2  # 2: HDF5 as one byte array with offsets (1: variable-length rows)
@@ -34,7 +33,7 @@ INDEX = "index.json"
 SUFFIX = {"tfrecord": ".tfrecord", "hdf5": ".h5"}
 HDF5_DATASETS = ("images", "offsets", "labels", "index")
 MB = 1e6
-CACHE_SUBDIR = DATASETS / "converted"  # under storage.root
+CONVERTED = "converted"  # below the datasets folder: datasets.cache_dir(root, CONVERTED)
 
 
 class FormatError(DatasetError):

@@ -13,7 +13,9 @@ import shutil
 import time
 from pathlib import Path
 
-SUBDIR = Path("iocampaign") / "staged"
+from jobs import owned
+
+SUBDIR = "staged"  # in the tool's folder on the fast tier (jobs.owned)
 MARK = ".iocampaign-staged"  # in every staged copy, locked (flock) by the process that made it while it lives
 _held: dict[str, object] = {}  # staged copy -> its open, locked mark
 
@@ -26,7 +28,7 @@ def _dest(ds, root: str) -> Path:
     import uuid
 
     key = hashlib.sha256("\n".join(ds.storage_files).encode()).hexdigest()[:10]
-    return Path(root) / SUBDIR / f"{ds.name}-{ds.format}-{uuid.uuid4().hex[:8]}-{key}"
+    return owned.under_tool_folder(root, SUBDIR, setting="stage") / f"{ds.name}-{ds.format}-{uuid.uuid4().hex[:8]}-{key}"
 
 
 def _claim(dest: Path) -> None:
@@ -102,9 +104,9 @@ def stage_in(ds, root: str):
 
 
 def remove(dest: str | Path) -> None:
-    """Remove a staged copy: only a folder under ``*/iocampaign/staged/``."""
+    """Remove a staged copy: only a folder under the tool's ``staged`` folder."""
     dest = Path(dest)
-    if dest.parent.name != SUBDIR.name or dest.parent.parent.name != SUBDIR.parent.name:
+    if dest.parent.name != SUBDIR or not owned.is_tool_folder(dest.parent.parent):
         raise StagingError(f"stage: refusing to remove {dest}: not a staged copy of this tool")
     shutil.rmtree(dest, ignore_errors=True)
     held = _held.pop(str(dest), None)

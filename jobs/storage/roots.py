@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import tempfile
 
+from jobs import owned
 from jobs.configview import View
 from jobs.errors import ConfigError
 
@@ -58,6 +59,8 @@ def _check_root(st: View, key: str) -> str:
         why = tiers.foreign(str(st.name), image, str(st.root), key)
         if why:
             raise ConfigError(f"{key}={st.name}: {why}")
+        owned.check(str(st.emulate.image_dir), f"{key}.emulate.image_dir", own_from=owned.own_from_of(str(st.emulate.image_dir)))
+        owned.check(str(st.root), f"{key}.root")
         return str(st.root)  # the tier's mount point: made when the cell starts
     if st.root == MISSING:
         raise ConfigError(
@@ -75,12 +78,17 @@ def _check_root(st: View, key: str) -> str:
         raise ConfigError(f"{key}.root={root} is not writable ({e.strerror}) ({key}={st.name})") from None
     os.close(fd)
     os.unlink(probe)
-    for sub in TOOL_FOLDERS:  # where the tool keeps its own files on a tier: a file there would fail late
-        p = os.path.join(root, sub)
-        if os.path.lexists(p) and not os.path.isdir(p):
-            raise ConfigError(f"{key}.root={root}: {p} is not a folder, and the tool keeps its files there; move it "
-                              "away or choose another root")
+    _tool_folders(root, key)
     return root
+
+
+def _tool_folders(root: str, key: str) -> None:
+    """Where the tool keeps its own files on the tier: reached only through folders nobody else can steer,
+    and its own (a file there, another user's folder or link: one line now, not a failure late)."""
+    owned.check_way(root, f"{key}.root")
+    base = owned.tool_folder(root)
+    for sub in TOOL_FOLDERS:
+        owned.check(base / sub, f"{key}.root", own_from=base)
 
 
 def _check_modeled(st: View, key: str) -> str:
@@ -101,8 +109,10 @@ def _check_modeled(st: View, key: str) -> str:
     why = mount.foreign(str(st.name), mount.backing_of(str(st.name), st.model), str(st.root), key)
     if why:
         raise ConfigError(f"{key}={st.name}: {why}")
+    backing = mount.backing_of(str(st.name), st.model)
+    owned.check(backing, f"{key}.model.backing_dir", own_from=owned.own_from_of(str(st.model.backing_dir)))
+    owned.check(str(st.root), f"{key}.root")
     return str(st.root)
 
 
-TOOL_FOLDERS = ("iocampaign", "iocampaign/datasets", "iocampaign/datasets/converted", "iocampaign/staged",
-                "iocampaign/checkpoints")
+TOOL_FOLDERS = ("datasets/converted", "staged", "checkpoints", "baseline")  # below the tool's folder (jobs.owned)

@@ -17,6 +17,7 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from jobs import owned
 from jobs.storage import mounts, throttle
 
 STATE_DIR = Path("/run/iocampaign-tiers")  # tmpfs: gone after a reboot, as the mounts are
@@ -162,7 +163,7 @@ def setup(name: str, image_dir: str, mount: str, size_gb: float, read_mb_s: floa
         pid = cg.name.rsplit("-", 1)[1]
         if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
             ctl.remove(cg, tries=1)
-    Path(image_dir).mkdir(parents=True, exist_ok=True)
+    owned.ensure(image_dir, "storage.emulate.image_dir", own_from=owned.own_from_of(image_dir))
     if os.path.exists(image) and not marker(image).exists():  # adopted by its label (foreign() checked it)
         marker(image).write_text(json.dumps({"tier": name, "adopted": True}))
     fresh = not os.path.exists(image) or os.path.getsize(image) != int(size_gb * 1e9)
@@ -177,7 +178,7 @@ def setup(name: str, image_dir: str, mount: str, size_gb: float, read_mb_s: floa
         if fresh:
             # nodiscard: mkfs would otherwise punch the allocated image back to sparse
             _sh("mkfs.ext4", "-q", "-F", "-E", "nodiscard", "-L", name[:16], loop)
-        Path(mount).mkdir(parents=True, exist_ok=True)
+        owned.ensure(mount, "storage.root")
         _sh("mount", loop, mount)
         st = os.stat(loop)
         dev = f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}"
@@ -188,7 +189,7 @@ def setup(name: str, image_dir: str, mount: str, size_gb: float, read_mb_s: floa
     except Exception:
         cleanup(name, image, mount)
         raise
-    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    owned.ensure(STATE_DIR, "the tiers' state folder")
     (STATE_DIR / f"{name}.json").write_text(json.dumps(asdict(tier)))
     return tier
 

@@ -12,8 +12,8 @@ import logging
 import os
 import shutil
 from dataclasses import dataclass
-from pathlib import Path
 
+from jobs import owned
 from jobs.data.datasets import Dataset
 from jobs.storage import cache, iotools
 
@@ -37,8 +37,8 @@ def _disk_read_bytes(disk: str | None) -> int | None:
 
 def run_once(ds: Dataset, s: BaselineSettings, disk: str | None, tag: str) -> dict:
     """One baseline run on the tier; returns MB/s of every measure and the exact commands."""
-    work = Path(s.root) / "iocampaign" / "baseline" / f"{tag}-{os.getpid()}"
-    work.mkdir(parents=True, exist_ok=False)
+    work = owned.under_tool_folder(s.root, "baseline", setting="storage.root") / f"{tag}-{os.getpid()}"
+    work.mkdir(exist_ok=False)
     try:
         size = int(s.file_gb * 1e9) // (1 << 20) * (1 << 20)
         target = work / "seq.dat"

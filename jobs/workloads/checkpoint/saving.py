@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobs import interrupts
+from jobs import interrupts, owned
 from jobs.data import pipeline, readers
 from jobs.data.datasets import Dataset
 from jobs.storage import cache
@@ -39,12 +39,13 @@ class CheckpointSettings:
     keep: bool = False  # checkpoint.keep: the run's checkpoints stay after it (else removed once recorded)
 
 
-SUBDIR = Path("iocampaign") / "checkpoints"
+SUBDIR = "checkpoints"  # in the tool's folder on the tier (jobs.owned)
 
 
 def ckpt_dir(tier_root: Path) -> Path:
-    """Where a tier holds checkpoints: one folder per run below this."""
-    return tier_root / SUBDIR
+    """Where a tier holds checkpoints: one folder per run below this, made and checked so that no other
+    user can steer it (jobs.owned)."""
+    return owned.under_tool_folder(tier_root, SUBDIR, setting="checkpoint")
 
 
 class _Saver:
