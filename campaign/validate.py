@@ -111,6 +111,9 @@ def check(config, memo: dict | None = None) -> None:
     _batches(cfg, workload, n)
     _data_on_its_tier(cfg, config)
     _service(cfg)
+    from jobs.storage import locks
+
+    memoised(memo, ("lock_dir", str(cfg.platform.lock_dir)), lambda: locks.check_dir(str(cfg.platform.lock_dir)))
     if cfg.platform.lock_timeout_min <= 0:
         raise ConfigError(f"platform.lock_timeout_min={cfg.platform.lock_timeout_min} must be positive (minutes)")
     if not cfg.platform.task_silence_s >= 2:

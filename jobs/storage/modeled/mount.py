@@ -18,6 +18,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from jobs import owned
 from jobs.storage import mounts
 from jobs.storage.modeled.disk import HddGeometry
 from jobs.storage.modeled.lustre import LustreGeometry
@@ -139,9 +140,9 @@ def setup(name: str, backing_dir: str, mount: str, geometry: HddGeometry | Lustr
     if why:
         raise ModelError(f"storage={name}: {why}")
     cleanup(name, mount)
-    Path(backing).mkdir(parents=True, exist_ok=True)
+    owned.ensure(backing, "storage.model.backing_dir", own_from=owned.own_from_of(backing_dir))
     Path(backing, MARKER).write_text(json.dumps({"tier": name}))
-    Path(mount).mkdir(parents=True, exist_ok=True)
+    owned.ensure(mount, "storage.root")
     from jobs import lifeline
 
     proc = subprocess.Popen([sys.executable, "-m", "jobs.storage.modeled", "serve", name, backing, mount,
