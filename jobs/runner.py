@@ -217,6 +217,7 @@ def _loop(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, prov: dic
     from jobs.execution.traced import inside
     from jobs.observe import posix, usage
     from jobs.storage import cache
+    from jobs.storage.modeled import liveness
     from jobs.storage.modeled import mount as modeled
 
     traced = inside()
@@ -225,20 +226,21 @@ def _loop(w: workloads.Workload, cfg, config: dict, job_dir: Path, ds, prov: dic
     runs: list[dict] = []
     for k in range(cfg.warmup + cfg.repeats):
         warmup = k < cfg.warmup
-        if requested == "cold":
-            resident = cache.evict(ds.storage_files, drop_caches=bool(cfg.drop_caches)).resident_bytes_after
-        else:
-            cache.warm(ds.storage_files)
-            resident, _ = cache.residency(ds.storage_files)
-        started = records.now()
-        seed = int(cfg.seed) + k
         run = k + first_run - cfg.warmup  # measured runs are 1..repeats; warm-ups are <= 0
-        ctx = workloads.RunContext(ds, cfg, config, seed, job_dir, run, disk, service=svc.address if svc else None)
-        io0 = svc and svc.counters()
-        with posix.window(job_dir, ctx.tag, disk) if traced else contextlib.nullcontext({}) as window:
-            before = usage.snapshot(disk)
-            result, multi = _execute(w, ctx, where, svc, cold=requested == "cold")
-            after = usage.snapshot(disk)
+        with liveness.watched(prov.get("modeled_tiers"), run):  # a run whose modelled tier died fails
+            if requested == "cold":
+                resident = cache.evict(ds.storage_files, drop_caches=bool(cfg.drop_caches)).resident_bytes_after
+            else:
+                cache.warm(ds.storage_files)
+                resident, _ = cache.residency(ds.storage_files)
+            started = records.now()
+            seed = int(cfg.seed) + k
+            ctx = workloads.RunContext(ds, cfg, config, seed, job_dir, run, disk, service=svc.address if svc else None)
+            io0 = svc and svc.counters()
+            with posix.window(job_dir, ctx.tag, disk) if traced else contextlib.nullcontext({}) as window:
+                before = usage.snapshot(disk)
+                result, multi = _execute(w, ctx, where, svc, cold=requested == "cold")
+                after = usage.snapshot(disk)
         if multi:
             resident = multi["task_resident_bytes_before"]  # each task's shard, on its own node
         workloads.check_result(w, result)

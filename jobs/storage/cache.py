@@ -73,7 +73,11 @@ def _open_regular(path: str) -> int | None:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:  # opened, then unreadable (a FUSE tier whose layer died answers ENOTCONN): skipped too
+        regular = False
+    if not regular:
         os.close(fd)
         return None
     return fd
@@ -121,6 +125,8 @@ def evict(paths: Iterable[str], drop_caches: bool = False) -> EvictionReport:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             total += os.fstat(fd).st_size
             n += 1
+        except OSError:
+            continue  # unreadable since it was opened: the run counts it (and the runner asks its tier)
         finally:
             os.close(fd)
     dropped = False

@@ -47,6 +47,13 @@ class ModeledTier:
     def device(self) -> str:
         return PREFIX + self.mount
 
+    def dead(self) -> str | None:
+        """Why the tier no longer serves, None while it does: unlike a disk, a modelled tier can die (its
+        layer is a process of its own; ``jobs.storage.modeled.liveness``)."""
+        from jobs.storage.modeled.liveness import why_dead
+
+        return why_dead(self)
+
 
 DEVICES = {"hdd": HddGeometry, "lustre": LustreGeometry}  # storage.model.device -> its figures
 
@@ -97,6 +104,11 @@ def mounted_tier(path: str) -> str | None:
 
 def _ours(name: str, mount: str) -> bool:
     return mounts.mount_at(mount) == (f"fuse.{SUBTYPE}", SOURCE + name)
+
+
+def mounted_here(tier: ModeledTier) -> bool:
+    """The tier's own mount is still in this process's mount table (/proc/self/mountinfo)."""
+    return _ours(tier.name, tier.mount)
 
 
 def foreign(name: str, backing: str, mount: str, key: str = "storage") -> str | None:

@@ -1,0 +1,125 @@
+"""A modelled tier whose FUSE layer is SIGKILLed while a campaign uses it: mid-run (its drive had started
+serving the run's reads) and between runs. The runs read nothing more (ENOTCONN), the pipeline drops
+what it cannot read, and the numbers would look like a faster, cache-bound tier: each such cell must
+fail, naming the tier and the run, and leave no row in results.csv."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from jobs.storage.modeled import mount
+
+pytestmark = pytest.mark.tiers  # builds modelled tiers: the tests that do run in turn
+
+
+def _layer(backing: Path) -> int:
+    """The pid of the live layer process serving ``backing``."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for d in os.listdir("/proc"):
+            try:
+                args = Path(f"/proc/{d}/cmdline").read_bytes().split(b"\0")
+                state = Path(f"/proc/{d}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if b"jobs.storage.modeled" in args and str(backing).encode() in args and state != b"Z":
+                return int(d)
+        time.sleep(0.05)
+    raise AssertionError(f"no layer process serves {backing}")
+
+
+def _reads(mnt: Path) -> int:
+    return json.loads(os.getxattr(mnt, mount.XATTR))["reads"]
+
+
+def _kill_mid_run(mnt: Path, backing: Path, reads: int = 40) -> int:
+    """SIGKILL the layer once its drive has served ``reads`` more reads (the next run is well under way)."""
+    pid, before = _layer(backing), _reads(mnt)
+    deadline = time.monotonic() + 30
+    while _reads(mnt) < before + reads:
+        assert time.monotonic() < deadline, "the next run never read"
+        time.sleep(0.005)
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+def _kill_between_runs(campaign: subprocess.Popen, backing: Path) -> int:
+    """SIGKILL the layer while the campaign is stopped right after a run ended."""
+    campaign.send_signal(signal.SIGSTOP)
+    try:
+        pid = _layer(backing)
+        os.kill(pid, signal.SIGKILL)
+        while Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0] != b"Z":
+            time.sleep(0.01)
+    finally:
+        campaign.send_signal(signal.SIGCONT)
+    return pid
+
+
+def test_a_run_whose_layer_was_killed_fails_naming_the_tier_and_keeps_no_numbers(tmp_path):
+    """Two cells (threads=1, 2), two runs each: the first cell's layer is killed mid-run 2, the second's
+    between its runs 1 and 2. Before: both completed, from a few images (162 images/s from 275 of 512,
+    labelled cache-bound) or none ("512 dropped as unreadable")."""
+    mnt, backing, out = tmp_path / "mnt", tmp_path / "backing", tmp_path / "c"
+    beside = tmp_path / "beside.bin"
+    beside.write_bytes(os.urandom(4096))  # a user's file beside the mount point
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    p = subprocess.Popen([sys.executable, "-m", "campaign", "-m", "workload=microbench", "storage=modeled_hdd",
+                          f"storage.root={mnt}", f"storage.model.backing_dir={backing}", "threads=1,2",
+                          "dataset.num_images=128", "dataset.num_classes=2", "batch_size=16", "repeats=2", "warmup=0",
+                          f"hydra.sweep.dir={out}"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    killed, lines = [], []
+    try:
+        for line in p.stdout:
+            lines.append(line)
+            if "run 1/2:" in line:
+                killed.append(_kill_mid_run(mnt, backing / "modeled_hdd") if not killed
+                              else _kill_between_runs(p, backing / "modeled_hdd"))
+        p.wait(timeout=300)
+    finally:
+        p.kill()
+    text = "".join(lines)
+    assert len(killed) == 2, text[-3000:]
+    assert ", 2 failed" in text, text[-3000:]
+    recs = {json.loads(f.read_text())["config"]["threads"]: json.loads(f.read_text())
+            for f in out.glob("*/record.json")}
+    assert {t: r["status"] for t, r in recs.items()} == {1: "failed", 2: "failed"}, text[-3000:]
+    assert all(not r["runs"] for r in recs.values())
+    assert recs[1]["error"]["message"] == (f"storage=modeled_hdd: the tier's FUSE layer (pid {killed[0]}) died during "
+                                           "run 2; its numbers are dropped")
+    assert recs[2]["error"]["message"] in [f"storage=modeled_hdd: the tier's FUSE layer (pid {killed[1]}) died {when} "
+                                           "run 2; its numbers are dropped" for when in ("before", "during")]
+    assert recs[1]["error"]["type"] == "TierDied"
+    assert "dropped as unreadable" not in text and "run 2/2:" not in text  # no run 2 was logged as measured
+    results = out / "results.csv"
+    assert not results.exists() or len(results.read_text().splitlines()) <= 1  # a header at most
+    assert not os.path.ismount(mnt) and beside.stat().st_size == 4096
+
+
+def test_a_tier_asked_says_whether_its_layer_lives(tmp_path):
+    """The tier's own answer, with no campaign around it: alive while its layer serves, dead (naming the
+    pid) once the layer is SIGKILLed, though its mount is still listed in /proc/self/mountinfo."""
+    from jobs.storage.modeled.disk import HddGeometry
+
+    t = mount.setup("modeled_hdd", str(tmp_path / "b"), str(tmp_path / "m"), HddGeometry())
+    try:
+        assert t.dead() is None
+        os.kill(t.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while t.dead() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert t.dead() == f"the tier's FUSE layer (pid {t.pid}) died"
+        assert mount.mounted_here(t)  # the mount outlives its layer: only the process tells
+    finally:
+        mount.teardown(t)
+    assert not os.path.ismount(tmp_path / "m")
