@@ -209,3 +209,22 @@ def test_the_rule_of_a_secure_folder(tmp_path, other_user):
     made = owned.ensure(tmp_path / "alias" / "iocampaign" / "x", "storage.root", own_from=tmp_path / "alias" / "iocampaign")
     assert (real / "iocampaign" / "x").is_dir() and made == tmp_path / "alias" / "iocampaign" / "x"
     assert stat.S_IMODE(os.stat(real / "iocampaign" / "x").st_mode) & 0o022 == 0
+
+
+def test_a_second_users_campaign_runs_beside_roots_in_a_shared_root(other_user, shared):
+    """Root generated its dataset in a shared root first; another user's campaign there used to fail in
+    every cell on root's ``.generating.lock``: it now runs in a folder of its own and leaves root's alone."""
+    roots = owned.under_tool_folder(shared, "datasets", "imagenet_subset-0000000000", setting="storage.root")
+    (roots / ".generating.lock").write_text("")
+    before = {p: _fingerprint(p) for p in roots.rglob("*")}
+    home = shared / "home"
+    _as(other_user, "mkdir", "-m", "700", str(home))
+    python, env = user_python(other_user)
+    p = as_user(other_user, "env", f"HOME={home}", *(f"{k}={v}" for k, v in env.items()), *python, "-m", "campaign",
+                "-m", "threads=1", "storage=local", f"storage.root={shared}", f"platform.lock_dir={shared / 'locks'}",
+                *TINY, cwd=home, timeout=300)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    theirs = shared / f"iocampaign-{other_user[0]}" / "datasets"
+    assert os.stat(theirs).st_uid == other_user[1] and any(theirs.rglob("*.jpg"))
+    assert {p: _fingerprint(p) for p in roots.rglob("*")} == before
+    assert len(list(home.rglob("record.json"))) == 1
