@@ -33,6 +33,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from jobs import owned
+
 # (low, high) of 7,200 rpm drives: IOPS for random reads, MB/s for sequential ones
 REFERENCE = {"rand 4K qd1": (75, 100), "rand 4K qd32": (150, 250), "rand 112K qd1": (60, 90),
              "seq 1M qd1": (150, 200)}
@@ -107,8 +109,7 @@ def measure_lustre(file_bytes: int, jobs: list[int], seconds: float, workdir: Pa
 def main_lustre(args) -> int:
     g = _preset("modeled_lustre")
     jobs = [int(j) for j in args.jobs.split(",")]
-    work = Path(args.workdir)
-    work.mkdir(parents=True, exist_ok=True)
+    work = owned.ensure(args.workdir, "--workdir", own_from=owned.own_from_of(args.workdir))
     with tempfile.TemporaryDirectory(dir=work) as tmp:
         res = measure_lustre(args.file_mb << 20, jobs, args.seconds, Path(tmp))
     one = g.rpc_rtt_ms / 1e3 + g.ost_s(112 << 10) + g.link_s(112 << 10)
@@ -144,8 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         return main_lustre(args)
     depths = [int(d) for d in args.depths.split(",")]
     size = args.file_mb << 20
-    work = Path(args.workdir)
-    work.mkdir(parents=True, exist_ok=True)
+    work = owned.ensure(args.workdir, "--workdir", own_from=owned.own_from_of(args.workdir))
     with tempfile.TemporaryDirectory(dir=work) as tmp:
         full = measure(size / 1e9, size, depths, args.seconds, Path(tmp))
         packed = measure(None, size, depths, args.seconds, Path(tmp))

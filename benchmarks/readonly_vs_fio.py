@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.presets import cell, dataset, run
+from jobs import owned
 from jobs.data import datasets, formats
 from jobs.storage import iotools
 
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
 
     source = dataset(args.storage_root, args.dataset, args.num_images, args.seed)
     threads = [int(t) for t in args.threads.split(",")]
-    farm = Path(args.storage_root) / "iocampaign" / f"bench-{os.getpid()}"
+    farm = owned.under_tool_folder(args.storage_root, setting="--storage-root") / f"bench-{os.getpid()}"
     rows = []
     try:
         for fmt in args.formats.split(","):

@@ -23,6 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from jobs import owned
+
 TESTS = (  # name, fio rw, block size, queue depth
     ("rand 4K qd1", "randread", "4k", 1),
     ("rand 4K qd8", "randread", "4k", 8),
@@ -69,9 +71,9 @@ def measure_tier(name: str, seconds: float) -> dict[str, tuple[float, float]]:
     with locks.all_of({lock: f"emulated tier {name}"}, float(cfg["platform"]["lock_timeout_min"]) * 60):
         t = tiers.setup(name, em["image_dir"], st["root"], em["size_gb"], em["read_mb_s"], em["write_mb_s"],
                         int(em.get("read_iops") or 0), int(em.get("write_iops") or 0))
-        folder = Path(st["root"]) / "iocampaign" / f"bench-{os.getpid()}"
+        folder = owned.under_tool_folder(st["root"], setting="storage.root") / f"bench-{os.getpid()}"
         try:
-            folder.mkdir(parents=True)
+            folder.mkdir()
             cg = tiers.join_all([t])
             try:
                 return _matrix(folder, seconds)
