@@ -95,26 +95,35 @@ class ShardedCheckpoint(Workload):
                               "(slow) or through the burst buffer (burst_buffer: checkpoint.fast, then drained to storage)")
         if not 0 < float(cfg.workload.block_mb) <= 1024:
             raise ConfigError(f"workload.block_mb={cfg.workload.block_mb} must be between 0 and 1024 (MB per request)")
-        self._space(cfg.storage, s, written)
+        # kept (checkpoint.keep=true), every run's shards stay on storage; a burst buffer's drain empties the fast tier
+        self._space(cfg.storage, s, written, runs=int(cfg.warmup) + int(cfg.repeats) if ck.get("keep") else 1)
         if _target(cfg) == "burst_buffer":
             self._space(cfg.checkpoint.fast, s, written, "checkpoint.fast")
 
     @staticmethod
-    def _space(tier, s, written: int, name: str = "storage") -> None:
-        """Refuse, before anything is written, a shape whose written ranks do not fit on the tier."""
+    def _space(tier, s, written: int, name: str = "storage", runs: int = 1) -> None:
+        """Refuse, before anything is written, a shape whose written ranks (those of all ``runs`` runs, when
+        they are kept) do not fit on the tier."""
         if tier.get("emulate") is not None:
-            need, free, where = s_bytes(s, written), float(tier.emulate.size_gb) * GB, f"{name}'s emulated image"
+            free, where = float(tier.emulate.size_gb) * GB, f"{name}'s emulated image"
         else:
             root = Path(str(tier.root))
             probe = next((p for p in (root, *root.parents) if p.exists()), None)
             if probe is None:
                 return
             st = os.statvfs(probe)
-            need, free, where = s_bytes(s, written), st.f_bavail * st.f_frsize, str(probe)
-        if need * 1.02 > free:
-            raise ConfigError(f"checkpoint_model={s.name}: {written} of its {s.ranks} ranks write {need / GB:.1f} GB, "
-                              f"but {where} has {free / GB:.1f} GB free: write fewer ranks "
-                              "(checkpoint.ranks_written=<k>, with as many tasks) or choose another storage")
+            free, where = st.f_bavail * st.f_frsize, str(probe)
+        one = s_bytes(s, written)
+        if one * runs * 1.02 <= free:
+            return
+        if runs > 1:
+            raise ConfigError(f"checkpoint.keep=true keeps every run's shards: {runs} runs (warmup + repeats) x "
+                              f"{_size(one)} ({written} of the {s.ranks} ranks of checkpoint_model={s.name}) = "
+                              f"{_size(one * runs)}, but {where} has {_size(free)} free: keep fewer runs, set "
+                              "checkpoint.keep=false, or choose another storage")
+        raise ConfigError(f"checkpoint_model={s.name}: {written} of its {s.ranks} ranks write {one / GB:.1f} GB, "
+                          f"but {where} has {free / GB:.1f} GB free: write fewer ranks "
+                          "(checkpoint.ranks_written=<k>, with as many tasks) or choose another storage")
 
     def tiers(self, cfg) -> list:
         return [cfg.storage, cfg.checkpoint.fast] if _target(cfg) == "burst_buffer" else [cfg.storage]
@@ -140,10 +149,14 @@ class ShardedCheckpoint(Workload):
         bb = _target(cfg) == "burst_buffer"  # written to the fast tier, then drained to storage
         held = [folders.claim(ckpt_dir(Path(str(cfg.checkpoint.fast.root))) / name, model_rank, keep)] if bb else []
         held.append(folders.claim(ckpt_dir(Path(str(cfg.storage.root))) / name, model_rank, keep))
+        ok = False
         try:
             t = shardio.phases(ctx, [m for m, _, _ in held], files, content, base, sums)
+            ok = True
+        except shardio.TierFull as e:
+            raise _full(cfg, ctx, e, size, bb) from None
         finally:
-            left = sum(folders.release(m, lk, keep, files) for m, lk, _ in held)
+            left = sum(folders.release(m, lk, keep, files, succeeded=ok) for m, lk, _ in held)
         removed = sorted({x for _, _, r in held for x in r})
         save_s, drain_s, load_s = t["save_s"], t.get("drain_s"), t["load_s"]
         seconds = ctx.marks["end"].t - ctx.marks["start"].t if "start" in ctx.marks and "end" in ctx.marks else save_s + load_s
@@ -169,6 +182,25 @@ class ShardedCheckpoint(Workload):
                 f"saved {result['checkpoint_gb']:.2f} GB durable in {result['save_duration_s']:.2f} s "
                 f"({result['save_throughput_gb_s']:.2f} GB/s){drained}, loaded back in {result['load_duration_s']:.2f} s "
                 f"({result['load_throughput_gb_s']:.2f} GB/s), every byte checked")
+
+
+class TierFullError(RuntimeError):
+    """A tier filled up under a run's shard; the message names the tier, its space and what was removed."""
+
+
+def _full(cfg, ctx: RunContext, e, size: int, bb: bool) -> TierFullError:
+    """The one-line error of a run whose shard found its tier full (its partial files go as it is raised)."""
+    fast = bb and Path(e.folder).is_relative_to(str(cfg.checkpoint.fast.root))  # the save's tier, not the drain's
+    tier, key = (cfg.checkpoint.fast, "storage@checkpoint.fast") if fast else (cfg.storage, "storage")
+    st = os.statvfs(e.folder)
+    what = f"run {ctx.run}" if ctx.run > 0 else f"warm-up {1 - ctx.run}"
+    return TierFullError(f"{key}={tier.name}: no space left on {tier.root} ({_size(st.f_bavail * st.f_frsize)} free of "
+                         f"{_size(st.f_blocks * st.f_frsize)}) after {_size(e.written)} of {what}'s {_size(size)} shard; "
+                         "its partial files are removed and nothing of the run is kept")
+
+
+def _size(b: float) -> str:
+    return f"{b / GB:.1f} GB" if b >= GB else f"{b / 1e6:.1f} MB"
 
 
 def _target(cfg) -> str:

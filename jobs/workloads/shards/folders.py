@@ -66,11 +66,14 @@ def remove(mine: Path, run_dir: Path) -> int:
     return 0
 
 
-def release(mine: Path, lock, keep: bool, files: list[tuple[str, int]]) -> int:
+def release(mine: Path, lock, keep: bool, files: list[tuple[str, int]], succeeded: bool = True) -> int:
     """The run is over for this rank's folder: its lock released, and the folder removed unless the run keeps
-    its checkpoints (a kept folder is marked finished, so no later run removes it). Returns the bytes left."""
+    its checkpoints (a kept folder is marked finished, so no later run removes it). A run that did not
+    succeed keeps nothing, whatever ``keep`` says: its shard may be partial, and must never look finished.
+    Returns the bytes left."""
     from jobs.workloads.checkpoint.recovery import write_run_facts
 
+    keep = keep and succeeded
     left = sum(b for n, b in files if (mine / n).exists()) if keep else 0
     if keep and left:
         write_run_facts(mine, keep=True, finished=True)

@@ -10,6 +10,8 @@ file's sha256 is computed before the timed save and recorded."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import os
 import random
@@ -23,6 +25,28 @@ STAMP = 24  # bytes at the start of every block: rank, file number, block number
 
 class ShardError(RuntimeError):
     """A shard read back differs from what was written (the file, block and offset are named)."""
+
+
+FULL = (errno.ENOSPC, errno.EDQUOT)  # a tier (or the user's quota on it) filled up
+
+
+class TierFull(RuntimeError):
+    """A write of a shard into ``folder`` found its tier full; ``written`` bytes of the shard had gone in."""
+
+    def __init__(self, folder: Path, written: int, cause: OSError):
+        super().__init__(f"{folder}: {cause.strerror} after {written} bytes")
+        self.folder, self.written = folder, written
+
+
+@contextlib.contextmanager
+def _full_is_named(folder: Path, progress: list[int]):
+    """ENOSPC or EDQUOT while writing into ``folder`` raised as TierFull (``progress[0]``: bytes written)."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno in FULL:
+            raise TierFull(folder, progress[0], e) from e
+        raise
 
 
 @dataclass(frozen=True)
@@ -54,25 +78,33 @@ class Content:
 def write(folder: Path, files: list[tuple[str, int]], content: Content, base: bytes) -> float:
     """Write every file (created, never overwritten), fsync each and the folder; seconds taken."""
     buf = bytearray(base)
+    done = [0]
     t0 = time.perf_counter()
-    for file_no, (name, size) in enumerate(files):
-        fd = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            for k, off in enumerate(range(0, size, content.block)):
-                n = min(content.block, size - off)
-                buf[:STAMP] = content.stamp(file_no, k)
-                view = memoryview(buf)[:n]
-                while view:
-                    view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    with _full_is_named(folder, done):
+        for file_no, (name, size) in enumerate(files):
+            fd = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                for k, off in enumerate(range(0, size, content.block)):
+                    n = min(content.block, size - off)
+                    buf[:STAMP] = content.stamp(file_no, k)
+                    view = memoryview(buf)[:n]
+                    while view:
+                        put = os.write(fd, view)
+                        done[0] += put
+                        view = view[put:]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_folder(folder)
+    return time.perf_counter() - t0
+
+
+def _fsync_folder(folder: Path) -> None:
     dfd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(dfd)
     finally:
         os.close(dfd)
-    return time.perf_counter() - t0
 
 
 def read(folder: Path, files: list[tuple[str, int]], content: Content, base: bytes) -> float:
@@ -115,26 +147,26 @@ def drain(fast: Path, slow: Path, files: list[tuple[str, int]], sums: list[str],
     one in ``block``-sized requests (created, never overwritten), fsynced with its folder, checked against
     its sha256, then the fast copy removed; seconds taken. Raises ShardError on a difference."""
     t0 = time.perf_counter()
+    done = [0]
     for (name, _), want in zip(files, sums):
         h = hashlib.sha256()
-        with open(fast / name, "rb", buffering=0) as src:
+        with open(fast / name, "rb", buffering=0) as src, _full_is_named(slow, done):
             fd = os.open(slow / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             try:
                 while chunk := src.read(block):
                     h.update(chunk)
                     view = memoryview(chunk)
                     while view:
-                        view = view[os.write(fd, view):]
+                        put = os.write(fd, view)
+                        done[0] += put
+                        view = view[put:]
                 os.fsync(fd)
             finally:
                 os.close(fd)
         if h.hexdigest() != want:
             raise ShardError(f"{fast / name}: its copy to {slow} does not match the sha256 rank wrote")
-    dfd = os.open(slow, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    with _full_is_named(slow, done):
+        _fsync_folder(slow)
     for name, _ in files:
         (fast / name).unlink()  # only now: the slow copy is durable and checked
     return time.perf_counter() - t0

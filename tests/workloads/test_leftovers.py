@@ -1,0 +1,86 @@
+"""Runs that fail leave nothing that looks finished: kept sharded checkpoints that cannot all fit are refused
+before the first run; a run whose shard fills its tier (a real, small tmpfs) fails in one line naming the
+tier and its space, with its partial files removed and nothing marked finished; a restore that fails on a
+really corrupted checkpoint takes its run folder with it. A user's files beside the run folders stay, byte
+for byte."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from conftest import ROOT, campaign, tmpfs
+from jobs import plan
+from jobs.workloads.checkpoint.saving import ckpt_dir
+
+TOY = f"hydra.searchpath=[file://{ROOT / 'tests' / 'toy' / 'conf'}]"
+# ci_tiny's rank 0: 6 MB of weights and 9 MB of optimizer state, 15.0 MB a run; a tmpfs of 24 MiB holds one run
+SHARDS = ("workload=sharded_checkpoint", "checkpoint_model=ci_tiny", TOY, "checkpoint.ranks_written=1", "storage=tmpfs",
+          "checkpoint.keep=true", "warmup=0")
+
+
+def _plant(root: Path) -> dict[Path, bytes]:
+    """A user's files: one in the tier's root, one beside the run folders in the tool's checkpoint folder."""
+    planted = {root / "notes.txt": b"a user's notes\n", ckpt_dir(root) / "mine.bin": os.urandom(4096)}
+    for f, data in planted.items():
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_bytes(data)
+    return planted
+
+
+def test_kept_shards_that_will_not_all_fit_are_refused_before_the_first_run(tmp_path, cwd):
+    """Three kept runs of 15 MB on 25.2 MB: planning checked one run (it fit), and run 2 filled the tier."""
+    with tmpfs(tmp_path / "t", "24m") as root:
+        p = campaign(*SHARDS, f"storage.root={root}", "repeats=3", cwd=cwd)
+        lines = [x for x in p.stderr.splitlines() if x.strip()]
+        assert p.returncode == 2 and len(lines) == 1, p.stdout[-2000:] + p.stderr[-2000:]
+        assert ("checkpoint.keep=true keeps every run's shards: 3 runs (warmup + repeats) x 15.0 MB (1 of the 4 ranks "
+                f"of checkpoint_model=ci_tiny) = 45.0 MB, but {root} has 25.2 MB free") in lines[0]
+        assert not list(root.iterdir())
+        assert campaign(*SHARDS, f"storage.root={root}", "repeats=3", "checkpoint.keep=false",
+                        "platform.dry_run=true", cwd=cwd).returncode == 0  # one run at a time: it fits
+
+
+@pytest.fixture(scope="module")
+def composed():
+    """A cell's resolved config, composed as the campaign composes it (``jobs.runner.measure`` takes it whole)."""
+    from campaign import schema
+
+    schema.register()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        yield lambda *ov: plan.resolved(compose("config", overrides=list(ov)))
+
+
+def test_a_run_that_fills_its_tier_fails_in_one_line_and_leaves_no_partial_shard(tmp_path, composed):
+    """Three kept runs of 15 MB on a 40 MiB tmpfs, run straight through the runner (what planning now refuses,
+    as when another writer fills the tier after planning): run 3 fills it. Before: a bare "OSError: [Errno
+    28] No space left on device", run 3's partial shard kept and marked {"keep": true, "finished": true}, the
+    tier left full."""
+    from jobs import runner
+    from jobs.workloads.shards import TierFullError
+
+    # checkpoint_model=alexnet at 1.25 M parameters: one rank, 5 MB of weights and 10 MB of optimizer state
+    config = composed("workload=sharded_checkpoint", "checkpoint_model=alexnet", "checkpoint.model.parameters=1250000",
+                      "storage=tmpfs", f"storage.root={tmp_path / 't'}", "checkpoint.keep=true", "repeats=3", "warmup=0",
+                      f"platform.lock_dir={tmp_path / 'locks'}")
+    with tmpfs(tmp_path / "t", "40m") as root:
+        planted = _plant(root)
+        with pytest.raises(TierFullError) as e:
+            runner.measure(config, tmp_path / "job")
+        message = str(e.value)
+        assert re.fullmatch(rf"storage=tmpfs: no space left on {re.escape(str(root))} \(0\.\d MB free of 41\.9 MB\) "
+                            r"after 1\d\.\d MB of run 3's 15\.0 MB shard; its partial files are removed and nothing of "
+                            r"the run is kept", message), message
+        runs = sorted(d for d in ckpt_dir(root).iterdir() if d.is_dir())
+        assert [d.name.split("_")[2] for d in runs] == ["run1", "run2"]  # the two kept runs that finished, only
+        for d in runs:
+            assert json.loads((d / "rank00000" / ".run.json").read_text()) == {"keep": True, "finished": True}
+            assert sorted(f.stat().st_size for f in (d / "rank00000").glob("*.bin")) == [5_000_000, 10_000_000]
+        st = os.statvfs(root)
+        assert st.f_bavail * st.f_frsize > 10e6  # run 3's partial shard no longer fills the tier
+        assert all(f.read_bytes() == data for f, data in planted.items())
