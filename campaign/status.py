@@ -8,6 +8,7 @@ node), cancelled, timeout, node_fail, out_of_memory, ... (Slurm's word, lower-ca
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +42,7 @@ def collect(sweep_dir: Path) -> list[CellStatus]:
     unreadable = {}
     for c in plan:
         path = sweep_dir / c["dir"] / records.FILENAME
-        if path.exists():
+        if os.path.lexists(path):  # a link or FIFO there is reported unreadable by records.read
             try:
                 recs[c["num"]] = records.read(path)
             except records.RecordError as e:
@@ -97,8 +98,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     from jobs import plan
 
-    grids = _paper_grids(args.folder)
-    if not (args.folder / plan.FILENAME).exists() and grids is None:
+    try:
+        grids = _paper_grids(args.folder)
+    except OSError as e:
+        print(f"campaign.status: {e}", file=sys.stderr)
+        return 2
+    if not os.path.lexists(args.folder / plan.FILENAME) and grids is None:
         print(f"campaign.status: {args.folder} has no plan.json (nor a paper study's paper.txt): not a campaign "
               "folder", file=sys.stderr)
         return 2
@@ -107,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, folder in [("", args.folder)] if grids is None else grids:
             if grids is not None:
                 print(f"== {name}")
-            if not (folder / plan.FILENAME).exists():
+            if not os.path.lexists(folder / plan.FILENAME):
                 print("not started: no plan.json yet")
                 failed = True
                 continue
@@ -121,11 +126,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _paper_grids(folder: Path) -> list[tuple[str, Path]] | None:
-    """(grid, its sweep folder) of a paper study's folder, in the study's order (its paper.txt), or None."""
+    """(grid, its sweep folder) of a paper study's folder, in the study's order (its paper.txt), or None;
+    raises OSError naming paper.txt when it is there but not a file that can be read."""
+    from jobs import jsonfiles
+
     try:
-        text = (folder / "paper.txt").read_text()
-    except OSError:
+        text = jsonfiles.read_text(folder / "paper.txt")  # a FIFO planted there is refused, never waited on
+    except (FileNotFoundError, NotADirectoryError):
         return None
+    except UnicodeDecodeError:
+        raise OSError(f"{folder / 'paper.txt'} is not a paper study's text") from None
     names = [line.split(":", 1)[0] for line in text.splitlines() if ":" in line and "=" not in line.split(":", 1)[0]]
     return [(n, folder / n) for n in names]
 

@@ -15,6 +15,8 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from jobs import jsonfiles
+
 FILENAME = "plan.json"
 VERSION = 2  # 2: cells carry their id; version 1 plans (no ids) are still read
 
@@ -111,15 +113,17 @@ def id_of(cfg) -> str:
 def read(sweep_dir: str | Path) -> list[PlannedCell]:
     """The cells of the plan in ``sweep_dir`` ([] when there is none); raises PlanError when damaged."""
     path = Path(sweep_dir) / FILENAME
-    if not path.exists():
+    if not os.path.lexists(path):
         return []
     try:
-        raw = json.loads(path.read_text())
+        raw = jsonfiles.read_json(path)  # a FIFO or link planted under the name is refused, never waited on
         if raw.get("plan_version") not in (1, VERSION):
             raise PlanError(f"{path}: plan version {raw.get('plan_version')}, this project reads 1 and {VERSION}")
         return [PlannedCell(int(c["num"]), str(c["dir"]), list(c["overrides"]), c.get("cell_id")) for c in raw["cells"]]
     except PlanError:
         raise
+    except jsonfiles.NotAFile as e:
+        raise PlanError(f"{e} (not read as a plan)") from None
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
         raise PlanError(f"{path}: not a readable plan ({type(e).__name__}: {e})") from None
 

@@ -9,6 +9,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from jobs import jsonfiles
+
 SCHEMA_VERSION = 1
 FILENAME = "record.json"
 COMPLETED = "completed"
@@ -43,9 +45,9 @@ def write(record: CellRecord, folder: str | os.PathLike) -> Path:
     """Write ``record`` atomically as ``<folder>/record.json``; raises RecordError rather than replace
     the record of another cell (a folder belongs to one cell)."""
     path = Path(folder) / FILENAME
-    if path.exists():
+    if os.path.lexists(path):
         try:
-            other = json.loads(path.read_text()).get("cell_id")
+            other = jsonfiles.read_json(path).get("cell_id")
         except (OSError, ValueError, AttributeError):
             other = "unreadable"
         if other != record.cell_id:
@@ -59,7 +61,9 @@ def write(record: CellRecord, folder: str | os.PathLike) -> Path:
 def read(path: str | os.PathLike) -> CellRecord:
     """Read a record; raise RecordError for another schema version or a damaged file."""
     try:
-        raw: dict[str, Any] = json.loads(Path(path).read_text())
+        raw: dict[str, Any] = jsonfiles.read_json(path)  # never blocks on a FIFO planted as record.json
+    except jsonfiles.NotAFile as e:
+        raise RecordError(f"{e} (not read as a record)") from None
     except (OSError, ValueError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise RecordError(f"{path}: not a readable record ({e})") from e
     if not isinstance(raw, dict):
