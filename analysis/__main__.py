@@ -15,9 +15,9 @@ def compare_main(argv: list[str]) -> int:
     p.add_argument("--ignore", default="", help="comma-separated config keys not used to pair cells, e.g. "
                                                 "storage to put an HDD campaign beside an SSD one")
     args = p.parse_args(argv)
-    if args.csv is not None and (args.csv.exists() or args.csv.is_symlink()):
-        print(f"analysis: --csv {args.csv} exists; give a new file (nothing is written over an existing one)",
-              file=sys.stderr)
+    why = _new_file_problem(args.csv) if args.csv is not None else None
+    if why:
+        print(f"analysis: --csv {args.csv}: {why}", file=sys.stderr)
         return 2
     for f in (args.a, args.b):
         if not f.is_dir():
@@ -35,14 +35,14 @@ def compare_main(argv: list[str]) -> int:
     if table.empty:
         print("analysis: nothing to compare (one of the campaigns has no completed cell)", file=sys.stderr)
         return 1
+    if args.csv and not _write_csv(table, args.csv):
+        return 2
     import pandas as pd
 
     a = table.attrs
     print(f"{a['both']} cell{'' if a['both'] == 1 else 's'} paired; told apart by {', '.join(a['keys'])}")
     with pd.option_context("display.width", 160, "display.max_columns", None, "display.float_format", "{:.4g}".format):
         print(printable(table).to_string(index=False))
-    if args.csv:
-        table.to_csv(args.csv, index=False)
     if a["only_a"] or a["only_b"]:
         print(f"analysis: {a['only_a']} cell{'' if a['only_a'] == 1 else 's'} of A and {a['only_b']} of B have no "
               "counterpart (column paired); "
@@ -51,6 +51,28 @@ def compare_main(argv: list[str]) -> int:
         print("analysis: 0 cells paired: the campaigns measured different cells", file=sys.stderr)
         return 1
     return 1 if table.attrs.get("unreadable") else 0
+
+
+def _new_file_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be a new file the analysis writes (None: it can)."""
+    if path.exists() or path.is_symlink():
+        return "exists; give a new file (nothing is written over an existing one)"
+    if not path.parent.is_dir():
+        return f"its folder {path.parent} does not exist or is not a folder; nothing was written"
+    return None
+
+
+def _write_csv(table, path: Path) -> bool:
+    """The comparison as the new file ``path``; False (one line said why) when it cannot be written."""
+    from analysis import outputs
+
+    try:
+        with outputs.new_file(path) as f:
+            table.to_csv(f, index=False)
+    except OSError as e:  # OutputExists (a file appeared meanwhile), no permission, a full disk
+        print(f"analysis: --csv {path}: {e.strerror or e}; nothing was written", file=sys.stderr)
+        return False
+    return True
 
 
 def profile_main(argv: list[str]) -> int:
@@ -102,19 +124,31 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from analysis.build import NothingToBuild
     from analysis.outputs import OutputExists
+    from jobs.jsonfiles import NotAFile
 
     try:
-        out = build(args.folder, render=not args.no_figures, baseline_from=args.baseline)
-        if not args.no_figures and (out.completed or out.failed):
-            from analysis.report import write_report
+        if not args.no_figures:
+            from analysis.report import study_text
 
-            out.files.append(write_report(args.folder, built=out))
+            study_text(args.folder)  # a FIFO or link as paper.txt stops the report: refused before any table
+        out = build(args.folder, render=not args.no_figures, baseline_from=args.baseline)
+    except NotAFile as e:
+        print(f"analysis: {e}; nothing was written", file=sys.stderr)
+        return 2
     except NothingToBuild as e:
         print(f"analysis: {e}", file=sys.stderr)
         return 1
     except OutputExists as e:
         print(f"analysis: {e}", file=sys.stderr)
         return 2
+    if not args.no_figures and (out.completed or out.failed):
+        from analysis.report import write_report
+
+        try:
+            out.files.append(write_report(args.folder, built=out))
+        except (OutputExists, NotAFile) as e:  # NotAFile: a FIFO or link where the report reads paper.txt
+            print(f"analysis: {e}; the tables and figures were written, report.html was not", file=sys.stderr)
+            return 2
     print(out.describe())
     return 1 if out.failed or out.missing or out.unreadable else 0
 

@@ -67,10 +67,11 @@ def write_table_i(table, folder: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from analysis.outputs import claim
+    from analysis import outputs
 
-    csv = claim(folder / f"{TABLE_I}.csv")
-    table.to_csv(csv, index=False)
+    csv = folder / f"{TABLE_I}.csv"
+    with outputs.create(csv) as f:
+        table.to_csv(f, index=False)
 
     def cell(med, lo, hi):
         return f"{med:.1f} ({lo:.0f}–{hi:.0f})"
@@ -83,9 +84,9 @@ def write_table_i(table, folder: Path) -> list[Path]:
              paper(r["paper_read_mb_s"]), paper(r["paper_write_mb_s"])] for _, r in table.iterrows()]
     head = ["Storage", "Max read MB/s\nmedian (min–max)", "Max write MB/s\nmedian (min–max)", "Tool",
             "Paper read\nMB/s", "Paper write\nMB/s"]
-    md = claim(folder / f"{TABLE_I}.md")
-    md.write_text("| " + " | ".join(h.replace("\n", " ") for h in head) + " |\n|" + "---|" * len(head) + "\n"
-                  + "".join("| " + " | ".join(r) + " |\n" for r in rows))
+    md = outputs.write_text(folder / f"{TABLE_I}.md",
+                            "| " + " | ".join(h.replace("\n", " ") for h in head) + " |\n|" + "---|" * len(head) + "\n"
+                            + "".join("| " + " | ".join(r) + " |\n" for r in rows))
     fig, ax = plt.subplots(figsize=(8, 0.9 + 0.3 * (len(rows) + 2)))
     ax.axis("off")
     t = ax.table(cellText=rows, colLabels=head, loc="center", cellLoc="center",
@@ -97,8 +98,9 @@ def write_table_i(table, folder: Path) -> list[Path]:
         if r == 0:
             c.set_height(c.get_height() * 1.8)
     ax.set_title("Table I: storage baselines (this campaign) beside the paper's IOR figures", fontsize=9)
-    png = claim(folder / f"{TABLE_I}.png")
+    png = folder / f"{TABLE_I}.png"
     fig.tight_layout()
-    fig.savefig(png, dpi=150)
+    with outputs.create(png, binary=True) as f:
+        fig.savefig(f, format="png", dpi=150)
     plt.close(fig)
     return [csv, md, png]

@@ -48,13 +48,25 @@ class NothingToBuild(ValueError):
     """The folder holds no record and no plan: nothing is written into it."""
 
 
+def output_names() -> list[str]:
+    """Every file name the analysis may write into a campaign folder (tables, figures, the report)."""
+    from analysis import posix
+    from analysis.baselines import TABLE_I
+    from jobs import workloads
+
+    stems = [TABLE_I, posix.SIZES, posix.TIMELINE, *(f.key for _, f in workloads.figures())]
+    return [RESULTS, SUMMARY, CELLS, BASELINES, CHECKPOINTS, IO_COST, mlperf.MLPERF, "claims.csv", "report.html",
+            f"{TABLE_I}.csv", f"{TABLE_I}.md", posix.SUMMARY, posix.FILES,
+            *(f"{s}.{ext}" for s in stems for ext in ("png", "svg"))]
+
+
 def build(folder: str | Path, render: bool = True, baseline_from: str | Path | None = None) -> Built:
     """Write results.csv, summary.csv, cells.csv, the baselines and the figures into ``folder``.
 
     ``baseline_from``: another campaign folder whose baseline cells give the efficiency column.
+    Raises OutputExists, before anything is written, when a file under one of ``output_names`` is not
+    the tool's; should one appear while the files are written, the message names those already written.
     """
-    from analysis import baselines as bl
-
     folder = Path(folder)
     c = tables.collect(folder)
     if not c.cells:  # files named record.json that are not records do not make a campaign either
@@ -64,43 +76,50 @@ def build(folder: str | Path, render: bool = True, baseline_from: str | Path | N
     out.failed = [x for x in c.cells if x["status"] == "failed"]
     out.missing = [x for x in c.cells if x["status"] == "missing"]
     out.completed = sum(1 for x in c.cells if x["status"] == "completed")
-    results = tables.results_frame(c)
-    out.runs = len(results)
+    try:
+        outputs.check([folder / n for n in output_names()])
+    except outputs.OutputExists as e:
+        raise outputs.OutputExists(f"{e}; nothing was written") from None
+    before = len(outputs.PLACED)
+    try:
+        _write(c, folder, out, render, baseline_from)
+    except outputs.OutputExists as e:
+        done = ", ".join(f.name for f in outputs.PLACED[before:]) or "nothing"
+        raise outputs.OutputExists(f"{e}; written before it: {done}") from None
+    return out
+
+
+def _table(frame, path: Path, out: Built) -> None:
+    """``frame`` as the CSV ``path`` (the tool's output), noted in ``out.files``."""
+    with outputs.create(path) as f:
+        frame.to_csv(f, index=False)
+    out.files.append(path)
+
+
+def _write(c: tables.Collected, folder: Path, out: Built, render: bool, baseline_from) -> None:
     import pandas as pd
 
-    # before anything is written: a table of the same name that the tool did not write stops the build
-    outputs.check([folder / n for n in (RESULTS, SUMMARY, CELLS, BASELINES, CHECKPOINTS, IO_COST, mlperf.MLPERF,
-                                        "claims.csv", "report.html")])
-    results.to_csv(outputs.claim(folder / RESULTS), index=False)
-    out.files.append(folder / RESULTS)
+    from analysis import baselines as bl
+    from analysis import posix, training
+
+    results = tables.results_frame(c)
+    out.runs = len(results)
+    _table(results, folder / RESULTS, out)
     base = tables.baselines_frame(c)
     if not base.empty:
-        base.to_csv(outputs.claim(folder / BASELINES), index=False)
-        out.files.append(folder / BASELINES)
+        _table(base, folder / BASELINES, out)
         out.files += bl.write_table_i(bl.table_i(base, c.storages), folder)
     if baseline_from is not None:
         base = tables.baselines_frame(tables.collect(Path(baseline_from)))
-    summary = bl.efficiency(tables.summary_frame(results), base)
-    summary.to_csv(outputs.claim(folder / SUMMARY), index=False)
-    out.files.append(folder / SUMMARY)
-    pd.DataFrame(c.cells, columns=["cell_dir", "status", "overrides", "error"]).to_csv(outputs.claim(folder / CELLS),
-                                                                                      index=False)
-    out.files.append(folder / CELLS)
-    from analysis import training
-
+    _table(bl.efficiency(tables.summary_frame(results), base), folder / SUMMARY, out)
+    _table(pd.DataFrame(c.cells, columns=["cell_dir", "status", "overrides", "error"]), folder / CELLS, out)
     ckpts = tables.checkpoints_frame(c)
     if not ckpts.empty:
-        ckpts.to_csv(outputs.claim(folder / CHECKPOINTS), index=False)
-        out.files.append(folder / CHECKPOINTS)
+        _table(ckpts, folder / CHECKPOINTS, out)
     out.files += mlperf.write(results, folder)
     cost = training.io_cost(results)
     if not cost.empty:
-        cost.to_csv(outputs.claim(folder / IO_COST), index=False)
-        out.files.append(folder / IO_COST)
+        _table(cost, folder / IO_COST, out)
     if render and not results.empty:
         out.files += figures.render_all(results, folder)
-    from analysis import posix
-
     out.files += [p for p in posix.write_all(c, folder, render and not results.empty) if p]
-    return out
-

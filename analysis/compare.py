@@ -209,6 +209,29 @@ SHOWN = ("images_per_s_median", "mb_per_s_median", "steady_runtime_s_median", "r
 PAIRED = "paired"  # both, only in A, only in B
 
 
+def _check_ignore(ignore: tuple[str, ...], configs: list[dict]) -> None:
+    """Raise CompareError for a key of ``ignore`` that names no setting of ``configs`` (a typo would
+    otherwise leave out nothing, silently)."""
+    if not configs:
+        return  # no completed cell: nothing to pair, and nothing to check the keys against
+    keys: set[str] = set()
+
+    def walk(prefix: str, v) -> None:
+        keys.add(prefix)
+        for k, x in (v.items() if isinstance(v, dict) else ()):
+            walk(f"{prefix}.{k}", x)
+
+    for cfg in configs:
+        for k, v in cfg.items():
+            walk(str(k), v)
+    for key in ignore:
+        if key not in keys:
+            top = sorted({k for cfg in configs for k in cfg})
+            raise CompareError(f"--ignore {key}: no cell of either campaign has this setting; valid: a key of the "
+                               f"cells' config (a record's config), one of {', '.join(top)} or a dotted key below one, "
+                               "e.g. storage or workload.image_side; nothing was written")
+
+
 def compare_campaigns(a: Path, b: Path, ignore: tuple[str, ...] = ()):
     """Each cell's median metrics in campaign A beside the same cell in campaign B, with B / A.
 
@@ -220,6 +243,7 @@ def compare_campaigns(a: Path, b: Path, ignore: tuple[str, ...] = ()):
     import pandas as pd
 
     collected = [tables.collect(x) for x in (a, b)]
+    _check_ignore(ignore, [cfg for c in collected for cfg in c.configs.values()])
     unreadable = [u for c in collected for u in c.unreadable]
     frames = [tables.summary_frame(tables.results_frame(c)) for c in collected]
     if any(f.empty for f in frames):

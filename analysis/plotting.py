@@ -30,13 +30,14 @@ def save(fig, stem: Path) -> list[Path]:
     """Write ``fig`` as ``<stem>.png`` and ``<stem>.svg`` and close it."""
     import matplotlib.pyplot as plt
 
-    from analysis.outputs import claim
+    from analysis import outputs
 
     stem.parent.mkdir(parents=True, exist_ok=True)
     paths = []
     for ext in ("png", "svg"):
-        p = claim(stem.with_suffix(f".{ext}"))
-        fig.savefig(p, dpi=150)
+        p = stem.with_suffix(f".{ext}")
+        with outputs.create(p, binary=True) as f:
+            fig.savefig(f, format=ext, dpi=150)
         paths.append(p)
     plt.close(fig)
     return paths

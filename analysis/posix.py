@@ -44,10 +44,10 @@ def write_files(c: tables.Collected, folder: Path) -> Path | None:
     """``posix_files.csv``: every run's per-file table with the cell's keys, streamed row by row."""
     if not c.posix:
         return None
-    from analysis.outputs import claim
+    from analysis import outputs
 
-    out = claim(folder / FILES)
-    with open(out, "w", newline="") as f:
+    out = folder / FILES
+    with outputs.create(out) as f:
         w = csv.writer(f)
         w.writerow([*KEYS, "cell_dir", *posix.FILE_COLUMNS])
         for e in c.posix:
@@ -177,9 +177,10 @@ def write_all(c: tables.Collected, folder: Path, render: bool = True) -> list[Pa
     if not c.posix:
         return []
     out = []
-    from analysis.outputs import claim
+    from analysis import outputs
 
-    summary_frame(c).to_csv(claim(folder / SUMMARY), index=False)
+    with outputs.create(folder / SUMMARY) as f:
+        summary_frame(c).to_csv(f, index=False)
     out.append(folder / SUMMARY)
     out.append(write_files(c, folder))
     if render:

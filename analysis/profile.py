@@ -85,6 +85,10 @@ def write(folder: Path, name: str, out: Path) -> Path:
         raise ProfileError(f"--name {name!r}: a profile's name is letters, digits, '_', '.' and '-' (it is the "
                            "value of accelerator=<name>)")
     target = out / "accelerator" / f"{name}.yaml"
+    for p in (out, target.parent):
+        if (p.exists() or p.is_symlink()) and not p.is_dir():
+            raise ProfileError(f"--out {out}: {p} exists and is not a folder: give a config folder (the profile goes "
+                               f"to <out>/accelerator/{name}.yaml); nothing was written")
     if target.exists() or target.is_symlink():
         raise ProfileError(f"{target} exists; give another --name or --out (nothing is written over a file)")
     m = measure(folder)
@@ -107,9 +111,12 @@ def write(folder: Path, name: str, out: Path) -> Path:
         f"source: {_quote(source)}",
         "",
     ])
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target, "x") as f:  # never over a file that appeared meanwhile
-        f.write(text)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "x") as f:  # never over a file (nor through a link) that appeared meanwhile
+            f.write(text)
+    except OSError as e:
+        raise ProfileError(f"--out {out}: {target} cannot be written ({e.strerror or e})") from None
     return target
 
 

@@ -72,9 +72,10 @@ def write_report(folder: str | Path, built=None) -> Path:
     c = built.collected if built.collected is not None else tables.collect(folder)
     results, base = tables.results_frame(c), tables.baselines_frame(c)
     claims = compare.claims_frame(results, base, c.storages)
-    from analysis.outputs import claim
+    from analysis import outputs
 
-    claims.to_csv(claim(folder / "claims.csv"), index=False)
+    with outputs.create(folder / "claims.csv") as f:
+        claims.to_csv(f, index=False)
     figs = [f for stem, caption in _figures() if (f := _embed(folder, stem, caption))]
     table_i = pd.read_csv(folder / "table_i.csv") if (folder / "table_i.csv").exists() else None
     problems = pd.DataFrame(built.failed + built.missing)
@@ -91,12 +92,10 @@ def write_report(folder: str | Path, built=None) -> Path:
         "git commit": f"{prov.get('git_commit')}{' (dirty)' if prov.get('git_dirty') else ''}",
         **{k: v for k, v in (prov.get("versions") or {}).items()},
     }
-    paper_txt = (folder / "paper.txt").read_text() if (folder / "paper.txt").exists() else ""
+    paper_txt = study_text(folder)
     counts = claims["status"].value_counts().to_dict() if not claims.empty else {}
     page = _page(folder, built, claims, table_i, figs, problems, fallbacks, facts, paper_txt, counts)
-    out = claim(folder / REPORT)
-    out.write_text(page)
-    return out
+    return outputs.write_text(folder / REPORT, page)
 
 
 def _answers(folder: Path) -> str:
@@ -132,16 +131,27 @@ def _cells(folder: Path):
 
 def _in_study_order(folder: Path, cells):
     """Cells grid by grid in the order the study ran them (paper.txt), each grid's cells by number."""
-    study = folder / "paper.txt"
-    if "cell_dir" not in cells or not study.exists():
+    study = study_text(folder)
+    if "cell_dir" not in cells or not study:
         return cells
-    grids = [line.split(":", 1)[0] for line in study.read_text().splitlines() if ": " in line and "=" not in line.split(":")[0]]
+    grids = [line.split(":", 1)[0] for line in study.splitlines() if ": " in line and "=" not in line.split(":")[0]]
     parts = cells["cell_dir"].astype(str).str.rsplit("/", n=1, expand=True)
     if parts.shape[1] < 2:
         return cells
     rank = parts[0].map({g: i for i, g in enumerate(grids)}).fillna(len(grids))
     number = _numeric(parts[1])
     return cells.assign(_r=rank.values, _n=number.values).sort_values(["_r", "_n"], kind="stable").drop(columns=["_r", "_n"])
+
+
+def study_text(folder: Path) -> str:
+    """The paper study's paper.txt ('' when the folder holds none); read without blocking on a FIFO
+    planted there (jobs.jsonfiles.NotAFile names it)."""
+    from jobs import jsonfiles
+
+    try:
+        return jsonfiles.read_text(folder / "paper.txt")
+    except FileNotFoundError:
+        return ""
 
 
 def _numeric(values):

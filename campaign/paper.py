@@ -217,7 +217,7 @@ def main(argv: list[str]) -> int:
                   f"{', '.join(g for g, _ in todo)}", file=sys.stderr)
             return 2
         todo = [g for g in todo if g[0] in wanted]
-    from analysis.outputs import claim, study_folder_problem
+    from analysis.outputs import study_folder_problem, write_text
 
     why = study_folder_problem(out, PAPER)  # a paper study's folder again (its grids resume), or a new one
     if why:
@@ -234,10 +234,10 @@ def main(argv: list[str]) -> int:
     outputs.link_latest(out)
     if fell_back:
         print(f"[paper] {fell_back}", flush=True)
-    claim(out / PAPER).write_text(f"scale={args.scale}\ntiers={','.join(tiers)}\n"
-                                   + (f"lustre={lustre}\n" if lustre else "")
-                                   + (f"fallback={fell_back}\n" if fell_back else "")
-                                   + "".join(f"{n}: {' '.join(o)}\n" for n, o in todo))
+    write_text(out / PAPER, f"scale={args.scale}\ntiers={','.join(tiers)}\n"
+               + (f"lustre={lustre}\n" if lustre else "")
+               + (f"fallback={fell_back}\n" if fell_back else "")
+               + "".join(f"{n}: {' '.join(o)}\n" for n, o in todo))
     chained = _submits_and_returns(args.overrides)
     status = _run_grids(todo, args.overrides, out, chained)
     if chained:
