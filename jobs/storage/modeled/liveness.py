@@ -9,39 +9,11 @@ from __future__ import annotations
 
 import contextlib
 
-from jobs.storage.modeled.mount import ModeledTier, ModelError, counters, mounted_here
-
-LAYER_MODULE = "jobs.storage.modeled"  # the layer's command line: python -m jobs.storage.modeled serve ...
+from jobs.storage.modeled.mount import ModeledTier, ModelError
 
 
 class TierDied(ModelError):
     """A modelled tier stopped serving while a cell used it; the message names the tier and the run."""
-
-
-def _layer_runs(tier: ModeledTier) -> bool:
-    """The tier's layer process still runs (not a zombie, and the pid not reused by another process)."""
-    try:
-        with open(f"/proc/{tier.pid}/stat", "rb") as f:
-            state = f.read().rsplit(b")", 1)[1].split()[0]
-        with open(f"/proc/{tier.pid}/cmdline", "rb") as f:
-            args = f.read().split(b"\0")
-    except (OSError, IndexError):
-        return False
-    return state not in (b"Z", b"X") and LAYER_MODULE.encode() in args and tier.backing.encode() in args
-
-
-def why_dead(tier: ModeledTier) -> str | None:
-    """Why ``tier`` no longer serves (its layer's process, its mount, its counters), None while it does.
-    The counters are read first: a layer that dies meanwhile is then named as the cause, not its
-    silence."""
-    answers = counters(tier.device) is not None
-    if not _layer_runs(tier):
-        return f"the tier's FUSE layer (pid {tier.pid}) died"
-    if not mounted_here(tier):
-        return f"the tier's FUSE mount at {tier.mount} is gone (its layer, pid {tier.pid}, still runs)"
-    if not answers:
-        return f"the tier's FUSE layer (pid {tier.pid}) no longer answers on {tier.mount}"
-    return None
 
 
 def _what(run: int) -> str:

@@ -48,11 +48,17 @@ class ModeledTier:
         return PREFIX + self.mount
 
     def dead(self) -> str | None:
-        """Why the tier no longer serves, None while it does: unlike a disk, a modelled tier can die (its
-        layer is a process of its own; ``jobs.storage.modeled.liveness``)."""
-        from jobs.storage.modeled.liveness import why_dead
-
-        return why_dead(self)
+        """Why the tier no longer serves (its layer's process, its mount, its counters), None while it does:
+        unlike a disk, a modelled tier can die, its layer being a process of its own. The counters are read
+        first: a layer that dies meanwhile is then named as the cause, not its silence."""
+        answers = counters(self.device) is not None
+        if not _layer_runs(self.pid, self.backing):
+            return f"the tier's FUSE layer (pid {self.pid}) died"
+        if not mounted_here(self):
+            return f"the tier's FUSE mount at {self.mount} is gone (its layer, pid {self.pid}, still runs)"
+        if not answers:
+            return f"the tier's FUSE layer (pid {self.pid}) no longer answers on {self.mount}"
+        return None
 
 
 DEVICES = {"hdd": HddGeometry, "lustre": LustreGeometry}  # storage.model.device -> its figures
@@ -109,6 +115,18 @@ def _ours(name: str, mount: str) -> bool:
 def mounted_here(tier: ModeledTier) -> bool:
     """The tier's own mount is still in this process's mount table (/proc/self/mountinfo)."""
     return _ours(tier.name, tier.mount)
+
+
+def _layer_runs(pid: int, backing: str) -> bool:
+    """The layer process ``pid`` serving ``backing`` still runs (not a zombie, the pid not reused)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            args = f.read().split(b"\0")
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X") and b"jobs.storage.modeled" in args and backing.encode() in args
 
 
 def foreign(name: str, backing: str, mount: str, key: str = "storage") -> str | None:
