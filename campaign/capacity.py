@@ -24,6 +24,7 @@ from pathlib import Path
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 MEASURE = {"repeats": "3", "warmup": "0"}  # every cell's runs unless set: three, medians, no warm-up
+MARK = "capacity.txt"  # the search's settings in its folder, from before its first cell (a rerun resumes)
 LOADER = {"prefetch": "2"}  # an accelerator's data loader fills the next batches while it computes (unless set)
 
 
@@ -214,17 +215,18 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     most, bound_by = _fit_nodes(args.overrides, most)
+    from analysis import outputs
     from analysis.capacity import CAPACITY
-    from analysis.outputs import claim, study_folder_problem
 
     out = args.out or Path("multirun") / time.strftime("capacity-%Y-%m-%d-%H-%M-%S")
-    why = study_folder_problem(out, CAPACITY)
+    why = outputs.study_folder_problem(out, MARK, CAPACITY)  # a search's folder again (a resume), or a new one
     if why:
         print(f"campaign.capacity: --out: {why}; choose a new folder; nothing was run", file=sys.stderr)
         return 2
     import pandas as pd
 
     tiers = (_value(args.overrides, "storage") or "local").split(",")
+    _mark(out, profile, tiers, most, args.overrides)
     rows = []
     for tier in tiers:
         try:
@@ -233,16 +235,28 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[capacity] {tier}: {e}", file=sys.stderr, flush=True)
     if not rows:
         return 1
-    table = pd.DataFrame(rows)
-    table.to_csv(claim(out / CAPACITY), index=False)
-    return _report(out, table, len(rows) < len(tiers))
+    return _report(out, pd.DataFrame(rows), len(rows) < len(tiers))
+
+
+def _mark(out: Path, profile: dict, tiers: list[str], most: int, overrides: list[str]) -> None:
+    """The search's marker, written before its first cell so that a killed search's folder is known
+    again as one and its rerun resumes (each round's campaign resumes its own cells)."""
+    from analysis import outputs
+
+    out.mkdir(parents=True, exist_ok=True)
+    outputs.write_text(out / MARK, f"accelerator={profile['name']}\ntiers={','.join(tiers)}\nmost={most}\n"
+                                   f"overrides={' '.join(overrides)}\n")
 
 
 def _report(out: Path, table, some_failed: bool) -> int:
     from analysis.build import build
+    from analysis.capacity import CAPACITY
+    from analysis.outputs import create
     from analysis.report import write_report
     from campaign import outputs
 
+    with create(out / CAPACITY) as f:
+        table.to_csv(f, index=False)
     built = build(out)
     report = write_report(out, built=built)
     outputs.link_latest(out)  # each round pointed it at itself while it ran
