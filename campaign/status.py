@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             cells = collect(folder)
             print(render(cells))
             failed |= any(c.state in FAILED_STATES for c in cells)
-    except plan.PlanError as e:
+    except (plan.PlanError, OSError) as e:  # OSError: submitted.json is a FIFO, a link, or unreadable
         print(f"campaign.status: {e}", file=sys.stderr)
         return 2
     return 1 if failed else 0

@@ -127,8 +127,10 @@ def dry_run(cells: list, sweep_dir: Path, platform) -> str:
 
 
 def _load(sweep_dir: Path) -> dict:
+    from jobs import jsonfiles
+
     p = sweep_dir / SUBMITTED
-    return json.loads(p.read_text()) if p.exists() else {"cells": {}}
+    return jsonfiles.read_json(p) if p.exists() else {"cells": {}}  # a FIFO planted there: refused, never waited on
 
 
 class DoesNotFit(ValueError):

@@ -158,7 +158,7 @@ def test_compare_and_profile_refuse_bad_options_in_one_line_and_write_nothing(fi
     assert p.returncode == 0 and (cwd / "pair.csv").read_text().startswith("workload.name,paired,"), p.stderr
 
 
-@pytest.mark.parametrize("name", ["plan.json", "0/record.json", "paper.txt"])
+@pytest.mark.parametrize("name", ["plan.json", "0/record.json", "paper.txt", "submitted.json"])
 def test_status_never_waits_on_a_fifo_under_a_tools_name(finished, tmp_path, name):
     """Today's campaign.status opened each of these for reading and waited for a writer for ever."""
     d = tmp_path / "fifo"
