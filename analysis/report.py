@@ -9,6 +9,7 @@ from pathlib import Path
 
 from analysis.htmltable import claims_table as _claims
 from analysis.htmltable import table as _table
+from jobs import jsonfiles
 
 REPORT = "report.html"
 
@@ -144,10 +145,7 @@ def _in_study_order(folder: Path, cells):
 
 
 def study_text(folder: Path) -> str:
-    """The paper study's paper.txt ('' when the folder holds none); read without blocking on a FIFO
-    planted there (jobs.jsonfiles.NotAFile names it)."""
-    from jobs import jsonfiles
-
+    """The paper study's paper.txt, '' without one (a FIFO planted there: jobs.jsonfiles.NotAFile)."""
     try:
         return jsonfiles.read_text(folder / "paper.txt")
     except FileNotFoundError:
