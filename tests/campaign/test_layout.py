@@ -104,7 +104,7 @@ def test_no_import_cycle():
 def test_jobs_is_laid_out_by_concern_with_no_two_modules_of_one_name():
     top = sorted(p.name for p in (ROOT / "jobs").glob("*.py"))
     assert top == ["__init__.py", "configview.py", "errors.py", "interrupts.py", "jsonfiles.py", "lifeline.py",
-                   "metrics.py", "nodes.py", "plan.py", "records.py", "runner.py"]
+                   "metrics.py", "nodes.py", "owned.py", "plan.py", "records.py", "runner.py"]
     assert sorted(p.name for p in (ROOT / "jobs").iterdir() if p.is_dir() and p.name != "__pycache__") == [
         "data", "execution", "observe", "storage", "workloads"]
     names = [p.name for p in (ROOT / "jobs").rglob("*.py") if p.name != "__init__.py"]

@@ -60,9 +60,9 @@ def test_a_link_planted_at_a_lock_file_is_never_followed(other_user, shared, vic
     lp = lock_dir / "dev-0-40.lock"
     _as(other_user, "ln", "-s", str(victim), str(lp))
     before = _fingerprint(victim)
-    with pytest.raises(owned.NotOurs, match=r"^platform.lock_dir: .*dev-0-40.lock is a link"):
-        with locks.hold(lp, "the device", timeout_s=2):
-            pass
+    with (pytest.raises(owned.NotOurs, match=r"^platform.lock_dir: .*dev-0-40.lock is a link"),
+          locks.hold(lp, "the device", timeout_s=2)):
+        pass
     assert _fingerprint(victim) == before  # not truncated, not made 0666
     assert os.path.islink(lp)  # and the link is theirs to remove
 
@@ -73,9 +73,8 @@ def test_a_lock_folder_that_is_a_link_or_open_to_all_is_refused(other_user, shar
     _as(other_user, "ln", "-s", str(target), str(shared / "locks"))
     with pytest.raises(owned.NotOurs, match="is a link or not a folder"):
         locks.check_dir(str(shared / "locks"))
-    with pytest.raises(owned.NotOurs):
-        with locks.hold(shared / "locks" / "tier-x.lock", "the tier", timeout_s=1):
-            pass
+    with pytest.raises(owned.NotOurs), locks.hold(shared / "locks" / "tier-x.lock", "the tier", timeout_s=1):
+        pass
     assert list(target.iterdir()) == []  # nothing made through the link
     _as(other_user, "mkdir", "-m", "777", str(shared / "open"))
     _as(other_user, "chmod", "777", str(shared / "open"))
@@ -114,9 +113,8 @@ def test_a_waiting_cell_names_the_holder_from_the_kernel_never_from_the_file(oth
     try:
         assert holder.stdout.readline().strip() == "held"
         t0 = time.monotonic()
-        with pytest.raises(locks.LockTimeout) as e:
-            with locks.hold(lp, "the device", timeout_s=1.0):
-                pass
+        with pytest.raises(locks.LockTimeout) as e, locks.hold(lp, "the device", timeout_s=1.0):
+            pass
         assert time.monotonic() - t0 < 5
         msg = str(e.value)
         assert f"user {other_user[0]}" in msg and "forged" not in msg and "reboot" not in msg, msg
