@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
+import time
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
 
-from conftest import ROOT, campaign, tmpfs
+from conftest import ROOT, campaign, make_jpegs, tmpfs
 from jobs import plan
 from jobs.workloads.checkpoint.saving import ckpt_dir
 
@@ -84,3 +86,45 @@ def test_a_run_that_fills_its_tier_fails_in_one_line_and_leaves_no_partial_shard
         st = os.statvfs(root)
         assert st.f_bavail * st.f_frsize > 10e6  # run 3's partial shard no longer fills the tier
         assert all(f.read_bytes() == data for f, data in planted.items())
+
+
+def _corrupt_when_saved(folder: Path, step: int, found: list, stop: threading.Event) -> None:
+    """Once a run's checkpoint of ``step`` is durable in ``folder`` (its manifest written), flip 64 bytes in
+    the middle of its data file, keeping its size: a checkpoint gone bad on the tier before the restore."""
+    while not stop.is_set():
+        for man in folder.glob(f"ckpt_*/*-{step}.manifest.json"):
+            data = next(man.parent.glob(f"*-{step}.data-*"))
+            with open(data, "r+b") as f:
+                f.seek(data.stat().st_size // 2)
+                chunk = f.read(64)
+                f.seek(-len(chunk), 1)
+                f.write(bytes(b ^ 0xFF for b in chunk))
+            found.append(data)
+            return
+        time.sleep(0.002)
+
+
+def test_a_restore_that_fails_on_a_corrupt_checkpoint_takes_its_run_folder_with_it(tmp_path):
+    """checkpoint.restore=true, the last checkpoint (step 12 of 14) corrupted on the tier before the restore
+    reads it back: the cell fails, saying so, and its run folder goes. Before: the failure was reported, but
+    the folder stayed, marked finished, so no later run's recovery would ever remove it."""
+    make_jpegs(tmp_path / "data", 32, classes=2)
+    slow = tmp_path / "slow"
+    planted = _plant(slow)
+    found, stop = [], threading.Event()
+    corrupter = threading.Thread(target=_corrupt_when_saved, args=(ckpt_dir(slow), 12, found, stop), daemon=True)
+    corrupter.start()
+    try:
+        p = campaign("workload=checkpoint", "workload.image_side=64", "workload.width=0.25", "workload.steps=14",
+                     "checkpoint.every=4", "checkpoint.target=slow", "checkpoint.restore=true", f"checkpoint.slow.root={slow}",
+                     f"checkpoint.fast.root={tmp_path}", f"storage.root={tmp_path}", "dataset.source=folder",
+                     f"dataset.path={tmp_path / 'data'}", "batch_size=2", "repeats=1", "warmup=0", cwd=tmp_path)
+    finally:
+        stop.set()
+        corrupter.join()
+    assert found, p.stdout[-2000:] + p.stderr[-2000:]
+    lines = [x for x in p.stderr.splitlines() if x.startswith("campaign:")]
+    assert p.returncode == 1 and len(lines) == 1, p.stderr[-3000:]
+    assert lines[0].startswith("campaign: the cell failed: DataLossError: ") and "Checksum does not match" in lines[0]
+    assert sorted(x.name for x in ckpt_dir(slow).iterdir()) == ["mine.bin"]  # the run's folder is gone, not the user's
+    assert all(f.read_bytes() == data for f, data in planted.items())

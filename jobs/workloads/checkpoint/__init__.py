@@ -101,9 +101,36 @@ class Checkpoint(Workload):
         snapshot = _snapshot(cfg, ctx.ds) if ck.get("restore") else None
         t0 = time.perf_counter()
         try:
-            result = checkpoint.run_once(ctx.ds, settings, mark=ctx.mark, snapshots=snapshot)
+            # its folders are marked finished only once the restore is done with them: a run killed or failed
+            # in between must not leave checkpoints that recovery takes for a finished run's
+            result = checkpoint.run_once(ctx.ds, settings, mark=ctx.mark, snapshots=snapshot, finish=False)
         finally:
             tracer.stop()
+        try:
+            self._after(ctx, settings, result, base, tracer, t0, slow_disk, recovered, snapshot)
+        except BaseException:  # a failed run (a corrupt checkpoint, an interrupt) leaves none of its checkpoints
+            log.warning("the run failed after training: its checkpoints (%d bytes, %s) are removed",
+                        checkpoint.remove_run(settings), settings.tag)
+            raise
+        # what was durable is in the result; unless asked to keep them, the checkpoints go (a full-scale
+        # run leaves ~3.5 GB otherwise, and later cells would fall back for want of space)
+        if ck.get("keep"):
+            checkpoint.mark_finished(settings)
+        else:
+            checkpoint.remove_run(settings)
+        result["checkpoint_bytes_left"] = checkpoint.bytes_of_run(settings)
+        if cfg.workload.steps and result["steps"] < cfg.workload.steps:
+            log.warning("the data ran out after %d of workload.steps=%d steps (one epoch of %d images at batch %d)",
+                        result["steps"], cfg.workload.steps, result["images"], cfg.batch_size)
+        return result
+
+    @staticmethod
+    def _after(ctx: RunContext, settings, result: dict, base: dict, tracer, t0: float, slow_disk, recovered,
+               snapshot) -> None:
+        """The run's trace written, its baseline's figures added, and its last checkpoint restored cold
+        (``checkpoint.restore=true``): what ``run_once`` does once training has ended."""
+        from jobs.observe import trace
+
         tracer.mark(trace.FIRST, t0)
         tracer.mark("end_of_training", t0 + result["runtime_s"])
         tracer.mark("drain_finished", t0 + result["runtime_s"] + result["drain_after_end_s"])
@@ -115,18 +142,9 @@ class Checkpoint(Workload):
         result["bytes_consumed"] += base["bytes_consumed"]
         if result["bytes_read_device"] is not None and base["bytes_read_device"] is not None:
             result["bytes_read_device"] += base["bytes_read_device"]
-        if ck.get("restore"):
-            result["restores"] = _restores(cfg, ctx.ds, settings, snapshot)
+        if snapshot is not None:
+            result["restores"] = _restores(ctx.cfg, ctx.ds, settings, snapshot)
             result.update(restore.metrics(result["restores"]))
-        # what was durable is in the result; unless asked to keep them, the checkpoints go (a full-scale
-        # run leaves ~3.5 GB otherwise, and later cells would fall back for want of space)
-        if not ck.get("keep"):
-            checkpoint.remove_run(settings)
-        result["checkpoint_bytes_left"] = checkpoint.bytes_of_run(settings)
-        if cfg.workload.steps and result["steps"] < cfg.workload.steps:
-            log.warning("the data ran out after %d of workload.steps=%d steps (one epoch of %d images at batch %d)",
-                        result["steps"], cfg.workload.steps, result["images"], cfg.batch_size)
-        return result
 
     def describe(self, result: dict) -> str:
         back = "".join(f"; restored {r['bytes'] / MB:.0f} MB from {r['tier']} in {r['restore_s']:.2f} s ({r['cache_state']}, "

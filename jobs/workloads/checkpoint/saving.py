@@ -135,11 +135,12 @@ def _writers(s: CheckpointSettings, model, opt, target: str, folder: Path, slow_
 
 
 def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True, snapshots: dict | None = None,
-             mark=lambda name: None) -> dict:
+             mark=lambda name: None, finish: bool = True) -> dict:
     """Train ``s.train.steps`` steps; checkpoint every ``s.every`` unless ``with_checkpoints`` is false
     (the same run's baseline). Returns the run's metrics and one entry per checkpoint. ``snapshots``,
     when given, receives every saved step's model weights (for tests that restore and compare);
-    ``mark(name)`` is called with "start" and "end" around the training loop (the usage window)."""
+    ``mark(name)`` is called with "start" and "end" around the training loop (the usage window).
+    ``finish=False``: the caller marks the run's folders finished (``mark_finished``) or removes them."""
     import keras
     import tensorflow as tf
 
@@ -176,7 +177,7 @@ def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True, 
     finally:
         for lk in locks:
             lk.release()
-    for lk in locks:  # the run ended: recovery never removes what it left (checkpoint.keep, or a caller's)
+    for lk in locks if finish else []:  # the run ended: recovery never removes what it left (checkpoint.keep, or a caller's)
         ckpt_recovery.write_run_facts(lk.folder, max_to_keep=s.max_to_keep, keep=s.keep, finished=True)
     readers.close_all()  # HDF5 files the pipeline opened (dataset.format=hdf5)
     if target == "burst_buffer" and not ckpt_store.prefixes(folder, s.tag):
@@ -233,14 +234,25 @@ def _train(it, step_fn, steps: int, saver, every: int) -> dict:
     return run
 
 
+def _run_folders(s: CheckpointSettings) -> list[Path]:
+    """The run's own folders on both tiers: named by its tag, real folders (not links), holding the facts
+    (``recovery.RUN_FACTS``) it writes into a folder it made. Nothing else is ever marked or removed."""
+    folders = [ckpt_dir(root) / s.tag for root in (s.slow_root, s.fast_root) if root is not None]
+    return [f for f in folders if f.is_dir() and not f.is_symlink() and ckpt_recovery.read_run_facts(f)]
+
+
+def mark_finished(s: CheckpointSettings) -> None:
+    """The run is done with its folders (``run_once(finish=False)``, then a restore): recovery leaves them."""
+    for folder in _run_folders(s):
+        ckpt_recovery.write_run_facts(folder, max_to_keep=s.max_to_keep, keep=s.keep, finished=True)
+
+
 def remove_run(s: CheckpointSettings) -> int:
-    """Remove the run's checkpoints from both tiers (after the record has what was durable);
-    returns the bytes freed. Only the run's own folders (named by its tag) are touched."""
+    """Remove the run's checkpoints from both tiers (after the record has what was durable, or when the run
+    failed after training); returns the bytes freed. Only the run's own folders (``_run_folders``) go."""
     freed = bytes_of_run(s)
-    for root in (s.slow_root, s.fast_root):
-        folder = ckpt_dir(root) / s.tag if root is not None else None
-        if folder is not None and folder.is_dir() and not folder.is_symlink():
-            shutil.rmtree(folder)
+    for folder in _run_folders(s):
+        shutil.rmtree(folder)
     return freed
 
 
