@@ -50,7 +50,11 @@ def run() -> int:
         if problem:
             print(f"campaign: {problem}", file=sys.stderr)
             return 2
+        outputs.check_owned(*outputs.from_args(args))
         main()
+    except errors.ConfigError as e:  # before Hydra runs: its own handler is not there yet
+        print(f"campaign: {e}", file=sys.stderr)
+        return 2
     except errors.Stop as stop:
         if stop.message:
             print(stop.message, file=sys.stderr)

@@ -28,6 +28,27 @@ def note(folder: str | Path) -> None:
         _new.append(p)
 
 
+def check_owned(folder: str | Path, setting: str) -> None:
+    """Raise ConfigError (one line) unless the campaign folder ``folder`` (a path Hydra will expand; only
+    what comes before a ``${...}`` is fixed) is reached through folders no other user can steer and is
+    the user's own (jobs.owned): run from /tmp, another user's ``/tmp/multirun`` or a link they left
+    there would otherwise take the records, tables and report."""
+    from jobs import owned
+
+    fixed = str(folder).split("${", 1)[0].rstrip("/") or "."
+    path = Path(fixed).absolute()
+    top = path if Path(fixed).is_absolute() else Path.cwd() / Path(fixed).parts[0]
+    owned.check_way(top.parent, setting)
+    owned.check(path, setting, own_from=top)
+
+
+def from_args(args: list[str]) -> tuple[str, str]:
+    """The campaign folder a ``python -m campaign`` command line will write, and its setting."""
+    key = "hydra.sweep.dir" if "-m" in args or "--multirun" in args else "hydra.run.dir"
+    given = [a.split("=", 1)[1] for a in args if a.lstrip("+").startswith(key + "=")]
+    return (given[-1] if given else ("multirun" if key == "hydra.sweep.dir" else "outputs")), key
+
+
 def current() -> Path | None:
     """This invocation's run or sweep folder, once noted."""
     return _current[0] if _current else None

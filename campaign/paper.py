@@ -218,7 +218,14 @@ def main(argv: list[str]) -> int:
             return 2
         todo = [g for g in todo if g[0] in wanted]
     from analysis.outputs import study_folder_problem, write_text
+    from campaign import outputs
+    from campaign.errors import ConfigError
 
+    try:
+        outputs.check_owned(out, "--out")
+    except ConfigError as e:
+        print(f"campaign: {e}", file=sys.stderr)
+        return 2
     why = study_folder_problem(out, PAPER)  # a paper study's folder again (its grids resume), or a new one
     if why:
         print(f"campaign: --out: {why}; choose a new folder; nothing was run", file=sys.stderr)
@@ -229,8 +236,6 @@ def main(argv: list[str]) -> int:
     if _dry(args.overrides):
         return 0  # every grid printed its plan; nothing was written
     out.mkdir(parents=True, exist_ok=True)
-    from campaign import outputs
-
     outputs.link_latest(out)
     if fell_back:
         print(f"[paper] {fell_back}", flush=True)

@@ -89,7 +89,7 @@ def _why_not_ours(p: str, st: os.stat_result) -> str | None:
     return None
 
 
-def _walk(path: Path, own_last: int):
+def _walk(path: Path, own_last: int, setting: str):
     """Each existing component of ``path``, links resolved as the kernel would: yields (shown path, real
     path, lstat, whether it is one of the tool's own). The last ``own_last`` components are the tool's
     (a link among them stands for its target's last component). Stops at the first component that does
@@ -106,8 +106,8 @@ def _walk(path: Path, own_last: int):
         if stat.S_ISLNK(st.st_mode):
             links += 1
             if not _trusted(st.st_uid) or links > _MAX_LINKS:
-                raise NotOurs(f"{shown} is a link made by {_user(st.st_uid)}: the tool never follows another "
-                              "user's link")
+                raise NotOurs(f"{setting}: {shown} is a link made by {_user(st.st_uid)}: the tool never follows "
+                              f"another user's link; remove it, or choose another {setting}")
             target = Path(os.readlink(p))
             parts = list((target if target.is_absolute() else real / target).parts) + parts[i + 1:]
             real, i = Path(parts[0]), 1
@@ -118,7 +118,7 @@ def _walk(path: Path, own_last: int):
 
 
 def _check(path: Path, setting: str, own_last: int) -> None:
-    for shown, _, st, own in _walk(path, own_last):
+    for shown, _, st, own in _walk(path, own_last, setting):
         if own:
             why = _why_not_ours(shown, st)
         elif stat.S_ISDIR(st.st_mode):

@@ -147,7 +147,7 @@ def test_a_link_planted_in_place_of_the_tool_folder_is_not_followed(other_user, 
     target = tmp_path / "roots-folder"
     target.mkdir()
     _as(other_user, "ln", "-s", str(target), str(shared / "iocampaign"))
-    with pytest.raises(owned.NotOurs, match=f"{shared / 'iocampaign'} is a link made by {other_user[0]}"):
+    with pytest.raises(owned.NotOurs, match=f"storage.root: {shared / 'iocampaign'} is a link made by {other_user[0]}"):
         owned.under_tool_folder(shared, "datasets", setting="storage.root")
     assert list(target.iterdir()) == []
 
@@ -226,3 +226,23 @@ def test_a_second_users_campaign_runs_beside_roots_in_a_shared_root(other_user, 
     assert os.stat(theirs).st_uid == other_user[1] and any(theirs.rglob("*.jpg"))
     assert {p: _fingerprint(p) for p in roots.rglob("*")} == before
     assert len(list(home.rglob("record.json"))) == 1
+
+
+def test_a_campaign_run_from_a_shared_folder_never_writes_into_another_users_folder(other_user, shared, victim):
+    """Run from /tmp, the campaign folder (multirun/, outputs/, --out) is made there: another user's
+    ``multirun`` folder, or a link in its place, is refused before Hydra makes anything."""
+    _as(other_user, "mkdir", str(shared / "multirun"))
+    _as(other_user, "ln", "-s", str(victim.parent), str(shared / "outputs"))
+    before = sorted(str(p) for p in victim.parent.rglob("*"))
+    for args, folder, setting in ((("-m", "threads=1"), "multirun", "hydra.sweep.dir"),
+                                  (("threads=1",), "outputs", "hydra.run.dir"),
+                                  (("+experiment=paper", "--scale", "ci", "--out", "multirun/paper"), "multirun", "--out")):
+        p = campaign(*args, "storage=local", *TINY, cwd=shared, timeout=120)
+        lines = [line for line in p.stderr.splitlines() if line.strip()]
+        assert p.returncode == 2 and len(lines) == 1, p.stdout[-1500:] + p.stderr[-1500:]
+        assert f"{setting}: {shared / folder}" in lines[0] and other_user[0] in lines[0], lines
+    assert sorted(str(p) for p in victim.parent.rglob("*")) == before
+    assert list((shared / "multirun").iterdir()) == []
+    p = campaign("-m", "threads=1", "storage=local", f"hydra.sweep.dir={shared}/mine/multi", "platform.dry_run=true",
+                 *TINY, cwd=shared, timeout=120)
+    assert p.returncode == 0, p.stderr[-1500:]
