@@ -5,11 +5,11 @@ naming the setting (``storage``, ``checkpoint.slow``, ``stage``, ...)."""
 from __future__ import annotations
 
 import os
-import tempfile
 
 from jobs import owned
 from jobs.configview import View
 from jobs.errors import ConfigError
+from jobs.storage import writable
 
 MISSING = "???"
 
@@ -37,6 +37,8 @@ def storage_root(cfg: View, storage: View | None = None, key: str = "storage", m
 
 
 def _check_root(st: View, key: str) -> str:
+    if st.root != MISSING and (st.get("model") is not None or st.get("emulate") is not None):
+        writable.refuse_system_folder(str(st.root), f"{key}.root")  # the tier would be mounted over it
     if st.get("model") is not None:
         return _check_modeled(st, key)
     if st.get("emulate") is not None:
@@ -72,12 +74,10 @@ def _check_root(st: View, key: str) -> str:
         raise ConfigError(f"{key}.root={root} does not exist ({key}={st.name})")
     if not os.path.isdir(root):
         raise ConfigError(f"{key}.root={root} is not a directory ({key}={st.name})")
-    try:
-        fd, probe = tempfile.mkstemp(prefix=".iocampaign-probe-", dir=root)
-    except OSError as e:
-        raise ConfigError(f"{key}.root={root} is not writable ({e.strerror}) ({key}={st.name})") from None
-    os.close(fd)
-    os.unlink(probe)
+    why = writable.unwritable(root)  # asked, never probed: planning writes nothing into a user's folder
+    if why:
+        raise ConfigError(f"{key}.root={root} is not writable ({why}) ({key}={st.name})")
+    writable.refuse_system_folder(root, f"{key}.root")
     _tool_folders(root, key)
     return root
 
@@ -99,6 +99,12 @@ def _check_modeled(st: View, key: str) -> str:
     if str(st.model.device) not in mount.DEVICES:
         raise ConfigError(f"{key}.model.device={st.model.device} is not modelled; modelled devices: "
                           f"{', '.join(mount.DEVICES)}")
+    from jobs.storage.modeled import checks
+
+    why = checks.contradiction(st.model, key) or checks.placement(str(st.name), st.model, str(st.root), key)
+    if why:
+        raise ConfigError(why)
+    writable.refuse_system_folder(str(st.model.backing_dir), f"{key}.model.backing_dir")
     why = mount.available()
     if why:
         raise ConfigError(f"{key}={st.name}: {why}; use storage=local, or a real device with "

@@ -37,6 +37,12 @@ class Baseline(Workload):
             raise ConfigError(f"workload.small_file_threads={threads} must list positive thread counts")
         if not (shutil.which("ior") or shutil.which("fio")):
             raise ConfigError("workload=baseline needs ior or fio on PATH (Debian: apt-get install fio)")
+        from jobs.storage import writable
+
+        _, free = writable.files_and_space(cfg.storage)  # a root that is not there is the tier check's to name
+        if free is not None and cfg.workload.file_gb * 1e9 > free:
+            raise ConfigError(f"workload.file_gb={cfg.workload.file_gb}: the sequential test file does not fit in the "
+                              f"{free / 1e9:.1f} GB free on storage={cfg.storage.name}; use a smaller workload.file_gb")
 
     def run_once(self, ctx: RunContext) -> dict:
         from jobs.workloads.baseline import measure as baseline
