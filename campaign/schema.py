@@ -230,6 +230,13 @@ class AcceleratorConf:
     source: str = MISSING  # where the step time comes from (a published config, or a measurement)
 
 
+# Bounds planning holds a cell to (campaign.limits). A map call in flight holds an open file and a decoded image
+# (~0.2-0.8 MB at 224 px), so 1,024 of them stay near 1 GB, and past it no device keeps more requests in flight
+# (a disk's queue is 32, an NVMe drive's 1,023 per queue): the first count that can only cost memory.
+THREADS_MAX = 1024
+TIMEOUT_MAX_MIN = 365 * 24 * 60  # platform.timeout_min, minutes: a year, beyond any partition's MaxTime
+
+
 @dataclass
 class CampaignConf:
     workload: WorkloadConf = MISSING
@@ -239,7 +246,7 @@ class CampaignConf:
     checkpoint: CheckpointConf = MISSING  # used by workload=checkpoint
     stage: Optional[StorageConf] = None  # storage@stage=<preset>: copy the data there before the runs and read it there
     accelerator: Optional[AcceleratorConf] = None  # accelerator=<profile>: what workload=emulated emulates
-    threads: Any = 1  # num_parallel_calls of the map: a positive integer, or "autotune"
+    threads: Any = 1  # num_parallel_calls of the map: a positive integer up to THREADS_MAX, or "autotune"
     batch_size: int = 64  # images per batch
     prefetch: int = 0  # batches prefetched after batching; 0 = no prefetch transformation
     prefetch_to: PrefetchTo = PrefetchTo.host  # where prefetched batches wait: host | device (training workloads)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from campaign import colocation, limits
 from campaign.errors import ConfigError
 from jobs.configview import View, threads_value
 from jobs.storage.roots import memoised, storage_root
@@ -74,7 +75,7 @@ def check(config, memo: dict | None = None) -> None:
     if cfg.platform.get("needs_account") and not cfg.platform.get("account"):
         raise ConfigError(f"platform.account is not set: platform={cfg.platform.name} needs your allocation, "
                           "e.g. platform.account=2024-1-23")
-    threads_value(cfg.threads)
+    limits.threads(cfg)
     for key, low in (
         ("batch_size", 1),
         ("prefetch", 0),
@@ -96,7 +97,8 @@ def check(config, memo: dict | None = None) -> None:
     _trace(cfg, workload)
     if (cfg.workload.get("read_delay_ms") or 0) < 0:
         raise ConfigError(f"workload.read_delay_ms={cfg.workload.read_delay_ms} must not be negative")
-    _tiers(cfg, memo)
+    colocation.tiers(cfg, memo)
+    colocation.modelled_apart(cfg, _tier_keys(cfg, workload))
     if cfg.get("shuffle_buffer") is not None and str(cfg.get("shuffle") or "global") == "none":
         raise ConfigError(f"shuffle_buffer={cfg.shuffle_buffer} has no effect with shuffle=none: leave it unset, or "
                           "choose shuffle=global|local")
@@ -109,8 +111,11 @@ def check(config, memo: dict | None = None) -> None:
     n = _images(cfg, config, workload, memo)
     _tasks(cfg, config, n)
     _batches(cfg, workload, n)
-    _data_on_its_tier(cfg, config)
+    colocation.data_on_its_tier(cfg, config)
+    memoised(memo, limits.space_key(config), lambda: limits.dataset_fits(cfg, config))
     _service(cfg)
+    limits.workers(cfg)
+    limits.timeout(cfg)
     from jobs.storage import locks
 
     memoised(memo, ("lock_dir", str(cfg.platform.lock_dir)), lambda: locks.check_dir(str(cfg.platform.lock_dir)))
@@ -125,6 +130,18 @@ def check(config, memo: dict | None = None) -> None:
         params.check(cfg.platform)
     if cfg.drop_caches and os.geteuid() != 0:
         raise ConfigError("drop_caches=true needs root (it writes /proc/sys/vm/drop_caches); leave it false to evict per file")
+
+
+def _tier_keys(cfg: View, workload) -> tuple[str, ...]:
+    """The settings that hold the tiers a cell builds (its workload's, and the stage), when one is modelled."""
+    d, ck = cfg._d, cfg._d.get("checkpoint") or {}
+    if not any(isinstance(t, dict) and t.get("model") is not None
+               for t in (d["storage"], d.get("stage"), ck.get("slow"), ck.get("fast"))):
+        return ()  # most cells: nothing to compare, and planning stays cheap
+    built = {id(st._d) for st in workload.tiers(cfg)}
+    keys = [k for k in ("storage", "checkpoint.slow", "checkpoint.fast")
+            if isinstance(cfg.select(k), View) and id(cfg.select(k)._d) in built]
+    return (*keys, "stage") if cfg.get("stage") is not None else tuple(keys)
 
 
 def _images(cfg: View, config: dict, workload, memo: dict | None) -> int | None:
@@ -142,29 +159,6 @@ def _images(cfg: View, config: dict, workload, memo: dict | None) -> int | None:
             + ")"
         )
     return n
-
-
-def _data_on_its_tier(cfg: View, config: dict) -> None:
-    """A folder of the user's images is read where it lies: on the file system of ``storage.root``,
-    or the cell's ``storage`` would name a tier its runs never read (a folder on tmpfs labelled ssd)."""
-    if not isinstance(config.get("dataset"), dict) or str(cfg.dataset.source) != "folder":
-        return
-    if str(cfg.dataset.get("format") or "files") != "files":
-        return  # converted once into TFRecord or HDF5 under storage.root: the runs read that copy
-    st, path = cfg.storage, os.path.realpath(str(cfg.dataset.path))
-    if st.get("emulate") is not None or st.get("model") is not None:
-        raise ConfigError(f"dataset.source=folder reads dataset.path={cfg.dataset.path} where it lies, but storage={st.name} "
-                          "is a tier the tool builds at storage.root for each cell: leave dataset.source unset (the set "
-                          f"is generated on the tier), or read the folder where it is with storage=<its tier> and copy it "
-                          f"onto {st.name} with storage@stage={st.name}")
-    from jobs.observe.provenance import mount_of
-
-    data, root = mount_of(path), mount_of(str(st.root))
-    if os.stat(path).st_dev != os.stat(str(st.root)).st_dev:
-        raise ConfigError(f"dataset.path={cfg.dataset.path} is on {data.fs_type} {data.source} ({data.mount_point}), not on "
-                          f"the file system of storage.root={st.root} ({root.fs_type} {root.source}): its runs would read "
-                          f"{data.fs_type} and be labelled storage={st.name}; keep the images under storage.root, or set "
-                          "storage=<the tier they are on> storage.root=<a folder there>")
 
 
 TRACE_RUNS = ("all", "extra")
@@ -193,28 +187,6 @@ def _trace(cfg: View, workload) -> None:
         traced.preload_library()
     except posix.PosixTraceError as e:
         raise ConfigError(str(e)) from None
-
-
-def _tiers(cfg: View, memo: dict | None) -> None:
-    """The data's tier and the stage's, each usable, and never one and the same device."""
-    storage_root(cfg, memo=memo)
-    if cfg.get("stage") is None:
-        return
-    storage_root(cfg, cfg.stage, key="stage", memo=memo)
-    if (cfg.stage.name == cfg.storage.name or os.path.realpath(str(cfg.stage.root)) == os.path.realpath(str(cfg.storage.root))
-            or _same_device(cfg.stage, cfg.storage)):
-        raise ConfigError(f"storage@stage={cfg.stage.name} is the tier the data is on (storage={cfg.storage.name}, "
-                          f"root {cfg.storage.root}): stage on another tier, e.g. storage@stage=tmpfs")
-
-
-def _same_device(a: View, b: View) -> bool:
-    """Whether two real tiers' roots are on one device (an emulated tier gets its own when the cell starts)."""
-    if a.get("emulate") is not None or b.get("emulate") is not None:
-        return False
-    try:
-        return os.stat(str(a.root)).st_dev == os.stat(str(b.root)).st_dev
-    except OSError:
-        return False
 
 
 def _tasks(cfg: View, config: dict, n: int | None = None) -> None:

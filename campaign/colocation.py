@@ -1,0 +1,80 @@
+"""Where a cell's data and tiers lie against each other: a user's images on the tier the cell names, a
+stage on another device than the data, and no two modelled tiers mounted one on or in the other."""
+
+from __future__ import annotations
+
+import os
+
+from campaign.errors import ConfigError
+from jobs.configview import View
+from jobs.storage.roots import storage_root
+
+
+def data_on_its_tier(cfg: View, config: dict) -> None:
+    """A folder of the user's images is read where it lies: on the file system of ``storage.root``,
+    or the cell's ``storage`` would name a tier its runs never read (a folder on tmpfs labelled ssd)."""
+    if not isinstance(config.get("dataset"), dict) or str(cfg.dataset.source) != "folder":
+        return
+    if str(cfg.dataset.get("format") or "files") != "files":
+        return  # converted once into TFRecord or HDF5 under storage.root: the runs read that copy
+    st, path = cfg.storage, os.path.realpath(str(cfg.dataset.path))
+    if st.get("emulate") is not None or st.get("model") is not None:
+        raise ConfigError(f"dataset.source=folder reads dataset.path={cfg.dataset.path} where it lies, but storage={st.name} "
+                          "is a tier the tool builds at storage.root for each cell: leave dataset.source unset (the set "
+                          f"is generated on the tier), or read the folder where it is with storage=<its tier> and copy it "
+                          f"onto {st.name} with storage@stage={st.name}")
+    from jobs.observe.provenance import mount_of
+
+    data, root = mount_of(path), mount_of(str(st.root))
+    if os.stat(path).st_dev != os.stat(str(st.root)).st_dev:
+        raise ConfigError(f"dataset.path={cfg.dataset.path} is on {data.fs_type} {data.source} ({data.mount_point}), not on "
+                          f"the file system of storage.root={st.root} ({root.fs_type} {root.source}): its runs would read "
+                          f"{data.fs_type} and be labelled storage={st.name}; keep the images under storage.root, or set "
+                          "storage=<the tier they are on> storage.root=<a folder there>")
+
+
+def tiers(cfg: View, memo: dict | None) -> None:
+    """The data's tier and the stage's, each usable, and never one and the same device."""
+    storage_root(cfg, memo=memo)
+    if cfg.get("stage") is None:
+        return
+    storage_root(cfg, cfg.stage, key="stage", memo=memo)
+    if (cfg.stage.name == cfg.storage.name or os.path.realpath(str(cfg.stage.root)) == os.path.realpath(str(cfg.storage.root))
+            or _same_device(cfg.stage, cfg.storage)):
+        raise ConfigError(f"storage@stage={cfg.stage.name} is the tier the data is on (storage={cfg.storage.name}, "
+                          f"root {cfg.storage.root}): stage on another tier, e.g. storage@stage=tmpfs")
+
+
+def _same_device(a: View, b: View) -> bool:
+    """Whether two real tiers' roots are on one device (an emulated tier gets its own when the cell starts)."""
+    if a.get("emulate") is not None or b.get("emulate") is not None:
+        return False
+    try:
+        return os.stat(str(a.root)).st_dev == os.stat(str(b.root)).st_dev
+    except OSError:
+        return False
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def modelled_apart(cfg: View, keys: tuple[str, ...]) -> None:
+    """Two modelled tiers of one cell (``keys``: the settings that hold the tiers it builds, e.g. storage
+    and stage) never share a mount point or sit one inside the other: the second would be mounted on top
+    of the first, or the first would serve the second's mount. One tier named twice keeps one root."""
+    seen: list[tuple[str, str, str]] = []
+    for key in keys:
+        st = cfg.select(key)
+        if not isinstance(st, View) or st.get("model") is None or st.get("root") in (None, "???"):
+            continue
+        root = os.path.realpath(os.path.abspath(str(st.root)))
+        for other_key, other_name, other_root in seen:
+            if other_name == str(st.name) and root != other_root:  # a tier is set up once, at its first root
+                raise ConfigError(f"{key}.root={st.root} and {other_key}.root name two mount points of one modelled "
+                                  f"tier {st.name}, which is mounted once: give them one root, or use two tiers")
+            if other_name != str(st.name) and (_inside(root, other_root) or _inside(other_root, root)):
+                raise ConfigError(f"{key}.root={st.root} ({key}={st.name}) and {other_key}.root ({other_key}="
+                                  f"{other_name}) are {'one folder' if root == other_root else 'one inside the other'}: "
+                                  "two modelled tiers would be mounted on top of each other; give each its own root")
+        seen.append((key, str(st.name), root))

@@ -1,0 +1,110 @@
+"""What a cell may ask of the machine, checked at planning: map threads and service workers it can use,
+a time limit a scheduler grants, and a synthetic dataset that fits on its tier. The dataset's size is
+computed from the generator's size model, never by visiting its images, so a set of 10^8 images is
+judged in microseconds."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+from campaign import schema
+from campaign.errors import ConfigError
+from jobs.configview import View, threads_value
+
+
+def threads(cfg: View) -> None:
+    """``threads``: a positive int (or autotune) no larger than ``schema.THREADS_MAX``."""
+    value = threads_value(cfg.threads)
+    if value != "autotune" and value > schema.THREADS_MAX:
+        raise ConfigError(f"threads={value} is more than {schema.THREADS_MAX}, the most map calls a cell keeps in flight: "
+                          "each holds an open file and a decoded image in memory, and no device serves more requests "
+                          "at once (8-64 suit a 16-core node); or give threads=autotune")
+
+
+def workers(cfg: View) -> None:
+    """``input.workers`` on this machine: each a process of its own running TensorFlow."""
+    inp = cfg.get("input") or {}
+    n = 1 if inp.get("workers") is None else int(inp.get("workers"))
+    if not inp.get("service") or str(getattr(cfg.platform.kind, "value", cfg.platform.kind)) == "slurm":
+        return  # on Slurm the workers are tasks of the cell's job, each with the CPUs its job asks for
+    from jobs.observe import usage
+
+    most = max(2, usage.cores())
+    if n > most:
+        raise ConfigError(f"input.workers={n}: the service's workers run here, each a TensorFlow process of its own, "
+                          f"and this machine has {usage.cores()} cores: use at most {most}")
+
+
+def timeout(cfg: View) -> None:
+    """``platform.timeout_min``: a cell's wall-clock limit, as a scheduler would grant it."""
+    value = cfg.platform.get("timeout_min")
+    if value is not None and value > schema.TIMEOUT_MAX_MIN:
+        raise ConfigError(f"platform.timeout_min={value} is more than {schema.TIMEOUT_MAX_MIN} minutes (365 days), "
+                          "longer than any Slurm partition grants and any cell needs: give one cell's limit in minutes")
+
+
+def mean_image_bytes(median_kb: float, spread: float) -> float:
+    """The mean size the synthetic generator gives an image (``jobs.data.synthetic.target_bytes``: the
+    median times exp(spread z), z a standard normal clipped to [-3, 3]), in closed form; its 600-byte floor
+    is left out, so this never overstates what a set needs."""
+    def cdf(x: float) -> float:
+        return 0.5 * (1 + math.erf(x / math.sqrt(2)))
+
+    s = spread
+    body = math.exp(s * s / 2) * (cdf(3 - s) - cdf(-3 - s))
+    tails = math.exp(3 * s) * (1 - cdf(3)) + math.exp(-3 * s) * cdf(-3)
+    return median_kb * 1000 * (body + tails)
+
+
+def synthetic_bytes(dataset: View, count: int) -> int:
+    """Disk space ``count`` new images of a synthetic set take (as ``synthetic.estimate_bytes`` counts them)."""
+    from jobs.data import synthetic
+
+    per_image = mean_image_bytes(float(dataset.median_kb), float(dataset.size_spread)) + 4096
+    return int(count * per_image * synthetic.OVERHEAD)
+
+
+def _generated(cfg: View, folder: str) -> int:
+    """Images of the cell's synthetic set already generated in the tier's ``folder`` (0: none, or unknown)."""
+    from jobs import owned
+    from jobs.data import datasets, synthetic
+
+    d = cfg.dataset
+    spec = synthetic.SyntheticSpec(name=str(d.name), num_classes=int(d.num_classes), median_kb=float(d.median_kb),
+                                   size_spread=float(d.size_spread), bytes_per_pixel=float(d.bytes_per_pixel),
+                                   grayscale_fraction=float(d.grayscale_fraction), seed=int(cfg.seed))
+    meta = owned.tool_folder(folder) / datasets.SUBDIR / spec.key() / synthetic.META
+    try:
+        return int(json.loads(meta.read_text())["count"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+
+
+def space_key(config: dict) -> tuple:
+    """What ``dataset_fits`` depends on, cheap to build for every cell of a grid (a memo's key)."""
+    st, ds = config["storage"], config.get("dataset")
+    return ("space", st.get("name"), str(st.get("root")), repr(st.get("model")), repr(st.get("emulate")),
+            tuple(ds.items()) if isinstance(ds, dict) else None, config.get("seed"))
+
+
+def dataset_fits(cfg: View, config: dict) -> None:
+    """A synthetic set's images still to generate fit in the space its tier has free (estimated from the
+    size model; the run checks again, exactly, before it writes)."""
+    if not isinstance(config.get("dataset"), dict) or str(cfg.dataset.source) != "synthetic":
+        return
+    from jobs.storage import writable
+
+    folder, free = writable.files_and_space(cfg.storage)
+    if free is None:
+        return
+    count = int(cfg.dataset.num_images)
+    todo = count - (_generated(cfg, folder) if folder and os.path.isdir(folder) else 0)
+    need = synthetic_bytes(cfg.dataset, todo)
+    if str(cfg.dataset.get("format") or "files") != "files":
+        need += int(synthetic_bytes(cfg.dataset, count) * 1.1)  # and the converted copy beside it (jobs.data.formats)
+    if need > free:
+        raise ConfigError(f"dataset.num_images={count}: {'the' if todo == count else f'the {todo} missing'} synthetic "
+                          f"images need ~{need / 1e9:.1f} GB on storage={cfg.storage.name}, which has {free / 1e9:.1f} GB "
+                          "free: lower dataset.num_images or choose another storage.root")
