@@ -143,8 +143,9 @@ def _workload_field(key: str, value) -> str | None:
 
 def bad_value(args: list[str]) -> str | None:
     """One line naming the first plain ``key=value`` override (each value of a sweep) whose value
-    the key's declared type refuses (``cache=lukewarm``, ``seed=abc``), or None. Keys the schema
-    does not know, group choices and Hydra's own settings are left to Hydra."""
+    the key's declared type refuses (``cache=lukewarm``, ``seed=abc``), or whose interpolation does not
+    resolve (``unresolved``), or None. Keys the schema does not know, group choices and Hydra's own
+    settings are left to Hydra."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
@@ -182,6 +183,43 @@ def bad_value(args: list[str]) -> str | None:
                 if why:
                     return why
                 break
+    return unresolved(args)
+
+
+def compose(overrides: list[str]):
+    """The campaign's config of ``overrides`` (a DictConfig without Hydra's node), composed in this process
+    outside a Hydra application, as ``python -m campaign`` would compose it; nothing is written."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from campaign import schema
+
+    schema.register()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return hydra_compose("config", overrides=overrides)
+
+
+def unresolved(args: list[str]) -> str | None:
+    """One line for an override of a single run whose value holds an interpolation that does not resolve
+    in the composed config (``threads=${oops}``), which Hydra would report as a traceback, or None. A
+    sweep (``-m``) plans every cell and names the bad one itself; only a value with ``${`` costs a composition."""
+    held = [a for a in args if "${" in a and "=" in a and not a.startswith(("-", "hydra.", "hydra/"))]
+    if not held or "-m" in args or "--multirun" in args:
+        return None
+    from omegaconf import OmegaConf
+
+    try:
+        cfg = compose([a for a in args if not a.startswith("-")])
+    except Exception:  # noqa: BLE001 - what does not compose is Hydra's to report, as it would have
+        return None
+    for arg in held:
+        key = arg.split("=", 1)[0].lstrip("+~")
+        try:
+            node = OmegaConf.select(cfg, key, throw_on_missing=False)
+            if OmegaConf.is_config(node):
+                OmegaConf.to_container(node, resolve=True)
+        except Exception as e:  # noqa: BLE001 - any resolution error (a missing key, a resolver's own) is the value's
+            return f"{arg}: the interpolation does not resolve: {str(e).splitlines()[0]}"
     return None
 
 
@@ -190,19 +228,26 @@ _TIER_NODES = {"stage": ("storage@stage", "none"), "storage": ("storage", "local
                "checkpoint.fast": ("storage@checkpoint.fast", "tmpfs"), "checkpoint.slow": ("storage@checkpoint.slow", "local")}
 
 
-def _has_emulate(preset: str, extra: list[Path]) -> bool:
+def _has(preset: str, section: str, extra: list[Path]) -> bool:
+    """Whether storage preset ``preset`` fills ``section`` (emulate, model)."""
     from omegaconf import OmegaConf
 
     for d in [CONF_DIR, *extra]:
         path = d / "storage" / f"{preset}.yaml"
         if path.is_file():
-            return OmegaConf.load(path).get("emulate") is not None
+            return OmegaConf.load(path).get(section) is not None
     return True  # a preset this check cannot read: Hydra judges
+
+
+# the sections of a storage preset that only some tiers have, and the presets that have them
+_SECTIONS = {"emulate": ("an emulated", "emulated_hdd|emulated_ssd|emulated_optane"),
+             "model": ("a modelled", "modeled_hdd|modeled_lustre")}
 
 
 def null_parent(args: list[str]) -> str | None:
     """One line for an override that sets a field of a setting that is null in a cell (``stage.root=X``
-    with ``storage@stage=none``, ``storage.emulate.read_iops=N`` on a tier that is not emulated), which
+    with ``storage@stage=none``, ``storage.emulate.read_iops=N`` on a tier that is not emulated,
+    ``storage.model.backing_dir=X`` on one that is not modelled), which
     Hydra reports as a traceback, or None. An experiment's own choices are Hydra's to check."""
     if any((m := _ARG.match(a)) and m["group"] == "experiment" for a in args):
         return None
@@ -221,9 +266,11 @@ def null_parent(args: list[str]) -> str | None:
             if node == "stage" and "none" in presets_:
                 return (f"{arg}: stage is null where storage@stage=none (the default), so it has no "
                         f"{key.split('.', 1)[1]}; choose the stage tier first: storage@stage=<preset>")
-            if key.startswith(node + ".emulate."):
-                plain = [p for p in presets_ if p != "none" and not _has_emulate(p, extra)]
+            for section, (kind, which) in _SECTIONS.items():
+                if not key.startswith(f"{node}.{section}."):
+                    continue
+                plain = [p for p in presets_ if p != "none" and not _has(p, section, extra)]
                 if plain:
-                    return (f"{arg}: {_TIER_NODES[node][0]}={plain[0]} is not an emulated tier, so {node}.emulate is "
-                            f"null; choose one first ({_TIER_NODES[node][0]}=emulated_hdd|emulated_ssd|emulated_optane)")
+                    return (f"{arg}: {_TIER_NODES[node][0]}={plain[0]} is not {kind} tier, so {node}.{section} is "
+                            f"null; choose one first ({_TIER_NODES[node][0]}={which})")
     return None

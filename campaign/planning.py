@@ -39,7 +39,8 @@ class Planner:
     """Resolved configs of cells, composing once per distinct set of config-group choices."""
 
     def __init__(self, compose) -> None:
-        # compose(overrides) -> the task config (a DictConfig without the hydra node) of those overrides
+        # compose(overrides) -> the composed DictConfig of those overrides (its hydra node, if any, is left out
+        # of the resolved data); a typed one, so that an interpolated value is checked against its field's type
         self._compose = compose
         self._bases: dict[tuple, tuple[Any, dict]] = {}
         self._values: dict[tuple, Any] = {}
@@ -73,6 +74,23 @@ class Planner:
             self._values[memo] = node
         return self._values[memo]
 
+    def _composed(self, overrides: Sequence[str]) -> dict:
+        """The resolved config of a full composition; an interpolated value resolved and type-checked
+        (``OmegaConf.to_container`` would resolve ``batch_size=${dataset.name}`` to a string unchecked)."""
+        from omegaconf import OmegaConf
+        from omegaconf.errors import OmegaConfBaseException
+
+        cfg = self._compose(list(overrides))
+        held = [raw for raw in overrides if "${" in raw]
+        try:
+            for raw in held:
+                key = raw.split("=", 1)[0].lstrip("+~")
+                if not key.startswith("hydra"):
+                    OmegaConf.select(cfg, key)
+            return resolved(cfg)
+        except OmegaConfBaseException as e:
+            raise ConfigError(f"{held[0] if held else ' '.join(overrides)}: {str(e).splitlines()[0]}") from None
+
     def config(self, overrides: Sequence[str]) -> dict:
         """The resolved config of the cell made by ``overrides``."""
         from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -85,7 +103,7 @@ class Planner:
             o = self._parsed[raw]
             key = o.key_or_group
             if o.is_add() or o.is_delete() or o.is_force_add() or key.startswith("hydra") or "${" in raw:
-                return resolved(self._compose(list(overrides)))  # Hydra's own semantics, in full
+                return self._composed(overrides)  # Hydra's own semantics, in full
             if _is_group(key) or o.package is not None:
                 groups.append(raw)
             else:

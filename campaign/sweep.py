@@ -35,16 +35,13 @@ def expand(overrides: list[str]) -> list[list[str]]:
     return [list(cell) for batch in batches for cell in batch]
 
 
-def task_config(cfg: DictConfig) -> DictConfig:
-    """A composed config without Hydra's own node (what the task function sees)."""
-    return OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
-
-
 def plan_cells(hydra_context: Any, config: DictConfig, cells: list[list[str]]):
     """Every cell planned (resolved config and id) and checked; raises Stop naming the first bad cell."""
     from campaign.planning import Planner
 
-    planner = Planner(lambda ov: task_config(hydra_context.config_loader.load_sweep_config(config, ov)))
+    # the whole composition, not a masked copy without Hydra's node: a masked copy no longer type-checks an
+    # interpolated value (batch_size=${dataset.name} would plan as a string)
+    planner = Planner(lambda ov: hydra_context.config_loader.load_sweep_config(config, ov))
     memo: dict = {}
     planned = []
     for overrides in cells:
@@ -53,7 +50,8 @@ def plan_cells(hydra_context: Any, config: DictConfig, cells: list[list[str]]):
             validate.check(pc.config, memo)
         except errors.ConfigError as e:
             cell = " ".join(overrides) or "(defaults)"
-            raise errors.Stop(f"campaign: {e} [cell {cell}]; nothing was run", 2) from None
+            line = f"campaign: {e} [cell {cell}]; nothing was run"  # as typed, not as Hydra's sweeper escaped it
+            raise errors.Stop(line.replace("$\\{", "${").replace("\\}", "}"), 2) from None
         planned.append(pc)
     log.debug("planned %d cells with %d compositions", len(planned), planner.compositions)
     return planned
