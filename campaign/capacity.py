@@ -193,7 +193,6 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"campaign.capacity: {e}; nothing was run", file=sys.stderr)
         return 2
-    batch = int(_value(args.overrides, "batch_size") or profile["batch_size"])
     try:
         nodes = _nodes(args.overrides)
         if nodes < 1:
@@ -206,6 +205,13 @@ def main(argv: list[str] | None = None) -> int:
         print("campaign.capacity: platform.tasks_per_node is what the search sets (accelerators per node): leave it "
               "out and bound the search with --most; nothing was run", file=sys.stderr)
         return 2
+    from campaign import capacity_checks
+
+    why = capacity_checks.arguments(args.most, args.overrides)
+    if why:
+        print(f"campaign.capacity: {why}; nothing was run", file=sys.stderr)
+        return 2
+    batch = int(_value(args.overrides, "batch_size") or profile["batch_size"])
     # every accelerator gets two batches a run, and the set is shared among every node's accelerators
     most = min(args.most, _images(args.overrides) // (2 * batch * nodes))
     if most < 1:
@@ -213,6 +219,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"campaign.capacity: {_images(args.overrides)} images give no accelerator{of} "
               f"two batches of {batch}: use more images (dataset.num_images) or a smaller batch_size; nothing was run",
               file=sys.stderr)
+        return 2
+    why = capacity_checks.cells(args.overrides, profile, {**MEASURE, **LOADER})  # as each tier's campaigns will
+    if why:
+        print(f"campaign.capacity: {why}; nothing was run", file=sys.stderr)
         return 2
     most, bound_by = _fit_nodes(args.overrides, most)
     from analysis import outputs

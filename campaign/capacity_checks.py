@@ -1,0 +1,73 @@
+"""The capacity search's arguments, checked before its first cell (``python -m campaign.capacity``): the
+same one line a campaign gives for a bad value, from the same checks, and the search's own bounds."""
+
+from __future__ import annotations
+
+WHOLE = ("batch_size", "threads", "dataset.num_images")  # the search computes with these (and platform.nodes)
+# what the search sets in every cell itself (campaign.capacity.tier_row), so what a check of one cell leaves out
+SET_BY_SEARCH = ("storage", "accelerator", "threads", "batch_size", "platform.tasks_per_node")
+
+
+def _value(overrides: list[str], key: str) -> str | None:
+    for o in reversed(overrides):
+        if "=" in o and o.split("=", 1)[0].lstrip("+") == key:
+            return o.split("=", 1)[1]
+    return None
+
+
+def _whole_numbers(overrides: list[str]) -> str | None:
+    for key in WHOLE:
+        raw = _value(overrides, key)
+        if raw is None:
+            continue
+        if key == "threads" and raw.strip().lower() == "autotune":
+            return ("threads=autotune: the search predicts from a fixed number of map threads per accelerator; give "
+                    "threads=<a whole number> (1 unless set)")
+        try:
+            if int(raw) >= 1:
+                continue
+        except ValueError:
+            return f"{key}={raw} is not a whole number"
+        return f"{key}={raw} must be at least 1"
+    return None
+
+
+def _cell(tier: str, profile: dict, overrides: list[str], defaults: dict) -> list[str]:
+    """The overrides of the search's emulated cell of one accelerator on ``tier`` (as tier_row builds them;
+    ``defaults``: the settings the search gives every cell unless set)."""
+    common = [o for o in overrides if o.split("=", 1)[0] not in SET_BY_SEARCH]
+    given = {o.split("=", 1)[0] for o in common}
+    common = [f"{k}={v}" for k, v in defaults.items() if k not in given] + common
+    threads = _value(overrides, "threads") or "1"
+    batch = _value(overrides, "batch_size") or str(profile["batch_size"])
+    return ["workload=emulated", f"accelerator={profile['name']}", f"storage={tier}", f"threads={threads}",
+            f"batch_size={batch}", "cache=cold", *common, "platform.tasks_per_node=1"]
+
+
+def arguments(most: int, overrides: list[str]) -> str | None:
+    """One line naming the first argument the search cannot run with (None: it can): ``--most``, a value
+    the campaign's own checks refuse before Hydra, or one the search computes with that is not a whole number."""
+    if most < 1:
+        return f"--most {most} must be at least 1 (the most accelerators a cell emulates)"
+    from campaign import choices
+
+    return (choices.unknown_choice(overrides) or choices.missing_field(overrides) or choices.null_parent(overrides)
+            or choices.bad_value(overrides) or _whole_numbers(overrides))
+
+
+def cells(overrides: list[str], profile: dict, defaults: dict) -> str | None:
+    """One line for the first tier whose cell of one accelerator the campaign's checks refuse (None: none
+    is); ``defaults``: the settings the search gives every cell unless set."""
+    from campaign import choices, validate
+    from campaign.errors import ConfigError
+    from jobs.plan import resolved
+
+    memo: dict = {}
+    for tier in (_value(overrides, "storage") or "local").split(","):
+        try:
+            validate.check(resolved(choices.compose(_cell(tier, profile, overrides, defaults))), memo)
+        except ConfigError as e:
+            return f"{e} [storage={tier}]"
+        except Exception as e:  # noqa: BLE001 - Hydra's composition errors: their first line names the override
+            return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return None
