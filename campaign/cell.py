@@ -35,8 +35,11 @@ def execute(cfg: DictConfig) -> None:
     try:
         validate.check(config)
     except errors.ConfigError as e:
-        if multirun:
-            raise  # the sweep's own check runs first; this only guards a cell launched another way
+        if multirun:  # planning checked it: what changed since (a cell before it filled the tier) fails it, said
+            path = _record_failure(e, config, overrides, records.now(), job_dir)  # in its record, never silently
+            if on_slurm:
+                raise errors.Stop(f"campaign: the cell failed: {e} (record: {path})", 1) from None
+            return
         logging.shutdown()
         outputs.remove_new()
         raise errors.Stop(f"campaign: {e}", 2) from None

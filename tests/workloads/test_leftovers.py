@@ -128,3 +128,17 @@ def test_a_restore_that_fails_on_a_corrupt_checkpoint_takes_its_run_folder_with_
     assert lines[0].startswith("campaign: the cell failed: DataLossError: ") and "Checksum does not match" in lines[0]
     assert sorted(x.name for x in ckpt_dir(slow).iterdir()) == ["mine.bin"]  # the run's folder is gone, not the user's
     assert all(f.read_bytes() == data for f, data in planted.items())
+
+
+def test_a_cell_refused_at_launch_after_planning_is_a_failure_with_its_reason(tmp_path, cwd):
+    """Two kept cells that each fit alone: planning passes both; once the first kept its shards the second's
+    own check refuses it. That cell was reported MISSING with no reason and the campaign exited 0."""
+    with tmpfs(tmp_path / "t", "24m") as root:
+        p = campaign("-m", *SHARDS, f"storage.root={root}", "repeats=1", "seed=1,2", cwd=cwd, timeout=300)
+        out = p.stdout + p.stderr
+        assert p.returncode != 0, out[-3000:]
+        failed = [json.loads(r.read_text()) for r in cwd.rglob("record.json")]
+        failed = [r for r in failed if r["status"] == "failed"]
+        assert len(failed) == 1 and failed[0]["error"]["type"] == "ConfigError", out[-3000:]
+        assert f"ranks write 15.0 MB, but {root} has " in failed[0]["error"]["message"]
+        assert "1 failed" in out and "MISSING" not in out, out[-3000:]

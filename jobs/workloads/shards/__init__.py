@@ -121,8 +121,8 @@ class ShardedCheckpoint(Workload):
                               f"{_size(one)} ({written} of the {s.ranks} ranks of checkpoint_model={s.name}) = "
                               f"{_size(one * runs)}, but {where} has {_size(free)} free: keep fewer runs, set "
                               "checkpoint.keep=false, or choose another storage")
-        raise ConfigError(f"checkpoint_model={s.name}: {written} of its {s.ranks} ranks write {one / GB:.1f} GB, "
-                          f"but {where} has {free / GB:.1f} GB free: write fewer ranks "
+        raise ConfigError(f"checkpoint_model={s.name}: {written} of its {s.ranks} ranks write {_size(one)}, "
+                          f"but {where} has {_size(free)} free: write fewer ranks "
                           "(checkpoint.ranks_written=<k>, with as many tasks) or choose another storage")
 
     def tiers(self, cfg) -> list:
