@@ -83,7 +83,7 @@ def measure(config: dict, job_dir: Path, first_run: int = 1) -> tuple[list[dict]
                 ds = datasets.resolve(cfg.dataset, root, int(cfg.seed))  # generates under the lock
             if isinstance(config.get("dataset"), dict):
                 ds = formats.ensure(ds, str(cfg.dataset.get("format") or "files"),
-                                    float(cfg.dataset.get("shard_mb") or 128.0), Path(root) / formats.CACHE_SUBDIR)
+                                    float(cfg.dataset.get("shard_mb") or 128.0), datasets.cache_dir(root, formats.CONVERTED))
             data_dir = os.path.dirname(ds.storage_files[0]) if ds.storage_files else root
             prov = provenance.collect(root, data_dir, w.packages)
             prov["device_lock_wait_s"] = tier_wait + device_wait
