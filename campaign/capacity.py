@@ -193,24 +193,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"campaign.capacity: {e}; nothing was run", file=sys.stderr)
         return 2
-    try:
-        nodes = _nodes(args.overrides)
-        if nodes < 1:
-            raise ValueError
-    except ValueError:
-        print(f"campaign.capacity: platform.nodes={_value(args.overrides, 'platform.nodes')}: must be a whole number "
-              ">= 1; nothing was run", file=sys.stderr)
-        return 2
-    if _value(args.overrides, "platform.tasks_per_node") is not None:
-        print("campaign.capacity: platform.tasks_per_node is what the search sets (accelerators per node): leave it "
-              "out and bound the search with --most; nothing was run", file=sys.stderr)
-        return 2
-    from campaign import capacity_checks
-
-    why = capacity_checks.arguments(args.most, args.overrides)
+    why = _arguments_problem(args)
     if why:
         print(f"campaign.capacity: {why}; nothing was run", file=sys.stderr)
         return 2
+    nodes = _nodes(args.overrides)
     batch = int(_value(args.overrides, "batch_size") or profile["batch_size"])
     # every accelerator gets two batches a run, and the set is shared among every node's accelerators
     most = min(args.most, _images(args.overrides) // (2 * batch * nodes))
@@ -220,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
               f"two batches of {batch}: use more images (dataset.num_images) or a smaller batch_size; nothing was run",
               file=sys.stderr)
         return 2
+    from campaign import capacity_checks
+
     why = capacity_checks.cells(args.overrides, profile, {**MEASURE, **LOADER})  # as each tier's campaigns will
     if why:
         print(f"campaign.capacity: {why}; nothing was run", file=sys.stderr)
@@ -227,11 +216,14 @@ def main(argv: list[str] | None = None) -> int:
     most, bound_by = _fit_nodes(args.overrides, most)
     from analysis import outputs
     from analysis.capacity import CAPACITY
+    from campaign import outputs as campaign_outputs
 
     out = args.out or Path("multirun") / time.strftime("capacity-%Y-%m-%d-%H-%M-%S")
-    why = outputs.study_folder_problem(out, MARK, CAPACITY)  # a search's folder again (a resume), or a new one
+    why = campaign_outputs.owned_problem(out, "--out")
+    if why is None and (taken := outputs.study_folder_problem(out, MARK, CAPACITY)):  # a search's folder again: fine
+        why = f"--out: {taken}; choose a new folder"
     if why:
-        print(f"campaign.capacity: --out: {why}; choose a new folder; nothing was run", file=sys.stderr)
+        print(f"campaign.capacity: {why}; nothing was run", file=sys.stderr)
         return 2
     import pandas as pd
 
@@ -246,6 +238,21 @@ def main(argv: list[str] | None = None) -> int:
     if not rows:
         return 1
     return _report(out, pd.DataFrame(rows), len(rows) < len(tiers))
+
+
+def _arguments_problem(args) -> str | None:
+    """Why the search's own arguments cannot run (one line), or None."""
+    try:
+        if _nodes(args.overrides) < 1:
+            raise ValueError
+    except ValueError:
+        return f"platform.nodes={_value(args.overrides, 'platform.nodes')}: must be a whole number >= 1"
+    if _value(args.overrides, "platform.tasks_per_node") is not None:
+        return ("platform.tasks_per_node is what the search sets (accelerators per node): leave it out and bound the "
+                "search with --most")
+    from campaign import capacity_checks
+
+    return capacity_checks.arguments(args.most, args.overrides)
 
 
 def _mark(out: Path, profile: dict, tiers: list[str], most: int, overrides: list[str]) -> None:

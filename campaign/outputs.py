@@ -42,6 +42,17 @@ def check_owned(folder: str | Path, setting: str) -> None:
     owned.check(path, setting, own_from=top)
 
 
+def owned_problem(folder: str | Path, setting: str) -> str | None:
+    """``check_owned``'s one line, or None when ``folder`` is fine (for entry points that print their own)."""
+    from jobs.errors import ConfigError
+
+    try:
+        check_owned(folder, setting)
+    except ConfigError as e:
+        return str(e)
+    return None
+
+
 def from_args(args: list[str]) -> tuple[str, str]:
     """The campaign folder a ``python -m campaign`` command line will write, and its setting."""
     key = "hydra.sweep.dir" if "-m" in args or "--multirun" in args else "hydra.run.dir"

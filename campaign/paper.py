@@ -217,18 +217,10 @@ def main(argv: list[str]) -> int:
                   f"{', '.join(g for g, _ in todo)}", file=sys.stderr)
             return 2
         todo = [g for g in todo if g[0] in wanted]
-    from analysis.outputs import study_folder_problem, write_text
+    from analysis.outputs import write_text
     from campaign import outputs
-    from campaign.errors import ConfigError
 
-    try:
-        outputs.check_owned(out, "--out")
-    except ConfigError as e:
-        print(f"campaign: {e}", file=sys.stderr)
-        return 2
-    why = study_folder_problem(out, PAPER)  # a paper study's folder again (its grids resume), or a new one
-    if why:
-        print(f"campaign: --out: {why}; choose a new folder; nothing was run", file=sys.stderr)
+    if not _out_usable(out):
         return 2
     todo = [(name, overrides + _carried_roots(name, overrides, args.overrides)) for name, overrides in todo]
     if not _check_grids(todo, args.overrides, out):
@@ -251,6 +243,23 @@ def main(argv: list[str]) -> int:
               flush=True)
         return status
     return _report(out, status)
+
+
+def _out_usable(out: Path) -> bool:
+    """Whether the study may write ``out``: the user's own folder (jobs.owned), new or an earlier study's
+    (its grids resume); else one line."""
+    from analysis.outputs import study_folder_problem
+    from campaign import outputs
+
+    why = outputs.owned_problem(out, "--out")
+    if why:
+        print(f"campaign: {why}", file=sys.stderr)
+        return False
+    why = study_folder_problem(out, PAPER)
+    if why:
+        print(f"campaign: --out: {why}; choose a new folder; nothing was run", file=sys.stderr)
+        return False
+    return True
 
 
 def _report(out: Path, status: int) -> int:

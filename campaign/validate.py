@@ -114,10 +114,17 @@ def check(config, memo: dict | None = None) -> None:
     colocation.data_on_its_tier(cfg, config)
     memoised(memo, limits.space_key(config), lambda: limits.dataset_fits(cfg, config))
     _service(cfg)
-    limits.workers(cfg)
-    limits.timeout(cfg)
+    _platform(cfg, memo)
+    if cfg.drop_caches and os.geteuid() != 0:
+        raise ConfigError("drop_caches=true needs root (it writes /proc/sys/vm/drop_caches); leave it false to evict per file")
+
+
+def _platform(cfg: View, memo: dict | None) -> None:
+    """Where and how long the cell runs: workers, time limit, the shared lock folder, Slurm's fields."""
     from jobs.storage import locks
 
+    limits.workers(cfg)
+    limits.timeout(cfg)
     memoised(memo, ("lock_dir", str(cfg.platform.lock_dir)), lambda: locks.check_dir(str(cfg.platform.lock_dir)))
     if cfg.platform.lock_timeout_min <= 0:
         raise ConfigError(f"platform.lock_timeout_min={cfg.platform.lock_timeout_min} must be positive (minutes)")
@@ -128,8 +135,6 @@ def check(config, memo: dict | None = None) -> None:
         from campaign.slurm import params
 
         params.check(cfg.platform)
-    if cfg.drop_caches and os.geteuid() != 0:
-        raise ConfigError("drop_caches=true needs root (it writes /proc/sys/vm/drop_caches); leave it false to evict per file")
 
 
 def _tier_keys(cfg: View, workload) -> tuple[str, ...]:

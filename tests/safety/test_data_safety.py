@@ -204,7 +204,8 @@ def test_waiting_for_a_device_lock_has_a_time_limit(tmp_path, monkeypatch, caplo
         assert holder.stdout.readline().strip() == "held"
         t0 = time.monotonic()
         with (caplog.at_level("WARNING", logger="jobs.storage.locks"),
-              pytest.raises(locks.LockTimeout, match=rf"pid {holder.pid} \([^,]+, user root\) held the device of .*lock_timeout_min"),
+              pytest.raises(locks.LockTimeout,
+                            match=rf"pid {holder.pid} \([^,]+, user root\) held the device of .*lock_timeout_min"),
               locks.device_lock(str(tmp_path), str(tmp_path), timeout_s=2.5)):
             pass
         assert time.monotonic() - t0 < 6

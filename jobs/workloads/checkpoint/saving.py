@@ -134,6 +134,21 @@ def _writers(s: CheckpointSettings, model, opt, target: str, folder: Path, slow_
     return locks, drain, _Saver(s, model, opt, folder, target, drain, snapshots)
 
 
+def _trainer(ds: Dataset, t):
+    """The mini-app's device, model, optimizer, step and input iterator (``t``: the training settings)."""
+    import keras
+    import tensorflow as tf
+
+    device = alexnet.device_name(t.device)
+    model = alexnet.build_model(max(1, ds.num_classes), t.image_side, t.width, t.seed)
+    opt = keras.optimizers.Adam(1e-4)
+    data = pipeline.build(ds, threads=t.threads, batch_size=t.batch_size, prefetch=t.prefetch, seed=t.seed,
+                          image_side=t.image_side, one_hot=True, shuffle=t.shuffle, shuffle_buffer=t.shuffle_buffer)
+    with tf.device("/CPU:0"):
+        it = iter(data)
+    return device, model, opt, alexnet.make_step(model, device, opt), it
+
+
 def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True, snapshots: dict | None = None,
              mark=lambda name: None, finish: bool = True) -> dict:
     """Train ``s.train.steps`` steps; checkpoint every ``s.every`` unless ``with_checkpoints`` is false
@@ -141,19 +156,8 @@ def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True, 
     when given, receives every saved step's model weights (for tests that restore and compare);
     ``mark(name)`` is called with "start" and "end" around the training loop (the usage window).
     ``finish=False``: the caller marks the run's folders finished (``mark_finished``) or removes them."""
-    import keras
-    import tensorflow as tf
-
-    t = s.train
-    device = alexnet.device_name(t.device)
-    model = alexnet.build_model(max(1, ds.num_classes), t.image_side, t.width, t.seed)
-    opt = keras.optimizers.Adam(1e-4)
-    step_fn = alexnet.make_step(model, device, opt)
-    data = pipeline.build(ds, threads=t.threads, batch_size=t.batch_size, prefetch=t.prefetch, seed=t.seed,
-                          image_side=t.image_side, one_hot=True, shuffle=t.shuffle, shuffle_buffer=t.shuffle_buffer)
-    with tf.device("/CPU:0"):
-        it = iter(data)
-    steps = t.steps or len(ds.files) // t.batch_size
+    device, model, opt, step_fn, it = _trainer(ds, s.train)
+    steps = s.train.steps or len(ds.files) // s.train.batch_size
     target, fallback = choose_target(s, model, steps, with_checkpoints)
     slow_dir = ckpt_dir(s.slow_root) / s.tag
     fast_dir = ckpt_dir(s.fast_root) / s.tag if s.fast_root is not None else None
