@@ -7,7 +7,7 @@ import os
 
 from campaign.errors import ConfigError
 from jobs.configview import View
-from jobs.storage.roots import storage_root
+from jobs.storage.roots import elsewhere, storage_root
 
 
 def data_on_its_tier(cfg: View, config: dict) -> None:
@@ -23,6 +23,8 @@ def data_on_its_tier(cfg: View, config: dict) -> None:
                           "is a tier the tool builds at storage.root for each cell: leave dataset.source unset (the set "
                           f"is generated on the tier), or read the folder where it is with storage=<its tier> and copy it "
                           f"onto {st.name} with storage@stage={st.name}")
+    if elsewhere(cfg):
+        return  # the nodes' folders: where they lie is seen on the nodes
     from jobs.observe.provenance import mount_of
 
     data, root = mount_of(path), mount_of(str(st.root))

@@ -12,7 +12,7 @@ import os
 from campaign import colocation, limits
 from campaign.errors import ConfigError
 from jobs.configview import View, threads_value
-from jobs.storage.roots import memoised, storage_root
+from jobs.storage.roots import elsewhere, memoised, storage_root
 
 __all__ = ["ConfigError", "check", "storage_root", "threads_value", "View"]
 
@@ -25,7 +25,7 @@ def _at_least(cfg: View, key: str, low: int) -> None:
 
 def _dataset_size(cfg: View, memo: dict | None = None) -> int:
     """Images the cell will read, listing a real dataset (raises ConfigError for an empty one)."""
-    return memoised(memo, ("dataset", repr(cfg.dataset._d)), lambda: _list_dataset(cfg))
+    return memoised(memo, ("dataset", elsewhere(cfg), repr(cfg.dataset._d)), lambda: _list_dataset(cfg))
 
 
 def _list_dataset(cfg: View) -> int:
@@ -42,6 +42,8 @@ def _list_dataset(cfg: View) -> int:
             raise ConfigError(f"dataset.path={path} is set, but dataset.source=synthetic would measure generated "
                               f"images instead; the path is {what}")
         return n
+    if elsewhere(cfg) and cfg.dataset.path:
+        return n  # the nodes' folder, not this machine's: listed on the nodes
     try:
         if not cfg.dataset.path:
             raise datasets.DatasetError(f"dataset.path is required with dataset.source={source}")
@@ -112,10 +114,11 @@ def check(config, memo: dict | None = None) -> None:
     _tasks(cfg, config, n)
     _batches(cfg, workload, n)
     colocation.data_on_its_tier(cfg, config)
-    memoised(memo, limits.space_key(config), lambda: limits.dataset_fits(cfg, config))
+    if not elsewhere(cfg):  # this machine's free space says nothing of the nodes'
+        memoised(memo, limits.space_key(config), lambda: limits.dataset_fits(cfg, config))
     _service(cfg)
     _platform(cfg, memo)
-    if cfg.drop_caches and os.geteuid() != 0:
+    if cfg.drop_caches and os.geteuid() != 0 and not elsewhere(cfg):
         raise ConfigError("drop_caches=true needs root (it writes /proc/sys/vm/drop_caches); leave it false to evict per file")
 
 
@@ -125,7 +128,8 @@ def _platform(cfg: View, memo: dict | None) -> None:
 
     limits.workers(cfg)
     limits.timeout(cfg)
-    memoised(memo, ("lock_dir", str(cfg.platform.lock_dir)), lambda: locks.check_dir(str(cfg.platform.lock_dir)))
+    if not elsewhere(cfg):
+        memoised(memo, ("lock_dir", str(cfg.platform.lock_dir)), lambda: locks.check_dir(str(cfg.platform.lock_dir)))
     if cfg.platform.lock_timeout_min <= 0:
         raise ConfigError(f"platform.lock_timeout_min={cfg.platform.lock_timeout_min} must be positive (minutes)")
     if not cfg.platform.task_silence_s >= 2:
@@ -185,6 +189,8 @@ def _trace(cfg: View, workload) -> None:
     if not workload.posix_traceable:
         raise ConfigError(f"trace.posix=true traces TensorFlow's I/O; workload={cfg.workload.name} does not use it "
                           "(leave trace.posix=false for it)")
+    if elsewhere(cfg):
+        return  # dftracer's library is the nodes'
     from jobs.execution import traced
     from jobs.observe import posix
 

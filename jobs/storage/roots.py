@@ -29,22 +29,33 @@ def memoised(memo: dict | None, key: tuple, fn):
     return value
 
 
+def elsewhere(cfg) -> bool:
+    """Whether the cell is planned here to run on another machine: a dry run for Slurm's nodes. This
+    machine's paths, mounts and tools then say nothing of the nodes'; the real run checks them before it
+    submits, and each cell again on its node."""
+    p = cfg.get("platform") or {}
+    kind = p.get("kind")
+    return bool(p.get("dry_run")) and str(getattr(kind, "value", kind)) == "slurm"
+
+
 def storage_root(cfg: View, storage: View | None = None, key: str = "storage", memo: dict | None = None) -> str:
     """Check the root of a storage tier (``key`` names it in messages: storage, checkpoint.slow, ...);
-    returns it. Workloads that touch more tiers check theirs with this."""
+    returns it. Workloads that touch more tiers check theirs with this. For another machine
+    (``elsewhere``) only what the settings say is checked, nothing of this machine."""
     st = storage if storage is not None else cfg.storage
-    return memoised(memo, ("root", key, repr(st._d)), lambda: _check_root(st, key))
+    here = not elsewhere(cfg)
+    return memoised(memo, ("root", key, here, repr(st._d)), lambda: _check_root(st, key, here))
 
 
-def _check_root(st: View, key: str) -> str:
+def _check_root(st: View, key: str, here: bool = True) -> str:
     if st.root != MISSING and (st.get("model") is not None or st.get("emulate") is not None):
         writable.refuse_system_folder(str(st.root), f"{key}.root")  # the tier would be mounted over it
     if st.get("model") is not None:
-        return _check_modeled(st, key)
+        return _check_modeled(st, key, here)
     if st.get("emulate") is not None:
         from jobs.storage import tiers
 
-        why = tiers.available()
+        why = tiers.available() if here else None
         if why:
             raise ConfigError(
                 f"{key}={st.name}: {why}; without root use storage=local, or a real device with "
@@ -57,6 +68,8 @@ def _check_root(st: View, key: str) -> str:
             if v is not None and v < 1:
                 raise ConfigError(f"{key}.emulate.{iops}={v} must be a positive number of requests per second "
                                   f"({key}.emulate.{iops}=null: no limit)")
+        if not here:
+            return str(st.root)
         image = os.path.join(str(st.emulate.image_dir), f"{st.name}.img")
         why = tiers.foreign(str(st.name), image, str(st.root), key)
         if why:
@@ -70,6 +83,9 @@ def _check_root(st: View, key: str) -> str:
             f"e.g. {key}.root=/mnt/{st.name}"
         )
     root = str(st.root)
+    if not here:
+        writable.refuse_system_folder(root, f"{key}.root")
+        return root
     if not os.path.exists(root):
         raise ConfigError(f"{key}.root={root} does not exist ({key}={st.name})")
     if not os.path.isdir(root):
@@ -91,7 +107,7 @@ def _tool_folders(root: str, key: str) -> None:
         owned.check(base / sub, f"{key}.root", own_from=base)
 
 
-def _check_modeled(st: View, key: str) -> str:
+def _check_modeled(st: View, key: str, here: bool = True) -> str:
     """A modelled tier: FUSE usable here, a device its figures can describe, a mount point and backing
     folder it may use without touching the user's (the mount is made when the cell starts)."""
     from jobs.storage.modeled import mount
@@ -105,13 +121,15 @@ def _check_modeled(st: View, key: str) -> str:
     if why:
         raise ConfigError(why)
     writable.refuse_system_folder(str(st.model.backing_dir), f"{key}.model.backing_dir")
-    why = mount.available()
+    why = mount.available() if here else None
     if why:
         raise ConfigError(f"{key}={st.name}: {why}; use storage=local, or a real device with "
                           "storage=hdd|ssd|optane storage.root=<its mount point>")
     why = mount.geometry_of(st.model).check()
     if why:
         raise ConfigError(f"{key}.model.{why}")
+    if not here:
+        return str(st.root)
     why = mount.foreign(str(st.name), mount.backing_of(str(st.name), st.model), str(st.root), key)
     if why:
         raise ConfigError(f"{key}={st.name}: {why}")
