@@ -72,9 +72,9 @@ def sweep(hydra_context: Any, task_function: Any, config: DictConfig, arguments:
     platform = planned[0].config["platform"]
     if platform["dry_run"]:
         if platform["kind"] == "slurm":
-            from campaign.slurm import submit
+            from campaign.slurm import preview
 
-            print(submit.dry_run(planned, sweep_dir, validate.View(platform)), flush=True)
+            print(preview.dry_run(planned, sweep_dir, validate.View(platform)), flush=True)
         else:
             print(dry_run(planned, sweep_dir), flush=True)
         return  # a dry run writes nothing

@@ -1,4 +1,4 @@
-"""Submit a campaign's cells as one Slurm array with submitit; dry run, wait, and record endings."""
+"""Submit a campaign's cells as Slurm arrays with submitit, wait, and record endings (the dry run: ``preview``)."""
 
 from __future__ import annotations
 
@@ -77,53 +77,30 @@ def groups(cells: list) -> list[tuple[tuple[int, int], list]]:
     return list(out.items())
 
 
+def parameters(sweep_dir: Path, platform, nodes: int = 1, tasks_per_node: int = 1, after: str | None = None) -> dict:
+    """What a campaign's Slurm executor is given (``SlurmExecutor.update_parameters``); ``after``: the
+    Slurm job (an earlier array) that must have ended before this one starts."""
+    kw = params.executor_parameters(platform, f"iocampaign-{sweep_dir.name}", nodes, tasks_per_node)
+    if after:
+        kw["additional_parameters"] = {"dependency": f"afterany:{after}"}
+    return kw
+
+
 def executor(sweep_dir: Path, platform, nodes: int = 1, tasks_per_node: int = 1, after: str | None = None):
-    """submitit's Slurm executor for a campaign (folder under the sweep); ``after``: the Slurm job
-    (an earlier array) that must have ended before this one starts."""
+    """submitit's Slurm executor for a campaign (folder under the sweep), with ``parameters``. submitit
+    refuses to build one where srun is not on PATH: a dry run never does (``preview``)."""
     import submitit
 
     ex = submitit.SlurmExecutor(folder=sweep_dir / SUBMITIT_DIR, max_num_timeout=3 if platform.requeue_on_timeout else 0)
-    ex.update_parameters(**params.executor_parameters(platform, f"iocampaign-{sweep_dir.name}", nodes, tasks_per_node))
-    if after:
-        ex.update_parameters(additional_parameters={"dependency": f"afterany:{after}"})
+    ex.update_parameters(**parameters(sweep_dir, platform, nodes, tasks_per_node, after))
     return ex
 
 
 def sbatch_script(ex, count: int) -> str:
-    """The sbatch script submitit would submit for an array of ``count`` cells.
+    """The sbatch script executor ``ex`` would submit for an array of ``count`` cells."""
+    from campaign.slurm.sbatch import sbatch_text
 
-    Wraps submitit's private _make_submission_file_text (tests pin it).
-    """
-    from submitit.slurm.slurm import SlurmExecutor
-
-    preview = SlurmExecutor(ex.folder, ex.max_num_timeout)
-    preview.update_parameters(**ex.parameters)
-    if count > 1:
-        preview.parameters["map_count"] = count
-    return preview._make_submission_file_text(preview._submitit_command_str, "dry-run")
-
-
-def dry_run(cells: list, sweep_dir: Path, platform) -> str:
-    """The text a dry run prints: every planned cell (``planning.PlannedConfig``) with its key
-    settings, then the sbatch script."""
-    parts = groups(cells)
-    how = "one Slurm array" if len(parts) == 1 else f"{len(parts)} Slurm arrays (one per job shape), one after the other"
-    lines = [f"dry run: {len(cells)} cell{'s' if len(cells) != 1 else ''} would be submitted as {how} (nothing was submitted)"]
-    for num, c in enumerate(cells):
-        cfg = c.config
-        lines.append(
-            f"  #{num}: workload={cfg['workload']['name']} storage={cfg['storage']['name']} root={cfg['storage']['root']} "
-            f"threads={cfg['threads']} batch_size={cfg['batch_size']} prefetch={cfg['prefetch']} "
-            f"repeats={cfg['repeats']} [{' '.join(c.overrides)}]"
-        )
-    for k, ((nodes, per_node), members) in enumerate(parts):
-        what = f"{nodes} node(s) x {per_node} task(s) per node, {len(members)} cell(s)"
-        after = "starts when the array before it has ended" if k else ""
-        lines.append(f"sbatch script ({sweep_dir / SUBMITIT_DIR}; {what}{'; ' + after if after else ''}):"
-                     if len(parts) > 1 else f"sbatch script ({sweep_dir / SUBMITIT_DIR}):")
-        lines.append(sbatch_script(executor(sweep_dir, platform, nodes, per_node, "PREVIOUS_ARRAY_ID" if k else None),
-                                   len(members)))
-    return "\n".join(lines)
+    return sbatch_text(ex.folder, ex.parameters, count, ex.python)
 
 
 def _load(sweep_dir: Path) -> dict:

@@ -1,0 +1,137 @@
+"""A dry run of a cluster campaign where the user is: a machine without Slurm's commands, without the
+nodes' tools (fio) and without the cluster's folders. It prints the cells and the sbatch scripts
+(submitit's own builder, no live cluster), says in one line what the nodes check, refuses nothing about
+the cluster, and creates nothing. Real runs and local dry runs keep every check."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from campaign import errors, schema, validate
+from campaign.slurm import sbatch, submit
+from conftest import CONF, ROOT
+from jobs import plan
+
+NOT_HERE = ("srun", "sbatch", "squeue", "sacct", "sinfo", "scancel", "scontrol", "salloc", "fio", "ior")
+CLUSTER = "/cfs/klemming/scratch/u/me"  # the cluster's Lustre folder: not on this machine
+TEGNER = ["platform=tegner", "platform.account=2024-1-23", f"storage.root={CLUSTER}", "platform.dry_run=true"]
+USERS_FILE = b"my notes\n\x00\xff kept byte for byte\n"
+
+
+def laptop_path(folder: Path) -> str:
+    """A PATH as a laptop has it: every command of this one's, but no Slurm command, fio or ior (CI installs
+    them; the test must still see the machine without them)."""
+    folder.mkdir()
+    for d in os.environ.get("PATH", "").split(os.pathsep) + [str(Path(sys.executable).parent)]:
+        for cmd in Path(d).iterdir() if os.path.isdir(d) else ():
+            if cmd.name not in NOT_HERE and not (folder / cmd.name).exists():
+                (folder / cmd.name).symlink_to(cmd)
+    path = str(folder)
+    assert not any(shutil.which(c, path=path) for c in NOT_HERE) and shutil.which("python3", path=path)
+    return path
+
+
+def run_on_laptop(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, Path, dict]:
+    """``python -m campaign *args`` in a folder holding a user's file, with a laptop's PATH and its own HOME
+    and TMPDIR (so that anything written there shows)."""
+    cwd, home, tmp = tmp_path / "cwd", tmp_path / "home", tmp_path / "tmp"
+    for d in (cwd, home, tmp):
+        d.mkdir()
+    (cwd / "notes.txt").write_bytes(USERS_FILE)
+    env = {"PATH": laptop_path(tmp_path / "bin"), "HOME": str(home), "TMPDIR": str(tmp), "PYTHONPATH": str(ROOT),
+           "TF_CPP_MIN_LOG_LEVEL": "2", "LANG": "C.UTF-8"}
+    p = subprocess.run([sys.executable, "-m", "campaign", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                       timeout=300)
+    return p, cwd, {"home": home, "tmp": tmp}
+
+
+def created_nothing(cwd: Path, private: dict) -> None:
+    assert [p.name for p in cwd.iterdir()] == ["notes.txt"] and (cwd / "notes.txt").read_bytes() == USERS_FILE
+    assert not any(private["home"].iterdir()) and not any(private["tmp"].iterdir())
+    assert not Path("/cfs").exists()
+
+
+def test_the_issues_cluster_dry_run_on_a_machine_without_slurm(tmp_path):
+    p, cwd, private = run_on_laptop(tmp_path, "-m", "threads=1,2,4,8", "storage=lustre", *TEGNER)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "Traceback" not in p.stderr and "srun" not in p.stderr
+    out = p.stdout.splitlines()
+    assert out[0].startswith("dry run: 4 cells would be submitted as one Slurm array")
+    for line in ("#SBATCH --account=2024-1-23", "#SBATCH --array=0-3%1", "#SBATCH --partition=main"):
+        assert line in out, line
+    told = [x for x in out if x.startswith("not checked on this machine")]
+    assert len(told) == 1 and f"storage.root={CLUSTER} exists, is writable" in told[0]
+    assert "checked when it runs" in told[0]
+    created_nothing(cwd, private)
+
+
+def test_the_paper_study_dry_run_needs_no_fio_here(tmp_path):
+    out = tmp_path / "study"
+    p, cwd, private = run_on_laptop(tmp_path, "+experiment=paper", "--scale", "ci", "--only", "table1", "--out",
+                                    str(out), *TEGNER)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "#SBATCH --account=2024-1-23" in p.stdout.splitlines()
+    told = [x for x in p.stdout.splitlines() if x.startswith("not checked on this machine")]
+    assert len(told) == 1 and "fio or ior on PATH (workload=baseline)" in told[0]
+    assert not out.exists()
+    created_nothing(cwd, private)
+
+
+@pytest.fixture(scope="module")
+def cell():
+    schema.register()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        yield lambda *ov: plan.resolved(compose("config", overrides=list(ov)))
+
+
+def test_only_a_dry_run_for_slurm_leaves_the_tier_to_the_nodes(cell, tmp_path):
+    gone = str(tmp_path / "not-here")
+    validate.check(cell("storage=lustre", f"storage.root={gone}", "platform=slurm", "platform.dry_run=true"))
+    for refused in (["platform=slurm"], ["platform.dry_run=true"], []):  # a real run, a local dry run: checked
+        with pytest.raises(errors.ConfigError, match=f"storage.root={gone} does not exist"):
+            validate.check(cell("storage=lustre", f"storage.root={gone}", *refused))
+    with pytest.raises(errors.ConfigError, match="storage.root is not set"):  # what the settings say: still checked
+        validate.check(cell("storage=lustre", "platform=slurm", "platform.dry_run=true"))
+
+
+def test_a_real_run_still_needs_fio(cell, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", laptop_path(tmp_path / "bin"))
+    base = ("workload=baseline", "storage=local", f"storage.root={tmp_path}", "platform=slurm")
+    validate.check(cell(*base, "platform.dry_run=true"))
+    with pytest.raises(errors.ConfigError, match="needs ior or fio on PATH"):
+        validate.check(cell(*base))
+
+
+def _platform(**kw):
+    from omegaconf import OmegaConf
+
+    return OmegaConf.merge(OmegaConf.structured(schema.PlatformConf(name="slurm", kind="slurm")), kw)
+
+
+@pytest.mark.parametrize("count,nodes,per_node,after", [(1, 1, 1, None), (3, 1, 1, None), (2, 2, 2, "41")])
+def test_the_preview_is_the_script_submitit_submits(tmp_path, monkeypatch, count, nodes, per_node, after):
+    """Pins submitit's private script builder: the preview, built without srun, equals what a real
+    SlurmExecutor (srun on PATH) writes for the same parameters and array, as its array submission does."""
+    from submitit.slurm.slurm import SlurmExecutor
+
+    platform = _platform(partition="debug", account="acc", setup=["module load cuda/9.1"], gpus_per_node=1)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert shutil.which("srun") is None
+    shown = sbatch.sbatch_text(tmp_path / submit.SUBMITIT_DIR, submit.parameters(tmp_path, platform, nodes, per_node,
+                                                                                 after), count)
+    (tmp_path / "srun").write_text("#!/bin/sh\nexit 1\n")
+    (tmp_path / "srun").chmod(0o755)
+    ex = submit.executor(tmp_path, platform, nodes, per_node, after)
+    if count > 1:  # what SlurmExecutor._internal_process_submissions does for an array
+        ex = SlurmExecutor(ex.folder, ex.max_num_timeout)
+        ex.update_parameters(**submit.parameters(tmp_path, platform, nodes, per_node, after))
+        ex.parameters["map_count"] = count
+    assert shown == ex._make_submission_file_text(ex._submitit_command_str, "uid")
+    assert "#SBATCH --account=acc" in shown and ("#SBATCH --array=0-2%1" in shown) == (count == 3)
+    assert ("#SBATCH --dependency=afterany:41" in shown) == bool(after)
+    assert not (tmp_path / submit.SUBMITIT_DIR).exists()
