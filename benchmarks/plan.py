@@ -1,6 +1,7 @@
 """``python -m benchmarks.plan``: how fast a campaign is planned. Runs the dry run of grids of
 1,000 and 10,000 cells (``threads`` x ``batch_size``, Slurm, nothing submitted) as a user would, and
-prints the wall time, cells per second and the peak memory of each.
+prints the wall time, cells per second and the peak memory of each. Needs no Slurm here: a dry run never
+calls it (campaign/slurm/preview.py).
 
   python -m benchmarks.plan [--cells 1000,10000] [--repeats 1]
 """
