@@ -8,7 +8,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # TensorFlow's C++ INFO line
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from campaign import choices, errors, outputs, schema  # noqa: E402
+from campaign import choices, errors, keys, outputs, schema  # noqa: E402
 
 schema.register()
 
@@ -41,6 +41,10 @@ def run() -> int:
     try:
         args = sys.argv[1:]
         chosen = choices.study(args)
+        problem = keys.unknown_key([a for a in args if a != chosen])  # the study's extra overrides too
+        if problem:
+            print(f"campaign: {problem}", file=sys.stderr)
+            return 2
         if chosen:
             from campaign import paper
 

@@ -167,11 +167,14 @@ def _nodes(overrides: list[str]) -> int:
 
 
 def _profile(name: str | None, overrides: list[str]) -> dict:
-    """The profile conf/accelerator/<name>.yaml (or in a folder of hydra.searchpath)."""
+    """The profile conf/accelerator/<name>.yaml (or in hydra.searchpath), once every override's key is known."""
     from omegaconf import OmegaConf
 
-    from campaign import choices
+    from campaign import choices, keys
 
+    why = keys.unknown_key(overrides)  # first: a typo in accelerator= would read as no profile
+    if why:
+        raise ValueError(why)
     folders = [CONF, *choices.searchpath(overrides)]
     known = {p.stem: p for d in folders for p in (d / "accelerator").glob("*.yaml")}
     if name is None:
@@ -184,7 +187,8 @@ def _profile(name: str | None, overrides: list[str]) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m campaign.capacity", description=__doc__.split("\n")[0])
-    p.add_argument("--out", type=Path, default=None, help="campaign folder (default multirun/capacity-<date>-<time>)")
+    p.add_argument("--out", type=Path, default=None, help="campaign folder, or hydra.sweep.dir=<folder> (default "
+                                                          "multirun/capacity-<date>-<time>)")
     p.add_argument("--most", type=int, default=8, help="the most accelerators a cell emulates (default 8)")
     p.add_argument("overrides", nargs="*", help="accelerator=<profile>, storage=<tiers>, and Hydra overrides for every cell")
     args = p.parse_intermixed_args(argv)  # overrides may come after --out and the other options
@@ -242,6 +246,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _arguments_problem(args) -> str | None:
     """Why the search's own arguments cannot run (one line), or None."""
+    from campaign import capacity_checks
+
+    why = capacity_checks.sweep_dir(args)
+    if why:
+        return why
     try:
         if _nodes(args.overrides) < 1:
             raise ValueError
@@ -250,8 +259,6 @@ def _arguments_problem(args) -> str | None:
     if _value(args.overrides, "platform.tasks_per_node") is not None:
         return ("platform.tasks_per_node is what the search sets (accelerators per node): leave it out and bound the "
                 "search with --most")
-    from campaign import capacity_checks
-
     return capacity_checks.arguments(args.most, args.overrides)
 
 

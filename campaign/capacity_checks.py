@@ -3,6 +3,8 @@ same one line a campaign gives for a bad value, from the same checks, and the se
 
 from __future__ import annotations
 
+from pathlib import Path
+
 WHOLE = ("batch_size", "threads", "dataset.num_images")  # the search computes with these (and platform.nodes)
 # what the search sets in every cell itself (campaign.capacity.tier_row), so what a check of one cell leaves out
 SET_BY_SEARCH = ("storage", "accelerator", "threads", "batch_size", "platform.tasks_per_node")
@@ -12,6 +14,23 @@ def _value(overrides: list[str], key: str) -> str | None:
     for o in reversed(overrides):
         if "=" in o and o.split("=", 1)[0].lstrip("+") == key:
             return o.split("=", 1)[1]
+    return None
+
+
+def sweep_dir(args) -> str | None:
+    """``hydra.sweep.dir=<folder>`` names the search's folder, as it names a campaign's: it becomes ``args.out``
+    and leaves the overrides (each round's campaign gets its own sweep folder below it). One line when it
+    and ``--out`` name two folders, or when it holds an interpolation that only Hydra would fill in."""
+    given = [o for o in args.overrides if o.lstrip("+").startswith("hydra.sweep.dir=")]
+    if not given:
+        return None
+    args.overrides = [o for o in args.overrides if o not in given]
+    folder = given[-1].split("=", 1)[1]
+    if "${" in folder or not folder:
+        return f"{given[-1]}: give the search's folder as a plain path (or with --out <folder>)"
+    if args.out is not None and args.out != Path(folder):
+        return f"--out {args.out} and {given[-1]} name two folders: give one of them"
+    args.out = Path(folder)
     return None
 
 
