@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "profile":
         return profile_main(argv[1:])
     p = argparse.ArgumentParser(prog="python -m analysis", description=__doc__)
-    p.add_argument("folder", type=Path, help="a sweep folder (multirun/<date>/<time>) or a single run's folder")
+    p.add_argument("folder", type=Path, help="a campaign folder: a sweep's (multirun/<date>/<time>), a single run's, "
+                                             "a paper study's or a capacity search's")
     p.add_argument("--no-figures", action="store_true", help="write the tables only")
     p.add_argument("--baseline", type=Path, default=None,
                    help="a campaign folder with workload=baseline cells, for the efficiency column "
@@ -117,7 +118,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.folder.is_dir():
         print(f"analysis: {args.folder} is not a folder", file=sys.stderr)
         return 2
-    from analysis.build import build
+    from analysis.build import build, not_a_campaign
+
+    why = not_a_campaign(args.folder)  # before any file is read: a folder of campaigns would get them all merged
+    if why:
+        print(f"analysis: {why}", file=sys.stderr)
+        return 2
 
     if args.baseline is not None and not args.baseline.is_dir():
         print(f"analysis: --baseline {args.baseline} is not a folder", file=sys.stderr)

@@ -48,6 +48,32 @@ class NothingToBuild(ValueError):
     """The folder holds no record and no plan: nothing is written into it."""
 
 
+class NotACampaign(ValueError):
+    """The folder is none of the tool's campaign folders: nothing is read or written there."""
+
+
+# a study's folder holds the marker the study wrote there before its first cell (listed as the tool's in the
+# folder's manifest: a user's file of that name proves nothing)
+STUDY_MARKS = ("paper.txt", "capacity.txt", "capacity.csv")  # the paper study's; a capacity search's (before: its table)
+
+
+def not_a_campaign(folder: Path) -> str | None:
+    """Why ``folder`` is not a campaign folder (one line), or None: it is a sweep's (plan.json), a single run's
+    (record.json), a paper study's or a capacity search's. Any other folder, e.g. one that holds campaigns,
+    would get tables merged from every campaign below it."""
+    import os
+
+    from jobs import plan, records
+
+    if any(os.path.lexists(folder / name) for name in (plan.FILENAME, records.FILENAME)):
+        return None
+    if any(os.path.lexists(folder / m) and outputs.owned(folder / m) for m in STUDY_MARKS):
+        return None
+    return (f"{folder} is not a campaign folder: a campaign folder holds plan.json (a sweep's, multirun/<date>/<time>), "
+            "record.json (a single run's), or a paper study's paper.txt or a capacity search's capacity.txt; "
+            "give one of those; nothing was written")
+
+
 def output_names() -> list[str]:
     """Every file name the analysis may write into a campaign folder (tables, figures, the report)."""
     from analysis import posix
@@ -64,10 +90,14 @@ def build(folder: str | Path, render: bool = True, baseline_from: str | Path | N
     """Write results.csv, summary.csv, cells.csv, the baselines and the figures into ``folder``.
 
     ``baseline_from``: another campaign folder whose baseline cells give the efficiency column.
-    Raises OutputExists, before anything is written, when a file under one of ``output_names`` is not
+    Raises NotACampaign for a folder that is not a campaign's (``not_a_campaign``), and OutputExists, before
+    anything is written, when a file under one of ``output_names`` is not
     the tool's; should one appear while the files are written, the message names those already written.
     """
     folder = Path(folder)
+    why = not_a_campaign(folder)
+    if why:
+        raise NotACampaign(why)
     c = tables.collect(folder)
     if not c.cells:  # files named record.json that are not records do not make a campaign either
         also = f" ({len(c.unreadable)} unreadable: {c.unreadable[0]})" if c.unreadable else ""

@@ -1,8 +1,9 @@
-"""``python -m campaign.status <sweep folder>``: every cell's state, from its record and from Slurm.
+"""``python -m campaign.status [campaign folder]``: every cell's state, from its record and from Slurm.
 
 States: completed, failed (with the cell's error), pending (with Slurm's reason), running (with the
 node), cancelled, timeout, node_fail, out_of_memory, ... (Slurm's word, lower-cased), and missing
-(planned, never submitted nor run). Exit status 0 when nothing failed, 1 otherwise.
+(planned, never submitted nor run). Exit status 0 when nothing failed, 1 otherwise. Without a folder:
+multirun/latest; a paper study's folder and a capacity search's list each of their campaigns.
 """
 
 from __future__ import annotations
@@ -94,23 +95,24 @@ def render(cells: list[CellStatus]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m campaign.status", description=__doc__.split("\n")[0])
-    p.add_argument("folder", type=Path, help="the sweep folder (multirun/<date>/<time>)")
+    p.add_argument("folder", type=Path, nargs="?", default=Path("multirun") / "latest",
+                   help="the campaign folder: a sweep's (multirun/<date>/<time>), a paper study's or a capacity "
+                        "search's (default multirun/latest, the newest campaign under multirun/)")
     args = p.parse_args(argv)
     from jobs import plan
 
     try:
-        grids = _paper_grids(args.folder)
+        parts = _parts(args.folder)
     except OSError as e:
         print(f"campaign.status: {e}", file=sys.stderr)
         return 2
-    if not os.path.lexists(args.folder / plan.FILENAME) and grids is None:
-        print(f"campaign.status: {args.folder} has no plan.json (nor a paper study's paper.txt): not a campaign "
-              "folder", file=sys.stderr)
+    if not os.path.lexists(args.folder / plan.FILENAME) and parts is None:
+        print(f"campaign.status: {_not_a_campaign(args.folder)}", file=sys.stderr)
         return 2
     failed = False
     try:
-        for name, folder in [("", args.folder)] if grids is None else grids:
-            if grids is not None:
+        for name, folder in [("", args.folder)] if parts is None else parts:
+            if parts is not None:
                 print(f"== {name}")
             if not os.path.lexists(folder / plan.FILENAME):
                 print("not started: no plan.json yet")
@@ -125,19 +127,45 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failed else 0
 
 
-def _paper_grids(folder: Path) -> list[tuple[str, Path]] | None:
-    """(grid, its sweep folder) of a paper study's folder, in the study's order (its paper.txt), or None;
-    raises OSError naming paper.txt when it is there but not a file that can be read."""
+def _not_a_campaign(folder: Path) -> str:
+    """Why ``folder`` is not one (one line): what a campaign folder holds."""
+    what = ("does not exist" + (" (no campaign ran from this folder yet)" if folder == Path("multirun", "latest") else "")
+            if not os.path.lexists(folder) else "is not a folder" if not folder.is_dir() else
+            "has no plan.json (a sweep's), paper.txt (a paper study's) nor capacity.txt (a capacity search's)")
+    hint = "; give the campaign folder: python -m campaign.status multirun/<date>/<time>"
+    return f"{folder} {what}: not a campaign folder{hint}"
+
+
+ROUNDS = ("storage_rate", "cpu_rate", "prove")  # each tier's campaigns of a capacity search (campaign.capacity)
+
+
+def _parts(folder: Path) -> list[tuple[str, Path]] | None:
+    """(name, its sweep folder) of a paper study's grids (its paper.txt, in the study's order) or of a capacity
+    search's campaigns (its capacity.txt: each tier's rounds), or None for any other folder; raises OSError naming
+    the marker when it is there but not a file that can be read."""
+    from campaign.capacity import MARK
+
+    text = _marker(folder / "paper.txt")
+    if text is not None:
+        names = [line.split(":", 1)[0] for line in text.splitlines() if ":" in line and "=" not in line.split(":", 1)[0]]
+        return [(n, folder / n) for n in names]
+    text = _marker(folder / MARK)
+    if text is None:
+        return None
+    tiers = next((line.split("=", 1)[1] for line in text.splitlines() if line.startswith("tiers=")), "")
+    return [(f"{t}/{r}", folder / t / r) for t in tiers.split(",") if t for r in ROUNDS]
+
+
+def _marker(path: Path) -> str | None:
+    """The text of a study's marker file, or None when there is none."""
     from jobs import jsonfiles
 
     try:
-        text = jsonfiles.read_text(folder / "paper.txt")  # a FIFO planted there is refused, never waited on
+        return jsonfiles.read_text(path)  # a FIFO planted there is refused, never waited on
     except (FileNotFoundError, NotADirectoryError):
         return None
     except UnicodeDecodeError:
-        raise OSError(f"{folder / 'paper.txt'} is not a paper study's text") from None
-    names = [line.split(":", 1)[0] for line in text.splitlines() if ":" in line and "=" not in line.split(":", 1)[0]]
-    return [(n, folder / n) for n in names]
+        raise OSError(f"{path} is not a study's text") from None
 
 
 if __name__ == "__main__":
