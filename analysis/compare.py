@@ -154,6 +154,9 @@ def evaluate(claim: dict, results, baselines, storages: dict | None = None) -> t
     outside = fn(rows, claim.get("params") or {})[0]  # shown beside a "not comparable" verdict, never judged
     if rows.empty or outside is None:
         return NOT_MEASURED, None, ""
+    rows, elsewhere = mechanisms.on_their_file_system(rows, storages or {})  # a lustre label on ext4 judges nothing
+    if elsewhere and (rows.empty or fn(rows, claim.get("params") or {})[0] is None):
+        return NOT_COMPARABLE, outside, elsewhere
     if claim.get("mechanism"):
         rows, lacking = mechanisms.having(claim["mechanism"], rows, storages or {})
         if rows.empty or fn(rows, claim.get("params") or {})[0] is None:

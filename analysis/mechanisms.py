@@ -41,18 +41,38 @@ RUN = {
 }
 
 
-def declared(storage: str, storages: dict) -> list[str]:
-    """The mechanisms tier ``storage`` declares: its recorded config, or (records written before tiers
-    declared them) its preset's."""
+def declared(storage: str, storages: dict, what: str = "mechanisms") -> list[str]:
+    """What tier ``storage`` declares under ``what`` (its mechanisms, its ``fs_types``): its recorded config, or
+    (records written before tiers declared it) its preset's."""
     conf = storages.get(storage) or {}
-    if "mechanisms" in conf:
-        return list(conf["mechanisms"] or [])
+    if what in conf:
+        return list(conf[what] or [])
     preset = STORAGE_PRESETS / f"{storage}.yaml"
     if preset.is_file():
         from omegaconf import OmegaConf
 
-        return list(OmegaConf.load(preset).get("mechanisms") or [])
+        return list(OmegaConf.load(preset).get(what) or [])
     return []
+
+
+def on_their_file_system(rows, storages: dict):
+    """(the rows measured on a file system their tier's preset names, why the others cannot test a claim: ''
+    when none is left out). A row of storage=lustre read from ext4 (``storage.fs_check=false``, or a record
+    from before the check) measured ext4, whatever its label says."""
+    from analysis import tables
+
+    if rows.empty or "fs_type" not in rows or "storage" not in rows:
+        return rows, ""
+    tiers, fs = tables.text(rows["storage"]), tables.text(rows["fs_type"])
+    wanted = {t: declared(t, storages, "fs_types") for t in set(tiers)}
+    off = [bool(wanted[t]) and f not in ("", "nan", "None") and f not in wanted[t] for t, f in zip(tiers, fs)]
+    if not any(off):
+        return rows, ""
+    pairs = sorted({(t, f) for t, f, o in zip(tiers, fs, off) if o})
+    where = ", ".join(f"storage={t} on {f} (not {' or '.join(wanted[t])})" for t, f in pairs)
+    keep = [not o for o in off]
+    return rows[keep], (f"measured with {where}: the root's file system was not the preset's (storage.fs_check=false); "
+                        "needs a root on the preset's file system")
 
 
 def having(name: str, rows, storages: dict):

@@ -96,6 +96,10 @@ class StorageConf:
     # what the tier's device does that the paper's claims depend on (analysis/mechanisms.py): a claim
     # measured on a tier without its mechanism is "not comparable", never "not reproduced"
     mechanisms: List[str] = field(default_factory=list)
+    # the file systems root may be on (their type in /proc/self/mountinfo: lustre, tmpfs); empty: any, as for a
+    # local disk or a tier the tool builds itself. Checked at planning (jobs/storage/fstype.py)
+    fs_types: List[str] = field(default_factory=list)
+    fs_check: bool = True  # false: measure a root on another file system anyway; recorded, kept out of the paper's verdicts
 
 
 @dataclass

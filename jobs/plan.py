@@ -67,6 +67,13 @@ ADDED_SETTINGS = {
 }
 
 
+def _at(config: dict, path: tuple):
+    """The value at ``path`` in ``config`` (None where the path ends early)."""
+    for key in path:
+        config = config.get(key) if isinstance(config, dict) else None
+    return config
+
+
 def _without(config: dict, path: tuple, default) -> dict:
     """``config`` without the setting at ``path`` when it holds ``default`` (copied along the path only)."""
     key, rest = path[0], path[1:]
@@ -79,6 +86,12 @@ def _without(config: dict, path: tuple, default) -> dict:
     return {**config, key: _without(config[key], rest, default)}
 
 
+# A tier's settings that only planning's checks read (jobs/storage/fstype.py: the file systems its root may be on,
+# and the opt-out the record keeps): what a cell measures is the same, so a cell keeps its id and its record.
+CHECK_ONLY = ("fs_types", "fs_check")
+TIERS = (("storage",), ("stage",), ("checkpoint", "fast"), ("checkpoint", "slow"))
+
+
 def cell_id(config: dict) -> str:
     """Stable id of a cell: a hash of what it measures (its resolved config; of the platform only the
     name, so resuming with other launch settings such as platform.wait still finds finished cells;
@@ -88,6 +101,9 @@ def cell_id(config: dict) -> str:
         what = {k: v for k, v in what.items() if k != "input"}  # no service: its worker count measures nothing
     for path, default in ADDED_SETTINGS.items():
         what = _without(what, path, default)
+    for tier in TIERS:
+        for name in CHECK_ONLY:
+            what = _without(what, (*tier, name), _at(what, (*tier, name)))  # whatever it holds
     plat = config.get("platform") or {}
     tasks = (plat.get("nodes") or 1, plat.get("tasks_per_node") or 1)
     what["platform"] = plat.get("name") if tasks == (1, 1) else [plat.get("name"), *tasks]  # a multi-task cell differs

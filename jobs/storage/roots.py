@@ -9,7 +9,7 @@ import os
 from jobs import owned
 from jobs.configview import View
 from jobs.errors import ConfigError
-from jobs.storage import writable
+from jobs.storage import fstype, writable
 
 MISSING = "???"
 
@@ -90,6 +90,7 @@ def _check_root(st: View, key: str, here: bool = True) -> str:
         raise ConfigError(f"{key}.root={root} does not exist ({key}={st.name})")
     if not os.path.isdir(root):
         raise ConfigError(f"{key}.root={root} is not a directory ({key}={st.name})")
+    fstype.check(st, key)  # the file system the preset names (skipped with the rest for another machine)
     why = writable.unwritable(root)  # asked, never probed: planning writes nothing into a user's folder
     if why:
         raise ConfigError(f"{key}.root={root} is not writable ({why}) ({key}={st.name})")
