@@ -26,10 +26,11 @@ def sweep(tmp_path_factory):
     out = work / "sweep"
     p = campaign(
         "-m", "workload=microbench,readonly", "threads=1,2", "storage=local,tmpfs",
-        f"storage.root={disk}", "dataset.num_images=96", "batch_size=16", "repeats=2",
+        f"storage.root={disk}", "storage.fs_check=false", "dataset.num_images=96", "batch_size=16", "repeats=2",
         f"hydra.sweep.dir={out}", cwd=work,
     )
-    # storage.root given once applies to both tiers; tmpfs gets its own run below
+    # storage.root given once applies to both tiers (the tmpfs cells on disk: storage.fs_check=false); tmpfs gets
+    # its own run below
     assert p.returncode == 0, p.stderr[-3000:]
     p2 = campaign(
         "-m", "workload=microbench", "threads=2", "storage=tmpfs", f"storage.root={shm}",
