@@ -84,7 +84,8 @@ def test_unreadable_and_foreign_records_are_reported_not_skipped(tmp_path):
 
 def test_analysis_of_a_folder_without_records(tmp_path):
     p = analysis(str(tmp_path), cwd=tmp_path)
-    assert p.returncode == 1 and "no cell records (record.json) and no plan.json" in p.stderr
+    assert p.returncode == 2 and f"{tmp_path} is not a campaign folder" in p.stderr and "nothing was written" in p.stderr
+    assert list(tmp_path.iterdir()) == []
     p = analysis(str(tmp_path / "nope"), cwd=tmp_path)
     assert p.returncode == 2 and "is not a folder" in p.stderr
 

@@ -99,12 +99,12 @@ def test_multi_task_dry_run_shows_each_shape(tmp_path):
 def test_a_site_preset_refuses_more_cpus_than_a_node_has(tmp_path):
     """tegner with 4 tasks per node asked for 4 x 24 = 96 CPUs of a 24-core node."""
     p = campaign("-m", "platform=tegner", "platform.account=x", "platform.tasks_per_node=4", "platform.nodes=1",
-                 "workload=readonly", "storage=lustre", f"storage.root={tmp_path}", *TINY, cwd=tmp_path)
+                 "workload=readonly", "storage=shared", f"storage.root={tmp_path}", *TINY, cwd=tmp_path)
     lines = [x for x in p.stderr.splitlines() if x.strip()]
     assert p.returncode == 2 and len(lines) == 1, p.stderr
     assert "asks for 96 CPUs on a node of platform.cores_per_node=24: set platform.cpus_per_task=6" in lines[0]
     p = campaign("-m", "platform=tegner", "platform.account=x", "platform.tasks_per_node=4", "platform.cpus_per_task=6",
-                 "workload=readonly", "storage=lustre", f"storage.root={tmp_path}", "platform.dry_run=true", *TINY,
+                 "workload=readonly", "storage=shared", f"storage.root={tmp_path}", "platform.dry_run=true", *TINY,
                  cwd=tmp_path)
     assert p.returncode == 0 and "--cpus-per-task=6" in p.stdout, p.stderr[-2000:]
     assert "anaconda" not in p.stdout and "module load" not in p.stdout  # the submitting host's Python runs the cells

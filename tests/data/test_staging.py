@@ -18,14 +18,15 @@ def test_staged_cell_reads_the_copy_and_removes_it(tmp_path, disk_root):
         (fast / "iocampaign" / "staged").mkdir(parents=True)
         theirs = fast / "iocampaign" / "staged" / "someone-else"
         theirs.write_text("not the tool's copy")
-        p = campaign("-m", *TINY, f"storage.root={disk_root}", f"hydra.sweep.dir={out}/unstaged", cwd=tmp_path)
+        site = tmp_path / "site" / "storage"  # a site's own preset of its fast tier, as a user would add one
+        site.mkdir(parents=True)
+        (site / "fast_tmpfs.yaml").write_text(f"defaults:\n  - tmpfs\n  - _self_\nname: fast_tmpfs\nroot: {fast}\n")
+        p = campaign("-m", *TINY, f"storage.root={disk_root}", "storage@stage=none,fast_tmpfs",
+                     f"hydra.searchpath=[file://{tmp_path / 'site'}]", f"hydra.sweep.dir={out}", cwd=tmp_path)
         assert p.returncode == 0, p.stderr[-2000:]
-        p = campaign("-m", *TINY, f"storage.root={disk_root}", "storage@stage=tmpfs", f"stage.root={fast}",
-                     f"hydra.sweep.dir={out}/staged", cwd=tmp_path)
-        assert p.returncode == 0, p.stderr[-2000:]
-        rec = records.read(out / "staged" / "0" / "record.json")
+        rec = records.read(out / "1" / "record.json")
         stage = rec.dataset["stage"]
-        assert stage["storage"] == "tmpfs" and stage["stage_files"] == 64
+        assert stage["storage"] == "fast_tmpfs" and stage["stage_files"] == 64
         assert stage["stage_bytes"] == rec.dataset["total_bytes"] and stage["stage_s"] > 0
         assert stage["staged_to"].startswith(str(fast / "iocampaign" / "staged"))
         assert rec.provenance["data_mount"]["fs_type"] == "tmpfs"  # the runs read the copy
@@ -37,7 +38,7 @@ def test_staged_cell_reads_the_copy_and_removes_it(tmp_path, disk_root):
     p = analysis(str(out), cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     results = pd.read_csv(out / "results.csv", keep_default_na=False)
-    assert sorted(set(results["stage"])) == ["", "tmpfs"]
+    assert sorted(set(results["stage"])) == ["", "fast_tmpfs"]
     from analysis import report
 
     report.write_report(out)

@@ -95,7 +95,7 @@ def test_a_worker_killed_mid_run_fails_the_run_instead_of_hanging(tmp_path):
     (("input.service=true", "workload=alexnet_small"), "workload=alexnet cannot read through the tf.data service"),
     (("input.service=true", "workload.batches=2"), "leave workload.batches"),
     (("input.service=true", "dataset.format=tfrecord"), "not dataset.format=tfrecord"),
-    (("-m", "platform=slurm", "platform.nodes=2", "input.service=true", "input.workers=1", "storage=lustre",
+    (("-m", "platform=slurm", "platform.nodes=2", "input.service=true", "input.workers=1", "storage=shared",
       "storage.root=/tmp"), "give at least one worker per node"),
     (("input.service=true", "platform.tasks_per_node=2"), "leave platform.tasks_per_node=1"),
 ])
