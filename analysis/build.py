@@ -72,7 +72,8 @@ def not_a_campaign(folder: Path) -> str | None:
     if any(os.path.lexists(folder / m) and outputs.owned(folder / m) for m in STUDY_MARKS):
         return None
     return (f"{folder} is not a campaign folder: a campaign folder holds plan.json (a sweep's, multirun/<date>/<time>), "
-            "record.json (a single run's, or in its cells' folders), or a paper study's paper.txt or a capacity search's capacity.txt; "
+            "record.json (a single run's, or in its cells' folders), or a paper study's paper.txt or a capacity "
+            "search's capacity.txt; "
             "give one of those; nothing was written")
 
 
