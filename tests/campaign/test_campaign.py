@@ -149,7 +149,6 @@ def test_warm_cache_is_requested_and_verified(tmp_path, disk_root):
 
 def test_the_docs_document_every_results_column():
     from analysis import tables
-
     from jobs import workloads
 
     readme = (ROOT / "docs" / "outputs.md").read_text()
