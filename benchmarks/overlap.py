@@ -17,11 +17,11 @@ read, making input slower than compute without using CPU.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 
 from benchmarks.presets import cell, dataset, run
+from jobs.execution import tfstart
 
 
 def compute_only(ds, s) -> float:
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--read-delay-ms", default="0,4", help="comma-separated per-file read latencies to try")
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    tfstart.import_under(args.storage_root)  # its start-up lines in a file, not on the terminal
     from jobs.storage import cache
     from jobs.workloads.alexnet import overlap
     from jobs.workloads.alexnet import training as alexnet

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from benchmarks.presets import cell, dataset
+from jobs.execution import tfstart
 
 
 def _measure(config: dict, mode: str | None, repeats: int, seed: int) -> tuple[list[dict], list[dict], float]:
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     modes = args.modes.split(",")
     if not modes or not set(modes) <= {"all", "extra"}:
         p.error(f"--modes={args.modes}: give all, extra or both")
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    tfstart.import_under(args.storage_root, keras="alexnet" in args.workloads)  # start-up lines in a file
     ds = dataset(args.storage_root, args.dataset, args.num_images, args.seed)
     rows = []
     for workload in args.workloads.split(","):

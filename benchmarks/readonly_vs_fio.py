@@ -26,6 +26,7 @@ from pathlib import Path
 from benchmarks.presets import cell, dataset, run
 from jobs import owned
 from jobs.data import datasets, formats
+from jobs.execution import tfstart
 from jobs.storage import iotools
 
 
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("fio") is None:
         print("benchmark: fio is not on PATH (Debian: apt-get install fio)", file=sys.stderr)
         return 2
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    tfstart.import_under(args.storage_root)  # its start-up lines in a file, not on the terminal
 
     source = dataset(args.storage_root, args.dataset, args.num_images, args.seed)
     threads = [int(t) for t in args.threads.split(",")]

@@ -231,7 +231,9 @@ def main(role: str, folder: str, *args: str) -> int:
     from jobs import lifeline
 
     lifeline.bind()  # before TensorFlow's import: a dispatcher or worker never outlives its cell's runner
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from jobs.execution import tfstart
+
+    tfstart.import_quietly(Path(folder).parent / tfstart.LOG, keras=False)  # the cell's log (<cell>/service)
     import tensorflow as tf
 
     service = tf.data.experimental.service

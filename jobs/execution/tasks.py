@@ -41,7 +41,7 @@ import sys
 import time
 from pathlib import Path
 
-from jobs.execution import pernode, watch
+from jobs.execution import pernode, tfstart, watch
 from jobs.execution.watch import READY_TIMEOUT_S, TaskError, file_name
 from jobs.metrics import MB
 
@@ -217,6 +217,8 @@ def main(folder: str, rank: int) -> int:
         disk = trace.device_of(os.path.dirname(files[0])) if files else None  # the data's device, on this node
         cfg = View(req["config"])
         w = workloads.get(str(cfg.workload.kind))
+        if w.in_tensorflow:  # its start-up lines into the cell's log (the run's folder is <cell>/tasks/<run>)
+            tfstart.import_quietly(out.parent.parent / tfstart.LOG, keras=w.uses_keras)
         stamps: dict[str, float] = {}
         counters: dict[str, usage.Snapshot] = {}
 

@@ -56,3 +56,11 @@ def import_quietly(log: Path, keras: bool = True) -> bool:
         os.dup2(saved, 2)
         os.close(saved)
     return True
+
+
+def import_under(storage_root: str | Path, setting: str = "--storage-root", keras: bool = True) -> bool:
+    """``import_quietly`` for a command with no cell folder (a benchmark): its start-up lines in the
+    tool's own folder under the storage root it measures (``<root>/iocampaign/tensorflow_startup.log``)."""
+    from jobs import owned
+
+    return import_quietly(owned.under_tool_folder(storage_root, setting=setting) / LOG, keras=keras)
