@@ -8,9 +8,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # TensorFlow's C++ INFO line
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from campaign import choices, errors, keys, outputs, schema  # noqa: E402
+from campaign import choices, errors, helptext, keys, outputs, schema  # noqa: E402
 
 schema.register()
+helptext.register()  # the resolvers of --help's template (conf/hydra/help/campaign.yaml)
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")

@@ -32,3 +32,21 @@ def test_a_multi_task_cell_prints_no_tensorflow_start_up_lines(tmp_path):
     assert noisy == [], noisy
     log = (out / "0" / "tensorflow_startup.log").read_text()
     assert log.count("absl::InitializeLog") >= 3  # the campaign's own import and both tasks'
+
+
+def test_help_lists_the_presets_the_settings_the_study_and_the_other_commands(tmp_path):
+    """--help is Hydra's own (conf/hydra/help/campaign.yaml): every preset of conf/<group>/, none of the
+    ConfigStore's schemas or the workloads' default sets, the paper study's options, the commands, the docs."""
+    p = _run("campaign", "--help", cwd=tmp_path)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    text = p.stdout
+    assert "_schema" not in text and "default_for_" not in text
+    for group in ("workload", "storage", "dataset", "platform", "accelerator", "checkpoint_model", "experiment"):
+        line = " ".join(x for x in text.splitlines() if x.strip().startswith(f"{group}:") or x.startswith(" " * 20))
+        for preset in (ROOT / "conf" / group).glob("*.yaml"):
+            assert preset.stem.startswith("default_for_") or preset.stem in line, (group, preset.stem)
+    for want in ("+experiment=paper", "--scale", "--tiers", "--lustre", "--out", "--only", "threads=1", "repeats=5",
+                 "campaign.capacity", "campaign.status", "campaign.cache", "python -m analysis", "analysis compare",
+                 "analysis profile", "docs/", "platform.dry_run=true"):
+        assert want in text, want
+    assert len(text.splitlines()) < 70 and list(tmp_path.iterdir()) == []
