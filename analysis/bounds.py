@@ -91,9 +91,73 @@ def train_bound(row: dict) -> str:
 
 
 def cell_bound(labels) -> str:
-    """A cell's bound: the label most of its runs have; ``mixed`` when no label has a majority."""
+    """The label most of ``labels`` have; ``mixed`` when none has a majority (runs without their
+    evidence: use ``cell`` where the runs' rows are at hand)."""
     labels = [x for x in labels if x]
     if not labels:
         return ""
     top = max(set(labels), key=labels.count)
     return top if labels.count(top) * 2 > len(labels) else "mixed"
+
+
+MARGIN = 0.05  # a cell whose median share is within this of a threshold counts as saturated: one run's noise
+
+
+def _median(runs, column: str) -> float | None:
+    import statistics
+
+    values = [v for v in (_num(x) for x in runs[column]) if v is not None] if column in runs else []
+    return statistics.median(values) if values else None
+
+
+def cell(runs) -> tuple[str, str]:
+    """(bound, reason) of a cell from its runs' rows (a results frame): not a vote of the runs' labels,
+    which flips when runs straddle a threshold, but the rules applied once to the median of the runs'
+    CPU shares and device busy shares, each threshold lowered by MARGIN. Emulated tiers' throttle use is
+    not in the rows: that side counts as saturated when most runs' labels say so."""
+    labels = [str(x) for x in runs.get("bound", []) if x == x and str(x)]
+    if not labels:
+        return "", ""
+    states = [str(x) for x in runs.get("cache_state", [])]
+    if sum(s in FROM_MEMORY for s in states) * 2 > len(states):
+        return "cache", _first_reason(runs, "cache")
+    share, machine = _median(runs, "cpu_share"), _median(runs, "machine_cpu_busy")
+    if share is None:
+        top = cell_bound(labels)
+        return top, _first_reason(runs, top)
+    cpu_full = share >= CPU_SATURATED - MARGIN or (machine is not None and machine >= CPU_SATURATED - MARGIN)
+    busy = _median(runs, "device_busy")
+    throttled = sum(x in ("storage", "mixed") for x in labels) * 2 > len(labels)
+    storage_full = throttled or (busy is not None and busy >= STORAGE_SATURATED - MARGIN)
+    top = "mixed" if cpu_full and storage_full else "cpu" if cpu_full else "storage" if storage_full else "latency"
+    reason = _first_reason(runs, top)
+    if top not in labels or labels.count(top) * 2 <= len(labels):  # the median decided what the runs split on
+        cores = _median(runs, "cpu_cores_busy")
+        usable = _median(runs, "cpu_cores_usable")
+        dev = f", device busy {busy:.0%}" if busy is not None else ""
+        reason = (f"median of {len(labels)} runs: {cores if cores is not None else float('nan'):.2f} of "
+                  f"{usable if usable is not None else float('nan'):.0f} usable cores busy (CPU share {share:.0%}){dev}; "
+                  f"within {MARGIN:.0%} of a threshold counts as saturated (runs: "
+                  f"{', '.join(f'{k} {labels.count(k)}' for k in sorted(set(labels)))})")
+    return top, reason
+
+
+def _first_reason(runs, label: str) -> str:
+    if "bound_reason" not in runs:
+        return ""
+    match = [r for b, r in zip(runs["bound"], runs["bound_reason"]) if b == label]
+    return str(match[0]) if match else ""
+
+
+def overlap_bound(one) -> str:
+    """What threads can add on a drive that serves one read at a time, from the 1-thread runs' own
+    records: the drive was busy a share X of the run, so overlapping the rest (decode) with its reads
+    can make the run at most 1/X times as fast ('' without the drive's busy time)."""
+    busy = one["device_busy"].median() if "device_busy" in one else float("nan")
+    rate = one["images_per_s"].median()
+    if busy != busy or busy <= 0 or not rate:
+        return ""
+    per_file = 1000 / rate
+    return (f"; at 1 thread the drive was already {min(busy, 1):.0%} busy (a read {busy * per_file:.1f} ms vs the "
+            f"decode and the rest {max(1 - busy, 0) * per_file:.1f} ms per file), so overlapping them can add at most "
+            f"{1 / min(busy, 1):.2f}× if the drive serves one read at a time")

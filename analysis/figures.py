@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis import bounds, plotting, tables
+from analysis import bounds, plotting
 from jobs.metrics import label
 
 NOT_COLD = {"not_cold", "not_warm"}
@@ -23,7 +23,9 @@ def _mb_per_image(df) -> float:
     return factor if factor > 0 and float((per_image / factor - 1).abs().max()) < 0.02 else 0.0
 
 
-MARKED = {"cpu": "CPU-bound", "cache": "from cache", "mixed": "mixed"}  # bounds written into a bar
+# every bar says what limited its cell: a bar without text would leave the reader to guess which bound it is
+MARKED = {"cpu": "CPU-bound", "cache": "from cache", "mixed": "mixed", "storage": "storage-bound",
+          "latency": "latency-bound"}
 
 
 def _bars(ax, df, stats, flagged, storages, threads, annotate_mb: bool) -> None:
@@ -48,7 +50,7 @@ def _bars(ax, df, stats, flagged, storages, threads, annotate_mb: bool) -> None:
             if ok and flagged.loc[(s, t)]:
                 b.set_hatch("//")
             sub = df[(df["storage"] == s) & (df["threads"] == t)]
-            bound = bounds.cell_bound(tables.text(sub["bound"]).tolist()) if "bound" in sub else ""
+            bound = bounds.cell(sub)[0] if "bound" in sub else ""
             if ok and bound in MARKED and np.isfinite(b.get_height()):
                 ax.text(b.get_x() + b.get_width() / 2, b.get_height() * 0.04, MARKED[bound], rotation=90, ha="center",
                         va="bottom", fontsize=6, color="black" if j < len(threads) / 2 else "white")
@@ -97,7 +99,7 @@ def bandwidth_figure(rows, folder: Path, figure) -> list[Path]:
     runs = f"{n_runs.min()}" if n_runs.min() == n_runs.max() else f"{n_runs.min()}–{n_runs.max()}"
     note = f"bars: median; whiskers: min–max of {runs} runs per bar"
     if df["bound"].isin(list(MARKED)).any():
-        note += "; text in a bar: what limited most of its runs (no text: the storage, or latency)"
+        note += "; text in a bar: what limited the cell (analysis/bounds.py)"
     if flagged.any():
         note += "; hatched: a run's cache was not in the requested state"
     fig.text(0.01, 0.01, note, fontsize=6)

@@ -276,19 +276,16 @@ def summary_frame(results):
     agg["images_dropped_max"] = ("images_dropped", "max")
     agg["cache_states"] = ("cache_state", lambda s: ",".join(sorted(set(s))))
     agg["checkpoint_fallbacks"] = ("checkpoint_fallback", lambda s: int((text(s) != "").sum()))
-    agg["bound"] = ("bound", bounds.cell_bound)
     agg["bound_runs"] = ("bound", lambda s: ", ".join(f"{k} {v}/{len(s)}" for k, v in s.value_counts().items()))
     for m in ("cpu_cores_busy", "cpu_share", "device_busy", "device_read_mb_s"):
         if results[m].notna().any():
             agg[f"{m}_median"] = (m, "median")
     g = results.assign(threads=results["threads"].astype(str)).groupby(keys, sort=False, dropna=False)
     out = g.agg(**agg).reset_index()
-    # the evidence of the first run whose label is the cell's; "mixed" by disagreement has no such run
-    reason = {}
-    for d, runs in results.groupby("cell_dir"):
-        match = runs.loc[runs["bound"] == bounds.cell_bound(runs["bound"]), "bound_reason"]
-        reason[d] = match.iloc[0] if len(match) else ""
-    out["bound_reason"] = [reason.get(d) or f"its runs disagree: {runs}" for d, runs in zip(out["cell_dir"], out["bound_runs"])]
+    cells = {d: bounds.cell(runs) for d, runs in results.groupby("cell_dir")}  # the runs' medians, not a vote
+    out.insert(int(out.columns.get_loc("bound_runs")), "bound", [cells.get(d, ("", ""))[0] for d in out["cell_dir"]])
+    out["bound_reason"] = [cells.get(d, ("", ""))[1] or f"its runs disagree: {runs}"
+                           for d, runs in zip(out["cell_dir"], out["bound_runs"])]
     return out
 
 
