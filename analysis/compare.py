@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis import identity, tables
+from analysis import bounds, identity, tables
 
 CLAIMS = Path(__file__).resolve().parent / "paper_claims.yaml"
 REPRODUCED, NOT_REPRODUCED, NOT_MEASURED = "reproduced", "not reproduced", "not measured"
@@ -40,8 +40,8 @@ def _thread_speedup(rows, p):
     one, n = rows[threads == "1"], rows[threads == str(p["threads"])]
     if one.empty or n.empty:
         return None, ""
-    return float(n["images_per_s"].median() / one["images_per_s"].median()), \
-        f"median images/s, {len(n)} runs at {p['threads']} threads / {len(one)} at 1, {', '.join(sorted(set(rows['storage'])))}"
+    how = f"median images/s, {len(n)} runs at {p['threads']} threads / {len(one)} at 1, {', '.join(sorted(set(rows['storage'])))}"
+    return float(n["images_per_s"].median() / one["images_per_s"].median()), how + bounds.overlap_bound(one)
 
 
 def _prefetch_cells(rows):
@@ -200,7 +200,7 @@ def headline(claims) -> str:
         text += f" {len(off)} not comparable, for want of: " + "; ".join(needs) + "."
     missing = claims[status == NOT_MEASURED]
     if not missing.empty:
-        text += f" {len(missing)} not measured ({', '.join(missing['id'])})."
+        text += f" {len(missing)} not measured (the campaign has no runs of the kind they need)."
     return text
 
 

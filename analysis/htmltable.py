@@ -22,7 +22,7 @@ PROSE = ("_reason", "measured_from", "why")  # columns of sentences: kept wide e
 def table(df) -> str:
     """A data frame as an HTML table (a claim's status also as its cell's class, for its colour)."""
     if df is None or df.empty:
-        return "<p><em>none</em></p>"
+        return ""  # a section with no rows is left out, not shown as "none"
     head = "".join(f"<th>{html.escape(str(c)).replace('_', '_<wbr>')}</th>" for c in df.columns)  # long names break
     rows = []
     for _, r in df.iterrows():
@@ -34,7 +34,8 @@ def table(df) -> str:
                    else ' class="prose"' if str(c).endswith(PROSE) else "")
             cells.append(f"<td{cls}>{html.escape(text)}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    # a table wider than the page scrolls by itself; the page never does
+    return f'<div class="table"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
 
 
 def claims_table(claims) -> str:

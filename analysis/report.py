@@ -1,15 +1,18 @@
-"""One self-contained HTML page per campaign: figures embedded, Table I, the comparison with the
-paper, what failed or is missing, and the provenance of machine and software."""
+"""One self-contained HTML page per campaign folder that answers the question of the command that made
+it: a capacity search opens with its answer and the evidence per accelerator count; a paper study with
+its claims' verdicts in words; a plain campaign with what each tier delivered. ``SECTIONS`` declares
+each kind's sections in order; a section with nothing to say is left out."""
 
 from __future__ import annotations
 
-import base64
 import html
+from dataclasses import dataclass
 from pathlib import Path
 
+from analysis import sections
 from analysis.htmltable import claims_table as _claims
 from analysis.htmltable import table as _table
-from jobs import jsonfiles
+from analysis.sections import study_text
 
 REPORT = "report.html"
 
@@ -49,43 +52,64 @@ def _figures() -> list[tuple[str, str]]:
         (f.key, f.title or f.key) for _, f in workloads.figures()]
 
 
-def _embed(folder: Path, stem: str, caption: str) -> str:
-    """The figure ``<stem>.png`` inlined with its caption ('' when it was not drawn)."""
-    png = folder / f"{stem}.png"
-    if not png.exists():
-        return ""
-    data = base64.b64encode(png.read_bytes()).decode()
-    return (f'<figure id="{stem}"><img class="figure" alt="{stem}" src="data:image/png;base64,{data}">'
-            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+CAPACITY, PAPER, CAMPAIGN = "capacity", "paper", "campaign"
+TITLES = {CAPACITY: "How many accelerators can the storage feed?", PAPER: "The paper's study, reproduced",
+          CAMPAIGN: "Campaign"}
+# Each kind's sections in order, the question the command asked first.
+SECTIONS = {
+    CAPACITY: ("capacity", "capacity_figure", "counts", "failed", "capacity_inputs", "machine"),
+    PAPER: ("verdicts", "counts", "answers", "study", "claims", "cells", "layouts", "mlperf", "staging", "posix",
+            "table_i", "figures", "failed", "fallbacks", "machine"),
+    CAMPAIGN: ("answers", "counts", "verdicts", "cells", "layouts", "mlperf", "staging", "posix", "claims", "table_i",
+               "figures", "failed", "fallbacks", "machine"),
+}
+
+
+def kind(folder: Path) -> str:
+    """What the folder is: a capacity search (its capacity.csv or marker), a paper study (its
+    paper.txt) or a plain campaign."""
+    from analysis.capacity import MARKS
+
+    if any((folder / m).exists() for m in MARKS):
+        return CAPACITY
+    return PAPER if study_text(folder) else CAMPAIGN
+
+
+@dataclass
+class Page:
+    """What the sections are drawn from."""
+
+    folder: Path
+    kind: str
+    built: object
+    claims: object
+    results: object
+    facts: dict
 
 
 def write_report(folder: str | Path, built=None) -> Path:
     """Write ``report.html`` into ``folder`` from its tables and figures (rebuilt unless ``built``,
     the result of ``analysis.build.build``, is given)."""
-    import pandas as pd
-
-    from analysis import compare, tables
+    from analysis import compare, outputs, tables
     from analysis.build import build
-    from jobs.observe import accelerator
 
     folder = Path(folder)
     built = built if built is not None else build(folder)
     c = built.collected if built.collected is not None else tables.collect(folder)
     results, base = tables.results_frame(c), tables.baselines_frame(c)
     claims = compare.claims_frame(results, base, c.storages)
-    from analysis import outputs
-
     with outputs.create(folder / "claims.csv") as f:
         claims.to_csv(f, index=False)
-    figs = [f for stem, caption in _figures() if (f := _embed(folder, stem, caption))]
-    table_i = pd.read_csv(folder / "table_i.csv") if (folder / "table_i.csv").exists() else None
-    problems = pd.DataFrame(built.failed + built.missing)
-    fell_back = results[tables.text(results["checkpoint_fallback"]) != ""]
-    fallbacks = (fell_back.groupby(["cell_dir", "checkpoint_target", "checkpoint_fallback"]).size()
-                 .reset_index(name="runs") if not fell_back.empty else None)
+    page = Page(folder, kind(folder), built, claims, results, _facts(folder))
+    return outputs.write_text(folder / REPORT, _html(page))
+
+
+def _facts(folder: Path) -> dict:
+    from jobs.observe import accelerator
+
     prov = _provenance(folder)
     mount = prov.get("storage_mount") or {}
-    facts = {
+    return {
         "host": prov.get("host"), "kernel": prov.get("kernel"), "cpu": f"{prov.get('cpu_model')} × {prov.get('cpu_count')}",
         "memory": f"{(prov.get('mem_total_bytes') or 0) / 2**30:.1f} GiB",
         "storage root": f"{mount.get('mount_point')} ({mount.get('fs_type')} on {mount.get('source')}, {mount.get('options')})",
@@ -93,208 +117,140 @@ def write_report(folder: str | Path, built=None) -> Path:
         "git commit": f"{prov.get('git_commit')}{' (dirty)' if prov.get('git_dirty') else ''}",
         **{k: v for k, v in (prov.get("versions") or {}).items()},
     }
-    paper_txt = study_text(folder)
-    counts = claims["status"].value_counts().to_dict() if not claims.empty else {}
-    page = _page(folder, built, claims, table_i, figs, problems, fallbacks, facts, paper_txt, counts)
-    return outputs.write_text(folder / REPORT, page)
 
 
-def _answers(folder: Path) -> str:
-    """What each tier delivered and what limited it, first (analysis.answers)."""
-    import pandas as pd
+def _any_measured(p: Page) -> bool:
+    from analysis.compare import NOT_MEASURED
 
-    from analysis import answers
+    return not p.claims.empty and bool((p.claims["status"] != NOT_MEASURED).any())
 
-    path = folder / "summary.csv"
-    lines = answers.per_tier(pd.read_csv(path) if path.exists() and path.stat().st_size > 1 else None)
-    if not lines:
+
+def _section(title: str, intro: str, df) -> str:
+    """A titled table, or '' when it has no rows."""
+    return "" if df is None or df.empty else f"<h2>{title}</h2>{intro}{_table(df)}"
+
+
+def _verdicts(p: Page) -> str:
+    from analysis import verdicts
+
+    return verdicts.section(p.claims) if p.kind == PAPER or _any_measured(p) else ""
+
+
+def _counts(p: Page) -> str:
+    b = p.built
+    return (f"<p>{b.completed} cells completed ({b.runs} measured runs), {len(b.failed)} failed, "  # type: ignore[attr-defined]
+            f"{len(b.missing)} missing.</p>")  # type: ignore[attr-defined]
+
+
+def _claims_section(p: Page) -> str:
+    if p.kind != PAPER and not _any_measured(p):
         return ""
-    items = "".join(f"<li>{html.escape(x)}</li>" for x in lines)
-    return ('<h2>What each tier delivered</h2><ul class="answers">' + items + "</ul><p>Medians of the measured runs; "
-            "the bound labels and their evidence are in <em>What limited each cell</em> below.</p>")
+    return f"<h2>Comparison with the paper</h2>{CLAIMS_INTRO}{_claims(p.claims)}"
 
 
-def _cells(folder: Path):
-    """Each cell's medians beside what limited it, from summary.csv."""
+def _study(p: Page) -> str:
+    txt = study_text(p.folder)
+    return f"<h2>Campaign</h2><pre>{html.escape(txt)}</pre>" if txt else ""
+
+
+def _cells(p: Page) -> str:
+    return _section("What limited each cell", CELLS_INTRO, sections.cells(p.folder))
+
+
+def _table_i(p: Page) -> str:
     import pandas as pd
 
-    path = folder / "summary.csv"
-    s = pd.read_csv(path) if path.exists() and path.stat().st_size > 1 else pd.DataFrame()
-    if s.empty or "bound" not in s:
-        return None
-    cols = [c for c in ("cell_dir", "workload", "storage", "threads", "batch_size", "prefetch", "checkpoint_target",
-                        "tasks_per_cell", "service", "images_per_s_median", "steady_runtime_s_median",
-                        "train_au_percentage_median", "accelerator_busy_percentage_median",
-                        "overlap_efficiency_median", "median_stall_s_median", "bound", "bound_runs", "bound_reason")
-            if c in s and s[c].notna().any() and not (c in ("tasks_per_cell", "service") and (s[c].fillna(0) <= 1).all())]
-    return _in_study_order(folder, s[cols].round(3))
+    path = p.folder / "table_i.csv"
+    return _section("Table I: storage baselines", "", pd.read_csv(path) if path.exists() else None)
 
 
-def _in_study_order(folder: Path, cells):
-    """Cells grid by grid in the order the study ran them (paper.txt), each grid's cells by number."""
-    study = study_text(folder)
-    if "cell_dir" not in cells or not study:
-        return cells
-    grids = [line.split(":", 1)[0] for line in study.splitlines() if ": " in line and "=" not in line.split(":")[0]]
-    parts = cells["cell_dir"].astype(str).str.rsplit("/", n=1, expand=True)
-    if parts.shape[1] < 2:
-        return cells
-    rank = parts[0].map({g: i for i, g in enumerate(grids)}).fillna(len(grids))
-    number = _numeric(parts[1])
-    return cells.assign(_r=rank.values, _n=number.values).sort_values(["_r", "_n"], kind="stable").drop(columns=["_r", "_n"])
+def _figures_section(p: Page) -> str:
+    figs = "".join(f for stem, caption in _figures() if (f := sections.embed(p.folder, stem, caption)))
+    return f"<h2>Figures</h2>{figs}" if figs else ""
 
 
-def study_text(folder: Path) -> str:
-    """The paper study's paper.txt, '' without one (a FIFO planted there: jobs.jsonfiles.NotAFile)."""
-    try:
-        return jsonfiles.read_text(folder / "paper.txt")
-    except FileNotFoundError:
-        return ""
-
-
-def _numeric(values):
+def _failed(p: Page) -> str:
     import pandas as pd
 
-    return pd.to_numeric(values, errors="coerce")
+    return _section("Failed or missing cells", "", pd.DataFrame(p.built.failed + p.built.missing))  # type: ignore[attr-defined]
 
 
-def _layouts(folder: Path):
-    """How much of the device each data layout and shuffle reached (analysis.layouts), or None."""
+def _fallbacks(p: Page) -> str:
+    from analysis import tables
+
+    r = p.results
+    fell = r[tables.text(r["checkpoint_fallback"]) != ""]
+    return "" if fell.empty else _section(
+        "Checkpoints that fell back to the slow tier", FALLBACK_INTRO,
+        fell.groupby(["cell_dir", "checkpoint_target", "checkpoint_fallback"]).size().reset_index(name="runs"))
+
+
+def _machine(p: Page) -> str:
     import pandas as pd
 
-    from analysis import layouts
-
-    path = folder / "summary.csv"
-    s = pd.read_csv(path) if path.exists() and path.stat().st_size > 1 else pd.DataFrame()
-    return layouts.reach(s)
+    return ("<h2>Machine and software</h2>" + _table(pd.DataFrame([{"fact": k, "value": v} for k, v in p.facts.items()]))
+            + "<p>Raw data: <code>results.csv</code> (one row per cell × run), <code>summary.csv</code>, "
+            "<code>cells.csv</code>, and every cell's <code>record.json</code>.</p>")
 
 
-def _layout_section(folder: Path) -> str:
-    table = _layouts(folder)
-    if table is None:
-        return ""
-    return ("<h2>Data layout and shuffling</h2><p>Each micro-benchmark cell by <code>dataset.format</code> and "
-            "<code>shuffle</code>, the paper's layout (files, global) first; <code>efficiency</code>: its MB/s ÷ fio "
-            "reading the same stored files on the same tier with as many readers as map threads (a "
-            "<code>workload=baseline</code> cell of the same format; empty without one).</p>" + _table(table))
-
-
-def _capacity(folder: Path) -> str:
+def _capacity(p: Page) -> str:
     from analysis import capacity
 
-    t = capacity.table(folder)
-    return "" if t is None else f"<h2>Accelerators the storage can feed</h2><p>{capacity.INTRO}</p>" + _table(t)
+    return capacity.section(p.folder)
 
 
-def _mlperf_section(folder: Path) -> str:
-    """Sharded checkpoints beside MLPerf Storage's published ones (analysis.mlperf), where a shape matches."""
-    import pandas as pd
-
-    from analysis import mlperf
-
-    path = folder / mlperf.MLPERF
-    if not path.exists():
-        return ""
-    return f"<h2>Checkpoints beside MLPerf Storage's</h2><p>{mlperf.INTRO}</p>" + _table(pd.read_csv(path).round(3))
+def _capacity_figure(p: Page) -> str:
+    return sections.embed(p.folder, "capacity", "AU against accelerators, with the threshold, the prediction and the answer")
 
 
-def _posix_section(folder: Path) -> str:
-    """What the POSIX traces say (trace.posix=true): per cell, the figures, and how to open a trace."""
-    from analysis import posix
+def _capacity_inputs(p: Page) -> str:
+    from analysis import capacity
 
-    table = posix.per_cell(folder)
-    if table is None:
-        return ""
-    bad = int(table["incomplete"].sum())
-    warn = (f'<p class="warning"><strong>{bad} traced run(s) are incomplete</strong>: their traces hold less than '
-            f"{posix.posix.COVERAGE_MIN:.0%} of the bytes the runs consumed (column <code>coverage</code>); their "
-            "figures are not the whole story (<code>posix_complete=false</code> in <code>posix_summary.csv</code>).</p>"
-            if bad else f"<p>Every traced run's reads hold at least {posix.posix.COVERAGE_MIN:.0%} of the bytes it "
-            "consumed (<code>coverage</code>).</p>")
-    return ("<h2>POSIX calls (trace.posix)</h2><p>Every open, read, write and close the runs made on their tiers, "
-            "recorded by dftracer's preload library; medians over each cell's runs. <code>small_reads_pct</code>: "
-            "reads that returned under 100 B (the read that finds the end of each file returns 0 B); "
-            "<code>reads_in_flight</code>: time inside read calls per second of the run; <code>threads_reading</code>: "
-            "threads that made reads; <code>traced_run</code>: <code>measured</code> when the measured runs were "
-            "traced (their rates carry the tracer's cost), <code>extra</code> for the one run a "
-            "<code>trace.runs=extra</code> cell traced after its untraced measured runs. Per run: "
-            "<code>posix_summary.csv</code>; per file and run: "
-            "<code>posix_files.csv</code>.</p>" + warn + _table(table)
-            + _embed(folder, posix.SIZES, "Request sizes: read calls by bytes returned, per pipeline and format")
-            + _embed(folder, posix.TIMELINE, "One run's reads per thread (top) and the device's MB/s beneath")
-            + f"<p>To open a raw trace in Perfetto: <code>{html.escape(posix.PERFETTO)}</code>.</p>")
+    t = capacity.table(p.folder)
+    return "" if t is None else (f"<details><summary>The prediction's inputs and the search (capacity.csv)</summary>"
+                                 f"<p>{capacity.INTRO}</p>{_table(t)}</details>")
 
 
-def _staging_section(folder: Path, built) -> str:
-    import pandas as pd
+RENDER = {"verdicts": _verdicts, "counts": _counts, "answers": lambda p: sections.answers(p.folder), "study": _study,
+          "claims": _claims_section, "cells": _cells, "layouts": lambda p: sections.layouts(p.folder),
+          "mlperf": lambda p: sections.mlperf(p.folder), "staging": lambda p: sections.staging(p.folder, p.built),
+          "posix": lambda p: sections.posix_calls(p.folder), "table_i": _table_i, "figures": _figures_section,
+          "failed": _failed, "fallbacks": _fallbacks, "machine": _machine, "capacity": _capacity,
+          "capacity_figure": _capacity_figure, "capacity_inputs": _capacity_inputs}
 
-    from analysis import staging, tables
-
-    path = folder / "summary.csv"
-    s = pd.read_csv(path) if path.exists() and path.stat().st_size > 1 else pd.DataFrame()
-    c = built.collected if built is not None and built.collected is not None else tables.collect(folder)
-    table = staging.comparison(s, c.staged, c.configs)
-    if table is None:
-        return ""
-    return ("<h2>Staging</h2><p>Cells that copied their data onto a faster tier before the runs "
-            "(<code>storage@stage=&lt;preset&gt;</code>) beside the same cell read where the data lies: images/s "
-            "(medians), <code>staged_speedup</code> = from_stage ÷ from_storage, and the copy's time and rate, which "
-            "the runs do not include.</p>" + _table(table))
-
-
-def _page(folder: Path, built, claims, table_i, figs: list[str], problems, fallbacks, facts: dict, paper_txt: str,
-          counts: dict) -> str:
-    """The report's HTML, one self-contained page."""
-    import pandas as pd
-
-    from analysis import compare
-
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>iocampaign report: {html.escape(folder.name)}</title>
-<style>
-body {{ font-family: sans-serif; max-width: 1300px; margin: 2em auto; padding: 0 1em; color: #222; }}
-table {{ border-collapse: collapse; margin: 1em 0; font-size: 0.8em; table-layout: auto; max-width: 100%; }}
-td, th {{ border: 1px solid #bbb; padding: 0.2em 0.4em; text-align: left; overflow-wrap: break-word; }}
-td.reproduced {{ background: #d9f2d9; }} td.not-reproduced {{ background: #f8d7d7; }} td.not-measured {{ background: #eee; }}
-td.not-comparable {{ background: #fdf0c8; }} td.prose {{ min-width: 16em; }}
-figure {{ margin: 1.5em 0; }} img.figure {{ max-width: 100%; border: 1px solid #ddd; }}
-pre {{ background: #f6f6f6; padding: 0.5em; white-space: pre-wrap; }}
-</style></head><body>
-<h1>iocampaign report: {html.escape(str(folder))}</h1>
-<p>{built.completed} cells completed ({built.runs} measured runs), {len(built.failed)} failed,
-{len(built.missing)} missing. {html.escape(compare.headline(claims))}</p>
-<p id="figure-check" hidden>figures not checked (scripts off)</p>
-{_answers(folder)}
-{f'<h2>Campaign</h2><pre>{html.escape(paper_txt)}</pre>' if paper_txt else ''}
-<h2>Comparison with the paper</h2>
-<p>Each claim of Chien et al. beside the same quantity measured here (ratios where the paper gives
+CLAIMS_INTRO = """<p>Each claim of Chien et al. beside the same quantity measured here (ratios where the paper gives
 ratios), with the tolerance that decides the verdict. A claim about storage is judged only on runs in
 the paper's regime (cold cache, limited by the storage, the paper's device); measured outside it, it
 is <em>not comparable</em> and the line says why. Data: <code>analysis/paper_claims.yaml</code>,
-values: <code>claims.csv</code>.</p>
-{_claims(claims)}
-<h2>What limited each cell</h2>
-<p>bound: storage, cpu, cache, mixed or latency, by the rules in <code>analysis/bounds.py</code> (stated in
-docs/measurements.md, "What limited a number"); the label most runs of the cell had, with the evidence.</p>
-{_table(_cells(folder))}
-{_layout_section(folder)}
-{_capacity(folder)}
-{_mlperf_section(folder)}
-{_staging_section(folder, built)}
-{_posix_section(folder)}
-<h2>Table I: storage baselines</h2>
-{_table(table_i)}
-<h2>Figures</h2>
-{''.join(figs) or '<p><em>no figures</em></p>'}
-<h2>Failed or missing cells</h2>
-{_table(problems)}
-{'<h2>Checkpoints that fell back to the slow tier</h2><p>These runs asked for the fast tier or the burst buffer '
- 'and wrote straight to the slow tier instead; their rows keep the configured target.</p>' + _table(fallbacks)
- if fallbacks is not None else ''}
-<h2>Machine and software</h2>
-{_table(pd.DataFrame([{"fact": k, "value": v} for k, v in facts.items()]))}
-<p>Raw data: <code>results.csv</code> (one row per cell × run), <code>summary.csv</code>,
-<code>cells.csv</code>, and every cell's <code>record.json</code>.</p>
+values: <code>claims.csv</code>.</p>"""
+CELLS_INTRO = """<p>bound: storage, cpu, cache, mixed or latency, by the rules in <code>analysis/bounds.py</code> (stated in
+docs/measurements.md, "What limited a number"), applied to the median of the cell's runs; the evidence beside it.</p>"""
+FALLBACK_INTRO = ("<p>These runs asked for the fast tier or the burst buffer and wrote straight to the slow tier "
+                  "instead; their rows keep the configured target.</p>")
+STYLE = """body { font-family: sans-serif; max-width: 1300px; margin: 2em auto; padding: 0 1em; color: #222; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 0.8em; table-layout: auto; max-width: 100%; }
+td, th { border: 1px solid #bbb; padding: 0.2em 0.4em; text-align: left; overflow-wrap: break-word; }
+th { overflow-wrap: normal; hyphens: none; }
+td.reproduced { background: #d9f2d9; } td.not-reproduced { background: #f8d7d7; } td.not-measured { background: #eee; }
+td.not-comparable { background: #fdf0c8; } td.prose { min-width: 16em; }
+p.answer code { font-size: 1.1em; background: #eef5ff; padding: 0.3em; display: block; white-space: pre-wrap; }
+figure { margin: 1.5em 0; } img.figure { max-width: 100%; border: 1px solid #ddd; }
+div.table { overflow-x: auto; max-width: 100%; }
+pre { background: #f6f6f6; padding: 0.5em; white-space: pre-wrap; }"""
+
+
+def _html(p: Page) -> str:
+    """The report's HTML, one self-contained page: the kind's sections in their declared order."""
+    body = "\n".join(x for name in SECTIONS[p.kind] if (x := RENDER[name](p)))
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>iocampaign report: {html.escape(p.folder.name)}</title>
+<style>
+{STYLE}
+</style></head><body>
+<h1>{html.escape(TITLES[p.kind])}</h1>
+<p><code>{html.escape(str(p.folder))}</code></p>
+<p id="figure-check" hidden>figures not checked (scripts off)</p>
+{body}
 {_CHECK}
 </body></html>
 """

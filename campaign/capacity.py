@@ -68,17 +68,19 @@ def _kernels(folder: Path) -> int:
 def _measure(tier: str, profile: dict, common: list[str], out: Path) -> tuple[float, float, float, int]:
     """(tier images/s, tier MB/s, one core's decode images/s, kernels among the nodes), each rate the median
     of its campaign's runs; the tier's rate read by one task on each node, one core's on one node."""
-    from campaign import subcampaign
+    from campaign import failures, subcampaign
     from jobs.observe import usage
 
     readers = 2 * usage.cores()
     side = f"workload.image_side={profile['image_side']}"
-    if subcampaign.run(["workload=readonly", f"storage={tier}", f"threads={readers}", "cache=cold", *common,
-                        "platform.tasks_per_node=1"], out / "storage_rate") != 0:
-        raise RuntimeError(f"the tier's read rate could not be measured (see {out / 'storage_rate'})")
-    if subcampaign.run(["workload=microbench", f"storage={tier}", "threads=1", "cache=warm", side, *common,
-                        "platform.nodes=1", "platform.tasks_per_node=1"], out / "cpu_rate") != 0:
-        raise RuntimeError(f"the client's decode rate could not be measured (see {out / 'cpu_rate'})")
+    if subcampaign.run(rate := ["workload=readonly", f"storage={tier}", f"threads={readers}", "cache=cold", *common,
+                                "platform.tasks_per_node=1"], out / "storage_rate") != 0:
+        raise RuntimeError(f"the tier's read rate could not be measured: {failures.why(rate, out / 'storage_rate')} "
+                           f"(see {out / 'storage_rate'})")
+    if subcampaign.run(cpu := ["workload=microbench", f"storage={tier}", "threads=1", "cache=warm", side, *common,
+                               "platform.nodes=1", "platform.tasks_per_node=1"], out / "cpu_rate") != 0:
+        raise RuntimeError(f"the client's decode rate could not be measured: {failures.why(cpu, out / 'cpu_rate')} "
+                           f"(see {out / 'cpu_rate'})")
     return (_median(out / "storage_rate", "images_per_s"), _median(out / "storage_rate", "mb_per_s"),
             _median(out / "cpu_rate", "images_per_s"), _kernels(out / "storage_rate"))
 
@@ -274,7 +276,7 @@ def _mark(out: Path, profile: dict, tiers: list[str], most: int, overrides: list
 
 def _report(out: Path, table, some_failed: bool) -> int:
     from analysis.build import build
-    from analysis.capacity import CAPACITY
+    from analysis.capacity import CAPACITY, answer_line
     from analysis.outputs import create
     from analysis.report import write_report
     from campaign import outputs
@@ -285,11 +287,7 @@ def _report(out: Path, table, some_failed: bool) -> int:
     report = write_report(out, built=built)
     outputs.link_latest(out)  # each round pointed it at itself while it ran
     for r in table.to_dict("records"):
-        on = f" per node ({r['measured_total']} on {r['nodes']} nodes)" if r.get("nodes", 1) > 1 else ""
-        print(f"[capacity] {r['tier']}: {r['measured_n']} {r['accelerator']} accelerator(s){on} held AU >= "
-              f"{100 * r['au_threshold']:.0f}% (predicted {r['predicted_n']}, error {r['error_n']:+d}; limit predicted "
-              f"{r['predicted_limit']}, bound at {r['measured_n'] + 1}: {r['bound_at_n_plus_1'] or 'not run'})"
-              f"{'; ' + r['note'] if r['note'] else ''}", flush=True)
+        print(answer_line(r), flush=True)
     print(f"[capacity] table: {out / 'capacity.csv'}; report: {report}", flush=True)
     return 1 if some_failed or built.failed else 0
 

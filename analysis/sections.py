@@ -1,0 +1,165 @@
+"""The report's sections, one function each (``analysis.report`` declares which a folder's report shows):
+what each tier delivered, what limited each cell, data layouts, capacity, MLPerf checkpoints, staging
+and the POSIX traces. Each returns '' when it has nothing to say, so no section reads only "none"."""
+
+from __future__ import annotations
+
+import base64
+import html
+from pathlib import Path
+
+from analysis.htmltable import table as _table
+from jobs import jsonfiles
+
+
+def embed(folder: Path, stem: str, caption: str) -> str:
+    """The figure ``<stem>.png`` inlined with its caption ('' when it was not drawn)."""
+    png = folder / f"{stem}.png"
+    if not png.exists():
+        return ""
+    data = base64.b64encode(png.read_bytes()).decode()
+    return (f'<figure id="{stem}"><img class="figure" alt="{stem}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+
+
+def answers(folder: Path) -> str:
+    """What each tier delivered and what limited it, first (analysis.answers)."""
+    import pandas as pd
+
+    from analysis import answers
+
+    path = folder / "summary.csv"
+    lines = answers.per_tier(pd.read_csv(path) if path.exists() and path.stat().st_size > 1 else None)
+    if not lines:
+        return ""
+    items = "".join(f"<li>{html.escape(x)}</li>" for x in lines)
+    return ('<h2>What each tier delivered</h2><ul class="answers">' + items + "</ul><p>Medians of the measured runs; "
+            "the bound labels and their evidence are in <em>What limited each cell</em> below.</p>")
+
+
+def cells(folder: Path):
+    """Each cell's medians beside what limited it, from summary.csv."""
+    import pandas as pd
+
+    path = folder / "summary.csv"
+    s = pd.read_csv(path) if path.exists() and path.stat().st_size > 1 else pd.DataFrame()
+    if s.empty or "bound" not in s:
+        return None
+    cols = [c for c in ("cell_dir", "workload", "storage", "threads", "batch_size", "prefetch", "checkpoint_target",
+                        "tasks_per_cell", "service", "images_per_s_median", "steady_runtime_s_median",
+                        "train_au_percentage_median", "accelerator_busy_percentage_median",
+                        "overlap_efficiency_median", "median_stall_s_median", "bound", "bound_runs", "bound_reason")
+            if c in s and s[c].notna().any() and not (c in ("tasks_per_cell", "service") and (s[c].fillna(0) <= 1).all())]
+    return _in_study_order(folder, s[cols].round(3))
+
+
+def _in_study_order(folder: Path, cells):
+    """Cells grid by grid in the order the study ran them (paper.txt), each grid's cells by number."""
+    study = study_text(folder)
+    if "cell_dir" not in cells or not study:
+        return cells
+    grids = [line.split(":", 1)[0] for line in study.splitlines() if ": " in line and "=" not in line.split(":")[0]]
+    parts = cells["cell_dir"].astype(str).str.rsplit("/", n=1, expand=True)
+    if parts.shape[1] < 2:
+        return cells
+    rank = parts[0].map({g: i for i, g in enumerate(grids)}).fillna(len(grids))
+    number = _numeric(parts[1])
+    return cells.assign(_r=rank.values, _n=number.values).sort_values(["_r", "_n"], kind="stable").drop(columns=["_r", "_n"])
+
+
+def study_text(folder: Path) -> str:
+    """The paper study's paper.txt, '' without one (a FIFO planted there: jobs.jsonfiles.NotAFile)."""
+    try:
+        return jsonfiles.read_text(folder / "paper.txt")
+    except FileNotFoundError:
+        return ""
+
+
+def _numeric(values):
+    import pandas as pd
+
+    return pd.to_numeric(values, errors="coerce")
+
+
+def _reach(folder: Path):
+    """How much of the device each data layout and shuffle reached (analysis.layouts), or None."""
+    import pandas as pd
+
+    from analysis import layouts
+
+    path = folder / "summary.csv"
+    s = pd.read_csv(path) if path.exists() and path.stat().st_size > 1 else pd.DataFrame()
+    return layouts.reach(s)
+
+
+def layouts(folder: Path) -> str:
+    table = _reach(folder)
+    if table is None:
+        return ""
+    return ("<h2>Data layout and shuffling</h2><p>Each micro-benchmark cell by <code>dataset.format</code> and "
+            "<code>shuffle</code>, the paper's layout (files, global) first; <code>efficiency</code>: its MB/s ÷ fio "
+            "reading the same stored files on the same tier with as many readers as map threads (a "
+            "<code>workload=baseline</code> cell of the same format; empty without one).</p>" + _table(table))
+
+
+def capacity_table(folder: Path) -> str:
+    from analysis import capacity
+
+    t = capacity.table(folder)
+    return "" if t is None else f"<h2>Accelerators the storage can feed</h2><p>{capacity.INTRO}</p>" + _table(t)
+
+
+def mlperf(folder: Path) -> str:
+    """Sharded checkpoints beside MLPerf Storage's published ones (analysis.mlperf), where a shape matches."""
+    import pandas as pd
+
+    from analysis import mlperf
+
+    path = folder / mlperf.MLPERF
+    if not path.exists():
+        return ""
+    return f"<h2>Checkpoints beside MLPerf Storage's</h2><p>{mlperf.INTRO}</p>" + _table(pd.read_csv(path).round(3))
+
+
+def posix_calls(folder: Path) -> str:
+    """What the POSIX traces say (trace.posix=true): per cell, the figures, and how to open a trace."""
+    from analysis import posix
+
+    table = posix.per_cell(folder)
+    if table is None:
+        return ""
+    bad = int(table["incomplete"].sum())
+    warn = (f'<p class="warning"><strong>{bad} traced run(s) are incomplete</strong>: their traces hold less than '
+            f"{posix.posix.COVERAGE_MIN:.0%} of the bytes the runs consumed (column <code>coverage</code>); their "
+            "figures are not the whole story (<code>posix_complete=false</code> in <code>posix_summary.csv</code>).</p>"
+            if bad else f"<p>Every traced run's reads hold at least {posix.posix.COVERAGE_MIN:.0%} of the bytes it "
+            "consumed (<code>coverage</code>).</p>")
+    return ("<h2>POSIX calls (trace.posix)</h2><p>Every open, read, write and close the runs made on their tiers, "
+            "recorded by dftracer's preload library; medians over each cell's runs. <code>small_reads_pct</code>: "
+            "reads that returned under 100 B (the read that finds the end of each file returns 0 B); "
+            "<code>reads_in_flight</code>: time inside read calls per second of the run; <code>threads_reading</code>: "
+            "threads that made reads; <code>traced_run</code>: <code>measured</code> when the measured runs were "
+            "traced (their rates carry the tracer's cost), <code>extra</code> for the one run a "
+            "<code>trace.runs=extra</code> cell traced after its untraced measured runs. Per run: "
+            "<code>posix_summary.csv</code>; per file and run: "
+            "<code>posix_files.csv</code>.</p>" + warn + _table(table)
+            + embed(folder, posix.SIZES, "Request sizes: read calls by bytes returned, per pipeline and format")
+            + embed(folder, posix.TIMELINE, "One run's reads per thread (top) and the device's MB/s beneath")
+            + f"<p>To open a raw trace in Perfetto: <code>{html.escape(posix.PERFETTO)}</code>.</p>")
+
+
+def staging(folder: Path, built) -> str:
+    import pandas as pd
+
+    from analysis import staging, tables
+
+    path = folder / "summary.csv"
+    s = pd.read_csv(path) if path.exists() and path.stat().st_size > 1 else pd.DataFrame()
+    c = built.collected if built is not None and built.collected is not None else tables.collect(folder)
+    table = staging.comparison(s, c.staged, c.configs)
+    if table is None:
+        return ""
+    return ("<h2>Staging</h2><p>Cells that copied their data onto a faster tier before the runs "
+            "(<code>storage@stage=&lt;preset&gt;</code>) beside the same cell read where the data lies: images/s "
+            "(medians), <code>staged_speedup</code> = from_stage ÷ from_storage, and the copy's time and rate, which "
+            "the runs do not include.</p>" + _table(table))

@@ -1,0 +1,86 @@
+"""The paper report's first word on the paper's claims, in sentences: how many were reproduced, not
+reproduced, not comparable and not measured, and each one's reason in the claim's own words
+(claims.csv, as ``analysis.compare.claims_frame`` writes it)."""
+
+from __future__ import annotations
+
+import html
+
+from analysis.compare import NOT_COMPARABLE, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, load_claims
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" if n != 1 else f"1 {what.removesuffix('s')}"
+
+
+def summary(claims) -> str:
+    """One sentence: the count of each verdict, in words."""
+    status = claims["status"]
+    n = {s: int((status == s).sum()) for s in (REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE, NOT_MEASURED)}
+    judged = n[REPRODUCED] + n[NOT_REPRODUCED]
+    if judged:
+        text = (f"Of the paper's {len(claims)} claims, this campaign judged {judged}: {n[REPRODUCED]} reproduced and "
+                f"{n[NOT_REPRODUCED]} not reproduced.")
+    else:
+        text = f"None of the paper's {len(claims)} claims could be judged on this campaign's runs."
+    if n[NOT_COMPARABLE]:
+        text += (f" {_count(n[NOT_COMPARABLE], 'claims')} {'were' if n[NOT_COMPARABLE] != 1 else 'was'} measured "
+                 "outside the regime the paper's claim is about (not comparable).")
+    if n[NOT_MEASURED]:
+        text += (f" {_count(n[NOT_MEASURED], 'claims')} {'were' if n[NOT_MEASURED] != 1 else 'was'} not measured: "
+                 "the campaign has no runs of the kind they need.")
+    return text
+
+
+def _value(v, unit: str) -> str:
+    from analysis.htmltable import number
+
+    return f"{number(float(v))}{'×' if unit == 'x' else ' ' + unit}"
+
+
+def _needs(claim: dict) -> str:
+    """What runs a claim would need, from its ``select`` (paper_claims.yaml)."""
+    select = claim.get("select") or {}
+    parts = []
+    for key, want in select.items():
+        values = want if isinstance(want, list) else [want]
+        parts.append(f"{key} {' or '.join(str(v) for v in values)}")
+    return "runs with " + ", ".join(parts) if parts else "runs of its kind"
+
+
+def reason(row: dict, claim: dict) -> str:
+    """Why a claim got its verdict, as a sentence."""
+    status, unit = row["status"], row["unit"]
+    how = str(row.get("measured_from") or "") if row.get("measured_from") == row.get("measured_from") else ""
+    measured = row.get("measured")
+    has = measured is not None and measured == measured
+    if status in (REPRODUCED, NOT_REPRODUCED):
+        inside = "within" if status == REPRODUCED else "outside"
+        return (f"measured {_value(measured, unit)} against the paper's {_value(row['paper'], unit)}, {inside} the "
+                f"tolerance {row['tolerance']} ({how}).")
+    if status == NOT_COMPARABLE:
+        seen = f"measured {_value(measured, unit)}, but not judged: " if has else "not judged: "
+        return f"{seen}{how}."
+    return f"not measured: it needs {_needs(claim)}."
+
+
+def section(claims) -> str:
+    """The claims' header: the counts in words, then one line per claim with its reason (the claims not
+    measured folded, one line each)."""
+    if claims is None or claims.empty:
+        return ""
+    by_id = {c["id"]: c for c in load_claims()}
+    groups = {s: [] for s in (NOT_REPRODUCED, REPRODUCED, NOT_COMPARABLE, NOT_MEASURED)}
+    for row in claims.to_dict("records"):
+        claim = by_id.get(row["id"], {})
+        groups.setdefault(row["status"], []).append(
+            f"<li>“{html.escape(str(row['claim']))}” ({html.escape(str(row['section']))}): "
+            f"{html.escape(reason(row, claim))}</li>")
+    out = f"<h2>The paper's claims</h2><p class=\"verdicts\">{html.escape(summary(claims))}</p>"
+    for status in (NOT_REPRODUCED, REPRODUCED, NOT_COMPARABLE):
+        if groups[status]:
+            out += f"<h3>{status.capitalize()} ({len(groups[status])})</h3><ul>{''.join(groups[status])}</ul>"
+    if groups[NOT_MEASURED]:
+        out += (f"<details><summary>Not measured ({len(groups[NOT_MEASURED])}): what each would need</summary>"
+                f"<ul>{''.join(groups[NOT_MEASURED])}</ul></details>")
+    return out
