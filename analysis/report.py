@@ -200,7 +200,8 @@ def _capacity(p: Page) -> str:
 
 
 def _capacity_figure(p: Page) -> str:
-    return sections.embed(p.folder, "capacity", "AU against accelerators, with the threshold, the prediction and the answer")
+    return sections.embed(p.folder, "capacity", "Accelerators the storage can feed: AU against accelerators, with the "
+                          "threshold, the prediction and the answer")
 
 
 def _capacity_inputs(p: Page) -> str:

@@ -49,7 +49,7 @@ def test_report_opens_in_a_browser_with_every_figure(paper, tmp_path):
     assert m[1] == m[2] == "8" and m[3] == "", m[0]
     assert re.search(r'<p id="figure-check" hidden="?"?>', dom), "the check is for the tests, not a line for readers"
     for text in ("Comparison with the paper", "Table I", "Machine and software", "hdd_speedup_2", "burst_buffer_speedup",
-                 "What each tier delivered", "comparable claims of the paper"):
+                 "What each tier delivered", "The paper's claims"):
         assert text in dom, text
     # the claims it could not measure (no HDD, Lustre or burst buffer here) are folded below the measured ones
     claims = pd.read_csv(paper / "claims.csv")

@@ -1,0 +1,121 @@
+"""Reports that answer the question of the command that made them: a capacity search's opens with its
+answer and the evidence per accelerator count, a paper study's with its verdicts in words; a cell's
+bound is stable against one run's noise; Fig. 4 names every bar's bound; the HDD thread claims say
+what the drive's own busy time allows."""
+
+import re
+import shutil
+
+import pandas as pd
+
+from analysis import bounds, capacity, compare, figures, tables
+from analysis.report import write_report
+
+CAPACITY_ROW = {"tier": "local", "accelerator": "resnet50_a100", "batch_size": 64, "step_time_s": 0.151,
+                "profile_batch_size": 64, "au_threshold": 0.9, "tier_images_per_s": 6025.0, "tier_mb_per_s": 751.0,
+                "core_images_per_s": 567.0, "cores": 2, "threads": 1, "nodes": 1, "kernels": 1,
+                "demand_images_per_s": 381.5, "predicted_storage_n": 15, "predicted_cpu_n": 2, "predicted_n": 2,
+                "predicted_limit": "cpu", "measured_n": 1, "measured_total": 1, "error_n": -1, "au_at_n": 99.2,
+                "mb_per_s_at_n": 47.0, "au_at_n_plus_1": 89.8, "bound_at_n_plus_1": "cpu", "counts_tried": "1 2 3",
+                "note": ""}
+
+
+def _head(page: str) -> str:
+    """The page from its title to its second h2: what the first screen shows."""
+    start = page.index("<h1>")
+    second = [m.start() for m in re.finditer("<h2>", page)][1]
+    return page[start:second]
+
+
+def test_a_capacity_search_report_opens_with_its_answer(paper, tmp_path):
+    """A folder with capacity.csv is a capacity search: its report opens with the terminal's answer line
+    verbatim, and shows no paper claims, no probe cells under 'What each tier delivered', no Table I and
+    no figures drawn from the probes (here: the paper's micro-benchmark cells stand in for the probes)."""
+    out = tmp_path / "cap"
+    shutil.copytree(paper / "fig4_fig5", out)
+    pd.DataFrame([CAPACITY_ROW]).to_csv(out / capacity.CAPACITY, index=False)
+    page = write_report(out).read_text()
+    head = _head(page)
+    assert "How many accelerators" in head and "<h2>Answer</h2>" in head
+    assert capacity.answer_line(CAPACITY_ROW) in head.replace("&gt;", ">")
+    assert "predicted 2 (limit: cpu)" in head
+    for absent in ("comparable claims", "not measured", "What each tier delivered", "Table I", 'id="fig4"',
+                   "Comparison with the paper", "<em>none</em>"):
+        assert absent not in page, absent
+
+
+def test_the_capacity_evidence_per_count_is_narrow_with_units(tmp_path):
+    """Per accelerator count: AU, whether it held, the aggregate rate beside the need and the tier's measured
+    rate, and the bound, in a few columns whose headers carry their units."""
+    pd.DataFrame([CAPACITY_ROW]).to_csv(tmp_path / capacity.CAPACITY, index=False)
+    runs = [{"kind": "emulated", "storage": "local", "tasks_per_cell": n, "nodes": 1, "train_au_percentage": au,
+             "mb_per_s": 40.0 * n, "images_per_s": 380.0 * n * au / 100, "bound": "cpu", "cpu_share": 0.95,
+             "cache_state": "cold", "bound_reason": "CPU-bound"} for n, au in ((1, 99.0), (2, 89.0), (3, 63.0))]
+    pd.DataFrame(runs).to_csv(tmp_path / "results.csv", index=False)
+    ev = capacity.evidence(tmp_path)
+    assert list(ev["accelerators"]) == [1, 2, 3] and list(ev["held ≥ 90%"]) == ["yes", "no", "no"]
+    assert ev["needed (images/s)"].tolist() == [381.5, 763.0, 1144.5]
+    assert ev["of tier's read rate (%)"].iloc[0] == 100 * 376.2 / 6025.0
+    assert list(ev[""]) == ["answer", "predicted", ""] and len(ev.columns) <= 9
+    html = capacity.section(tmp_path)
+    assert "<th>AU min (%)</th>" in html and "_" not in "".join(ev.columns)
+
+
+def test_the_paper_report_says_its_verdicts_in_words(paper):
+    """The first section counts the verdicts in a sentence and gives each claim's reason in the claim's own
+    words (paper_claims.yaml), never its internal id."""
+    page = (paper / "report.html").read_text()
+    head = page[page.index("<h1>"):page.index("<h2>Comparison with the paper</h2>")]
+    claims = pd.read_csv(paper / "claims.csv")
+    assert "<h2>The paper's claims</h2>" in head and head.index("The paper's claims") < head.index("cells completed")
+    assert f"{int((claims['status'] == 'not measured').sum())} claims were not measured" in head
+    for c in compare.load_claims():
+        assert c["id"] not in head, c["id"]
+    assert "HDD max read 163.00 MB/s (IOR)" in head and "it needs runs with storage hdd or emulated_hdd" in head
+    prefetch = claims.set_index("id").loc["prefetch_hides_io"]
+    assert prefetch["claim"] in head.replace("&#x27;", "'") and "not judged" in head
+
+
+def test_no_section_says_only_none(paper):
+    page = (paper / "report.html").read_text()
+    assert "<em>none</em>" not in page
+    assert ("Failed or missing cells" in page) == bool(pd.read_csv(paper / "cells.csv")["status"].ne("completed").any())
+
+
+def test_a_cells_bound_does_not_flip_on_one_run_just_under_a_threshold(paper):
+    """Five runs of a 2-thread cell at 1.72, 1.72, 1.67, 1.67, 1.67 of 2 cores busy: a vote of the runs'
+    labels said latency (3 of 5 just under 85%); the median share with the margin says cpu."""
+    results = pd.read_csv(paper / "results.csv")
+    one = results[(results["workload"] == "microbench") & (results["storage"] == "local")
+                  & (results["threads"].astype(str) == "2")].iloc[[0]]
+    runs = pd.concat([one] * 5, ignore_index=True)
+    runs["run"] = range(1, 6)
+    runs["cpu_share"] = [0.86, 0.86, 0.835, 0.835, 0.835]
+    runs["cpu_cores_busy"], runs["cpu_cores_usable"] = runs["cpu_share"] * 2, 2
+    runs["machine_cpu_busy"], runs["device_busy"], runs["cache_state"] = 0.5, 0.1, "cold"
+    runs["bound"] = ["cpu", "cpu", "latency", "latency", "latency"]
+    cell = tables.summary_frame(runs).iloc[0]
+    assert cell["bound"] == "cpu", cell["bound_reason"]
+    assert "median of 5 runs" in cell["bound_reason"] and "cpu 2, latency 3" in cell["bound_reason"]
+    runs["cpu_share"] = [0.70, 0.71, 0.72, 0.86, 0.86]  # well below the threshold: still latency
+    assert tables.summary_frame(runs).iloc[0]["bound"] == "latency"
+
+
+def test_fig4_names_every_bars_bound():
+    """No bound is left to a bar without text (the legend once put "the storage, or latency" under one mark)."""
+    assert set(bounds.LABELS) <= set(figures.MARKED)
+    assert len(set(figures.MARKED.values())) == len(figures.MARKED)
+
+
+def test_the_hdd_thread_claims_say_what_the_drives_busy_time_allows(paper):
+    """At one thread the drive was already 74% busy: overlap can add at most 1/0.74 = 1.35x, said beside the
+    verdict from the runs' own device busy time and rate."""
+    results = pd.read_csv(paper / "results.csv")
+    rows = results[(results["workload"] == "microbench") & (results["storage"] == "local")].copy()
+    rows["device_busy"] = 0.74
+    rows["storage"] = "modeled_hdd"
+    rate = rows.loc[rows["threads"].astype(str) == "1", "images_per_s"].median()
+    value, how = compare._thread_speedup(rows, {"threads": 2})
+    assert value is not None
+    assert "at 1 thread the drive was already 74% busy" in how and "at most 1.35×" in how
+    assert f"a read {0.74 * 1000 / rate:.1f} ms" in how
