@@ -50,3 +50,49 @@ def test_help_lists_the_presets_the_settings_the_study_and_the_other_commands(tm
                  "analysis profile", "docs/", "platform.dry_run=true"):
         assert want in text, want
     assert len(text.splitlines()) < 70 and list(tmp_path.iterdir()) == []
+
+
+def test_the_cache_command_shows_and_frees_only_the_tools_own_folders(tmp_path):
+    """python -m campaign.cache list|purge on a root with a dataset, a converted set, a staged copy and a
+    modelled tier's backing folder that is mounted: purge removes the first three, keeps the mounted one,
+    never follows a link, and leaves the user's own files (beside the tool's folder and inside it) as they were."""
+    from conftest import tmpfs
+    from jobs import owned
+
+    root = tmp_path / "root"
+    base = owned.tool_folder(root)
+    made = [base / "datasets" / "imagenet_subset-0123456789", base / "datasets" / "converted" / "x-tfrecord-32",
+            base / "staged" / "x-files-abcd1234-k"]
+    for d in made:
+        d.mkdir(parents=True)
+        (d / "0001.jpg").write_bytes(os.urandom(50_000))
+    outside = tmp_path / "mine"
+    outside.mkdir()
+    (outside / "precious.txt").write_bytes(b"my own data\n" * 1000)
+    (made[0] / "link-to-mine").symlink_to(outside / "precious.txt")
+    (base / "datasets" / "linked-set").symlink_to(outside)
+    (base / "datasets" / "notes.txt").write_text("mine\n")
+    (root / "beside.txt").write_text("mine too\n")
+    (base / "tiers").mkdir()
+    image = base / "tiers" / "emulated_x.img"  # an emulated tier's image, beside the marker that says the tool made it
+    image.write_bytes(os.urandom(20_000))
+    (base / "tiers" / "emulated_x.img.iocampaign").write_text("")
+    (base / "tiers" / "yours.img").write_bytes(b"an image the tool did not make")  # no marker: not the tool's
+    before = {p: p.read_bytes() for p in (outside / "precious.txt", base / "datasets" / "notes.txt", root / "beside.txt",
+                                          base / "tiers" / "yours.img")}
+    with tmpfs(base / "tiers" / "modeled_x", "1m") as mounted:
+        (mounted / "blob").write_bytes(b"x" * 1000)
+        p = _run("campaign.cache", "list", "--root", str(root), cwd=tmp_path)
+        assert p.returncode == 0, p.stderr
+        for d in made:
+            assert str(d.relative_to(base)) in p.stdout, p.stdout
+        assert "linked-set" not in p.stdout and "notes.txt" not in p.stdout and "mounted: kept" in p.stdout
+        assert "tiers/emulated_x.img" in p.stdout and "yours.img" not in p.stdout and "in all" in p.stdout
+        p = _run("campaign.cache", "purge", "--root", str(root), "nothing", cwd=tmp_path)
+        assert p.returncode == 2 and len(p.stderr.splitlines()) == 1 and all(d.exists() for d in made), p.stderr
+        p = _run("campaign.cache", "purge", "all", "--root", str(root), cwd=tmp_path)
+        assert p.returncode == 0 and "freed" in p.stdout, p.stderr
+        assert not any(d.exists() for d in made) and (mounted / "blob").read_bytes() == b"x" * 1000
+        assert not image.exists() and not (base / "tiers" / "emulated_x.img.iocampaign").exists()
+    assert (base / "datasets" / "linked-set").is_symlink() and {p: p.read_bytes() for p in before} == before
+    assert sorted(x.name for x in outside.iterdir()) == ["precious.txt"]
