@@ -65,13 +65,16 @@ def launch(hydra_context: Any, task_function: Any, config: DictConfig, cells: li
             todo.append(c)
     platform = cells[0].config["platform"]
     if platform["kind"] == "local":
-        log.info("Launching %d cell%s here, one after another (%d done before)", len(todo), "" if len(todo) == 1 else "s",
-                 len(cells) - len(todo))
+        from campaign.estimate import Estimate, duration
+
+        est = Estimate([c.config for c in todo], local=True)
+        log.info("Launching %d cell%s here, one after another (%d done before); %s", len(todo),
+                 "" if len(todo) == 1 else "s", len(cells) - len(todo), est.total())
         started = time.monotonic()
         for k, c in enumerate(todo):
-            left = ""
+            left = _first(est) if not k else ""
             if k:  # the cells so far at their mean pace: a rough estimate, cells differ
-                left = f", about {_duration((time.monotonic() - started) / k * (len(todo) - k))} left"
+                left = f", about {duration((time.monotonic() - started) / k * (len(todo) - k))} left"
             log.info("\tcell %d/%d (#%d%s): %s", k + 1, len(todo), c.num, left, " ".join(filter_overrides(c.overrides)))
             cfg = c.compose(hydra_context, config)
             HydraConfig.instance().set_config(cfg)
@@ -84,11 +87,14 @@ def launch(hydra_context: Any, task_function: Any, config: DictConfig, cells: li
     return _slurm(hydra_context, config, todo, sweep_dir)
 
 
-def _duration(seconds: float) -> str:
-    """``45 s``, ``12 min``, ``3.5 h``."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+def _first(est) -> str:
+    """What the first cell is estimated to take, before any cell has set a pace."""
+    from campaign.estimate import duration
+
+    s, gen = est.cells[0], est.generating[0]
+    if s is None:
+        return ""
+    return f", ≈ {duration(s)} estimated" + (f", {duration(gen)} of it generating the data" if gen else "")
 
 
 def _slurm(hydra_context: Any, config: DictConfig, todo: list[Cell], sweep_dir: Path) -> str:

@@ -65,6 +65,9 @@ def unchecked_line(configs: list[dict]) -> str:
 def dry_run(cells: list, sweep_dir: Path, platform) -> str:
     """The text a dry run prints: every planned cell (``planning.PlannedConfig``) with its key settings,
     the sbatch script of each array, and what only the nodes can check."""
+    from campaign.estimate import Estimate
+
+    est = Estimate([c.config for c in cells], local=False)
     parts = submit.groups(cells)
     how = "one Slurm array" if len(parts) == 1 else f"{len(parts)} Slurm arrays (one per job shape), one after the other"
     lines = [f"dry run: {len(cells)} cell{'s' if len(cells) != 1 else ''} would be submitted as {how} (nothing was submitted)"]
@@ -73,8 +76,9 @@ def dry_run(cells: list, sweep_dir: Path, platform) -> str:
         lines.append(
             f"  #{num}: workload={cfg['workload']['name']} storage={cfg['storage']['name']} root={cfg['storage']['root']} "
             f"threads={cfg['threads']} batch_size={cfg['batch_size']} prefetch={cfg['prefetch']} "
-            f"repeats={cfg['repeats']} [{' '.join(c.overrides)}]"
+            f"repeats={cfg['repeats']} [{' '.join(c.overrides)}]{est.cell(num)}"
         )
+    lines.extend(est.lines())
     folder = sweep_dir / submit.SUBMITIT_DIR
     for k, ((nodes, per_node), members) in enumerate(parts):
         what = f"{nodes} node(s) x {per_node} task(s) per node, {len(members)} cell(s)"

@@ -160,6 +160,10 @@ def ensure(spec: SyntheticSpec, cache_root: Path, count: int, workers: int | Non
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def _seconds(s: float) -> str:
+    return f"{s:.0f} s" if s < 90 else f"{s / 60:.0f} min"
+
+
 def _ensure_locked(spec: SyntheticSpec, folder: Path, count: int, workers: int | None) -> Path:
     have = 0
     rows: list[tuple[int, str, int, int]] = []
@@ -192,12 +196,9 @@ def _ensure_locked(spec: SyntheticSpec, folder: Path, count: int, workers: int |
             pct = int(100 * done / todo)
             if pct >= next_pct or done == todo:
                 next_pct = (pct // 10 + 1) * 10
-                mb = sum(r[3] for r in rows) / 1e6
-                print(
-                    f"[dataset] {have + done}/{count} images ({pct}%), {mb:.0f} MB, "
-                    f"{time.monotonic() - t0:.0f} s",
-                    file=sys.stderr,
-                )
+                mb, spent = sum(r[3] for r in rows) / 1e6, time.monotonic() - t0
+                left = f", about {_seconds(spent / done * (todo - done))} left" if done < todo else ""  # at the pace so far
+                print(f"[dataset] {have + done}/{count} images ({pct}%), {mb:.0f} MB, {spent:.0f} s{left}", file=sys.stderr)
     rows.sort()
     tmp = folder / f"{MANIFEST}.{os.getpid()}.part"
     with open(tmp, "w", newline="") as f:
