@@ -128,6 +128,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.baseline is not None and not args.baseline.is_dir():
         print(f"analysis: --baseline {args.baseline} is not a folder", file=sys.stderr)
         return 2
+    if args.baseline is not None:  # else the efficiency column is silently empty
+        from analysis import tables
+
+        why = not_a_campaign(args.baseline) or ("" if not tables.baselines_frame(tables.collect(args.baseline)).empty else
+                                                 "has no completed workload=baseline cell (python -m campaign "
+                                                 "workload=baseline storage=<tier> measures one)")
+        if why:
+            print(f"analysis: --baseline {args.baseline}: {why}; nothing was written", file=sys.stderr)
+            return 2
     from analysis.build import NothingToBuild
     from analysis.outputs import OutputExists
     from jobs.jsonfiles import NotAFile

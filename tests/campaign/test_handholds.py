@@ -96,3 +96,36 @@ def test_the_cache_command_shows_and_frees_only_the_tools_own_folders(tmp_path):
         assert not image.exists() and not (base / "tiers" / "emulated_x.img.iocampaign").exists()
     assert (base / "datasets" / "linked-set").is_symlink() and {p: p.read_bytes() for p in before} == before
     assert sorted(x.name for x in outside.iterdir()) == ["precious.txt"]
+
+
+def test_a_dry_run_names_the_preset_and_a_gpu_that_is_not_there_is_refused_at_planning(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    p = _run("campaign", "-m", "workload=alexnet_small", "dataset.num_images=64", "storage=local", f"storage.root={root}",
+             "platform.dry_run=true", f"hydra.sweep.dir={tmp_path / 'dry'}", cwd=tmp_path)
+    assert p.returncode == 0 and "#0: workload=alexnet_small " in p.stdout + p.stderr, p.stdout + p.stderr
+    if os.path.isdir("/proc/driver/nvidia/gpus") or os.path.exists("/dev/kfd"):
+        return  # a machine with a GPU runs it
+    p = _run("campaign", "workload=alexnet_small", "workload.device=gpu", "dataset.num_images=64", "storage=local",
+             f"storage.root={root}", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    lines = [x for x in p.stderr.splitlines() if x.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and "workload.device=gpu: this machine has no GPU" in lines[0], p.stderr
+    assert not (tmp_path / "run").exists() and not any(root.iterdir())  # refused before any data was generated
+    # a Slurm dry run plans for the nodes, whose GPUs this machine cannot see
+    p = _run("campaign", "-m", "workload=alexnet_small", "workload.device=gpu", "platform=slurm", "platform.account=x",
+             "platform.dry_run=true", "dataset.num_images=64", f"hydra.sweep.dir={tmp_path / 'slurm'}", cwd=tmp_path)
+    assert p.returncode == 0 and "no GPU" not in p.stderr, p.stderr[-2000:]
+
+
+def test_analysis_refuses_a_baseline_campaign_without_baseline_cells(tmp_path):
+    from jobs import plan
+
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        plan.write(tmp_path / name, [plan.PlannedCell(0, "0", ["threads=1"], "0123456789ab")])
+    (tmp_path / "a" / "0").mkdir()
+    before = sorted(tmp_path.rglob("*"))
+    p = _run("analysis", str(tmp_path / "a"), "--baseline", str(tmp_path / "b"), cwd=tmp_path)
+    lines = [x for x in p.stderr.splitlines() if x.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and "has no completed workload=baseline cell" in lines[0], p.stderr
+    assert sorted(tmp_path.rglob("*")) == before

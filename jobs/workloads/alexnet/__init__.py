@@ -31,6 +31,28 @@ def check_alexnet(cfg) -> None:
         raise ConfigError(f"workload.compute_only_steps={cfg.workload.compute_only_steps} must be 0 (none) or more")
     if not 0.05 <= cfg.workload.trace_interval_s <= 10:
         raise ConfigError(f"workload.trace_interval_s={cfg.workload.trace_interval_s} must be between 0.05 and 10 seconds")
+    if str(getattr(cfg.workload.get("device"), "value", cfg.workload.get("device"))) == "gpu" and _here(cfg) and not _gpu():
+        raise ConfigError("workload.device=gpu: this machine has no GPU (no NVIDIA or ROCm driver); "
+                          "use workload.device=auto (a GPU when there is one) or cpu")
+
+
+def _here(cfg) -> bool:
+    """Whether the cell runs on this machine: not a Slurm cell planned on a login node or for a dry run."""
+    import os
+
+    from jobs.storage import roots
+
+    kind = (cfg.get("platform") or {}).get("kind")
+    slurm = str(getattr(kind, "value", kind)) == "slurm"
+    return not roots.elsewhere(cfg) and not (slurm and "SLURM_JOB_ID" not in os.environ)
+
+
+def _gpu() -> bool:
+    """A GPU's driver is loaded (NVIDIA's, ROCm's, WSL's): seen without importing TensorFlow (seconds)."""
+    import os
+
+    nvidia = "/proc/driver/nvidia/gpus"
+    return (os.path.isdir(nvidia) and bool(os.listdir(nvidia))) or os.path.exists("/dev/kfd") or os.path.exists("/dev/dxg")
 
 
 def training_parallelism(cfg, result: dict | None) -> int | None:
