@@ -110,6 +110,9 @@ def sweep(hydra_context: Any, task_function: Any, config: DictConfig, arguments:
 
 def dry_run(cells: list, sweep_dir: Path) -> str:
     """What ``platform.dry_run=true`` prints on this machine: every planned cell and where it would go."""
+    from campaign.estimate import Estimate
+
+    est = Estimate([c.config for c in cells], local=True)
     lines = [f"dry run: {len(cells)} cell{'s' if len(cells) != 1 else ''} would run here, one after another, into "
              f"{sweep_dir} (nothing was run or written)"]
     for num, c in enumerate(cells):
@@ -118,8 +121,9 @@ def dry_run(cells: list, sweep_dir: Path) -> str:
                       cfg["workload"]["name"])  # the preset chosen (alexnet_small), not its workload's name (alexnet)
         lines.append(f"  #{num}: workload={preset} storage={cfg['storage']['name']} "
                      f"root={cfg['storage']['root']} threads={cfg['threads']} batch_size={cfg['batch_size']} "
-                     f"prefetch={cfg['prefetch']} repeats={cfg['repeats']} cell {c.cell_id} [{' '.join(c.overrides)}]")
-    return "\n".join(lines)
+                     f"prefetch={cfg['prefetch']} repeats={cfg['repeats']} cell {c.cell_id} [{' '.join(c.overrides)}]"
+                     f"{est.cell(num)}")
+    return "\n".join([*lines, *est.lines()])
 
 
 def summarise(folder: Path) -> None:
