@@ -129,3 +129,16 @@ def test_analysis_refuses_a_baseline_campaign_without_baseline_cells(tmp_path):
     lines = [x for x in p.stderr.splitlines() if x.strip()]
     assert p.returncode == 2 and len(lines) == 1 and "has no completed workload=baseline cell" in lines[0], p.stderr
     assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_the_project_and_the_paper_can_be_cited():
+    """CITATION.cff (CFF 1.2.0) cites the tool and, under references, the paper; the README gives its BibTeX."""
+    import yaml
+
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert cff["cff-version"] == "1.2.0" and cff["title"] and cff["authors"] and cff["message"]
+    paper = next(r for r in cff["references"] if r["title"] == "Characterizing Deep-Learning I/O Workloads in TensorFlow")
+    assert [a["family-names"] for a in paper["authors"]][:2] == ["Chien", "Markidis"] and paper["year"] == 2018
+    assert "PDSW-DISCS" in paper["conference"]["name"] and "doi" not in paper  # the paper's text gives no DOI
+    readme = (ROOT / "README.md").read_text()
+    assert "@inproceedings{chien2018characterizing" in readme and "CITATION.cff" in readme
