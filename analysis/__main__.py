@@ -98,6 +98,22 @@ def profile_main(argv: list[str]) -> int:
     return 0
 
 
+def _not_a_baseline(folder: Path) -> str | None:
+    """Why ``folder`` cannot give the efficiency column (the end of one line), or None."""
+    from analysis import tables
+    from analysis.build import not_a_campaign
+
+    if not folder.is_dir():
+        return "is not a folder"
+    why = not_a_campaign(folder)
+    if why:
+        return f": {why}; nothing was written"
+    if tables.baselines_frame(tables.collect(folder)).empty:  # else the efficiency column is silently empty
+        return ("has no completed workload=baseline cell (python -m campaign workload=baseline storage=<tier> measures "
+                "one); nothing was written")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     from jobs import workloads
@@ -125,18 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"analysis: {why}", file=sys.stderr)
         return 2
 
-    if args.baseline is not None and not args.baseline.is_dir():
-        print(f"analysis: --baseline {args.baseline} is not a folder", file=sys.stderr)
+    why = _not_a_baseline(args.baseline) if args.baseline is not None else None
+    if why:
+        print(f"analysis: --baseline {args.baseline} {why}", file=sys.stderr)
         return 2
-    if args.baseline is not None:  # else the efficiency column is silently empty
-        from analysis import tables
-
-        why = not_a_campaign(args.baseline) or ("" if not tables.baselines_frame(tables.collect(args.baseline)).empty else
-                                                 "has no completed workload=baseline cell (python -m campaign "
-                                                 "workload=baseline storage=<tier> measures one)")
-        if why:
-            print(f"analysis: --baseline {args.baseline}: {why}; nothing was written", file=sys.stderr)
-            return 2
     from analysis.build import NothingToBuild
     from analysis.outputs import OutputExists
     from jobs.jsonfiles import NotAFile

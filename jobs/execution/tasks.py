@@ -217,8 +217,7 @@ def main(folder: str, rank: int) -> int:
         disk = trace.device_of(os.path.dirname(files[0])) if files else None  # the data's device, on this node
         cfg = View(req["config"])
         w = workloads.get(str(cfg.workload.kind))
-        if w.in_tensorflow:  # its start-up lines into the cell's log (the run's folder is <cell>/tasks/<run>)
-            tfstart.import_quietly(out.parent.parent / tfstart.LOG, keras=w.uses_keras)
+        tfstart.for_workload(w, out.parent.parent / tfstart.LOG)  # start-up lines: the cell's log (<cell>/tasks/<run>)
         stamps: dict[str, float] = {}
         counters: dict[str, usage.Snapshot] = {}
 

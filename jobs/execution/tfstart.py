@@ -64,3 +64,9 @@ def import_under(storage_root: str | Path, setting: str = "--storage-root", kera
     from jobs import owned
 
     return import_quietly(owned.under_tool_folder(storage_root, setting=setting) / LOG, keras=keras)
+
+
+def for_workload(workload, log: Path) -> bool:
+    """``import_quietly`` for a process that runs ``workload``'s runs (a task of a multi-task cell), if it
+    uses TensorFlow at all."""
+    return workload.in_tensorflow and import_quietly(log, keras=workload.uses_keras)
