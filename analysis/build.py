@@ -67,7 +67,7 @@ def not_a_campaign(folder: Path) -> str | None:
 
     if any(os.path.lexists(folder / name) for name in (plan.FILENAME, records.FILENAME)):
         return None
-    if any(os.path.lexists(cell / records.FILENAME) for cell in folder.iterdir() if cell.is_dir()):
+    if any(os.path.lexists(cell / records.FILENAME) for cell in folder.iterdir() if cell.name.isdigit()):
         return None  # a sweep's cell folders (0/, 1/, ...) whose plan.json is gone: its records are named, not skipped
     if any(os.path.lexists(folder / m) and outputs.owned(folder / m) for m in STUDY_MARKS):
         return None
