@@ -14,6 +14,7 @@ from dataclasses import dataclass
 GENERATE_MB_S = 10.0  # synthetic JPEGs written per second, MB/s, 2 cores (2.07 GB in 207 s; README's Quick start)
 DECODE_IMAGES_S = 470.0  # workload=microbench, 1 map thread, 2 cores, local disk: 16,384 images in ~35 s per run
 READ_ONLY_IMAGES_S = 1900.0  # workload=readonly, 1 thread, local disk, cold (docs/scaling.md)
+CELL_S = 2.5  # a cell's own work besides its runs: start, cache eviction, record (4 cells of the Quick start: 44 s, runs 35 s)
 CORE_GAIN = 0.8  # each map thread up to the cores adds this much of one thread's rate (2 cores: 1.8x at 2 threads)
 RATES = {"microbench": DECODE_IMAGES_S, "readonly": READ_ONLY_IMAGES_S}  # the workloads whose runs are modelled
 
@@ -136,7 +137,7 @@ class Estimate:
             cores = (os.cpu_count() or 1) if local else int(config["platform"].get("cpus_per_task") or 1)
             rate = _rate(config, cores, mean)
             runs = int(config.get("repeats") or 0) + int(config.get("warmup") or 0)
-            self.cells.append(None if rate is None or n is None else gen + runs * n / rate)
+            self.cells.append(None if rate is None or n is None else CELL_S + gen + runs * n / rate)
             self.generating.append(gen)
 
     def cell(self, k: int) -> str:
