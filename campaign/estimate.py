@@ -16,6 +16,8 @@ DECODE_IMAGES_S = 470.0  # workload=microbench, 1 map thread, 2 cores, local dis
 READ_ONLY_IMAGES_S = 1900.0  # workload=readonly, 1 thread, local disk, cold (docs/scaling.md)
 CELL_S = 2.5  # a cell's own work besides its runs: start, cache eviction, record (4 cells of the Quick start: 44 s, runs 35 s)
 CORE_GAIN = 0.8  # each map thread up to the cores adds this much of one thread's rate (2 cores: 1.8x at 2 threads)
+# the modelled tiers' micro-benchmark, cold, 1,024 images, images/s at 1, 2, 4 and 8 threads (docs/storage.md)
+MODELLED = {"hdd": {1: 121, 2: 152, 4: 217, 8: 255}, "lustre": {1: 59, 2: 117, 4: 231, 8: 374}}
 RATES = {"microbench": DECODE_IMAGES_S, "readonly": READ_ONLY_IMAGES_S}  # the workloads whose runs are modelled
 
 
@@ -101,6 +103,9 @@ def _rate(config: dict, cores: int, mean_bytes: float | None) -> float | None:
     emulate = st.get("emulate") or {}
     caps = [emulate.get("read_iops"), *(m * 1e6 / mean_bytes for m in (emulate.get("read_mb_s"), st.get("ior_read_mb_s"))
                                         if m and mean_bytes)]
+    measured = MODELLED.get(str((st.get("model") or {}).get("device")))
+    if measured:  # a modelled tier: its measured rate at the most threads measured up to the cell's
+        caps.append(measured[max([k for k in measured if k <= threads] or [min(measured)])])
     return min([rate, *(c for c in caps if c)])
 
 
@@ -115,7 +120,8 @@ class Estimate:
         self.data: dict[tuple, Data] = {}
         self.cells: list[float | None] = []
         self.generating: list[float] = []  # seconds of each cell spent generating its set's missing images
-        self.unsure = not local  # whether the sets are already on the nodes' roots is not known here
+        self.unsure: list[bool] = []  # whether the cell's set is already on its root is not known here (a cluster's
+        # root, a tier built when its cell starts)
         made: dict[tuple, int] = {}
         sizes: dict[tuple, float] = {}
         for config in configs:
@@ -139,11 +145,12 @@ class Estimate:
             runs = int(config.get("repeats") or 0) + int(config.get("warmup") or 0)
             self.cells.append(None if rate is None or n is None else CELL_S + gen + runs * n / rate)
             self.generating.append(gen)
+            self.unsure.append(key is not None and self.data[key].have is None)
 
     def cell(self, k: int) -> str:
         """`` ≈ 42 s`` for cell ``k``, or what it lacks."""
         s, gen = self.cells[k], self.generating[k]
-        making = f"generating ≈ {duration(gen)}{' where missing' if self.unsure else ''}" if gen else ""
+        making = f"generating ≈ {duration(gen)}{' where missing' if self.unsure[k] else ''}" if gen else ""
         if s is None:
             return f" (time not estimated{', ' + making if making else ''})"
         return f" ≈ {duration(s)}{' (' + making + ')' if making else ''}"
