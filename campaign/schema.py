@@ -250,7 +250,7 @@ class CampaignConf:
     checkpoint: CheckpointConf = MISSING  # used by workload=checkpoint
     stage: Optional[StorageConf] = None  # storage@stage=<preset>: copy the data there before the runs and read it there
     accelerator: Optional[AcceleratorConf] = None  # accelerator=<profile>: what workload=emulated emulates
-    threads: Any = 1  # num_parallel_calls of the map: a positive integer up to THREADS_MAX, or "autotune"
+    threads: Any = 1  # num_parallel_calls of the map: a positive integer up to 1,024, or "autotune"
     batch_size: int = 64  # images per batch
     prefetch: int = 0  # batches prefetched after batching; 0 = no prefetch transformation
     prefetch_to: PrefetchTo = PrefetchTo.host  # where prefetched batches wait: host | device (training workloads)
