@@ -64,7 +64,7 @@ def layouts_figure(rows, folder: Path, figure) -> list[Path]:
                        hatch=hatches.get(shuffle.split(":")[0], "xx"), label=f"{fmt}, shuffle {shuffle}")
                 ax.errorbar(pos, med, yerr=[lo, hi], fmt="none", ecolor="black", capsize=2, linewidth=0.7)
                 for x, t, m in zip(pos, threads, med):
-                    b = bounds.cell_bound(tables.text(one[one["threads"] == t]["bound"]).tolist()) if "bound" in one else ""
+                    b = bounds.cell(one[one["threads"] == t])[0]
                     if b in MARKED and np.isfinite(m):
                         ax.text(x, m * 0.04, MARKED[b], rotation=90, ha="center", va="bottom", fontsize=6)
             ax.set_xticks(np.arange(len(threads)), threads)

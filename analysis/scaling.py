@@ -12,11 +12,11 @@ BOUND_NOTE = "text at a point: what limited most of the cell's runs (the report'
 
 
 def _mark_bounds(ax, one, key: str, medians) -> None:
-    """Write each point's cell bound (the label most of its runs have) beside its marker."""
+    """Write each point's cell bound (as the cells table states it: ``bounds.cell``) beside its marker."""
     if "bound" not in one:
         return
     for x, y in medians.items():
-        bound = bounds.cell_bound(tables.text(one.loc[one[key] == x, "bound"]).tolist())
+        bound = bounds.cell(one.loc[one[key] == x])[0]
         if bound and y == y:
             ax.annotate(bound, (x, y), textcoords="offset points", xytext=(4, -9), fontsize=6)
 
@@ -85,7 +85,7 @@ def service_figure(rows, folder: Path, figure) -> list[Path]:
             if len(off):
                 y = off[metric].median()
                 ax.axhline(y, linestyle="--", linewidth=0.9, color=line[0].get_color(), label=f"{name}: no service")
-                bound = bounds.cell_bound(tables.text(off["bound"]).tolist()) if "bound" in off else ""
+                bound = bounds.cell(off)[0]
                 if bound:
                     ax.annotate(f"no service: {bound}", (0, y), xycoords=("axes fraction", "data"),
                                 textcoords="offset points", xytext=(4, 3), fontsize=6)

@@ -47,7 +47,7 @@ def test_on_several_nodes_the_count_is_per_node_the_tier_shared_and_a_shared_ker
     assert (row["measured_n"], row["measured_total"]) == (3, 6)
     # the search's counts are per node: a cell of 2 nodes x 3 tasks is 3
     df = pd.DataFrame({"kind": "emulated", "storage": "shared", "tasks_per_cell": [6, 6, 2], "nodes": [2, 2, 1],
-                       "train_au_percentage": [95.0, 91.0, 99.0], "mb_per_s": 1.0, "bound": "cpu"})
+                       "train_au_percentage": [95.0, 91.0, 99.0], "mb_per_s": 1.0, "images_per_s": 10.0, "bound": "cpu"})
     assert sorted(capacity.tried(df, "shared", 0.9)) == [2, 3]
 
 
