@@ -243,3 +243,32 @@ def user_python(user: tuple[str, int, int]) -> tuple[list[str], dict[str, str]]:
     system = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
     env["PYTHONPATH"] += os.pathsep + sysconfig.get_paths()["purelib"]
     return [system], env
+
+
+def compose_cell(overrides: list[str]):
+    """A cell's config composed as the campaign composes it (Hydra left uninitialised between calls)."""
+    from hydra import compose, initialize_config_dir
+
+    from campaign import schema
+
+    schema.register()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose("config", overrides=overrides)
+
+
+@pytest.fixture(scope="module")
+def refusal():
+    """refusal(*overrides): the line planning refuses the cell with, or None when it would run (the planner and
+    the checks a campaign runs, in this process)."""
+    from campaign import errors, planning, validate
+
+    planner = planning.Planner(lambda ov: compose_cell(list(ov)))
+
+    def refuse(*overrides: str) -> str | None:
+        try:
+            validate.check(planner.cell(list(overrides)).config, {})
+        except errors.ConfigError as e:
+            return str(e)
+        return None
+
+    return refuse

@@ -7,31 +7,8 @@ import time
 
 import pytest
 
-from campaign import capacity, choices, errors, planning, schema, validate
-from conftest import CONF, ROOT, campaign
-
-
-def _compose(overrides: list[str]):
-    from hydra import compose, initialize_config_dir
-
-    schema.register()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):  # Hydra left uninitialised between
-        return compose("config", overrides=overrides)
-
-
-@pytest.fixture(scope="module")
-def refusal():
-    """refusal(*overrides): the line planning refuses the cell with, or None when it would run."""
-    planner = planning.Planner(lambda ov: _compose(list(ov)))
-
-    def refuse(*overrides: str) -> str | None:
-        try:
-            validate.check(planner.cell(list(overrides)).config, {})
-        except errors.ConfigError as e:
-            return str(e)
-        return None
-
-    return refuse
+from campaign import capacity, choices, schema
+from conftest import ROOT, campaign
 
 
 def _one(line: str | None, *expected: str) -> None:

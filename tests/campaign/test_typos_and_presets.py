@@ -8,11 +8,10 @@ import os
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 from analysis import bounds, compare, tables
-from campaign import capacity, capacity_checks, errors, keys, planning, schema, status, validate
-from conftest import CONF, campaign
+from campaign import capacity, capacity_checks, keys, status
+from conftest import campaign, compose_cell
 
 TYPOS = {  # override -> the line it gets
     "thread=1,2": "unknown setting 'thread' (did you mean threads?)",
@@ -106,28 +105,6 @@ def test_typos_are_refused_before_anything_is_written(cwd):
 # item 6: the preset's file system against the root
 
 
-def _compose(overrides: list[str]):
-    from hydra import compose, initialize_config_dir
-
-    schema.register()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose("config", overrides=overrides)
-
-
-@pytest.fixture(scope="module")
-def refusal():
-    planner = planning.Planner(lambda ov: _compose(list(ov)))
-
-    def refuse(*overrides: str) -> str | None:
-        try:
-            validate.check(planner.cell(list(overrides)).config, {})
-        except errors.ConfigError as e:
-            return str(e)
-        return None
-
-    return refuse
-
-
 def _fs(path) -> str:
     from jobs.observe.provenance import mount_of
 
@@ -146,7 +123,7 @@ def test_a_root_off_its_presets_file_system_is_refused_in_one_line(refusal, disk
     assert line.startswith(f"storage@checkpoint.slow=tmpfs needs its root on tmpfs, but checkpoint.slow.root={disk_root}")
     # the opt-in, recorded in the cell's config
     assert refusal("storage=lustre", f"storage.root={disk_root}", "storage.fs_check=false") is None
-    assert _compose(["storage=lustre", "storage.fs_check=false"]).storage.fs_check is False
+    assert compose_cell(["storage=lustre", "storage.fs_check=false"]).storage.fs_check is False
     # presets that take any file system, and tmpfs on tmpfs
     assert refusal("storage=local", f"storage.root={disk_root}") is None
     assert refusal("storage=ssd", f"storage.root={disk_root}") is None
@@ -159,7 +136,7 @@ def test_a_root_off_its_presets_file_system_is_refused_in_one_line(refusal, disk
 def test_the_opt_in_keeps_the_cell_id():
     from jobs import plan
 
-    assert plan.id_of(_compose(["storage.fs_check=false"])) == plan.id_of(_compose([]))
+    assert plan.id_of(compose_cell(["storage.fs_check=false"])) == plan.id_of(compose_cell([]))
 
 
 def test_a_lustre_preset_on_ext4_is_refused_before_anything_is_written(cwd, disk_root):

@@ -87,16 +87,21 @@ def write(folder: Path, files: list[tuple[str, int]], content: Content, base: by
                 for k, off in enumerate(range(0, size, content.block)):
                     n = min(content.block, size - off)
                     buf[:STAMP] = content.stamp(file_no, k)
-                    view = memoryview(buf)[:n]
-                    while view:
-                        put = os.write(fd, view)
-                        done[0] += put
-                        view = view[put:]
+                    _write_all(fd, memoryview(buf)[:n], done)
                 os.fsync(fd)
             finally:
                 os.close(fd)
         _fsync_folder(folder)
     return time.perf_counter() - t0
+
+
+def _write_all(fd: int, view: memoryview, done: list[int]) -> None:
+    """Write all of ``view`` (os.write may write less), counting each byte written in ``done[0]`` as it goes, so
+    that a full tier names how much of the shard made it."""
+    while view:
+        put = os.write(fd, view)
+        done[0] += put
+        view = view[put:]
 
 
 def _fsync_folder(folder: Path) -> None:
@@ -155,11 +160,7 @@ def drain(fast: Path, slow: Path, files: list[tuple[str, int]], sums: list[str],
             try:
                 while chunk := src.read(block):
                     h.update(chunk)
-                    view = memoryview(chunk)
-                    while view:
-                        put = os.write(fd, view)
-                        done[0] += put
-                        view = view[put:]
+                    _write_all(fd, memoryview(chunk), done)
                 os.fsync(fd)
             finally:
                 os.close(fd)
