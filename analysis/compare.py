@@ -41,7 +41,11 @@ def _thread_speedup(rows, p):
     if one.empty or n.empty:
         return None, ""
     how = f"median images/s, {len(n)} runs at {p['threads']} threads / {len(one)} at 1, {', '.join(sorted(set(rows['storage'])))}"
-    return float(n["images_per_s"].median() / one["images_per_s"].median()), how + bounds.overlap_bound(one)
+    from analysis import mechanisms
+
+    one_device = getattr(mechanisms.DEVICE.get(str(p.get("mechanism"))), "one_device", False)
+    return (float(n["images_per_s"].median() / one["images_per_s"].median()),
+            how + (bounds.overlap_bound(one) if one_device else ""))  # servers side by side: no such bound
 
 
 def _prefetch_cells(rows):
@@ -149,20 +153,21 @@ def evaluate(claim: dict, results, baselines, storages: dict | None = None) -> t
     from analysis import mechanisms
 
     fn = QUANTITIES[claim["quantity"]]
+    params = {**(claim.get("params") or {}), "mechanism": claim.get("mechanism")}  # the quantity may depend on it
     source = _paper_layout(baselines if claim["quantity"] == "table_i" else results)
     rows = _select(source, claim.get("select") or {}) if not source.empty else source
-    outside = fn(rows, claim.get("params") or {})[0]  # shown beside a "not comparable" verdict, never judged
+    outside = fn(rows, params)[0]  # shown beside a "not comparable" verdict, never judged
     if rows.empty or outside is None:
         return NOT_MEASURED, None, ""
     rows, elsewhere = mechanisms.on_their_file_system(rows, storages or {})  # a lustre label on ext4 judges nothing
-    if elsewhere and (rows.empty or fn(rows, claim.get("params") or {})[0] is None):
+    if elsewhere and (rows.empty or fn(rows, params)[0] is None):
         return NOT_COMPARABLE, outside, elsewhere
     if claim.get("mechanism"):
         rows, lacking = mechanisms.having(claim["mechanism"], rows, storages or {})
-        if rows.empty or fn(rows, claim.get("params") or {})[0] is None:
+        if rows.empty or fn(rows, params)[0] is None:
             return NOT_COMPARABLE, outside, lacking
     regime = claim.get("regime") or {}
-    value, how = fn(_select(rows, regime), claim.get("params") or {})
+    value, how = fn(_select(rows, regime), params)
     if value is None:
         return NOT_COMPARABLE, outside, _why_not(rows, regime)
     tol = claim["tolerance"]

@@ -23,12 +23,13 @@ CHECKPOINT_MIN_MB = 100.0  # below it TensorFlow's 0.05-0.08 s per save is a lar
 class Mechanism:
     needs: str  # what the claim depends on, as the report prints it
     remedy: str  # what a user needs to measure it
+    one_device: bool = False  # one device serves the reads: its 1-thread busy share bounds what threads can add
 
 
 DEVICE = {
     "queue_depth_gains": Mechanism(
         "a device whose requests cost less at a deeper queue (a disk serving queued requests nearest-first)",
-        "a real HDD (storage=hdd storage.root=<its mount>) or the modelled one (storage=modeled_hdd)"),
+        "a real HDD (storage=hdd storage.root=<its mount>) or the modelled one (storage=modeled_hdd)", one_device=True),
     "parallel_servers": Mechanism(
         "storage servers that serve a run's requests side by side (Lustre's object storage targets)",
         "a Lustre mount (storage=lustre storage.root=<a folder on it>) or the modelled one (storage=modeled_lustre)"),
