@@ -20,6 +20,7 @@ and change them there; this module only fills the scale's values in and runs the
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -133,6 +134,9 @@ def default_lustre(tiers_given: bool) -> tuple[str | None, str]:
 
     if tiers_given:
         return None, ""
+    if os.geteuid() != 0:  # its mount point and backing folder are root's (/mnt/iocampaign, /var/tmp/iocampaign)
+        return None, ("the modelled Lustre is mounted by root under /mnt/iocampaign: run as root for the Lustre claim; "
+                      "this study's Lustre claim comes out not measured")
     why = mount.available()
     if why is not None:
         return None, (f"the modelled Lustre cannot be mounted here ({why}): the Lustre claim comes out not measured; "
@@ -225,12 +229,12 @@ def main(argv: list[str]) -> int:
     todo = [(name, overrides + _carried_roots(name, overrides, args.overrides)) for name, overrides in todo]
     if not _check_grids(todo, args.overrides, out):
         return 2
+    if fell_back:
+        print(f"[paper] {fell_back}", flush=True)
     if _dry(args.overrides):
         return 0  # every grid printed its plan; nothing was written
     out.mkdir(parents=True, exist_ok=True)
     outputs.link_latest(out)
-    if fell_back:
-        print(f"[paper] {fell_back}", flush=True)
     write_text(out / PAPER, f"scale={args.scale}\ntiers={','.join(tiers)}\n"
                + (f"lustre={lustre}\n" if lustre else "")
                + (f"fallback={fell_back}\n" if fell_back else "")

@@ -246,3 +246,16 @@ def test_a_campaign_run_from_a_shared_folder_never_writes_into_another_users_fol
     p = campaign("-m", "threads=1", "storage=local", f"hydra.sweep.dir={shared}/mine/multi", "platform.dry_run=true",
                  *TINY, cwd=shared, timeout=120)
     assert p.returncode == 0, p.stderr[-1500:]
+
+
+def test_a_second_user_plans_the_paper_study_on_the_tiers_theirs_to_use(other_user, shared):
+    """make demo as a second user stopped at once: the study's default Lustre grid wanted root's modelled tier
+    (its backing folder /var/tmp/iocampaign/tiers). Without root the study plans on local disk and tmpfs."""
+    home = shared / "home2"
+    _as(other_user, "mkdir", "-m", "700", str(home))
+    python, env = user_python(other_user)
+    p = as_user(other_user, "env", f"HOME={home}", *(f"{k}={v}" for k, v in env.items()), *python, "-m", "campaign",
+                "+experiment=paper", "--scale", "ci", "platform.dry_run=true", cwd=home, timeout=300)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "the modelled Lustre is mounted by root" in p.stdout + p.stderr
+    assert "storage=local" in p.stdout and "modeled_lustre" not in p.stdout.split("[paper]")[-1]
