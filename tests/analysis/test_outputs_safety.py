@@ -118,13 +118,19 @@ def test_a_link_in_place_of_one_of_the_tools_own_tables_is_refused_not_followed(
     assert victim.read_bytes() == b"precious\n" and _snapshot(d) == before
 
 
-@pytest.mark.parametrize("name", ["plan.json", "0/record.json", ".iocampaign-outputs.json", "paper.txt"])
-def test_a_fifo_under_a_tools_name_is_refused_in_one_line_never_waited_on(finished, tmp_path, name):
-    """Today's code opened each of these for reading and waited for a writer for ever."""
+def _with_fifo(finished: Path, tmp_path: Path, name: str) -> Path:
+    """A copy of the finished campaign with a FIFO in place of ``name``."""
     d = tmp_path / "fifo"
     shutil.copytree(finished, d)
     (d / name).unlink(missing_ok=True)
     os.mkfifo(d / name)
+    return d
+
+
+@pytest.mark.parametrize("name", ["plan.json", "0/record.json", ".iocampaign-outputs.json", "paper.txt"])
+def test_a_fifo_under_a_tools_name_is_refused_in_one_line_never_waited_on(finished, tmp_path, name):
+    """Today's code opened each of these for reading and waited for a writer for ever."""
+    d = _with_fifo(finished, tmp_path, name)
     before = _snapshot(d)
     p = _run("analysis", str(d), cwd=tmp_path, timeout=120)
     if name == "plan.json":  # as a damaged plan: the records are analysed, the plan reported unreadable
@@ -161,10 +167,7 @@ def test_compare_and_profile_refuse_bad_options_in_one_line_and_write_nothing(fi
 @pytest.mark.parametrize("name", ["plan.json", "0/record.json", "paper.txt", "submitted.json"])
 def test_status_never_waits_on_a_fifo_under_a_tools_name(finished, tmp_path, name):
     """Today's campaign.status opened each of these for reading and waited for a writer for ever."""
-    d = tmp_path / "fifo"
-    shutil.copytree(finished, d)
-    (d / name).unlink(missing_ok=True)
-    os.mkfifo(d / name)
+    d = _with_fifo(finished, tmp_path, name)
     before = _snapshot(d)
     p = _run("campaign.status", str(d), cwd=tmp_path, timeout=60)
     if name == "0/record.json":  # that cell is reported unreadable, the others as usual
