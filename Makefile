@@ -24,10 +24,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 
 # How fast a campaign is planned: dry runs of 1,000 and 10,000 cells.
 bench-plan: $(STAMP)

@@ -8,12 +8,18 @@ from pathlib import Path
 
 
 def compare_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m analysis compare", description="campaign A beside campaign B, per cell")
+    p = argparse.ArgumentParser(
+        prog="python -m analysis compare", description="campaign A beside campaign B, per cell"
+    )
     p.add_argument("a", type=Path)
     p.add_argument("b", type=Path)
     p.add_argument("--csv", type=Path, default=None, help="also write the table here (a new file)")
-    p.add_argument("--ignore", default="", help="comma-separated config keys not used to pair cells, e.g. "
-                                                "storage to put an HDD campaign beside an SSD one")
+    p.add_argument(
+        "--ignore",
+        default="",
+        help="comma-separated config keys not used to pair cells, e.g. "
+        "storage to put an HDD campaign beside an SSD one",
+    )
     args = p.parse_args(argv)
     why = _new_file_problem(args.csv) if args.csv is not None else None
     if why:
@@ -41,12 +47,17 @@ def compare_main(argv: list[str]) -> int:
 
     a = table.attrs
     print(f"{a['both']} cell{'' if a['both'] == 1 else 's'} paired; told apart by {', '.join(a['keys'])}")
-    with pd.option_context("display.width", 160, "display.max_columns", None, "display.float_format", "{:.4g}".format):
+    with pd.option_context(
+        "display.width", 160, "display.max_columns", None, "display.float_format", "{:.4g}".format
+    ):
         print(printable(table).to_string(index=False))
     if a["only_a"] or a["only_b"]:
-        print(f"analysis: {a['only_a']} cell{'' if a['only_a'] == 1 else 's'} of A and {a['only_b']} of B have no "
-              "counterpart (column paired); "
-              "cells pair only when every setting is equal (--ignore KEY leaves one out)", file=sys.stderr)
+        print(
+            f"analysis: {a['only_a']} cell{'' if a['only_a'] == 1 else 's'} of A and {a['only_b']} of B have no "
+            "counterpart (column paired); "
+            "cells pair only when every setting is equal (--ignore KEY leaves one out)",
+            file=sys.stderr,
+        )
     if not a["both"]:
         print("analysis: 0 cells paired: the campaigns measured different cells", file=sys.stderr)
         return 1
@@ -76,12 +87,16 @@ def _write_csv(table, path: Path) -> bool:
 
 
 def profile_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m analysis profile",
-                                description="an accelerator profile (accelerator=<name>) from a training campaign's "
-                                            "compute-only step time")
+    p = argparse.ArgumentParser(
+        prog="python -m analysis profile",
+        description="an accelerator profile (accelerator=<name>) from a training campaign's "
+        "compute-only step time",
+    )
     p.add_argument("campaign", type=Path, help="a campaign of a training workload (e.g. workload=alexnet)")
     p.add_argument("--name", required=True, help="the profile's name, as in accelerator=<name>")
-    p.add_argument("--out", type=Path, required=True, help="a config folder: the profile goes to <out>/accelerator/")
+    p.add_argument(
+        "--out", type=Path, required=True, help="a config folder: the profile goes to <out>/accelerator/"
+    )
     args = p.parse_args(argv)
     if not args.campaign.is_dir():
         print(f"analysis: {args.campaign} is not a folder", file=sys.stderr)
@@ -94,7 +109,9 @@ def profile_main(argv: list[str]) -> int:
         print(f"analysis: {e}", file=sys.stderr)
         return 2
     print(f"analysis: profile {args.name}: {target}")
-    print(f"  use it: python -m campaign.capacity accelerator={args.name} hydra.searchpath=[file://{args.out.resolve()}]")
+    print(
+        f"  use it: python -m campaign.capacity accelerator={args.name} hydra.searchpath=[file://{args.out.resolve()}]"
+    )
     return 0
 
 
@@ -109,8 +126,10 @@ def _not_a_baseline(folder: Path) -> str | None:
     if why:
         return f": {why}; nothing was written"
     if tables.baselines_frame(tables.collect(folder)).empty:  # else the efficiency column is silently empty
-        return ("has no completed workload=baseline cell (python -m campaign workload=baseline storage=<tier> measures "
-                "one); nothing was written")
+        return (
+            "has no completed workload=baseline cell (python -m campaign workload=baseline storage=<tier> measures "
+            "one); nothing was written"
+        )
     return None
 
 
@@ -124,19 +143,29 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "profile":
         return profile_main(argv[1:])
     p = argparse.ArgumentParser(prog="python -m analysis", description=__doc__)
-    p.add_argument("folder", type=Path, help="a campaign folder: a sweep's (multirun/<date>/<time>), a single run's, "
-                                             "a paper study's or a capacity search's")
+    p.add_argument(
+        "folder",
+        type=Path,
+        help="a campaign folder: a sweep's (multirun/<date>/<time>), a single run's, "
+        "a paper study's or a capacity search's",
+    )
     p.add_argument("--no-figures", action="store_true", help="write the tables only")
-    p.add_argument("--baseline", type=Path, default=None,
-                   help="a campaign folder with workload=baseline cells, for the efficiency column "
-                        "(default: the baseline cells of this folder)")
+    p.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="a campaign folder with workload=baseline cells, for the efficiency column "
+        "(default: the baseline cells of this folder)",
+    )
     args = p.parse_args(argv)
     if not args.folder.is_dir():
         print(f"analysis: {args.folder} is not a folder", file=sys.stderr)
         return 2
     from analysis.build import build, not_a_campaign
 
-    why = not_a_campaign(args.folder)  # before any file is read: a folder of campaigns would get them all merged
+    why = not_a_campaign(
+        args.folder
+    )  # before any file is read: a folder of campaigns would get them all merged
     if why:
         print(f"analysis: {why}", file=sys.stderr)
         return 2

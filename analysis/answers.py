@@ -17,7 +17,9 @@ def _spans(bounds: list[tuple[object, str]]) -> str:
     out = []
     for bound, ts in parts:
         where = f"{ts[0]}" if len(ts) == 1 else f"{ts[0]}–{ts[-1]}"
-        out.append(f"{bound or 'unknown'}-bound at {where} thread{'s' if len(ts) > 1 or str(ts[0]) != '1' else ''}")
+        out.append(
+            f"{bound or 'unknown'}-bound at {where} thread{'s' if len(ts) > 1 or str(ts[0]) != '1' else ''}"
+        )
     return ", ".join(out)
 
 
@@ -38,8 +40,9 @@ def per_tier(summary) -> list[str]:
                 g = g[g[knob] == (g[knob].max() if knob == "prefetch" else g[knob].mode().iloc[0])]
         if g.empty:
             continue
-        by = g.groupby("_t").agg(rate=(RATE, "median"),
-                                 bound=("bound", lambda b: b.mode().iloc[0] if b.notna().any() else ""))
+        by = g.groupby("_t").agg(
+            rate=(RATE, "median"), bound=("bound", lambda b: b.mode().iloc[0] if b.notna().any() else "")
+        )
         lo, hi = by.index.min(), by.index.max()
         text = f"{storage}, {workload}: {by.rate[lo]:,.0f} images/s at {lo:g} thread{'s' if lo != 1 else ''}"
         if hi != lo:

@@ -14,7 +14,11 @@ def table_i(baselines, configs: dict):
     if baselines.empty:
         return pd.DataFrame()
     seq = baselines[baselines["measure"].isin(["seq_read", "seq_write"])]
-    g = seq.groupby(["storage", "measure"])["mb_per_s"].agg(["median", "min", "max", "count"]).unstack("measure")
+    g = (
+        seq.groupby(["storage", "measure"])["mb_per_s"]
+        .agg(["median", "min", "max", "count"])
+        .unstack("measure")
+    )
     out = pd.DataFrame(index=g.index)
     for m in ("seq_read", "seq_write"):
         out[f"{m.split('_')[1]}_mb_s"] = g[("median", m)]
@@ -26,7 +30,9 @@ def table_i(baselines, configs: dict):
     out["paper_write_mb_s"] = [configs.get(s, {}).get("ior_write_mb_s") for s in out.index]
     from analysis import plotting
 
-    return out.reindex(plotting.tier_order(seq["storage"])).reset_index()  # slowest first, as the paper lists them
+    return out.reindex(
+        plotting.tier_order(seq["storage"])
+    ).reset_index()  # slowest first, as the paper lists them
 
 
 def small_file_rates(baselines):
@@ -79,18 +85,43 @@ def write_table_i(table, folder: Path) -> list[Path]:
     def paper(v):
         return "" if v is None or v != v else f"{v:.2f}"
 
-    rows = [[r["storage"], cell(r["read_mb_s"], r["read_min"], r["read_max"]),
-             cell(r["write_mb_s"], r["write_min"], r["write_max"]), f"{r['tool']}, {int(r['runs'])} runs",
-             paper(r["paper_read_mb_s"]), paper(r["paper_write_mb_s"])] for _, r in table.iterrows()]
-    head = ["Storage", "Max read MB/s\nmedian (min–max)", "Max write MB/s\nmedian (min–max)", "Tool",
-            "Paper read\nMB/s", "Paper write\nMB/s"]
-    md = outputs.write_text(folder / f"{TABLE_I}.md",
-                            "| " + " | ".join(h.replace("\n", " ") for h in head) + " |\n|" + "---|" * len(head) + "\n"
-                            + "".join("| " + " | ".join(r) + " |\n" for r in rows))
+    rows = [
+        [
+            r["storage"],
+            cell(r["read_mb_s"], r["read_min"], r["read_max"]),
+            cell(r["write_mb_s"], r["write_min"], r["write_max"]),
+            f"{r['tool']}, {int(r['runs'])} runs",
+            paper(r["paper_read_mb_s"]),
+            paper(r["paper_write_mb_s"]),
+        ]
+        for _, r in table.iterrows()
+    ]
+    head = [
+        "Storage",
+        "Max read MB/s\nmedian (min–max)",
+        "Max write MB/s\nmedian (min–max)",
+        "Tool",
+        "Paper read\nMB/s",
+        "Paper write\nMB/s",
+    ]
+    md = outputs.write_text(
+        folder / f"{TABLE_I}.md",
+        "| "
+        + " | ".join(h.replace("\n", " ") for h in head)
+        + " |\n|"
+        + "---|" * len(head)
+        + "\n"
+        + "".join("| " + " | ".join(r) + " |\n" for r in rows),
+    )
     fig, ax = plt.subplots(figsize=(8, 0.9 + 0.3 * (len(rows) + 2)))
     ax.axis("off")
-    t = ax.table(cellText=rows, colLabels=head, loc="center", cellLoc="center",
-                 colWidths=[0.12, 0.22, 0.22, 0.16, 0.14, 0.14])
+    t = ax.table(
+        cellText=rows,
+        colLabels=head,
+        loc="center",
+        cellLoc="center",
+        colWidths=[0.12, 0.22, 0.22, 0.16, 0.14, 0.14],
+    )
     t.auto_set_font_size(False)
     t.set_fontsize(7)
     t.scale(1, 1.4)

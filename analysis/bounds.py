@@ -45,8 +45,10 @@ def storage_use(row: dict, emulate: dict | None) -> tuple[float | None, str]:
         how = f"device read {rate:.0f} MB/s = {use:.0%} of the tier's {limit_mb:.0f} MB/s throttle"
         seconds = _num(row.get("seconds")) or _num(row.get("runtime_s"))
         if use > OVER_THROTTLE and seconds is not None:
-            how += (f" (over it: the kernel meters a throttle in time slices and lets a slice's bytes through at its "
-                    f"start, so a {seconds:.2f} s run reads more than the rate; longer runs come closer)")
+            how += (
+                f" (over it: the kernel meters a throttle in time slices and lets a slice's bytes through at its "
+                f"start, so a {seconds:.2f} s run reads more than the rate; longer runs come closer)"
+            )
         if limit_iops and iops is not None and iops / limit_iops > use:
             use = iops / limit_iops
             how = f"device read {iops:.0f} requests/s = {use:.0%} of the tier's {limit_iops:.0f}/s throttle"
@@ -129,16 +131,26 @@ def cell(runs) -> tuple[str, str]:
     busy = _median(runs, "device_busy")
     throttled = sum(x in ("storage", "mixed") for x in labels) * 2 > len(labels)
     storage_full = throttled or (busy is not None and busy >= STORAGE_SATURATED - MARGIN)
-    top = "mixed" if cpu_full and storage_full else "cpu" if cpu_full else "storage" if storage_full else "latency"
+    top = (
+        "mixed"
+        if cpu_full and storage_full
+        else "cpu"
+        if cpu_full
+        else "storage"
+        if storage_full
+        else "latency"
+    )
     reason = _first_reason(runs, top)
     if top not in labels or labels.count(top) * 2 <= len(labels):  # the median decided what the runs split on
         cores = _median(runs, "cpu_cores_busy")
         usable = _median(runs, "cpu_cores_usable")
         dev = f", device busy {busy:.0%}" if busy is not None else ""
-        reason = (f"median of {len(labels)} runs: {cores if cores is not None else float('nan'):.2f} of "
-                  f"{usable if usable is not None else float('nan'):.0f} usable cores busy (CPU share {share:.0%}){dev}; "
-                  f"within {MARGIN:.0%} of a threshold counts as saturated (runs: "
-                  f"{', '.join(f'{k} {labels.count(k)}' for k in sorted(set(labels)))})")
+        reason = (
+            f"median of {len(labels)} runs: {cores if cores is not None else float('nan'):.2f} of "
+            f"{usable if usable is not None else float('nan'):.0f} usable cores busy (CPU share {share:.0%}){dev}; "
+            f"within {MARGIN:.0%} of a threshold counts as saturated (runs: "
+            f"{', '.join(f'{k} {labels.count(k)}' for k in sorted(set(labels)))})"
+        )
     return top, reason
 
 
@@ -158,6 +170,8 @@ def overlap_bound(one) -> str:
     if busy != busy or busy <= 0 or not rate:
         return ""
     per_file = 1000 / rate
-    return (f"; at 1 thread the drive was already {min(busy, 1):.0%} busy (a read {busy * per_file:.1f} ms vs the "
-            f"decode and the rest {max(1 - busy, 0) * per_file:.1f} ms per file), so overlapping them can add at most "
-            f"{1 / min(busy, 1):.2f}× if the drive serves one read at a time")
+    return (
+        f"; at 1 thread the drive was already {min(busy, 1):.0%} busy (a read {busy * per_file:.1f} ms vs the "
+        f"decode and the rest {max(1 - busy, 0) * per_file:.1f} ms per file), so overlapping them can add at most "
+        f"{1 / min(busy, 1):.2f}× if the drive serves one read at a time"
+    )

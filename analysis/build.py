@@ -27,9 +27,11 @@ class Built:
 
     def describe(self) -> str:
         """What a user reads at the end of a campaign: counts, problems, and where the files are."""
-        lines = [f"campaign {self.folder}: {self.completed} cell{'' if self.completed == 1 else 's'} completed "
-                 f"({self.runs} measured run{'' if self.runs == 1 else 's'}), "
-                 f"{len(self.failed)} failed, {len(self.missing)} missing"]
+        lines = [
+            f"campaign {self.folder}: {self.completed} cell{'' if self.completed == 1 else 's'} completed "
+            f"({self.runs} measured run{'' if self.runs == 1 else 's'}), "
+            f"{len(self.failed)} failed, {len(self.missing)} missing"
+        ]
         for c in self.failed:
             lines.append(f"  FAILED  cell {c['cell_dir']} [{c['overrides']}]: {c['error']}")
         for c in self.missing:
@@ -54,7 +56,11 @@ class NotACampaign(ValueError):
 
 # a study's folder holds the marker the study wrote there before its first cell (listed as the tool's in the
 # folder's manifest: a user's file of that name proves nothing)
-STUDY_MARKS = ("paper.txt", "capacity.txt", "capacity.csv")  # the paper study's; a capacity search's (before: its table)
+STUDY_MARKS = (
+    "paper.txt",
+    "capacity.txt",
+    "capacity.csv",
+)  # the paper study's; a capacity search's (before: its table)
 
 
 def not_a_campaign(folder: Path) -> str | None:
@@ -71,10 +77,12 @@ def not_a_campaign(folder: Path) -> str | None:
         return None  # a sweep's cell folders (0/, 1/, ...) whose plan.json is gone: its records are named, not skipped
     if any(os.path.lexists(folder / m) and outputs.owned(folder / m) for m in STUDY_MARKS):
         return None
-    return (f"{folder} is not a campaign folder: a campaign folder holds plan.json (a sweep's, multirun/<date>/<time>), "
-            "record.json (a single run's, or in its cells' folders), or a paper study's paper.txt or a capacity "
-            "search's capacity.txt; "
-            "give one of those; nothing was written")
+    return (
+        f"{folder} is not a campaign folder: a campaign folder holds plan.json (a sweep's, multirun/<date>/<time>), "
+        "record.json (a single run's, or in its cells' folders), or a paper study's paper.txt or a capacity "
+        "search's capacity.txt; "
+        "give one of those; nothing was written"
+    )
 
 
 def output_names() -> list[str]:
@@ -84,9 +92,22 @@ def output_names() -> list[str]:
     from jobs import workloads
 
     stems = [TABLE_I, posix.SIZES, posix.TIMELINE, *(f.key for _, f in workloads.figures())]
-    return [RESULTS, SUMMARY, CELLS, BASELINES, CHECKPOINTS, IO_COST, mlperf.MLPERF, "claims.csv", "report.html",
-            f"{TABLE_I}.csv", f"{TABLE_I}.md", posix.SUMMARY, posix.FILES,
-            *(f"{s}.{ext}" for s in stems for ext in ("png", "svg"))]
+    return [
+        RESULTS,
+        SUMMARY,
+        CELLS,
+        BASELINES,
+        CHECKPOINTS,
+        IO_COST,
+        mlperf.MLPERF,
+        "claims.csv",
+        "report.html",
+        f"{TABLE_I}.csv",
+        f"{TABLE_I}.md",
+        posix.SUMMARY,
+        posix.FILES,
+        *(f"{s}.{ext}" for s in stems for ext in ("png", "svg")),
+    ]
 
 
 def build(folder: str | Path, render: bool = True, baseline_from: str | Path | None = None) -> Built:
@@ -104,7 +125,9 @@ def build(folder: str | Path, render: bool = True, baseline_from: str | Path | N
     c = tables.collect(folder)
     if not c.cells:  # files named record.json that are not records do not make a campaign either
         also = f" ({len(c.unreadable)} unreadable: {c.unreadable[0]})" if c.unreadable else ""
-        raise NothingToBuild(f"no cell records (record.json) and no plan.json under {folder}{also}: nothing written")
+        raise NothingToBuild(
+            f"no cell records (record.json) and no plan.json under {folder}{also}: nothing written"
+        )
     out = Built(folder=folder, unreadable=c.unreadable, collected=c)
     out.failed = [x for x in c.cells if x["status"] == "failed"]
     out.missing = [x for x in c.cells if x["status"] == "missing"]

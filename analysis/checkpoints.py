@@ -39,19 +39,43 @@ def fig9(results, folder: Path, figure) -> list[Path]:
     stall = g["median_stall_s"].median()
     x = np.arange(len(order))
     fig, ax = plt.subplots(figsize=(max(5.5, 1.6 * len(order)), 4.0))
-    ax.bar(x, [med[k] for k in order], 0.6, color="white", edgecolor="black", label="runtime with checkpoints")
-    ax.bar(x, [base[k] for k in order], 0.6, color="0.75", edgecolor="black", linewidth=0.4,
-           label="same runs without checkpoints")
-    ax.errorbar(x, [med[k] for k in order], yerr=[[med[k] - lo[k] for k in order], [hi[k] - med[k] for k in order]],
-                fmt="none", ecolor="black", capsize=3, linewidth=0.8)
+    ax.bar(
+        x, [med[k] for k in order], 0.6, color="white", edgecolor="black", label="runtime with checkpoints"
+    )
+    ax.bar(
+        x,
+        [base[k] for k in order],
+        0.6,
+        color="0.75",
+        edgecolor="black",
+        linewidth=0.4,
+        label="same runs without checkpoints",
+    )
+    ax.errorbar(
+        x,
+        [med[k] for k in order],
+        yerr=[[med[k] - lo[k] for k in order], [hi[k] - med[k] for k in order]],
+        fmt="none",
+        ecolor="black",
+        capsize=3,
+        linewidth=0.8,
+    )
     for xi, k in zip(x, order):
-        ax.annotate(f"stall {stall[k]:.2f} s", (xi, hi[k]), xytext=(0, 3), textcoords="offset points", ha="center",
-                    fontsize=7)
+        ax.annotate(
+            f"stall {stall[k]:.2f} s",
+            (xi, hi[k]),
+            xytext=(0, 3),
+            textcoords="offset points",
+            ha="center",
+            fontsize=7,
+        )
     ax.set_xticks(x, order, fontsize=8)
     ax.set_ylabel(label(rt))
     ax.set_ylim(0, max(hi) * 1.25)
     steps = int(df["steps"].median()) if "steps" in df and df["steps"].notna().any() else 0
-    ax.set_title(f"Fig. 9: runtime of {steps} steps with checkpoints per target (median, min–max)", fontsize=9)
+    ax.set_title(
+        f"Fig. 9: runtime of {steps} steps with checkpoints per target (median, min–max)", fontsize=9
+    )
     ax.legend(fontsize=7, loc="upper right")
     ax.grid(axis="y", linewidth=0.3)
     ax.set_axisbelow(True)
@@ -64,7 +88,9 @@ def _trace_device(folder: Path, run) -> str:
     from jobs import records
 
     try:
-        return str(records.read(folder / str(run["record"])).runs[int(run["run"]) - 1].get("trace_device") or "?")
+        return str(
+            records.read(folder / str(run["record"])).runs[int(run["run"]) - 1].get("trace_device") or "?"
+        )
     except (records.RecordError, IndexError, KeyError, ValueError):
         return "?"
 
@@ -76,6 +102,7 @@ def fig10(results, folder: Path, figure) -> list[Path]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     df = results[(results["kind"] == KIND) & results["checkpoint_target"].isin(["slow", "burst_buffer"])]
     df = df[tables.text(df["trace_file"]) != ""]
     if df.empty:
@@ -83,8 +110,15 @@ def fig10(results, folder: Path, figure) -> list[Path]:
     groups = list(dict.fromkeys(zip(df["checkpoint_target"], df["checkpoint_tiers"], df["checkpoint_mode"])))
     fig, axes = plt.subplots(len(groups), 1, figsize=(7, 2.6 * len(groups)), squeeze=False, sharex=True)
     for ax, (target, tiers, mode) in zip(axes[:, 0], groups):
-        run = df[(df["checkpoint_target"] == target) & (df["checkpoint_tiers"] == tiers)
-                 & (df["checkpoint_mode"] == mode)].sort_values("run").iloc[0]
+        run = (
+            df[
+                (df["checkpoint_target"] == target)
+                & (df["checkpoint_tiers"] == tiers)
+                & (df["checkpoint_mode"] == mode)
+            ]
+            .sort_values("run")
+            .iloc[0]
+        )
         s, marks = plotting.read_trace(folder, run["trace_file"])
         t0 = marks.get("first_iterator_call", 0.0)
         x, y = plotting.step_series(s, "write_mb_s", t0)
@@ -93,12 +127,22 @@ def fig10(results, folder: Path, figure) -> list[Path]:
         drained = marks.get("drain_finished", end + t0) - t0
         ax.axvline(end, color="black", linestyle="--", linewidth=0.9, label="end of training")
         if drained > end + 1e-3:
-            ax.axvspan(end, drained, color="tab:blue", alpha=0.3, zorder=3, linewidth=0,
-                       label=f"drain after training ({drained - end:.2f} s)")
+            ax.axvspan(
+                end,
+                drained,
+                color="tab:blue",
+                alpha=0.3,
+                zorder=3,
+                linewidth=0,
+                label=f"drain after training ({drained - end:.2f} s)",
+            )
         name = "direct to the slow tier" if target == "slow" else "burst buffer"
         dt = float(s["dt_s"].median())
-        ax.set_title(f"{name}: {tiers} ({mode})\nthe slow tier's device {_trace_device(folder, run)}, sampled every "
-                     f"{dt:.2g} s", fontsize=8)  # two lines: a long mount path fits the figure's width
+        ax.set_title(
+            f"{name}: {tiers} ({mode})\nthe slow tier's device {_trace_device(folder, run)}, sampled every "
+            f"{dt:.2g} s",
+            fontsize=8,
+        )  # two lines: a long mount path fits the figure's width
         # a bar is one sample: the drain's last writes show in the sample that holds its end, which may end
         # after the shaded drain (its exact times)
         ax.set_ylabel("Write (MB/s per sample)", fontsize=8)

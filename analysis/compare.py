@@ -32,7 +32,9 @@ def _select(df, conditions: dict):
 def _table_i(rows, p):
     if rows.empty:
         return None, ""
-    return float(rows["mb_per_s"].median()), f"median of {len(rows)} runs on {', '.join(sorted(set(rows['storage'])))}"
+    return float(
+        rows["mb_per_s"].median()
+    ), f"median of {len(rows)} runs on {', '.join(sorted(set(rows['storage'])))}"
 
 
 def _thread_speedup(rows, p):
@@ -44,8 +46,10 @@ def _thread_speedup(rows, p):
     from analysis import mechanisms
 
     one_device = getattr(mechanisms.DEVICE.get(str(p.get("mechanism"))), "one_device", False)
-    return (float(n["images_per_s"].median() / one["images_per_s"].median()),
-            how + (bounds.overlap_bound(one) if one_device else ""))  # servers side by side: no such bound
+    return (
+        float(n["images_per_s"].median() / one["images_per_s"].median()),
+        how + (bounds.overlap_bound(one) if one_device else ""),
+    )  # servers side by side: no such bound
 
 
 def _prefetch_cells(rows):
@@ -71,13 +75,19 @@ def _prefetch_overlap(rows, p):
         return None, ""
     eff = med["overlap_efficiency"].dropna()
     rt = med.iloc[:, 0]
-    how = (f"median overlap of {len(eff)} (storage, threads) cells with prefetch, batch {batch} "
-           f"({eff.min():.2f}-{eff.max():.2f}); runtime spread across them {rt.max() / rt.min() - 1:.2f}")
+    how = (
+        f"median overlap of {len(eff)} (storage, threads) cells with prefetch, batch {batch} "
+        f"({eff.min():.2f}-{eff.max():.2f}); runtime spread across them {rt.max() / rt.min() - 1:.2f}"
+    )
     slower = med[med["input_only_s"] > med["compute_only_s"]] if "input_only_s" in med else med.iloc[0:0]
     if not slower.empty:
-        threads = sorted({str(t) for t in slower.index.get_level_values("threads")}, key=lambda t: (len(t), t))
-        how += (f"; on this accelerator the input pipeline at {', '.join(threads)} threads is slower than the "
-                "training steps: prefetch cannot hide it")
+        threads = sorted(
+            {str(t) for t in slower.index.get_level_values("threads")}, key=lambda t: (len(t), t)
+        )
+        how += (
+            f"; on this accelerator the input pipeline at {', '.join(threads)} threads is slower than the "
+            "training steps: prefetch cannot hide it"
+        )
     return float(eff.median()), how
 
 
@@ -91,13 +101,19 @@ def _stall_ratio(rows, p):
             return None, ""
         parts[target] = sub
     num, den = parts[p["numerator"]], parts[p["denominator"]]
-    how = (f"median stall {p['numerator']} ({num['checkpoint_tiers'].iloc[0]}) / {p['denominator']} "
-           f"({den['checkpoint_tiers'].iloc[0]})")
+    how = (
+        f"median stall {p['numerator']} ({num['checkpoint_tiers'].iloc[0]}) / {p['denominator']} "
+        f"({den['checkpoint_tiers'].iloc[0]})"
+    )
     return float(num["median_stall_s"].median() / den["median_stall_s"].median()), how
 
 
-QUANTITIES = {"table_i": _table_i, "thread_speedup": _thread_speedup, "prefetch_overlap": _prefetch_overlap,
-              "stall_ratio": _stall_ratio}
+QUANTITIES = {
+    "table_i": _table_i,
+    "thread_speedup": _thread_speedup,
+    "prefetch_overlap": _prefetch_overlap,
+    "stall_ratio": _stall_ratio,
+}
 
 
 def _why_not(rows, regime: dict) -> str:
@@ -123,14 +139,20 @@ def _why_not(rows, regime: dict) -> str:
             example = off.loc[tables.text(off["bound"]) == value, "bound_reason"].iloc[0]
             return f"runs {value or 'of unknown bound'} ({share}): {example}; needs runs the storage limits"
         if column == "storage" and value.startswith("modeled_"):
-            return (f"measured on {value}: a modelled drive's sequential rate is its datasheet's figure, an input of "
-                    f"the model; needs {real}")
+            return (
+                f"measured on {value}: a modelled drive's sequential rate is its datasheet's figure, an input of "
+                f"the model; needs {real}"
+            )
         if column == "storage" and value.startswith("emulated_"):
-            return (f"measured on {value}: an emulated tier reads back the throttle it was set to; the claim is "
-                    f"about a real device's mechanics; needs {real}")
+            return (
+                f"measured on {value}: an emulated tier reads back the throttle it was set to; the claim is "
+                f"about a real device's mechanics; needs {real}"
+            )
         if column == "device":
-            return (f"trained on {value} ({share}): the input pipeline and the model share its cores; needs a GPU, as "
-                    "the paper trained on")
+            return (
+                f"trained on {value} ({share}): the input pipeline and the model share its cores; needs a GPU, as "
+                "the paper trained on"
+            )
         return f"runs with {column}={value} ({share}); needs {column} in {want}"
     return "too few runs in the regime " + ", ".join(f"{k} in {v}" for k, v in regime.items())
 
@@ -153,13 +175,18 @@ def evaluate(claim: dict, results, baselines, storages: dict | None = None) -> t
     from analysis import mechanisms
 
     fn = QUANTITIES[claim["quantity"]]
-    params = {**(claim.get("params") or {}), "mechanism": claim.get("mechanism")}  # the quantity may depend on it
+    params = {
+        **(claim.get("params") or {}),
+        "mechanism": claim.get("mechanism"),
+    }  # the quantity may depend on it
     source = _paper_layout(baselines if claim["quantity"] == "table_i" else results)
     rows = _select(source, claim.get("select") or {}) if not source.empty else source
     outside = fn(rows, params)[0]  # shown beside a "not comparable" verdict, never judged
     if rows.empty or outside is None:
         return NOT_MEASURED, None, ""
-    rows, elsewhere = mechanisms.on_their_file_system(rows, storages or {})  # a lustre label on ext4 judges nothing
+    rows, elsewhere = mechanisms.on_their_file_system(
+        rows, storages or {}
+    )  # a lustre label on ext4 judges nothing
     if elsewhere and (rows.empty or fn(rows, params)[0] is None):
         return NOT_COMPARABLE, outside, elsewhere
     if claim.get("mechanism"):
@@ -171,7 +198,11 @@ def evaluate(claim: dict, results, baselines, storages: dict | None = None) -> t
     if value is None:
         return NOT_COMPARABLE, outside, _why_not(rows, regime)
     tol = claim["tolerance"]
-    ok = abs(value - claim["paper"]) <= tol if claim.get("absolute") else abs(value / claim["paper"] - 1) <= tol
+    ok = (
+        abs(value - claim["paper"]) <= tol
+        if claim.get("absolute")
+        else abs(value / claim["paper"] - 1) <= tol
+    )
     return (REPRODUCED if ok else NOT_REPRODUCED), value, how
 
 
@@ -183,10 +214,19 @@ def claims_frame(results, baselines, storages: dict | None = None):
     for c in load_claims():
         status, value, how = evaluate(c, results, baselines, storages)
         tol = c["tolerance"]
-        rows.append({"id": c["id"], "claim": c["claim"], "section": c["section"], "paper": c["paper"],
-                     "measured": value, "unit": c["unit"],
-                     "tolerance": f"±{tol:g}" if c.get("absolute") else f"±{tol:.0%}", "status": status,
-                     "measured_from": how})
+        rows.append(
+            {
+                "id": c["id"],
+                "claim": c["claim"],
+                "section": c["section"],
+                "paper": c["paper"],
+                "measured": value,
+                "unit": c["unit"],
+                "tolerance": f"±{tol:g}" if c.get("absolute") else f"±{tol:.0%}",
+                "status": status,
+                "measured_from": how,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -200,8 +240,12 @@ def headline(claims) -> str:
     text = f"Reproduced {int((status == REPRODUCED).sum())} of {judged} comparable claims of the paper."
     off = claims[status == NOT_COMPARABLE]
     if not off.empty:
-        needs = sorted({why.split("; needs ", 1)[1] if "; needs " in why else why
-                        for why in off["measured_from"].astype(str)})
+        needs = sorted(
+            {
+                why.split("; needs ", 1)[1] if "; needs " in why else why
+                for why in off["measured_from"].astype(str)
+            }
+        )
         text += f" {len(off)} not comparable, for want of: " + "; ".join(needs) + "."
     missing = claims[status == NOT_MEASURED]
     if not missing.empty:
@@ -213,7 +257,13 @@ class CompareError(ValueError):
     """Two campaigns whose cells cannot be paired; the message says why."""
 
 
-SHOWN = ("images_per_s_median", "mb_per_s_median", "steady_runtime_s_median", "runtime_s_median", "median_stall_s_median")
+SHOWN = (
+    "images_per_s_median",
+    "mb_per_s_median",
+    "steady_runtime_s_median",
+    "runtime_s_median",
+    "median_stall_s_median",
+)
 PAIRED = "paired"  # both, only in A, only in B
 
 
@@ -226,7 +276,7 @@ def _check_ignore(ignore: tuple[str, ...], configs: list[dict]) -> None:
 
     def walk(prefix: str, v) -> None:
         keys.add(prefix)
-        for k, x in (v.items() if isinstance(v, dict) else ()):
+        for k, x in v.items() if isinstance(v, dict) else ():
             walk(f"{prefix}.{k}", x)
 
     for cfg in configs:
@@ -235,9 +285,11 @@ def _check_ignore(ignore: tuple[str, ...], configs: list[dict]) -> None:
     for key in ignore:
         if key not in keys:
             top = sorted({k for cfg in configs for k in cfg})
-            raise CompareError(f"--ignore {key}: no cell of either campaign has this setting; valid: a key of the "
-                               f"cells' config (a record's config), one of {', '.join(top)} or a dotted key below one, "
-                               "e.g. storage or workload.image_side; nothing was written")
+            raise CompareError(
+                f"--ignore {key}: no cell of either campaign has this setting; valid: a key of the "
+                f"cells' config (a record's config), one of {', '.join(top)} or a dotted key below one, "
+                "e.g. storage or workload.image_side; nothing was written"
+            )
 
 
 def compare_campaigns(a: Path, b: Path, ignore: tuple[str, ...] = ()):
@@ -270,20 +322,33 @@ def compare_campaigns(a: Path, b: Path, ignore: tuple[str, ...] = ()):
                 ids[k] = "(unset)"
         dup = int(ids.duplicated(keys, keep=False).sum())
         if dup:
-            raise CompareError(f"{dup} cells of {name} are the same cell once {', '.join(ignore) or 'paths'} is left "
-                               "out: they cannot be paired (leave out less with --ignore)")
+            raise CompareError(
+                f"{dup} cells of {name} are the same cell once {', '.join(ignore) or 'paths'} is left "
+                "out: they cannot be paired (leave out less with --ignore)"
+            )
     both = pd.concat([ids[keys] for ids, _ in sides])
     vary = [k for k in keys if both[k].nunique(dropna=False) > 1] or ["workload.name"]
     fa, fb = (pd.concat([ids[keys], m], axis=1) for ids, m in sides)
     m = fa.merge(fb, on=keys, suffixes=("_a", "_b"), how="outer", indicator=PAIRED)
-    m[PAIRED] = m[PAIRED].map({"both": "both", "left_only": "only in A", "right_only": "only in B"}).astype(str)
+    m[PAIRED] = (
+        m[PAIRED].map({"both": "both", "left_only": "only in A", "right_only": "only in B"}).astype(str)
+    )
     for metric in metrics:
         m[f"{metric}_ratio"] = m[f"{metric}_b"] / m[f"{metric}_a"]
-    cols = [*vary, PAIRED, *(c for metric in metrics for c in (f"{metric}_a", f"{metric}_b", f"{metric}_ratio"))]
+    cols = [
+        *vary,
+        PAIRED,
+        *(c for metric in metrics for c in (f"{metric}_a", f"{metric}_b", f"{metric}_ratio")),
+    ]
     m = m[cols]
     out = m.loc[:, m.notna().any()].sort_values([PAIRED, *vary], kind="stable").reset_index(drop=True)
-    out.attrs.update(unreadable=unreadable, keys=vary, only_a=int((m[PAIRED] == "only in A").sum()),
-                     only_b=int((m[PAIRED] == "only in B").sum()), both=int((m[PAIRED] == "both").sum()))
+    out.attrs.update(
+        unreadable=unreadable,
+        keys=vary,
+        only_a=int((m[PAIRED] == "only in A").sum()),
+        only_b=int((m[PAIRED] == "only in B").sum()),
+        both=int((m[PAIRED] == "both").sum()),
+    )
     return out
 
 
@@ -291,6 +356,9 @@ def printable(table, most: int = 2):
     """The comparison as people read it: the varying keys, ``paired``, and A, B, B/A of the first ``most``
     headline metrics measured (the CSV holds every metric)."""
     metrics = [m for m in SHOWN if f"{m}_ratio" in table][:most]
-    names = {f"{m}_{side}": f"{m.removesuffix('_median')} {label}" for m in metrics
-             for side, label in (("a", "A"), ("b", "B"), ("ratio", "B/A"))}
+    names = {
+        f"{m}_{side}": f"{m.removesuffix('_median')} {label}"
+        for m in metrics
+        for side, label in (("a", "A"), ("b", "B"), ("ratio", "B/A"))
+    }
     return table[[*table.attrs.get("keys", []), PAIRED, *names]].rename(columns=names)

@@ -24,8 +24,13 @@ def _mb_per_image(df) -> float:
 
 
 # every bar says what limited its cell: a bar without text would leave the reader to guess which bound it is
-MARKED = {"cpu": "CPU-bound", "cache": "from cache", "mixed": "mixed", "storage": "storage-bound",
-          "latency": "latency-bound"}
+MARKED = {
+    "cpu": "CPU-bound",
+    "cache": "from cache",
+    "mixed": "mixed",
+    "storage": "storage-bound",
+    "latency": "latency-bound",
+}
 
 
 def _bars(ax, df, stats, flagged, storages, threads, annotate_mb: bool) -> None:
@@ -40,11 +45,24 @@ def _bars(ax, df, stats, flagged, storages, threads, annotate_mb: bool) -> None:
     for j, t in enumerate(threads):
         cells = [(s, t) in stats.index for s in storages]
         med = [stats.loc[(s, t), "median"] if ok else np.nan for s, ok in zip(storages, cells)]
-        lo = [stats.loc[(s, t), "median"] - stats.loc[(s, t), "min"] if ok else 0 for s, ok in zip(storages, cells)]
-        hi = [stats.loc[(s, t), "max"] - stats.loc[(s, t), "median"] if ok else 0 for s, ok in zip(storages, cells)]
+        lo = [
+            stats.loc[(s, t), "median"] - stats.loc[(s, t), "min"] if ok else 0
+            for s, ok in zip(storages, cells)
+        ]
+        hi = [
+            stats.loc[(s, t), "max"] - stats.loc[(s, t), "median"] if ok else 0
+            for s, ok in zip(storages, cells)
+        ]
         pos = x - 0.4 + width * (j + 0.5)
-        bars = ax.bar(pos, med, width, color=greys[j], edgecolor="black", linewidth=0.6,
-                      label=f"{t} thread{'s' if t != '1' else ''}")
+        bars = ax.bar(
+            pos,
+            med,
+            width,
+            color=greys[j],
+            edgecolor="black",
+            linewidth=0.6,
+            label=f"{t} thread{'s' if t != '1' else ''}",
+        )
         ax.errorbar(pos, med, yerr=[lo, hi], fmt="none", ecolor="black", capsize=2, linewidth=0.8)
         for b, s, ok in zip(bars, storages, cells):
             if ok and flagged.loc[(s, t)]:
@@ -52,11 +70,25 @@ def _bars(ax, df, stats, flagged, storages, threads, annotate_mb: bool) -> None:
             sub = df[(df["storage"] == s) & (df["threads"] == t)]
             bound = bounds.cell(sub)[0] if "bound" in sub else ""
             if ok and bound in MARKED and np.isfinite(b.get_height()):
-                ax.text(b.get_x() + b.get_width() / 2, b.get_height() * 0.04, MARKED[bound], rotation=90, ha="center",
-                        va="bottom", fontsize=6, color="black" if j < len(threads) / 2 else "white")
+                ax.text(
+                    b.get_x() + b.get_width() / 2,
+                    b.get_height() * 0.04,
+                    MARKED[bound],
+                    rotation=90,
+                    ha="center",
+                    va="bottom",
+                    fontsize=6,
+                    color="black" if j < len(threads) / 2 else "white",
+                )
             if annotate_mb and len(sub) and np.isfinite(b.get_height()):
-                ax.annotate(f"{sub['mb_per_s'].median():.0f} MB/s", (b.get_x() + b.get_width() / 2, b.get_height()),
-                            ha="center", va="bottom", fontsize=6, rotation=90)
+                ax.annotate(
+                    f"{sub['mb_per_s'].median():.0f} MB/s",
+                    (b.get_x() + b.get_width() / 2, b.get_height()),
+                    ha="center",
+                    va="bottom",
+                    fontsize=6,
+                    rotation=90,
+                )
 
 
 def bandwidth_figure(rows, folder: Path, figure) -> list[Path]:
@@ -77,7 +109,9 @@ def bandwidth_figure(rows, folder: Path, figure) -> list[Path]:
     fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(storages) * max(1, len(threads)) / 3), 4.2))
     _bars(ax, df, stats, flagged, storages, threads, annotate_mb=not factor)
     fs = df.groupby("storage")["fs_type"].first() if "fs_type" in df else {}
-    ax.set_xticks(np.arange(len(storages)), [f"{s}\n({fs[s]})" if isinstance(fs.get(s), str) else s for s in storages])
+    ax.set_xticks(
+        np.arange(len(storages)), [f"{s}\n({fs[s]})" if isinstance(fs.get(s), str) else s for s in storages]
+    )
     ax.set_ylabel(label("images_per_s"))
     ax.set_xlabel("Storage (file system)")
     ax.set_title(figure.title, fontsize=10)
@@ -93,8 +127,17 @@ def bandwidth_figure(rows, folder: Path, figure) -> list[Path]:
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="//"))
         names.append("cache not as requested")
     ax.set_ylim(0, np.nanmax([stats["max"].max(), 1.0]) * 1.22)  # headroom: the legend must not cover a bar
-    ax.legend(handles, names, title="map threads", fontsize=8, title_fontsize=8, loc="upper left",
-              ncol=len(handles), columnspacing=1.0, handlelength=1.5)
+    ax.legend(
+        handles,
+        names,
+        title="map threads",
+        fontsize=8,
+        title_fontsize=8,
+        loc="upper left",
+        ncol=len(handles),
+        columnspacing=1.0,
+        handlelength=1.5,
+    )
     n_runs = df.groupby(["storage", "threads"])["run"].count()
     runs = f"{n_runs.min()}" if n_runs.min() == n_runs.max() else f"{n_runs.min()}–{n_runs.max()}"
     note = f"bars: median; whiskers: min–max of {runs} runs per bar"
@@ -113,7 +156,9 @@ def rows_of(results, kind: str, figure):
     for column, value in figure.where:
         if column not in df:
             return df.iloc[0:0]
-        df = df[df[column].astype(object).where(df[column].notna(), "").astype(str) == str(value)]  # a CSV's "" reads as NaN
+        df = df[
+            df[column].astype(object).where(df[column].notna(), "").astype(str) == str(value)
+        ]  # a CSV's "" reads as NaN
     return df
 
 

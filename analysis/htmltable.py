@@ -16,22 +16,33 @@ def number(v: float) -> str:
     return f"{v:.3g}"
 
 
-PROSE = ("_reason", "measured_from", "why")  # columns of sentences: kept wide enough to read as lines, not as a column of words
+PROSE = (
+    "_reason",
+    "measured_from",
+    "why",
+)  # columns of sentences: kept wide enough to read as lines, not as a column of words
 
 
 def table(df) -> str:
     """A data frame as an HTML table (a claim's status also as its cell's class, for its colour)."""
     if df is None or df.empty:
         return ""  # a section with no rows is left out, not shown as "none"
-    head = "".join(f"<th>{html.escape(str(c)).replace('_', '_<wbr>')}</th>" for c in df.columns)  # long names break
+    head = "".join(
+        f"<th>{html.escape(str(c)).replace('_', '_<wbr>')}</th>" for c in df.columns
+    )  # long names break
     rows = []
     for _, r in df.iterrows():
         cells = []
         for c in df.columns:
             v = r[c]
             text = number(v) if isinstance(v, float) and v == v else ("" if v is None or v != v else str(v))
-            cls = (f' class="{html.escape(text.replace(" ", "-"))}"' if c == "status"
-                   else ' class="prose"' if str(c).endswith(PROSE) else "")
+            cls = (
+                f' class="{html.escape(text.replace(" ", "-"))}"'
+                if c == "status"
+                else ' class="prose"'
+                if str(c).endswith(PROSE)
+                else ""
+            )
             cells.append(f"<td{cls}>{html.escape(text)}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     # a table wider than the page scrolls by itself; the page never does
@@ -49,6 +60,8 @@ def claims_table(claims) -> str:
     folded = ""
     if missing.any():
         n = int(missing.sum())
-        folded = (f"<details><summary>{n} claim{'s' if n != 1 else ''} not measured by this campaign (it has no cells "
-                  f"for {'them' if n != 1 else 'it'})</summary>{table(claims[missing])}</details>")
+        folded = (
+            f"<details><summary>{n} claim{'s' if n != 1 else ''} not measured by this campaign (it has no cells "
+            f"for {'them' if n != 1 else 'it'})</summary>{table(claims[missing])}</details>"
+        )
     return table(claims[~missing]) + folded

@@ -37,6 +37,10 @@ def identity(config: dict, ignore: tuple[str, ...] = ()) -> dict[str, str]:
             flat[prefix] = norm(v)
 
     walk("", {k: v for k, v in config.items() if k != "hydra"})
-    return {k: v for k, v in flat.items()
-            if not k.endswith(_WHERE) and (not k.startswith("platform.") or k in _LAUNCH_KEPT)
-            and not any(k == i or k.startswith(i + ".") for i in ignore)}
+    return {
+        k: v
+        for k, v in flat.items()
+        if not k.endswith(_WHERE)
+        and (not k.startswith("platform.") or k in _LAUNCH_KEPT)
+        and not any(k == i or k.startswith(i + ".") for i in ignore)
+    }

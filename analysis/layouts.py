@@ -19,7 +19,9 @@ def _thread_key(t) -> tuple[int, float]:
 
 def _layouts(df) -> list[tuple[str, str]]:
     order = {"files": 0, "tfrecord": 1, "hdf5": 2}
-    pairs = set(zip(tables.text(df["format"]).replace("", "files"), tables.text(df["shuffle"]).replace("", "global")))
+    pairs = set(
+        zip(tables.text(df["format"]).replace("", "files"), tables.text(df["shuffle"]).replace("", "global"))
+    )
     return sorted(pairs, key=lambda p: (order.get(p[0], 9), p[1] != "global", p[1]))
 
 
@@ -42,8 +44,13 @@ def layouts_figure(rows, folder: Path, figure) -> list[Path]:
         return []
     storages = plotting.tier_order(df["storage"])
     pipelines = list(dict.fromkeys(tables.text(df["pipeline"])))
-    fig, axes = plt.subplots(len(pipelines), len(storages), squeeze=False, sharey="row",
-                             figsize=(max(6.0, 4.2 * len(storages)), 3.6 * len(pipelines) + 0.6))
+    fig, axes = plt.subplots(
+        len(pipelines),
+        len(storages),
+        squeeze=False,
+        sharey="row",
+        figsize=(max(6.0, 4.2 * len(storages)), 3.6 * len(pipelines) + 0.6),
+    )
     formats = list(dict.fromkeys(f for f, _ in layouts))
     colors = dict(zip(formats, plt.cm.tab10(np.arange(len(formats)) % 10)))  # colour: format; hatch: shuffle
     hatches = {"global": "", "local": "..", "none": "//"}
@@ -60,8 +67,16 @@ def layouts_figure(rows, folder: Path, figure) -> list[Path]:
                 lo = np.nan_to_num(med - np.array([stats["min"].get(t, np.nan) for t in threads]))
                 hi = np.nan_to_num(np.array([stats["max"].get(t, np.nan) for t in threads]) - med)
                 pos = np.arange(len(threads)) - 0.4 + width * (j + 0.5)
-                ax.bar(pos, med, width, color=colors[fmt], edgecolor="black", linewidth=0.5,
-                       hatch=hatches.get(shuffle.split(":")[0], "xx"), label=f"{fmt}, shuffle {shuffle}")
+                ax.bar(
+                    pos,
+                    med,
+                    width,
+                    color=colors[fmt],
+                    edgecolor="black",
+                    linewidth=0.5,
+                    hatch=hatches.get(shuffle.split(":")[0], "xx"),
+                    label=f"{fmt}, shuffle {shuffle}",
+                )
                 ax.errorbar(pos, med, yerr=[lo, hi], fmt="none", ecolor="black", capsize=2, linewidth=0.7)
                 for x, t, m in zip(pos, threads, med):
                     b = bounds.cell(one[one["threads"] == t])[0]
@@ -74,13 +89,19 @@ def layouts_figure(rows, folder: Path, figure) -> list[Path]:
             ax.set_axisbelow(True)
         axes[r][0].set_ylabel(label("images_per_s"))
     handles, names = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, names, loc="lower center", bbox_to_anchor=(0.5, 0.035), ncol=min(4, len(layouts)), fontsize=8)
+    fig.legend(
+        handles, names, loc="lower center", bbox_to_anchor=(0.5, 0.035), ncol=min(4, len(layouts)), fontsize=8
+    )
     fig.suptitle(figure.title, fontsize=10)
     n_runs = df.groupby(["storage", "pipeline", "format", "shuffle", "threads"])["run"].count()
     runs = f"{n_runs.min()}" if n_runs.min() == n_runs.max() else f"{n_runs.min()}–{n_runs.max()}"
-    fig.text(0.01, 0.005, f"bars: median; whiskers: min–max of {runs} runs; colour: format; plain: global shuffle, "
-             "dotted: local, hatched: none; text in a bar: what limited most of its runs (none: the storage, or latency)",
-             fontsize=6)
+    fig.text(
+        0.01,
+        0.005,
+        f"bars: median; whiskers: min–max of {runs} runs; colour: format; plain: global shuffle, "
+        "dotted: local, hatched: none; text in a bar: what limited most of its runs (none: the storage, or latency)",
+        fontsize=6,
+    )
     fig.tight_layout(rect=(0, 0.06 + 0.05 * ((len(layouts) + 3) // 4), 1, 0.95))
     return plotting.save(fig, folder / figure.key)
 
@@ -101,8 +122,22 @@ def reach(summary):
     s["_paper"] = [(f, sh) != PAPER for f, sh in zip(s["format"], s["shuffle"])]
     s["_t"] = [_thread_key(t) for t in s["threads"]]
     s = s.sort_values(["storage", "pipeline", "_t", "_paper", "format", "shuffle"])
-    cols = [c for c in ("storage", "pipeline", "threads", "format", "shuffle", "images_per_s_median", "mb_per_s_median",
-                        "small_file_mb_s", "efficiency", "bound") if c in s]
+    cols = [
+        c
+        for c in (
+            "storage",
+            "pipeline",
+            "threads",
+            "format",
+            "shuffle",
+            "images_per_s_median",
+            "mb_per_s_median",
+            "small_file_mb_s",
+            "efficiency",
+            "bound",
+        )
+        if c in s
+    ]
     out = s[cols].round(3)
     out["images_per_s_median"] = out["images_per_s_median"].round().astype("Int64")  # 1176, not 1.18e+03
     return out

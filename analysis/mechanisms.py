@@ -23,22 +23,28 @@ CHECKPOINT_MIN_MB = 100.0  # below it TensorFlow's 0.05-0.08 s per save is a lar
 class Mechanism:
     needs: str  # what the claim depends on, as the report prints it
     remedy: str  # what a user needs to measure it
-    one_device: bool = False  # one device serves the reads: its 1-thread busy share bounds what threads can add
+    one_device: bool = (
+        False  # one device serves the reads: its 1-thread busy share bounds what threads can add
+    )
 
 
 DEVICE = {
     "queue_depth_gains": Mechanism(
         "a device whose requests cost less at a deeper queue (a disk serving queued requests nearest-first)",
-        "a real HDD (storage=hdd storage.root=<its mount>) or the modelled one (storage=modeled_hdd)", one_device=True),
+        "a real HDD (storage=hdd storage.root=<its mount>) or the modelled one (storage=modeled_hdd)",
+        one_device=True,
+    ),
     "parallel_servers": Mechanism(
         "storage servers that serve a run's requests side by side (Lustre's object storage targets)",
-        "a Lustre mount (storage=lustre storage.root=<a folder on it>) or the modelled one (storage=modeled_lustre)"),
+        "a Lustre mount (storage=lustre storage.root=<a folder on it>) or the modelled one (storage=modeled_lustre)",
+    ),
 }
 RUN = {
     "checkpoint_rate_bound": Mechanism(
         f"checkpoints large enough that the tier's rate sets the stall (at least {CHECKPOINT_MIN_MB:.0f} MB each; "
         "the paper's were about 600 MB)",
-        "a larger model (workload.width, workload.image_side) or the paper scale"),
+        "a larger model (workload.width, workload.image_side) or the paper scale",
+    ),
 }
 
 
@@ -72,8 +78,10 @@ def on_their_file_system(rows, storages: dict):
     pairs = sorted({(t, f) for t, f, o in zip(tiers, fs, off) if o})
     where = ", ".join(f"storage={t} on {f} (not {' or '.join(wanted[t])})" for t, f in pairs)
     keep = [not o for o in off]
-    return rows[keep], (f"measured with {where}: the root's file system was not the preset's (storage.fs_check=false); "
-                        "needs a root on the preset's file system")
+    return rows[keep], (
+        f"measured with {where}: the root's file system was not the preset's (storage.fs_check=false); "
+        "needs a root on the preset's file system"
+    )
 
 
 def having(name: str, rows, storages: dict):
@@ -84,13 +92,23 @@ def having(name: str, rows, storages: dict):
         tiers = sorted(set(tables.text(rows["storage"])))
         ok = [t for t in tiers if name in declared(t, storages)]
         lacking = [t for t in tiers if t not in ok]
-        why = (f"measured on {', '.join(lacking)}, which lacks {DEVICE[name].needs}; needs {DEVICE[name].remedy}"
-               if lacking else "")
+        why = (
+            f"measured on {', '.join(lacking)}, which lacks {DEVICE[name].needs}; needs {DEVICE[name].remedy}"
+            if lacking
+            else ""
+        )
         return rows[tables.text(rows["storage"]).isin(ok)], why
     if name in RUN:
         size = rows.get("checkpoint_mb")
         inside = rows[size >= CHECKPOINT_MIN_MB] if size is not None else rows.iloc[0:0]
-        mb = f"{size.median():.0f} MB checkpoints" if size is not None and size.notna().any() else "no checkpoint size"
-        return inside, (f"{mb}: the claim is about {RUN[name].needs}; needs {RUN[name].remedy}"
-                        if len(inside) < len(rows) else "")
+        mb = (
+            f"{size.median():.0f} MB checkpoints"
+            if size is not None and size.notna().any()
+            else "no checkpoint size"
+        )
+        return inside, (
+            f"{mb}: the claim is about {RUN[name].needs}; needs {RUN[name].remedy}"
+            if len(inside) < len(rows)
+            else ""
+        )
     raise KeyError(f"unknown mechanism {name!r} (analysis/mechanisms.py)")

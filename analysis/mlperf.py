@@ -15,8 +15,22 @@ from pathlib import Path
 PUBLISHED = Path(__file__).resolve().parent / "mlperf_checkpoints.yaml"
 MLPERF = "mlperf_checkpoints.csv"
 GIB = 2**30 / 1e9  # GB in a GiB: DLIO reports binary units
-COLUMNS = ["model", "source", "storage", "ranks_written", "ranks", "checkpoint_gb", "save_s", "save_gb_s", "load_s",
-           "load_gb_s", "load_cache", "runs", "same_workload", "why"]
+COLUMNS = [
+    "model",
+    "source",
+    "storage",
+    "ranks_written",
+    "ranks",
+    "checkpoint_gb",
+    "save_s",
+    "save_gb_s",
+    "load_s",
+    "load_gb_s",
+    "load_cache",
+    "runs",
+    "same_workload",
+    "why",
+]
 
 
 def published() -> list[dict]:
@@ -37,35 +51,68 @@ def table(results):
     pubs = [p for p in published() if p["model"] in set(tables.text(rows["checkpoint_model"]))]
     if not pubs:
         return None
-    rows["where"] = rows["storage"].where(tables.text(rows.get("checkpoint_target", "")) != "burst_buffer",
-                                          tables.text(rows.get("checkpoint_tiers", "")))
+    rows["where"] = rows["storage"].where(
+        tables.text(rows.get("checkpoint_target", "")) != "burst_buffer",
+        tables.text(rows.get("checkpoint_tiers", "")),
+    )
     out = []
     for p in pubs:
-        out.append({"model": p["model"], "source": f"{p['round']} {p['division']}, {p['submitter']} {p['system']} "
-                    f"({p['hosts']} host{'s' if p['hosts'] > 1 else ''})", "storage": "(the submitter's)",
-                    "ranks_written": p["ranks"], "ranks": p["ranks"], "checkpoint_gb": p["checkpoint_gib"] * GIB,
-                    "save_s": p["save_s"], "save_gb_s": p["save_gib_s"] * GIB, "load_s": p["load_s"],
-                    "load_gb_s": p["load_gib_s"] * GIB, "load_cache": "", "runs": None, "same_workload": "",
-                    "why": f"published: {p['source']}"})
+        out.append(
+            {
+                "model": p["model"],
+                "source": f"{p['round']} {p['division']}, {p['submitter']} {p['system']} "
+                f"({p['hosts']} host{'s' if p['hosts'] > 1 else ''})",
+                "storage": "(the submitter's)",
+                "ranks_written": p["ranks"],
+                "ranks": p["ranks"],
+                "checkpoint_gb": p["checkpoint_gib"] * GIB,
+                "save_s": p["save_s"],
+                "save_gb_s": p["save_gib_s"] * GIB,
+                "load_s": p["load_s"],
+                "load_gb_s": p["load_gib_s"] * GIB,
+                "load_cache": "",
+                "runs": None,
+                "same_workload": "",
+                "why": f"published: {p['source']}",
+            }
+        )
         mine = rows[tables.text(rows["checkpoint_model"]) == p["model"]]
         for (where, written), g in mine.groupby(["where", "ranks_written"], sort=False):
-            whole = bool((g["checkpoint_gb"] >= 0.999 * g["model_checkpoint_gb"]).all()) if "model_checkpoint_gb" in g \
+            whole = (
+                bool((g["checkpoint_gb"] >= 0.999 * g["model_checkpoint_gb"]).all())
+                if "model_checkpoint_gb" in g
                 else int(written) == p["ranks"]
+            )
             states = sorted(set(tables.text(g["cache_state"])))
             why = []
             if not whole:
-                why.append(f"subset mode: {int(written)} of the model's ranks wrote their shards (the submission: all "
-                           f"{p['ranks']}), so the bytes and the slowest rank are a subset's")
+                why.append(
+                    f"subset mode: {int(written)} of the model's ranks wrote their shards (the submission: all "
+                    f"{p['ranks']}), so the bytes and the slowest rank are a subset's"
+                )
             elif int(written) != p["ranks"]:
                 why.append(f"{int(written)} ranks, the submission {p['ranks']}")
             if states != ["cold"]:
                 why.append(f"loads not all cold ({'/'.join(states)})")
-            out.append({"model": p["model"], "source": "measured here", "storage": where, "ranks_written": int(written),
-                        "ranks": p["ranks"], "checkpoint_gb": g["checkpoint_gb"].median(),
-                        "save_s": g["save_duration_s"].median(), "save_gb_s": g["save_throughput_gb_s"].median(),
-                        "load_s": g["load_duration_s"].median(), "load_gb_s": g["load_throughput_gb_s"].median(),
-                        "load_cache": "/".join(states), "runs": len(g), "same_workload": "no" if why else "yes",
-                        "why": "; ".join(why) or f"the submission's shape on {where}: its storage beside the submitter's"})
+            out.append(
+                {
+                    "model": p["model"],
+                    "source": "measured here",
+                    "storage": where,
+                    "ranks_written": int(written),
+                    "ranks": p["ranks"],
+                    "checkpoint_gb": g["checkpoint_gb"].median(),
+                    "save_s": g["save_duration_s"].median(),
+                    "save_gb_s": g["save_throughput_gb_s"].median(),
+                    "load_s": g["load_duration_s"].median(),
+                    "load_gb_s": g["load_throughput_gb_s"].median(),
+                    "load_cache": "/".join(states),
+                    "runs": len(g),
+                    "same_workload": "no" if why else "yes",
+                    "why": "; ".join(why)
+                    or f"the submission's shape on {where}: its storage beside the submitter's",
+                }
+            )
     return pd.DataFrame(out, columns=COLUMNS).astype({"runs": "Int64", "ranks_written": int, "ranks": int})
 
 
@@ -80,10 +127,12 @@ def write(results, folder: Path) -> list[Path]:
     return [folder / MLPERF]
 
 
-INTRO = ("Each model shape measured here that an MLPerf Storage submission also checkpointed: the submission's "
-         "figures (converted from DLIO's binary GiB to GB) and this campaign's medians, by MLPerf's definitions "
-         "(save and load: the slowest rank's duration; GB/s: every rank's bytes over it). <code>same_workload</code> "
-         "is yes only where every rank's shard was written, as many ranks as the submission's, and loaded cold; "
-         "the storage always differs, so a row says how this tier does the submission's job, not that it "
-         "reproduced a result. Data: <code>analysis/mlperf_checkpoints.yaml</code>, values: "
-         "<code>mlperf_checkpoints.csv</code>.")
+INTRO = (
+    "Each model shape measured here that an MLPerf Storage submission also checkpointed: the submission's "
+    "figures (converted from DLIO's binary GiB to GB) and this campaign's medians, by MLPerf's definitions "
+    "(save and load: the slowest rank's duration; GB/s: every rank's bytes over it). <code>same_workload</code> "
+    "is yes only where every rank's shard was written, as many ranks as the submission's, and loaded cold; "
+    "the storage always differs, so a row says how this tier does the submission's job, not that it "
+    "reproduced a result. Data: <code>analysis/mlperf_checkpoints.yaml</code>, values: "
+    "<code>mlperf_checkpoints.csv</code>."
+)

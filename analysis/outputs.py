@@ -29,7 +29,9 @@ from jobs import jsonfiles
 
 MANIFEST = ".iocampaign-outputs.json"
 SCHEMA = 1
-PLACED: list[Path] = []  # every output this process wrote, in order: a refusal half-way names what came before
+PLACED: list[
+    Path
+] = []  # every output this process wrote, in order: a refusal half-way names what came before
 
 
 class OutputExists(FileExistsError):
@@ -55,7 +57,9 @@ def _exclusive(path: Path) -> tuple[int, Path]:
     while True:
         tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.part")
         try:
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666), tmp
+            return os.open(
+                tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666
+            ), tmp
         except FileExistsError:
             continue
 
@@ -65,7 +69,9 @@ def _written(path: Path, binary: bool, place):
     """A file object on a new temporary file beside ``path``; on success ``place(tmp, path)`` puts it there."""
     fd, tmp = _exclusive(path)
     try:
-        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"newline": "", "encoding": "utf-8"})) as f:
+        with os.fdopen(
+            fd, "wb" if binary else "w", **({} if binary else {"newline": "", "encoding": "utf-8"})
+        ) as f:
             yield f
         place(tmp, path)
     finally:
@@ -77,12 +83,18 @@ def _link_new(tmp: Path, path: Path) -> None:
     try:
         os.link(tmp, path, follow_symlinks=False)
     except FileExistsError:
-        raise OutputExists(f"{path} exists: it appeared while it was being written, and was left as it was") from None
+        raise OutputExists(
+            f"{path} exists: it appeared while it was being written, and was left as it was"
+        ) from None
     except OSError as e:
         if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK):
             raise
-        if os.path.lexists(path):  # a file system without hard links: the name checked once more, then renamed
-            raise OutputExists(f"{path} exists: it appeared while it was being written, and was left as it was") from None
+        if os.path.lexists(
+            path
+        ):  # a file system without hard links: the name checked once more, then renamed
+            raise OutputExists(
+                f"{path} exists: it appeared while it was being written, and was left as it was"
+            ) from None
         os.replace(tmp, path)
 
 
@@ -132,9 +144,13 @@ def check(paths: list[Path]) -> None:
     for p in paths:
         if owned(p):
             continue
-        what = ("is a symbolic link (never written through)" if p.is_symlink() else
-                "exists and is not a regular file" if not p.is_file() else
-                f"exists and was not written by iocampaign (its {MANIFEST} does not list it)")
+        what = (
+            "is a symbolic link (never written through)"
+            if p.is_symlink()
+            else "exists and is not a regular file"
+            if not p.is_file()
+            else f"exists and was not written by iocampaign (its {MANIFEST} does not list it)"
+        )
         raise OutputExists(f"{p} {what}: move it away or use another folder")
 
 

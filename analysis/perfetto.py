@@ -46,21 +46,33 @@ def to_chrome(src: Path, dst: Path) -> Path:
         with gzip.open(part, "wt") if dst.suffix == ".gz" else open(part, "w") as out:
             out.write('{"displayTimeUnit":"ms","traceEvents":[\n')
             for name, tid, ts, dur, args, path in posix.events([src]):
-                e = {"name": name, "cat": "STDIO" if name in posix.STDIO_CALLS else "POSIX", "ph": "X", "pid": 0, "tid": tid,
-                     "ts": ts, "dur": dur, "args": {**{k: v for k, v in args.items() if k != "hhash"}, "path": path}}
+                e = {
+                    "name": name,
+                    "cat": "STDIO" if name in posix.STDIO_CALLS else "POSIX",
+                    "ph": "X",
+                    "pid": 0,
+                    "tid": tid,
+                    "ts": ts,
+                    "dur": dur,
+                    "args": {**{k: v for k, v in args.items() if k != "hhash"}, "path": path},
+                }
                 out.write(("" if n == 0 else ",\n") + json.dumps(e))
                 n += 1
             out.write("\n]}\n")
     except (OSError, EOFError, UnicodeDecodeError, ValueError) as e:
         part.unlink(missing_ok=True)
         why = "it ends early (truncated)" if isinstance(e, EOFError) else f"{type(e).__name__}: {e}"
-        raise posix.PosixTraceError(f"{src} is not a whole gzip'd dftracer trace ({why}); nothing written") from None
+        raise posix.PosixTraceError(
+            f"{src} is not a whole gzip'd dftracer trace ({why}); nothing written"
+        ) from None
     except BaseException:
         part.unlink(missing_ok=True)
         raise
     if n == 0:
         part.unlink(missing_ok=True)
-        raise posix.PosixTraceError(f"{src} holds no dftracer POSIX or STDIO event on a file; nothing written")
+        raise posix.PosixTraceError(
+            f"{src} holds no dftracer POSIX or STDIO event on a file; nothing written"
+        )
     os.replace(part, dst)
     return dst
 

@@ -16,12 +16,27 @@ SUMMARY = "posix_summary.csv"
 FILES = "posix_files.csv"
 SIZES = "posix_sizes"
 TIMELINE = "posix_timeline"
-KEYS = ("workload", "kind", "pipeline", "storage", "dataset", "format", "shuffle", "threads", "batch_size", "prefetch",
-        "checkpoint_target", "run", "traced_run")
+KEYS = (
+    "workload",
+    "kind",
+    "pipeline",
+    "storage",
+    "dataset",
+    "format",
+    "shuffle",
+    "threads",
+    "batch_size",
+    "prefetch",
+    "checkpoint_target",
+    "run",
+    "traced_run",
+)
 LINE_BINS = posix.TIMELINE_BINS // 40  # time bins of the threads' table per step of the traced MB/s line
 METRIC_COLUMNS = tuple(m for m in METRICS if m.startswith("posix_"))
-PERFETTO = ("python -m analysis.perfetto <cell>/posix/trace-*.pfw.gz  # writes <trace>.json.gz: open it at "
-            "https://ui.perfetto.dev (or chrome://tracing)")
+PERFETTO = (
+    "python -m analysis.perfetto <cell>/posix/trace-*.pfw.gz  # writes <trace>.json.gz: open it at "
+    "https://ui.perfetto.dev (or chrome://tracing)"
+)
 
 
 def summary_frame(c: tables.Collected):
@@ -34,10 +49,22 @@ def summary_frame(c: tables.Collected):
         row = {k: e.get(k) for k in (*KEYS, "cell_dir", "seconds", "bytes_consumed")}
         row.update({m: e.get(m) for m in METRIC_COLUMNS})
         row.update({k: (e["posix_size_histogram"] or {}).get(k, 0) for k in posix.SIZE_KEYS})
-        row["posix_trace"] = e["posix_trace"] if isinstance(e["posix_trace"], str) else ";".join(e["posix_trace"])
+        row["posix_trace"] = (
+            e["posix_trace"] if isinstance(e["posix_trace"], str) else ";".join(e["posix_trace"])
+        )
         rows.append(row)
-    return pd.DataFrame(rows, columns=[*KEYS, "cell_dir", "seconds", "bytes_consumed", *METRIC_COLUMNS, *posix.SIZE_KEYS,
-                                       "posix_trace"])
+    return pd.DataFrame(
+        rows,
+        columns=[
+            *KEYS,
+            "cell_dir",
+            "seconds",
+            "bytes_consumed",
+            *METRIC_COLUMNS,
+            *posix.SIZE_KEYS,
+            "posix_trace",
+        ],
+    )
 
 
 def write_files(c: tables.Collected, folder: Path) -> Path | None:
@@ -53,7 +80,9 @@ def write_files(c: tables.Collected, folder: Path) -> Path | None:
         for e in c.posix:
             src = folder / e["posix_files_table"]
             if not src.is_file():
-                c.unreadable.append(f"{src}: the per-file table of a traced run is missing (left out of {FILES})")
+                c.unreadable.append(
+                    f"{src}: the per-file table of a traced run is missing (left out of {FILES})"
+                )
                 continue
             rows = 0
             with open(src, newline="") as s:
@@ -66,8 +95,10 @@ def write_files(c: tables.Collected, folder: Path) -> Path | None:
                     w.writerow(keys + line)
                     rows += 1
             if len(head) != len(posix.FILE_COLUMNS) or rows < (e.get("posix_files") or 0):
-                c.unreadable.append(f"{src}: truncated ({rows} of at least {e.get('posix_files') or 0} files; "
-                                    f"its rows in {FILES} are incomplete)")
+                c.unreadable.append(
+                    f"{src}: truncated ({rows} of at least {e.get('posix_files') or 0} files; "
+                    f"its rows in {FILES} are incomplete)"
+                )
     return out
 
 
@@ -100,12 +131,20 @@ def sizes_figure(c: tables.Collected, folder: Path) -> list[Path]:
     for j, (name, counts) in enumerate(totals.items()):
         share = np.array(counts) / sum(counts)
         small = share[0] + share[1]
-        ax.bar(x - 0.4 + width * (j + 0.5), 100 * share, width, label=f"{name}: {100 * small:.0f}% of {sum(counts):,} "
-               "reads < 100 B", edgecolor="black", linewidth=0.4)
+        ax.bar(
+            x - 0.4 + width * (j + 0.5),
+            100 * share,
+            width,
+            label=f"{name}: {100 * small:.0f}% of {sum(counts):,} reads < 100 B",
+            edgecolor="black",
+            linewidth=0.4,
+        )
     ax.set_xticks(x, [posix.SIZE_LABELS[k] for k in posix.SIZE_KEYS], fontsize=8)
     ax.set_xlabel("bytes returned by the read call")
     ax.set_ylabel("share of read calls (%)")
-    ax.set_title("POSIX read sizes (trace.posix, dftracer): every read call of the measured runs", fontsize=10)
+    ax.set_title(
+        "POSIX read sizes (trace.posix, dftracer): every read call of the measured runs", fontsize=10
+    )
     ax.grid(axis="y", linewidth=0.3)
     ax.set_axisbelow(True)
     ax.legend(fontsize=7)
@@ -116,10 +155,16 @@ def sizes_figure(c: tables.Collected, folder: Path) -> list[Path]:
 def timeline_run(c: tables.Collected) -> dict | None:
     """The run the timeline shows: the first measured run of the traced cell with the most threads
     (micro-benchmark cells first, the paper's layout first)."""
+
     def key(e):
         t = str(e.get("threads"))
-        return (e.get("kind") != "microbench", (e.get("format") or "files") != "files", -(int(t) if t.isdigit() else 0),
-                e["cell_dir"], e["run"])
+        return (
+            e.get("kind") != "microbench",
+            (e.get("format") or "files") != "files",
+            -(int(t) if t.isdigit() else 0),
+            e["cell_dir"],
+            e["run"],
+        )
 
     runs = [e for e in c.posix if e.get("posix_threads_table")]
     return min(runs, key=key) if runs else None
@@ -141,23 +186,46 @@ def timeline_figure(c: tables.Collected, folder: Path) -> list[Path]:
     if th.empty:
         return []
     threads = list(th.groupby("thread")["t_s"].min().sort_values().index)
-    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(9, 2.2 + 0.32 * len(threads) + 2.2),
-                                      gridspec_kw={"height_ratios": [max(1.0, 0.32 * len(threads)), 2.0]})
+    fig, (top, bottom) = plt.subplots(
+        2,
+        1,
+        sharex=True,
+        figsize=(9, 2.2 + 0.32 * len(threads) + 2.2),
+        gridspec_kw={"height_ratios": [max(1.0, 0.32 * len(threads)), 2.0]},
+    )
     peak = max(float(th["bytes_read"].max()), 1.0)
     for row, tid in enumerate(threads):
         one = th[th["thread"] == tid]
-        top.scatter(one["t_s"], [row] * len(one), marker="|", s=60, c=one["bytes_read"] / peak, cmap="Blues",
-                    vmin=-0.3, vmax=1.0, linewidths=1.2)
+        top.scatter(
+            one["t_s"],
+            [row] * len(one),
+            marker="|",
+            s=60,
+            c=one["bytes_read"] / peak,
+            cmap="Blues",
+            vmin=-0.3,
+            vmax=1.0,
+            linewidths=1.2,
+        )
     top.set_yticks(range(len(threads)), [f"thread {n + 1}" for n in range(len(threads))], fontsize=7)
     top.set_ylim(-0.7, len(threads) - 0.3)
     top.invert_yaxis()
-    top.set_title(f"Reads per thread: {_series(e)}, {e['storage']}, threads={e['threads']}, run {e['run']} "
-                  f"({e.get('posix_reads') or 0:,} read calls)", fontsize=9)
+    top.set_title(
+        f"Reads per thread: {_series(e)}, {e['storage']}, threads={e['threads']}, run {e['run']} "
+        f"({e.get('posix_reads') or 0:,} read calls)",
+        fontsize=9,
+    )
     dt = float(th["dt_s"].iloc[0]) * LINE_BINS  # the traced rate over coarser bins: 1/40 of the run each
     coarse = th.assign(b=(th["t_s"] // dt).astype(int)).groupby("b")["bytes_read"].sum()
     coarse = coarse.reindex(range(int(th["t_s"].max() // dt) + 1), fill_value=0)
-    bottom.step((coarse.index + 1) * dt, coarse.values / dt / 1e6, where="pre", linewidth=0.9, color="tab:blue",
-                label="traced reads (this process)")
+    bottom.step(
+        (coarse.index + 1) * dt,
+        coarse.values / dt / 1e6,
+        where="pre",
+        linewidth=0.9,
+        color="tab:blue",
+        label="traced reads (this process)",
+    )
     dev = folder / e["posix_device_table"] if e.get("posix_device_table") else None
     if dev is not None and dev.exists():
         samples, _ = plotting.read_trace(folder, e["posix_device_table"])
@@ -201,12 +269,23 @@ def per_cell(folder: Path):
     if s.empty:
         return None
     s["small_reads_pct"] = 100 * s["posix_small_read_share"]
-    g = s.groupby(["cell_dir", "workload", "pipeline", "storage", "format", "threads", "traced_run"], dropna=False,
-                  sort=False)
-    out = g.agg(runs=("run", "count"), reads=("posix_reads", "median"), opens=("posix_opens", "median"),
-                files=("posix_files", "median"), reopened=("posix_files_reopened", "median"),
-                small_reads_pct=("small_reads_pct", "median"), mean_read_bytes=("posix_mean_read_bytes", "median"),
-                reads_in_flight=("posix_reads_in_flight", "median"), threads_reading=("posix_threads", "median"),
-                coverage=("posix_coverage", "median"), unclosed=("posix_unclosed", "max"),
-                incomplete=("posix_complete", lambda x: int((~x.astype(bool)).sum()))).reset_index()
+    g = s.groupby(
+        ["cell_dir", "workload", "pipeline", "storage", "format", "threads", "traced_run"],
+        dropna=False,
+        sort=False,
+    )
+    out = g.agg(
+        runs=("run", "count"),
+        reads=("posix_reads", "median"),
+        opens=("posix_opens", "median"),
+        files=("posix_files", "median"),
+        reopened=("posix_files_reopened", "median"),
+        small_reads_pct=("small_reads_pct", "median"),
+        mean_read_bytes=("posix_mean_read_bytes", "median"),
+        reads_in_flight=("posix_reads_in_flight", "median"),
+        threads_reading=("posix_threads", "median"),
+        coverage=("posix_coverage", "median"),
+        unclosed=("posix_unclosed", "max"),
+        incomplete=("posix_complete", lambda x: int((~x.astype(bool)).sum())),
+    ).reset_index()
     return out.round(3)

@@ -49,19 +49,52 @@ def _figures() -> list[tuple[str, str]]:
     from jobs import workloads
 
     return [("table_i", "Table I: storage baselines beside the paper's IOR figures")] + [
-        (f.key, f.title or f.key) for _, f in workloads.figures()]
+        (f.key, f.title or f.key) for _, f in workloads.figures()
+    ]
 
 
 CAPACITY, PAPER, CAMPAIGN = "capacity", "paper", "campaign"
-TITLES = {CAPACITY: "How many accelerators can the storage feed?", PAPER: "The paper's study, reproduced",
-          CAMPAIGN: "Campaign"}
+TITLES = {
+    CAPACITY: "How many accelerators can the storage feed?",
+    PAPER: "The paper's study, reproduced",
+    CAMPAIGN: "Campaign",
+}
 # Each kind's sections in order, the question the command asked first.
 SECTIONS = {
     CAPACITY: ("capacity", "capacity_figure", "counts", "failed", "capacity_inputs", "machine"),
-    PAPER: ("verdicts", "counts", "answers", "study", "claims", "cells", "layouts", "mlperf", "staging", "posix",
-            "table_i", "figures", "failed", "fallbacks", "machine"),
-    CAMPAIGN: ("answers", "counts", "verdicts", "cells", "layouts", "mlperf", "staging", "posix", "claims", "table_i",
-               "figures", "failed", "fallbacks", "machine"),
+    PAPER: (
+        "verdicts",
+        "counts",
+        "answers",
+        "study",
+        "claims",
+        "cells",
+        "layouts",
+        "mlperf",
+        "staging",
+        "posix",
+        "table_i",
+        "figures",
+        "failed",
+        "fallbacks",
+        "machine",
+    ),
+    CAMPAIGN: (
+        "answers",
+        "counts",
+        "verdicts",
+        "cells",
+        "layouts",
+        "mlperf",
+        "staging",
+        "posix",
+        "claims",
+        "table_i",
+        "figures",
+        "failed",
+        "fallbacks",
+        "machine",
+    ),
 }
 
 
@@ -110,7 +143,9 @@ def _facts(folder: Path) -> dict:
     prov = _provenance(folder)
     mount = prov.get("storage_mount") or {}
     return {
-        "host": prov.get("host"), "kernel": prov.get("kernel"), "cpu": f"{prov.get('cpu_model')} × {prov.get('cpu_count')}",
+        "host": prov.get("host"),
+        "kernel": prov.get("kernel"),
+        "cpu": f"{prov.get('cpu_model')} × {prov.get('cpu_count')}",
         "memory": f"{(prov.get('mem_total_bytes') or 0) / 2**30:.1f} GiB",
         "storage root": f"{mount.get('mount_point')} ({mount.get('fs_type')} on {mount.get('source')}, {mount.get('options')})",
         "accelerator": accelerator.summary(prov.get("accelerator")) or "not recorded (no TensorFlow cell)",
@@ -138,8 +173,10 @@ def _verdicts(p: Page) -> str:
 
 def _counts(p: Page) -> str:
     b = p.built
-    return (f"<p>{b.completed} cells completed ({b.runs} measured runs), {len(b.failed)} failed, "  # type: ignore[attr-defined]
-            f"{len(b.missing)} missing.</p>")  # type: ignore[attr-defined]
+    return (
+        f"<p>{b.completed} cells completed ({b.runs} measured runs), {len(b.failed)} failed, "  # type: ignore[attr-defined]
+        f"{len(b.missing)} missing.</p>"
+    )  # type: ignore[attr-defined]
 
 
 def _claims_section(p: Page) -> str:
@@ -180,17 +217,28 @@ def _fallbacks(p: Page) -> str:
 
     r = p.results
     fell = r[tables.text(r["checkpoint_fallback"]) != ""]
-    return "" if fell.empty else _section(
-        "Checkpoints that fell back to the slow tier", FALLBACK_INTRO,
-        fell.groupby(["cell_dir", "checkpoint_target", "checkpoint_fallback"]).size().reset_index(name="runs"))
+    return (
+        ""
+        if fell.empty
+        else _section(
+            "Checkpoints that fell back to the slow tier",
+            FALLBACK_INTRO,
+            fell.groupby(["cell_dir", "checkpoint_target", "checkpoint_fallback"])
+            .size()
+            .reset_index(name="runs"),
+        )
+    )
 
 
 def _machine(p: Page) -> str:
     import pandas as pd
 
-    return ("<h2>Machine and software</h2>" + _table(pd.DataFrame([{"fact": k, "value": v} for k, v in p.facts.items()]))
-            + "<p>Raw data: <code>results.csv</code> (one row per cell × run), <code>summary.csv</code>, "
-            "<code>cells.csv</code>, and every cell's <code>record.json</code>.</p>")
+    return (
+        "<h2>Machine and software</h2>"
+        + _table(pd.DataFrame([{"fact": k, "value": v} for k, v in p.facts.items()]))
+        + "<p>Raw data: <code>results.csv</code> (one row per cell × run), <code>summary.csv</code>, "
+        "<code>cells.csv</code>, and every cell's <code>record.json</code>.</p>"
+    )
 
 
 def _capacity(p: Page) -> str:
@@ -200,24 +248,48 @@ def _capacity(p: Page) -> str:
 
 
 def _capacity_figure(p: Page) -> str:
-    return sections.embed(p.folder, "capacity", "Accelerators the storage can feed: AU against accelerators, with the "
-                          "threshold, the prediction and the answer")
+    return sections.embed(
+        p.folder,
+        "capacity",
+        "Accelerators the storage can feed: AU against accelerators, with the "
+        "threshold, the prediction and the answer",
+    )
 
 
 def _capacity_inputs(p: Page) -> str:
     from analysis import capacity
 
     t = capacity.table(p.folder)
-    return "" if t is None else (f"<details><summary>The prediction's inputs and the search (capacity.csv)</summary>"
-                                 f"<p>{capacity.INTRO}</p>{_table(t)}</details>")
+    return (
+        ""
+        if t is None
+        else (
+            f"<details><summary>The prediction's inputs and the search (capacity.csv)</summary>"
+            f"<p>{capacity.INTRO}</p>{_table(t)}</details>"
+        )
+    )
 
 
-RENDER = {"verdicts": _verdicts, "counts": _counts, "answers": lambda p: sections.answers(p.folder), "study": _study,
-          "claims": _claims_section, "cells": _cells, "layouts": lambda p: sections.layouts(p.folder),
-          "mlperf": lambda p: sections.mlperf(p.folder), "staging": lambda p: sections.staging(p.folder, p.built),
-          "posix": lambda p: sections.posix_calls(p.folder), "table_i": _table_i, "figures": _figures_section,
-          "failed": _failed, "fallbacks": _fallbacks, "machine": _machine, "capacity": _capacity,
-          "capacity_figure": _capacity_figure, "capacity_inputs": _capacity_inputs}
+RENDER = {
+    "verdicts": _verdicts,
+    "counts": _counts,
+    "answers": lambda p: sections.answers(p.folder),
+    "study": _study,
+    "claims": _claims_section,
+    "cells": _cells,
+    "layouts": lambda p: sections.layouts(p.folder),
+    "mlperf": lambda p: sections.mlperf(p.folder),
+    "staging": lambda p: sections.staging(p.folder, p.built),
+    "posix": lambda p: sections.posix_calls(p.folder),
+    "table_i": _table_i,
+    "figures": _figures_section,
+    "failed": _failed,
+    "fallbacks": _fallbacks,
+    "machine": _machine,
+    "capacity": _capacity,
+    "capacity_figure": _capacity_figure,
+    "capacity_inputs": _capacity_inputs,
+}
 
 CLAIMS_INTRO = """<p>Each claim of Chien et al. beside the same quantity measured here (ratios where the paper gives
 ratios), with the tolerance that decides the verdict. A claim about storage is judged only on runs in
@@ -226,8 +298,10 @@ is <em>not comparable</em> and the line says why. Data: <code>analysis/paper_cla
 values: <code>claims.csv</code>.</p>"""
 CELLS_INTRO = """<p>bound: storage, cpu, cache, mixed or latency, by the rules in <code>analysis/bounds.py</code> (stated in
 docs/measurements.md, "What limited a number"), applied to the median of the cell's runs; the evidence beside it.</p>"""
-FALLBACK_INTRO = ("<p>These runs asked for the fast tier or the burst buffer and wrote straight to the slow tier "
-                  "instead; their rows keep the configured target.</p>")
+FALLBACK_INTRO = (
+    "<p>These runs asked for the fast tier or the burst buffer and wrote straight to the slow tier "
+    "instead; their rows keep the configured target.</p>"
+)
 STYLE = """body { font-family: sans-serif; max-width: 1300px; margin: 2em auto; padding: 0 1em; color: #222; }
 table { border-collapse: collapse; margin: 1em 0; font-size: 0.8em; table-layout: auto; max-width: 100%; }
 td, th { border: 1px solid #bbb; padding: 0.2em 0.4em; text-align: left; overflow-wrap: break-word; }

@@ -32,14 +32,26 @@ def scaling_figure(rows, folder: Path, figure) -> list[Path]:
     df = rows.copy()
     if "tasks_per_cell" not in df or df["tasks_per_cell"].nunique() < 2:
         return []
-    df["line"] = df["storage"].astype(str) + " · " + tables.text(df["pipeline"]) + " · threads " + df["threads"].astype(str)
+    df["line"] = (
+        df["storage"].astype(str)
+        + " · "
+        + tables.text(df["pipeline"])
+        + " · threads "
+        + df["threads"].astype(str)
+    )
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, metric in zip(axes, ("images_per_s", "mb_per_s")):
         for name, one in df.groupby("line", sort=False):
             st = one.groupby("tasks_per_cell")[metric].agg(["median", "min", "max"]).sort_index()
             x = st.index.to_numpy()
-            line = ax.errorbar(x, st["median"], yerr=[st["median"] - st["min"], st["max"] - st["median"]], marker="o",
-                               capsize=3, label=name)
+            line = ax.errorbar(
+                x,
+                st["median"],
+                yerr=[st["median"] - st["min"], st["max"] - st["median"]],
+                marker="o",
+                capsize=3,
+                label=name,
+            )
             if 1 in st.index:
                 ax.plot(x, st.loc[1, "median"] * x, linestyle="--", linewidth=0.8, color=line[0].get_color())
             _mark_bounds(ax, one, "tasks_per_cell", st["median"])
@@ -51,8 +63,13 @@ def scaling_figure(rows, folder: Path, figure) -> list[Path]:
         ax.set_ylim(0, ax.get_ylim()[1] * 1.12)  # headroom for the labels
     axes[0].legend(fontsize=7)
     fig.suptitle(figure.title, fontsize=10)
-    fig.text(0.01, 0.01, "aggregate = every task's images (bytes) ÷ (last task's end − first task's start); dashed: "
-             f"ideal, the one-task median × tasks; {BOUND_NOTE}", fontsize=6)
+    fig.text(
+        0.01,
+        0.01,
+        "aggregate = every task's images (bytes) ÷ (last task's end − first task's start); dashed: "
+        f"ideal, the one-task median × tasks; {BOUND_NOTE}",
+        fontsize=6,
+    )
     fig.tight_layout(rect=(0, 0.04, 1, 0.94))
     return plotting.save(fig, folder / figure.key)
 
@@ -71,24 +88,44 @@ def service_figure(rows, folder: Path, figure) -> list[Path]:
         return []
     df["service"] = df["service"].astype(int)
     df = df[df["tasks_per_cell"].astype(int) == 1] if "tasks_per_cell" in df else df
-    df["line"] = df["storage"].astype(str) + " · " + tables.text(df["pipeline"]) + " · threads " + df["threads"].astype(str)
+    df["line"] = (
+        df["storage"].astype(str)
+        + " · "
+        + tables.text(df["pipeline"])
+        + " · threads "
+        + df["threads"].astype(str)
+    )
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, metric in zip(axes, ("images_per_s", "mb_per_s")):
         for name, one in df.groupby("line", sort=False):
             on = one[one["service"] > 0].groupby("service")[metric].agg(["median", "min", "max"]).sort_index()
             if on.empty:
                 continue
-            line = ax.errorbar(on.index, on["median"], yerr=[on["median"] - on["min"], on["max"] - on["median"]],
-                               marker="o", capsize=3, label=f"{name}: service")
+            line = ax.errorbar(
+                on.index,
+                on["median"],
+                yerr=[on["median"] - on["min"], on["max"] - on["median"]],
+                marker="o",
+                capsize=3,
+                label=f"{name}: service",
+            )
             _mark_bounds(ax, one[one["service"] > 0], "service", on["median"])
             off = one[one["service"] == 0]
             if len(off):
                 y = off[metric].median()
-                ax.axhline(y, linestyle="--", linewidth=0.9, color=line[0].get_color(), label=f"{name}: no service")
+                ax.axhline(
+                    y, linestyle="--", linewidth=0.9, color=line[0].get_color(), label=f"{name}: no service"
+                )
                 bound = bounds.cell(off)[0]
                 if bound:
-                    ax.annotate(f"no service: {bound}", (0, y), xycoords=("axes fraction", "data"),
-                                textcoords="offset points", xytext=(4, 3), fontsize=6)
+                    ax.annotate(
+                        f"no service: {bound}",
+                        (0, y),
+                        xycoords=("axes fraction", "data"),
+                        textcoords="offset points",
+                        xytext=(4, 3),
+                        fontsize=6,
+                    )
         ax.set_xlabel("tf.data service workers")
         ax.set_ylabel(label(metric))
         ax.set_xticks(sorted(df.loc[df["service"] > 0, "service"].unique()))
@@ -97,6 +134,8 @@ def service_figure(rows, folder: Path, figure) -> list[Path]:
         ax.set_ylim(0, ax.get_ylim()[1] * 1.12)  # headroom for the labels
     axes[0].legend(fontsize=7)
     fig.suptitle(figure.title, fontsize=10)
-    fig.text(0.01, 0.01, f"points: the consumer's rate, median with min–max whiskers; {BOUND_NOTE}", fontsize=6)
+    fig.text(
+        0.01, 0.01, f"points: the consumer's rate, median with min–max whiskers; {BOUND_NOTE}", fontsize=6
+    )
     fig.tight_layout(rect=(0, 0.04, 1, 0.94))
     return plotting.save(fig, folder / figure.key)

@@ -18,8 +18,10 @@ def embed(folder: Path, stem: str, caption: str) -> str:
     if not png.exists():
         return ""
     data = base64.b64encode(png.read_bytes()).decode()
-    return (f'<figure id="{stem}"><img class="figure" alt="{stem}" src="data:image/png;base64,{data}">'
-            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+    return (
+        f'<figure id="{stem}"><img class="figure" alt="{stem}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+    )
 
 
 def answers(folder: Path) -> str:
@@ -33,8 +35,12 @@ def answers(folder: Path) -> str:
     if not lines:
         return ""
     items = "".join(f"<li>{html.escape(x)}</li>" for x in lines)
-    return ('<h2>What each tier delivered</h2><ul class="answers">' + items + "</ul><p>Medians of the measured runs; "
-            "the bound labels and their evidence are in <em>What limited each cell</em> below.</p>")
+    return (
+        '<h2>What each tier delivered</h2><ul class="answers">'
+        + items
+        + "</ul><p>Medians of the measured runs; "
+        "the bound labels and their evidence are in <em>What limited each cell</em> below.</p>"
+    )
 
 
 def cells(folder: Path):
@@ -45,11 +51,32 @@ def cells(folder: Path):
     s = pd.read_csv(path) if path.exists() and path.stat().st_size > 1 else pd.DataFrame()
     if s.empty or "bound" not in s:
         return None
-    cols = [c for c in ("cell_dir", "workload", "storage", "threads", "batch_size", "prefetch", "checkpoint_target",
-                        "tasks_per_cell", "service", "images_per_s_median", "steady_runtime_s_median",
-                        "train_au_percentage_median", "accelerator_busy_percentage_median",
-                        "overlap_efficiency_median", "median_stall_s_median", "bound", "bound_runs", "bound_reason")
-            if c in s and s[c].notna().any() and not (c in ("tasks_per_cell", "service") and (s[c].fillna(0) <= 1).all())]
+    cols = [
+        c
+        for c in (
+            "cell_dir",
+            "workload",
+            "storage",
+            "threads",
+            "batch_size",
+            "prefetch",
+            "checkpoint_target",
+            "tasks_per_cell",
+            "service",
+            "images_per_s_median",
+            "steady_runtime_s_median",
+            "train_au_percentage_median",
+            "accelerator_busy_percentage_median",
+            "overlap_efficiency_median",
+            "median_stall_s_median",
+            "bound",
+            "bound_runs",
+            "bound_reason",
+        )
+        if c in s
+        and s[c].notna().any()
+        and not (c in ("tasks_per_cell", "service") and (s[c].fillna(0) <= 1).all())
+    ]
     return _in_study_order(folder, s[cols].round(3))
 
 
@@ -58,13 +85,19 @@ def _in_study_order(folder: Path, cells):
     study = study_text(folder)
     if "cell_dir" not in cells or not study:
         return cells
-    grids = [line.split(":", 1)[0] for line in study.splitlines() if ": " in line and "=" not in line.split(":")[0]]
+    grids = [
+        line.split(":", 1)[0] for line in study.splitlines() if ": " in line and "=" not in line.split(":")[0]
+    ]
     parts = cells["cell_dir"].astype(str).str.rsplit("/", n=1, expand=True)
     if parts.shape[1] < 2:
         return cells
     rank = parts[0].map({g: i for i, g in enumerate(grids)}).fillna(len(grids))
     number = _numeric(parts[1])
-    return cells.assign(_r=rank.values, _n=number.values).sort_values(["_r", "_n"], kind="stable").drop(columns=["_r", "_n"])
+    return (
+        cells.assign(_r=rank.values, _n=number.values)
+        .sort_values(["_r", "_n"], kind="stable")
+        .drop(columns=["_r", "_n"])
+    )
 
 
 def study_text(folder: Path) -> str:
@@ -96,17 +129,21 @@ def layouts(folder: Path) -> str:
     table = _reach(folder)
     if table is None:
         return ""
-    return ("<h2>Data layout and shuffling</h2><p>Each micro-benchmark cell by <code>dataset.format</code> and "
-            "<code>shuffle</code>, the paper's layout (files, global) first; <code>efficiency</code>: its MB/s ÷ fio "
-            "reading the same stored files on the same tier with as many readers as map threads (a "
-            "<code>workload=baseline</code> cell of the same format; empty without one).</p>" + _table(table))
+    return (
+        "<h2>Data layout and shuffling</h2><p>Each micro-benchmark cell by <code>dataset.format</code> and "
+        "<code>shuffle</code>, the paper's layout (files, global) first; <code>efficiency</code>: its MB/s ÷ fio "
+        "reading the same stored files on the same tier with as many readers as map threads (a "
+        "<code>workload=baseline</code> cell of the same format; empty without one).</p>" + _table(table)
+    )
 
 
 def capacity_table(folder: Path) -> str:
     from analysis import capacity
 
     t = capacity.table(folder)
-    return "" if t is None else f"<h2>Accelerators the storage can feed</h2><p>{capacity.INTRO}</p>" + _table(t)
+    return (
+        "" if t is None else f"<h2>Accelerators the storage can feed</h2><p>{capacity.INTRO}</p>" + _table(t)
+    )
 
 
 def mlperf(folder: Path) -> str:
@@ -118,7 +155,9 @@ def mlperf(folder: Path) -> str:
     path = folder / mlperf.MLPERF
     if not path.exists():
         return ""
-    return f"<h2>Checkpoints beside MLPerf Storage's</h2><p>{mlperf.INTRO}</p>" + _table(pd.read_csv(path).round(3))
+    return f"<h2>Checkpoints beside MLPerf Storage's</h2><p>{mlperf.INTRO}</p>" + _table(
+        pd.read_csv(path).round(3)
+    )
 
 
 def posix_calls(folder: Path) -> str:
@@ -129,23 +168,30 @@ def posix_calls(folder: Path) -> str:
     if table is None:
         return ""
     bad = int(table["incomplete"].sum())
-    warn = (f'<p class="warning"><strong>{bad} traced run(s) are incomplete</strong>: their traces hold less than '
-            f"{posix.posix.COVERAGE_MIN:.0%} of the bytes the runs consumed (column <code>coverage</code>); their "
-            "figures are not the whole story (<code>posix_complete=false</code> in <code>posix_summary.csv</code>).</p>"
-            if bad else f"<p>Every traced run's reads hold at least {posix.posix.COVERAGE_MIN:.0%} of the bytes it "
-            "consumed (<code>coverage</code>).</p>")
-    return ("<h2>POSIX calls (trace.posix)</h2><p>Every open, read, write and close the runs made on their tiers, "
-            "recorded by dftracer's preload library; medians over each cell's runs. <code>small_reads_pct</code>: "
-            "reads that returned under 100 B (the read that finds the end of each file returns 0 B); "
-            "<code>reads_in_flight</code>: time inside read calls per second of the run; <code>threads_reading</code>: "
-            "threads that made reads; <code>traced_run</code>: <code>measured</code> when the measured runs were "
-            "traced (their rates carry the tracer's cost), <code>extra</code> for the one run a "
-            "<code>trace.runs=extra</code> cell traced after its untraced measured runs. Per run: "
-            "<code>posix_summary.csv</code>; per file and run: "
-            "<code>posix_files.csv</code>.</p>" + warn + _table(table)
-            + embed(folder, posix.SIZES, "Request sizes: read calls by bytes returned, per pipeline and format")
-            + embed(folder, posix.TIMELINE, "One run's reads per thread (top) and the device's MB/s beneath")
-            + f"<p>To open a raw trace in Perfetto: <code>{html.escape(posix.PERFETTO)}</code>.</p>")
+    warn = (
+        f'<p class="warning"><strong>{bad} traced run(s) are incomplete</strong>: their traces hold less than '
+        f"{posix.posix.COVERAGE_MIN:.0%} of the bytes the runs consumed (column <code>coverage</code>); their "
+        "figures are not the whole story (<code>posix_complete=false</code> in <code>posix_summary.csv</code>).</p>"
+        if bad
+        else f"<p>Every traced run's reads hold at least {posix.posix.COVERAGE_MIN:.0%} of the bytes it "
+        "consumed (<code>coverage</code>).</p>"
+    )
+    return (
+        "<h2>POSIX calls (trace.posix)</h2><p>Every open, read, write and close the runs made on their tiers, "
+        "recorded by dftracer's preload library; medians over each cell's runs. <code>small_reads_pct</code>: "
+        "reads that returned under 100 B (the read that finds the end of each file returns 0 B); "
+        "<code>reads_in_flight</code>: time inside read calls per second of the run; <code>threads_reading</code>: "
+        "threads that made reads; <code>traced_run</code>: <code>measured</code> when the measured runs were "
+        "traced (their rates carry the tracer's cost), <code>extra</code> for the one run a "
+        "<code>trace.runs=extra</code> cell traced after its untraced measured runs. Per run: "
+        "<code>posix_summary.csv</code>; per file and run: "
+        "<code>posix_files.csv</code>.</p>"
+        + warn
+        + _table(table)
+        + embed(folder, posix.SIZES, "Request sizes: read calls by bytes returned, per pipeline and format")
+        + embed(folder, posix.TIMELINE, "One run's reads per thread (top) and the device's MB/s beneath")
+        + f"<p>To open a raw trace in Perfetto: <code>{html.escape(posix.PERFETTO)}</code>.</p>"
+    )
 
 
 def staging(folder: Path, built) -> str:
@@ -159,7 +205,9 @@ def staging(folder: Path, built) -> str:
     table = staging.comparison(s, c.staged, c.configs)
     if table is None:
         return ""
-    return ("<h2>Staging</h2><p>Cells that copied their data onto a faster tier before the runs "
-            "(<code>storage@stage=&lt;preset&gt;</code>) beside the same cell read where the data lies: images/s "
-            "(medians), <code>staged_speedup</code> = from_stage ÷ from_storage, and the copy's time and rate, which "
-            "the runs do not include.</p>" + _table(table))
+    return (
+        "<h2>Staging</h2><p>Cells that copied their data onto a faster tier before the runs "
+        "(<code>storage@stage=&lt;preset&gt;</code>) beside the same cell read where the data lies: images/s "
+        "(medians), <code>staged_speedup</code> = from_stage ÷ from_storage, and the copy's time and rate, which "
+        "the runs do not include.</p>" + _table(table)
+    )

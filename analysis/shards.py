@@ -21,11 +21,22 @@ def figure(rows, folder: Path, fig_spec) -> list[Path]:
     if df.empty or "save_throughput_gb_s" not in df:
         return []
     ranks = df["ranks_written"].astype(int)
-    df["shape"] = tables.text(df["checkpoint_model"]) + " · " + ranks.astype(str) + ranks.map({1: " rank"}).fillna(" ranks")
+    df["shape"] = (
+        tables.text(df["checkpoint_model"])
+        + " · "
+        + ranks.astype(str)
+        + ranks.map({1: " rank"}).fillna(" ranks")
+    )
     # through the burst buffer a run saves on the fast tier and loads from storage: its own group of bars
     bb = tables.text(df.get("checkpoint_target", "")) == "burst_buffer"
-    df["where"] = df["storage"].where(~bb, tables.text(df.get("checkpoint_tiers", "")).str.replace("->", " → "))
-    tiers = [t for base in plotting.tier_order(df["storage"]) for t in dict.fromkeys(df.loc[df["storage"] == base, "where"])]
+    df["where"] = df["storage"].where(
+        ~bb, tables.text(df.get("checkpoint_tiers", "")).str.replace("->", " → ")
+    )
+    tiers = [
+        t
+        for base in plotting.tier_order(df["storage"])
+        for t in dict.fromkeys(df.loc[df["storage"] == base, "where"])
+    ]
     shapes = list(dict.fromkeys(df["shape"]))
     width = 0.8 / len(shapes)
     panels = [("save_throughput_gb_s", "save (durable)")]
@@ -40,12 +51,25 @@ def figure(rows, folder: Path, fig_spec) -> list[Path]:
                 if one.empty:
                     continue
                 med, lo, hi = one[metric].median(), one[metric].min(), one[metric].max()
-                bar = ax.bar(x + (k - (len(shapes) - 1) / 2) * width, med, width, yerr=[[med - lo], [hi - med]], capsize=3,
-                             label=shape if x == 0 or tier == tiers[0] else None, color=f"C{k}")
+                bar = ax.bar(
+                    x + (k - (len(shapes) - 1) / 2) * width,
+                    med,
+                    width,
+                    yerr=[[med - lo], [hi - med]],
+                    capsize=3,
+                    label=shape if x == 0 or tier == tiers[0] else None,
+                    color=f"C{k}",
+                )
                 if metric == "load_throughput_gb_s":
                     state = "/".join(sorted(set(tables.text(one["cache_state"]))))
-                    ax.annotate(state, (bar[0].get_x() + width / 2, hi), textcoords="offset points", xytext=(0, 3),
-                                ha="center", fontsize=6)
+                    ax.annotate(
+                        state,
+                        (bar[0].get_x() + width / 2, hi),
+                        textcoords="offset points",
+                        xytext=(0, 3),
+                        ha="center",
+                        fontsize=6,
+                    )
         ax.set_xticks(range(len(tiers)), [t.replace(" → ", " →\n") for t in tiers], fontsize=8)
         ax.set_ylabel(f"{what.split()[0]} throughput ({METRICS[metric].unit})")
         ax.set_title(what, fontsize=9)
@@ -55,8 +79,13 @@ def figure(rows, folder: Path, fig_spec) -> list[Path]:
     uniq = dict(zip(labels, handles))
     axes[0].legend(uniq.values(), uniq.keys(), fontsize=7)
     fig.suptitle(fig_spec.title, fontsize=10)
-    fig.text(0.01, 0.01, "throughput = bytes of every rank written (read) ÷ the slowest rank's save (load), MLPerf "
-             "Storage's definition; save ends at the last fsync; load reads back evicted shards, every byte checked; "
-             "text over a load bar: its cache state", fontsize=6)
+    fig.text(
+        0.01,
+        0.01,
+        "throughput = bytes of every rank written (read) ÷ the slowest rank's save (load), MLPerf "
+        "Storage's definition; save ends at the last fsync; load reads back evicted shards, every byte checked; "
+        "text over a load bar: its cache state",
+        fontsize=6,
+    )
     fig.tight_layout(rect=(0, 0.04, 1, 0.94))
     return plotting.save(fig, folder / fig_spec.key)

@@ -10,16 +10,72 @@ from jobs import plan, records
 from jobs.metrics import METRICS
 
 # Columns of results.csv that describe the cell; the metric columns follow from jobs.metrics.
-CELL_COLUMNS = ("workload", "kind", "pipeline", "storage", "stage", "tasks_per_cell", "nodes", "service", "dataset", "format",
-                "shuffle", "threads", "batch_size", "prefetch", "prefetch_to", "cache", "image_side", "width",
-                "checkpoint_target", "checkpoint_mode", "checkpoint_tiers", "checkpoint_model", "accelerator")
-RUN_COLUMNS = ("run", "cache_state", "bound", "train_bound", "device", "checkpoint_effective_target", "checkpoint_fallback")
-TAIL_COLUMNS = ("device_read_ratio", "overlap_efficiency", "checkpoint_mb", "bound_reason", "throttle", "fs_type",
-                "host", "cell_id", "cell_dir", "record", "trace_file", "steps_file")
-SUMMARY_METRICS = ("images_per_s", "mb_per_s", "seconds", "runtime_s", "steady_runtime_s", "data_wait_s", "compute_s",
-                   "baseline_runtime_s", "baseline_steady_runtime_s", "median_stall_s", "drain_after_end_s",
-                   "train_au_percentage", "accelerator_busy_percentage", "compute_only_s", "input_only_s",
-                   "overlap_efficiency")
+CELL_COLUMNS = (
+    "workload",
+    "kind",
+    "pipeline",
+    "storage",
+    "stage",
+    "tasks_per_cell",
+    "nodes",
+    "service",
+    "dataset",
+    "format",
+    "shuffle",
+    "threads",
+    "batch_size",
+    "prefetch",
+    "prefetch_to",
+    "cache",
+    "image_side",
+    "width",
+    "checkpoint_target",
+    "checkpoint_mode",
+    "checkpoint_tiers",
+    "checkpoint_model",
+    "accelerator",
+)
+RUN_COLUMNS = (
+    "run",
+    "cache_state",
+    "bound",
+    "train_bound",
+    "device",
+    "checkpoint_effective_target",
+    "checkpoint_fallback",
+)
+TAIL_COLUMNS = (
+    "device_read_ratio",
+    "overlap_efficiency",
+    "checkpoint_mb",
+    "bound_reason",
+    "throttle",
+    "fs_type",
+    "host",
+    "cell_id",
+    "cell_dir",
+    "record",
+    "trace_file",
+    "steps_file",
+)
+SUMMARY_METRICS = (
+    "images_per_s",
+    "mb_per_s",
+    "seconds",
+    "runtime_s",
+    "steady_runtime_s",
+    "data_wait_s",
+    "compute_s",
+    "baseline_runtime_s",
+    "baseline_steady_runtime_s",
+    "median_stall_s",
+    "drain_after_end_s",
+    "train_au_percentage",
+    "accelerator_busy_percentage",
+    "compute_only_s",
+    "input_only_s",
+    "overlap_efficiency",
+)
 
 
 @dataclass
@@ -30,8 +86,12 @@ class Collected:
     unreadable: list[str] = field(default_factory=list)  # record files this version cannot read
     baselines: list[dict] = field(default_factory=list)  # one per baseline run x measure (tidy)
     checkpoints: list[dict] = field(default_factory=list)  # one per checkpoint of a measured run
-    storages: dict = field(default_factory=dict)  # storage name -> its config section (Table I's paper figures)
-    posix: list[dict] = field(default_factory=list)  # one per traced measured run (trace.posix=true): analysis.posix
+    storages: dict = field(
+        default_factory=dict
+    )  # storage name -> its config section (Table I's paper figures)
+    posix: list[dict] = field(
+        default_factory=list
+    )  # one per traced measured run (trace.posix=true): analysis.posix
     staged: dict = field(default_factory=dict)  # cell folder -> how its data was staged (storage@stage)
     configs: dict = field(default_factory=dict)  # cell folder -> its resolved config (completed cells)
 
@@ -39,7 +99,8 @@ class Collected:
 def _cell_values(cfg: dict) -> dict:
     return {
         "workload": cfg["workload"]["name"],
-        "kind": cfg["workload"].get("kind") or "microbench",  # the workload module: what the analysis selects by
+        "kind": cfg["workload"].get("kind")
+        or "microbench",  # the workload module: what the analysis selects by
         "pipeline": cfg["workload"].get("pipeline") or "",  # what the tf.data map does (Fig. 4 or Fig. 5)
         "accelerator": (cfg.get("accelerator") or {}).get("name") or "",  # workload=emulated: its profile
         "storage": cfg["storage"]["name"],
@@ -47,7 +108,9 @@ def _cell_values(cfg: dict) -> dict:
         "tasks_per_cell": (cfg["platform"].get("nodes") or 1) * (cfg["platform"].get("tasks_per_node") or 1),
         "nodes": cfg["platform"].get("nodes") or 1,  # the tasks are spread evenly over them
         # the tf.data service's workers (0: the pipeline ran in the measuring process)
-        "service": (cfg.get("input") or {}).get("workers", 1) if (cfg.get("input") or {}).get("service") else 0,
+        "service": (cfg.get("input") or {}).get("workers", 1)
+        if (cfg.get("input") or {}).get("service")
+        else 0,
         "dataset": _dataset_name(cfg.get("dataset")),
         # how the images were stored and ordered (records written before these settings: the paper's way)
         "format": (cfg["dataset"].get("format") or "files") if isinstance(cfg.get("dataset"), dict) else "",
@@ -76,24 +139,47 @@ def _dataset_name(ds) -> str:
 def _shuffle(cfg: dict) -> str:
     """``global``, ``local``, ``none``; with ``:<buffer>`` when a buffer size was set."""
     shuffle = cfg.get("shuffle") or "global"
-    return f"{shuffle}:{cfg['shuffle_buffer']}" if cfg.get("shuffle_buffer") and shuffle != "none" else shuffle
+    return (
+        f"{shuffle}:{cfg['shuffle_buffer']}" if cfg.get("shuffle_buffer") and shuffle != "none" else shuffle
+    )
 
 
 def _checkpoint_values(cfg: dict) -> dict:
-    model = ((cfg.get("checkpoint") or {}).get("model") or {}).get("name") or ""  # workload=sharded_checkpoint's shape
-    if model and (cfg.get("checkpoint") or {}).get("target"):  # sharded: written to storage, or through the fast tier
+    model = ((cfg.get("checkpoint") or {}).get("model") or {}).get(
+        "name"
+    ) or ""  # workload=sharded_checkpoint's shape
+    if model and (cfg.get("checkpoint") or {}).get(
+        "target"
+    ):  # sharded: written to storage, or through the fast tier
         ck = cfg["checkpoint"]
         bb = ck["target"] == "burst_buffer"
-        return {"checkpoint_target": ck["target"], "checkpoint_mode": "",
-                "checkpoint_tiers": f"{ck['fast']['name']}->{cfg['storage']['name']}" if bb else cfg["storage"]["name"],
-                "checkpoint_model": model}
+        return {
+            "checkpoint_target": ck["target"],
+            "checkpoint_mode": "",
+            "checkpoint_tiers": f"{ck['fast']['name']}->{cfg['storage']['name']}"
+            if bb
+            else cfg["storage"]["name"],
+            "checkpoint_model": model,
+        }
     if cfg["workload"].get("kind") != "checkpoint":
-        return {"checkpoint_target": "", "checkpoint_mode": "", "checkpoint_tiers": "", "checkpoint_model": model}
+        return {
+            "checkpoint_target": "",
+            "checkpoint_mode": "",
+            "checkpoint_tiers": "",
+            "checkpoint_model": model,
+        }
     ck = cfg["checkpoint"]
-    tiers = {"slow": ck["slow"]["name"], "fast": ck["fast"]["name"],
-             "burst_buffer": f"{ck['fast']['name']}->{ck['slow']['name']}"}[ck["target"]]
-    return {"checkpoint_target": ck["target"], "checkpoint_mode": ck["mode"], "checkpoint_tiers": tiers,
-            "checkpoint_model": model}
+    tiers = {
+        "slow": ck["slow"]["name"],
+        "fast": ck["fast"]["name"],
+        "burst_buffer": f"{ck['fast']['name']}->{ck['slow']['name']}",
+    }[ck["target"]]
+    return {
+        "checkpoint_target": ck["target"],
+        "checkpoint_mode": ck["mode"],
+        "checkpoint_tiers": tiers,
+        "checkpoint_model": model,
+    }
 
 
 def collect(folder: str | Path) -> Collected:
@@ -114,7 +200,9 @@ def collect(folder: str | Path) -> Collected:
         d = cell["dir"]
         entry = {"cell_dir": d, "overrides": " ".join(cell["overrides"])}
         if d not in found:
-            out.cells.append({**entry, "status": "missing", "error": "no record: the cell did not run or was killed"})
+            out.cells.append(
+                {**entry, "status": "missing", "error": "no record: the cell did not run or was killed"}
+            )
     for d, (path, rec) in sorted(found.items(), key=lambda kv: (len(kv[0]), kv[0])):
         entry = {"cell_dir": d, "overrides": " ".join(rec.overrides), "status": rec.status}
         entry["error"] = f"{rec.error['type']}: {rec.error['message']}" if rec.error else ""
@@ -136,10 +224,17 @@ def collect(folder: str | Path) -> Collected:
             if "seq_read_mb_s" in run:
                 out.baselines += _baseline_rows(base, run, d)
             for ck in run.get("checkpoints", []):
-                out.checkpoints.append({"cell_dir": d, "checkpoint_target": base["checkpoint_target"],
-                                        "checkpoint_mode": base["checkpoint_mode"],
-                                        "checkpoint_tiers": base["checkpoint_tiers"], "run": run["run"],
-                                        "fallback": run.get("fallback") or "", **{k: ck.get(k) for k in CHECKPOINT_COLUMNS}})
+                out.checkpoints.append(
+                    {
+                        "cell_dir": d,
+                        "checkpoint_target": base["checkpoint_target"],
+                        "checkpoint_mode": base["checkpoint_mode"],
+                        "checkpoint_tiers": base["checkpoint_tiers"],
+                        "run": run["run"],
+                        "fallback": run.get("fallback") or "",
+                        **{k: ck.get(k) for k in CHECKPOINT_COLUMNS},
+                    }
+                )
         if rec.traced_run and "posix_calls" in rec.traced_run:  # trace.runs=extra: its calls, not a rate
             out.posix.append(_posix_entry(base, rec.traced_run, d, "extra"))
     out.cells.sort(key=lambda c: (len(c["cell_dir"]), c["cell_dir"]))
@@ -185,11 +280,23 @@ def _throttle(tier: dict | None) -> str:
 
 def _row(base: dict, run: dict, rec: records.CellRecord, mount: dict, d: str, record: str) -> dict:
     """One row of results.csv: a measured run of a completed cell."""
-    row = {**base, "run": run["run"], "cache_state": run["cache_state"], "device": run.get("device", ""),
-           "checkpoint_effective_target": run.get("effective_target") or "", "checkpoint_fallback": run.get("fallback") or ""}
+    row = {
+        **base,
+        "run": run["run"],
+        "cache_state": run["cache_state"],
+        "device": run.get("device", ""),
+        "checkpoint_effective_target": run.get("effective_target") or "",
+        "checkpoint_fallback": run.get("fallback") or "",
+    }
     row.update({m: run.get(m) for m in METRICS})
-    if row.get("steady_runtime_s") is None and run.get("runtime_s") is not None and run.get("first_step_s") is not None:
-        row["steady_runtime_s"] = run["runtime_s"] - run["first_step_s"]  # records written before it was recorded
+    if (
+        row.get("steady_runtime_s") is None
+        and run.get("runtime_s") is not None
+        and run.get("first_step_s") is not None
+    ):
+        row["steady_runtime_s"] = (
+            run["runtime_s"] - run["first_step_s"]
+        )  # records written before it was recorded
     sizes = sorted(c["bytes"] for c in run.get("checkpoints", []) if c.get("bytes"))
     row["checkpoint_mb"] = sizes[len(sizes) // 2] / 1e6 if sizes else None  # median size of one checkpoint
     row["overlap_efficiency"] = overlap_efficiency(row)
@@ -199,8 +306,13 @@ def _row(base: dict, run: dict, rec: records.CellRecord, mount: dict, d: str, re
     row["bound"], row["bound_reason"] = bounds.label(row, emulate or None)
     row["train_bound"] = bounds.train_bound(row)
     row["throttle"] = _throttle(rec.provenance.get("emulated_tier"))
-    row.update(fs_type=mount.get("fs_type"), host=rec.provenance.get("host"), cell_id=rec.cell_id, cell_dir=d,
-               record=record)
+    row.update(
+        fs_type=mount.get("fs_type"),
+        host=rec.provenance.get("host"),
+        cell_id=rec.cell_id,
+        cell_dir=d,
+        record=record,
+    )
     row["trace_file"] = str(Path(d) / run["trace_file"]) if run.get("trace_file") else ""
     row["steps_file"] = str(Path(d) / run["steps_file"]) if run.get("steps_file") else ""
     return row
@@ -209,30 +321,70 @@ def _row(base: dict, run: dict, rec: records.CellRecord, mount: dict, d: str, re
 def _posix_entry(base: dict, run: dict, cell_dir: str, traced: str) -> dict:
     """A traced run: its cell's values, which run it was (``measured``, or the ``extra`` one of
     trace.runs=extra), its posix_* figures, and its files relative to the campaign folder."""
-    def rel(p):
-        return [str(Path(cell_dir) / x) for x in p] if isinstance(p, list) else str(Path(cell_dir) / p) if p else ""
 
-    return {**base, "run": run["run"], "traced_run": traced, "cell_dir": cell_dir,
-            "seconds": run.get("seconds") or run.get("runtime_s"),
-            "bytes_consumed": run.get("bytes_consumed"),
-            **{k: v for k, v in run.items() if k.startswith("posix_") and not isinstance(v, (dict, list))},
-            "posix_size_histogram": run.get("posix_size_histogram") or {},
-            "posix_calls_by_kind": run.get("posix_calls_by_kind") or {},
-            **{k: rel(run.get(k)) for k in ("posix_trace", "posix_files_table", "posix_threads_table", "posix_device_table")}}
+    def rel(p):
+        return (
+            [str(Path(cell_dir) / x) for x in p]
+            if isinstance(p, list)
+            else str(Path(cell_dir) / p)
+            if p
+            else ""
+        )
+
+    return {
+        **base,
+        "run": run["run"],
+        "traced_run": traced,
+        "cell_dir": cell_dir,
+        "seconds": run.get("seconds") or run.get("runtime_s"),
+        "bytes_consumed": run.get("bytes_consumed"),
+        **{k: v for k, v in run.items() if k.startswith("posix_") and not isinstance(v, (dict, list))},
+        "posix_size_histogram": run.get("posix_size_histogram") or {},
+        "posix_calls_by_kind": run.get("posix_calls_by_kind") or {},
+        **{
+            k: rel(run.get(k))
+            for k in ("posix_trace", "posix_files_table", "posix_threads_table", "posix_device_table")
+        },
+    }
 
 
 def _baseline_rows(base: dict, run: dict, cell_dir: str) -> list[dict]:
-    common = {"storage": base["storage"], "dataset": base["dataset"], "format": base["format"], "run": run["run"],
-              "cell_dir": cell_dir}
+    common = {
+        "storage": base["storage"],
+        "dataset": base["dataset"],
+        "format": base["format"],
+        "run": run["run"],
+        "cell_dir": cell_dir,
+    }
     rows = [
-        {**common, "measure": "seq_read", "readers": 1, "mb_per_s": run["seq_read_mb_s"], "tool": run["tool"],
-         "command": run["commands"]["seq_read"]},
-        {**common, "measure": "seq_write", "readers": 1, "mb_per_s": run["seq_write_mb_s"], "tool": run["tool"],
-         "command": run["commands"]["seq_write"]},
+        {
+            **common,
+            "measure": "seq_read",
+            "readers": 1,
+            "mb_per_s": run["seq_read_mb_s"],
+            "tool": run["tool"],
+            "command": run["commands"]["seq_read"],
+        },
+        {
+            **common,
+            "measure": "seq_write",
+            "readers": 1,
+            "mb_per_s": run["seq_write_mb_s"],
+            "tool": run["tool"],
+            "command": run["commands"]["seq_write"],
+        },
     ]
     for n, mb in run["small_read_mb_s"].items():
-        rows.append({**common, "measure": "small_read", "readers": int(n), "mb_per_s": mb, "tool": run["small_file_tool"],
-                     "command": run["commands"][f"small_read_{n}"]})
+        rows.append(
+            {
+                **common,
+                "measure": "small_read",
+                "readers": int(n),
+                "mb_per_s": mb,
+                "tool": run["small_file_tool"],
+                "command": run["commands"][f"small_read_{n}"],
+            }
+        )
     return rows
 
 
@@ -243,16 +395,39 @@ def checkpoints_frame(c: Collected):
     """Every checkpoint of every measured run: where it went, how long training stalled, how it drained."""
     import pandas as pd
 
-    return pd.DataFrame(c.checkpoints, columns=["cell_dir", "checkpoint_target", "checkpoint_mode", "checkpoint_tiers",
-                                                "run", "fallback", *CHECKPOINT_COLUMNS])
+    return pd.DataFrame(
+        c.checkpoints,
+        columns=[
+            "cell_dir",
+            "checkpoint_target",
+            "checkpoint_mode",
+            "checkpoint_tiers",
+            "run",
+            "fallback",
+            *CHECKPOINT_COLUMNS,
+        ],
+    )
 
 
 def baselines_frame(c: Collected):
     """Every baseline measurement: storage, run, measure (seq_read, seq_write, small_read), readers, MB/s."""
     import pandas as pd
 
-    return pd.DataFrame(c.baselines, columns=["storage", "dataset", "format", "run", "measure", "readers", "mb_per_s",
-                                              "tool", "command", "cell_dir"])
+    return pd.DataFrame(
+        c.baselines,
+        columns=[
+            "storage",
+            "dataset",
+            "format",
+            "run",
+            "measure",
+            "readers",
+            "mb_per_s",
+            "tool",
+            "command",
+            "cell_dir",
+        ],
+    )
 
 
 def results_frame(c: Collected):
@@ -276,19 +451,24 @@ def summary_frame(results):
     agg["images_dropped_max"] = ("images_dropped", "max")
     agg["cache_states"] = ("cache_state", lambda s: ",".join(sorted(set(s))))
     agg["checkpoint_fallbacks"] = ("checkpoint_fallback", lambda s: int((text(s) != "").sum()))
-    agg["bound_runs"] = ("bound", lambda s: ", ".join(f"{k} {v}/{len(s)}" for k, v in s.value_counts().items()))
+    agg["bound_runs"] = (
+        "bound",
+        lambda s: ", ".join(f"{k} {v}/{len(s)}" for k, v in s.value_counts().items()),
+    )
     for m in ("cpu_cores_busy", "cpu_share", "device_busy", "device_read_mb_s"):
         if results[m].notna().any():
             agg[f"{m}_median"] = (m, "median")
     g = results.assign(threads=results["threads"].astype(str)).groupby(keys, sort=False, dropna=False)
     out = g.agg(**agg).reset_index()
     cells = {d: bounds.cell(runs) for d, runs in results.groupby("cell_dir")}  # the runs' medians, not a vote
-    out.insert(int(out.columns.get_loc("bound_runs")), "bound", [cells.get(d, ("", ""))[0] for d in out["cell_dir"]])
-    out["bound_reason"] = [cells.get(d, ("", ""))[1] or f"its runs disagree: {runs}"
-                           for d, runs in zip(out["cell_dir"], out["bound_runs"])]
+    out.insert(
+        int(out.columns.get_loc("bound_runs")), "bound", [cells.get(d, ("", ""))[0] for d in out["cell_dir"]]
+    )
+    out["bound_reason"] = [
+        cells.get(d, ("", ""))[1] or f"its runs disagree: {runs}"
+        for d, runs in zip(out["cell_dir"], out["bound_runs"])
+    ]
     return out
-
-
 
 
 def text(column):

@@ -124,13 +124,27 @@ def fig6(results, folder: Path, figure) -> list[Path]:
     scale = df[["image_side", "width"]].drop_duplicates().iloc[0]
     top = max(float(med.max()), 1e-9)
     ax.set_ylim(0, top * 1.3)  # headroom for the legend
-    ax.set_title(f"Fig. 6: AlexNet runtime, batch {batch}, {int(scale['image_side'])} px, width {scale['width']:g} "
-                 f"(median of runs)", fontsize=9)
-    handles = [Patch(facecolor="0.6", edgecolor="black", label="prefetch 1 batch"),
-               Patch(facecolor="white", edgecolor="black", label="excess without prefetch (I/O cost)")]
+    ax.set_title(
+        f"Fig. 6: AlexNet runtime, batch {batch}, {int(scale['image_side'])} px, width {scale['width']:g} "
+        f"(median of runs)",
+        fontsize=9,
+    )
+    handles = [
+        Patch(facecolor="0.6", edgecolor="black", label="prefetch 1 batch"),
+        Patch(facecolor="white", edgecolor="black", label="excess without prefetch (I/O cost)"),
+    ]
     if ticked:
-        handles.append(Line2D([], [], color="black", marker="_", linestyle="", markersize=10,
-                              label="without prefetch, where it was faster"))
+        handles.append(
+            Line2D(
+                [],
+                [],
+                color="black",
+                marker="_",
+                linestyle="",
+                markersize=10,
+                label="without prefetch, where it was faster",
+            )
+        )
     if labelled:
         handles.append(Line2D([], [], linestyle="", label="n%: AU with prefetch (compute ÷ runtime)"))
     ax.legend(handles=handles, fontsize=8, loc="upper right")
@@ -164,7 +178,9 @@ def fig7(results, folder: Path, figure) -> list[Path]:
     rt = plotting.runtime_column(df)
     med = df.groupby(["storage", "batch_size", "prefetching"])[rt].median()
     au = _au(df)
-    fig, axes = plt.subplots(1, len(storages), figsize=(max(6.5, 4.2 * len(storages)), 3.8), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(
+        1, len(storages), figsize=(max(6.5, 4.2 * len(storages)), 3.8), squeeze=False, sharey=True
+    )
     labelled = False
     for ax, s in zip(axes[0], storages):
         x = np.arange(len(batches))
@@ -180,12 +196,16 @@ def fig7(results, folder: Path, figure) -> list[Path]:
     axes[0][0].set_ylabel(label(rt))
     from matplotlib.lines import Line2D
 
-    handles = [Patch(facecolor="0.6", edgecolor="black", label="prefetch 1 batch"),
-               Patch(facecolor="white", edgecolor="black", label="excess without prefetch")]
+    handles = [
+        Patch(facecolor="0.6", edgecolor="black", label="prefetch 1 batch"),
+        Patch(facecolor="white", edgecolor="black", label="excess without prefetch"),
+    ]
     if labelled:
         handles.append(Line2D([], [], linestyle="", label="n%: AU with prefetch"))
     axes[0][-1].legend(handles=handles, fontsize=7, loc="upper right")
-    fig.suptitle(f"Fig. 7: AlexNet runtime against batch size, {threads} map threads (median of runs)", fontsize=9)
+    fig.suptitle(
+        f"Fig. 7: AlexNet runtime against batch size, {threads} map threads (median of runs)", fontsize=9
+    )
     fig.tight_layout()
     return plotting.save(fig, folder / figure.key)
 
@@ -222,20 +242,45 @@ def fig8(results, folder: Path, figure) -> list[Path]:
             if win.empty:
                 continue
             x, y = plotting.step_series(win, "read_mb_s", t0)
-            ax.fill_between(x, y, step="pre", facecolor=face, alpha=0.55 if prefetching else 1.0, zorder=z,
-                            label=f"prefetch {'1 batch' if prefetching else 'off'} (run {runs.iloc[0]['run']})")
-            ax.step(x, y, where="pre", color="black", linewidth=0.8 if prefetching else 1.1,
-                    linestyle="-" if prefetching else "--", zorder=4)
-            ax.axvline(t1 - t0, color="black", linestyle=":" if prefetching else "--", linewidth=0.8, zorder=3)
+            ax.fill_between(
+                x,
+                y,
+                step="pre",
+                facecolor=face,
+                alpha=0.55 if prefetching else 1.0,
+                zorder=z,
+                label=f"prefetch {'1 batch' if prefetching else 'off'} (run {runs.iloc[0]['run']})",
+            )
+            ax.step(
+                x,
+                y,
+                where="pre",
+                color="black",
+                linewidth=0.8 if prefetching else 1.1,
+                linestyle="-" if prefetching else "--",
+                zorder=4,
+            )
+            ax.axvline(
+                t1 - t0, color="black", linestyle=":" if prefetching else "--", linewidth=0.8, zorder=3
+            )
         device = sub["fs_type"].iloc[0]
-        ax.set_title(f"{s} ({device}), {t} map thread{'s' if t != '1' else ''}; vertical lines: last iterator call "
-                     f"(dashed: prefetch off)",
-                     fontsize=8)
+        ax.set_title(
+            f"{s} ({device}), {t} map thread{'s' if t != '1' else ''}; vertical lines: last iterator call "
+            f"(dashed: prefetch off)",
+            fontsize=8,
+        )
         ax.set_ylabel("Read (MB/s)")
-        ax.legend(handles=[Patch(facecolor="0.6", alpha=0.55, edgecolor="black", label="prefetch 1 batch"),
-                           Line2D([], [], color="black", linestyle="--", label="prefetch off"),
-                           Line2D([], [], color="black", linestyle=":", linewidth=0.8, label="last iterator call")],
-                  fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+        ax.legend(
+            handles=[
+                Patch(facecolor="0.6", alpha=0.55, edgecolor="black", label="prefetch 1 batch"),
+                Line2D([], [], color="black", linestyle="--", label="prefetch off"),
+                Line2D([], [], color="black", linestyle=":", linewidth=0.8, label="last iterator call"),
+            ],
+            fontsize=7,
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+            borderaxespad=0,
+        )
         ax.set_xlim(left=0)
         ax.set_ylim(bottom=0)
     axes[-1, 0].set_xlabel("Time since the first iterator call (s)")

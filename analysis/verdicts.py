@@ -19,16 +19,22 @@ def summary(claims) -> str:
     n = {s: int((status == s).sum()) for s in (REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE, NOT_MEASURED)}
     judged = n[REPRODUCED] + n[NOT_REPRODUCED]
     if judged:
-        text = (f"Of the paper's {len(claims)} claims, this campaign judged {judged}: {n[REPRODUCED]} reproduced and "
-                f"{n[NOT_REPRODUCED]} not reproduced.")
+        text = (
+            f"Of the paper's {len(claims)} claims, this campaign judged {judged}: {n[REPRODUCED]} reproduced and "
+            f"{n[NOT_REPRODUCED]} not reproduced."
+        )
     else:
         text = f"None of the paper's {len(claims)} claims could be judged on this campaign's runs."
     if n[NOT_COMPARABLE]:
-        text += (f" {_count(n[NOT_COMPARABLE], 'claims')} {'were' if n[NOT_COMPARABLE] != 1 else 'was'} measured "
-                 "outside the regime the paper's claim is about (not comparable).")
+        text += (
+            f" {_count(n[NOT_COMPARABLE], 'claims')} {'were' if n[NOT_COMPARABLE] != 1 else 'was'} measured "
+            "outside the regime the paper's claim is about (not comparable)."
+        )
     if n[NOT_MEASURED]:
-        text += (f" {_count(n[NOT_MEASURED], 'claims')} {'were' if n[NOT_MEASURED] != 1 else 'was'} not measured: "
-                 "the campaign has no runs of the kind they need.")
+        text += (
+            f" {_count(n[NOT_MEASURED], 'claims')} {'were' if n[NOT_MEASURED] != 1 else 'was'} not measured: "
+            "the campaign has no runs of the kind they need."
+        )
     return text
 
 
@@ -56,8 +62,10 @@ def reason(row: dict, claim: dict) -> str:
     has = measured is not None and measured == measured
     if status in (REPRODUCED, NOT_REPRODUCED):
         inside = "within" if status == REPRODUCED else "outside"
-        return (f"measured {_value(measured, unit)} against the paper's {_value(row['paper'], unit)}, {inside} the "
-                f"tolerance {row['tolerance']} ({how}).")
+        return (
+            f"measured {_value(measured, unit)} against the paper's {_value(row['paper'], unit)}, {inside} the "
+            f"tolerance {row['tolerance']} ({how})."
+        )
     if status == NOT_COMPARABLE:
         seen = f"measured {_value(measured, unit)}, but not judged: " if has else "not judged: "
         return f"{seen}{how}."
@@ -75,12 +83,15 @@ def section(claims) -> str:
         claim = by_id.get(row["id"], {})
         groups.setdefault(row["status"], []).append(
             f"<li>“{html.escape(str(row['claim']))}” ({html.escape(str(row['section']))}): "
-            f"{html.escape(reason(row, claim))}</li>")
-    out = f"<h2>The paper's claims</h2><p class=\"verdicts\">{html.escape(summary(claims))}</p>"
+            f"{html.escape(reason(row, claim))}</li>"
+        )
+    out = f'<h2>The paper\'s claims</h2><p class="verdicts">{html.escape(summary(claims))}</p>'
     for status in (NOT_REPRODUCED, REPRODUCED, NOT_COMPARABLE):
         if groups[status]:
             out += f"<h3>{status.capitalize()} ({len(groups[status])})</h3><ul>{''.join(groups[status])}</ul>"
     if groups[NOT_MEASURED]:
-        out += (f"<details><summary>Not measured ({len(groups[NOT_MEASURED])}): what each would need</summary>"
-                f"<ul>{''.join(groups[NOT_MEASURED])}</ul></details>")
+        out += (
+            f"<details><summary>Not measured ({len(groups[NOT_MEASURED])}): what each would need</summary>"
+            f"<ul>{''.join(groups[NOT_MEASURED])}</ul></details>"
+        )
     return out

@@ -26,7 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.checkpoint_stall", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.checkpoint_stall", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--fast", default="emulated_optane", help="storage preset of the fast tier")
     p.add_argument("--slow", default="emulated_hdd", help="storage preset of the slow tier")
     p.add_argument("--repeats", type=int, default=3)
@@ -39,14 +41,30 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("extra", nargs="*", help="more overrides, e.g. checkpoint.fast.root=/mnt/nvme")
     args = p.parse_args(argv)
     out = args.out or Path(tempfile.mkdtemp(prefix="checkpoint-stall-"))
-    cmd = [sys.executable, "-m", "campaign", "-m", "workload=checkpoint", f"workload.image_side={args.image_side}",
-           f"workload.width={args.width}", f"workload.steps={args.steps}", f"checkpoint.every={args.every}",
-           "checkpoint.target=slow,fast,burst_buffer", "checkpoint.mode=sync,async",
-           f"storage@checkpoint.fast={args.fast}", f"storage@checkpoint.slow={args.slow}", "prefetch=1",
-           f"dataset.num_images={args.num_images}", f"repeats={args.repeats}", f"hydra.sweep.dir={out}", *args.extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "campaign",
+        "-m",
+        "workload=checkpoint",
+        f"workload.image_side={args.image_side}",
+        f"workload.width={args.width}",
+        f"workload.steps={args.steps}",
+        f"checkpoint.every={args.every}",
+        "checkpoint.target=slow,fast,burst_buffer",
+        "checkpoint.mode=sync,async",
+        f"storage@checkpoint.fast={args.fast}",
+        f"storage@checkpoint.slow={args.slow}",
+        "prefetch=1",
+        f"dataset.num_images={args.num_images}",
+        f"repeats={args.repeats}",
+        f"hydra.sweep.dir={out}",
+        *args.extra,
+    ]
     print("running:", " ".join(cmd[1:]), flush=True)
-    rc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
-                        stdout=subprocess.DEVNULL).returncode
+    rc = subprocess.run(
+        cmd, cwd=ROOT, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, stdout=subprocess.DEVNULL
+    ).returncode
     if rc != 0:
         print(f"benchmark: the campaign failed (exit {rc}); see {out}", file=sys.stderr)
         return rc
@@ -57,27 +75,41 @@ def main(argv: list[str] | None = None) -> int:
     df = pd.read_csv(out / "results.csv")
     fell_back = tables.text(df["checkpoint_fallback"]) != ""
     if fell_back.any():
-        print(f"{int(fell_back.sum())} runs fell back to the slow tier and are left out: "
-              f"{df.loc[fell_back, 'checkpoint_fallback'].iloc[0]}")
+        print(
+            f"{int(fell_back.sum())} runs fell back to the slow tier and are left out: "
+            f"{df.loc[fell_back, 'checkpoint_fallback'].iloc[0]}"
+        )
     df = df[~fell_back]
     g = df.groupby(["checkpoint_mode", "checkpoint_target"])
     stall = g["median_stall_s"].median()
-    steady = "steady_runtime_s" in df and df["steady_runtime_s"].notna().all()  # first step (tracing) left out
+    steady = (
+        "steady_runtime_s" in df and df["steady_runtime_s"].notna().all()
+    )  # first step (tracing) left out
     runtime = g["steady_runtime_s" if steady else "runtime_s"].median()
     base = g["baseline_steady_runtime_s" if steady else "baseline_runtime_s"].median()
     ckpt_mb = pd.read_csv(out / "checkpoints.csv")["bytes"].median() / 1e6
-    print(f"campaign {out}: {args.repeats} runs per cell, checkpoints of {ckpt_mb:.0f} MB, "
-          f"fast={args.fast}, slow={args.slow}; runtimes {'without' if steady else 'with'} the first step")
-    print(f"{'mode':<6} {'target':<13} {'median stall s':>14} {'runtime s':>10} {'no-ckpt s':>10} {'ckpt share':>10}")
+    print(
+        f"campaign {out}: {args.repeats} runs per cell, checkpoints of {ckpt_mb:.0f} MB, "
+        f"fast={args.fast}, slow={args.slow}; runtimes {'without' if steady else 'with'} the first step"
+    )
+    print(
+        f"{'mode':<6} {'target':<13} {'median stall s':>14} {'runtime s':>10} {'no-ckpt s':>10} {'ckpt share':>10}"
+    )
     for (mode, target), v in stall.items():
         share = (runtime[(mode, target)] - base[(mode, target)]) / runtime[(mode, target)]
-        print(f"{mode:<6} {target:<13} {v:>14.3f} {runtime[(mode, target)]:>10.2f} {base[(mode, target)]:>10.2f} {share:>10.1%}")
+        print(
+            f"{mode:<6} {target:<13} {v:>14.3f} {runtime[(mode, target)]:>10.2f} {base[(mode, target)]:>10.2f} {share:>10.1%}"
+        )
     for mode in ("sync", "async"):
         s = stall.xs(mode)
-        print(f"{mode}: stall(burst buffer) / stall(fast) = {s['burst_buffer'] / s['fast']:.2f}   "
-              f"stall(slow) / stall(burst buffer) = {s['slow'] / s['burst_buffer']:.2f}")
-    print(f"async vs sync, burst buffer: stall {stall[('async', 'burst_buffer')]:.3f} s vs "
-          f"{stall[('sync', 'burst_buffer')]:.3f} s")
+        print(
+            f"{mode}: stall(burst buffer) / stall(fast) = {s['burst_buffer'] / s['fast']:.2f}   "
+            f"stall(slow) / stall(burst buffer) = {s['slow'] / s['burst_buffer']:.2f}"
+        )
+    print(
+        f"async vs sync, burst buffer: stall {stall[('async', 'burst_buffer')]:.3f} s vs "
+        f"{stall[('sync', 'burst_buffer')]:.3f} s"
+    )
     return 0
 
 

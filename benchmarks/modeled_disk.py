@@ -36,17 +36,33 @@ from pathlib import Path
 from jobs import owned
 
 # (low, high) of 7,200 rpm drives: IOPS for random reads, MB/s for sequential ones
-REFERENCE = {"rand 4K qd1": (75, 100), "rand 4K qd32": (150, 250), "rand 112K qd1": (60, 90),
-             "seq 1M qd1": (150, 200)}
+REFERENCE = {
+    "rand 4K qd1": (75, 100),
+    "rand 4K qd32": (150, 250),
+    "rand 112K qd1": (60, 90),
+    "seq 1M qd1": (150, 200),
+}
 
 
 def fio(folder: Path, rw: str, bs: str, depth: int, seconds: float, size: int) -> tuple[float, float, float]:
     """(IOPS, MB/s, mean completion latency in ms) of one fio job on ``folder/fio.dat``, O_DIRECT."""
-    cmd = ["fio", "--name=t", "--filename=fio.dat", f"--size={size}", f"--rw={rw}", f"--bs={bs}",
-           f"--iodepth={depth}", "--ioengine=libaio", "--direct=1", f"--runtime={seconds}", "--time_based",
-           "--randrepeat=0", "--output-format=json"]
+    cmd = [
+        "fio",
+        "--name=t",
+        "--filename=fio.dat",
+        f"--size={size}",
+        f"--rw={rw}",
+        f"--bs={bs}",
+        f"--iodepth={depth}",
+        "--ioengine=libaio",
+        "--direct=1",
+        f"--runtime={seconds}",
+        "--time_based",
+        "--randrepeat=0",
+        "--output-format=json",
+    ]
     out = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, check=True).stdout
-    job = json.loads(out[out.index("{"):])["jobs"][0]["read"]
+    job = json.loads(out[out.index("{") :])["jobs"][0]["read"]
     return float(job["iops"]), float(job["bw_bytes"]) / 1e6, float(job["clat_ns"]["mean"]) / 1e6
 
 
@@ -56,7 +72,9 @@ def _tests(depths: list[int]) -> list[tuple[str, str, str, int]]:
     return tests + [("seq 1M qd1", "read", "1m", 1)]
 
 
-def measure(capacity_gb: float | None, file_bytes: int, depths: list[int], seconds: float, workdir: Path) -> dict:
+def measure(
+    capacity_gb: float | None, file_bytes: int, depths: list[int], seconds: float, workdir: Path
+) -> dict:
     """The fio matrix on a freshly mounted modelled HDD (``capacity_gb`` None: the preset's)."""
     from jobs.storage.modeled import mount
 
@@ -66,8 +84,21 @@ def measure(capacity_gb: float | None, file_bytes: int, depths: list[int], secon
     tier = mount.setup("modeled_hdd", str(backing), str(at), geometry)
     try:
         if not (at / "fio.dat").exists():
-            subprocess.run(["fio", "--name=lay", "--filename=fio.dat", f"--size={file_bytes}", "--rw=write",
-                            "--bs=1m", "--direct=1", "--output-format=json"], cwd=at, capture_output=True, check=True)
+            subprocess.run(
+                [
+                    "fio",
+                    "--name=lay",
+                    "--filename=fio.dat",
+                    f"--size={file_bytes}",
+                    "--rw=write",
+                    "--bs=1m",
+                    "--direct=1",
+                    "--output-format=json",
+                ],
+                cwd=at,
+                capture_output=True,
+                check=True,
+            )
         return {name: fio(at, rw, bs, d, seconds, file_bytes) for name, rw, bs, d in _tests(depths)}
     finally:
         mount.teardown(tier)
@@ -78,8 +109,11 @@ def _preset(name: str):
 
     from jobs.storage.modeled import mount
 
-    return mount.geometry_of(OmegaConf.to_container(OmegaConf.load(Path(__file__).resolve().parent.parent / "conf"
-                                                                   / "storage" / f"{name}.yaml"))["model"])
+    return mount.geometry_of(
+        OmegaConf.to_container(
+            OmegaConf.load(Path(__file__).resolve().parent.parent / "conf" / "storage" / f"{name}.yaml")
+        )["model"]
+    )
 
 
 def measure_lustre(file_bytes: int, jobs: list[int], seconds: float, workdir: Path) -> dict:
@@ -89,20 +123,41 @@ def measure_lustre(file_bytes: int, jobs: list[int], seconds: float, workdir: Pa
 
     out = {}
     for n in [*jobs, 0]:  # a fresh mount for each test: its counters (peak OSTs) are the test's own
-        tier = mount.setup("modeled_lustre", str(workdir / "backing"), str(workdir / "mnt"), _preset("modeled_lustre"))
+        tier = mount.setup(
+            "modeled_lustre", str(workdir / "backing"), str(workdir / "mnt"), _preset("modeled_lustre")
+        )
         try:
             rw, bs, k = ("randread", "112k", n) if n else ("read", "1m", 1)
-            cmd = ["fio", "--name=t", f"--numjobs={k}", "--filename_format=f.$jobnum", f"--size={file_bytes}",
-                   f"--rw={rw}", f"--bs={bs}", "--iodepth=1", "--ioengine=psync", "--direct=1", "--group_reporting",
-                   f"--runtime={seconds}", "--time_based", "--randrepeat=0", "--output-format=json"]
+            cmd = [
+                "fio",
+                "--name=t",
+                f"--numjobs={k}",
+                "--filename_format=f.$jobnum",
+                f"--size={file_bytes}",
+                f"--rw={rw}",
+                f"--bs={bs}",
+                "--iodepth=1",
+                "--ioengine=psync",
+                "--direct=1",
+                "--group_reporting",
+                f"--runtime={seconds}",
+                "--time_based",
+                "--randrepeat=0",
+                "--output-format=json",
+            ]
             res = subprocess.run(cmd, cwd=tier.mount, capture_output=True, text=True, check=True).stdout
-            job = json.loads(res[res.index("{"):])["jobs"][0]["read"]
+            job = json.loads(res[res.index("{") :])["jobs"][0]["read"]
             c = mount.counters(tier.device)
         finally:
             mount.teardown(tier)
         name = f"rand 112K, {n} job{'s' if n > 1 else ''}" if n else "seq 1M, 1 job"
-        out[name] = (float(job["iops"]), float(job["bw_bytes"]) / 1e6, float(job["clat_ns"]["mean"]) / 1e6,
-                     c["peak_osts"], c["late"])
+        out[name] = (
+            float(job["iops"]),
+            float(job["bw_bytes"]) / 1e6,
+            float(job["clat_ns"]["mean"]) / 1e6,
+            c["peak_osts"],
+            c["late"],
+        )
     return out
 
 
@@ -119,9 +174,11 @@ def main_lustre(args) -> int:
     for name, (iops, mb, lat, peak, late) in res.items():
         up = f"{iops / base:.2f}x" if name.startswith("rand") else ""
         print(f"{name:<20}{iops:>8.0f}{mb:>8.1f}{lat:>8.2f}{up:>14}{peak:>11}{late:>6}")
-    print(f"model, one job of 112 KiB reads: {1 / one:.0f} IOPS, {one * 1e3:.2f} ms a read (OST {g.ost_latency_ms} ms "
-          f"+ {g.ost_s(112 << 10) * 1e3 - g.ost_latency_ms:.2f} ms of transfer, link {g.link_s(112 << 10) * 1e3:.2f} ms, "
-          f"round trip {g.rpc_rtt_ms} ms); one stream: {g.ost_mb_s * g.rate_scale:.0f} MB/s (rates x{g.rate_scale})")
+    print(
+        f"model, one job of 112 KiB reads: {1 / one:.0f} IOPS, {one * 1e3:.2f} ms a read (OST {g.ost_latency_ms} ms "
+        f"+ {g.ost_s(112 << 10) * 1e3 - g.ost_latency_ms:.2f} ms of transfer, link {g.link_s(112 << 10) * 1e3:.2f} ms, "
+        f"round trip {g.rpc_rtt_ms} ms); one stream: {g.ost_mb_s * g.rate_scale:.0f} MB/s (rates x{g.rate_scale})"
+    )
     return 0
 
 
@@ -130,10 +187,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=5.0, help="fio run time of each test")
     ap.add_argument("--file-mb", type=int, default=1024, help="size of the test file, MiB")
     ap.add_argument("--depths", default="1,4,8,32", help="queue depths of the random tests")
-    ap.add_argument("--tier", default="modeled_hdd", choices=["modeled_hdd", "modeled_lustre"], help="which modelled tier")
+    ap.add_argument(
+        "--tier", default="modeled_hdd", choices=["modeled_hdd", "modeled_lustre"], help="which modelled tier"
+    )
     ap.add_argument("--jobs", default="1,2,4,8", help="modeled_lustre: readers at once, each on its own file")
-    ap.add_argument("--workdir", default="/var/tmp/iocampaign/bench/modeled_disk",
-                    help="the benchmark's own folder (created; its backing file is kept for the next run)")
+    ap.add_argument(
+        "--workdir",
+        default="/var/tmp/iocampaign/bench/modeled_disk",
+        help="the benchmark's own folder (created; its backing file is kept for the next run)",
+    )
     args = ap.parse_args(argv)
     from jobs.storage.modeled import mount
 

@@ -58,19 +58,41 @@ def main(argv: list[str] | None = None) -> int:
     from jobs.workloads.alexnet import training as alexnet
 
     ds = dataset(args.storage_root, args.dataset, args.num_images, 0)
-    config = cell(["workload=alexnet_small", f"dataset={args.dataset}", f"dataset.num_images={args.num_images}",
-                   f"storage.root={args.storage_root}", f"threads={args.threads}", f"batch_size={args.batch_size}",
-                   f"workload.image_side={args.image_side}", f"workload.width={args.width}", "cache=cold"])
+    config = cell(
+        [
+            "workload=alexnet_small",
+            f"dataset={args.dataset}",
+            f"dataset.num_images={args.num_images}",
+            f"storage.root={args.storage_root}",
+            f"threads={args.threads}",
+            f"batch_size={args.batch_size}",
+            f"workload.image_side={args.image_side}",
+            f"workload.width={args.width}",
+            "cache=cold",
+        ]
+    )
     threads = args.threads if args.threads == "autotune" else int(args.threads)
-    print(f"dataset {ds.name}: {len(ds.files)} files, {ds.total_bytes / 1e6:.1f} MB; AlexNet {args.image_side} px, "
-          f"width {args.width:g}, batch {args.batch_size}, {threads} map threads; {args.repeats} repeats, cold cache")
-    print(f"{'delay ms':>8} {'input s':>8} {'compute s':>9} {'prefetch s':>10} {'no-prefetch s':>13} "
-          f"{'efficiency':>10} {'(min-max)':>12}")
+    print(
+        f"dataset {ds.name}: {len(ds.files)} files, {ds.total_bytes / 1e6:.1f} MB; AlexNet {args.image_side} px, "
+        f"width {args.width:g}, batch {args.batch_size}, {threads} map threads; {args.repeats} repeats, cold cache"
+    )
+    print(
+        f"{'delay ms':>8} {'input s':>8} {'compute s':>9} {'prefetch s':>10} {'no-prefetch s':>13} "
+        f"{'efficiency':>10} {'(min-max)':>12}"
+    )
     for delay in (float(d) for d in args.read_delay_ms.split(",")):
         rows = []
         for r in range(args.repeats):
-            s = alexnet.TrainSettings(threads=threads, batch_size=args.batch_size, prefetch=1, image_side=args.image_side,
-                                      width=args.width, steps=None, seed=r, read_delay_ms=delay)
+            s = alexnet.TrainSettings(
+                threads=threads,
+                batch_size=args.batch_size,
+                prefetch=1,
+                image_side=args.image_side,
+                width=args.width,
+                steps=None,
+                seed=r,
+                read_delay_ms=delay,
+            )
             cache.evict(ds.files)
             t_in = overlap.input_only(ds, s, len(ds.files) // s.batch_size - 1)
             t_cp = compute_only(ds, s)
@@ -82,8 +104,10 @@ def main(argv: list[str] | None = None) -> int:
             rows.append((t_in, t_cp, t_pf, res0["runtime_s"] - res0["first_step_s"], max(t_in, t_cp) / t_pf))
         med = [statistics.median(c) for c in zip(*rows)]
         effs = [row[4] for row in rows]
-        print(f"{delay:>8g} {med[0]:>8.2f} {med[1]:>9.2f} {med[2]:>10.2f} {med[3]:>13.2f} {med[4]:>10.2f} "
-              f"{f'({min(effs):.2f}-{max(effs):.2f})':>12}")
+        print(
+            f"{delay:>8g} {med[0]:>8.2f} {med[1]:>9.2f} {med[2]:>10.2f} {med[3]:>13.2f} {med[4]:>10.2f} "
+            f"{f'({min(effs):.2f}-{max(effs):.2f})':>12}"
+        )
     return 0
 
 

@@ -33,9 +33,22 @@ def plan_once(cells: int) -> tuple[float, int, int]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with tempfile.TemporaryDirectory() as cwd:
         t0 = time.perf_counter()
-        p = subprocess.run([sys.executable, "-m", "campaign", "-m", *grid(cells), "platform=slurm",
-                            "platform.dry_run=true", "dataset.num_images=1000"],
-                           cwd=cwd, env=env, capture_output=True, text=True)
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "campaign",
+                "-m",
+                *grid(cells),
+                "platform=slurm",
+                "platform.dry_run=true",
+                "dataset.num_images=1000",
+            ],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         seconds = time.perf_counter() - t0
         if p.returncode != 0:
             raise SystemExit(f"the dry run failed: {p.stderr.strip()[-500:]}")

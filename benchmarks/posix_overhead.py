@@ -57,26 +57,42 @@ def _rows(config: dict, workload: str, n: int, modes: list[str], args) -> list[t
         ratios, time_ratios = [], []
         for r in range(args.rounds):
             this = {}
-            for m in ((None, mode) if r % 2 == 0 else (mode, None)):
+            for m in (None, mode) if r % 2 == 0 else (mode, None):
                 os.sync()  # the last measurement's writes (a trace, a generated set) are not flushed during this one
                 this[m] = _measure(config, m, args.repeats, args.seed + r)
                 got[m]["measured"] += this[m][0]
                 got[m]["traced"] += this[m][1]
-            ratios.append(statistics.median(x["images_per_s"] for x in this[mode][0])
-                          / statistics.median(x["images_per_s"] for x in this[None][0]))
+            ratios.append(
+                statistics.median(x["images_per_s"] for x in this[mode][0])
+                / statistics.median(x["images_per_s"] for x in this[None][0])
+            )
             time_ratios.append(this[mode][2] / this[None][2])
         traced = got[mode]["traced"]
-        rows.append((workload, n, mode, statistics.median(x["images_per_s"] for x in got[None]["measured"]),
-                     statistics.median(x["images_per_s"] for x in got[mode]["measured"]), statistics.median(ratios),
-                     min(ratios), max(ratios), statistics.median(time_ratios),
-                     statistics.median(x["posix_calls"] / x["seconds"] for x in traced),
-                     statistics.median(x["bytes_per_call"] for x in traced), min(x["posix_coverage"] or 0 for x in traced),
-                     sum(not x["posix_complete"] for x in traced), len(traced)))
+        rows.append(
+            (
+                workload,
+                n,
+                mode,
+                statistics.median(x["images_per_s"] for x in got[None]["measured"]),
+                statistics.median(x["images_per_s"] for x in got[mode]["measured"]),
+                statistics.median(ratios),
+                min(ratios),
+                max(ratios),
+                statistics.median(time_ratios),
+                statistics.median(x["posix_calls"] / x["seconds"] for x in traced),
+                statistics.median(x["bytes_per_call"] for x in traced),
+                min(x["posix_coverage"] or 0 for x in traced),
+                sum(not x["posix_complete"] for x in traced),
+                len(traced),
+            )
+        )
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.posix_overhead", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.posix_overhead", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--storage-root", default="/var/tmp", help="directory on the device to measure")
     p.add_argument("--dataset", default="imagenet_subset", help="dataset preset (conf/dataset)")
     p.add_argument("--num-images", type=int, default=2048)
@@ -84,10 +100,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workloads", default="readonly,microbench", help="comma-separated workload presets")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeats", type=int, default=2, help="runs of each mode per round")
-    p.add_argument("--cache", default="cold", choices=["cold", "warm"],
-                   help="warm: the set in the page cache, so the disk's swings leave the tracer's CPU cost alone")
+    p.add_argument(
+        "--cache",
+        default="cold",
+        choices=["cold", "warm"],
+        help="warm: the set in the page cache, so the disk's swings leave the tracer's CPU cost alone",
+    )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--modes", default="all,extra", help="trace.runs values to compare with untraced runs: all, extra")
+    p.add_argument(
+        "--modes", default="all,extra", help="trace.runs values to compare with untraced runs: all, extra"
+    )
     args = p.parse_args(argv)
     modes = args.modes.split(",")
     if not modes or not set(modes) <= {"all", "extra"}:
@@ -96,18 +118,33 @@ def main(argv: list[str] | None = None) -> int:
     ds = dataset(args.storage_root, args.dataset, args.num_images, args.seed)
     rows = []
     for workload in args.workloads.split(","):
-        base = cell([f"workload={workload}", f"dataset={args.dataset}", f"dataset.num_images={args.num_images}",
-                     f"storage.root={args.storage_root}", f"cache={args.cache}", "batch_size=64", "prefetch=0"])
+        base = cell(
+            [
+                f"workload={workload}",
+                f"dataset={args.dataset}",
+                f"dataset.num_images={args.num_images}",
+                f"storage.root={args.storage_root}",
+                f"cache={args.cache}",
+                "batch_size=64",
+                "prefetch=0",
+            ]
+        )
         for n in [int(t) for t in args.threads.split(",")]:
             rows += _rows({**base, "threads": n}, workload, n, modes, args)
     mount = __import__("jobs.observe.provenance", fromlist=["mount_of"]).mount_of(ds.location)
-    print(f"dataset {ds.name}: {len(ds.files)} files, {ds.total_bytes / 1e6:.0f} MB on {mount.source} ({mount.fs_type}); "
-          f"{args.rounds} rounds x {args.repeats} {args.cache}-cache measured runs of each mode, order alternating")
-    print(f"{'workload':>10} {'threads':>7} {'trace.runs':>10} {'untraced':>9} {'measured':>9} {'measured/untraced':>17} "
-          f"{'(min-max)':>12} {'cell time':>9} {'calls/s':>9} {'B/call':>7} {'min coverage':>12} {'incomplete':>10}")
+    print(
+        f"dataset {ds.name}: {len(ds.files)} files, {ds.total_bytes / 1e6:.0f} MB on {mount.source} ({mount.fs_type}); "
+        f"{args.rounds} rounds x {args.repeats} {args.cache}-cache measured runs of each mode, order alternating"
+    )
+    print(
+        f"{'workload':>10} {'threads':>7} {'trace.runs':>10} {'untraced':>9} {'measured':>9} {'measured/untraced':>17} "
+        f"{'(min-max)':>12} {'cell time':>9} {'calls/s':>9} {'B/call':>7} {'min coverage':>12} {'incomplete':>10}"
+    )
     for w, n, mode, off, on, ratio, lo, hi, took, calls, per_call, cov, bad, traced in rows:
-        print(f"{w:>10} {n:>7} {mode:>10} {off:>9.0f} {on:>9.0f} {ratio:>17.3f} {f'({lo:.2f}-{hi:.2f})':>12} "
-              f"{took:>8.2f}x {calls:>9.0f} {per_call:>7.1f} {cov:>12.3f} {f'{bad} of {traced}':>10}")
+        print(
+            f"{w:>10} {n:>7} {mode:>10} {off:>9.0f} {on:>9.0f} {ratio:>17.3f} {f'({lo:.2f}-{hi:.2f})':>12} "
+            f"{took:>8.2f}x {calls:>9.0f} {per_call:>7.1f} {cov:>12.3f} {f'{bad} of {traced}':>10}"
+        )
     return 0
 
 

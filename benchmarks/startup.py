@@ -33,8 +33,13 @@ ROOT = Path(__file__).resolve().parent.parent
 def _campaign(overrides: list[str], out: Path) -> float:
     """Wall seconds of one campaign command (its output discarded)."""
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "campaign", "-m", *overrides, f"hydra.sweep.dir={out}"], cwd=ROOT,
-                       env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, "-m", "campaign", "-m", *overrides, f"hydra.sweep.dir={out}"],
+        cwd=ROOT,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+        capture_output=True,
+        text=True,
+    )
     if p.returncode != 0:
         raise RuntimeError(f"the campaign failed (exit {p.returncode}): {p.stderr.strip().splitlines()[-1:]}")
     return time.perf_counter() - t0
@@ -46,7 +51,9 @@ def _times(out: Path) -> tuple[float, float]:
     for rec in out.glob("*/record.json"):
         r = json.loads(rec.read_text())
         measured += sum(run["seconds"] for run in r["runs"] if not run["warmup"])
-        cell += (datetime.fromisoformat(r["finished_at"]) - datetime.fromisoformat(r["started_at"])).total_seconds()
+        cell += (
+            datetime.fromisoformat(r["finished_at"]) - datetime.fromisoformat(r["started_at"])
+        ).total_seconds()
     return measured, cell
 
 
@@ -57,18 +64,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cells", default="1,3", help="numbers of cells per campaign (threads 1, 2, 4, ...)")
     ap.add_argument("--storage", default="local", help="storage preset (its root holds the generated set)")
     args = ap.parse_args(argv)
-    base = ["workload=microbench", f"storage={args.storage}", f"dataset.num_images={args.num_images}",
-            f"repeats={args.repeats}", "warmup=0"]
+    base = [
+        "workload=microbench",
+        f"storage={args.storage}",
+        f"dataset.num_images={args.num_images}",
+        f"repeats={args.repeats}",
+        "warmup=0",
+    ]
     with tempfile.TemporaryDirectory(prefix="startup-") as tmp:
         _campaign([*base, "threads=1", "repeats=1"], Path(tmp) / "generate")  # the set exists before timing
-        print(f"{'cells':>5} {'measured s':>11} {'cell s':>8} {'process s':>10} {'cell/measured':>14} "
-              f"{'process/measured':>17}")
+        print(
+            f"{'cells':>5} {'measured s':>11} {'cell s':>8} {'process s':>10} {'cell/measured':>14} "
+            f"{'process/measured':>17}"
+        )
         for n in (int(c) for c in args.cells.split(",")):
-            threads = ",".join(str(2 ** k) for k in range(n))
+            threads = ",".join(str(2**k) for k in range(n))
             out = Path(tmp) / f"cells{n}"
             wall = _campaign([*base, f"threads={threads}"], out)
             measured, cell = _times(out)
-            print(f"{n:>5} {measured:>11.2f} {cell:>8.2f} {wall:>10.2f} {cell / measured:>14.2f} {wall / measured:>17.2f}")
+            print(
+                f"{n:>5} {measured:>11.2f} {cell:>8.2f} {wall:>10.2f} {cell / measured:>14.2f} {wall / measured:>17.2f}"
+            )
     return 0
 
 

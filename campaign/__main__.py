@@ -26,8 +26,10 @@ def _interrupted(name: str) -> str:
     if folder is None:
         return f"campaign: interrupted by {name} before any cell started; nothing was kept"
     if "-m" in sys.argv[1:] or "--multirun" in sys.argv[1:]:
-        return (f"campaign: interrupted by {name}; the records of finished cells are kept in {folder}; resume with "
-                f"the same command and hydra.sweep.dir={folder} (finished cells are skipped)")
+        return (
+            f"campaign: interrupted by {name}; the records of finished cells are kept in {folder}; resume with "
+            f"the same command and hydra.sweep.dir={folder} (finished cells are skipped)"
+        )
     return f"campaign: interrupted by {name}; the run in {folder} wrote no record; run the command again"
 
 
@@ -50,8 +52,12 @@ def run() -> int:
             from campaign import paper
 
             return paper.main([a for a in args if a != chosen])
-        problem = (choices.unknown_choice(args) or choices.missing_field(args) or choices.null_parent(args)
-                   or choices.bad_value(args))
+        problem = (
+            choices.unknown_choice(args)
+            or choices.missing_field(args)
+            or choices.null_parent(args)
+            or choices.bad_value(args)
+        )
         if problem:
             print(f"campaign: {problem}", file=sys.stderr)
             return 2

@@ -25,8 +25,14 @@ from pathlib import Path
 CONF = Path(__file__).resolve().parent.parent / "conf"
 ROOTS = ("/var/tmp", "/dev/shm", "/tmp")
 # the tool's sub-folders whose entries it lists one by one, and the kind each entry is
-KINDS = {"datasets": "datasets", "datasets/converted": "converted", "tiers": "tiers", "staged": "staged",
-         "checkpoints": "checkpoints", "baseline": "baseline"}
+KINDS = {
+    "datasets": "datasets",
+    "datasets/converted": "converted",
+    "tiers": "tiers",
+    "staged": "staged",
+    "checkpoints": "checkpoints",
+    "baseline": "baseline",
+}
 MARKER = ".iocampaign"  # beside an emulated tier's image: the tool made it (jobs.storage.tiers)
 WHAT = ("all", *sorted(set(KINDS.values())))
 
@@ -109,7 +115,9 @@ def _in_use(path: Path, kind: str, busy: tuple[list[str], list[str]]) -> str:
         return "attached to a loop device"
     if any(x == p or x.startswith(p + "/") for x in mounts):
         return "mounted"
-    if kind == "tiers" and any(os.path.basename(x.rstrip("/")) == path.stem or x.endswith(path.stem) for x in mounts):
+    if kind == "tiers" and any(
+        os.path.basename(x.rstrip("/")) == path.stem or x.endswith(path.stem) for x in mounts
+    ):
         return f"its tier {path.stem} is mounted"
     return ""
 
@@ -173,15 +181,19 @@ def show(found: list[Entry]) -> None:
             print(f"{base} ({_fs(base)})")
         note = f"  [{e.in_use}: kept]" if e.in_use else ""
         print(f"  {_human(e.bytes):>9}  {e.kind:<11} {e.path.relative_to(base)}{note}")
-    print(f"{_human(sum(e.bytes for e in found))} in all; free it: python -m campaign.cache purge "
-          f"{{{'|'.join(WHAT)}|<path>}}")
+    print(
+        f"{_human(sum(e.bytes for e in found))} in all; free it: python -m campaign.cache purge "
+        f"{{{'|'.join(WHAT)}|<path>}}"
+    )
 
 
 def purge(found: list[Entry], what: list[str]) -> int:
     """Remove the entries ``what`` names (kinds, ``all``, or paths listed); returns bytes freed."""
     freed = 0
     for e in found:
-        if not ("all" in what or e.kind in what or str(e.path) in what or os.path.abspath(str(e.path)) in what):
+        if not (
+            "all" in what or e.kind in what or str(e.path) in what or os.path.abspath(str(e.path)) in what
+        ):
             continue
         if e.in_use:
             print(f"  kept {e.path}: {e.in_use}")
@@ -202,8 +214,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m campaign.cache", description=__doc__.split("\n")[0])
     p.add_argument("command", choices=["list", "purge"], help="list: what the tool keeps; purge: remove it")
     p.add_argument("what", nargs="*", help=f"with purge: {', '.join(WHAT)}, or paths that list showed")
-    p.add_argument("--root", action="append", default=[],
-                   help="look only in this storage root (repeatable; default: /var/tmp, /dev/shm, /tmp, each preset's root)")
+    p.add_argument(
+        "--root",
+        action="append",
+        default=[],
+        help="look only in this storage root (repeatable; default: /var/tmp, /dev/shm, /tmp, each preset's root)",
+    )
     args = p.parse_intermixed_args(argv)  # purge --root R all, as purge all --root R
     found = entries(roots(args.root))
     if args.command == "list":
@@ -215,8 +231,11 @@ def main(argv: list[str] | None = None) -> int:
     known = {str(e.path) for e in found}
     unknown = [w for w in args.what if w not in WHAT and os.path.abspath(w) not in known]
     if unknown:
-        print(f"campaign.cache: {unknown[0]} is neither one of {', '.join(WHAT)} nor a folder the tool keeps "
-              "(python -m campaign.cache list shows them)", file=sys.stderr)
+        print(
+            f"campaign.cache: {unknown[0]} is neither one of {', '.join(WHAT)} nor a folder the tool keeps "
+            "(python -m campaign.cache list shows them)",
+            file=sys.stderr,
+        )
         return 2
     freed = purge(found, args.what)
     print(f"campaign.cache: freed {_human(freed)}")

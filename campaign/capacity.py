@@ -25,7 +25,9 @@ from pathlib import Path
 CONF = Path(__file__).resolve().parent.parent / "conf"
 MEASURE = {"repeats": "3", "warmup": "0"}  # every cell's runs unless set: three, medians, no warm-up
 MARK = "capacity.txt"  # the search's settings in its folder, from before its first cell (a rerun resumes)
-LOADER = {"prefetch": "2"}  # an accelerator's data loader fills the next batches while it computes (unless set)
+LOADER = {
+    "prefetch": "2"
+}  # an accelerator's data loader fills the next batches while it computes (unless set)
 
 
 def _value(overrides: list[str], key: str) -> str | None:
@@ -73,16 +75,50 @@ def _measure(tier: str, profile: dict, common: list[str], out: Path) -> tuple[fl
 
     readers = 2 * usage.cores()
     side = f"workload.image_side={profile['image_side']}"
-    if subcampaign.run(rate := ["workload=readonly", f"storage={tier}", f"threads={readers}", "cache=cold", *common,
-                                "platform.tasks_per_node=1"], out / "storage_rate") != 0:
-        raise RuntimeError(f"the tier's read rate could not be measured: {failures.why(rate, out / 'storage_rate')} "
-                           f"(see {out / 'storage_rate'})")
-    if subcampaign.run(cpu := ["workload=microbench", f"storage={tier}", "threads=1", "cache=warm", side, *common,
-                               "platform.nodes=1", "platform.tasks_per_node=1"], out / "cpu_rate") != 0:
-        raise RuntimeError(f"the client's decode rate could not be measured: {failures.why(cpu, out / 'cpu_rate')} "
-                           f"(see {out / 'cpu_rate'})")
-    return (_median(out / "storage_rate", "images_per_s"), _median(out / "storage_rate", "mb_per_s"),
-            _median(out / "cpu_rate", "images_per_s"), _kernels(out / "storage_rate"))
+    if (
+        subcampaign.run(
+            rate := [
+                "workload=readonly",
+                f"storage={tier}",
+                f"threads={readers}",
+                "cache=cold",
+                *common,
+                "platform.tasks_per_node=1",
+            ],
+            out / "storage_rate",
+        )
+        != 0
+    ):
+        raise RuntimeError(
+            f"the tier's read rate could not be measured: {failures.why(rate, out / 'storage_rate')} "
+            f"(see {out / 'storage_rate'})"
+        )
+    if (
+        subcampaign.run(
+            cpu := [
+                "workload=microbench",
+                f"storage={tier}",
+                "threads=1",
+                "cache=warm",
+                side,
+                *common,
+                "platform.nodes=1",
+                "platform.tasks_per_node=1",
+            ],
+            out / "cpu_rate",
+        )
+        != 0
+    ):
+        raise RuntimeError(
+            f"the client's decode rate could not be measured: {failures.why(cpu, out / 'cpu_rate')} "
+            f"(see {out / 'cpu_rate'})"
+        )
+    return (
+        _median(out / "storage_rate", "images_per_s"),
+        _median(out / "storage_rate", "mb_per_s"),
+        _median(out / "cpu_rate", "images_per_s"),
+        _kernels(out / "storage_rate"),
+    )
 
 
 def _prove(tier: str, profile: dict, pred: dict, cell: list[str], most: int, out: Path) -> dict:
@@ -96,10 +132,15 @@ def _prove(tier: str, profile: dict, pred: dict, cell: list[str], most: int, out
     counts = capacity.next_counts(seen, pred["predicted_n"], most)
     while counts:
         every = sorted({*seen, *counts})
-        print(f"[capacity] {tier}: {', '.join(map(str, counts))} emulated accelerator(s)"
-              f"{' per node' if pred['nodes'] > 1 else ''}", flush=True)
+        print(
+            f"[capacity] {tier}: {', '.join(map(str, counts))} emulated accelerator(s)"
+            f"{' per node' if pred['nodes'] > 1 else ''}",
+            flush=True,
+        )
         rc = subcampaign.run([*cell, f"platform.tasks_per_node={','.join(map(str, every))}"], out / "prove")
-        results = pd.read_csv(out / "prove" / "results.csv") if (out / "prove" / "results.csv").exists() else None
+        results = (
+            pd.read_csv(out / "prove" / "results.csv") if (out / "prove" / "results.csv").exists() else None
+        )
         now = capacity.tried(results, tier, float(profile["au_threshold"])) if results is not None else {}
         missing = [c for c in counts if c not in now]
         if rc != 0 and missing:
@@ -109,34 +150,68 @@ def _prove(tier: str, profile: dict, pred: dict, cell: list[str], most: int, out
     return seen
 
 
-def tier_row(tier: str, profile: dict, overrides: list[str], most: int, out: Path, bound_by: str = "") -> dict:
+def tier_row(
+    tier: str, profile: dict, overrides: list[str], most: int, out: Path, bound_by: str = ""
+) -> dict:
     """Measure, predict and prove one tier; its line of capacity.csv."""
     from analysis import capacity
     from jobs.observe import usage
 
-    common = [o for o in overrides if o.split("=", 1)[0] not in ("storage", "accelerator", "threads", "batch_size",
-                                                                 "platform.tasks_per_node")]
+    common = [
+        o
+        for o in overrides
+        if o.split("=", 1)[0]
+        not in ("storage", "accelerator", "threads", "batch_size", "platform.tasks_per_node")
+    ]
     given = {o.split("=", 1)[0] for o in common}
     common = [f"{k}={v}" for k, v in MEASURE.items() if k not in given] + common
     threads = int(_value(overrides, "threads") or 1)
     batch = int(_value(overrides, "batch_size") or profile["batch_size"])
     nodes = _nodes(overrides)
     tier_img, tier_mb, core_img, kernels = _measure(tier, profile, common, out / tier)
-    inp = capacity.Inputs(tier, profile["name"], batch, float(profile["step_time_s"]), int(profile["batch_size"]),
-                          float(profile["au_threshold"]), tier_img, tier_mb, core_img, usage.cores(), threads,
-                          nodes, min(kernels, nodes))
+    inp = capacity.Inputs(
+        tier,
+        profile["name"],
+        batch,
+        float(profile["step_time_s"]),
+        int(profile["batch_size"]),
+        float(profile["au_threshold"]),
+        tier_img,
+        tier_mb,
+        core_img,
+        usage.cores(),
+        threads,
+        nodes,
+        min(kernels, nodes),
+    )
     pred = capacity.predict(inp, most)
     where = "" if nodes == 1 else f" per node on {nodes} nodes"
-    shared = (f", {inp.node_cores():g} cores a node: {nodes} nodes share {inp.kernels} kernel(s) of {usage.cores()} "
-              "cores" if inp.kernels < nodes else f", {usage.cores()} cores a node" if nodes > 1 else
-              f" ({usage.cores()} cores)")
-    print(f"[capacity] {tier}: predicted {pred['predicted_n']} accelerator(s){where}, limit {pred['predicted_limit']}: "
-          f"the tier reads {tier_img:.0f} images/s{' to all nodes' if nodes > 1 else ''}, one core decodes "
-          f"{core_img:.0f} images/s{shared}, one {profile['name']} needs {pred['demand_images_per_s']:.0f} images/s "
-          f"at AU {100 * inp.au_threshold:.0f}%", flush=True)
+    shared = (
+        f", {inp.node_cores():g} cores a node: {nodes} nodes share {inp.kernels} kernel(s) of {usage.cores()} "
+        "cores"
+        if inp.kernels < nodes
+        else f", {usage.cores()} cores a node"
+        if nodes > 1
+        else f" ({usage.cores()} cores)"
+    )
+    print(
+        f"[capacity] {tier}: predicted {pred['predicted_n']} accelerator(s){where}, limit {pred['predicted_limit']}: "
+        f"the tier reads {tier_img:.0f} images/s{' to all nodes' if nodes > 1 else ''}, one core decodes "
+        f"{core_img:.0f} images/s{shared}, one {profile['name']} needs {pred['demand_images_per_s']:.0f} images/s "
+        f"at AU {100 * inp.au_threshold:.0f}%",
+        flush=True,
+    )
     loader = [f"{k}={v}" for k, v in LOADER.items() if k not in given]
-    cell = ["workload=emulated", f"accelerator={profile['name']}", f"storage={tier}", f"threads={threads}",
-            f"batch_size={batch}", "cache=cold", *loader, *common]
+    cell = [
+        "workload=emulated",
+        f"accelerator={profile['name']}",
+        f"storage={tier}",
+        f"threads={threads}",
+        f"batch_size={batch}",
+        "cache=cold",
+        *loader,
+        *common,
+    ]
     return capacity.row(pred, _prove(tier, profile, pred, cell, most, out / tier), most, bound_by)
 
 
@@ -158,8 +233,10 @@ def _fit_nodes(overrides: list[str], most: int) -> tuple[int, str]:
     if not cpus or max(cpus) // per_task >= most:
         return most, ""
     fit = max(1, max(cpus) // per_task)
-    why = (f"{fit} a node: the nodes of {'partition ' + str(partition) if partition else 'the default partition'} have "
-           f"{max(cpus)} CPUs and each accelerator's task takes platform.cpus_per_task={per_task}")
+    why = (
+        f"{fit} a node: the nodes of {'partition ' + str(partition) if partition else 'the default partition'} have "
+        f"{max(cpus)} CPUs and each accelerator's task takes platform.cpus_per_task={per_task}"
+    )
     print(f"[capacity] at most {why}", flush=True)
     return fit, why
 
@@ -180,8 +257,10 @@ def _profile(name: str | None, overrides: list[str]) -> dict:
     folders = [CONF, *choices.searchpath(overrides)]
     known = {p.stem: p for d in folders for p in (d / "accelerator").glob("*.yaml")}
     if name is None:
-        raise ValueError(f"accelerator is not set: choose the profile to emulate with accelerator=<name>; valid: "
-                         f"{', '.join(sorted(known))}")
+        raise ValueError(
+            f"accelerator is not set: choose the profile to emulate with accelerator=<name>; valid: "
+            f"{', '.join(sorted(known))}"
+        )
     if name not in known:
         raise ValueError(f"accelerator={name}: unknown profile; valid: {', '.join(sorted(known))}")
     return OmegaConf.to_container(OmegaConf.load(known[name]))  # type: ignore[return-value]
@@ -189,10 +268,18 @@ def _profile(name: str | None, overrides: list[str]) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m campaign.capacity", description=__doc__.split("\n")[0])
-    p.add_argument("--out", type=Path, default=None, help="campaign folder, or hydra.sweep.dir=<folder> (default "
-                                                          "multirun/capacity-<date>-<time>)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="campaign folder, or hydra.sweep.dir=<folder> (default multirun/capacity-<date>-<time>)",
+    )
     p.add_argument("--most", type=int, default=8, help="the most accelerators a cell emulates (default 8)")
-    p.add_argument("overrides", nargs="*", help="accelerator=<profile>, storage=<tiers>, and Hydra overrides for every cell")
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        help="accelerator=<profile>, storage=<tiers>, and Hydra overrides for every cell",
+    )
     args = p.parse_intermixed_args(argv)  # overrides may come after --out and the other options
     try:
         profile = _profile(_value(args.overrides, "accelerator"), args.overrides)
@@ -209,13 +296,17 @@ def main(argv: list[str] | None = None) -> int:
     most = min(args.most, _images(args.overrides) // (2 * batch * nodes))
     if most < 1:
         of = f" of {nodes} nodes" if nodes > 1 else ""
-        print(f"campaign.capacity: {_images(args.overrides)} images give no accelerator{of} "
-              f"two batches of {batch}: use more images (dataset.num_images) or a smaller batch_size; nothing was run",
-              file=sys.stderr)
+        print(
+            f"campaign.capacity: {_images(args.overrides)} images give no accelerator{of} "
+            f"two batches of {batch}: use more images (dataset.num_images) or a smaller batch_size; nothing was run",
+            file=sys.stderr,
+        )
         return 2
     from campaign import capacity_checks
 
-    why = capacity_checks.cells(args.overrides, profile, {**MEASURE, **LOADER})  # as each tier's campaigns will
+    why = capacity_checks.cells(
+        args.overrides, profile, {**MEASURE, **LOADER}
+    )  # as each tier's campaigns will
     if why:
         print(f"campaign.capacity: {why}; nothing was run", file=sys.stderr)
         return 2
@@ -226,7 +317,9 @@ def main(argv: list[str] | None = None) -> int:
 
     out = args.out or Path("multirun") / time.strftime("capacity-%Y-%m-%d-%H-%M-%S")
     why = campaign_outputs.owned_problem(out, "--out")
-    if why is None and (taken := outputs.study_folder_problem(out, MARK, CAPACITY)):  # a search's folder again: fine
+    if why is None and (
+        taken := outputs.study_folder_problem(out, MARK, CAPACITY)
+    ):  # a search's folder again: fine
         why = f"--out: {taken}; choose a new folder"
     if why:
         print(f"campaign.capacity: {why}; nothing was run", file=sys.stderr)
@@ -259,8 +352,10 @@ def _arguments_problem(args) -> str | None:
     except ValueError:
         return f"platform.nodes={_value(args.overrides, 'platform.nodes')}: must be a whole number >= 1"
     if _value(args.overrides, "platform.tasks_per_node") is not None:
-        return ("platform.tasks_per_node is what the search sets (accelerators per node): leave it out and bound the "
-                "search with --most")
+        return (
+            "platform.tasks_per_node is what the search sets (accelerators per node): leave it out and bound the "
+            "search with --most"
+        )
     return capacity_checks.arguments(args.most, args.overrides)
 
 
@@ -270,8 +365,11 @@ def _mark(out: Path, profile: dict, tiers: list[str], most: int, overrides: list
     from analysis import outputs
 
     out.mkdir(parents=True, exist_ok=True)
-    outputs.write_text(out / MARK, f"accelerator={profile['name']}\ntiers={','.join(tiers)}\nmost={most}\n"
-                                   f"overrides={' '.join(overrides)}\n")
+    outputs.write_text(
+        out / MARK,
+        f"accelerator={profile['name']}\ntiers={','.join(tiers)}\nmost={most}\n"
+        f"overrides={' '.join(overrides)}\n",
+    )
 
 
 def _report(out: Path, table, some_failed: bool) -> int:

@@ -40,8 +40,10 @@ def _whole_numbers(overrides: list[str]) -> str | None:
         if raw is None:
             continue
         if key == "threads" and raw.strip().lower() == "autotune":
-            return ("threads=autotune: the search predicts from a fixed number of map threads per accelerator; give "
-                    "threads=<a whole number> (1 unless set)")
+            return (
+                "threads=autotune: the search predicts from a fixed number of map threads per accelerator; give "
+                "threads=<a whole number> (1 unless set)"
+            )
         try:
             if int(raw) >= 1:
                 continue
@@ -59,8 +61,16 @@ def _cell(tier: str, profile: dict, overrides: list[str], defaults: dict) -> lis
     common = [f"{k}={v}" for k, v in defaults.items() if k not in given] + common
     threads = _value(overrides, "threads") or "1"
     batch = _value(overrides, "batch_size") or str(profile["batch_size"])
-    return ["workload=emulated", f"accelerator={profile['name']}", f"storage={tier}", f"threads={threads}",
-            f"batch_size={batch}", "cache=cold", *common, "platform.tasks_per_node=1"]
+    return [
+        "workload=emulated",
+        f"accelerator={profile['name']}",
+        f"storage={tier}",
+        f"threads={threads}",
+        f"batch_size={batch}",
+        "cache=cold",
+        *common,
+        "platform.tasks_per_node=1",
+    ]
 
 
 def arguments(most: int, overrides: list[str]) -> str | None:
@@ -70,8 +80,13 @@ def arguments(most: int, overrides: list[str]) -> str | None:
         return f"--most {most} must be at least 1 (the most accelerators a cell emulates)"
     from campaign import choices
 
-    return (choices.unknown_choice(overrides) or choices.missing_field(overrides) or choices.null_parent(overrides)
-            or choices.bad_value(overrides) or _whole_numbers(overrides))
+    return (
+        choices.unknown_choice(overrides)
+        or choices.missing_field(overrides)
+        or choices.null_parent(overrides)
+        or choices.bad_value(overrides)
+        or _whole_numbers(overrides)
+    )
 
 
 def cells(overrides: list[str], profile: dict, defaults: dict) -> str | None:

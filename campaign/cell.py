@@ -29,14 +29,21 @@ def execute(cfg: DictConfig) -> None:
     if on_slurm and not multirun:
         logging.shutdown()
         outputs.remove_new()
-        raise errors.Stop(f"campaign: platform={cfg.platform.name} runs cells as Slurm jobs: add -m (e.g. python -m "
-                          f"campaign -m platform={cfg.platform.name} ...)", 2)
+        raise errors.Stop(
+            f"campaign: platform={cfg.platform.name} runs cells as Slurm jobs: add -m (e.g. python -m "
+            f"campaign -m platform={cfg.platform.name} ...)",
+            2,
+        )
     config = resolved(cfg)
     try:
         validate.check(config)
     except errors.ConfigError as e:
-        if multirun:  # planning checked it: what changed since (a cell before it filled the tier) fails it, said
-            path = _record_failure(e, config, overrides, records.now(), job_dir)  # in its record, never silently
+        if (
+            multirun
+        ):  # planning checked it: what changed since (a cell before it filled the tier) fails it, said
+            path = _record_failure(
+                e, config, overrides, records.now(), job_dir
+            )  # in its record, never silently
             if on_slurm:
                 raise errors.Stop(f"campaign: the cell failed: {e} (record: {path})", 1) from None
             return
@@ -46,9 +53,12 @@ def execute(cfg: DictConfig) -> None:
     if config["platform"].get("dry_run") and not multirun:
         logging.shutdown()
         outputs.remove_new()
-        print(f"dry run: 1 cell would run here into {job_dir}: workload={config['workload']['name']} "
-              f"storage={config['storage']['name']} root={config['storage']['root']} threads={config['threads']} "
-              "(nothing was run or written)", flush=True)
+        print(
+            f"dry run: 1 cell would run here into {job_dir}: workload={config['workload']['name']} "
+            f"storage={config['storage']['name']} root={config['storage']['root']} threads={config['threads']} "
+            "(nothing was run or written)",
+            flush=True,
+        )
         return
     started = records.now()
     try:
@@ -61,12 +71,23 @@ def execute(cfg: DictConfig) -> None:
         if multirun and not on_slurm:
             return  # a local sweep goes on; a Slurm job must end FAILED
         if not multirun:
-            raise errors.Stop(f"campaign: the cell failed: {type(e).__name__}: {e} (record: {path})", 1) from None
+            raise errors.Stop(
+                f"campaign: the cell failed: {type(e).__name__}: {e} (record: {path})", 1
+            ) from None
         raise
     extra = [r for r in runs if r.get("traced_extra")]  # trace.runs=extra: kept apart from the measured runs
-    rec = records.CellRecord(cell_id=cell_id(config), status=records.COMPLETED, config=config, overrides=overrides,
-                             runs=[r for r in runs if not r.get("traced_extra")], dataset=dataset, provenance=prov,
-                             started_at=started, finished_at=records.now(), traced_run=extra[0] if extra else None)
+    rec = records.CellRecord(
+        cell_id=cell_id(config),
+        status=records.COMPLETED,
+        config=config,
+        overrides=overrides,
+        runs=[r for r in runs if not r.get("traced_extra")],
+        dataset=dataset,
+        provenance=prov,
+        started_at=started,
+        finished_at=records.now(),
+        traced_run=extra[0] if extra else None,
+    )
     log.info("record: %s", records.write(rec, job_dir))
 
 
@@ -75,14 +96,24 @@ def _record_failure(e: Exception, config: dict, overrides: list, started: str, j
     from jobs.observe import provenance
 
     rec = records.CellRecord(
-        cell_id=cell_id(config), status=records.FAILED, config=config, overrides=overrides, runs=[], dataset={},
-        provenance=provenance.collect(str(config["storage"]["root"])), started_at=started, finished_at=records.now(),
+        cell_id=cell_id(config),
+        status=records.FAILED,
+        config=config,
+        overrides=overrides,
+        runs=[],
+        dataset={},
+        provenance=provenance.collect(str(config["storage"]["root"])),
+        started_at=started,
+        finished_at=records.now(),
         error={"type": type(e).__name__, "message": str(e), "traceback": traceback.format_exc()},
     )
     try:
         path = records.write(rec, job_dir)
     except (OSError, records.RecordError) as w:  # e.g. the disk that filled up holds the run folder too
-        raise errors.Stop(f"campaign: the cell failed: {type(e).__name__}: {e}; its failed record could not be "
-                          f"written either ({w})", 1) from None
+        raise errors.Stop(
+            f"campaign: the cell failed: {type(e).__name__}: {e}; its failed record could not be "
+            f"written either ({w})",
+            1,
+        ) from None
     log.error("cell failed: %s: %s (record: %s)", type(e).__name__, e, path)
     return path

@@ -54,7 +54,9 @@ def unknown_choice(args: list[str]) -> str | None:
         valid = presets(m["group"], extra=extra)
         optional = arg.split("=", 1)[0].lstrip("+~") in OPTIONAL
         for name in value.split(","):
-            if name not in presets(m["group"], aliases=True, extra=extra) and not (optional and name == "none"):
+            if name not in presets(m["group"], aliases=True, extra=extra) and not (
+                optional and name == "none"
+            ):
                 return f"unknown {m['group']} '{name}' (in '{arg}'); valid: {', '.join(valid)}"
     return None
 
@@ -83,7 +85,12 @@ def missing_field(args: list[str]) -> str | None:
     chosen: list[str] = []
     for arg in args:
         m = _ARG.match(arg)
-        if m and m["group"] == "workload" and "@" not in arg and re.fullmatch(r"[\w.-]+(,[\w.-]+)*", m["value"]):
+        if (
+            m
+            and m["group"] == "workload"
+            and "@" not in arg
+            and re.fullmatch(r"[\w.-]+(,[\w.-]+)*", m["value"])
+        ):
             chosen += m["value"].split(",")
         elif m and m["group"] == "experiment":
             return None
@@ -97,8 +104,10 @@ def missing_field(args: list[str]) -> str | None:
                 continue
             known = [f.name for f in fields(workloads.get(kind).schema)]
             if m[1] not in known:
-                return (f"{arg}: workload={name} has no setting {m[1]!r} (its settings: {', '.join(known)}); "
-                        "sweep workloads with different settings in separate commands")
+                return (
+                    f"{arg}: workload={name} has no setting {m[1]!r} (its settings: {', '.join(known)}); "
+                    "sweep workloads with different settings in separate commands"
+                )
     return None
 
 
@@ -111,9 +120,16 @@ def _template():
     def tier():
         return schema.StorageConf(emulate=schema.EmulateConf(), model=schema.ModelConf())
 
-    return OmegaConf.structured(schema.CampaignConf(
-        workload=schema.WorkloadConf(), storage=tier(), dataset=schema.DatasetConf(), stage=tier(),
-        platform=schema.PlatformConf(), checkpoint=schema.CheckpointConf(fast=tier(), slow=tier())))
+    return OmegaConf.structured(
+        schema.CampaignConf(
+            workload=schema.WorkloadConf(),
+            storage=tier(),
+            dataset=schema.DatasetConf(),
+            stage=tier(),
+            platform=schema.PlatformConf(),
+            checkpoint=schema.CheckpointConf(fast=tier(), slow=tier()),
+        )
+    )
 
 
 def _workload_field(key: str, value) -> str | None:
@@ -171,7 +187,11 @@ def bad_value(args: list[str]) -> str | None:
                 node = OmegaConf.select(template, key, throw_on_missing=False)
             except Exception:  # noqa: BLE001 - any key Hydra should judge
                 break
-            if node is not None and not isinstance(node, (str, int, float, bool)) and not hasattr(node, "value"):
+            if (
+                node is not None
+                and not isinstance(node, (str, int, float, bool))
+                and not hasattr(node, "value")
+            ):
                 break  # a group node: not a plain value
             try:
                 OmegaConf.update(template, key, value, merge=True)
@@ -224,8 +244,12 @@ def unresolved(args: list[str]) -> str | None:
 
 
 # a node that a storage preset fills (its default preset in conf/config.yaml; none: the node is null)
-_TIER_NODES = {"stage": ("storage@stage", "none"), "storage": ("storage", "local"),
-               "checkpoint.fast": ("storage@checkpoint.fast", "tmpfs"), "checkpoint.slow": ("storage@checkpoint.slow", "local")}
+_TIER_NODES = {
+    "stage": ("storage@stage", "none"),
+    "storage": ("storage", "local"),
+    "checkpoint.fast": ("storage@checkpoint.fast", "tmpfs"),
+    "checkpoint.slow": ("storage@checkpoint.slow", "local"),
+}
 
 
 def _has(preset: str, section: str, extra: list[Path]) -> bool:
@@ -240,8 +264,10 @@ def _has(preset: str, section: str, extra: list[Path]) -> bool:
 
 
 # the sections of a storage preset that only some tiers have, and the presets that have them
-_SECTIONS = {"emulate": ("an emulated", "emulated_hdd|emulated_ssd|emulated_optane"),
-             "model": ("a modelled", "modeled_hdd|modeled_lustre")}
+_SECTIONS = {
+    "emulate": ("an emulated", "emulated_hdd|emulated_ssd|emulated_optane"),
+    "model": ("a modelled", "modeled_hdd|modeled_lustre"),
+}
 
 
 def null_parent(args: list[str]) -> str | None:
@@ -255,7 +281,9 @@ def null_parent(args: list[str]) -> str | None:
     chosen = {}
     for node, (arg_key, default) in _TIER_NODES.items():
         given = [a.split("=", 1)[1] for a in args if a.split("=", 1)[0].lstrip("+~") == arg_key]
-        chosen[node] = given[-1].split(",") if given and re.fullmatch(r"[\w.-]+(,[\w.-]+)*", given[-1]) else [default]
+        chosen[node] = (
+            given[-1].split(",") if given and re.fullmatch(r"[\w.-]+(,[\w.-]+)*", given[-1]) else [default]
+        )
     for arg in args:
         key = arg.split("=", 1)[0].lstrip("+~")
         if "=" not in arg or "@" in key:
@@ -264,13 +292,17 @@ def null_parent(args: list[str]) -> str | None:
             if not key.startswith(node + "."):
                 continue
             if node == "stage" and "none" in presets_:
-                return (f"{arg}: stage is null where storage@stage=none (the default), so it has no "
-                        f"{key.split('.', 1)[1]}; choose the stage tier first: storage@stage=<preset>")
+                return (
+                    f"{arg}: stage is null where storage@stage=none (the default), so it has no "
+                    f"{key.split('.', 1)[1]}; choose the stage tier first: storage@stage=<preset>"
+                )
             for section, (kind, which) in _SECTIONS.items():
                 if not key.startswith(f"{node}.{section}."):
                     continue
                 plain = [p for p in presets_ if p != "none" and not _has(p, section, extra)]
                 if plain:
-                    return (f"{arg}: {_TIER_NODES[node][0]}={plain[0]} is not {kind} tier, so {node}.{section} is "
-                            f"null; choose one first ({_TIER_NODES[node][0]}={which})")
+                    return (
+                        f"{arg}: {_TIER_NODES[node][0]}={plain[0]} is not {kind} tier, so {node}.{section} is "
+                        f"null; choose one first ({_TIER_NODES[node][0]}={which})"
+                    )
     return None

@@ -19,20 +19,24 @@ def data_on_its_tier(cfg: View, config: dict) -> None:
         return  # converted once into TFRecord or HDF5 under storage.root: the runs read that copy
     st, path = cfg.storage, os.path.realpath(str(cfg.dataset.path))
     if st.get("emulate") is not None or st.get("model") is not None:
-        raise ConfigError(f"dataset.source=folder reads dataset.path={cfg.dataset.path} where it lies, but storage={st.name} "
-                          "is a tier the tool builds at storage.root for each cell: leave dataset.source unset (the set "
-                          f"is generated on the tier), or read the folder where it is with storage=<its tier> and copy it "
-                          f"onto {st.name} with storage@stage={st.name}")
+        raise ConfigError(
+            f"dataset.source=folder reads dataset.path={cfg.dataset.path} where it lies, but storage={st.name} "
+            "is a tier the tool builds at storage.root for each cell: leave dataset.source unset (the set "
+            f"is generated on the tier), or read the folder where it is with storage=<its tier> and copy it "
+            f"onto {st.name} with storage@stage={st.name}"
+        )
     if elsewhere(cfg):
         return  # the nodes' folders: where they lie is seen on the nodes
     from jobs.observe.provenance import mount_of
 
     data, root = mount_of(path), mount_of(str(st.root))
     if os.stat(path).st_dev != os.stat(str(st.root)).st_dev:
-        raise ConfigError(f"dataset.path={cfg.dataset.path} is on {data.fs_type} {data.source} ({data.mount_point}), not on "
-                          f"the file system of storage.root={st.root} ({root.fs_type} {root.source}): its runs would read "
-                          f"{data.fs_type} and be labelled storage={st.name}; keep the images under storage.root, or set "
-                          "storage=<the tier they are on> storage.root=<a folder there>")
+        raise ConfigError(
+            f"dataset.path={cfg.dataset.path} is on {data.fs_type} {data.source} ({data.mount_point}), not on "
+            f"the file system of storage.root={st.root} ({root.fs_type} {root.source}): its runs would read "
+            f"{data.fs_type} and be labelled storage={st.name}; keep the images under storage.root, or set "
+            "storage=<the tier they are on> storage.root=<a folder there>"
+        )
 
 
 def tiers(cfg: View, memo: dict | None) -> None:
@@ -41,10 +45,15 @@ def tiers(cfg: View, memo: dict | None) -> None:
     if cfg.get("stage") is None:
         return
     storage_root(cfg, cfg.stage, key="stage", memo=memo)
-    if (cfg.stage.name == cfg.storage.name or os.path.realpath(str(cfg.stage.root)) == os.path.realpath(str(cfg.storage.root))
-            or _same_device(cfg.stage, cfg.storage)):
-        raise ConfigError(f"storage@stage={cfg.stage.name} is the tier the data is on (storage={cfg.storage.name}, "
-                          f"root {cfg.storage.root}): stage on another tier, e.g. storage@stage=tmpfs")
+    if (
+        cfg.stage.name == cfg.storage.name
+        or os.path.realpath(str(cfg.stage.root)) == os.path.realpath(str(cfg.storage.root))
+        or _same_device(cfg.stage, cfg.storage)
+    ):
+        raise ConfigError(
+            f"storage@stage={cfg.stage.name} is the tier the data is on (storage={cfg.storage.name}, "
+            f"root {cfg.storage.root}): stage on another tier, e.g. storage@stage=tmpfs"
+        )
 
 
 def _same_device(a: View, b: View) -> bool:
@@ -73,10 +82,14 @@ def modelled_apart(cfg: View, keys: tuple[str, ...]) -> None:
         root = os.path.realpath(os.path.abspath(str(st.root)))
         for other_key, other_name, other_root in seen:
             if other_name == str(st.name) and root != other_root:  # a tier is set up once, at its first root
-                raise ConfigError(f"{key}.root={st.root} and {other_key}.root name two mount points of one modelled "
-                                  f"tier {st.name}, which is mounted once: give them one root, or use two tiers")
+                raise ConfigError(
+                    f"{key}.root={st.root} and {other_key}.root name two mount points of one modelled "
+                    f"tier {st.name}, which is mounted once: give them one root, or use two tiers"
+                )
             if other_name != str(st.name) and (_inside(root, other_root) or _inside(other_root, root)):
-                raise ConfigError(f"{key}.root={st.root} ({key}={st.name}) and {other_key}.root ({other_key}="
-                                  f"{other_name}) are {'one folder' if root == other_root else 'one inside the other'}: "
-                                  "two modelled tiers would be mounted on top of each other; give each its own root")
+                raise ConfigError(
+                    f"{key}.root={st.root} ({key}={st.name}) and {other_key}.root ({other_key}="
+                    f"{other_name}) are {'one folder' if root == other_root else 'one inside the other'}: "
+                    "two modelled tiers would be mounted on top of each other; give each its own root"
+                )
         seen.append((key, str(st.name), root))

@@ -11,14 +11,23 @@ import math
 import os
 from dataclasses import dataclass
 
-GENERATE_MB_S = 10.0  # synthetic JPEGs written per second, MB/s, 2 cores (2.07 GB in 207 s; README's Quick start)
-DECODE_IMAGES_S = 470.0  # workload=microbench, 1 map thread, 2 cores, local disk: 16,384 images in ~35 s per run
+GENERATE_MB_S = (
+    10.0  # synthetic JPEGs written per second, MB/s, 2 cores (2.07 GB in 207 s; README's Quick start)
+)
+DECODE_IMAGES_S = (
+    470.0  # workload=microbench, 1 map thread, 2 cores, local disk: 16,384 images in ~35 s per run
+)
 READ_ONLY_IMAGES_S = 1900.0  # workload=readonly, 1 thread, local disk, cold (docs/scaling.md)
 CELL_S = 2.5  # a cell's own work besides its runs: start, cache eviction, record (4 cells of the Quick start: 44 s, runs 35 s)
-CORE_GAIN = 0.8  # each map thread up to the cores adds this much of one thread's rate (2 cores: 1.8x at 2 threads)
+CORE_GAIN = (
+    0.8  # each map thread up to the cores adds this much of one thread's rate (2 cores: 1.8x at 2 threads)
+)
 # the modelled tiers' micro-benchmark, cold, 1,024 images, images/s at 1, 2, 4 and 8 threads (docs/storage.md)
 MODELLED = {"hdd": {1: 121, 2: 152, 4: 217, 8: 255}, "lustre": {1: 59, 2: 117, 4: 231, 8: 374}}
-RATES = {"microbench": DECODE_IMAGES_S, "readonly": READ_ONLY_IMAGES_S}  # the workloads whose runs are modelled
+RATES = {
+    "microbench": DECODE_IMAGES_S,
+    "readonly": READ_ONLY_IMAGES_S,
+}  # the workloads whose runs are modelled
 
 
 @dataclass
@@ -40,9 +49,13 @@ class Data:
         else:
             todo = self.images - self.have
             made = f"{self.have:,} already generated there" if self.have else "none generated there yet"
-            there = (f"{made}, {todo:,} to generate "
-                     f"(≈{_size(todo * self.mean_bytes)}, ≈{duration(todo * self.mean_bytes / (GENERATE_MB_S * 1e6))})")
-        return f"dataset {self.name} on {self.root}: {self.images:,} synthetic images, ≈{_size(need)}; {there}"
+            there = (
+                f"{made}, {todo:,} to generate "
+                f"(≈{_size(todo * self.mean_bytes)}, ≈{duration(todo * self.mean_bytes / (GENERATE_MB_S * 1e6))})"
+            )
+        return (
+            f"dataset {self.name} on {self.root}: {self.images:,} synthetic images, ≈{_size(need)}; {there}"
+        )
 
 
 def _size(n: float) -> str:
@@ -64,7 +77,9 @@ def _data_key(config: dict) -> tuple | None:
     ds = config.get("dataset")
     if not isinstance(ds, dict) or str(_v(ds.get("source"))) != "synthetic":
         return None
-    spec = tuple((k, str(v)) for k, v in sorted(ds.items()) if k not in ("num_images", "path", "format", "shard_mb"))
+    spec = tuple(
+        (k, str(v)) for k, v in sorted(ds.items()) if k not in ("num_images", "path", "format", "shard_mb")
+    )
     return (str(config["storage"].get("root")), spec, config.get("seed"))
 
 
@@ -101,8 +116,14 @@ def _rate(config: dict, cores: int, mean_bytes: float | None) -> float | None:
     rate = base * (1 + CORE_GAIN * (min(threads, cores) - 1))
     st = config["storage"]
     emulate = st.get("emulate") or {}
-    caps = [emulate.get("read_iops"), *(m * 1e6 / mean_bytes for m in (emulate.get("read_mb_s"), st.get("ior_read_mb_s"))
-                                        if m and mean_bytes)]
+    caps = [
+        emulate.get("read_iops"),
+        *(
+            m * 1e6 / mean_bytes
+            for m in (emulate.get("read_mb_s"), st.get("ior_read_mb_s"))
+            if m and mean_bytes
+        ),
+    ]
     measured = MODELLED.get(str((st.get("model") or {}).get("device")))
     if measured:  # a modelled tier: its measured rate at the most threads measured up to the cell's
         caps.append(measured[max([k for k in measured if k <= threads] or [min(measured)])])
@@ -120,7 +141,9 @@ class Estimate:
         self.data: dict[tuple, Data] = {}
         self.cells: list[float | None] = []
         self.generating: list[float] = []  # seconds of each cell spent generating its set's missing images
-        self.unsure: list[bool] = []  # whether the cell's set is already on its root is not known here (a cluster's
+        self.unsure: list[
+            bool
+        ] = []  # whether the cell's set is already on its root is not known here (a cluster's
         # root, a tier built when its cell starts)
         made: dict[tuple, int] = {}
         sizes: dict[tuple, float] = {}
@@ -161,10 +184,14 @@ class Estimate:
         unknown = len(self.cells) - len(known)
         cells = f"{unknown} cell{'s' if unknown != 1 else ''}"
         if not known:
-            return f"estimated time: none ({cells} of workloads whose runs are not modelled: docs/campaigns.md)"
+            return (
+                f"estimated time: none ({cells} of workloads whose runs are not modelled: docs/campaigns.md)"
+            )
         rest = f", plus {cells} whose workload is not modelled" if unknown else ""
-        return (f"estimated time ≈ {duration(math.fsum(known))} in all{rest} (from the size model and the rates measured "
-                f"on a 2-core machine: docs/campaigns.md)")
+        return (
+            f"estimated time ≈ {duration(math.fsum(known))} in all{rest} (from the size model and the rates measured "
+            f"on a 2-core machine: docs/campaigns.md)"
+        )
 
     def lines(self) -> list[str]:
         """The datasets' lines, then the total."""

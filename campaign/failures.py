@@ -19,8 +19,10 @@ def _failed_cell(folder: Path) -> str | None:
             continue
         if rec.status == records.FAILED and rec.error:
             message = str(rec.error.get("message") or "").strip().splitlines()
-            return (f"cell {path.parent.name} ({' '.join(map(str, rec.overrides))}) failed with "
-                    f"{rec.error.get('type')}: {message[0] if message else 'no message'}")
+            return (
+                f"cell {path.parent.name} ({' '.join(map(str, rec.overrides))}) failed with "
+                f"{rec.error.get('type')}: {message[0] if message else 'no message'}"
+            )
     return None
 
 
@@ -28,8 +30,12 @@ def _refusal(args: list[str], folder: Path) -> str | None:
     """The line the campaign's planning refuses ``args`` with, or None when it plans them."""
     from jobs import lifeline
 
-    p = subprocess.run([sys.executable, "-m", "campaign", "-m", *args, "platform.dry_run=true",
-                        f"hydra.sweep.dir={folder}"], env=lifeline.child_env(), capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, "-m", "campaign", "-m", *args, "platform.dry_run=true", f"hydra.sweep.dir={folder}"],
+        env=lifeline.child_env(),
+        capture_output=True,
+        text=True,
+    )
     if p.returncode == 0:
         return None
     said = [line for line in p.stderr.splitlines() if line.startswith("campaign: ")]
@@ -39,5 +45,8 @@ def _refusal(args: list[str], folder: Path) -> str | None:
 
 def why(args: list[str], folder: Path) -> str:
     """Why ``python -m campaign -m <args> hydra.sweep.dir=<folder>`` did not end well, in one clause."""
-    return (_failed_cell(folder) or _refusal(args, folder)
-            or "the campaign stopped before any cell wrote its record (its output above says where)")
+    return (
+        _failed_cell(folder)
+        or _refusal(args, folder)
+        or "the campaign stopped before any cell wrote its record (its output above says where)"
+    )

@@ -22,8 +22,9 @@ def presets() -> str:
     lines = []
     for group in GROUPS:
         names = sorted(p.stem for p in (CONF / group).glob("*.yaml") if not INTERNAL.search(p.stem))
-        lines += textwrap.wrap(", ".join(names), 100, initial_indent=f"  {group + ':':<18}",
-                               subsequent_indent=" " * 20)
+        lines += textwrap.wrap(
+            ", ".join(names), 100, initial_indent=f"  {group + ':':<18}", subsequent_indent=" " * 20
+        )
     return "\n".join(lines)
 
 
@@ -34,10 +35,14 @@ def settings() -> str:
 
     from campaign import schema
 
-    comments = dict(m.groups() for m in map(_FIELD.match, inspect.getsource(schema.CampaignConf).splitlines()) if m)
+    comments = dict(
+        m.groups() for m in map(_FIELD.match, inspect.getsource(schema.CampaignConf).splitlines()) if m
+    )
     lines = []
     for f in dataclasses.fields(schema.CampaignConf):
-        if f.name not in comments or f.name in GROUPS or f.name == "stage" or f.default == "???":  # groups: above
+        if (
+            f.name not in comments or f.name in GROUPS or f.name == "stage" or f.default == "???"
+        ):  # groups: above
             continue
         if f.default is not dataclasses.MISSING:
             value = f.default.name if isinstance(f.default, enum.Enum) else f.default

@@ -24,7 +24,7 @@ def _dataclass_of(tp) -> type | None:
 
 
 def _leaf(tp) -> str:
-    """"" for a plain value (a number, text, an enum), OPEN for a container or Any."""
+    """ "" for a plain value (a number, text, an enum), OPEN for a container or Any."""
     args = [a for a in typing.get_args(tp) if a is not type(None)]
     tp = args[0] if typing.get_origin(tp) is typing.Union and len(args) == 1 else tp
     if tp in (str, int, float, bool) or (isinstance(tp, type) and issubclass(tp, Enum)):
@@ -60,18 +60,27 @@ def known(args: list[str]) -> tuple[dict[str, str], set[str]]:
         keys[node] = ""
     keys.update(schema_keys(schema.AcceleratorConf, "accelerator."))
     keys.update(schema_keys(schema.CheckpointModelConf, "checkpoint.model."))
-    groups = {p.name for d in [choices.CONF_DIR, *choices.searchpath(args)] if d.is_dir()
-              for p in d.iterdir() if p.is_dir() and any(p.glob("*.yaml"))}
+    groups = {
+        p.name
+        for d in [choices.CONF_DIR, *choices.searchpath(args)]
+        if d.is_dir()
+        for p in d.iterdir()
+        if p.is_dir() and any(p.glob("*.yaml"))
+    }
     return keys, groups
 
 
 def _suggest(key: str, keys: dict[str, str], groups: set[str]) -> str:
-    """" (did you mean X?)" from the key's own section (the top level for a key without one), or that
+    """ " (did you mean X?)" from the key's own section (the top level for a key without one), or that
     section's settings, or where to list them."""
     parent = key.rsplit(".", 1)[0] if "." in key else ""
     if parent in keys:  # the last part, among its section's settings
-        names = [k[len(parent) + 1:] for k in keys if k.startswith(parent + ".") and "." not in k[len(parent) + 1:]]
-        close = difflib.get_close_matches(key[len(parent) + 1:], names, n=1, cutoff=0.6)
+        names = [
+            k[len(parent) + 1 :]
+            for k in keys
+            if k.startswith(parent + ".") and "." not in k[len(parent) + 1 :]
+        ]
+        close = difflib.get_close_matches(key[len(parent) + 1 :], names, n=1, cutoff=0.6)
         if close:
             return f" (did you mean {parent}.{close[0]}?)"
         return f" ({parent}'s settings: {', '.join(names)})"

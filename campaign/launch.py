@@ -68,18 +68,35 @@ def launch(hydra_context: Any, task_function: Any, config: DictConfig, cells: li
         from campaign.estimate import Estimate, duration
 
         est = Estimate([c.config for c in todo], local=True)
-        log.info("Launching %d cell%s here, one after another (%d done before); %s", len(todo),
-                 "" if len(todo) == 1 else "s", len(cells) - len(todo), est.total())
+        log.info(
+            "Launching %d cell%s here, one after another (%d done before); %s",
+            len(todo),
+            "" if len(todo) == 1 else "s",
+            len(cells) - len(todo),
+            est.total(),
+        )
         started = time.monotonic()
         for k, c in enumerate(todo):
             left = _first(est) if not k else ""
             if k:  # the cells so far at their mean pace: a rough estimate, cells differ
                 left = f", about {duration((time.monotonic() - started) / k * (len(todo) - k))} left"
-            log.info("\tcell %d/%d (#%d%s): %s", k + 1, len(todo), c.num, left, " ".join(filter_overrides(c.overrides)))
+            log.info(
+                "\tcell %d/%d (#%d%s): %s",
+                k + 1,
+                len(todo),
+                c.num,
+                left,
+                " ".join(filter_overrides(c.overrides)),
+            )
             cfg = c.compose(hydra_context, config)
             HydraConfig.instance().set_config(cfg)
-            run_job(hydra_context=hydra_context, task_function=task_function, config=cfg,
-                    job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+            run_job(
+                hydra_context=hydra_context,
+                task_function=task_function,
+                config=cfg,
+                job_dir_key="hydra.sweep.dir",
+                job_subdir_key="hydra.sweep.subdir",
+            )
             configure_log(config.hydra.hydra_logging, config.hydra.verbose)
         return RAN
     if not todo:

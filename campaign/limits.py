@@ -18,9 +18,11 @@ def threads(cfg: View) -> None:
     """``threads``: a positive int (or autotune) no larger than ``schema.THREADS_MAX``."""
     value = threads_value(cfg.threads)
     if value != "autotune" and value > schema.THREADS_MAX:
-        raise ConfigError(f"threads={value} is more than {schema.THREADS_MAX}, the most map calls a cell keeps in flight: "
-                          "each holds an open file and a decoded image in memory, and no device serves more requests "
-                          "at once (8-64 suit a 16-core node); or give threads=autotune")
+        raise ConfigError(
+            f"threads={value} is more than {schema.THREADS_MAX}, the most map calls a cell keeps in flight: "
+            "each holds an open file and a decoded image in memory, and no device serves more requests "
+            "at once (8-64 suit a 16-core node); or give threads=autotune"
+        )
 
 
 def workers(cfg: View) -> None:
@@ -33,22 +35,27 @@ def workers(cfg: View) -> None:
 
     most = max(2, usage.cores())
     if n > most:
-        raise ConfigError(f"input.workers={n}: the service's workers run here, each a TensorFlow process of its own, "
-                          f"and this machine has {usage.cores()} cores: use at most {most}")
+        raise ConfigError(
+            f"input.workers={n}: the service's workers run here, each a TensorFlow process of its own, "
+            f"and this machine has {usage.cores()} cores: use at most {most}"
+        )
 
 
 def timeout(cfg: View) -> None:
     """``platform.timeout_min``: a cell's wall-clock limit, as a scheduler would grant it."""
     value = cfg.platform.get("timeout_min")
     if value is not None and value > schema.TIMEOUT_MAX_MIN:
-        raise ConfigError(f"platform.timeout_min={value} is more than {schema.TIMEOUT_MAX_MIN} minutes (365 days), "
-                          "longer than any Slurm partition grants and any cell needs: give one cell's limit in minutes")
+        raise ConfigError(
+            f"platform.timeout_min={value} is more than {schema.TIMEOUT_MAX_MIN} minutes (365 days), "
+            "longer than any Slurm partition grants and any cell needs: give one cell's limit in minutes"
+        )
 
 
 def mean_image_bytes(median_kb: float, spread: float) -> float:
     """The mean size the synthetic generator gives an image (``jobs.data.synthetic.target_bytes``: the
     median times exp(spread z), z a standard normal clipped to [-3, 3]), in closed form; its 600-byte floor
     is left out, so this never overstates what a set needs."""
+
     def cdf(x: float) -> float:
         return 0.5 * (1 + math.erf(x / math.sqrt(2)))
 
@@ -72,9 +79,15 @@ def _generated(cfg: View, folder: str) -> int:
     from jobs.data import datasets, synthetic
 
     d = cfg.dataset
-    spec = synthetic.SyntheticSpec(name=str(d.name), num_classes=int(d.num_classes), median_kb=float(d.median_kb),
-                                   size_spread=float(d.size_spread), bytes_per_pixel=float(d.bytes_per_pixel),
-                                   grayscale_fraction=float(d.grayscale_fraction), seed=int(cfg.seed))
+    spec = synthetic.SyntheticSpec(
+        name=str(d.name),
+        num_classes=int(d.num_classes),
+        median_kb=float(d.median_kb),
+        size_spread=float(d.size_spread),
+        bytes_per_pixel=float(d.bytes_per_pixel),
+        grayscale_fraction=float(d.grayscale_fraction),
+        seed=int(cfg.seed),
+    )
     meta = owned.tool_folder(folder) / datasets.SUBDIR / spec.key() / synthetic.META
     try:
         return int(json.loads(meta.read_text())["count"])
@@ -85,8 +98,15 @@ def _generated(cfg: View, folder: str) -> int:
 def space_key(config: dict) -> tuple:
     """What ``dataset_fits`` depends on, cheap to build for every cell of a grid (a memo's key)."""
     st, ds = config["storage"], config.get("dataset")
-    return ("space", st.get("name"), str(st.get("root")), repr(st.get("model")), repr(st.get("emulate")),
-            tuple(ds.items()) if isinstance(ds, dict) else None, config.get("seed"))
+    return (
+        "space",
+        st.get("name"),
+        str(st.get("root")),
+        repr(st.get("model")),
+        repr(st.get("emulate")),
+        tuple(ds.items()) if isinstance(ds, dict) else None,
+        config.get("seed"),
+    )
 
 
 def dataset_fits(cfg: View, config: dict) -> None:
@@ -103,8 +123,12 @@ def dataset_fits(cfg: View, config: dict) -> None:
     todo = count - (_generated(cfg, folder) if folder and os.path.isdir(folder) else 0)
     need = synthetic_bytes(cfg.dataset, todo)
     if str(cfg.dataset.get("format") or "files") != "files":
-        need += int(synthetic_bytes(cfg.dataset, count) * 1.1)  # and the converted copy beside it (jobs.data.formats)
+        need += int(
+            synthetic_bytes(cfg.dataset, count) * 1.1
+        )  # and the converted copy beside it (jobs.data.formats)
     if need > free:
-        raise ConfigError(f"dataset.num_images={count}: {'the' if todo == count else f'the {todo} missing'} synthetic "
-                          f"images need ~{need / 1e9:.1f} GB on storage={cfg.storage.name}, which has {free / 1e9:.1f} GB "
-                          "free: lower dataset.num_images or choose another storage.root")
+        raise ConfigError(
+            f"dataset.num_images={count}: {'the' if todo == count else f'the {todo} missing'} synthetic "
+            f"images need ~{need / 1e9:.1f} GB on storage={cfg.storage.name}, which has {free / 1e9:.1f} GB "
+            "free: lower dataset.num_images or choose another storage.root"
+        )

@@ -45,8 +45,11 @@ def _fill(entry: str, values: dict) -> list[str]:
         return [str(v) for v in values[whole[1]]]
     if any(values[n] is None for n in names):
         return []
-    return [entry.format(**{n: ",".join(map(str, values[n])) if isinstance(values[n], list) else values[n]
-                            for n in names})]
+    return [
+        entry.format(
+            **{n: ",".join(map(str, values[n])) if isinstance(values[n], list) else values[n] for n in names}
+        )
+    ]
 
 
 def grids(scale: str, tiers: list[str], lustre: str | None = None) -> list[tuple[str, list[str]]]:
@@ -55,8 +58,13 @@ def grids(scale: str, tiers: list[str], lustre: str | None = None) -> list[tuple
     from omegaconf import OmegaConf
 
     values = OmegaConf.to_container(OmegaConf.load(CONF / "scale" / f"{scale}.yaml"))
-    values.update(tiers=tiers, middle=tiers[len(tiers) // 2], slow=tiers[0],
-                  fast=tiers[-1] if len(tiers) > 1 else "tmpfs", lustre=lustre)
+    values.update(
+        tiers=tiers,
+        middle=tiers[len(tiers) // 2],
+        slow=tiers[0],
+        fast=tiers[-1] if len(tiers) > 1 else "tmpfs",
+        lustre=lustre,
+    )
     grids = OmegaConf.to_container(OmegaConf.load(CONF / "grids.yaml"))
     out = []
     for name, entries in grids.items():
@@ -100,15 +108,27 @@ def _check_grids(todo: list[tuple[str, list[str]]], extra: list[str], out: Path)
 
     dry = _dry(extra)
     for name, overrides in todo:
-        cmd = [sys.executable, "-m", "campaign", "-m", *overrides, *extra, f"hydra.sweep.dir={out / name}",
-               *([] if dry else ["platform.dry_run=true"])]
+        cmd = [
+            sys.executable,
+            "-m",
+            "campaign",
+            "-m",
+            *overrides,
+            *extra,
+            f"hydra.sweep.dir={out / name}",
+            *([] if dry else ["platform.dry_run=true"]),
+        ]
         p = subprocess.run(cmd, capture_output=True, text=True, env=lifeline.child_env())
         if dry:
             print(f"[paper] {name}:\n{p.stdout}", end="", flush=True)
         if p.returncode != 0:
-            line = next((x for x in reversed(p.stderr.splitlines()) if x.strip()), f"exit status {p.returncode}")
-            print(f"{line.replace(' platform.dry_run=True', '')} (grid {name} of the paper study; no grid was run)",
-                  file=sys.stderr)
+            line = next(
+                (x for x in reversed(p.stderr.splitlines()) if x.strip()), f"exit status {p.returncode}"
+            )
+            print(
+                f"{line.replace(' platform.dry_run=True', '')} (grid {name} of the paper study; no grid was run)",
+                file=sys.stderr,
+            )
             return False
     return True
 
@@ -121,10 +141,16 @@ def default_tiers() -> tuple[list[str], str]:
 
     why = tiers.available()
     if why is not None:
-        return ["local", "tmpfs"], (f"emulated tiers cannot be built here ({why}): the study falls back to the local "
-                                    "disk and tmpfs, and the paper's HDD, SSD, Optane and burst-buffer claims come out "
-                                    "not measured")
-    return ["modeled_hdd" if mount.available() is None else "emulated_hdd", "emulated_ssd", "emulated_optane"], ""
+        return ["local", "tmpfs"], (
+            f"emulated tiers cannot be built here ({why}): the study falls back to the local "
+            "disk and tmpfs, and the paper's HDD, SSD, Optane and burst-buffer claims come out "
+            "not measured"
+        )
+    return [
+        "modeled_hdd" if mount.available() is None else "emulated_hdd",
+        "emulated_ssd",
+        "emulated_optane",
+    ], ""
 
 
 def default_lustre(tiers_given: bool) -> tuple[str | None, str]:
@@ -134,13 +160,19 @@ def default_lustre(tiers_given: bool) -> tuple[str | None, str]:
 
     if tiers_given:
         return None, ""
-    if os.geteuid() != 0:  # its mount point and backing folder are root's (/mnt/iocampaign, /var/tmp/iocampaign)
-        return None, ("the modelled Lustre is mounted by root under /mnt/iocampaign: run as root for the Lustre claim; "
-                      "this study's Lustre claim comes out not measured")
+    if (
+        os.geteuid() != 0
+    ):  # its mount point and backing folder are root's (/mnt/iocampaign, /var/tmp/iocampaign)
+        return None, (
+            "the modelled Lustre is mounted by root under /mnt/iocampaign: run as root for the Lustre claim; "
+            "this study's Lustre claim comes out not measured"
+        )
     why = mount.available()
     if why is not None:
-        return None, (f"the modelled Lustre cannot be mounted here ({why}): the Lustre claim comes out not measured; "
-                      "on a cluster, a study with --tiers lustre storage.root=<a folder on it> measures the real one")
+        return None, (
+            f"the modelled Lustre cannot be mounted here ({why}): the Lustre claim comes out not measured; "
+            "on a cluster, a study with --tiers lustre storage.root=<a folder on it> measures the real one"
+        )
     return "modeled_lustre", ""
 
 
@@ -149,8 +181,11 @@ def _known_tiers(tiers: list[str], given: str | None, option: str = "--tiers") -
     known = sorted(p.stem for p in (CONF.parent / "storage").glob("*.yaml") if not p.stem.startswith("_"))
     bad = [t for t in tiers if t not in known]
     if bad or not tiers:
-        print(f"campaign: {option} {given!r}: {'unknown tier ' + repr(bad[0]) if bad else 'no tier given'}; "
-              f"valid: {', '.join(known)}; nothing was run", file=sys.stderr)
+        print(
+            f"campaign: {option} {given!r}: {'unknown tier ' + repr(bad[0]) if bad else 'no tier given'}; "
+            f"valid: {', '.join(known)}; nothing was run",
+            file=sys.stderr,
+        )
         return False
     return True
 
@@ -178,8 +213,11 @@ def _run_grids(todo: list[tuple[str, list[str]]], extra: list[str], out: Path, c
 
     status, after = 0, None
     for name, overrides in todo:
-        chain = [o for o in extra if not o.startswith("platform.after=")] + [f"platform.after={after}"] \
-            if chained and after else extra
+        chain = (
+            [o for o in extra if not o.startswith("platform.after=")] + [f"platform.after={after}"]
+            if chained and after
+            else extra
+        )
         print(f"[paper] {name}: python -m campaign -m {' '.join(overrides + chain)}", flush=True)
         before = submit.last_array(out / name)
         rc = subcampaign.run([*overrides, *chain], out / name)
@@ -192,15 +230,29 @@ def _run_grids(todo: list[tuple[str, list[str]]], extra: list[str], out: Path, c
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m campaign +experiment=paper", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m campaign +experiment=paper", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--scale", choices=scales(), default="workstation", help="a file of conf/paper/scale/")
-    p.add_argument("--tiers", default=None, help="comma-separated storage presets (default: emulated tiers as root, "
-                                                 "else local,tmpfs)")
-    p.add_argument("--lustre", default=None, help="the tier of Fig. 4's Lustre bars (grid fig4_lustre), or none "
-                                                  "(default: modeled_lustre where FUSE works and --tiers is not given)")
-    p.add_argument("--out", type=Path, default=None, help="campaign folder (default multirun/paper-<date>-<time>)")
-    p.add_argument("--only", default=None, help="comma-separated grids to run: table1,fig4_fig5,fig4_lustre,fig6_fig8,"
-                                                "fig7,fig9_fig10")
+    p.add_argument(
+        "--tiers",
+        default=None,
+        help="comma-separated storage presets (default: emulated tiers as root, else local,tmpfs)",
+    )
+    p.add_argument(
+        "--lustre",
+        default=None,
+        help="the tier of Fig. 4's Lustre bars (grid fig4_lustre), or none "
+        "(default: modeled_lustre where FUSE works and --tiers is not given)",
+    )
+    p.add_argument(
+        "--out", type=Path, default=None, help="campaign folder (default multirun/paper-<date>-<time>)"
+    )
+    p.add_argument(
+        "--only",
+        default=None,
+        help="comma-separated grids to run: table1,fig4_fig5,fig4_lustre,fig6_fig8,fig7,fig9_fig10",
+    )
     p.add_argument("overrides", nargs="*", help="Hydra overrides added to every grid (e.g. platform=slurm)")
     args = p.parse_intermixed_args(argv)  # overrides may come after --out and the other options
     tiers, fell_back = (args.tiers.split(","), "") if args.tiers is not None else default_tiers()
@@ -209,7 +261,9 @@ def main(argv: list[str]) -> int:
         fell_back = "; ".join(x for x in (fell_back, no_lustre) if x)
     else:
         lustre = None if args.lustre == "none" else args.lustre
-    if not _known_tiers(tiers, args.tiers) or (lustre is not None and not _known_tiers([lustre], args.lustre, "--lustre")):
+    if not _known_tiers(tiers, args.tiers) or (
+        lustre is not None and not _known_tiers([lustre], args.lustre, "--lustre")
+    ):
         return 2
     out = args.out or Path("multirun") / time.strftime("paper-%Y-%m-%d-%H-%M-%S")
     todo = grids(args.scale, tiers, lustre)
@@ -217,8 +271,11 @@ def main(argv: list[str]) -> int:
         wanted = set(args.only.split(","))
         unknown = wanted - {g for g, _ in todo}
         if unknown:
-            print(f"campaign: unknown grid(s) {', '.join(sorted(unknown))} in --only; valid: "
-                  f"{', '.join(g for g, _ in todo)}", file=sys.stderr)
+            print(
+                f"campaign: unknown grid(s) {', '.join(sorted(unknown))} in --only; valid: "
+                f"{', '.join(g for g, _ in todo)}",
+                file=sys.stderr,
+            )
             return 2
         todo = [g for g in todo if g[0] in wanted]
     from analysis.outputs import write_text
@@ -235,16 +292,21 @@ def main(argv: list[str]) -> int:
         return 0  # every grid printed its plan; nothing was written
     out.mkdir(parents=True, exist_ok=True)
     outputs.link_latest(out)
-    write_text(out / PAPER, f"scale={args.scale}\ntiers={','.join(tiers)}\n"
-               + (f"lustre={lustre}\n" if lustre else "")
-               + (f"fallback={fell_back}\n" if fell_back else "")
-               + "".join(f"{n}: {' '.join(o)}\n" for n, o in todo))
+    write_text(
+        out / PAPER,
+        f"scale={args.scale}\ntiers={','.join(tiers)}\n"
+        + (f"lustre={lustre}\n" if lustre else "")
+        + (f"fallback={fell_back}\n" if fell_back else "")
+        + "".join(f"{n}: {' '.join(o)}\n" for n, o in todo),
+    )
     chained = _submits_and_returns(args.overrides)
     status = _run_grids(todo, args.overrides, out, chained)
     if chained:
-        print(f"[paper] every grid was submitted to Slurm, each after the one before (platform.wait=false); follow "
-              f"them with: python -m campaign.status {out}; when they have ended, the report: python -m analysis {out}",
-              flush=True)
+        print(
+            f"[paper] every grid was submitted to Slurm, each after the one before (platform.wait=false); follow "
+            f"them with: python -m campaign.status {out}; when they have ended, the report: python -m analysis {out}",
+            flush=True,
+        )
         return status
     return _report(out, status)
 

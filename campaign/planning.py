@@ -89,7 +89,9 @@ class Planner:
                     OmegaConf.select(cfg, key)
             return resolved(cfg)
         except OmegaConfBaseException as e:
-            raise ConfigError(f"{held[0] if held else ' '.join(overrides)}: {str(e).splitlines()[0]}") from None
+            raise ConfigError(
+                f"{held[0] if held else ' '.join(overrides)}: {str(e).splitlines()[0]}"
+            ) from None
 
     def config(self, overrides: Sequence[str]) -> dict:
         """The resolved config of the cell made by ``overrides``."""

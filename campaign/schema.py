@@ -22,7 +22,9 @@ class CacheMode(Enum):
 
 class PrefetchTo(Enum):
     host = "host"  # prefetched batches wait in host memory (tf.data's prefetch)
-    device = "device"  # and are copied into the training device's memory ahead (the paper's prefetch_to_device)
+    device = (
+        "device"  # and are copied into the training device's memory ahead (the paper's prefetch_to_device)
+    )
 
 
 class DatasetSource(Enum):
@@ -46,7 +48,9 @@ Shuffle = Enum("Shuffle", {"global": "global", "local": "local", "none": "none"}
 class EmulateConf:
     read_mb_s: float = MISSING  # read bandwidth the tier is throttled to, MB/s
     write_mb_s: float = MISSING  # write bandwidth (O_DIRECT and fsync write-back), MB/s
-    read_iops: Optional[int] = None  # read requests per second (seek-bound devices: an HDD's ~150); null = no limit
+    read_iops: Optional[int] = (
+        None  # read requests per second (seek-bound devices: an HDD's ~150); null = no limit
+    )
     write_iops: Optional[int] = None  # write requests per second; null = no limit
     size_gb: float = 8.0  # size of the tier's backing file (allocated), GB
     image_dir: str = "/var/tmp/iocampaign/tiers"  # where the backing files live (on the real disk)
@@ -57,7 +61,9 @@ class ModelConf:
     """A device served from its physics by a FUSE layer (jobs/storage/modeled); values in the preset.
     ``device`` picks which fields apply; a field left null takes the model's default (its docstring)."""
 
-    device: str = "hdd"  # what is modelled: hdd (seek curve, rotation, media rate, NCQ) | lustre (OSTs, stripes, RPCs)
+    device: str = (
+        "hdd"  # what is modelled: hdd (seek curve, rotation, media rate, NCQ) | lustre (OSTs, stripes, RPCs)
+    )
     # device=hdd
     capacity_gb: Optional[float] = None  # bytes the seek curve spans, GB
     rpm: Optional[float] = None  # spindle speed
@@ -92,7 +98,9 @@ class StorageConf:
     ior_read_mb_s: Optional[float] = None  # the paper's Table I max read, MB/s (reference only)
     ior_write_mb_s: Optional[float] = None  # the paper's Table I max write, MB/s (reference only)
     emulate: Optional[EmulateConf] = None  # root only: build this tier as a throttled loop device at root
-    model: Optional[ModelConf] = None  # serve the tier through a FUSE layer that models a drive (root or fusermount3)
+    model: Optional[ModelConf] = (
+        None  # serve the tier through a FUSE layer that models a drive (root or fusermount3)
+    )
     # what the tier's device does that the paper's claims depend on (analysis/mechanisms.py): a claim
     # measured on a tier without its mechanism is "not comparable", never "not reproduced"
     mechanisms: List[str] = field(default_factory=list)
@@ -113,7 +121,9 @@ class DatasetConf:
     size_spread: float = 0.5  # sigma of the log-normal file-size distribution of a synthetic set
     bytes_per_pixel: float = 0.6  # JPEG bytes per pixel of a synthetic set; sets the image dimensions
     grayscale_fraction: float = 0.0  # share of single-channel JPEGs in a synthetic set
-    format: DatasetFormat = DatasetFormat.files  # how the images are stored; tfrecord/hdf5 are converted once and reused
+    format: DatasetFormat = (
+        DatasetFormat.files
+    )  # how the images are stored; tfrecord/hdf5 are converted once and reused
     shard_mb: float = 128.0  # size of a TFRecord shard or HDF5 file, MB (format=tfrecord|hdf5)
 
 
@@ -168,10 +178,18 @@ class CheckpointConf:
     mode: CheckpointMode = CheckpointMode["sync"]  # synchronous or TensorFlow's async checkpoint
     flush: Flush = Flush.fsync  # how a checkpoint is made durable before it counts
     max_to_keep: int = 5  # newest complete checkpoints kept on each tier during a run
-    keep: bool = False  # keep a run's checkpoints after it (for inspection); by default they are removed once recorded
-    restore: bool = False  # after each run: its last durable checkpoint evicted, restored into a new model, verified
-    model: Optional[CheckpointModelConf] = None  # workload=sharded_checkpoint: the model's shape (checkpoint_model=<preset>)
-    ranks_written: Optional[int] = None  # workload=sharded_checkpoint: the first k of the model's ranks write (subset mode)
+    keep: bool = (
+        False  # keep a run's checkpoints after it (for inspection); by default they are removed once recorded
+    )
+    restore: bool = (
+        False  # after each run: its last durable checkpoint evicted, restored into a new model, verified
+    )
+    model: Optional[CheckpointModelConf] = (
+        None  # workload=sharded_checkpoint: the model's shape (checkpoint_model=<preset>)
+    )
+    ranks_written: Optional[int] = (
+        None  # workload=sharded_checkpoint: the first k of the model's ranks write (subset mode)
+    )
     fast: StorageConf = MISSING  # the fast tier (burst buffer): a storage preset, storage@checkpoint.fast=...
     slow: StorageConf = MISSING  # the slow tier: a storage preset, storage@checkpoint.slow=...
 
@@ -183,7 +201,9 @@ class PlatformConf:
     description: str = ""  # what the platform is
     lock_dir: str = "/tmp/iocampaign-locks"  # per-device lock files that keep cells from overlapping
     nodes: int = 1  # nodes of one cell (more than one: a Slurm job step across nodes)
-    tasks_per_node: int = 1  # processes of one cell per node, each reading its shard of the dataset (local: on this machine)
+    tasks_per_node: int = (
+        1  # processes of one cell per node, each reading its shard of the dataset (local: on this machine)
+    )
     lock_timeout_min: float = 1440.0  # longest wait for another campaign's cell on the same device, minutes
     # a task of a multi-task run silent this long (no heartbeat) has stopped: the run fails naming it and its node
     task_silence_s: float = 60.0
@@ -195,7 +215,9 @@ class PlatformConf:
     constraint: Optional[str] = None  # --constraint, e.g. "k80" or "haswell&gpu"
     timeout_min: int = 60  # --time of one cell, minutes
     cpus_per_task: int = 2  # --cpus-per-task
-    cores_per_node: Optional[int] = None  # CPU cores of one node (site presets): tasks_per_node x cpus_per_task must fit
+    cores_per_node: Optional[int] = (
+        None  # CPU cores of one node (site presets): tasks_per_node x cpus_per_task must fit
+    )
     mem_gb: float = 8.0  # --mem of one cell, GB
     gpus_per_node: int = 0  # --gpus-per-node (0 = none asked)
     exclusive: bool = False  # --exclusive: no other job on the node while a cell measures
@@ -210,14 +232,22 @@ class PlatformConf:
 
 @dataclass
 class InputConf:
-    service: bool = False  # run the pipeline on a tf.data service (a dispatcher and workers started for the cell)
-    workers: int = 1  # workers of the service (input.service=true): local processes, or tasks of the cell's Slurm job
+    service: bool = (
+        False  # run the pipeline on a tf.data service (a dispatcher and workers started for the cell)
+    )
+    workers: int = (
+        1  # workers of the service (input.service=true): local processes, or tasks of the cell's Slurm job
+    )
 
 
 @dataclass
 class TraceConf:
-    posix: bool = False  # record every POSIX call of the runs on the data and checkpoint tiers (dftracer, LD_PRELOAD)
-    runs: str = "all"  # which runs are traced: all (every run; rates carry the tracer's cost) | extra (one more run)
+    posix: bool = (
+        False  # record every POSIX call of the runs on the data and checkpoint tiers (dftracer, LD_PRELOAD)
+    )
+    runs: str = (
+        "all"  # which runs are traced: all (every run; rates carry the tracer's cost) | extra (one more run)
+    )
 
 
 @dataclass
@@ -248,21 +278,31 @@ class CampaignConf:
     dataset: DatasetConf = MISSING
     platform: PlatformConf = MISSING
     checkpoint: CheckpointConf = MISSING  # used by workload=checkpoint
-    stage: Optional[StorageConf] = None  # storage@stage=<preset>: copy the data there before the runs and read it there
+    stage: Optional[StorageConf] = (
+        None  # storage@stage=<preset>: copy the data there before the runs and read it there
+    )
     accelerator: Optional[AcceleratorConf] = None  # accelerator=<profile>: what workload=emulated emulates
     threads: Any = 1  # num_parallel_calls of the map: a positive integer up to 1,024, or "autotune"
     batch_size: int = 64  # images per batch
     prefetch: int = 0  # batches prefetched after batching; 0 = no prefetch transformation
-    prefetch_to: PrefetchTo = PrefetchTo.host  # where prefetched batches wait: host | device (training workloads)
+    prefetch_to: PrefetchTo = (
+        PrefetchTo.host
+    )  # where prefetched batches wait: host | device (training workloads)
     shuffle: Shuffle = Shuffle["global"]  # sample order of every run: global | local | none
-    shuffle_buffer: Optional[int] = None  # samples in the shuffle buffer; null = all (global) or one shard's (local)
+    shuffle_buffer: Optional[int] = (
+        None  # samples in the shuffle buffer; null = all (global) or one shard's (local)
+    )
     repeats: int = 5  # measured runs per cell; the analysis reports their median, min and max
     warmup: int = 1  # runs before the measured ones, discarded (still recorded, flagged warmup)
     cache: CacheMode = CacheMode.cold  # page-cache state the runs start from
     drop_caches: bool = False  # also write 1 to /proc/sys/vm/drop_caches before each run (root; global)
     seed: int = 0  # seeds the synthetic dataset and the shuffle of every run
-    input: InputConf = field(default_factory=InputConf)  # where the input pipeline runs: here, or on a tf.data service
-    trace: TraceConf = field(default_factory=TraceConf)  # fine-grained tracing of the runs beyond the device counters
+    input: InputConf = field(
+        default_factory=InputConf
+    )  # where the input pipeline runs: here, or on a tf.data service
+    trace: TraceConf = field(
+        default_factory=TraceConf
+    )  # fine-grained tracing of the runs beyond the device counters
 
 
 GROUPS = {

@@ -24,8 +24,20 @@ class CellStatus:
     detail: str = ""
 
 
-FAILED_STATES = {"failed", "cancelled", "timeout", "node_fail", "out_of_memory", "preempted", "boot_fail",
-                 "deadline", "revoked", "ended", "missing", "unreadable"}
+FAILED_STATES = {
+    "failed",
+    "cancelled",
+    "timeout",
+    "node_fail",
+    "out_of_memory",
+    "preempted",
+    "boot_fail",
+    "deadline",
+    "revoked",
+    "ended",
+    "missing",
+    "unreadable",
+}
 
 
 def collect(sweep_dir: Path) -> list[CellStatus]:
@@ -57,7 +69,11 @@ def collect(sweep_dir: Path) -> list[CellStatus]:
         rec = recs.get(num)
         st = slurm.get(job)
         if rec is not None and rec.status == records.COMPLETED:
-            out.append(CellStatus(num, ov, "completed", job, f"{sum(not r['warmup'] for r in rec.runs)} measured runs"))
+            out.append(
+                CellStatus(
+                    num, ov, "completed", job, f"{sum(not r['warmup'] for r in rec.runs)} measured runs"
+                )
+            )
         elif st is not None and not st.terminal and st.state != "UNKNOWN":
             # a re-submitted cell that failed before is running again: Slurm is newer than the record
             detail = st.reason if st.state == "PENDING" else st.node
@@ -65,8 +81,16 @@ def collect(sweep_dir: Path) -> list[CellStatus]:
         elif rec is not None:
             # Slurm's end (cancelled, timeout, ...) says more than what the cell recorded as it went down
             # (e.g. a worker killed by the same scancel: BrokenProcessPool)
-            state = st.state.lower() if st is not None and st.terminal and st.state.lower() in FAILED_STATES else "failed"
-            out.append(CellStatus(num, ov, state, job, f"{rec.error['type']}: {rec.error['message']}" if rec.error else ""))
+            state = (
+                st.state.lower()
+                if st is not None and st.terminal and st.state.lower() in FAILED_STATES
+                else "failed"
+            )
+            out.append(
+                CellStatus(
+                    num, ov, state, job, f"{rec.error['type']}: {rec.error['message']}" if rec.error else ""
+                )
+            )
         elif st is not None and st.terminal:
             log = sweep_dir / submit.SUBMITIT_DIR / f"{job}_0_log.out"
             detail = f"exit {st.exit_code}" + (f"; log {log}" if log.exists() else "")
@@ -76,7 +100,9 @@ def collect(sweep_dir: Path) -> list[CellStatus]:
         elif job:
             out.append(CellStatus(num, ov, "unknown", job, "Slurm does not know this job (yet)"))
         elif (sweep_dir / c["dir"]).is_dir():
-            out.append(CellStatus(num, ov, "missing", "", "started but wrote no record: killed, or still running"))
+            out.append(
+                CellStatus(num, ov, "missing", "", "started but wrote no record: killed, or still running")
+            )
         else:
             out.append(CellStatus(num, ov, "missing", "", "never submitted nor run"))
     return out
@@ -95,9 +121,14 @@ def render(cells: list[CellStatus]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m campaign.status", description=__doc__.split("\n")[0])
-    p.add_argument("folder", type=Path, nargs="?", default=Path("multirun") / "latest",
-                   help="the campaign folder: a sweep's (multirun/<date>/<time>), a paper study's or a capacity "
-                        "search's (default multirun/latest, the newest campaign under multirun/)")
+    p.add_argument(
+        "folder",
+        type=Path,
+        nargs="?",
+        default=Path("multirun") / "latest",
+        help="the campaign folder: a sweep's (multirun/<date>/<time>), a paper study's or a capacity "
+        "search's (default multirun/latest, the newest campaign under multirun/)",
+    )
     args = p.parse_args(argv)
     from jobs import plan
 
@@ -129,14 +160,23 @@ def main(argv: list[str] | None = None) -> int:
 
 def _not_a_campaign(folder: Path) -> str:
     """Why ``folder`` is not one (one line): what a campaign folder holds."""
-    what = ("does not exist" + (" (no campaign ran from this folder yet)" if folder == Path("multirun", "latest") else "")
-            if not os.path.lexists(folder) else "is not a folder" if not folder.is_dir() else
-            "has no plan.json (a sweep's), paper.txt (a paper study's) nor capacity.txt (a capacity search's)")
+    what = (
+        "does not exist"
+        + (" (no campaign ran from this folder yet)" if folder == Path("multirun", "latest") else "")
+        if not os.path.lexists(folder)
+        else "is not a folder"
+        if not folder.is_dir()
+        else "has no plan.json (a sweep's), paper.txt (a paper study's) nor capacity.txt (a capacity search's)"
+    )
     hint = "; give the campaign folder: python -m campaign.status multirun/<date>/<time>"
     return f"{folder} {what}: not a campaign folder{hint}"
 
 
-ROUNDS = ("storage_rate", "cpu_rate", "prove")  # each tier's campaigns of a capacity search (campaign.capacity)
+ROUNDS = (
+    "storage_rate",
+    "cpu_rate",
+    "prove",
+)  # each tier's campaigns of a capacity search (campaign.capacity)
 
 
 def _parts(folder: Path) -> list[tuple[str, Path]] | None:
@@ -147,7 +187,11 @@ def _parts(folder: Path) -> list[tuple[str, Path]] | None:
 
     text = _marker(folder / "paper.txt")
     if text is not None:
-        names = [line.split(":", 1)[0] for line in text.splitlines() if ":" in line and "=" not in line.split(":", 1)[0]]
+        names = [
+            line.split(":", 1)[0]
+            for line in text.splitlines()
+            if ":" in line and "=" not in line.split(":", 1)[0]
+        ]
         return [(n, folder / n) for n in names]
     text = _marker(folder / MARK)
     if text is None:

@@ -12,8 +12,10 @@ def run(args: list[str], sweep_dir: Path) -> int:
     """``python -m campaign -m <args> hydra.sweep.dir=<sweep_dir>``; its exit status."""
     from jobs import lifeline
 
-    child = subprocess.Popen([sys.executable, "-m", "campaign", "-m", *args, f"hydra.sweep.dir={sweep_dir}"],
-                             env=lifeline.child_env())
+    child = subprocess.Popen(
+        [sys.executable, "-m", "campaign", "-m", *args, f"hydra.sweep.dir={sweep_dir}"],
+        env=lifeline.child_env(),
+    )
     try:
         return child.wait()
     except BaseException:  # SIGTERM or Ctrl-C: let the campaign unwind (tiers, locks) before leaving

@@ -50,7 +50,9 @@ def plan_cells(hydra_context: Any, config: DictConfig, cells: list[list[str]]):
             validate.check(pc.config, memo)
         except errors.ConfigError as e:
             cell = " ".join(overrides) or "(defaults)"
-            line = f"campaign: {e} [cell {cell}]; nothing was run"  # as typed, not as Hydra's sweeper escaped it
+            line = (
+                f"campaign: {e} [cell {cell}]; nothing was run"  # as typed, not as Hydra's sweeper escaped it
+            )
             raise errors.Stop(line.replace("$\\{", "${").replace("\\}", "}"), 2) from None
         planned.append(pc)
     log.debug("planned %d cells with %d compositions", len(planned), planner.compositions)
@@ -86,16 +88,21 @@ def sweep(hydra_context: Any, task_function: Any, config: DictConfig, arguments:
     try:
         mine, every = plan.assign(sweep_dir, [(p.overrides, p.cell_id) for p in planned])
     except plan.PlanError as e:
-        raise errors.Stop(f"campaign: {e}; resume into another hydra.sweep.dir, or move the damaged plan.json "
-                          "away", 2) from None
+        raise errors.Stop(
+            f"campaign: {e}; resume into another hydra.sweep.dir, or move the damaged plan.json away", 2
+        ) from None
     sweep_dir.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(config, sweep_dir / "multirun.yaml")
     plan.write(sweep_dir, every)
     outputs.link_latest(sweep_dir)
     log.info("campaign of %d cell%s in %s", len(mine), "" if len(mine) == 1 else "s", sweep_dir)
     by_id = {p.cell_id: p for p in planned}
-    outcome = launch.launch(hydra_context, task_function, config,
-                            [launch.Cell(c.num, c.overrides, by_id[c.cell_id].config, c.cell_id) for c in mine])
+    outcome = launch.launch(
+        hydra_context,
+        task_function,
+        config,
+        [launch.Cell(c.num, c.overrides, by_id[c.cell_id].config, c.cell_id) for c in mine],
+    )
     if outcome == launch.SUBMITTED:
         print(
             f"campaign {sweep_dir}: submitted; the shell is yours again.\n"
@@ -113,16 +120,26 @@ def dry_run(cells: list, sweep_dir: Path) -> str:
     from campaign.estimate import Estimate
 
     est = Estimate([c.config for c in cells], local=True)
-    lines = [f"dry run: {len(cells)} cell{'s' if len(cells) != 1 else ''} would run here, one after another, into "
-             f"{sweep_dir} (nothing was run or written)"]
+    lines = [
+        f"dry run: {len(cells)} cell{'s' if len(cells) != 1 else ''} would run here, one after another, into "
+        f"{sweep_dir} (nothing was run or written)"
+    ]
     for num, c in enumerate(cells):
         cfg = c.config
-        preset = next((o.split("=", 1)[1] for o in reversed(c.overrides) if o.split("=", 1)[0].lstrip("+") == "workload"),
-                      cfg["workload"]["name"])  # the preset chosen (alexnet_small), not its workload's name (alexnet)
-        lines.append(f"  #{num}: workload={preset} storage={cfg['storage']['name']} "
-                     f"root={cfg['storage']['root']} threads={cfg['threads']} batch_size={cfg['batch_size']} "
-                     f"prefetch={cfg['prefetch']} repeats={cfg['repeats']} cell {c.cell_id} [{' '.join(c.overrides)}]"
-                     f"{est.cell(num)}")
+        preset = next(
+            (
+                o.split("=", 1)[1]
+                for o in reversed(c.overrides)
+                if o.split("=", 1)[0].lstrip("+") == "workload"
+            ),
+            cfg["workload"]["name"],
+        )  # the preset chosen (alexnet_small), not its workload's name (alexnet)
+        lines.append(
+            f"  #{num}: workload={preset} storage={cfg['storage']['name']} "
+            f"root={cfg['storage']['root']} threads={cfg['threads']} batch_size={cfg['batch_size']} "
+            f"prefetch={cfg['prefetch']} repeats={cfg['repeats']} cell {c.cell_id} [{' '.join(c.overrides)}]"
+            f"{est.cell(num)}"
+        )
     return "\n".join([*lines, *est.lines()])
 
 
@@ -140,8 +157,11 @@ def summarise(folder: Path) -> None:
     except OutputExists as e:
         raise errors.Stop(f"campaign: the records are in {folder}, but {e}", 2) from None
     except Exception as e:  # noqa: BLE001 - the campaign must not end looking fine
-        raise errors.Stop(f"campaign: building the tables and figures of {folder} failed: {type(e).__name__}: {e}; "
-                          f"the records are intact; retry with: python -m analysis {folder}", 1) from None
+        raise errors.Stop(
+            f"campaign: building the tables and figures of {folder} failed: {type(e).__name__}: {e}; "
+            f"the records are intact; retry with: python -m analysis {folder}",
+            1,
+        ) from None
     print(out.describe(), flush=True)
     if out.failed or out.missing or out.unreadable:
         raise errors.Stop("", 1)
@@ -158,5 +178,3 @@ class SweepCallback(Callback):
         run_dir = Path(config.hydra.run.dir)
         if (run_dir / "record.json").exists():
             summarise(run_dir)
-
-

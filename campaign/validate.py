@@ -36,11 +36,17 @@ def _list_dataset(cfg: View) -> int:
     if source == "synthetic":
         path = cfg.dataset.path
         if path:
-            what = ("a folder: add dataset.source=folder" if os.path.isdir(path) else
-                    "a file: add dataset.source=filelist" if os.path.isfile(path) else
-                    "not there: fix it, or add dataset.source=folder|filelist")
-            raise ConfigError(f"dataset.path={path} is set, but dataset.source=synthetic would measure generated "
-                              f"images instead; the path is {what}")
+            what = (
+                "a folder: add dataset.source=folder"
+                if os.path.isdir(path)
+                else "a file: add dataset.source=filelist"
+                if os.path.isfile(path)
+                else "not there: fix it, or add dataset.source=folder|filelist"
+            )
+            raise ConfigError(
+                f"dataset.path={path} is set, but dataset.source=synthetic would measure generated "
+                f"images instead; the path is {what}"
+            )
         return n
     if elsewhere(cfg) and cfg.dataset.path:
         return n  # the nodes' folder, not this machine's: listed on the nodes
@@ -59,10 +65,14 @@ def _prefetch_to(cfg, workload) -> None:
     if str(cfg.get("prefetch_to") or "host") != "device":
         return
     if not workload.prefetches_to_device:
-        raise ConfigError(f"prefetch_to=device: workload={cfg.workload.name} has no training device to prefetch to "
-                          "(workload=alexnet or alexnet_small has); use prefetch_to=host")
+        raise ConfigError(
+            f"prefetch_to=device: workload={cfg.workload.name} has no training device to prefetch to "
+            "(workload=alexnet or alexnet_small has); use prefetch_to=host"
+        )
     if int(cfg.prefetch) < 1:
-        raise ConfigError("prefetch_to=device needs prefetch=1 or more (batches to hold in the device's memory)")
+        raise ConfigError(
+            "prefetch_to=device needs prefetch=1 or more (batches to hold in the device's memory)"
+        )
 
 
 def check(config, memo: dict | None = None) -> None:
@@ -75,8 +85,10 @@ def check(config, memo: dict | None = None) -> None:
         config = resolved(config)
     cfg = View(config)
     if cfg.platform.get("needs_account") and not cfg.platform.get("account"):
-        raise ConfigError(f"platform.account is not set: platform={cfg.platform.name} needs your allocation, "
-                          "e.g. platform.account=2024-1-23")
+        raise ConfigError(
+            f"platform.account is not set: platform={cfg.platform.name} needs your allocation, "
+            "e.g. platform.account=2024-1-23"
+        )
     limits.threads(cfg)
     for key, low in (
         ("batch_size", 1),
@@ -102,14 +114,22 @@ def check(config, memo: dict | None = None) -> None:
     colocation.tiers(cfg, memo)
     colocation.modelled_apart(cfg, _tier_keys(cfg, workload))
     if cfg.get("shuffle_buffer") is not None and str(cfg.get("shuffle") or "global") == "none":
-        raise ConfigError(f"shuffle_buffer={cfg.shuffle_buffer} has no effect with shuffle=none: leave it unset, or "
-                          "choose shuffle=global|local")
+        raise ConfigError(
+            f"shuffle_buffer={cfg.shuffle_buffer} has no effect with shuffle=none: leave it unset, or "
+            "choose shuffle=global|local"
+        )
     if cfg.get("shuffle_buffer") is not None and int(cfg.shuffle_buffer) < 1:
-        raise ConfigError(f"shuffle_buffer={cfg.shuffle_buffer} must be at least 1 (or null: all images for shuffle=global, "
-                          "one shard's for shuffle=local)")
-    if isinstance(config.get("dataset"), dict) and not 0 < float(cfg.dataset.get("shard_mb") or 0) < float("inf"):
-        raise ConfigError(f"dataset.shard_mb={cfg.dataset.get('shard_mb')} must be positive (MB per TFRecord shard or "
-                          "HDF5 file, and per group of files for shuffle=local)")
+        raise ConfigError(
+            f"shuffle_buffer={cfg.shuffle_buffer} must be at least 1 (or null: all images for shuffle=global, "
+            "one shard's for shuffle=local)"
+        )
+    if isinstance(config.get("dataset"), dict) and not 0 < float(cfg.dataset.get("shard_mb") or 0) < float(
+        "inf"
+    ):
+        raise ConfigError(
+            f"dataset.shard_mb={cfg.dataset.get('shard_mb')} must be positive (MB per TFRecord shard or "
+            "HDF5 file, and per group of files for shuffle=local)"
+        )
     n = _images(cfg, config, workload, memo)
     _tasks(cfg, config, n)
     _batches(cfg, workload, n)
@@ -119,7 +139,9 @@ def check(config, memo: dict | None = None) -> None:
     _service(cfg)
     _platform(cfg, memo)
     if cfg.drop_caches and os.geteuid() != 0 and not elsewhere(cfg):
-        raise ConfigError("drop_caches=true needs root (it writes /proc/sys/vm/drop_caches); leave it false to evict per file")
+        raise ConfigError(
+            "drop_caches=true needs root (it writes /proc/sys/vm/drop_caches); leave it false to evict per file"
+        )
 
 
 def _platform(cfg: View, memo: dict | None) -> None:
@@ -129,12 +151,20 @@ def _platform(cfg: View, memo: dict | None) -> None:
     limits.workers(cfg)
     limits.timeout(cfg)
     if not elsewhere(cfg):
-        memoised(memo, ("lock_dir", str(cfg.platform.lock_dir)), lambda: locks.check_dir(str(cfg.platform.lock_dir)))
+        memoised(
+            memo,
+            ("lock_dir", str(cfg.platform.lock_dir)),
+            lambda: locks.check_dir(str(cfg.platform.lock_dir)),
+        )
     if cfg.platform.lock_timeout_min <= 0:
-        raise ConfigError(f"platform.lock_timeout_min={cfg.platform.lock_timeout_min} must be positive (minutes)")
+        raise ConfigError(
+            f"platform.lock_timeout_min={cfg.platform.lock_timeout_min} must be positive (minutes)"
+        )
     if not cfg.platform.task_silence_s >= 2:
-        raise ConfigError(f"platform.task_silence_s={cfg.platform.task_silence_s} must be at least 2 (seconds without a "
-                          "task's heartbeat before the run fails; tasks beat every 0.5 s)")
+        raise ConfigError(
+            f"platform.task_silence_s={cfg.platform.task_silence_s} must be at least 2 (seconds without a "
+            "task's heartbeat before the run fails; tasks beat every 0.5 s)"
+        )
     if str(getattr(cfg.platform.kind, "value", cfg.platform.kind)) == "slurm":
         from campaign.slurm import params
 
@@ -144,12 +174,17 @@ def _platform(cfg: View, memo: dict | None) -> None:
 def _tier_keys(cfg: View, workload) -> tuple[str, ...]:
     """The settings that hold the tiers a cell builds (its workload's, and the stage), when one is modelled."""
     d, ck = cfg._d, cfg._d.get("checkpoint") or {}
-    if not any(isinstance(t, dict) and t.get("model") is not None
-               for t in (d["storage"], d.get("stage"), ck.get("slow"), ck.get("fast"))):
+    if not any(
+        isinstance(t, dict) and t.get("model") is not None
+        for t in (d["storage"], d.get("stage"), ck.get("slow"), ck.get("fast"))
+    ):
         return ()  # most cells: nothing to compare, and planning stays cheap
     built = {id(st._d) for st in workload.tiers(cfg)}
-    keys = [k for k in ("storage", "checkpoint.slow", "checkpoint.fast")
-            if isinstance(cfg.select(k), View) and id(cfg.select(k)._d) in built]
+    keys = [
+        k
+        for k in ("storage", "checkpoint.slow", "checkpoint.fast")
+        if isinstance(cfg.select(k), View) and id(cfg.select(k)._d) in built
+    ]
     return (*keys, "stage") if cfg.get("stage") is not None else tuple(keys)
 
 
@@ -157,8 +192,10 @@ def _images(cfg: View, config: dict, workload, memo: dict | None) -> int | None:
     """Images a run reads (None: the workload reads no dataset); the dataset is there and holds a batch."""
     if not isinstance(config.get("dataset"), dict):
         if workload.needs_dataset:
-            raise ConfigError(f"workload={cfg.workload.name} reads a dataset and has none: add dataset=imagenet_subset "
-                              "(or caltech101, or dataset.source=folder dataset.path=...)")
+            raise ConfigError(
+                f"workload={cfg.workload.name} reads a dataset and has none: add dataset=imagenet_subset "
+                "(or caltech101, or dataset.source=folder dataset.path=...)"
+            )
         return None
     n = _dataset_size(cfg, memo)
     if cfg.batch_size > n:
@@ -179,16 +216,22 @@ def _trace(cfg: View, workload) -> None:
     trace = cfg.get("trace") or {}
     runs = trace.get("runs", "all")
     if runs not in TRACE_RUNS:
-        raise ConfigError(f"trace.runs={runs} is not one of {', '.join(TRACE_RUNS)} (all: every run traced; extra: the "
-                          "measured runs untraced and one more run traced for its calls)")
+        raise ConfigError(
+            f"trace.runs={runs} is not one of {', '.join(TRACE_RUNS)} (all: every run traced; extra: the "
+            "measured runs untraced and one more run traced for its calls)"
+        )
     if not trace.get("posix"):
         if runs != "all":
-            raise ConfigError(f"trace.runs={runs} names the runs trace.posix=true traces; add trace.posix=true (or leave "
-                              "trace.runs out)")
+            raise ConfigError(
+                f"trace.runs={runs} names the runs trace.posix=true traces; add trace.posix=true (or leave "
+                "trace.runs out)"
+            )
         return
     if not workload.posix_traceable:
-        raise ConfigError(f"trace.posix=true traces TensorFlow's I/O; workload={cfg.workload.name} does not use it "
-                          "(leave trace.posix=false for it)")
+        raise ConfigError(
+            f"trace.posix=true traces TensorFlow's I/O; workload={cfg.workload.name} does not use it "
+            "(leave trace.posix=false for it)"
+        )
     if elsewhere(cfg):
         return  # dftracer's library is the nodes'
     from jobs.execution import traced
@@ -204,29 +247,41 @@ def _tasks(cfg: View, config: dict, n: int | None = None) -> None:
     from jobs import workloads
 
     """What a multi-task cell (platform.tasks_per_node > 1) can run, so far."""
-    nodes, per_node = (1 if cfg.platform.get(k) is None else int(cfg.platform.get(k)) for k in ("nodes", "tasks_per_node"))
+    nodes, per_node = (
+        1 if cfg.platform.get(k) is None else int(cfg.platform.get(k)) for k in ("nodes", "tasks_per_node")
+    )
     if nodes < 1 or per_node < 1:
         raise ConfigError(f"platform.nodes={nodes} and platform.tasks_per_node={per_node} must be at least 1")
     if nodes * per_node == 1:
         return
     what = f"platform.nodes={nodes} platform.tasks_per_node={per_node}"
     if nodes > 1 and str(getattr(cfg.platform.kind, "value", cfg.platform.kind)) != "slurm":
-        raise ConfigError(f"{what}: a cell across several nodes is a Slurm job step (platform=slurm or a site preset); "
-                          "here, on one machine, use platform.nodes=1")
+        raise ConfigError(
+            f"{what}: a cell across several nodes is a Slurm job step (platform=slurm or a site preset); "
+            "here, on one machine, use platform.nodes=1"
+        )
     if nodes > 1 and str(cfg.storage.kind) != "network":
-        raise ConfigError(f"{what}: every node reads the dataset, but storage={cfg.storage.name} (kind {cfg.storage.kind}) "
-                          "is one machine's; a multi-node cell needs a shared file system (e.g. storage=lustre or storage=shared "
-                          "storage.root=<its scratch folder>)")
+        raise ConfigError(
+            f"{what}: every node reads the dataset, but storage={cfg.storage.name} (kind {cfg.storage.kind}) "
+            "is one machine's; a multi-node cell needs a shared file system (e.g. storage=lustre or storage=shared "
+            "storage.root=<its scratch folder>)"
+        )
     if not workloads.get(str(cfg.workload.kind)).shardable:
-        raise ConfigError(f"{what}: workload={cfg.workload.name} cannot split a run into tasks (multi-task cells run "
-                          f"workloads of kind {_able('shardable')} so far)")
+        raise ConfigError(
+            f"{what}: workload={cfg.workload.name} cannot split a run into tasks (multi-task cells run "
+            f"workloads of kind {_able('shardable')} so far)"
+        )
     if isinstance(config.get("dataset"), dict) and str(cfg.dataset.get("format") or "files") != "files":
-        raise ConfigError(f"{what}: tasks shard one-file-per-image sets so far, not dataset.format={cfg.dataset.format}")
+        raise ConfigError(
+            f"{what}: tasks shard one-file-per-image sets so far, not dataset.format={cfg.dataset.format}"
+        )
     if (cfg.get("trace") or {}).get("posix"):
         raise ConfigError(f"{what}: trace.posix=true traces one process; leave it false for multi-task cells")
     if n is not None and n // (nodes * per_node) < cfg.batch_size:
-        raise ConfigError(f"{what}: each of the {nodes * per_node} tasks would read {n // (nodes * per_node)} of the "
-                          f"{n} images, fewer than batch_size={cfg.batch_size}; use fewer tasks or more images")
+        raise ConfigError(
+            f"{what}: each of the {nodes * per_node} tasks would read {n // (nodes * per_node)} of the "
+            f"{n} images, fewer than batch_size={cfg.batch_size}; use fewer tasks or more images"
+        )
 
 
 def _batches(cfg: View, workload, n: int | None) -> None:
@@ -237,9 +292,11 @@ def _batches(cfg: View, workload, n: int | None) -> None:
     got = n // tasks // cfg.batch_size
     if got < workload.min_batches:
         each = f"each of the {tasks} tasks" if tasks > 1 else "a run"
-        raise ConfigError(f"workload={cfg.workload.name} needs {workload.min_batches} batches a run (the first is left out): "
-                          f"{each} would get {got} of batch_size={cfg.batch_size} from {n} images; use more images "
-                          "(dataset.num_images), a smaller batch_size or fewer tasks")
+        raise ConfigError(
+            f"workload={cfg.workload.name} needs {workload.min_batches} batches a run (the first is left out): "
+            f"{each} would get {got} of batch_size={cfg.batch_size} from {n} images; use more images "
+            "(dataset.num_images), a smaller batch_size or fewer tasks"
+        )
 
 
 def _able(capability: str) -> str:
@@ -260,18 +317,30 @@ def _service(cfg: View) -> None:
     from jobs import workloads
 
     if not workloads.get(str(cfg.workload.kind)).service_ready:
-        raise ConfigError(f"input.service=true: workload={cfg.workload.name} cannot read through the tf.data service "
-                          f"(the service runs workloads of kind {_able('service_ready')} so far)")
+        raise ConfigError(
+            f"input.service=true: workload={cfg.workload.name} cannot read through the tf.data service "
+            f"(the service runs workloads of kind {_able('service_ready')} so far)"
+        )
     if str(cfg.dataset.get("format") or "files") != "files":
-        raise ConfigError(f"input.service=true: the service reads one-file-per-image sets so far, not "
-                          f"dataset.format={cfg.dataset.format}")
+        raise ConfigError(
+            f"input.service=true: the service reads one-file-per-image sets so far, not "
+            f"dataset.format={cfg.dataset.format}"
+        )
     if cfg.workload.get("batches") is not None or float(cfg.workload.get("read_delay_ms") or 0) > 0:
-        raise ConfigError("input.service=true reads whole passes without an added read delay: leave workload.batches "
-                          "and workload.read_delay_ms unset")
-    nodes, per_node = (1 if cfg.platform.get(k) is None else int(cfg.platform.get(k)) for k in ("nodes", "tasks_per_node"))
+        raise ConfigError(
+            "input.service=true reads whole passes without an added read delay: leave workload.batches "
+            "and workload.read_delay_ms unset"
+        )
+    nodes, per_node = (
+        1 if cfg.platform.get(k) is None else int(cfg.platform.get(k)) for k in ("nodes", "tasks_per_node")
+    )
     if per_node > 1 or (cfg.get("trace") or {}).get("posix"):
-        raise ConfigError("input.service=true runs one consumer, untraced: leave platform.tasks_per_node=1 and "
-                          "trace.posix=false (the workers are the cell's other tasks)")
+        raise ConfigError(
+            "input.service=true runs one consumer, untraced: leave platform.tasks_per_node=1 and "
+            "trace.posix=false (the workers are the cell's other tasks)"
+        )
     if int(cfg.input.workers) < nodes:
-        raise ConfigError(f"input.workers={cfg.input.workers} spreads the service over platform.nodes={nodes}: "
-                          "give at least one worker per node")
+        raise ConfigError(
+            f"input.workers={cfg.input.workers} spreads the service over platform.nodes={nodes}: "
+            "give at least one worker per node"
+        )

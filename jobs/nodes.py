@@ -29,8 +29,9 @@ def address() -> str:
     node = os.environ.get("SLURMD_NODENAME")
     if node:
         try:
-            out = subprocess.run(["scontrol", "show", "node", node, "-o"], capture_output=True, text=True,
-                                 timeout=30).stdout
+            out = subprocess.run(
+                ["scontrol", "show", "node", node, "-o"], capture_output=True, text=True, timeout=30
+            ).stdout
         except (OSError, subprocess.TimeoutExpired):
             out = ""
         for field in out.split():
@@ -52,8 +53,9 @@ def kernel() -> str:
 def slurm_state(node: str) -> str | None:
     """What Slurm says of ``node`` now (``idle``, ``mixed*``: a trailing * means not responding), or None."""
     try:
-        out = subprocess.run(["sinfo", "-h", "-N", "-n", node, "-o", "%T"], capture_output=True, text=True,
-                             timeout=10).stdout.split()
+        out = subprocess.run(
+            ["sinfo", "-h", "-N", "-n", node, "-o", "%T"], capture_output=True, text=True, timeout=10
+        ).stdout.split()
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out[0] if out else None

@@ -82,8 +82,10 @@ def _why_not_ours(p: str, st: os.stat_result) -> str | None:
     if not stat.S_ISDIR(st.st_mode):
         return f"{p} is not a folder"
     if st.st_uid != os.geteuid():
-        return (f"{p} belongs to {_user(st.st_uid)}, not to {_user(os.geteuid())}: the tool writes only in "
-                "folders of its own")
+        return (
+            f"{p} belongs to {_user(st.st_uid)}, not to {_user(os.geteuid())}: the tool writes only in "
+            "folders of its own"
+        )
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         return f"{p} may be written by others (mode {stat.S_IMODE(st.st_mode):o}): the tool keeps its folders private"
     return None
@@ -106,10 +108,12 @@ def _walk(path: Path, own_last: int, setting: str):
         if stat.S_ISLNK(st.st_mode):
             links += 1
             if not _trusted(st.st_uid) or links > _MAX_LINKS:
-                raise NotOurs(f"{setting}: {shown} is a link made by {_user(st.st_uid)}: the tool never follows "
-                              f"another user's link; remove it, or choose another {setting}")
+                raise NotOurs(
+                    f"{setting}: {shown} is a link made by {_user(st.st_uid)}: the tool never follows "
+                    f"another user's link; remove it, or choose another {setting}"
+                )
             target = Path(os.readlink(p))
-            parts = list((target if target.is_absolute() else real / target).parts) + parts[i + 1:]
+            parts = list((target if target.is_absolute() else real / target).parts) + parts[i + 1 :]
             real, i = Path(parts[0]), 1
             continue
         yield str(shown), p, st, len(parts) - i <= own_last
@@ -195,14 +199,20 @@ def shared_dir(path: str | Path, setting: str) -> int:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
-        raise NotOurs(f"{setting}={path} is a link or not a folder: the tool never follows another user's "
-                      "link; remove it, or choose another " + setting) from None
+        raise NotOurs(
+            f"{setting}={path} is a link or not a folder: the tool never follows another user's "
+            "link; remove it, or choose another " + setting
+        ) from None
     st = os.fstat(fd)
     if made and st.st_uid == os.geteuid():
-        os.fchmod(fd, 0o1777)  # every user's cells take these locks: anyone adds files, only owners remove them
+        os.fchmod(
+            fd, 0o1777
+        )  # every user's cells take these locks: anyone adds files, only owners remove them
         st = os.fstat(fd)
     if _others_write(st) and not st.st_mode & stat.S_ISVTX:
         os.close(fd)
-        raise NotOurs(f"{setting}={path} may be written by every user and is not sticky: anyone could swap a "
-                      f"lock in it; remove it, or choose another {setting}")
+        raise NotOurs(
+            f"{setting}={path} may be written by every user and is not sticky: anyone could swap a "
+            f"lock in it; remove it, or choose another {setting}"
+        )
     return fd

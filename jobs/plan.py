@@ -37,8 +37,17 @@ class PlannedCell:
 # 1 and 2 plans and records hashed them all). A field a workload's schema does not have enters the id
 # with this value, so a cell keeps its id, its folder and its finished record across the split.
 SHARED_WORKLOAD_FIELDS = {
-    "kind": "microbench", "pipeline": "decode_resize", "image_side": 224, "batches": None, "width": 1.0, "steps": None,
-    "device": "auto", "trace_interval_s": 1.0, "read_delay_ms": 0.0, "file_gb": 5.0, "small_file_threads": [1, 2, 4, 8],
+    "kind": "microbench",
+    "pipeline": "decode_resize",
+    "image_side": 224,
+    "batches": None,
+    "width": 1.0,
+    "steps": None,
+    "device": "auto",
+    "trace_interval_s": 1.0,
+    "read_delay_ms": 0.0,
+    "file_gb": 5.0,
+    "small_file_threads": [1, 2, 4, 8],
     "description": "",
 }
 
@@ -62,8 +71,11 @@ ADDED_SETTINGS = {
     ("accelerator",): None,
     ("workload", "compute_only_steps"): 5,
     ("workload", "input_only"): True,
-    **{(*where, "emulate", rw): None for where in (("storage",), ("checkpoint", "fast"), ("checkpoint", "slow"))
-       for rw in ("read_iops", "write_iops")},
+    **{
+        (*where, "emulate", rw): None
+        for where in (("storage",), ("checkpoint", "fast"), ("checkpoint", "slow"))
+        for rw in ("read_iops", "write_iops")
+    },
 }
 
 
@@ -98,7 +110,9 @@ def cell_id(config: dict) -> str:
     of the workload its fields over ``SHARED_WORKLOAD_FIELDS``)."""
     what = {k: v for k, v in config.items() if k not in ("platform", "hydra")}
     if isinstance(what.get("input"), dict) and not what["input"].get("service"):
-        what = {k: v for k, v in what.items() if k != "input"}  # no service: its worker count measures nothing
+        what = {
+            k: v for k, v in what.items() if k != "input"
+        }  # no service: its worker count measures nothing
     for path, default in ADDED_SETTINGS.items():
         what = _without(what, path, default)
     for tier in TIERS:
@@ -106,7 +120,9 @@ def cell_id(config: dict) -> str:
             what = _without(what, (*tier, name), _at(what, (*tier, name)))  # whatever it holds
     plat = config.get("platform") or {}
     tasks = (plat.get("nodes") or 1, plat.get("tasks_per_node") or 1)
-    what["platform"] = plat.get("name") if tasks == (1, 1) else [plat.get("name"), *tasks]  # a multi-task cell differs
+    what["platform"] = (
+        plat.get("name") if tasks == (1, 1) else [plat.get("name"), *tasks]
+    )  # a multi-task cell differs
     if isinstance(what.get("workload"), dict):
         what["workload"] = {**SHARED_WORKLOAD_FIELDS, **what["workload"]}
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:12]
@@ -134,8 +150,13 @@ def read(sweep_dir: str | Path) -> list[PlannedCell]:
     try:
         raw = jsonfiles.read_json(path)  # a FIFO or link planted under the name is refused, never waited on
         if raw.get("plan_version") not in (1, VERSION):
-            raise PlanError(f"{path}: plan version {raw.get('plan_version')}, this project reads 1 and {VERSION}")
-        return [PlannedCell(int(c["num"]), str(c["dir"]), list(c["overrides"]), c.get("cell_id")) for c in raw["cells"]]
+            raise PlanError(
+                f"{path}: plan version {raw.get('plan_version')}, this project reads 1 and {VERSION}"
+            )
+        return [
+            PlannedCell(int(c["num"]), str(c["dir"]), list(c["overrides"]), c.get("cell_id"))
+            for c in raw["cells"]
+        ]
     except PlanError:
         raise
     except jsonfiles.NotAFile as e:
@@ -144,7 +165,9 @@ def read(sweep_dir: str | Path) -> list[PlannedCell]:
         raise PlanError(f"{path}: not a readable plan ({type(e).__name__}: {e})") from None
 
 
-def assign(sweep_dir: str | Path, cells: list[tuple[list[str], str]]) -> tuple[list[PlannedCell], list[PlannedCell]]:
+def assign(
+    sweep_dir: str | Path, cells: list[tuple[list[str], str]]
+) -> tuple[list[PlannedCell], list[PlannedCell]]:
     """Folders for this sweep's cells (overrides, cell id), keeping those of an earlier plan in the
     same folder; returns (this sweep's cells in order, every cell the plan now holds)."""
     sweep_dir = Path(sweep_dir)

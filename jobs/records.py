@@ -33,7 +33,9 @@ class CellRecord:
     started_at: str
     finished_at: str
     error: dict | None = None  # type, message and traceback of a failed cell
-    traced_run: dict | None = None  # trace.runs=extra: the one run traced for its POSIX calls, not a measured run
+    traced_run: dict | None = (
+        None  # trace.runs=extra: the one run traced for its POSIX calls, not a measured run
+    )
     schema_version: int = field(default=SCHEMA_VERSION)
 
 
@@ -51,7 +53,9 @@ def write(record: CellRecord, folder: str | os.PathLike) -> Path:
         except (OSError, ValueError, AttributeError):
             other = "unreadable"
         if other != record.cell_id:
-            raise RecordError(f"{path} holds the record of cell {other}, not of cell {record.cell_id}: not replaced")
+            raise RecordError(
+                f"{path} holds the record of cell {other}, not of cell {record.cell_id}: not replaced"
+            )
     tmp = path.with_suffix(f".json.{os.getpid()}.part")
     tmp.write_text(json.dumps(asdict(record), indent=2, sort_keys=False, default=str))
     os.replace(tmp, path)
@@ -75,7 +79,12 @@ def read(path: str | os.PathLike) -> CellRecord:
         rec = CellRecord(**raw)
     except TypeError as e:
         raise RecordError(f"{path}: record fields do not match schema {SCHEMA_VERSION} ({e})") from e
-    if not (isinstance(rec.config, dict) and isinstance(rec.runs, list) and isinstance(rec.provenance, dict)
-            and isinstance(rec.overrides, list) and rec.status in (COMPLETED, FAILED)):
+    if not (
+        isinstance(rec.config, dict)
+        and isinstance(rec.runs, list)
+        and isinstance(rec.provenance, dict)
+        and isinstance(rec.overrides, list)
+        and rec.status in (COMPLETED, FAILED)
+    ):
         raise RecordError(f"{path}: record fields do not match schema {SCHEMA_VERSION} (wrong types)")
     return rec

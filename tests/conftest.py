@@ -82,11 +82,18 @@ SLURM_NODES = 2  # the test cluster: two nodes, each a slurmd in its own network
 def _slurm_nodes() -> int:
     """Nodes of the Slurm cluster that is up and serving (0: none)."""
     try:
-        out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True, text=True, timeout=20).stdout
+        out = subprocess.run(
+            ["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True, text=True, timeout=20
+        ).stdout
     except (OSError, subprocess.TimeoutExpired):
         return 0
-    return len({line.split()[0] for line in out.splitlines()
-                if any(s in line for s in ("idle", "mixed", "allocated", "completing"))})
+    return len(
+        {
+            line.split()[0]
+            for line in out.splitlines()
+            if any(s in line for s in ("idle", "mixed", "allocated", "completing"))
+        }
+    )
 
 
 @pytest.fixture(scope="session")
@@ -101,22 +108,32 @@ def slurm_cluster():
         why = None
         if os.geteuid() != 0:
             why = "not root: cannot start Slurm daemons"
-        elif not all(shutil.which(b) or os.path.exists(f"/usr/sbin/{b}")
-                     for b in ("slurmctld", "slurmd", "slurmdbd", "mariadbd", "munged", "ip", "nsenter")):
-            why = ("Slurm packages not installed (apt-get install munge slurmctld slurmd slurm-client slurmdbd "
-                   "mariadb-server iproute2)")
+        elif not all(
+            shutil.which(b) or os.path.exists(f"/usr/sbin/{b}")
+            for b in ("slurmctld", "slurmd", "slurmdbd", "mariadbd", "munged", "ip", "nsenter")
+        ):
+            why = (
+                "Slurm packages not installed (apt-get install munge slurmctld slurmd slurm-client slurmdbd "
+                "mariadb-server iproute2)"
+            )
         if why:
             if os.environ.get("CI") == "true":
                 pytest.fail(f"CI=true but no Slurm cluster: {why}")
             pytest.skip(why)
-        p = subprocess.run([str(SLURM_SCRIPTS / "up.sh"), "--nodes", str(SLURM_NODES)], capture_output=True, text=True,
-                           timeout=300)
+        p = subprocess.run(
+            [str(SLURM_SCRIPTS / "up.sh"), "--nodes", str(SLURM_NODES)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         if p.returncode != 0:
             pytest.fail(f"tests/slurm/up.sh failed: {p.stdout}{p.stderr}")
         started = True
     elif nodes != SLURM_NODES:
-        pytest.fail(f"a Slurm cluster of {nodes} node(s) is up; the tests need {SLURM_NODES}: stop it "
-                    "(tests/slurm/down.sh) and let them start theirs")
+        pytest.fail(
+            f"a Slurm cluster of {nodes} node(s) is up; the tests need {SLURM_NODES}: stop it "
+            "(tests/slurm/down.sh) and let them start theirs"
+        )
     yield
     if started:
         subprocess.run([str(SLURM_SCRIPTS / "down.sh")], capture_output=True, text=True, timeout=120)
@@ -127,8 +144,17 @@ def paper(tmp_path_factory) -> Path:
     """The paper's whole study at CI scale (every grid on local disk and tmpfs), run once for the
     session: the report's tests and the AlexNet figure test read it."""
     out = tmp_path_factory.mktemp("paper") / "campaign"
-    p = campaign("+experiment=paper", "--scale", "ci", "--tiers", "local,tmpfs", "--out", str(out),
-                 cwd=out.parent, timeout=1500)
+    p = campaign(
+        "+experiment=paper",
+        "--scale",
+        "ci",
+        "--tiers",
+        "local,tmpfs",
+        "--out",
+        str(out),
+        cwd=out.parent,
+        timeout=1500,
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert f"[paper] report: {out / 'report.html'}" in p.stdout
     assert "[paper] Reproduced " in p.stdout and " comparable claims of the paper." in p.stdout
@@ -140,13 +166,20 @@ def campaign(*args: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedP
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2", "HYDRA_FULL_ERROR": ""}
     env.pop("HYDRA_FULL_ERROR")
     return subprocess.run(
-        [sys.executable, "-m", "campaign", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "campaign", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
 def analysis(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "analysis", *args], cwd=cwd, env=env, capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "analysis", *args], cwd=cwd, env=env, capture_output=True, text=True
+    )
 
 
 def make_jpegs(folder: Path, n: int, classes: int = 2, side: int = 64) -> list[Path]:
@@ -199,7 +232,6 @@ def kill_alone(proc, within_s: float = 30.0) -> list[tuple[int, str]]:
     return left
 
 
-
 OTHER_USER = "iocampaign-other"  # a real second user of the machine, made by the tests that need one
 
 
@@ -216,8 +248,11 @@ def other_user():
     try:
         pw = pwd.getpwnam(OTHER_USER)
     except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", OTHER_USER],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", OTHER_USER],
+            check=True,
+            capture_output=True,
+        )
         pw = pwd.getpwnam(OTHER_USER)
     return pw.pw_name, pw.pw_uid, pw.pw_gid
 

@@ -32,16 +32,25 @@ def check(platform: DictConfig) -> None:
         if "\n" in text or "\r" in text:
             raise ConfigError(f"platform.setup[{i}] holds a line break: give one shell line per entry")
         if text.lstrip().startswith("#SBATCH"):
-            raise ConfigError(f"platform.setup[{i}] is an #SBATCH directive: use the platform settings for those")
-    for key, low in (("timeout_min", 1), ("cpus_per_task", 1), ("gpus_per_node", 0), ("array_parallelism", 1)):
+            raise ConfigError(
+                f"platform.setup[{i}] is an #SBATCH directive: use the platform settings for those"
+            )
+    for key, low in (
+        ("timeout_min", 1),
+        ("cpus_per_task", 1),
+        ("gpus_per_node", 0),
+        ("array_parallelism", 1),
+    ):
         if platform[key] < low:
             raise ConfigError(f"platform.{key}={platform[key]} must be at least {low}")
     cores = platform.get("cores_per_node")
     per_node = int(platform.get("tasks_per_node") or 1)
     if cores is not None and per_node * platform.cpus_per_task > cores:
-        raise ConfigError(f"platform.tasks_per_node={per_node} x platform.cpus_per_task={platform.cpus_per_task} asks for "
-                          f"{per_node * platform.cpus_per_task} CPUs on a node of platform.cores_per_node={cores}: set "
-                          f"platform.cpus_per_task={max(1, cores // per_node)}")
+        raise ConfigError(
+            f"platform.tasks_per_node={per_node} x platform.cpus_per_task={platform.cpus_per_task} asks for "
+            f"{per_node * platform.cpus_per_task} CPUs on a node of platform.cores_per_node={cores}: set "
+            f"platform.cpus_per_task={max(1, cores // per_node)}"
+        )
     if platform.mem_gb <= 0:
         raise ConfigError(f"platform.mem_gb={platform.mem_gb} must be positive")
     if platform.poll_s <= 0:
@@ -60,8 +69,10 @@ def check_folder(sweep_dir: str) -> None:
     """Raise ConfigError when the sweep folder cannot go into an sbatch script as it is."""
     if not _FOLDER.match(sweep_dir):
         bad = next((c for c in sweep_dir if not _FOLDER.match(c)), "")
-        raise ConfigError(f"hydra.sweep.dir={sweep_dir!r} holds {bad!r}: with platform kind slurm the folder goes "
-                          "into #SBATCH lines, so it cannot hold white space, control characters or '%'")
+        raise ConfigError(
+            f"hydra.sweep.dir={sweep_dir!r} holds {bad!r}: with platform kind slurm the folder goes "
+            "into #SBATCH lines, so it cannot hold white space, control characters or '%'"
+        )
 
 
 def executor_parameters(platform: DictConfig, job_name: str, nodes: int = 1, tasks_per_node: int = 1) -> dict:

@@ -58,8 +58,10 @@ def left_to_nodes(configs: list[dict]) -> list[str]:
 
 def unchecked_line(configs: list[dict]) -> str:
     """One line: what the nodes check and this machine did not."""
-    return ("not checked on this machine, checked when it runs (before it submits, and by each cell on its node): "
-            + "; ".join(left_to_nodes(configs)))
+    return (
+        "not checked on this machine, checked when it runs (before it submits, and by each cell on its node): "
+        + "; ".join(left_to_nodes(configs))
+    )
 
 
 def dry_run(cells: list, sweep_dir: Path, platform) -> str:
@@ -69,8 +71,14 @@ def dry_run(cells: list, sweep_dir: Path, platform) -> str:
 
     est = Estimate([c.config for c in cells], local=False)
     parts = submit.groups(cells)
-    how = "one Slurm array" if len(parts) == 1 else f"{len(parts)} Slurm arrays (one per job shape), one after the other"
-    lines = [f"dry run: {len(cells)} cell{'s' if len(cells) != 1 else ''} would be submitted as {how} (nothing was submitted)"]
+    how = (
+        "one Slurm array"
+        if len(parts) == 1
+        else f"{len(parts)} Slurm arrays (one per job shape), one after the other"
+    )
+    lines = [
+        f"dry run: {len(cells)} cell{'s' if len(cells) != 1 else ''} would be submitted as {how} (nothing was submitted)"
+    ]
     for num, c in enumerate(cells):
         cfg = c.config
         lines.append(
@@ -83,8 +91,11 @@ def dry_run(cells: list, sweep_dir: Path, platform) -> str:
     for k, ((nodes, per_node), members) in enumerate(parts):
         what = f"{nodes} node(s) x {per_node} task(s) per node, {len(members)} cell(s)"
         after = "starts when the array before it has ended" if k else ""
-        lines.append(f"sbatch script ({folder}; {what}{'; ' + after if after else ''}):"
-                     if len(parts) > 1 else f"sbatch script ({folder}):")
+        lines.append(
+            f"sbatch script ({folder}; {what}{'; ' + after if after else ''}):"
+            if len(parts) > 1
+            else f"sbatch script ({folder}):"
+        )
         kw = submit.parameters(sweep_dir, platform, nodes, per_node, "PREVIOUS_ARRAY_ID" if k else None)
         lines.append(sbatch_text(folder, kw, len(members)))
     lines.append(unchecked_line([c.config for c in cells]))

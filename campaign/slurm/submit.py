@@ -77,7 +77,9 @@ def groups(cells: list) -> list[tuple[tuple[int, int], list]]:
     return list(out.items())
 
 
-def parameters(sweep_dir: Path, platform, nodes: int = 1, tasks_per_node: int = 1, after: str | None = None) -> dict:
+def parameters(
+    sweep_dir: Path, platform, nodes: int = 1, tasks_per_node: int = 1, after: str | None = None
+) -> dict:
     """What a campaign's Slurm executor is given (``SlurmExecutor.update_parameters``); ``after``: the
     Slurm job (an earlier array) that must have ended before this one starts."""
     kw = params.executor_parameters(platform, f"iocampaign-{sweep_dir.name}", nodes, tasks_per_node)
@@ -91,7 +93,9 @@ def executor(sweep_dir: Path, platform, nodes: int = 1, tasks_per_node: int = 1,
     refuses to build one where srun is not on PATH: a dry run never does (``preview``)."""
     import submitit
 
-    ex = submitit.SlurmExecutor(folder=sweep_dir / SUBMITIT_DIR, max_num_timeout=3 if platform.requeue_on_timeout else 0)
+    ex = submitit.SlurmExecutor(
+        folder=sweep_dir / SUBMITIT_DIR, max_num_timeout=3 if platform.requeue_on_timeout else 0
+    )
     ex.update_parameters(**parameters(sweep_dir, platform, nodes, tasks_per_node, after))
     return ex
 
@@ -107,7 +111,9 @@ def _load(sweep_dir: Path) -> dict:
     from jobs import jsonfiles
 
     p = sweep_dir / SUBMITTED
-    return jsonfiles.read_json(p) if p.exists() else {"cells": {}}  # a FIFO planted there: refused, never waited on
+    return (
+        jsonfiles.read_json(p) if p.exists() else {"cells": {}}
+    )  # a FIFO planted there: refused, never waited on
 
 
 class DoesNotFit(ValueError):
@@ -145,13 +151,17 @@ def check_fits(cells: list, platform) -> None:
     for (nodes, per_node), _ in groups(cells):
         need = per_node * per_task
         if need > max(nodes_cpus):
-            raise DoesNotFit(f"platform.tasks_per_node={per_node} x platform.cpus_per_task={per_task} asks for {need} "
-                             f"CPUs a node, but the nodes of {where} have at most {max(nodes_cpus)}: Slurm would never "
-                             f"start it; set platform.cpus_per_task={max(1, max(nodes_cpus) // per_node)} or fewer tasks")
+            raise DoesNotFit(
+                f"platform.tasks_per_node={per_node} x platform.cpus_per_task={per_task} asks for {need} "
+                f"CPUs a node, but the nodes of {where} have at most {max(nodes_cpus)}: Slurm would never "
+                f"start it; set platform.cpus_per_task={max(1, max(nodes_cpus) // per_node)} or fewer tasks"
+            )
         fit = sum(c >= need for c in nodes_cpus)
         if nodes > fit:
-            raise DoesNotFit(f"platform.nodes={nodes} asks for {nodes} nodes of {need} CPUs, but {where} has {fit}: "
-                             "Slurm would never start it")
+            raise DoesNotFit(
+                f"platform.nodes={nodes} asks for {nodes} nodes of {need} CPUs, but {where} has {fit}: "
+                "Slurm would never start it"
+            )
 
 
 def submit(cells: list, sweep_dir: Path, platform, hydra_context: Any, config: DictConfig) -> dict[int, str]:
@@ -200,13 +210,15 @@ PROGRESS_EVERY_S = 60.0
 
 
 def progress(states: dict[int, sacct.JobState], ended: list[int]) -> str:
-    """"2 of 5 cells ended; 1 running (#2 on n1); 2 pending (Priority)": a waiting campaign's line."""
+    """ "2 of 5 cells ended; 1 running (#2 on n1); 2 pending (Priority)": a waiting campaign's line."""
     running = [f"#{n} on {s.node}" if s.node else f"#{n}" for n, s in states.items() if s.state == "RUNNING"]
     pending = sorted({s.reason or "no reason given" for n, s in states.items() if s.state == "PENDING"})
     waiting = sum(s.state == "PENDING" for s in states.values())
     parts = [f"{len(ended)} of {len(states)} cells ended"]
     if running:
-        parts.append(f"{len(running)} running ({', '.join(running[:4])}{', ...' if len(running) > 4 else ''})")
+        parts.append(
+            f"{len(running)} running ({', '.join(running[:4])}{', ...' if len(running) > 4 else ''})"
+        )
     if waiting:
         parts.append(f"{waiting} pending ({', '.join(pending)})")
     return "; ".join(parts)
@@ -228,7 +240,11 @@ def wait(ids: dict[int, str], sweep_dir: Path, platform) -> dict[int, sacct.JobS
         ended = [n for n, s in last.items() if s.terminal]
         # a cell whose record says it ended is done even before sacct catches up
         for n in ids:
-            if n not in ended and (sweep_dir / str(n) / records.FILENAME).exists() and last[n].state in ("UNKNOWN", "COMPLETED"):
+            if (
+                n not in ended
+                and (sweep_dir / str(n) / records.FILENAME).exists()
+                and last[n].state in ("UNKNOWN", "COMPLETED")
+            ):
                 ended.append(n)
         if len(ended) == cells:
             return last
@@ -242,7 +258,9 @@ def wait(ids: dict[int, str], sweep_dir: Path, platform) -> dict[int, sacct.JobS
         time.sleep(float(platform.poll_s))
 
 
-def record_endings(ids: dict[int, str], states: dict[int, sacct.JobState], cells: dict, sweep_dir: Path) -> None:
+def record_endings(
+    ids: dict[int, str], states: dict[int, sacct.JobState], cells: dict, sweep_dir: Path
+) -> None:
     """A cell whose job ended without writing a record (cancelled, timed out, node failure, killed)
     gets a failed record saying so, so the analysis reports it instead of missing it."""
     from jobs import records
@@ -254,15 +272,27 @@ def record_endings(ids: dict[int, str], states: dict[int, sacct.JobState], cells
         if state.state == "COMPLETED":
             message = f"Slurm job {ids[num]} COMPLETED but wrote no record"
         else:
-            message = f"Slurm job {ids[num]} ended {state.state}" + (f" (exit {state.exit_code})" if state.exit_code else "")
+            message = f"Slurm job {ids[num]} ended {state.state}" + (
+                f" (exit {state.exit_code})" if state.exit_code else ""
+            )
         folder.mkdir(parents=True, exist_ok=True)
         config = cells[num].config
         records.write(
             records.CellRecord(
-                cell_id=cells[num].cell_id, status=records.FAILED, config=config, overrides=cells[num].overrides, runs=[],
-                dataset={}, provenance={"slurm": {"job_id": ids[num], "state": state.state, "node": state.node}},
-                started_at="", finished_at=records.now(),
-                error={"type": f"Slurm{state.state.title().replace('_', '')}", "message": message, "traceback": ""},
+                cell_id=cells[num].cell_id,
+                status=records.FAILED,
+                config=config,
+                overrides=cells[num].overrides,
+                runs=[],
+                dataset={},
+                provenance={"slurm": {"job_id": ids[num], "state": state.state, "node": state.node}},
+                started_at="",
+                finished_at=records.now(),
+                error={
+                    "type": f"Slurm{state.state.title().replace('_', '')}",
+                    "message": message,
+                    "traceback": "",
+                },
             ),
             folder,
         )

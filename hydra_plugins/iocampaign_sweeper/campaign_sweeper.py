@@ -22,7 +22,9 @@ class CampaignSweeperConf:
     params: Optional[Dict[str, str]] = None  # the grid of an experiment preset (hydra.sweeper.params)
 
 
-ConfigStore.instance().store(group="hydra/sweeper", name="campaign", node=CampaignSweeperConf, provider="iocampaign")
+ConfigStore.instance().store(
+    group="hydra/sweeper", name="campaign", node=CampaignSweeperConf, provider="iocampaign"
+)
 
 
 class CampaignSweeper(BasicSweeper):

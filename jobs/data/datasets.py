@@ -109,7 +109,9 @@ def from_folder(path: str) -> list[tuple[str, str]]:
     """
     root = Path(path)
     if not root.is_dir():
-        raise DatasetError(f"dataset.path={path} is not a folder (dataset.source=folder wants a folder of class sub-folders)")
+        raise DatasetError(
+            f"dataset.path={path} is not a folder (dataset.source=folder wants a folder of class sub-folders)"
+        )
     subdirs = sorted(
         (e for e in os.scandir(root) if _is_dir(e) and not e.name.startswith(".")),
         key=lambda e: e.name,
@@ -121,7 +123,11 @@ def from_folder(path: str) -> list[tuple[str, str]]:
                 if _listed(e):
                     out.append((os.path.abspath(e.path), d.name))
     else:
-        out = [(os.path.abspath(e.path), "") for e in sorted(os.scandir(root), key=lambda e: e.name) if _listed(e)]
+        out = [
+            (os.path.abspath(e.path), "")
+            for e in sorted(os.scandir(root), key=lambda e: e.name)
+            if _listed(e)
+        ]
     return out
 
 
@@ -129,16 +135,22 @@ def from_filelist(path: str) -> list[tuple[str, str]]:
     """(file, class name) for every line of a file list; relative paths are relative to the list."""
     lst = Path(path)
     if not lst.is_file():
-        raise DatasetError(f"dataset.path={path} is not a file (dataset.source=filelist wants a text file of image paths)")
+        raise DatasetError(
+            f"dataset.path={path} is not a file (dataset.source=filelist wants a text file of image paths)"
+        )
     try:
         text = lst.read_bytes().decode("utf-8")
     except UnicodeDecodeError as e:
-        raise DatasetError(f"dataset.path={path} is not a UTF-8 text file of image paths (byte {e.start} "
-                           f"cannot be decoded; dataset.source=filelist)") from None
+        raise DatasetError(
+            f"dataset.path={path} is not a UTF-8 text file of image paths (byte {e.start} "
+            f"cannot be decoded; dataset.source=filelist)"
+        ) from None
     except OSError as e:
         raise DatasetError(f"dataset.path={path} cannot be read ({e.strerror})") from None
     if "\0" in text:
-        raise DatasetError(f"dataset.path={path} is a binary file, not a text file of image paths (dataset.source=filelist)")
+        raise DatasetError(
+            f"dataset.path={path} is a binary file, not a text file of image paths (dataset.source=filelist)"
+        )
     out = []
     seen: dict[str, int] = {}
     for number, line in enumerate(text.splitlines(), 1):
@@ -149,8 +161,10 @@ def from_filelist(path: str) -> list[tuple[str, str]]:
         full = os.path.abspath(p)
         if full in seen:
             # a second read of a file comes from the page cache: the run would not be cold
-            raise DatasetError(f"dataset.path={path} lists {full} twice (lines {seen[full]} and {number}): "
-                               "list every file once")
+            raise DatasetError(
+                f"dataset.path={path} lists {full} twice (lines {seen[full]} and {number}): "
+                "list every file once"
+            )
         seen[full] = number
         out.append((full, p.parent.name))
     return out
@@ -185,8 +199,10 @@ def resolve(dataset_cfg, storage_root: str, seed: int) -> Dataset:
         try:
             folder = synthetic.ensure(spec, cache_dir(storage_root), n)
         except synthetic.NoSpace as e:
-            raise DatasetError(f"storage.root={storage_root} is too full: {e} (lower dataset.num_images or "
-                               "choose another storage.root)") from None
+            raise DatasetError(
+                f"storage.root={storage_root} is too full: {e} (lower dataset.num_images or "
+                "choose another storage.root)"
+            ) from None
         rows = synthetic.read_manifest(folder)[:n]
         return Dataset(
             name=dataset_cfg.name,
@@ -210,8 +226,10 @@ def resolve(dataset_cfg, storage_root: str, seed: int) -> Dataset:
     if skipped:
         items = [(f, c) for f, c in items if f not in set(skipped)]
         if not items:
-            raise DatasetError(f"dataset.path={dataset_cfg.path}: none of the listed files is a regular file "
-                               f"(e.g. {skipped[0]})")
+            raise DatasetError(
+                f"dataset.path={dataset_cfg.path}: none of the listed files is a regular file "
+                f"(e.g. {skipped[0]})"
+            )
     classes = sorted({c for _, c in items})
     index = {c: i for i, c in enumerate(classes)}
     files = tuple(f for f, _ in items)

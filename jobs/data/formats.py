@@ -95,11 +95,17 @@ def _write_tfrecord(path: Path, ds: Dataset, members: list[int]) -> list[int]:
             data = _read(ds.files[i])
             if data is None:
                 continue
-            ex = tf.train.Example(features=feature(**{
-                "image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[data])),
-                "image/class/label": tf.train.Feature(int64_list=tf.train.Int64List(value=[ds.labels[i]])),
-                "image/index": tf.train.Feature(int64_list=tf.train.Int64List(value=[i])),
-            }))
+            ex = tf.train.Example(
+                features=feature(
+                    **{
+                        "image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[data])),
+                        "image/class/label": tf.train.Feature(
+                            int64_list=tf.train.Int64List(value=[ds.labels[i]])
+                        ),
+                        "image/index": tf.train.Feature(int64_list=tf.train.Int64List(value=[i])),
+                    }
+                )
+            )
             w.write(ex.SerializeToString())
             kept.append(i)
     return kept
@@ -135,11 +141,20 @@ def _valid(folder: Path, fmt: str) -> dict | None:
         index = json.loads((folder / INDEX).read_text())
     except (OSError, ValueError):
         return None
-    shape_ok = (isinstance(index, dict) and index.get("format") == fmt and isinstance(index.get("containers"), list)
-                and index["containers"] and all(
-                    isinstance(c, dict) and isinstance(c.get("name"), str) and "/" not in c["name"]
-                    and isinstance(c.get("bytes"), int) and isinstance(c.get("members"), list)
-                    for c in index["containers"]))
+    shape_ok = (
+        isinstance(index, dict)
+        and index.get("format") == fmt
+        and isinstance(index.get("containers"), list)
+        and index["containers"]
+        and all(
+            isinstance(c, dict)
+            and isinstance(c.get("name"), str)
+            and "/" not in c["name"]
+            and isinstance(c.get("bytes"), int)
+            and isinstance(c.get("members"), list)
+            for c in index["containers"]
+        )
+    )
     if not shape_ok:
         print(f"[dataset] {folder / INDEX} is damaged: converting again", file=sys.stderr)
         return None
@@ -149,7 +164,10 @@ def _valid(folder: Path, fmt: str) -> dict | None:
         except OSError:
             return None
         if not stat.S_ISREG(st.st_mode) or st.st_size != c["bytes"]:
-            print(f"[dataset] {folder / c['name']} changed since it was written: converting again", file=sys.stderr)
+            print(
+                f"[dataset] {folder / c['name']} changed since it was written: converting again",
+                file=sys.stderr,
+            )
             return None
     return index
 
@@ -173,10 +191,15 @@ def _convert(ds: Dataset, fmt: str, shard_mb: float, folder: Path) -> dict:
     groups = plan_containers(list(ds.sizes), order, shard_mb)
     need, free = int(ds.total_bytes * 1.1), shutil.disk_usage(folder).free
     if need > free:
-        raise DatasetError(f"converting {len(ds.files)} images to {fmt} in {folder} needs ~{need / MB:.0f} MB, "
-                           f"{free / MB:.0f} MB are free (lower dataset.num_images or choose another storage.root)")
-    print(f"[dataset] converting {len(ds.files)} images ({ds.total_bytes / MB:.0f} MB) to {len(groups)} {fmt} "
-          f"file(s) of <= {shard_mb:g} MB in {folder}", file=sys.stderr)
+        raise DatasetError(
+            f"converting {len(ds.files)} images to {fmt} in {folder} needs ~{need / MB:.0f} MB, "
+            f"{free / MB:.0f} MB are free (lower dataset.num_images or choose another storage.root)"
+        )
+    print(
+        f"[dataset] converting {len(ds.files)} images ({ds.total_bytes / MB:.0f} MB) to {len(groups)} {fmt} "
+        f"file(s) of <= {shard_mb:g} MB in {folder}",
+        file=sys.stderr,
+    )
     t0 = time.monotonic()
     containers, done, next_pct = [], 0, 10
     width = max(5, len(str(len(groups))))
@@ -184,8 +207,10 @@ def _convert(ds: Dataset, fmt: str, shard_mb: float, folder: Path) -> dict:
         name = f"part-{k:0{width}d}-of-{len(groups):0{width}d}{SUFFIX[fmt]}"
         tmp = folder / f"{name}.{os.getpid()}.part"
         if (folder / name).is_dir() or (folder / name).is_symlink():
-            raise DatasetError(f"{folder / name} is a folder or a link where the tool writes a {fmt} file: move it "
-                               "away (the tool does not remove what it did not write)")
+            raise DatasetError(
+                f"{folder / name} is a folder or a link where the tool writes a {fmt} file: move it "
+                "away (the tool does not remove what it did not write)"
+            )
         kept = WRITERS[fmt](tmp, ds, members)
         os.replace(tmp, folder / name)
         containers.append({"name": name, "bytes": os.stat(folder / name).st_size, "members": kept})
@@ -193,10 +218,18 @@ def _convert(ds: Dataset, fmt: str, shard_mb: float, folder: Path) -> dict:
         pct = int(100 * done / max(1, len(ds.files)))
         if pct >= next_pct or k == len(groups) - 1:
             next_pct = (pct // 10 + 1) * 10
-            print(f"[dataset] {done}/{len(ds.files)} images converted ({pct}%), {time.monotonic() - t0:.0f} s",
-                  file=sys.stderr)
-    index = {"converter": CONVERTER_VERSION, "format": fmt, "shard_mb": float(shard_mb), "source": ds.location,
-             "images": len(ds.files), "containers": containers}
+            print(
+                f"[dataset] {done}/{len(ds.files)} images converted ({pct}%), {time.monotonic() - t0:.0f} s",
+                file=sys.stderr,
+            )
+    index = {
+        "converter": CONVERTER_VERSION,
+        "format": fmt,
+        "shard_mb": float(shard_mb),
+        "source": ds.location,
+        "images": len(ds.files),
+        "containers": containers,
+    }
     tmp = folder / f"{INDEX}.{os.getpid()}.part"
     tmp.write_text(json.dumps(index))
     os.replace(tmp, folder / INDEX)
@@ -241,9 +274,14 @@ def stored(ds: Dataset, folder: Path, index: dict) -> Dataset:
     present = {i for m in members for i in m}
     missing = tuple(ds.files[i] for i in range(len(ds.files)) if i not in present)
     check(index["format"], containers)
-    return dataclasses.replace(ds, format=index["format"], containers=containers, members=members,
-                               container_sizes=tuple(c["bytes"] for c in index["containers"]),
-                               skipped=ds.skipped + missing)
+    return dataclasses.replace(
+        ds,
+        format=index["format"],
+        containers=containers,
+        members=members,
+        container_sizes=tuple(c["bytes"] for c in index["containers"]),
+        skipped=ds.skipped + missing,
+    )
 
 
 def check(fmt: str, containers: tuple[str, ...]) -> None:
@@ -259,5 +297,7 @@ def check(fmt: str, containers: tuple[str, ...]) -> None:
         except OSError as e:
             raise FormatError(f"dataset.format=hdf5: {path} is not a readable HDF5 file ({e})") from None
         if absent:
-            raise FormatError(f"dataset.format=hdf5: {path} has no dataset {', '.join(repr(a) for a in absent)} "
-                              f"(it needs {', '.join(HDF5_DATASETS)})")
+            raise FormatError(
+                f"dataset.format=hdf5: {path} has no dataset {', '.join(repr(a) for a in absent)} "
+                f"(it needs {', '.join(HDF5_DATASETS)})"
+            )

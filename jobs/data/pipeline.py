@@ -19,7 +19,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 DROPPED_LISTED = 50  # dropped files named in a run record; the count is always complete
 
 
-
 @dataclass(frozen=True, kw_only=True)
 class PipelineSettings:
     """What a run that reads through the paper's tf.data pipeline is set by, typed once from the cell's
@@ -46,11 +45,18 @@ class PipelineSettings:
         from jobs.configview import threads_value
 
         buffer = cfg.get("shuffle_buffer")
-        return cls(threads=threads_value(cfg.threads), batch_size=int(cfg.batch_size), prefetch=int(cfg.prefetch),
-                   image_side=int(cfg.workload.image_side), seed=seed,
-                   read_delay_ms=float(cfg.workload.get("read_delay_ms") or 0.0),
-                   shuffle=str(cfg.get("shuffle") or "global"), shuffle_buffer=int(buffer) if buffer else None,
-                   prefetch_to=str(cfg.get("prefetch_to") or "host"), **extra)
+        return cls(
+            threads=threads_value(cfg.threads),
+            batch_size=int(cfg.batch_size),
+            prefetch=int(cfg.prefetch),
+            image_side=int(cfg.workload.image_side),
+            seed=seed,
+            read_delay_ms=float(cfg.workload.get("read_delay_ms") or 0.0),
+            shuffle=str(cfg.get("shuffle") or "global"),
+            shuffle_buffer=int(buffer) if buffer else None,
+            prefetch_to=str(cfg.get("prefetch_to") or "host"),
+            **extra,
+        )
 
 
 def build(
@@ -78,7 +84,13 @@ def build(
 
     classes = max(1, ds.num_classes)
     delay = (lambda d: delayed(d, read_delay_ms, threads)) if read_delay_ms > 0 else None
-    how = {"shuffle": shuffle, "shuffle_buffer": shuffle_buffer, "seed": seed, "threads": threads, "delay": delay}
+    how = {
+        "shuffle": shuffle,
+        "shuffle_buffer": shuffle_buffer,
+        "seed": seed,
+        "threads": threads,
+        "delay": delay,
+    }
     blocks = None if decode or one_hot else read_only.batches(ds, batch_size=batch_size, **how)
     if blocks is not None:
         return _finish(blocks, threads, prefetch)
@@ -129,9 +141,11 @@ def sleep(dataset, microseconds: int):
     class _Sleep(dataset_ops.UnaryUnchangedStructureDataset):
         def __init__(self, input_dataset, us):
             self._input_dataset = input_dataset
-            variant = tf.raw_ops.SleepDataset(input_dataset=input_dataset._variant_tensor,
-                                              sleep_microseconds=tf.constant(us, tf.int64),
-                                              **self._flat_structure)
+            variant = tf.raw_ops.SleepDataset(
+                input_dataset=input_dataset._variant_tensor,
+                sleep_microseconds=tf.constant(us, tf.int64),
+                **self._flat_structure,
+            )
             super().__init__(input_dataset, variant)
 
     return _Sleep(dataset, int(microseconds))
@@ -151,9 +165,12 @@ def delayed(index, read_delay_ms: float, threads: int | str):
     def one(*e):
         return sleep(tf.data.Dataset.from_tensors(e), us)
 
-    return index.interleave(one,
-                            cycle_length=num_parallel_calls(threads), num_parallel_calls=num_parallel_calls(threads),
-                            deterministic=True)
+    return index.interleave(
+        one,
+        cycle_length=num_parallel_calls(threads),
+        num_parallel_calls=num_parallel_calls(threads),
+        deterministic=True,
+    )
 
 
 def shuffled_order(n: int, seed: int) -> list[int]:
@@ -161,8 +178,13 @@ def shuffled_order(n: int, seed: int) -> list[int]:
     indices (no file is read)."""
     from jobs.data import readers
 
-    return readers.order(Dataset("", "", "", ("",) * n, (0,) * n, (0,) * n, 1), shuffle="global", shuffle_buffer=None,
-                         seed=seed, threads=1)
+    return readers.order(
+        Dataset("", "", "", ("",) * n, (0,) * n, (0,) * n, 1),
+        shuffle="global",
+        shuffle_buffer=None,
+        seed=seed,
+        threads=1,
+    )
 
 
 def dropped(ds: Dataset, seen: list[int], exhausted: bool, seed: int, **how) -> list[int]:
@@ -180,7 +202,9 @@ def dropped(ds: Dataset, seen: list[int], exhausted: bool, seed: int, **how) -> 
     if exhausted:
         attempted = range(n)
     else:
-        order = readers.order(ds, seed=seed, **{"shuffle": "global", "shuffle_buffer": None, "threads": 1, **how})
+        order = readers.order(
+            ds, seed=seed, **{"shuffle": "global", "shuffle_buffer": None, "threads": 1, **how}
+        )
         pos = {f: p for p, f in enumerate(order)}
         last = max((pos[i] for i in seen), default=-1)
         attempted = order[: last + 1]
@@ -206,5 +230,6 @@ def through_service(dataset, address: str):
     ``distributed_epoch`` mode, so the dispatcher hands each element to one worker, once per pass."""
     import tensorflow as tf
 
-    return dataset.apply(tf.data.experimental.service.distribute(processing_mode="distributed_epoch",
-                                                                 service=address))
+    return dataset.apply(
+        tf.data.experimental.service.distribute(processing_mode="distributed_epoch", service=address)
+    )

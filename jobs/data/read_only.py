@@ -21,12 +21,20 @@ from jobs.data import readers
 from jobs.data.datasets import Dataset
 
 
-def batches(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: int, threads, batch_size: int,
-            delay=None):
+def batches(
+    ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: int, threads, batch_size: int, delay=None
+):
     """The run's batches read in blocks, or None where this format and order read image by image."""
     if ds.format == "tfrecord":
-        return _tfrecord(ds, shuffle=shuffle, shuffle_buffer=shuffle_buffer, seed=seed, threads=threads,
-                         batch_size=batch_size, delay=delay)
+        return _tfrecord(
+            ds,
+            shuffle=shuffle,
+            shuffle_buffer=shuffle_buffer,
+            seed=seed,
+            threads=threads,
+            batch_size=batch_size,
+            delay=delay,
+        )
     if ds.format == "hdf5" and shuffle == "none" and delay is None:
         return _hdf5(ds, threads, batch_size)
     return None
@@ -36,7 +44,9 @@ def _with_empty_data(tf, batches):
     return batches.map(lambda i, nbytes: (tf.fill(tf.shape(i), ""), i, nbytes))
 
 
-def _tfrecord(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: int, threads, batch_size: int, delay):
+def _tfrecord(
+    ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: int, threads, batch_size: int, delay
+):
     import tensorflow as tf
 
     par = readers.num_parallel_calls(threads)
@@ -49,10 +59,17 @@ def _tfrecord(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: in
             nbytes = tf.cast(tf.strings.length(records, unit="BYTE"), tf.int64) + readers.TFRECORD_OVERHEAD
             return tf.gather(members[g], at), nbytes
 
-        return tf.data.TFRecordDataset(tf.gather(paths, g)).ignore_errors().batch(readers.READ_BLOCK).enumerate().map(block)
+        return (
+            tf.data.TFRecordDataset(tf.gather(paths, g))
+            .ignore_errors()
+            .batch(readers.READ_BLOCK)
+            .enumerate()
+            .map(block)
+        )
 
-    blocks = readers.group_order(tf, ds, shuffle, seed).interleave(shard, cycle_length=par, num_parallel_calls=par,
-                                                                   deterministic=True)
+    blocks = readers.group_order(tf, ds, shuffle, seed).interleave(
+        shard, cycle_length=par, num_parallel_calls=par, deterministic=True
+    )
     buffer = readers.buffer_of(ds, shuffle, shuffle_buffer)
     if not buffer and delay is None:
         return _with_empty_data(tf, blocks.rebatch(batch_size))
@@ -65,8 +82,11 @@ def _tfrecord(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: in
 def _hdf5(ds: Dataset, threads, batch_size: int):
     import tensorflow as tf
 
-    spans = [(k, a, min(a + readers.READ_BLOCK, len(g))) for k, g in enumerate(readers.groups(ds))
-             for a in range(0, len(g), readers.READ_BLOCK)]
+    spans = [
+        (k, a, min(a + readers.READ_BLOCK, len(g)))
+        for k, g in enumerate(readers.groups(ds))
+        for a in range(0, len(g), readers.READ_BLOCK)
+    ]
     ids = tf.ragged.constant([list(readers.groups(ds)[k][a:b]) for k, a, b in spans], dtype=tf.int64)
     where = tf.constant([list(s) for s in spans], dtype=tf.int64)
     files = readers.hdf5_files(ds)
@@ -79,5 +99,7 @@ def _hdf5(ds: Dataset, threads, batch_size: int):
         nbytes.set_shape([None])
         return ids[j], nbytes
 
-    blocks = tf.data.Dataset.range(len(spans)).map(block, num_parallel_calls=readers.num_parallel_calls(threads))
+    blocks = tf.data.Dataset.range(len(spans)).map(
+        block, num_parallel_calls=readers.num_parallel_calls(threads)
+    )
     return _with_empty_data(tf, blocks.rebatch(batch_size))

@@ -67,17 +67,21 @@ def ids(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: int, thr
     order when no record is dropped). ``payload=False``: a read-only run's order (TFRecord: in blocks)."""
     import tensorflow as tf
 
-
     members = tf.ragged.constant([list(g) for g in groups(ds)], dtype=tf.int64)
     if ds.format == "tfrecord":
         out = group_order(tf, ds, shuffle, seed).interleave(
-            lambda g: tf.data.Dataset.from_tensor_slices(members[g]), cycle_length=num_parallel_calls(threads),
-            block_length=1 if payload else READ_BLOCK, num_parallel_calls=num_parallel_calls(threads),
-            deterministic=True)
+            lambda g: tf.data.Dataset.from_tensor_slices(members[g]),
+            cycle_length=num_parallel_calls(threads),
+            block_length=1 if payload else READ_BLOCK,
+            num_parallel_calls=num_parallel_calls(threads),
+            deterministic=True,
+        )
     elif shuffle == "global":
         out = tf.data.Dataset.from_tensor_slices(members.flat_values)
     else:
-        out = group_order(tf, ds, shuffle, seed).flat_map(lambda g: tf.data.Dataset.from_tensor_slices(members[g]))
+        out = group_order(tf, ds, shuffle, seed).flat_map(
+            lambda g: tf.data.Dataset.from_tensor_slices(members[g])
+        )
     buffer = buffer_of(ds, shuffle, shuffle_buffer)
     return out.shuffle(buffer, seed=seed, reshuffle_each_iteration=False) if buffer else out
 
@@ -87,8 +91,16 @@ def order(ds: Dataset, **how) -> list[int]:
     return [int(i) for i in ids(ds, **how).as_numpy_iterator()]
 
 
-def source(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: int, threads, delay=None,
-           payload: bool = True):
+def source(
+    ds: Dataset,
+    *,
+    shuffle: str,
+    shuffle_buffer: int | None,
+    seed: int,
+    threads,
+    delay=None,
+    payload: bool = True,
+):
     """(stream, read): the stream in the run's order, and the function that turns one of its elements
     into (index, data, bytes read, label), for the pipeline's one parallel map (so reading and
     decoding share its threads, as in the paper's ``map(read_file -> decode -> resize)``). ``delay``,
@@ -99,7 +111,9 @@ def source(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: int, 
 
     delay = delay or (lambda d: d)
     if ds.format == "tfrecord":
-        return _tfrecord(ds, shuffle=shuffle, shuffle_buffer=shuffle_buffer, seed=seed, threads=threads, delay=delay)
+        return _tfrecord(
+            ds, shuffle=shuffle, shuffle_buffer=shuffle_buffer, seed=seed, threads=threads, delay=delay
+        )
     order = delay(ids(ds, shuffle=shuffle, shuffle_buffer=shuffle_buffer, seed=seed, threads=threads))
     labels = tf.constant(ds.labels, dtype=tf.int32)
     if ds.format == "hdf5":
@@ -116,15 +130,20 @@ def source(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: int, 
 def _tfrecord(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: int, threads, delay):
     import tensorflow as tf
 
-
     par = num_parallel_calls(threads)
     paths = tf.constant(ds.containers)
     records = group_order(tf, ds, shuffle, seed).interleave(
         lambda g: tf.data.TFRecordDataset(tf.gather(paths, g)).ignore_errors(),
-        cycle_length=par, num_parallel_calls=par, deterministic=True)
+        cycle_length=par,
+        num_parallel_calls=par,
+        deterministic=True,
+    )
     buffer = buffer_of(ds, shuffle, shuffle_buffer)
-    spec = {"image/class/label": tf.io.FixedLenFeature([], tf.int64), "image/index": tf.io.FixedLenFeature([], tf.int64),
-            "image/encoded": tf.io.FixedLenFeature([], tf.string)}
+    spec = {
+        "image/class/label": tf.io.FixedLenFeature([], tf.int64),
+        "image/index": tf.io.FixedLenFeature([], tf.int64),
+        "image/encoded": tf.io.FixedLenFeature([], tf.string),
+    }
 
     def parse(serialized):
         ex = tf.io.parse_single_example(serialized, spec)
@@ -157,13 +176,13 @@ class _Hdf5Files:
     def row(self, k: int, r: int):
         """Container ``k``'s entry ``r``, read (a numpy array of its bytes)."""
         images, offsets = self._opened(k)
-        return images[offsets[r]:offsets[r + 1]]
+        return images[offsets[r] : offsets[r + 1]]
 
     def span(self, k: int, a: int, b: int):
         """Entries ``a`` to ``b - 1`` of container ``k``, read in one call; returns their sizes."""
         images, offsets = self._opened(k)
-        images[offsets[a]:offsets[b]]  # noqa: B018 (the read is the point)
-        return (offsets[a + 1:b + 1] - offsets[a:b]).astype("int64")
+        images[offsets[a] : offsets[b]]  # noqa: B018 (the read is the point)
+        return (offsets[a + 1 : b + 1] - offsets[a:b]).astype("int64")
 
     def close(self) -> None:
         with self.lock:

@@ -28,7 +28,10 @@ def _dest(ds, root: str) -> Path:
     import uuid
 
     key = hashlib.sha256("\n".join(ds.storage_files).encode()).hexdigest()[:10]
-    return owned.under_tool_folder(root, SUBDIR, setting="stage") / f"{ds.name}-{ds.format}-{uuid.uuid4().hex[:8]}-{key}"
+    return (
+        owned.under_tool_folder(root, SUBDIR, setting="stage")
+        / f"{ds.name}-{ds.format}-{uuid.uuid4().hex[:8]}-{key}"
+    )
 
 
 def _claim(dest: Path) -> None:
@@ -80,7 +83,9 @@ def stage_in(ds, root: str):
         logging.getLogger(__name__).warning("stage: removed %s, a staged copy whose cell was killed", d)
     free = shutil.disk_usage(dest.parent).free
     if need > free:
-        raise StagingError(f"stage: {need / 1e6:.0f} MB to copy, {free / 1e6:.0f} MB free under {dest.parent}")
+        raise StagingError(
+            f"stage: {need / 1e6:.0f} MB to copy, {free / 1e6:.0f} MB free under {dest.parent}"
+        )
     t0 = time.perf_counter()
     _claim(dest)
     try:
@@ -98,8 +103,13 @@ def stage_in(ds, root: str):
         staged = dataclasses.replace(ds, location=str(dest), files=tuple(mapping.get(f, f) for f in ds.files))
     else:
         staged = dataclasses.replace(ds, containers=tuple(mapping.get(c, c) for c in ds.containers))
-    facts = {"staged_to": str(dest), "stage_files": len(src), "stage_bytes": need, "stage_s": seconds,
-             "stage_mb_s": need / seconds / 1e6 if seconds > 0 else None}
+    facts = {
+        "staged_to": str(dest),
+        "stage_files": len(src),
+        "stage_bytes": need,
+        "stage_s": seconds,
+        "stage_mb_s": need / seconds / 1e6 if seconds > 0 else None,
+    }
     return staged, facts
 
 

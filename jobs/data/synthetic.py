@@ -135,7 +135,10 @@ def _repair(spec: SyntheticSpec, folder: Path, rows: list[tuple[int, str, int, i
         if not ok:
             bad.append(i)
     if bad:
-        print(f"[dataset] {len(bad)} images of {folder} are missing or damaged: regenerating them", file=sys.stderr)
+        print(
+            f"[dataset] {len(bad)} images of {folder} are missing or damaged: regenerating them",
+            file=sys.stderr,
+        )
         for i in bad:
             _write_chunk(spec, str(folder), i, i + 1)
     return len(bad)
@@ -178,8 +181,10 @@ def _ensure_locked(spec: SyntheticSpec, folder: Path, count: int, workers: int |
 
     need, free = estimate_bytes(spec, have, count), shutil.disk_usage(folder).free
     if need > free:
-        raise NoSpace(f"generating {count - have} synthetic images in {folder} needs ~{need / 1e6:.0f} MB, "
-                      f"{free / 1e6:.0f} MB are free")
+        raise NoSpace(
+            f"generating {count - have} synthetic images in {folder} needs ~{need / 1e6:.0f} MB, "
+            f"{free / 1e6:.0f} MB are free"
+        )
     workers = workers or max(1, min(os.cpu_count() or 1, 8))
     todo = count - have
     chunk = max(16, min(256, todo // (workers * 8) or 16))
@@ -197,8 +202,13 @@ def _ensure_locked(spec: SyntheticSpec, folder: Path, count: int, workers: int |
             if pct >= next_pct or done == todo:
                 next_pct = (pct // 10 + 1) * 10
                 mb, spent = sum(r[3] for r in rows) / 1e6, time.monotonic() - t0
-                left = f", about {_seconds(spent / done * (todo - done))} left" if done < todo else ""  # at the pace so far
-                print(f"[dataset] {have + done}/{count} images ({pct}%), {mb:.0f} MB, {spent:.0f} s{left}", file=sys.stderr)
+                left = (
+                    f", about {_seconds(spent / done * (todo - done))} left" if done < todo else ""
+                )  # at the pace so far
+                print(
+                    f"[dataset] {have + done}/{count} images ({pct}%), {mb:.0f} MB, {spent:.0f} s{left}",
+                    file=sys.stderr,
+                )
     rows.sort()
     tmp = folder / f"{MANIFEST}.{os.getpid()}.part"
     with open(tmp, "w", newline="") as f:

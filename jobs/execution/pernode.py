@@ -50,18 +50,27 @@ def figures(results: list[dict]) -> list[dict]:
             vals = [r.get(key) for r in rs]
             return None if any(v is None for v in vals) else sum(vals)
 
-        out.append({
-            "host": host, "tasks": len(rs), "ranks": sorted(r["rank"] for r in rs), "images": sum(r["images"] for r in rs),
-            # the node's own rate: its images over its own window (its first task's start to its last one's end)
-            "images_per_s": sum(r["images"] for r in rs) / own, "seconds": own,
-            "bytes_consumed": sum(r["bytes_consumed"] for r in rs),
-            "bytes_read_device": total("bytes_read_device"), "bytes_read_syscall": total("bytes_read_syscall"),
-            "disk": rs[0].get("node_disk"),
-            "device_read_bytes": sectors * SECTOR if mine and sectors is not None else None,
-            "device_busy": min(1.0, busy_ms / 1000 / window) if mine and busy_ms is not None else None,
-            "machine_cpu_busy": busy_ticks / all_ticks if mine and busy_ticks is not None and all_ticks else None,
-            "device_counted_on": counted_on[kernel],
-        })
+        out.append(
+            {
+                "host": host,
+                "tasks": len(rs),
+                "ranks": sorted(r["rank"] for r in rs),
+                "images": sum(r["images"] for r in rs),
+                # the node's own rate: its images over its own window (its first task's start to its last one's end)
+                "images_per_s": sum(r["images"] for r in rs) / own,
+                "seconds": own,
+                "bytes_consumed": sum(r["bytes_consumed"] for r in rs),
+                "bytes_read_device": total("bytes_read_device"),
+                "bytes_read_syscall": total("bytes_read_syscall"),
+                "disk": rs[0].get("node_disk"),
+                "device_read_bytes": sectors * SECTOR if mine and sectors is not None else None,
+                "device_busy": min(1.0, busy_ms / 1000 / window) if mine and busy_ms is not None else None,
+                "machine_cpu_busy": busy_ticks / all_ticks
+                if mine and busy_ticks is not None and all_ticks
+                else None,
+                "device_counted_on": counted_on[kernel],
+            }
+        )
     return out
 
 
@@ -74,10 +83,17 @@ def cache_state(per_node: list[dict] | None, state: str, requested: str, kind: s
     if not per_node or len(per_node) < 2:
         return state
     for node in per_node:
-        node["cache_state"] = cache.classify(requested, kind, fs_type, node["bytes_read_device"], node["bytes_consumed"])
+        node["cache_state"] = cache.classify(
+            requested, kind, fs_type, node["bytes_read_device"], node["bytes_consumed"]
+        )
     off = [n for n in per_node if n["cache_state"] != state]
     if off and state in (cache.COLD, cache.WARM):
-        log.warning("node %s's share was %s where the run as a whole was %s: the run counts as %s", off[0]["host"],
-                    off[0]["cache_state"], state, off[0]["cache_state"])
+        log.warning(
+            "node %s's share was %s where the run as a whole was %s: the run counts as %s",
+            off[0]["host"],
+            off[0]["cache_state"],
+            state,
+            off[0]["cache_state"],
+        )
         return off[0]["cache_state"]
     return state

@@ -23,11 +23,15 @@ class Placement:
     def of(cls, cfg) -> Placement:
         """The placement of the cell whose config view is ``cfg``."""
         plat, inp = cfg.platform, cfg.get("input") or {}
-        return cls(nodes=int(plat.get("nodes") or 1), tasks_per_node=int(plat.get("tasks_per_node") or 1),
-                   cpus_per_task=int(plat.get("cpus_per_task") or 1), timeout_s=float(plat.timeout_min) * 60,
-                   in_slurm_job=str(plat.kind) == "slurm" and bool(os.environ.get("SLURM_JOB_ID")),
-                   service_workers=int(inp.get("workers") or 1) if inp.get("service") else 0,
-                   silence_s=float(plat.get("task_silence_s") or 60.0))
+        return cls(
+            nodes=int(plat.get("nodes") or 1),
+            tasks_per_node=int(plat.get("tasks_per_node") or 1),
+            cpus_per_task=int(plat.get("cpus_per_task") or 1),
+            timeout_s=float(plat.timeout_min) * 60,
+            in_slurm_job=str(plat.kind) == "slurm" and bool(os.environ.get("SLURM_JOB_ID")),
+            service_workers=int(inp.get("workers") or 1) if inp.get("service") else 0,
+            silence_s=float(plat.get("task_silence_s") or 60.0),
+        )
 
     @property
     def tasks(self) -> int:
@@ -43,7 +47,11 @@ class Placement:
         """The Slurm job step of a run's tasks (None: local processes)."""
         from jobs.execution import tasks
 
-        return tasks.srun_command(self.nodes, self.tasks_per_node, self.cpus_per_task, folder) if self.in_slurm_job else None
+        return (
+            tasks.srun_command(self.nodes, self.tasks_per_node, self.cpus_per_task, folder)
+            if self.in_slurm_job
+            else None
+        )
 
     def service_step(self) -> tuple[int, int] | None:
         """(nodes, CPUs per task) of the service workers' Slurm job step (None: local processes)."""

@@ -50,13 +50,20 @@ class Service:
         if self.folder is not None:  # a Slurm step: srun ends when a worker does (--kill-on-bad-exit)
             named = [("dispatcher", self.dispatcher), ("workers' Slurm step", self.workers[0])]
         else:
-            named = [("dispatcher", self.dispatcher), *((f"worker {k}", w) for k, w in enumerate(self.workers))]
+            named = [
+                ("dispatcher", self.dispatcher),
+                *((f"worker {k}", w) for k, w in enumerate(self.workers)),
+            ]
         for name, p in named:
             if p.poll() is not None:
-                dead = _dead_task(self.folder / STEP_ERR) if p is not self.dispatcher and self.folder else None
+                dead = (
+                    _dead_task(self.folder / STEP_ERR) if p is not self.dispatcher and self.folder else None
+                )
                 if dead:
-                    raise ServiceError(f"tf.data service: the {dead}; srun ended the workers' step (exit status "
-                                       f"{p.returncode})")
+                    raise ServiceError(
+                        f"tf.data service: the {dead}; srun ended the workers' step (exit status "
+                        f"{p.returncode})"
+                    )
                 raise ServiceError(f"tf.data service: the {name} ended (exit status {p.returncode})")
 
     def io(self) -> list[tuple[int, int]]:
@@ -91,8 +98,13 @@ class Service:
         if result.get("bytes_read_syscall") is not None:
             result["bytes_read_syscall"] += sum(syscall)
         rates = [b / result["seconds"] / MB for b in syscall]
-        result.update(service_workers=self.count, worker_mb_s=rates, worker_mb_s_min=min(rates),
-                      worker_mb_s_max=max(rates), service_dispatcher=self.address)
+        result.update(
+            service_workers=self.count,
+            worker_mb_s=rates,
+            worker_mb_s_min=min(rates),
+            worker_mb_s_max=max(rates),
+            service_dispatcher=self.address,
+        )
         if self.nodes:  # which node each worker ran on, and the address the others reached it by
             result["worker_nodes"] = list(self.nodes)
 
@@ -110,9 +122,22 @@ def _dead_task(err: Path) -> str | None:
 
 def srun_workers(workers: int, nodes: int, cpus_per_task: int, folder: Path, dispatcher: str) -> list[str]:
     """The job step of a cell's service workers inside its Slurm allocation."""
-    return ["srun", "--overlap", f"--nodes={nodes}", f"--ntasks={workers}", f"--cpus-per-task={cpus_per_task}",
-            "--mem=0", "--kill-on-bad-exit=1", "--unbuffered", sys.executable, "-m", MODULE, "worker",
-            str(folder), dispatcher]
+    return [
+        "srun",
+        "--overlap",
+        f"--nodes={nodes}",
+        f"--ntasks={workers}",
+        f"--cpus-per-task={cpus_per_task}",
+        "--mem=0",
+        "--kill-on-bad-exit=1",
+        "--unbuffered",
+        sys.executable,
+        "-m",
+        MODULE,
+        "worker",
+        str(folder),
+        dispatcher,
+    ]
 
 
 def _wait(path: Path, procs: list, what: str) -> None:
@@ -120,7 +145,9 @@ def _wait(path: Path, procs: list, what: str) -> None:
     while not path.exists():
         for p in procs:
             if p.poll() is not None:
-                raise ServiceError(f"tf.data service: the {what} ended at start-up (exit status {p.returncode})")
+                raise ServiceError(
+                    f"tf.data service: the {what} ended at start-up (exit status {p.returncode})"
+                )
         if time.monotonic() > deadline:
             raise ServiceError(f"tf.data service: the {what} did not start in {START_TIMEOUT_S:.0f} s")
         time.sleep(0.05)
@@ -142,20 +169,27 @@ def running(workers: int, folder: Path, slurm: tuple[int, int] | None = None):
 
         # the dispatcher and local workers end with this process, whatever kills it; a Slurm step's
         # workers end with the step, which Slurm ends with the job
-        d = subprocess.Popen([sys.executable, "-m", MODULE, "dispatcher", str(folder)], env=lifeline.child_env())
+        d = subprocess.Popen(
+            [sys.executable, "-m", MODULE, "dispatcher", str(folder)], env=lifeline.child_env()
+        )
         procs.append(d)
         _wait(folder / "dispatcher.port", procs, "dispatcher")
         port = (folder / "dispatcher.port").read_text().strip()
         svc = Service(f"grpc://{host}:{port}", d, count=workers, folder=folder if slurm else None)
         if slurm:
             with open(folder / STEP_ERR, "wb") as err:  # passed on to the cell's log when the step ends
-                step = subprocess.Popen(srun_workers(workers, slurm[0], slurm[1], folder, f"{host}:{port}"), stderr=err,
-                                        env=lifeline.plain_env())
+                step = subprocess.Popen(
+                    srun_workers(workers, slurm[0], slurm[1], folder, f"{host}:{port}"),
+                    stderr=err,
+                    env=lifeline.plain_env(),
+                )
             procs.append(step)
             svc.workers.append(step)
         for k in range(workers if not slurm else 0):
-            w = subprocess.Popen([sys.executable, "-m", MODULE, "worker", str(folder), f"localhost:{port}", str(k)],
-                                 env=lifeline.child_env())
+            w = subprocess.Popen(
+                [sys.executable, "-m", MODULE, "worker", str(folder), f"localhost:{port}", str(k)],
+                env=lifeline.child_env(),
+            )
             procs.append(w)
             svc.workers.append(w)
         for k in range(workers):
@@ -254,8 +288,9 @@ def main(role: str, folder: str, *args: str) -> int:
             from jobs import nodes
 
             n = int(os.environ["SLURM_PROCID"])
-            server = service.WorkerServer(service.WorkerConfig(dispatcher_address=address,
-                                                               worker_address=f"{nodes.address()}:%port%"))
+            server = service.WorkerServer(
+                service.WorkerConfig(dispatcher_address=address, worker_address=f"{nodes.address()}:%port%")
+            )
             (Path(folder) / f"worker-{n}.node").write_text(f"{nodes.name()} {nodes.address()}")
             threading.Thread(target=_report_io, args=(Path(folder) / f"worker-{n}.io",), daemon=True).start()
             (Path(folder) / f"worker-{n}.ready").write_text(str(os.getpid()))

@@ -48,8 +48,16 @@ from jobs.metrics import MB
 log = logging.getLogger(__name__)
 SUBDIR = "tasks"
 # what a multi-task run adds to the workload's keys
-MERGED_KEYS = ("tasks", "task_images_per_s_min", "task_images_per_s_median", "task_images_per_s_max",
-               "task_start_spread_s", "task_resident_bytes_before", "task_results", "per_node")
+MERGED_KEYS = (
+    "tasks",
+    "task_images_per_s_min",
+    "task_images_per_s_median",
+    "task_images_per_s_max",
+    "task_start_spread_s",
+    "task_resident_bytes_before",
+    "task_results",
+    "per_node",
+)
 SILENCE_S = 60.0  # platform.task_silence_s when a caller gives none
 __all__ = ["TaskError", "merge", "run", "shard", "srun_command"]
 
@@ -60,21 +68,50 @@ def shard(ds, rank: int, n: int):
     local = {i: k for k, i in enumerate(idx)}
     # the set's groups (the local shuffle's consecutive files) keep the shard's own images, renumbered
     groups = tuple(g for g in (tuple(local[i] for i in members if i in local) for members in ds.members) if g)
-    return dataclasses.replace(ds, files=tuple(ds.files[i] for i in idx), labels=tuple(ds.labels[i] for i in idx),
-                               sizes=tuple(ds.sizes[i] for i in idx), skipped=(), members=groups)
+    return dataclasses.replace(
+        ds,
+        files=tuple(ds.files[i] for i in idx),
+        labels=tuple(ds.labels[i] for i in idx),
+        sizes=tuple(ds.sizes[i] for i in idx),
+        skipped=(),
+        members=groups,
+    )
 
 
 def srun_command(nodes: int, per_node: int, cpus_per_task: int, folder: Path) -> list[str]:
     """The job step of a run's tasks inside the cell's Slurm allocation (``--overlap``: the controller's
     own one-task step keeps its CPUs; ``--kill-on-bad-exit``: a failing task ends the others)."""
-    return ["srun", "--overlap", f"--nodes={nodes}", f"--ntasks={nodes * per_node}", f"--ntasks-per-node={per_node}",
-            f"--cpus-per-task={cpus_per_task}", "--mem=0", "--kill-on-bad-exit=1", "--unbuffered",
-            sys.executable, "-m", "jobs.execution.tasks", str(folder)]
+    return [
+        "srun",
+        "--overlap",
+        f"--nodes={nodes}",
+        f"--ntasks={nodes * per_node}",
+        f"--ntasks-per-node={per_node}",
+        f"--cpus-per-task={cpus_per_task}",
+        "--mem=0",
+        "--kill-on-bad-exit=1",
+        "--unbuffered",
+        sys.executable,
+        "-m",
+        "jobs.execution.tasks",
+        str(folder),
+    ]
 
 
-def run(config: dict, ds, n: int, seed: int, run_no: int, folder: Path, timeout_s: float, cold: bool = False,
-        step: list[str] | None = None, marks: dict | None = None, disk: str | None = None,
-        silence_s: float = SILENCE_S) -> dict:
+def run(
+    config: dict,
+    ds,
+    n: int,
+    seed: int,
+    run_no: int,
+    folder: Path,
+    timeout_s: float,
+    cold: bool = False,
+    step: list[str] | None = None,
+    marks: dict | None = None,
+    disk: str | None = None,
+    silence_s: float = SILENCE_S,
+) -> dict:
     """One multi-task run: start ``n`` tasks (local processes, or the Slurm job step ``step``), release
     them together, merge their results. ``marks`` gets the usage snapshots (``jobs.observe.usage``, device
     ``disk``) of the timed part: from the release to the last task's end, its CPU time the tasks' own
@@ -90,28 +127,53 @@ def run(config: dict, ds, n: int, seed: int, run_no: int, folder: Path, timeout_
     # every hand-over file carries this run's nonce: a task left by an earlier, killed campaign can neither
     # be released by this run's go nor overwrite its results
     nonce = uuid.uuid4().hex[:12]
-    (folder / "request.json").write_text(json.dumps({"config": config, "dataset": dataclasses.asdict(ds), "n": n,
-                                                     "seed": seed, "run": run_no, "cold": cold, "nonce": nonce}))
+    (folder / "request.json").write_text(
+        json.dumps(
+            {
+                "config": config,
+                "dataset": dataclasses.asdict(ds),
+                "n": n,
+                "seed": seed,
+                "run": run_no,
+                "cold": cold,
+                "nonce": nonce,
+            }
+        )
+    )
     err = folder / file_name("step", nonce)
     (folder / file_name("beats", nonce)).mkdir()
     if step:  # a Slurm job step: Slurm ends its tasks with the job; srun's own messages name a failed node
         with open(err, "wb") as f:
             procs = [subprocess.Popen(step, env=lifeline.plain_env(), stderr=f)]
     else:  # local tasks end with this process, whatever kills it
-        procs = [subprocess.Popen([sys.executable, "-m", "jobs.execution.tasks", str(folder), str(r)], env=lifeline.child_env())
-                 for r in range(n)]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "jobs.execution.tasks", str(folder), str(r)], env=lifeline.child_env()
+            )
+            for r in range(n)
+        ]
     watcher = watch.Watch(procs, n, folder, nonce, silence_s, err if step else None)
     try:
         deadline = time.monotonic() + timeout_s
-        watcher.until(lambda: all((folder / file_name("ready", nonce, r)).exists() for r in range(n)),
-                    time.monotonic() + min(timeout_s, READY_TIMEOUT_S),
-                    lambda late: f"tasks {watcher.named(late)} were not ready after {min(timeout_s, READY_TIMEOUT_S):.0f} s",
-                    waiting_for="ready")
+        watcher.until(
+            lambda: all((folder / file_name("ready", nonce, r)).exists() for r in range(n)),
+            time.monotonic() + min(timeout_s, READY_TIMEOUT_S),
+            lambda late: (
+                f"tasks {watcher.named(late)} were not ready after {min(timeout_s, READY_TIMEOUT_S):.0f} s"
+            ),
+            waiting_for="ready",
+        )
         start = usage.snapshot(disk)
         (folder / file_name("go", nonce)).touch()
-        watcher.until(lambda: all(p.poll() is not None for p in procs), deadline,
-                    lambda late: f"tasks {watcher.named(late)} had not ended after {timeout_s:.0f} s (the run's limit: "
-                                 "platform.timeout_min) and were ended", waiting_for="result")
+        watcher.until(
+            lambda: all(p.poll() is not None for p in procs),
+            deadline,
+            lambda late: (
+                f"tasks {watcher.named(late)} had not ended after {timeout_s:.0f} s (the run's limit: "
+                "platform.timeout_min) and were ended"
+            ),
+            waiting_for="result",
+        )
         end = usage.snapshot(disk)
         watcher.check_ended()
         results = [_result(folder, r, nonce) for r in range(n)]
@@ -154,20 +216,38 @@ def merge(results: list[dict]) -> dict:
 
     rates = [r["images_per_s"] for r in results]
     return {
-        "images": images, "images_dropped": sum(r["images_dropped"] for r in results),
-        "dropped_files": [f for r in results for f in r.get("dropped_files", [])][:50], "seconds": seconds,
-        **_per_kind(results, seconds), "images_per_s": images / seconds, "mb_per_s": consumed / seconds / MB,
+        "images": images,
+        "images_dropped": sum(r["images_dropped"] for r in results),
+        "dropped_files": [f for r in results for f in r.get("dropped_files", [])][:50],
+        "seconds": seconds,
+        **_per_kind(results, seconds),
+        "images_per_s": images / seconds,
+        "mb_per_s": consumed / seconds / MB,
         "bytes_consumed": consumed,
-        "bytes_read_device": total("bytes_read_device"), "bytes_read_syscall": total("bytes_read_syscall"),
-        "tasks": len(results), "task_images_per_s_min": min(rates), "task_images_per_s_median": statistics.median(rates),
-        "task_images_per_s_max": max(rates), "task_start_spread_s": max(r["t_start"] for r in results) - start,
+        "bytes_read_device": total("bytes_read_device"),
+        "bytes_read_syscall": total("bytes_read_syscall"),
+        "tasks": len(results),
+        "task_images_per_s_min": min(rates),
+        "task_images_per_s_median": statistics.median(rates),
+        "task_images_per_s_max": max(rates),
+        "task_start_spread_s": max(r["t_start"] for r in results) - start,
         "task_resident_bytes_before": total("resident_bytes_before"),
-        "task_results": [{"rank": r["rank"], "host": r.get("host"), "images": r["images"],
-                          "images_dropped": r["images_dropped"], "seconds": r["seconds"],
-                          "images_per_s": r["images_per_s"], "mb_per_s": r["mb_per_s"],
-                          "train_au_percentage": r.get("train_au_percentage"),
-                          "resident_bytes_before": r.get("resident_bytes_before"),
-                          "start_s": r["t_start"] - start, "end_s": r["t_end"] - start} for r in results],
+        "task_results": [
+            {
+                "rank": r["rank"],
+                "host": r.get("host"),
+                "images": r["images"],
+                "images_dropped": r["images_dropped"],
+                "seconds": r["seconds"],
+                "images_per_s": r["images_per_s"],
+                "mb_per_s": r["mb_per_s"],
+                "train_au_percentage": r.get("train_au_percentage"),
+                "resident_bytes_before": r.get("resident_bytes_before"),
+                "start_s": r["t_start"] - start,
+                "end_s": r["t_end"] - start,
+            }
+            for r in results
+        ],
         "per_node": pernode.figures(results),
     }
 
@@ -176,16 +256,27 @@ def _per_kind(results: list[dict], seconds: float) -> dict:
     """The merged figures of what the tasks measured: a micro-benchmark's batches; an emulated
     accelerator's steps and AU, the cell's AU being its slowest task's (MLPerf Storage's rule)."""
     out: dict = {}
-    if all("shard_ranks" in r for r in results):  # a sharded checkpoint: MLPerf Storage's figures over every rank
+    if all(
+        "shard_ranks" in r for r in results
+    ):  # a sharded checkpoint: MLPerf Storage's figures over every rank
         from jobs.workloads import shards
 
         out.update(shards.merge(results))
     if all("batches" in r for r in results):
-        out.update(batches=sum(r["batches"] for r in results), first_batch_s=max(r["first_batch_s"] for r in results))
+        out.update(
+            batches=sum(r["batches"] for r in results), first_batch_s=max(r["first_batch_s"] for r in results)
+        )
     if all("train_au_percentage" in r for r in results):
-        out.update({k: max(r[k] for r in results) for k in ("steady_runtime_s", "data_wait_s", "compute_s", "first_step_s")},
-                   train_au_percentage=min(r["train_au_percentage"] for r in results), runtime_s=seconds,
-                   steps=sum(r["steps"] for r in results), step_time_s=results[0].get("step_time_s"))
+        out.update(
+            {
+                k: max(r[k] for r in results)
+                for k in ("steady_runtime_s", "data_wait_s", "compute_s", "first_step_s")
+            },
+            train_au_percentage=min(r["train_au_percentage"] for r in results),
+            runtime_s=seconds,
+            steps=sum(r["steps"] for r in results),
+            step_time_s=results[0].get("step_time_s"),
+        )
     return out
 
 
@@ -214,10 +305,14 @@ def main(folder: str, rank: int) -> int:
         part = shard(_dataset(req["dataset"]), rank, int(req["n"]))
         files = part.files  # the shard's storage files: one file per image (validated)
         resident = cache.evict(files).resident_bytes_after if req.get("cold") else cache.residency(files)[0]
-        disk = trace.device_of(os.path.dirname(files[0])) if files else None  # the data's device, on this node
+        disk = (
+            trace.device_of(os.path.dirname(files[0])) if files else None
+        )  # the data's device, on this node
         cfg = View(req["config"])
         w = workloads.get(str(cfg.workload.kind))
-        tfstart.for_workload(w, out.parent.parent / tfstart.LOG)  # start-up lines: the cell's log (<cell>/tasks/<run>)
+        tfstart.for_workload(
+            w, out.parent.parent / tfstart.LOG
+        )  # start-up lines: the cell's log (<cell>/tasks/<run>)
         stamps: dict[str, float] = {}
         counters: dict[str, usage.Snapshot] = {}
 
@@ -234,14 +329,28 @@ def main(folder: str, rank: int) -> int:
                 stamps[f"cpu_{name}"] = use.ru_utime + use.ru_stime
                 counters[name] = usage.snapshot(disk)
 
-            def barrier(self, name: str) -> None:  # a mark per task in the run's beats folder; all of them: go on
+            def barrier(
+                self, name: str
+            ) -> None:  # a mark per task in the run's beats folder; all of them: go on
                 beats = out / file_name("beats", nonce)
                 (beats / f"{name}.{rank}").touch()
-                wait_for(lambda: all((beats / f"{name}.{r}").exists() for r in range(self.ranks)),
-                         f"the other tasks had not reached '{name}'")
+                wait_for(
+                    lambda: all((beats / f"{name}.{r}").exists() for r in range(self.ranks)),
+                    f"the other tasks had not reached '{name}'",
+                )
 
-        ctx = Ctx(part, cfg, req["config"], int(req["seed"]), out, int(req["run"]), None, rank=rank, ranks=int(req["n"]),
-                  run_id=nonce)
+        ctx = Ctx(
+            part,
+            cfg,
+            req["config"],
+            int(req["seed"]),
+            out,
+            int(req["run"]),
+            None,
+            rank=rank,
+            ranks=int(req["n"]),
+            run_id=nonce,
+        )
         result = _with_node(w.run_once(ctx), stamps, counters, disk)
         result.update(rank=rank, host=node, resident_bytes_before=resident)
         (out / file_name("result", nonce, rank)).write_text(json.dumps(result, default=str))
@@ -256,9 +365,17 @@ def _with_node(result: dict, stamps: dict, counters: dict, disk: str | None) -> 
     from jobs import nodes
 
     a, b = counters["start"], counters["end"]
-    result.update(kernel=nodes.kernel(), t_start=stamps["start"], t_end=stamps["end"],
-                  cpu_s=stamps["cpu_end"] - stamps["cpu_start"], node_disk=disk, node_disk_start=a.disk,
-                  node_disk_end=b.disk, node_cpu_start=a.machine, node_cpu_end=b.machine)
+    result.update(
+        kernel=nodes.kernel(),
+        t_start=stamps["start"],
+        t_end=stamps["end"],
+        cpu_s=stamps["cpu_end"] - stamps["cpu_start"],
+        node_disk=disk,
+        node_disk_start=a.disk,
+        node_disk_end=b.disk,
+        node_cpu_start=a.machine,
+        node_cpu_end=b.machine,
+    )
     return result
 
 
@@ -266,8 +383,12 @@ def _dataset(d: dict):
     """The run's dataset from its JSON form (lists back to tuples)."""
     from jobs.data import datasets
 
-    return datasets.Dataset(**{k: tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v
-                               for k, v in d.items()})
+    return datasets.Dataset(
+        **{
+            k: tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v
+            for k, v in d.items()
+        }
+    )
 
 
 def _wait_for(done, what: str, orphaned) -> None:
@@ -285,8 +406,13 @@ def _error(out: Path, nonce: str, rank: int, node: str, e: BaseException) -> Non
 
     frame = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
     where = f"{Path(frame.filename).name}:{frame.lineno}" if frame else ""
-    error = {"type": type(e).__name__, "message": str(e), "where": where, "host": node,
-             "traceback": "".join(traceback.format_exception(e))}
+    error = {
+        "type": type(e).__name__,
+        "message": str(e),
+        "where": where,
+        "host": node,
+        "traceback": "".join(traceback.format_exception(e)),
+    }
     (out / file_name("error", nonce, rank)).write_text(json.dumps(error))
     (out / file_name("ready", nonce, rank)).touch()
 

@@ -39,8 +39,10 @@ def preload_library() -> str:
         lib = Path(where) / "lib64" / "libdftracer_preload.so"
         if lib.is_file():
             return str(lib)
-    raise posix.PosixTraceError("trace.posix=true needs dftracer's preload library (pip install dftracer; it is in "
-                          "the project's dependencies): not found")
+    raise posix.PosixTraceError(
+        "trace.posix=true needs dftracer's preload library (pip install dftracer; it is in "
+        "the project's dependencies): not found"
+    )
 
 
 def environment(trace_dir: Path, data_dirs: list[str]) -> dict[str, str]:
@@ -91,21 +93,34 @@ def measure(config: dict, job_dir: Path, first_run: int = 1) -> tuple[list[dict]
     trace_dir.mkdir(parents=True, exist_ok=True)
     for old in [*posix.trace_files(trace_dir), trace_dir / MEASURED]:  # a failed earlier try of this cell
         old.unlink(missing_ok=True)
-    (trace_dir / REQUEST).write_text(json.dumps({"config": config, "log_file": _log_file(), "first_run": first_run}))
+    (trace_dir / REQUEST).write_text(
+        json.dumps({"config": config, "log_file": _log_file(), "first_run": first_run})
+    )
     env = {**os.environ, **environment(trace_dir, data_dirs(config))}
-    log.info("trace.posix: measuring in a child process traced by dftracer (%s) into %s", env["LD_PRELOAD"], trace_dir)
+    log.info(
+        "trace.posix: measuring in a child process traced by dftracer (%s) into %s",
+        env["LD_PRELOAD"],
+        trace_dir,
+    )
     from jobs import interrupts, lifeline
 
     # the child ends (cleanly: SIGTERM runs its clean-up) when this process dies, even by SIGKILL
-    proc = subprocess.Popen([sys.executable, "-m", "jobs.execution.traced_child", str(job_dir)], env=lifeline.child_env(env))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jobs.execution.traced_child", str(job_dir)], env=lifeline.child_env(env)
+    )
     try:
         rc = proc.wait()
     except BaseException as e:
         # the signal is passed on: a Ctrl-C reached the child too, but a SIGINT sent to this pid alone did
         # not; the child takes the first signal and ignores repeats while it cleans up
         if proc.poll() is None:
-            proc.send_signal(e.signum if isinstance(e, interrupts.Interrupted)
-                             else signal.SIGINT if isinstance(e, KeyboardInterrupt) else signal.SIGTERM)
+            proc.send_signal(
+                e.signum
+                if isinstance(e, interrupts.Interrupted)
+                else signal.SIGINT
+                if isinstance(e, KeyboardInterrupt)
+                else signal.SIGTERM
+            )
         try:
             proc.wait(GRACE_S)
         except subprocess.TimeoutExpired:
@@ -124,8 +139,13 @@ def measure(config: dict, job_dir: Path, first_run: int = 1) -> tuple[list[dict]
     runs = posix.attach(got["runs"], trace_dir, job_dir)
     for r in runs:
         if not r["posix_complete"]:
-            log.warning("run %s: the POSIX trace holds %.1f%% of the bytes the run consumed (< %.0f%%): its posix "
-                        "figures are marked incomplete", r["run"], 100 * (r["posix_coverage"] or 0), 100 * posix.COVERAGE_MIN)
+            log.warning(
+                "run %s: the POSIX trace holds %.1f%% of the bytes the run consumed (< %.0f%%): its posix "
+                "figures are marked incomplete",
+                r["run"],
+                100 * (r["posix_coverage"] or 0),
+                100 * posix.COVERAGE_MIN,
+            )
     return runs, got["dataset"], got["provenance"]
 
 
@@ -137,8 +157,11 @@ def with_extra_run(config: dict, job_dir: Path, measure_untraced) -> tuple[list[
     trace = config.get("trace") or {}
     runs, dataset, prov = measure_untraced({**config, "trace": {**trace, "posix": False}}, job_dir)
     repeats = int(config["repeats"])
-    log.info("trace.runs=extra: %d measured run(s) untraced; one more run (run %d) traced by dftracer for its calls",
-             repeats, repeats + 1)
+    log.info(
+        "trace.runs=extra: %d measured run(s) untraced; one more run (run %d) traced by dftracer for its calls",
+        repeats,
+        repeats + 1,
+    )
     extra, _, _ = measure({**config, "warmup": 0, "repeats": 1}, job_dir, first_run=repeats + 1)
     extra[-1]["traced_extra"] = True
     return [*runs, extra[-1]], dataset, prov

@@ -49,8 +49,11 @@ def end(procs: list, slurm: bool, watch: Watch) -> None:
     cancel = None
     if slurm and watch.step_id:
         with contextlib.suppress(OSError):
-            cancel = subprocess.Popen(["scancel", "--signal=KILL", watch.step_id], stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL)
+            cancel = subprocess.Popen(
+                ["scancel", "--signal=KILL", watch.step_id],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
     for p in procs:
         if p.poll() is None:
             p.terminate()  # srun passes SIGTERM on to its tasks
@@ -74,7 +77,14 @@ class Watch:
     with no result, or fell silent (its heartbeat stopped) raises TaskError naming its rank and node."""
 
     def __init__(self, procs: list, n: int, folder: Path, nonce: str, silence_s: float, err: Path | None):
-        self.procs, self.n, self.folder, self.nonce, self.silence_s, self.err = procs, n, folder, nonce, silence_s, err
+        self.procs, self.n, self.folder, self.nonce, self.silence_s, self.err = (
+            procs,
+            n,
+            folder,
+            nonce,
+            silence_s,
+            err,
+        )
         self.t0 = time.monotonic()
         self.beats: dict[int, tuple[str, float]] = {}  # rank -> (last beat seen, when it changed; monotonic)
         self.hosts: dict[int, str] = {}
@@ -95,7 +105,11 @@ class Watch:
                 checked = time.monotonic()
             if time.monotonic() > deadline:
                 self.check_errors()  # a task's own error first
-                late = [r for r in range(self.n) if not (self.folder / file_name(waiting_for, self.nonce, r)).exists()]
+                late = [
+                    r
+                    for r in range(self.n)
+                    if not (self.folder / file_name(waiting_for, self.nonce, r)).exists()
+                ]
                 raise TaskError(late_message(late))
             time.sleep(0.02)
 
@@ -135,12 +149,16 @@ class Watch:
                     state = nodes.slurm_state(self.hosts[r])
                     said = f"; Slurm has {self.hosts[r]} as {state}" if state else ""
                 what = "wrote no heartbeat" if r not in self.beats else "stopped its heartbeat"
-                raise TaskError(f"task {r}{where} {what} for {self.silence_s:.0f} s (platform.task_silence_s): its node "
-                                f"failed or the task hangs{said}")
+                raise TaskError(
+                    f"task {r}{where} {what} for {self.silence_s:.0f} s (platform.task_silence_s): its node "
+                    f"failed or the task hangs{said}"
+                )
 
     def check_errors(self) -> None:
         """Raise TaskError naming the first task that failed with its own error."""
-        errors = sorted((int(f.stem.rsplit("-", 1)[1]), f) for f in self.folder.glob(file_name("error", self.nonce, "*")))
+        errors = sorted(
+            (int(f.stem.rsplit("-", 1)[1]), f) for f in self.folder.glob(file_name("error", self.nonce, "*"))
+        )
         if errors:
             rank, f = errors[0]
             e = json.loads(f.read_text())
@@ -157,11 +175,15 @@ class Watch:
 
             failed = nodes.srun_failure(self.err)
             if failed:
-                raise TaskError(f"task {failed[1]} on {failed[0]} ended: {failed[2]} (srun ended the run's step, "
-                                f"exit status {self.procs[0].returncode})")
+                raise TaskError(
+                    f"task {failed[1]} on {failed[0]} ended: {failed[2]} (srun ended the run's step, "
+                    f"exit status {self.procs[0].returncode})"
+                )
         for r in range(self.n):
             code = self.procs[r].returncode if len(self.procs) == self.n else self.procs[0].returncode
-            if code is not None and (code != 0 or not (self.folder / file_name("result", self.nonce, r)).exists()):
+            if code is not None and (
+                code != 0 or not (self.folder / file_name("result", self.nonce, r)).exists()
+            ):
                 raise TaskError(f"task {self.named([r])} ended with exit status {code} and no result")
 
 
@@ -179,8 +201,11 @@ def heartbeat(out: Path, nonce: str, rank: int, node: str) -> None:
     end the process at once when the runner has given up on the run (``abort-<nonce>``)."""
     import threading
 
-    step = (f"{os.environ['SLURM_JOB_ID']}.{os.environ['SLURM_STEP_ID']}"
-            if os.environ.get("SLURM_JOB_ID") and os.environ.get("SLURM_STEP_ID") else "-")
+    step = (
+        f"{os.environ['SLURM_JOB_ID']}.{os.environ['SLURM_STEP_ID']}"
+        if os.environ.get("SLURM_JOB_ID") and os.environ.get("SLURM_STEP_ID")
+        else "-"
+    )
     # in the run's beats folder, which the runner makes and removes: a task that outlives its run writes nothing
     beats, abort = out / file_name("beats", nonce), out / file_name("abort", nonce)
     beat, part = beats / str(rank), beats / f".{rank}"

@@ -47,8 +47,15 @@ def gpus() -> list[dict]:
     driver = _text(nv.nvmlSystemGetDriverVersion())
     for i in range(nv.nvmlDeviceGetCount()):
         h = nv.nvmlDeviceGetHandleByIndex(i)
-        out.append({"index": i, "name": _text(nv.nvmlDeviceGetName(h)), "uuid": _text(nv.nvmlDeviceGetUUID(h)),
-                    "memory_total_bytes": int(nv.nvmlDeviceGetMemoryInfo(h).total), "driver": driver})
+        out.append(
+            {
+                "index": i,
+                "name": _text(nv.nvmlDeviceGetName(h)),
+                "uuid": _text(nv.nvmlDeviceGetUUID(h)),
+                "memory_total_bytes": int(nv.nvmlDeviceGetMemoryInfo(h).total),
+                "driver": driver,
+            }
+        )
     return out
 
 
@@ -60,9 +67,14 @@ def describe() -> dict:
     build = tf.sysconfig.get_build_info()
     seen = [d.name for d in tf.config.list_physical_devices("GPU")]
     found = gpus()
-    return {"gpus": found, "tensorflow_gpus": seen, "used_index": _visible_index() if found and seen else None,
-            "cuda_build": build.get("cuda_version"), "cudnn_build": build.get("cudnn_version"),
-            "cuda_build_enabled": bool(build.get("is_cuda_build"))}
+    return {
+        "gpus": found,
+        "tensorflow_gpus": seen,
+        "used_index": _visible_index() if found and seen else None,
+        "cuda_build": build.get("cuda_version"),
+        "cudnn_build": build.get("cudnn_version"),
+        "cuda_build_enabled": bool(build.get("is_cuda_build")),
+    }
 
 
 def summary(acc: dict | None) -> str:
@@ -70,8 +82,11 @@ def summary(acc: dict | None) -> str:
     TensorFlow built with CUDA 12.5, cuDNN 9" or "none (TensorFlow sees no GPU)"."""
     if not acc:
         return ""
-    build = (f"TensorFlow built with CUDA {acc.get('cuda_build')}, cuDNN {acc.get('cudnn_build')}"
-             if acc.get("cuda_build_enabled") else "TensorFlow built without CUDA")
+    build = (
+        f"TensorFlow built with CUDA {acc.get('cuda_build')}, cuDNN {acc.get('cudnn_build')}"
+        if acc.get("cuda_build_enabled")
+        else "TensorFlow built without CUDA"
+    )
     if not acc.get("gpus") or acc.get("used_index") is None:
         return f"none (TensorFlow sees {len(acc.get('tensorflow_gpus') or [])} GPU); {build}"
     g = acc["gpus"][acc["used_index"]]
@@ -83,7 +98,9 @@ class Sampler:
 
     def __init__(self, interval_s: float = 0.1):
         self.interval_s = interval_s
-        self.samples: list[tuple[float, int]] = []  # (perf_counter, percent busy over the driver's last period)
+        self.samples: list[
+            tuple[float, int]
+        ] = []  # (perf_counter, percent busy over the driver's last period)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 

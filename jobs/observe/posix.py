@@ -36,19 +36,36 @@ READS = frozenset({"read", "pread", "pread64", "readv", "preadv", "preadv2", "fr
 WRITES = frozenset({"write", "pwrite", "pwrite64", "writev", "pwritev", "pwritev2", "fwrite"})
 OPENS = frozenset({"open", "open64", "openat", "openat64", "fopen", "fopen64", "creat", "creat64"})
 CLOSES = frozenset({"close", "fclose"})
-STDIO_CALLS = frozenset({"fopen", "fopen64", "fdopen", "fclose", "fread", "fwrite", "fseek", "ftell", "fflush"})
+STDIO_CALLS = frozenset(
+    {"fopen", "fopen64", "fdopen", "fclose", "fread", "fwrite", "fseek", "ftell", "fflush"}
+)
 CATEGORIES = ("POSIX", "STDIO")  # TensorFlow writes checkpoints through stdio (fopen, fwrite, fclose)
 
 # Request-size classes of reads by bytes returned: [lower, upper), a column name and a label.
-SIZE_CLASSES = ((0, 1, "reads_eof", "0 B (end of file)"), (1, SMALL, "reads_lt_100B", "1–99 B"),
-                (SMALL, 4096, "reads_100B_4KiB", "100 B–4 KiB"), (4096, 65536, "reads_4_64KiB", "4–64 KiB"),
-                (65536, 1 << 20, "reads_64KiB_1MiB", "64 KiB–1 MiB"), (1 << 20, 1 << 62, "reads_ge_1MiB", "≥ 1 MiB"))
+SIZE_CLASSES = (
+    (0, 1, "reads_eof", "0 B (end of file)"),
+    (1, SMALL, "reads_lt_100B", "1–99 B"),
+    (SMALL, 4096, "reads_100B_4KiB", "100 B–4 KiB"),
+    (4096, 65536, "reads_4_64KiB", "4–64 KiB"),
+    (65536, 1 << 20, "reads_64KiB_1MiB", "64 KiB–1 MiB"),
+    (1 << 20, 1 << 62, "reads_ge_1MiB", "≥ 1 MiB"),
+)
 SIZE_KEYS = tuple(c[2] for c in SIZE_CLASSES)
 SIZE_LABELS = dict((c[2], c[3]) for c in SIZE_CLASSES)
 _EDGES = [c[0] for c in SIZE_CLASSES[1:]]
 
-FILE_COLUMNS = ("path", "opens", "reads", "bytes_read", "writes", "bytes_written", "open_s", "first_open_s",
-                "last_close_s", "mb_per_s")
+FILE_COLUMNS = (
+    "path",
+    "opens",
+    "reads",
+    "bytes_read",
+    "writes",
+    "bytes_written",
+    "open_s",
+    "first_open_s",
+    "last_close_s",
+    "mb_per_s",
+)
 THREAD_COLUMNS = ("thread", "t_s", "dt_s", "reads", "bytes_read", "read_s")
 
 
@@ -73,8 +90,11 @@ def window(job_dir: Path, tag: str, disk: str | None):
         t1, (_, rchar1) = int(time.time() * 1e6), pipeline.read_counters()
         tracer.stop()
     (job_dir / SUBDIR).mkdir(exist_ok=True)
-    keys.update(posix_window_us=[t0, t1], posix_rchar_bytes=None if rchar0 is None or rchar1 is None else rchar1 - rchar0,
-                posix_device_table=str(Path(SUBDIR) / f"{tag}-device.csv"))
+    keys.update(
+        posix_window_us=[t0, t1],
+        posix_rchar_bytes=None if rchar0 is None or rchar1 is None else rchar1 - rchar0,
+        posix_device_table=str(Path(SUBDIR) / f"{tag}-device.csv"),
+    )
     tracer.write(job_dir / keys["posix_device_table"])
 
 
@@ -125,7 +145,9 @@ class RunTrace:
         if f is None:
             f = self.files[fh] = _File(path)
         ret = args.get("ret")
-        nbytes = max(int(ret), 0) * int(args.get("size") or 1) if isinstance(ret, int) else 0  # fread/fwrite: items
+        nbytes = (
+            max(int(ret), 0) * int(args.get("size") or 1) if isinstance(ret, int) else 0
+        )  # fread/fwrite: items
         if name in READS:
             got = nbytes
             self.bytes_read += got
@@ -184,7 +206,8 @@ class RunTrace:
             "posix_threads": len(self.threads),
             "posix_coverage": coverage,
             "posix_rchar_share": self.bytes_read / rchar if rchar else None,
-            "posix_complete": (coverage is None or coverage >= COVERAGE_MIN) and unclosed <= (1 - COVERAGE_MIN) * opens,
+            "posix_complete": (coverage is None or coverage >= COVERAGE_MIN)
+            and unclosed <= (1 - COVERAGE_MIN) * opens,
             "posix_calls_by_kind": dict(sorted(self.calls.items())),
             "posix_size_histogram": dict(zip(SIZE_KEYS, self.sizes)),
         }
@@ -195,9 +218,20 @@ class RunTrace:
             w.writerow(FILE_COLUMNS)
             for f in sorted(self.files.values(), key=lambda f: f.first_open or 0):
                 open_s = f.open_us / 1e6
-                w.writerow((f.path, f.opens, f.reads, f.bytes_read, f.writes, f.bytes_written, round(open_s, 6),
-                            _rel(f.first_open, self.t0), _rel(f.last_close, self.t0),
-                            round((f.bytes_read + f.bytes_written) / open_s / 1e6, 3) if open_s > 0 else ""))
+                w.writerow(
+                    (
+                        f.path,
+                        f.opens,
+                        f.reads,
+                        f.bytes_read,
+                        f.writes,
+                        f.bytes_written,
+                        round(open_s, 6),
+                        _rel(f.first_open, self.t0),
+                        _rel(f.last_close, self.t0),
+                        round((f.bytes_read + f.bytes_written) / open_s / 1e6, 3) if open_s > 0 else "",
+                    )
+                )
         return path
 
     def write_threads(self, path: Path) -> Path:
@@ -208,7 +242,9 @@ class RunTrace:
             for tid, bins in sorted(self.threads.items()):
                 for k, (reads, nbytes, us) in enumerate(bins):
                     if reads:
-                        w.writerow((tid, round((k + 0.5) * dt, 6), round(dt, 6), reads, nbytes, round(us / 1e6, 6)))
+                        w.writerow(
+                            (tid, round((k + 0.5) * dt, 6), round(dt, 6), reads, nbytes, round(us / 1e6, 6))
+                        )
         return path
 
 
@@ -261,15 +297,25 @@ def attach(runs: list[dict], trace_dir: Path, job_dir: Path) -> list[dict]:
     trace misses more than 2% of its consumed bytes gets ``posix_complete: false``."""
     files = trace_files(trace_dir)
     if not files:
-        raise PosixTraceError(f"trace.posix=true: dftracer wrote no trace into {trace_dir} (was the preload library "
-                              "loaded? see the cell's log)")
+        raise PosixTraceError(
+            f"trace.posix=true: dftracer wrote no trace into {trace_dir} (was the preload library "
+            "loaded? see the cell's log)"
+        )
     windows = {_tag(r): tuple(r["posix_window_us"]) for r in runs}
     traced = split(files, windows)
     for r in runs:
         tag = _tag(r)
         t = traced[tag]
-        r.update(t.summary(r.get("bytes_consumed"), r.get("posix_rchar_bytes"), r.get("seconds") or r.get("runtime_s")))
-        r["posix_trace"] = os.path.relpath(files[0], job_dir) if len(files) == 1 else [os.path.relpath(f, job_dir) for f in files]
+        r.update(
+            t.summary(
+                r.get("bytes_consumed"), r.get("posix_rchar_bytes"), r.get("seconds") or r.get("runtime_s")
+            )
+        )
+        r["posix_trace"] = (
+            os.path.relpath(files[0], job_dir)
+            if len(files) == 1
+            else [os.path.relpath(f, job_dir) for f in files]
+        )
         r["posix_files_table"] = os.path.relpath(t.write_files(trace_dir / f"{tag}-files.csv"), job_dir)
         r["posix_threads_table"] = os.path.relpath(t.write_threads(trace_dir / f"{tag}-threads.csv"), job_dir)
     return runs

@@ -136,8 +136,9 @@ def tier_facts(path: str, fs_type: str) -> dict:
         pass
     if fs_type == "lustre" and shutil.which("lfs"):
         try:
-            out["lustre_stripe"] = subprocess.run(["lfs", "getstripe", "-d", path], capture_output=True, text=True,
-                                                  timeout=30).stdout.strip()
+            out["lustre_stripe"] = subprocess.run(
+                ["lfs", "getstripe", "-d", path], capture_output=True, text=True, timeout=30
+            ).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             out["lustre_stripe"] = None
     return out

@@ -44,8 +44,16 @@ def _disk(name: str | None) -> tuple[int, int, int, int] | None:
         return None
     if name.startswith(modeled.PREFIX):  # the modelled drive's own counters, in diskstats's units
         c = modeled.counters(name)
-        return None if c is None else (c["reads"], c["read_bytes"] // SECTOR, round(c["busy_s"] * 1000),
-                                       round(c["weighted_s"] * 1000))
+        return (
+            None
+            if c is None
+            else (
+                c["reads"],
+                c["read_bytes"] // SECTOR,
+                round(c["busy_s"] * 1000),
+                round(c["weighted_s"] * 1000),
+            )
+        )
     try:
         for line in DISKSTATS.read_text().splitlines():
             f = line.split()
@@ -79,13 +87,26 @@ def between(a: Snapshot, b: Snapshot, parallelism: int | None = None, nodes: int
     wall = max(b.t - a.t, 1e-9)
     usable = (min(cores(), parallelism) if parallelism else cores()) * max(1, nodes)
     busy = (b.cpu_s - a.cpu_s) / wall
-    out = {"wall_s": wall, "cpu_s": b.cpu_s - a.cpu_s, "cpu_cores_busy": busy, "cpu_cores_usable": usable,
-           "cpu_share": busy / usable, "device_busy": None, "device_queue_depth": None, "device_read_mb_s": None,
-           "device_read_iops": None, "machine_cpu_busy": None}
+    out = {
+        "wall_s": wall,
+        "cpu_s": b.cpu_s - a.cpu_s,
+        "cpu_cores_busy": busy,
+        "cpu_cores_usable": usable,
+        "cpu_share": busy / usable,
+        "device_busy": None,
+        "device_queue_depth": None,
+        "device_read_mb_s": None,
+        "device_read_iops": None,
+        "machine_cpu_busy": None,
+    }
     if a.machine is not None and b.machine is not None and b.machine[1] > a.machine[1]:
         out["machine_cpu_busy"] = (b.machine[0] - a.machine[0]) / (b.machine[1] - a.machine[1])
     if a.disk is not None and b.disk is not None:
         reads, sectors, ticks, weighted = (y - x for x, y in zip(a.disk, b.disk))
-        out.update(device_busy=min(1.0, ticks / 1000 / wall), device_queue_depth=weighted / 1000 / wall,
-                   device_read_mb_s=sectors * SECTOR / 1e6 / wall, device_read_iops=reads / wall)
+        out.update(
+            device_busy=min(1.0, ticks / 1000 / wall),
+            device_queue_depth=weighted / 1000 / wall,
+            device_read_mb_s=sectors * SECTOR / 1e6 / wall,
+            device_read_iops=reads / wall,
+        )
     return out

@@ -17,7 +17,14 @@ from dataclasses import dataclass
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.mmap.argtypes = [
+    ctypes.c_void_p,
+    ctypes.c_size_t,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_long,
+]
 _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 _libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_ubyte)]
 _PAGE = mmap.PAGESIZE
@@ -133,7 +140,9 @@ def evict(paths: Iterable[str], drop_caches: bool = False) -> EvictionReport:
     if drop_caches:
         os.sync()
         if not _drop_caches():
-            raise PermissionError("drop_caches=true but /proc/sys/vm/drop_caches is not writable (needs root)")
+            raise PermissionError(
+                "drop_caches=true but /proc/sys/vm/drop_caches is not writable (needs root)"
+            )
         dropped = True
     res, _ = residency(paths)
     return EvictionReport(files=n, bytes=total, resident_bytes_after=res, drop_caches=dropped)
@@ -175,7 +184,9 @@ def classify(requested: str, storage_kind: str, fs_type: str, device_bytes: int 
     if device_bytes is None or consumed <= 0:
         return UNKNOWN
     ratio = device_bytes / consumed
-    if fs_type not in LAYER_COUNTED_FS and (fs_type in NETWORK_FS or fs_type.startswith("fuse") or storage_kind == "network"):
+    if fs_type not in LAYER_COUNTED_FS and (
+        fs_type in NETWORK_FS or fs_type.startswith("fuse") or storage_kind == "network"
+    ):
         # The counter may not see these reads at all: only a positive sighting means anything.
         if requested == "cold" and ratio >= COLD_MIN_RATIO:
             return COLD
@@ -189,5 +200,19 @@ def classify(requested: str, storage_kind: str, fs_type: str, device_bytes: int 
 LAYER_COUNTED_FS = frozenset({"fuse.iocampaign"})
 MEMORY_FS = frozenset({"tmpfs", "ramfs", "devtmpfs", "hugetlbfs"})
 NETWORK_FS = frozenset(
-    {"lustre", "nfs", "nfs4", "cifs", "smb3", "gpfs", "beegfs", "ceph", "glusterfs", "9p", "virtiofs", "pvfs2", "orangefs"}
+    {
+        "lustre",
+        "nfs",
+        "nfs4",
+        "cifs",
+        "smb3",
+        "gpfs",
+        "beegfs",
+        "ceph",
+        "glusterfs",
+        "9p",
+        "virtiofs",
+        "pvfs2",
+        "orangefs",
+    }
 )

@@ -34,6 +34,8 @@ def check(st: View, key: str) -> None:
     if fs in wanted or st.get("fs_check") is False:
         return
     choose = key if key == "storage" else f"storage@{key}"
-    raise ConfigError(f"{choose}={st.name} needs its root on {' or '.join(wanted)}, but {key}.root={root} is on {fs}: "
-                      f"give a folder on {wanted[0]}, or {choose}=local for a folder on {fs}; to measure it anyway under "
-                      f"{st.name}'s name: {key}.fs_check=false (recorded; the report judges no claim of the paper on it)")
+    raise ConfigError(
+        f"{choose}={st.name} needs its root on {' or '.join(wanted)}, but {key}.root={root} is on {fs}: "
+        f"give a folder on {wanted[0]}, or {choose}=local for a folder on {fs}; to measure it anyway under "
+        f"{st.name}'s name: {key}.fs_check=false (recorded; the report judges no claim of the paper on it)"
+    )

@@ -52,7 +52,7 @@ def parse_fio(text: str, rw: str, with_flush: bool = False) -> tuple[float, int]
     The time is the group's ``runtime`` (the slowest job); ``with_flush`` takes the single job's
     ``job_runtime`` instead, which includes the end_fsync that ``runtime`` leaves out.
     """
-    data = json.loads(text[text.index("{"):])
+    data = json.loads(text[text.index("{") :])
     jobs = data["jobs"]
     nbytes = sum(j[rw]["io_bytes"] for j in jobs)
     runtime_ms = max((j.get("job_runtime") if with_flush else None) or j[rw]["runtime"] for j in jobs)
@@ -98,14 +98,45 @@ def sequential(path: Path, size_bytes: int, rw: str, which: str | None = None) -
     if which == "ior":
         with tempfile.TemporaryDirectory() as d:
             summary = Path(d) / "ior.json"
-            cmd = ["ior", "-a", "POSIX", "-B", "-e", "-k", "-t", "1m", "-b", str(size_bytes), "-s", "1", "-i", "1",
-                   "-w" if rw == "write" else "-r", "-o", name, "-O", "summaryFormat=JSON",
-                   "-O", f"summaryFile={summary}"]
+            cmd = [
+                "ior",
+                "-a",
+                "POSIX",
+                "-B",
+                "-e",
+                "-k",
+                "-t",
+                "1m",
+                "-b",
+                str(size_bytes),
+                "-s",
+                "1",
+                "-i",
+                "1",
+                "-w" if rw == "write" else "-r",
+                "-o",
+                name,
+                "-O",
+                "summaryFormat=JSON",
+                "-O",
+                f"summaryFile={summary}",
+            ]
             _run(cmd, cwd)
             mb = parse_ior(json.loads(summary.read_text()), rw)
         return Measured(mb, size_bytes, "ior", _version("ior"), _shown(cwd, cmd))
-    cmd = ["fio", "--output-format=json", f"--name=seq{rw}", f"--filename={name}", f"--size={size_bytes}",
-           f"--rw={rw}", "--bs=1M", "--direct=1", "--ioengine=libaio", "--iodepth=16", "--invalidate=1"]
+    cmd = [
+        "fio",
+        "--output-format=json",
+        f"--name=seq{rw}",
+        f"--filename={name}",
+        f"--size={size_bytes}",
+        f"--rw={rw}",
+        "--bs=1M",
+        "--direct=1",
+        "--ioengine=libaio",
+        "--iodepth=16",
+        "--invalidate=1",
+    ]
     if rw == "write":
         cmd.append("--end_fsync=1")
     mb, nbytes = parse_fio(_run(cmd, cwd), rw, with_flush=rw == "write")
@@ -132,8 +163,18 @@ def small_files(dirs: list[Path], bs: str = "4k") -> Measured:
     cwd = dirs[0].parent
     if any(d.parent != cwd for d in dirs):
         raise ValueError("small_files wants sibling folders (link_farm's)")
-    cmd = ["fio", "--output-format=json", "--group_reporting", "--rw=read", f"--bs={bs}", "--ioengine=psync",
-           "--direct=0", "--invalidate=1", "--file_service_type=sequential", "--openfiles=8"]
+    cmd = [
+        "fio",
+        "--output-format=json",
+        "--group_reporting",
+        "--rw=read",
+        f"--bs={bs}",
+        "--ioengine=psync",
+        "--direct=0",
+        "--invalidate=1",
+        "--file_service_type=sequential",
+        "--openfiles=8",
+    ]
     for k, d in enumerate(dirs):
         cmd += [f"--name=j{k}", f"--opendir={_safe_name(d.name)}"]
     mb, nbytes = parse_fio(_run(cmd, cwd), "read")

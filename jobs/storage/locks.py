@@ -56,15 +56,24 @@ def hold(lp: Path, what: str, timeout_s: float | None = None) -> Iterator[float]
         except BlockingIOError:
             now = time.monotonic()
             timed_out = timeout_s is not None and now - t0 >= timeout_s
-            holder = holder_of(fd) if now >= note_at or timed_out else ""  # only when it is said: it reads /proc
+            holder = (
+                holder_of(fd) if now >= note_at or timed_out else ""
+            )  # only when it is said: it reads /proc
             os.close(fd)
             if now >= note_at:
-                log.warning("waiting for %s, which is measuring %s (%s)%s", holder, what, lp,
-                            f"; waited {(now - t0) / 60:.0f} min so far" if now - t0 >= 1 else "")
+                log.warning(
+                    "waiting for %s, which is measuring %s (%s)%s",
+                    holder,
+                    what,
+                    lp,
+                    f"; waited {(now - t0) / 60:.0f} min so far" if now - t0 >= 1 else "",
+                )
                 note_at += NOTE_EVERY_S
             if timed_out:
-                raise LockTimeout(f"{holder} held {what} ({lp}) for longer than platform.lock_timeout_min="
-                                  f"{timeout_s / 60:g}") from None
+                raise LockTimeout(
+                    f"{holder} held {what} ({lp}) for longer than platform.lock_timeout_min="
+                    f"{timeout_s / 60:g}"
+                ) from None
             time.sleep(POLL_S)
             continue
         if _still_named(fd, lp):
@@ -91,12 +100,18 @@ def _open_shared(lp: Path) -> int:
     FIFO or device is refused, never opened as a file."""
     dfd = owned.shared_dir(lp.parent, "platform.lock_dir")
     try:
-        fd = os.open(lp.name, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644,
-                     dir_fd=dfd)
+        fd = os.open(
+            lp.name,
+            os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+            0o644,
+            dir_fd=dfd,
+        )
     except OSError as e:
         kind = "a link" if e.errno == errno.ELOOP else f"not a lock file ({e.strerror})"
-        raise owned.NotOurs(f"platform.lock_dir: {lp} is {kind}: the tool never follows another user's link "
-                            "or opens what is not a plain file; its owner should remove it") from None
+        raise owned.NotOurs(
+            f"platform.lock_dir: {lp} is {kind}: the tool never follows another user's link "
+            "or opens what is not a plain file; its owner should remove it"
+        ) from None
     finally:
         os.close(dfd)
     if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -128,9 +143,17 @@ def holder_of(fd: int) -> str:
         table = ""
     for line in table.splitlines():
         f = line.split()
-        if len(f) >= 6 and f[1] == "FLOCK" and f[5] == key and f[4].isdigit() and os.path.exists(f"/proc/{f[4]}"):
+        if (
+            len(f) >= 6
+            and f[1] == "FLOCK"
+            and f[5] == key
+            and f[4].isdigit()
+            and os.path.exists(f"/proc/{f[4]}")
+        ):
             return _describe(int(f[4]))
-    others = [pid for pid in _openers(st) if pid != os.getpid()]  # the locker may have passed the file on and ended
+    others = [
+        pid for pid in _openers(st) if pid != os.getpid()
+    ]  # the locker may have passed the file on and ended
     return ", ".join(_describe(pid) for pid in others[:3]) if others else "another process"
 
 

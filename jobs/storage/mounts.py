@@ -12,7 +12,7 @@ def mounts() -> Iterator[tuple[str, str, str]]:
     with open("/proc/self/mountinfo") as f:
         for line in f:
             fields = line.split()
-            after = fields[fields.index("-") + 1:]
+            after = fields[fields.index("-") + 1 :]
             yield fields[4], after[0], after[1]
 
 

@@ -38,7 +38,9 @@ def elsewhere(cfg) -> bool:
     return bool(p.get("dry_run")) and str(getattr(kind, "value", kind)) == "slurm"
 
 
-def storage_root(cfg: View, storage: View | None = None, key: str = "storage", memo: dict | None = None) -> str:
+def storage_root(
+    cfg: View, storage: View | None = None, key: str = "storage", memo: dict | None = None
+) -> str:
     """Check the root of a storage tier (``key`` names it in messages: storage, checkpoint.slow, ...);
     returns it. Workloads that touch more tiers check theirs with this. For another machine
     (``elsewhere``) only what the settings say is checked, nothing of this machine."""
@@ -66,15 +68,21 @@ def _check_root(st: View, key: str, here: bool = True) -> str:
         for iops in ("read_iops", "write_iops"):
             v = st.emulate.get(iops)
             if v is not None and v < 1:
-                raise ConfigError(f"{key}.emulate.{iops}={v} must be a positive number of requests per second "
-                                  f"({key}.emulate.{iops}=null: no limit)")
+                raise ConfigError(
+                    f"{key}.emulate.{iops}={v} must be a positive number of requests per second "
+                    f"({key}.emulate.{iops}=null: no limit)"
+                )
         if not here:
             return str(st.root)
         image = os.path.join(str(st.emulate.image_dir), f"{st.name}.img")
         why = tiers.foreign(str(st.name), image, str(st.root), key)
         if why:
             raise ConfigError(f"{key}={st.name}: {why}")
-        owned.check(str(st.emulate.image_dir), f"{key}.emulate.image_dir", own_from=owned.own_from_of(str(st.emulate.image_dir)))
+        owned.check(
+            str(st.emulate.image_dir),
+            f"{key}.emulate.image_dir",
+            own_from=owned.own_from_of(str(st.emulate.image_dir)),
+        )
         owned.check(str(st.root), f"{key}.root")
         return str(st.root)  # the tier's mount point: made when the cell starts
     if st.root == MISSING:
@@ -114,8 +122,10 @@ def _check_modeled(st: View, key: str, here: bool = True) -> str:
     from jobs.storage.modeled import mount
 
     if str(st.model.device) not in mount.DEVICES:
-        raise ConfigError(f"{key}.model.device={st.model.device} is not modelled; modelled devices: "
-                          f"{', '.join(mount.DEVICES)}")
+        raise ConfigError(
+            f"{key}.model.device={st.model.device} is not modelled; modelled devices: "
+            f"{', '.join(mount.DEVICES)}"
+        )
     from jobs.storage.modeled import checks
 
     why = checks.contradiction(st.model, key) or checks.placement(str(st.name), st.model, str(st.root), key)
@@ -124,8 +134,10 @@ def _check_modeled(st: View, key: str, here: bool = True) -> str:
     writable.refuse_system_folder(str(st.model.backing_dir), f"{key}.model.backing_dir")
     why = mount.available() if here else None
     if why:
-        raise ConfigError(f"{key}={st.name}: {why}; use storage=local, or a real device with "
-                          "storage=hdd|ssd|optane storage.root=<its mount point>")
+        raise ConfigError(
+            f"{key}={st.name}: {why}; use storage=local, or a real device with "
+            "storage=hdd|ssd|optane storage.root=<its mount point>"
+        )
     why = mount.geometry_of(st.model).check()
     if why:
         raise ConfigError(f"{key}.model.{why}")
@@ -140,4 +152,9 @@ def _check_modeled(st: View, key: str, here: bool = True) -> str:
     return str(st.root)
 
 
-TOOL_FOLDERS = ("datasets/converted", "staged", "checkpoints", "baseline")  # below the tool's folder (jobs.owned)
+TOOL_FOLDERS = (
+    "datasets/converted",
+    "staged",
+    "checkpoints",
+    "baseline",
+)  # below the tool's folder (jobs.owned)

@@ -122,9 +122,14 @@ class BlkioV1(Controller):
 
     def limits(self, group: Path) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
-        for key, file in (("rbps", "read_bps"), ("wbps", "write_bps"), ("riops", "read_iops"), ("wiops", "write_iops")):
+        for key, file in (
+            ("rbps", "read_bps"),
+            ("wbps", "write_bps"),
+            ("riops", "read_iops"),
+            ("wiops", "write_iops"),
+        ):
             path = group / f"blkio.throttle.{file}_device"
-            for line in (path.read_text().splitlines() if path.exists() else []):
+            for line in path.read_text().splitlines() if path.exists() else []:
                 dev, value = line.split()
                 out.setdefault(dev, {})[key] = int(value)
         return out
@@ -139,23 +144,28 @@ class IoMaxV2(Controller):
         except OSError:
             return f"no cgroup-v2 hierarchy is mounted at {self.root}"
         if "io" not in controllers:
-            return (f"the cgroup-v2 hierarchy at {self.root} has no io controller (it offers "
-                    f"{' '.join(controllers) or 'none'}; io is bound to cgroup v1 here)")
+            return (
+                f"the cgroup-v2 hierarchy at {self.root} has no io controller (it offers "
+                f"{' '.join(controllers) or 'none'}; io is bound to cgroup v1 here)"
+            )
         if "io" not in (self.root / "cgroup.subtree_control").read_text().split():
-            return (f"the io controller of the cgroup-v2 hierarchy at {self.root} is not enabled for child cgroups; "
-                    f"as root: echo +io > {self.root}/cgroup.subtree_control")
+            return (
+                f"the io controller of the cgroup-v2 hierarchy at {self.root} is not enabled for child cgroups; "
+                f"as root: echo +io > {self.root}/cgroup.subtree_control"
+            )
         return None
 
     def limit(self, group: Path, lim: Limits) -> None:
         (group / "io.max").write_text(
             f"{lim.dev} rbps={lim.read_bps} wbps={lim.write_bps} riops={lim.read_iops or 'max'} "
-            f"wiops={lim.write_iops or 'max'}\n")
+            f"wiops={lim.write_iops or 'max'}\n"
+        )
 
     def limits(self, group: Path) -> dict[str, dict[str, int]]:
         """io.max read back; a device line lists only the keys that are limited (``max`` is none)."""
         out: dict[str, dict[str, int]] = {}
         path = group / "io.max"
-        for line in (path.read_text().splitlines() if path.exists() else []):
+        for line in path.read_text().splitlines() if path.exists() else []:
             dev, *pairs = line.split()
             out[dev] = {k: int(v) for k, v in (p.split("=", 1) for p in pairs) if v != "max"}
         return out

@@ -99,7 +99,9 @@ def _image_is_ours(image: str, name: str) -> bool:
     ext4 label. Reads only; ``setup`` writes the marker of an adopted image."""
     if marker(image).exists():
         return True
-    label = subprocess.run(["blkid", "-o", "value", "-s", "LABEL", image], capture_output=True, text=True).stdout.strip()
+    label = subprocess.run(
+        ["blkid", "-o", "value", "-s", "LABEL", image], capture_output=True, text=True
+    ).stdout.strip()
     return bool(label) and label == name[:16]
 
 
@@ -109,16 +111,24 @@ def foreign(name: str, image: str, mount: str, key: str = "storage") -> str | No
     image's path that it did not create."""
     at = _mount_at(mount)
     if at is not None and not _ours_mounted(image, mount):
-        return (f"{key}.root={mount} has {at[0]} from {at[1]} mounted, which iocampaign did not mount "
-                f"(it unmounts only its own tiers): unmount it yourself or choose another {key}.root")
+        return (
+            f"{key}.root={mount} has {at[0]} from {at[1]} mounted, which iocampaign did not mount "
+            f"(it unmounts only its own tiers): unmount it yourself or choose another {key}.root"
+        )
     if at is None and os.path.isdir(mount) and any(os.scandir(mount)):
-        return (f"{key}.root={mount} is a folder with files in it: the emulated tier would be mounted over "
-                f"them; choose an empty or new folder for {key}.root")
+        return (
+            f"{key}.root={mount} is a folder with files in it: the emulated tier would be mounted over "
+            f"them; choose an empty or new folder for {key}.root"
+        )
     if os.path.exists(mount) and not os.path.isdir(mount):
         return f"{key}.root={mount} exists and is not a folder"
-    if os.path.lexists(image) and (not os.path.isfile(image) or os.path.islink(image) or not _image_is_ours(image, name)):
-        return (f"{key}.emulate.image_dir holds {image}, which iocampaign did not create: move it away or "
-                f"set {key}.emulate.image_dir to another folder")
+    if os.path.lexists(image) and (
+        not os.path.isfile(image) or os.path.islink(image) or not _image_is_ours(image, name)
+    ):
+        return (
+            f"{key}.emulate.image_dir holds {image}, which iocampaign did not create: move it away or "
+            f"set {key}.emulate.image_dir to another folder"
+        )
     return None
 
 
@@ -144,15 +154,25 @@ def cleanup(name: str, image: str, mount: str) -> list[str]:
     return done
 
 
-def setup(name: str, image_dir: str, mount: str, size_gb: float, read_mb_s: float, write_mb_s: float,
-          read_iops: int = 0, write_iops: int = 0) -> Tier:
+def setup(
+    name: str,
+    image_dir: str,
+    mount: str,
+    size_gb: float,
+    read_mb_s: float,
+    write_mb_s: float,
+    read_iops: int = 0,
+    write_iops: int = 0,
+) -> Tier:
     """Build (or rebuild after a crash) the tier and return it; the image file (allocated, not sparse),
     and the data on it, is kept between runs. Raises TierError, touching nothing, when the mount
     point or the image path holds something the project did not make."""
     why = available()
     if why:
-        raise TierError(f"storage={name}: {why}; without root use storage=local, or a real device with "
-                        f"storage=hdd|ssd|optane storage.root=<its mount point>")
+        raise TierError(
+            f"storage={name}: {why}; without root use storage=local, or a real device with "
+            f"storage=hdd|ssd|optane storage.root=<its mount point>"
+        )
     image = str(Path(image_dir) / f"{name}.img")
     why = foreign(name, image, mount)
     if why:
@@ -183,8 +203,19 @@ def setup(name: str, image_dir: str, mount: str, size_gb: float, read_mb_s: floa
         st = os.stat(loop)
         dev = f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}"
         cg = ctl.group(name)
-        tier = Tier(name, image, loop, dev, mount, str(cg), int(read_mb_s * 1e6), int(write_mb_s * 1e6),
-                    int(read_iops or 0), int(write_iops or 0), ctl.name)
+        tier = Tier(
+            name,
+            image,
+            loop,
+            dev,
+            mount,
+            str(cg),
+            int(read_mb_s * 1e6),
+            int(write_mb_s * 1e6),
+            int(read_iops or 0),
+            int(write_iops or 0),
+            ctl.name,
+        )
         ctl.limit(cg, tier.limits)
     except Exception:
         cleanup(name, image, mount)

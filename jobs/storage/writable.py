@@ -11,15 +11,50 @@ from jobs.errors import ConfigError
 # Folders of the operating system, refused with everything below them: writing a dataset there (as root)
 # fills or damages the system. /dev/shm is the shared-memory tmpfs, a tier of its own (storage=tmpfs);
 # /run/media and /run/user are where desktops mount removable drives and keep a user's runtime files.
-SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin",
-                "/sys", "/usr", "/var/backups", "/var/cache", "/var/lib", "/var/lock", "/var/log", "/var/mail",
-                "/var/run", "/var/spool")
+SYSTEM_TREES = (
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/proc",
+    "/run",
+    "/sbin",
+    "/sys",
+    "/usr",
+    "/var/backups",
+    "/var/cache",
+    "/var/lib",
+    "/var/lock",
+    "/var/log",
+    "/var/mail",
+    "/var/run",
+    "/var/spool",
+)
 SYSTEM_EXCEPTIONS = ("/dev/shm", "/run/media", "/run/user")
 # Folders refused themselves, but whose sub-folders are a user's to choose (/var/tmp, /home/<user>/data).
 SYSTEM_FOLDERS = ("/", "/home", "/root", "/var")
 # File systems that are interfaces of the kernel: they take no data files whatever their permissions say.
-PSEUDO_FS = ("bpf", "cgroup", "cgroup2", "configfs", "debugfs", "devpts", "efivarfs", "fusectl",
-             "hugetlbfs", "mqueue", "proc", "pstore", "securityfs", "sysfs", "tracefs")
+PSEUDO_FS = (
+    "bpf",
+    "cgroup",
+    "cgroup2",
+    "configfs",
+    "debugfs",
+    "devpts",
+    "efivarfs",
+    "fusectl",
+    "hugetlbfs",
+    "mqueue",
+    "proc",
+    "pstore",
+    "securityfs",
+    "sysfs",
+    "tracefs",
+)
 
 
 def _inside(path: str, folder: str) -> bool:
@@ -44,10 +79,15 @@ def refuse_system_folder(path: str, setting: str) -> None:
         return
     real = os.path.realpath(path)
     link = "" if real == os.path.abspath(path) else f" (a link to {real})"
-    what = ("the root of the file system" if folder == "/" else
-            f"{'in ' if real != folder else ''}{folder}, a folder of the operating system")
-    raise ConfigError(f"{setting}={path}{link} is {what}: the tool would write its files there; choose a folder of "
-                      "your own, e.g. under /var/tmp or a scratch folder")
+    what = (
+        "the root of the file system"
+        if folder == "/"
+        else f"{'in ' if real != folder else ''}{folder}, a folder of the operating system"
+    )
+    raise ConfigError(
+        f"{setting}={path}{link} is {what}: the tool would write its files there; choose a folder of "
+        "your own, e.g. under /var/tmp or a scratch folder"
+    )
 
 
 def _fs_type(path: str) -> str:

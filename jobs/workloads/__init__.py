@@ -46,7 +46,13 @@ class Figure:
 
 # The paper's data layout (one JPEG per file, read in a full shuffle, where it lies, by one process): the rows
 # its figures draw.
-PAPER_LAYOUT = (("format", "files"), ("shuffle", "global"), ("stage", ""), ("tasks_per_cell", 1), ("service", 0))
+PAPER_LAYOUT = (
+    ("format", "files"),
+    ("shuffle", "global"),
+    ("stage", ""),
+    ("tasks_per_cell", 1),
+    ("service", 0),
+)
 
 
 @dataclass
@@ -94,8 +100,12 @@ class Workload:
     needs_dataset: ClassVar[bool] = True
     posix_traceable: ClassVar[bool] = True  # trace.posix=true can trace its runs (TensorFlow's own I/O)
     in_tensorflow: ClassVar[bool] = True  # its runs call TensorFlow: signals wait for its interrupts.check()
-    uses_keras: ClassVar[bool] = True  # it builds Keras models (False: TensorFlow is imported without Keras's code)
-    shardable: ClassVar[bool] = False  # a run can be N tasks each reading its shard (platform.tasks_per_node > 1)
+    uses_keras: ClassVar[bool] = (
+        True  # it builds Keras models (False: TensorFlow is imported without Keras's code)
+    )
+    shardable: ClassVar[bool] = (
+        False  # a run can be N tasks each reading its shard (platform.tasks_per_node > 1)
+    )
     service_ready: ClassVar[bool] = False  # its pipeline can run on the tf.data service (input.service=true)
     prefetches_to_device: ClassVar[bool] = False  # it trains on a device prefetch_to=device can fill
     min_batches: ClassVar[int] = 1  # full batches a run (each task of it) must get
@@ -124,7 +134,9 @@ class Workload:
 
     def describe(self, result: dict) -> str:
         """What one run measured, for the log line."""
-        return ", ".join(f"{m.name} {result[m.name]:.3g} {m.unit}" for m in self.metrics if result.get(m.name) is not None)
+        return ", ".join(
+            f"{m.name} {result[m.name]:.3g} {m.unit}" for m in self.metrics if result.get(m.name) is not None
+        )
 
 
 # Every run reports these (the runner fills in the cache evidence).
@@ -138,10 +150,14 @@ def register(cls: type[Workload]) -> type[Workload]:
     from hydra.core.config_store import ConfigStore
 
     if cls.name in _REGISTRY and type(_REGISTRY[cls.name]) is not cls:
-        raise WorkloadError(f"two workloads are named {cls.name!r}: {type(_REGISTRY[cls.name]).__module__} and {cls.__module__}")
+        raise WorkloadError(
+            f"two workloads are named {cls.name!r}: {type(_REGISTRY[cls.name]).__module__} and {cls.__module__}"
+        )
     for m in cls.metrics:
         declare(m)
-    ConfigStore.instance().store(group="workload", name=f"{cls.name}_schema", node=cls.schema, provider="iocampaign")
+    ConfigStore.instance().store(
+        group="workload", name=f"{cls.name}_schema", node=cls.schema, provider="iocampaign"
+    )
     _REGISTRY[cls.name] = cls()
     return cls
 
@@ -169,7 +185,9 @@ def get(kind: str) -> Workload:
     try:
         return _REGISTRY[kind]
     except KeyError:
-        raise KeyError(f"workload.kind={kind} is not a registered workload; registered: {', '.join(sorted(_REGISTRY))}") from None
+        raise KeyError(
+            f"workload.kind={kind} is not a registered workload; registered: {', '.join(sorted(_REGISTRY))}"
+        ) from None
 
 
 def names() -> list[str]:
@@ -182,7 +200,9 @@ def figures() -> list[tuple[str, Figure]]:
     """(kind, figure) of every registered workload's figures, in the report's order."""
     if not _discovered[0]:  # importing one workload's engine registers that one only
         discover()
-    return sorted(((k, f) for k, w in _REGISTRY.items() for f in w.figures), key=lambda kf: (kf[1].order, kf[1].key))
+    return sorted(
+        ((k, f) for k, w in _REGISTRY.items() for f in w.figures), key=lambda kf: (kf[1].order, kf[1].key)
+    )
 
 
 def check_result(w: Workload, result: dict) -> None:
@@ -190,8 +210,10 @@ def check_result(w: Workload, result: dict) -> None:
     declared = set(COMMON_KEYS) | {m.name for m in w.metrics} | set(w.record_keys)
     extra = sorted(set(result) - declared)
     if extra:
-        raise WorkloadError(f"workload {w.name} returned undeclared keys {extra}: declare them in its metrics "
-                            "(with a unit) or record_keys")
+        raise WorkloadError(
+            f"workload {w.name} returned undeclared keys {extra}: declare them in its metrics "
+            "(with a unit) or record_keys"
+        )
     missing = [k for k in COMMON_KEYS if k not in result]
     if missing:
         raise WorkloadError(f"workload {w.name} did not return {missing}")

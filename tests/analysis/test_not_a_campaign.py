@@ -38,7 +38,10 @@ def test_which_folders_are_campaigns(tmp_path):
     mine.mkdir()
     (mine / "paper.txt").write_text("my notes on the paper\n")  # a user's file of that name proves nothing
     line = build.not_a_campaign(mine)
-    assert line.startswith(f"{mine} is not a campaign folder: a campaign folder holds plan.json") and "\n" not in line
+    assert (
+        line.startswith(f"{mine} is not a campaign folder: a campaign folder holds plan.json")
+        and "\n" not in line
+    )
     assert line.endswith("nothing was written")
     assert build.not_a_campaign(tmp_path) is not None  # the folder that holds them all
 
@@ -52,7 +55,9 @@ def test_a_folder_of_campaigns_is_refused_and_nothing_is_written(tmp_path, capsy
     err = capsys.readouterr().err
     assert err.startswith(f"analysis: {top} is not a campaign folder") and err.count("\n") == 1
     assert _files(top) == before
-    assert main([str(top / "2026-01-01" / "10-00-00")]) == 1  # a campaign itself: analysed (its cell is missing)
+    assert (
+        main([str(top / "2026-01-01" / "10-00-00")]) == 1
+    )  # a campaign itself: analysed (its cell is missing)
     assert (top / "2026-01-01" / "10-00-00" / "results.csv").exists()
 
 

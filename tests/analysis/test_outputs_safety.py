@@ -25,8 +25,14 @@ MANIFEST = ".iocampaign-outputs.json"
 def _run(module: str, *args: str, cwd: Path, timeout: int = 120) -> subprocess.CompletedProcess:
     """``python -m <module> ...`` as a user runs it; a hang fails the test instead of stalling the suite."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _one_line(p: subprocess.CompletedProcess) -> str:
@@ -52,8 +58,19 @@ def _snapshot(folder: Path) -> dict[str, str]:
 def finished(tmp_path_factory) -> Path:
     """A finished campaign folder: one AlexNet cell, analysed by the campaign itself."""
     cwd = tmp_path_factory.mktemp("outputs-safety")
-    p = campaign("-m", "workload=alexnet_small", "threads=1", "storage=local", "dataset.num_images=64",
-                 "batch_size=16", "repeats=1", "warmup=0", "hydra.sweep.dir=done", cwd=cwd, timeout=300)
+    p = campaign(
+        "-m",
+        "workload=alexnet_small",
+        "threads=1",
+        "storage=local",
+        "dataset.num_images=64",
+        "batch_size=16",
+        "repeats=1",
+        "warmup=0",
+        "hydra.sweep.dir=done",
+        cwd=cwd,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     assert (cwd / "done" / "results.csv").is_file()
     return cwd / "done"
@@ -114,7 +131,11 @@ def test_a_link_in_place_of_one_of_the_tools_own_tables_is_refused_not_followed(
     (d / "cells.csv").symlink_to(victim)  # the manifest still lists cells.csv as the tool's
     before = _snapshot(d)
     p = _run("analysis", str(d), cwd=tmp_path)
-    assert p.returncode == 2 and "cells.csv is a symbolic link" in _one_line(p) and "nothing was written" in p.stderr
+    assert (
+        p.returncode == 2
+        and "cells.csv is a symbolic link" in _one_line(p)
+        and "nothing was written" in p.stderr
+    )
     assert victim.read_bytes() == b"precious\n" and _snapshot(d) == before
 
 
@@ -140,7 +161,9 @@ def test_a_fifo_under_a_tools_name_is_refused_in_one_line_never_waited_on(finish
         assert "MISSING cell 0" in p.stdout
     else:
         line = _one_line(p)
-        assert p.returncode == 2 and f"{d / name} is a FIFO" in line and line.endswith("nothing was written"), line
+        assert (
+            p.returncode == 2 and f"{d / name} is a FIFO" in line and line.endswith("nothing was written")
+        ), line
         assert _snapshot(d) == before
 
 
@@ -149,7 +172,15 @@ def test_compare_and_profile_refuse_bad_options_in_one_line_and_write_nothing(fi
     mine.write_bytes(b"the user's file\n")
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    p = _run("analysis", "compare", str(finished), str(finished), "--csv", str(tmp_path / "missing" / "x.csv"), cwd=cwd)
+    p = _run(
+        "analysis",
+        "compare",
+        str(finished),
+        str(finished),
+        "--csv",
+        str(tmp_path / "missing" / "x.csv"),
+        cwd=cwd,
+    )
     assert p.returncode == 2 and f"--csv {tmp_path / 'missing' / 'x.csv'}: its folder" in _one_line(p)
     assert not (tmp_path / "missing").exists() and p.stdout == ""
     p = _run("analysis", "compare", str(finished), str(finished), "--ignore", "storage,nosuch.key", cwd=cwd)
@@ -159,8 +190,17 @@ def test_compare_and_profile_refuse_bad_options_in_one_line_and_write_nothing(fi
     p = _run("analysis", "profile", str(finished), "--name", "here", "--out", str(mine), cwd=cwd)
     assert p.returncode == 2 and f"--out {mine}: {mine} exists and is not a folder" in _one_line(p)
     assert mine.read_bytes() == b"the user's file\n" and list(cwd.iterdir()) == []
-    p = _run("analysis", "compare", str(finished), str(finished), "--ignore", "storage.name", "--csv", "pair.csv",
-             cwd=cwd)
+    p = _run(
+        "analysis",
+        "compare",
+        str(finished),
+        str(finished),
+        "--ignore",
+        "storage.name",
+        "--csv",
+        "pair.csv",
+        cwd=cwd,
+    )
     assert p.returncode == 0 and (cwd / "pair.csv").read_text().startswith("workload.name,paired,"), p.stderr
 
 

@@ -14,17 +14,33 @@ from analysis import compare
 from conftest import ROOT, analysis, campaign
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-needs_chromium = pytest.mark.skipif(CHROMIUM is None and os.environ.get("CI") != "true",
-                                    reason="chromium not installed (apt-get install chromium)")
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None and os.environ.get("CI") != "true",
+    reason="chromium not installed (apt-get install chromium)",
+)
 
 
 def _dom(path, tmp_path) -> str:
     assert CHROMIUM, "CI=true but chromium is not installed"
     p = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={tmp_path / 'chromium'}", "--virtual-time-budget=10000", "--dump-dom", path.as_uri()],
-        capture_output=True, text=True, timeout=120,
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'chromium'}",
+            "--virtual-time-budget=10000",
+            "--dump-dom",
+            path.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert p.returncode == 0, p.stderr[-2000:]
     return p.stdout
@@ -37,7 +53,16 @@ def test_paper_campaign_runs_every_grid(paper):
     assert set(cells["status"]) == {"completed"}
     results = pd.read_csv(paper / "results.csv")
     assert set(results["workload"]) == {"baseline", "microbench", "readonly", "alexnet", "checkpoint"}
-    for name in ("table_i.png", "fig4.png", "fig5.png", "fig6.png", "fig7.png", "fig8.png", "fig9.png", "fig10.png"):
+    for name in (
+        "table_i.png",
+        "fig4.png",
+        "fig5.png",
+        "fig6.png",
+        "fig7.png",
+        "fig8.png",
+        "fig9.png",
+        "fig10.png",
+    ):
         assert (paper / name).stat().st_size > 0, name
 
 
@@ -47,16 +72,31 @@ def test_report_opens_in_a_browser_with_every_figure(paper, tmp_path):
     m = re.search(r'id="figure-check"[^>]*>figures loaded: (\d+)/(\d+)([^<]*)<', dom)
     assert m, "the page's figure check did not run"
     assert m[1] == m[2] == "8" and m[3] == "", m[0]
-    assert re.search(r'<p id="figure-check" hidden="?"?>', dom), "the check is for the tests, not a line for readers"
-    for text in ("Comparison with the paper", "Table I", "Machine and software", "hdd_speedup_2", "burst_buffer_speedup",
-                 "What each tier delivered", "The paper's claims"):
+    assert re.search(r'<p id="figure-check" hidden="?"?>', dom), (
+        "the check is for the tests, not a line for readers"
+    )
+    for text in (
+        "Comparison with the paper",
+        "Table I",
+        "Machine and software",
+        "hdd_speedup_2",
+        "burst_buffer_speedup",
+        "What each tier delivered",
+        "The paper's claims",
+    ):
         assert text in dom, text
     # the claims it could not measure (no HDD, Lustre or burst buffer here) are folded below the measured ones
     claims = pd.read_csv(paper / "claims.csv")
     n = int((claims["status"] == "not measured").sum())
-    folded = re.search(r"<details><summary>(\d+) claims not measured by this campaign[^<]*</summary>(.*?)</details>", dom, re.S)
-    assert folded and int(folded[1]) == n and folded[2].count("<tr>") == n + 1 and "hdd_speedup_2" in folded[2]
-    table = dom[dom.index("Comparison with the paper"):folded.start()]
+    folded = re.search(
+        r"<details><summary>(\d+) claims not measured by this campaign[^<]*</summary>(.*?)</details>",
+        dom,
+        re.S,
+    )
+    assert (
+        folded and int(folded[1]) == n and folded[2].count("<tr>") == n + 1 and "hdd_speedup_2" in folded[2]
+    )
+    table = dom[dom.index("Comparison with the paper") : folded.start()]
     assert "not measured" not in table.split("</p>", 1)[1] and "prefetch" in table
 
 
@@ -79,8 +119,14 @@ def test_every_claim_has_a_verdict(paper):
 
 
 def test_compare_two_campaigns(paper, tmp_path):
-    p = analysis("compare", str(paper / "fig4_fig5"), str(paper / "fig4_fig5"), "--csv", str(tmp_path / "c.csv"),
-                 cwd=tmp_path)
+    p = analysis(
+        "compare",
+        str(paper / "fig4_fig5"),
+        str(paper / "fig4_fig5"),
+        "--csv",
+        str(tmp_path / "c.csv"),
+        cwd=tmp_path,
+    )
     assert p.returncode == 0, p.stderr
     table = pd.read_csv(tmp_path / "c.csv")
     assert "images_per_s_median_ratio" in table.columns and (table["images_per_s_median_ratio"] == 1.0).all()
@@ -91,30 +137,58 @@ def test_compare_two_campaigns(paper, tmp_path):
 def test_compare_pairs_cells_only_when_every_setting_is_equal(tmp_path):
     """Cells that differ in a setting outside results.csv's columns (dataset.num_images) never pair: the
     key that varies is shown, unmatched cells are listed and counted, not multiplied into false ratios."""
-    common = ["workload=readonly", "batch_size=8", "repeats=1", "warmup=0", "threads=1", f"storage.root={tmp_path}"]
+    common = [
+        "workload=readonly",
+        "batch_size=8",
+        "repeats=1",
+        "warmup=0",
+        "threads=1",
+        f"storage.root={tmp_path}",
+    ]
     for name, sizes in (("A", "16,32"), ("B", "32,48")):
-        p = campaign("-m", *common, f"dataset.num_images={sizes}", f"hydra.sweep.dir={tmp_path / name}", cwd=tmp_path)
+        p = campaign(
+            "-m", *common, f"dataset.num_images={sizes}", f"hydra.sweep.dir={tmp_path / name}", cwd=tmp_path
+        )
         assert p.returncode == 0, p.stderr[-2000:]
-        assert "cell 1/2 (#0, ≈ " in p.stdout and "cell 2/2 (#1, about " in p.stdout  # progress, with the time left
-    p = analysis("compare", str(tmp_path / "A"), str(tmp_path / "B"), "--csv", str(tmp_path / "c.csv"), cwd=tmp_path)
+        assert (
+            "cell 1/2 (#0, ≈ " in p.stdout and "cell 2/2 (#1, about " in p.stdout
+        )  # progress, with the time left
+    p = analysis(
+        "compare", str(tmp_path / "A"), str(tmp_path / "B"), "--csv", str(tmp_path / "c.csv"), cwd=tmp_path
+    )
     assert p.returncode == 0, p.stderr
     assert "1 cell paired; told apart by dataset.num_images" in p.stdout
     assert "1 cell of A and 1 of B have no counterpart" in p.stderr
     assert max(len(line) for line in p.stdout.splitlines()) <= 160
     t = pd.read_csv(tmp_path / "c.csv").set_index("dataset.num_images")
     assert sorted(t.index) == [16.0, 32.0, 48.0]
-    assert t.loc[32, "paired"] == "both" and t.loc[16, "paired"] == "only in A" and t.loc[48, "paired"] == "only in B"
-    assert pd.notna(t.loc[32, "images_per_s_median_ratio"]) and pd.isna(t.loc[16, "images_per_s_median_ratio"])
+    assert (
+        t.loc[32, "paired"] == "both"
+        and t.loc[16, "paired"] == "only in A"
+        and t.loc[48, "paired"] == "only in B"
+    )
+    assert pd.notna(t.loc[32, "images_per_s_median_ratio"]) and pd.isna(
+        t.loc[16, "images_per_s_median_ratio"]
+    )
     # leaving out the setting that tells A's own cells apart cannot pair them: one line, no table
-    p = analysis("compare", str(tmp_path / "A"), str(tmp_path / "B"), "--ignore", "dataset.num_images", cwd=tmp_path)
-    assert p.returncode == 2 and "2 cells of A are the same cell once dataset.num_images is left out" in p.stderr
+    p = analysis(
+        "compare", str(tmp_path / "A"), str(tmp_path / "B"), "--ignore", "dataset.num_images", cwd=tmp_path
+    )
+    assert (
+        p.returncode == 2 and "2 cells of A are the same cell once dataset.num_images is left out" in p.stderr
+    )
     assert p.stdout == ""
 
 
 def test_status_of_a_paper_study_lists_every_grid(paper, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    p = subprocess.run([sys.executable, "-m", "campaign.status", str(paper)], capture_output=True, text=True, env=env,
-                       cwd=tmp_path)
+    p = subprocess.run(
+        [sys.executable, "-m", "campaign.status", str(paper)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     grids = [line[3:] for line in p.stdout.splitlines() if line.startswith("== ")]
     assert grids == ["table1", "fig4_fig5", "fig6_fig8", "fig7", "fig9_fig10"]
@@ -123,5 +197,8 @@ def test_status_of_a_paper_study_lists_every_grid(paper, tmp_path):
 
 def test_the_report_lists_cells_in_the_order_the_study_ran_them(paper):
     page = (paper / "report.html").read_text()
-    firsts = [page.index(f"<td>{grid}/0</td>") for grid in ("table1", "fig4_fig5", "fig6_fig8", "fig7", "fig9_fig10")]
+    firsts = [
+        page.index(f"<td>{grid}/0</td>")
+        for grid in ("table1", "fig4_fig5", "fig6_fig8", "fig7", "fig9_fig10")
+    ]
     assert firsts == sorted(firsts)

@@ -11,13 +11,35 @@ import pandas as pd
 from analysis import bounds, capacity, compare, figures, tables
 from analysis.report import write_report
 
-CAPACITY_ROW = {"tier": "local", "accelerator": "resnet50_a100", "batch_size": 64, "step_time_s": 0.151,
-                "profile_batch_size": 64, "au_threshold": 0.9, "tier_images_per_s": 6025.0, "tier_mb_per_s": 751.0,
-                "core_images_per_s": 567.0, "cores": 2, "threads": 1, "nodes": 1, "kernels": 1,
-                "demand_images_per_s": 381.5, "predicted_storage_n": 15, "predicted_cpu_n": 2, "predicted_n": 2,
-                "predicted_limit": "cpu", "measured_n": 1, "measured_total": 1, "error_n": -1, "au_at_n": 99.2,
-                "mb_per_s_at_n": 47.0, "au_at_n_plus_1": 89.8, "bound_at_n_plus_1": "cpu", "counts_tried": "1 2 3",
-                "note": ""}
+CAPACITY_ROW = {
+    "tier": "local",
+    "accelerator": "resnet50_a100",
+    "batch_size": 64,
+    "step_time_s": 0.151,
+    "profile_batch_size": 64,
+    "au_threshold": 0.9,
+    "tier_images_per_s": 6025.0,
+    "tier_mb_per_s": 751.0,
+    "core_images_per_s": 567.0,
+    "cores": 2,
+    "threads": 1,
+    "nodes": 1,
+    "kernels": 1,
+    "demand_images_per_s": 381.5,
+    "predicted_storage_n": 15,
+    "predicted_cpu_n": 2,
+    "predicted_n": 2,
+    "predicted_limit": "cpu",
+    "measured_n": 1,
+    "measured_total": 1,
+    "error_n": -1,
+    "au_at_n": 99.2,
+    "mb_per_s_at_n": 47.0,
+    "au_at_n_plus_1": 89.8,
+    "bound_at_n_plus_1": "cpu",
+    "counts_tried": "1 2 3",
+    "note": "",
+}
 
 
 def _head(page: str) -> str:
@@ -39,8 +61,15 @@ def test_a_capacity_search_report_opens_with_its_answer(paper, tmp_path):
     assert "How many accelerators" in head and "<h2>Answer</h2>" in head
     assert capacity.answer_line(CAPACITY_ROW) in head.replace("&gt;", ">")
     assert "predicted 2 (limit: cpu)" in head
-    for absent in ("comparable claims", "not measured", "What each tier delivered", "Table I", 'id="fig4"',
-                   "Comparison with the paper", "<em>none</em>"):
+    for absent in (
+        "comparable claims",
+        "not measured",
+        "What each tier delivered",
+        "Table I",
+        'id="fig4"',
+        "Comparison with the paper",
+        "<em>none</em>",
+    ):
         assert absent not in page, absent
 
 
@@ -48,9 +77,22 @@ def test_the_capacity_evidence_per_count_is_narrow_with_units(tmp_path):
     """Per accelerator count: AU, whether it held, the aggregate rate beside the need and the tier's measured
     rate, and the bound, in a few columns whose headers carry their units."""
     pd.DataFrame([CAPACITY_ROW]).to_csv(tmp_path / capacity.CAPACITY, index=False)
-    runs = [{"kind": "emulated", "storage": "local", "tasks_per_cell": n, "nodes": 1, "train_au_percentage": au,
-             "mb_per_s": 40.0 * n, "images_per_s": 380.0 * n * au / 100, "bound": "cpu", "cpu_share": 0.95,
-             "cache_state": "cold", "bound_reason": "CPU-bound"} for n, au in ((1, 99.0), (2, 89.0), (3, 63.0))]
+    runs = [
+        {
+            "kind": "emulated",
+            "storage": "local",
+            "tasks_per_cell": n,
+            "nodes": 1,
+            "train_au_percentage": au,
+            "mb_per_s": 40.0 * n,
+            "images_per_s": 380.0 * n * au / 100,
+            "bound": "cpu",
+            "cpu_share": 0.95,
+            "cache_state": "cold",
+            "bound_reason": "CPU-bound",
+        }
+        for n, au in ((1, 99.0), (2, 89.0), (3, 63.0))
+    ]
     pd.DataFrame(runs).to_csv(tmp_path / "results.csv", index=False)
     ev = capacity.evidence(tmp_path)
     assert list(ev["accelerators"]) == [1, 2, 3] and list(ev["held ≥ 90%"]) == ["yes", "no", "no"]
@@ -65,13 +107,17 @@ def test_the_paper_report_says_its_verdicts_in_words(paper):
     """The first section counts the verdicts in a sentence and gives each claim's reason in the claim's own
     words (paper_claims.yaml), never its internal id."""
     page = (paper / "report.html").read_text()
-    head = page[page.index("<h1>"):page.index("<h2>Comparison with the paper</h2>")]
+    head = page[page.index("<h1>") : page.index("<h2>Comparison with the paper</h2>")]
     claims = pd.read_csv(paper / "claims.csv")
-    assert "<h2>The paper's claims</h2>" in head and head.index("The paper's claims") < head.index("cells completed")
+    assert "<h2>The paper's claims</h2>" in head and head.index("The paper's claims") < head.index(
+        "cells completed"
+    )
     assert f"{int((claims['status'] == 'not measured').sum())} claims were not measured" in head
     for c in compare.load_claims():
         assert c["id"] not in head, c["id"]
-    assert "HDD max read 163.00 MB/s (IOR)" in head and "it needs runs with storage hdd or emulated_hdd" in head
+    assert (
+        "HDD max read 163.00 MB/s (IOR)" in head and "it needs runs with storage hdd or emulated_hdd" in head
+    )
     prefetch = claims.set_index("id").loc["prefetch_hides_io"]
     assert prefetch["claim"] in head.replace("&#x27;", "'") and "not judged" in head
 
@@ -79,15 +125,20 @@ def test_the_paper_report_says_its_verdicts_in_words(paper):
 def test_no_section_says_only_none(paper):
     page = (paper / "report.html").read_text()
     assert "<em>none</em>" not in page
-    assert ("Failed or missing cells" in page) == bool(pd.read_csv(paper / "cells.csv")["status"].ne("completed").any())
+    assert ("Failed or missing cells" in page) == bool(
+        pd.read_csv(paper / "cells.csv")["status"].ne("completed").any()
+    )
 
 
 def test_a_cells_bound_does_not_flip_on_one_run_just_under_a_threshold(paper):
     """Five runs of a 2-thread cell at 1.72, 1.72, 1.67, 1.67, 1.67 of 2 cores busy: a vote of the runs'
     labels said latency (3 of 5 just under 85%); the median share with the margin says cpu."""
     results = pd.read_csv(paper / "results.csv")
-    one = results[(results["workload"] == "microbench") & (results["storage"] == "local")
-                  & (results["threads"].astype(str) == "2")].iloc[[0]]
+    one = results[
+        (results["workload"] == "microbench")
+        & (results["storage"] == "local")
+        & (results["threads"].astype(str) == "2")
+    ].iloc[[0]]
     runs = pd.concat([one] * 5, ignore_index=True)
     runs["run"] = range(1, 6)
     runs["cpu_share"] = [0.86, 0.86, 0.835, 0.835, 0.835]
@@ -121,5 +172,7 @@ def test_the_hdd_thread_claims_say_what_the_drives_busy_time_allows(paper):
     assert f"a read {0.74 * 1000 / rate:.1f} ms" in how
     # Lustre's servers serve reads side by side: one drive's busy share bounds nothing there (the demo said
     # "the drive was already 2% busy … at most 40.22×" of the modelled Lustre)
-    _, how = compare._thread_speedup(rows.assign(storage="modeled_lustre"), {"threads": 2, "mechanism": "parallel_servers"})
+    _, how = compare._thread_speedup(
+        rows.assign(storage="modeled_lustre"), {"threads": 2, "mechanism": "parallel_servers"}
+    )
     assert "drive was already" not in how

@@ -9,24 +9,48 @@ from benchmarks import readonly_vs_fio
 from jobs.storage import iotools
 
 needs_fio = pytest.mark.skipif(
-    shutil.which("fio") is None and os.environ.get("CI") != "true", reason="fio not installed (apt-get install fio)"
+    shutil.which("fio") is None and os.environ.get("CI") != "true",
+    reason="fio not installed (apt-get install fio)",
 )
 
 
 @needs_fio
 def test_benchmark_prints_tf_as_a_fraction_of_fio(disk_root, capsys):
-    rc = readonly_vs_fio.main(["--storage-root", str(disk_root), "--dataset", "caltech101", "--num-images", "128",
-                               "--threads", "1,2", "--repeats", "1", "--formats", "files,tfrecord", "--shard-mb", "1"])
+    rc = readonly_vs_fio.main(
+        [
+            "--storage-root",
+            str(disk_root),
+            "--dataset",
+            "caltech101",
+            "--num-images",
+            "128",
+            "--threads",
+            "1,2",
+            "--repeats",
+            "1",
+            "--formats",
+            "files,tfrecord",
+            "--shard-mb",
+            "1",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0
     lines = out.splitlines()
     assert "128 files" in lines[0] and "cold cache" in lines[0]
     assert lines[1].split()[:5] == ["format", "threads", "TF", "MB/s", "fio"]
     rows = [line.split() for line in lines[2:]]
-    assert [(r[0], r[1]) for r in rows] == [("files", "1"), ("files", "2"), ("tfrecord", "1"), ("tfrecord", "2")]
+    assert [(r[0], r[1]) for r in rows] == [
+        ("files", "1"),
+        ("files", "2"),
+        ("tfrecord", "1"),
+        ("tfrecord", "2"),
+    ]
     for r in rows:
         tf, fio, ratio, cold = float(r[2]), float(r[3]), float(r[4]), float(r[6])
-        assert tf > 0 and fio > 0 and ratio == pytest.approx(tf / fio, rel=0.05, abs=0.006)  # printed to 2 places
+        assert (
+            tf > 0 and fio > 0 and ratio == pytest.approx(tf / fio, rel=0.05, abs=0.006)
+        )  # printed to 2 places
         assert cold >= 0.9  # TF read the shards from the device, not from memory
     assert not any(p.name.startswith("bench-") for p in (disk_root / "iocampaign").iterdir())
 
@@ -47,12 +71,17 @@ def test_fio_reads_every_byte_of_the_files(tmp_path):
 
 def test_fio_json_parsing_with_notes_before_it():
     text = 'fio: opendir added 4 files\n{"jobs": [{"job_runtime": 13, "read": {"io_bytes": 4000000, "runtime": 8}}]}'
-    assert iotools.parse_fio(text, "read") == (500.0, 4_000_000)  # the group's runtime, not the summed job time
+    assert iotools.parse_fio(text, "read") == (
+        500.0,
+        4_000_000,
+    )  # the group's runtime, not the summed job time
     assert iotools.parse_fio(text, "read", with_flush=True)[0] == pytest.approx(4e6 / 0.013 / 1e6)
 
 
 def test_ior_json_summary_parsing():
-    summary = {"summary": [{"operation": "write", "bwMaxMIB": 100.0}, {"operation": "read", "bwMaxMIB": 200.0}]}
+    summary = {
+        "summary": [{"operation": "write", "bwMaxMIB": 100.0}, {"operation": "read", "bwMaxMIB": 200.0}]
+    }
     assert iotools.parse_ior(summary, "read") == pytest.approx(200 * 1.048576)
     with pytest.raises(RuntimeError, match="no write"):
         iotools.parse_ior({"summary": []}, "write")
@@ -65,12 +94,29 @@ def test_baseline_campaign_writes_table_one(tmp_path, disk_root):
     from conftest import campaign
 
     out = tmp_path / "sweep"
-    p = campaign("-m", "workload=baseline", "storage=local,tmpfs", f"storage.root={disk_root}", "storage.fs_check=false",
-                 "workload.file_gb=0.05", "workload.small_file_threads=[1,2]", "dataset.num_images=64", "batch_size=8",
-                 "repeats=1", "dataset.format=files,tfrecord", "dataset.shard_mb=0.25", f"hydra.sweep.dir={out}", cwd=tmp_path)
+    p = campaign(
+        "-m",
+        "workload=baseline",
+        "storage=local,tmpfs",
+        f"storage.root={disk_root}",
+        "storage.fs_check=false",
+        "workload.file_gb=0.05",
+        "workload.small_file_threads=[1,2]",
+        "dataset.num_images=64",
+        "batch_size=8",
+        "repeats=1",
+        "dataset.format=files,tfrecord",
+        "dataset.shard_mb=0.25",
+        f"hydra.sweep.dir={out}",
+        cwd=tmp_path,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     t = pd.read_csv(out / "table_i.csv")
-    assert list(t["storage"]) == ["local", "tmpfs"] and (t["read_mb_s"] > 0).all() and (t["write_mb_s"] > 0).all()
+    assert (
+        list(t["storage"]) == ["local", "tmpfs"]
+        and (t["read_mb_s"] > 0).all()
+        and (t["write_mb_s"] > 0).all()
+    )
     assert (t["runs"] == 2).all() and set(t["tool"]) == {"fio"}  # both formats' cells measure the tier
     for name in ("table_i.md", "table_i.png", "baselines.csv"):
         assert (out / name).stat().st_size > 0
@@ -82,9 +128,20 @@ def test_baseline_campaign_writes_table_one(tmp_path, disk_root):
     assert b["command"].str.match(r"^cd \S+ && fio ").all()
     # efficiency of a micro-benchmark campaign against this baseline: each format against fio over its own files
     mb = tmp_path / "mb"
-    p = campaign("-m", "workload=readonly", "threads=2", "dataset.format=files,tfrecord", "shuffle=global,local",
-                 f"storage.root={disk_root}", "dataset.num_images=64", "dataset.shard_mb=0.25", "batch_size=8",
-                 "repeats=1", f"hydra.sweep.dir={mb}", cwd=tmp_path)
+    p = campaign(
+        "-m",
+        "workload=readonly",
+        "threads=2",
+        "dataset.format=files,tfrecord",
+        "shuffle=global,local",
+        f"storage.root={disk_root}",
+        "dataset.num_images=64",
+        "dataset.shard_mb=0.25",
+        "batch_size=8",
+        "repeats=1",
+        f"hydra.sweep.dir={mb}",
+        cwd=tmp_path,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     from analysis.__main__ import main
 
@@ -99,13 +156,19 @@ def test_baseline_campaign_writes_table_one(tmp_path, disk_root):
     # the layout figure and the report's table; Fig. 5 keeps to the paper's layout
     assert (mb / "layouts.png").stat().st_size > 0 and (mb / "fig5.png").exists()
     r = pd.read_csv(mb / "results.csv")
-    assert sorted(set(zip(r["format"], r["shuffle"]))) == [("files", "global"), ("files", "local"),
-                                                           ("tfrecord", "global"), ("tfrecord", "local")]
+    assert sorted(set(zip(r["format"], r["shuffle"]))) == [
+        ("files", "global"),
+        ("files", "local"),
+        ("tfrecord", "global"),
+        ("tfrecord", "local"),
+    ]
     from analysis.figures import rows_of
     from jobs import workloads
 
     fig5 = next(f for _, f in workloads.figures() if f.key == "fig5")
-    assert set(zip(*(rows_of(r, "microbench", fig5)[c] for c in ("format", "shuffle")))) == {("files", "global")}
+    assert set(zip(*(rows_of(r, "microbench", fig5)[c] for c in ("format", "shuffle")))) == {
+        ("files", "global")
+    }
     page = (mb / "report.html").read_text()
     assert "Data layout and shuffling" in page and 'alt="layouts"' in page
 
@@ -142,15 +205,43 @@ def test_posix_overhead_benchmark_compares_both_trace_modes_with_untraced_runs(d
     measurement took against the untraced one's, and the traced runs' coverage (every run is whole)."""
     from benchmarks import posix_overhead
 
-    assert posix_overhead.main(["--storage-root", str(disk_root), "--num-images", "64", "--workloads", "readonly",
-                                "--threads", "1", "--rounds", "1", "--repeats", "1", "--cache", "warm"]) == 0
+    assert (
+        posix_overhead.main(
+            [
+                "--storage-root",
+                str(disk_root),
+                "--num-images",
+                "64",
+                "--workloads",
+                "readonly",
+                "--threads",
+                "1",
+                "--rounds",
+                "1",
+                "--repeats",
+                "1",
+                "--cache",
+                "warm",
+            ]
+        )
+        == 0
+    )
     lines = capsys.readouterr().out.splitlines()
     assert "64 files" in lines[0] and "warm-cache measured runs" in lines[0]
-    assert lines[1].split()[:6] == ["workload", "threads", "trace.runs", "untraced", "measured", "measured/untraced"]
+    assert lines[1].split()[:6] == [
+        "workload",
+        "threads",
+        "trace.runs",
+        "untraced",
+        "measured",
+        "measured/untraced",
+    ]
     rows = {r[2]: r for r in (line.split() for line in lines[2:])}
     assert set(rows) == {"all", "extra"}
     for r in rows.values():
         untraced, measured, ratio = float(r[3]), float(r[4]), float(r[5])
         assert untraced > 0 and measured > 0 and ratio > 0
-        assert float(r[8]) > 0 and float(r[10]) >= 0.98 and r[11:] == ["0", "of", "1"], r  # calls/s, coverage, whole
+        assert float(r[8]) > 0 and float(r[10]) >= 0.98 and r[11:] == ["0", "of", "1"], (
+            r
+        )  # calls/s, coverage, whole
     assert float(rows["extra"][7].rstrip("x")) > 1  # the extra run and its traced child cost time, not rate

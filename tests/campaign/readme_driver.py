@@ -26,9 +26,19 @@ def main() -> None:
                 status = 99
                 print(f"{type(e).__name__}: {e}", file=err)
         said = out.getvalue()
-        print(json.dumps({"argv": argv, "status": status, "out": said[-1500:], "err": err.getvalue()[-1500:],
-                          "dry_runs": said.count("(nothing was run or written)") + said.count("(nothing was submitted)")}),
-              flush=True)
+        print(
+            json.dumps(
+                {
+                    "argv": argv,
+                    "status": status,
+                    "out": said[-1500:],
+                    "err": err.getvalue()[-1500:],
+                    "dry_runs": said.count("(nothing was run or written)")
+                    + said.count("(nothing was submitted)"),
+                }
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -67,14 +67,28 @@ def test_a_folder_on_another_file_system_than_its_tier(cwd, tmp_path):
     shm = Path(tempfile.mkdtemp(prefix="iocampaign-test-", dir="/dev/shm"))
     try:
         make_jpegs(shm / "data", 8)
-        line = _fails_with(cwd, f"dataset.path={shm / 'data'} is on tmpfs", "dataset.source=folder",
-                           f"dataset.path={shm / 'data'}", f"storage.root={tmp_path}", "batch_size=4", "repeats=1")
+        line = _fails_with(
+            cwd,
+            f"dataset.path={shm / 'data'} is on tmpfs",
+            "dataset.source=folder",
+            f"dataset.path={shm / 'data'}",
+            f"storage.root={tmp_path}",
+            "batch_size=4",
+            "repeats=1",
+        )
         assert "would read tmpfs and be labelled storage=local" in line
     finally:
         shutil.rmtree(shm)
     make_jpegs(tmp_path / "img", 8)
-    line = _fails_with(cwd, "storage=emulated_ssd is a tier the tool builds", "storage=emulated_ssd", "dataset.source=folder",
-                       f"dataset.path={tmp_path / 'img'}", "batch_size=4", "repeats=1")
+    line = _fails_with(
+        cwd,
+        "storage=emulated_ssd is a tier the tool builds",
+        "storage=emulated_ssd",
+        "dataset.source=folder",
+        f"dataset.path={tmp_path / 'img'}",
+        "batch_size=4",
+        "repeats=1",
+    )
     assert "storage@stage=emulated_ssd" in line
 
 
@@ -82,18 +96,28 @@ def test_dataset_path_missing(cwd, tmp_path):
     _fails_with(cwd, "dataset.path", "dataset.source=folder", f"dataset.path={tmp_path / 'nope'}", *TINY)
 
 
-@pytest.mark.parametrize("value,expected", [("0", "threads=0 must be a positive"), ("-2", "threads=-2 must be a positive"),
-                                            ("abc", "threads=abc is not a number")])
+@pytest.mark.parametrize(
+    "value,expected",
+    [
+        ("0", "threads=0 must be a positive"),
+        ("-2", "threads=-2 must be a positive"),
+        ("abc", "threads=abc is not a number"),
+    ],
+)
 def test_bad_threads(cwd, value, expected):
     _fails_with(cwd, expected, f"threads={value}", *TINY)
 
 
 def test_batch_larger_than_dataset(cwd):
-    _fails_with(cwd, "batch_size=64 is larger than the dataset (32 images", "dataset.num_images=32", "batch_size=64")
+    _fails_with(
+        cwd, "batch_size=64 is larger than the dataset (32 images", "dataset.num_images=32", "batch_size=64"
+    )
 
 
-@pytest.mark.parametrize("arg,expected", [("storage=nvme", "unknown storage 'nvme'"),
-                                          ("workload=alexnetz", "unknown workload 'alexnetz'")])
+@pytest.mark.parametrize(
+    "arg,expected",
+    [("storage=nvme", "unknown storage 'nvme'"), ("workload=alexnetz", "unknown workload 'alexnetz'")],
+)
 def test_unknown_names_list_the_valid_ones(cwd, arg, expected):
     line = _fails_with(cwd, expected, arg)
     assert "valid:" in line
@@ -110,28 +134,55 @@ def test_wrong_type_names_the_setting(cwd):
     assert _leftovers(cwd) == []
 
 
-@pytest.mark.parametrize("args, expected", [
-    (("-m", "storage@stage=none,tmpfs", "stage.root=/tmp"), "stage is null where storage@stage=none"),
-    (("storage.emulate.read_iops=fast",), "storage=local is not an emulated tier"),
-    (("storage=emulated_hdd", "storage.emulate.read_iops=-5"), "read_iops=-5 must be a positive number"),
-    (("storage=emulated_hdd", "storage.emulate.read_iops=0"), "(storage.emulate.read_iops=null: no limit)"),
-    (("dataset.shard_mb=nan",), "dataset.shard_mb=nan must be positive"),
-    (("storage=modeled_lustre", "storage.model.device=tape"),
-     "storage.model.device=tape is not modelled; modelled devices: hdd, lustre"),
-    (("storage=modeled_lustre", "storage.model.stripe_count=300"), "storage.model.stripe_count=300 must be 1..osts (248)"),
-    (("shuffle=none", "shuffle_buffer=8"), "shuffle_buffer=8 has no effect with shuffle=none"),
-    (("workload=readonly", "platform.tasks_per_node=8", "dataset.num_images=4", "batch_size=1"),
-     "each of the 8 tasks would read 0 of the 4 images"),
-    (("prefetch_to=device", "prefetch=1"), "prefetch_to=device: workload=microbench has no training device"),
-    (("workload=alexnet_small", "prefetch_to=device"), "prefetch_to=device needs prefetch=1 or more"),
-    (("workload=alexnet_small", "workload.compute_only_steps=-1"), "workload.compute_only_steps=-1 must be 0"),
-    (("trace.runs=extra",), "trace.runs=extra names the runs trace.posix=true traces; add trace.posix=true"),
-    (("trace.posix=true", "trace.runs=first"), "trace.runs=first is not one of all, extra"),
-    (("workload=emulated",), "workload=emulated emulates an accelerator: choose its profile with accelerator=<name>"),
-    (("workload=emulated", "accelerator=resnet50_a100"), "workload=emulated needs prefetch=1 or more"),
-    (("workload=emulated", "accelerator=resnet50_a100", "prefetch=2", "dataset.num_images=100"),
-     "workload=emulated needs 2 batches a run (the first is left out): a run would get 1 of batch_size=64"),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (("-m", "storage@stage=none,tmpfs", "stage.root=/tmp"), "stage is null where storage@stage=none"),
+        (("storage.emulate.read_iops=fast",), "storage=local is not an emulated tier"),
+        (("storage=emulated_hdd", "storage.emulate.read_iops=-5"), "read_iops=-5 must be a positive number"),
+        (
+            ("storage=emulated_hdd", "storage.emulate.read_iops=0"),
+            "(storage.emulate.read_iops=null: no limit)",
+        ),
+        (("dataset.shard_mb=nan",), "dataset.shard_mb=nan must be positive"),
+        (
+            ("storage=modeled_lustre", "storage.model.device=tape"),
+            "storage.model.device=tape is not modelled; modelled devices: hdd, lustre",
+        ),
+        (
+            ("storage=modeled_lustre", "storage.model.stripe_count=300"),
+            "storage.model.stripe_count=300 must be 1..osts (248)",
+        ),
+        (("shuffle=none", "shuffle_buffer=8"), "shuffle_buffer=8 has no effect with shuffle=none"),
+        (
+            ("workload=readonly", "platform.tasks_per_node=8", "dataset.num_images=4", "batch_size=1"),
+            "each of the 8 tasks would read 0 of the 4 images",
+        ),
+        (
+            ("prefetch_to=device", "prefetch=1"),
+            "prefetch_to=device: workload=microbench has no training device",
+        ),
+        (("workload=alexnet_small", "prefetch_to=device"), "prefetch_to=device needs prefetch=1 or more"),
+        (
+            ("workload=alexnet_small", "workload.compute_only_steps=-1"),
+            "workload.compute_only_steps=-1 must be 0",
+        ),
+        (
+            ("trace.runs=extra",),
+            "trace.runs=extra names the runs trace.posix=true traces; add trace.posix=true",
+        ),
+        (("trace.posix=true", "trace.runs=first"), "trace.runs=first is not one of all, extra"),
+        (
+            ("workload=emulated",),
+            "workload=emulated emulates an accelerator: choose its profile with accelerator=<name>",
+        ),
+        (("workload=emulated", "accelerator=resnet50_a100"), "workload=emulated needs prefetch=1 or more"),
+        (
+            ("workload=emulated", "accelerator=resnet50_a100", "prefetch=2", "dataset.num_images=100"),
+            "workload=emulated needs 2 batches a run (the first is left out): a run would get 1 of batch_size=64",
+        ),
+    ],
+)
 def test_settings_that_were_accepted_or_gave_a_traceback(cwd, args, expected):
     """Each was accepted, failed at run time or gave Hydra's traceback (reliability round 2)."""
     _fails_with(cwd, expected, *args)
@@ -149,8 +200,14 @@ def test_a_file_where_the_tool_keeps_its_folders_is_refused_before_anything_runs
 def test_a_stage_on_the_device_of_the_data_is_refused(cwd, tmp_path):
     (tmp_path / "data").mkdir()
     (tmp_path / "copy").mkdir()
-    _fails_with(cwd, "is the tier the data is on", f"storage.root={tmp_path / 'data'}", "storage@stage=ssd",
-                f"stage.root={tmp_path / 'copy'}", *TINY)
+    _fails_with(
+        cwd,
+        "is the tier the data is on",
+        f"storage.root={tmp_path / 'data'}",
+        "storage@stage=ssd",
+        f"stage.root={tmp_path / 'copy'}",
+        *TINY,
+    )
 
 
 def test_a_dry_run_on_this_machine_shows_the_plan_and_writes_nothing(cwd, tmp_path):
@@ -161,33 +218,67 @@ def test_a_dry_run_on_this_machine_shows_the_plan_and_writes_nothing(cwd, tmp_pa
     assert p.returncode == 0 and "dry run: 2 cells would run here" in p.stdout, p.stderr
     p = campaign("platform.dry_run=true", f"storage.root={root}", *TINY, cwd=cwd)
     assert p.returncode == 0 and "dry run: 1 cell would run here" in p.stdout, p.stderr
-    p = campaign("+experiment=paper", "--scale", "ci", "--tiers", "ssd", f"storage.root={root}",
-                 "platform.dry_run=true", cwd=cwd)
+    p = campaign(
+        "+experiment=paper",
+        "--scale",
+        "ci",
+        "--tiers",
+        "ssd",
+        f"storage.root={root}",
+        "platform.dry_run=true",
+        cwd=cwd,
+    )
     assert p.returncode == 0, p.stderr
     assert [x.split(":")[0] for x in p.stdout.splitlines() if x.startswith("[paper] ")] == [
-        "[paper] table1", "[paper] fig4_fig5", "[paper] fig6_fig8", "[paper] fig7", "[paper] fig9_fig10"]
+        "[paper] table1",
+        "[paper] fig4_fig5",
+        "[paper] fig6_fig8",
+        "[paper] fig7",
+        "[paper] fig9_fig10",
+    ]
     # one storage.root serves one tier: the study's checkpoints on that tier go under it too
     assert f"checkpoint.slow.root={root}" in p.stdout
     assert _leftovers(cwd) == [] and list(root.iterdir()) == []
 
 
 def test_an_unknown_tier_for_the_lustre_bars_is_named(cwd):
-    _fails_with(cwd, "campaign: --lustre 'nvme': unknown tier 'nvme'; valid: ", "+experiment=paper", "--scale", "ci",
-                "--lustre", "nvme")
+    _fails_with(
+        cwd,
+        "campaign: --lustre 'nvme': unknown tier 'nvme'; valid: ",
+        "+experiment=paper",
+        "--scale",
+        "ci",
+        "--lustre",
+        "nvme",
+    )
 
 
 def test_the_paper_study_checks_every_grid_before_the_first_runs(cwd, tmp_path):
     """Two real tiers and one storage.root: the last grid (checkpoints) cannot run; it used to fail after
     all the others had run (hours at full scale)."""
-    line = _fails_with(cwd, "(grid fig9_fig10 of the paper study; no grid was run)", "+experiment=paper", "--scale",
-                       "ci", "--tiers", "ssd,hdd", f"storage.root={tmp_path}")
+    line = _fails_with(
+        cwd,
+        "(grid fig9_fig10 of the paper study; no grid was run)",
+        "+experiment=paper",
+        "--scale",
+        "ci",
+        "--tiers",
+        "ssd,hdd",
+        f"storage.root={tmp_path}",
+    )
     assert "checkpoint.slow.root is not set" in line and "platform.dry_run" not in line
 
 
-@pytest.mark.parametrize("arg,expected", [("cache=lukewarm", "expected one of [cold, warm]"),
-                                          ("prefetch_to=gpu", "expected one of [host, device]"),
-                                          ("seed=abc", "seed=abc"), ("checkpoint.target=nvme", "checkpoint.target=nvme"),
-                                          ("batch_size=4,many", "batch_size=many")])
+@pytest.mark.parametrize(
+    "arg,expected",
+    [
+        ("cache=lukewarm", "expected one of [cold, warm]"),
+        ("prefetch_to=gpu", "expected one of [host, device]"),
+        ("seed=abc", "seed=abc"),
+        ("checkpoint.target=nvme", "checkpoint.target=nvme"),
+        ("batch_size=4,many", "batch_size=many"),
+    ],
+)
 def test_wrong_types_give_one_line_and_exit_2(cwd, arg, expected):
     p = campaign(arg, cwd=cwd)
     lines = [line for line in p.stderr.splitlines() if line.strip()]

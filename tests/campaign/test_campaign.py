@@ -12,8 +12,19 @@ from conftest import ROOT, campaign
 from jobs import records
 
 RESULT_COLUMNS = [
-    "workload", "storage", "threads", "batch_size", "prefetch", "run", "images", "images_dropped",
-    "seconds", "images_per_s", "mb_per_s", "bytes_read_device", "cache_state",
+    "workload",
+    "storage",
+    "threads",
+    "batch_size",
+    "prefetch",
+    "run",
+    "images",
+    "images_dropped",
+    "seconds",
+    "images_per_s",
+    "mb_per_s",
+    "bytes_read_device",
+    "cache_state",
 ]
 
 
@@ -25,16 +36,32 @@ def sweep(tmp_path_factory):
     shm = "/dev/shm" if os.path.isdir("/dev/shm") else str(disk)
     out = work / "sweep"
     p = campaign(
-        "-m", "workload=microbench,readonly", "threads=1,2", "storage=local,tmpfs",
-        f"storage.root={disk}", "storage.fs_check=false", "dataset.num_images=96", "batch_size=16", "repeats=2",
-        f"hydra.sweep.dir={out}", cwd=work,
+        "-m",
+        "workload=microbench,readonly",
+        "threads=1,2",
+        "storage=local,tmpfs",
+        f"storage.root={disk}",
+        "storage.fs_check=false",
+        "dataset.num_images=96",
+        "batch_size=16",
+        "repeats=2",
+        f"hydra.sweep.dir={out}",
+        cwd=work,
     )
     # storage.root given once applies to both tiers (the tmpfs cells on disk: storage.fs_check=false); tmpfs gets
     # its own run below
     assert p.returncode == 0, p.stderr[-3000:]
     p2 = campaign(
-        "-m", "workload=microbench", "threads=2", "storage=tmpfs", f"storage.root={shm}",
-        "dataset.num_images=96", "batch_size=16", "repeats=2", f"hydra.sweep.dir={work / 'shm'}", cwd=work,
+        "-m",
+        "workload=microbench",
+        "threads=2",
+        "storage=tmpfs",
+        f"storage.root={shm}",
+        "dataset.num_images=96",
+        "batch_size=16",
+        "repeats=2",
+        f"hydra.sweep.dir={work / 'shm'}",
+        cwd=work,
     )
     assert p2.returncode == 0, p2.stderr[-3000:]
     return out, work / "shm", p
@@ -52,13 +79,31 @@ def test_tensorflows_start_up_lines_go_to_the_first_cells_folder_not_the_termina
 def test_results_table_has_every_cell_and_run(sweep):
     out, _, _ = sweep
     df = pd.read_csv(out / "results.csv")
-    assert list(df.columns[:16]) == ["workload", "kind", "pipeline", "storage", "stage", "tasks_per_cell", "nodes",
-                                     "service", "dataset", "format", "shuffle", "threads", "batch_size", "prefetch",
-                                     "prefetch_to", "cache"]
+    assert list(df.columns[:16]) == [
+        "workload",
+        "kind",
+        "pipeline",
+        "storage",
+        "stage",
+        "tasks_per_cell",
+        "nodes",
+        "service",
+        "dataset",
+        "format",
+        "shuffle",
+        "threads",
+        "batch_size",
+        "prefetch",
+        "prefetch_to",
+        "cache",
+    ]
     assert set(df["nodes"]) == {1}
     assert set(df["prefetch_to"]) == {"host"}
     assert set(zip(df["format"], df["shuffle"])) == {("files", "global")}  # the defaults: the paper's layout
-    assert set(zip(df["workload"], df["pipeline"])) == {("microbench", "decode_resize"), ("readonly", "read_only")}
+    assert set(zip(df["workload"], df["pipeline"])) == {
+        ("microbench", "decode_resize"),
+        ("readonly", "read_only"),
+    }
     for col in RESULT_COLUMNS:
         assert col in df.columns
     assert len(df) == 8 * 2  # 8 cells x 2 measured runs, warm-ups excluded
@@ -120,7 +165,9 @@ def test_analysis_rebuilds_the_same_table_without_tensorflow(sweep, tmp_path):
         "assert 'tensorflow' not in sys.modules, 'analysis imported tensorflow'; sys.exit(rc)"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    p = subprocess.run([sys.executable, "-c", code, str(out)], env=env, capture_output=True, text=True, cwd=tmp_path)
+    p = subprocess.run(
+        [sys.executable, "-c", code, str(out)], env=env, capture_output=True, text=True, cwd=tmp_path
+    )
     assert p.returncode == 0, p.stderr
     after = pd.read_csv(out / "results.csv")
     pd.testing.assert_frame_equal(before, after)
@@ -128,8 +175,15 @@ def test_analysis_rebuilds_the_same_table_without_tensorflow(sweep, tmp_path):
 
 
 def test_single_cell_on_defaults_writes_record_table_and_figure(tmp_path, disk_root):
-    p = campaign(f"storage.root={disk_root}", "dataset.num_images=64", "batch_size=32", "repeats=1",
-                 "workload=readonly", "hydra.run.dir=run", cwd=tmp_path)
+    p = campaign(
+        f"storage.root={disk_root}",
+        "dataset.num_images=64",
+        "batch_size=32",
+        "repeats=1",
+        "workload=readonly",
+        "hydra.run.dir=run",
+        cwd=tmp_path,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     run = tmp_path / "run"
     assert records.read(run / "record.json").status == "completed"
@@ -138,8 +192,15 @@ def test_single_cell_on_defaults_writes_record_table_and_figure(tmp_path, disk_r
 
 
 def test_warm_cache_is_requested_and_verified(tmp_path, disk_root):
-    p = campaign(f"storage.root={disk_root}", "dataset.num_images=64", "batch_size=32", "repeats=2",
-                 "cache=warm", "hydra.run.dir=run", cwd=tmp_path)
+    p = campaign(
+        f"storage.root={disk_root}",
+        "dataset.num_images=64",
+        "batch_size=32",
+        "repeats=2",
+        "cache=warm",
+        "hydra.run.dir=run",
+        cwd=tmp_path,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     df = pd.read_csv(tmp_path / "run" / "results.csv")
     assert set(df["cache"]) == {"warm"} and set(df["cache_state"]) == {"warm"}
@@ -152,7 +213,11 @@ def test_the_docs_document_every_results_column():
     from jobs import workloads
 
     readme = (ROOT / "docs" / "outputs.md").read_text()
-    theirs = {m.name for n in workloads.names() if type(workloads.get(n)).__module__.startswith(workloads.EXTERNAL)
-              for m in workloads.get(n).metrics}  # a user's own workload (tests/toy, when a test loaded it) documents its own
+    theirs = {
+        m.name
+        for n in workloads.names()
+        if type(workloads.get(n)).__module__.startswith(workloads.EXTERNAL)
+        for m in workloads.get(n).metrics
+    }  # a user's own workload (tests/toy, when a test loaded it) documents its own
     for col in tables.results_frame(tables.Collected(folder=ROOT)).columns:
         assert f"`{col}`" in readme or col in theirs, col

@@ -19,7 +19,11 @@ def _compose(*overrides):
 def test_defaults_are_the_papers():
     cfg = _compose()
     assert cfg.workload.name == "microbench" and cfg.workload.pipeline.value == "decode_resize"
-    assert cfg.dataset.name == "imagenet_subset" and cfg.dataset.num_images == 16384 and cfg.dataset.median_kb == 112
+    assert (
+        cfg.dataset.name == "imagenet_subset"
+        and cfg.dataset.num_images == 16384
+        and cfg.dataset.median_kb == 112
+    )
     assert (cfg.batch_size, cfg.prefetch, cfg.repeats, cfg.warmup, cfg.cache.value) == (64, 0, 5, 1, "cold")
     assert cfg.storage.name == "local" and cfg.platform.name == "workstation"
 
@@ -35,7 +39,9 @@ def test_every_preset_composes(group):
                 assert cfg.workload.kind == "alexnet" and cfg.hydra.mode.name == "MULTIRUN"
             continue
         cfg = _compose(f"{group}={name}")
-        node = cfg.checkpoint.model if group == "checkpoint_model" else cfg[group]  # its package: checkpoint.model
+        node = (
+            cfg.checkpoint.model if group == "checkpoint_model" else cfg[group]
+        )  # its package: checkpoint.model
         assert name.startswith(node.name)  # alexnet_small is AlexNet at another scale
 
 
@@ -100,7 +106,11 @@ def test_the_paper_study_is_chosen_in_any_override_form():
 
 def test_a_setting_the_chosen_workload_lacks_is_named():
     msg = choices.missing_field(["workload=microbench,alexnet_small", "workload.width=0.5"])
-    assert msg and msg.startswith("workload.width=0.5: workload=microbench has no setting 'width'") and "batches" in msg
+    assert (
+        msg
+        and msg.startswith("workload.width=0.5: workload=microbench has no setting 'width'")
+        and "batches" in msg
+    )
     assert "workload=microbench" in choices.missing_field(["workload.steps=3"])  # the default workload
     assert choices.missing_field(["workload=alexnet_small,checkpoint", "workload.width=0.5"]) is None
     assert choices.missing_field(["workload=baseline", "workload.file_gb=1"]) is None
@@ -134,14 +144,21 @@ def test_the_paper_study_comes_from_its_yaml_files():
             for cell in sweep.expand(overrides)[:1]:
                 validate.check(_compose(*cell))
     ci = dict(paper.grids("ci", ["emulated_hdd", "emulated_ssd", "emulated_optane"]))
-    assert "storage@checkpoint.fast=emulated_optane" in ci["fig9_fig10"] and "storage=emulated_ssd" in ci["fig7"]
+    assert (
+        "storage@checkpoint.fast=emulated_optane" in ci["fig9_fig10"] and "storage=emulated_ssd" in ci["fig7"]
+    )
     assert "workload.image_side=64" in ci["fig9_fig10"] and "dataset.num_images=128" in ci["table1"]
     assert not any(o.startswith("dataset.num_images") for o in dict(paper.grids("full", ["ssd"]))["table1"])
     # Fig. 4's Lustre bars: a grid of their own on --lustre's tier, left out without one
     ws = dict(paper.grids("workstation", ["modeled_hdd", "emulated_ssd"], "modeled_lustre"))
     assert list(ws)[:3] == ["table1", "fig4_fig5", "fig4_lustre"]
-    assert ws["fig4_lustre"] == ["workload=microbench", "threads=1,2,4,8", "storage=modeled_lustre",
-                                 "dataset.num_images=512", "repeats=3"]
+    assert ws["fig4_lustre"] == [
+        "workload=microbench",
+        "threads=1,2,4,8",
+        "storage=modeled_lustre",
+        "dataset.num_images=512",
+        "repeats=3",
+    ]
     for cell in sweep.expand(ws["fig4_lustre"])[:1]:
         validate.check(_compose(*cell))
     assert "fig4_lustre" not in dict(paper.grids("workstation", ["modeled_hdd"]))

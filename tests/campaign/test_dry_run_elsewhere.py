@@ -43,10 +43,22 @@ def run_on_laptop(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProce
     for d in (cwd, home, tmp):
         d.mkdir()
     (cwd / "notes.txt").write_bytes(USERS_FILE)
-    env = {"PATH": laptop_path(tmp_path / "bin"), "HOME": str(home), "TMPDIR": str(tmp), "PYTHONPATH": str(ROOT),
-           "TF_CPP_MIN_LOG_LEVEL": "2", "LANG": "C.UTF-8"}
-    p = subprocess.run([sys.executable, "-m", "campaign", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                       timeout=300)
+    env = {
+        "PATH": laptop_path(tmp_path / "bin"),
+        "HOME": str(home),
+        "TMPDIR": str(tmp),
+        "PYTHONPATH": str(ROOT),
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "LANG": "C.UTF-8",
+    }
+    p = subprocess.run(
+        [sys.executable, "-m", "campaign", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return p, cwd, {"home": home, "tmp": tmp}
 
 
@@ -72,8 +84,9 @@ def test_the_issues_cluster_dry_run_on_a_machine_without_slurm(tmp_path):
 
 def test_the_paper_study_dry_run_needs_no_fio_here(tmp_path):
     out = tmp_path / "study"
-    p, cwd, private = run_on_laptop(tmp_path, "+experiment=paper", "--scale", "ci", "--only", "table1", "--out",
-                                    str(out), *TEGNER)
+    p, cwd, private = run_on_laptop(
+        tmp_path, "+experiment=paper", "--scale", "ci", "--only", "table1", "--out", str(out), *TEGNER
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     assert "#SBATCH --account=2024-1-23" in p.stdout.splitlines()
     told = [x for x in p.stdout.splitlines() if x.startswith("not checked on this machine")]
@@ -92,10 +105,16 @@ def cell():
 def test_only_a_dry_run_for_slurm_leaves_the_tier_to_the_nodes(cell, tmp_path):
     gone = str(tmp_path / "not-here")
     validate.check(cell("storage=lustre", f"storage.root={gone}", "platform=slurm", "platform.dry_run=true"))
-    for refused in (["platform=slurm"], ["platform.dry_run=true"], []):  # a real run, a local dry run: checked
+    for refused in (
+        ["platform=slurm"],
+        ["platform.dry_run=true"],
+        [],
+    ):  # a real run, a local dry run: checked
         with pytest.raises(errors.ConfigError, match=f"storage.root={gone} does not exist"):
             validate.check(cell("storage=lustre", f"storage.root={gone}", *refused))
-    with pytest.raises(errors.ConfigError, match="storage.root is not set"):  # what the settings say: still checked
+    with pytest.raises(
+        errors.ConfigError, match="storage.root is not set"
+    ):  # what the settings say: still checked
         validate.check(cell("storage=lustre", "platform=slurm", "platform.dry_run=true"))
 
 
@@ -122,8 +141,9 @@ def test_the_preview_is_the_script_submitit_submits(tmp_path, monkeypatch, count
     platform = _platform(partition="debug", account="acc", setup=["module load cuda/9.1"], gpus_per_node=1)
     monkeypatch.setenv("PATH", str(tmp_path))
     assert shutil.which("srun") is None
-    shown = sbatch.sbatch_text(tmp_path / submit.SUBMITIT_DIR, submit.parameters(tmp_path, platform, nodes, per_node,
-                                                                                 after), count)
+    shown = sbatch.sbatch_text(
+        tmp_path / submit.SUBMITIT_DIR, submit.parameters(tmp_path, platform, nodes, per_node, after), count
+    )
     (tmp_path / "srun").write_text("#!/bin/sh\nexit 1\n")
     (tmp_path / "srun").chmod(0o755)
     ex = submit.executor(tmp_path, platform, nodes, per_node, after)

@@ -19,8 +19,17 @@ def test_failed_cell_is_recorded_and_the_sweep_goes_on(tmp_path):
     for i in range(8):
         (data / f"{i}.jpg").write_bytes(b"not a jpeg at all" * (i + 1))
     out = tmp_path / "sweep"
-    p = campaign("-m", "workload=microbench,readonly", "dataset.source=folder", f"dataset.path={data.parent}",
-                 f"storage.root={tmp_path}", "batch_size=4", "repeats=1", f"hydra.sweep.dir={out}", cwd=tmp_path)
+    p = campaign(
+        "-m",
+        "workload=microbench,readonly",
+        "dataset.source=folder",
+        f"dataset.path={data.parent}",
+        f"storage.root={tmp_path}",
+        "batch_size=4",
+        "repeats=1",
+        f"hydra.sweep.dir={out}",
+        cwd=tmp_path,
+    )
     assert p.returncode == 1, p.stderr[-2000:]
     failed = records.read(out / "0" / "record.json")
     assert failed.status == "failed" and failed.runs == []
@@ -38,10 +47,25 @@ def test_a_killed_campaign_reports_its_missing_cells(tmp_path):
     out = tmp_path / "sweep"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "campaign", "-m", "threads=1,2", "repeats=400", "warmup=0", "batch_size=4",
-         "dataset.source=folder", f"dataset.path={tmp_path / 'data'}", f"storage.root={tmp_path}",
-         f"hydra.sweep.dir={out}"],
-        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "campaign",
+            "-m",
+            "threads=1,2",
+            "repeats=400",
+            "warmup=0",
+            "batch_size=4",
+            "dataset.source=folder",
+            f"dataset.path={tmp_path / 'data'}",
+            f"storage.root={tmp_path}",
+            f"hydra.sweep.dir={out}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 120
@@ -60,9 +84,21 @@ def test_a_killed_campaign_reports_its_missing_cells(tmp_path):
 
 
 def make_record(folder):
-    records.write(records.CellRecord(cell_id="c0", status="failed", config={}, overrides=[], runs=[], dataset={},
-                                     provenance={}, started_at="", finished_at="",
-                                     error={"type": "E", "message": "m", "traceback": ""}), folder)
+    records.write(
+        records.CellRecord(
+            cell_id="c0",
+            status="failed",
+            config={},
+            overrides=[],
+            runs=[],
+            dataset={},
+            provenance={},
+            started_at="",
+            finished_at="",
+            error={"type": "E", "message": "m", "traceback": ""},
+        ),
+        folder,
+    )
 
 
 def test_unreadable_and_foreign_records_are_reported_not_skipped(tmp_path):
@@ -84,7 +120,11 @@ def test_unreadable_and_foreign_records_are_reported_not_skipped(tmp_path):
 
 def test_analysis_of_a_folder_without_records(tmp_path):
     p = analysis(str(tmp_path), cwd=tmp_path)
-    assert p.returncode == 2 and f"{tmp_path} is not a campaign folder" in p.stderr and "nothing was written" in p.stderr
+    assert (
+        p.returncode == 2
+        and f"{tmp_path} is not a campaign folder" in p.stderr
+        and "nothing was written" in p.stderr
+    )
     assert list(tmp_path.iterdir()) == []
     p = analysis(str(tmp_path / "nope"), cwd=tmp_path)
     assert p.returncode == 2 and "is not a folder" in p.stderr

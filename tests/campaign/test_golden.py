@@ -22,14 +22,26 @@ def same_as_golden(name: str, text: str) -> None:
         path.write_text(text)
     expected = path.read_text() if path.exists() else ""
     if text != expected:
-        diff = "".join(difflib.unified_diff(expected.splitlines(True), text.splitlines(True), f"golden/{name}", "now"))
+        diff = "".join(
+            difflib.unified_diff(expected.splitlines(True), text.splitlines(True), f"golden/{name}", "now")
+        )
         pytest.fail(f"{name} differs from its golden file (UPDATE_GOLDEN=1 rewrites it):\n{diff}")
 
 
 def test_dry_run_text_and_sbatch_script(tmp_path):
-    p = campaign("-m", "threads=1,2", "platform=slurm", "platform.dry_run=true", "platform.partition=debug",
-                 "platform.setup=[module load cuda/9.1]", "storage=tmpfs", "dataset.num_images=32", "batch_size=8",
-                 "hydra.sweep.dir=sweep", cwd=tmp_path)
+    p = campaign(
+        "-m",
+        "threads=1,2",
+        "platform=slurm",
+        "platform.dry_run=true",
+        "platform.partition=debug",
+        "platform.setup=[module load cuda/9.1]",
+        "storage=tmpfs",
+        "dataset.num_images=32",
+        "batch_size=8",
+        "hydra.sweep.dir=sweep",
+        cwd=tmp_path,
+    )
     assert p.returncode == 0, p.stderr
     text = p.stdout.replace(str(tmp_path), "<cwd>").replace(sys.executable, "<python>")
     same_as_golden("dry_run.txt", text)
@@ -41,9 +53,19 @@ def sweep(tmp_path_factory):
     base = tmp_path_factory.mktemp("golden")
     make_jpegs(base / "data", 8)
     out = base / "sweep"
-    p = campaign("-m", "workload=readonly", "threads=1,2", "dataset.source=folder", f"dataset.path={base / 'data'}",
-                 f"storage.root={base}", "repeats=1", "warmup=0", "batch_size=4", f"hydra.sweep.dir={out}",
-                 cwd=base)
+    p = campaign(
+        "-m",
+        "workload=readonly",
+        "threads=1,2",
+        "dataset.source=folder",
+        f"dataset.path={base / 'data'}",
+        f"storage.root={base}",
+        "repeats=1",
+        "warmup=0",
+        "batch_size=4",
+        f"hydra.sweep.dir={out}",
+        cwd=base,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     return out
 
@@ -54,9 +76,14 @@ def test_results_csv_header(sweep):
 
 def test_record_keys(sweep):
     rec = json.loads((sweep / "0" / "record.json").read_text())
-    keys = {"record": sorted(rec), "run": sorted(rec["runs"][0]), "dataset": sorted(rec["dataset"]),
-            "provenance": sorted(rec["provenance"]), "config": sorted(rec["config"]),
-            "config.workload": sorted(rec["config"]["workload"])}
+    keys = {
+        "record": sorted(rec),
+        "run": sorted(rec["runs"][0]),
+        "dataset": sorted(rec["dataset"]),
+        "provenance": sorted(rec["provenance"]),
+        "config": sorted(rec["config"]),
+        "config.workload": sorted(rec["config"]["workload"]),
+    }
     same_as_golden("record_keys.json", json.dumps(keys, indent=1) + "\n")
 
 
@@ -71,6 +98,10 @@ def test_plan_json(sweep):
 
 
 def test_golden_files_are_tracked():
-    assert sorted(p.name for p in GOLDEN.iterdir()) == ["dry_run.txt", "plan.json", "record_keys.json",
-                                                        "results_header.csv"]
+    assert sorted(p.name for p in GOLDEN.iterdir()) == [
+        "dry_run.txt",
+        "plan.json",
+        "record_keys.json",
+        "results_header.csv",
+    ]
     assert ROOT in GOLDEN.parents

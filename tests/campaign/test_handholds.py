@@ -12,11 +12,19 @@ from conftest import ROOT
 NOISE = re.compile(r"cuInit|oneDNN|absl|TF_ENABLE_ONEDNN_OPTS|cuda", re.IGNORECASE)
 
 
-def _run(module: str, *args: str, cwd, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
+def _run(
+    module: str, *args: str, cwd, env: dict | None = None, timeout: int = 600
+) -> subprocess.CompletedProcess:
     """``python -m <module>`` as a user types it: no TF_CPP_MIN_LOG_LEVEL of the Makefile's."""
     base = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env={**base, "PYTHONPATH": str(ROOT), **(env or {})},
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=cwd,
+        env={**base, "PYTHONPATH": str(ROOT), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_a_multi_task_cell_prints_no_tensorflow_start_up_lines(tmp_path):
@@ -25,8 +33,20 @@ def test_a_multi_task_cell_prints_no_tensorflow_start_up_lines(tmp_path):
     root = tmp_path / "root"
     root.mkdir()
     out = tmp_path / "c"
-    p = _run("campaign", "-m", "workload=microbench", "platform.tasks_per_node=2", "dataset.num_images=32", "batch_size=8",
-             "repeats=1", "warmup=0", "storage=local", f"storage.root={root}", f"hydra.sweep.dir={out}", cwd=tmp_path)
+    p = _run(
+        "campaign",
+        "-m",
+        "workload=microbench",
+        "platform.tasks_per_node=2",
+        "dataset.num_images=32",
+        "batch_size=8",
+        "repeats=1",
+        "warmup=0",
+        "storage=local",
+        f"storage.root={root}",
+        f"hydra.sweep.dir={out}",
+        cwd=tmp_path,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     noisy = [x for x in (p.stdout + p.stderr).splitlines() if NOISE.search(x)]
     assert noisy == [], noisy
@@ -41,13 +61,38 @@ def test_help_lists_the_presets_the_settings_the_study_and_the_other_commands(tm
     assert p.returncode == 0 and p.stderr == "", p.stderr
     text = p.stdout
     assert "_schema" not in text and "default_for_" not in text
-    for group in ("workload", "storage", "dataset", "platform", "accelerator", "checkpoint_model", "experiment"):
-        line = " ".join(x for x in text.splitlines() if x.strip().startswith(f"{group}:") or x.startswith(" " * 20))
+    for group in (
+        "workload",
+        "storage",
+        "dataset",
+        "platform",
+        "accelerator",
+        "checkpoint_model",
+        "experiment",
+    ):
+        line = " ".join(
+            x for x in text.splitlines() if x.strip().startswith(f"{group}:") or x.startswith(" " * 20)
+        )
         for preset in (ROOT / "conf" / group).glob("*.yaml"):
             assert preset.stem.startswith("default_for_") or preset.stem in line, (group, preset.stem)
-    for want in ("+experiment=paper", "--scale", "--tiers", "--lustre", "--out", "--only", "threads=1", "repeats=5",
-                 "campaign.capacity", "campaign.status", "campaign.cache", "python -m analysis", "analysis compare",
-                 "analysis profile", "docs/", "platform.dry_run=true"):
+    for want in (
+        "+experiment=paper",
+        "--scale",
+        "--tiers",
+        "--lustre",
+        "--out",
+        "--only",
+        "threads=1",
+        "repeats=5",
+        "campaign.capacity",
+        "campaign.status",
+        "campaign.cache",
+        "python -m analysis",
+        "analysis compare",
+        "analysis profile",
+        "docs/",
+        "platform.dry_run=true",
+    ):
         assert want in text, want
     assert len(text.splitlines()) < 70 and list(tmp_path.iterdir()) == []
 
@@ -61,8 +106,11 @@ def test_the_cache_command_shows_and_frees_only_the_tools_own_folders(tmp_path):
 
     root = tmp_path / "root"
     base = owned.tool_folder(root)
-    made = [base / "datasets" / "imagenet_subset-0123456789", base / "datasets" / "converted" / "x-tfrecord-32",
-            base / "staged" / "x-files-abcd1234-k"]
+    made = [
+        base / "datasets" / "imagenet_subset-0123456789",
+        base / "datasets" / "converted" / "x-tfrecord-32",
+        base / "staged" / "x-files-abcd1234-k",
+    ]
     for d in made:
         d.mkdir(parents=True)
         (d / "0001.jpg").write_bytes(os.urandom(50_000))
@@ -74,12 +122,21 @@ def test_the_cache_command_shows_and_frees_only_the_tools_own_folders(tmp_path):
     (base / "datasets" / "notes.txt").write_text("mine\n")
     (root / "beside.txt").write_text("mine too\n")
     (base / "tiers").mkdir()
-    image = base / "tiers" / "emulated_x.img"  # an emulated tier's image, beside the marker that says the tool made it
+    image = (
+        base / "tiers" / "emulated_x.img"
+    )  # an emulated tier's image, beside the marker that says the tool made it
     image.write_bytes(os.urandom(20_000))
     (base / "tiers" / "emulated_x.img.iocampaign").write_text("")
     (base / "tiers" / "yours.img").write_bytes(b"an image the tool did not make")  # no marker: not the tool's
-    before = {p: p.read_bytes() for p in (outside / "precious.txt", base / "datasets" / "notes.txt", root / "beside.txt",
-                                          base / "tiers" / "yours.img")}
+    before = {
+        p: p.read_bytes()
+        for p in (
+            outside / "precious.txt",
+            base / "datasets" / "notes.txt",
+            root / "beside.txt",
+            base / "tiers" / "yours.img",
+        )
+    }
     with tmpfs(base / "tiers" / "modeled_x", "1m") as mounted:
         (mounted / "blob").write_bytes(b"x" * 1000)
         p = _run("campaign.cache", "list", "--root", str(root), cwd=tmp_path)
@@ -89,7 +146,9 @@ def test_the_cache_command_shows_and_frees_only_the_tools_own_folders(tmp_path):
         assert "linked-set" not in p.stdout and "notes.txt" not in p.stdout and "mounted: kept" in p.stdout
         assert "tiers/emulated_x.img" in p.stdout and "yours.img" not in p.stdout and "in all" in p.stdout
         p = _run("campaign.cache", "purge", "--root", str(root), "nothing", cwd=tmp_path)
-        assert p.returncode == 2 and len(p.stderr.splitlines()) == 1 and all(d.exists() for d in made), p.stderr
+        assert p.returncode == 2 and len(p.stderr.splitlines()) == 1 and all(d.exists() for d in made), (
+            p.stderr
+        )
         p = _run("campaign.cache", "purge", "all", "--root", str(root), cwd=tmp_path)
         assert p.returncode == 0 and "freed" in p.stdout, p.stderr
         assert not any(d.exists() for d in made) and (mounted / "blob").read_bytes() == b"x" * 1000
@@ -101,19 +160,50 @@ def test_the_cache_command_shows_and_frees_only_the_tools_own_folders(tmp_path):
 def test_a_dry_run_names_the_preset_and_a_gpu_that_is_not_there_is_refused_at_planning(tmp_path):
     root = tmp_path / "root"
     root.mkdir()
-    p = _run("campaign", "-m", "workload=alexnet_small", "dataset.num_images=64", "storage=local", f"storage.root={root}",
-             "platform.dry_run=true", f"hydra.sweep.dir={tmp_path / 'dry'}", cwd=tmp_path)
+    p = _run(
+        "campaign",
+        "-m",
+        "workload=alexnet_small",
+        "dataset.num_images=64",
+        "storage=local",
+        f"storage.root={root}",
+        "platform.dry_run=true",
+        f"hydra.sweep.dir={tmp_path / 'dry'}",
+        cwd=tmp_path,
+    )
     assert p.returncode == 0 and "#0: workload=alexnet_small " in p.stdout + p.stderr, p.stdout + p.stderr
     if os.path.isdir("/proc/driver/nvidia/gpus") or os.path.exists("/dev/kfd"):
         return  # a machine with a GPU runs it
-    p = _run("campaign", "workload=alexnet_small", "workload.device=gpu", "dataset.num_images=64", "storage=local",
-             f"storage.root={root}", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    p = _run(
+        "campaign",
+        "workload=alexnet_small",
+        "workload.device=gpu",
+        "dataset.num_images=64",
+        "storage=local",
+        f"storage.root={root}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        cwd=tmp_path,
+    )
     lines = [x for x in p.stderr.splitlines() if x.strip()]
-    assert p.returncode == 2 and len(lines) == 1 and "workload.device=gpu: this machine has no GPU" in lines[0], p.stderr
-    assert not (tmp_path / "run").exists() and not any(root.iterdir())  # refused before any data was generated
+    assert (
+        p.returncode == 2 and len(lines) == 1 and "workload.device=gpu: this machine has no GPU" in lines[0]
+    ), p.stderr
+    assert not (tmp_path / "run").exists() and not any(
+        root.iterdir()
+    )  # refused before any data was generated
     # a Slurm dry run plans for the nodes, whose GPUs this machine cannot see
-    p = _run("campaign", "-m", "workload=alexnet_small", "workload.device=gpu", "platform=slurm", "platform.account=x",
-             "platform.dry_run=true", "dataset.num_images=64", f"hydra.sweep.dir={tmp_path / 'slurm'}", cwd=tmp_path)
+    p = _run(
+        "campaign",
+        "-m",
+        "workload=alexnet_small",
+        "workload.device=gpu",
+        "platform=slurm",
+        "platform.account=x",
+        "platform.dry_run=true",
+        "dataset.num_images=64",
+        f"hydra.sweep.dir={tmp_path / 'slurm'}",
+        cwd=tmp_path,
+    )
     assert p.returncode == 0 and "no GPU" not in p.stderr, p.stderr[-2000:]
 
 
@@ -127,7 +217,9 @@ def test_analysis_refuses_a_baseline_campaign_without_baseline_cells(tmp_path):
     before = sorted(tmp_path.rglob("*"))
     p = _run("analysis", str(tmp_path / "a"), "--baseline", str(tmp_path / "b"), cwd=tmp_path)
     lines = [x for x in p.stderr.splitlines() if x.strip()]
-    assert p.returncode == 2 and len(lines) == 1 and "has no completed workload=baseline cell" in lines[0], p.stderr
+    assert p.returncode == 2 and len(lines) == 1 and "has no completed workload=baseline cell" in lines[0], (
+        p.stderr
+    )
     assert sorted(tmp_path.rglob("*")) == before
 
 
@@ -137,8 +229,14 @@ def test_the_project_and_the_paper_can_be_cited():
 
     cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
     assert cff["cff-version"] == "1.2.0" and cff["title"] and cff["authors"] and cff["message"]
-    paper = next(r for r in cff["references"] if r["title"] == "Characterizing Deep-Learning I/O Workloads in TensorFlow")
-    assert [a["family-names"] for a in paper["authors"]][:2] == ["Chien", "Markidis"] and paper["year"] == 2018
+    paper = next(
+        r
+        for r in cff["references"]
+        if r["title"] == "Characterizing Deep-Learning I/O Workloads in TensorFlow"
+    )
+    assert [a["family-names"] for a in paper["authors"]][:2] == ["Chien", "Markidis"] and paper[
+        "year"
+    ] == 2018
     assert "PDSW-DISCS" in paper["conference"]["name"] and "doi" not in paper  # the paper's text gives no DOI
     readme = (ROOT / "README.md").read_text()
     assert "@inproceedings{chien2018characterizing" in readme and "CITATION.cff" in readme

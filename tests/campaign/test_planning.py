@@ -12,10 +12,22 @@ CELLS = [
     ["threads=4", "batch_size=32"],
     ["threads=autotune", "cache=warm", "workload.read_delay_ms=3", "seed=7"],
     ["workload=alexnet_small", "threads=2", "prefetch=1", "workload.steps=null", "workload.width=0.5"],
-    ["workload=checkpoint", "checkpoint.target=burst_buffer", "checkpoint.mode=async", "storage@checkpoint.fast=local"],
+    [
+        "workload=checkpoint",
+        "checkpoint.target=burst_buffer",
+        "checkpoint.mode=async",
+        "storage@checkpoint.fast=local",
+    ],
     ["workload=baseline", "workload.small_file_threads=[1,4]", "storage=tmpfs", "workload.file_gb=1"],
-    ["storage=ssd", "storage.root=/mnt/ssd", "dataset=caltech101", "dataset.num_images=99", "platform=slurm",
-     "platform.timeout_min=30", "platform.setup=[module load x]"],
+    [
+        "storage=ssd",
+        "storage.root=/mnt/ssd",
+        "dataset=caltech101",
+        "dataset.num_images=99",
+        "platform=slurm",
+        "platform.timeout_min=30",
+        "platform.setup=[module load x]",
+    ],
     ["+extra=1"],  # Hydra's own semantics: composed in full
 ]
 
@@ -42,13 +54,21 @@ def test_a_planned_cell_is_the_full_composition(composer, overrides):
 
 def test_cells_sharing_group_choices_are_composed_once(composer):
     planner = planning.Planner(composer)
-    ids = {planner.cell([f"threads={t}", f"batch_size={b}"]).cell_id for t in range(1, 5) for b in (8, 16, 32)}
+    ids = {
+        planner.cell([f"threads={t}", f"batch_size={b}"]).cell_id for t in range(1, 5) for b in (8, 16, 32)
+    }
     ids |= {planner.cell(["storage=tmpfs", f"threads={t}"]).cell_id for t in range(1, 5)}
     assert len(ids) == 16 and planner.compositions == 2
 
 
-@pytest.mark.parametrize("override,expected", [("batch_size=many", "batch_size=many"), ("nosuchkey=1", "nosuchkey=1"),
-                                               ("checkpoint.mode=later", "checkpoint.mode=later")])
+@pytest.mark.parametrize(
+    "override,expected",
+    [
+        ("batch_size=many", "batch_size=many"),
+        ("nosuchkey=1", "nosuchkey=1"),
+        ("checkpoint.mode=later", "checkpoint.mode=later"),
+    ],
+)
 def test_a_bad_value_names_the_override(composer, override, expected):
     with pytest.raises(errors.ConfigError, match=expected):
         planning.Planner(composer).cell([override])

@@ -66,13 +66,23 @@ def test_every_campaign_command_plans_as_written(tmp_path):
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    p = subprocess.run([sys.executable, str(ROOT / "tests" / "campaign" / "readme_driver.py")], input=json.dumps(argvs),
-                       cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    p = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "campaign" / "readme_driver.py")],
+        input=json.dumps(argvs),
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     results = [json.loads(x) for x in p.stdout.splitlines()]
     assert len(results) == len(lines)
-    bad = [f"{doc}: {line}\n    -> status {r['status']}: {(r['err'].strip().splitlines() or [''])[-1]}"
-           for (doc, line), r in zip(lines, results) if r["status"] != 0 and not SPACE_ONLY.search(r["err"])]
+    bad = [
+        f"{doc}: {line}\n    -> status {r['status']}: {(r['err'].strip().splitlines() or [''])[-1]}"
+        for (doc, line), r in zip(lines, results)
+        if r["status"] != 0 and not SPACE_ONLY.search(r["err"])
+    ]
     assert not bad, "\n".join(bad)
     for (_, line), r in zip(lines, results):
         if "--cfg" not in line and not SPACE_ONLY.search(r["err"]):
@@ -88,16 +98,28 @@ def _modules() -> dict[tuple[str, ...], set[str]]:
         if not line.startswith("python -m ") or re.match(r"python -m campaign(\s|$)", line):
             continue
         words = line.split()
-        key = (words[2], words[3]) if words[2] == "analysis" and words[3:4] in (["compare"], ["profile"]) else (words[2],)
-        out.setdefault(key, set()).update(w.strip("[]").split("=")[0] for w in words if w.strip("[").startswith("--"))
+        key = (
+            (words[2], words[3])
+            if words[2] == "analysis" and words[3:4] in (["compare"], ["profile"])
+            else (words[2],)
+        )
+        out.setdefault(key, set()).update(
+            w.strip("[]").split("=")[0] for w in words if w.strip("[").startswith("--")
+        )
     return out
 
 
 @pytest.mark.parametrize("module", sorted(_modules()), ids=" ".join)
 def test_every_other_module_and_option_exists(module):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    p = subprocess.run([sys.executable, "-m", *module, "--help"], cwd=ROOT, env=env, capture_output=True, text=True,
-                       timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", *module, "--help"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     missing = [o for o in _modules()[module] if o not in p.stdout]
     assert not missing, f"python -m {' '.join(module)} has no option {missing}"

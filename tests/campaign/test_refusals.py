@@ -19,16 +19,28 @@ def _one(line: str | None, *expected: str) -> None:
 
 def test_a_backing_folder_and_its_mount_point_inside_each_other_are_refused(refusal, tmp_path):
     """Item 5: the layer would serve its own mount and FUSE deadlock (a process in D state)."""
-    _one(refusal("storage=modeled_hdd", f"storage.root={tmp_path}/p", f"storage.model.backing_dir={tmp_path}/p/in"),
-         f"storage.model.backing_dir={tmp_path}/p/in", "inside its own mount point", "hang")
-    _one(refusal("storage=modeled_hdd", f"storage.root={tmp_path}/b/in", f"storage.model.backing_dir={tmp_path}/b"),
-         f"storage.root={tmp_path}/b/in lies inside storage.model.backing_dir={tmp_path}/b")
+    _one(
+        refusal(
+            "storage=modeled_hdd", f"storage.root={tmp_path}/p", f"storage.model.backing_dir={tmp_path}/p/in"
+        ),
+        f"storage.model.backing_dir={tmp_path}/p/in",
+        "inside its own mount point",
+        "hang",
+    )
+    _one(
+        refusal(
+            "storage=modeled_hdd", f"storage.root={tmp_path}/b/in", f"storage.model.backing_dir={tmp_path}/b"
+        ),
+        f"storage.root={tmp_path}/b/in lies inside storage.model.backing_dir={tmp_path}/b",
+    )
     assert not (tmp_path / "p").exists() and not (tmp_path / "b").exists()
 
 
 def test_thread_and_worker_counts_beyond_what_a_cell_can_use_are_refused(refusal):
     _one(refusal("threads=100000"), "threads=100000 is more than 1024")
-    assert refusal(f"threads={schema.THREADS_MAX}") is None  # the bound itself runs, as 8-64 on a 16-core node do
+    assert (
+        refusal(f"threads={schema.THREADS_MAX}") is None
+    )  # the bound itself runs, as 8-64 on a 16-core node do
     _one(refusal("input.service=true", "input.workers=100000"), "input.workers=100000", "cores")
 
 
@@ -47,15 +59,22 @@ def test_the_size_model_matches_the_generators_sizes():
     from jobs.data import synthetic
 
     for median_kb, spread in ((112, 0.5), (12, 0.55), (10, 1.0)):
-        exact = synthetic.estimate_bytes(synthetic.SyntheticSpec("x", 10, median_kb, spread, 0.6, 0.0, 0), 0, 20000)
+        exact = synthetic.estimate_bytes(
+            synthetic.SyntheticSpec("x", 10, median_kb, spread, 0.6, 0.0, 0), 0, 20000
+        )
         model = limits.synthetic_bytes(View({"median_kb": median_kb, "size_spread": spread}), 20000)
         assert abs(model / exact - 1) < 0.02
 
 
-@pytest.mark.parametrize("root,expected", [("/", "is the root of the file system"),
-                                           ("/etc", "is /etc, a folder of the operating system"),
-                                           ("/dev", "is /dev, a folder of the operating system"),
-                                           ("/usr/share", "is in /usr, a folder of the operating system")])
+@pytest.mark.parametrize(
+    "root,expected",
+    [
+        ("/", "is the root of the file system"),
+        ("/etc", "is /etc, a folder of the operating system"),
+        ("/dev", "is /dev, a folder of the operating system"),
+        ("/usr/share", "is in /usr, a folder of the operating system"),
+    ],
+)
 def test_a_root_that_is_a_system_folder_is_refused(refusal, root, expected):
     _one(refusal(f"storage.root={root}"), f"storage.root={root} {expected}")
 
@@ -63,8 +82,14 @@ def test_a_root_that_is_a_system_folder_is_refused(refusal, root, expected):
 def test_a_link_into_etc_and_a_modelled_tier_over_a_system_folder_are_refused(refusal, tmp_path):
     (tmp_path / "etc").symlink_to("/etc")
     _one(refusal(f"storage.root={tmp_path}/etc"), f"storage.root={tmp_path}/etc (a link to /etc) is /etc")
-    _one(refusal("storage=modeled_hdd", "storage.root=/etc/iocampaign"), "storage.root=/etc/iocampaign is in /etc")
-    _one(refusal("storage=modeled_hdd", "storage.model.backing_dir=/usr"), "storage.model.backing_dir=/usr is /usr")
+    _one(
+        refusal("storage=modeled_hdd", "storage.root=/etc/iocampaign"),
+        "storage.root=/etc/iocampaign is in /etc",
+    )
+    _one(
+        refusal("storage=modeled_hdd", "storage.model.backing_dir=/usr"),
+        "storage.model.backing_dir=/usr is /usr",
+    )
     assert refusal("storage.root=/dev/shm") is None and refusal(f"storage.root={tmp_path}") is None
 
 
@@ -77,62 +102,106 @@ def test_planning_writes_no_probe_into_the_root(refusal, tmp_path):
     assert os.listdir(root) == [] and os.stat(root).st_mtime_ns == before  # a probe made and removed moves it
 
 
-@pytest.mark.parametrize("args,expected", [
-    (("storage.model.device=lustre",), "storage.model.device=lustre, but storage.model sets average_seek_ms"),
-    (("storage.model.backing_dir=''",), "storage.model.backing_dir is empty"),
-    (("storage.model.backing_dir=tiers",), "storage.model.backing_dir=tiers is a relative path"),
-])
-def test_a_modelled_tier_that_contradicts_its_preset_or_has_no_backing_folder_is_refused(refusal, args, expected):
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        (
+            ("storage.model.device=lustre",),
+            "storage.model.device=lustre, but storage.model sets average_seek_ms",
+        ),
+        (("storage.model.backing_dir=''",), "storage.model.backing_dir is empty"),
+        (("storage.model.backing_dir=tiers",), "storage.model.backing_dir=tiers is a relative path"),
+    ],
+)
+def test_a_modelled_tier_that_contradicts_its_preset_or_has_no_backing_folder_is_refused(
+    refusal, args, expected
+):
     _one(refusal("storage=modeled_hdd", *args), expected)
 
 
 def test_a_backing_path_that_is_a_file_is_refused_at_planning(refusal, tmp_path):
     (tmp_path / "afile").write_text("the user's")
-    _one(refusal("storage=modeled_hdd", f"storage.root={tmp_path}/mnt", f"storage.model.backing_dir={tmp_path}/afile"),
-         f"storage.model.backing_dir={tmp_path}/afile: {tmp_path}/afile is a file")
+    _one(
+        refusal(
+            "storage=modeled_hdd",
+            f"storage.root={tmp_path}/mnt",
+            f"storage.model.backing_dir={tmp_path}/afile",
+        ),
+        f"storage.model.backing_dir={tmp_path}/afile: {tmp_path}/afile is a file",
+    )
     assert (tmp_path / "afile").read_text() == "the user's"
 
 
 def test_two_modelled_tiers_on_one_root_are_refused(refusal, tmp_path):
-    _one(refusal("storage=modeled_hdd", f"storage.root={tmp_path}/m", "storage@stage=modeled_lustre",
-                 f"stage.root={tmp_path}/m/x"), f"stage.root={tmp_path}/m/x (stage=modeled_lustre)",
-         "mounted on top of each other")
+    _one(
+        refusal(
+            "storage=modeled_hdd",
+            f"storage.root={tmp_path}/m",
+            "storage@stage=modeled_lustre",
+            f"stage.root={tmp_path}/m/x",
+        ),
+        f"stage.root={tmp_path}/m/x (stage=modeled_lustre)",
+        "mounted on top of each other",
+    )
 
 
 def test_a_baseline_file_larger_than_the_free_space_is_refused_at_planning(refusal, tmp_path):
-    _one(refusal("workload=baseline", "workload.file_gb=1000000", f"storage.root={tmp_path}"),
-         "workload.file_gb=1000000.0", "does not fit", "GB free on storage=local")
+    _one(
+        refusal("workload=baseline", "workload.file_gb=1000000", f"storage.root={tmp_path}"),
+        "workload.file_gb=1000000.0",
+        "does not fit",
+        "GB free on storage=local",
+    )
 
 
 def test_a_time_limit_beyond_a_year_is_refused(refusal):
-    _one(refusal("platform.timeout_min=999999999999"), "platform.timeout_min=999999999999 is more than 525600")
+    _one(
+        refusal("platform.timeout_min=999999999999"), "platform.timeout_min=999999999999 is more than 525600"
+    )
 
 
 def test_an_interpolation_is_type_checked_when_a_sweep_plans_it(refusal):
-    _one(refusal("batch_size=${dataset.name}"), "batch_size=${dataset.name}", "could not be converted to Integer")
+    _one(
+        refusal("batch_size=${dataset.name}"),
+        "batch_size=${dataset.name}",
+        "could not be converted to Integer",
+    )
 
 
 def test_before_hydra_a_model_setting_on_a_plain_tier_and_a_bad_interpolation_get_one_line():
-    _one(choices.null_parent(["storage=local", "storage.model.backing_dir=/x"]),
-         "storage.model.backing_dir=/x: storage=local is not a modelled tier")
+    _one(
+        choices.null_parent(["storage=local", "storage.model.backing_dir=/x"]),
+        "storage.model.backing_dir=/x: storage=local is not a modelled tier",
+    )
     _one(choices.bad_value(["threads=${oops}"]), "threads=${oops}: the interpolation does not resolve")
-    assert choices.bad_value(["storage.root=${oc.env:HOME}"]) is None  # one that resolves is the user's to use
+    assert (
+        choices.bad_value(["storage.root=${oc.env:HOME}"]) is None
+    )  # one that resolves is the user's to use
 
 
-@pytest.mark.parametrize("args,expected", [
-    (("batch_size=0",), "batch_size=0 must be at least 1"),  # ZeroDivisionError
-    (("batch_size=abc",), "batch_size=abc: Value 'abc'"),
-    (("dataset.num_images=abc",), "dataset.num_images=abc: Value 'abc'"),
-    (("threads=abc",), "threads=abc is not a whole number"),
-    (("threads=autotune",), "threads=autotune: the search predicts from a fixed number"),
-    (("dataset=nosuch",), "unknown dataset 'nosuch'"),  # FileNotFoundError
-    (("threads=${oops}",), "threads=${oops}: the interpolation does not resolve"),
-    (("storage.model.backing_dir=/x",), "storage=local is not a modelled tier"),  # AssertionError, in a sub-campaign
-    (("--most", "0"), "--most 0 must be at least 1"),  # blamed dataset.num_images
-])
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        (("batch_size=0",), "batch_size=0 must be at least 1"),  # ZeroDivisionError
+        (("batch_size=abc",), "batch_size=abc: Value 'abc'"),
+        (("dataset.num_images=abc",), "dataset.num_images=abc: Value 'abc'"),
+        (("threads=abc",), "threads=abc is not a whole number"),
+        (("threads=autotune",), "threads=autotune: the search predicts from a fixed number"),
+        (("dataset=nosuch",), "unknown dataset 'nosuch'"),  # FileNotFoundError
+        (("threads=${oops}",), "threads=${oops}: the interpolation does not resolve"),
+        (
+            ("storage.model.backing_dir=/x",),
+            "storage=local is not a modelled tier",
+        ),  # AssertionError, in a sub-campaign
+        (("--most", "0"), "--most 0 must be at least 1"),  # blamed dataset.num_images
+    ],
+)
 def test_the_capacity_search_refuses_its_arguments_in_one_line(args, expected, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    assert capacity.main(["--out", str(tmp_path / "out"), "accelerator=resnet50_a100", "storage=local", *args]) == 2
+    assert (
+        capacity.main(["--out", str(tmp_path / "out"), "accelerator=resnet50_a100", "storage=local", *args])
+        == 2
+    )
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(err) == 1 and err[0].startswith("campaign.capacity: ") and expected in err[0], err
     assert list(tmp_path.iterdir()) == []
@@ -143,7 +212,10 @@ def test_the_capacity_search_plans_its_cell_with_the_campaigns_checks():
 
     profile = capacity._profile("resnet50_a100", [])
     defaults = {**capacity.MEASURE, **capacity.LOADER}
-    _one(capacity_checks.cells(["storage=local", "threads=100000"], profile, defaults), "threads=100000 is more than")
+    _one(
+        capacity_checks.cells(["storage=local", "threads=100000"], profile, defaults),
+        "threads=100000 is more than",
+    )
     assert capacity_checks.cells(["storage=local,tmpfs", "threads=2"], profile, defaults) is None
 
 
@@ -161,16 +233,38 @@ def _module(module, *args, cwd):
     import sys
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_real_commands_exit_2_with_one_line_and_write_nothing(cwd, tmp_path):
-    _refused(cwd, "campaign", "storage=modeled_hdd", f"storage.root={tmp_path}/p",
-             f"storage.model.backing_dir={tmp_path}/p/in", "platform.dry_run=true", expected="inside its own mount point")
+    _refused(
+        cwd,
+        "campaign",
+        "storage=modeled_hdd",
+        f"storage.root={tmp_path}/p",
+        f"storage.model.backing_dir={tmp_path}/p/in",
+        "platform.dry_run=true",
+        expected="inside its own mount point",
+    )
     assert not (tmp_path / "p").exists()
-    _refused(cwd, "campaign", "threads=${oops}", expected="threads=${oops}: the interpolation does not resolve")
-    _refused(cwd, "campaign", "-m", "batch_size=${dataset.name}", "platform.dry_run=true",
-             expected="batch_size=${dataset.name}: While dereferencing")
-    _refused(cwd, "campaign.capacity", "accelerator=resnet50_a100", "storage=local", "batch_size=0",
-             expected="campaign.capacity: batch_size=0 must be at least 1")
+    _refused(
+        cwd, "campaign", "threads=${oops}", expected="threads=${oops}: the interpolation does not resolve"
+    )
+    _refused(
+        cwd,
+        "campaign",
+        "-m",
+        "batch_size=${dataset.name}",
+        "platform.dry_run=true",
+        expected="batch_size=${dataset.name}: While dereferencing",
+    )
+    _refused(
+        cwd,
+        "campaign.capacity",
+        "accelerator=resnet50_a100",
+        "storage=local",
+        "batch_size=0",
+        expected="campaign.capacity: batch_size=0 must be at least 1",
+    )

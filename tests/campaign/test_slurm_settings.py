@@ -1,7 +1,6 @@
 """platform=slurm without a cluster: site settings checked and mapped to submitit, the sbatch script pinned,
 sacct/squeue parsed, dry runs; the live-cluster tests are tests/slurm/test_slurm.py."""
 
-
 import pytest
 from omegaconf import OmegaConf
 
@@ -19,10 +18,16 @@ def _platform(**kw):
     return OmegaConf.merge(base, kw)
 
 
-@pytest.mark.parametrize("key,value", [
-    ("partition", "debug\n#SBATCH --exclusive"), ("account", "proj;rm -rf ~"), ("qos", "normal`id`"),
-    ("constraint", "k80 $(reboot)"), ("partition", "a b"),
-])
+@pytest.mark.parametrize(
+    "key,value",
+    [
+        ("partition", "debug\n#SBATCH --exclusive"),
+        ("account", "proj;rm -rf ~"),
+        ("qos", "normal`id`"),
+        ("constraint", "k80 $(reboot)"),
+        ("partition", "a b"),
+    ],
+)
 def test_directive_values_cannot_smuggle_shell(key, value):
     with pytest.raises(ConfigError, match=f"platform.{key}="):
         params.check(_platform(**{key: value}))
@@ -37,27 +42,50 @@ def test_setup_lines_are_single_shell_lines():
 
 
 def test_valid_site_values_pass_and_map_to_submitit():
-    p = _platform(partition="main", account="2024-1-23", constraint="k80&haswell", gpus_per_node=1, exclusive=True,
-                  setup=["module load cuda"], mem_gb=100, timeout_min=120, cpus_per_task=24)
+    p = _platform(
+        partition="main",
+        account="2024-1-23",
+        constraint="k80&haswell",
+        gpus_per_node=1,
+        exclusive=True,
+        setup=["module load cuda"],
+        mem_gb=100,
+        timeout_min=120,
+        cpus_per_task=24,
+    )
     params.check(p)
     kw = params.executor_parameters(p, job_name="x")
     assert kw["partition"] == "main" and kw["account"] == "2024-1-23" and kw["constraint"] == "k80&haswell"
-    assert kw["mem"] == "102400M" and kw["time"] == 120 and kw["exclusive"] is True and kw["gpus_per_node"] == 1
+    assert (
+        kw["mem"] == "102400M" and kw["time"] == 120 and kw["exclusive"] is True and kw["gpus_per_node"] == 1
+    )
     assert kw["array_parallelism"] == 1 and kw["setup"] == ["module load cuda"]
 
 
 def test_sbatch_preview_pins_submitits_script(tmp_path):
-    p = _platform(partition="debug", account="acc", exclusive=True, gpus_per_node=1, setup=["module load cuda/9.1"])
+    p = _platform(
+        partition="debug", account="acc", exclusive=True, gpus_per_node=1, setup=["module load cuda/9.1"]
+    )
     text = submit.sbatch_script(submit.executor(tmp_path, p), 3)
-    for line in ("#SBATCH --array=0-2%1", "#SBATCH --partition=debug", "#SBATCH --account=acc", "#SBATCH --exclusive",
-                 "#SBATCH --gpus-per-node=1", "#SBATCH --time=60", "module load cuda/9.1", "-m submitit.core._submit"):
+    for line in (
+        "#SBATCH --array=0-2%1",
+        "#SBATCH --partition=debug",
+        "#SBATCH --account=acc",
+        "#SBATCH --exclusive",
+        "#SBATCH --gpus-per-node=1",
+        "#SBATCH --time=60",
+        "module load cuda/9.1",
+        "-m submitit.core._submit",
+    ):
         assert line in text, line
     assert text.index("module load cuda/9.1") < text.index("srun")
 
 
 def test_sacct_and_squeue_parsing():
-    got = sacct.parse_sacct("12_0|COMPLETED|0:0|node1\n12_1|CANCELLED by 0|0:15|node1\n"
-                            "12_[2-3]|PENDING|0:0|None assigned\n13|TIMEOUT|0:0|n2\n")
+    got = sacct.parse_sacct(
+        "12_0|COMPLETED|0:0|node1\n12_1|CANCELLED by 0|0:15|node1\n"
+        "12_[2-3]|PENDING|0:0|None assigned\n13|TIMEOUT|0:0|n2\n"
+    )
     assert got["12_0"].state == "COMPLETED" and got["12_1"].state == "CANCELLED" and got["12_1"].terminal
     assert got["12_3"].state == "PENDING" and not got["12_3"].terminal and got["12_3"].node == ""
     assert got["13"].terminal
@@ -84,27 +112,65 @@ def test_slurm_without_multirun_says_how(tmp_path):
 
 
 def test_multi_task_dry_run_shows_each_shape(tmp_path):
-    p = campaign("-m", "platform=slurm", "platform.dry_run=true", "platform.nodes=1,2", "platform.tasks_per_node=2",
-                 "storage=lustre", f"storage.root={tmp_path}", *TINY, "hydra.sweep.dir=sweep", cwd=tmp_path)
+    p = campaign(
+        "-m",
+        "platform=slurm",
+        "platform.dry_run=true",
+        "platform.nodes=1,2",
+        "platform.tasks_per_node=2",
+        "storage=lustre",
+        f"storage.root={tmp_path}",
+        *TINY,
+        "hydra.sweep.dir=sweep",
+        cwd=tmp_path,
+    )
     assert p.returncode == 0, p.stderr
     scripts = p.stdout.split("sbatch script")[1:]
-    assert len(scripts) == 2 and "1 node(s) x 2 task(s) per node" in scripts[0] and "2 node(s) x 2" in scripts[1]
+    assert (
+        len(scripts) == 2 and "1 node(s) x 2 task(s) per node" in scripts[0] and "2 node(s) x 2" in scripts[1]
+    )
     assert "#SBATCH --nodes=1" in scripts[0] and "#SBATCH --nodes=2" in scripts[1]
-    assert all("#SBATCH --ntasks-per-node=2" in s and "srun --unbuffered" in s and "--nodes=1 --ntasks=1" in s
-               for s in scripts)
+    assert all(
+        "#SBATCH --ntasks-per-node=2" in s and "srun --unbuffered" in s and "--nodes=1 --ntasks=1" in s
+        for s in scripts
+    )
     assert "#SBATCH --dependency" not in scripts[0] and "#SBATCH --dependency=afterany:" in scripts[1]
     assert not (tmp_path / "sweep").exists()
 
 
 def test_a_site_preset_refuses_more_cpus_than_a_node_has(tmp_path):
     """tegner with 4 tasks per node asked for 4 x 24 = 96 CPUs of a 24-core node."""
-    p = campaign("-m", "platform=tegner", "platform.account=x", "platform.tasks_per_node=4", "platform.nodes=1",
-                 "workload=readonly", "storage=shared", f"storage.root={tmp_path}", *TINY, cwd=tmp_path)
+    p = campaign(
+        "-m",
+        "platform=tegner",
+        "platform.account=x",
+        "platform.tasks_per_node=4",
+        "platform.nodes=1",
+        "workload=readonly",
+        "storage=shared",
+        f"storage.root={tmp_path}",
+        *TINY,
+        cwd=tmp_path,
+    )
     lines = [x for x in p.stderr.splitlines() if x.strip()]
     assert p.returncode == 2 and len(lines) == 1, p.stderr
-    assert "asks for 96 CPUs on a node of platform.cores_per_node=24: set platform.cpus_per_task=6" in lines[0]
-    p = campaign("-m", "platform=tegner", "platform.account=x", "platform.tasks_per_node=4", "platform.cpus_per_task=6",
-                 "workload=readonly", "storage=shared", f"storage.root={tmp_path}", "platform.dry_run=true", *TINY,
-                 cwd=tmp_path)
+    assert (
+        "asks for 96 CPUs on a node of platform.cores_per_node=24: set platform.cpus_per_task=6" in lines[0]
+    )
+    p = campaign(
+        "-m",
+        "platform=tegner",
+        "platform.account=x",
+        "platform.tasks_per_node=4",
+        "platform.cpus_per_task=6",
+        "workload=readonly",
+        "storage=shared",
+        f"storage.root={tmp_path}",
+        "platform.dry_run=true",
+        *TINY,
+        cwd=tmp_path,
+    )
     assert p.returncode == 0 and "--cpus-per-task=6" in p.stdout, p.stderr[-2000:]
-    assert "anaconda" not in p.stdout and "module load" not in p.stdout  # the submitting host's Python runs the cells
+    assert (
+        "anaconda" not in p.stdout and "module load" not in p.stdout
+    )  # the submitting host's Python runs the cells

@@ -27,11 +27,31 @@ TYPOS = {  # override -> the line it gets
     "storag@stage=tmpfs": "unknown setting 'storag' (in 'storag@stage=tmpfs') (did you mean storage?)",
     "storage.fs_chek=false": "unknown setting 'storage.fs_chek' (did you mean storage.fs_check?)",
 }
-KNOWN = ["threads=1,2", "++threads=4", "workload=alexnet_small", "workload.width=0.5", "storage@stage=tmpfs",
-         "stage.root=/x", "storage.emulate.read_iops=3", "checkpoint.model.layers=2", "accelerator.step_time_s=1",
-         "platform.setup=[module load x]", "input.service=true", "trace.posix=true", "storage.fs_check=false",
-         "+experiment=fig6", "experiment=fig7", "~storage.label", "hydra.sweep.dir=x", "hydra/launcher=basic",
-         "-m", "--cfg", "job", "--scale", "ci"]
+KNOWN = [
+    "threads=1,2",
+    "++threads=4",
+    "workload=alexnet_small",
+    "workload.width=0.5",
+    "storage@stage=tmpfs",
+    "stage.root=/x",
+    "storage.emulate.read_iops=3",
+    "checkpoint.model.layers=2",
+    "accelerator.step_time_s=1",
+    "platform.setup=[module load x]",
+    "input.service=true",
+    "trace.posix=true",
+    "storage.fs_check=false",
+    "+experiment=fig6",
+    "experiment=fig7",
+    "~storage.label",
+    "hydra.sweep.dir=x",
+    "hydra/launcher=basic",
+    "-m",
+    "--cfg",
+    "job",
+    "--scale",
+    "ci",
+]
 
 
 def test_an_unknown_key_is_named_with_the_nearest_known_one():
@@ -43,10 +63,14 @@ def test_the_keys_of_the_schema_the_groups_and_hydras_own_pass():
     assert keys.unknown_key(KNOWN) is None
     # no near key: the section's settings, or where to see every setting
     assert "storage's settings: name, label, root" in keys.unknown_key(["storage.zzz=1"])
-    assert keys.unknown_key(["zzzq=1"]) == "unknown setting 'zzzq' (python -m campaign --cfg job shows every setting)"
+    assert (
+        keys.unknown_key(["zzzq=1"])
+        == "unknown setting 'zzzq' (python -m campaign --cfg job shows every setting)"
+    )
     # a + on a setting the config has: what to write instead (Hydra would refuse it with a traceback)
-    assert keys.unknown_key(["+threads=4"]) == ("+threads=4: threads is a setting already: write threads=4 "
-                                                "(+ adds a setting the config lacks)")
+    assert keys.unknown_key(["+threads=4"]) == (
+        "+threads=4: threads is a setting already: write threads=4 (+ adds a setting the config lacks)"
+    )
 
 
 def test_a_workload_of_a_config_folder_brings_its_own_keys(monkeypatch):
@@ -55,24 +79,44 @@ def test_a_workload_of_a_config_folder_brings_its_own_keys(monkeypatch):
 
     workloads.discover()
     assert keys.unknown_key(["workload=toy_sleep", "workload.sleep_s=0.01,0.1"]) is None
-    assert keys.unknown_key(["workload.sleep_x=1"]) == "unknown setting 'workload.sleep_x' (did you mean workload.sleep_s?)"
+    assert (
+        keys.unknown_key(["workload.sleep_x=1"])
+        == "unknown setting 'workload.sleep_x' (did you mean workload.sleep_s?)"
+    )
 
 
 def test_the_capacity_search_refuses_a_typo_before_anything(capsys, tmp_path):
     assert capacity.main(["accelerator=resnet50_a100", "thread=2", "--out", str(tmp_path / "cap")]) == 2
-    assert capsys.readouterr().err == ("campaign.capacity: unknown setting 'thread' (did you mean threads?); "
-                                       "nothing was run\n")
+    assert capsys.readouterr().err == (
+        "campaign.capacity: unknown setting 'thread' (did you mean threads?); nothing was run\n"
+    )
     assert not (tmp_path / "cap").exists()
     # hydra.sweep.dir names the search's folder, as it names a campaign's; with --out, one of them
-    assert capacity.main(["accelerator=resnet50_a100", f"hydra.sweep.dir={tmp_path / 'a'}", "--out",
-                          str(tmp_path / "b"), "--most", "0"]) == 2
+    assert (
+        capacity.main(
+            [
+                "accelerator=resnet50_a100",
+                f"hydra.sweep.dir={tmp_path / 'a'}",
+                "--out",
+                str(tmp_path / "b"),
+                "--most",
+                "0",
+            ]
+        )
+        == 2
+    )
     assert "name two folders" in capsys.readouterr().err
 
 
 def test_hydra_sweep_dir_is_the_capacity_searchs_folder(tmp_path):
-    args = argparse.Namespace(out=None, overrides=["storage=local", f"hydra.sweep.dir={tmp_path}/s", "threads=2"])
+    args = argparse.Namespace(
+        out=None, overrides=["storage=local", f"hydra.sweep.dir={tmp_path}/s", "threads=2"]
+    )
     assert capacity_checks.sweep_dir(args) is None
-    assert args.out == tmp_path / "s" and args.overrides == ["storage=local", "threads=2"]  # not given to each round
+    assert args.out == tmp_path / "s" and args.overrides == [
+        "storage=local",
+        "threads=2",
+    ]  # not given to each round
     args = argparse.Namespace(out=None, overrides=["hydra.sweep.dir=multirun/${now:%H}"])
     assert "plain path" in capacity_checks.sweep_dir(args)
 
@@ -95,9 +139,14 @@ def test_typos_are_refused_before_anything_is_written(cwd):
     ``+thread=4`` measured threads=1 and recorded thread: 4."""
     (cwd / "multirun").mkdir()
     (cwd / "multirun" / "latest").symlink_to("earlier")
-    for args in (["-m", "thread=1,2", "storage=local"], ["+thread=4", "storage=local", "platform.dry_run=true"]):
+    for args in (
+        ["-m", "thread=1,2", "storage=local"],
+        ["+thread=4", "storage=local", "platform.dry_run=true"],
+    ):
         p = campaign(*args, cwd=cwd)
-        assert p.returncode == 2 and p.stderr == "campaign: unknown setting 'thread' (did you mean threads?)\n", p.stderr
+        assert (
+            p.returncode == 2 and p.stderr == "campaign: unknown setting 'thread' (did you mean threads?)\n"
+        ), p.stderr
         assert sorted(os.listdir(cwd)) == ["multirun"] and os.listdir(cwd / "multirun") == ["latest"]
         assert os.readlink(cwd / "multirun" / "latest") == "earlier"
 
@@ -117,10 +166,15 @@ def test_a_root_off_its_presets_file_system_is_refused_in_one_line(refusal, disk
     assert refusal("storage=lustre", f"storage.root={disk_root}") == (
         f"storage=lustre needs its root on lustre, but storage.root={disk_root} is on {fs}: give a folder on lustre, "
         f"or storage=local for a folder on {fs}; to measure it anyway under lustre's name: storage.fs_check=false "
-        "(recorded; the report judges no claim of the paper on it)")
+        "(recorded; the report judges no claim of the paper on it)"
+    )
     assert f"storage.root={disk_root} is on {fs}" in refusal("storage=tmpfs", f"storage.root={disk_root}")
-    line = refusal("workload=checkpoint", "storage@checkpoint.slow=tmpfs", f"checkpoint.slow.root={disk_root}")
-    assert line.startswith(f"storage@checkpoint.slow=tmpfs needs its root on tmpfs, but checkpoint.slow.root={disk_root}")
+    line = refusal(
+        "workload=checkpoint", "storage@checkpoint.slow=tmpfs", f"checkpoint.slow.root={disk_root}"
+    )
+    assert line.startswith(
+        f"storage@checkpoint.slow=tmpfs needs its root on tmpfs, but checkpoint.slow.root={disk_root}"
+    )
     # the opt-in, recorded in the cell's config
     assert refusal("storage=lustre", f"storage.root={disk_root}", "storage.fs_check=false") is None
     assert compose_cell(["storage=lustre", "storage.fs_check=false"]).storage.fs_check is False
@@ -130,7 +184,10 @@ def test_a_root_off_its_presets_file_system_is_refused_in_one_line(refusal, disk
     if _fs("/dev/shm") == "tmpfs":
         assert refusal("storage=tmpfs") is None
     # a dry run for Slurm's nodes: the cluster's Lustre is not on the workstation that previews it (checked when it runs)
-    assert refusal("storage=lustre", f"storage.root={disk_root}", "platform=slurm", "platform.dry_run=true") is None
+    assert (
+        refusal("storage=lustre", f"storage.root={disk_root}", "platform=slurm", "platform.dry_run=true")
+        is None
+    )
 
 
 def test_the_opt_in_keeps_the_cell_id():
@@ -140,8 +197,14 @@ def test_the_opt_in_keeps_the_cell_id():
 
 
 def test_a_lustre_preset_on_ext4_is_refused_before_anything_is_written(cwd, disk_root):
-    p = campaign("storage=lustre", f"storage.root={disk_root}", "dataset.num_images=8", "batch_size=8", cwd=cwd)
-    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "storage=lustre needs its root on lustre" in p.stderr
+    p = campaign(
+        "storage=lustre", f"storage.root={disk_root}", "dataset.num_images=8", "batch_size=8", cwd=cwd
+    )
+    assert (
+        p.returncode == 2
+        and p.stderr.count("\n") == 1
+        and "storage=lustre needs its root on lustre" in p.stderr
+    )
     assert os.listdir(cwd) == [] and not (disk_root / "iocampaign").exists()
 
 
@@ -149,10 +212,24 @@ def _lustre_rows(fs_type: str):
     rows = []
     for threads, x in {1: 1.0, 2: 1.98, 4: 3.9, 8: 7.5}.items():
         for run in (1, 2, 3):
-            row = {"workload": "microbench", "kind": "microbench", "pipeline": "decode_resize", "storage": "lustre",
-                   "threads": threads, "batch_size": 64, "prefetch": 0, "run": run, "cache_state": "cold",
-                   "images_per_s": 100.0 * x, "device_read_ratio": 1.0, "cpu_share": 0.30, "cpu_cores_busy": 0.6,
-                   "cpu_cores_usable": 2, "device_busy": 0.97, "fs_type": fs_type}
+            row = {
+                "workload": "microbench",
+                "kind": "microbench",
+                "pipeline": "decode_resize",
+                "storage": "lustre",
+                "threads": threads,
+                "batch_size": 64,
+                "prefetch": 0,
+                "run": run,
+                "cache_state": "cold",
+                "images_per_s": 100.0 * x,
+                "device_read_ratio": 1.0,
+                "cpu_share": 0.30,
+                "cpu_cores_busy": 0.6,
+                "cpu_cores_usable": 2,
+                "device_busy": 0.97,
+                "fs_type": fs_type,
+            }
             row["bound"], row["bound_reason"] = bounds.label(row)
             rows.append(row)
     return pd.DataFrame(rows).reindex(columns=tables.results_frame(tables.Collected(folder=".")).columns)
@@ -162,10 +239,14 @@ def test_rows_labelled_lustre_that_read_ext4_are_not_judged_against_the_paper():
     base = pd.DataFrame(columns=["storage", "measure", "mb_per_s"])
     on_lustre = compare.claims_frame(_lustre_rows("lustre"), base).set_index("id")
     assert on_lustre.loc["lustre_speedup_8", "status"] == compare.REPRODUCED
-    off = compare.claims_frame(_lustre_rows("ext4"), base, {"lustre": {"fs_types": ["lustre"], "fs_check": False}})
+    off = compare.claims_frame(
+        _lustre_rows("ext4"), base, {"lustre": {"fs_types": ["lustre"], "fs_check": False}}
+    )
     off = off.set_index("id")
     assert off.loc["lustre_speedup_8", "status"] == compare.NOT_COMPARABLE
     assert "storage=lustre on ext4 (not lustre)" in off.loc["lustre_speedup_8", "measured_from"]
     # records written before tiers declared their file system: the preset says it
-    assert compare.claims_frame(_lustre_rows("ext4"), base).set_index("id").loc["lustre_speedup_8", "status"] == \
-        compare.NOT_COMPARABLE
+    assert (
+        compare.claims_frame(_lustre_rows("ext4"), base).set_index("id").loc["lustre_speedup_8", "status"]
+        == compare.NOT_COMPARABLE
+    )

@@ -15,8 +15,19 @@ TOY = ROOT / "tests" / "toy" / "conf"
 
 
 def _inputs(**kw):
-    base = dict(tier="local", accelerator="x", batch_size=64, step_time_s=0.151, profile_batch_size=64, au_threshold=0.9,
-                tier_images_per_s=2000.0, tier_mb_per_s=220.0, core_images_per_s=300.0, cores=2, threads=1)
+    base = dict(
+        tier="local",
+        accelerator="x",
+        batch_size=64,
+        step_time_s=0.151,
+        profile_batch_size=64,
+        au_threshold=0.9,
+        tier_images_per_s=2000.0,
+        tier_mb_per_s=220.0,
+        core_images_per_s=300.0,
+        cores=2,
+        threads=1,
+    )
     return capacity.Inputs(**{**base, **kw})
 
 
@@ -28,7 +39,12 @@ def test_the_prediction_names_the_side_that_stops_the_next_accelerator():
     # 100 images/s each: the tier (2,000/s) feeds 20, two cores of 300/s feed 6 (one map thread each: 1 core
     # per accelerator up to 2, then the 2 cores share)
     p = capacity.predict(_inputs(step_time_s=0.576))
-    assert (p["predicted_storage_n"], p["predicted_cpu_n"], p["predicted_n"], p["predicted_limit"]) == (20, 6, 6, "cpu")
+    assert (p["predicted_storage_n"], p["predicted_cpu_n"], p["predicted_n"], p["predicted_limit"]) == (
+        20,
+        6,
+        6,
+        "cpu",
+    )
     p = capacity.predict(_inputs(step_time_s=0.576, tier_images_per_s=350.0))
     assert (p["predicted_n"], p["predicted_limit"]) == (3, "storage")
     assert capacity.predict(_inputs())["predicted_n"] == 0  # 381/s each: more than one core decodes
@@ -37,7 +53,12 @@ def test_the_prediction_names_the_side_that_stops_the_next_accelerator():
 def test_on_several_nodes_the_count_is_per_node_the_tier_shared_and_a_shared_kernels_cores_divided():
     # 100 images/s each. Two nodes of 2 cores: each feeds 6 on its own; the tier's 2,000/s feeds 20 in all, 10 a node
     p = capacity.predict(_inputs(step_time_s=0.576, nodes=2, kernels=2))
-    assert (p["predicted_storage_n"], p["predicted_cpu_n"], p["predicted_n"], p["predicted_limit"]) == (10, 6, 6, "cpu")
+    assert (p["predicted_storage_n"], p["predicted_cpu_n"], p["predicted_n"], p["predicted_limit"]) == (
+        10,
+        6,
+        6,
+        "cpu",
+    )
     p = capacity.predict(_inputs(step_time_s=0.576, nodes=4, kernels=4, tier_images_per_s=2000.0))
     assert (p["predicted_n"], p["predicted_limit"]) == (5, "storage")  # 20 in all over 4 nodes
     # two nodes on one kernel (the namespaced test cluster): its 2 cores are 1 a node
@@ -46,14 +67,26 @@ def test_on_several_nodes_the_count_is_per_node_the_tier_shared_and_a_shared_ker
     row = capacity.row(p, _seen({2: True, 3: True, 4: False}), 8)
     assert (row["measured_n"], row["measured_total"]) == (3, 6)
     # the search's counts are per node: a cell of 2 nodes x 3 tasks is 3
-    df = pd.DataFrame({"kind": "emulated", "storage": "shared", "tasks_per_cell": [6, 6, 2], "nodes": [2, 2, 1],
-                       "train_au_percentage": [95.0, 91.0, 99.0], "mb_per_s": 1.0, "images_per_s": 10.0, "bound": "cpu"})
+    df = pd.DataFrame(
+        {
+            "kind": "emulated",
+            "storage": "shared",
+            "tasks_per_cell": [6, 6, 2],
+            "nodes": [2, 2, 1],
+            "train_au_percentage": [95.0, 91.0, 99.0],
+            "mb_per_s": 1.0,
+            "images_per_s": 10.0,
+            "bound": "cpu",
+        }
+    )
     assert sorted(capacity.tried(df, "shared", 0.9)) == [2, 3]
 
 
 def _seen(held: dict[int, bool]) -> dict:
-    return {n: {"passed": ok, "au_min": 95.0 if ok else 60.0, "mb_per_s": 10.0 * n, "bound": "cpu", "runs": 2}
-            for n, ok in held.items()}
+    return {
+        n: {"passed": ok, "au_min": 95.0 if ok else 60.0, "mb_per_s": 10.0 * n, "bound": "cpu", "runs": 2}
+        for n, ok in held.items()
+    }
 
 
 def test_the_search_brackets_the_largest_count_that_holds():
@@ -66,23 +99,46 @@ def test_the_search_brackets_the_largest_count_that_holds():
     assert capacity.next_counts(_seen({7: True, 8: True}), 8, 8) == []  # --most reached
     assert capacity.measured(_seen({2: True, 3: True, 4: False}), 8) == (3, "")
     assert capacity.measured(_seen({1: False}), 8) == (0, "even one accelerator fell below the threshold")
-    assert capacity.measured(_seen({7: True, 8: True}), 8) == (8, "at least 8: the search stopped at --most 8")
+    assert capacity.measured(_seen({7: True, 8: True}), 8) == (
+        8,
+        "at least 8: the search stopped at --most 8",
+    )
     row = capacity.row(capacity.predict(_inputs(step_time_s=0.576)), _seen({5: True, 6: True, 7: False}), 8)
-    assert (row["measured_n"], row["error_n"], row["mb_per_s_at_n"], row["bound_at_n_plus_1"]) == (6, 0, 60.0, "cpu")
+    assert (row["measured_n"], row["error_n"], row["mb_per_s_at_n"], row["bound_at_n_plus_1"]) == (
+        6,
+        0,
+        60.0,
+        "cpu",
+    )
 
 
 def test_bad_input_names_the_setting(tmp_path):
-    for args, expected in ((["storage=tmpfs"], "accelerator is not set: choose the profile"),
-                           (["accelerator=tpu9"], "accelerator=tpu9: unknown profile"),
-                           (["--most", "2", "accelerator=tpu8"], "accelerator=tpu8: unknown profile"),  # after an option
-                           (["accelerator=resnet50_h100", "dataset.num_images=512"],
-                            "512 images give no accelerator two batches of 400"),
-                           (["accelerator=ci_small", f"hydra.searchpath=[file://{TOY}]", "dataset.num_images=32",
-                             "platform.nodes=2"], "32 images give no accelerator of 2 nodes two batches of 16"),
-                           (["accelerator=ci_small", f"hydra.searchpath=[file://{TOY}]", "platform.nodes=two"],
-                            "platform.nodes=two: must be a whole number >= 1"),
-                           (["accelerator=ci_small", f"hydra.searchpath=[file://{TOY}]", "platform.tasks_per_node=3"],
-                            "platform.tasks_per_node is what the search sets")):
+    for args, expected in (
+        (["storage=tmpfs"], "accelerator is not set: choose the profile"),
+        (["accelerator=tpu9"], "accelerator=tpu9: unknown profile"),
+        (["--most", "2", "accelerator=tpu8"], "accelerator=tpu8: unknown profile"),  # after an option
+        (
+            ["accelerator=resnet50_h100", "dataset.num_images=512"],
+            "512 images give no accelerator two batches of 400",
+        ),
+        (
+            [
+                "accelerator=ci_small",
+                f"hydra.searchpath=[file://{TOY}]",
+                "dataset.num_images=32",
+                "platform.nodes=2",
+            ],
+            "32 images give no accelerator of 2 nodes two batches of 16",
+        ),
+        (
+            ["accelerator=ci_small", f"hydra.searchpath=[file://{TOY}]", "platform.nodes=two"],
+            "platform.nodes=two: must be a whole number >= 1",
+        ),
+        (
+            ["accelerator=ci_small", f"hydra.searchpath=[file://{TOY}]", "platform.tasks_per_node=3"],
+            "platform.tasks_per_node is what the search sets",
+        ),
+    ):
         p = _capacity(*args, cwd=tmp_path)
         lines = [x for x in p.stderr.splitlines() if x.strip()]
         assert p.returncode == 2 and len(lines) == 1 and expected in lines[0], p.stderr
@@ -93,8 +149,14 @@ def _capacity(*args, cwd):
     import subprocess
 
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return subprocess.run([sys.executable, "-m", "campaign.capacity", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "campaign.capacity", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def test_the_search_on_real_runs(tmp_path):
@@ -102,28 +164,45 @@ def test_the_search_on_real_runs(tmp_path):
     of real JPEGs cold; the answer is the largest count whose every run held AU >= 90% with a failing count
     above it (or the search's limit), and capacity.csv, the figure and the report say so."""
     out = tmp_path / "cap"
-    p = _capacity("accelerator=ci_small", "storage=tmpfs", f"hydra.searchpath=[file://{TOY}]", "dataset.num_images=256",
-                  "repeats=1", "--most", "4", "--out", str(out), cwd=tmp_path)
+    p = _capacity(
+        "accelerator=ci_small",
+        "storage=tmpfs",
+        f"hydra.searchpath=[file://{TOY}]",
+        "dataset.num_images=256",
+        "repeats=1",
+        "--most",
+        "4",
+        "--out",
+        str(out),
+        cwd=tmp_path,
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     row = pd.read_csv(out / "capacity.csv").iloc[0]
-    assert row["tier"] == "tmpfs" and row["accelerator"] == "ci_small" and row["cores"] == len(os.sched_getaffinity(0))
+    assert (
+        row["tier"] == "tmpfs"
+        and row["accelerator"] == "ci_small"
+        and row["cores"] == len(os.sched_getaffinity(0))
+    )
     assert row["demand_images_per_s"] == pytest.approx(16 * 0.9 / 0.06)
     results = pd.read_csv(out / "results.csv")
     cells = results[results["kind"] == "emulated"]
     seen = capacity.tried(results, "tmpfs", 0.9)
-    assert sorted(seen) == [int(c) for c in str(row["counts_tried"]).split()] and set(cells["accelerator"]) == {"ci_small"}
+    assert sorted(seen) == [int(c) for c in str(row["counts_tried"]).split()] and set(
+        cells["accelerator"]
+    ) == {"ci_small"}
     n = int(row["measured_n"])
     assert all(seen[c]["passed"] for c in seen if c <= n) or n == 0
     assert n == 4 or (n + 1 in seen and not seen[n + 1]["passed"])  # bracketed, or the search's limit
     assert row["error_n"] == n - row["predicted_n"]
     # a run's AU is its slowest accelerator's: the minimum over its tasks, each first step left out
     for _, r in cells[cells["tasks_per_cell"] > 1].iterrows():
-        tasks = records.read(out / "tmpfs" / "prove" / str(r["cell_dir"]).split("/")[-1] / "record.json").runs[0]["task_results"]
+        tasks = records.read(
+            out / "tmpfs" / "prove" / str(r["cell_dir"]).split("/")[-1] / "record.json"
+        ).runs[0]["task_results"]
         assert r["train_au_percentage"] == pytest.approx(min(t["train_au_percentage"] for t in tasks))
     assert (out / "capacity.png").stat().st_size > 10_000
     assert "Accelerators the storage can feed" in (out / "report.html").read_text()
     assert f"[capacity] tmpfs: {n} ci_small accelerator(s) held AU >= 90%" in p.stdout
-
 
 
 def test_a_training_campaign_writes_a_profile_the_emulation_runs(paper, tmp_path):
@@ -139,8 +218,13 @@ def test_a_training_campaign_writes_a_profile_the_emulation_runs(paper, tmp_path
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
 
     def prof(*args):
-        return subprocess.run([sys.executable, "-m", "analysis", "profile", *args], cwd=tmp_path, env=env,
-                              capture_output=True, text=True)
+        return subprocess.run(
+            [sys.executable, "-m", "analysis", "profile", *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
 
     grid, conf = paper / "fig6_fig8", tmp_path / "myconf"
     p = prof(str(grid), "--name", "alexnet_here", "--out", str(conf))
@@ -153,16 +237,37 @@ def test_a_training_campaign_writes_a_profile_the_emulation_runs(paper, tmp_path
         batch, side = rec["config"]["batch_size"], rec["config"]["workload"]["image_side"]
     assert y.step_time_s == pytest.approx(statistics.median(per_step), rel=1e-5)
     assert (y.batch_size, y.image_side, y.name) == (batch, side, "alexnet_here")
-    assert y.device.startswith("CPU (") and f"median of {len(per_step)} runs" in y.source and str(grid) in y.source
-    dry = subprocess.run([sys.executable, "-m", "campaign", "-m", "workload=emulated", "accelerator=alexnet_here",
-                          f"hydra.searchpath=[file://{conf}]", "prefetch=1", "dataset.num_images=256",
-                          "platform.dry_run=true"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert (
+        y.device.startswith("CPU (")
+        and f"median of {len(per_step)} runs" in y.source
+        and str(grid) in y.source
+    )
+    dry = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "campaign",
+            "-m",
+            "workload=emulated",
+            "accelerator=alexnet_here",
+            f"hydra.searchpath=[file://{conf}]",
+            "prefetch=1",
+            "dataset.num_images=256",
+            "platform.dry_run=true",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert dry.returncode == 0 and "accelerator=alexnet_here" in dry.stdout, dry.stdout + dry.stderr
     before = sorted(tmp_path.rglob("*"))
-    for args, says in (([str(grid), "--name", "alexnet_here", "--out", str(conf)], "exists; give another --name"),
-                       ([str(paper / "fig4_fig5"), "--name", "y", "--out", str(conf)], "no run measured its compute alone"),
-                       ([str(paper), "--name", "y", "--out", str(conf)], "differ in"),
-                       ([str(grid), "--name", "../y", "--out", str(conf)], "a profile's name is letters")):
+    for args, says in (
+        ([str(grid), "--name", "alexnet_here", "--out", str(conf)], "exists; give another --name"),
+        ([str(paper / "fig4_fig5"), "--name", "y", "--out", str(conf)], "no run measured its compute alone"),
+        ([str(paper), "--name", "y", "--out", str(conf)], "differ in"),
+        ([str(grid), "--name", "../y", "--out", str(conf)], "a profile's name is letters"),
+    ):
         p = prof(*args)
         lines = [x for x in p.stderr.splitlines() if x.strip()]
         assert p.returncode == 2 and len(lines) == 1 and says in lines[0], p.stderr

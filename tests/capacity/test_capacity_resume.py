@@ -15,16 +15,29 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
 
 
 def _args(out) -> list[str]:
-    return [sys.executable, "-m", "campaign.capacity", "accelerator=ci_small", "storage=tmpfs",
-            f"hydra.searchpath=[file://{TOY}]", "dataset.num_images=64", "repeats=1", "--most", "2", "--out", str(out)]
+    return [
+        sys.executable,
+        "-m",
+        "campaign.capacity",
+        "accelerator=ci_small",
+        "storage=tmpfs",
+        f"hydra.searchpath=[file://{TOY}]",
+        "dataset.num_images=64",
+        "repeats=1",
+        "--most",
+        "2",
+        "--out",
+        str(out),
+    ]
 
 
 def test_a_killed_capacity_search_resumes_in_its_folder(tmp_path):
     out = tmp_path / "cap"
     log = tmp_path / "first.log"
     with open(log, "w") as f:
-        first = subprocess.Popen(_args(out), cwd=tmp_path, env=ENV, stdout=f, stderr=subprocess.STDOUT,
-                                 start_new_session=True)
+        first = subprocess.Popen(
+            _args(out), cwd=tmp_path, env=ENV, stdout=f, stderr=subprocess.STDOUT, start_new_session=True
+        )
     started = out / "tmpfs" / "storage_rate" / "plan.json"  # the first round's first cell is planned
     deadline = time.monotonic() + 180
     while not started.exists() and first.poll() is None and time.monotonic() < deadline:
@@ -46,5 +59,7 @@ def test_a_folder_marked_by_something_else_is_still_refused(tmp_path):
         (out / name).write_bytes(b"a user's file\n")
         p = subprocess.run(_args(out), cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=120)
         lines = [x for x in p.stderr.splitlines() if x.strip()]
-        assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("campaign.capacity: --out:"), p.stderr
+        assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("campaign.capacity: --out:"), (
+            p.stderr
+        )
         assert (out / name).read_bytes() == b"a user's file\n" and [x.name for x in out.iterdir()] == [name]

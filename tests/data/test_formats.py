@@ -51,16 +51,22 @@ def _read_back(d) -> dict:
     got = {}
     for path, members in zip(d.containers, d.members):
         if d.format == "tfrecord":
-            spec = {"image/encoded": tf.io.FixedLenFeature([], tf.string),
-                    "image/class/label": tf.io.FixedLenFeature([], tf.int64),
-                    "image/index": tf.io.FixedLenFeature([], tf.int64)}
+            spec = {
+                "image/encoded": tf.io.FixedLenFeature([], tf.string),
+                "image/class/label": tf.io.FixedLenFeature([], tf.int64),
+                "image/index": tf.io.FixedLenFeature([], tf.int64),
+            }
             rows = [tf.io.parse_single_example(r, spec) for r in tf.data.TFRecordDataset(path)]
-            entries = [(int(r["image/index"]), int(r["image/class/label"]), r["image/encoded"].numpy()) for r in rows]
+            entries = [
+                (int(r["image/index"]), int(r["image/class/label"]), r["image/encoded"].numpy()) for r in rows
+            ]
         else:
             with h5py.File(path, "r") as f:
                 data, off = f["images"][:], f["offsets"][:]
-                entries = [(int(i), int(c), data[off[r]:off[r + 1]].tobytes())
-                           for r, (i, c) in enumerate(zip(f["index"][:], f["labels"][:]))]
+                entries = [
+                    (int(i), int(c), data[off[r] : off[r + 1]].tobytes())
+                    for r, (i, c) in enumerate(zip(f["index"][:], f["labels"][:]))
+                ]
         assert [e[0] for e in entries] == list(members)  # the index says what each container holds, in order
         got.update({i: (c, b) for i, c, b in entries})
     return got
@@ -94,7 +100,9 @@ def test_a_conversion_is_reused_and_redone_when_a_file_changed(stored, source):
 
 def _visit(d, shuffle, seed=3, threads=2):
     """Image indices and bytes of one pass of the read-only pipeline."""
-    data = pipeline.build(d, threads=threads, batch_size=5, prefetch=0, seed=seed, decode=False, shuffle=shuffle)
+    data = pipeline.build(
+        d, threads=threads, batch_size=5, prefetch=0, seed=seed, decode=False, shuffle=shuffle
+    )
     seen, consumed = [], 0
     for _, idx, nbytes in data:
         seen += [int(i) for i in idx.numpy()]
@@ -134,8 +142,9 @@ def test_local_shuffle_reads_one_group_at_a_time(stored):
 
 
 def _settings(pipeline_name="read_only", batches=None):
-    return microbench.RunSettings(pipeline=pipeline_name, threads=2, batch_size=4, prefetch=0, image_side=32,
-                                  batches=batches, seed=1)
+    return microbench.RunSettings(
+        pipeline=pipeline_name, threads=2, batch_size=4, prefetch=0, image_side=32, batches=batches, seed=1
+    )
 
 
 @pytest.mark.parametrize("fmt,delay_ms", [("tfrecord", 0.0), ("tfrecord", 1.0), ("hdf5", 0.0)])
@@ -144,8 +153,17 @@ def test_a_read_only_run_in_blocks_cut_short_counts_nothing_as_dropped(stored, f
     batches (with a read delay, which works on single images, or without) delivers the first images of
     its order and drops none of them."""
     d = stored[fmt]
-    s = microbench.RunSettings(pipeline="read_only", threads=2, batch_size=4, prefetch=0, image_side=32, batches=3,
-                               seed=1, shuffle="none", read_delay_ms=delay_ms)
+    s = microbench.RunSettings(
+        pipeline="read_only",
+        threads=2,
+        batch_size=4,
+        prefetch=0,
+        image_side=32,
+        batches=3,
+        seed=1,
+        shuffle="none",
+        read_delay_ms=delay_ms,
+    )
     r = microbench.run_once(d, s)
     assert (r.images, r.images_dropped, r.batches) == (12, 0, 3)
     assert r.bytes_consumed > 0
@@ -162,7 +180,9 @@ def test_a_corrupt_tfrecord_record_is_dropped_and_counted(source, tmp_path):
     d = formats.ensure(ds, "tfrecord", SHARD_MB, tmp_path / "converted")
     path = d.containers[0]
     data = bytearray(Path(path).read_bytes())
-    first = int.from_bytes(data[:8], "little")  # the first record's length; corrupt the second record's payload
+    first = int.from_bytes(
+        data[:8], "little"
+    )  # the first record's length; corrupt the second record's payload
     data[8 + 4 + first + 4 + 12 + 20] ^= 0xFF
     Path(path).write_bytes(bytes(data))
     r = microbench.run_once(d, _settings())
@@ -178,7 +198,7 @@ def test_a_corrupt_hdf5_entry_is_dropped_and_counted(source, tmp_path):
     d = formats.ensure(ds, "hdf5", SHARD_MB, tmp_path / "converted")
     with h5py.File(d.containers[0], "r+") as f:  # the third image's first bytes overwritten
         start = int(f["offsets"][2])
-        f["images"][start:start + 17] = np.frombuffer(b"not a jpeg at all", dtype=np.uint8)
+        f["images"][start : start + 17] = np.frombuffer(b"not a jpeg at all", dtype=np.uint8)
     r = microbench.run_once(d, _settings("decode_resize"))
     assert (r.images, r.images_dropped) == (N - 1, 1)
     assert r.dropped_files == [f"{d.containers[0]}[2] ({os.path.basename(ds.files[d.members[0][2]])})"]
@@ -210,9 +230,22 @@ def test_a_shard_cell_is_cold_and_verified_on_its_shards(source, disk_root):
     from jobs import runner
 
     folder, _ = source
-    config = cell(["workload=readonly", "dataset.source=folder", f"dataset.path={folder}", f"dataset.num_images={N}",
-                   "dataset.format=tfrecord", f"dataset.shard_mb={SHARD_MB}", f"storage.root={disk_root}",
-                   "batch_size=4", "threads=2", "repeats=2", "warmup=0", "shuffle=local"])
+    config = cell(
+        [
+            "workload=readonly",
+            "dataset.source=folder",
+            f"dataset.path={folder}",
+            f"dataset.num_images={N}",
+            "dataset.format=tfrecord",
+            f"dataset.shard_mb={SHARD_MB}",
+            f"storage.root={disk_root}",
+            "batch_size=4",
+            "threads=2",
+            "repeats=2",
+            "warmup=0",
+            "shuffle=local",
+        ]
+    )
     runs, summary, _ = runner.measure(config, disk_root)
     assert summary["format"] == "tfrecord" and summary["containers"] > 1
     assert Path(summary["stored_in"]).is_relative_to(disk_root / "iocampaign" / "datasets" / "converted")
@@ -222,22 +255,32 @@ def test_a_shard_cell_is_cold_and_verified_on_its_shards(source, disk_root):
         assert run["bytes_read_device"] >= 0.9 * run["bytes_consumed"]
 
 
-@pytest.mark.parametrize("setting, expected", [
-    ("dataset.format=parquet", "dataset.format=parquet: Invalid value 'parquet', expected one of [files, tfrecord, hdf5]"),
-    ("dataset.shard_mb=0", "dataset.shard_mb=0.0 must be positive"),
-    ("shuffle_buffer=0", "shuffle_buffer=0 must be at least 1"),
-])
+@pytest.mark.parametrize(
+    "setting, expected",
+    [
+        (
+            "dataset.format=parquet",
+            "dataset.format=parquet: Invalid value 'parquet', expected one of [files, tfrecord, hdf5]",
+        ),
+        ("dataset.shard_mb=0", "dataset.shard_mb=0.0 must be positive"),
+        ("shuffle_buffer=0", "shuffle_buffer=0 must be at least 1"),
+    ],
+)
 def test_bad_format_settings_give_one_line(cwd, tmp_path, setting, expected):
     tier = tmp_path / "tier"
     tier.mkdir()
-    p = campaign("workload=readonly", setting, f"storage.root={tier}", "dataset.num_images=8", "repeats=1", cwd=cwd)
+    p = campaign(
+        "workload=readonly", setting, f"storage.root={tier}", "dataset.num_images=8", "repeats=1", cwd=cwd
+    )
     lines = [x for x in p.stderr.splitlines() if x.strip()]
     assert p.returncode == 2 and len(lines) == 1 and expected in lines[0], p.stderr
     assert not list(cwd.rglob("*")) and not list(tier.iterdir())
 
 
-@pytest.mark.parametrize("garbage", ["null", "[]", '{"containers": []}', "{truncated",
-                                     '{"format": "hdf5", "containers": [{"name": "x"}]}'])
+@pytest.mark.parametrize(
+    "garbage",
+    ["null", "[]", '{"containers": []}', "{truncated", '{"format": "hdf5", "containers": [{"name": "x"}]}'],
+)
 def test_a_damaged_index_is_converted_again_and_stale_parts_go(source, tmp_path, garbage):
     """A garbage index.json made every later run fail; .part files of a killed conversion stayed for ever."""
     _, ds = source
@@ -262,6 +305,8 @@ def test_a_shard_replaced_by_a_folder_is_one_clear_error_and_the_folder_stays(so
     shard.unlink()
     shard.mkdir()
     (shard / "mine.txt").write_text("the user's")
-    with pytest.raises(datasets.DatasetError, match="is a folder or a link where the tool writes a hdf5 file"):
+    with pytest.raises(
+        datasets.DatasetError, match="is a folder or a link where the tool writes a hdf5 file"
+    ):
         formats.ensure(ds, "hdf5", SHARD_MB, tmp_path / "converted")
     assert (shard / "mine.txt").read_text() == "the user's"

@@ -20,9 +20,18 @@ def test_staged_cell_reads_the_copy_and_removes_it(tmp_path, disk_root):
         theirs.write_text("not the tool's copy")
         site = tmp_path / "site" / "storage"  # a site's own preset of its fast tier, as a user would add one
         site.mkdir(parents=True)
-        (site / "fast_tmpfs.yaml").write_text(f"defaults:\n  - tmpfs\n  - _self_\nname: fast_tmpfs\nroot: {fast}\n")
-        p = campaign("-m", *TINY, f"storage.root={disk_root}", "storage@stage=none,fast_tmpfs",
-                     f"hydra.searchpath=[file://{tmp_path / 'site'}]", f"hydra.sweep.dir={out}", cwd=tmp_path)
+        (site / "fast_tmpfs.yaml").write_text(
+            f"defaults:\n  - tmpfs\n  - _self_\nname: fast_tmpfs\nroot: {fast}\n"
+        )
+        p = campaign(
+            "-m",
+            *TINY,
+            f"storage.root={disk_root}",
+            "storage@stage=none,fast_tmpfs",
+            f"hydra.searchpath=[file://{tmp_path / 'site'}]",
+            f"hydra.sweep.dir={out}",
+            cwd=tmp_path,
+        )
         assert p.returncode == 0, p.stderr[-2000:]
         rec = records.read(out / "1" / "record.json")
         stage = rec.dataset["stage"]
@@ -49,16 +58,30 @@ def test_staged_cell_reads_the_copy_and_removes_it(tmp_path, disk_root):
 def test_staging_without_room_fails_the_cell_and_leaves_nothing(tmp_path, disk_root):
     out = tmp_path / "c"
     with tmpfs(tmp_path / "small", "1m") as small:
-        p = campaign("-m", *TINY, "dataset=imagenet_subset", f"storage.root={disk_root}", "storage@stage=tmpfs",
-                     f"stage.root={small}", f"hydra.sweep.dir={out}", cwd=tmp_path)
+        p = campaign(
+            "-m",
+            *TINY,
+            "dataset=imagenet_subset",
+            f"storage.root={disk_root}",
+            "storage@stage=tmpfs",
+            f"stage.root={small}",
+            f"hydra.sweep.dir={out}",
+            cwd=tmp_path,
+        )
         assert p.returncode == 1
         rec = records.read(out / "0" / "record.json")
-        assert rec.status == records.FAILED and rec.error["type"] == "StagingError" and "MB free" in rec.error["message"]
+        assert (
+            rec.status == records.FAILED
+            and rec.error["type"] == "StagingError"
+            and "MB free" in rec.error["message"]
+        )
         assert not list((small / "iocampaign" / "staged").iterdir())
 
 
 def test_stage_on_the_data_tier_is_refused(cwd, disk_root):
-    p = campaign(*TINY, f"storage.root={disk_root}", "storage@stage=local", f"stage.root={disk_root}", cwd=cwd)
+    p = campaign(
+        *TINY, f"storage.root={disk_root}", "storage@stage=local", f"stage.root={disk_root}", cwd=cwd
+    )
     lines = [x for x in p.stderr.splitlines() if x.strip()]
     assert p.returncode == 2 and len(lines) == 1, p.stderr
     assert "storage@stage=local is the tier the data is on" in lines[0]
@@ -79,15 +102,32 @@ def test_staged_cells_pair_only_with_the_cell_equal_in_everything_but_the_stage(
     from analysis import staging
 
     def cfg(cache, stage, tasks=1):
-        c = {"workload": {"name": "readonly", "kind": "microbench"}, "storage": {"name": "local", "root": "/x"},
-             "cache": cache, "threads": 2, "platform": {"name": "local", "tasks_per_node": tasks, "lock_dir": "/l"}}
+        c = {
+            "workload": {"name": "readonly", "kind": "microbench"},
+            "storage": {"name": "local", "root": "/x"},
+            "cache": cache,
+            "threads": 2,
+            "platform": {"name": "local", "tasks_per_node": tasks, "lock_dir": "/l"},
+        }
         return {**c, "stage": {"name": "tmpfs", "root": "/fast"}} if stage else c
 
-    configs = {"0": cfg("cold", False), "1": cfg("warm", False), "2": cfg("cold", True), "3": cfg("warm", True),
-               "4": cfg("cold", True, tasks=2)}
-    summary = pd.DataFrame({"cell_dir": [0, 1, 2, 3, 4], "stage": [None, None, "tmpfs", "tmpfs", "tmpfs"],
-                            "cache": ["cold", "warm", "cold", "warm", "cold"], "storage": "local",
-                            "images_per_s_median": [100.0, 400.0, 350.0, 410.0, 300.0], "bound": "storage"})
+    configs = {
+        "0": cfg("cold", False),
+        "1": cfg("warm", False),
+        "2": cfg("cold", True),
+        "3": cfg("warm", True),
+        "4": cfg("cold", True, tasks=2),
+    }
+    summary = pd.DataFrame(
+        {
+            "cell_dir": [0, 1, 2, 3, 4],
+            "stage": [None, None, "tmpfs", "tmpfs", "tmpfs"],
+            "cache": ["cold", "warm", "cold", "warm", "cold"],
+            "storage": "local",
+            "images_per_s_median": [100.0, 400.0, 350.0, 410.0, 300.0],
+            "bound": "storage",
+        }
+    )
     t = staging.comparison(summary, {}, configs).set_index(["cache", "from_stage"])
     assert t.loc[("cold", 350.0), "from_storage"] == 100.0 and t.loc[("cold", 350.0), "staged_speedup"] == 3.5
     assert t.loc[("warm", 410.0), "from_storage"] == 400.0
@@ -113,9 +153,20 @@ def test_a_dangling_link_is_dropped_and_a_killed_cells_copy_is_cleared(tmp_path,
         foreign = staged / "not-the-tools"
         foreign.mkdir()
         (foreign / "file").write_text("the user's")
-        p = campaign("-m", "workload=readonly", "batch_size=4", "repeats=1", "warmup=0", "dataset.source=folder",
-                     f"dataset.path={data}", f"storage.root={disk_root}", "storage@stage=tmpfs", f"stage.root={fast}",
-                     f"hydra.sweep.dir={out}", cwd=tmp_path)
+        p = campaign(
+            "-m",
+            "workload=readonly",
+            "batch_size=4",
+            "repeats=1",
+            "warmup=0",
+            "dataset.source=folder",
+            f"dataset.path={data}",
+            f"storage.root={disk_root}",
+            "storage@stage=tmpfs",
+            f"stage.root={fast}",
+            f"hydra.sweep.dir={out}",
+            cwd=tmp_path,
+        )
         assert p.returncode == 0, p.stderr[-2000:]
         assert "a staged copy whose cell was killed" in p.stdout + p.stderr
         rec = records.read(out / "0" / "record.json")
@@ -134,4 +185,6 @@ def test_a_staged_cell_is_judged_by_the_stage_tiers_throttle():
     ssd = {"name": "emulated_ssd", "emulate": {"read_iops": 20000}}
     assert read_tier({"storage": hdd, "stage": ssd}, {"stage": {"storage": "emulated_ssd"}}) is ssd
     assert read_tier({"storage": hdd, "stage": None}, {}) is hdd
-    assert read_tier({"storage": hdd, "stage": ssd}, {}) is hdd  # asked, but the record says nothing was staged
+    assert (
+        read_tier({"storage": hdd, "stage": ssd}, {}) is hdd
+    )  # asked, but the record says nothing was staged

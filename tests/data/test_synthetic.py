@@ -10,6 +10,7 @@ from jobs.data import synthetic
 def spec(name, median_kb, spread, bpp, classes=10, seed=0, gray=0.0):
     return synthetic.SyntheticSpec(name, classes, median_kb, spread, bpp, gray, seed)
 
+
 @pytest.mark.parametrize("median_kb,spread,bpp", [(112, 0.5, 0.6), (12, 0.55, 0.2)])
 def test_size_distribution_matches_the_preset(tmp_path, median_kb, spread, bpp):
     s = spec("set", median_kb, spread, bpp)
@@ -20,6 +21,7 @@ def test_size_distribution_matches_the_preset(tmp_path, median_kb, spread, bpp):
     p10, p90 = np.percentile(sizes, [10, 90])
     assert p90 / p10 > 2.0  # a realistic spread, not one constant size
     assert len(set(sizes.tolist())) > 250
+
 
 def test_files_are_real_jpegs_in_class_folders_with_a_manifest(tmp_path):
     s = spec("set", 12, 0.5, 0.2, classes=4, gray=0.5)
@@ -37,6 +39,7 @@ def test_files_are_real_jpegs_in_class_folders_with_a_manifest(tmp_path):
     assert modes == {"RGB", "L"}
     assert (folder / synthetic.META).exists()
 
+
 def test_deterministic_from_seed_and_prefix_stable(tmp_path):
     a = spec("set", 12, 0.5, 0.2, seed=7)
     assert synthetic.encode(a, 3) == synthetic.encode(a, 3)
@@ -44,6 +47,7 @@ def test_deterministic_from_seed_and_prefix_stable(tmp_path):
     f1 = synthetic.ensure(a, tmp_path / "x", 10)
     f2 = synthetic.ensure(a, tmp_path / "y", 25)
     assert synthetic.read_manifest(f1) == synthetic.read_manifest(f2)[:10]
+
 
 def test_generated_once_then_extended_not_regenerated(tmp_path, capsys):
     s = spec("set", 12, 0.5, 0.2)
@@ -58,6 +62,7 @@ def test_generated_once_then_extended_not_regenerated(tmp_path, capsys):
     assert "generating 6" in err and "16/16 images (100%)" in err
     assert first.stat().st_mtime_ns == mtime
     assert len(synthetic.read_manifest(folder)) == 16
+
 
 def test_a_changed_spec_gets_its_own_folder(tmp_path):
     assert spec("set", 12, 0.5, 0.2).key() != spec("set", 13, 0.5, 0.2).key()

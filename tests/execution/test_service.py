@@ -19,11 +19,27 @@ def test_a_service_cell_reads_every_file_once_and_leaves_no_process(tmp_path):
     root = tmp_path / "tier"
     root.mkdir()
     out = tmp_path / "c"
-    p = campaign("-m", "workload=readonly", "input.service=false,true", "input.workers=2", f"dataset.num_images={N}",
-                 "batch_size=8", "repeats=2", "warmup=0", f"storage.root={root}", f"hydra.sweep.dir={out}", cwd=tmp_path)
+    p = campaign(
+        "-m",
+        "workload=readonly",
+        "input.service=false,true",
+        "input.workers=2",
+        f"dataset.num_images={N}",
+        "batch_size=8",
+        "repeats=2",
+        "warmup=0",
+        f"storage.root={root}",
+        f"hydra.sweep.dir={out}",
+        cwd=tmp_path,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
-    assert subprocess.run(["pgrep", "-f", f"jobs.execution.service .* {out}"], capture_output=True).stdout == b""
-    recs = {records.read(f).config["input"]["service"]: (f.parent, records.read(f)) for f in out.glob("*/record.json")}
+    assert (
+        subprocess.run(["pgrep", "-f", f"jobs.execution.service .* {out}"], capture_output=True).stdout == b""
+    )
+    recs = {
+        records.read(f).config["input"]["service"]: (f.parent, records.read(f))
+        for f in out.glob("*/record.json")
+    }
     folder, rec = recs[True]
     assert not (folder / "service").exists()  # the start-up hand-over is gone with the service
     for run in rec.runs:
@@ -36,7 +52,9 @@ def test_a_service_cell_reads_every_file_once_and_leaves_no_process(tmp_path):
     r = pd.read_csv(out / "results.csv")
     assert sorted(r["service"].unique()) == [0, 2]
     assert (out / "service.png").stat().st_size > 10_000
-    cells = pd.read_csv(out / "summary.csv").set_index("service")  # each point and the no-service line: its bound
+    cells = pd.read_csv(out / "summary.csv").set_index(
+        "service"
+    )  # each point and the no-service line: its bound
     svg = (out / "service.svg").read_text()
     assert svg.count(f"<!-- {cells.loc[2, 'bound']} -->") >= 2
     assert svg.count(f"<!-- no service: {cells.loc[0, 'bound']} -->") == 2
@@ -50,7 +68,10 @@ def test_a_service_cell_reads_every_file_once_and_leaves_no_process(tmp_path):
 def test_a_dead_worker_is_named_and_every_process_ends(tmp_path):
     from jobs.execution import service
 
-    with pytest.raises(service.ServiceError, match="the worker 0 ended"), service.running(2, tmp_path / "svc") as svc:
+    with (
+        pytest.raises(service.ServiceError, match="the worker 0 ended"),
+        service.running(2, tmp_path / "svc") as svc,
+    ):
         procs = [svc.dispatcher, *svc.workers]
         svc.workers[0].send_signal(signal.SIGKILL)
         svc.workers[0].wait()
@@ -78,7 +99,10 @@ def test_a_worker_killed_mid_run_fails_the_run_instead_of_hanging(tmp_path):
                 svc.workers[0].send_signal(signal.SIGKILL)
         return {"images": len(seen)}
 
-    with pytest.raises(service.ServiceError, match="the worker 0 ended"), service.running(2, tmp_path / "svc") as svc:
+    with (
+        pytest.raises(service.ServiceError, match="the worker 0 ended"),
+        service.running(2, tmp_path / "svc") as svc,
+    ):
         procs = [svc.dispatcher, *svc.workers]
         t0 = time.monotonic()
         try:
@@ -90,15 +114,31 @@ def test_a_worker_killed_mid_run_fails_the_run_instead_of_hanging(tmp_path):
     assert all(p.poll() is not None for p in procs) and not (tmp_path / "svc").exists()
 
 
-@pytest.mark.parametrize("args, expected", [
-    (("input.workers=0",), "input.workers=0 must be at least 1"),
-    (("input.service=true", "workload=alexnet_small"), "workload=alexnet cannot read through the tf.data service"),
-    (("input.service=true", "workload.batches=2"), "leave workload.batches"),
-    (("input.service=true", "dataset.format=tfrecord"), "not dataset.format=tfrecord"),
-    (("-m", "platform=slurm", "platform.nodes=2", "input.service=true", "input.workers=1", "storage=shared",
-      "storage.root=/tmp"), "give at least one worker per node"),
-    (("input.service=true", "platform.tasks_per_node=2"), "leave platform.tasks_per_node=1"),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (("input.workers=0",), "input.workers=0 must be at least 1"),
+        (
+            ("input.service=true", "workload=alexnet_small"),
+            "workload=alexnet cannot read through the tf.data service",
+        ),
+        (("input.service=true", "workload.batches=2"), "leave workload.batches"),
+        (("input.service=true", "dataset.format=tfrecord"), "not dataset.format=tfrecord"),
+        (
+            (
+                "-m",
+                "platform=slurm",
+                "platform.nodes=2",
+                "input.service=true",
+                "input.workers=1",
+                "storage=shared",
+                "storage.root=/tmp",
+            ),
+            "give at least one worker per node",
+        ),
+        (("input.service=true", "platform.tasks_per_node=2"), "leave platform.tasks_per_node=1"),
+    ],
+)
 def test_service_settings_it_cannot_run_are_refused(cwd, args, expected):
     p = campaign(*args, "dataset.num_images=32", "batch_size=8", cwd=cwd)
     lines = [x for x in p.stderr.splitlines() if x.strip()]

@@ -20,15 +20,28 @@ def grid(tmp_path_factory):
     root = base / "tier"
     root.mkdir()
     out = base / "c"
-    p = campaign("-m", "workload=readonly", "platform.tasks_per_node=1,2", "threads=1", f"dataset.num_images={N}",
-                 "batch_size=8", "repeats=2", "warmup=0", f"storage.root={root}", f"hydra.sweep.dir={out}", cwd=base)
+    p = campaign(
+        "-m",
+        "workload=readonly",
+        "platform.tasks_per_node=1,2",
+        "threads=1",
+        f"dataset.num_images={N}",
+        "batch_size=8",
+        "repeats=2",
+        "warmup=0",
+        f"storage.root={root}",
+        f"hydra.sweep.dir={out}",
+        cwd=base,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     return out
 
 
 def test_a_two_task_run_is_the_sum_of_its_tasks(grid):
-    recs = {records.read(p).config["platform"]["tasks_per_node"]: (p.parent, records.read(p))
-            for p in grid.glob("*/record.json")}
+    recs = {
+        records.read(p).config["platform"]["tasks_per_node"]: (p.parent, records.read(p))
+        for p in grid.glob("*/record.json")
+    }
     assert recs[1][1].cell_id != recs[2][1].cell_id  # the task count is part of what a cell measures
     folder, rec = recs[2]
     for run in rec.runs:
@@ -66,21 +79,37 @@ def test_results_and_the_scaling_figure(grid):
 def test_a_failing_task_fails_the_cell_with_its_rank(tmp_path):
     data = tmp_path / "data" / "c0"
     make_jpegs(tmp_path / "good", 4, classes=1)
-    for i, good in enumerate(sorted((tmp_path / "good").rglob("*.jpg"))):  # even files decode, odd ones do not
+    for i, good in enumerate(
+        sorted((tmp_path / "good").rglob("*.jpg"))
+    ):  # even files decode, odd ones do not
         data.mkdir(parents=True, exist_ok=True)
         (data / f"{2 * i:04d}.jpg").write_bytes(good.read_bytes())
         (data / f"{2 * i + 1:04d}.jpg").write_bytes(b"not a jpeg" * 100)
     root = tmp_path / "tier"
     root.mkdir()
     out = tmp_path / "c"
-    p = campaign("-m", "workload=microbench", "platform.tasks_per_node=2", "dataset.source=folder",
-                 f"dataset.path={tmp_path / 'data'}", "batch_size=2", "repeats=1", "warmup=0", f"storage.root={root}",
-                 f"hydra.sweep.dir={out}", cwd=tmp_path)
+    p = campaign(
+        "-m",
+        "workload=microbench",
+        "platform.tasks_per_node=2",
+        "dataset.source=folder",
+        f"dataset.path={tmp_path / 'data'}",
+        "batch_size=2",
+        "repeats=1",
+        "warmup=0",
+        f"storage.root={root}",
+        f"hydra.sweep.dir={out}",
+        cwd=tmp_path,
+    )
     assert p.returncode == 1
     rec = records.read(out / "0" / "record.json")
     assert rec.status == records.FAILED and rec.error["type"] == "TaskError"
-    assert re.match(r"task 1 on \S+ failed: RuntimeError: the pipeline delivered no image", rec.error["message"])
-    left = subprocess.run(["pgrep", "-f", f"jobs.execution.tasks {out}"], capture_output=True, text=True).stdout
+    assert re.match(
+        r"task 1 on \S+ failed: RuntimeError: the pipeline delivered no image", rec.error["message"]
+    )
+    left = subprocess.run(
+        ["pgrep", "-f", f"jobs.execution.tasks {out}"], capture_output=True, text=True
+    ).stdout
     assert left == ""  # no task outlives its cell
 
 
@@ -95,29 +124,50 @@ def test_a_hung_task_is_ended_at_the_runs_limit_and_named(grid, tmp_path):
     from jobs.data import datasets
     from jobs.execution import tasks
 
-    config = copy.deepcopy(next(records.read(p).config for p in grid.glob("*/record.json")
-                                if records.read(p).config["platform"]["tasks_per_node"] == 2))
+    config = copy.deepcopy(
+        next(
+            records.read(p).config
+            for p in grid.glob("*/record.json")
+            if records.read(p).config["platform"]["tasks_per_node"] == 2
+        )
+    )
     config["workload"]["read_delay_ms"] = 60_000.0
     make_jpegs(tmp_path / "data", 8, classes=1)
-    ds = datasets.resolve(OmegaConf.create({"name": "tiny", "source": "folder", "path": str(tmp_path / "data"),
-                                            "num_images": 8}), str(tmp_path / "data"), seed=0)
+    ds = datasets.resolve(
+        OmegaConf.create(
+            {"name": "tiny", "source": "folder", "path": str(tmp_path / "data"), "num_images": 8}
+        ),
+        str(tmp_path / "data"),
+        seed=0,
+    )
     folder = tmp_path / "run1"
     t0 = time.monotonic()
     with pytest.raises(tasks.TaskError, match=r"tasks \[0, 1\] \(on \S+\) had not ended after 12 s"):
         tasks.run(config, ds, 2, 0, 1, folder, timeout_s=12)
     assert time.monotonic() - t0 < 50
-    assert subprocess.run(["pgrep", "-f", f"jobs.execution.tasks {folder}"], capture_output=True).returncode == 1
+    assert (
+        subprocess.run(["pgrep", "-f", f"jobs.execution.tasks {folder}"], capture_output=True).returncode == 1
+    )
     # a task that stops (its heartbeat silent for platform.task_silence_s) is named with its node at once:
     # tests/slurm/test_two_nodes.py::test_a_hung_task_and_a_dead_node_fail_their_cells_naming_the_node
 
 
-@pytest.mark.parametrize("args, expected", [
-    (("platform.tasks_per_node=0",), "platform.tasks_per_node=0 must be at least 1"),
-    (("platform.tasks_per_node=2", "workload=alexnet_small"), "workload=alexnet cannot split a run into tasks"),
-    (("platform.tasks_per_node=2", "platform.nodes=2"), "a cell across several nodes is a Slurm job step"),
-    (("-m", "platform=slurm", "platform.nodes=2"), "a multi-node cell needs a shared file system"),
-    (("platform.task_silence_s=0.5",), "platform.task_silence_s=0.5 must be at least 2"),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (("platform.tasks_per_node=0",), "platform.tasks_per_node=0 must be at least 1"),
+        (
+            ("platform.tasks_per_node=2", "workload=alexnet_small"),
+            "workload=alexnet cannot split a run into tasks",
+        ),
+        (
+            ("platform.tasks_per_node=2", "platform.nodes=2"),
+            "a cell across several nodes is a Slurm job step",
+        ),
+        (("-m", "platform=slurm", "platform.nodes=2"), "a multi-node cell needs a shared file system"),
+        (("platform.task_silence_s=0.5",), "platform.task_silence_s=0.5 must be at least 2"),
+    ],
+)
 def test_multi_task_settings_it_cannot_run_are_refused(cwd, args, expected):
     p = campaign(*args, "dataset.num_images=32", "batch_size=8", cwd=cwd)
     lines = [x for x in p.stderr.splitlines() if x.strip()]
@@ -134,8 +184,16 @@ def test_a_shard_reads_its_own_images_in_its_own_order():
     from jobs.execution import tasks
 
     n = 23
-    ds = Dataset("x", "synthetic", "/r", tuple(f"/r/{i}.jpg" for i in range(n)), (0,) * n, (1000,) * n, 1,
-                 members=tuple(tuple(range(k, min(n, k + 5))) for k in range(0, n, 5)))
+    ds = Dataset(
+        "x",
+        "synthetic",
+        "/r",
+        tuple(f"/r/{i}.jpg" for i in range(n)),
+        (0,) * n,
+        (1000,) * n,
+        1,
+        members=tuple(tuple(range(k, min(n, k + 5))) for k in range(0, n, 5)),
+    )
     for rank in range(3):
         part = tasks.shard(ds, rank, 3)
         assert part.files == ds.files[rank::3]

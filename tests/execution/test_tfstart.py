@@ -17,16 +17,21 @@ def test_tensorflow_without_keras_until_its_first_use(tmp_path):
         "print('tf.data:', int(tf.data.Dataset.range(4).reduce(tf.constant(0, tf.int64), lambda a, b: a + b)))\n"
         "print('finders left:', [type(f).__name__ for f in sys.meta_path if type(f).__name__ == '_KerasLater'])\n"
         "print('later:', tf.keras.optimizers.Adam.__module__)\n"
-        "assert not tfstart.import_quietly(Path('/nonexistent/never-written.log'))  # once per process\n")
+        "assert not tfstart.import_quietly(Path('/nonexistent/never-written.log'))  # once per process\n"
+    )
     # a later cell that builds a Keras model gets Keras before its runs, not inside its first one
-    later = ("import sys; from pathlib import Path; from jobs.execution import tfstart\n"
-             f"tfstart.import_quietly(Path({str(log)!r}), keras=False)\n"
-             "assert 'keras' not in sys.modules\n"
-             f"assert not tfstart.import_quietly(Path({str(log)!r}), keras=True)\n"
-             "print('keras before the runs:', 'keras' in sys.modules)\n")
+    later = (
+        "import sys; from pathlib import Path; from jobs.execution import tfstart\n"
+        f"tfstart.import_quietly(Path({str(log)!r}), keras=False)\n"
+        "assert 'keras' not in sys.modules\n"
+        f"assert not tfstart.import_quietly(Path({str(log)!r}), keras=True)\n"
+        "print('keras before the runs:', 'keras' in sys.modules)\n"
+    )
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
-    assert "keras imported: False []" in p.stdout and "tf.data: 6" in p.stdout and "finders left: []" in p.stdout
+    assert (
+        "keras imported: False []" in p.stdout and "tf.data: 6" in p.stdout and "finders left: []" in p.stdout
+    )
     assert "later: keras.src.optimizers.adam" in p.stdout  # Keras imported on its first use, as usual
     assert "absl::InitializeLog" in log.read_text() and "absl::InitializeLog" not in p.stderr
     p = subprocess.run([sys.executable, "-c", later], cwd=ROOT, capture_output=True, text=True, timeout=120)

@@ -27,8 +27,19 @@ def traced(tmp_path_factory):
     root = base / "tier"
     root.mkdir()
     out = base / "c"
-    p = campaign("-m", "workload=readonly,microbench", "trace.posix=true,false", "threads=1", f"dataset.num_images={N}",
-                 "batch_size=8", "repeats=2", "warmup=0", f"storage.root={root}", f"hydra.sweep.dir={out}", cwd=base)
+    p = campaign(
+        "-m",
+        "workload=readonly,microbench",
+        "trace.posix=true,false",
+        "threads=1",
+        f"dataset.num_images={N}",
+        "batch_size=8",
+        "repeats=2",
+        "warmup=0",
+        f"storage.root={root}",
+        f"hydra.sweep.dir={out}",
+        cwd=base,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     cells = {}
     for rec_path in out.glob("*/record.json"):
@@ -64,7 +75,9 @@ def test_every_file_read_is_opened_once_and_its_end_of_file_read_is_seen(traced)
             assert threads["thread"].nunique() == run["posix_threads"]
         trace = folder / rec.runs[0]["posix_trace"]
         assert trace.is_file() and trace.parent == folder / posix.SUBDIR and trace.name.endswith(".pfw.gz")
-        assert not (folder / posix.SUBDIR / "measured.json").exists()  # the child's hand-over is not left behind
+        assert not (
+            folder / posix.SUBDIR / "measured.json"
+        ).exists()  # the child's hand-over is not left behind
 
 
 def test_tracing_off_leaves_no_trace(traced):
@@ -88,7 +101,11 @@ def test_tables_figures_and_report(traced):
     for stem in ("posix_sizes", "posix_timeline"):
         assert (out / f"{stem}.png").stat().st_size > 10_000
     report = (out / "report.html").read_text()
-    assert "POSIX calls (trace.posix)" in report and 'id="posix_sizes"' in report and 'id="posix_timeline"' in report
+    assert (
+        "POSIX calls (trace.posix)" in report
+        and 'id="posix_sizes"' in report
+        and 'id="posix_timeline"' in report
+    )
     assert "ui.perfetto.dev" in report
     results = pd.read_csv(out / "results.csv")
     assert results["posix_opens"].notna().sum() == 4  # the traced runs only
@@ -106,17 +123,24 @@ def test_coverage_check_marks_a_trace_with_reads_removed(traced, tmp_path):
     with gzip.open(src, "rt") as f, gzip.open(cut, "wt") as g:
         for line in f:
             e = json.loads(line) if '"pread"' in line else None
-            if e and e["args"].get("ret", 0) > 0 and int(e["args"]["fhash"], 16) % 3 == 0 and t0 <= e["ts"] <= t1:
+            if (
+                e
+                and e["args"].get("ret", 0) > 0
+                and int(e["args"]["fhash"], 16) % 3 == 0
+                and t0 <= e["ts"] <= t1
+            ):
                 dropped += e["args"]["ret"]
                 continue
             g.write(line)
     assert dropped > 0.02 * run["bytes_consumed"]
     got = posix.split([cut], {"run1": tuple(run["posix_window_us"])})["run1"].summary(
-        run["bytes_consumed"], run["posix_rchar_bytes"], run["seconds"])
+        run["bytes_consumed"], run["posix_rchar_bytes"], run["seconds"]
+    )
     assert got["posix_bytes_read"] == run["bytes_consumed"] - dropped
     assert got["posix_complete"] is False and got["posix_coverage"] < posix.COVERAGE_MIN
     whole = posix.split([src], {"run1": tuple(run["posix_window_us"])})["run1"].summary(
-        run["bytes_consumed"], run["posix_rchar_bytes"], run["seconds"])
+        run["bytes_consumed"], run["posix_rchar_bytes"], run["seconds"]
+    )
     assert whole["posix_complete"] is True  # the same run, untouched
 
 
@@ -142,8 +166,12 @@ def test_perfetto_refuses_what_is_not_a_whole_trace_and_leaves_nothing(traced, t
     out, cells = traced
     folder, rec = cells[("readonly", True)]
     whole = (folder / rec.runs[0]["posix_trace"]).read_bytes()
-    cases = {"garbage.pfw.gz": os.urandom(2000), "text.pfw.gz": b"just some text\n" * 50,
-             "cut.pfw.gz": whole[: len(whole) // 2], "empty.pfw.gz": gzip.compress(b'[\n{"id":1,"name":"x"}\n')}
+    cases = {
+        "garbage.pfw.gz": os.urandom(2000),
+        "text.pfw.gz": b"just some text\n" * 50,
+        "cut.pfw.gz": whole[: len(whole) // 2],
+        "empty.pfw.gz": gzip.compress(b'[\n{"id":1,"name":"x"}\n'),
+    }
     from analysis import perfetto
 
     for name, data in cases.items():
@@ -182,9 +210,19 @@ def test_a_traced_cell_that_fails_says_why(tmp_path):
     root = tmp_path / "tier"
     root.mkdir()
     out = tmp_path / "c"
-    p = campaign("-m", "workload=microbench", "trace.posix=true", "dataset.source=folder",
-                 f"dataset.path={images.parent}", "batch_size=4", "repeats=1", "warmup=0", f"storage.root={root}",
-                 f"hydra.sweep.dir={out}", cwd=tmp_path)
+    p = campaign(
+        "-m",
+        "workload=microbench",
+        "trace.posix=true",
+        "dataset.source=folder",
+        f"dataset.path={images.parent}",
+        "batch_size=4",
+        "repeats=1",
+        "warmup=0",
+        f"storage.root={root}",
+        f"hydra.sweep.dir={out}",
+        cwd=tmp_path,
+    )
     assert p.returncode == 1, p.stderr[-2000:]
     rec = records.read(out / "0" / "record.json")
     assert rec.status == records.FAILED
@@ -206,16 +244,33 @@ def test_checkpoint_writes_are_traced(tmp_path):
     root = tmp_path / "tier"
     root.mkdir()
     out = tmp_path / "c"
-    p = campaign("-m", "workload=checkpoint", "workload.image_side=64", "workload.width=0.25", "workload.steps=2",
-                 "checkpoint.every=1", "checkpoint.target=slow", "storage@checkpoint.slow=local",
-                 f"checkpoint.slow.root={root}", "trace.posix=true", "dataset.num_images=64", "repeats=1", "warmup=0",
-                 f"storage.root={root}", f"hydra.sweep.dir={out}", cwd=tmp_path)
+    p = campaign(
+        "-m",
+        "workload=checkpoint",
+        "workload.image_side=64",
+        "workload.width=0.25",
+        "workload.steps=2",
+        "checkpoint.every=1",
+        "checkpoint.target=slow",
+        "storage@checkpoint.slow=local",
+        f"checkpoint.slow.root={root}",
+        "trace.posix=true",
+        "dataset.num_images=64",
+        "repeats=1",
+        "warmup=0",
+        f"storage.root={root}",
+        f"hydra.sweep.dir={out}",
+        cwd=tmp_path,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     rec = records.read(out / "0" / "record.json")
     run = rec.runs[0]
     written = sum(c["bytes"] for c in run["checkpoints"])
     assert written > 0 and run["posix_bytes_written"] >= written
-    assert run["posix_calls_by_kind"].get("fwrite", 0) > 0 and run["posix_writes"] >= run["posix_calls_by_kind"]["fwrite"]
+    assert (
+        run["posix_calls_by_kind"].get("fwrite", 0) > 0
+        and run["posix_writes"] >= run["posix_calls_by_kind"]["fwrite"]
+    )
     files = pd.read_csv(out / "0" / run["posix_files_table"])
     assert files.loc[files["path"].str.contains("/iocampaign/checkpoints/"), "bytes_written"].sum() >= written
 
@@ -227,9 +282,20 @@ def test_one_extra_traced_run_leaves_the_measured_runs_untraced(tmp_path):
     root = tmp_path / "tier"
     root.mkdir()
     out = tmp_path / "c"
-    p = campaign("-m", "workload=readonly", "trace.posix=true", "trace.runs=extra", "threads=1",
-                 f"dataset.num_images={N}", "batch_size=8", "repeats=2", "warmup=0", f"storage.root={root}",
-                 f"hydra.sweep.dir={out}", cwd=tmp_path)
+    p = campaign(
+        "-m",
+        "workload=readonly",
+        "trace.posix=true",
+        "trace.runs=extra",
+        "threads=1",
+        f"dataset.num_images={N}",
+        "batch_size=8",
+        "repeats=2",
+        "warmup=0",
+        f"storage.root={root}",
+        f"hydra.sweep.dir={out}",
+        cwd=tmp_path,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     rec = records.read(out / "0" / "record.json")
     assert [r["run"] for r in rec.runs] == [1, 2]

@@ -31,7 +31,9 @@ from jobs.storage import cache, iotools, tiers
 needs_root = pytest.mark.skipif(
     tiers.available() is not None and os.environ.get("CI") != "true", reason=str(tiers.available())
 )
-needs_fio = pytest.mark.skipif(shutil.which("fio") is None and os.environ.get("CI") != "true", reason="fio not installed")
+needs_fio = pytest.mark.skipif(
+    shutil.which("fio") is None and os.environ.get("CI") != "true", reason="fio not installed"
+)
 TINY = ("repeats=1", "warmup=0", "batch_size=4", "dataset.num_images=16")
 
 
@@ -79,7 +81,8 @@ def test_fio_and_small_file_reads_stay_inside_a_root_with_colon_and_semicolon(tm
     assert 0.8 * sum(os.path.getsize(f) for f in files) <= m.bytes <= sum(os.path.getsize(f) for f in files)
     intact(planted)
     assert sorted(p.name for p in (tmp_path / "scratch").iterdir()) == sorted(
-        ["run:2024;x=1", *(p.name for p in planted if p.parent == tmp_path / "scratch")])
+        ["run:2024;x=1", *(p.name for p in planted if p.parent == tmp_path / "scratch")]
+    )
     with pytest.raises(ValueError, match="not a plain file name"):
         iotools.sequential(root / "iocampaign" / "a:b", 1 << 20, "write", which="fio")
 
@@ -93,9 +96,16 @@ def test_emulated_tier_never_unmounts_or_hides_what_it_did_not_mount(tmp_path, c
         planted = plant(mnt)
         with pytest.raises(tiers.TierError, match="iocampaign did not mount"):
             tiers.setup("safety_tier", str(tmp_path / "images"), str(mnt), 0.3, 100, 100)
-        p = campaign("storage=emulated_hdd", f"storage.root={mnt}", f"storage.emulate.image_dir={tmp_path / 'images'}",
-                     *TINY, cwd=cwd)
-        assert p.returncode == 2 and "iocampaign did not mount" in _one_line(p) and "storage.root=" in p.stderr
+        p = campaign(
+            "storage=emulated_hdd",
+            f"storage.root={mnt}",
+            f"storage.emulate.image_dir={tmp_path / 'images'}",
+            *TINY,
+            cwd=cwd,
+        )
+        assert (
+            p.returncode == 2 and "iocampaign did not mount" in _one_line(p) and "storage.root=" in p.stderr
+        )
         assert tiers._mount_at(str(mnt)) == ("tmpfs", "tmpfs")  # still mounted
         intact(planted)
     # a folder with files: a tier mounted over it would hide them
@@ -119,13 +129,31 @@ def test_emulated_tier_never_unmounts_or_hides_what_it_did_not_mount(tmp_path, c
 @needs_root
 def test_two_campaigns_on_one_emulated_tier_both_complete(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    args = ["-m", "workload=readonly", "storage=emulated_ssd", f"storage.root={tmp_path / 'tier'}",
-            f"storage.emulate.image_dir={tmp_path / 'images'}", "storage.emulate.size_gb=0.3",
-            f"platform.lock_dir={tmp_path / 'locks'}", "repeats=2", "warmup=0", "batch_size=8",
-            "dataset.num_images=48", "dataset=caltech101"]
-    procs = [subprocess.Popen([sys.executable, "-m", "campaign", *args, f"hydra.sweep.dir={tmp_path / f'c{k}'}"],
-                              cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for k in range(2)]
+    args = [
+        "-m",
+        "workload=readonly",
+        "storage=emulated_ssd",
+        f"storage.root={tmp_path / 'tier'}",
+        f"storage.emulate.image_dir={tmp_path / 'images'}",
+        "storage.emulate.size_gb=0.3",
+        f"platform.lock_dir={tmp_path / 'locks'}",
+        "repeats=2",
+        "warmup=0",
+        "batch_size=8",
+        "dataset.num_images=48",
+        "dataset=caltech101",
+    ]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "campaign", *args, f"hydra.sweep.dir={tmp_path / f'c{k}'}"],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for k in range(2)
+    ]
     outs = [p.communicate(timeout=600)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs[0][-2000:] + outs[1][-2000:]
     recs = [records.read(tmp_path / f"c{k}" / "0" / "record.json") for k in range(2)]
@@ -140,15 +168,26 @@ def test_two_campaigns_on_one_emulated_tier_both_complete(tmp_path):
 
     (a0, a1), (b0, b1) = sorted(window(r) for r in recs)
     assert a1 <= b0 + 0.01, ((a0, a1), (b0, b1))
-    assert tiers.leftovers("emulated_ssd", str(tmp_path / "images" / "emulated_ssd.img"), str(tmp_path / "tier")) == []
+    assert (
+        tiers.leftovers("emulated_ssd", str(tmp_path / "images" / "emulated_ssd.img"), str(tmp_path / "tier"))
+        == []
+    )
 
 
 # 4. resume wrote cells into folders by position: a changed grid overwrote a completed record
 def test_resume_with_a_changed_grid_keeps_every_completed_record(tmp_path, cwd):
     make_jpegs(tmp_path / "data", 16)
     out = tmp_path / "sweep"
-    common = ("workload=readonly", "dataset.source=folder", f"dataset.path={tmp_path / 'data'}",
-              f"storage.root={tmp_path}", "repeats=1", "warmup=0", "batch_size=4", f"hydra.sweep.dir={out}")
+    common = (
+        "workload=readonly",
+        "dataset.source=folder",
+        f"dataset.path={tmp_path / 'data'}",
+        f"storage.root={tmp_path}",
+        "repeats=1",
+        "warmup=0",
+        "batch_size=4",
+        f"hydra.sweep.dir={out}",
+    )
     p = campaign("-m", "threads=1,2", *common, cwd=cwd)
     assert p.returncode == 0, p.stderr[-2000:]
     before = {d: (out / d / "record.json").read_bytes() for d in ("0", "1")}
@@ -159,7 +198,11 @@ def test_resume_with_a_changed_grid_keeps_every_completed_record(tmp_path, cwd):
     new = records.read(out / "2" / "record.json")
     assert new.config["threads"] == 4
     plan = json.loads((out / "plan.json").read_text())
-    assert [(c["num"], c["overrides"][0]) for c in plan["cells"]] == [(0, "threads=1"), (1, "threads=2"), (2, "threads=4")]
+    assert [(c["num"], c["overrides"][0]) for c in plan["cells"]] == [
+        (0, "threads=1"),
+        (1, "threads=2"),
+        (2, "threads=4"),
+    ]
     for c in plan["cells"]:
         assert records.read(out / c["dir"] / "record.json").cell_id == c["cell_id"]
     # the lowest level refuses too: a folder holding another cell's record is never written over
@@ -175,13 +218,30 @@ def test_a_fifo_in_the_file_list_is_skipped_counted_and_never_opened(tmp_path, c
     fifo = tmp_path / "data" / "pipe.jpg"
     os.mkfifo(fifo)
     done = threading.Event()
-    threading.Thread(target=lambda: (cache.evict([str(fifo)]), cache.warm([str(fifo)]), cache.residency([str(fifo)]),
-                                     done.set()), daemon=True).start()
+    threading.Thread(
+        target=lambda: (
+            cache.evict([str(fifo)]),
+            cache.warm([str(fifo)]),
+            cache.residency([str(fifo)]),
+            done.set(),
+        ),
+        daemon=True,
+    ).start()
     assert done.wait(10), "opening a FIFO blocked"
     lst = tmp_path / "list.txt"
     lst.write_text("\n".join([*map(str, imgs), str(fifo)]))
-    p = campaign("workload=readonly", "dataset.source=filelist", f"dataset.path={lst}", f"storage.root={tmp_path}",
-                 "repeats=1", "warmup=0", "batch_size=4", f"hydra.run.dir={tmp_path / 'run'}", cwd=cwd, timeout=300)
+    p = campaign(
+        "workload=readonly",
+        "dataset.source=filelist",
+        f"dataset.path={lst}",
+        f"storage.root={tmp_path}",
+        "repeats=1",
+        "warmup=0",
+        "batch_size=4",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        cwd=cwd,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     rec = records.read(tmp_path / "run" / "record.json")
     assert rec.dataset["skipped_not_regular"] == 1 and rec.dataset["skipped_files"] == [str(fifo)]
@@ -195,21 +255,35 @@ def test_waiting_for_a_device_lock_has_a_time_limit(tmp_path, monkeypatch, caplo
 
     monkeypatch.setattr(locks, "NOTE_EVERY_S", 1.0)
 
-    code = ("import time; from jobs.storage import locks;"
-            f"cm = locks.device_lock({str(tmp_path)!r}, {str(tmp_path)!r}); cm.__enter__(); print('held', flush=True);"
-            "time.sleep(60)")
-    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    code = (
+        "import time; from jobs.storage import locks;"
+        f"cm = locks.device_lock({str(tmp_path)!r}, {str(tmp_path)!r}); cm.__enter__(); print('held', flush=True);"
+        "time.sleep(60)"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         t0 = time.monotonic()
-        with (caplog.at_level("WARNING", logger="jobs.storage.locks"),
-              pytest.raises(locks.LockTimeout,
-                            match=rf"pid {holder.pid} \([^,]+, user root\) held the device of .*lock_timeout_min"),
-              locks.device_lock(str(tmp_path), str(tmp_path), timeout_s=2.5)):
+        with (
+            caplog.at_level("WARNING", logger="jobs.storage.locks"),
+            pytest.raises(
+                locks.LockTimeout,
+                match=rf"pid {holder.pid} \([^,]+, user root\) held the device of .*lock_timeout_min",
+            ),
+            locks.device_lock(str(tmp_path), str(tmp_path), timeout_s=2.5),
+        ):
             pass
         assert time.monotonic() - t0 < 6
-        notes = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"waiting for pid {holder.pid}")]
+        notes = [
+            r.getMessage()
+            for r in caplog.records
+            if r.getMessage().startswith(f"waiting for pid {holder.pid}")
+        ]
         assert len(notes) == 3, notes  # at 0, 1 and 2 s
     finally:
         holder.kill()
@@ -237,8 +311,16 @@ def test_a_refusal_never_removes_a_folder_that_existed_before(tmp_path, cwd):
     sweep = tmp_path / "earlier-sweep"
     sweep.mkdir()
     (sweep / "multirun.yaml").write_text("hydra: {}\n")
-    p = campaign("-m", "platform=slurm", "platform.dry_run=true", "threads=1,2", f"hydra.sweep.dir={sweep}",
-                 f"storage.root={tmp_path}", *TINY, cwd=cwd)
+    p = campaign(
+        "-m",
+        "platform=slurm",
+        "platform.dry_run=true",
+        "threads=1,2",
+        f"hydra.sweep.dir={sweep}",
+        f"storage.root={tmp_path}",
+        *TINY,
+        cwd=cwd,
+    )
     assert p.returncode == 0 and "dry run: 2 cells" in p.stdout, p.stderr[-2000:]
     assert (sweep / "multirun.yaml").exists()
     # what this invocation created goes again, parents included
@@ -248,12 +330,16 @@ def test_a_refusal_never_removes_a_folder_that_existed_before(tmp_path, cwd):
 
 # 8. two campaigns generating the same synthetic set collided on fixed .part names
 def test_concurrent_generation_of_one_synthetic_set(tmp_path):
-    code = ("import sys; from pathlib import Path; from jobs.data import synthetic;"
-            "spec = synthetic.SyntheticSpec('c', 3, 3.0, 0.3, 0.6, 0.0, 7);"
-            f"synthetic.ensure(spec, Path({str(tmp_path)!r}), 40 + 8 * int(sys.argv[1]), workers=1)")
+    code = (
+        "import sys; from pathlib import Path; from jobs.data import synthetic;"
+        "spec = synthetic.SyntheticSpec('c', 3, 3.0, 0.3, 0.6, 0.0, 7);"
+        f"synthetic.ensure(spec, Path({str(tmp_path)!r}), 40 + 8 * int(sys.argv[1]), workers=1)"
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(k)], env=env, stderr=subprocess.PIPE, text=True)
-             for k in range(6)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, str(k)], env=env, stderr=subprocess.PIPE, text=True)
+        for k in range(6)
+    ]
     errs = [p.communicate(timeout=300)[1] for p in procs]
     assert [p.returncode for p in procs] == [0] * 6, errs
     spec = synthetic.SyntheticSpec("c", 3, 3.0, 0.3, 0.6, 0.0, 7)
@@ -265,7 +351,9 @@ def test_concurrent_generation_of_one_synthetic_set(tmp_path):
     (folder / rows[3][0]).write_bytes(b"truncated")
     (folder / rows[5][0]).unlink()
     synthetic.ensure(spec, tmp_path, 80, workers=1)
-    assert (folder / rows[3][0]).stat().st_size == rows[3][2] and (folder / rows[5][0]).stat().st_size == rows[5][2]
+    assert (folder / rows[3][0]).stat().st_size == rows[3][2] and (
+        folder / rows[5][0]
+    ).stat().st_size == rows[5][2]
 
 
 # 9. Ctrl-C deadlocked with workload.read_delay_ms > 0; SIGINT printed a traceback, SIGTERM nothing
@@ -275,14 +363,33 @@ def test_an_interrupted_sweep_ends_with_one_line_and_resumes(tmp_path, sig):
     out = tmp_path / "sweep"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "campaign", "-m", "workload=microbench", "threads=2", "repeats=500", "warmup=0",
-         "batch_size=4", "workload.read_delay_ms=3", "dataset.source=folder", f"dataset.path={tmp_path / 'data'}",
-         f"storage.root={tmp_path}", f"hydra.sweep.dir={out}"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "campaign",
+            "-m",
+            "workload=microbench",
+            "threads=2",
+            "repeats=500",
+            "warmup=0",
+            "batch_size=4",
+            "workload.read_delay_ms=3",
+            "dataset.source=folder",
+            f"dataset.path={tmp_path / 'data'}",
+            f"storage.root={tmp_path}",
+            f"hydra.sweep.dir={out}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and "run 2/500" not in "".join(
-                p.read_text() for p in out.glob("0/*.log")):
+            p.read_text() for p in out.glob("0/*.log")
+        ):
             time.sleep(0.3)
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)  # old code: hung here in 2 of 5 tries
@@ -304,13 +411,17 @@ def test_a_checkpoint_run_that_fills_its_tier_leaves_nothing(tmp_path):
     from jobs.workloads.checkpoint import saving as checkpoint
 
     make_jpegs(tmp_path / "imgs", 32, classes=4)
-    ds = datasets.resolve(OmegaConf.create({"name": "t", "source": "folder", "path": str(tmp_path / "imgs"),
-                                            "num_images": 32}), str(tmp_path), 0)
+    ds = datasets.resolve(
+        OmegaConf.create({"name": "t", "source": "folder", "path": str(tmp_path / "imgs"), "num_images": 32}),
+        str(tmp_path),
+        0,
+    )
     small = tmp_path / "small"
     with tmpfs(small, "3m"):
         planted = plant(small)
-        train = alexnet.TrainSettings(threads=2, batch_size=4, prefetch=1, image_side=64, width=0.5, steps=4, seed=0,
-                                      device="cpu")
+        train = alexnet.TrainSettings(
+            threads=2, batch_size=4, prefetch=1, image_side=64, width=0.5, steps=4, seed=0, device="cpu"
+        )
         s = checkpoint.CheckpointSettings(train, 2, "slow", None, small, "fsync", "sync", 2, "full")
         with pytest.raises(Exception) as e:  # ResourceExhaustedError or OSError: the tier is full
             checkpoint.run_once(ds, s)
@@ -319,7 +430,9 @@ def test_a_checkpoint_run_that_fills_its_tier_leaves_nothing(tmp_path):
         intact(planted)
         # the fast tier holds max_to_keep + 1 checkpoints at once: too small for them, it falls back
         (tmp_path / "slow").mkdir()
-        s = checkpoint.CheckpointSettings(train, 1, "fast", small, tmp_path / "slow", "fsync", "sync", 3, "fb")
+        s = checkpoint.CheckpointSettings(
+            train, 1, "fast", small, tmp_path / "slow", "fsync", "sync", 3, "fb"
+        )
         r = checkpoint.run_once(ds, s)
         assert r["effective_target"] == "slow" and "max_to_keep" in r["fallback"]
         intact(planted)
@@ -343,7 +456,9 @@ def test_file_list_defects_give_one_line(tmp_path, cwd):
     twice = tmp_path / "twice.txt"
     twice.write_text(f"{imgs[0]}\n{imgs[1]}\n{imgs[0]}\n")
     for lst, expected in ((bad, "not a UTF-8 text file"), (twice, "twice (lines 1 and 3)")):
-        p = campaign("dataset.source=filelist", f"dataset.path={lst}", f"storage.root={tmp_path}", *TINY, cwd=cwd)
+        p = campaign(
+            "dataset.source=filelist", f"dataset.path={lst}", f"storage.root={tmp_path}", *TINY, cwd=cwd
+        )
         assert p.returncode == 2 and expected in _one_line(p)
     assert list(cwd.iterdir()) == []
 
@@ -352,9 +467,17 @@ def test_a_symlink_loop_in_a_dataset_folder_is_counted_not_a_traceback(tmp_path,
     make_jpegs(tmp_path / "data", 8)
     os.symlink("loop_b.jpg", tmp_path / "data" / "c0" / "loop_a.jpg")
     os.symlink("loop_a.jpg", tmp_path / "data" / "c0" / "loop_b.jpg")
-    p = campaign("workload=readonly", "dataset.source=folder", f"dataset.path={tmp_path / 'data'}",
-                 f"storage.root={tmp_path}", "repeats=1", "warmup=0", "batch_size=2", f"hydra.run.dir={tmp_path / 'r'}",
-                 cwd=cwd)
+    p = campaign(
+        "workload=readonly",
+        "dataset.source=folder",
+        f"dataset.path={tmp_path / 'data'}",
+        f"storage.root={tmp_path}",
+        "repeats=1",
+        "warmup=0",
+        "batch_size=2",
+        f"hydra.run.dir={tmp_path / 'r'}",
+        cwd=cwd,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     assert records.read(tmp_path / "r" / "record.json").runs[0]["images_dropped"] == 2
 
@@ -362,19 +485,39 @@ def test_a_symlink_loop_in_a_dataset_folder_is_counted_not_a_traceback(tmp_path,
 def test_damaged_plan_and_records_give_one_line(tmp_path, cwd):
     make_jpegs(tmp_path / "data", 16)
     out = tmp_path / "sweep"
-    common = ("-m", "workload=readonly", "threads=1,2", "dataset.source=folder", f"dataset.path={tmp_path / 'data'}",
-              f"storage.root={tmp_path}", "repeats=1", "warmup=0", "batch_size=4", f"hydra.sweep.dir={out}")
+    common = (
+        "-m",
+        "workload=readonly",
+        "threads=1,2",
+        "dataset.source=folder",
+        f"dataset.path={tmp_path / 'data'}",
+        f"storage.root={tmp_path}",
+        "repeats=1",
+        "warmup=0",
+        "batch_size=4",
+        f"hydra.sweep.dir={out}",
+    )
     assert campaign(*common, cwd=cwd).returncode == 0
     (out / "1" / "record.json").write_text("[1, 2, 3]")  # JSON, but not a record
     p = analysis(str(out), cwd=cwd)
     assert p.returncode == 1 and "UNREADABLE" in p.stdout and "not an object" in p.stdout
-    status = subprocess.run([sys.executable, "-m", "campaign.status", str(out)], cwd=cwd, capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    status = subprocess.run(
+        [sys.executable, "-m", "campaign.status", str(out)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert status.returncode == 1 and "unreadable" in status.stdout
     shutil.rmtree(out / "1")
     (out / "1").mkdir()  # a cell killed after it started: folder, no record
-    status = subprocess.run([sys.executable, "-m", "campaign.status", str(out)], cwd=cwd, capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    status = subprocess.run(
+        [sys.executable, "-m", "campaign.status", str(out)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert "started but wrote no record" in status.stdout
     cmp = analysis("compare", str(out), str(out), cwd=cwd)
     assert cmp.returncode == 0
@@ -385,9 +528,17 @@ def test_damaged_plan_and_records_give_one_line(tmp_path, cwd):
     (out / "plan.json").write_text(plan[: len(plan) // 2])  # truncated
     p = analysis(str(out), cwd=cwd)  # no readable record, no readable plan: one line, nothing written
     assert p.returncode == 1 and "nothing written" in _one_line(p) and "unreadable" in p.stderr
-    assert not (out / "results.csv").exists() or (out / "results.csv").stat().st_mtime < (out / "plan.json").stat().st_mtime
-    status = subprocess.run([sys.executable, "-m", "campaign.status", str(out)], cwd=cwd, capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert (
+        not (out / "results.csv").exists()
+        or (out / "results.csv").stat().st_mtime < (out / "plan.json").stat().st_mtime
+    )
+    status = subprocess.run(
+        [sys.executable, "-m", "campaign.status", str(out)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert status.returncode == 2 and "not a readable plan" in _one_line(status)
     p = campaign(*common, cwd=cwd)  # resume into it
     assert p.returncode == 2 and "not a readable plan" in _one_line(p)
@@ -398,15 +549,31 @@ def test_damaged_plan_and_records_give_one_line(tmp_path, cwd):
 def test_a_storage_root_too_small_for_the_synthetic_set_is_one_line(tmp_path, cwd):
     small = tmp_path / "small"
     with tmpfs(small, "2m"):
-        p = campaign("storage=tmpfs", f"storage.root={small}", "dataset.num_images=200", "batch_size=4", "repeats=1",
-                     f"hydra.run.dir={tmp_path / 'r'}", cwd=cwd)
-        assert p.returncode == 2 and "storage.root" in _one_line(p) and "free" in p.stderr  # at planning, before a cell
+        p = campaign(
+            "storage=tmpfs",
+            f"storage.root={small}",
+            "dataset.num_images=200",
+            "batch_size=4",
+            "repeats=1",
+            f"hydra.run.dir={tmp_path / 'r'}",
+            cwd=cwd,
+        )
+        assert (
+            p.returncode == 2 and "storage.root" in _one_line(p) and "free" in p.stderr
+        )  # at planning, before a cell
         assert not list((small / "iocampaign" / "datasets").rglob("*.jpg"))
 
 
 def test_a_sweep_folder_that_would_add_an_sbatch_directive_is_refused(tmp_path, cwd):
-    p = campaign("-m", "platform=slurm", "platform.dry_run=true", "hydra.sweep.dir='out\n#SBATCH --uid=0'",
-                 f"storage.root={tmp_path}", *TINY, cwd=cwd)
+    p = campaign(
+        "-m",
+        "platform=slurm",
+        "platform.dry_run=true",
+        "hydra.sweep.dir='out\n#SBATCH --uid=0'",
+        f"storage.root={tmp_path}",
+        *TINY,
+        cwd=cwd,
+    )
     assert p.returncode == 2 and "hydra.sweep.dir=" in _one_line(p)
     assert list(cwd.iterdir()) == []
 
@@ -416,27 +583,52 @@ def test_a_sweep_folder_that_would_add_an_sbatch_directive_is_refused(tmp_path, 
 def test_planted_files_survive_a_whole_session(tmp_path, cwd):
     root = tmp_path / "storage"
     out = tmp_path / "campaigns" / "sweep"
-    planted = plant(root, tmp_path, tmp_path / "campaigns", cwd, root / "iocampaign",
-                    root / "iocampaign" / "datasets" / "converted")
-    common = (f"storage.root={root}", "repeats=1", "warmup=0", "batch_size=4", "dataset.num_images=24",
-              f"hydra.sweep.dir={out}")
+    planted = plant(
+        root,
+        tmp_path,
+        tmp_path / "campaigns",
+        cwd,
+        root / "iocampaign",
+        root / "iocampaign" / "datasets" / "converted",
+    )
+    common = (
+        f"storage.root={root}",
+        "repeats=1",
+        "warmup=0",
+        "batch_size=4",
+        "dataset.num_images=24",
+        f"hydra.sweep.dir={out}",
+    )
     p = campaign("-m", "workload=microbench,readonly", "threads=1,2", *common, cwd=cwd)
     assert p.returncode == 0, p.stderr[-2000:]
-    p = campaign("-m", "workload=baseline", "workload.file_gb=0.01", "workload.small_file_threads=[1,2]", *common,
-                 cwd=cwd)
+    p = campaign(
+        "-m",
+        "workload=baseline",
+        "workload.file_gb=0.01",
+        "workload.small_file_threads=[1,2]",
+        *common,
+        cwd=cwd,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     p = campaign("-m", "workload=readonly", "threads=4,1", *common, cwd=cwd)  # resume, changed grid
     assert p.returncode == 0, p.stderr[-2000:]
-    p = campaign("-m", "workload=readonly", "dataset.format=tfrecord,hdf5", "dataset.shard_mb=0.1", *common, cwd=cwd)
-    assert p.returncode == 0, p.stderr[-2000:]  # converted sets written beside the planted files, into their own folders
+    p = campaign(
+        "-m", "workload=readonly", "dataset.format=tfrecord,hdf5", "dataset.shard_mb=0.1", *common, cwd=cwd
+    )
+    assert p.returncode == 0, p.stderr[
+        -2000:
+    ]  # converted sets written beside the planted files, into their own folders
     p = campaign("-m", "platform=slurm", "platform.dry_run=true", "threads=1,8", *common, cwd=cwd)
     assert p.returncode == 0, p.stderr[-2000:]
     assert analysis(str(out), cwd=cwd).returncode == 0
     cells = pd.read_csv(out / "cells.csv")
     assert (cells["status"] == "completed").all() and len(cells) == 8
     intact(planted)
-    leftovers = [p for p in root.rglob("*") if p.is_file() and p not in planted
-                 and not p.is_relative_to(root / "iocampaign" / "datasets")]
+    leftovers = [
+        p
+        for p in root.rglob("*")
+        if p.is_file() and p not in planted and not p.is_relative_to(root / "iocampaign" / "datasets")
+    ]
     assert leftovers == [], leftovers  # baseline files and link farms removed
     assert not any(stat.S_ISFIFO(p.lstat().st_mode) for p in root.rglob("*"))
 
@@ -465,15 +657,26 @@ def test_a_signal_during_tensorflow_iteration_waits_for_the_next_batch():
 def test_an_existing_output_folder_or_file_of_the_user_is_refused_untouched(tmp_path, cwd):
     mine = tmp_path / "mine"
     planted = plant(mine)
-    for args in (["--out", str(mine), "--tiers", "local,tmpfs", "--only", "table1"],  # a real grid would run
-                 ["--out", str(mine), "--tiers", "local"]):
+    for args in (
+        ["--out", str(mine), "--tiers", "local,tmpfs", "--only", "table1"],  # a real grid would run
+        ["--out", str(mine), "--tiers", "local"],
+    ):
         p = campaign("+experiment=paper", "--scale", "ci", *args, cwd=cwd)
         assert p.returncode == 2 and "not a campaign folder" in _one_line(p) and "nothing was run" in p.stderr
     p = campaign("-m", "threads=1", f"hydra.sweep.dir={mine}", f"storage.root={tmp_path}", *TINY, cwd=cwd)
     assert p.returncode == 2 and "hydra.sweep.dir" in _one_line(p) and "not a campaign folder" in p.stderr
-    p = subprocess.run([sys.executable, "-m", "campaign.capacity", "accelerator=resnet50_a100", "--out", str(mine)],
-                       cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True)
-    assert p.returncode == 2 and "campaign.capacity: --out:" in _one_line(p) and "not a campaign folder" in p.stderr
+    p = subprocess.run(
+        [sys.executable, "-m", "campaign.capacity", "accelerator=resnet50_a100", "--out", str(mine)],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+    )
+    assert (
+        p.returncode == 2
+        and "campaign.capacity: --out:" in _one_line(p)
+        and "not a campaign folder" in p.stderr
+    )
     intact(planted)
     assert sorted(mine.iterdir()) == sorted(planted)
     target = mine / "results.csv"
@@ -484,8 +687,11 @@ def test_an_existing_output_folder_or_file_of_the_user_is_refused_untouched(tmp_
 
 
 def test_bad_paper_options_leave_nothing(cwd):
-    for args, says in ((["--tiers", "nvme,floppy"], "unknown tier 'nvme'"), (["--tiers", ","], "unknown tier ''"),
-                       (["--only", "fig99"], "unknown grid(s) fig99")):
+    for args, says in (
+        (["--tiers", "nvme,floppy"], "unknown tier 'nvme'"),
+        (["--tiers", ","], "unknown tier ''"),
+        (["--only", "fig99"], "unknown grid(s) fig99"),
+    ):
         p = campaign("+experiment=paper", "--scale", "ci", *args, cwd=cwd)
         assert p.returncode == 2 and says in _one_line(p), p.stderr[-2000:]
     assert list(cwd.iterdir()) == []  # no empty multirun/paper-* folder, no paper.txt
@@ -509,4 +715,6 @@ def test_the_analysis_never_writes_over_a_table_it_did_not_write(paper, tmp_path
     p = analysis(str(grid), cwd=tmp_path)
     assert p.returncode == 2 and "summary.csv exists and was not written by iocampaign" in _one_line(p)
     intact(planted)
-    assert {f: f.stat().st_mtime_ns for f in grid.iterdir() if f.is_file()} == before  # nothing written at all
+    assert {
+        f: f.stat().st_mtime_ns for f in grid.iterdir() if f.is_file()
+    } == before  # nothing written at all

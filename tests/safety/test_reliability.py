@@ -80,7 +80,10 @@ def test_a_signal_during_the_drain_wait_is_raised_and_the_drain_stopped(tmp_path
     try:
         threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
         t0 = time.monotonic()
-        with pytest.raises(KeyboardInterrupt), interrupts.deferred():  # as the runner calls a TensorFlow workload
+        with (
+            pytest.raises(KeyboardInterrupt),
+            interrupts.deferred(),
+        ):  # as the runner calls a TensorFlow workload
             d.finish()
         assert time.monotonic() - t0 < 5
     finally:
@@ -94,12 +97,14 @@ def test_a_signal_during_the_drain_wait_is_raised_and_the_drain_stopped(tmp_path
 
 def test_a_helper_ends_when_its_parent_is_killed(tmp_path):
     """jobs.lifeline: a helper started with child_env() ends when its parent dies by SIGKILL."""
-    code = ("import os, subprocess, sys, time\n"
-            "from jobs import lifeline\n"
-            "c = subprocess.Popen([sys.executable, '-c', 'from jobs import lifeline; import time; lifeline.bind(); "
-            "time.sleep(120)'], env=lifeline.child_env())\n"
-            f"open({str(tmp_path / 'pid')!r}, 'w').write(str(c.pid))\n"
-            "time.sleep(120)\n")
+    code = (
+        "import os, subprocess, sys, time\n"
+        "from jobs import lifeline\n"
+        "c = subprocess.Popen([sys.executable, '-c', 'from jobs import lifeline; import time; lifeline.bind(); "
+        "time.sleep(120)'], env=lifeline.child_env())\n"
+        f"open({str(tmp_path / 'pid')!r}, 'w').write(str(c.pid))\n"
+        "time.sleep(120)\n"
+    )
     parent = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)})
     deadline = time.monotonic() + 30
     while not (tmp_path / "pid").exists() and time.monotonic() < deadline:
@@ -130,8 +135,14 @@ def _alive(pid: int) -> bool:
 
 def _start(args: list[str], cwd: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return subprocess.Popen([sys.executable, "-m", "campaign", *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "campaign", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 def _wait_for(pattern: str, base: Path, proc: subprocess.Popen, within_s: float = 240) -> None:
@@ -149,8 +160,11 @@ SCENARIOS = {
     # a cell whose runs are two tasks each, killed while the tasks wait at the barrier
     "tasks": (["workload=readonly", "platform.tasks_per_node=2", "repeats=2"], "*/tasks/*/ready-*", 0),
     # a cell on the tf.data service (the dispatcher and two workers), killed once the workers are up
-    "service": (["workload=readonly", "input.service=true", "input.workers=2", "repeats=3"],
-                "*/service/worker-1.ready", 0),
+    "service": (
+        ["workload=readonly", "input.service=true", "input.workers=2", "repeats=3"],
+        "*/service/worker-1.ready",
+        0,
+    ),
     # a traced cell (its measuring child), killed once the child has started
     "traced": (["workload=readonly", "trace.posix=true", "repeats=20"], "*/posix/request.json", 6),
 }
@@ -164,8 +178,17 @@ def test_kill_9_of_the_campaign_leaves_no_process(tmp_path, scenario):
     root = tmp_path / "tier"
     root.mkdir()
     out = tmp_path / "c"
-    args = ["-m", *extra, "dataset.num_images=96", "dataset.median_kb=8", "batch_size=8", "warmup=0", "threads=1",
-            f"storage.root={root}", f"hydra.sweep.dir={out}"]
+    args = [
+        "-m",
+        *extra,
+        "dataset.num_images=96",
+        "dataset.median_kb=8",
+        "batch_size=8",
+        "warmup=0",
+        "threads=1",
+        f"storage.root={root}",
+        f"hydra.sweep.dir={out}",
+    ]
     proc = _start(args, tmp_path)
     _wait_for(mark, out, proc)
     time.sleep(settle)
@@ -187,11 +210,30 @@ def test_a_sigint_to_the_campaign_alone_reaches_its_traced_child(tmp_path):
     root.mkdir()
     out = tmp_path / "c"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    proc = subprocess.Popen([sys.executable, "-m", "campaign", "-m", "workload=readonly", "trace.posix=true",
-                             "dataset.num_images=400", "dataset.median_kb=4", "batch_size=8", "repeats=100", "warmup=0",
-                             "threads=1", f"storage.root={root}", f"hydra.sweep.dir={out}"],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "campaign",
+            "-m",
+            "workload=readonly",
+            "trace.posix=true",
+            "dataset.num_images=400",
+            "dataset.median_kb=4",
+            "batch_size=8",
+            "repeats=100",
+            "warmup=0",
+            "threads=1",
+            f"storage.root={root}",
+            f"hydra.sweep.dir={out}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         _wait_for("*/posix/request.json", out, proc)
         time.sleep(8)  # the child has imported TensorFlow and measures
@@ -211,8 +253,11 @@ def test_a_sigint_to_the_campaign_alone_reaches_its_traced_child(tmp_path):
 
 
 def _digest(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file() and p.name not in (".lock", ".recovered")}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name not in (".lock", ".recovered")
+    }
 
 
 def test_two_runs_of_one_cell_in_pid_namespaces_never_touch_each_others_checkpoints(tmp_path):
@@ -222,16 +267,45 @@ def test_two_runs_of_one_cell_in_pid_namespaces_never_touch_each_others_checkpoi
     slow = tmp_path / "slow"
     slow.mkdir()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    args = ["workload=checkpoint", "workload.image_side=64", "workload.width=0.25", "workload.steps=4",
-            "checkpoint.every=2", "checkpoint.target=slow", "checkpoint.keep=true", f"checkpoint.slow.root={slow}",
-            f"checkpoint.fast.root={tmp_path}", f"storage.root={tmp_path}", "dataset.source=folder",
-            f"dataset.path={tmp_path / 'data'}", "batch_size=4", "repeats=1", "warmup=0"]
+    args = [
+        "workload=checkpoint",
+        "workload.image_side=64",
+        "workload.width=0.25",
+        "workload.steps=4",
+        "checkpoint.every=2",
+        "checkpoint.target=slow",
+        "checkpoint.keep=true",
+        f"checkpoint.slow.root={slow}",
+        f"checkpoint.fast.root={tmp_path}",
+        f"storage.root={tmp_path}",
+        "dataset.source=folder",
+        f"dataset.path={tmp_path / 'data'}",
+        "batch_size=4",
+        "repeats=1",
+        "warmup=0",
+    ]
     folders = slow / "iocampaign" / "checkpoints"
     seen = []
     for k in (1, 2):
-        p = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m", "campaign", "-m", *args,
-                            f"hydra.sweep.dir={tmp_path / f's{k}'}"], cwd=tmp_path, env=env, capture_output=True,
-                           text=True, timeout=600)
+        p = subprocess.run(
+            [
+                "unshare",
+                "--pid",
+                "--fork",
+                "--mount-proc",
+                sys.executable,
+                "-m",
+                "campaign",
+                "-m",
+                *args,
+                f"hydra.sweep.dir={tmp_path / f's{k}'}",
+            ],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert p.returncode == 0, p.stderr[-3000:]
         rec = records.read(tmp_path / f"s{k}" / "0" / "record.json")
         seen.append((rec.runs[0]["checkpoint_dir"], rec.runs[0]["durable"]["slow"]))
@@ -239,7 +313,9 @@ def test_two_runs_of_one_cell_in_pid_namespaces_never_touch_each_others_checkpoi
             first = _digest(folders)
             assert len(first) >= 3
     (dir1, durable1), (dir2, _) = seen
-    assert dir1 != dir2 and Path(dir1).name.split("_")[3] == Path(dir2).name.split("_")[3]  # the same pid, twice
+    assert (
+        dir1 != dir2 and Path(dir1).name.split("_")[3] == Path(dir2).name.split("_")[3]
+    )  # the same pid, twice
     after = _digest(folders)
     assert {k: v for k, v in after.items() if k.startswith(Path(dir1).name)} == first
     assert all(ckpt_store.verify(Path(dir1) / name, checksums=False) for name in durable1)
@@ -249,7 +325,21 @@ def test_kill_9_of_the_paper_study_ends_its_running_grid(tmp_path):
     """The paper study runs each grid as a campaign of its own: killed with SIGKILL, it used to leave that
     grid running (and measuring) to its end."""
     out = tmp_path / "paper"
-    proc = _start(["+experiment=paper", "--scale", "ci", "--tiers", "local", "--only", "fig4_fig5", "--out", str(out),
-                   f"storage.root={tmp_path}", "repeats=100"], tmp_path)  # a grid that would run for minutes
+    proc = _start(
+        [
+            "+experiment=paper",
+            "--scale",
+            "ci",
+            "--tiers",
+            "local",
+            "--only",
+            "fig4_fig5",
+            "--out",
+            str(out),
+            f"storage.root={tmp_path}",
+            "repeats=100",
+        ],
+        tmp_path,
+    )  # a grid that would run for minutes
     _wait_for("fig4_fig5/0/*.log", out, proc)  # its first cell runs
     assert kill_alone(proc) == [], "left after kill -9 of the paper study"

@@ -60,8 +60,10 @@ def test_a_link_planted_at_a_lock_file_is_never_followed(other_user, shared, vic
     lp = lock_dir / "dev-0-40.lock"
     _as(other_user, "ln", "-s", str(victim), str(lp))
     before = _fingerprint(victim)
-    with (pytest.raises(owned.NotOurs, match=r"^platform.lock_dir: .*dev-0-40.lock is a link"),
-          locks.hold(lp, "the device", timeout_s=2)):
+    with (
+        pytest.raises(owned.NotOurs, match=r"^platform.lock_dir: .*dev-0-40.lock is a link"),
+        locks.hold(lp, "the device", timeout_s=2),
+    ):
         pass
     assert _fingerprint(victim) == before  # not truncated, not made 0666
     assert os.path.islink(lp)  # and the link is theirs to remove
@@ -94,11 +96,15 @@ def test_a_lock_of_another_user_locks_and_is_never_written(other_user, shared):
     assert _fingerprint(lp) == before
     root_made = lock_dir / "dev-1-2.lock"
     with locks.hold(root_made, "the device", timeout_s=2):
-        assert stat.S_IMODE(os.stat(root_made).st_mode) == 0o644  # read-only for others: a lock needs no write
+        assert (
+            stat.S_IMODE(os.stat(root_made).st_mode) == 0o644
+        )  # read-only for others: a lock needs no write
     # and the other user's campaign takes root's lock file in turn
     python, env = user_python(other_user)
-    code = ("from pathlib import Path\nfrom jobs.storage import locks\n"
-            f"with locks.hold(Path({str(root_made)!r}), 'the device', timeout_s=5) as w:\n    print('held', w < 1)\n")
+    code = (
+        "from pathlib import Path\nfrom jobs.storage import locks\n"
+        f"with locks.hold(Path({str(root_made)!r}), 'the device', timeout_s=5) as w:\n    print('held', w < 1)\n"
+    )
     p = as_user(other_user, "env", *(f"{k}={v}" for k, v in env.items()), *python, "-c", code)
     assert p.returncode == 0 and "held True" in p.stdout, p.stderr[-1500:]
 
@@ -107,9 +113,22 @@ def test_a_waiting_cell_names_the_holder_from_the_kernel_never_from_the_file(oth
     lock_dir = shared / "locks"
     _as(other_user, "mkdir", "-m", "1777", str(lock_dir))
     lp = lock_dir / "dev-9-9.lock"
-    script = (f"exec 9>{lp}; printf 'pid 1 $(reboot) \\033[2J forged holder' >&9; flock -x 9; echo held; sleep 30")
-    holder = subprocess.Popen(["setpriv", f"--reuid={other_user[1]}", f"--regid={other_user[2]}", "--clear-groups",
-                               "bash", "-c", script], stdout=subprocess.PIPE, text=True)
+    script = (
+        f"exec 9>{lp}; printf 'pid 1 $(reboot) \\033[2J forged holder' >&9; flock -x 9; echo held; sleep 30"
+    )
+    holder = subprocess.Popen(
+        [
+            "setpriv",
+            f"--reuid={other_user[1]}",
+            f"--regid={other_user[2]}",
+            "--clear-groups",
+            "bash",
+            "-c",
+            script,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         t0 = time.monotonic()
@@ -124,7 +143,9 @@ def test_a_waiting_cell_names_the_holder_from_the_kernel_never_from_the_file(oth
         holder.wait()
 
 
-def test_a_tool_folder_another_user_made_in_a_shared_root_is_refused_untouched(other_user, shared, victim, cwd):
+def test_a_tool_folder_another_user_made_in_a_shared_root_is_refused_untouched(
+    other_user, shared, victim, cwd
+):
     """A user pre-creates <root>/iocampaign/datasets/<key>/ with links where root writes its lock and
     manifest: the campaign stops at planning, naming the folder and its owner; nothing is written."""
     key = shared / "iocampaign" / "datasets" / "imagenet_subset-0000000000"
@@ -147,7 +168,9 @@ def test_a_link_planted_in_place_of_the_tool_folder_is_not_followed(other_user, 
     target = tmp_path / "roots-folder"
     target.mkdir()
     _as(other_user, "ln", "-s", str(target), str(shared / "iocampaign"))
-    with pytest.raises(owned.NotOurs, match=f"storage.root: {shared / 'iocampaign'} is a link made by {other_user[0]}"):
+    with pytest.raises(
+        owned.NotOurs, match=f"storage.root: {shared / 'iocampaign'} is a link made by {other_user[0]}"
+    ):
         owned.under_tool_folder(shared, "datasets", setting="storage.root")
     assert list(target.iterdir()) == []
 
@@ -159,8 +182,10 @@ def test_each_user_has_a_folder_of_their_own_in_a_shared_root(other_user, shared
     assert mine == shared / "iocampaign" / "datasets"
     assert stat.S_IMODE(os.stat(shared / "iocampaign").st_mode) == 0o755
     python, env = user_python(other_user)
-    code = ("from jobs import owned\n"
-            f"print(owned.under_tool_folder({str(shared)!r}, 'datasets', setting='storage.root'))\n")
+    code = (
+        "from jobs import owned\n"
+        f"print(owned.under_tool_folder({str(shared)!r}, 'datasets', setting='storage.root'))\n"
+    )
     p = as_user(other_user, "env", *(f"{k}={v}" for k, v in env.items()), *python, "-c", code)
     assert p.returncode == 0, p.stderr[-1500:]
     theirs = shared / f"iocampaign-{other_user[0]}"
@@ -169,8 +194,14 @@ def test_each_user_has_a_folder_of_their_own_in_a_shared_root(other_user, shared
     # a folder the user may write but others may not: the plain name (their own scratch folder)
     private = shared / "private"
     _as(other_user, "mkdir", "-m", "755", str(private))
-    p = as_user(other_user, "env", *(f"{k}={v}" for k, v in env.items()), *python, "-c",
-                f"from jobs import owned; print(owned.tool_folder({str(private)!r}))")
+    p = as_user(
+        other_user,
+        "env",
+        *(f"{k}={v}" for k, v in env.items()),
+        *python,
+        "-c",
+        f"from jobs import owned; print(owned.tool_folder({str(private)!r}))",
+    )
     assert p.stdout.strip() == str(private / "iocampaign"), p.stderr
 
 
@@ -178,9 +209,17 @@ def test_a_forged_backing_marker_of_a_modelled_tier_is_refused(other_user, share
     """The modelled tier's marker file proved nothing: another user could write it in a folder of theirs."""
     backing = shared / "tiers" / "modeled_hdd"
     _as(other_user, "mkdir", "-p", str(backing))
-    _as(other_user, "sh", "-c", f"echo '{{\"tier\": \"modeled_hdd\"}}' > {backing}/.iocampaign-backing")
-    p = campaign("storage=modeled_hdd", f"storage.root={tmp_path / 'mnt'}", f"storage.model.backing_dir={shared / 'tiers'}",
-                 "workload=microbench", "platform.dry_run=true", *TINY, cwd=cwd, timeout=120)
+    _as(other_user, "sh", "-c", f'echo \'{{"tier": "modeled_hdd"}}\' > {backing}/.iocampaign-backing')
+    p = campaign(
+        "storage=modeled_hdd",
+        f"storage.root={tmp_path / 'mnt'}",
+        f"storage.model.backing_dir={shared / 'tiers'}",
+        "workload=microbench",
+        "platform.dry_run=true",
+        *TINY,
+        cwd=cwd,
+        timeout=120,
+    )
     assert p.returncode == 2, p.stdout[-2000:] + p.stderr[-2000:]
     lines = [line for line in p.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "storage.model.backing_dir" in lines[0] and other_user[0] in lines[0], p.stderr
@@ -204,7 +243,9 @@ def test_the_rule_of_a_secure_folder(tmp_path, other_user):
     real = tmp_path / "real"
     real.mkdir()
     (tmp_path / "alias").symlink_to(real)
-    made = owned.ensure(tmp_path / "alias" / "iocampaign" / "x", "storage.root", own_from=tmp_path / "alias" / "iocampaign")
+    made = owned.ensure(
+        tmp_path / "alias" / "iocampaign" / "x", "storage.root", own_from=tmp_path / "alias" / "iocampaign"
+    )
     assert (real / "iocampaign" / "x").is_dir() and made == tmp_path / "alias" / "iocampaign" / "x"
     assert stat.S_IMODE(os.stat(real / "iocampaign" / "x").st_mode) & 0o022 == 0
 
@@ -218,9 +259,23 @@ def test_a_second_users_campaign_runs_beside_roots_in_a_shared_root(other_user, 
     home = shared / "home"
     _as(other_user, "mkdir", "-m", "700", str(home))
     python, env = user_python(other_user)
-    p = as_user(other_user, "env", f"HOME={home}", *(f"{k}={v}" for k, v in env.items()), *python, "-m", "campaign",
-                "-m", "threads=1", "storage=local", f"storage.root={shared}", f"platform.lock_dir={shared / 'locks'}",
-                *TINY, cwd=home, timeout=300)
+    p = as_user(
+        other_user,
+        "env",
+        f"HOME={home}",
+        *(f"{k}={v}" for k, v in env.items()),
+        *python,
+        "-m",
+        "campaign",
+        "-m",
+        "threads=1",
+        "storage=local",
+        f"storage.root={shared}",
+        f"platform.lock_dir={shared / 'locks'}",
+        *TINY,
+        cwd=home,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
     theirs = shared / f"iocampaign-{other_user[0]}" / "datasets"
     assert os.stat(theirs).st_uid == other_user[1] and any(theirs.rglob("*.jpg"))
@@ -228,23 +283,35 @@ def test_a_second_users_campaign_runs_beside_roots_in_a_shared_root(other_user, 
     assert len(list(home.rglob("record.json"))) == 1
 
 
-def test_a_campaign_run_from_a_shared_folder_never_writes_into_another_users_folder(other_user, shared, victim):
+def test_a_campaign_run_from_a_shared_folder_never_writes_into_another_users_folder(
+    other_user, shared, victim
+):
     """Run from /tmp, the campaign folder (multirun/, outputs/, --out) is made there: another user's
     ``multirun`` folder, or a link in its place, is refused before Hydra makes anything."""
     _as(other_user, "mkdir", str(shared / "multirun"))
     _as(other_user, "ln", "-s", str(victim.parent), str(shared / "outputs"))
     before = sorted(str(p) for p in victim.parent.rglob("*"))
-    for args, folder, setting in ((("-m", "threads=1"), "multirun", "hydra.sweep.dir"),
-                                  (("threads=1",), "outputs", "hydra.run.dir"),
-                                  (("+experiment=paper", "--scale", "ci", "--out", "multirun/paper"), "multirun", "--out")):
+    for args, folder, setting in (
+        (("-m", "threads=1"), "multirun", "hydra.sweep.dir"),
+        (("threads=1",), "outputs", "hydra.run.dir"),
+        (("+experiment=paper", "--scale", "ci", "--out", "multirun/paper"), "multirun", "--out"),
+    ):
         p = campaign(*args, "storage=local", *TINY, cwd=shared, timeout=120)
         lines = [line for line in p.stderr.splitlines() if line.strip()]
         assert p.returncode == 2 and len(lines) == 1, p.stdout[-1500:] + p.stderr[-1500:]
         assert f"{setting}: {shared / folder}" in lines[0] and other_user[0] in lines[0], lines
     assert sorted(str(p) for p in victim.parent.rglob("*")) == before
     assert list((shared / "multirun").iterdir()) == []
-    p = campaign("-m", "threads=1", "storage=local", f"hydra.sweep.dir={shared}/mine/multi", "platform.dry_run=true",
-                 *TINY, cwd=shared, timeout=120)
+    p = campaign(
+        "-m",
+        "threads=1",
+        "storage=local",
+        f"hydra.sweep.dir={shared}/mine/multi",
+        "platform.dry_run=true",
+        *TINY,
+        cwd=shared,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr[-1500:]
 
 
@@ -254,8 +321,21 @@ def test_a_second_user_plans_the_paper_study_on_the_tiers_theirs_to_use(other_us
     home = shared / "home2"
     _as(other_user, "mkdir", "-m", "700", str(home))
     python, env = user_python(other_user)
-    p = as_user(other_user, "env", f"HOME={home}", *(f"{k}={v}" for k, v in env.items()), *python, "-m", "campaign",
-                "+experiment=paper", "--scale", "ci", "platform.dry_run=true", cwd=home, timeout=300)
+    p = as_user(
+        other_user,
+        "env",
+        f"HOME={home}",
+        *(f"{k}={v}" for k, v in env.items()),
+        *python,
+        "-m",
+        "campaign",
+        "+experiment=paper",
+        "--scale",
+        "ci",
+        "platform.dry_run=true",
+        cwd=home,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     assert "the modelled Lustre is mounted by root" in p.stdout + p.stderr
     assert "storage=local" in p.stdout and "modeled_lustre" not in p.stdout.split("[paper]")[-1]

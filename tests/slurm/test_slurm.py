@@ -23,8 +23,11 @@ def _queue() -> str:
 
 
 def _sacct(job_ids) -> dict:
-    out = subprocess.run(["sacct", "-n", "-P", "-X", "-o", "JobID,State", "-j", ",".join({j.split("_")[0] for j in job_ids})],
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["sacct", "-n", "-P", "-X", "-o", "JobID,State", "-j", ",".join({j.split("_")[0] for j in job_ids})],
+        capture_output=True,
+        text=True,
+    ).stdout
     states = sacct.parse_sacct("\n".join(f"{line}|0:0|x" for line in out.splitlines()))
     return {j: states[j].state for j in job_ids if j in states}
 
@@ -53,16 +56,30 @@ except service.ServiceError as e:
 def test_dry_run_submits_nothing(slurm_cluster, tmp_path, disk_root):
     """The dry run of a two-node cell shows its job shape (--nodes, --ntasks-per-node) and submits nothing."""
     before = subprocess.run(["sacct", "-n", "-X", "-o", "JobID"], capture_output=True, text=True).stdout
-    p = campaign("-m", "threads=1,2", "platform=slurm", "platform.dry_run=true", "platform.partition=debug", *TINY,
-                 "platform.nodes=2", "platform.tasks_per_node=2", "workload=readonly", "storage=shared",
-                 f"storage.root={disk_root}", "hydra.sweep.dir=sweep", cwd=tmp_path)
+    p = campaign(
+        "-m",
+        "threads=1,2",
+        "platform=slurm",
+        "platform.dry_run=true",
+        "platform.partition=debug",
+        *TINY,
+        "platform.nodes=2",
+        "platform.tasks_per_node=2",
+        "workload=readonly",
+        "storage=shared",
+        f"storage.root={disk_root}",
+        "hydra.sweep.dir=sweep",
+        cwd=tmp_path,
+    )
     assert p.returncode == 0, p.stderr
     assert "dry run: 2 cells would be submitted" in p.stdout
     assert "#1: workload=readonly storage=shared" in p.stdout and "threads=2" in p.stdout
     assert "#SBATCH --array=0-1%1" in p.stdout and "#SBATCH --partition=debug" in p.stdout
     assert "#SBATCH --nodes=2" in p.stdout and "#SBATCH --ntasks-per-node=2" in p.stdout
     assert _queue().strip() == ""
-    assert subprocess.run(["sacct", "-n", "-X", "-o", "JobID"], capture_output=True, text=True).stdout == before
+    assert (
+        subprocess.run(["sacct", "-n", "-X", "-o", "JobID"], capture_output=True, text=True).stdout == before
+    )
     assert not (tmp_path / "sweep").exists()
 
 
@@ -73,21 +90,38 @@ def test_dry_run_submits_nothing(slurm_cluster, tmp_path, disk_root):
 def test_a_failing_task_of_a_job_step_fails_the_cell_with_its_rank(slurm_cluster, tmp_path):
     data = tmp_path / "data" / "c0"
     make_jpegs(tmp_path / "good", 4, classes=1)
-    for i, good in enumerate(sorted((tmp_path / "good").rglob("*.jpg"))):  # rank 0 reads good files, rank 1 bad ones
+    for i, good in enumerate(
+        sorted((tmp_path / "good").rglob("*.jpg"))
+    ):  # rank 0 reads good files, rank 1 bad ones
         data.mkdir(parents=True, exist_ok=True)
         (data / f"{2 * i:04d}.jpg").write_bytes(good.read_bytes())
         (data / f"{2 * i + 1:04d}.jpg").write_bytes(b"not a jpeg" * 100)
     sweep = tmp_path / "sweep"
-    p = campaign("-m", "platform=slurm", "platform.tasks_per_node=2", "dataset.source=folder",
-                 f"dataset.path={tmp_path / 'data'}", f"storage.root={tmp_path}", "batch_size=2", "repeats=1", "warmup=0",
-                 "platform.poll_s=1", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    p = campaign(
+        "-m",
+        "platform=slurm",
+        "platform.tasks_per_node=2",
+        "dataset.source=folder",
+        f"dataset.path={tmp_path / 'data'}",
+        f"storage.root={tmp_path}",
+        "batch_size=2",
+        "repeats=1",
+        "warmup=0",
+        "platform.poll_s=1",
+        f"hydra.sweep.dir={sweep}",
+        cwd=tmp_path,
+    )
     assert p.returncode == 1, p.stderr[-2000:]
     job = _submitted(sweep)[0][-1]
     assert _sacct([job]) == {job: "FAILED"}
     rec = records.read(sweep / "0" / "record.json")
     assert rec.status == records.FAILED and rec.error["type"] == "TaskError"
-    assert re.match(r"task 1 on \S+ failed: RuntimeError: the pipeline delivered no image", rec.error["message"])
-    assert subprocess.run(["pgrep", "-f", f"jobs.execution.tasks {sweep}"], capture_output=True).returncode == 1
+    assert re.match(
+        r"task 1 on \S+ failed: RuntimeError: the pipeline delivered no image", rec.error["message"]
+    )
+    assert (
+        subprocess.run(["pgrep", "-f", f"jobs.execution.tasks {sweep}"], capture_output=True).returncode == 1
+    )
 
 
 # The service's workers as one job step (each worker's own counters, every file once, nothing left) run
@@ -100,14 +134,34 @@ def test_a_dead_worker_of_the_service_step_is_named(slurm_cluster, tmp_path):
     runs on a node of the allocation, as a cell's controller does (a step of one task)."""
     folder = tmp_path / "svc"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    p = subprocess.run(["salloc", "--nodes=1", "--ntasks=2", "--cpus-per-task=1", "--time=3", "srun", "--ntasks=1",
-                        sys.executable, "-c", KILL_A_WORKER, str(folder)], cwd=tmp_path, env=env, capture_output=True,
-                       text=True, timeout=240)
+    p = subprocess.run(
+        [
+            "salloc",
+            "--nodes=1",
+            "--ntasks=2",
+            "--cpus-per-task=1",
+            "--time=3",
+            "srun",
+            "--ntasks=1",
+            sys.executable,
+            "-c",
+            KILL_A_WORKER,
+            str(folder),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert "ServiceError: tf.data service: the worker 1 ended on " in p.stdout, p.stdout + p.stderr
     assert "(Killed); srun ended the workers' step" in p.stdout, p.stdout
     assert "srun: error:" in p.stderr  # srun's own lines, passed on
     assert not folder.exists()
-    assert subprocess.run(["pgrep", "-f", f"jobs.execution.service .* {folder}"], capture_output=True).returncode == 1
+    assert (
+        subprocess.run(["pgrep", "-f", f"jobs.execution.service .* {folder}"], capture_output=True).returncode
+        == 1
+    )
 
 
 def test_failure_is_failed_in_slurm_and_a_rerun_submits_only_it(slurm_cluster, tmp_path):
@@ -116,8 +170,18 @@ def test_failure_is_failed_in_slurm_and_a_rerun_submits_only_it(slurm_cluster, t
     for i in range(8):
         (data / "c0" / f"{i}.jpg").write_bytes(b"not a jpeg" * 50)
     sweep = tmp_path / "sweep"
-    args = ("-m", "workload=microbench,readonly", "platform=slurm", "dataset.source=folder", f"dataset.path={data}",
-            f"storage.root={tmp_path}", "batch_size=4", "repeats=1", "platform.poll_s=1", f"hydra.sweep.dir={sweep}")
+    args = (
+        "-m",
+        "workload=microbench,readonly",
+        "platform=slurm",
+        "dataset.source=folder",
+        f"dataset.path={data}",
+        f"storage.root={tmp_path}",
+        "batch_size=4",
+        "repeats=1",
+        "platform.poll_s=1",
+        f"hydra.sweep.dir={sweep}",
+    )
     p = campaign(*args, cwd=tmp_path)
     assert p.returncode == 1, p.stderr[-2000:]
     jobs = _submitted(sweep)
@@ -126,9 +190,17 @@ def test_failure_is_failed_in_slurm_and_a_rerun_submits_only_it(slurm_cluster, t
     slurm = records.read(sweep / "1" / "record.json").provenance["slurm"]  # cells of one shape: one array
     assert slurm["array_job_id"] == jobs[1][-1].split("_")[0] and slurm["array_task_id"] == "1"
     assert "#SBATCH --array=0-1%1" in slurm["sbatch_script"]
-    st = subprocess.run([sys.executable, "-m", "campaign.status", str(sweep)], capture_output=True, text=True,
-                        env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert st.returncode == 1 and "failed" in st.stdout and "RuntimeError: the pipeline delivered no image" in st.stdout
+    st = subprocess.run(
+        [sys.executable, "-m", "campaign.status", str(sweep)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert (
+        st.returncode == 1
+        and "failed" in st.stdout
+        and "RuntimeError: the pipeline delivered no image" in st.stdout
+    )
     # mend the data, run the same command again: only the failed cell goes back to Slurm
     shutil.rmtree(data)
     make_jpegs(data, 8, classes=1)
@@ -146,10 +218,28 @@ def test_cancelled_cell_is_reported_and_the_campaign_ends(slurm_cluster, tmp_pat
     sweep = tmp_path / "sweep"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "campaign", "-m", "threads=1", "platform=slurm", "platform.poll_s=1",
-         "dataset.source=folder", f"dataset.path={tmp_path / 'data'}", f"storage.root={disk_root}",
-         "batch_size=8", "repeats=100000", "warmup=0", f"hydra.sweep.dir={sweep}"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "campaign",
+            "-m",
+            "threads=1",
+            "platform=slurm",
+            "platform.poll_s=1",
+            "dataset.source=folder",
+            f"dataset.path={tmp_path / 'data'}",
+            f"storage.root={disk_root}",
+            "batch_size=8",
+            "repeats=100000",
+            "warmup=0",
+            f"hydra.sweep.dir={sweep}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 120
@@ -182,22 +272,36 @@ def test_cancelled_cell_is_reported_and_the_campaign_ends(slurm_cluster, tmp_pat
 def test_submit_and_return_then_status(slurm_cluster, tmp_path, disk_root):
     sweep = tmp_path / "sweep"
     t0 = time.monotonic()
-    p = campaign("-m", "threads=1", "platform=slurm", "platform.wait=false", f"storage.root={disk_root}",
-                 "dataset.num_images=64", "batch_size=32", "repeats=100000", "warmup=0", f"hydra.sweep.dir={sweep}",
-                 cwd=tmp_path)
+    p = campaign(
+        "-m",
+        "threads=1",
+        "platform=slurm",
+        "platform.wait=false",
+        f"storage.root={disk_root}",
+        "dataset.num_images=64",
+        "batch_size=32",
+        "repeats=100000",
+        "warmup=0",
+        f"hydra.sweep.dir={sweep}",
+        cwd=tmp_path,
+    )
     assert p.returncode == 0 and "submitted; the shell is yours again" in p.stdout
     assert time.monotonic() - t0 < 60
     job = _submitted(sweep)[0][-1]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for _ in range(120):
-        st = subprocess.run([sys.executable, "-m", "campaign.status", str(sweep)], capture_output=True, text=True, env=env)
+        st = subprocess.run(
+            [sys.executable, "-m", "campaign.status", str(sweep)], capture_output=True, text=True, env=env
+        )
         if "running" in st.stdout or "pending" in st.stdout:
             break
         time.sleep(0.5)
     assert ("running" in st.stdout or "pending" in st.stdout) and job in st.stdout and st.returncode == 0
     subprocess.run(["scancel", job], check=True)
     for _ in range(60):
-        st = subprocess.run([sys.executable, "-m", "campaign.status", str(sweep)], capture_output=True, text=True, env=env)
+        st = subprocess.run(
+            [sys.executable, "-m", "campaign.status", str(sweep)], capture_output=True, text=True, env=env
+        )
         if "cancelled" in st.stdout:
             break
         time.sleep(1)
@@ -207,16 +311,23 @@ def test_submit_and_return_then_status(slurm_cluster, tmp_path, disk_root):
 def test_waiting_progress_line():
     from campaign.slurm.submit import progress
 
-    states = {0: sacct.JobState("7_0", "COMPLETED"), 1: sacct.JobState("7_1", "RUNNING", node="n1"),
-              2: sacct.JobState("8", "PENDING", reason="Dependency"), 3: sacct.JobState("9", "PENDING", reason="Priority")}
-    assert progress(states, [0]) == "1 of 4 cells ended; 1 running (#1 on n1); 2 pending (Dependency, Priority)"
+    states = {
+        0: sacct.JobState("7_0", "COMPLETED"),
+        1: sacct.JobState("7_1", "RUNNING", node="n1"),
+        2: sacct.JobState("8", "PENDING", reason="Dependency"),
+        3: sacct.JobState("9", "PENDING", reason="Priority"),
+    }
+    assert (
+        progress(states, [0]) == "1 of 4 cells ended; 1 running (#1 on n1); 2 pending (Dependency, Priority)"
+    )
 
 
 def _times(job_ids) -> list[tuple[str, str]]:
     """(Start, End) of every job of the arrays named, from sacct."""
     arrays = ",".join(sorted({j.split("_")[0] for j in job_ids}))
-    out = subprocess.run(["sacct", "-n", "-P", "-X", "-o", "JobID,Start,End", "-j", arrays], capture_output=True,
-                         text=True).stdout
+    out = subprocess.run(
+        ["sacct", "-n", "-P", "-X", "-o", "JobID,Start,End", "-j", arrays], capture_output=True, text=True
+    ).stdout
     return [tuple(line.split("|")[1:3]) for line in out.splitlines() if line.strip()]
 
 
@@ -225,9 +336,23 @@ def test_paper_study_on_slurm_without_waiting_chains_its_grids(slurm_cluster, tm
     grid's arrays after the grid before (no two grids' cells on the device at once), builds no report
     from unfinished cells, and campaign.status follows the study's folder."""
     out = tmp_path / "study"
-    p = campaign("+experiment=paper", "--scale", "ci", "--tiers", "local", "--only", "table1,fig4_fig5",
-                 "--out", str(out), "platform=slurm", "platform.wait=false", f"storage.root={disk_root}", "threads=1",
-                 cwd=tmp_path, timeout=300)
+    p = campaign(
+        "+experiment=paper",
+        "--scale",
+        "ci",
+        "--tiers",
+        "local",
+        "--only",
+        "table1,fig4_fig5",
+        "--out",
+        str(out),
+        "platform=slurm",
+        "platform.wait=false",
+        f"storage.root={disk_root}",
+        "threads=1",
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     assert "[paper] every grid was submitted to Slurm, each after the one before" in p.stdout
     assert not (out / "report.html").exists() and not (out / "claims.csv").exists()
@@ -236,11 +361,15 @@ def test_paper_study_on_slurm_without_waiting_chains_its_grids(slurm_cluster, tm
     assert f"platform.after={max({j.split('_')[0] for j in table1}, key=int)}" in p.stdout
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for _ in range(300):
-        st = subprocess.run([sys.executable, "-m", "campaign.status", str(out)], capture_output=True, text=True, env=env)
+        st = subprocess.run(
+            [sys.executable, "-m", "campaign.status", str(out)], capture_output=True, text=True, env=env
+        )
         if st.returncode == 0 and "pending" not in st.stdout and "running" not in st.stdout:
             break
         time.sleep(1)
-    assert st.returncode == 0 and "== table1" in st.stdout and "== fig4_fig5" in st.stdout, st.stdout + st.stderr
+    assert st.returncode == 0 and "== table1" in st.stdout and "== fig4_fig5" in st.stdout, (
+        st.stdout + st.stderr
+    )
     assert "2 completed" in st.stdout and "1 completed" in st.stdout
     ends = [end for _, end in _times(table1)]
     starts = [start for start, _ in _times(figs)]
@@ -257,11 +386,30 @@ def test_capacity_search_runs_its_cells_as_slurm_jobs_on_two_nodes(slurm_cluster
     out = tmp_path / "cap"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
     toy = ROOT / "tests" / "toy" / "conf"
-    p = subprocess.run([sys.executable, "-m", "campaign.capacity", "accelerator=ci_small", "storage=shared",
-                        f"storage.root={disk_root}", f"hydra.searchpath=[file://{toy}]", "dataset.num_images=256",
-                        "repeats=1", "platform=slurm", "platform.nodes=2", "platform.cpus_per_task=4", "platform.poll_s=1",
-                        "--out", str(out)],
-                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "campaign.capacity",
+            "accelerator=ci_small",
+            "storage=shared",
+            f"storage.root={disk_root}",
+            f"hydra.searchpath=[file://{toy}]",
+            "dataset.num_images=256",
+            "repeats=1",
+            "platform=slurm",
+            "platform.nodes=2",
+            "platform.cpus_per_task=4",
+            "platform.poll_s=1",
+            "--out",
+            str(out),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     row = pd.read_csv(out / "capacity.csv").iloc[0]
     assert (row["nodes"], row["kernels"]) == (2, 1) and row["measured_total"] == 2 * row["measured_n"]
@@ -284,7 +432,10 @@ def test_capacity_search_runs_its_cells_as_slurm_jobs_on_two_nodes(slurm_cluster
     tried = {2 * int(c) for c in str(row["counts_tried"]).split()}
     assert set(results["nodes"]) == {2} and set(results["tasks_per_cell"]) == tried
     n, total = int(row["measured_n"]), int(row["measured_total"])
-    assert f"[capacity] shared: {n} ci_small accelerator(s) per node ({total} on 2 nodes) held AU >= 90%" in p.stdout
+    assert (
+        f"[capacity] shared: {n} ci_small accelerator(s) per node ({total} on 2 nodes) held AU >= 90%"
+        in p.stdout
+    )
     assert "per node on 2 nodes" in p.stdout and "2 nodes share 1 kernel(s)" in p.stdout, p.stdout
     # the test nodes have 4 CPUs and a task takes 4: no count above 1 a node is submitted (it would pend for ever)
     limit = "1 a node: the nodes of the default partition have 4 CPUs and each accelerator's task takes platform.cpus_per_task=4"
@@ -296,11 +447,21 @@ def test_a_job_no_node_can_hold_is_refused_before_submitting(slurm_cluster, tmp_
     """3 tasks of 2 CPUs on nodes of 4 CPUs: Slurm would keep the job pending for ever (PartitionConfig);
     the campaign says so in one line and submits nothing."""
     before = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout
-    p = campaign("-m", "platform=slurm", "platform.tasks_per_node=3", "workload=readonly", "dataset.num_images=256",
-                 "batch_size=16", f"hydra.sweep.dir={tmp_path / 's'}", cwd=tmp_path)
+    p = campaign(
+        "-m",
+        "platform=slurm",
+        "platform.tasks_per_node=3",
+        "workload=readonly",
+        "dataset.num_images=256",
+        "batch_size=16",
+        f"hydra.sweep.dir={tmp_path / 's'}",
+        cwd=tmp_path,
+    )
     lines = [x for x in p.stderr.splitlines() if x.strip()]
     assert p.returncode == 2 and len(lines) == 1, p.stderr
-    assert ("platform.tasks_per_node=3 x platform.cpus_per_task=2 asks for 6 CPUs a node, but the nodes of the default "
-            "partition have at most 4") in lines[0] and "nothing was submitted" in lines[0]
+    assert (
+        "platform.tasks_per_node=3 x platform.cpus_per_task=2 asks for 6 CPUs a node, but the nodes of the default "
+        "partition have at most 4"
+    ) in lines[0] and "nothing was submitted" in lines[0]
     assert subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout == before
     assert not (tmp_path / "s" / "submitted.json").exists()

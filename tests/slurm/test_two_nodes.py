@@ -20,14 +20,22 @@ NODES = {"n1", "n2"}
 
 
 def _steps(job: str) -> list[dict]:
-    out = subprocess.run(["sacct", "-n", "-P", "-o", "JobID,NodeList,NTasks,State", "-j", job.split("_")[0]],
-                         capture_output=True, text=True).stdout
-    return [dict(zip(("id", "nodes", "ntasks", "state"), line.split("|"))) for line in out.splitlines() if line]
+    out = subprocess.run(
+        ["sacct", "-n", "-P", "-o", "JobID,NodeList,NTasks,State", "-j", job.split("_")[0]],
+        capture_output=True,
+        text=True,
+    ).stdout
+    return [
+        dict(zip(("id", "nodes", "ntasks", "state"), line.split("|"))) for line in out.splitlines() if line
+    ]
 
 
 def _sacct_states(job_ids) -> list[str]:
-    out = subprocess.run(["sacct", "-n", "-P", "-X", "-o", "JobID,State", "-j", ",".join({j.split("_")[0] for j in job_ids})],
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["sacct", "-n", "-P", "-X", "-o", "JobID,State", "-j", ",".join({j.split("_")[0] for j in job_ids})],
+        capture_output=True,
+        text=True,
+    ).stdout
     return [line.split("|")[1] for line in out.splitlines() if line.split("|")[0] in job_ids]
 
 
@@ -38,8 +46,9 @@ def _submitted(sweep: Path) -> dict:
 
 def _left(sweep: Path) -> str:
     """Task or service processes of this campaign still alive, on any node (one kernel: one pgrep)."""
-    return subprocess.run(["pgrep", "-af", f"jobs.execution.(tasks|service) .*{sweep}"], capture_output=True,
-                          text=True).stdout
+    return subprocess.run(
+        ["pgrep", "-af", f"jobs.execution.(tasks|service) .*{sweep}"], capture_output=True, text=True
+    ).stdout
 
 
 def test_a_two_node_campaign_reads_on_both_nodes(slurm_cluster, tmp_path, disk_root, capsys):
@@ -48,9 +57,21 @@ def test_a_two_node_campaign_reads_on_both_nodes(slurm_cluster, tmp_path, disk_r
     first), the merged run the sum of its tasks and of its nodes, each node judged cold by its own bytes, the
     device counted once for two nodes on one kernel."""
     sweep, n = tmp_path / "sweep", 512
-    args = ("-m", "platform=slurm", "platform.nodes=2", "platform.tasks_per_node=1,2", "workload=readonly",
-            "storage=shared", f"storage.root={disk_root}", f"dataset.num_images={n}", "batch_size=16", "repeats=1",
-            "warmup=0", "platform.poll_s=1", f"hydra.sweep.dir={sweep}")
+    args = (
+        "-m",
+        "platform=slurm",
+        "platform.nodes=2",
+        "platform.tasks_per_node=1,2",
+        "workload=readonly",
+        "storage=shared",
+        f"storage.root={disk_root}",
+        f"dataset.num_images={n}",
+        "batch_size=16",
+        "repeats=1",
+        "warmup=0",
+        "platform.poll_s=1",
+        f"hydra.sweep.dir={sweep}",
+    )
     t0 = time.monotonic()
     p = campaign(*args, cwd=tmp_path)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
@@ -58,9 +79,14 @@ def test_a_two_node_campaign_reads_on_both_nodes(slurm_cluster, tmp_path, disk_r
     jobs = {num: ids[-1] for num, ids in _submitted(sweep).items()}
     assert set(_sacct_states(list(jobs.values()))) == {"COMPLETED"}
     assert jobs[0].split("_")[0] != jobs[1].split("_")[0]  # two job shapes: two arrays
-    recs = {records.read(f).config["platform"]["tasks_per_node"]: records.read(f) for f in sweep.glob("*/record.json")}
+    recs = {
+        records.read(f).config["platform"]["tasks_per_node"]: records.read(f)
+        for f in sweep.glob("*/record.json")
+    }
     script = recs[2].provenance["slurm"]["sbatch_script"]
-    assert "#SBATCH --ntasks-per-node=2" in script and "--nodes=1 --ntasks=1" in script  # the controller: one task
+    assert (
+        "#SBATCH --ntasks-per-node=2" in script and "--nodes=1 --ntasks=1" in script
+    )  # the controller: one task
     assert f"#SBATCH --dependency=afterany:{jobs[0].split('_')[0]}" in script  # one cell at a time
     slurm = recs[1].provenance["slurm"]
     assert slurm["job_id"] == jobs[0] and slurm["array_job_id"] is None  # a shape of one cell: a plain job
@@ -74,8 +100,13 @@ def test_a_two_node_campaign_reads_on_both_nodes(slurm_cluster, tmp_path, disk_r
             assert sorted(t["rank"] for t in tasks) == list(range(2 * per_node))
             assert [t["images"] for t in tasks] == [n // (2 * per_node)] * (2 * per_node)
             assert run["images"] == sum(t["images"] for t in tasks) == n and run["images_dropped"] == 0
-            assert run["images_per_s"] == pytest.approx(n / run["seconds"]) and 0 <= run["task_start_spread_s"] < 1.0
-            assert run["cache_state"] == "cold" and run["task_resident_bytes_before"] == 0  # each shard evicted
+            assert (
+                run["images_per_s"] == pytest.approx(n / run["seconds"])
+                and 0 <= run["task_start_spread_s"] < 1.0
+            )
+            assert (
+                run["cache_state"] == "cold" and run["task_resident_bytes_before"] == 0
+            )  # each shard evicted
             nodes = {x["host"]: x for x in run["per_node"]}
             assert set(nodes) == NODES and all(x["tasks"] == per_node for x in nodes.values())
             assert sum(x["images"] for x in nodes.values()) == n
@@ -87,24 +118,46 @@ def test_a_two_node_campaign_reads_on_both_nodes(slurm_cluster, tmp_path, disk_r
             assert nodes["n1"]["device_counted_on"] == nodes["n2"]["device_counted_on"] == "n1"
             assert nodes["n1"]["device_read_bytes"] >= 0.9 * run["bytes_consumed"]
             assert nodes["n2"]["device_read_bytes"] is None
-            figures.append((per_node, run["run"], run["images_per_s"], nodes["n1"]["images_per_s"],
-                            nodes["n2"]["images_per_s"]))
-        left = sorted(p.name for p in (sweep / str(next(k for k, j in jobs.items()
-                                                        if rec.provenance["slurm"]["job_id"] == j))
-                                       / "tasks").rglob("*"))
-        assert all(name.startswith(("run", "result-")) for name in left), left  # no barrier file, heartbeat or abort
+            figures.append(
+                (
+                    per_node,
+                    run["run"],
+                    run["images_per_s"],
+                    nodes["n1"]["images_per_s"],
+                    nodes["n2"]["images_per_s"],
+                )
+            )
+        left = sorted(
+            p.name
+            for p in (
+                sweep
+                / str(next(k for k, j in jobs.items() if rec.provenance["slurm"]["job_id"] == j))
+                / "tasks"
+            ).rglob("*")
+        )
+        assert all(name.startswith(("run", "result-")) for name in left), (
+            left
+        )  # no barrier file, heartbeat or abort
     for job in jobs.values():
         steps = [s for s in _steps(job) if s["ntasks"] in ("2", "4")]
-        assert len(steps) == 1 and all(s["nodes"] == "n[1-2]" and s["state"] == "COMPLETED" for s in steps), steps
+        assert len(steps) == 1 and all(s["nodes"] == "n[1-2]" and s["state"] == "COMPLETED" for s in steps), (
+            steps
+        )
     assert _left(sweep) == ""
     r = pd.read_csv(sweep / "results.csv")
     assert sorted(r["tasks_per_cell"]) == [2, 4] and set(r["cache_state"]) == {"cold"}
     assert (sweep / "scaling.png").stat().st_size > 10_000
-    st = subprocess.run([sys.executable, "-m", "campaign.status", str(sweep)], capture_output=True, text=True,
-                        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    st = subprocess.run(
+        [sys.executable, "-m", "campaign.status", str(sweep)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert st.returncode == 0 and st.stdout.startswith("2 completed")
     with capsys.disabled():  # the figures the note quotes
-        print(f"\n[two nodes] campaign {time.monotonic() - t0:.0f} s; tasks per node, run, images/s: all, n1, n2")
+        print(
+            f"\n[two nodes] campaign {time.monotonic() - t0:.0f} s; tasks per node, run, images/s: all, n1, n2"
+        )
         for row in figures:
             print("[two nodes]", row[0], row[1], *(f"{v:.0f}" for v in row[2:]))
 
@@ -113,9 +166,23 @@ def test_service_workers_on_both_nodes(slurm_cluster, tmp_path, disk_root):
     """input.service=true across platform.nodes=2: one worker on each node, each reached by its node's
     address (not a host name, which need not resolve), both delivering, every file read once."""
     sweep, n = tmp_path / "sweep", 128
-    p = campaign("-m", "platform=slurm", "platform.nodes=2", "input.service=true", "input.workers=2",
-                 "workload=readonly", "storage=shared", f"storage.root={disk_root}", f"dataset.num_images={n}",
-                 "batch_size=16", "repeats=1", "warmup=0", "platform.poll_s=1", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    p = campaign(
+        "-m",
+        "platform=slurm",
+        "platform.nodes=2",
+        "input.service=true",
+        "input.workers=2",
+        "workload=readonly",
+        "storage=shared",
+        f"storage.root={disk_root}",
+        f"dataset.num_images={n}",
+        "batch_size=16",
+        "repeats=1",
+        "warmup=0",
+        "platform.poll_s=1",
+        f"hydra.sweep.dir={sweep}",
+        cwd=tmp_path,
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     rec = records.read(sweep / "0" / "record.json")
     assert "#SBATCH --nodes=2" in rec.provenance["slurm"]["sbatch_script"]
@@ -123,14 +190,20 @@ def test_service_workers_on_both_nodes(slurm_cluster, tmp_path, disk_root):
     for run in rec.runs:
         assert run["images"] == n and run["images_dropped"] == 0 and run["cache_state"] == "cold"
         workers = dict(w.split() for w in run["worker_nodes"])
-        assert set(workers) == NODES and all(a.startswith(("10.", "172.", "192.")) for a in workers.values()), workers
-        assert run["service_workers"] == 2 and all(r > 0 for r in run["worker_mb_s"])  # each worker's own counters
+        assert set(workers) == NODES and all(
+            a.startswith(("10.", "172.", "192.")) for a in workers.values()
+        ), workers
+        assert run["service_workers"] == 2 and all(
+            r > 0 for r in run["worker_mb_s"]
+        )  # each worker's own counters
         assert run["bytes_read_syscall"] >= run["bytes_consumed"]  # every file read, by the workers
         other = next(h for h in NODES if h != consumer)  # the consumer read from a worker on the other node
         assert other in workers and run["service_dispatcher"].startswith(f"grpc://{workers[consumer]}:")
     job = _submitted(sweep)[0][-1]
     workers_step = [s for s in _steps(job) if s["ntasks"] == "2"]
-    assert len(workers_step) == 1 and workers_step[0]["nodes"] == "n[1-2]", _steps(job)  # the workers: one step
+    assert len(workers_step) == 1 and workers_step[0]["nodes"] == "n[1-2]", _steps(
+        job
+    )  # the workers: one step
     assert not (sweep / "0" / "service").exists()
     assert _left(sweep) == ""
 
@@ -143,10 +216,14 @@ def _netns_pids(node: str) -> list[int]:
 def _beating_on(sweep: Path, cell: int, node: str) -> int | None:
     """The pid of a task of ``cell`` that runs on ``node`` and has written its heartbeat (its process sits
     in the node's network namespace; its beat names the node)."""
-    if not any(b.read_text().startswith(f"{node} ") for b in (sweep / str(cell) / "tasks").glob("*/beats-*/[0-9]*")):
+    if not any(
+        b.read_text().startswith(f"{node} ") for b in (sweep / str(cell) / "tasks").glob("*/beats-*/[0-9]*")
+    ):
         return None
     mine = set(_netns_pids(node))
-    out = subprocess.run(["pgrep", "-f", f"jobs.execution.tasks {sweep}/{cell}/"], capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["pgrep", "-f", f"jobs.execution.tasks {sweep}/{cell}/"], capture_output=True, text=True
+    ).stdout
     pids = [int(x) for x in out.split() if int(x) in mine]
     return pids[0] if pids else None
 
@@ -158,7 +235,9 @@ def _wait_record(sweep: Path, cell: int, deadline: float) -> float:
     return time.monotonic() - t0
 
 
-def test_a_hung_task_and_a_dead_node_fail_their_cells_naming_the_node(slurm_cluster, tmp_path, disk_root, capsys):
+def test_a_hung_task_and_a_dead_node_fail_their_cells_naming_the_node(
+    slurm_cluster, tmp_path, disk_root, capsys
+):
     """Three cells of two ranks on two nodes (sharded checkpoints: tasks without TensorFlow's import): in the
     first a task on n2 hangs (SIGSTOP), in the second n2 dies (every process in its namespace killed:
     slurmd, the step's daemon, the tasks). Each cell fails within platform.task_silence_s naming the task
@@ -168,11 +247,33 @@ def test_a_hung_task_and_a_dead_node_fail_their_cells_naming_the_node(slurm_clus
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
     toy = ROOT / "tests" / "toy" / "conf"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "campaign", "-m", "platform=slurm", "platform.nodes=2", "workload=sharded_checkpoint",
-         f"hydra.searchpath=[file://{toy}]", "checkpoint_model=ci_tiny", "checkpoint.ranks_written=2", "seed=0,1,2",
-         "storage=shared", f"storage.root={disk_root}", "repeats=1", "warmup=0", "platform.task_silence_s=5",
-         "platform.poll_s=1", f"hydra.sweep.dir={sweep}"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "campaign",
+            "-m",
+            "platform=slurm",
+            "platform.nodes=2",
+            "workload=sharded_checkpoint",
+            f"hydra.searchpath=[file://{toy}]",
+            "checkpoint_model=ci_tiny",
+            "checkpoint.ranks_written=2",
+            "seed=0,1,2",
+            "storage=shared",
+            f"storage.root={disk_root}",
+            "repeats=1",
+            "warmup=0",
+            "platform.task_silence_s=5",
+            "platform.poll_s=1",
+            f"hydra.sweep.dir={sweep}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 240
         pid = None
@@ -190,7 +291,9 @@ def test_a_hung_task_and_a_dead_node_fail_their_cells_naming_the_node(slurm_clus
         subprocess.run(["kill", "-KILL", *map(str, _netns_pids("n2"))])
         dead_s = _wait_record(sweep, 1, deadline)
         # the node comes back (as after a reboot): the third cell and the rest of the suite run on it
-        up = subprocess.run([str(SLURM_SCRIPTS / "up.sh"), "--nodes", "2"], capture_output=True, text=True, timeout=120)
+        up = subprocess.run(
+            [str(SLURM_SCRIPTS / "up.sh"), "--nodes", "2"], capture_output=True, text=True, timeout=120
+        )
         assert up.returncode == 0 and "started the slurmd of n2 again" in up.stdout, up.stdout + up.stderr
         out, _ = proc.communicate(timeout=240)
     finally:
@@ -200,16 +303,24 @@ def test_a_hung_task_and_a_dead_node_fail_their_cells_naming_the_node(slurm_clus
     hung, dead = (records.read(sweep / str(k) / "record.json") for k in (0, 1))
     for rec, seconds in ((hung, hung_s), (dead, dead_s)):
         assert rec.status == records.FAILED and rec.error["type"] == "TaskError", rec.error
-        assert "task 1 on n2 stopped its heartbeat for 5 s (platform.task_silence_s)" in rec.error["message"], rec.error
-        assert seconds < 30, seconds  # the silence and srun's grace, not Slurm's SlurmdTimeout or the run's limit
+        assert (
+            "task 1 on n2 stopped its heartbeat for 5 s (platform.task_silence_s)" in rec.error["message"]
+        ), rec.error
+        assert seconds < 30, (
+            seconds
+        )  # the silence and srun's grace, not Slurm's SlurmdTimeout or the run's limit
         with capsys.disabled():
             print(f"\n[two nodes] cell failed {seconds:.1f} s after the fault: {rec.error['message']}")
     ok = records.read(sweep / "2" / "record.json")  # the campaign's other cell ran, on both nodes again
     assert ok.status == records.COMPLETED and {t["host"] for t in ok.runs[0]["task_results"]} == NODES
     assert _left(sweep) == ""
-    assert not [f for f in sweep.rglob("*") if f.name.startswith(("go-", "ready-", "abort-", "beats-", "shards_"))]
+    assert not [
+        f for f in sweep.rglob("*") if f.name.startswith(("go-", "ready-", "abort-", "beats-", "shards_"))
+    ]
     assert not list((disk_root / "iocampaign" / "checkpoints").glob("shards_*/rank*/*.bin"))
-    st = subprocess.run([sys.executable, "-m", "campaign.status", str(sweep)], capture_output=True, text=True, env=env)
+    st = subprocess.run(
+        [sys.executable, "-m", "campaign.status", str(sweep)], capture_output=True, text=True, env=env
+    )
     assert st.returncode == 1 and st.stdout.count("on n2 stopped its heartbeat") == 2, st.stdout
 
 
@@ -225,11 +336,15 @@ def test_up_and_down_touch_only_their_own_namespaces_and_links(slurm_cluster, tm
         assert "iocslurm0" not in links and "iocslurm-v" not in links
         assert sorted(os.listdir("/run/netns")) == ["iocslurm-n9"]
         ps = subprocess.run(["ps", "-eo", "stat=,comm="], capture_output=True, text=True).stdout.splitlines()
-        assert not [x for x in ps if x.split()[1:] == ["slurmd"] and not x.startswith("Z")], ps  # zombies are ended
+        assert not [x for x in ps if x.split()[1:] == ["slurmd"] and not x.startswith("Z")], (
+            ps
+        )  # zombies are ended
         subprocess.run(["ip", "link", "add", "iocslurm0", "type", "bridge"], check=True)  # not the script's
         try:
             r = subprocess.run([up, "--nodes", "2"], capture_output=True, text=True, timeout=120)
-            assert r.returncode == 2 and "iocslurm0 exists and was not made by this script" in r.stderr, r.stderr
+            assert r.returncode == 2 and "iocslurm0 exists and was not made by this script" in r.stderr, (
+                r.stderr
+            )
             assert "iocslurm0" in subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
         finally:
             subprocess.run(["ip", "link", "del", "iocslurm0"], check=True)
@@ -239,7 +354,9 @@ def test_up_and_down_touch_only_their_own_namespaces_and_links(slurm_cluster, tm
         r = subprocess.run([up, "--nodes", "2"], capture_output=True, text=True, timeout=180)
         assert r.returncode == 0 and "nodes n1 n2" in r.stdout, r.stdout + r.stderr
         print(f"\n[two nodes] up.sh --nodes 2 after down.sh: {time.monotonic() - t0:.1f} s")
-        host = subprocess.run(["srun", "-N2", "-n2", "hostname"], capture_output=True, text=True, timeout=60).stdout
+        host = subprocess.run(
+            ["srun", "-N2", "-n2", "hostname"], capture_output=True, text=True, timeout=60
+        ).stdout
         assert sorted(host.split()) == ["n1", "n2"]
     finally:
         subprocess.run(["ip", "netns", "del", "iocslurm-n9"])

@@ -12,13 +12,31 @@ def cells_on(tier: str, cwd, tmp_path, images: int) -> tuple[dict, list[dict]]:
     """Cells at 1 and 4 threads on ``tier`` mounted in ``tmp_path`` (cold, one run each): the last run of
     each by its thread count, and the records. The tier is unmounted afterwards."""
     out = tmp_path / "c"
-    planted = {tmp_path / "beside.bin": os.urandom(4096), tmp_path / "backing" / "notes.txt": b"a user's notes"}
-    for f, data in planted.items():  # a user's files beside the mount point and beside the tier's backing folder
+    planted = {
+        tmp_path / "beside.bin": os.urandom(4096),
+        tmp_path / "backing" / "notes.txt": b"a user's notes",
+    }
+    for (
+        f,
+        data,
+    ) in planted.items():  # a user's files beside the mount point and beside the tier's backing folder
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_bytes(data)
-    p = campaign("-m", "workload=microbench", f"storage={tier}", f"storage.root={tmp_path / 'mnt'}",
-                 f"storage.model.backing_dir={tmp_path / 'backing'}", "threads=1,4", f"dataset.num_images={images}",
-                 "dataset.num_classes=2", "batch_size=16", "repeats=1", "warmup=0", f"hydra.sweep.dir={out}", cwd=cwd)
+    p = campaign(
+        "-m",
+        "workload=microbench",
+        f"storage={tier}",
+        f"storage.root={tmp_path / 'mnt'}",
+        f"storage.model.backing_dir={tmp_path / 'backing'}",
+        "threads=1,4",
+        f"dataset.num_images={images}",
+        "dataset.num_classes=2",
+        "batch_size=16",
+        "repeats=1",
+        "warmup=0",
+        f"hydra.sweep.dir={out}",
+        cwd=cwd,
+    )
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     recs = [json.loads(rec.read_text()) for rec in sorted(out.glob("*/record.json"))]
     runs = {r["config"]["threads"]: r["runs"][-1] for r in recs}

@@ -73,32 +73,61 @@ def test_a_run_whose_layer_was_killed_fails_naming_the_tier_and_keeps_no_numbers
     beside = tmp_path / "beside.bin"
     beside.write_bytes(os.urandom(4096))  # a user's file beside the mount point
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    p = subprocess.Popen([sys.executable, "-m", "campaign", "-m", "workload=microbench", "storage=modeled_hdd",
-                          f"storage.root={mnt}", f"storage.model.backing_dir={backing}", "threads=1,2",
-                          "dataset.num_images=128", "dataset.num_classes=2", "batch_size=16", "repeats=2", "warmup=0",
-                          f"hydra.sweep.dir={out}"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "campaign",
+            "-m",
+            "workload=microbench",
+            "storage=modeled_hdd",
+            f"storage.root={mnt}",
+            f"storage.model.backing_dir={backing}",
+            "threads=1,2",
+            "dataset.num_images=128",
+            "dataset.num_classes=2",
+            "batch_size=16",
+            "repeats=2",
+            "warmup=0",
+            f"hydra.sweep.dir={out}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     killed, lines = [], []
     try:
         for line in p.stdout:
             lines.append(line)
             if "run 1/2:" in line:
-                killed.append(_kill_mid_run(mnt, backing / "modeled_hdd") if not killed
-                              else _kill_between_runs(p, backing / "modeled_hdd"))
+                killed.append(
+                    _kill_mid_run(mnt, backing / "modeled_hdd")
+                    if not killed
+                    else _kill_between_runs(p, backing / "modeled_hdd")
+                )
         p.wait(timeout=300)
     finally:
         p.kill()
     text = "".join(lines)
     assert len(killed) == 2, text[-3000:]
     assert ", 2 failed" in text, text[-3000:]
-    recs = {json.loads(f.read_text())["config"]["threads"]: json.loads(f.read_text())
-            for f in out.glob("*/record.json")}
+    recs = {
+        json.loads(f.read_text())["config"]["threads"]: json.loads(f.read_text())
+        for f in out.glob("*/record.json")
+    }
     assert {t: r["status"] for t, r in recs.items()} == {1: "failed", 2: "failed"}, text[-3000:]
     assert all(not r["runs"] for r in recs.values())
-    assert recs[1]["error"]["message"] == (f"storage=modeled_hdd: the tier's FUSE layer (pid {killed[0]}) died during "
-                                           "run 2; its numbers are dropped")
-    assert recs[2]["error"]["message"] in [f"storage=modeled_hdd: the tier's FUSE layer (pid {killed[1]}) died {when} "
-                                           "run 2; its numbers are dropped" for when in ("before", "during")]
+    assert recs[1]["error"]["message"] == (
+        f"storage=modeled_hdd: the tier's FUSE layer (pid {killed[0]}) died during "
+        "run 2; its numbers are dropped"
+    )
+    assert recs[2]["error"]["message"] in [
+        f"storage=modeled_hdd: the tier's FUSE layer (pid {killed[1]}) died {when} "
+        "run 2; its numbers are dropped"
+        for when in ("before", "during")
+    ]
     assert recs[1]["error"]["type"] == "TierDied"
     assert "dropped as unreadable" not in text and "run 2/2:" not in text  # no run 2 was logged as measured
     results = out / "results.csv"

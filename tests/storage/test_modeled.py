@@ -40,10 +40,15 @@ def test_seek_curve_follows_the_datasheet():
     assert max(waits) <= G.revolution_s  # rotation alone, on one track: under one turn
 
 
-@pytest.mark.parametrize("field,value,says", [("rpm", 0, "rpm=0 must be positive"),
-                                              ("track_to_track_ms", 9.0, "track_to_track_ms=9.0"),
-                                              ("queue_depth", 0, "queue_depth=0"),
-                                              ("cache_segments", 0, "cache_segments=0")])
+@pytest.mark.parametrize(
+    "field,value,says",
+    [
+        ("rpm", 0, "rpm=0 must be positive"),
+        ("track_to_track_ms", 9.0, "track_to_track_ms=9.0"),
+        ("queue_depth", 0, "queue_depth=0"),
+        ("cache_segments", 0, "cache_segments=0"),
+    ],
+)
 def test_impossible_drives_are_named(field, value, says):
     assert says in dataclasses.replace(G, **{field: value}).check()
 
@@ -132,7 +137,9 @@ def test_the_layer_serves_the_bytes_counts_what_the_drive_served_and_the_page_ca
     assert sorted(os.listdir(p.parent)) == ["f.bin", "soft.bin"]
 
 
-@pytest.mark.parametrize("name,geometry", [("modeled_hdd", G), ("modeled_lustre", LustreGeometry(rate_scale=0.05))])
+@pytest.mark.parametrize(
+    "name,geometry", [("modeled_hdd", G), ("modeled_lustre", LustreGeometry(rate_scale=0.05))]
+)
 def test_what_is_not_ours_is_refused_and_left_as_it_was(tmp_path, name, geometry):
     busy = tmp_path / "busy"
     busy.mkdir()
@@ -159,10 +166,12 @@ def test_what_is_not_ours_is_refused_and_left_as_it_was(tmp_path, name, geometry
 
 
 def test_a_killed_owner_leaves_no_mount_and_the_next_setup_works(tmp_path):
-    code = (f"import sys, time; sys.path.insert(0, {str(ROOT)!r})\n"
-            "from jobs.storage.modeled import mount\nfrom jobs.storage.modeled.disk import HddGeometry\n"
-            f"t = mount.setup('modeled_hdd', {str(tmp_path / 'b')!r}, {str(tmp_path / 'm')!r}, HddGeometry())\n"
-            "print(t.pid, flush=True)\ntime.sleep(60)\n")
+    code = (
+        f"import sys, time; sys.path.insert(0, {str(ROOT)!r})\n"
+        "from jobs.storage.modeled import mount\nfrom jobs.storage.modeled.disk import HddGeometry\n"
+        f"t = mount.setup('modeled_hdd', {str(tmp_path / 'b')!r}, {str(tmp_path / 'm')!r}, HddGeometry())\n"
+        "print(t.pid, flush=True)\ntime.sleep(60)\n"
+    )
     owner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     layer = int(owner.stdout.readline())
     assert os.path.ismount(tmp_path / "m")
@@ -193,8 +202,14 @@ def test_a_cell_on_the_modelled_hdd_is_cold_counted_and_bound_by_its_queue(cwd, 
 def test_the_paper_study_reads_its_hdd_from_the_modelled_drive_where_fuse_works():
     from campaign import paper
 
-    assert paper.default_tiers() == (["modeled_hdd", "emulated_ssd", "emulated_optane"], "")  # root, FUSE, cgroup v1
-    assert paper.default_lustre(False) == ("modeled_lustre", "")  # Fig. 4's Lustre bars, on the modelled Lustre
+    assert paper.default_tiers() == (
+        ["modeled_hdd", "emulated_ssd", "emulated_optane"],
+        "",
+    )  # root, FUSE, cgroup v1
+    assert paper.default_lustre(False) == (
+        "modeled_lustre",
+        "",
+    )  # Fig. 4's Lustre bars, on the modelled Lustre
     assert paper.default_lustre(True) == (None, "")  # --tiers given: those tiers only
 
 
@@ -211,6 +226,11 @@ def test_the_drives_cache_holds_only_its_size():
         busy = disk.counters.busy_s
         disk.serve(39 * 2**20, 4096)  # the stream's last MiB: still buffered
         hit = disk.counters.busy_s - busy
-        assert hit <= G.command_overhead_ms / 1e3 + 1e-6 < G.transfer_s(4096) + G.command_overhead_ms / 1e3 < cold
+        assert (
+            hit
+            <= G.command_overhead_ms / 1e3 + 1e-6
+            < G.transfer_s(4096) + G.command_overhead_ms / 1e3
+            < cold
+        )
     finally:
         disk.stop()

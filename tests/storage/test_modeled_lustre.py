@@ -41,9 +41,13 @@ def test_readers_on_different_osts_are_served_side_by_side_and_on_one_ost_in_tur
     fs2 = _virtual()
     side = [fs2.submit(f"/f{i}", 0, KIB112) for i in range(8)]  # 8 files, 8 OSTs
     # each waits only for the link, which carries the RPCs one after another
-    assert [x.finished - x.submitted for x in side] == pytest.approx([one + k * G.link_s(KIB112) for k in range(8)])
+    assert [x.finished - x.submitted for x in side] == pytest.approx(
+        [one + k * G.link_s(KIB112) for k in range(8)]
+    )
     c = fs2.counters
-    assert c.peak_osts == 8 and c.osts_used == 8 and c.rpcs == 8 and c.reads == 8 and c.read_bytes == 8 * KIB112
+    assert (
+        c.peak_osts == 8 and c.osts_used == 8 and c.rpcs == 8 and c.reads == 8 and c.read_bytes == 8 * KIB112
+    )
     assert c.busy_s == pytest.approx(G.ost_s(KIB112))  # no resource was busy longer than one OST's request
     fs3 = _virtual(dataclasses.replace(G, osts=1))
     a, b = fs3.submit("/x", 0, KIB112), fs3.submit("/y", 0, KIB112)  # one OST: the second waits for the first
@@ -60,14 +64,16 @@ def test_a_stream_pays_the_ost_latency_once():
     assert jump.finished - nxt.finished >= G.ost_latency_ms / 1e3
     w = fs.submit("/new", 0, 4 * MIB, write=True)  # one write request: 4 RPCs to the file's one OST
     assert fs.counters.writes == 1 and fs.counters.write_bytes == 4 * MIB and fs.counters.rpcs == 3 + 4
-    assert w.finished - w.submitted == pytest.approx(G.rpc_rtt_ms / 1e3 + G.ost_latency_ms / 1e3
-                                                     + 4 * G.ost_s(MIB, True) + G.link_s(MIB))
+    assert w.finished - w.submitted == pytest.approx(
+        G.rpc_rtt_ms / 1e3 + G.ost_latency_ms / 1e3 + 4 * G.ost_s(MIB, True) + G.link_s(MIB)
+    )
 
 
 def test_a_sequential_reader_keeps_its_ost_busy_through_the_client_read_ahead():
     """A reader that asks for the next MiB when the last one came: its read-ahead sent that RPC when the
     last read was submitted, so the OST serves the stream without a gap (the OST's rate, not OST + link
     + round trip a MiB). Reading the same MiBs backwards, each read waits for all of it."""
+
     def one_after_another(offsets, write=False) -> float:
         clock = [0.0]
         fs = Lustre(G, clock=lambda: clock[0], sleep=lambda s: None)
@@ -85,14 +91,20 @@ def test_a_sequential_reader_keeps_its_ost_busy_through_the_client_read_ahead():
     assert one_after_another(forwards[::-1]) == pytest.approx(n * first)
     # writes stream on the OST (no latency after the first) but each waits for its RPC: no read-ahead
     assert one_after_another(forwards, write=True) == pytest.approx(
-        first + (n - 1) * (G.rpc_rtt_ms / 1e3 + G.ost_s(MIB, True) + G.link_s(MIB)))
+        first + (n - 1) * (G.rpc_rtt_ms / 1e3 + G.ost_s(MIB, True) + G.link_s(MIB))
+    )
 
 
-@pytest.mark.parametrize("field,value,says", [("osts", 0, "osts=0 must be 1..100000"),
-                                              ("stripe_count", 300, "stripe_count=300 must be 1..osts (248)"),
-                                              ("rate_scale", 0, "rate_scale=0 must be positive"),
-                                              ("ost_latency_ms", -1, "must not be negative"),
-                                              ("stripe_size_mib", 0.01, "multiple of 64 KiB")])
+@pytest.mark.parametrize(
+    "field,value,says",
+    [
+        ("osts", 0, "osts=0 must be 1..100000"),
+        ("stripe_count", 300, "stripe_count=300 must be 1..osts (248)"),
+        ("rate_scale", 0, "rate_scale=0 must be positive"),
+        ("ost_latency_ms", -1, "must not be negative"),
+        ("stripe_size_mib", 0.01, "multiple of 64 KiB"),
+    ],
+)
 def test_impossible_file_systems_are_named(field, value, says):
     assert says in dataclasses.replace(G, **{field: value}).check()
 

@@ -16,7 +16,9 @@ import pytest
 from jobs.storage import throttle, tiers
 
 
-def _v2_tree(root: Path, controllers: str = "cpuset cpu io memory pids", enabled: str = "cpu io memory pids") -> Path:
+def _v2_tree(
+    root: Path, controllers: str = "cpuset cpu io memory pids", enabled: str = "cpu io memory pids"
+) -> Path:
     """A cgroup-v2 root as the kernel lays it out (the files a controller reads and writes)."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "cgroup.controllers").write_text(controllers + "\n")
@@ -51,14 +53,19 @@ def test_io_max_writer_writes_what_the_kernel_reads(tmp_path, sleeper):
 def test_io_max_read_back_as_the_kernel_shows_several_devices(tmp_path):
     ctl = throttle.IoMaxV2(_v2_tree(tmp_path / "cg"))
     group = ctl.group("cell-1")
-    (group / "io.max").write_text("7:1 rbps=100 wbps=200 riops=max wiops=max\n7:2 rbps=max wbps=400 riops=max wiops=9\n")
+    (group / "io.max").write_text(
+        "7:1 rbps=100 wbps=200 riops=max wiops=max\n7:2 rbps=max wbps=400 riops=max wiops=9\n"
+    )
     assert ctl.limits(group) == {"7:1": {"rbps": 100, "wbps": 200}, "7:2": {"wbps": 400, "wiops": 9}}
 
 
-@pytest.mark.parametrize("controllers,enabled,why", [
-    ("cpu memory pids", "cpu memory", "has no io controller (it offers cpu memory pids"),
-    ("cpu io memory", "cpu memory", "echo +io > "),
-])
+@pytest.mark.parametrize(
+    "controllers,enabled,why",
+    [
+        ("cpu memory pids", "cpu memory", "has no io controller (it offers cpu memory pids"),
+        ("cpu io memory", "cpu memory", "echo +io > "),
+    ],
+)
 def test_io_max_says_why_it_cannot_throttle(tmp_path, controllers, enabled, why):
     ctl = throttle.IoMaxV2(_v2_tree(tmp_path / "cg", controllers, enabled))
     assert why in ctl.available()
@@ -70,7 +77,9 @@ def test_v2_membership_on_the_real_kernel(sleeper):
     cgroup2 mount (its io controller, if it lacks one, is the only part a fake tree stands in for)."""
     ctl = throttle.IoMaxV2(throttle.v2_root())
     controllers = (ctl.root / "cgroup.controllers").read_text().split()
-    assert (ctl.available() is None) == ("io" in controllers and "io" in (ctl.root / "cgroup.subtree_control").read_text())
+    assert (ctl.available() is None) == (
+        "io" in controllers and "io" in (ctl.root / "cgroup.subtree_control").read_text()
+    )
     home = ctl.home(sleeper)
     group = ctl.group(f"test-{os.getpid()}")
     try:
@@ -110,12 +119,18 @@ def test_a_tier_throttled_by_io_max(tmp_path, monkeypatch):
     fake = _v2_tree(tmp_path / "cg")
     monkeypatch.setattr(throttle, "BLKIO", tmp_path / "no-blkio")
     monkeypatch.setattr(throttle, "v2_root", lambda: fake)
-    a = {"name": "v2_tier", "image_dir": str(tmp_path / "img"), "mount": str(tmp_path / "mnt"), "size_gb": 0.2}
+    a = {
+        "name": "v2_tier",
+        "image_dir": str(tmp_path / "img"),
+        "mount": str(tmp_path / "mnt"),
+        "size_gb": 0.2,
+    }
     tier = tiers.setup(read_mb_s=50, write_mb_s=20, read_iops=250, **a)
     try:
         assert tier.throttle == "io.max-v2" and Path(tier.cgroup) == fake / "iocampaign-v2_tier"
         assert throttle.IoMaxV2(fake).limits(Path(tier.cgroup)) == {
-            tier.dev: {"rbps": 50_000_000, "wbps": 20_000_000, "riops": 250}}
+            tier.dev: {"rbps": 50_000_000, "wbps": 20_000_000, "riops": 250}
+        }
         assert tier.dev.startswith("7:")
     finally:
         monkeypatch.setattr(throttle.Controller, "remove", lambda self, g, tries=50: False)  # a plain folder

@@ -51,8 +51,12 @@ def test_a_request_rate_limit_makes_small_random_reads_seek_bound(tmp_path):
     tier = tiers.setup(read_mb_s=100.0, write_mb_s=100.0, read_iops=60, **a)
     try:
         folder = tmp_path / "mnt"
-        subprocess.run(["fio", "--name=lay", "--filename=fio.dat", "--size=64m", "--rw=write", "--bs=1m", "--direct=1"],
-                       cwd=folder, capture_output=True, check=True)
+        subprocess.run(
+            ["fio", "--name=lay", "--filename=fio.dat", "--size=64m", "--rw=write", "--bs=1m", "--direct=1"],
+            cwd=folder,
+            capture_output=True,
+            check=True,
+        )
         cg = tiers.join_all([tier])
         try:
             rand_iops, _ = bench.fio(folder, "randread", "4k", 8, 2, size=64 << 20)
@@ -75,8 +79,13 @@ def test_a_killed_run_is_cleaned_up_by_the_next(tmp_path):
         f"t = tiers.setup(read_mb_s=100, write_mb_s=100, **{a!r}); tiers.join(t);"
         "open(t.mount + '/f', 'w').write('x'); print('ready', flush=True); time.sleep(600)"
     )
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=tmp_path,
+    )
     assert proc.stdout.readline().strip() == "ready"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -99,9 +108,19 @@ def test_without_root_the_error_says_what_to_use(monkeypatch):
 @needs_root
 def test_campaign_on_emulated_tiers(tmp_path):
     out = tmp_path / "sweep"
-    p = campaign("-m", "threads=1,2", "storage=emulated_hdd", "storage.emulate.size_gb=1",
-                 f"storage.emulate.image_dir={tmp_path / 'img'}", f"storage.root={tmp_path / 'mnt'}",
-                 "dataset.num_images=128", "batch_size=32", "repeats=1", f"hydra.sweep.dir={out}", cwd=tmp_path)
+    p = campaign(
+        "-m",
+        "threads=1,2",
+        "storage=emulated_hdd",
+        "storage.emulate.size_gb=1",
+        f"storage.emulate.image_dir={tmp_path / 'img'}",
+        f"storage.root={tmp_path / 'mnt'}",
+        "dataset.num_images=128",
+        "batch_size=32",
+        "repeats=1",
+        f"hydra.sweep.dir={out}",
+        cwd=tmp_path,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     import pandas as pd
 
@@ -110,8 +129,13 @@ def test_campaign_on_emulated_tiers(tmp_path):
     df = pd.read_csv(out / "results.csv")
     assert len(df) == 2 and set(df["cache_state"]) == {"cold"} and set(df["fs_type"]) == {"ext4"}
     prov = records.read(out / "0" / "record.json").provenance
-    assert prov["emulated_tier"]["read_bps"] == 163_000_000 and prov["data_mount"]["source"].startswith("/dev/loop")
-    assert tiers.leftovers("emulated_hdd", str(tmp_path / "img" / "emulated_hdd.img"), str(tmp_path / "mnt")) == []
+    assert prov["emulated_tier"]["read_bps"] == 163_000_000 and prov["data_mount"]["source"].startswith(
+        "/dev/loop"
+    )
+    assert (
+        tiers.leftovers("emulated_hdd", str(tmp_path / "img" / "emulated_hdd.img"), str(tmp_path / "mnt"))
+        == []
+    )
 
 
 @needs_root
@@ -120,10 +144,25 @@ def test_sigterm_mid_cell_tears_the_tier_down(tmp_path):
 
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
     proc = subprocess.Popen(  # a synthetic set, generated on the tier (a folder elsewhere is refused)
-        [sys.executable, "-m", "campaign", "storage=emulated_hdd", "storage.emulate.size_gb=1",
-         f"storage.emulate.image_dir={tmp_path / 'img'}", f"storage.root={tmp_path / 'mnt'}",
-         "dataset.num_images=32", "batch_size=8", "repeats=100000", "warmup=0", "hydra.run.dir=run"],
-        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "campaign",
+            "storage=emulated_hdd",
+            "storage.emulate.size_gb=1",
+            f"storage.emulate.image_dir={tmp_path / 'img'}",
+            f"storage.root={tmp_path / 'mnt'}",
+            "dataset.num_images=32",
+            "batch_size=8",
+            "repeats=100000",
+            "warmup=0",
+            "hydra.run.dir=run",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     image = str(tmp_path / "img" / "emulated_hdd.img")
     deadline = time.monotonic() + 120
     while not tiers.leftovers("emulated_hdd", image, str(tmp_path / "mnt")) and time.monotonic() < deadline:

@@ -19,7 +19,9 @@ def _dataset(folder, n=64):
 
 
 def _settings(**kw):
-    base = dict(threads=1, batch_size=16, prefetch=0, image_side=64, width=0.25, steps=None, seed=0, device="cpu")
+    base = dict(
+        threads=1, batch_size=16, prefetch=0, image_side=64, width=0.25, steps=None, seed=0, device="cpu"
+    )
     return alexnet.TrainSettings(**{**base, **kw})
 
 
@@ -49,7 +51,9 @@ def test_breakdown_adds_up_to_the_runtime(images, tmp_path):
     assert steps["wait_s"].sum() == pytest.approx(r.data_wait_s, abs=1e-3)
     assert steps["compute_s"].sum() == pytest.approx(r.compute_s, abs=1e-3)
     assert r.first_step_s == pytest.approx(steps["wait_s"][0] + steps["compute_s"][0], abs=1e-3)
-    assert r.train_au_percentage == pytest.approx(100 * steps["compute_s"][1:].sum() / r.steady_runtime_s, rel=1e-3)
+    assert r.train_au_percentage == pytest.approx(
+        100 * steps["compute_s"][1:].sum() / r.steady_runtime_s, rel=1e-3
+    )
     assert r.compute_only_s > 0  # 3 steady steps on one batch: the median of the 5 sampled, x 3
     assert alexnet.run_once(_dataset(images), _settings(compute_only_steps=0)).compute_only_s is None
 
@@ -136,7 +140,10 @@ def test_training_runs_are_judged_over_their_loop_with_au_and_the_overlap(paper)
     first = df[(df["cell_dir"].astype(str) == "0") & (df["run"] == 1)].iloc[0]
     assert first["train_au_percentage"] == pytest.approx(au, rel=0.1)  # the loop's bookkeeping aside
     assert ((df["compute_only_s"] > 0) & (df["input_only_s"] > 0)).all()
-    assert (df["overlap_efficiency"] == df[["compute_only_s", "input_only_s"]].max(axis=1) / df["steady_runtime_s"]).all()
+    assert (
+        df["overlap_efficiency"]
+        == df[["compute_only_s", "input_only_s"]].max(axis=1) / df["steady_runtime_s"]
+    ).all()
     assert df.groupby("cell_dir")["input_only_s"].nunique().eq(1).all()  # once per cell
     assert df["accelerator_busy_percentage"].isna().all()  # no GPU here: absent, not zero
     for d in df["cell_dir"].unique():
@@ -166,8 +173,13 @@ def test_one_map_thread_feeding_a_gpu_is_cpu_bound():
     cfg = View(OmegaConf.to_container(OmegaConf.create({"threads": 1})))
     usable = workload.training_parallelism(cfg, {"device": "/device:GPU:0"})
     assert usable == 1 and workload.training_parallelism(cfg, {"device": "/CPU:0"}) == 2
-    row = {"cache_state": "cold", "cpu_cores_busy": 1.14, "cpu_cores_usable": usable, "cpu_share": 1.14 / usable,
-           "device_busy": 0.05}
+    row = {
+        "cache_state": "cold",
+        "cpu_cores_busy": 1.14,
+        "cpu_cores_usable": usable,
+        "cpu_share": 1.14 / usable,
+        "device_busy": 0.05,
+    }
     assert bounds.label(row)[0] == "cpu"
     auto = View(OmegaConf.to_container(OmegaConf.create({"threads": "autotune"})))
     assert workload.training_parallelism(auto, {"device": "/CPU:0"}) is None

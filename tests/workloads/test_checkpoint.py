@@ -34,13 +34,16 @@ def ds(tmp_path_factory):
 
 
 def _settings(tmp_path, target="burst_buffer", mode="sync", steps=12, every=4, keep=5, fast="fast", tag="t1"):
-    train = alexnet.TrainSettings(threads=2, batch_size=4, prefetch=1, image_side=64, width=0.25, steps=steps, seed=0,
-                                  device="cpu")
+    train = alexnet.TrainSettings(
+        threads=2, batch_size=4, prefetch=1, image_side=64, width=0.25, steps=steps, seed=0, device="cpu"
+    )
     fast_root = tmp_path / fast if fast else None
     for root in (fast_root, tmp_path / "slow"):
         if root is not None:
             root.mkdir(exist_ok=True)
-    return checkpoint.CheckpointSettings(train, every, target, fast_root, tmp_path / "slow", "fsync", mode, keep, tag)
+    return checkpoint.CheckpointSettings(
+        train, every, target, fast_root, tmp_path / "slow", "fsync", mode, keep, tag
+    )
 
 
 def _same(model_weights, saved):
@@ -54,7 +57,9 @@ def test_burst_buffer_drains_verifies_and_cleans(ds, tmp_path):
     r = checkpoint.run_once(ds, _settings(tmp_path, keep=2), snapshots=snaps)
     assert [c["step"] for c in r["checkpoints"]] == [4, 8, 12]
     assert r["effective_target"] == "burst_buffer" and r["fallback"] is None
-    assert r["durable"]["slow"] == ["t1-8", "t1-12"] and r["durable"]["fast"] == []  # retention 2 on the slow tier
+    assert (
+        r["durable"]["slow"] == ["t1-8", "t1-12"] and r["durable"]["fast"] == []
+    )  # retention 2 on the slow tier
     assert not (checkpoint.ckpt_dir(tmp_path / "fast") / "t1").exists()  # the fast tier is left clean
     for c in r["checkpoints"]:
         assert c["stall_s"] > 0 and c["bytes"] > 0 and c["drained_after_s"] >= 0 and c["tier"] == "fast"
@@ -69,8 +74,9 @@ def test_burst_buffer_drains_verifies_and_cleans(ds, tmp_path):
 
 def test_async_saves_restore_exactly(ds, tmp_path):
     snaps = {}
-    r = checkpoint.run_once(ds, _settings(tmp_path, target="slow", mode="async", steps=16, every=4, tag="a1"),
-                            snapshots=snaps)
+    r = checkpoint.run_once(
+        ds, _settings(tmp_path, target="slow", mode="async", steps=16, every=4, tag="a1"), snapshots=snaps
+    )
     assert [c["step"] for c in r["checkpoints"]] == [4, 8, 12, 16] and r["mode"] == "async"
     done = ckpt_store.complete(checkpoint.ckpt_dir(tmp_path / "slow") / "a1", "a1", checksums=True)
     assert [p.name for p in done] == ["a1-4", "a1-8", "a1-12", "a1-16"]
@@ -81,8 +87,9 @@ def test_async_saves_restore_exactly(ds, tmp_path):
 
 def test_missing_fast_tier_falls_back_to_the_slow_tier(ds, tmp_path, caplog):
     s = _settings(tmp_path, fast=None, tag="f1")
-    s = checkpoint.CheckpointSettings(s.train, s.every, s.target, tmp_path / "nowhere", s.slow_root, s.flush,
-                                      s.mode, s.max_to_keep, s.tag)
+    s = checkpoint.CheckpointSettings(
+        s.train, s.every, s.target, tmp_path / "nowhere", s.slow_root, s.flush, s.mode, s.max_to_keep, s.tag
+    )
     r = checkpoint.run_once(ds, s)
     assert r["effective_target"] == "slow" and "does not exist" in r["fallback"]
     assert "straight to the slow tier" in caplog.text
@@ -108,24 +115,41 @@ def test_runs_sharing_a_folder_keep_their_own_files(ds, tmp_path, monkeypatch):
     marked = {d.name for d in shared.iterdir() if (d / ckpt_recovery.RECOVERED).exists()}
     assert marked == {"ckpt_runA", "ckpt_runC"}  # not ckpt_runB (alive), not the user's folder
     verified = []
-    monkeypatch.setattr(ckpt_recovery, "verify", lambda p, **kw: verified.append(p.name) or ckpt_store.verify(p, **kw))
-    again = ckpt_recovery.recover_all(None, shared, "fsync")  # ckpt_runB ended (its lock released) half written
+    monkeypatch.setattr(
+        ckpt_recovery, "verify", lambda p, **kw: verified.append(p.name) or ckpt_store.verify(p, **kw)
+    )
+    again = ckpt_recovery.recover_all(
+        None, shared, "fsync"
+    )  # ckpt_runB ended (its lock released) half written
     assert list(again) == ["ckpt_runB"] and not (shared / "ckpt_runB" / "ckpt_runB-4.index").exists()
-    assert verified and all(name.startswith("ckpt_runB") for name in verified)  # only the one not yet recovered
+    assert verified and all(
+        name.startswith("ckpt_runB") for name in verified
+    )  # only the one not yet recovered
 
 
 def test_recovery_redoes_an_interrupted_copy_and_drops_the_incomplete(ds, tmp_path):
-    checkpoint.run_once(ds, _settings(tmp_path, target="fast", tag="ckpt_k1"))  # three complete checkpoints on fast
-    fast, slow = checkpoint.ckpt_dir(tmp_path / "fast") / "ckpt_k1", checkpoint.ckpt_dir(tmp_path / "slow") / "ckpt_k1"
+    checkpoint.run_once(
+        ds, _settings(tmp_path, target="fast", tag="ckpt_k1")
+    )  # three complete checkpoints on fast
+    fast, slow = (
+        checkpoint.ckpt_dir(tmp_path / "fast") / "ckpt_k1",
+        checkpoint.ckpt_dir(tmp_path / "slow") / "ckpt_k1",
+    )
     (fast / ckpt_store.BURST_MARK).touch()  # as a burst-buffer run leaves its fast folder
     slow.mkdir(parents=True)
     # the state a kill -9 leaves mid-drain: one copy half done, one copied but without its manifest
     (slow / "ckpt_k1-4.index.part").write_bytes(b"partial")
     for f in ckpt_store.files_of(fast / "ckpt_k1-8"):
         (slow / f.name).write_bytes(f.read_bytes()[: max(1, f.stat().st_size // 2)])
-    report = ckpt_recovery.recover_all(checkpoint.ckpt_dir(tmp_path / "fast"), checkpoint.ckpt_dir(tmp_path / "slow"), "fsync")
+    report = ckpt_recovery.recover_all(
+        checkpoint.ckpt_dir(tmp_path / "fast"), checkpoint.ckpt_dir(tmp_path / "slow"), "fsync"
+    )
     assert sorted(report["ckpt_k1"]["recopied"]) == ["ckpt_k1-12", "ckpt_k1-4", "ckpt_k1-8"]
-    assert [p.name for p in ckpt_store.complete(slow, "ckpt_k1", checksums=True)] == ["ckpt_k1-4", "ckpt_k1-8", "ckpt_k1-12"]
+    assert [p.name for p in ckpt_store.complete(slow, "ckpt_k1", checksums=True)] == [
+        "ckpt_k1-4",
+        "ckpt_k1-8",
+        "ckpt_k1-12",
+    ]
     assert not list(slow.glob("*.part")) and ckpt_store.complete(fast, "ckpt_k1") == []
 
 
@@ -134,15 +158,21 @@ def test_recovery_keeps_max_to_keep_and_removes_a_killed_unkept_run(ds, tmp_path
     have kept its checkpoints (checkpoint.keep=false) left copies on the slow tier for ever."""
     fast_root, slow_root = checkpoint.ckpt_dir(tmp_path / "fast"), checkpoint.ckpt_dir(tmp_path / "slow")
     for tag, keep in (("ckpt_kept", True), ("ckpt_unkept", False)):
-        checkpoint.run_once(ds, _settings(tmp_path, target="fast", tag=tag))  # three complete checkpoints on fast
+        checkpoint.run_once(
+            ds, _settings(tmp_path, target="fast", tag=tag)
+        )  # three complete checkpoints on fast
         fast = fast_root / tag
         (fast / ckpt_store.BURST_MARK).touch()  # as a burst-buffer run killed before its drain leaves it
-        ckpt_recovery.write_run_facts(fast, max_to_keep=2, keep=keep)  # the killed run never marked itself finished
+        ckpt_recovery.write_run_facts(
+            fast, max_to_keep=2, keep=keep
+        )  # the killed run never marked itself finished
     (tmp_path / "fast" / "iocampaign" / "checkpoints" / "users").mkdir()
     report = ckpt_recovery.recover_all(fast_root, slow_root, "fsync")
     assert report["ckpt_kept"]["recopied"] == ["ckpt_kept-8", "ckpt_kept-12"]  # the newest max_to_keep only
     assert [p.name for p in ckpt_store.complete(slow_root / "ckpt_kept", "ckpt_kept", checksums=True)] == [
-        "ckpt_kept-8", "ckpt_kept-12"]
+        "ckpt_kept-8",
+        "ckpt_kept-12",
+    ]
     assert report["ckpt_unkept"]["removed"] == ["ckpt_unkept-4", "ckpt_unkept-8", "ckpt_unkept-12"]
     assert not (fast_root / "ckpt_unkept").exists() and not (slow_root / "ckpt_unkept").exists()
     assert (tmp_path / "fast" / "iocampaign" / "checkpoints" / "users").is_dir()
@@ -153,20 +183,40 @@ def test_recovery_keeps_max_to_keep_and_removes_a_killed_unkept_run(ds, tmp_path
 def test_killed_mid_drain_then_rerun_loses_nothing(tmp_path):
     """A real campaign cell killed with SIGKILL while the drain copies to a slow (throttled) tier."""
     img = tmp_path / "img"
-    args = ["-m", "workload=checkpoint", "workload.image_side=64", "workload.width=0.25", "workload.steps=16",
-            "checkpoint.every=4", "checkpoint.target=burst_buffer", "storage@checkpoint.fast=tmpfs",
-            f"checkpoint.fast.root={tmp_path / 'fast'}", "storage@checkpoint.slow=emulated_hdd",
-            "checkpoint.slow.emulate.write_mb_s=4", "checkpoint.slow.emulate.size_gb=1",
-            f"checkpoint.slow.emulate.image_dir={img}", f"checkpoint.slow.root={tmp_path / 'slowmnt'}",
-            f"storage.root={tmp_path}", "dataset.source=folder", f"dataset.path={tmp_path / 'data'}",
-            "batch_size=4", "repeats=1", "warmup=0"]
+    args = [
+        "-m",
+        "workload=checkpoint",
+        "workload.image_side=64",
+        "workload.width=0.25",
+        "workload.steps=16",
+        "checkpoint.every=4",
+        "checkpoint.target=burst_buffer",
+        "storage@checkpoint.fast=tmpfs",
+        f"checkpoint.fast.root={tmp_path / 'fast'}",
+        "storage@checkpoint.slow=emulated_hdd",
+        "checkpoint.slow.emulate.write_mb_s=4",
+        "checkpoint.slow.emulate.size_gb=1",
+        f"checkpoint.slow.emulate.image_dir={img}",
+        f"checkpoint.slow.root={tmp_path / 'slowmnt'}",
+        f"storage.root={tmp_path}",
+        "dataset.source=folder",
+        f"dataset.path={tmp_path / 'data'}",
+        "batch_size=4",
+        "repeats=1",
+        "warmup=0",
+    ]
     make_jpegs(tmp_path / "data", 64, classes=2)
     (tmp_path / "fast").mkdir()
     # a lost fast tier would fall back to the slow one: make sure this run really uses the burst buffer
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    proc = subprocess.Popen([sys.executable, "-m", "campaign", *args, f"hydra.sweep.dir={tmp_path / 's1'}"],
-                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "campaign", *args, f"hydra.sweep.dir={tmp_path / 's1'}"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
@@ -190,15 +240,27 @@ def test_killed_mid_drain_then_rerun_loses_nothing(tmp_path):
     rep = run["recovered"][killed[0]]
     # checkpoint.keep=false: the killed run's folders are removed (it would have removed them), not copied again
     assert rep.get("removed") is not None and not rep["recopied"], rep
-    assert not [p for p in (tmp_path / "fast" / "iocampaign" / "checkpoints").glob("*") if killed[0] in p.name]
+    assert not [
+        p for p in (tmp_path / "fast" / "iocampaign" / "checkpoints").glob("*") if killed[0] in p.name
+    ]
     assert tiers.leftovers("emulated_hdd", str(img / "emulated_hdd.img"), str(tmp_path / "slowmnt")) == []
 
 
 def test_slow_tier_missing_is_an_error_before_training(tmp_path):
-    p = campaign("-m", "workload=checkpoint", "checkpoint.slow.root=/no/such/tier", "dataset.num_images=32",
-                 "batch_size=8", cwd=tmp_path)
+    p = campaign(
+        "-m",
+        "workload=checkpoint",
+        "checkpoint.slow.root=/no/such/tier",
+        "dataset.num_images=32",
+        "batch_size=8",
+        cwd=tmp_path,
+    )
     lines = [x for x in p.stderr.splitlines() if x.strip()]
-    assert p.returncode != 0 and len(lines) == 1 and "checkpoint.slow.root=/no/such/tier does not exist" in lines[0]
+    assert (
+        p.returncode != 0
+        and len(lines) == 1
+        and "checkpoint.slow.root=/no/such/tier does not exist" in lines[0]
+    )
 
 
 @pytest.mark.tiers
@@ -208,17 +270,36 @@ def test_stalls_order_and_the_figures_render(tmp_path):
     img = tmp_path / "img"
     out = tmp_path / "sweep"
     make_jpegs(tmp_path / "data", 64, classes=2)
-    p = campaign("-m", "workload=checkpoint", "workload.image_side=64", "workload.width=0.25", "workload.steps=12",
-                 "checkpoint.every=4", "checkpoint.target=slow,fast,burst_buffer", f"checkpoint.fast.root={tmp_path}",
-                 "checkpoint.restore=true",
-                 "storage@checkpoint.slow=emulated_hdd", "checkpoint.slow.emulate.write_mb_s=20",
-                 "checkpoint.slow.emulate.size_gb=1", f"checkpoint.slow.emulate.image_dir={img}",
-                 f"checkpoint.slow.root={tmp_path / 'slowmnt'}", f"storage.root={tmp_path}", "dataset.source=folder",
-                 f"dataset.path={tmp_path / 'data'}", "batch_size=4", "repeats=1", "warmup=0",
-                 "workload.trace_interval_s=0.1", f"hydra.sweep.dir={out}", cwd=tmp_path)
+    p = campaign(
+        "-m",
+        "workload=checkpoint",
+        "workload.image_side=64",
+        "workload.width=0.25",
+        "workload.steps=12",
+        "checkpoint.every=4",
+        "checkpoint.target=slow,fast,burst_buffer",
+        f"checkpoint.fast.root={tmp_path}",
+        "checkpoint.restore=true",
+        "storage@checkpoint.slow=emulated_hdd",
+        "checkpoint.slow.emulate.write_mb_s=20",
+        "checkpoint.slow.emulate.size_gb=1",
+        f"checkpoint.slow.emulate.image_dir={img}",
+        f"checkpoint.slow.root={tmp_path / 'slowmnt'}",
+        f"storage.root={tmp_path}",
+        "dataset.source=folder",
+        f"dataset.path={tmp_path / 'data'}",
+        "batch_size=4",
+        "repeats=1",
+        "warmup=0",
+        "workload.trace_interval_s=0.1",
+        f"hydra.sweep.dir={out}",
+        cwd=tmp_path,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     df = pd.read_csv(out / "results.csv")
-    stall = df.groupby("checkpoint_target")["median_stall_s"].median()  # each run's median of its 3 checkpoints
+    stall = df.groupby("checkpoint_target")[
+        "median_stall_s"
+    ].median()  # each run's median of its 3 checkpoints
     assert stall["fast"] * 3 < stall["slow"]
     assert stall["burst_buffer"] < stall["fast"] * 1.5 + 0.05
     bb = df[df["checkpoint_target"] == "burst_buffer"]
@@ -226,7 +307,9 @@ def test_stalls_order_and_the_figures_render(tmp_path):
     # the images are on the local disk beside other work: the run's device bytes are its own process's, and
     # the drain (a child process that reads every checkpoint back) is not among them (it was 1,000x and more)
     # bytes_consumed counts both trainings of a run (without checkpoints, then with), each read cold
-    assert (bb["bytes_read_device"] <= 1.5 * bb["bytes_consumed"]).all(), bb[["bytes_read_device", "bytes_consumed"]]
+    assert (bb["bytes_read_device"] <= 1.5 * bb["bytes_consumed"]).all(), bb[
+        ["bytes_read_device", "bytes_consumed"]
+    ]
     for name in ("fig9.png", "fig10.png", "checkpoints.csv"):
         assert (out / name).stat().st_size > 0
     ck = pd.read_csv(out / "checkpoints.csv")
@@ -248,11 +331,15 @@ def test_stalls_order_and_the_figures_render(tmp_path):
             for r in back:
                 assert r["step"] == 12 and r["weights_equal"] is True and r["restore_s"] > 0
                 assert r["cache_state"] == "cold" and r["bytes_read_device"] >= 0.9 * r["bytes"]
-            assert back[-1]["checksums"] == ("match" if rec.config["checkpoint"]["target"] == "burst_buffer" else "none")
+            assert back[-1]["checksums"] == (
+                "match" if rec.config["checkpoint"]["target"] == "burst_buffer" else "none"
+            )
             assert run["restore_mb_s"] == back[-1]["bytes"] / back[-1]["restore_s"] / 1e6
             assert run["restore_fast_s"] == (back[0]["restore_s"] if len(back) == 2 else None)
     bb_fast = df[df["checkpoint_target"] == "burst_buffer"]["restore_fast_s"]
-    assert bb_fast.notna().all() and df[df["checkpoint_target"] != "burst_buffer"]["restore_fast_s"].isna().all()
+    assert (
+        bb_fast.notna().all() and df[df["checkpoint_target"] != "burst_buffer"]["restore_fast_s"].isna().all()
+    )
 
 
 @pytest.mark.tiers
@@ -262,13 +349,29 @@ def test_a_burst_buffer_run_counts_only_the_data_tiers_reads(tmp_path):
     bytes and its cache state come from the data's own emulated tier (it used to log 1000% of consumed)."""
     img = tmp_path / "img"
     out = tmp_path / "sweep"
-    tier = {name: [f"{key}.emulate.size_gb=1", f"{key}.emulate.image_dir={img}", f"{key}.root={tmp_path / name}"]
-            for name, key in (("ssd", "storage"), ("optane", "checkpoint.fast"), ("hdd", "checkpoint.slow"))}
-    p = campaign("-m", "workload=checkpoint", "workload.image_side=64", "workload.width=0.25", "workload.steps=4",
-                 "checkpoint.every=1", "checkpoint.target=burst_buffer", "storage=emulated_ssd",
-                 "storage@checkpoint.fast=emulated_optane", "storage@checkpoint.slow=emulated_hdd", *sum(tier.values(), []),
-                 "dataset.num_images=128", "batch_size=16", "repeats=1", "warmup=0", f"hydra.sweep.dir={out}",
-                 cwd=tmp_path)
+    tier = {
+        name: [f"{key}.emulate.size_gb=1", f"{key}.emulate.image_dir={img}", f"{key}.root={tmp_path / name}"]
+        for name, key in (("ssd", "storage"), ("optane", "checkpoint.fast"), ("hdd", "checkpoint.slow"))
+    }
+    p = campaign(
+        "-m",
+        "workload=checkpoint",
+        "workload.image_side=64",
+        "workload.width=0.25",
+        "workload.steps=4",
+        "checkpoint.every=1",
+        "checkpoint.target=burst_buffer",
+        "storage=emulated_ssd",
+        "storage@checkpoint.fast=emulated_optane",
+        "storage@checkpoint.slow=emulated_hdd",
+        *sum(tier.values(), []),
+        "dataset.num_images=128",
+        "batch_size=16",
+        "repeats=1",
+        "warmup=0",
+        f"hydra.sweep.dir={out}",
+        cwd=tmp_path,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     run = json.loads((out / "0" / "record.json").read_text())["runs"][-1]
     ckpt_bytes = sum(c["bytes"] for c in run["checkpoints"])
@@ -287,14 +390,33 @@ def test_checkpoints_are_removed_after_the_run_unless_kept(tmp_path):
     (slow / "iocampaign" / "checkpoints" / "mine").mkdir(parents=True)
     (slow / "iocampaign" / "checkpoints" / "mine" / "model.ckpt").write_text("the user's")
     (slow / "notes.txt").write_text("the user's")
-    p = campaign("-m", "workload=checkpoint", "workload.image_side=64", "workload.width=0.25", "workload.steps=8",
-                 "checkpoint.every=4", "checkpoint.target=slow", "checkpoint.keep=false,true",
-                 f"checkpoint.slow.root={slow}", f"checkpoint.fast.root={tmp_path}", f"storage.root={tmp_path}",
-                 "dataset.source=folder", f"dataset.path={tmp_path / 'data'}", "batch_size=4", "repeats=1", "warmup=0",
-                 f"hydra.sweep.dir={out}", cwd=tmp_path)
+    p = campaign(
+        "-m",
+        "workload=checkpoint",
+        "workload.image_side=64",
+        "workload.width=0.25",
+        "workload.steps=8",
+        "checkpoint.every=4",
+        "checkpoint.target=slow",
+        "checkpoint.keep=false,true",
+        f"checkpoint.slow.root={slow}",
+        f"checkpoint.fast.root={tmp_path}",
+        f"storage.root={tmp_path}",
+        "dataset.source=folder",
+        f"dataset.path={tmp_path / 'data'}",
+        "batch_size=4",
+        "repeats=1",
+        "warmup=0",
+        f"hydra.sweep.dir={out}",
+        cwd=tmp_path,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
-    left = {str(records.read(out / d / "record.json").config["checkpoint"]["keep"]):
-            [r["checkpoint_bytes_left"] for r in records.read(out / d / "record.json").runs] for d in ("0", "1")}
+    left = {
+        str(records.read(out / d / "record.json").config["checkpoint"]["keep"]): [
+            r["checkpoint_bytes_left"] for r in records.read(out / d / "record.json").runs
+        ]
+        for d in ("0", "1")
+    }
     assert left["False"] == [0] and left["True"][0] > 1e5
     kept = [p for p in (slow / "iocampaign" / "checkpoints").iterdir() if p.name != "mine"]
     assert len(kept) == 1 and kept[0].name.startswith("ckpt_")  # the kept run's folder, only

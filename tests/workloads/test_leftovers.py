@@ -22,8 +22,15 @@ from jobs.workloads.checkpoint.saving import ckpt_dir
 
 TOY = f"hydra.searchpath=[file://{ROOT / 'tests' / 'toy' / 'conf'}]"
 # ci_tiny's rank 0: 6 MB of weights and 9 MB of optimizer state, 15.0 MB a run; a tmpfs of 24 MiB holds one run
-SHARDS = ("workload=sharded_checkpoint", "checkpoint_model=ci_tiny", TOY, "checkpoint.ranks_written=1", "storage=tmpfs",
-          "checkpoint.keep=true", "warmup=0")
+SHARDS = (
+    "workload=sharded_checkpoint",
+    "checkpoint_model=ci_tiny",
+    TOY,
+    "checkpoint.ranks_written=1",
+    "storage=tmpfs",
+    "checkpoint.keep=true",
+    "warmup=0",
+)
 
 
 def _plant(root: Path) -> dict[Path, bytes]:
@@ -41,11 +48,22 @@ def test_kept_shards_that_will_not_all_fit_are_refused_before_the_first_run(tmp_
         p = campaign(*SHARDS, f"storage.root={root}", "repeats=3", cwd=cwd)
         lines = [x for x in p.stderr.splitlines() if x.strip()]
         assert p.returncode == 2 and len(lines) == 1, p.stdout[-2000:] + p.stderr[-2000:]
-        assert ("checkpoint.keep=true keeps every run's shards: 3 runs (warmup + repeats) x 15.0 MB (1 of the 4 ranks "
-                f"of checkpoint_model=ci_tiny) = 45.0 MB, but {root} has 25.2 MB free") in lines[0]
+        assert (
+            "checkpoint.keep=true keeps every run's shards: 3 runs (warmup + repeats) x 15.0 MB (1 of the 4 ranks "
+            f"of checkpoint_model=ci_tiny) = 45.0 MB, but {root} has 25.2 MB free"
+        ) in lines[0]
         assert not list(root.iterdir())
-        assert campaign(*SHARDS, f"storage.root={root}", "repeats=3", "checkpoint.keep=false",
-                        "platform.dry_run=true", cwd=cwd).returncode == 0  # one run at a time: it fits
+        assert (
+            campaign(
+                *SHARDS,
+                f"storage.root={root}",
+                "repeats=3",
+                "checkpoint.keep=false",
+                "platform.dry_run=true",
+                cwd=cwd,
+            ).returncode
+            == 0
+        )  # one run at a time: it fits
 
 
 @pytest.fixture(scope="module")
@@ -67,22 +85,39 @@ def test_a_run_that_fills_its_tier_fails_in_one_line_and_leaves_no_partial_shard
     from jobs.workloads.shards import TierFullError
 
     # checkpoint_model=alexnet at 1.25 M parameters: one rank, 5 MB of weights and 10 MB of optimizer state
-    config = composed("workload=sharded_checkpoint", "checkpoint_model=alexnet", "checkpoint.model.parameters=1250000",
-                      "storage=tmpfs", f"storage.root={tmp_path / 't'}", "checkpoint.keep=true", "repeats=3", "warmup=0",
-                      f"platform.lock_dir={tmp_path / 'locks'}")
+    config = composed(
+        "workload=sharded_checkpoint",
+        "checkpoint_model=alexnet",
+        "checkpoint.model.parameters=1250000",
+        "storage=tmpfs",
+        f"storage.root={tmp_path / 't'}",
+        "checkpoint.keep=true",
+        "repeats=3",
+        "warmup=0",
+        f"platform.lock_dir={tmp_path / 'locks'}",
+    )
     with tmpfs(tmp_path / "t", "40m") as root:
         planted = _plant(root)
         with pytest.raises(TierFullError) as e:
             runner.measure(config, tmp_path / "job")
         message = str(e.value)
-        assert re.fullmatch(rf"storage=tmpfs: no space left on {re.escape(str(root))} \(0\.\d MB free of 41\.9 MB\) "
-                            r"after 1\d\.\d MB of run 3's 15\.0 MB shard; its partial files are removed and nothing of "
-                            r"the run is kept", message), message
+        assert re.fullmatch(
+            rf"storage=tmpfs: no space left on {re.escape(str(root))} \(0\.\d MB free of 41\.9 MB\) "
+            r"after 1\d\.\d MB of run 3's 15\.0 MB shard; its partial files are removed and nothing of "
+            r"the run is kept",
+            message,
+        ), message
         runs = sorted(d for d in ckpt_dir(root).iterdir() if d.is_dir())
-        assert [d.name.split("_")[2] for d in runs] == ["run1", "run2"]  # the two kept runs that finished, only
+        assert [d.name.split("_")[2] for d in runs] == [
+            "run1",
+            "run2",
+        ]  # the two kept runs that finished, only
         for d in runs:
             assert json.loads((d / "rank00000" / ".run.json").read_text()) == {"keep": True, "finished": True}
-            assert sorted(f.stat().st_size for f in (d / "rank00000").glob("*.bin")) == [5_000_000, 10_000_000]
+            assert sorted(f.stat().st_size for f in (d / "rank00000").glob("*.bin")) == [
+                5_000_000,
+                10_000_000,
+            ]
         st = os.statvfs(root)
         assert st.f_bavail * st.f_frsize > 10e6  # run 3's partial shard no longer fills the tier
         assert all(f.read_bytes() == data for f, data in planted.items())
@@ -112,21 +147,42 @@ def test_a_restore_that_fails_on_a_corrupt_checkpoint_takes_its_run_folder_with_
     slow = tmp_path / "slow"
     planted = _plant(slow)
     found, stop = [], threading.Event()
-    corrupter = threading.Thread(target=_corrupt_when_saved, args=(ckpt_dir(slow), 12, found, stop), daemon=True)
+    corrupter = threading.Thread(
+        target=_corrupt_when_saved, args=(ckpt_dir(slow), 12, found, stop), daemon=True
+    )
     corrupter.start()
     try:
-        p = campaign("workload=checkpoint", "workload.image_side=64", "workload.width=0.25", "workload.steps=14",
-                     "checkpoint.every=4", "checkpoint.target=slow", "checkpoint.restore=true", f"checkpoint.slow.root={slow}",
-                     f"checkpoint.fast.root={tmp_path}", f"storage.root={tmp_path}", "dataset.source=folder",
-                     f"dataset.path={tmp_path / 'data'}", "batch_size=2", "repeats=1", "warmup=0", cwd=tmp_path)
+        p = campaign(
+            "workload=checkpoint",
+            "workload.image_side=64",
+            "workload.width=0.25",
+            "workload.steps=14",
+            "checkpoint.every=4",
+            "checkpoint.target=slow",
+            "checkpoint.restore=true",
+            f"checkpoint.slow.root={slow}",
+            f"checkpoint.fast.root={tmp_path}",
+            f"storage.root={tmp_path}",
+            "dataset.source=folder",
+            f"dataset.path={tmp_path / 'data'}",
+            "batch_size=2",
+            "repeats=1",
+            "warmup=0",
+            cwd=tmp_path,
+        )
     finally:
         stop.set()
         corrupter.join()
     assert found, p.stdout[-2000:] + p.stderr[-2000:]
     lines = [x for x in p.stderr.splitlines() if x.startswith("campaign:")]
     assert p.returncode == 1 and len(lines) == 1, p.stderr[-3000:]
-    assert lines[0].startswith("campaign: the cell failed: DataLossError: ") and "Checksum does not match" in lines[0]
-    assert sorted(x.name for x in ckpt_dir(slow).iterdir()) == ["mine.bin"]  # the run's folder is gone, not the user's
+    assert (
+        lines[0].startswith("campaign: the cell failed: DataLossError: ")
+        and "Checksum does not match" in lines[0]
+    )
+    assert sorted(x.name for x in ckpt_dir(slow).iterdir()) == [
+        "mine.bin"
+    ]  # the run's folder is gone, not the user's
     assert all(f.read_bytes() == data for f, data in planted.items())
 
 

@@ -16,8 +16,15 @@ def _dataset(folder, n=20):
 
 
 def settings(pipeline="decode_resize", threads=2, batch_size=4, batches=None, prefetch=0):
-    return microbench.RunSettings(pipeline=pipeline, threads=threads, batch_size=batch_size, prefetch=prefetch,
-                                  image_side=32, batches=batches, seed=1)
+    return microbench.RunSettings(
+        pipeline=pipeline,
+        threads=threads,
+        batch_size=batch_size,
+        prefetch=prefetch,
+        image_side=32,
+        batches=batches,
+        seed=1,
+    )
 
 
 @pytest.fixture

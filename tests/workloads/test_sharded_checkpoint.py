@@ -22,7 +22,9 @@ def _preset(name: str) -> Shape:
     from omegaconf import OmegaConf
 
     path = ROOT / "conf" / "checkpoint_model" / f"{name}.yaml"
-    return Shape.of({k: v for k, v in OmegaConf.to_container(OmegaConf.load(path)).items() if k != "defaults"})
+    return Shape.of(
+        {k: v for k, v in OmegaConf.to_container(OmegaConf.load(path)).items() if k != "defaults"}
+    )
 
 
 def test_the_presets_write_what_mlperf_storage_publishes():
@@ -34,7 +36,9 @@ def test_the_presets_write_what_mlperf_storage_publishes():
     assert s70.ranks == 64 and s70.params == pytest.approx(70.55e9, rel=0.001)
     assert s70.total_bytes / 2**30 == pytest.approx(912, rel=0.01)  # "912 GB": 0.9% more here
     # ZeRO 1 over 2 data-parallel replicas: the first writes the slice's weights and half its optimizer state
-    assert s70.coordinates(8) == (0, 1, 0) and [n for n, _ in s70.files(8)] == ["tp00_pp000_dp001_optim_states.bin"]
+    assert s70.coordinates(8) == (0, 1, 0) and [n for n, _ in s70.files(8)] == [
+        "tp00_pp000_dp001_optim_states.bin"
+    ]
     assert s70.rank_bytes(0) - s70.rank_bytes(8) == pytest.approx(2 * s70.params / 32, rel=1e-6)
     alex = _preset("alexnet")
     assert alex.ranks == 1 and alex.total_bytes == pytest.approx(704e6, rel=0.01)
@@ -50,7 +54,9 @@ def test_a_shard_read_back_wrong_is_named(tmp_path):
     with open(tmp_path / "a.bin", "r+b") as f:
         f.seek(200_000)
         f.write(b"\0")
-    with pytest.raises(shardio.ShardError, match=r"a.bin: block 3 \(bytes 196608-262144\) differs from what rank 3 wrote"):
+    with pytest.raises(
+        shardio.ShardError, match=r"a.bin: block 3 \(bytes 196608-262144\) differs from what rank 3 wrote"
+    ):
         shardio.read(tmp_path, files, content, base)
     os.rename(tmp_path / "a.bin", tmp_path / "t.bin")  # the right names, each the other file's bytes
     os.rename(tmp_path / "b.bin", tmp_path / "a.bin")
@@ -65,18 +71,37 @@ def two_ranks(tmp_path_factory):
     tier's root and in the tool's checkpoint folder) and on tmpfs."""
     base = tmp_path_factory.mktemp("shards")
     disk = Path(os.environ.get("IOCAMPAIGN_TEST_DISK", "/var/tmp")) / f"iocampaign-shards-{os.getpid()}"
-    planted = {disk / "mine.txt": b"a user's file", disk / "iocampaign" / "checkpoints" / "keep.bin": b"x" * 1000}
+    planted = {
+        disk / "mine.txt": b"a user's file",
+        disk / "iocampaign" / "checkpoints" / "keep.bin": b"x" * 1000,
+    }
     for f, data in planted.items():
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_bytes(data)
     left = _plant_runs(disk / "iocampaign" / "checkpoints")
     outs = []
-    for tier, root, repeats, extra in (("local", disk, 2, ()), ("tmpfs", "/dev/shm", 1, ()),
-                                       ("local", disk, 1, ("checkpoint.target=burst_buffer",))):
+    for tier, root, repeats, extra in (
+        ("local", disk, 2, ()),
+        ("tmpfs", "/dev/shm", 1, ()),
+        ("local", disk, 1, ("checkpoint.target=burst_buffer",)),
+    ):
         out = base / (tier + "".join(f"_{x.split('=')[1]}" for x in extra))
-        p = campaign("-m", "workload=sharded_checkpoint", "checkpoint_model=ci_tiny", TOY, "checkpoint.ranks_written=2",
-                     "platform.tasks_per_node=2", f"storage={tier}", f"storage.root={root}", f"repeats={repeats}",
-                     "warmup=0", "workload.block_mb=1", *extra, f"hydra.sweep.dir={out}", cwd=base)
+        p = campaign(
+            "-m",
+            "workload=sharded_checkpoint",
+            "checkpoint_model=ci_tiny",
+            TOY,
+            "checkpoint.ranks_written=2",
+            "platform.tasks_per_node=2",
+            f"storage={tier}",
+            f"storage.root={root}",
+            f"repeats={repeats}",
+            "warmup=0",
+            "workload.block_mb=1",
+            *extra,
+            f"hydra.sweep.dir={out}",
+            cwd=base,
+        )
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
         outs.append(out)
     after = {name: (folder / "rank00000").is_dir() for name, folder in left["folders"].items()}
@@ -97,18 +122,24 @@ def _plant_runs(root: Path) -> dict:
     import sys
 
     folders = {name: root / f"shards_000000000000_{name}_0" for name in ("killed", "live", "kept")}
-    code = ("import sys, os, signal, time; from pathlib import Path; "
-            "from jobs.workloads.checkpoint.recovery import RunLock, write_run_facts; "
-            "d = Path(sys.argv[1]) / 'rank00000'; lk = RunLock(d, new=True); keep = sys.argv[2] == 'kept'; "
-            "write_run_facts(d, keep=keep, finished=False); "
-            "(d / 'tp00_pp000_dp000_model_states.bin').write_bytes(b'x' * 4096); "
-            "print('ready', flush=True); "
-            "write_run_facts(d, keep=True, finished=True) if keep else None; lk.release() if keep else None; "
-            "os.kill(os.getpid(), signal.SIGKILL) if sys.argv[2] == 'killed' else "
-            "time.sleep(600 if sys.argv[2] == 'live' else 0)")
+    code = (
+        "import sys, os, signal, time; from pathlib import Path; "
+        "from jobs.workloads.checkpoint.recovery import RunLock, write_run_facts; "
+        "d = Path(sys.argv[1]) / 'rank00000'; lk = RunLock(d, new=True); keep = sys.argv[2] == 'kept'; "
+        "write_run_facts(d, keep=keep, finished=False); "
+        "(d / 'tp00_pp000_dp000_model_states.bin').write_bytes(b'x' * 4096); "
+        "print('ready', flush=True); "
+        "write_run_facts(d, keep=True, finished=True) if keep else None; lk.release() if keep else None; "
+        "os.kill(os.getpid(), signal.SIGKILL) if sys.argv[2] == 'killed' else "
+        "time.sleep(600 if sys.argv[2] == 'live' else 0)"
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    procs = {n: subprocess.Popen([sys.executable, "-c", code, str(f), n], env=env, stdout=subprocess.PIPE, text=True)
-             for n, f in folders.items()}
+    procs = {
+        n: subprocess.Popen(
+            [sys.executable, "-c", code, str(f), n], env=env, stdout=subprocess.PIPE, text=True
+        )
+        for n, f in folders.items()
+    }
     for n, p in procs.items():
         assert p.stdout.readline().strip() == "ready", n
     procs["killed"].wait()
@@ -142,7 +173,10 @@ def test_through_the_burst_buffer_each_rank_drains_its_shard_and_loads_it_cold_f
     assert run["checkpoint_bytes_left"] == 0
     assert not list(Path("/dev/shm/iocampaign/checkpoints").glob("shards_*"))
     r = pd.read_csv(outs[2] / "results.csv")
-    assert r["drain_duration_s"].notna().all() and pd.read_csv(outs[0] / "results.csv")["drain_duration_s"].isna().all()
+    assert (
+        r["drain_duration_s"].notna().all()
+        and pd.read_csv(outs[0] / "results.csv")["drain_duration_s"].isna().all()
+    )
     assert set(r["checkpoint_target"]) == {"burst_buffer"} and set(r["checkpoint_tiers"]) == {"tmpfs->local"}
     assert (outs[2] / "checkpoint_shards.png").stat().st_size > 10_000  # save, drain and load panels
 
@@ -150,24 +184,39 @@ def test_through_the_burst_buffer_each_rank_drains_its_shard_and_loads_it_cold_f
 def test_each_rank_writes_and_reads_its_shard_and_the_run_follows_mlperf(two_ranks):
     outs, disk, planted, _ = two_ranks
     outs = outs[:2]
-    recs = {records.read(f).config["storage"]["name"]: records.read(f) for out in outs for f in out.glob("*/record.json")}
+    recs = {
+        records.read(f).config["storage"]["name"]: records.read(f)
+        for out in outs
+        for f in out.glob("*/record.json")
+    }
     assert sorted(recs) == ["local", "tmpfs"]
     for tier, rec in recs.items():
         for run in rec.runs:
             ranks = run["shard_ranks"]
-            assert [r["rank"] for r in ranks] == [0, 1] and run["ranks_written"] == 2 and run["model_ranks"] == 4
-            assert [r["bytes"] for r in ranks] == [15_000_000, 9_000_000]  # weights 6 MB + optimizer 9 MB; 9 MB
+            assert (
+                [r["rank"] for r in ranks] == [0, 1] and run["ranks_written"] == 2 and run["model_ranks"] == 4
+            )
+            assert [r["bytes"] for r in ranks] == [
+                15_000_000,
+                9_000_000,
+            ]  # weights 6 MB + optimizer 9 MB; 9 MB
             assert all(r["verified"] and len(r["files"][0]["sha256"]) == 64 for r in ranks)
             # MLPerf Storage: durations are the slowest rank's, throughput every rank's bytes over it
             assert run["save_duration_s"] == max(r["save_s"] for r in ranks)
             assert run["load_duration_s"] == max(r["load_s"] for r in ranks)
             assert run["save_throughput_gb_s"] == pytest.approx(24e6 / run["save_duration_s"] / GB)
             assert run["load_throughput_gb_s"] == pytest.approx(24e6 / run["load_duration_s"] / GB)
-            assert run["checkpoint_gb"] == pytest.approx(0.024) and run["model_checkpoint_gb"] == pytest.approx(0.042)
+            assert run["checkpoint_gb"] == pytest.approx(0.024) and run[
+                "model_checkpoint_gb"
+            ] == pytest.approx(0.042)
             assert run["checkpoint_bytes_left"] == 0 and len(run["task_results"]) == 2
             if tier == "local":  # written, evicted, read back from the disk: cold
-                assert run["cache_state"] == "cold" and run["bytes_read_device"] >= 0.9 * run["bytes_consumed"]
-                assert all(r["read_device_bytes"] >= 0.9 * r["bytes"] for r in ranks)  # each rank's own load, cold
+                assert (
+                    run["cache_state"] == "cold" and run["bytes_read_device"] >= 0.9 * run["bytes_consumed"]
+                )
+                assert all(
+                    r["read_device_bytes"] >= 0.9 * r["bytes"] for r in ranks
+                )  # each rank's own load, cold
                 assert all(r["write_device_bytes"] >= r["bytes"] for r in ranks)  # durable before it counts
             else:
                 assert run["cache_state"] == "memory"
@@ -176,7 +225,13 @@ def test_each_rank_writes_and_reads_its_shard_and_the_run_follows_mlperf(two_ran
     assert not list(Path("/dev/shm/iocampaign/checkpoints").glob("shards_*"))
     assert all(f.read_bytes() == data for f, data in planted.items())
     r = pd.read_csv(outs[0] / "results.csv")
-    for col in ("save_duration_s", "load_duration_s", "save_throughput_gb_s", "load_throughput_gb_s", "checkpoint_gb"):
+    for col in (
+        "save_duration_s",
+        "load_duration_s",
+        "save_throughput_gb_s",
+        "load_throughput_gb_s",
+        "checkpoint_gb",
+    ):
         assert r[col].notna().all(), col
     assert set(r["checkpoint_model"]) == {"ci_tiny"}
     assert (outs[0] / "checkpoint_shards.png").stat().st_size > 10_000  # the figure, drawn from these rows
@@ -198,32 +253,60 @@ def test_a_shape_mlperf_ran_is_put_beside_its_submission_in_the_report(two_ranks
         rec.write_text(json.dumps(d))
     write_report(folder)
     t = pd.read_csv(folder / "mlperf_checkpoints.csv")
-    assert list(t["source"]) == ["MLPerf Storage v3.0 closed, Nebius nebius-s3-ckpt-llama3-8b (1 host)", "measured here"]
+    assert list(t["source"]) == [
+        "MLPerf Storage v3.0 closed, Nebius nebius-s3-ckpt-llama3-8b (1 host)",
+        "measured here",
+    ]
     mine = t.iloc[1]
-    assert mine["storage"] == "local" and mine["ranks_written"] == 2 and mine["runs"] == 2 and mine["load_cache"] == "cold"
+    assert (
+        mine["storage"] == "local"
+        and mine["ranks_written"] == 2
+        and mine["runs"] == 2
+        and mine["load_cache"] == "cold"
+    )
     assert mine["same_workload"] == "no" and mine["why"].startswith("subset mode: 2 of the model's ranks")
     r = pd.read_csv(folder / "results.csv")
-    assert mine["save_gb_s"] == pytest.approx(r["save_throughput_gb_s"].median(), rel=1e-3)  # the runs' median
+    assert mine["save_gb_s"] == pytest.approx(
+        r["save_throughput_gb_s"].median(), rel=1e-3
+    )  # the runs' median
     page = (folder / "report.html").read_text()
     assert "Checkpoints beside MLPerf Storage's" in page and "summary.json" in page
     assert not (outs[0] / "mlperf_checkpoints.csv").exists()  # ci_tiny: no submission, no table
 
 
-@pytest.mark.parametrize("args, expected", [
-    (("checkpoint_model=none",), "unknown checkpoint_model 'none'"),
-    ((), "workload=sharded_checkpoint needs a model shape: checkpoint_model=<preset>"),
-    (("checkpoint_model=ci_tiny", "checkpoint.ranks_written=5", "platform.tasks_per_node=5"),
-     "checkpoint.ranks_written=5 must be between 1 and the 4 ranks of checkpoint_model=ci_tiny"),
-    (("checkpoint_model=ci_tiny", "platform.tasks_per_node=2"),
-     "checkpoint_model=ci_tiny writes 4 ranks (its tp 1 x pp 1 x dp 4) but the cell runs 2 task(s)"),
-    (("checkpoint_model=llama3_70b", "platform.tasks_per_node=64", "storage.root=/var/tmp"),
-     "checkpoint_model=llama3_70b: 64 of its 64 ranks write 987.8 GB, but /var/tmp has"),
-    (("checkpoint_model=ci_tiny", "checkpoint.ranks_written=1", "checkpoint.target=fast"),
-     "checkpoint.target=fast: workload=sharded_checkpoint writes to storage=<tier> (slow) or through the burst buffer"),
-    (("checkpoint_model=llama3_8b", "checkpoint.ranks_written=2", "platform.tasks_per_node=2",
-      "checkpoint.target=burst_buffer", "storage@checkpoint.fast=emulated_optane"),
-     "2 of its 8 ranks write 28.1 GB, but checkpoint.fast's emulated image has"),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (("checkpoint_model=none",), "unknown checkpoint_model 'none'"),
+        ((), "workload=sharded_checkpoint needs a model shape: checkpoint_model=<preset>"),
+        (
+            ("checkpoint_model=ci_tiny", "checkpoint.ranks_written=5", "platform.tasks_per_node=5"),
+            "checkpoint.ranks_written=5 must be between 1 and the 4 ranks of checkpoint_model=ci_tiny",
+        ),
+        (
+            ("checkpoint_model=ci_tiny", "platform.tasks_per_node=2"),
+            "checkpoint_model=ci_tiny writes 4 ranks (its tp 1 x pp 1 x dp 4) but the cell runs 2 task(s)",
+        ),
+        (
+            ("checkpoint_model=llama3_70b", "platform.tasks_per_node=64", "storage.root=/var/tmp"),
+            "checkpoint_model=llama3_70b: 64 of its 64 ranks write 987.8 GB, but /var/tmp has",
+        ),
+        (
+            ("checkpoint_model=ci_tiny", "checkpoint.ranks_written=1", "checkpoint.target=fast"),
+            "checkpoint.target=fast: workload=sharded_checkpoint writes to storage=<tier> (slow) or through the burst buffer",
+        ),
+        (
+            (
+                "checkpoint_model=llama3_8b",
+                "checkpoint.ranks_written=2",
+                "platform.tasks_per_node=2",
+                "checkpoint.target=burst_buffer",
+                "storage@checkpoint.fast=emulated_optane",
+            ),
+            "2 of its 8 ranks write 28.1 GB, but checkpoint.fast's emulated image has",
+        ),
+    ],
+)
 def test_shapes_it_cannot_run_are_refused_before_writing(cwd, args, expected):
     p = campaign("workload=sharded_checkpoint", TOY, *args, cwd=cwd)
     lines = [x for x in p.stderr.splitlines() if x.strip()]

@@ -12,19 +12,35 @@ from conftest import ROOT
 from jobs import records, workloads
 from jobs.metrics import METRICS
 
-TOY = Path(__file__).resolve().parent.parent / "toy"  # a workload outside the package and its preset (never on pytest's path)
+TOY = (
+    Path(__file__).resolve().parent.parent / "toy"
+)  # a workload outside the package and its preset (never on pytest's path)
 
 
 def _campaign(*args, cwd):
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{TOY}", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return subprocess.run([sys.executable, "-m", "campaign", *args, f"hydra.searchpath=[file://{TOY / 'conf'}]"],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "campaign", *args, f"hydra.searchpath=[file://{TOY / 'conf'}]"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_a_toy_workload_is_its_module_and_its_preset(tmp_path):
     out = tmp_path / "sweep"
-    p = _campaign("-m", "workload=toy_sleep", "workload.sleep_s=0.05,0.2", f"storage.root={tmp_path}", "repeats=2",
-                  "warmup=0", f"hydra.sweep.dir={out}", cwd=tmp_path)
+    p = _campaign(
+        "-m",
+        "workload=toy_sleep",
+        "workload.sleep_s=0.05,0.2",
+        f"storage.root={tmp_path}",
+        "repeats=2",
+        "warmup=0",
+        f"hydra.sweep.dir={out}",
+        cwd=tmp_path,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     df = pd.read_csv(out / "results.csv")
     assert len(df) == 4 and set(df["workload"]) == {"toy_sleep"}
@@ -49,8 +65,14 @@ def test_a_signal_that_surfaces_as_another_error_ends_the_campaign_as_the_interr
     # TensorFlow's bindings turn a KeyboardInterrupt raised inside them into a RuntimeError (1 of 16 CI
     # runs): the cell must not be recorded as failed, the campaign must end as interrupted
     out = tmp_path / "sweep"
-    p = _campaign("-m", "workload=toy_sleep", "workload.signal_as_error=true", f"storage.root={tmp_path}",
-                  f"hydra.sweep.dir={out}", cwd=tmp_path)
+    p = _campaign(
+        "-m",
+        "workload=toy_sleep",
+        "workload.signal_as_error=true",
+        f"storage.root={tmp_path}",
+        f"hydra.sweep.dir={out}",
+        cwd=tmp_path,
+    )
     lines = [line for line in p.stderr.splitlines() if line.strip()]
     assert p.returncode == 130, p.stderr[-2000:]
     assert lines[-1].startswith("campaign: interrupted by SIGINT") and "Traceback" not in p.stderr
@@ -63,8 +85,10 @@ def test_a_result_key_that_was_not_declared_fails_the_run():
         metrics = ()
 
     with pytest.raises(workloads.WorkloadError, match=r"undeclared keys \['speed'\]"):
-        workloads.check_result(Loose(), {"speed": 1, "images": 0, "images_dropped": 0, "bytes_consumed": 0,
-                                         "bytes_read_device": None})
+        workloads.check_result(
+            Loose(),
+            {"speed": 1, "images": 0, "images_dropped": 0, "bytes_consumed": 0, "bytes_read_device": None},
+        )
     with pytest.raises(workloads.WorkloadError, match="did not return"):
         workloads.check_result(Loose(), {})
 

@@ -16,15 +16,27 @@ def serve(name: str, backing: str, mount: str, geometry: str) -> None:
     from jobs.storage.modeled.lustre import Lustre
     from jobs.storage.modeled.mount import DEVICES, SOURCE, SUBTYPE
 
-    build = {"hdd": lambda g: OnDisk(Disk(g), Placement()), "lustre": Lustre}  # storage.model.device -> device
+    build = {
+        "hdd": lambda g: OnDisk(Disk(g), Placement()),
+        "lustre": Lustre,
+    }  # storage.model.device -> device
     lifeline.bind()
     figures = json.loads(geometry)
     kind = figures.pop("device", "hdd")
     device = build[kind](DEVICES[kind](**figures))
     device.adopt(backing_files(backing))
-    mfusepy.FUSE(Layer(backing, device), mount, foreground=True, fsname=SOURCE + name,
-                 subtype=SUBTYPE, kernel_cache=True, allow_other=True, default_permissions=True, max_threads=64,
-                 max_idle_threads=64)
+    mfusepy.FUSE(
+        Layer(backing, device),
+        mount,
+        foreground=True,
+        fsname=SOURCE + name,
+        subtype=SUBTYPE,
+        kernel_cache=True,
+        allow_other=True,
+        default_permissions=True,
+        max_threads=64,
+        max_idle_threads=64,
+    )
 
 
 if __name__ == "__main__":

@@ -63,7 +63,9 @@ class HddGeometry:
         if abs(distance) < self.track_bytes:
             return 0.0
         frac = min(1.0, abs(distance) / (self.capacity_gb * 1e9))
-        return (self.track_to_track_ms + (self.full_stroke_ms - self.track_to_track_ms) * math.sqrt(frac)) / 1e3
+        return (
+            self.track_to_track_ms + (self.full_stroke_ms - self.track_to_track_ms) * math.sqrt(frac)
+        ) / 1e3
 
     def angle(self, position: float) -> float:
         """Where byte ``position`` sits on its track, as a fraction of a revolution."""
@@ -179,7 +181,9 @@ class Disk:
         overhead = g.command_overhead_ms / 1e3
         if not r.write:
             for start, end in self._segments_at(now):
-                if start <= r.position <= end:  # in the drive's cache: only the bytes past the segment are read
+                if (
+                    start <= r.position <= end
+                ):  # in the drive's cache: only the bytes past the segment are read
                     return overhead + g.transfer_s(max(0.0, r.position + r.size - end))
         elif r.position == self._head:  # an appending write continues on the same track
             return overhead + g.transfer_s(r.size)
@@ -220,7 +224,7 @@ class Disk:
                 break
         lo = max(lo, hi - self.g.cache_mb * 1e6 / self.g.cache_segments)
         segs.append([lo, hi])
-        self._segments = segs[-self.g.cache_segments:]
+        self._segments = segs[-self.g.cache_segments :]
 
     def _finish(self, r: _Request, start: float, end: float) -> None:
         c = self.counters

@@ -52,7 +52,9 @@ class Placement:
             if upto <= have:
                 return
             offs, poss = self._extents.setdefault(path, ([], []))
-            if poss and poss[-1] + (have - offs[-1]) == self.next:  # the file is the last one written: grows in place
+            if (
+                poss and poss[-1] + (have - offs[-1]) == self.next
+            ):  # the file is the last one written: grows in place
                 pass
             else:
                 offs.append(have)
@@ -73,7 +75,7 @@ class Placement:
     def rename(self, old: str, new: str) -> None:
         with self._lock:
             for key in [k for k in self._extents if k == old or k.startswith(old + "/")]:
-                nk = new + key[len(old):]
+                nk = new + key[len(old) :]
                 self._extents[nk] = self._extents.pop(key)
                 self._allocated[nk] = self._allocated.pop(key)
 
@@ -143,11 +145,13 @@ def _real(backing: str, path: str) -> str:
 
 def _wrapped(fn):
     """An operation whose OSError reaches the kernel as its errno."""
+
     def inner(*args):
         try:
             return fn(*args)
         except OSError as e:
             raise mfusepy.FuseOSError(e.errno or errno.EIO) from None
+
     inner.__name__ = fn.__name__
     return inner
 
@@ -165,7 +169,10 @@ class Layer(mfusepy.Operations):
         if path == HIDDEN:
             raise mfusepy.FuseOSError(errno.ENOENT)
         st = os.lstat(_real(self.backing, path))
-        out = {k: getattr(st, k) for k in ("st_mode", "st_nlink", "st_uid", "st_gid", "st_size", "st_ino", "st_blocks")}
+        out = {
+            k: getattr(st, k)
+            for k in ("st_mode", "st_nlink", "st_uid", "st_gid", "st_size", "st_ino", "st_blocks")
+        }
         out.update(st_atime=st.st_atime_ns, st_mtime=st.st_mtime_ns, st_ctime=st.st_ctime_ns)
         return out
 
@@ -179,12 +186,19 @@ class Layer(mfusepy.Operations):
 
     @_wrapped
     def readdir(self, path, fh):
-        return [".", "..", *sorted(n for n in os.listdir(_real(self.backing, path)) if path != "/" or "/" + n != HIDDEN)]
+        return [
+            ".",
+            "..",
+            *sorted(n for n in os.listdir(_real(self.backing, path)) if path != "/" or "/" + n != HIDDEN),
+        ]
 
     @_wrapped
     def open(self, path, flags):
         self.device.opened(path)
-        return os.open(_real(self.backing, path), flags & ~(os.O_DIRECT | os.O_APPEND | os.O_TRUNC | os.O_CREAT | os.O_EXCL))
+        return os.open(
+            _real(self.backing, path),
+            flags & ~(os.O_DIRECT | os.O_APPEND | os.O_TRUNC | os.O_CREAT | os.O_EXCL),
+        )
 
     @_wrapped
     def create(self, path, mode, fi=None):
@@ -279,5 +293,17 @@ class Layer(mfusepy.Operations):
     @_wrapped
     def statfs(self, path):
         sv = os.statvfs(self.backing)
-        return {k: getattr(sv, k) for k in ("f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail",
-                                            "f_files", "f_ffree", "f_favail", "f_namemax")}
+        return {
+            k: getattr(sv, k)
+            for k in (
+                "f_bsize",
+                "f_frsize",
+                "f_blocks",
+                "f_bfree",
+                "f_bavail",
+                "f_files",
+                "f_ffree",
+                "f_favail",
+                "f_namemax",
+            )
+        }

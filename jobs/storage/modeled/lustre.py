@@ -74,7 +74,9 @@ class LustreGeometry:
         return None
 
     def ost_s(self, size: int, streaming: bool = False) -> float:
-        return (0.0 if streaming else self.ost_latency_ms / 1e3) + size / (self.ost_mb_s * self.rate_scale * 1e6)
+        return (0.0 if streaming else self.ost_latency_ms / 1e3) + size / (
+            self.ost_mb_s * self.rate_scale * 1e6
+        )
 
     def link_s(self, size: int) -> float:
         return size / (self.client_mb_s * self.rate_scale * 1e6)
@@ -136,7 +138,7 @@ class Lustre:
     def rename(self, old: str, new: str) -> None:
         with self._lock:
             for key in [k for k in self._first if k == old or k.startswith(old + "/")]:
-                self._first[new + key[len(old):]] = self._first.pop(key)
+                self._first[new + key[len(old) :]] = self._first.pop(key)
                 self._last.pop(key, None)
 
     def alias(self, new: str, old: str) -> None:

@@ -133,17 +133,26 @@ def foreign(name: str, backing: str, mount: str, key: str = "storage") -> str | 
     """Why tier ``name`` cannot use ``mount`` or ``backing`` without touching what it does not own."""
     at = mounts.mount_at(mount)
     if at is not None and not _ours(name, mount):
-        return (f"{key}.root={mount} has {at[0]} from {at[1]} mounted, which iocampaign did not mount "
-                f"(it unmounts only its own tiers): unmount it yourself or choose another {key}.root")
+        return (
+            f"{key}.root={mount} has {at[0]} from {at[1]} mounted, which iocampaign did not mount "
+            f"(it unmounts only its own tiers): unmount it yourself or choose another {key}.root"
+        )
     if at is None and os.path.isdir(mount) and any(os.scandir(mount)):
-        return (f"{key}.root={mount} is a folder with files in it: the modelled tier would be mounted over "
-                f"them; choose an empty or new folder for {key}.root")
+        return (
+            f"{key}.root={mount} is a folder with files in it: the modelled tier would be mounted over "
+            f"them; choose an empty or new folder for {key}.root"
+        )
     if os.path.exists(mount) and not os.path.isdir(mount):
         return f"{key}.root={mount} exists and is not a folder"
-    if os.path.lexists(backing) and (not os.path.isdir(backing) or os.path.islink(backing)
-                                     or (any(os.scandir(backing)) and not os.path.exists(os.path.join(backing, MARKER)))):
-        return (f"{key}.model.backing_dir holds {backing}, which iocampaign did not create: move it away or "
-                f"set {key}.model.backing_dir to another folder")
+    if os.path.lexists(backing) and (
+        not os.path.isdir(backing)
+        or os.path.islink(backing)
+        or (any(os.scandir(backing)) and not os.path.exists(os.path.join(backing, MARKER)))
+    ):
+        return (
+            f"{key}.model.backing_dir holds {backing}, which iocampaign did not create: move it away or "
+            f"set {key}.model.backing_dir to another folder"
+        )
     return None
 
 
@@ -159,8 +168,9 @@ def cleanup(name: str, mount: str) -> list[str]:
     return done
 
 
-def setup(name: str, backing_dir: str, mount: str, geometry: HddGeometry | LustreGeometry,
-          timeout_s: float = 30.0) -> ModeledTier:
+def setup(
+    name: str, backing_dir: str, mount: str, geometry: HddGeometry | LustreGeometry, timeout_s: float = 30.0
+) -> ModeledTier:
     """Mount tier ``name`` at ``mount`` over ``<backing_dir>/<name>`` and return it once it serves."""
     why = available() or geometry.check()
     if why:
@@ -175,14 +185,30 @@ def setup(name: str, backing_dir: str, mount: str, geometry: HddGeometry | Lustr
     owned.ensure(mount, "storage.root")
     from jobs import lifeline
 
-    proc = subprocess.Popen([sys.executable, "-m", "jobs.storage.modeled", "serve", name, backing, mount,
-                             json.dumps(described(geometry))], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, env=lifeline.child_env(), preexec_fn=lifeline.bind)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jobs.storage.modeled",
+            "serve",
+            name,
+            backing,
+            mount,
+            json.dumps(described(geometry)),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=lifeline.child_env(),
+        preexec_fn=lifeline.bind,
+    )
     deadline = time.monotonic() + timeout_s
     while not _ours(name, mount):
         if proc.poll() is not None:
             err = proc.stderr.read().decode(errors="replace").strip().splitlines()
-            raise ModelError(f"storage={name}: the FUSE layer ended before it mounted: {err[-1] if err else proc.returncode}")
+            raise ModelError(
+                f"storage={name}: the FUSE layer ended before it mounted: {err[-1] if err else proc.returncode}"
+            )
         if time.monotonic() > deadline:
             proc.kill()
             raise ModelError(f"storage={name}: the FUSE layer did not mount {mount} within {timeout_s:.0f} s")
@@ -212,6 +238,6 @@ def teardown(tier: ModeledTier) -> None:
 def counters(device: str) -> dict | None:
     """The drive's counters of the modelled tier named ``modeled:<mount>`` (None when not mounted)."""
     try:
-        return json.loads(os.getxattr(device[len(PREFIX):], XATTR))
+        return json.loads(os.getxattr(device[len(PREFIX) :], XATTR))
     except (OSError, ValueError):
         return None

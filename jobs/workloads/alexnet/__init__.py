@@ -17,23 +17,37 @@ class AlexNetConf(InputPipelineConf):
     steps: int | None = None  # training steps per run; null = one epoch (images // batch_size)
     device: Device = Device.auto  # where the model trains
     trace_interval_s: float = 1.0  # device I/O sampling interval, s (0.05 to 10)
-    compute_only_steps: int = 5  # steps timed on one batch held in the device's memory after each run (0: none)
+    compute_only_steps: int = (
+        5  # steps timed on one batch held in the device's memory after each run (0: none)
+    )
     input_only: bool = True  # drain the pipeline without training once per cell, after its runs (overlap)
 
 
 def check_alexnet(cfg) -> None:
     """AlexNet's shape limits (shared with the checkpoint workload)."""
     if cfg.workload.image_side < 64:
-        raise ConfigError(f"workload.image_side={cfg.workload.image_side} is too small for AlexNet's three poolings (64 or more)")
+        raise ConfigError(
+            f"workload.image_side={cfg.workload.image_side} is too small for AlexNet's three poolings (64 or more)"
+        )
     if cfg.workload.width <= 0:
         raise ConfigError(f"workload.width={cfg.workload.width} must be positive (1.0 = the paper's AlexNet)")
     if (cfg.workload.get("compute_only_steps") or 0) < 0:
-        raise ConfigError(f"workload.compute_only_steps={cfg.workload.compute_only_steps} must be 0 (none) or more")
+        raise ConfigError(
+            f"workload.compute_only_steps={cfg.workload.compute_only_steps} must be 0 (none) or more"
+        )
     if not 0.05 <= cfg.workload.trace_interval_s <= 10:
-        raise ConfigError(f"workload.trace_interval_s={cfg.workload.trace_interval_s} must be between 0.05 and 10 seconds")
-    if str(getattr(cfg.workload.get("device"), "value", cfg.workload.get("device"))) == "gpu" and _here(cfg) and not _gpu():
-        raise ConfigError("workload.device=gpu: this machine has no GPU (no NVIDIA or ROCm driver); "
-                          "use workload.device=auto (a GPU when there is one) or cpu")
+        raise ConfigError(
+            f"workload.trace_interval_s={cfg.workload.trace_interval_s} must be between 0.05 and 10 seconds"
+        )
+    if (
+        str(getattr(cfg.workload.get("device"), "value", cfg.workload.get("device"))) == "gpu"
+        and _here(cfg)
+        and not _gpu()
+    ):
+        raise ConfigError(
+            "workload.device=gpu: this machine has no GPU (no NVIDIA or ROCm driver); "
+            "use workload.device=auto (a GPU when there is one) or cpu"
+        )
 
 
 def _here(cfg) -> bool:
@@ -52,7 +66,11 @@ def _gpu() -> bool:
     import os
 
     nvidia = "/proc/driver/nvidia/gpus"
-    return (os.path.isdir(nvidia) and bool(os.listdir(nvidia))) or os.path.exists("/dev/kfd") or os.path.exists("/dev/dxg")
+    return (
+        (os.path.isdir(nvidia) and bool(os.listdir(nvidia)))
+        or os.path.exists("/dev/kfd")
+        or os.path.exists("/dev/dxg")
+    )
 
 
 def training_parallelism(cfg, result: dict | None) -> int | None:
@@ -70,25 +88,62 @@ def _settings(ctx: RunContext):
     from jobs.workloads.alexnet import training as alexnet
 
     w = ctx.cfg.workload
-    return alexnet.TrainSettings.from_config(ctx.cfg, ctx.seed, width=float(w.width), steps=w.steps,
-                                             device=str(w.device), compute_only_steps=int(w.get("compute_only_steps") or 0))
+    return alexnet.TrainSettings.from_config(
+        ctx.cfg,
+        ctx.seed,
+        width=float(w.width),
+        steps=w.steps,
+        device=str(w.device),
+        compute_only_steps=int(w.get("compute_only_steps") or 0),
+    )
 
 
 @register
 class AlexNet(Workload):
     name = "alexnet"
     schema = AlexNetConf
-    metrics = of("steps", "runtime_s", "steady_runtime_s", "data_wait_s", "compute_s", "first_step_s", "images_per_s", "mb_per_s",
-                 "bytes_read_syscall", "train_au_percentage", "accelerator_busy_percentage", "compute_only_s",
-                 "input_only_s")
-    record_keys = ("dropped_files", "first_step_wait_s", "device", "parameters", "final_loss", "trace_file",
-                   "trace_device", "steps_file")
+    metrics = of(
+        "steps",
+        "runtime_s",
+        "steady_runtime_s",
+        "data_wait_s",
+        "compute_s",
+        "first_step_s",
+        "images_per_s",
+        "mb_per_s",
+        "bytes_read_syscall",
+        "train_au_percentage",
+        "accelerator_busy_percentage",
+        "compute_only_s",
+        "input_only_s",
+    )
+    record_keys = (
+        "dropped_files",
+        "first_step_wait_s",
+        "device",
+        "parameters",
+        "final_loss",
+        "trace_file",
+        "trace_device",
+        "steps_file",
+    )
     packages = ("tensorflow", "keras")
     prefetches_to_device = True
     figures = (
-        Figure("fig6", "analysis.training:fig6", "Fig. 6: AlexNet runtime against map threads, prefetch on and off",
-               PAPER_LAYOUT, order=6),
-        Figure("fig7", "analysis.training:fig7", "Fig. 7: AlexNet runtime against batch size", PAPER_LAYOUT, order=7),
+        Figure(
+            "fig6",
+            "analysis.training:fig6",
+            "Fig. 6: AlexNet runtime against map threads, prefetch on and off",
+            PAPER_LAYOUT,
+            order=6,
+        ),
+        Figure(
+            "fig7",
+            "analysis.training:fig7",
+            "Fig. 7: AlexNet runtime against batch size",
+            PAPER_LAYOUT,
+            order=7,
+        ),
         Figure("fig8", "analysis.training:fig8", "Fig. 8: device reads during AlexNet training", order=8),
     )
 
@@ -105,7 +160,9 @@ class AlexNet(Workload):
         if not ctx.cfg.workload.get("input_only", True):
             return {}
         s = _settings(ctx)
-        return {"input_only_s": overlap.input_only(ctx.ds, s, (s.steps or len(ctx.ds.files) // s.batch_size) - 1)}
+        return {
+            "input_only_s": overlap.input_only(ctx.ds, s, (s.steps or len(ctx.ds.files) // s.batch_size) - 1)
+        }
 
     def run_once(self, ctx: RunContext) -> dict:
         from jobs.observe import accelerator, trace
@@ -116,13 +173,15 @@ class AlexNet(Workload):
         tracer = trace.Tracer(ctx.disk, float(cfg.workload.trace_interval_s)).start()
         gpu = accelerator.Sampler(min(0.1, float(cfg.workload.trace_interval_s))).start()
         try:
-            result = alexnet.run_once(ctx.ds, settings, steps_csv=ctx.job_dir / f"steps_{ctx.tag}.csv",
-                                      mark=ctx.mark).as_dict()
+            result = alexnet.run_once(
+                ctx.ds, settings, steps_csv=ctx.job_dir / f"steps_{ctx.tag}.csv", mark=ctx.mark
+            ).as_dict()
         finally:
             tracer.stop()
             gpu.stop()
-        result["accelerator_busy_percentage"] = gpu.busy(result["t_first_iterator_call"],
-                                                         result["t_first_iterator_call"] + result["runtime_s"])
+        result["accelerator_busy_percentage"] = gpu.busy(
+            result["t_first_iterator_call"], result["t_first_iterator_call"] + result["runtime_s"]
+        )
         tracer.mark(trace.FIRST, result.pop("t_first_iterator_call"))
         tracer.mark(trace.LAST, result.pop("t_last_iterator_call"))
         tracer.write(ctx.job_dir / f"trace_{ctx.tag}.csv")
@@ -132,6 +191,8 @@ class AlexNet(Workload):
         return result
 
     def describe(self, result: dict) -> str:
-        return (f"{result['runtime_s']:.2f} s runtime ({result['data_wait_s']:.2f} s waiting for data, "
-                f"{result['compute_s']:.2f} s computing, first step {result['first_step_s']:.2f} s) on {result['device']}, "
-                f"AU {result['train_au_percentage']:.0f}%")
+        return (
+            f"{result['runtime_s']:.2f} s runtime ({result['data_wait_s']:.2f} s waiting for data, "
+            f"{result['compute_s']:.2f} s computing, first step {result['first_step_s']:.2f} s) on {result['device']}, "
+            f"AU {result['train_au_percentage']:.0f}%"
+        )

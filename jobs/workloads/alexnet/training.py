@@ -127,8 +127,15 @@ class TrainResult:
 def _train(it, step, steps: int, t0: float) -> dict:
     """Up to ``steps`` training steps from iterator ``it``, each timed as waiting for its batch and
     computing."""
-    out = {"waits": [], "computes": [], "seen": [], "consumed": 0, "exhausted": False, "loss": float("nan"),
-           "t_last_call": t0}
+    out = {
+        "waits": [],
+        "computes": [],
+        "seen": [],
+        "consumed": 0,
+        "exhausted": False,
+        "loss": float("nan"),
+        "t_last_call": t0,
+    }
     with interrupts.deferred():
         for _ in range(steps):
             interrupts.check()  # Ctrl-C and SIGTERM end the run here, between steps
@@ -140,7 +147,9 @@ def _train(it, step, steps: int, t0: float) -> dict:
                 break
             b = time.perf_counter()
             out["t_last_call"] = b
-            out["loss"] = float(step(x, y).numpy())  # reading the loss waits for the step to finish, GPU included
+            out["loss"] = float(
+                step(x, y).numpy()
+            )  # reading the loss waits for the step to finish, GPU included
             out["last"] = (x, y)
             out["computes"].append(time.perf_counter() - b)
             out["waits"].append(b - a)
@@ -155,8 +164,15 @@ def _iterator(ds: Dataset, s: TrainSettings, device: str):
     import tensorflow as tf
 
     data = pipeline.build(
-        ds, threads=s.threads, batch_size=s.batch_size, prefetch=s.prefetch, seed=s.seed,
-        image_side=s.image_side, one_hot=True, read_delay_ms=s.read_delay_ms, shuffle=s.shuffle,
+        ds,
+        threads=s.threads,
+        batch_size=s.batch_size,
+        prefetch=s.prefetch,
+        seed=s.seed,
+        image_side=s.image_side,
+        one_hot=True,
+        read_delay_ms=s.read_delay_ms,
+        shuffle=s.shuffle,
         shuffle_buffer=s.shuffle_buffer,
     )
     per_epoch = len(ds.files) // s.batch_size
@@ -175,8 +191,9 @@ def _write_steps(path: Path, waits: list, computes: list) -> None:
         w.writerows((k + 1, round(a, 6), round(b, 6)) for k, (a, b) in enumerate(zip(waits, computes)))
 
 
-def run_once(ds: Dataset, s: TrainSettings, steps_csv: Path | None = None, model=None,
-             mark=lambda name: None) -> TrainResult:
+def run_once(
+    ds: Dataset, s: TrainSettings, steps_csv: Path | None = None, model=None, mark=lambda name: None
+) -> TrainResult:
     """Train for ``s.steps`` steps (or one epoch); write every step's wait and compute to ``steps_csv``.
     ``mark(name)`` is called with "start" and "end" around the timed loop (the runner's usage window);
     after it, ``s.compute_only_steps`` steps on the last batch give the compute-only time."""
@@ -201,8 +218,11 @@ def run_once(ds: Dataset, s: TrainSettings, steps_csv: Path | None = None, model
     drops = pipeline.dropped(ds, seen, exhausted, s.seed, **s.order)
     runtime = t_end - t0
     steady = runtime - (waits[0] + computes[0])
-    solo = (overlap.compute_only(step, *loop["last"], device, len(waits) - 1, s.compute_only_steps)
-            if s.compute_only_steps and len(waits) > 1 else None)
+    solo = (
+        overlap.compute_only(step, *loop["last"], device, len(waits) - 1, s.compute_only_steps)
+        if s.compute_only_steps and len(waits) > 1
+        else None
+    )
     return TrainResult(
         steps=len(waits),
         images=len(seen),

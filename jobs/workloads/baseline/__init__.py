@@ -14,7 +14,9 @@ from jobs.workloads.schema import WorkloadConf
 @dataclass
 class BaselineConf(WorkloadConf):
     file_gb: float = 5.0  # size of the sequential read/write test file, GB (Table I: 5)
-    small_file_threads: list[int] = field(default_factory=lambda: [1, 2, 4, 8])  # readers of the dataset's files
+    small_file_threads: list[int] = field(
+        default_factory=lambda: [1, 2, 4, 8]
+    )  # readers of the dataset's files
 
 
 @register
@@ -37,26 +39,35 @@ class Baseline(Workload):
             raise ConfigError(f"workload.small_file_threads={threads} must list positive thread counts")
         from jobs.storage.roots import elsewhere
 
-        if not (shutil.which("ior") or shutil.which("fio") or elsewhere(cfg)):  # a dry run for the nodes: theirs
+        if not (
+            shutil.which("ior") or shutil.which("fio") or elsewhere(cfg)
+        ):  # a dry run for the nodes: theirs
             raise ConfigError("workload=baseline needs ior or fio on PATH (Debian: apt-get install fio)")
         from jobs.storage import writable
 
-        _, free = (None, None) if elsewhere(cfg) else writable.files_and_space(cfg.storage)  # a missing root: the tier check's
+        _, free = (
+            (None, None) if elsewhere(cfg) else writable.files_and_space(cfg.storage)
+        )  # a missing root: the tier check's
         if free is not None and cfg.workload.file_gb * 1e9 > free:
-            raise ConfigError(f"workload.file_gb={cfg.workload.file_gb}: the sequential test file does not fit in the "
-                              f"{free / 1e9:.1f} GB free on storage={cfg.storage.name}; use a smaller workload.file_gb")
+            raise ConfigError(
+                f"workload.file_gb={cfg.workload.file_gb}: the sequential test file does not fit in the "
+                f"{free / 1e9:.1f} GB free on storage={cfg.storage.name}; use a smaller workload.file_gb"
+            )
 
     def run_once(self, ctx: RunContext) -> dict:
         from jobs.workloads.baseline import measure as baseline
 
         cfg = ctx.cfg
         settings = baseline.BaselineSettings(
-            root=str(cfg.storage.root), file_gb=float(cfg.workload.file_gb),
+            root=str(cfg.storage.root),
+            file_gb=float(cfg.workload.file_gb),
             small_file_threads=tuple(int(t) for t in cfg.workload.small_file_threads),
         )
         return baseline.run_once(ctx.ds, settings, ctx.disk, tag=f"run{ctx.run}")
 
     def describe(self, result: dict) -> str:
         small = ", ".join(f"{t}: {v:.0f}" for t, v in result["small_read_mb_s"].items())
-        return (f"{result['tool']} read {result['seq_read_mb_s']:.0f} MB/s, write {result['seq_write_mb_s']:.0f} MB/s; "
-                f"small files by readers {{{small}}} MB/s")
+        return (
+            f"{result['tool']} read {result['seq_read_mb_s']:.0f} MB/s, write {result['seq_write_mb_s']:.0f} MB/s; "
+            f"small files by readers {{{small}}} MB/s"
+        )

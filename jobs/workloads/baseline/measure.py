@@ -54,8 +54,13 @@ def run_once(ds: Dataset, s: BaselineSettings, disk: str | None, tag: str) -> di
         files = list(ds.storage_files)
         readers = sorted({min(n, len(files)) for n in s.small_file_threads})
         if readers != sorted(set(s.small_file_threads)):
-            log.warning("workload.small_file_threads=%s: the set is stored in %d file(s), so fio reads it with %s "
-                        "reader(s)", list(s.small_file_threads), len(files), readers)
+            log.warning(
+                "workload.small_file_threads=%s: the set is stored in %d file(s), so fio reads it with %s "
+                "reader(s)",
+                list(s.small_file_threads),
+                len(files),
+                readers,
+            )
         for n in readers:
             dirs = iotools.link_farm(files, work / f"farm{n}", n)
             cache.evict(ds.storage_files)

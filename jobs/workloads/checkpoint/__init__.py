@@ -31,10 +31,17 @@ def _snapshot(cfg, ds):
 def _restores(cfg, ds, settings, snapshot) -> list[dict]:
     from jobs.workloads.checkpoint import saving as checkpoint
 
-    folders = [(tier, checkpoint.ckpt_dir(root) / settings.tag) for tier, root in
-               (("fast", settings.fast_root), ("slow", settings.slow_root)) if root is not None]
-    shape = {"num_classes": max(1, ds.num_classes), "side": int(cfg.workload.image_side),
-             "width": float(cfg.workload.width), "seed": int(cfg.seed)}
+    folders = [
+        (tier, checkpoint.ckpt_dir(root) / settings.tag)
+        for tier, root in (("fast", settings.fast_root), ("slow", settings.slow_root))
+        if root is not None
+    ]
+    shape = {
+        "num_classes": max(1, ds.num_classes),
+        "side": int(cfg.workload.image_side),
+        "width": float(cfg.workload.width),
+        "seed": int(cfg.seed),
+    }
     return restore.after_run(folders, settings.tag, shape, snapshot)
 
 
@@ -42,17 +49,50 @@ def _restores(cfg, ds, settings, snapshot) -> list[dict]:
 class Checkpoint(Workload):
     name = "checkpoint"
     schema = AlexNetConf  # the mini-app's settings; the checkpoint's own are in the checkpoint group
-    metrics = of("steps", "runtime_s", "steady_runtime_s", "first_step_s", "baseline_runtime_s",
-                 "baseline_steady_runtime_s", "checkpoint_stall_s", "median_stall_s", "drain_after_end_s",
-                 "checkpoint_bytes_left", "restore_s", "restore_mb_s", "restore_device_read_ratio", "restore_fast_s")
-    record_keys = ("drain_finished_at", "train_ended_at", "checkpoints", "durable", "target", "effective_target",
-                   "fallback", "mode", "flush", "device", "parameters", "final_loss", "checkpoint_dir", "trace_file",
-                   "trace_device", "recovered", "restores")
+    metrics = of(
+        "steps",
+        "runtime_s",
+        "steady_runtime_s",
+        "first_step_s",
+        "baseline_runtime_s",
+        "baseline_steady_runtime_s",
+        "checkpoint_stall_s",
+        "median_stall_s",
+        "drain_after_end_s",
+        "checkpoint_bytes_left",
+        "restore_s",
+        "restore_mb_s",
+        "restore_device_read_ratio",
+        "restore_fast_s",
+    )
+    record_keys = (
+        "drain_finished_at",
+        "train_ended_at",
+        "checkpoints",
+        "durable",
+        "target",
+        "effective_target",
+        "fallback",
+        "mode",
+        "flush",
+        "device",
+        "parameters",
+        "final_loss",
+        "checkpoint_dir",
+        "trace_file",
+        "trace_device",
+        "recovered",
+        "restores",
+    )
     packages = ("tensorflow", "keras")
     figures = (
         Figure("fig9", "analysis.checkpoints:fig9", "Fig. 9: runtime per checkpoint target", order=9),
-        Figure("fig10", "analysis.checkpoints:fig10", "Fig. 10: writes to the slow tier during and after training",
-               order=10),
+        Figure(
+            "fig10",
+            "analysis.checkpoints:fig10",
+            "Fig. 10: writes to the slow tier during and after training",
+            order=10,
+        ),
     )
 
     def check(self, cfg) -> None:
@@ -60,7 +100,9 @@ class Checkpoint(Workload):
 
         ck = cfg.checkpoint
         if ck.every < 1 or ck.max_to_keep < 1:
-            raise ConfigError(f"checkpoint.every={ck.every} and checkpoint.max_to_keep={ck.max_to_keep} must be at least 1")
+            raise ConfigError(
+                f"checkpoint.every={ck.every} and checkpoint.max_to_keep={ck.max_to_keep} must be at least 1"
+            )
         check_alexnet(cfg)
         # the slow tier must be usable before training starts; a missing fast tier only falls back
         storage_root(cfg, ck.slow, "checkpoint.slow")
@@ -82,16 +124,28 @@ class Checkpoint(Workload):
 
         cfg, ck = ctx.cfg, ctx.cfg.checkpoint
         settings = checkpoint.CheckpointSettings(
-            train=alexnet.TrainSettings.from_config(cfg, ctx.seed, width=float(cfg.workload.width),
-                                                    steps=cfg.workload.steps, device=str(cfg.workload.device)),
-            every=int(ck.every), target=ck.target, fast_root=Path(str(ck.fast.root)), slow_root=Path(str(ck.slow.root)),
-            flush=ck.flush, mode=ck.mode, max_to_keep=int(ck.max_to_keep), keep=bool(ck.get("keep")),
+            train=alexnet.TrainSettings.from_config(
+                cfg,
+                ctx.seed,
+                width=float(cfg.workload.width),
+                steps=cfg.workload.steps,
+                device=str(cfg.workload.device),
+            ),
+            every=int(ck.every),
+            target=ck.target,
+            fast_root=Path(str(ck.fast.root)),
+            slow_root=Path(str(ck.slow.root)),
+            flush=ck.flush,
+            mode=ck.mode,
+            max_to_keep=int(ck.max_to_keep),
+            keep=bool(ck.get("keep")),
             # unique per run, not only per pid: under a PID namespace the same cell gets the same pid
             tag=f"{ckpt_recovery.TAG_PREFIX}{cell_id(ctx.config)}_{'r' if ctx.run > 0 else 'w'}{abs(ctx.run)}_"
-                f"{os.getpid()}_{uuid.uuid4().hex[:8]}",
+            f"{os.getpid()}_{uuid.uuid4().hex[:8]}",
         )
-        recovered = ckpt_recovery.recover_all(checkpoint.ckpt_dir(settings.fast_root), checkpoint.ckpt_dir(settings.slow_root),
-                                           settings.flush)
+        recovered = ckpt_recovery.recover_all(
+            checkpoint.ckpt_dir(settings.fast_root), checkpoint.ckpt_dir(settings.slow_root), settings.flush
+        )
         if recovered:
             log.warning("recovered checkpoints left by an earlier, interrupted run: %s", recovered)
         base = checkpoint.run_once(ctx.ds, settings, with_checkpoints=False)
@@ -108,9 +162,14 @@ class Checkpoint(Workload):
             tracer.stop()
         try:
             self._after(ctx, settings, result, base, tracer, t0, slow_disk, recovered, snapshot)
-        except BaseException:  # a failed run (a corrupt checkpoint, an interrupt) leaves none of its checkpoints
-            log.warning("the run failed after training: its checkpoints (%d bytes, %s) are removed",
-                        checkpoint.remove_run(settings), settings.tag)
+        except (
+            BaseException
+        ):  # a failed run (a corrupt checkpoint, an interrupt) leaves none of its checkpoints
+            log.warning(
+                "the run failed after training: its checkpoints (%d bytes, %s) are removed",
+                checkpoint.remove_run(settings),
+                settings.tag,
+            )
             raise
         # what was durable is in the result; unless asked to keep them, the checkpoints go (a full-scale
         # run leaves ~3.5 GB otherwise, and later cells would fall back for want of space)
@@ -120,13 +179,19 @@ class Checkpoint(Workload):
             checkpoint.remove_run(settings)
         result["checkpoint_bytes_left"] = checkpoint.bytes_of_run(settings)
         if cfg.workload.steps and result["steps"] < cfg.workload.steps:
-            log.warning("the data ran out after %d of workload.steps=%d steps (one epoch of %d images at batch %d)",
-                        result["steps"], cfg.workload.steps, result["images"], cfg.batch_size)
+            log.warning(
+                "the data ran out after %d of workload.steps=%d steps (one epoch of %d images at batch %d)",
+                result["steps"],
+                cfg.workload.steps,
+                result["images"],
+                cfg.batch_size,
+            )
         return result
 
     @staticmethod
-    def _after(ctx: RunContext, settings, result: dict, base: dict, tracer, t0: float, slow_disk, recovered,
-               snapshot) -> None:
+    def _after(
+        ctx: RunContext, settings, result: dict, base: dict, tracer, t0: float, slow_disk, recovered, snapshot
+    ) -> None:
         """The run's trace written, its baseline's figures added, and its last checkpoint restored cold
         (``checkpoint.restore=true``): what ``run_once`` does once training has ended."""
         from jobs.observe import trace
@@ -135,8 +200,13 @@ class Checkpoint(Workload):
         tracer.mark("end_of_training", t0 + result["runtime_s"])
         tracer.mark("drain_finished", t0 + result["runtime_s"] + result["drain_after_end_s"])
         tracer.write(ctx.job_dir / f"trace_{ctx.tag}.csv")
-        result.update(baseline_runtime_s=base["runtime_s"], baseline_steady_runtime_s=base["steady_runtime_s"],
-                      trace_file=f"trace_{ctx.tag}.csv", trace_device=slow_disk or "all disks", recovered=recovered)
+        result.update(
+            baseline_runtime_s=base["runtime_s"],
+            baseline_steady_runtime_s=base["steady_runtime_s"],
+            trace_file=f"trace_{ctx.tag}.csv",
+            trace_device=slow_disk or "all disks",
+            recovered=recovered,
+        )
         # the run read its images twice, each time cold: its bytes are both passes' (the cache state compares
         # them with the device's reads over the whole run; one pass's made a cold run read 229% of consumed)
         result["bytes_consumed"] += base["bytes_consumed"]
@@ -147,11 +217,16 @@ class Checkpoint(Workload):
             result.update(restore.metrics(result["restores"]))
 
     def describe(self, result: dict) -> str:
-        back = "".join(f"; restored {r['bytes'] / MB:.0f} MB from {r['tier']} in {r['restore_s']:.2f} s ({r['cache_state']}, "
-                       f"weights {_verdict(r['weights_equal'])}, checksums {r['checksums']})"
-                       for r in result.get("restores") or [])
+        back = "".join(
+            f"; restored {r['bytes'] / MB:.0f} MB from {r['tier']} in {r['restore_s']:.2f} s ({r['cache_state']}, "
+            f"weights {_verdict(r['weights_equal'])}, checksums {r['checksums']})"
+            for r in result.get("restores") or []
+        )
         stall = f"{result['median_stall_s']:.3f}" if result["median_stall_s"] is not None else "-"
-        return (f"{result['runtime_s']:.2f} s runtime ({result['baseline_runtime_s']:.2f} s without checkpoints), "
-                f"{len(result['checkpoints'])} checkpoints to {result['effective_target']}, median stall {stall} s, "
-                f"drain after training {result['drain_after_end_s']:.2f} s"
-                + (f"; FALLBACK: {result['fallback']}" if result["fallback"] else "") + back)
+        return (
+            f"{result['runtime_s']:.2f} s runtime ({result['baseline_runtime_s']:.2f} s without checkpoints), "
+            f"{len(result['checkpoints'])} checkpoints to {result['effective_target']}, median stall {stall} s, "
+            f"drain after training {result['drain_after_end_s']:.2f} s"
+            + (f"; FALLBACK: {result['fallback']}" if result["fallback"] else "")
+            + back
+        )

@@ -6,7 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jobs.workloads.checkpoint.store import BURST_MARK, complete, copy_verified, prefixes, remove, retain, verify
+from jobs.workloads.checkpoint.store import (
+    BURST_MARK,
+    complete,
+    copy_verified,
+    prefixes,
+    remove,
+    retain,
+    verify,
+)
 
 TAG_PREFIX = "ckpt_"  # every run's folder: ckpt_<cell id>_<run>_<pid>_<random> (jobs/workloads/checkpoint.py)
 RECOVERED = ".recovered"  # in a folder recovery has been through: no run writes there again, so it is done
@@ -39,7 +47,9 @@ def recover(fast: Path | None, slow: Path, tag: str, how: str) -> dict:
     if fast is not None and fast.exists() and (fast / BURST_MARK).exists():
         on_slow = {p.name for p in complete(slow, tag)} if slow.exists() else set()
         todo = complete(fast, tag)
-        for p in todo[-keep_n:] if keep_n else todo:  # the newest max_to_keep: retention would drop the others
+        for p in (
+            todo[-keep_n:] if keep_n else todo
+        ):  # the newest max_to_keep: retention would drop the others
             if p.name not in on_slow:
                 copy_verified(p, slow, how)
                 report["recopied"].append(p.name)
@@ -115,7 +125,11 @@ def recover_all(fast_root: Path | None, slow_root: Path, how: str) -> dict:
     report: dict = {}
     tags = set()
     for root in [r for r in (fast_root, slow_root) if r is not None and r.exists()]:
-        tags |= {d.name for d in root.iterdir() if d.is_dir() and not d.is_symlink() and d.name.startswith(TAG_PREFIX)}
+        tags |= {
+            d.name
+            for d in root.iterdir()
+            if d.is_dir() and not d.is_symlink() and d.name.startswith(TAG_PREFIX)
+        }
     for tag in sorted(tags):
         fast = fast_root / tag if fast_root is not None else None
         slow = slow_root / tag
@@ -131,7 +145,9 @@ def recover_all(fast_root: Path | None, slow_root: Path, how: str) -> dict:
     return report
 
 
-def restore_latest(folder: Path, tag: str, num_classes: int, side: int, width: float, seed: int, prefix: Path | None = None):
+def restore_latest(
+    folder: Path, tag: str, num_classes: int, side: int, width: float, seed: int, prefix: Path | None = None
+):
     """Rebuild the model and optimizer and restore the newest complete checkpoint of ``folder``
     (or ``prefix``); returns (model, optimizer, prefix)."""
     import keras

@@ -62,15 +62,27 @@ def restore_cold(prefix: Path, tier: str, shape: dict, expected: list | None) ->
     summed = any("sha256" in m for m in man.get("files", {}).values())
     fs_type = provenance.mount_of(str(prefix.parent)).fs_type
     return {
-        "tier": tier, "prefix": prefix.name, "step": man.get("step"), "bytes": size, "restore_s": seconds,
-        "restore_mb_s": size / seconds / MB, "bytes_read_device": device, "resident_bytes_before": resident,
+        "tier": tier,
+        "prefix": prefix.name,
+        "step": man.get("step"),
+        "bytes": size,
+        "restore_s": seconds,
+        "restore_mb_s": size / seconds / MB,
+        "bytes_read_device": device,
+        "resident_bytes_before": resident,
         "cache_state": cache.classify("cold", "", fs_type, device, size),
-        "weights_equal": None if expected is None else all(np.array_equal(a, b) for a, b in zip(expected, restored)),
-        "checksums": ("match" if ckpt_store.verify(prefix, man, checksums=True) else "MISMATCH") if summed else "none",
+        "weights_equal": None
+        if expected is None
+        else all(np.array_equal(a, b) for a, b in zip(expected, restored)),
+        "checksums": ("match" if ckpt_store.verify(prefix, man, checksums=True) else "MISMATCH")
+        if summed
+        else "none",
     }
 
 
-def after_run(folders: list[tuple[str, Path]], tag: str, shape: dict, snapshot: Snapshot | None) -> list[dict]:
+def after_run(
+    folders: list[tuple[str, Path]], tag: str, shape: dict, snapshot: Snapshot | None
+) -> list[dict]:
     """Restore the last durable checkpoint of each (tier, folder) that holds one, fast tier first."""
     out = []
     for tier, folder in folders:
@@ -89,6 +101,11 @@ def metrics(restores: list[dict]) -> dict:
         return {}
     r = restores[-1]
     fast = [x for x in restores[:-1] if x["tier"] == "fast"]
-    return {"restore_s": r["restore_s"], "restore_mb_s": r["restore_mb_s"],
-            "restore_device_read_ratio": r["bytes_read_device"] / r["bytes"] if r["bytes_read_device"] is not None
-            and r["bytes"] else None, "restore_fast_s": fast[0]["restore_s"] if fast else None}
+    return {
+        "restore_s": r["restore_s"],
+        "restore_mb_s": r["restore_mb_s"],
+        "restore_device_read_ratio": r["bytes_read_device"] / r["bytes"]
+        if r["bytes_read_device"] is not None and r["bytes"]
+        else None,
+        "restore_fast_s": fast[0]["restore_s"] if fast else None,
+    }

@@ -52,14 +52,24 @@ class _Saver:
     """Saves one run's checkpoints into ``folder``: sync (save, flush, manifest) or TensorFlow's async
     (flushed in a background thread), then hands them to the burst buffer's drain or retention."""
 
-    def __init__(self, s: CheckpointSettings, model, opt, folder: Path, target: str, drain, snapshots: dict | None):
+    def __init__(
+        self, s: CheckpointSettings, model, opt, folder: Path, target: str, drain, snapshots: dict | None
+    ):
         import tensorflow as tf
 
         self.s, self.model, self.opt, self.folder, self.target = s, model, opt, folder, target
         self.drain, self.snapshots = drain, snapshots
-        self.manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model, optimizer=opt), str(folder),
-                                                  max_to_keep=None, checkpoint_name=s.tag)
-        self.options = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True) if s.mode == "async" else None
+        self.manager = tf.train.CheckpointManager(
+            tf.train.Checkpoint(model=model, optimizer=opt),
+            str(folder),
+            max_to_keep=None,
+            checkpoint_name=s.tag,
+        )
+        self.options = (
+            tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True)
+            if s.mode == "async"
+            else None
+        )
         self.pending: list[threading.Thread] = []
         self.checkpoints: list[dict] = []
 
@@ -76,7 +86,11 @@ class _Saver:
         files = ckpt_store.files_of(prefix)
         ckpt_store.flush(files, self.s.flush)
         ckpt_store.write_manifest(prefix, entry["step"])
-        entry.update(flush_s=time.perf_counter() - t0, bytes=sum(f.stat().st_size for f in files), durable_at=time.time())
+        entry.update(
+            flush_s=time.perf_counter() - t0,
+            bytes=sum(f.stat().st_size for f in files),
+            durable_at=time.time(),
+        )
         cache.evict(files)  # as after a sync save: the next one starts from the same memory state
         self._durable(prefix, entry["step"])
 
@@ -103,8 +117,13 @@ class _Saver:
             ckpt_store.flush(files, self.s.flush)
             ckpt_store.write_manifest(prefix, step)
             t2 = time.perf_counter()
-            entry.update(save_s=t1 - t0, flush_s=t2 - t1, stall_s=t2 - t0, bytes=sum(f.stat().st_size for f in files),
-                         durable_at=time.time())
+            entry.update(
+                save_s=t1 - t0,
+                flush_s=t2 - t1,
+                stall_s=t2 - t0,
+                bytes=sum(f.stat().st_size for f in files),
+                durable_at=time.time(),
+            )
             # Outside the timer, on every target: drop the durable checkpoint from the page cache, so each
             # save starts from the same memory state. Without this, direct targets keep every checkpoint
             # resident while the burst buffer's drain frees its copies, and the next buffered save ran
@@ -119,7 +138,9 @@ class _Saver:
         self.pending.clear()
 
 
-def _writers(s: CheckpointSettings, model, opt, target: str, folder: Path, slow_dir: Path, snapshots: dict | None):
+def _writers(
+    s: CheckpointSettings, model, opt, target: str, folder: Path, slow_dir: Path, snapshots: dict | None
+):
     """(locks held on the run's folders, the burst buffer's drain or None, the saver) of a run with checkpoints."""
     # the run's folders are made here, and must not exist (the tag is unique per run): clean-up after a
     # failure then removes only what this run wrote
@@ -142,15 +163,30 @@ def _trainer(ds: Dataset, t):
     device = alexnet.device_name(t.device)
     model = alexnet.build_model(max(1, ds.num_classes), t.image_side, t.width, t.seed)
     opt = keras.optimizers.Adam(1e-4)
-    data = pipeline.build(ds, threads=t.threads, batch_size=t.batch_size, prefetch=t.prefetch, seed=t.seed,
-                          image_side=t.image_side, one_hot=True, shuffle=t.shuffle, shuffle_buffer=t.shuffle_buffer)
+    data = pipeline.build(
+        ds,
+        threads=t.threads,
+        batch_size=t.batch_size,
+        prefetch=t.prefetch,
+        seed=t.seed,
+        image_side=t.image_side,
+        one_hot=True,
+        shuffle=t.shuffle,
+        shuffle_buffer=t.shuffle_buffer,
+    )
     with tf.device("/CPU:0"):
         it = iter(data)
     return device, model, opt, alexnet.make_step(model, device, opt), it
 
 
-def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True, snapshots: dict | None = None,
-             mark=lambda name: None, finish: bool = True) -> dict:
+def run_once(
+    ds: Dataset,
+    s: CheckpointSettings,
+    with_checkpoints: bool = True,
+    snapshots: dict | None = None,
+    mark=lambda name: None,
+    finish: bool = True,
+) -> dict:
     """Train ``s.train.steps`` steps; checkpoint every ``s.every`` unless ``with_checkpoints`` is false
     (the same run's baseline). Returns the run's metrics and one entry per checkpoint. ``snapshots``,
     when given, receives every saved step's model weights (for tests that restore and compare);
@@ -162,7 +198,9 @@ def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True, 
     slow_dir = ckpt_dir(s.slow_root) / s.tag
     fast_dir = ckpt_dir(s.fast_root) / s.tag if s.fast_root is not None else None
     folder = slow_dir if target == "slow" else fast_dir
-    locks, drain, saver = _writers(s, model, opt, target, folder, slow_dir, snapshots) if with_checkpoints else ([], None, None)
+    locks, drain, saver = (
+        _writers(s, model, opt, target, folder, slow_dir, snapshots) if with_checkpoints else ([], None, None)
+    )
     rb0, _ = pipeline.read_counters()
     mark("start")
     t_start = time.perf_counter()
@@ -181,20 +219,38 @@ def run_once(ds: Dataset, s: CheckpointSettings, with_checkpoints: bool = True, 
     finally:
         for lk in locks:
             lk.release()
-    for lk in locks if finish else []:  # the run ended: recovery never removes what it left (checkpoint.keep, or a caller's)
+    for lk in (
+        locks if finish else []
+    ):  # the run ended: recovery never removes what it left (checkpoint.keep, or a caller's)
         ckpt_recovery.write_run_facts(lk.folder, max_to_keep=s.max_to_keep, keep=s.keep, finished=True)
     readers.close_all()  # HDF5 files the pipeline opened (dataset.format=hdf5)
     if target == "burst_buffer" and not ckpt_store.prefixes(folder, s.tag):
         shutil.rmtree(folder, ignore_errors=True)  # drained: the fast tier is left clean
     checkpoints = saver.checkpoints if saver is not None else []
     return {
-        **_timings(checkpoints, drained, run["stall"], t_train_end - t_start,
-                   (t_drained - t_train_end) if drain is not None else 0.0, run["first_step_s"]),
-        "steps": run["steps"], "train_ended_at": wall_train_end, "checkpoints": checkpoints,
-        "durable": _durable(slow_dir, fast_dir, s.tag), "target": s.target,
-        "effective_target": target if with_checkpoints else None, "fallback": fallback, "mode": s.mode,
-        "flush": s.flush, "device": device, "parameters": int(model.count_params()), "final_loss": run["loss"],
-        "checkpoint_dir": str(folder) if with_checkpoints else None, "images": run["images"], "images_dropped": 0,
+        **_timings(
+            checkpoints,
+            drained,
+            run["stall"],
+            t_train_end - t_start,
+            (t_drained - t_train_end) if drain is not None else 0.0,
+            run["first_step_s"],
+        ),
+        "steps": run["steps"],
+        "train_ended_at": wall_train_end,
+        "checkpoints": checkpoints,
+        "durable": _durable(slow_dir, fast_dir, s.tag),
+        "target": s.target,
+        "effective_target": target if with_checkpoints else None,
+        "fallback": fallback,
+        "mode": s.mode,
+        "flush": s.flush,
+        "device": device,
+        "parameters": int(model.count_params()),
+        "final_loss": run["loss"],
+        "checkpoint_dir": str(folder) if with_checkpoints else None,
+        "images": run["images"],
+        "images_dropped": 0,
         "bytes_consumed": run["consumed"],
         # the drain's reads are another process's; this process's device reads are the images'
         "bytes_read_device": None if rb0 is None or rb1 is None else rb1 - rb0,
@@ -262,12 +318,23 @@ def remove_run(s: CheckpointSettings) -> int:
 
 def bytes_of_run(s: CheckpointSettings) -> int:
     """Bytes of the run's checkpoint files on both tiers."""
-    return sum(f.stat().st_size for root in (s.slow_root, s.fast_root) if root is not None
-               for f in (ckpt_dir(root) / s.tag).rglob("*") if f.is_file() and not f.is_symlink())
+    return sum(
+        f.stat().st_size
+        for root in (s.slow_root, s.fast_root)
+        if root is not None
+        for f in (ckpt_dir(root) / s.tag).rglob("*")
+        if f.is_file() and not f.is_symlink()
+    )
 
 
-def _timings(checkpoints: list[dict], drained: list[dict], stall: float, runtime: float, drain_after: float,
-             first_step: float) -> dict:
+def _timings(
+    checkpoints: list[dict],
+    drained: list[dict],
+    stall: float,
+    runtime: float,
+    drain_after: float,
+    first_step: float,
+) -> dict:
     """The run's time figures; each checkpoint gains its drain's copy time and delay."""
     for entry in checkpoints:
         for d in drained:
@@ -275,15 +342,22 @@ def _timings(checkpoints: list[dict], drained: list[dict], stall: float, runtime
                 entry["drained_after_s"] = d["finished_at"] - entry["durable_at"]
                 entry["copy_s"] = d["copy_s"]
     stalls = sorted(c["stall_s"] for c in checkpoints)
-    return {"runtime_s": runtime, "first_step_s": first_step, "steady_runtime_s": runtime - first_step,
-            "checkpoint_stall_s": stall,
-            "median_stall_s": stalls[len(stalls) // 2] if stalls else None, "drain_after_end_s": drain_after,
-            "drain_finished_at": max((d["finished_at"] for d in drained), default=None)}
+    return {
+        "runtime_s": runtime,
+        "first_step_s": first_step,
+        "steady_runtime_s": runtime - first_step,
+        "checkpoint_stall_s": stall,
+        "median_stall_s": stalls[len(stalls) // 2] if stalls else None,
+        "drain_after_end_s": drain_after,
+        "drain_finished_at": max((d["finished_at"] for d in drained), default=None),
+    }
 
 
 def _durable(slow_dir: Path, fast_dir: Path | None, tag: str) -> dict:
     """Which complete checkpoints of the run each tier holds."""
     return {
         "slow": [p.name for p in ckpt_store.complete(slow_dir, tag)] if slow_dir.exists() else [],
-        "fast": [p.name for p in ckpt_store.complete(fast_dir, tag)] if fast_dir is not None and fast_dir.exists() else [],
+        "fast": [p.name for p in ckpt_store.complete(fast_dir, tag)]
+        if fast_dir is not None and fast_dir.exists()
+        else [],
     }

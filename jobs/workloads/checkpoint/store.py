@@ -60,7 +60,9 @@ def flush(paths: list[Path], how: str) -> None:
 
 def files_of(prefix: Path) -> list[Path]:
     """The data files TensorFlow wrote for the checkpoint ``prefix`` (without the manifest)."""
-    return sorted(p for p in prefix.parent.glob(prefix.name + ".*") if not p.name.endswith((MANIFEST, ".part")))
+    return sorted(
+        p for p in prefix.parent.glob(prefix.name + ".*") if not p.name.endswith((MANIFEST, ".part"))
+    )
 
 
 def sha256(path: Path) -> str:
@@ -75,9 +77,16 @@ def write_manifest(prefix: Path, step: int, extra: dict | None = None, checksums
     """Record the checkpoint's files with their sizes (and checksums when known), atomically, after
     they were flushed. Training waits for this, so it reads nothing back: the drain checksums."""
     files = files_of(prefix)
-    man = {"prefix": prefix.name, "step": step, "written_at": time.time(),
-           "files": {p.name: {"bytes": p.stat().st_size, **({"sha256": checksums[p.name]} if checksums else {})}
-                     for p in files}, **(extra or {})}
+    man = {
+        "prefix": prefix.name,
+        "step": step,
+        "written_at": time.time(),
+        "files": {
+            p.name: {"bytes": p.stat().st_size, **({"sha256": checksums[p.name]} if checksums else {})}
+            for p in files
+        },
+        **(extra or {}),
+    }
     tmp = prefix.parent / (prefix.name + MANIFEST + ".part")
     with open(tmp, "w") as f:
         json.dump(man, f)
@@ -142,7 +151,9 @@ def copy_verified(prefix: Path, dest_dir: Path, how: str) -> tuple[Path, float, 
         fd = os.open(p, os.O_RDONLY)
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         os.close(fd)
-    if not all(sha256(dest_dir / n) == sums[n] for n in man["files"]) or not verify(new, man, checksums=False):
+    if not all(sha256(dest_dir / n) == sums[n] for n in man["files"]) or not verify(
+        new, man, checksums=False
+    ):
         raise RuntimeError(f"copy of {prefix.name} to {dest_dir} does not match its checksums")
     write_manifest(new, man["step"], {"copied_from": str(prefix.parent)}, checksums=sums)
     return new, time.perf_counter() - t0, sum(m["bytes"] for m in man["files"].values())
@@ -161,11 +172,13 @@ def prefixes(folder: Path, tag: str) -> list[Path]:
     for p in folder.glob(f"{tag}-*"):
         stem = p.name.split(".")[0]
         names.add(stem)
+
     def step(n: str) -> int:
         try:
             return int(n.rsplit("-", 1)[1])
         except ValueError:
             return -1
+
     return [folder / n for n in sorted(names, key=step)]
 
 
@@ -216,8 +229,16 @@ def _drain_worker(inq, outq, slow_dir: str, tag: str, keep: int, how: str, paren
             if not keep_fast:
                 remove(prefix)  # only now: the slow copy is flushed and verified
             retain(slow, tag, keep)
-            outq.put({"name": new.name, "step": man["step"], "copy_s": secs, "bytes": nbytes, "finished_at": time.time(),
-                      "fast_copy_kept": keep_fast})
+            outq.put(
+                {
+                    "name": new.name,
+                    "step": man["step"],
+                    "copy_s": secs,
+                    "bytes": nbytes,
+                    "finished_at": time.time(),
+                    "fast_copy_kept": keep_fast,
+                }
+            )
     except BaseException as e:  # the campaign must hear of it, not find a silent hole later
         outq.put({"error": f"{type(e).__name__}: {e}"})
     outq.put(None)
@@ -237,9 +258,12 @@ class Drain:
 
         ctx = mp.get_context("spawn")
         self.inq, self.outq = ctx.Queue(), ctx.Queue()
-        self.proc = ctx.Process(target=_drain_worker,
-                                args=(self.inq, self.outq, str(slow_dir), tag, keep, how, os.getpid()),
-                                name="iocampaign-drain", daemon=True)
+        self.proc = ctx.Process(
+            target=_drain_worker,
+            args=(self.inq, self.outq, str(slow_dir), tag, keep, how, os.getpid()),
+            name="iocampaign-drain",
+            daemon=True,
+        )
         self.proc.start()
 
     def put(self, prefix: Path, keep_fast: bool = False) -> None:
@@ -267,11 +291,15 @@ class Drain:
                     try:  # its last words may have been queued just before it ended
                         item = self.outq.get(timeout=self.POLL_S)
                     except queue.Empty:
-                        raise DrainError(f"burst-buffer drain: its process ended (exit status {self.proc.exitcode}) "
-                                         f"after {len(out)} checkpoints, before the queue was drained") from None
+                        raise DrainError(
+                            f"burst-buffer drain: its process ended (exit status {self.proc.exitcode}) "
+                            f"after {len(out)} checkpoints, before the queue was drained"
+                        ) from None
                 elif deadline is not None and time.monotonic() > deadline:
                     self.abort()
-                    raise DrainError(f"burst-buffer drain: not finished after {timeout_s:.0f} s; stopped") from None
+                    raise DrainError(
+                        f"burst-buffer drain: not finished after {timeout_s:.0f} s; stopped"
+                    ) from None
                 else:
                     continue
             if item is None:

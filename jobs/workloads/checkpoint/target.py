@@ -29,8 +29,10 @@ def _fast_unusable(root: Path | None, need: int) -> str | None:
     except OSError as e:
         return f"fast tier {root} cannot be read ({e.strerror})"
     if free < need:
-        return (f"fast tier {root} has {free / 1e6:.0f} MB free, the checkpoints it would hold at once "
-                f"(checkpoint.max_to_keep + 1) need ~{need / 1e6:.0f} MB")
+        return (
+            f"fast tier {root} has {free / 1e6:.0f} MB free, the checkpoints it would hold at once "
+            f"(checkpoint.max_to_keep + 1) need ~{need / 1e6:.0f} MB"
+        )
     return None
 
 

@@ -30,24 +30,47 @@ class Emulated(Workload):
     schema = EmulatedConf
     shardable = True  # each task is one accelerator, reading every N-th image
     min_batches = 2  # AU leaves the first step out
-    metrics = of("steps", "runtime_s", "steady_runtime_s", "data_wait_s", "compute_s", "first_step_s", "images_per_s",
-                 "mb_per_s", "train_au_percentage", "seconds", "bytes_read_syscall")
+    metrics = of(
+        "steps",
+        "runtime_s",
+        "steady_runtime_s",
+        "data_wait_s",
+        "compute_s",
+        "first_step_s",
+        "images_per_s",
+        "mb_per_s",
+        "train_au_percentage",
+        "seconds",
+        "bytes_read_syscall",
+    )
     record_keys = ("step_time_s", "dropped_files")
     packages = ("tensorflow",)
     uses_keras = False  # tf.data and tf.io only
-    figures = (Figure("capacity", "analysis.capacity:capacity_figure", order=11,
-                      title="Emulated accelerators: AU against accelerators per tier, the threshold and the prediction"),)
+    figures = (
+        Figure(
+            "capacity",
+            "analysis.capacity:capacity_figure",
+            order=11,
+            title="Emulated accelerators: AU against accelerators per tier, the threshold and the prediction",
+        ),
+    )
 
     def check(self, cfg) -> None:
         if cfg.get("accelerator") is None:
-            raise ConfigError("workload=emulated emulates an accelerator: choose its profile with accelerator=<name> "
-                              "(conf/accelerator/: alexnet_h100, resnet50_a100, resnet50_h100, unet3d_a100, unet3d_h100)")
+            raise ConfigError(
+                "workload=emulated emulates an accelerator: choose its profile with accelerator=<name> "
+                "(conf/accelerator/: alexnet_h100, resnet50_a100, resnet50_h100, unet3d_a100, unet3d_h100)"
+            )
         if cfg.accelerator.step_time_s <= 0 or cfg.accelerator.batch_size < 1:
-            raise ConfigError(f"accelerator={cfg.accelerator.name}: step_time_s and batch_size must be positive")
+            raise ConfigError(
+                f"accelerator={cfg.accelerator.name}: step_time_s and batch_size must be positive"
+            )
         if int(cfg.prefetch) < 1:
-            raise ConfigError("workload=emulated needs prefetch=1 or more: an accelerator's data loader fills the next "
-                              "batches while it computes (as MLPerf Storage's and DLIO's do); with prefetch=0 every step "
-                              "would wait for its batch to be read and decoded first (try prefetch=2)")
+            raise ConfigError(
+                "workload=emulated needs prefetch=1 or more: an accelerator's data loader fills the next "
+                "batches while it computes (as MLPerf Storage's and DLIO's do); with prefetch=0 every step "
+                "would wait for its batch to be read and decoded first (try prefetch=2)"
+            )
         if not 0 < cfg.accelerator.au_threshold <= 1:
             raise ConfigError(f"accelerator.au_threshold={cfg.accelerator.au_threshold} must be in (0, 1]")
 
@@ -55,7 +78,9 @@ class Emulated(Workload):
         from jobs.configview import threads_value
 
         threads = threads_value(cfg.threads)
-        return threads if isinstance(threads, int) and threads > 0 else None  # the step sleeps: no core of its own
+        return (
+            threads if isinstance(threads, int) and threads > 0 else None
+        )  # the step sleeps: no core of its own
 
     def run_once(self, ctx: RunContext) -> dict:
         from jobs.workloads.emulated import loop
@@ -64,5 +89,7 @@ class Emulated(Workload):
         return loop.run_once(ctx.ds, s, mark=ctx.mark)
 
     def describe(self, result: dict) -> str:
-        return (f"AU {result['train_au_percentage']:.0f}% ({result['steps']} steps of {result['step_time_s'] * 1000:.0f} ms, "
-                f"{result['data_wait_s']:.2f} s waiting for data), {result['images_per_s']:.0f} images/s")
+        return (
+            f"AU {result['train_au_percentage']:.0f}% ({result['steps']} steps of {result['step_time_s'] * 1000:.0f} ms, "
+            f"{result['data_wait_s']:.2f} s waiting for data), {result['images_per_s']:.0f} images/s"
+        )

@@ -24,13 +24,23 @@ def run_once(ds: Dataset, s: EmulatedSettings, mark=lambda name: None) -> dict:
     """One epoch of full batches (the dataset or the task's shard), each followed by the step's sleep."""
     import tensorflow as tf
 
-    data = pipeline.build(ds, threads=s.threads, batch_size=s.batch_size, prefetch=s.prefetch, seed=s.seed,
-                          image_side=s.image_side, read_delay_ms=s.read_delay_ms, shuffle=s.shuffle,
-                          shuffle_buffer=s.shuffle_buffer)
+    data = pipeline.build(
+        ds,
+        threads=s.threads,
+        batch_size=s.batch_size,
+        prefetch=s.prefetch,
+        seed=s.seed,
+        image_side=s.image_side,
+        read_delay_ms=s.read_delay_ms,
+        shuffle=s.shuffle,
+        shuffle_buffer=s.shuffle_buffer,
+    )
     steps = len(ds.files) // s.batch_size
     if steps < 2:
-        raise RuntimeError(f"{len(ds.files)} images make {steps} batch(es) of {s.batch_size}: AU leaves the first step "
-                           "out, so a run needs at least two (more images, or fewer accelerators)")
+        raise RuntimeError(
+            f"{len(ds.files)} images make {steps} batch(es) of {s.batch_size}: AU leaves the first step "
+            "out, so a run needs at least two (more images, or fewer accelerators)"
+        )
     with tf.device("/CPU:0"):
         it = iter(data.take(steps))
     waits, computes, seen, consumed, exhausted = [], [], [], 0, False
@@ -63,12 +73,21 @@ def run_once(ds: Dataset, s: EmulatedSettings, mark=lambda name: None) -> dict:
     runtime = t_end - t0
     steady = runtime - waits[0] - computes[0]
     return {
-        "steps": len(waits), "images": len(seen), "images_dropped": len(drops),
+        "steps": len(waits),
+        "images": len(seen),
+        "images_dropped": len(drops),
         "dropped_files": [ds.where(i) for i in drops[: pipeline.DROPPED_LISTED]],
-        "runtime_s": runtime, "seconds": runtime, "steady_runtime_s": steady, "data_wait_s": sum(waits),
-        "compute_s": sum(computes), "first_step_s": waits[0] + computes[0],
-        "train_au_percentage": 100 * sum(computes[1:]) / steady, "images_per_s": len(seen) / runtime,
-        "mb_per_s": consumed / runtime / MB, "bytes_consumed": consumed,
+        "runtime_s": runtime,
+        "seconds": runtime,
+        "steady_runtime_s": steady,
+        "data_wait_s": sum(waits),
+        "compute_s": sum(computes),
+        "first_step_s": waits[0] + computes[0],
+        "train_au_percentage": 100 * sum(computes[1:]) / steady,
+        "images_per_s": len(seen) / runtime,
+        "mb_per_s": consumed / runtime / MB,
+        "bytes_consumed": consumed,
         "bytes_read_device": None if rb0 is None or rb1 is None else rb1 - rb0,
-        "bytes_read_syscall": None if rc0 is None or rc1 is None else rc1 - rc0, "step_time_s": s.step_time_s,
+        "bytes_read_syscall": None if rc0 is None or rc1 is None else rc1 - rc0,
+        "step_time_s": s.step_time_s,
     }

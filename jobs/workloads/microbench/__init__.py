@@ -26,16 +26,38 @@ class Microbench(Workload):
     packages = ("tensorflow",)
     uses_keras = False  # tf.data and tf.io only
     figures = (
-        Figure("fig4", "analysis.figures:bandwidth_figure", where=(("pipeline", "decode_resize"), *PAPER_LAYOUT), order=4,
-               title="Fig. 4: input pipeline read → decode → resize 224×224 (median of runs)"),
-        Figure("fig5", "analysis.figures:bandwidth_figure", where=(("pipeline", "read_only"), *PAPER_LAYOUT), order=5,
-               title="Fig. 5: input pipeline with read_file only (median of runs)"),
-        Figure("service", "analysis.scaling:service_figure", order=5.8,
-               title="The tf.data service: the consumer's images/s and MB/s against the service's workers (median of runs)"),
-        Figure("scaling", "analysis.scaling:scaling_figure", order=5.7,
-               title="Scaling with tasks: aggregate images/s and MB/s of a cell's tasks (median of runs), ideal dashed"),
-        Figure("layouts", "analysis.layouts:layouts_figure", order=5.5,
-               title="Data layout and shuffling: images/s by dataset.format × shuffle (median of runs)"),
+        Figure(
+            "fig4",
+            "analysis.figures:bandwidth_figure",
+            where=(("pipeline", "decode_resize"), *PAPER_LAYOUT),
+            order=4,
+            title="Fig. 4: input pipeline read → decode → resize 224×224 (median of runs)",
+        ),
+        Figure(
+            "fig5",
+            "analysis.figures:bandwidth_figure",
+            where=(("pipeline", "read_only"), *PAPER_LAYOUT),
+            order=5,
+            title="Fig. 5: input pipeline with read_file only (median of runs)",
+        ),
+        Figure(
+            "service",
+            "analysis.scaling:service_figure",
+            order=5.8,
+            title="The tf.data service: the consumer's images/s and MB/s against the service's workers (median of runs)",
+        ),
+        Figure(
+            "scaling",
+            "analysis.scaling:scaling_figure",
+            order=5.7,
+            title="Scaling with tasks: aggregate images/s and MB/s of a cell's tasks (median of runs), ideal dashed",
+        ),
+        Figure(
+            "layouts",
+            "analysis.layouts:layouts_figure",
+            order=5.5,
+            title="Data layout and shuffling: images/s by dataset.format × shuffle (median of runs)",
+        ),
     )
 
     def parallelism(self, cfg, result: dict | None = None) -> int | None:
@@ -48,8 +70,13 @@ class Microbench(Workload):
         from jobs.workloads.microbench import reading as microbench
 
         cfg = ctx.cfg
-        settings = microbench.RunSettings.from_config(cfg, ctx.seed, pipeline=str(cfg.workload.pipeline),
-                                                      batches=cfg.workload.batches, service=ctx.service)
+        settings = microbench.RunSettings.from_config(
+            cfg,
+            ctx.seed,
+            pipeline=str(cfg.workload.pipeline),
+            batches=cfg.workload.batches,
+            service=ctx.service,
+        )
         return microbench.run_once(ctx.ds, settings, mark=ctx.mark).as_dict()
 
     def describe(self, result: dict) -> str:

@@ -26,27 +26,75 @@ from jobs.workloads.shards.folders import PREFIX
 
 log = logging.getLogger(__name__)
 GB = 1_000_000_000
-METRICS = tuple(declare(m) for m in (
-    Metric("save_duration_s", "s", "lower", "sharded checkpoint: the slowest rank's save, first write to its last fsync "
-           "(MLPerf Storage)"),
-    Metric("load_duration_s", "s", "lower", "sharded checkpoint: the slowest rank's cold load, first read to last byte "
-           "checked (MLPerf Storage)"),
-    Metric("save_throughput_gb_s", "GB/s", "higher", "sharded checkpoint: bytes of all ranks written / save_duration_s"),
-    Metric("load_throughput_gb_s", "GB/s", "higher", "sharded checkpoint: bytes of all ranks read / load_duration_s"),
-    Metric("checkpoint_gb", "GB", "", "sharded checkpoint: bytes the run's ranks wrote (all ranks', or the subset's)"),
-    Metric("model_checkpoint_gb", "GB", "", "sharded checkpoint: the whole model's checkpoint, every rank's shard"),
-    Metric("ranks_written", "ranks", "", "sharded checkpoint: ranks that wrote (subset mode: fewer than the model's)"),
-    Metric("drain_duration_s", "s", "lower", "sharded checkpoint through the burst buffer: the slowest rank's copy of "
-           "its shard from the fast tier to storage, durable and checked"),
-    Metric("drain_throughput_gb_s", "GB/s", "higher", "sharded checkpoint through the burst buffer: bytes of all ranks "
-           "/ drain_duration_s"),
-))
+METRICS = tuple(
+    declare(m)
+    for m in (
+        Metric(
+            "save_duration_s",
+            "s",
+            "lower",
+            "sharded checkpoint: the slowest rank's save, first write to its last fsync (MLPerf Storage)",
+        ),
+        Metric(
+            "load_duration_s",
+            "s",
+            "lower",
+            "sharded checkpoint: the slowest rank's cold load, first read to last byte "
+            "checked (MLPerf Storage)",
+        ),
+        Metric(
+            "save_throughput_gb_s",
+            "GB/s",
+            "higher",
+            "sharded checkpoint: bytes of all ranks written / save_duration_s",
+        ),
+        Metric(
+            "load_throughput_gb_s",
+            "GB/s",
+            "higher",
+            "sharded checkpoint: bytes of all ranks read / load_duration_s",
+        ),
+        Metric(
+            "checkpoint_gb",
+            "GB",
+            "",
+            "sharded checkpoint: bytes the run's ranks wrote (all ranks', or the subset's)",
+        ),
+        Metric(
+            "model_checkpoint_gb",
+            "GB",
+            "",
+            "sharded checkpoint: the whole model's checkpoint, every rank's shard",
+        ),
+        Metric(
+            "ranks_written",
+            "ranks",
+            "",
+            "sharded checkpoint: ranks that wrote (subset mode: fewer than the model's)",
+        ),
+        Metric(
+            "drain_duration_s",
+            "s",
+            "lower",
+            "sharded checkpoint through the burst buffer: the slowest rank's copy of "
+            "its shard from the fast tier to storage, durable and checked",
+        ),
+        Metric(
+            "drain_throughput_gb_s",
+            "GB/s",
+            "higher",
+            "sharded checkpoint through the burst buffer: bytes of all ranks / drain_duration_s",
+        ),
+    )
+)
 COMMON_RUN = ("seconds", "images_per_s", "mb_per_s", "bytes_read_syscall")
 
 
 @dataclass
 class ShardedCheckpointConf(WorkloadConf):
-    block_mb: float = 16.0  # bytes per write and read request, MB (DLIO writes whole tensors; 16 MB is one large request)
+    block_mb: float = (
+        16.0  # bytes per write and read request, MB (DLIO writes whole tensors; 16 MB is one large request)
+    )
 
 
 def _shape(cfg):
@@ -60,41 +108,65 @@ class ShardedCheckpoint(Workload):
     name = "sharded_checkpoint"
     schema = ShardedCheckpointConf
     metrics = (*METRICS, *of(*COMMON_RUN))
-    record_keys = ("checkpoint_model", "model_ranks", "shard_ranks", "checkpoint_bytes_left", "dropped_files", "recovered")
+    record_keys = (
+        "checkpoint_model",
+        "model_ranks",
+        "shard_ranks",
+        "checkpoint_bytes_left",
+        "dropped_files",
+        "recovered",
+    )
     needs_dataset = False
     shardable = True  # each rank a task of the cell
     in_tensorflow = False
     posix_traceable = False
-    figures = (Figure("checkpoint_shards", "analysis.shards:figure",
-                      "Sharded checkpoints: save and cold load per tier and model shape (MLPerf Storage's metrics)",
-                      order=10.5),)
+    figures = (
+        Figure(
+            "checkpoint_shards",
+            "analysis.shards:figure",
+            "Sharded checkpoints: save and cold load per tier and model shape (MLPerf Storage's metrics)",
+            order=10.5,
+        ),
+    )
 
     def check(self, cfg) -> None:
         ck = cfg.checkpoint
         if ck.get("model") is None:
-            raise ConfigError("workload=sharded_checkpoint needs a model shape: checkpoint_model=<preset> (the presets "
-                              "in conf/checkpoint_model/, e.g. llama3_8b)")
+            raise ConfigError(
+                "workload=sharded_checkpoint needs a model shape: checkpoint_model=<preset> (the presets "
+                "in conf/checkpoint_model/, e.g. llama3_8b)"
+            )
         s = _shape(cfg)
         if min(s.tp, s.pp, s.dp) < 1 or s.zero_stage not in (0, 1, 2, 3) or s.params <= 0:
-            raise ConfigError(f"checkpoint_model={s.name}: tp, pp and dp must be at least 1, zero_stage 0-3, and the "
-                              "shape must give parameters")
+            raise ConfigError(
+                f"checkpoint_model={s.name}: tp, pp and dp must be at least 1, zero_stage 0-3, and the "
+                "shape must give parameters"
+            )
         tasks = int(cfg.platform.get("nodes") or 1) * int(cfg.platform.get("tasks_per_node") or 1)
         k = ck.get("ranks_written")
         if k is not None and not 1 <= int(k) <= s.ranks:
-            raise ConfigError(f"checkpoint.ranks_written={k} must be between 1 and the {s.ranks} ranks of "
-                              f"checkpoint_model={s.name} (tp {s.tp} x pp {s.pp} x dp {s.dp})")
+            raise ConfigError(
+                f"checkpoint.ranks_written={k} must be between 1 and the {s.ranks} ranks of "
+                f"checkpoint_model={s.name} (tp {s.tp} x pp {s.pp} x dp {s.dp})"
+            )
         written = s.ranks if k is None else int(k)
         if written != tasks:
-            raise ConfigError(f"checkpoint_model={s.name} writes {written} ranks"
-                              + ("" if k is not None else f" (its tp {s.tp} x pp {s.pp} x dp {s.dp})")
-                              + f" but the cell runs {tasks} task(s): each rank is a task, so set platform.nodes x "
-                              f"platform.tasks_per_node to {written}" + ("" if k is not None else
-                              ", or write a subset with checkpoint.ranks_written=<the tasks>"))
+            raise ConfigError(
+                f"checkpoint_model={s.name} writes {written} ranks"
+                + ("" if k is not None else f" (its tp {s.tp} x pp {s.pp} x dp {s.dp})")
+                + f" but the cell runs {tasks} task(s): each rank is a task, so set platform.nodes x "
+                f"platform.tasks_per_node to {written}"
+                + ("" if k is not None else ", or write a subset with checkpoint.ranks_written=<the tasks>")
+            )
         if _target(cfg) not in ("slow", "burst_buffer"):
-            raise ConfigError(f"checkpoint.target={_target(cfg)}: workload=sharded_checkpoint writes to storage=<tier> "
-                              "(slow) or through the burst buffer (burst_buffer: checkpoint.fast, then drained to storage)")
+            raise ConfigError(
+                f"checkpoint.target={_target(cfg)}: workload=sharded_checkpoint writes to storage=<tier> "
+                "(slow) or through the burst buffer (burst_buffer: checkpoint.fast, then drained to storage)"
+            )
         if not 0 < float(cfg.workload.block_mb) <= 1024:
-            raise ConfigError(f"workload.block_mb={cfg.workload.block_mb} must be between 0 and 1024 (MB per request)")
+            raise ConfigError(
+                f"workload.block_mb={cfg.workload.block_mb} must be between 0 and 1024 (MB per request)"
+            )
         # kept (checkpoint.keep=true), every run's shards stay on storage; a burst buffer's drain empties the fast tier
         self._space(cfg.storage, s, written, runs=int(cfg.warmup) + int(cfg.repeats) if ck.get("keep") else 1)
         if _target(cfg) == "burst_buffer":
@@ -117,13 +189,17 @@ class ShardedCheckpoint(Workload):
         if one * runs * 1.02 <= free:
             return
         if runs > 1:
-            raise ConfigError(f"checkpoint.keep=true keeps every run's shards: {runs} runs (warmup + repeats) x "
-                              f"{_size(one)} ({written} of the {s.ranks} ranks of checkpoint_model={s.name}) = "
-                              f"{_size(one * runs)}, but {where} has {_size(free)} free: keep fewer runs, set "
-                              "checkpoint.keep=false, or choose another storage")
-        raise ConfigError(f"checkpoint_model={s.name}: {written} of its {s.ranks} ranks write {_size(one)}, "
-                          f"but {where} has {_size(free)} free: write fewer ranks "
-                          "(checkpoint.ranks_written=<k>, with as many tasks) or choose another storage")
+            raise ConfigError(
+                f"checkpoint.keep=true keeps every run's shards: {runs} runs (warmup + repeats) x "
+                f"{_size(one)} ({written} of the {s.ranks} ranks of checkpoint_model={s.name}) = "
+                f"{_size(one * runs)}, but {where} has {_size(free)} free: keep fewer runs, set "
+                "checkpoint.keep=false, or choose another storage"
+            )
+        raise ConfigError(
+            f"checkpoint_model={s.name}: {written} of its {s.ranks} ranks write {_size(one)}, "
+            f"but {where} has {_size(free)} free: write fewer ranks "
+            "(checkpoint.ranks_written=<k>, with as many tasks) or choose another storage"
+        )
 
     def tiers(self, cfg) -> list:
         return [cfg.storage, cfg.checkpoint.fast] if _target(cfg) == "burst_buffer" else [cfg.storage]
@@ -147,7 +223,11 @@ class ShardedCheckpoint(Workload):
         name = f"{PREFIX}{cell_id(ctx.config)}_{ctx.tag}_{run_id}"
         keep = bool(cfg.checkpoint.get("keep"))
         bb = _target(cfg) == "burst_buffer"  # written to the fast tier, then drained to storage
-        held = [folders.claim(ckpt_dir(Path(str(cfg.checkpoint.fast.root))) / name, model_rank, keep)] if bb else []
+        held = (
+            [folders.claim(ckpt_dir(Path(str(cfg.checkpoint.fast.root))) / name, model_rank, keep)]
+            if bb
+            else []
+        )
         held.append(folders.claim(ckpt_dir(Path(str(cfg.storage.root))) / name, model_rank, keep))
         ok = False
         try:
@@ -159,29 +239,60 @@ class ShardedCheckpoint(Workload):
             left = sum(folders.release(m, lk, keep, files, succeeded=ok) for m, lk, _ in held)
         removed = sorted({x for _, _, r in held for x in r})
         save_s, drain_s, load_s = t["save_s"], t.get("drain_s"), t["load_s"]
-        seconds = ctx.marks["end"].t - ctx.marks["start"].t if "start" in ctx.marks and "end" in ctx.marks else save_s + load_s
+        seconds = (
+            ctx.marks["end"].t - ctx.marks["start"].t
+            if "start" in ctx.marks and "end" in ctx.marks
+            else save_s + load_s
+        )
         tp, dp, pp = s.coordinates(model_rank)
-        rank = {"rank": model_rank, "task": ctx.rank, "tp": tp, "pp": pp, "dp": dp, "bytes": size,
-                "files": [{"name": n, "bytes": b, "sha256": h} for (n, b), h in zip(files, sums)],
-                "save_s": save_s, "load_s": load_s, "save_gb_s": size / save_s / GB, "load_gb_s": size / load_s / GB,
-                **({"drain_s": drain_s, "drain_gb_s": size / drain_s / GB} if drain_s is not None else {}),
-                "write_device_bytes": t["write_device_bytes"], "read_device_bytes": t["read_device_bytes"],
-                "verified": True, "host": nodes.name()}
+        rank = {
+            "rank": model_rank,
+            "task": ctx.rank,
+            "tp": tp,
+            "pp": pp,
+            "dp": dp,
+            "bytes": size,
+            "files": [{"name": n, "bytes": b, "sha256": h} for (n, b), h in zip(files, sums)],
+            "save_s": save_s,
+            "load_s": load_s,
+            "save_gb_s": size / save_s / GB,
+            "load_gb_s": size / load_s / GB,
+            **({"drain_s": drain_s, "drain_gb_s": size / drain_s / GB} if drain_s is not None else {}),
+            "write_device_bytes": t["write_device_bytes"],
+            "read_device_bytes": t["read_device_bytes"],
+            "verified": True,
+            "host": nodes.name(),
+        }
         return {
-            "images": 0, "images_dropped": 0, "bytes_consumed": size, "bytes_read_device": t["read_device_bytes"],
+            "images": 0,
+            "images_dropped": 0,
+            "bytes_consumed": size,
+            "bytes_read_device": t["read_device_bytes"],
             "bytes_read_syscall": t["read_syscall_bytes"],
-            "seconds": seconds, "images_per_s": 0.0, "mb_per_s": size / max(seconds, 1e-9) / 1e6,
-            **totals([rank], s), "checkpoint_model": _model_record(cfg, s), "model_ranks": s.ranks,
-            "shard_ranks": [rank], "checkpoint_bytes_left": left, "recovered": removed,
+            "seconds": seconds,
+            "images_per_s": 0.0,
+            "mb_per_s": size / max(seconds, 1e-9) / 1e6,
+            **totals([rank], s),
+            "checkpoint_model": _model_record(cfg, s),
+            "model_ranks": s.ranks,
+            "shard_ranks": [rank],
+            "checkpoint_bytes_left": left,
+            "recovered": removed,
         }
 
     def describe(self, result: dict) -> str:
-        drained = (f", drained to storage in {result['drain_duration_s']:.2f} s ({result['drain_throughput_gb_s']:.2f} "
-                   "GB/s)" if result.get("drain_duration_s") else "")
-        return (f"{result['ranks_written']} of {result['model_ranks']} ranks of {result['checkpoint_model']['name']}: "
-                f"saved {result['checkpoint_gb']:.2f} GB durable in {result['save_duration_s']:.2f} s "
-                f"({result['save_throughput_gb_s']:.2f} GB/s){drained}, loaded back in {result['load_duration_s']:.2f} s "
-                f"({result['load_throughput_gb_s']:.2f} GB/s), every byte checked")
+        drained = (
+            f", drained to storage in {result['drain_duration_s']:.2f} s ({result['drain_throughput_gb_s']:.2f} "
+            "GB/s)"
+            if result.get("drain_duration_s")
+            else ""
+        )
+        return (
+            f"{result['ranks_written']} of {result['model_ranks']} ranks of {result['checkpoint_model']['name']}: "
+            f"saved {result['checkpoint_gb']:.2f} GB durable in {result['save_duration_s']:.2f} s "
+            f"({result['save_throughput_gb_s']:.2f} GB/s){drained}, loaded back in {result['load_duration_s']:.2f} s "
+            f"({result['load_throughput_gb_s']:.2f} GB/s), every byte checked"
+        )
 
 
 class TierFullError(RuntimeError):
@@ -190,13 +301,17 @@ class TierFullError(RuntimeError):
 
 def _full(cfg, ctx: RunContext, e, size: int, bb: bool) -> TierFullError:
     """The one-line error of a run whose shard found its tier full (its partial files go as it is raised)."""
-    fast = bb and Path(e.folder).is_relative_to(str(cfg.checkpoint.fast.root))  # the save's tier, not the drain's
+    fast = bb and Path(e.folder).is_relative_to(
+        str(cfg.checkpoint.fast.root)
+    )  # the save's tier, not the drain's
     tier, key = (cfg.checkpoint.fast, "storage@checkpoint.fast") if fast else (cfg.storage, "storage")
     st = os.statvfs(e.folder)
     what = f"run {ctx.run}" if ctx.run > 0 else f"warm-up {1 - ctx.run}"
-    return TierFullError(f"{key}={tier.name}: no space left on {tier.root} ({_size(st.f_bavail * st.f_frsize)} free of "
-                         f"{_size(st.f_blocks * st.f_frsize)}) after {_size(e.written)} of {what}'s {_size(size)} shard; "
-                         "its partial files are removed and nothing of the run is kept")
+    return TierFullError(
+        f"{key}={tier.name}: no space left on {tier.root} ({_size(st.f_bavail * st.f_frsize)} free of "
+        f"{_size(st.f_blocks * st.f_frsize)}) after {_size(e.written)} of {what}'s {_size(size)} shard; "
+        "its partial files are removed and nothing of the run is kept"
+    )
 
 
 def _size(b: float) -> str:
@@ -218,10 +333,17 @@ def totals(ranks: list[dict], s) -> dict:
     size = sum(r["bytes"] for r in ranks)
     save, load = max(r["save_s"] for r in ranks), max(r["load_s"] for r in ranks)
     drain = max(r["drain_s"] for r in ranks) if all("drain_s" in r for r in ranks) else None
-    return {"save_duration_s": save, "load_duration_s": load, "save_throughput_gb_s": size / save / GB,
-            "load_throughput_gb_s": size / load / GB, "checkpoint_gb": size / GB, "model_checkpoint_gb": s.total_bytes / GB,
-            "ranks_written": len(ranks), "drain_duration_s": drain,
-            "drain_throughput_gb_s": size / drain / GB if drain else None}
+    return {
+        "save_duration_s": save,
+        "load_duration_s": load,
+        "save_throughput_gb_s": size / save / GB,
+        "load_throughput_gb_s": size / load / GB,
+        "checkpoint_gb": size / GB,
+        "model_checkpoint_gb": s.total_bytes / GB,
+        "ranks_written": len(ranks),
+        "drain_duration_s": drain,
+        "drain_throughput_gb_s": size / drain / GB if drain else None,
+    }
 
 
 def merge(results: list[dict]) -> dict:
@@ -231,9 +353,14 @@ def merge(results: list[dict]) -> dict:
     ranks = sorted((r for res in results for r in res["shard_ranks"]), key=lambda r: r["rank"])
     first = results[0]
     s = Shape.of(first["checkpoint_model"])
-    return {**totals(ranks, s), "shard_ranks": ranks, "checkpoint_model": first["checkpoint_model"],
-            "model_ranks": first["model_ranks"], "checkpoint_bytes_left": sum(r["checkpoint_bytes_left"] for r in results),
-            "recovered": sorted({x for r in results for x in r.get("recovered") or []})}
+    return {
+        **totals(ranks, s),
+        "shard_ranks": ranks,
+        "checkpoint_model": first["checkpoint_model"],
+        "model_ranks": first["model_ranks"],
+        "checkpoint_bytes_left": sum(r["checkpoint_bytes_left"] for r in results),
+        "recovered": sorted({x for r in results for x in r.get("recovered") or []}),
+    }
 
 
 def _model_record(cfg, s) -> dict:

@@ -20,8 +20,10 @@ def claim(run_dir: Path, model_rank: int, keep: bool):
 
     removed = remove_killed(run_dir.parent)
     if removed:
-        log.warning("removed the shards of runs that were killed before they could (no live run holds them): %s",
-                    ", ".join(removed))
+        log.warning(
+            "removed the shards of runs that were killed before they could (no live run holds them): %s",
+            ", ".join(removed),
+        )
     mine = run_dir / f"rank{model_rank:05d}"
     lock = RunLock(mine, new=True)
     write_run_facts(mine, keep=keep, finished=False)  # only now: a folder without its facts is never removed
@@ -43,7 +45,9 @@ def remove_killed(root: Path) -> list[str]:
     if not root.is_dir():
         return out
     for run_dir in sorted(d for d in root.glob(f"{PREFIX}*") if d.is_dir() and not d.is_symlink()):
-        for rank in sorted(r for r in run_dir.iterdir() if RANK_DIR.fullmatch(r.name) and r.is_dir() and not r.is_symlink()):
+        for rank in sorted(
+            r for r in run_dir.iterdir() if RANK_DIR.fullmatch(r.name) and r.is_dir() and not r.is_symlink()
+        ):
             facts = read_run_facts(rank)
             if not facts or facts.get("keep") or facts.get("finished") or alive(rank):
                 continue

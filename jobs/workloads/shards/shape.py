@@ -45,8 +45,17 @@ class Shape:
         """From a ``checkpoint_model`` preset (a config view or a dict)."""
         get = conf.get if hasattr(conf, "get") else lambda k, d=None: getattr(conf, k, d)
         names = [f for f in cls.__dataclass_fields__]
-        return cls(**{f: (str(get(f)) if f == "name" else (bool(get(f)) if f == "tied_embeddings" else int(get(f) or 0)))
-                      for f in names if get(f) is not None})
+        return cls(
+            **{
+                f: (
+                    str(get(f))
+                    if f == "name"
+                    else (bool(get(f)) if f == "tied_embeddings" else int(get(f) or 0))
+                )
+                for f in names
+                if get(f) is not None
+            }
+        )
 
     @property
     def ranks(self) -> int:
@@ -80,8 +89,10 @@ class Shape:
         else:
             optim = slice_params if dp == 0 else 0
         stem = f"tp{tp:02d}_pp{pp:03d}_dp{dp:03d}"
-        out = [(f"{stem}_model_states.bin", round(model * self.model_bytes_per_param)),
-               (f"{stem}_optim_states.bin", round(optim * self.optimizer_bytes_per_param))]
+        out = [
+            (f"{stem}_model_states.bin", round(model * self.model_bytes_per_param)),
+            (f"{stem}_optim_states.bin", round(optim * self.optimizer_bytes_per_param)),
+        ]
         return [(n, b) for n, b in out if b > 0]
 
     def rank_bytes(self, rank: int) -> int:

@@ -127,11 +127,16 @@ def read(folder: Path, files: list[tuple[str, int]], content: Content, base: byt
             for k, off in enumerate(range(0, size, content.block)):
                 n = min(content.block, size - off)
                 got, whole = f.readinto(view[:n]), n // 8
-                if (got != n or view[:STAMP] != content.stamp(file_no, k)
-                        or not np.array_equal(words[STAMP // 8:whole], mine[STAMP // 8:whole])
-                        or buf[whole * 8:n] != base[whole * 8:n]):
-                    raise ShardError(f"{folder / name}: block {k} (bytes {off}-{off + n}) differs from what rank "
-                                     f"{content.rank} wrote" + (f" ({got} of {n} bytes read)" if got != n else ""))
+                if (
+                    got != n
+                    or view[:STAMP] != content.stamp(file_no, k)
+                    or not np.array_equal(words[STAMP // 8 : whole], mine[STAMP // 8 : whole])
+                    or buf[whole * 8 : n] != base[whole * 8 : n]
+                ):
+                    raise ShardError(
+                        f"{folder / name}: block {k} (bytes {off}-{off + n}) differs from what rank "
+                        f"{content.rank} wrote" + (f" ({got} of {n} bytes read)" if got != n else "")
+                    )
             if f.read(1):
                 raise ShardError(f"{folder / name}: longer than the {size} bytes written")
     return time.perf_counter() - t0
@@ -173,8 +178,9 @@ def drain(fast: Path, slow: Path, files: list[tuple[str, int]], sums: list[str],
     return time.perf_counter() - t0
 
 
-def phases(ctx, folders: list[Path], files: list[tuple[str, int]], content: Content, base: bytes,
-           sums: list[str]) -> dict:
+def phases(
+    ctx, folders: list[Path], files: list[tuple[str, int]], content: Content, base: bytes, sums: list[str]
+) -> dict:
     """One rank's timed phases, every rank in step (the run's barriers): save into ``folders[0]``; through
     the burst buffer (two folders: fast, slow) the drain to ``folders[1]``; then, every copy durable and
     evicted, the cold load of the last folder, every byte checked."""
@@ -195,6 +201,9 @@ def phases(ctx, folders: list[Path], files: list[tuple[str, int]], content: Cont
     out["load_s"] = read(last, files, content, base)
     r3, _, rc1 = io_bytes()
     ctx.mark("end")
-    return {**out, "write_device_bytes": None if w0 is None or w1 is None else w1 - w0,
-            "read_device_bytes": None if r2 is None or r3 is None else r3 - r2,
-            "read_syscall_bytes": None if rc0 is None or rc1 is None else rc1 - rc0}
+    return {
+        **out,
+        "write_device_bytes": None if w0 is None or w1 is None else w1 - w0,
+        "read_device_bytes": None if r2 is None or r3 is None else r3 - r2,
+        "read_syscall_bytes": None if rc0 is None or rc1 is None else rc1 - rc0,
+    }

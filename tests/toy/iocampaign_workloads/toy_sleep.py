@@ -31,7 +31,9 @@ class ToySleep(Workload):
     metrics = (Metric("slept_s", "s", "", "Toy: time one run slept"),)
     needs_dataset = False
     in_tensorflow = False  # it only sleeps: a signal is raised at once
-    figures = (Figure("toy_slept", "iocampaign_workloads.toy_sleep:draw_slept", "Toy: time slept per run", order=50),)
+    figures = (
+        Figure("toy_slept", "iocampaign_workloads.toy_sleep:draw_slept", "Toy: time slept per run", order=50),
+    )
 
     def check(self, cfg) -> None:
         if cfg.workload.sleep_s < 0:
@@ -45,10 +47,17 @@ class ToySleep(Workload):
                 os.kill(os.getpid(), signal.SIGINT)
                 time.sleep(5)  # the handler raises here
             except KeyboardInterrupt:
-                raise RuntimeError("pybind11::error_already_set: MISMATCH of original and normalized active exception "
-                                   "types: ORIGINAL InvalidArgumentError REPLACED BY KeyboardInterrupt") from None
-        return {"slept_s": time.perf_counter() - t0, "images": 0, "images_dropped": 0, "bytes_consumed": 0,
-                "bytes_read_device": None}
+                raise RuntimeError(
+                    "pybind11::error_already_set: MISMATCH of original and normalized active exception "
+                    "types: ORIGINAL InvalidArgumentError REPLACED BY KeyboardInterrupt"
+                ) from None
+        return {
+            "slept_s": time.perf_counter() - t0,
+            "images": 0,
+            "images_dropped": 0,
+            "bytes_consumed": 0,
+            "bytes_read_device": None,
+        }
 
 
 def draw_slept(rows, folder, figure) -> list:
