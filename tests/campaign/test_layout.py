@@ -133,4 +133,3 @@ def test_jobs_is_laid_out_by_concern_with_no_two_modules_of_one_name():
     ]
     names = [p.name for p in (ROOT / "jobs").rglob("*.py") if p.name != "__init__.py"]
     assert sorted(n for n in set(names) if names.count(n) > 1) == []
-
