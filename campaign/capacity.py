@@ -22,19 +22,15 @@ import sys
 import time
 from pathlib import Path
 
+from campaign.errors import ConfigError
+from campaign.overrides import value_of
+
 CONF = Path(__file__).resolve().parent.parent / "conf"
 MEASURE = {"repeats": "3", "warmup": "0"}  # every cell's runs unless set: three, medians, no warm-up
 MARK = "capacity.txt"  # the search's settings in its folder, from before its first cell (a rerun resumes)
 LOADER = {
     "prefetch": "2"
 }  # an accelerator's data loader fills the next batches while it computes (unless set)
-
-
-def _value(overrides: list[str], key: str) -> str | None:
-    for o in reversed(overrides):
-        if "=" in o and o.split("=", 1)[0].lstrip("+") == key:
-            return o.split("=", 1)[1]
-    return None
 
 
 def _median(folder: Path, column: str) -> float:
@@ -48,10 +44,10 @@ def _images(overrides: list[str]) -> int:
     """Images in the dataset the cells read (dataset.num_images, else the preset's)."""
     from omegaconf import OmegaConf
 
-    given = _value(overrides, "dataset.num_images")
+    given = value_of(overrides, "dataset.num_images")
     if given is not None:
         return int(given)
-    name = _value(overrides, "dataset") or "imagenet_subset"
+    name = value_of(overrides, "dataset") or "imagenet_subset"
     return int(OmegaConf.load(CONF / "dataset" / f"{name}.yaml").num_images)
 
 
@@ -165,8 +161,8 @@ def tier_row(
     ]
     given = {o.split("=", 1)[0] for o in common}
     common = [f"{k}={v}" for k, v in MEASURE.items() if k not in given] + common
-    threads = int(_value(overrides, "threads") or 1)
-    batch = int(_value(overrides, "batch_size") or profile["batch_size"])
+    threads = int(value_of(overrides, "threads") or 1)
+    batch = int(value_of(overrides, "batch_size") or profile["batch_size"])
     nodes = _nodes(overrides)
     tier_img, tier_mb, core_img, kernels = _measure(tier, profile, common, out / tier)
     inp = capacity.Inputs(
@@ -220,15 +216,15 @@ def _fit_nodes(overrides: list[str], most: int) -> tuple[int, str]:
     CPUs each; what lowered it, or ""): a count above it would stay pending for ever."""
     from omegaconf import OmegaConf
 
-    name = _value(overrides, "platform") or "workstation"
+    name = value_of(overrides, "platform") or "workstation"
     preset = CONF / "platform" / f"{name}.yaml"
     conf = OmegaConf.load(preset) if preset.exists() else OmegaConf.create({})
     if str(conf.get("kind", "")) != "slurm":
         return most, ""
     from campaign.slurm.submit import partition_nodes
 
-    partition = _value(overrides, "platform.partition") or conf.get("partition")
-    per_task = int(_value(overrides, "platform.cpus_per_task") or conf.get("cpus_per_task") or 2)
+    partition = value_of(overrides, "platform.partition") or conf.get("partition")
+    per_task = int(value_of(overrides, "platform.cpus_per_task") or conf.get("cpus_per_task") or 2)
     cpus = partition_nodes(partition)
     if not cpus or max(cpus) // per_task >= most:
         return most, ""
@@ -242,7 +238,7 @@ def _fit_nodes(overrides: list[str], most: int) -> tuple[int, str]:
 
 
 def _nodes(overrides: list[str]) -> int:
-    return int(_value(overrides, "platform.nodes") or 1)
+    return int(value_of(overrides, "platform.nodes") or 1)
 
 
 def _profile(name: str | None, overrides: list[str]) -> dict:
@@ -282,8 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_intermixed_args(argv)  # overrides may come after --out and the other options
     try:
-        profile = _profile(_value(args.overrides, "accelerator"), args.overrides)
-    except ValueError as e:
+        profile = _profile(value_of(args.overrides, "accelerator"), args.overrides)
+    except (ValueError, ConfigError) as e:  # ConfigError: an override Hydra cannot parse
         print(f"campaign.capacity: {e}; nothing was run", file=sys.stderr)
         return 2
     why = _arguments_problem(args)
@@ -291,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"campaign.capacity: {why}; nothing was run", file=sys.stderr)
         return 2
     nodes = _nodes(args.overrides)
-    batch = int(_value(args.overrides, "batch_size") or profile["batch_size"])
+    batch = int(value_of(args.overrides, "batch_size") or profile["batch_size"])
     # every accelerator gets two batches a run, and the set is shared among every node's accelerators
     most = min(args.most, _images(args.overrides) // (2 * batch * nodes))
     if most < 1:
@@ -326,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import pandas as pd
 
-    tiers = (_value(args.overrides, "storage") or "local").split(",")
+    tiers = (value_of(args.overrides, "storage") or "local").split(",")
     _mark(out, profile, tiers, most, args.overrides)
     rows = []
     for tier in tiers:
@@ -350,8 +346,8 @@ def _arguments_problem(args) -> str | None:
         if _nodes(args.overrides) < 1:
             raise ValueError
     except ValueError:
-        return f"platform.nodes={_value(args.overrides, 'platform.nodes')}: must be a whole number >= 1"
-    if _value(args.overrides, "platform.tasks_per_node") is not None:
+        return f"platform.nodes={value_of(args.overrides, 'platform.nodes')}: must be a whole number >= 1"
+    if value_of(args.overrides, "platform.tasks_per_node") is not None:
         return (
             "platform.tasks_per_node is what the search sets (accelerators per node): leave it out and bound the "
             "search with --most"

@@ -5,16 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from campaign.overrides import value_of
+
 WHOLE = ("batch_size", "threads", "dataset.num_images")  # the search computes with these (and platform.nodes)
 # what the search sets in every cell itself (campaign.capacity.tier_row), so what a check of one cell leaves out
 SET_BY_SEARCH = ("storage", "accelerator", "threads", "batch_size", "platform.tasks_per_node")
-
-
-def _value(overrides: list[str], key: str) -> str | None:
-    for o in reversed(overrides):
-        if "=" in o and o.split("=", 1)[0].lstrip("+") == key:
-            return o.split("=", 1)[1]
-    return None
 
 
 def sweep_dir(args) -> str | None:
@@ -36,7 +31,7 @@ def sweep_dir(args) -> str | None:
 
 def _whole_numbers(overrides: list[str]) -> str | None:
     for key in WHOLE:
-        raw = _value(overrides, key)
+        raw = value_of(overrides, key)
         if raw is None:
             continue
         if key == "threads" and raw.strip().lower() == "autotune":
@@ -59,8 +54,8 @@ def _cell(tier: str, profile: dict, overrides: list[str], defaults: dict) -> lis
     common = [o for o in overrides if o.split("=", 1)[0] not in SET_BY_SEARCH]
     given = {o.split("=", 1)[0] for o in common}
     common = [f"{k}={v}" for k, v in defaults.items() if k not in given] + common
-    threads = _value(overrides, "threads") or "1"
-    batch = _value(overrides, "batch_size") or str(profile["batch_size"])
+    threads = value_of(overrides, "threads") or "1"
+    batch = value_of(overrides, "batch_size") or str(profile["batch_size"])
     return [
         "workload=emulated",
         f"accelerator={profile['name']}",
@@ -97,7 +92,7 @@ def cells(overrides: list[str], profile: dict, defaults: dict) -> str | None:
     from jobs.plan import resolved
 
     memo: dict = {}
-    for tier in (_value(overrides, "storage") or "local").split(","):
+    for tier in (value_of(overrides, "storage") or "local").split(","):
         try:
             validate.check(resolved(choices.compose(_cell(tier, profile, overrides, defaults))), memo)
         except ConfigError as e:

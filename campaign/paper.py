@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+from campaign.overrides import value_of
+
 CONF = Path(__file__).resolve().parent.parent / "conf" / "paper"
 PAPER = "paper.txt"  # the study's scale, tiers and grids, in its campaign folder
 
@@ -74,28 +76,21 @@ def grids(scale: str, tiers: list[str], lustre: str | None = None) -> list[tuple
     return out
 
 
-def _value(overrides: list[str], key: str) -> str | None:
-    for o in reversed(overrides):
-        if o.split("=", 1)[0].lstrip("+") == key and "=" in o:
-            return o.split("=", 1)[1]
-    return None
-
-
 def _dry(overrides: list[str]) -> bool:
-    return (_value(overrides, "platform.dry_run") or "").lower() in ("true", "1", "yes")
+    return (value_of(overrides, "platform.dry_run") or "").lower() in ("true", "1", "yes")
 
 
 def _carried_roots(name: str, grid: list[str], extra: list[str]) -> list[str]:
     """``storage.root=X`` given for the study serves one tier: where a grid puts checkpoints on that same
     tier (its slow or fast tier is the storage preset), they go under X too, unless set."""
-    root = _value(extra, "storage.root")
-    storage = _value(grid, "storage")
+    root = value_of(extra, "storage.root")
+    storage = value_of(grid, "storage")
     if root is None or storage is None or "," in storage:
         return []
     out = []
     for tier in ("slow", "fast"):
         key = f"checkpoint.{tier}.root"
-        if _value(grid, f"storage@checkpoint.{tier}") == storage and _value(extra, key) is None:
+        if value_of(grid, f"storage@checkpoint.{tier}") == storage and value_of(extra, key) is None:
             out.append(f"{key}={root}")
     return out
 
@@ -195,10 +190,10 @@ def _submits_and_returns(extra: list[str]) -> bool:
     Tegner preset's default): then each grid's arrays must wait for the grid before it."""
     from omegaconf import OmegaConf
 
-    path = CONF.parent / "platform" / f"{_value(extra, 'platform') or 'workstation'}.yaml"
+    path = CONF.parent / "platform" / f"{value_of(extra, 'platform') or 'workstation'}.yaml"
     preset = OmegaConf.to_container(OmegaConf.load(path)) if path.exists() else {}
-    kind = _value(extra, "platform.kind") or preset.get("kind", "local")
-    wait = _value(extra, "platform.wait")
+    kind = value_of(extra, "platform.kind") or preset.get("kind", "local")
+    wait = value_of(extra, "platform.wait")
     waits = bool(preset.get("wait", True)) if wait is None else wait.lower() in ("true", "1", "yes")
     return str(kind) == "slurm" and not waits
 
