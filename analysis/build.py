@@ -1,17 +1,22 @@
-"""Rebuild a campaign's tables and figures from its records; never measures, never imports TensorFlow."""
+"""``python -m analysis <campaign folder>``: rebuild a campaign's tables and figures from its records; never
+measures, never imports TensorFlow."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis import figures, mlperf, outputs, tables
+from analysis import outputs
+from analysis.figures import declared
+from analysis.tables import mlperf, tidy
+from analysis.tables.capacity import MARKS
 
 RESULTS = "results.csv"
 SUMMARY = "summary.csv"
 CELLS = "cells.csv"
 IO_COST = "io_cost.csv"
 CHECKPOINTS = "checkpoints.csv"
+BASELINES = "baselines.csv"
 
 
 @dataclass
@@ -23,7 +28,7 @@ class Built:
     missing: list[dict] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)
-    collected: tables.Collected | None = None  # what was read, for the report (records are read once)
+    collected: tidy.Collected | None = None  # what was read, for the report (records are read once)
 
     def describe(self) -> str:
         """What a user reads at the end of a campaign: counts, problems, and where the files are."""
@@ -43,9 +48,6 @@ class Built:
         return "\n".join(lines)
 
 
-BASELINES = "baselines.csv"
-
-
 class NothingToBuild(ValueError):
     """The folder holds no record and no plan: nothing is written into it."""
 
@@ -55,18 +57,15 @@ class NotACampaign(ValueError):
 
 
 # a study's folder holds the marker the study wrote there before its first cell (listed as the tool's in the
-# folder's manifest: a user's file of that name proves nothing)
-STUDY_MARKS = (
-    "paper.txt",
-    "capacity.txt",
-    "capacity.csv",
-)  # the paper study's; a capacity search's (before: its table)
+# folder's manifest: a user's file of that name proves nothing): the paper study's; a capacity search's
+# (before it had one: its table)
+STUDY_MARKS = ("paper.txt", *MARKS)
 
 
 def not_a_campaign(folder: Path) -> str | None:
-    """Why ``folder`` is not a campaign folder (one line), or None: it is a sweep's (plan.json), a single run's
-    (record.json), a paper study's or a capacity search's. Any other folder, e.g. one that holds campaigns,
-    would get tables merged from every campaign below it."""
+    """Why ``folder`` is not a campaign folder (one line), or None: it is a sweep's (plan.json), a single
+    run's (record.json), a paper study's or a capacity search's. Any other folder, e.g. one that holds
+    campaigns, would get tables merged from every campaign below it."""
     import os
 
     from jobs import plan, records
@@ -74,24 +73,39 @@ def not_a_campaign(folder: Path) -> str | None:
     if any(os.path.lexists(folder / name) for name in (plan.FILENAME, records.FILENAME)):
         return None
     if any(os.path.lexists(cell / records.FILENAME) for cell in folder.iterdir() if cell.name.isdigit()):
-        return None  # a sweep's cell folders (0/, 1/, ...) whose plan.json is gone: its records are named, not skipped
+        return None  # a sweep's cells (0/, 1/, ...) without plan.json: their records are named, not skipped
     if any(os.path.lexists(folder / m) and outputs.owned(folder / m) for m in STUDY_MARKS):
         return None
     return (
-        f"{folder} is not a campaign folder: a campaign folder holds plan.json (a sweep's, multirun/<date>/<time>), "
-        "record.json (a single run's, or in its cells' folders), or a paper study's paper.txt or a capacity "
-        "search's capacity.txt; "
-        "give one of those; nothing was written"
+        f"{folder} is not a campaign folder: a campaign folder holds plan.json (a sweep's, "
+        "multirun/<date>/<time>), record.json (a single run's, or in its cells' folders), or a paper study's "
+        "paper.txt or a capacity search's capacity.txt; give one of those; nothing was written"
     )
+
+
+def not_a_baseline(folder: Path) -> str | None:
+    """Why ``folder`` cannot give the efficiency column (the end of one line), or None."""
+    if not folder.is_dir():
+        return "is not a folder"
+    why = not_a_campaign(folder)
+    if why:
+        return f": {why}; nothing was written"
+    if tidy.baselines_frame(tidy.collect(folder)).empty:  # else the efficiency column is silently empty
+        return (
+            "has no completed workload=baseline cell (python -m campaign workload=baseline storage=<tier> "
+            "measures one); nothing was written"
+        )
+    return None
 
 
 def output_names() -> list[str]:
     """Every file name the analysis may write into a campaign folder (tables, figures, the report)."""
-    from analysis import posix
-    from analysis.baselines import TABLE_I
+    from analysis.figures.posix import SIZES, TIMELINE
+    from analysis.tables import posix
+    from analysis.tables.baselines import TABLE_I
     from jobs import workloads
 
-    stems = [TABLE_I, posix.SIZES, posix.TIMELINE, *(f.key for _, f in workloads.figures())]
+    stems = [TABLE_I, SIZES, TIMELINE, *(f.key for _, f in workloads.figures())]
     return [
         RESULTS,
         SUMMARY,
@@ -122,7 +136,7 @@ def build(folder: str | Path, render: bool = True, baseline_from: str | Path | N
     why = not_a_campaign(folder)
     if why:
         raise NotACampaign(why)
-    c = tables.collect(folder)
+    c = tidy.collect(folder)
     if not c.cells:  # files named record.json that are not records do not make a campaign either
         also = f" ({len(c.unreadable)} unreadable: {c.unreadable[0]})" if c.unreadable else ""
         raise NothingToBuild(
@@ -152,30 +166,33 @@ def _table(frame, path: Path, out: Built) -> None:
     out.files.append(path)
 
 
-def _write(c: tables.Collected, folder: Path, out: Built, render: bool, baseline_from) -> None:
+def _write(c: tidy.Collected, folder: Path, out: Built, figures: bool, baseline_from) -> None:
     import pandas as pd
 
-    from analysis import baselines as bl
-    from analysis import posix, training
+    from analysis.figures import posix as posix_figures
+    from analysis.tables import baselines as bl
+    from analysis.tables import posix, training
 
-    results = tables.results_frame(c)
+    results = tidy.results_frame(c)
     out.runs = len(results)
     _table(results, folder / RESULTS, out)
-    base = tables.baselines_frame(c)
+    base = tidy.baselines_frame(c)
     if not base.empty:
         _table(base, folder / BASELINES, out)
         out.files += bl.write_table_i(bl.table_i(base, c.storages), folder)
     if baseline_from is not None:
-        base = tables.baselines_frame(tables.collect(Path(baseline_from)))
-    _table(bl.efficiency(tables.summary_frame(results), base), folder / SUMMARY, out)
+        base = tidy.baselines_frame(tidy.collect(Path(baseline_from)))
+    _table(bl.efficiency(tidy.summary_frame(results), base), folder / SUMMARY, out)
     _table(pd.DataFrame(c.cells, columns=["cell_dir", "status", "overrides", "error"]), folder / CELLS, out)
-    ckpts = tables.checkpoints_frame(c)
+    ckpts = tidy.checkpoints_frame(c)
     if not ckpts.empty:
         _table(ckpts, folder / CHECKPOINTS, out)
     out.files += mlperf.write(results, folder)
     cost = training.io_cost(results)
     if not cost.empty:
         _table(cost, folder / IO_COST, out)
-    if render and not results.empty:
-        out.files += figures.render_all(results, folder)
-    out.files += [p for p in posix.write_all(c, folder, render and not results.empty) if p]
+    if figures and not results.empty:
+        out.files += declared.render_all(results, folder)
+    out.files += posix.write(c, folder)
+    if figures and not results.empty:
+        out.files += posix_figures.render(c, folder)

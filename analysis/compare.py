@@ -1,256 +1,91 @@
-"""The paper's claims beside the same quantities measured by a campaign, and campaign-to-campaign
-comparison (``python -m analysis compare A B``)."""
+"""``python -m analysis compare A B``: each cell's median metrics in campaign A beside the same cell in
+campaign B, with B ÷ A; cells pair when everything that defines them is equal."""
 
 from __future__ import annotations
 
+import argparse
+import sys
 from pathlib import Path
 
-from analysis import bounds, identity, tables
-
-CLAIMS = Path(__file__).resolve().parent / "paper_claims.yaml"
-REPRODUCED, NOT_REPRODUCED, NOT_MEASURED = "reproduced", "not reproduced", "not measured"
-NOT_COMPARABLE = "not comparable"  # measured, but not in the regime the paper's claim is about
-STATUSES = (REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE, NOT_MEASURED)
+from analysis.tables import identity, tidy
 
 
-def load_claims() -> list[dict]:
-    from omegaconf import OmegaConf
-
-    return OmegaConf.to_container(OmegaConf.load(CLAIMS))  # type: ignore[return-value]
-
-
-def _select(df, conditions: dict):
-    """Rows whose column holds the value (or one of the values) of every condition."""
-    for column, want in (conditions or {}).items():
-        if column not in df:
-            return df.iloc[0:0]
-        values = [str(v) for v in (want if isinstance(want, list) else [want])]
-        df = df[tables.text(df[column]).isin(values)]
-    return df
-
-
-def _table_i(rows, p):
-    if rows.empty:
-        return None, ""
-    return float(
-        rows["mb_per_s"].median()
-    ), f"median of {len(rows)} runs on {', '.join(sorted(set(rows['storage'])))}"
-
-
-def _thread_speedup(rows, p):
-    threads = rows["threads"].astype(str)
-    one, n = rows[threads == "1"], rows[threads == str(p["threads"])]
-    if one.empty or n.empty:
-        return None, ""
-    how = f"median images/s, {len(n)} runs at {p['threads']} threads / {len(one)} at 1, {', '.join(sorted(set(rows['storage'])))}"
-    from analysis import mechanisms
-
-    one_device = getattr(mechanisms.DEVICE.get(str(p.get("mechanism"))), "one_device", False)
-    return (
-        float(n["images_per_s"].median() / one["images_per_s"].median()),
-        how + (bounds.overlap_bound(one) if one_device else ""),
-    )  # servers side by side: no such bound
-
-
-def _prefetch_cells(rows):
-    """Per (storage, threads) cell with prefetch at the commonest batch size: the median steady runtime,
-    overlap efficiency, input-only and compute-only times."""
-    from analysis.plotting import runtime_column
-
-    df = rows[rows["prefetch"] > 0]
-    if df.empty:
-        return None, None
-    batch = df["batch_size"].mode().iloc[0]
-    df = df[df["batch_size"] == batch]
-    rt = runtime_column(df)
-    cols = [c for c in (rt, "overlap_efficiency", "input_only_s", "compute_only_s") if c in df]
-    return df.groupby(["storage", "threads"])[cols].median(), batch
-
-
-def _prefetch_overlap(rows, p):
-    """The median overlap efficiency of the prefetch cells (1.0: the input pipeline fully hidden behind
-    the compute, or the compute behind it), with the spread of runtimes across cells beside it."""
-    med, batch = _prefetch_cells(rows)
-    if med is None or "overlap_efficiency" not in med or med["overlap_efficiency"].isna().all():
-        return None, ""
-    eff = med["overlap_efficiency"].dropna()
-    rt = med.iloc[:, 0]
-    how = (
-        f"median overlap of {len(eff)} (storage, threads) cells with prefetch, batch {batch} "
-        f"({eff.min():.2f}-{eff.max():.2f}); runtime spread across them {rt.max() / rt.min() - 1:.2f}"
+def main(argv: list[str]) -> int:
+    """``python -m analysis compare A B [--csv FILE] [--ignore KEYS]``; the exit status."""
+    p = argparse.ArgumentParser(
+        prog="python -m analysis compare", description="campaign A beside campaign B, per cell"
     )
-    slower = med[med["input_only_s"] > med["compute_only_s"]] if "input_only_s" in med else med.iloc[0:0]
-    if not slower.empty:
-        threads = sorted(
-            {str(t) for t in slower.index.get_level_values("threads")}, key=lambda t: (len(t), t)
-        )
-        how += (
-            f"; on this accelerator the input pipeline at {', '.join(threads)} threads is slower than the "
-            "training steps: prefetch cannot hide it"
-        )
-    return float(eff.median()), how
-
-
-def _stall_ratio(rows, p):
-    slow, fast = [str(x) for x in p["slow"]], [str(x) for x in p["fast"]]
-    tiers = {"slow": slow, "fast": fast, "burst_buffer": [f"{f}->{s}" for f in fast for s in slow]}
-    parts = {}
-    for target in (p["numerator"], p["denominator"]):
-        sub = rows[(rows["checkpoint_target"] == target) & rows["checkpoint_tiers"].isin(tiers[target])]
-        if sub.empty:
-            return None, ""
-        parts[target] = sub
-    num, den = parts[p["numerator"]], parts[p["denominator"]]
-    how = (
-        f"median stall {p['numerator']} ({num['checkpoint_tiers'].iloc[0]}) / {p['denominator']} "
-        f"({den['checkpoint_tiers'].iloc[0]})"
+    p.add_argument("a", type=Path)
+    p.add_argument("b", type=Path)
+    p.add_argument("--csv", type=Path, default=None, help="also write the table here (a new file)")
+    p.add_argument(
+        "--ignore",
+        default="",
+        help="comma-separated config keys not used to pair cells, e.g. "
+        "storage to put an HDD campaign beside an SSD one",
     )
-    return float(num["median_stall_s"].median() / den["median_stall_s"].median()), how
-
-
-QUANTITIES = {
-    "table_i": _table_i,
-    "thread_speedup": _thread_speedup,
-    "prefetch_overlap": _prefetch_overlap,
-    "stall_ratio": _stall_ratio,
-}
-
-
-def _why_not(rows, regime: dict) -> str:
-    """One line: why the rows do not give the claim's quantity in the regime (the commonest reason
-    among the rows outside it, with its evidence)."""
-    rows = rows.reset_index(drop=True)
-    inside = _select(rows, regime)
-    outside = rows.drop(index=inside.index)
-    if outside.empty:
-        return "too few runs in the regime " + ", ".join(f"{k} in {v}" for k, v in regime.items())
-    for column, want in regime.items():
-        if column not in outside:
-            continue
-        values = tables.text(outside[column])
-        off = outside[~values.isin([str(v) for v in (want if isinstance(want, list) else [want])])]
-        if off.empty:
-            continue
-        top = tables.text(off[column]).value_counts()
-        value, n = top.index[0], int(top.iloc[0])
-        share = f"{n} of {len(rows)} runs"
-        real = f"the real device (storage={want[0] if isinstance(want, list) else want} storage.root=<its mount point>)"
-        if column == "bound" and "bound_reason" in off:
-            example = off.loc[tables.text(off["bound"]) == value, "bound_reason"].iloc[0]
-            return f"runs {value or 'of unknown bound'} ({share}): {example}; needs runs the storage limits"
-        if column == "storage" and value.startswith("modeled_"):
-            return (
-                f"measured on {value}: a modelled drive's sequential rate is its datasheet's figure, an input of "
-                f"the model; needs {real}"
-            )
-        if column == "storage" and value.startswith("emulated_"):
-            return (
-                f"measured on {value}: an emulated tier reads back the throttle it was set to; the claim is "
-                f"about a real device's mechanics; needs {real}"
-            )
-        if column == "device":
-            return (
-                f"trained on {value} ({share}): the input pipeline and the model share its cores; needs a GPU, as "
-                "the paper trained on"
-            )
-        return f"runs with {column}={value} ({share}); needs {column} in {want}"
-    return "too few runs in the regime " + ", ".join(f"{k} in {v}" for k, v in regime.items())
-
-
-# The paper read one JPEG per file in a globally shuffled order: rows measured another way (TFRecord,
-# HDF5, a local shuffle) never enter its claims.
-PAPER_LAYOUT = {"format": "files", "shuffle": "global", "stage": "", "tasks_per_cell": "1", "service": "0"}
-
-
-def _paper_layout(df):
-    for column, value in PAPER_LAYOUT.items():
-        if column in df and not df.empty:
-            df = df[tables.text(df[column]).isin([value, ""])]
-    return df
-
-
-def evaluate(claim: dict, results, baselines, storages: dict | None = None) -> tuple[str, float | None, str]:
-    """(status, measured value or None, how it was measured or why it is not comparable) of one claim;
-    ``storages``: each tier's recorded config (what mechanisms it declares)."""
-    from analysis import mechanisms
-
-    fn = QUANTITIES[claim["quantity"]]
-    params = {
-        **(claim.get("params") or {}),
-        "mechanism": claim.get("mechanism"),
-    }  # the quantity may depend on it
-    source = _paper_layout(baselines if claim["quantity"] == "table_i" else results)
-    rows = _select(source, claim.get("select") or {}) if not source.empty else source
-    outside = fn(rows, params)[0]  # shown beside a "not comparable" verdict, never judged
-    if rows.empty or outside is None:
-        return NOT_MEASURED, None, ""
-    rows, elsewhere = mechanisms.on_their_file_system(
-        rows, storages or {}
-    )  # a lustre label on ext4 judges nothing
-    if elsewhere and (rows.empty or fn(rows, params)[0] is None):
-        return NOT_COMPARABLE, outside, elsewhere
-    if claim.get("mechanism"):
-        rows, lacking = mechanisms.having(claim["mechanism"], rows, storages or {})
-        if rows.empty or fn(rows, params)[0] is None:
-            return NOT_COMPARABLE, outside, lacking
-    regime = claim.get("regime") or {}
-    value, how = fn(_select(rows, regime), params)
-    if value is None:
-        return NOT_COMPARABLE, outside, _why_not(rows, regime)
-    tol = claim["tolerance"]
-    ok = (
-        abs(value - claim["paper"]) <= tol
-        if claim.get("absolute")
-        else abs(value / claim["paper"] - 1) <= tol
-    )
-    return (REPRODUCED if ok else NOT_REPRODUCED), value, how
-
-
-def claims_frame(results, baselines, storages: dict | None = None):
-    """One row per claim: the paper's value, the measured one, the tolerance and the verdict."""
+    args = p.parse_args(argv)
+    why = _new_file_problem(args.csv) if args.csv is not None else None
+    if why:
+        print(f"analysis: --csv {args.csv}: {why}", file=sys.stderr)
+        return 2
+    for f in (args.a, args.b):
+        if not f.is_dir():
+            print(f"analysis: {f} is not a folder", file=sys.stderr)
+            return 2
+    try:
+        table = compare_campaigns(args.a, args.b, tuple(k for k in args.ignore.split(",") if k))
+    except CompareError as e:
+        print(f"analysis: {e}", file=sys.stderr)
+        return 2
+    for u in table.attrs.get("unreadable", []):
+        print(f"analysis: UNREADABLE {u} (left out of the comparison)", file=sys.stderr)
+    if table.empty:
+        print("analysis: nothing to compare (one of the campaigns has no completed cell)", file=sys.stderr)
+        return 1
+    if args.csv and not _write_csv(table, args.csv):
+        return 2
     import pandas as pd
 
-    rows = []
-    for c in load_claims():
-        status, value, how = evaluate(c, results, baselines, storages)
-        tol = c["tolerance"]
-        rows.append(
-            {
-                "id": c["id"],
-                "claim": c["claim"],
-                "section": c["section"],
-                "paper": c["paper"],
-                "measured": value,
-                "unit": c["unit"],
-                "tolerance": f"±{tol:g}" if c.get("absolute") else f"±{tol:.0%}",
-                "status": status,
-                "measured_from": how,
-            }
+    a = table.attrs
+    print(f"{a['both']} cell{'' if a['both'] == 1 else 's'} paired; told apart by {', '.join(a['keys'])}")
+    with pd.option_context(
+        "display.width", 160, "display.max_columns", None, "display.float_format", "{:.4g}".format
+    ):
+        print(printable(table).to_string(index=False))
+    if a["only_a"] or a["only_b"]:
+        print(
+            f"analysis: {a['only_a']} cell{'' if a['only_a'] == 1 else 's'} of A and {a['only_b']} of B have "
+            "no counterpart (column paired); cells pair only when every setting is equal (--ignore KEY "
+            "leaves one out)",
+            file=sys.stderr,
         )
-    return pd.DataFrame(rows)
+    if not a["both"]:
+        print("analysis: 0 cells paired: the campaigns measured different cells", file=sys.stderr)
+        return 1
+    return 1 if table.attrs.get("unreadable") else 0
 
 
-def headline(claims) -> str:
-    """The report's first word on the paper: "Reproduced X of Y comparable claims", then what the
-    others would need (the mechanisms or runs they lacked) and which were not measured."""
-    if claims.empty:
-        return "No claims judged."
-    status = claims["status"]
-    judged = int(status.isin([REPRODUCED, NOT_REPRODUCED]).sum())
-    text = f"Reproduced {int((status == REPRODUCED).sum())} of {judged} comparable claims of the paper."
-    off = claims[status == NOT_COMPARABLE]
-    if not off.empty:
-        needs = sorted(
-            {
-                why.split("; needs ", 1)[1] if "; needs " in why else why
-                for why in off["measured_from"].astype(str)
-            }
-        )
-        text += f" {len(off)} not comparable, for want of: " + "; ".join(needs) + "."
-    missing = claims[status == NOT_MEASURED]
-    if not missing.empty:
-        text += f" {len(missing)} not measured (the campaign has no runs of the kind they need)."
-    return text
+def _new_file_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be a new file the analysis writes (None: it can)."""
+    if path.exists() or path.is_symlink():
+        return "exists; give a new file (nothing is written over an existing one)"
+    if not path.parent.is_dir():
+        return f"its folder {path.parent} does not exist or is not a folder; nothing was written"
+    return None
+
+
+def _write_csv(table, path: Path) -> bool:
+    """The comparison as the new file ``path``; False (one line said why) when it cannot be written."""
+    from analysis import outputs
+
+    try:
+        with outputs.new_file(path) as f:
+            table.to_csv(f, index=False)
+    except OSError as e:  # OutputExists (a file appeared meanwhile), no permission, a full disk
+        print(f"analysis: --csv {path}: {e.strerror or e}; nothing was written", file=sys.stderr)
+        return False
+    return True
 
 
 class CompareError(ValueError):
@@ -295,17 +130,17 @@ def _check_ignore(ignore: tuple[str, ...], configs: list[dict]) -> None:
 def compare_campaigns(a: Path, b: Path, ignore: tuple[str, ...] = ()):
     """Each cell's median metrics in campaign A beside the same cell in campaign B, with B / A.
 
-    Cells pair when everything that defines them is equal (``analysis.identity``: the resolved config
+    Cells pair when everything that defines them is equal (``analysis.tables.identity``: the resolved config
     without paths and launch settings; ``ignore``: dotted keys left out, the setting being compared).
     The frame's columns are the keys whose values differ between cells, ``paired`` (both, only in A,
     only in B: a cell without its counterpart is shown, never dropped), then each metric's A, B and
     ratio. ``attrs``: ``unreadable`` records, ``keys`` that vary, ``only_a``/``only_b`` counts."""
     import pandas as pd
 
-    collected = [tables.collect(x) for x in (a, b)]
+    collected = [tidy.collect(x) for x in (a, b)]
     _check_ignore(ignore, [cfg for c in collected for cfg in c.configs.values()])
     unreadable = [u for c in collected for u in c.unreadable]
-    frames = [tables.summary_frame(tables.results_frame(c)) for c in collected]
+    frames = [tidy.summary_frame(tidy.results_frame(c)) for c in collected]
     if any(f.empty for f in frames):
         empty = pd.DataFrame()
         empty.attrs["unreadable"] = unreadable

@@ -66,7 +66,8 @@ def _exclusive(path: Path) -> tuple[int, Path]:
 
 @contextlib.contextmanager
 def _written(path: Path, binary: bool, place):
-    """A file object on a new temporary file beside ``path``; on success ``place(tmp, path)`` puts it there."""
+    """A file object on a new temporary file beside ``path``; on success ``place(tmp, path)`` puts it
+    there."""
     fd, tmp = _exclusive(path)
     try:
         with os.fdopen(

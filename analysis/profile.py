@@ -10,8 +10,10 @@ written as ``<folder>/accelerator/<name>.yaml``, used with ``hydra.searchpath=[f
 
 from __future__ import annotations
 
+import argparse
 import re
 import statistics
+import sys
 from pathlib import Path
 
 # what a step's compute depends on: a profile is one value of each
@@ -19,11 +21,40 @@ SHAPE = ("workload", "batch_size", "image_side", "width", "device")
 
 
 class ProfileError(ValueError):
-    """The campaign holds no run a profile can come from, or runs of several shapes; the message says which."""
+    """The campaign holds no run a profile can come from, or runs of several shapes; the message says
+    which."""
+
+
+def main(argv: list[str]) -> int:
+    """``python -m analysis profile <campaign> --name N --out F``; the exit status."""
+    p = argparse.ArgumentParser(
+        prog="python -m analysis profile",
+        description="an accelerator profile (accelerator=<name>) from a training campaign's "
+        "compute-only step time",
+    )
+    p.add_argument("campaign", type=Path, help="a campaign of a training workload (e.g. workload=alexnet)")
+    p.add_argument("--name", required=True, help="the profile's name, as in accelerator=<name>")
+    p.add_argument(
+        "--out", type=Path, required=True, help="a config folder: the profile goes to <out>/accelerator/"
+    )
+    args = p.parse_args(argv)
+    if not args.campaign.is_dir():
+        print(f"analysis: {args.campaign} is not a folder", file=sys.stderr)
+        return 2
+    try:
+        target = write(args.campaign, args.name, args.out)
+    except ProfileError as e:
+        print(f"analysis: {e}", file=sys.stderr)
+        return 2
+    print(f"analysis: profile {args.name}: {target}")
+    searchpath = f"hydra.searchpath=[file://{args.out.resolve()}]"
+    print(f"  use it: python -m campaign.capacity accelerator={args.name} {searchpath}")
+    return 0
 
 
 def _gpu_name(record: Path, device: str) -> str:
-    """The accelerator that ran ``device`` (/GPU:k: its name as NVML or TensorFlow gives it; /CPU:0: the CPU)."""
+    """The accelerator that ran ``device`` (/GPU:k: its name as NVML or TensorFlow gives it; /CPU:0: the
+    CPU)."""
     from jobs import records
 
     try:
@@ -42,7 +73,8 @@ def _gpu_name(record: Path, device: str) -> str:
 
 
 def measure(folder: Path) -> dict:
-    """The profile's fields from ``folder``'s results.csv (built by the campaign or ``python -m analysis``)."""
+    """The profile's fields from ``folder``'s results.csv (built by the campaign or
+    ``python -m analysis``)."""
     import pandas as pd
 
     table = folder / "results.csv"

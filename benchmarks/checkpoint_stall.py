@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         return rc
     import pandas as pd
 
-    from analysis import tables
+    from analysis.tables import tidy as tables
 
     df = pd.read_csv(out / "results.csv")
     fell_back = tables.text(df["checkpoint_fallback"]) != ""

@@ -327,7 +327,7 @@ def _report(out: Path, status: int) -> int:
     """The study's report over every grid, its path and verdict line on the terminal."""
     from analysis.build import NothingToBuild
     from analysis.outputs import OutputExists
-    from analysis.report import write_report
+    from analysis.report.page import write_report
     from campaign import outputs
 
     try:
@@ -346,6 +346,6 @@ def _print_verdicts(out: Path) -> None:
     if (out / "claims.csv").exists():
         import pandas as pd
 
-        from analysis import compare
+        from analysis.claims import verdicts
 
-        print(f"[paper] {compare.headline(pd.read_csv(out / 'claims.csv'))}", flush=True)
+        print(f"[paper] {verdicts.headline(pd.read_csv(out / 'claims.csv'))}", flush=True)

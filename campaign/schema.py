@@ -101,8 +101,8 @@ class StorageConf:
     model: Optional[ModelConf] = (
         None  # serve the tier through a FUSE layer that models a drive (root or fusermount3)
     )
-    # what the tier's device does that the paper's claims depend on (analysis/mechanisms.py): a claim
-    # measured on a tier without its mechanism is "not comparable", never "not reproduced"
+    # what the tier's device does that the paper's claims depend on (analysis/claims/mechanisms.py): a
+    # claim measured on a tier without its mechanism is "not comparable", never "not reproduced"
     mechanisms: List[str] = field(default_factory=list)
     # the file systems root may be on (their type in /proc/self/mountinfo: lustre, tmpfs); empty: any, as for a
     # local disk or a tier the tool builds itself. Checked at planning (jobs/storage/fstype.py)

@@ -183,7 +183,7 @@ def _parts(folder: Path) -> list[tuple[str, Path]] | None:
     """(name, its sweep folder) of a paper study's grids (its paper.txt, in the study's order) or of a capacity
     search's campaigns (its capacity.txt: each tier's rounds), or None for any other folder; raises OSError naming
     the marker when it is there but not a file that can be read."""
-    from campaign.capacity import MARK
+    from campaign.capacity.command import MARK
 
     text = _marker(folder / "paper.txt")
     if text is not None:

@@ -151,7 +151,7 @@ def summarise(folder: Path) -> None:
 
     try:
         out = build(folder)
-        from analysis.report import write_report
+        from analysis.report.page import write_report
 
         out.files.append(write_report(folder, built=out))
     except OutputExists as e:

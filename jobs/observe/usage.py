@@ -1,8 +1,8 @@
 """What a run used while it ran: the process's CPU time and the data device's busy time, read from
 the kernel's counters at the start and the end of the run (``getrusage``, ``/proc/diskstats``).
 
-The analysis turns this evidence into the ``bound`` label of a run (``analysis.bounds``); the record
-keeps the evidence itself, so thresholds can change without measuring again.
+The analysis turns this evidence into the ``bound`` label of a run (``analysis.tables.bounds``); the
+record keeps the evidence itself, so thresholds can change without measuring again.
 """
 
 from __future__ import annotations

@@ -1,12 +1,14 @@
 """The paper's claims judged on hand-made results: the four statuses, the regime filters and the
-bands that tell neighbouring claims apart (analysis/compare.py, analysis/paper_claims.yaml)."""
+bands that tell neighbouring claims apart (analysis/claims/judge.py, analysis/claims/paper_claims.yaml)."""
 
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from analysis import bounds, compare, tables
+from analysis.claims import judge as compare
+from analysis.tables import bounds
+from analysis.tables import tidy as tables
 
 EVIDENCE = {  # what the runner records for a run of each kind of limit, on a 2-core machine
     "storage": {"cpu_share": 0.30, "cpu_cores_busy": 0.6, "cpu_cores_usable": 2, "device_busy": 0.97},
@@ -272,7 +274,7 @@ def test_the_bound_rules():
 
 
 def test_the_report_answers_per_tier_first():
-    from analysis import answers
+    from analysis.report import answers
 
     s = pd.DataFrame(
         {
@@ -292,7 +294,7 @@ def test_the_report_answers_per_tier_first():
 
 
 def test_a_users_folder_is_named_by_itself_not_by_the_preset():
-    from analysis.tables import _dataset_name
+    from analysis.tables.tidy import _dataset_name
 
     assert (
         _dataset_name({"name": "imagenet_subset", "source": "folder", "path": "/data/caltech101/"})

@@ -5,7 +5,7 @@ give no table."""
 import pandas as pd
 import pytest
 
-from analysis import mlperf
+from analysis.tables import mlperf
 
 GIB = 2**30 / 1e9
 

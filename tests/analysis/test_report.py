@@ -10,7 +10,7 @@ import sys
 import pandas as pd
 import pytest
 
-from analysis import compare
+from analysis.claims import judge as compare
 from conftest import ROOT, analysis, campaign
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -8,8 +8,12 @@ import shutil
 
 import pandas as pd
 
-from analysis import bounds, capacity, compare, figures, tables
-from analysis.report import write_report
+from analysis.claims import judge as compare
+from analysis.figures import plotting as figures
+from analysis.report import capacity
+from analysis.report.page import write_report
+from analysis.tables import bounds
+from analysis.tables import tidy as tables
 
 CAPACITY_ROW = {
     "tier": "local",

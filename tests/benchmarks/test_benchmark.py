@@ -162,7 +162,7 @@ def test_baseline_campaign_writes_table_one(tmp_path, disk_root):
         ("tfrecord", "global"),
         ("tfrecord", "local"),
     ]
-    from analysis.figures import rows_of
+    from analysis.figures.declared import rows_of
     from jobs import workloads
 
     fig5 = next(f for _, f in workloads.figures() if f.key == "fig5")

@@ -119,7 +119,7 @@ def test_launch_line_and_first_cell_state_the_estimate(tmp_path):
 
 
 def test_a_failed_round_of_the_capacity_search_says_why(tmp_path):
-    from campaign import capacity
+    from campaign.capacity import search as capacity
 
     missing = tmp_path / "no-such-root"
     profile = {"image_side": 32}

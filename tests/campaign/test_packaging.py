@@ -35,7 +35,7 @@ def test_wheel_carries_conf_and_composes_from_site_packages(tmp_path):
         "conf/dataset/caltech101.yaml",
         "campaign/__main__.py",
         "jobs/workloads/microbench/reading.py",
-        "analysis/figures.py",
+        "analysis/figures/bandwidth.py",
     ):
         assert f in names, f
     site = tmp_path / "site"

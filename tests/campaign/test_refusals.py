@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from campaign import capacity, choices, schema
+from campaign import choices, schema
+from campaign.capacity import command as capacity
 from conftest import ROOT, campaign
 
 
@@ -208,7 +209,7 @@ def test_the_capacity_search_refuses_its_arguments_in_one_line(args, expected, t
 
 
 def test_the_capacity_search_plans_its_cell_with_the_campaigns_checks():
-    from campaign import capacity_checks
+    from campaign.capacity import checks as capacity_checks
 
     profile = capacity._profile("resnet50_a100", [])
     defaults = {**capacity.MEASURE, **capacity.LOADER}

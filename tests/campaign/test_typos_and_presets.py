@@ -9,8 +9,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import bounds, compare, tables
-from campaign import capacity, capacity_checks, keys, status
+from analysis.claims import judge as compare
+from analysis.tables import bounds
+from analysis.tables import tidy as tables
+from campaign import keys, status
+from campaign.capacity import checks as capacity_checks
+from campaign.capacity import command as capacity
 from conftest import campaign, compose_cell
 
 TYPOS = {  # override -> the line it gets

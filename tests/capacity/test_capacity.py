@@ -7,7 +7,7 @@ import sys
 import pandas as pd
 import pytest
 
-from analysis import capacity
+from campaign.capacity import search as capacity
 from conftest import ROOT
 from jobs import records
 

@@ -48,7 +48,7 @@ def test_staged_cell_reads_the_copy_and_removes_it(tmp_path, disk_root):
     assert p.returncode == 0, p.stderr
     results = pd.read_csv(out / "results.csv", keep_default_na=False)
     assert sorted(set(results["stage"])) == ["", "fast_tmpfs"]
-    from analysis import report
+    from analysis.report import page as report
 
     report.write_report(out)
     html = (out / "report.html").read_text()
@@ -99,7 +99,7 @@ def test_stage_none_is_no_stage(cwd):
 def test_staged_cells_pair_only_with_the_cell_equal_in_everything_but_the_stage():
     """cache=cold,warm: staged-cold beside unstaged-cold, never beside unstaged-warm (a 3.6x that was
     the page cache); a staged cell with no counterpart has no ratio."""
-    from analysis import staging
+    from analysis.tables import staging
 
     def cfg(cache, stage, tasks=1):
         c = {
@@ -179,7 +179,7 @@ def test_a_dangling_link_is_dropped_and_a_killed_cells_copy_is_cleared(tmp_path,
 def test_a_staged_cell_is_judged_by_the_stage_tiers_throttle():
     """Staged cells were labelled against the data tier's throttle ("4154 requests/s = 1662% of the tier's
     250/s"): the runs read the copy, so the stage tier's throttle is the one that applies."""
-    from analysis.tables import read_tier
+    from analysis.tables.tidy import read_tier
 
     hdd = {"name": "emulated_hdd", "emulate": {"read_iops": 250}}
     ssd = {"name": "emulated_ssd", "emulate": {"read_iops": 20000}}

@@ -58,7 +58,7 @@ def test_a_service_cell_reads_every_file_once_and_leaves_no_process(tmp_path):
     svg = (out / "service.svg").read_text()
     assert svg.count(f"<!-- {cells.loc[2, 'bound']} -->") >= 2
     assert svg.count(f"<!-- no service: {cells.loc[0, 'bound']} -->") == 2
-    from analysis.figures import rows_of
+    from analysis.figures.declared import rows_of
     from jobs import workloads
 
     fig5 = next(f for _, f in workloads.figures() if f.key == "fig5")

@@ -69,7 +69,7 @@ def test_results_and_the_scaling_figure(grid):
     svg = (grid / "scaling.svg").read_text()
     for bound in cells["bound"].dropna().unique():
         assert svg.count(f"<!-- {bound} -->") == 2 * int((cells["bound"] == bound).sum()), bound
-    from analysis.figures import rows_of
+    from analysis.figures.declared import rows_of
     from jobs import workloads
 
     fig5 = next(f for _, f in workloads.figures() if f.key == "fig5")

@@ -242,7 +242,7 @@ def test_a_shape_mlperf_ran_is_put_beside_its_submission_in_the_report(two_ranks
     them beside the MLPerf Storage v3.0 submission of that shape, and says a subset is not its workload."""
     import json
 
-    from analysis.report import write_report
+    from analysis.report.page import write_report
 
     outs, *_ = two_ranks
     folder = tmp_path / "relabelled"

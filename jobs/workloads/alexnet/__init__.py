@@ -132,19 +132,21 @@ class AlexNet(Workload):
     figures = (
         Figure(
             "fig6",
-            "analysis.training:fig6",
+            "analysis.figures.training:fig6",
             "Fig. 6: AlexNet runtime against map threads, prefetch on and off",
             PAPER_LAYOUT,
             order=6,
         ),
         Figure(
             "fig7",
-            "analysis.training:fig7",
+            "analysis.figures.training:fig7",
             "Fig. 7: AlexNet runtime against batch size",
             PAPER_LAYOUT,
             order=7,
         ),
-        Figure("fig8", "analysis.training:fig8", "Fig. 8: device reads during AlexNet training", order=8),
+        Figure(
+            "fig8", "analysis.figures.training:fig8", "Fig. 8: device reads during AlexNet training", order=8
+        ),
     )
 
     def check(self, cfg) -> None:

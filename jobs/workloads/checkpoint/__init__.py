@@ -86,10 +86,10 @@ class Checkpoint(Workload):
     )
     packages = ("tensorflow", "keras")
     figures = (
-        Figure("fig9", "analysis.checkpoints:fig9", "Fig. 9: runtime per checkpoint target", order=9),
+        Figure("fig9", "analysis.figures.checkpoints:fig9", "Fig. 9: runtime per checkpoint target", order=9),
         Figure(
             "fig10",
-            "analysis.checkpoints:fig10",
+            "analysis.figures.checkpoints:fig10",
             "Fig. 10: writes to the slow tier during and after training",
             order=10,
         ),

@@ -49,7 +49,7 @@ class Emulated(Workload):
     figures = (
         Figure(
             "capacity",
-            "analysis.capacity:capacity_figure",
+            "analysis.figures.capacity:capacity_figure",
             order=11,
             title="Emulated accelerators: AU against accelerators per tier, the threshold and the prediction",
         ),

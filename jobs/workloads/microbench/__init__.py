@@ -28,33 +28,33 @@ class Microbench(Workload):
     figures = (
         Figure(
             "fig4",
-            "analysis.figures:bandwidth_figure",
+            "analysis.figures.bandwidth:bandwidth_figure",
             where=(("pipeline", "decode_resize"), *PAPER_LAYOUT),
             order=4,
             title="Fig. 4: input pipeline read → decode → resize 224×224 (median of runs)",
         ),
         Figure(
             "fig5",
-            "analysis.figures:bandwidth_figure",
+            "analysis.figures.bandwidth:bandwidth_figure",
             where=(("pipeline", "read_only"), *PAPER_LAYOUT),
             order=5,
             title="Fig. 5: input pipeline with read_file only (median of runs)",
         ),
         Figure(
             "service",
-            "analysis.scaling:service_figure",
+            "analysis.figures.scaling:service_figure",
             order=5.8,
             title="The tf.data service: the consumer's images/s and MB/s against the service's workers (median of runs)",
         ),
         Figure(
             "scaling",
-            "analysis.scaling:scaling_figure",
+            "analysis.figures.scaling:scaling_figure",
             order=5.7,
             title="Scaling with tasks: aggregate images/s and MB/s of a cell's tasks (median of runs), ideal dashed",
         ),
         Figure(
             "layouts",
-            "analysis.layouts:layouts_figure",
+            "analysis.figures.layouts:layouts_figure",
             order=5.5,
             title="Data layout and shuffling: images/s by dataset.format × shuffle (median of runs)",
         ),

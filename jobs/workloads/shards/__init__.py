@@ -123,7 +123,7 @@ class ShardedCheckpoint(Workload):
     figures = (
         Figure(
             "checkpoint_shards",
-            "analysis.shards:figure",
+            "analysis.figures.shards:figure",
             "Sharded checkpoints: save and cold load per tier and model shape (MLPerf Storage's metrics)",
             order=10.5,
         ),

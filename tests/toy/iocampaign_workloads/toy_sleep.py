@@ -67,7 +67,7 @@ def draw_slept(rows, folder, figure) -> list:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from analysis import plotting
+    from analysis.figures import plotting
 
     fig, ax = plt.subplots(figsize=(4, 3))
     ax.bar(range(len(rows)), rows["slept_s"], color="0.6", edgecolor="black")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis import bounds
+from analysis.tables import bounds
 from jobs import plan, records
 from jobs.metrics import METRICS
 
@@ -91,7 +91,7 @@ class Collected:
     )  # storage name -> its config section (Table I's paper figures)
     posix: list[dict] = field(
         default_factory=list
-    )  # one per traced measured run (trace.posix=true): analysis.posix
+    )  # one per traced measured run (trace.posix=true): analysis.tables.posix
     staged: dict = field(default_factory=dict)  # cell folder -> how its data was staged (storage@stage)
     configs: dict = field(default_factory=dict)  # cell folder -> its resolved config (completed cells)
 
@@ -474,3 +474,9 @@ def summary_frame(results):
 def text(column):
     """A column as strings, empty where missing (pandas refuses to fill a float column with "")."""
     return column.astype(object).where(column.notna(), "").astype(str)
+
+
+def runtime_column(df, steady: str = "steady_runtime_s", total: str = "runtime_s") -> str:
+    """The runtime the figures and claims compare: without the first step (graph tracing) when every row
+    has it, else the whole runtime (records from before it was recorded); the axis label says which."""
+    return steady if steady in df and df[steady].notna().all() else total

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis import bounds, plotting, tables
+from analysis.figures import plotting
+from analysis.tables import bounds, tidy
 from jobs.metrics import label
 
 BOUND_NOTE = "text at a point: what limited most of the cell's runs (the report's cells table says why)"
@@ -35,7 +36,7 @@ def scaling_figure(rows, folder: Path, figure) -> list[Path]:
     df["line"] = (
         df["storage"].astype(str)
         + " · "
-        + tables.text(df["pipeline"])
+        + tidy.text(df["pipeline"])
         + " · threads "
         + df["threads"].astype(str)
     )
@@ -91,7 +92,7 @@ def service_figure(rows, folder: Path, figure) -> list[Path]:
     df["line"] = (
         df["storage"].astype(str)
         + " · "
-        + tables.text(df["pipeline"])
+        + tidy.text(df["pipeline"])
         + " · threads "
         + df["threads"].astype(str)
     )

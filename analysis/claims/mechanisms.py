@@ -1,6 +1,6 @@
 """What a claim of the paper depends on, and which measured rows have it.
 
-A claim names its mechanism (``analysis/paper_claims.yaml``: ``mechanism``). Rows measured where the
+A claim names its mechanism (``analysis/claims/paper_claims.yaml``: ``mechanism``). Rows measured where the
 mechanism is missing cannot test the claim: the verdict is *not comparable*, with the reason, never
 *not reproduced*. Two kinds:
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-STORAGE_PRESETS = Path(__file__).resolve().parent.parent / "conf" / "storage"
+STORAGE_PRESETS = Path(__file__).resolve().parent.parent.parent / "conf" / "storage"
 CHECKPOINT_MIN_MB = 100.0  # below it TensorFlow's 0.05-0.08 s per save is a large part of a fast tier's stall
 
 
@@ -36,21 +36,22 @@ DEVICE = {
     ),
     "parallel_servers": Mechanism(
         "storage servers that serve a run's requests side by side (Lustre's object storage targets)",
-        "a Lustre mount (storage=lustre storage.root=<a folder on it>) or the modelled one (storage=modeled_lustre)",
+        "a Lustre mount (storage=lustre storage.root=<a folder on it>) or the modelled one "
+        "(storage=modeled_lustre)",
     ),
 }
 RUN = {
     "checkpoint_rate_bound": Mechanism(
-        f"checkpoints large enough that the tier's rate sets the stall (at least {CHECKPOINT_MIN_MB:.0f} MB each; "
-        "the paper's were about 600 MB)",
+        f"checkpoints large enough that the tier's rate sets the stall (at least {CHECKPOINT_MIN_MB:.0f} MB "
+        "each; the paper's were about 600 MB)",
         "a larger model (workload.width, workload.image_side) or the paper scale",
     ),
 }
 
 
 def declared(storage: str, storages: dict, what: str = "mechanisms") -> list[str]:
-    """What tier ``storage`` declares under ``what`` (its mechanisms, its ``fs_types``): its recorded config, or
-    (records written before tiers declared it) its preset's."""
+    """What tier ``storage`` declares under ``what`` (its mechanisms, its ``fs_types``): its recorded config,
+    or (records written before tiers declared it) its preset's."""
     conf = storages.get(storage) or {}
     if what in conf:
         return list(conf[what] or [])
@@ -66,11 +67,11 @@ def on_their_file_system(rows, storages: dict):
     """(the rows measured on a file system their tier's preset names, why the others cannot test a claim: ''
     when none is left out). A row of storage=lustre read from ext4 (``storage.fs_check=false``, or a record
     from before the check) measured ext4, whatever its label says."""
-    from analysis import tables
+    from analysis.tables import tidy
 
     if rows.empty or "fs_type" not in rows or "storage" not in rows:
         return rows, ""
-    tiers, fs = tables.text(rows["storage"]), tables.text(rows["fs_type"])
+    tiers, fs = tidy.text(rows["storage"]), tidy.text(rows["fs_type"])
     wanted = {t: declared(t, storages, "fs_types") for t in set(tiers)}
     off = [bool(wanted[t]) and f not in ("", "nan", "None") and f not in wanted[t] for t, f in zip(tiers, fs)]
     if not any(off):
@@ -86,10 +87,10 @@ def on_their_file_system(rows, storages: dict):
 
 def having(name: str, rows, storages: dict):
     """(the rows that have mechanism ``name``, why the others cannot test the claim: '' when all can)."""
-    from analysis import tables
+    from analysis.tables import tidy
 
     if name in DEVICE:
-        tiers = sorted(set(tables.text(rows["storage"])))
+        tiers = sorted(set(tidy.text(rows["storage"])))
         ok = [t for t in tiers if name in declared(t, storages)]
         lacking = [t for t in tiers if t not in ok]
         why = (
@@ -97,7 +98,7 @@ def having(name: str, rows, storages: dict):
             if lacking
             else ""
         )
-        return rows[tables.text(rows["storage"]).isin(ok)], why
+        return rows[tidy.text(rows["storage"]).isin(ok)], why
     if name in RUN:
         size = rows.get("checkpoint_mb")
         inside = rows[size >= CHECKPOINT_MIN_MB] if size is not None else rows.iloc[0:0]
@@ -111,4 +112,4 @@ def having(name: str, rows, storages: dict):
             if len(inside) < len(rows)
             else ""
         )
-    raise KeyError(f"unknown mechanism {name!r} (analysis/mechanisms.py)")
+    raise KeyError(f"unknown mechanism {name!r} (analysis/claims/mechanisms.py)")

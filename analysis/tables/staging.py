@@ -3,18 +3,18 @@ lies, with the time the copy took, as tf-Darshan compared reading from Lustre wi
 
 from __future__ import annotations
 
-from analysis import identity, tables
+from analysis.tables import identity, tidy
 
 
 def comparison(summary, staged: dict, configs: dict):
     """Per staged cell: images/s read from the storage tier and from the staged copy (medians), their
     ratio, and the copy's time and rate; None when no cell was staged. A staged cell pairs with the cell
-    whose every other setting is equal (``analysis.identity`` without ``stage``); with none, its
+    whose every other setting is equal (``analysis.tables.identity`` without ``stage``); with none, its
     ``from_storage`` is empty."""
     if summary is None or summary.empty or "stage" not in summary:
         return None
     s = summary.copy()
-    s["stage"] = tables.text(s["stage"])
+    s["stage"] = tidy.text(s["stage"])
     s["cell_dir"] = s["cell_dir"].astype(str)  # read back from summary.csv, "0" is 0
     on = s[s["stage"] != ""]
     if on.empty:

@@ -22,22 +22,12 @@ import sys
 import time
 from pathlib import Path
 
+from campaign.capacity.search import LOADER, MEASURE, node_count, tier_row
 from campaign.errors import ConfigError
 from campaign.overrides import value_of
 
-CONF = Path(__file__).resolve().parent.parent / "conf"
-MEASURE = {"repeats": "3", "warmup": "0"}  # every cell's runs unless set: three, medians, no warm-up
+CONF = Path(__file__).resolve().parent.parent.parent / "conf"
 MARK = "capacity.txt"  # the search's settings in its folder, from before its first cell (a rerun resumes)
-LOADER = {
-    "prefetch": "2"
-}  # an accelerator's data loader fills the next batches while it computes (unless set)
-
-
-def _median(folder: Path, column: str) -> float:
-    import pandas as pd
-
-    df = pd.read_csv(folder / "results.csv")
-    return float(df[column].median())
 
 
 def _images(overrides: list[str]) -> int:
@@ -51,169 +41,10 @@ def _images(overrides: list[str]) -> int:
     return int(OmegaConf.load(CONF / "dataset" / f"{name}.yaml").num_images)
 
 
-def _kernels(folder: Path) -> int:
-    """Distinct kernels among the nodes of the campaign's runs (nodes on one kernel count its block-device
-    counters once: ``device_counted_on``); 1 for a one-node run."""
-    from jobs import records
-
-    seen = set()
-    for f in folder.glob("*/record.json"):
-        for run in records.read(f).runs:
-            seen |= {n.get("device_counted_on") or n.get("host") for n in run.get("per_node") or []}
-    return max(1, len(seen))
-
-
-def _measure(tier: str, profile: dict, common: list[str], out: Path) -> tuple[float, float, float, int]:
-    """(tier images/s, tier MB/s, one core's decode images/s, kernels among the nodes), each rate the median
-    of its campaign's runs; the tier's rate read by one task on each node, one core's on one node."""
-    from campaign import failures, subcampaign
-    from jobs.observe import usage
-
-    readers = 2 * usage.cores()
-    side = f"workload.image_side={profile['image_side']}"
-    if (
-        subcampaign.run(
-            rate := [
-                "workload=readonly",
-                f"storage={tier}",
-                f"threads={readers}",
-                "cache=cold",
-                *common,
-                "platform.tasks_per_node=1",
-            ],
-            out / "storage_rate",
-        )
-        != 0
-    ):
-        raise RuntimeError(
-            f"the tier's read rate could not be measured: {failures.why(rate, out / 'storage_rate')} "
-            f"(see {out / 'storage_rate'})"
-        )
-    if (
-        subcampaign.run(
-            cpu := [
-                "workload=microbench",
-                f"storage={tier}",
-                "threads=1",
-                "cache=warm",
-                side,
-                *common,
-                "platform.nodes=1",
-                "platform.tasks_per_node=1",
-            ],
-            out / "cpu_rate",
-        )
-        != 0
-    ):
-        raise RuntimeError(
-            f"the client's decode rate could not be measured: {failures.why(cpu, out / 'cpu_rate')} "
-            f"(see {out / 'cpu_rate'})"
-        )
-    return (
-        _median(out / "storage_rate", "images_per_s"),
-        _median(out / "storage_rate", "mb_per_s"),
-        _median(out / "cpu_rate", "images_per_s"),
-        _kernels(out / "storage_rate"),
-    )
-
-
-def _prove(tier: str, profile: dict, pred: dict, cell: list[str], most: int, out: Path) -> dict:
-    """Run emulated cells until the search is done; the verdict per count (analysis.capacity.tried)."""
-    import pandas as pd
-
-    from analysis import capacity
-    from campaign import subcampaign
-
-    seen: dict[int, dict] = {}
-    counts = capacity.next_counts(seen, pred["predicted_n"], most)
-    while counts:
-        every = sorted({*seen, *counts})
-        print(
-            f"[capacity] {tier}: {', '.join(map(str, counts))} emulated accelerator(s)"
-            f"{' per node' if pred['nodes'] > 1 else ''}",
-            flush=True,
-        )
-        rc = subcampaign.run([*cell, f"platform.tasks_per_node={','.join(map(str, every))}"], out / "prove")
-        results = (
-            pd.read_csv(out / "prove" / "results.csv") if (out / "prove" / "results.csv").exists() else None
-        )
-        now = capacity.tried(results, tier, float(profile["au_threshold"])) if results is not None else {}
-        missing = [c for c in counts if c not in now]
-        if rc != 0 and missing:
-            raise RuntimeError(f"the cells of {missing} accelerators failed (see {out / 'prove'})")
-        seen = now
-        counts = capacity.next_counts(seen, pred["predicted_n"], most)
-    return seen
-
-
-def tier_row(
-    tier: str, profile: dict, overrides: list[str], most: int, out: Path, bound_by: str = ""
-) -> dict:
-    """Measure, predict and prove one tier; its line of capacity.csv."""
-    from analysis import capacity
-    from jobs.observe import usage
-
-    common = [
-        o
-        for o in overrides
-        if o.split("=", 1)[0]
-        not in ("storage", "accelerator", "threads", "batch_size", "platform.tasks_per_node")
-    ]
-    given = {o.split("=", 1)[0] for o in common}
-    common = [f"{k}={v}" for k, v in MEASURE.items() if k not in given] + common
-    threads = int(value_of(overrides, "threads") or 1)
-    batch = int(value_of(overrides, "batch_size") or profile["batch_size"])
-    nodes = _nodes(overrides)
-    tier_img, tier_mb, core_img, kernels = _measure(tier, profile, common, out / tier)
-    inp = capacity.Inputs(
-        tier,
-        profile["name"],
-        batch,
-        float(profile["step_time_s"]),
-        int(profile["batch_size"]),
-        float(profile["au_threshold"]),
-        tier_img,
-        tier_mb,
-        core_img,
-        usage.cores(),
-        threads,
-        nodes,
-        min(kernels, nodes),
-    )
-    pred = capacity.predict(inp, most)
-    where = "" if nodes == 1 else f" per node on {nodes} nodes"
-    shared = (
-        f", {inp.node_cores():g} cores a node: {nodes} nodes share {inp.kernels} kernel(s) of {usage.cores()} "
-        "cores"
-        if inp.kernels < nodes
-        else f", {usage.cores()} cores a node"
-        if nodes > 1
-        else f" ({usage.cores()} cores)"
-    )
-    print(
-        f"[capacity] {tier}: predicted {pred['predicted_n']} accelerator(s){where}, limit {pred['predicted_limit']}: "
-        f"the tier reads {tier_img:.0f} images/s{' to all nodes' if nodes > 1 else ''}, one core decodes "
-        f"{core_img:.0f} images/s{shared}, one {profile['name']} needs {pred['demand_images_per_s']:.0f} images/s "
-        f"at AU {100 * inp.au_threshold:.0f}%",
-        flush=True,
-    )
-    loader = [f"{k}={v}" for k, v in LOADER.items() if k not in given]
-    cell = [
-        "workload=emulated",
-        f"accelerator={profile['name']}",
-        f"storage={tier}",
-        f"threads={threads}",
-        f"batch_size={batch}",
-        "cache=cold",
-        *loader,
-        *common,
-    ]
-    return capacity.row(pred, _prove(tier, profile, pred, cell, most, out / tier), most, bound_by)
-
-
 def _fit_nodes(overrides: list[str], most: int) -> tuple[int, str]:
-    """(``most``, lowered to the accelerators a node of the Slurm partition can hold at platform.cpus_per_task
-    CPUs each; what lowered it, or ""): a count above it would stay pending for ever."""
+    """(``most``, lowered to the accelerators a node of the Slurm partition can hold at
+    platform.cpus_per_task CPUs each; what lowered it, or ""): a count above it would stay pending for
+    ever."""
     from omegaconf import OmegaConf
 
     name = value_of(overrides, "platform") or "workstation"
@@ -229,20 +60,18 @@ def _fit_nodes(overrides: list[str], most: int) -> tuple[int, str]:
     if not cpus or max(cpus) // per_task >= most:
         return most, ""
     fit = max(1, max(cpus) // per_task)
+    nodes = f"partition {partition}" if partition else "the default partition"
     why = (
-        f"{fit} a node: the nodes of {'partition ' + str(partition) if partition else 'the default partition'} have "
-        f"{max(cpus)} CPUs and each accelerator's task takes platform.cpus_per_task={per_task}"
+        f"{fit} a node: the nodes of {nodes} have {max(cpus)} CPUs and each accelerator's task takes "
+        f"platform.cpus_per_task={per_task}"
     )
     print(f"[capacity] at most {why}", flush=True)
     return fit, why
 
 
-def _nodes(overrides: list[str]) -> int:
-    return int(value_of(overrides, "platform.nodes") or 1)
-
-
 def _profile(name: str | None, overrides: list[str]) -> dict:
-    """The profile conf/accelerator/<name>.yaml (or in hydra.searchpath), once every override's key is known."""
+    """The profile conf/accelerator/<name>.yaml (or in hydra.searchpath), once every override's key is
+    known."""
     from omegaconf import OmegaConf
 
     from campaign import choices, keys
@@ -286,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     if why:
         print(f"campaign.capacity: {why}; nothing was run", file=sys.stderr)
         return 2
-    nodes = _nodes(args.overrides)
+    nodes = node_count(args.overrides)
     batch = int(value_of(args.overrides, "batch_size") or profile["batch_size"])
     # every accelerator gets two batches a run, and the set is shared among every node's accelerators
     most = min(args.most, _images(args.overrides) // (2 * batch * nodes))
@@ -294,21 +123,20 @@ def main(argv: list[str] | None = None) -> int:
         of = f" of {nodes} nodes" if nodes > 1 else ""
         print(
             f"campaign.capacity: {_images(args.overrides)} images give no accelerator{of} "
-            f"two batches of {batch}: use more images (dataset.num_images) or a smaller batch_size; nothing was run",
+            f"two batches of {batch}: use more images (dataset.num_images) or a smaller batch_size; "
+            "nothing was run",
             file=sys.stderr,
         )
         return 2
-    from campaign import capacity_checks
+    from campaign.capacity import checks
 
-    why = capacity_checks.cells(
-        args.overrides, profile, {**MEASURE, **LOADER}
-    )  # as each tier's campaigns will
+    why = checks.cells(args.overrides, profile, {**MEASURE, **LOADER})  # as each tier's campaigns will
     if why:
         print(f"campaign.capacity: {why}; nothing was run", file=sys.stderr)
         return 2
     most, bound_by = _fit_nodes(args.overrides, most)
     from analysis import outputs
-    from analysis.capacity import CAPACITY
+    from analysis.tables.capacity import CAPACITY
     from campaign import outputs as campaign_outputs
 
     out = args.out or Path("multirun") / time.strftime("capacity-%Y-%m-%d-%H-%M-%S")
@@ -337,22 +165,22 @@ def main(argv: list[str] | None = None) -> int:
 
 def _arguments_problem(args) -> str | None:
     """Why the search's own arguments cannot run (one line), or None."""
-    from campaign import capacity_checks
+    from campaign.capacity import checks
 
-    why = capacity_checks.sweep_dir(args)
+    why = checks.sweep_dir(args)
     if why:
         return why
     try:
-        if _nodes(args.overrides) < 1:
+        if node_count(args.overrides) < 1:
             raise ValueError
     except ValueError:
         return f"platform.nodes={value_of(args.overrides, 'platform.nodes')}: must be a whole number >= 1"
     if value_of(args.overrides, "platform.tasks_per_node") is not None:
         return (
-            "platform.tasks_per_node is what the search sets (accelerators per node): leave it out and bound the "
-            "search with --most"
+            "platform.tasks_per_node is what the search sets (accelerators per node): leave it out and bound "
+            "the search with --most"
         )
-    return capacity_checks.arguments(args.most, args.overrides)
+    return checks.arguments(args.most, args.overrides)
 
 
 def _mark(out: Path, profile: dict, tiers: list[str], most: int, overrides: list[str]) -> None:
@@ -370,9 +198,10 @@ def _mark(out: Path, profile: dict, tiers: list[str], most: int, overrides: list
 
 def _report(out: Path, table, some_failed: bool) -> int:
     from analysis.build import build
-    from analysis.capacity import CAPACITY, answer_line
     from analysis.outputs import create
-    from analysis.report import write_report
+    from analysis.report.capacity import answer_line
+    from analysis.report.page import write_report
+    from analysis.tables.capacity import CAPACITY
     from campaign import outputs
 
     with create(out / CAPACITY) as f:
@@ -384,7 +213,3 @@ def _report(out: Path, table, some_failed: bool) -> int:
         print(answer_line(r), flush=True)
     print(f"[capacity] table: {out / 'capacity.csv'}; report: {report}", flush=True)
     return 1 if some_failed or built.failed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

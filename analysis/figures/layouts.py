@@ -1,26 +1,21 @@
 """Data layout and shuffling (``dataset.format`` × ``shuffle``): the micro-benchmark's images/s side
-by side per storage tier, and a table of how much of the device each layout reached."""
+by side per storage tier, one bar per layout."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from analysis import bounds, plotting, tables
-from analysis.figures import MARKED
+from analysis.figures import plotting
+from analysis.figures.plotting import MARKED
+from analysis.tables import bounds, tidy
+from analysis.tables.order import thread_key, tier_order
 from jobs.metrics import label
-
-PAPER = ("files", "global")  # the paper's layout: one JPEG per file, a full shuffle
-
-
-def _thread_key(t) -> tuple[int, float]:
-    s = str(t)
-    return (1, 0.0) if s == "autotune" else (0, float(s))
 
 
 def _layouts(df) -> list[tuple[str, str]]:
     order = {"files": 0, "tfrecord": 1, "hdf5": 2}
     pairs = set(
-        zip(tables.text(df["format"]).replace("", "files"), tables.text(df["shuffle"]).replace("", "global"))
+        zip(tidy.text(df["format"]).replace("", "files"), tidy.text(df["shuffle"]).replace("", "global"))
     )
     return sorted(pairs, key=lambda p: (order.get(p[0], 9), p[1] != "global", p[1]))
 
@@ -36,14 +31,14 @@ def layouts_figure(rows, folder: Path, figure) -> list[Path]:
     import numpy as np
 
     df = rows.copy()
-    df["format"] = tables.text(df["format"]).replace("", "files")
-    df["shuffle"] = tables.text(df["shuffle"]).replace("", "global")
+    df["format"] = tidy.text(df["format"]).replace("", "files")
+    df["shuffle"] = tidy.text(df["shuffle"]).replace("", "global")
     df["threads"] = df["threads"].astype(str)
     layouts = _layouts(df)
     if len(layouts) < 2:
         return []
-    storages = plotting.tier_order(df["storage"])
-    pipelines = list(dict.fromkeys(tables.text(df["pipeline"])))
+    storages = tier_order(df["storage"])
+    pipelines = list(dict.fromkeys(tidy.text(df["pipeline"])))
     fig, axes = plt.subplots(
         len(pipelines),
         len(storages),
@@ -57,8 +52,8 @@ def layouts_figure(rows, folder: Path, figure) -> list[Path]:
     for r, pipe in enumerate(pipelines):
         for c, storage in enumerate(storages):
             ax = axes[r][c]
-            sub = df[(df["storage"] == storage) & (tables.text(df["pipeline"]) == pipe)]
-            threads = sorted(sub["threads"].unique(), key=_thread_key)
+            sub = df[(df["storage"] == storage) & (tidy.text(df["pipeline"]) == pipe)]
+            threads = sorted(sub["threads"].unique(), key=thread_key)
             width = 0.8 / len(layouts)
             for j, (fmt, shuffle) in enumerate(layouts):
                 one = sub[(sub["format"] == fmt) & (sub["shuffle"] == shuffle)]
@@ -99,45 +94,9 @@ def layouts_figure(rows, folder: Path, figure) -> list[Path]:
         0.01,
         0.005,
         f"bars: median; whiskers: min–max of {runs} runs; colour: format; plain: global shuffle, "
-        "dotted: local, hatched: none; text in a bar: what limited most of its runs (none: the storage, or latency)",
+        "dotted: local, hatched: none; text in a bar: what limited most of its runs (none: the storage, or "
+        "latency)",
         fontsize=6,
     )
     fig.tight_layout(rect=(0, 0.06 + 0.05 * ((len(layouts) + 3) // 4), 1, 0.95))
     return plotting.save(fig, folder / figure.key)
-
-
-def reach(summary):
-    """Per micro-benchmark cell: layout, shuffle, images/s and MB/s (medians), the share of fio's
-    rate over the same stored files (``efficiency``, when the campaign has baselines) and what limited
-    it; the paper's layout first. None when the campaign has one layout only."""
-    if summary is None or summary.empty or "format" not in summary:
-        return None
-    s = summary[summary["kind"] == "microbench"].copy()
-    if s.empty:
-        return None
-    s["format"] = tables.text(s["format"]).replace("", "files")
-    s["shuffle"] = tables.text(s["shuffle"]).replace("", "global")
-    if len(set(zip(s["format"], s["shuffle"]))) < 2:
-        return None
-    s["_paper"] = [(f, sh) != PAPER for f, sh in zip(s["format"], s["shuffle"])]
-    s["_t"] = [_thread_key(t) for t in s["threads"]]
-    s = s.sort_values(["storage", "pipeline", "_t", "_paper", "format", "shuffle"])
-    cols = [
-        c
-        for c in (
-            "storage",
-            "pipeline",
-            "threads",
-            "format",
-            "shuffle",
-            "images_per_s_median",
-            "mb_per_s_median",
-            "small_file_mb_s",
-            "efficiency",
-            "bound",
-        )
-        if c in s
-    ]
-    out = s[cols].round(3)
-    out["images_per_s_median"] = out["images_per_s_median"].round().astype("Int64")  # 1176, not 1.18e+03
-    return out

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis import plotting, tables
+from analysis.figures import plotting
+from analysis.tables import tidy
+from analysis.tables.order import tier_order
 from jobs.metrics import METRICS
 
 
 def figure(rows, folder: Path, fig_spec) -> list[Path]:
     """Two panels (save, load): one group of bars per tier, slowest first, one bar per model shape and
-    ranks written; median with min–max whiskers, each bar labelled with its ranks and the load's cache state."""
+    ranks written; median with min–max whiskers, each bar labelled with its ranks and the load's cache
+    state."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -22,20 +25,16 @@ def figure(rows, folder: Path, fig_spec) -> list[Path]:
         return []
     ranks = df["ranks_written"].astype(int)
     df["shape"] = (
-        tables.text(df["checkpoint_model"])
+        tidy.text(df["checkpoint_model"])
         + " · "
         + ranks.astype(str)
         + ranks.map({1: " rank"}).fillna(" ranks")
     )
     # through the burst buffer a run saves on the fast tier and loads from storage: its own group of bars
-    bb = tables.text(df.get("checkpoint_target", "")) == "burst_buffer"
-    df["where"] = df["storage"].where(
-        ~bb, tables.text(df.get("checkpoint_tiers", "")).str.replace("->", " → ")
-    )
+    bb = tidy.text(df.get("checkpoint_target", "")) == "burst_buffer"
+    df["where"] = df["storage"].where(~bb, tidy.text(df.get("checkpoint_tiers", "")).str.replace("->", " → "))
     tiers = [
-        t
-        for base in plotting.tier_order(df["storage"])
-        for t in dict.fromkeys(df.loc[df["storage"] == base, "where"])
+        t for base in tier_order(df["storage"]) for t in dict.fromkeys(df.loc[df["storage"] == base, "where"])
     ]
     shapes = list(dict.fromkeys(df["shape"]))
     width = 0.8 / len(shapes)
@@ -61,7 +60,7 @@ def figure(rows, folder: Path, fig_spec) -> list[Path]:
                     color=f"C{k}",
                 )
                 if metric == "load_throughput_gb_s":
-                    state = "/".join(sorted(set(tables.text(one["cache_state"]))))
+                    state = "/".join(sorted(set(tidy.text(one["cache_state"]))))
                     ax.annotate(
                         state,
                         (bar[0].get_x() + width / 2, hi),
@@ -83,8 +82,8 @@ def figure(rows, folder: Path, fig_spec) -> list[Path]:
         0.01,
         0.01,
         "throughput = bytes of every rank written (read) ÷ the slowest rank's save (load), MLPerf "
-        "Storage's definition; save ends at the last fsync; load reads back evicted shards, every byte checked; "
-        "text over a load bar: its cache state",
+        "Storage's definition; save ends at the last fsync; load reads back evicted shards, every byte "
+        "checked; text over a load bar: its cache state",
         fontsize=6,
     )
     fig.tight_layout(rect=(0, 0.04, 1, 0.94))

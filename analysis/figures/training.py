@@ -1,46 +1,18 @@
-"""The AlexNet mini-app's tables and figures: I/O cost, Fig. 6 (threads), Fig. 7 (batch size),
-Fig. 8 (device reads over time)."""
+"""The AlexNet mini-app's figures: Fig. 6 (threads), Fig. 7 (batch size), Fig. 8 (device reads over time)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from analysis import plotting, tables
+from analysis.figures import plotting
+from analysis.tables import tidy
+from analysis.tables.order import thread_key, tier_order
+from analysis.tables.training import alexnet_rows
 from jobs.metrics import label
-
-KIND = "alexnet"  # the workload module whose rows this module draws
 
 
 def _sorted_threads(values) -> list[str]:
-    return sorted({str(v) for v in values}, key=lambda s: (1, 0.0) if s == "autotune" else (0, float(s)))
-
-
-def _alexnet(results):
-    df = results[results["kind"] == KIND].copy()
-    df["threads"] = df["threads"].astype(str)
-    df["prefetching"] = df["prefetch"] > 0
-    return df
-
-
-def io_cost(results):
-    """Runtime without prefetch minus runtime with prefetch, per storage, threads and batch size
-    (the paper's reading of Fig. 6: the excess is the cost of I/O)."""
-    import pandas as pd
-
-    df = _alexnet(results)
-    if df.empty:
-        return pd.DataFrame()
-    keys = ["storage", "threads", "batch_size", "image_side", "width"]
-    rt = plotting.runtime_column(df)
-    med = df.groupby([*keys, "prefetching"])[rt].median().unstack("prefetching")
-    wait = df.groupby([*keys, "prefetching"])["data_wait_s"].median().unstack("prefetching")
-    out = pd.DataFrame(index=med.index)
-    out["runtime_no_prefetch_s"] = med.get(False)
-    out["runtime_prefetch_s"] = med.get(True)
-    out["io_cost_s"] = out["runtime_no_prefetch_s"] - out["runtime_prefetch_s"]
-    out["data_wait_no_prefetch_s"] = wait.get(False)
-    out["data_wait_prefetch_s"] = wait.get(True)
-    return out.reset_index()
+    return sorted({str(v) for v in values}, key=thread_key)
 
 
 def _stacked(ax, x, on, off, width, color):
@@ -96,14 +68,14 @@ def fig6(results, folder: Path, figure) -> list[Path]:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    df = _alexnet(results)
+    df = alexnet_rows(results)
     if df.empty:
         return []
     batch = int(df["batch_size"].mode().iloc[0])
     df = df[df["batch_size"] == batch]
-    storages = plotting.tier_order(df["storage"])
+    storages = tier_order(df["storage"])
     threads = _sorted_threads(df["threads"])
-    rt = plotting.runtime_column(df)
+    rt = tidy.runtime_column(df)
     med = df.groupby(["storage", "threads", "prefetching"])[rt].median()
     au = _au(df)
     fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(storages) * len(threads) / 2), 4.2))
@@ -163,7 +135,7 @@ def fig7(results, folder: Path, figure) -> list[Path]:
     import numpy as np
     from matplotlib.patches import Patch
 
-    df = _alexnet(results)
+    df = alexnet_rows(results)
     if df.empty or df["batch_size"].nunique() < 2:
         return []
     threads = "8" if "8" in set(df["threads"]) else _sorted_threads(df["threads"])[-1]
@@ -173,9 +145,9 @@ def fig7(results, folder: Path, figure) -> list[Path]:
     df = df[df["storage"].isin(swept[swept >= 2].index)]
     if df.empty:
         return []
-    storages = plotting.tier_order(df["storage"])
+    storages = tier_order(df["storage"])
     batches = sorted(df["batch_size"].unique())
-    rt = plotting.runtime_column(df)
+    rt = tidy.runtime_column(df)
     med = df.groupby(["storage", "batch_size", "prefetching"])[rt].median()
     au = _au(df)
     fig, axes = plt.subplots(
@@ -220,11 +192,11 @@ def fig8(results, folder: Path, figure) -> list[Path]:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    df = _alexnet(results)
-    df = df[tables.text(df["trace_file"]) != ""]
+    df = alexnet_rows(results)
+    df = df[tidy.text(df["trace_file"]) != ""]
     if df.empty:
         return []
-    storages = plotting.tier_order(df["storage"])
+    storages = tier_order(df["storage"])
     fig, axes = plt.subplots(len(storages), 1, figsize=(8.2, 2.6 * len(storages)), squeeze=False)
     for ax, s in zip(axes[:, 0], storages):
         sub = df[df["storage"] == s]

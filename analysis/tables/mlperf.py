@@ -43,17 +43,17 @@ def table(results):
     """The comparison as a tidy table (None when no measured model shape has published figures)."""
     import pandas as pd
 
-    from analysis import tables
+    from analysis.tables import tidy
 
     if results is None or results.empty or "save_throughput_gb_s" not in results:
         return None
     rows = results[results["save_throughput_gb_s"].notna()].copy()
-    pubs = [p for p in published() if p["model"] in set(tables.text(rows["checkpoint_model"]))]
+    pubs = [p for p in published() if p["model"] in set(tidy.text(rows["checkpoint_model"]))]
     if not pubs:
         return None
     rows["where"] = rows["storage"].where(
-        tables.text(rows.get("checkpoint_target", "")) != "burst_buffer",
-        tables.text(rows.get("checkpoint_tiers", "")),
+        tidy.text(rows.get("checkpoint_target", "")) != "burst_buffer",
+        tidy.text(rows.get("checkpoint_tiers", "")),
     )
     out = []
     for p in pubs:
@@ -76,19 +76,19 @@ def table(results):
                 "why": f"published: {p['source']}",
             }
         )
-        mine = rows[tables.text(rows["checkpoint_model"]) == p["model"]]
+        mine = rows[tidy.text(rows["checkpoint_model"]) == p["model"]]
         for (where, written), g in mine.groupby(["where", "ranks_written"], sort=False):
             whole = (
                 bool((g["checkpoint_gb"] >= 0.999 * g["model_checkpoint_gb"]).all())
                 if "model_checkpoint_gb" in g
                 else int(written) == p["ranks"]
             )
-            states = sorted(set(tables.text(g["cache_state"])))
+            states = sorted(set(tidy.text(g["cache_state"])))
             why = []
             if not whole:
                 why.append(
-                    f"subset mode: {int(written)} of the model's ranks wrote their shards (the submission: all "
-                    f"{p['ranks']}), so the bytes and the slowest rank are a subset's"
+                    f"subset mode: {int(written)} of the model's ranks wrote their shards (the submission: "
+                    f"all {p['ranks']}), so the bytes and the slowest rank are a subset's"
                 )
             elif int(written) != p["ranks"]:
                 why.append(f"{int(written)} ranks, the submission {p['ranks']}")
@@ -125,14 +125,3 @@ def write(results, folder: Path) -> list[Path]:
     with outputs.create(folder / MLPERF) as f:
         t.round(4).to_csv(f, index=False)
     return [folder / MLPERF]
-
-
-INTRO = (
-    "Each model shape measured here that an MLPerf Storage submission also checkpointed: the submission's "
-    "figures (converted from DLIO's binary GiB to GB) and this campaign's medians, by MLPerf's definitions "
-    "(save and load: the slowest rank's duration; GB/s: every rank's bytes over it). <code>same_workload</code> "
-    "is yes only where every rank's shard was written, as many ranks as the submission's, and loaded cold; "
-    "the storage always differs, so a row says how this tier does the submission's job, not that it "
-    "reproduced a result. Data: <code>analysis/mlperf_checkpoints.yaml</code>, values: "
-    "<code>mlperf_checkpoints.csv</code>."
-)

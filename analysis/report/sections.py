@@ -1,4 +1,4 @@
-"""The report's sections, one function each (``analysis.report`` declares which a folder's report shows):
+"""The report's sections, one function each (``analysis.report.page`` declares which a folder's report shows):
 what each tier delivered, what limited each cell, data layouts, capacity, MLPerf checkpoints, staging
 and the POSIX traces. Each returns '' when it has nothing to say, so no section reads only "none"."""
 
@@ -8,8 +8,13 @@ import base64
 import html
 from pathlib import Path
 
-from analysis.htmltable import table as _table
+from analysis.report.htmltable import table as _table
 from jobs import jsonfiles
+
+PERFETTO = (
+    "python -m analysis.perfetto <cell>/posix/trace-*.pfw.gz  # writes <trace>.json.gz: open it at "
+    "https://ui.perfetto.dev (or chrome://tracing)"
+)
 
 
 def embed(folder: Path, stem: str, caption: str) -> str:
@@ -25,10 +30,10 @@ def embed(folder: Path, stem: str, caption: str) -> str:
 
 
 def answers(folder: Path) -> str:
-    """What each tier delivered and what limited it, first (analysis.answers)."""
+    """What each tier delivered and what limited it, first (analysis.report.answers)."""
     import pandas as pd
 
-    from analysis import answers
+    from analysis.report import answers
 
     path = folder / "summary.csv"
     lines = answers.per_tier(pd.read_csv(path) if path.exists() and path.stat().st_size > 1 else None)
@@ -115,10 +120,10 @@ def _numeric(values):
 
 
 def _reach(folder: Path):
-    """How much of the device each data layout and shuffle reached (analysis.layouts), or None."""
+    """How much of the device each data layout and shuffle reached (analysis.tables.layouts), or None."""
     import pandas as pd
 
-    from analysis import layouts
+    from analysis.tables import layouts
 
     path = folder / "summary.csv"
     s = pd.read_csv(path) if path.exists() and path.stat().st_size > 1 else pd.DataFrame()
@@ -131,14 +136,14 @@ def layouts(folder: Path) -> str:
         return ""
     return (
         "<h2>Data layout and shuffling</h2><p>Each micro-benchmark cell by <code>dataset.format</code> and "
-        "<code>shuffle</code>, the paper's layout (files, global) first; <code>efficiency</code>: its MB/s ÷ fio "
-        "reading the same stored files on the same tier with as many readers as map threads (a "
+        "<code>shuffle</code>, the paper's layout (files, global) first; <code>efficiency</code>: its MB/s ÷ "
+        "fio reading the same stored files on the same tier with as many readers as map threads (a "
         "<code>workload=baseline</code> cell of the same format; empty without one).</p>" + _table(table)
     )
 
 
 def capacity_table(folder: Path) -> str:
-    from analysis import capacity
+    from analysis.report import capacity
 
     t = capacity.table(folder)
     return (
@@ -147,67 +152,82 @@ def capacity_table(folder: Path) -> str:
 
 
 def mlperf(folder: Path) -> str:
-    """Sharded checkpoints beside MLPerf Storage's published ones (analysis.mlperf), where a shape matches."""
+    """Sharded checkpoints beside MLPerf Storage's published ones (analysis.tables.mlperf), where a shape
+    matches."""
     import pandas as pd
 
-    from analysis import mlperf
+    from analysis.tables import mlperf
 
     path = folder / mlperf.MLPERF
     if not path.exists():
         return ""
-    return f"<h2>Checkpoints beside MLPerf Storage's</h2><p>{mlperf.INTRO}</p>" + _table(
+    return f"<h2>Checkpoints beside MLPerf Storage's</h2><p>{MLPERF_INTRO}</p>" + _table(
         pd.read_csv(path).round(3)
     )
 
 
 def posix_calls(folder: Path) -> str:
     """What the POSIX traces say (trace.posix=true): per cell, the figures, and how to open a trace."""
-    from analysis import posix
+    from analysis.figures.posix import SIZES, TIMELINE
+    from analysis.tables import posix
+    from jobs.observe.posix import COVERAGE_MIN
 
     table = posix.per_cell(folder)
     if table is None:
         return ""
     bad = int(table["incomplete"].sum())
     warn = (
-        f'<p class="warning"><strong>{bad} traced run(s) are incomplete</strong>: their traces hold less than '
-        f"{posix.posix.COVERAGE_MIN:.0%} of the bytes the runs consumed (column <code>coverage</code>); their "
-        "figures are not the whole story (<code>posix_complete=false</code> in <code>posix_summary.csv</code>).</p>"
+        f'<p class="warning"><strong>{bad} traced run(s) are incomplete</strong>: their traces hold less '
+        f"than {COVERAGE_MIN:.0%} of the bytes the runs consumed (column <code>coverage</code>); their "
+        "figures are not the whole story (<code>posix_complete=false</code> in "
+        "<code>posix_summary.csv</code>).</p>"
         if bad
-        else f"<p>Every traced run's reads hold at least {posix.posix.COVERAGE_MIN:.0%} of the bytes it "
+        else f"<p>Every traced run's reads hold at least {COVERAGE_MIN:.0%} of the bytes it "
         "consumed (<code>coverage</code>).</p>"
     )
     return (
-        "<h2>POSIX calls (trace.posix)</h2><p>Every open, read, write and close the runs made on their tiers, "
-        "recorded by dftracer's preload library; medians over each cell's runs. <code>small_reads_pct</code>: "
-        "reads that returned under 100 B (the read that finds the end of each file returns 0 B); "
-        "<code>reads_in_flight</code>: time inside read calls per second of the run; <code>threads_reading</code>: "
-        "threads that made reads; <code>traced_run</code>: <code>measured</code> when the measured runs were "
-        "traced (their rates carry the tracer's cost), <code>extra</code> for the one run a "
-        "<code>trace.runs=extra</code> cell traced after its untraced measured runs. Per run: "
-        "<code>posix_summary.csv</code>; per file and run: "
+        "<h2>POSIX calls (trace.posix)</h2><p>Every open, read, write and close the runs made on their "
+        "tiers, recorded by dftracer's preload library; medians over each cell's runs. "
+        "<code>small_reads_pct</code>: reads that returned under 100 B (the read that finds the end of each "
+        "file returns 0 B); <code>reads_in_flight</code>: time inside read calls per second of the run; "
+        "<code>threads_reading</code>: threads that made reads; <code>traced_run</code>: "
+        "<code>measured</code> when the measured runs were traced (their rates carry the tracer's cost), "
+        "<code>extra</code> for the one run a <code>trace.runs=extra</code> cell traced after its untraced "
+        "measured runs. Per run: <code>posix_summary.csv</code>; per file and run: "
         "<code>posix_files.csv</code>.</p>"
         + warn
         + _table(table)
-        + embed(folder, posix.SIZES, "Request sizes: read calls by bytes returned, per pipeline and format")
-        + embed(folder, posix.TIMELINE, "One run's reads per thread (top) and the device's MB/s beneath")
-        + f"<p>To open a raw trace in Perfetto: <code>{html.escape(posix.PERFETTO)}</code>.</p>"
+        + embed(folder, SIZES, "Request sizes: read calls by bytes returned, per pipeline and format")
+        + embed(folder, TIMELINE, "One run's reads per thread (top) and the device's MB/s beneath")
+        + f"<p>To open a raw trace in Perfetto: <code>{html.escape(PERFETTO)}</code>.</p>"
     )
 
 
 def staging(folder: Path, built) -> str:
     import pandas as pd
 
-    from analysis import staging, tables
+    from analysis.tables import staging, tidy
 
     path = folder / "summary.csv"
     s = pd.read_csv(path) if path.exists() and path.stat().st_size > 1 else pd.DataFrame()
-    c = built.collected if built is not None and built.collected is not None else tables.collect(folder)
+    c = built.collected if built is not None and built.collected is not None else tidy.collect(folder)
     table = staging.comparison(s, c.staged, c.configs)
     if table is None:
         return ""
     return (
         "<h2>Staging</h2><p>Cells that copied their data onto a faster tier before the runs "
         "(<code>storage@stage=&lt;preset&gt;</code>) beside the same cell read where the data lies: images/s "
-        "(medians), <code>staged_speedup</code> = from_stage ÷ from_storage, and the copy's time and rate, which "
-        "the runs do not include.</p>" + _table(table)
+        "(medians), <code>staged_speedup</code> = from_stage ÷ from_storage, and the copy's time and rate, "
+        "which the runs do not include.</p>" + _table(table)
     )
+
+
+MLPERF_INTRO = (
+    "Each model shape measured here that an MLPerf Storage submission also checkpointed: the submission's "
+    "figures (converted from DLIO's binary GiB to GB) and this campaign's medians, by MLPerf's definitions "
+    "(save and load: the slowest rank's duration; GB/s: every rank's bytes over it). "
+    "<code>same_workload</code> is yes only where every rank's shard was written, as many ranks as the "
+    "submission's, and loaded cold; the storage always differs, so a row says how this tier does the "
+    "submission's job, not that it reproduced a result. Data: "
+    "<code>analysis/tables/mlperf_checkpoints.yaml</code>, values: <code>mlperf_checkpoints.csv</code>."
+)

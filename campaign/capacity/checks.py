@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from campaign.capacity.search import SET_BY_SEARCH
 from campaign.overrides import value_of
 
 WHOLE = ("batch_size", "threads", "dataset.num_images")  # the search computes with these (and platform.nodes)
-# what the search sets in every cell itself (campaign.capacity.tier_row), so what a check of one cell leaves out
-SET_BY_SEARCH = ("storage", "accelerator", "threads", "batch_size", "platform.tasks_per_node")
 
 
 def sweep_dir(args) -> str | None:
-    """``hydra.sweep.dir=<folder>`` names the search's folder, as it names a campaign's: it becomes ``args.out``
-    and leaves the overrides (each round's campaign gets its own sweep folder below it). One line when it
-    and ``--out`` name two folders, or when it holds an interpolation that only Hydra would fill in."""
+    """``hydra.sweep.dir=<folder>`` names the search's folder, as it names a campaign's: it becomes
+    ``args.out`` and leaves the overrides (each round's campaign gets its own sweep folder below it). One
+    line when it and ``--out`` name two folders, or when it holds an interpolation that only Hydra would
+    fill in."""
     given = [o for o in args.overrides if o.lstrip("+").startswith("hydra.sweep.dir=")]
     if not given:
         return None
@@ -36,8 +36,8 @@ def _whole_numbers(overrides: list[str]) -> str | None:
             continue
         if key == "threads" and raw.strip().lower() == "autotune":
             return (
-                "threads=autotune: the search predicts from a fixed number of map threads per accelerator; give "
-                "threads=<a whole number> (1 unless set)"
+                "threads=autotune: the search predicts from a fixed number of map threads per accelerator; "
+                "give threads=<a whole number> (1 unless set)"
             )
         try:
             if int(raw) >= 1:
@@ -70,7 +70,8 @@ def _cell(tier: str, profile: dict, overrides: list[str], defaults: dict) -> lis
 
 def arguments(most: int, overrides: list[str]) -> str | None:
     """One line naming the first argument the search cannot run with (None: it can): ``--most``, a value
-    the campaign's own checks refuse before Hydra, or one the search computes with that is not a whole number."""
+    the campaign's own checks refuse before Hydra, or one the search computes with that is not a whole
+    number."""
     if most < 1:
         return f"--most {most} must be at least 1 (the most accelerators a cell emulates)"
     from campaign import choices

@@ -28,11 +28,9 @@ def table_i(baselines, configs: dict):
     out["tool"] = seq.groupby("storage")["tool"].first()
     out["paper_read_mb_s"] = [configs.get(s, {}).get("ior_read_mb_s") for s in out.index]
     out["paper_write_mb_s"] = [configs.get(s, {}).get("ior_write_mb_s") for s in out.index]
-    from analysis import plotting
+    from analysis.tables.order import tier_order
 
-    return out.reindex(
-        plotting.tier_order(seq["storage"])
-    ).reset_index()  # slowest first, as the paper lists them
+    return out.reindex(tier_order(seq["storage"])).reset_index()  # slowest first, as the paper lists them
 
 
 def small_file_rates(baselines):

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis import plotting, tables
+from analysis.figures import plotting
+from analysis.tables import tidy
 from jobs.metrics import label
 
 KIND = "checkpoint"  # the workload module whose rows this module draws
@@ -33,9 +34,9 @@ def fig9(results, folder: Path, figure) -> list[Path]:
     df["label"] = df.apply(_label, axis=1)
     order = list(dict.fromkeys(df["label"]))
     g = df.groupby("label")
-    rt = plotting.runtime_column(df)
+    rt = tidy.runtime_column(df)
     med, lo, hi = g[rt].median(), g[rt].min(), g[rt].max()
-    base = g[plotting.runtime_column(df, "baseline_steady_runtime_s", "baseline_runtime_s")].median()
+    base = g[tidy.runtime_column(df, "baseline_steady_runtime_s", "baseline_runtime_s")].median()
     stall = g["median_stall_s"].median()
     x = np.arange(len(order))
     fig, ax = plt.subplots(figsize=(max(5.5, 1.6 * len(order)), 4.0))
@@ -104,7 +105,7 @@ def fig10(results, folder: Path, figure) -> list[Path]:
     import matplotlib.pyplot as plt
 
     df = results[(results["kind"] == KIND) & results["checkpoint_target"].isin(["slow", "burst_buffer"])]
-    df = df[tables.text(df["trace_file"]) != ""]
+    df = df[tidy.text(df["trace_file"]) != ""]
     if df.empty:
         return []
     groups = list(dict.fromkeys(zip(df["checkpoint_target"], df["checkpoint_tiers"], df["checkpoint_mode"])))

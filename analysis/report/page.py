@@ -9,10 +9,10 @@ import html
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis import sections
-from analysis.htmltable import claims_table as _claims
-from analysis.htmltable import table as _table
-from analysis.sections import study_text
+from analysis.report import sections
+from analysis.report.htmltable import claims_table as _claims
+from analysis.report.htmltable import table as _table
+from analysis.report.sections import study_text
 
 REPORT = "report.html"
 
@@ -21,8 +21,9 @@ _CHECK = """<script>
 window.addEventListener('load', () => {
   const imgs = [...document.querySelectorAll('img.figure')];
   const bad = imgs.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.alt);
+  const broken = bad.length ? ' broken: ' + bad.join(', ') : '';
   document.getElementById('figure-check').textContent =
-    'figures loaded: ' + (imgs.length - bad.length) + '/' + imgs.length + (bad.length ? ' broken: ' + bad.join(', ') : '');
+    'figures loaded: ' + (imgs.length - bad.length) + '/' + imgs.length + broken;
 });
 </script>"""
 
@@ -101,7 +102,7 @@ SECTIONS = {
 def kind(folder: Path) -> str:
     """What the folder is: a capacity search (its capacity.csv or marker), a paper study (its
     paper.txt) or a plain campaign."""
-    from analysis.capacity import MARKS
+    from analysis.tables.capacity import MARKS
 
     if any((folder / m).exists() for m in MARKS):
         return CAPACITY
@@ -123,14 +124,16 @@ class Page:
 def write_report(folder: str | Path, built=None) -> Path:
     """Write ``report.html`` into ``folder`` from its tables and figures (rebuilt unless ``built``,
     the result of ``analysis.build.build``, is given)."""
-    from analysis import compare, outputs, tables
+    from analysis import outputs
     from analysis.build import build
+    from analysis.claims import judge
+    from analysis.tables import tidy
 
     folder = Path(folder)
     built = built if built is not None else build(folder)
-    c = built.collected if built.collected is not None else tables.collect(folder)
-    results, base = tables.results_frame(c), tables.baselines_frame(c)
-    claims = compare.claims_frame(results, base, c.storages)
+    c = built.collected if built.collected is not None else tidy.collect(folder)
+    results, base = tidy.results_frame(c), tidy.baselines_frame(c)
+    claims = judge.claims_frame(results, base, c.storages)
     with outputs.create(folder / "claims.csv") as f:
         claims.to_csv(f, index=False)
     page = Page(folder, kind(folder), built, claims, results, _facts(folder))
@@ -147,7 +150,8 @@ def _facts(folder: Path) -> dict:
         "kernel": prov.get("kernel"),
         "cpu": f"{prov.get('cpu_model')} × {prov.get('cpu_count')}",
         "memory": f"{(prov.get('mem_total_bytes') or 0) / 2**30:.1f} GiB",
-        "storage root": f"{mount.get('mount_point')} ({mount.get('fs_type')} on {mount.get('source')}, {mount.get('options')})",
+        "storage root": f"{mount.get('mount_point')} ({mount.get('fs_type')} on {mount.get('source')}, "
+        f"{mount.get('options')})",
         "accelerator": accelerator.summary(prov.get("accelerator")) or "not recorded (no TensorFlow cell)",
         "git commit": f"{prov.get('git_commit')}{' (dirty)' if prov.get('git_dirty') else ''}",
         **{k: v for k, v in (prov.get("versions") or {}).items()},
@@ -155,7 +159,7 @@ def _facts(folder: Path) -> dict:
 
 
 def _any_measured(p: Page) -> bool:
-    from analysis.compare import NOT_MEASURED
+    from analysis.claims.judge import NOT_MEASURED
 
     return not p.claims.empty and bool((p.claims["status"] != NOT_MEASURED).any())
 
@@ -166,7 +170,7 @@ def _section(title: str, intro: str, df) -> str:
 
 
 def _verdicts(p: Page) -> str:
-    from analysis import verdicts
+    from analysis.claims import verdicts
 
     return verdicts.section(p.claims) if p.kind == PAPER or _any_measured(p) else ""
 
@@ -213,10 +217,10 @@ def _failed(p: Page) -> str:
 
 
 def _fallbacks(p: Page) -> str:
-    from analysis import tables
+    from analysis.tables import tidy
 
     r = p.results
-    fell = r[tables.text(r["checkpoint_fallback"]) != ""]
+    fell = r[tidy.text(r["checkpoint_fallback"]) != ""]
     return (
         ""
         if fell.empty
@@ -242,7 +246,7 @@ def _machine(p: Page) -> str:
 
 
 def _capacity(p: Page) -> str:
-    from analysis import capacity
+    from analysis.report import capacity
 
     return capacity.section(p.folder)
 
@@ -257,7 +261,7 @@ def _capacity_figure(p: Page) -> str:
 
 
 def _capacity_inputs(p: Page) -> str:
-    from analysis import capacity
+    from analysis.report import capacity
 
     t = capacity.table(p.folder)
     return (
@@ -291,13 +295,14 @@ RENDER = {
     "capacity_inputs": _capacity_inputs,
 }
 
-CLAIMS_INTRO = """<p>Each claim of Chien et al. beside the same quantity measured here (ratios where the paper gives
-ratios), with the tolerance that decides the verdict. A claim about storage is judged only on runs in
+CLAIMS_INTRO = """<p>Each claim of Chien et al. beside the same quantity measured here (ratios where the paper
+gives ratios), with the tolerance that decides the verdict. A claim about storage is judged only on runs in
 the paper's regime (cold cache, limited by the storage, the paper's device); measured outside it, it
-is <em>not comparable</em> and the line says why. Data: <code>analysis/paper_claims.yaml</code>,
+is <em>not comparable</em> and the line says why. Data: <code>analysis/claims/paper_claims.yaml</code>,
 values: <code>claims.csv</code>.</p>"""
-CELLS_INTRO = """<p>bound: storage, cpu, cache, mixed or latency, by the rules in <code>analysis/bounds.py</code> (stated in
-docs/measurements.md, "What limited a number"), applied to the median of the cell's runs; the evidence beside it.</p>"""
+CELLS_INTRO = """<p>bound: storage, cpu, cache, mixed or latency, by the rules in
+<code>analysis/tables/bounds.py</code> (stated in docs/measurements.md, "What limited a number"), applied to
+the median of the cell's runs; the evidence beside it.</p>"""
 FALLBACK_INTRO = (
     "<p>These runs asked for the fast tier or the burst buffer and wrote straight to the slow tier "
     "instead; their rows keep the configured target.</p>"
@@ -306,9 +311,10 @@ STYLE = """body { font-family: sans-serif; max-width: 1300px; margin: 2em auto; 
 table { border-collapse: collapse; margin: 1em 0; font-size: 0.8em; table-layout: auto; max-width: 100%; }
 td, th { border: 1px solid #bbb; padding: 0.2em 0.4em; text-align: left; overflow-wrap: break-word; }
 th { overflow-wrap: normal; hyphens: none; }
-td.reproduced { background: #d9f2d9; } td.not-reproduced { background: #f8d7d7; } td.not-measured { background: #eee; }
-td.not-comparable { background: #fdf0c8; } td.prose { min-width: 16em; }
-p.answer code { font-size: 1.1em; background: #eef5ff; padding: 0.3em; display: block; white-space: pre-wrap; }
+td.reproduced { background: #d9f2d9; } td.not-reproduced { background: #f8d7d7; }
+td.not-measured { background: #eee; } td.not-comparable { background: #fdf0c8; } td.prose { min-width: 16em; }
+p.answer code { font-size: 1.1em; background: #eef5ff; padding: 0.3em; display: block;
+  white-space: pre-wrap; }
 figure { margin: 1.5em 0; } img.figure { max-width: 100%; border: 1px solid #ddd; }
 div.table { overflow-x: auto; max-width: 100%; }
 pre { background: #f6f6f6; padding: 0.5em; white-space: pre-wrap; }"""

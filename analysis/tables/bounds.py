@@ -24,7 +24,7 @@ STORAGE_SATURATED = 0.80
 OVER_THROTTLE = 1.02  # a read rate past the throttle by more than this is explained in the reason
 INPUT_BOUND = 0.20
 FROM_MEMORY = {"memory", "warm", "not_cold"}
-LABELS = ("storage", "cpu", "cache", "mixed", "latency")
+LABELS = ("storage", "cpu", "cache", "mixed", "latency")  # every bound a run or a cell can have
 
 
 def _num(v) -> float | None:
@@ -46,8 +46,8 @@ def storage_use(row: dict, emulate: dict | None) -> tuple[float | None, str]:
         seconds = _num(row.get("seconds")) or _num(row.get("runtime_s"))
         if use > OVER_THROTTLE and seconds is not None:
             how += (
-                f" (over it: the kernel meters a throttle in time slices and lets a slice's bytes through at its "
-                f"start, so a {seconds:.2f} s run reads more than the rate; longer runs come closer)"
+                " (over it: the kernel meters a throttle in time slices and lets a slice's bytes through at "
+                f"its start, so a {seconds:.2f} s run reads more than the rate; longer runs come closer)"
             )
         if limit_iops and iops is not None and iops / limit_iops > use:
             use = iops / limit_iops
@@ -142,12 +142,13 @@ def cell(runs) -> tuple[str, str]:
     )
     reason = _first_reason(runs, top)
     if top not in labels or labels.count(top) * 2 <= len(labels):  # the median decided what the runs split on
+        nan = float("nan")
         cores = _median(runs, "cpu_cores_busy")
         usable = _median(runs, "cpu_cores_usable")
         dev = f", device busy {busy:.0%}" if busy is not None else ""
         reason = (
-            f"median of {len(labels)} runs: {cores if cores is not None else float('nan'):.2f} of "
-            f"{usable if usable is not None else float('nan'):.0f} usable cores busy (CPU share {share:.0%}){dev}; "
+            f"median of {len(labels)} runs: {nan if cores is None else cores:.2f} of "
+            f"{nan if usable is None else usable:.0f} usable cores busy (CPU share {share:.0%}){dev}; "
             f"within {MARGIN:.0%} of a threshold counts as saturated (runs: "
             f"{', '.join(f'{k} {labels.count(k)}' for k in sorted(set(labels)))})"
         )
@@ -171,7 +172,7 @@ def overlap_bound(one) -> str:
         return ""
     per_file = 1000 / rate
     return (
-        f"; at 1 thread the drive was already {min(busy, 1):.0%} busy (a read {busy * per_file:.1f} ms vs the "
-        f"decode and the rest {max(1 - busy, 0) * per_file:.1f} ms per file), so overlapping them can add at most "
-        f"{1 / min(busy, 1):.2f}× if the drive serves one read at a time"
+        f"; at 1 thread the drive was already {min(busy, 1):.0%} busy (a read {busy * per_file:.1f} ms vs "
+        f"the decode and the rest {max(1 - busy, 0) * per_file:.1f} ms per file), so overlapping them can "
+        f"add at most {1 / min(busy, 1):.2f}× if the drive serves one read at a time"
     )

@@ -1,16 +1,40 @@
-"""The paper report's first word on the paper's claims, in sentences: how many were reproduced, not
-reproduced, not comparable and not measured, and each one's reason in the claim's own words
-(claims.csv, as ``analysis.compare.claims_frame`` writes it)."""
+"""The verdicts on the paper's claims in words: the terminal's headline of a paper study, and the report's
+first word on the claims: how many were reproduced, not reproduced, not comparable and not measured, and
+each one's reason in the claim's own words (claims.csv, as ``analysis.claims.judge.claims_frame`` writes
+it)."""
 
 from __future__ import annotations
 
 import html
 
-from analysis.compare import NOT_COMPARABLE, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, load_claims
+from analysis.claims.judge import NOT_COMPARABLE, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, load_claims
 
 
 def _count(n: int, what: str) -> str:
     return f"{n} {what}" if n != 1 else f"1 {what.removesuffix('s')}"
+
+
+def headline(claims) -> str:
+    """The report's first word on the paper: "Reproduced X of Y comparable claims", then what the
+    others would need (the mechanisms or runs they lacked) and which were not measured."""
+    if claims.empty:
+        return "No claims judged."
+    status = claims["status"]
+    judged = int(status.isin([REPRODUCED, NOT_REPRODUCED]).sum())
+    text = f"Reproduced {int((status == REPRODUCED).sum())} of {judged} comparable claims of the paper."
+    off = claims[status == NOT_COMPARABLE]
+    if not off.empty:
+        needs = sorted(
+            {
+                why.split("; needs ", 1)[1] if "; needs " in why else why
+                for why in off["measured_from"].astype(str)
+            }
+        )
+        text += f" {len(off)} not comparable, for want of: " + "; ".join(needs) + "."
+    missing = claims[status == NOT_MEASURED]
+    if not missing.empty:
+        text += f" {len(missing)} not measured (the campaign has no runs of the kind they need)."
+    return text
 
 
 def summary(claims) -> str:
@@ -20,8 +44,8 @@ def summary(claims) -> str:
     judged = n[REPRODUCED] + n[NOT_REPRODUCED]
     if judged:
         text = (
-            f"Of the paper's {len(claims)} claims, this campaign judged {judged}: {n[REPRODUCED]} reproduced and "
-            f"{n[NOT_REPRODUCED]} not reproduced."
+            f"Of the paper's {len(claims)} claims, this campaign judged {judged}: {n[REPRODUCED]} reproduced "
+            f"and {n[NOT_REPRODUCED]} not reproduced."
         )
     else:
         text = f"None of the paper's {len(claims)} claims could be judged on this campaign's runs."
@@ -39,7 +63,7 @@ def summary(claims) -> str:
 
 
 def _value(v, unit: str) -> str:
-    from analysis.htmltable import number
+    from analysis.report.htmltable import number
 
     return f"{number(float(v))}{'×' if unit == 'x' else ' ' + unit}"
 
@@ -63,8 +87,8 @@ def reason(row: dict, claim: dict) -> str:
     if status in (REPRODUCED, NOT_REPRODUCED):
         inside = "within" if status == REPRODUCED else "outside"
         return (
-            f"measured {_value(measured, unit)} against the paper's {_value(row['paper'], unit)}, {inside} the "
-            f"tolerance {row['tolerance']} ({how})."
+            f"measured {_value(measured, unit)} against the paper's {_value(row['paper'], unit)}, {inside} "
+            f"the tolerance {row['tolerance']} ({how})."
         )
     if status == NOT_COMPARABLE:
         seen = f"measured {_value(measured, unit)}, but not judged: " if has else "not judged: "

@@ -1,19 +1,17 @@
-"""Every figure the workloads declare (``jobs.workloads.Figure``), drawn from the rows of their kind;
-and Figs. 4 and 5 of the paper (the micro-benchmark's): medians with min-max whiskers."""
+"""Figs. 4 and 5 of the paper (the micro-benchmark's bandwidth): medians with min-max whiskers, one bar
+group per storage, each bar labelled with what limited its cell."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from analysis import bounds, plotting
+from analysis.figures import plotting
+from analysis.figures.plotting import MARKED
+from analysis.tables import bounds
+from analysis.tables.order import thread_key, tier_order
 from jobs.metrics import label
 
 NOT_COLD = {"not_cold", "not_warm"}
-
-
-def _thread_key(t) -> tuple[int, float]:
-    s = str(t)
-    return (1, 0.0) if s == "autotune" else (0, float(s))
 
 
 def _mb_per_image(df) -> float:
@@ -21,16 +19,6 @@ def _mb_per_image(df) -> float:
     per_image = (df["mb_per_s"] / df["images_per_s"]).dropna()
     factor = float(per_image.median()) if len(per_image) else 0.0
     return factor if factor > 0 and float((per_image / factor - 1).abs().max()) < 0.02 else 0.0
-
-
-# every bar says what limited its cell: a bar without text would leave the reader to guess which bound it is
-MARKED = {
-    "cpu": "CPU-bound",
-    "cache": "from cache",
-    "mixed": "mixed",
-    "storage": "storage-bound",
-    "latency": "latency-bound",
-}
 
 
 def _bars(ax, df, stats, flagged, storages, threads, annotate_mb: bool) -> None:
@@ -101,8 +89,8 @@ def bandwidth_figure(rows, folder: Path, figure) -> list[Path]:
 
     df = rows.copy()
     df["threads"] = df["threads"].astype(str)
-    storages = plotting.tier_order(df["storage"])
-    threads = sorted(df["threads"].unique(), key=_thread_key)
+    storages = tier_order(df["storage"])
+    threads = sorted(df["threads"].unique(), key=thread_key)
     stats = df.groupby(["storage", "threads"])["images_per_s"].agg(["median", "min", "max"])
     flagged = df.groupby(["storage", "threads"])["cache_state"].agg(lambda s: bool(set(s) & NOT_COLD))
     factor = _mb_per_image(df)
@@ -142,37 +130,9 @@ def bandwidth_figure(rows, folder: Path, figure) -> list[Path]:
     runs = f"{n_runs.min()}" if n_runs.min() == n_runs.max() else f"{n_runs.min()}–{n_runs.max()}"
     note = f"bars: median; whiskers: min–max of {runs} runs per bar"
     if df["bound"].isin(list(MARKED)).any():
-        note += "; text in a bar: what limited the cell (analysis/bounds.py)"
+        note += "; text in a bar: what limited the cell (analysis/tables/bounds.py)"
     if flagged.any():
         note += "; hatched: a run's cache was not in the requested state"
     fig.text(0.01, 0.01, note, fontsize=6)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     return plotting.save(fig, folder / figure.key)
-
-
-def rows_of(results, kind: str, figure):
-    """The results rows a workload's figure is drawn from: its kind, then each (column, value) of ``where``."""
-    df = results[results["kind"] == kind]
-    for column, value in figure.where:
-        if column not in df:
-            return df.iloc[0:0]
-        df = df[
-            df[column].astype(object).where(df[column].notna(), "").astype(str) == str(value)
-        ]  # a CSV's "" reads as NaN
-    return df
-
-
-def render_all(results, folder: Path) -> list[Path]:
-    """Every figure the registered workloads declare that the results can draw, into ``folder``."""
-    import importlib
-
-    from jobs import workloads
-
-    out: list[Path] = []
-    for kind, figure in workloads.figures():
-        rows = rows_of(results, kind, figure)
-        if rows.empty:
-            continue
-        module, function = figure.draw.split(":")
-        out += getattr(importlib.import_module(module), function)(rows, folder, figure)
-    return out

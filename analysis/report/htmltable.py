@@ -46,7 +46,8 @@ def table(df) -> str:
             cells.append(f"<td{cls}>{html.escape(text)}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     # a table wider than the page scrolls by itself; the page never does
-    return f'<div class="table"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+    body = "".join(rows)
+    return f'<div class="table"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def claims_table(claims) -> str:
@@ -54,14 +55,14 @@ def claims_table(claims) -> str:
     those it has no cells for folded below it, counted in the summary line."""
     if claims is None or claims.empty:
         return table(claims)
-    from analysis.compare import NOT_MEASURED
+    from analysis.claims.judge import NOT_MEASURED
 
     missing = claims["status"] == NOT_MEASURED
     folded = ""
     if missing.any():
         n = int(missing.sum())
         folded = (
-            f"<details><summary>{n} claim{'s' if n != 1 else ''} not measured by this campaign (it has no cells "
-            f"for {'them' if n != 1 else 'it'})</summary>{table(claims[missing])}</details>"
+            f"<details><summary>{n} claim{'s' if n != 1 else ''} not measured by this campaign (it has no "
+            f"cells for {'them' if n != 1 else 'it'})</summary>{table(claims[missing])}</details>"
         )
     return table(claims[~missing]) + folded
