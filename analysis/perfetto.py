@@ -14,8 +14,6 @@ from jobs.observe import posix
 
 
 def main(argv: list[str] | None = None) -> int:
-    from jobs.observe import posix
-
     p = argparse.ArgumentParser(prog="python -m analysis.perfetto", description=__doc__.split("\n\n")[0])
     p.add_argument("trace", type=Path, help="a trace a traced cell wrote: <cell>/posix/trace-*.pfw.gz")
     p.add_argument("out", type=Path, nargs="?", help="where to write (default: beside it, <trace>.json.gz)")

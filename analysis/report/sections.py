@@ -142,15 +142,6 @@ def layouts(folder: Path) -> str:
     )
 
 
-def capacity_table(folder: Path) -> str:
-    from analysis.report import capacity
-
-    t = capacity.table(folder)
-    return (
-        "" if t is None else f"<h2>Accelerators the storage can feed</h2><p>{capacity.INTRO}</p>" + _table(t)
-    )
-
-
 def mlperf(folder: Path) -> str:
     """Sharded checkpoints beside MLPerf Storage's published ones (analysis.tables.mlperf), where a shape
     matches."""
