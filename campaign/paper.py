@@ -120,10 +120,8 @@ def _check_grids(todo: list[tuple[str, list[str]]], extra: list[str], out: Path)
             line = next(
                 (x for x in reversed(p.stderr.splitlines()) if x.strip()), f"exit status {p.returncode}"
             )
-            print(
-                f"{line.replace(' platform.dry_run=True', '')} (grid {name} of the paper study; no grid was run)",
-                file=sys.stderr,
-            )
+            line = line.replace(" platform.dry_run=True", "")
+            print(f"{line} (grid {name} of the paper study; no grid was run)", file=sys.stderr)
             return False
     return True
 
@@ -298,8 +296,9 @@ def main(argv: list[str]) -> int:
     status = _run_grids(todo, args.overrides, out, chained)
     if chained:
         print(
-            f"[paper] every grid was submitted to Slurm, each after the one before (platform.wait=false); follow "
-            f"them with: python -m campaign.status {out}; when they have ended, the report: python -m analysis {out}",
+            "[paper] every grid was submitted to Slurm, each after the one before (platform.wait=false); "
+            f"follow them with: python -m campaign.status {out}; when they have ended, the report: "
+            f"python -m analysis {out}",
             flush=True,
         )
         return status
