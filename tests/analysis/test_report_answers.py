@@ -153,7 +153,8 @@ def test_a_cells_bound_does_not_flip_on_one_run_just_under_a_threshold(paper):
 
 
 def test_fig4_names_every_bars_bound():
-    """No bound is left to a bar without text (the legend once put "the storage, or latency" under one mark)."""
+    """No bound is left to a bar without text (the legend once put "the storage, or latency" under one
+    mark)."""
     assert set(bounds.LABELS) <= set(figures.MARKED)
     assert len(set(figures.MARKED.values())) == len(figures.MARKED)
 

@@ -1,17 +1,13 @@
 """The TF-versus-fio benchmark runs end to end on real files (fio from Debian; .ci/run installs it)."""
 
 import os
-import shutil
 
 import pytest
 
 from benchmarks import readonly_vs_fio
 from jobs.storage import iotools
-
-needs_fio = pytest.mark.skipif(
-    shutil.which("fio") is None and os.environ.get("CI") != "true",
-    reason="fio not installed (apt-get install fio)",
-)
+from support.commands import campaign
+from support.skips import needs_fio
 
 
 @needs_fio
@@ -70,7 +66,10 @@ def test_fio_reads_every_byte_of_the_files(tmp_path):
 
 
 def test_fio_json_parsing_with_notes_before_it():
-    text = 'fio: opendir added 4 files\n{"jobs": [{"job_runtime": 13, "read": {"io_bytes": 4000000, "runtime": 8}}]}'
+    text = (
+        "fio: opendir added 4 files\n"
+        '{"jobs": [{"job_runtime": 13, "read": {"io_bytes": 4000000, "runtime": 8}}]}'
+    )
     assert iotools.parse_fio(text, "read") == (
         500.0,
         4_000_000,
@@ -90,8 +89,6 @@ def test_ior_json_summary_parsing():
 @needs_fio
 def test_baseline_campaign_writes_table_one(tmp_path, disk_root):
     import pandas as pd
-
-    from conftest import campaign
 
     out = tmp_path / "sweep"
     p = campaign(
@@ -126,7 +123,8 @@ def test_baseline_campaign_writes_table_one(tmp_path, disk_root):
     assert sorted(b["format"].unique()) == ["files", "tfrecord"]  # fio read the image files, then the shards
     # fio runs inside the tool's own folder, so the command names it first and fio sees plain names only
     assert b["command"].str.match(r"^cd \S+ && fio ").all()
-    # efficiency of a micro-benchmark campaign against this baseline: each format against fio over its own files
+    # efficiency of a micro-benchmark campaign against this baseline: each format against fio over its own
+    # files
     mb = tmp_path / "mb"
     p = campaign(
         "-m",

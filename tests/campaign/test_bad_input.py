@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import campaign
+from support.commands import campaign
+from support.files import make_jpegs
 
 TINY = ("dataset.num_images=32", "batch_size=8", "repeats=1")
 
@@ -61,8 +62,6 @@ def test_a_folder_on_another_file_system_than_its_tier(cwd, tmp_path):
     """Images on tmpfs with storage.root on the disk would be read from memory and labelled storage=local."""
     import shutil
     import tempfile
-
-    from conftest import make_jpegs
 
     shm = Path(tempfile.mkdtemp(prefix="iocampaign-test-", dir="/dev/shm"))
     try:
@@ -179,7 +178,8 @@ def test_wrong_type_names_the_setting(cwd):
         (("workload=emulated", "accelerator=resnet50_a100"), "workload=emulated needs prefetch=1 or more"),
         (
             ("workload=emulated", "accelerator=resnet50_a100", "prefetch=2", "dataset.num_images=100"),
-            "workload=emulated needs 2 batches a run (the first is left out): a run would get 1 of batch_size=64",
+            "workload=emulated needs 2 batches a run (the first is left out): "
+            "a run would get 1 of batch_size=64",
         ),
     ],
 )

@@ -8,8 +8,9 @@ import sys
 import pandas as pd
 import pytest
 
-from conftest import ROOT, campaign
 from jobs import records
+from support.commands import campaign, python_env
+from support.paths import ROOT
 
 RESULT_COLUMNS = [
     "workload",
@@ -48,8 +49,8 @@ def sweep(tmp_path_factory):
         f"hydra.sweep.dir={out}",
         cwd=work,
     )
-    # storage.root given once applies to both tiers (the tmpfs cells on disk: storage.fs_check=false); tmpfs gets
-    # its own run below
+    # storage.root given once applies to both tiers (the tmpfs cells on disk: storage.fs_check=false); tmpfs
+    # gets its own run below
     assert p.returncode == 0, p.stderr[-3000:]
     p2 = campaign(
         "-m",
@@ -164,9 +165,8 @@ def test_analysis_rebuilds_the_same_table_without_tensorflow(sweep, tmp_path):
         "import sys; from analysis.__main__ import main; rc = main([sys.argv[1]]);"
         "assert 'tensorflow' not in sys.modules, 'analysis imported tensorflow'; sys.exit(rc)"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     p = subprocess.run(
-        [sys.executable, "-c", code, str(out)], env=env, capture_output=True, text=True, cwd=tmp_path
+        [sys.executable, "-c", code, str(out)], env=python_env(), capture_output=True, text=True, cwd=tmp_path
     )
     assert p.returncode == 0, p.stderr
     after = pd.read_csv(out / "results.csv")

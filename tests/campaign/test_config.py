@@ -6,7 +6,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ValidationError
 
 from campaign import choices, schema, sweep, validate
-from conftest import CONF
+from support.paths import CONF
 
 schema.register()
 

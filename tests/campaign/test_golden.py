@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, campaign, make_jpegs
+from support.commands import campaign
+from support.files import make_jpegs
+from support.paths import ROOT
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 

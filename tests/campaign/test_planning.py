@@ -4,8 +4,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from campaign import errors, planning, schema
-from conftest import CONF
 from jobs import plan
+from support.paths import CONF
 
 CELLS = [
     [],

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from campaign import capacity, choices, schema
-from conftest import ROOT, campaign
+from support.commands import run_module
 
 
 def _one(line: str | None, *expected: str) -> None:
@@ -220,22 +220,12 @@ def test_the_capacity_search_plans_its_cell_with_the_campaigns_checks():
 
 
 def _refused(cwd, module, *args, expected):
-    p = campaign(*args, cwd=cwd) if module == "campaign" else _module(module, *args, cwd=cwd)
+    p = run_module(module, *args, cwd=cwd)
     lines = [line for line in p.stderr.splitlines() if line.strip()]
     assert p.returncode == 2 and len(lines) == 1, p.stdout + p.stderr
     assert expected in lines[0], lines[0]
     assert list(cwd.rglob("*")) == []
     return lines[0]
-
-
-def _module(module, *args, cwd):
-    import subprocess
-    import sys
-
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
-    )
 
 
 def test_real_commands_exit_2_with_one_line_and_write_nothing(cwd, tmp_path):

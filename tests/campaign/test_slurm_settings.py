@@ -1,14 +1,13 @@
-"""platform=slurm without a cluster: site settings checked and mapped to submitit, the sbatch script pinned,
-sacct/squeue parsed, dry runs; the live-cluster tests are tests/slurm/test_slurm.py."""
+"""platform=slurm without a cluster: site settings checked and mapped to submitit, the sbatch script
+pinned, sacct/squeue parsed, dry runs; the live-cluster tests are tests/slurm/test_slurm.py."""
 
 import pytest
 from omegaconf import OmegaConf
 
 from campaign.slurm import params, sacct, submit
 from campaign.validate import ConfigError
-from conftest import campaign
-
-TINY = ("dataset.num_images=128", "batch_size=32", "repeats=2", "platform.poll_s=1")
+from support.commands import campaign
+from support.configs import SLURM_TINY
 
 
 def _platform(**kw):
@@ -94,19 +93,19 @@ def test_sacct_and_squeue_parsing():
 
 
 def test_bad_sbatch_value_on_the_command_line(tmp_path):
-    p = campaign("-m", "platform=slurm", "platform.constraint='k80 $(reboot)'", *TINY, cwd=tmp_path)
+    p = campaign("-m", "platform=slurm", "platform.constraint='k80 $(reboot)'", *SLURM_TINY, cwd=tmp_path)
     lines = [x for x in p.stderr.splitlines() if x.strip()]
     assert p.returncode != 0 and len(lines) == 1 and "platform.constraint=" in lines[0]
     assert list(tmp_path.iterdir()) == []
 
 
 def test_tegner_preset_needs_an_account(tmp_path):
-    p = campaign("-m", "platform=tegner", "storage=lustre", "storage.root=/tmp", *TINY, cwd=tmp_path)
+    p = campaign("-m", "platform=tegner", "storage=lustre", "storage.root=/tmp", *SLURM_TINY, cwd=tmp_path)
     assert p.returncode != 0 and "platform.account is not set" in p.stderr
 
 
 def test_slurm_without_multirun_says_how(tmp_path):
-    p = campaign("platform=slurm", *TINY, cwd=tmp_path)
+    p = campaign("platform=slurm", *SLURM_TINY, cwd=tmp_path)
     assert p.returncode == 2 and "add -m" in p.stderr
     assert list(tmp_path.iterdir()) == []
 
@@ -120,7 +119,7 @@ def test_multi_task_dry_run_shows_each_shape(tmp_path):
         "platform.tasks_per_node=2",
         "storage=lustre",
         f"storage.root={tmp_path}",
-        *TINY,
+        *SLURM_TINY,
         "hydra.sweep.dir=sweep",
         cwd=tmp_path,
     )
@@ -149,7 +148,7 @@ def test_a_site_preset_refuses_more_cpus_than_a_node_has(tmp_path):
         "workload=readonly",
         "storage=shared",
         f"storage.root={tmp_path}",
-        *TINY,
+        *SLURM_TINY,
         cwd=tmp_path,
     )
     lines = [x for x in p.stderr.splitlines() if x.strip()]
@@ -167,7 +166,7 @@ def test_a_site_preset_refuses_more_cpus_than_a_node_has(tmp_path):
         "storage=shared",
         f"storage.root={tmp_path}",
         "platform.dry_run=true",
-        *TINY,
+        *SLURM_TINY,
         cwd=tmp_path,
     )
     assert p.returncode == 0 and "--cpus-per-task=6" in p.stdout, p.stderr[-2000:]

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import campaign, make_jpegs
 from jobs.data import datasets, formats, pipeline, readers
 from jobs.workloads.microbench import reading as microbench
+from support.commands import campaign
+from support.files import make_jpegs
 
 N = 24
 SHARD_MB = 0.05  # ~5 of the test's ~10 KB JPEGs per container

@@ -4,8 +4,9 @@ nothing else on the stage tier is touched; the report compares staged with unsta
 
 import pandas as pd
 
-from conftest import analysis, campaign, tmpfs
 from jobs import records
+from support.commands import analysis, campaign
+from support.files import make_jpegs, tmpfs
 
 TINY = ("workload=readonly", "dataset.num_images=64", "batch_size=16", "repeats=2", "warmup=0", "threads=2")
 
@@ -137,7 +138,6 @@ def test_staged_cells_pair_only_with_the_cell_equal_in_everything_but_the_stage(
 def test_a_dangling_link_is_dropped_and_a_killed_cells_copy_is_cleared(tmp_path, disk_root):
     """A dangling link in the set failed the staged cell (the unstaged one counts it as dropped); a copy
     left by a cell killed with SIGKILL was never cleared. Copies this tool did not mark stay."""
-    from conftest import make_jpegs
     from jobs.data import staging
 
     data = disk_root / "data"

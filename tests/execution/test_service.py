@@ -9,8 +9,9 @@ import time
 import pandas as pd
 import pytest
 
-from conftest import campaign, make_jpegs
 from jobs import records
+from support.commands import campaign
+from support.files import make_jpegs
 
 N = 64
 

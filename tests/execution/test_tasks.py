@@ -7,9 +7,10 @@ import subprocess
 import pandas as pd
 import pytest
 
-from conftest import campaign, make_jpegs
 from jobs import records
 from jobs.observe.usage import cores
+from support.commands import campaign
+from support.files import make_jpegs
 
 N = 96
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import analysis, campaign
 from jobs import records
 from jobs.observe import posix
+from support.commands import analysis, campaign
 
 N = 48
 

@@ -17,51 +17,19 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import ROOT, analysis, campaign, make_jpegs, tmpfs
 from jobs import records
 from jobs.data import datasets, synthetic
 from jobs.storage import cache, iotools, tiers
-
-needs_root = pytest.mark.skipif(
-    tiers.available() is not None and os.environ.get("CI") != "true", reason=str(tiers.available())
-)
-needs_fio = pytest.mark.skipif(
-    shutil.which("fio") is None and os.environ.get("CI") != "true", reason="fio not installed"
-)
-TINY = ("repeats=1", "warmup=0", "batch_size=4", "dataset.num_images=16")
-
-
-def plant(*folders: Path) -> dict[Path, str]:
-    """A user's files in and around ``folders``: returns path -> sha256 of what was written."""
-    out = {}
-    for k, folder in enumerate(folders):
-        folder.mkdir(parents=True, exist_ok=True)
-        for name in ("notes.txt", "results.csv", "summary.csv", "cells.csv", "record.json", "run"):
-            p = folder / f"{name}" if k == 0 else folder / f"user{k}-{name}"
-            if p.exists():
-                continue
-            data = os.urandom(333) + f"user data in {p}".encode()
-            p.write_bytes(data)
-            out[p] = hashlib.sha256(data).hexdigest()
-    return out
-
-
-def intact(planted: dict[Path, str]) -> None:
-    for p, digest in planted.items():
-        assert p.is_file(), f"{p} was removed"
-        assert hashlib.sha256(p.read_bytes()).hexdigest() == digest, f"{p} was changed"
-
-
-def _one_line(p: subprocess.CompletedProcess) -> str:
-    lines = [line for line in p.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, p.stderr[-3000:]
-    return lines[0]
+from support.commands import analysis, campaign, one_line
+from support.configs import TINY
+from support.files import intact, make_jpegs, plant, tmpfs
+from support.paths import ROOT
+from support.skips import needs_fio, needs_root
 
 
 # 1. fio splits --filename at ':' and cuts at ';': the tool's own folder must be all it sees
@@ -103,9 +71,7 @@ def test_emulated_tier_never_unmounts_or_hides_what_it_did_not_mount(tmp_path, c
             *TINY,
             cwd=cwd,
         )
-        assert (
-            p.returncode == 2 and "iocampaign did not mount" in _one_line(p) and "storage.root=" in p.stderr
-        )
+        assert p.returncode == 2 and "iocampaign did not mount" in one_line(p) and "storage.root=" in p.stderr
         assert tiers._mount_at(str(mnt)) == ("tmpfs", "tmpfs")  # still mounted
         intact(planted)
     # a folder with files: a tier mounted over it would hide them
@@ -294,7 +260,7 @@ def test_waiting_for_a_device_lock_has_a_time_limit(tmp_path, monkeypatch, caplo
 def test_analysis_of_a_folder_without_records_writes_nothing(tmp_path):
     planted = plant(tmp_path)
     p = analysis(str(tmp_path), cwd=tmp_path)
-    assert p.returncode == 1 and "nothing written" in _one_line(p)
+    assert p.returncode == 1 and "nothing written" in one_line(p)
     intact(planted)
     assert sorted(tmp_path.iterdir()) == sorted(planted)
 
@@ -306,7 +272,7 @@ def test_a_refusal_never_removes_a_folder_that_existed_before(tmp_path, cwd):
     (run / ".hydra" / "config.yaml").write_text("mine: 1\n")
     (run / "main.log").write_text("an earlier run's log\n")
     p = campaign("threads=0", f"hydra.run.dir={run}", *TINY, cwd=cwd)
-    assert p.returncode == 2 and "threads=0" in _one_line(p)
+    assert p.returncode == 2 and "threads=0" in one_line(p)
     assert (run / "main.log").exists() and (run / ".hydra").is_dir()
     sweep = tmp_path / "earlier-sweep"
     sweep.mkdir()
@@ -442,10 +408,10 @@ def test_a_checkpoint_run_that_fills_its_tier_leaves_nothing(tmp_path):
 def test_dataset_path_without_a_source_is_refused(tmp_path, cwd):
     make_jpegs(tmp_path / "data", 4)
     p = campaign(f"dataset.path={tmp_path / 'data'}", *TINY, cwd=cwd)
-    assert p.returncode == 2 and "add dataset.source=folder" in _one_line(p)
+    assert p.returncode == 2 and "add dataset.source=folder" in one_line(p)
     (tmp_path / "l.txt").write_text("x.jpg\n")
     p = campaign(f"dataset.path={tmp_path / 'l.txt'}", *TINY, cwd=cwd)
-    assert p.returncode == 2 and "add dataset.source=filelist" in _one_line(p)
+    assert p.returncode == 2 and "add dataset.source=filelist" in one_line(p)
     assert list(cwd.iterdir()) == []
 
 
@@ -459,7 +425,7 @@ def test_file_list_defects_give_one_line(tmp_path, cwd):
         p = campaign(
             "dataset.source=filelist", f"dataset.path={lst}", f"storage.root={tmp_path}", *TINY, cwd=cwd
         )
-        assert p.returncode == 2 and expected in _one_line(p)
+        assert p.returncode == 2 and expected in one_line(p)
     assert list(cwd.iterdir()) == []
 
 
@@ -527,7 +493,7 @@ def test_damaged_plan_and_records_give_one_line(tmp_path, cwd):
     plan = (out / "plan.json").read_text()
     (out / "plan.json").write_text(plan[: len(plan) // 2])  # truncated
     p = analysis(str(out), cwd=cwd)  # no readable record, no readable plan: one line, nothing written
-    assert p.returncode == 1 and "nothing written" in _one_line(p) and "unreadable" in p.stderr
+    assert p.returncode == 1 and "nothing written" in one_line(p) and "unreadable" in p.stderr
     assert (
         not (out / "results.csv").exists()
         or (out / "results.csv").stat().st_mtime < (out / "plan.json").stat().st_mtime
@@ -539,9 +505,9 @@ def test_damaged_plan_and_records_give_one_line(tmp_path, cwd):
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
-    assert status.returncode == 2 and "not a readable plan" in _one_line(status)
+    assert status.returncode == 2 and "not a readable plan" in one_line(status)
     p = campaign(*common, cwd=cwd)  # resume into it
-    assert p.returncode == 2 and "not a readable plan" in _one_line(p)
+    assert p.returncode == 2 and "not a readable plan" in one_line(p)
 
 
 @pytest.mark.tiers
@@ -559,7 +525,7 @@ def test_a_storage_root_too_small_for_the_synthetic_set_is_one_line(tmp_path, cw
             cwd=cwd,
         )
         assert (
-            p.returncode == 2 and "storage.root" in _one_line(p) and "free" in p.stderr
+            p.returncode == 2 and "storage.root" in one_line(p) and "free" in p.stderr
         )  # at planning, before a cell
         assert not list((small / "iocampaign" / "datasets").rglob("*.jpg"))
 
@@ -574,7 +540,7 @@ def test_a_sweep_folder_that_would_add_an_sbatch_directive_is_refused(tmp_path, 
         *TINY,
         cwd=cwd,
     )
-    assert p.returncode == 2 and "hydra.sweep.dir=" in _one_line(p)
+    assert p.returncode == 2 and "hydra.sweep.dir=" in one_line(p)
     assert list(cwd.iterdir()) == []
 
 
@@ -662,9 +628,9 @@ def test_an_existing_output_folder_or_file_of_the_user_is_refused_untouched(tmp_
         ["--out", str(mine), "--tiers", "local"],
     ):
         p = campaign("+experiment=paper", "--scale", "ci", *args, cwd=cwd)
-        assert p.returncode == 2 and "not a campaign folder" in _one_line(p) and "nothing was run" in p.stderr
+        assert p.returncode == 2 and "not a campaign folder" in one_line(p) and "nothing was run" in p.stderr
     p = campaign("-m", "threads=1", f"hydra.sweep.dir={mine}", f"storage.root={tmp_path}", *TINY, cwd=cwd)
-    assert p.returncode == 2 and "hydra.sweep.dir" in _one_line(p) and "not a campaign folder" in p.stderr
+    assert p.returncode == 2 and "hydra.sweep.dir" in one_line(p) and "not a campaign folder" in p.stderr
     p = subprocess.run(
         [sys.executable, "-m", "campaign.capacity", "accelerator=resnet50_a100", "--out", str(mine)],
         cwd=cwd,
@@ -674,14 +640,14 @@ def test_an_existing_output_folder_or_file_of_the_user_is_refused_untouched(tmp_
     )
     assert (
         p.returncode == 2
-        and "campaign.capacity: --out:" in _one_line(p)
+        and "campaign.capacity: --out:" in one_line(p)
         and "not a campaign folder" in p.stderr
     )
     intact(planted)
     assert sorted(mine.iterdir()) == sorted(planted)
     target = mine / "results.csv"
     p = analysis("compare", str(tmp_path), str(tmp_path), "--csv", str(target), cwd=cwd)
-    assert p.returncode == 2 and "--csv" in _one_line(p) and "exists" in p.stderr
+    assert p.returncode == 2 and "--csv" in one_line(p) and "exists" in p.stderr
     intact(planted)
     assert list(cwd.iterdir()) == []
 
@@ -693,7 +659,7 @@ def test_bad_paper_options_leave_nothing(cwd):
         (["--only", "fig99"], "unknown grid(s) fig99"),
     ):
         p = campaign("+experiment=paper", "--scale", "ci", *args, cwd=cwd)
-        assert p.returncode == 2 and says in _one_line(p), p.stderr[-2000:]
+        assert p.returncode == 2 and says in one_line(p), p.stderr[-2000:]
     assert list(cwd.iterdir()) == []  # no empty multirun/paper-* folder, no paper.txt
 
 
@@ -713,7 +679,7 @@ def test_the_analysis_never_writes_over_a_table_it_did_not_write(paper, tmp_path
     planted = {grid / "summary.csv": hashlib.sha256((grid / "summary.csv").read_bytes()).hexdigest()}
     before = {f: f.stat().st_mtime_ns for f in grid.iterdir() if f.is_file()}
     p = analysis(str(grid), cwd=tmp_path)
-    assert p.returncode == 2 and "summary.csv exists and was not written by iocampaign" in _one_line(p)
+    assert p.returncode == 2 and "summary.csv exists and was not written by iocampaign" in one_line(p)
     intact(planted)
     assert {
         f: f.stat().st_mtime_ns for f in grid.iterdir() if f.is_file()

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import as_user, campaign, user_python
 from jobs import owned
 from jobs.storage import locks
-
-TINY = ("repeats=1", "warmup=0", "batch_size=4", "dataset.num_images=16")
+from support.commands import campaign
+from support.configs import TINY
+from support.users import as_user, user_python
 
 
 @pytest.fixture
@@ -85,7 +85,8 @@ def test_a_lock_folder_that_is_a_link_or_open_to_all_is_refused(other_user, shar
 
 
 def test_a_lock_of_another_user_locks_and_is_never_written(other_user, shared):
-    """The lock folder is shared on purpose: root takes a lock file another user made, writes nothing in it."""
+    """The lock folder is shared on purpose: root takes a lock file another user made, writes nothing in
+    it."""
     lock_dir = shared / "locks"
     _as(other_user, "mkdir", "-m", "1777", str(lock_dir))
     lp = lock_dir / "tier-emulated_hdd.lock"
@@ -96,14 +97,14 @@ def test_a_lock_of_another_user_locks_and_is_never_written(other_user, shared):
     assert _fingerprint(lp) == before
     root_made = lock_dir / "dev-1-2.lock"
     with locks.hold(root_made, "the device", timeout_s=2):
-        assert (
-            stat.S_IMODE(os.stat(root_made).st_mode) == 0o644
-        )  # read-only for others: a lock needs no write
+        # read-only for others: a lock needs no write
+        assert stat.S_IMODE(os.stat(root_made).st_mode) == 0o644
     # and the other user's campaign takes root's lock file in turn
     python, env = user_python(other_user)
     code = (
         "from pathlib import Path\nfrom jobs.storage import locks\n"
-        f"with locks.hold(Path({str(root_made)!r}), 'the device', timeout_s=5) as w:\n    print('held', w < 1)\n"
+        f"with locks.hold(Path({str(root_made)!r}), 'the device', timeout_s=5) as w:\n"
+        "    print('held', w < 1)\n"
     )
     p = as_user(other_user, "env", *(f"{k}={v}" for k, v in env.items()), *python, "-c", code)
     assert p.returncode == 0 and "held True" in p.stdout, p.stderr[-1500:]

@@ -18,10 +18,11 @@ import pytest
 from jobs.storage.modeled import mount
 from jobs.storage.modeled.disk import Disk, HddGeometry
 from jobs.storage.modeled.lustre import LustreGeometry
+from support.modelled import cells_on
+from support.paths import ROOT
 
 pytestmark = pytest.mark.tiers  # builds emulated or modelled tiers: the tests that do run in turn
 
-ROOT = Path(__file__).resolve().parents[2]
 G = HddGeometry()
 
 
@@ -190,8 +191,6 @@ def test_a_killed_owner_leaves_no_mount_and_the_next_setup_works(tmp_path):
 
 
 def test_a_cell_on_the_modelled_hdd_is_cold_counted_and_bound_by_its_queue(cwd, tmp_path):
-    from tests.storage.modelled_cells import cells_on
-
     runs, recs = cells_on("modeled_hdd", cwd, tmp_path, 96)
     assert all(r["provenance"]["modeled_tiers"][0]["geometry"]["average_seek_ms"] == 8.2 for r in recs)
     for run in runs.values():

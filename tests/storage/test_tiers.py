@@ -8,14 +8,11 @@ import time
 
 import pytest
 
-from conftest import ROOT, campaign
 from jobs.storage import iotools, tiers
+from support.commands import campaign, python_env, start_module
+from support.skips import needs_root
 
 pytestmark = pytest.mark.tiers  # builds emulated or modelled tiers: the tests that do run in turn
-
-needs_root = pytest.mark.skipif(
-    tiers.available() is not None and os.environ.get("CI") != "true", reason=str(tiers.available())
-)
 
 
 def _tier_args(tmp_path, name="test_tier"):
@@ -83,7 +80,7 @@ def test_a_killed_run_is_cleaned_up_by_the_next(tmp_path):
         [sys.executable, "-c", code],
         stdout=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=python_env(),
         cwd=tmp_path,
     )
     assert proc.stdout.readline().strip() == "ready"
@@ -142,24 +139,18 @@ def test_campaign_on_emulated_tiers(tmp_path):
 def test_sigterm_mid_cell_tears_the_tier_down(tmp_path):
     """scancel and kill send SIGTERM: the cell unwinds and leaves no mount, loop device or cgroup."""
 
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    proc = subprocess.Popen(  # a synthetic set, generated on the tier (a folder elsewhere is refused)
-        [
-            sys.executable,
-            "-m",
-            "campaign",
-            "storage=emulated_hdd",
-            "storage.emulate.size_gb=1",
-            f"storage.emulate.image_dir={tmp_path / 'img'}",
-            f"storage.root={tmp_path / 'mnt'}",
-            "dataset.num_images=32",
-            "batch_size=8",
-            "repeats=100000",
-            "warmup=0",
-            "hydra.run.dir=run",
-        ],
+    proc = start_module(  # a synthetic set, generated on the tier (a folder elsewhere is refused)
+        "campaign",
+        "storage=emulated_hdd",
+        "storage.emulate.size_gb=1",
+        f"storage.emulate.image_dir={tmp_path / 'img'}",
+        f"storage.root={tmp_path / 'mnt'}",
+        "dataset.num_images=32",
+        "batch_size=8",
+        "repeats=100000",
+        "warmup=0",
+        "hydra.run.dir=run",
         cwd=tmp_path,
-        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -6,11 +6,11 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import make_jpegs
 from jobs import records
 from jobs.data import datasets
 from jobs.observe import trace
 from jobs.workloads.alexnet import training as alexnet
+from support.files import make_jpegs
 
 
 def _dataset(folder, n=64):

@@ -1,9 +1,7 @@
 """Checkpoints with real TensorFlow on tiny models and real tiers: stalls, integrity, recovery."""
 
 import json
-import os
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -11,7 +9,6 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import ROOT, campaign, kill_alone, make_jpegs
 from jobs import records
 from jobs.data import datasets
 from jobs.storage import tiers
@@ -19,10 +16,10 @@ from jobs.workloads.alexnet import training as alexnet
 from jobs.workloads.checkpoint import recovery as ckpt_recovery
 from jobs.workloads.checkpoint import saving as checkpoint
 from jobs.workloads.checkpoint import store as ckpt_store
-
-needs_root = pytest.mark.skipif(
-    tiers.available() is not None and os.environ.get("CI") != "true", reason=str(tiers.available())
-)
+from support.commands import campaign, start_module
+from support.files import make_jpegs
+from support.processes import kill_alone
+from support.skips import needs_root
 
 
 @pytest.fixture(scope="module")
@@ -208,11 +205,11 @@ def test_killed_mid_drain_then_rerun_loses_nothing(tmp_path):
     make_jpegs(tmp_path / "data", 64, classes=2)
     (tmp_path / "fast").mkdir()
     # a lost fast tier would fall back to the slow one: make sure this run really uses the burst buffer
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "campaign", *args, f"hydra.sweep.dir={tmp_path / 's1'}"],
+    proc = start_module(
+        "campaign",
+        *args,
+        f"hydra.sweep.dir={tmp_path / 's1'}",
         cwd=tmp_path,
-        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -238,7 +235,8 @@ def test_killed_mid_drain_then_rerun_loses_nothing(tmp_path):
     assert len(killed) == 1, run["recovered"]
     # the killed run's checkpoints: redone on the slow tier or dropped as incomplete, none left half-done
     rep = run["recovered"][killed[0]]
-    # checkpoint.keep=false: the killed run's folders are removed (it would have removed them), not copied again
+    # checkpoint.keep=false: the killed run's folders are removed (it would have removed them), not copied
+    # again
     assert rep.get("removed") is not None and not rep["recopied"], rep
     assert not [
         p for p in (tmp_path / "fast" / "iocampaign" / "checkpoints").glob("*") if killed[0] in p.name
@@ -376,14 +374,15 @@ def test_a_burst_buffer_run_counts_only_the_data_tiers_reads(tmp_path):
     run = json.loads((out / "0" / "record.json").read_text())["runs"][-1]
     ckpt_bytes = sum(c["bytes"] for c in run["checkpoints"])
     assert ckpt_bytes > run["bytes_consumed"]  # reading them back would dwarf the data
-    # both trainings of the run (without checkpoints, then with), each cold: it read what they consumed, no more
-    # (it logged 229% of consumed when only the second training's bytes were counted)
+    # both trainings of the run (without checkpoints, then with), each cold: it read what they consumed, no
+    # more (it logged 229% of consumed when only the second training's bytes were counted)
     assert run["bytes_consumed"] <= run["bytes_read_device"] < 1.5 * run["bytes_consumed"]
     assert run["cache_state"] == "cold"
 
 
 def test_checkpoints_are_removed_after_the_run_unless_kept(tmp_path):
-    """Planted files beside the run's checkpoint folders stay; the run's own go unless checkpoint.keep=true."""
+    """Planted files beside the run's checkpoint folders stay; the run's own go unless
+    checkpoint.keep=true."""
     out = tmp_path / "sweep"
     make_jpegs(tmp_path / "data", 32, classes=2)
     slow = tmp_path / "slow"

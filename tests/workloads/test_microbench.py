@@ -5,9 +5,9 @@ import os
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import make_jpegs
 from jobs.data import datasets
 from jobs.workloads.microbench import reading as microbench
+from support.files import make_jpegs
 
 
 def _dataset(folder, n=20):

@@ -1,0 +1,23 @@
+"""The small configs many tests repeat, and a cell's config composed as the campaign composes it."""
+
+from __future__ import annotations
+
+from support.paths import CONF, TOY_CONF
+
+# one measured run of four batches over 16 synthetic images: a cell that is over in seconds
+TINY = ("repeats=1", "warmup=0", "batch_size=4", "dataset.num_images=16")
+# a Slurm cell of two runs over 128 images, its jobs polled every second
+SLURM_TINY = ("dataset.num_images=128", "batch_size=32", "repeats=2", "platform.poll_s=1")
+# the toy's config folder on Hydra's search path: its workload, accelerator and checkpoint presets
+TOY_SEARCHPATH = f"hydra.searchpath=[file://{TOY_CONF}]"
+
+
+def compose_cell(overrides: list[str]):
+    """A cell's config composed as the campaign composes it (Hydra left uninitialised between calls)."""
+    from hydra import compose, initialize_config_dir
+
+    from campaign import schema
+
+    schema.register()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose("config", overrides=list(overrides))
