@@ -18,6 +18,8 @@ import pytest
 
 from support.commands import campaign, run_module
 
+pytestmark = pytest.mark.cells  # every test reads the module's one real campaign (``finished``)
+
 MANIFEST = ".iocampaign-outputs.json"
 
 

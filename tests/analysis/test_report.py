@@ -5,10 +5,13 @@ import re
 import subprocess
 
 import pandas as pd
+import pytest
 
 from analysis import compare
 from support.commands import analysis, campaign, campaign_status
 from support.skips import CHROMIUM, needs_chromium
+
+pytestmark = pytest.mark.cells  # the paper study (the session's ``paper``) and two campaigns of their own
 
 
 def _dom(path, tmp_path) -> str:

@@ -10,6 +10,7 @@ from support.commands import campaign
 from support.skips import needs_fio
 
 
+@pytest.mark.cells
 @needs_fio
 def test_benchmark_prints_tf_as_a_fraction_of_fio(disk_root, capsys):
     rc = readonly_vs_fio.main(
@@ -86,6 +87,7 @@ def test_ior_json_summary_parsing():
         iotools.parse_ior({"summary": []}, "write")
 
 
+@pytest.mark.cells
 @needs_fio
 def test_baseline_campaign_writes_table_one(tmp_path, disk_root):
     import pandas as pd
@@ -187,6 +189,7 @@ def test_fewer_shards_than_fio_readers_read_with_one_reader_per_shard(tmp_path):
     assert m.bytes == 2 << 20 and m.mb_per_s > 0
 
 
+@pytest.mark.cells
 def test_startup_benchmark_prints_the_cells_time_against_the_measured_time(capsys):
     from benchmarks import startup
 
@@ -198,6 +201,7 @@ def test_startup_benchmark_prints_the_cells_time_against_the_measured_time(capsy
     assert cell_ratio == pytest.approx(cell / measured, rel=0.02) and process_ratio > cell_ratio
 
 
+@pytest.mark.cells
 def test_posix_overhead_benchmark_compares_both_trace_modes_with_untraced_runs(disk_root, capsys):
     """Each mode's row: the measured runs' rate against untraced runs of the same round, what the whole
     measurement took against the untraced one's, and the traced runs' coverage (every run is whole)."""

@@ -210,6 +210,7 @@ def test_a_stage_on_the_device_of_the_data_is_refused(cwd, tmp_path):
     )
 
 
+@pytest.mark.cells
 def test_a_dry_run_on_this_machine_shows_the_plan_and_writes_nothing(cwd, tmp_path):
     """platform.dry_run=true was ignored off Slurm: the 'dry run' generated the data and ran the cells."""
     root = tmp_path / "root"
@@ -253,6 +254,7 @@ def test_an_unknown_tier_for_the_lustre_bars_is_named(cwd):
     )
 
 
+@pytest.mark.cells
 def test_the_paper_study_checks_every_grid_before_the_first_runs(cwd, tmp_path):
     """Two real tiers and one storage.root: the last grid (checkpoints) cannot run; it used to fail after
     all the others had run (hours at full scale)."""

@@ -68,6 +68,7 @@ def sweep(tmp_path_factory):
     return out, work / "shm", p
 
 
+@pytest.mark.cells
 def test_tensorflows_start_up_lines_go_to_the_first_cells_folder_not_the_terminal(sweep):
     out, _, p = sweep
     chatter = ("absl::InitializeLog", "oneDNN custom operations", "cudart_stub", "cuInit")
@@ -77,6 +78,7 @@ def test_tensorflows_start_up_lines_go_to_the_first_cells_folder_not_the_termina
     assert "absl::InitializeLog" in logs[0].read_text()
 
 
+@pytest.mark.cells
 def test_results_table_has_every_cell_and_run(sweep):
     out, _, _ = sweep
     df = pd.read_csv(out / "results.csv")
@@ -114,6 +116,7 @@ def test_results_table_has_every_cell_and_run(sweep):
     assert df["mb_per_s"].tolist() == pytest.approx((df["bytes_consumed"] / df["seconds"] / 1e6).tolist())
 
 
+@pytest.mark.cells
 def test_cold_runs_read_what_they_consume_from_the_device(sweep):
     out, shm, _ = sweep
     df = pd.read_csv(out / "results.csv")
@@ -126,6 +129,7 @@ def test_cold_runs_read_what_they_consume_from_the_device(sweep):
         assert set(tm["cache_state"]) == {"memory"}
 
 
+@pytest.mark.cells
 def test_each_cell_has_a_schema_versioned_record(sweep):
     out, _, _ = sweep
     plan = json.loads((out / "plan.json").read_text())
@@ -145,6 +149,7 @@ def test_each_cell_has_a_schema_versioned_record(sweep):
         assert (out / cell["dir"] / ".hydra" / "config.yaml").exists()
 
 
+@pytest.mark.cells
 def test_figures_and_tables_are_rendered(sweep):
     out, _, p = sweep
     for name in ("fig4.png", "fig4.svg", "fig5.png", "fig5.svg", "summary.csv", "cells.csv"):
@@ -156,6 +161,7 @@ def test_figures_and_tables_are_rendered(sweep):
     assert row["images_per_s_min"] <= row["images_per_s_median"] <= row["images_per_s_max"]
 
 
+@pytest.mark.cells
 def test_analysis_rebuilds_the_same_table_without_tensorflow(sweep, tmp_path):
     out, _, _ = sweep
     before = pd.read_csv(out / "results.csv")
@@ -174,6 +180,7 @@ def test_analysis_rebuilds_the_same_table_without_tensorflow(sweep, tmp_path):
     assert (out / "fig4.png").exists()
 
 
+@pytest.mark.cells
 def test_single_cell_on_defaults_writes_record_table_and_figure(tmp_path, disk_root):
     p = campaign(
         f"storage.root={disk_root}",
@@ -191,6 +198,7 @@ def test_single_cell_on_defaults_writes_record_table_and_figure(tmp_path, disk_r
     assert (run / "fig5.png").exists()
 
 
+@pytest.mark.cells
 def test_warm_cache_is_requested_and_verified(tmp_path, disk_root):
     p = campaign(
         f"storage.root={disk_root}",

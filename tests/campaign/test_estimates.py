@@ -3,6 +3,8 @@ the generator's time left, the launch line's estimate; and a capacity round's fa
 
 import re
 
+import pytest
+
 from support.commands import campaign
 
 
@@ -98,6 +100,7 @@ def test_generation_progress_says_the_time_left(tmp_path, capfd):
     assert "left" not in progress[-1]
 
 
+@pytest.mark.cells
 def test_launch_line_and_first_cell_state_the_estimate(tmp_path):
     p = campaign(
         "-m",

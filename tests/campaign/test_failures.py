@@ -7,12 +7,14 @@ import subprocess
 import time
 
 import pandas as pd
+import pytest
 
 from jobs import records
 from support.commands import analysis, campaign, start_module
 from support.files import make_jpegs
 
 
+@pytest.mark.cells
 def test_failed_cell_is_recorded_and_the_sweep_goes_on(tmp_path):
     data = tmp_path / "data" / "c0"
     data.mkdir(parents=True)
@@ -42,6 +44,7 @@ def test_failed_cell_is_recorded_and_the_sweep_goes_on(tmp_path):
     assert "FAILED  cell 0" in p.stdout
 
 
+@pytest.mark.cells
 def test_a_killed_campaign_reports_its_missing_cells(tmp_path):
     make_jpegs(tmp_path / "data", 16)
     out = tmp_path / "sweep"

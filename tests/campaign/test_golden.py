@@ -72,10 +72,12 @@ def sweep(tmp_path_factory):
     return out
 
 
+@pytest.mark.cells
 def test_results_csv_header(sweep):
     same_as_golden("results_header.csv", (sweep / "results.csv").read_text().splitlines()[0] + "\n")
 
 
+@pytest.mark.cells
 def test_record_keys(sweep):
     rec = json.loads((sweep / "0" / "record.json").read_text())
     keys = {
@@ -89,6 +91,7 @@ def test_record_keys(sweep):
     same_as_golden("record_keys.json", json.dumps(keys, indent=1) + "\n")
 
 
+@pytest.mark.cells
 def test_plan_json(sweep):
     plan = json.loads((sweep / "plan.json").read_text())
     plan["argv"] = ["<argv>"]

@@ -6,6 +6,8 @@ import os
 import re
 import subprocess
 
+import pytest
+
 from support.commands import python_env, run_module
 from support.files import tmpfs
 from support.paths import ROOT
@@ -20,6 +22,7 @@ def _run(module: str, *args: str, cwd, timeout: int = 600) -> subprocess.Complet
     return run_module(module, *args, cwd=cwd, env=env, timeout=timeout)
 
 
+@pytest.mark.cells
 def test_a_multi_task_cell_prints_no_tensorflow_start_up_lines(tmp_path):
     """The campaign's process and each task process import TensorFlow: their start-up lines (absl's, oneDNN's,
     the CUDA stubs', cuInit's) go to the cell's tensorflow_startup.log, none to the terminal."""

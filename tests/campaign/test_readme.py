@@ -47,6 +47,7 @@ def test_the_docs_have_commands_to_check():
     assert len(_campaign_lines()) >= 30 and DOCS[0].exists()
 
 
+@pytest.mark.cells
 def test_every_campaign_command_plans_as_written(tmp_path):
     site = {p: tmp_path / "site" / p.strip("/").replace("/", "_") for p in SITE}
     for d in site.values():

@@ -1,5 +1,6 @@
 """platform=slurm without a cluster: site settings checked and mapped to submitit, the sbatch script
-pinned, sacct/squeue parsed, dry runs; the live-cluster tests are tests/slurm/test_slurm.py."""
+pinned, sacct/squeue parsed and the waiting line said from them, dry runs; the live-cluster tests are
+tests/slurm/test_slurm.py."""
 
 import pytest
 from omegaconf import OmegaConf
@@ -90,6 +91,20 @@ def test_sacct_and_squeue_parsing():
     assert got["13"].terminal
     q = sacct.parse_squeue("12_[2-3%1]|PENDING|JobArrayTaskLimit\n12_1|RUNNING|node1\n")
     assert q["12_2"].reason == "JobArrayTaskLimit" and q["12_1"].node == "node1"
+
+
+def test_waiting_progress_line():
+    from campaign.slurm.submit import progress
+
+    states = {
+        0: sacct.JobState("7_0", "COMPLETED"),
+        1: sacct.JobState("7_1", "RUNNING", node="n1"),
+        2: sacct.JobState("8", "PENDING", reason="Dependency"),
+        3: sacct.JobState("9", "PENDING", reason="Priority"),
+    }
+    assert (
+        progress(states, [0]) == "1 of 4 cells ended; 1 running (#1 on n1); 2 pending (Dependency, Priority)"
+    )
 
 
 def test_bad_sbatch_value_on_the_command_line(tmp_path):

@@ -148,6 +148,7 @@ def _capacity(*args, cwd):
     return run_module("campaign.capacity", *args, cwd=cwd, timeout=900)
 
 
+@pytest.mark.cells
 def test_the_search_on_real_runs(tmp_path):
     """Predict, then prove on tmpfs: emulated accelerators as tasks of local cells, each reading its shard
     of real JPEGs cold; the answer is the largest count whose every run held AU >= 90% with a failing count
@@ -194,6 +195,7 @@ def test_the_search_on_real_runs(tmp_path):
     assert f"[capacity] tmpfs: {n} ci_small accelerator(s) held AU >= 90%" in p.stdout
 
 
+@pytest.mark.cells
 def test_a_training_campaign_writes_a_profile_the_emulation_runs(paper, tmp_path):
     """python -m analysis profile: the paper study's AlexNet grid (real compute-only steps) becomes an
     accelerator profile whose step time is the median of compute_only_s / (steps - 1) over its records; the

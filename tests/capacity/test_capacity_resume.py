@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import time
 
+import pytest
+
 from support.commands import run_module, start_module
 from support.configs import TOY_SEARCHPATH
 from support.processes import kill_alone
@@ -26,6 +28,7 @@ def _args(out) -> list[str]:
     ]
 
 
+@pytest.mark.cells
 def test_a_killed_capacity_search_resumes_in_its_folder(tmp_path):
     out = tmp_path / "cap"
     log = tmp_path / "first.log"

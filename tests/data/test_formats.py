@@ -148,6 +148,7 @@ def _settings(pipeline_name="read_only", batches=None):
     )
 
 
+@pytest.mark.cells
 @pytest.mark.parametrize("fmt,delay_ms", [("tfrecord", 0.0), ("tfrecord", 1.0), ("hdf5", 0.0)])
 def test_a_read_only_run_in_blocks_cut_short_counts_nothing_as_dropped(stored, fmt, delay_ms):
     """A read-only run reads containers in blocks (jobs.data.read_only); a run that stops after a few
@@ -176,6 +177,7 @@ def test_a_read_only_run_in_blocks_cut_short_counts_nothing_as_dropped(stored, f
         assert full == [i for g in d.members for i in g]
 
 
+@pytest.mark.cells
 def test_a_corrupt_tfrecord_record_is_dropped_and_counted(source, tmp_path):
     _, ds = source
     d = formats.ensure(ds, "tfrecord", SHARD_MB, tmp_path / "converted")
@@ -192,6 +194,7 @@ def test_a_corrupt_tfrecord_record_is_dropped_and_counted(source, tmp_path):
     assert all(f.startswith(f"{path}[") for f in r.dropped_files)
 
 
+@pytest.mark.cells
 def test_a_corrupt_hdf5_entry_is_dropped_and_counted(source, tmp_path):
     import h5py
 
@@ -223,7 +226,7 @@ def test_an_hdf5_file_without_its_datasets_is_refused(source, tmp_path):
         formats.ensure(ds, "hdf5", SHARD_MB, tmp_path / "converted")
 
 
-@pytest.mark.slow
+@pytest.mark.cells
 def test_a_shard_cell_is_cold_and_verified_on_its_shards(source, disk_root):
     """Through the campaign's run loop: the shard files are evicted before every run, and the device
     delivered what the run consumed."""

@@ -16,6 +16,7 @@ from support.files import make_jpegs
 N = 64
 
 
+@pytest.mark.cells
 def test_a_service_cell_reads_every_file_once_and_leaves_no_process(tmp_path):
     root = tmp_path / "tier"
     root.mkdir()
@@ -66,6 +67,7 @@ def test_a_service_cell_reads_every_file_once_and_leaves_no_process(tmp_path):
     assert set(rows_of(r, "microbench", fig5)["service"]) == {0}
 
 
+@pytest.mark.cells
 def test_a_dead_worker_is_named_and_every_process_ends(tmp_path):
     from jobs.execution import service
 
@@ -81,6 +83,7 @@ def test_a_dead_worker_is_named_and_every_process_ends(tmp_path):
     assert not (tmp_path / "svc").exists()
 
 
+@pytest.mark.cells
 def test_a_worker_killed_mid_run_fails_the_run_instead_of_hanging(tmp_path):
     """distributed_epoch: the elements a dead worker held never come, so the consumer would wait for
     ever; the runner watches the service while the consumer reads and names the dead worker."""

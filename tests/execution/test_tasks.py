@@ -38,6 +38,7 @@ def grid(tmp_path_factory):
     return out
 
 
+@pytest.mark.cells
 def test_a_two_task_run_is_the_sum_of_its_tasks(grid):
     recs = {
         records.read(p).config["platform"]["tasks_per_node"]: (p.parent, records.read(p))
@@ -61,6 +62,7 @@ def test_a_two_task_run_is_the_sum_of_its_tasks(grid):
         assert [re.sub(r"-[0-9a-f]{12}-", "-", n) for n in left] == ["result-0.json", "result-1.json"], left
 
 
+@pytest.mark.cells
 def test_results_and_the_scaling_figure(grid):
     r = pd.read_csv(grid / "results.csv")
     assert sorted(r["tasks_per_cell"].unique()) == [1, 2]
@@ -77,6 +79,7 @@ def test_results_and_the_scaling_figure(grid):
     assert set(rows_of(r, "microbench", fig5)["tasks_per_cell"]) == {1}  # Fig. 5: one process, as the paper
 
 
+@pytest.mark.cells
 def test_a_failing_task_fails_the_cell_with_its_rank(tmp_path):
     data = tmp_path / "data" / "c0"
     make_jpegs(tmp_path / "good", 4, classes=1)
@@ -114,6 +117,7 @@ def test_a_failing_task_fails_the_cell_with_its_rank(tmp_path):
     assert left == ""  # no task outlives its cell
 
 
+@pytest.mark.cells
 def test_a_hung_task_is_ended_at_the_runs_limit_and_named(grid, tmp_path):
     """Tasks stuck in their reads (a 60 s read delay) past the run's limit (12 s): TaskError naming them, and
     no task process left."""

@@ -4,9 +4,12 @@ import), Keras still there on first use, and the start-up chatter in the cell's 
 import subprocess
 import sys
 
+import pytest
+
 from support.paths import ROOT
 
 
+@pytest.mark.cells
 def test_tensorflow_without_keras_until_its_first_use(tmp_path):
     log = tmp_path / "tensorflow_startup.log"
     code = (

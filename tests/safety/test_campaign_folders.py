@@ -22,6 +22,7 @@ from support.configs import TINY
 from support.files import intact, make_jpegs, plant
 
 
+@pytest.mark.cells
 def test_resume_with_a_changed_grid_keeps_every_completed_record(tmp_path, cwd):
     """A resume keeps each cell in the folder it was planned in and puts new cells in new ones: it wrote
     cells into folders by their place in the grid, so a changed grid overwrote a completed record."""
@@ -144,6 +145,7 @@ def test_bad_options_of_the_paper_study_leave_no_folder(cwd):
     assert list(cwd.iterdir()) == []  # no empty multirun/paper-* folder, no paper.txt
 
 
+@pytest.mark.cells
 def test_a_damaged_plan_or_record_is_one_line_to_analysis_status_and_resume(tmp_path, cwd):
     make_jpegs(tmp_path / "data", 16)
     out = tmp_path / "sweep"
@@ -197,6 +199,7 @@ def test_analysis_of_a_folder_without_records_writes_nothing(tmp_path):
     assert sorted(tmp_path.iterdir()) == sorted(planted)
 
 
+@pytest.mark.cells
 def test_the_analysis_never_writes_over_a_table_it_did_not_write(paper, tmp_path):
     """A file under a name the analysis writes, not listed as the tool's: refused before anything is
     written; the tool's own files (listed) are rewritten as usual."""

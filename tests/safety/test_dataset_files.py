@@ -14,6 +14,8 @@ import subprocess
 import sys
 import threading
 
+import pytest
+
 from jobs import records
 from jobs.data import synthetic
 from jobs.storage import cache
@@ -22,6 +24,7 @@ from support.configs import TINY
 from support.files import make_jpegs
 
 
+@pytest.mark.cells
 def test_a_fifo_in_the_file_list_is_skipped_counted_and_never_opened(tmp_path, cwd):
     """A FIFO in a file list hung the cell for ever while it held the device lock: the cell skips and
     counts it, and neither the page-cache tools nor the pipeline open it."""
@@ -60,6 +63,7 @@ def test_a_fifo_in_the_file_list_is_skipped_counted_and_never_opened(tmp_path, c
     assert str(fifo) in rec.runs[0]["dropped_files"]
 
 
+@pytest.mark.cells
 def test_a_symlink_loop_in_a_dataset_folder_is_counted_not_a_traceback(tmp_path, cwd):
     make_jpegs(tmp_path / "data", 8)
     os.symlink("loop_b.jpg", tmp_path / "data" / "c0" / "loop_a.jpg")

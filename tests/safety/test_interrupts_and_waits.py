@@ -21,6 +21,7 @@ from support.commands import python_env, start_module
 from support.files import make_jpegs
 
 
+@pytest.mark.cells
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupted_sweep_ends_in_one_line_naming_its_folder_and_leaves_no_record(tmp_path, sig):
     """Ctrl-C deadlocked with workload.read_delay_ms > 0; SIGINT printed a traceback, SIGTERM nothing.

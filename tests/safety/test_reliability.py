@@ -171,6 +171,7 @@ SCENARIOS = {
 }
 
 
+@pytest.mark.cells
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_kill_9_of_the_campaign_leaves_no_process(tmp_path, scenario):
     """SIGKILL to the campaign's pid alone: every helper ends within 30 s; after the multi-task kill, a
@@ -205,6 +206,7 @@ def test_kill_9_of_the_campaign_leaves_no_process(tmp_path, scenario):
         assert run["tasks"] == 2 and [t["images"] for t in run["task_results"]] == [48, 48]
 
 
+@pytest.mark.cells
 def test_a_sigint_to_the_campaign_alone_reaches_its_traced_child(tmp_path):
     """kill -INT <campaign pid> (not the group): the traced child is told, cleans up, one line, status
     130."""
@@ -256,6 +258,7 @@ def _digest(folder: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.cells
 def test_two_runs_of_one_cell_in_pid_namespaces_never_touch_each_others_checkpoints(tmp_path):
     """Under ``unshare --pid`` both campaigns' cells run as the same pid: the kept checkpoints of the
     first survive the second byte for byte, and each run has its own folder."""
@@ -316,6 +319,7 @@ def test_two_runs_of_one_cell_in_pid_namespaces_never_touch_each_others_checkpoi
     assert all(ckpt_store.verify(Path(dir1) / name, checksums=False) for name in durable1)
 
 
+@pytest.mark.cells
 def test_kill_9_of_the_paper_study_ends_its_running_grid(tmp_path):
     """The paper study runs each grid as a campaign of its own: killed with SIGKILL, it used to leave that
     grid running (and measuring) to its end."""

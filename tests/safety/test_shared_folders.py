@@ -251,6 +251,7 @@ def test_the_rule_of_a_secure_folder(tmp_path, other_user):
     assert stat.S_IMODE(os.stat(real / "iocampaign" / "x").st_mode) & 0o022 == 0
 
 
+@pytest.mark.cells
 def test_a_second_users_campaign_runs_beside_roots_in_a_shared_root(other_user, shared):
     """Root generated its dataset in a shared root first; another user's campaign there used to fail in
     every cell on root's ``.generating.lock``: it now runs in a folder of its own and leaves root's alone."""
@@ -316,6 +317,7 @@ def test_a_campaign_run_from_a_shared_folder_never_writes_into_another_users_fol
     assert p.returncode == 0, p.stderr[-1500:]
 
 
+@pytest.mark.cells
 def test_a_second_user_plans_the_paper_study_on_the_tiers_theirs_to_use(other_user, shared):
     """make demo as a second user stopped at once: the study's default Lustre grid wanted root's modelled tier
     (its backing folder /var/tmp/iocampaign/tiers). Without root the study plans on local disk and tmpfs."""

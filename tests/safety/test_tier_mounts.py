@@ -60,6 +60,7 @@ def test_emulated_tier_never_unmounts_or_hides_what_it_did_not_mount(tmp_path, c
     assert list(cwd.iterdir()) == []
 
 
+@pytest.mark.cells
 @pytest.mark.tiers
 @needs_root
 def test_two_campaigns_on_one_emulated_tier_take_it_in_turn_and_both_complete(tmp_path):
@@ -108,6 +109,7 @@ def test_two_campaigns_on_one_emulated_tier_take_it_in_turn_and_both_complete(tm
     assert tiers.leftovers("emulated_ssd", image, str(tmp_path / "tier")) == []
 
 
+@pytest.mark.cells
 @pytest.mark.tiers
 @needs_root
 def test_a_checkpoint_run_that_fills_its_tier_leaves_nothing(tmp_path):

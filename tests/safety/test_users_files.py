@@ -20,6 +20,7 @@ from support.files import intact, make_jpegs, plant
 from support.skips import needs_fio
 
 
+@pytest.mark.cells
 @needs_fio
 def test_planted_files_survive_a_whole_session(tmp_path, cwd):
     """Everything a user owns, around every path the tool writes, through a whole session of use; the

@@ -9,6 +9,7 @@ import sys
 import time
 
 import pandas as pd
+import pytest
 
 from campaign.slurm import sacct
 from jobs import records
@@ -16,6 +17,8 @@ from support.commands import analysis, campaign, campaign_status, python_env, ru
 from support.configs import SLURM_TINY, TOY_SEARCHPATH
 from support.files import make_jpegs
 from support.slurm import submitted
+
+pytestmark = pytest.mark.cells  # every test runs on the live cluster (the slurm_cluster fixture)
 
 
 def _queue() -> str:
@@ -284,20 +287,6 @@ def test_submit_and_return_then_status(slurm_cluster, tmp_path, disk_root):
             break
         time.sleep(1)
     assert "1 cancelled" in st.stdout and st.returncode == 1
-
-
-def test_waiting_progress_line():
-    from campaign.slurm.submit import progress
-
-    states = {
-        0: sacct.JobState("7_0", "COMPLETED"),
-        1: sacct.JobState("7_1", "RUNNING", node="n1"),
-        2: sacct.JobState("8", "PENDING", reason="Dependency"),
-        3: sacct.JobState("9", "PENDING", reason="Priority"),
-    }
-    assert (
-        progress(states, [0]) == "1 of 4 cells ended; 1 running (#1 on n1); 2 pending (Dependency, Priority)"
-    )
 
 
 def _times(job_ids) -> list[tuple[str, str]]:

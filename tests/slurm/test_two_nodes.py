@@ -17,6 +17,8 @@ from support.configs import TOY_SEARCHPATH
 from support.paths import SLURM_SCRIPTS
 from support.slurm import submitted
 
+pytestmark = pytest.mark.cells  # every test runs on the live cluster (the slurm_cluster fixture)
+
 NODES = {"n1", "n2"}
 
 

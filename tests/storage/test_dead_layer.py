@@ -17,7 +17,8 @@ import pytest
 from jobs.storage.modeled import mount
 from support.commands import start_module
 
-pytestmark = pytest.mark.tiers  # builds modelled tiers: the tests that do run in turn
+# builds modelled tiers and runs cells on them; the tests that build tiers run in turn
+pytestmark = [pytest.mark.cells, pytest.mark.tiers]
 
 
 def _layer(backing: Path) -> int:

@@ -110,6 +110,7 @@ def test_impossible_file_systems_are_named(field, value, says):
     assert says in dataclasses.replace(G, **{field: value}).check()
 
 
+@pytest.mark.cells
 def test_fio_readers_on_files_of_their_own_scale_with_the_osts_they_reach(tmp_path):
     """The layer mounted for real carries the model: 4 readers on 4 files (4 OSTs) read 4 times as much
     as one, each read takes the model's time, and the layer kept up with it."""
@@ -125,6 +126,7 @@ def test_fio_readers_on_files_of_their_own_scale_with_the_osts_they_reach(tmp_pa
     assert not os.path.ismount(tmp_path / "mnt")
 
 
+@pytest.mark.cells
 def test_a_cell_on_the_modelled_lustre_is_cold_counted_and_latency_bound(cwd, tmp_path):
     runs, recs = cells_on("modeled_lustre", cwd, tmp_path, 64)
     for r in recs:

@@ -19,6 +19,7 @@ def _tier_args(tmp_path, name="test_tier"):
     return dict(name=name, image_dir=str(tmp_path / "images"), mount=str(tmp_path / "mnt"), size_gb=1.0)
 
 
+@pytest.mark.cells
 @needs_root
 def test_emulated_tier_hits_its_read_and_write_targets(tmp_path):
     a = _tier_args(tmp_path)
@@ -38,6 +39,7 @@ def test_emulated_tier_hits_its_read_and_write_targets(tmp_path):
     assert tiers.leftovers(a["name"], tier.image, a["mount"]) == []
 
 
+@pytest.mark.cells
 @needs_root
 def test_a_request_rate_limit_makes_small_random_reads_seek_bound(tmp_path):
     """read_iops (the emulated HDD's seeks): random 4 KB reads at queue depth 8 run at the set rate,
@@ -68,6 +70,7 @@ def test_a_request_rate_limit_makes_small_random_reads_seek_bound(tmp_path):
     assert 25 <= seq_mb <= 66 * 1.05, seq_mb
 
 
+@pytest.mark.cells
 @needs_root
 def test_a_killed_run_is_cleaned_up_by_the_next(tmp_path):
     a = _tier_args(tmp_path, "killed_tier")
@@ -102,6 +105,7 @@ def test_without_root_the_error_says_what_to_use(monkeypatch):
         tiers.setup("emulated_hdd", "/tmp/x", "/tmp/y", 1, 1, 1)
 
 
+@pytest.mark.cells
 @needs_root
 def test_campaign_on_emulated_tiers(tmp_path):
     out = tmp_path / "sweep"
@@ -135,6 +139,7 @@ def test_campaign_on_emulated_tiers(tmp_path):
     )
 
 
+@pytest.mark.cells
 @needs_root
 def test_sigterm_mid_cell_tears_the_tier_down(tmp_path):
     """scancel and kill send SIGTERM: the cell unwinds and leaves no mount, loop device or cgroup."""

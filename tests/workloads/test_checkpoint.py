@@ -49,6 +49,7 @@ def _same(model_weights, saved):
         np.testing.assert_array_equal(a.numpy(), b)
 
 
+@pytest.mark.cells
 def test_burst_buffer_drains_verifies_and_cleans(ds, tmp_path):
     snaps = {}
     r = checkpoint.run_once(ds, _settings(tmp_path, keep=2), snapshots=snaps)
@@ -69,6 +70,7 @@ def test_burst_buffer_drains_verifies_and_cleans(ds, tmp_path):
     _same(model.weights, snaps[12])
 
 
+@pytest.mark.cells
 def test_async_saves_restore_exactly(ds, tmp_path):
     snaps = {}
     r = checkpoint.run_once(
@@ -82,6 +84,7 @@ def test_async_saves_restore_exactly(ds, tmp_path):
         _same(model.weights, snaps[int(p.name.rsplit("-", 1)[1])])
 
 
+@pytest.mark.cells
 def test_missing_fast_tier_falls_back_to_the_slow_tier(ds, tmp_path, caplog):
     s = _settings(tmp_path, fast=None, tag="f1")
     s = checkpoint.CheckpointSettings(
@@ -94,6 +97,7 @@ def test_missing_fast_tier_falls_back_to_the_slow_tier(ds, tmp_path, caplog):
     assert all(c["tier"] == "slow" for c in r["checkpoints"])
 
 
+@pytest.mark.cells
 def test_runs_sharing_a_folder_keep_their_own_files(ds, tmp_path, monkeypatch):
     shared = checkpoint.ckpt_dir(tmp_path / "slow")
     a = checkpoint.run_once(ds, _settings(tmp_path, target="slow", keep=1, tag="ckpt_runA"))
@@ -124,6 +128,7 @@ def test_runs_sharing_a_folder_keep_their_own_files(ds, tmp_path, monkeypatch):
     )  # only the one not yet recovered
 
 
+@pytest.mark.cells
 def test_recovery_redoes_an_interrupted_copy_and_drops_the_incomplete(ds, tmp_path):
     checkpoint.run_once(
         ds, _settings(tmp_path, target="fast", tag="ckpt_k1")
@@ -150,6 +155,7 @@ def test_recovery_redoes_an_interrupted_copy_and_drops_the_incomplete(ds, tmp_pa
     assert not list(slow.glob("*.part")) and ckpt_store.complete(fast, "ckpt_k1") == []
 
 
+@pytest.mark.cells
 def test_recovery_keeps_max_to_keep_and_removes_a_killed_unkept_run(ds, tmp_path):
     """Recovery re-copied every checkpoint of a killed run and ignored max_to_keep; a run that would not
     have kept its checkpoints (checkpoint.keep=false) left copies on the slow tier for ever."""
@@ -175,6 +181,7 @@ def test_recovery_keeps_max_to_keep_and_removes_a_killed_unkept_run(ds, tmp_path
     assert (tmp_path / "fast" / "iocampaign" / "checkpoints" / "users").is_dir()
 
 
+@pytest.mark.cells
 @pytest.mark.tiers
 @needs_root
 def test_killed_mid_drain_then_rerun_loses_nothing(tmp_path):
@@ -261,6 +268,7 @@ def test_slow_tier_missing_is_an_error_before_training(tmp_path):
     )
 
 
+@pytest.mark.cells
 @pytest.mark.tiers
 @needs_root
 def test_stalls_order_and_the_figures_render(tmp_path):
@@ -340,6 +348,7 @@ def test_stalls_order_and_the_figures_render(tmp_path):
     )
 
 
+@pytest.mark.cells
 @pytest.mark.tiers
 @needs_root
 def test_a_burst_buffer_run_counts_only_the_data_tiers_reads(tmp_path):
@@ -380,6 +389,7 @@ def test_a_burst_buffer_run_counts_only_the_data_tiers_reads(tmp_path):
     assert run["cache_state"] == "cold"
 
 
+@pytest.mark.cells
 def test_checkpoints_are_removed_after_the_run_unless_kept(tmp_path):
     """Planted files beside the run's checkpoint folders stay; the run's own go unless
     checkpoint.keep=true."""

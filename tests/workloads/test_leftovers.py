@@ -66,6 +66,7 @@ def test_kept_shards_that_will_not_all_fit_are_refused_before_the_first_run(tmp_
         )  # one run at a time: it fits
 
 
+@pytest.mark.cells
 def test_a_run_that_fills_its_tier_fails_in_one_line_and_leaves_no_partial_shard(tmp_path, resolved_cell):
     """Three kept runs of 15 MB on a 40 MiB tmpfs, run straight through the runner (what planning now refuses,
     as when another writer fills the tier after planning): run 3 fills it. Before: a bare "OSError: [Errno
@@ -129,6 +130,7 @@ def _corrupt_when_saved(folder: Path, step: int, found: list, stop: threading.Ev
         time.sleep(0.002)
 
 
+@pytest.mark.cells
 def test_a_restore_that_fails_on_a_corrupt_checkpoint_takes_its_run_folder_with_it(tmp_path):
     """checkpoint.restore=true, the last checkpoint (step 12 of 14) corrupted on the tier before the restore
     reads it back: the cell fails, saying so, and its run folder goes. Before: the failure was reported, but
@@ -176,6 +178,7 @@ def test_a_restore_that_fails_on_a_corrupt_checkpoint_takes_its_run_folder_with_
     assert all(f.read_bytes() == data for f, data in planted.items())
 
 
+@pytest.mark.cells
 def test_a_cell_refused_at_launch_after_planning_is_a_failure_with_its_reason(tmp_path, cwd):
     """Two kept cells that each fit alone: planning passes both; once the first kept its shards the second's
     own check refuses it. That cell was reported MISSING with no reason and the campaign exited 0."""

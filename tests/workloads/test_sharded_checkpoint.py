@@ -149,6 +149,7 @@ def _plant_runs(root: Path) -> dict:
     return {"folders": folders, "live": procs["live"]}
 
 
+@pytest.mark.cells
 def test_the_next_run_removes_what_a_killed_run_left_and_nothing_else(two_ranks):
     """A rank folder whose run was SIGKILLed is removed by the next sharded run (its record says so); a live
     run's folder and a kept run's are left, as are the user's files beside them."""
@@ -159,6 +160,7 @@ def test_the_next_run_removes_what_a_killed_run_left_and_nothing_else(two_ranks)
     assert all(f.read_bytes() == data for f, data in planted.items())
 
 
+@pytest.mark.cells
 def test_through_the_burst_buffer_each_rank_drains_its_shard_and_loads_it_cold_from_storage(two_ranks):
     """checkpoint.target=burst_buffer: saved on the fast tier (tmpfs), each rank's shard copied to storage
     (the disk), durable and checked, the fast copy removed, then loaded cold from the disk; drain as
@@ -182,6 +184,7 @@ def test_through_the_burst_buffer_each_rank_drains_its_shard_and_loads_it_cold_f
     assert (outs[2] / "checkpoint_shards.png").stat().st_size > 10_000  # save, drain and load panels
 
 
+@pytest.mark.cells
 def test_each_rank_writes_and_reads_its_shard_and_the_run_follows_mlperf(two_ranks):
     outs, disk, planted, _ = two_ranks
     outs = outs[:2]
@@ -238,6 +241,7 @@ def test_each_rank_writes_and_reads_its_shard_and_the_run_follows_mlperf(two_ran
     assert (outs[0] / "checkpoint_shards.png").stat().st_size > 10_000  # the figure, drawn from these rows
 
 
+@pytest.mark.cells
 def test_a_shape_mlperf_ran_is_put_beside_its_submission_in_the_report(two_ranks, tmp_path):
     """The local run's records (2 of ci_tiny's 4 ranks), relabelled as 2 of Llama 3 8B's 8 ranks: the report
     puts them beside the MLPerf Storage v3.0 submission of that shape, and says a subset is not its

@@ -19,6 +19,7 @@ def _campaign(*args, cwd):
     return run_module("campaign", *args, TOY_SEARCHPATH, cwd=cwd, env=env, timeout=300)
 
 
+@pytest.mark.cells
 def test_a_toy_workload_is_its_module_and_its_preset(tmp_path):
     out = tmp_path / "sweep"
     p = _campaign(
@@ -51,6 +52,7 @@ def test_a_toy_workload_keeps_its_checks_and_types(tmp_path):
     assert p.returncode == 2 and "unknown workload 'toy_slep'" in p.stderr and "toy_sleep" in p.stderr
 
 
+@pytest.mark.cells
 def test_a_signal_that_surfaces_as_another_error_ends_the_campaign_as_the_interrupt(tmp_path):
     # TensorFlow's bindings turn a KeyboardInterrupt raised inside them into a RuntimeError (1 of 16 CI
     # runs): the cell must not be recorded as failed, the campaign must end as interrupted
