@@ -11,6 +11,7 @@ import pytest
 
 from jobs import records
 from support.commands import campaign
+from support.configs import two_runs
 from support.files import make_jpegs
 
 N = 64
@@ -26,12 +27,7 @@ def test_a_service_cell_reads_every_file_once_and_leaves_no_process(tmp_path):
         "workload=readonly",
         "input.service=false,true",
         "input.workers=2",
-        f"dataset.num_images={N}",
-        "batch_size=8",
-        "repeats=2",
-        "warmup=0",
-        f"storage.root={root}",
-        f"hydra.sweep.dir={out}",
+        *two_runs(N, root, out),
         cwd=tmp_path,
     )
     assert p.returncode == 0, p.stderr[-3000:]

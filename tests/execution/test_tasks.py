@@ -10,6 +10,7 @@ import pytest
 from jobs import records
 from jobs.observe.usage import cores
 from support.commands import campaign
+from support.configs import two_runs
 from support.files import make_jpegs
 
 N = 96
@@ -26,12 +27,7 @@ def grid(tmp_path_factory):
         "workload=readonly",
         "platform.tasks_per_node=1,2",
         "threads=1",
-        f"dataset.num_images={N}",
-        "batch_size=8",
-        "repeats=2",
-        "warmup=0",
-        f"storage.root={root}",
-        f"hydra.sweep.dir={out}",
+        *two_runs(N, root, out),
         cwd=base,
     )
     assert p.returncode == 0, p.stderr[-3000:]

@@ -14,6 +14,7 @@ import pytest
 from jobs import records
 from jobs.observe import posix
 from support.commands import analysis, campaign
+from support.configs import two_runs
 
 N = 48
 
@@ -32,12 +33,7 @@ def traced(tmp_path_factory):
         "workload=readonly,microbench",
         "trace.posix=true,false",
         "threads=1",
-        f"dataset.num_images={N}",
-        "batch_size=8",
-        "repeats=2",
-        "warmup=0",
-        f"storage.root={root}",
-        f"hydra.sweep.dir={out}",
+        *two_runs(N, root, out),
         cwd=base,
     )
     assert p.returncode == 0, p.stderr[-3000:]
@@ -298,12 +294,7 @@ def test_one_extra_traced_run_leaves_the_measured_runs_untraced(tmp_path):
         "trace.posix=true",
         "trace.runs=extra",
         "threads=1",
-        f"dataset.num_images={N}",
-        "batch_size=8",
-        "repeats=2",
-        "warmup=0",
-        f"storage.root={root}",
-        f"hydra.sweep.dir={out}",
+        *two_runs(N, root, out),
         cwd=tmp_path,
     )
     assert p.returncode == 0, p.stderr[-3000:]

@@ -20,6 +20,7 @@ import pytest
 from jobs import interrupts, records
 from jobs.workloads.checkpoint import store as ckpt_store
 from support.commands import campaign, python_env, start_module
+from support.configs import one_run_of_folder
 from support.files import make_jpegs
 from support.processes import kill_alone, session_processes
 
@@ -275,12 +276,7 @@ def test_two_runs_of_one_cell_in_pid_namespaces_never_touch_each_others_checkpoi
         "checkpoint.keep=true",
         f"checkpoint.slow.root={slow}",
         f"checkpoint.fast.root={tmp_path}",
-        f"storage.root={tmp_path}",
-        "dataset.source=folder",
-        f"dataset.path={tmp_path / 'data'}",
-        "batch_size=4",
-        "repeats=1",
-        "warmup=0",
+        *one_run_of_folder(tmp_path, tmp_path / "data"),
     ]
     folders = slow / "iocampaign" / "checkpoints"
     seen = []

@@ -12,6 +12,32 @@ SLURM_TINY = ("dataset.num_images=128", "batch_size=32", "repeats=2", "platform.
 TOY_SEARCHPATH = f"hydra.searchpath=[file://{TOY_CONF}]"
 
 
+def two_runs(images: int, root, out) -> tuple[str, ...]:
+    """Two measured runs (no warm-up) of batches of 8 over ``images`` synthetic images generated in
+    ``root``, the sweep's folder ``out``: the tail of the multi-process cells' campaigns."""
+    return (
+        f"dataset.num_images={images}",
+        "batch_size=8",
+        "repeats=2",
+        "warmup=0",
+        f"storage.root={root}",
+        f"hydra.sweep.dir={out}",
+    )
+
+
+def one_run_of_folder(root, data) -> tuple[str, ...]:
+    """One measured run (no warm-up) in batches of 4 over the user's images in ``data``, ``root`` the
+    storage root: the tail of the checkpoint workload's campaigns."""
+    return (
+        f"storage.root={root}",
+        "dataset.source=folder",
+        f"dataset.path={data}",
+        "batch_size=4",
+        "repeats=1",
+        "warmup=0",
+    )
+
+
 def compose_cell(overrides: list[str]):
     """A cell's config composed as the campaign composes it (Hydra left uninitialised between calls)."""
     from hydra import compose, initialize_config_dir

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from support.paths import ROOT
 
@@ -32,3 +33,14 @@ def user_python(user: tuple[str, int, int]) -> tuple[list[str], dict[str, str]]:
     system = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
     env["PYTHONPATH"] += os.pathsep + sysconfig.get_paths()["purelib"]
     return [system], env
+
+
+def as_user_python(
+    user: tuple[str, int, int], *args: str, home: Path | None = None, **kw
+) -> subprocess.CompletedProcess:
+    """This project's Python run as ``user`` with ``args`` (``-c <code>``, ``-m <module> ...``), in the
+    environment ``user_python`` gives it, HOME set to ``home`` when given; ``kw`` as ``as_user`` takes it."""
+    python, env = user_python(user)
+    if home is not None:
+        env = {"HOME": str(home), **env}
+    return as_user(user, "env", *(f"{k}={v}" for k, v in env.items()), *python, *args, **kw)

@@ -17,6 +17,7 @@ from jobs.workloads.checkpoint import recovery as ckpt_recovery
 from jobs.workloads.checkpoint import saving as checkpoint
 from jobs.workloads.checkpoint import store as ckpt_store
 from support.commands import campaign, start_module
+from support.configs import one_run_of_folder
 from support.files import make_jpegs
 from support.processes import kill_alone
 from support.skips import needs_root
@@ -202,12 +203,7 @@ def test_killed_mid_drain_then_rerun_loses_nothing(tmp_path):
         "checkpoint.slow.emulate.size_gb=1",
         f"checkpoint.slow.emulate.image_dir={img}",
         f"checkpoint.slow.root={tmp_path / 'slowmnt'}",
-        f"storage.root={tmp_path}",
-        "dataset.source=folder",
-        f"dataset.path={tmp_path / 'data'}",
-        "batch_size=4",
-        "repeats=1",
-        "warmup=0",
+        *one_run_of_folder(tmp_path, tmp_path / "data"),
     ]
     make_jpegs(tmp_path / "data", 64, classes=2)
     (tmp_path / "fast").mkdir()
@@ -291,12 +287,7 @@ def test_stalls_order_and_the_figures_render(tmp_path):
         "checkpoint.slow.emulate.size_gb=1",
         f"checkpoint.slow.emulate.image_dir={img}",
         f"checkpoint.slow.root={tmp_path / 'slowmnt'}",
-        f"storage.root={tmp_path}",
-        "dataset.source=folder",
-        f"dataset.path={tmp_path / 'data'}",
-        "batch_size=4",
-        "repeats=1",
-        "warmup=0",
+        *one_run_of_folder(tmp_path, tmp_path / "data"),
         "workload.trace_interval_s=0.1",
         f"hydra.sweep.dir={out}",
         cwd=tmp_path,
@@ -410,12 +401,7 @@ def test_checkpoints_are_removed_after_the_run_unless_kept(tmp_path):
         "checkpoint.keep=false,true",
         f"checkpoint.slow.root={slow}",
         f"checkpoint.fast.root={tmp_path}",
-        f"storage.root={tmp_path}",
-        "dataset.source=folder",
-        f"dataset.path={tmp_path / 'data'}",
-        "batch_size=4",
-        "repeats=1",
-        "warmup=0",
+        *one_run_of_folder(tmp_path, tmp_path / "data"),
         f"hydra.sweep.dir={out}",
         cwd=tmp_path,
     )
