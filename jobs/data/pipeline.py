@@ -41,7 +41,8 @@ class PipelineSettings:
 
     @classmethod
     def from_config(cls, cfg, seed: int, **extra):
-        """The settings of one run of a cell (``cfg``: its config view), plus the subclass's ``extra`` fields."""
+        """The settings of one run of a cell (``cfg``: its config view), plus the subclass's ``extra``
+        fields."""
         from jobs.configview import threads_value
 
         buffer = cfg.get("shuffle_buffer")

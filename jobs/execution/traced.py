@@ -158,7 +158,8 @@ def with_extra_run(config: dict, job_dir: Path, measure_untraced) -> tuple[list[
     runs, dataset, prov = measure_untraced({**config, "trace": {**trace, "posix": False}}, job_dir)
     repeats = int(config["repeats"])
     log.info(
-        "trace.runs=extra: %d measured run(s) untraced; one more run (run %d) traced by dftracer for its calls",
+        "trace.runs=extra: %d measured run(s) untraced; "
+        "one more run (run %d) traced by dftracer for its calls",
         repeats,
         repeats + 1,
     )

@@ -9,8 +9,8 @@ from jobs.errors import ConfigError
 
 
 def found(root: str) -> str:
-    """The type of the file system that holds ``root`` (the last-mounted of the longest mount points above it), as
-    each run's record notes it (jobs.observe.provenance, a layer above storage)."""
+    """The type of the file system that holds ``root`` (the last-mounted of the longest mount points above
+    it), as each run's record notes it (jobs.observe.provenance, a layer above storage)."""
     import os
 
     from jobs.storage import mounts
@@ -23,9 +23,10 @@ def found(root: str) -> str:
 
 
 def check(st: View, key: str) -> None:
-    """ConfigError (one line naming the tier, the root and its file system) when the existing ``st.root`` is not
-    on one of the file systems the preset declares; nothing when it declares none, or when ``<key>.fs_check=false``
-    (the cell's config records that, and the analysis keeps its rows out of the paper's verdicts)."""
+    """ConfigError (one line naming the tier, the root and its file system) when the existing ``st.root``
+    is not on one of the file systems the preset declares; nothing when it declares none, or when
+    ``<key>.fs_check=false`` (the cell's config records that, and the analysis keeps its rows out of the
+    paper's verdicts)."""
     wanted = [str(t) for t in (st.get("fs_types") or [])]
     if not wanted:
         return

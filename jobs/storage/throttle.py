@@ -150,8 +150,8 @@ class IoMaxV2(Controller):
             )
         if "io" not in (self.root / "cgroup.subtree_control").read_text().split():
             return (
-                f"the io controller of the cgroup-v2 hierarchy at {self.root} is not enabled for child cgroups; "
-                f"as root: echo +io > {self.root}/cgroup.subtree_control"
+                f"the io controller of the cgroup-v2 hierarchy at {self.root} "
+                f"is not enabled for child cgroups; as root: echo +io > {self.root}/cgroup.subtree_control"
             )
         return None
 

@@ -43,15 +43,15 @@ def placement(name: str, model, root: str, key: str = "storage") -> str | None:
         )
     if not os.path.isabs(given):
         return (
-            f"{key}.model.backing_dir={given} is a relative path (it would depend on the folder a cell starts "
-            "in): give an absolute folder"
+            f"{key}.model.backing_dir={given} is a relative path "
+            "(it would depend on the folder a cell starts in): give an absolute folder"
         )
     backing = mount.backing_of(name, model)
     blocked = _blocked_by_file(backing)
     if blocked is not None:
         return (
-            f"{key}.model.backing_dir={given}: {blocked} is a file, not a folder, so the tier's backing folder "
-            f"{backing} cannot be made; choose a folder"
+            f"{key}.model.backing_dir={given}: {blocked} is a file, not a folder, "
+            f"so the tier's backing folder {backing} cannot be made; choose a folder"
         )
     real_backing, real_root = _real(backing), _real(root)
     if _inside(real_backing, real_root):
@@ -62,8 +62,9 @@ def placement(name: str, model, root: str, key: str = "storage") -> str | None:
         )
     if _inside(real_root, _real(given)):  # the folder of every modelled tier's files, this one's among them
         return (
-            f"{key}.root={root} lies inside {key}.model.backing_dir={given}, where the tier's files are: the FUSE "
-            f"layer would serve its own mount and hang; keep them apart, e.g. {key}.root=/mnt/iocampaign/{name}"
+            f"{key}.root={root} lies inside {key}.model.backing_dir={given}, where the tier's files are: "
+            "the FUSE layer would serve its own mount and hang; "
+            f"keep them apart, e.g. {key}.root=/mnt/iocampaign/{name}"
         )
     return None
 
@@ -79,8 +80,9 @@ def contradiction(model, key: str = "storage") -> str | None:
         alien = sorted(f for f in cls.__dataclass_fields__ if f not in own and model.get(f) is not None)
         if alien:
             return (
-                f"{key}.model.device={device}, but {key}.model sets {', '.join(alien)}, figures of a modelled "
-                f"{other}: the tier would be measured as a {device} and labelled as the preset's {other}; choose "
-                f"the preset of a modelled {device} (modeled_{device}) instead of changing the device"
+                f"{key}.model.device={device}, but {key}.model sets {', '.join(alien)}, "
+                f"figures of a modelled {other}: the tier would be measured as a {device} "
+                f"and labelled as the preset's {other}; "
+                f"choose the preset of a modelled {device} (modeled_{device}) instead of changing the device"
             )
     return None

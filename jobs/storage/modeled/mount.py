@@ -206,9 +206,8 @@ def setup(
     while not _ours(name, mount):
         if proc.poll() is not None:
             err = proc.stderr.read().decode(errors="replace").strip().splitlines()
-            raise ModelError(
-                f"storage={name}: the FUSE layer ended before it mounted: {err[-1] if err else proc.returncode}"
-            )
+            why = err[-1] if err else proc.returncode
+            raise ModelError(f"storage={name}: the FUSE layer ended before it mounted: {why}")
         if time.monotonic() > deadline:
             proc.kill()
             raise ModelError(f"storage={name}: the FUSE layer did not mount {mount} within {timeout_s:.0f} s")

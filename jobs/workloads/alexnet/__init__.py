@@ -26,8 +26,9 @@ class AlexNetConf(InputPipelineConf):
 def check_alexnet(cfg) -> None:
     """AlexNet's shape limits (shared with the checkpoint workload)."""
     if cfg.workload.image_side < 64:
+        side = cfg.workload.image_side
         raise ConfigError(
-            f"workload.image_side={cfg.workload.image_side} is too small for AlexNet's three poolings (64 or more)"
+            f"workload.image_side={side} is too small for AlexNet's three poolings (64 or more)"
         )
     if cfg.workload.width <= 0:
         raise ConfigError(f"workload.width={cfg.workload.width} must be positive (1.0 = the paper's AlexNet)")
@@ -193,6 +194,6 @@ class AlexNet(Workload):
     def describe(self, result: dict) -> str:
         return (
             f"{result['runtime_s']:.2f} s runtime ({result['data_wait_s']:.2f} s waiting for data, "
-            f"{result['compute_s']:.2f} s computing, first step {result['first_step_s']:.2f} s) on {result['device']}, "
-            f"AU {result['train_au_percentage']:.0f}%"
+            f"{result['compute_s']:.2f} s computing, first step {result['first_step_s']:.2f} s) "
+            f"on {result['device']}, AU {result['train_au_percentage']:.0f}%"
         )

@@ -68,6 +68,6 @@ class Baseline(Workload):
     def describe(self, result: dict) -> str:
         small = ", ".join(f"{t}: {v:.0f}" for t, v in result["small_read_mb_s"].items())
         return (
-            f"{result['tool']} read {result['seq_read_mb_s']:.0f} MB/s, write {result['seq_write_mb_s']:.0f} MB/s; "
-            f"small files by readers {{{small}}} MB/s"
+            f"{result['tool']} read {result['seq_read_mb_s']:.0f} MB/s, "
+            f"write {result['seq_write_mb_s']:.0f} MB/s; small files by readers {{{small}}} MB/s"
         )

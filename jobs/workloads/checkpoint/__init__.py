@@ -123,6 +123,9 @@ class Checkpoint(Workload):
         from jobs.workloads.checkpoint import saving as checkpoint
 
         cfg, ck = ctx.cfg, ctx.cfg.checkpoint
+        # unique per run, not only per pid: under a PID namespace the same cell gets the same pid
+        run = f"{'r' if ctx.run > 0 else 'w'}{abs(ctx.run)}"
+        tag = f"{ckpt_recovery.TAG_PREFIX}{cell_id(ctx.config)}_{run}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
         settings = checkpoint.CheckpointSettings(
             train=alexnet.TrainSettings.from_config(
                 cfg,
@@ -139,9 +142,7 @@ class Checkpoint(Workload):
             mode=ck.mode,
             max_to_keep=int(ck.max_to_keep),
             keep=bool(ck.get("keep")),
-            # unique per run, not only per pid: under a PID namespace the same cell gets the same pid
-            tag=f"{ckpt_recovery.TAG_PREFIX}{cell_id(ctx.config)}_{'r' if ctx.run > 0 else 'w'}{abs(ctx.run)}_"
-            f"{os.getpid()}_{uuid.uuid4().hex[:8]}",
+            tag=tag,
         )
         recovered = ckpt_recovery.recover_all(
             checkpoint.ckpt_dir(settings.fast_root), checkpoint.ckpt_dir(settings.slow_root), settings.flush
@@ -218,15 +219,16 @@ class Checkpoint(Workload):
 
     def describe(self, result: dict) -> str:
         back = "".join(
-            f"; restored {r['bytes'] / MB:.0f} MB from {r['tier']} in {r['restore_s']:.2f} s ({r['cache_state']}, "
-            f"weights {_verdict(r['weights_equal'])}, checksums {r['checksums']})"
+            f"; restored {r['bytes'] / MB:.0f} MB from {r['tier']} in {r['restore_s']:.2f} s "
+            f"({r['cache_state']}, weights {_verdict(r['weights_equal'])}, checksums {r['checksums']})"
             for r in result.get("restores") or []
         )
         stall = f"{result['median_stall_s']:.3f}" if result["median_stall_s"] is not None else "-"
         return (
-            f"{result['runtime_s']:.2f} s runtime ({result['baseline_runtime_s']:.2f} s without checkpoints), "
-            f"{len(result['checkpoints'])} checkpoints to {result['effective_target']}, median stall {stall} s, "
-            f"drain after training {result['drain_after_end_s']:.2f} s"
+            f"{result['runtime_s']:.2f} s runtime "
+            f"({result['baseline_runtime_s']:.2f} s without checkpoints), "
+            f"{len(result['checkpoints'])} checkpoints to {result['effective_target']}, "
+            f"median stall {stall} s, drain after training {result['drain_after_end_s']:.2f} s"
             + (f"; FALLBACK: {result['fallback']}" if result["fallback"] else "")
             + back
         )

@@ -83,7 +83,8 @@ class RunLock:
     """Held by a live run on its own checkpoint folder; recovery leaves locked folders alone."""
 
     def __init__(self, folder: Path, new: bool = False) -> None:
-        """``new``: the folder must not exist yet (a run's own folder: it then holds only what the run wrote)."""
+        """``new``: the folder must not exist yet (a run's own folder: it then holds only what the run
+        wrote)."""
         import fcntl
 
         folder.mkdir(parents=True, exist_ok=not new)

@@ -75,7 +75,8 @@ class _Saver:
 
     def _durable(self, prefix: Path, step: int) -> None:
         if self.drain is not None:
-            # the step a restore will read (restore.Snapshot.step) keeps its fast copy: a restart while it is fresh
+            # the step a restore will read (restore.Snapshot.step) keeps its fast copy: a restart while it
+            # is fresh
             self.drain.put(prefix, keep_fast=step == getattr(self.snapshots, "step", None))
         else:
             ckpt_store.retain(self.folder, self.s.tag, self.s.max_to_keep)
@@ -141,7 +142,8 @@ class _Saver:
 def _writers(
     s: CheckpointSettings, model, opt, target: str, folder: Path, slow_dir: Path, snapshots: dict | None
 ):
-    """(locks held on the run's folders, the burst buffer's drain or None, the saver) of a run with checkpoints."""
+    """(locks held on the run's folders, the burst buffer's drain or None, the saver) of a run with
+    checkpoints."""
     # the run's folders are made here, and must not exist (the tag is unique per run): clean-up after a
     # failure then removes only what this run wrote
     locks = [ckpt_recovery.RunLock(folder, new=True)]

@@ -90,6 +90,7 @@ class Emulated(Workload):
 
     def describe(self, result: dict) -> str:
         return (
-            f"AU {result['train_au_percentage']:.0f}% ({result['steps']} steps of {result['step_time_s'] * 1000:.0f} ms, "
+            f"AU {result['train_au_percentage']:.0f}% "
+            f"({result['steps']} steps of {result['step_time_s'] * 1000:.0f} ms, "
             f"{result['data_wait_s']:.2f} s waiting for data), {result['images_per_s']:.0f} images/s"
         )

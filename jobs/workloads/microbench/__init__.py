@@ -44,13 +44,15 @@ class Microbench(Workload):
             "service",
             "analysis.scaling:service_figure",
             order=5.8,
-            title="The tf.data service: the consumer's images/s and MB/s against the service's workers (median of runs)",
+            title="The tf.data service: the consumer's images/s and MB/s against the service's workers "
+            "(median of runs)",
         ),
         Figure(
             "scaling",
             "analysis.scaling:scaling_figure",
             order=5.7,
-            title="Scaling with tasks: aggregate images/s and MB/s of a cell's tasks (median of runs), ideal dashed",
+            title="Scaling with tasks: aggregate images/s and MB/s of a cell's tasks (median of runs), "
+            "ideal dashed",
         ),
         Figure(
             "layouts",

@@ -102,7 +102,8 @@ def run_once(ds: Dataset, s: RunSettings, mark=None) -> RunResult:
     drops = pipeline.dropped(ds, seen, exhausted, s.seed, **s.order)
     if seconds <= 0 or not seen:
         raise RuntimeError(
-            f"the pipeline delivered no image out of {len(ds.files)} ({len(drops)} dropped as unreadable or not images)"
+            f"the pipeline delivered no image out of {len(ds.files)} "
+            f"({len(drops)} dropped as unreadable or not images)"
         )
     return RunResult(
         images=len(seen),

@@ -8,7 +8,8 @@ A model too large for the tier is run in subset mode (``checkpoint.ranks_written
 its N ranks write, as MLPerf Storage's subset runs do); the record names the ranks written. The shards
 go to ``storage.root`` (any tier: an emulated one is built and throttled as for any cell), under the
 tool's checkpoint folder, and are removed once read back unless ``checkpoint.keep=true``. Each rank
-holds a lock on its folder while it runs; a later run removes the folders of killed runs (``remove_killed``)."""
+holds a lock on its folder while it runs; a later run removes the folders of killed runs
+(``remove_killed``)."""
 
 from __future__ import annotations
 
@@ -167,7 +168,8 @@ class ShardedCheckpoint(Workload):
             raise ConfigError(
                 f"workload.block_mb={cfg.workload.block_mb} must be between 0 and 1024 (MB per request)"
             )
-        # kept (checkpoint.keep=true), every run's shards stay on storage; a burst buffer's drain empties the fast tier
+        # kept (checkpoint.keep=true), every run's shards stay on storage; a burst buffer's drain empties the
+        # fast tier
         self._space(cfg.storage, s, written, runs=int(cfg.warmup) + int(cfg.repeats) if ck.get("keep") else 1)
         if _target(cfg) == "burst_buffer":
             self._space(cfg.checkpoint.fast, s, written, "checkpoint.fast")
@@ -282,15 +284,17 @@ class ShardedCheckpoint(Workload):
 
     def describe(self, result: dict) -> str:
         drained = (
-            f", drained to storage in {result['drain_duration_s']:.2f} s ({result['drain_throughput_gb_s']:.2f} "
-            "GB/s)"
+            f", drained to storage in {result['drain_duration_s']:.2f} s "
+            f"({result['drain_throughput_gb_s']:.2f} GB/s)"
             if result.get("drain_duration_s")
             else ""
         )
+        model = result["checkpoint_model"]["name"]
         return (
-            f"{result['ranks_written']} of {result['model_ranks']} ranks of {result['checkpoint_model']['name']}: "
+            f"{result['ranks_written']} of {result['model_ranks']} ranks of {model}: "
             f"saved {result['checkpoint_gb']:.2f} GB durable in {result['save_duration_s']:.2f} s "
-            f"({result['save_throughput_gb_s']:.2f} GB/s){drained}, loaded back in {result['load_duration_s']:.2f} s "
+            f"({result['save_throughput_gb_s']:.2f} GB/s){drained}, "
+            f"loaded back in {result['load_duration_s']:.2f} s "
             f"({result['load_throughput_gb_s']:.2f} GB/s), every byte checked"
         )
 

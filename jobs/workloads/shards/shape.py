@@ -104,5 +104,6 @@ class Shape:
         return sum(self.rank_bytes(r) for r in range(self.ranks))
 
     def written(self, ranks_written: int | None) -> list[int]:
-        """The model ranks a run writes: all, or the first ``ranks_written`` (MLPerf Storage's subset mode)."""
+        """The model ranks a run writes: all, or the first ``ranks_written`` (MLPerf Storage's subset
+        mode)."""
         return list(range(self.ranks if ranks_written is None else int(ranks_written)))
