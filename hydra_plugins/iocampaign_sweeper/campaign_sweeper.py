@@ -18,7 +18,6 @@ from omegaconf import DictConfig
 @dataclass
 class CampaignSweeperConf:
     _target_: str = "hydra_plugins.iocampaign_sweeper.campaign_sweeper.CampaignSweeper"
-    max_batch_size: Optional[int] = None  # kept for Hydra's interface; a campaign is planned as one batch
     params: Optional[Dict[str, str]] = None  # the grid of an experiment preset (hydra.sweeper.params)
 
 
@@ -28,6 +27,9 @@ ConfigStore.instance().store(
 
 
 class CampaignSweeper(BasicSweeper):
+    def __init__(self, params: Optional[Dict[str, str]] = None) -> None:
+        super().__init__(max_batch_size=None, params=params)  # a campaign is planned as one batch
+
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.hydra_context = hydra_context
         self.config = config
