@@ -16,7 +16,7 @@ from jobs.workloads.checkpoint.store import (
     verify,
 )
 
-TAG_PREFIX = "ckpt_"  # every run's folder: ckpt_<cell id>_<run>_<pid>_<random> (jobs/workloads/checkpoint.py)
+TAG_PREFIX = "ckpt_"  # every run's folder: ckpt_<cell id>_<run>_<pid>_<random> (jobs/workloads/checkpoint/)
 RECOVERED = ".recovered"  # in a folder recovery has been through: no run writes there again, so it is done
 
 
