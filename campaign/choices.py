@@ -5,8 +5,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from jobs import schema
+
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-GROUPS = ("workload", "storage", "dataset", "platform", "experiment", "accelerator", "checkpoint_model")
+# the config groups: the schema's, and the experiments (presets of a whole study)
+GROUPS = (*schema.GROUPS, "experiment")
 # optional defaults (conf/config.yaml) whose value none names no preset: the setting is left out
 OPTIONAL = ("storage@stage",)
 ALIAS_PREFIX = "default_for_"  # dataset/default_for_<workload>: the dataset a workload uses by default
@@ -114,8 +117,6 @@ def missing_field(args: list[str]) -> str | None:
 def _template():
     """The campaign schema with every group's schema in place: what a plain value override must fit."""
     from omegaconf import OmegaConf
-
-    from campaign import schema
 
     def tier():
         return schema.StorageConf(emulate=schema.EmulateConf(), model=schema.ModelConf())

@@ -11,17 +11,14 @@ import math
 import os
 from dataclasses import dataclass
 
-GENERATE_MB_S = (
-    10.0  # synthetic JPEGs written per second, MB/s, 2 cores (2.07 GB in 207 s; README's Quick start)
-)
-DECODE_IMAGES_S = (
-    470.0  # workload=microbench, 1 map thread, 2 cores, local disk: 16,384 images in ~35 s per run
-)
+# synthetic JPEGs written per second, MB/s, 2 cores (2.07 GB in 207 s; README's Quick start)
+GENERATE_MB_S = 10.0
+# workload=microbench, 1 map thread, 2 cores, local disk: 16,384 images in ~35 s per run
+DECODE_IMAGES_S = 470.0
 READ_ONLY_IMAGES_S = 1900.0  # workload=readonly, 1 thread, local disk, cold (docs/scaling.md)
 CELL_S = 2.5  # a cell's own work besides its runs: start, cache eviction, record (4 cells of the Quick start: 44 s, runs 35 s)
-CORE_GAIN = (
-    0.8  # each map thread up to the cores adds this much of one thread's rate (2 cores: 1.8x at 2 threads)
-)
+# each map thread up to the cores adds this much of one thread's rate (2 cores: 1.8x at 2 threads)
+CORE_GAIN = 0.8
 # the modelled tiers' micro-benchmark, cold, 1,024 images, images/s at 1, 2, 4 and 8 threads (docs/storage.md)
 MODELLED = {"hdd": {1: 121, 2: 152, 4: 217, 8: 255}, "lustre": {1: 59, 2: 117, 4: 231, 8: 374}}
 RATES = {

@@ -9,7 +9,7 @@ import json
 import math
 import os
 
-from campaign import schema
+from jobs import schema
 from campaign.errors import ConfigError
 from jobs.configview import View, threads_value
 

@@ -50,9 +50,8 @@ def plan_cells(hydra_context: Any, config: DictConfig, cells: list[list[str]]):
             validate.check(pc.config, memo)
         except errors.ConfigError as e:
             cell = " ".join(overrides) or "(defaults)"
-            line = (
-                f"campaign: {e} [cell {cell}]; nothing was run"  # as typed, not as Hydra's sweeper escaped it
-            )
+            # as typed, not as Hydra's sweeper escaped it
+            line = f"campaign: {e} [cell {cell}]; nothing was run"
             raise errors.Stop(line.replace("$\\{", "${").replace("\\}", "}"), 2) from None
         planned.append(pc)
     log.debug("planned %d cells with %d compositions", len(planned), planner.compositions)

@@ -55,9 +55,8 @@ def measure(config: dict, job_dir: Path, first_run: int = 1) -> tuple[list[dict]
     from jobs.storage import cache, locks
 
     if (config.get("trace") or {}).get("posix") and not traced.inside():  # in a child started with the tracer
-        extra = (
-            config["trace"].get("runs", "all") == "extra"
-        )  # or untraced here, then one more run in a child
+        # or untraced here, then one more run in a child
+        extra = config["trace"].get("runs", "all") == "extra"
         return traced.with_extra_run(config, job_dir, measure) if extra else traced.measure(config, job_dir)
     cfg = View(config)
     w = workloads.get(cfg.workload.kind)
@@ -414,9 +413,8 @@ def _log(w: workloads.Workload, warmup: bool, k: int, cfg, result: dict, state: 
         if result["bytes_read_device"] is not None and result["bytes_consumed"]
         else "device bytes not counted"
     )
-    what = (
-        "warm-up" if warmup else "run" if first_run == 1 else "extra traced run"
-    )  # trace.runs=extra: run repeats+1
+    # trace.runs=extra: run repeats+1
+    what = "warm-up" if warmup else "run" if first_run == 1 else "extra traced run"
     log.info(
         "%s %d/%d: %s, %d images (%d dropped), cache %s (%s)",
         what,

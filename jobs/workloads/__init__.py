@@ -100,12 +100,10 @@ class Workload:
     needs_dataset: ClassVar[bool] = True
     posix_traceable: ClassVar[bool] = True  # trace.posix=true can trace its runs (TensorFlow's own I/O)
     in_tensorflow: ClassVar[bool] = True  # its runs call TensorFlow: signals wait for its interrupts.check()
-    uses_keras: ClassVar[bool] = (
-        True  # it builds Keras models (False: TensorFlow is imported without Keras's code)
-    )
-    shardable: ClassVar[bool] = (
-        False  # a run can be N tasks each reading its shard (platform.tasks_per_node > 1)
-    )
+    # it builds Keras models (False: TensorFlow is imported without Keras's code)
+    uses_keras: ClassVar[bool] = True
+    # a run can be N tasks each reading its shard (platform.tasks_per_node > 1)
+    shardable: ClassVar[bool] = False
     service_ready: ClassVar[bool] = False  # its pipeline can run on the tf.data service (input.service=true)
     prefetches_to_device: ClassVar[bool] = False  # it trains on a device prefetch_to=device can fill
     min_batches: ClassVar[int] = 1  # full batches a run (each task of it) must get

@@ -13,6 +13,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from campaign import errors, schema, validate
+from jobs.schema import PlatformConf
 from campaign.slurm import sbatch, submit
 from conftest import CONF, ROOT
 from jobs import plan
@@ -129,7 +130,7 @@ def test_a_real_run_still_needs_fio(cell, tmp_path, monkeypatch):
 def _platform(**kw):
     from omegaconf import OmegaConf
 
-    return OmegaConf.merge(OmegaConf.structured(schema.PlatformConf(name="slurm", kind="slurm")), kw)
+    return OmegaConf.merge(OmegaConf.structured(PlatformConf(name="slurm", kind="slurm")), kw)
 
 
 @pytest.mark.parametrize("count,nodes,per_node,after", [(1, 1, 1, None), (3, 1, 1, None), (2, 2, 2, "41")])

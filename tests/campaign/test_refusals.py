@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from campaign import capacity, choices, schema
+from campaign import capacity, choices
+from jobs import schema
 from conftest import ROOT, campaign
 
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from jobs.errors import ConfigError
 from jobs.metrics import of
+from jobs.schema import Device, InputPipelineConf
 from jobs.workloads import PAPER_LAYOUT, Figure, RunContext, Workload, register
-from jobs.workloads.schema import Device, InputPipelineConf
 
 
 @dataclass

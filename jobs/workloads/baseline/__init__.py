@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 from jobs.errors import ConfigError
 from jobs.metrics import of
+from jobs.schema import WorkloadConf
 from jobs.workloads import RunContext, Workload, register
-from jobs.workloads.schema import WorkloadConf
 
 
 @dataclass

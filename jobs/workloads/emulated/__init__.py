@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from jobs.errors import ConfigError
 from jobs.metrics import of
+from jobs.schema import InputPipelineConf
 from jobs.workloads import Figure, RunContext, Workload, register
-from jobs.workloads.schema import InputPipelineConf
 
 
 @dataclass

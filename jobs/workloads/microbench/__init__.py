@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jobs.metrics import of
+from jobs.schema import InputPipelineConf
 from jobs.workloads import PAPER_LAYOUT, Figure, RunContext, Workload, register
-from jobs.workloads.schema import InputPipelineConf
 
 
 @dataclass

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from jobs.errors import ConfigError
 from jobs.metrics import Metric, declare, of
+from jobs.schema import WorkloadConf
 from jobs.workloads import Figure, RunContext, Workload, register
-from jobs.workloads.schema import WorkloadConf
 from jobs.workloads.shards.folders import PREFIX
 
 log = logging.getLogger(__name__)

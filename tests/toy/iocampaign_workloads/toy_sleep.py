@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 
 from campaign.errors import ConfigError
-from campaign.schema import WorkloadConf
+from jobs.schema import WorkloadConf
 from jobs.metrics import Metric
 from jobs.workloads import Figure, RunContext, Workload, register
 
