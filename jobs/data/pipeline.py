@@ -41,20 +41,20 @@ class PipelineSettings:
 
     @classmethod
     def from_config(cls, cfg, seed: int, **extra):
-        """The settings of one run of a cell (``cfg``: its config view), plus the subclass's ``extra`` fields."""
+        """The settings of one run of a cell (``cfg``: its typed config), plus the subclass's ``extra``
+        fields."""
         from jobs.configview import threads_value
 
-        buffer = cfg.get("shuffle_buffer")
         return cls(
             threads=threads_value(cfg.threads),
-            batch_size=int(cfg.batch_size),
-            prefetch=int(cfg.prefetch),
-            image_side=int(cfg.workload.image_side),
+            batch_size=cfg.batch_size,
+            prefetch=cfg.prefetch,
+            image_side=cfg.workload.image_side,
             seed=seed,
-            read_delay_ms=float(cfg.workload.get("read_delay_ms") or 0.0),
-            shuffle=str(cfg.get("shuffle") or "global"),
-            shuffle_buffer=int(buffer) if buffer else None,
-            prefetch_to=str(cfg.get("prefetch_to") or "host"),
+            read_delay_ms=cfg.workload.read_delay_ms,
+            shuffle=cfg.shuffle,
+            shuffle_buffer=cfg.shuffle_buffer or None,
+            prefetch_to=cfg.prefetch_to,
             **extra,
         )
 

@@ -99,7 +99,7 @@ def srun_command(nodes: int, per_node: int, cpus_per_task: int, folder: Path) ->
 
 
 def run(
-    config: dict,
+    cell,
     ds,
     n: int,
     seed: int,
@@ -112,10 +112,11 @@ def run(
     disk: str | None = None,
     silence_s: float = SILENCE_S,
 ) -> dict:
-    """One multi-task run: start ``n`` tasks (local processes, or the Slurm job step ``step``), release
-    them together, merge their results. ``marks`` gets the usage snapshots (``jobs.observe.usage``, device
-    ``disk``) of the timed part: from the release to the last task's end, its CPU time the tasks' own
-    over their timed intervals (their start-up is not in it). A task silent for ``silence_s`` fails the run."""
+    """One multi-task run of ``cell`` (``jobs.cell.Cell``): start ``n`` tasks (local processes, or the
+    Slurm job step ``step``), release them together, merge their results. ``marks`` gets the usage
+    snapshots (``jobs.observe.usage``, device ``disk``) of the timed part: from the release to the last
+    task's end, its CPU time the tasks' own over their timed intervals (their start-up is not in it). A
+    task silent for ``silence_s`` fails the run."""
     import uuid
 
     from jobs import lifeline
@@ -130,7 +131,8 @@ def run(
     (folder / "request.json").write_text(
         json.dumps(
             {
-                "config": config,
+                "config": cell.data,
+                "cell_id": cell.cell_id,
                 "dataset": dataclasses.asdict(ds),
                 "n": n,
                 "seed": seed,
@@ -298,7 +300,7 @@ def main(folder: str, rank: int) -> int:
         watch.heartbeat(out, nonce, rank, node)
 
         from jobs import workloads
-        from jobs.configview import View
+        from jobs.cell import Cell
         from jobs.observe import trace, usage
         from jobs.storage import cache
 
@@ -308,8 +310,8 @@ def main(folder: str, rank: int) -> int:
         disk = (
             trace.device_of(os.path.dirname(files[0])) if files else None
         )  # the data's device, on this node
-        cfg = View(req["config"])
-        w = workloads.get(str(cfg.workload.kind))
+        cell = Cell.from_data(req["config"], cell_id=req["cell_id"])  # the runner's, rebuilt from its data
+        w = workloads.get(cell.config.workload.kind)
         tfstart.for_workload(
             w, out.parent.parent / tfstart.LOG
         )  # start-up lines: the cell's log (<cell>/tasks/<run>)
@@ -341,8 +343,7 @@ def main(folder: str, rank: int) -> int:
 
         ctx = Ctx(
             part,
-            cfg,
-            req["config"],
+            cell,
             int(req["seed"]),
             out,
             int(req["run"]),

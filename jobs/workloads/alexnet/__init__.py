@@ -31,7 +31,7 @@ def check_alexnet(cfg) -> None:
         )
     if cfg.workload.width <= 0:
         raise ConfigError(f"workload.width={cfg.workload.width} must be positive (1.0 = the paper's AlexNet)")
-    if (cfg.workload.get("compute_only_steps") or 0) < 0:
+    if cfg.workload.compute_only_steps < 0:
         raise ConfigError(
             f"workload.compute_only_steps={cfg.workload.compute_only_steps} must be 0 (none) or more"
         )
@@ -39,11 +39,7 @@ def check_alexnet(cfg) -> None:
         raise ConfigError(
             f"workload.trace_interval_s={cfg.workload.trace_interval_s} must be between 0.05 and 10 seconds"
         )
-    if (
-        str(getattr(cfg.workload.get("device"), "value", cfg.workload.get("device"))) == "gpu"
-        and _here(cfg)
-        and not _gpu()
-    ):
+    if cfg.workload.device == "gpu" and _here(cfg) and not _gpu():
         raise ConfigError(
             "workload.device=gpu: this machine has no GPU (no NVIDIA or ROCm driver); "
             "use workload.device=auto (a GPU when there is one) or cpu"
@@ -56,8 +52,7 @@ def _here(cfg) -> bool:
 
     from jobs.storage import roots
 
-    kind = (cfg.get("platform") or {}).get("kind")
-    slurm = str(getattr(kind, "value", kind)) == "slurm"
+    slurm = cfg.platform.kind == "slurm"
     return not roots.elsewhere(cfg) and not (slurm and "SLURM_JOB_ID" not in os.environ)
 
 
@@ -91,10 +86,10 @@ def _settings(ctx: RunContext):
     return alexnet.TrainSettings.from_config(
         ctx.cfg,
         ctx.seed,
-        width=float(w.width),
+        width=w.width,
         steps=w.steps,
-        device=str(w.device),
-        compute_only_steps=int(w.get("compute_only_steps") or 0),
+        device=w.device,
+        compute_only_steps=w.compute_only_steps,
     )
 
 
@@ -157,7 +152,7 @@ class AlexNet(Workload):
         """The cell's input-only time (``workload.input_only``), after its runs."""
         from jobs.workloads.alexnet import overlap
 
-        if not ctx.cfg.workload.get("input_only", True):
+        if not ctx.cfg.workload.input_only:
             return {}
         s = _settings(ctx)
         return {
@@ -170,8 +165,8 @@ class AlexNet(Workload):
 
         cfg = ctx.cfg
         settings = _settings(ctx)
-        tracer = trace.Tracer(ctx.disk, float(cfg.workload.trace_interval_s)).start()
-        gpu = accelerator.Sampler(min(0.1, float(cfg.workload.trace_interval_s))).start()
+        tracer = trace.Tracer(ctx.disk, cfg.workload.trace_interval_s).start()
+        gpu = accelerator.Sampler(min(0.1, cfg.workload.trace_interval_s)).start()
         try:
             result = alexnet.run_once(
                 ctx.ds, settings, steps_csv=ctx.job_dir / f"steps_{ctx.tag}.csv", mark=ctx.mark

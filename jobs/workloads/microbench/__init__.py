@@ -73,7 +73,7 @@ class Microbench(Workload):
         settings = microbench.RunSettings.from_config(
             cfg,
             ctx.seed,
-            pipeline=str(cfg.workload.pipeline),
+            pipeline=cfg.workload.pipeline,
             batches=cfg.workload.batches,
             service=ctx.service,
         )
