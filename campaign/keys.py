@@ -50,8 +50,7 @@ def schema_keys(cls: type, prefix: str = "") -> dict[str, str]:
 
 def known(args: list[str]) -> tuple[dict[str, str], set[str]]:
     """(every key a cell's config can have, the config groups) for the command line ``args``."""
-    from jobs import schema
-    from jobs import workloads
+    from jobs import schema, workloads
 
     keys = schema_keys(schema.CampaignConf)
     for name in workloads.names():  # each workload's schema adds its own settings under workload.

@@ -30,11 +30,19 @@ class Cell:
     data: dict  # the same as plain JSON-able data: what plan.json and record.json keep
     cell_id: str  # a hash of what the cell measures (jobs.plan.cell_id)
     overrides: tuple[str, ...] = ()  # the command-line overrides that made it
+    num: int | None = None  # its number in the sweep, which names its folder (None outside a sweep)
 
     @classmethod
-    def from_data(cls, data: dict, overrides: typing.Iterable[str] = ()) -> Cell:
-        """The cell whose resolved config is ``data`` (as planning resolved it, or read back from a file)."""
-        return cls(typed(CampaignConf, data), data, plan.cell_id(data), tuple(overrides))
+    def from_data(
+        cls,
+        data: dict,
+        overrides: typing.Iterable[str] = (),
+        num: int | None = None,
+        cell_id: str | None = None,
+    ) -> Cell:
+        """The cell whose resolved config is ``data`` (as planning resolved it, or read back from a file
+        with the id planning gave it)."""
+        return cls(typed(CampaignConf, data), data, cell_id or plan.cell_id(data), tuple(overrides), num)
 
     @classmethod
     def from_composed(cls, cfg: Any, overrides: typing.Iterable[str] = ()) -> Cell:

@@ -16,6 +16,8 @@ from typing import Any, List, Optional
 
 from omegaconf import MISSING
 
+from jobs.errors import ConfigError
+
 
 class Pipeline(StrEnum):
     decode_resize = "decode_resize"  # read_file -> decode -> resize (Fig. 4)
@@ -327,3 +329,18 @@ GROUPS = {
     "dataset": DatasetConf,
     "platform": PlatformConf,
 }
+
+
+def threads_value(raw) -> int | str:
+    """``threads`` as the pipeline takes it: a positive int or "autotune"."""
+    if isinstance(raw, str) and raw.strip().lower() == "autotune":
+        return "autotune"
+    if isinstance(raw, bool):
+        raise ConfigError(f"threads={raw} is not a number: give a positive integer or 'autotune'")
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise ConfigError(f"threads={raw} is not a number: give a positive integer or 'autotune'") from None
+    if value < 1 or str(value) != str(raw).strip():
+        raise ConfigError(f"threads={raw} must be a positive integer (num_parallel_calls) or 'autotune'")
+    return value

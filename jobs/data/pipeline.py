@@ -43,7 +43,7 @@ class PipelineSettings:
     def from_config(cls, cfg, seed: int, **extra):
         """The settings of one run of a cell (``cfg``: its typed config), plus the subclass's ``extra``
         fields."""
-        from jobs.configview import threads_value
+        from jobs.schema import threads_value
 
         return cls(
             threads=threads_value(cfg.threads),

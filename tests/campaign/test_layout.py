@@ -114,7 +114,6 @@ def test_jobs_is_laid_out_by_concern_with_no_two_modules_of_one_name():
     assert top == [
         "__init__.py",
         "cell.py",
-        "configview.py",
         "errors.py",
         "interrupts.py",
         "jsonfiles.py",
@@ -124,13 +123,13 @@ def test_jobs_is_laid_out_by_concern_with_no_two_modules_of_one_name():
         "owned.py",
         "plan.py",
         "records.py",
-        "runner.py",
         "schema.py",
     ]
     assert sorted(p.name for p in (ROOT / "jobs").iterdir() if p.is_dir() and p.name != "__pycache__") == [
         "data",
         "execution",
         "observe",
+        "runner",
         "storage",
         "workloads",
     ]

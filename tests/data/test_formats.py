@@ -12,6 +12,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import campaign, make_jpegs
+from jobs.cell import Cell
 from jobs.data import datasets, formats, pipeline, readers
 from jobs.workloads.microbench import reading as microbench
 
@@ -246,7 +247,7 @@ def test_a_shard_cell_is_cold_and_verified_on_its_shards(source, disk_root):
             "shuffle=local",
         ]
     )
-    runs, summary, _ = runner.measure(config, disk_root)
+    runs, summary, _ = runner.measure(Cell.from_data(config), disk_root)
     assert summary["format"] == "tfrecord" and summary["containers"] > 1
     assert Path(summary["stored_in"]).is_relative_to(disk_root / "iocampaign" / "datasets" / "converted")
     for run in runs:

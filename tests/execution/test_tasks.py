@@ -9,6 +9,7 @@ import pytest
 
 from conftest import campaign, make_jpegs
 from jobs import records
+from jobs.cell import Cell
 from jobs.observe.usage import cores
 
 N = 96
@@ -143,7 +144,7 @@ def test_a_hung_task_is_ended_at_the_runs_limit_and_named(grid, tmp_path):
     folder = tmp_path / "run1"
     t0 = time.monotonic()
     with pytest.raises(tasks.TaskError, match=r"tasks \[0, 1\] \(on \S+\) had not ended after 12 s"):
-        tasks.run(config, ds, 2, 0, 1, folder, timeout_s=12)
+        tasks.run(Cell.from_data(config), ds, 2, 0, 1, folder, timeout_s=12)
     assert time.monotonic() - t0 < 50
     assert (
         subprocess.run(["pgrep", "-f", f"jobs.execution.tasks {folder}"], capture_output=True).returncode == 1

@@ -71,7 +71,7 @@ def _gpu() -> bool:
 def training_parallelism(cfg, result: dict | None) -> int | None:
     """Cores a training run may keep busy: its map threads, plus the training thread when the model
     trains on the CPU (None with autotune: any core)."""
-    from jobs.configview import threads_value
+    from jobs.schema import threads_value
 
     threads = threads_value(cfg.threads)
     if not isinstance(threads, int) or threads <= 0:

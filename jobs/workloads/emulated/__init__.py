@@ -75,7 +75,7 @@ class Emulated(Workload):
             raise ConfigError(f"accelerator.au_threshold={cfg.accelerator.au_threshold} must be in (0, 1]")
 
     def parallelism(self, cfg, result: dict | None = None) -> int | None:
-        from jobs.configview import threads_value
+        from jobs.schema import threads_value
 
         threads = threads_value(cfg.threads)
         return (

@@ -61,7 +61,7 @@ class Microbench(Workload):
     )
 
     def parallelism(self, cfg, result: dict | None = None) -> int | None:
-        from jobs.configview import threads_value
+        from jobs.schema import threads_value
 
         threads = threads_value(cfg.threads)
         return threads if isinstance(threads, int) and threads > 0 else None  # autotune: any core
