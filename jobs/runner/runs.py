@@ -174,21 +174,7 @@ def _execute(w: workloads.Workload, ctx, where: Where, cold: bool) -> tuple[dict
     if p.tasks > 1:
         from jobs.execution import tasks
 
-        folder = ctx.job_dir / tasks.SUBDIR / ctx.tag
-        result = tasks.run(
-            ctx.cell,
-            ctx.ds,
-            p.tasks,
-            ctx.seed,
-            ctx.run,
-            folder,
-            p.timeout_s,
-            cold=cold,
-            step=p.task_step(folder),
-            marks=ctx.marks,
-            disk=ctx.disk,
-            silence_s=p.silence_s,
-        )
+        result = tasks.run(ctx, p, cold=cold)
         return result, {k: result.pop(k) for k in tasks.MERGED_KEYS}
     if where.svc:
         from jobs.execution import service

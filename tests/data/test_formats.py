@@ -101,9 +101,10 @@ def test_a_conversion_is_reused_and_redone_when_a_file_changed(stored, source):
 
 def _visit(d, shuffle, seed=3, threads=2):
     """Image indices and bytes of one pass of the read-only pipeline."""
-    data = pipeline.build(
-        d, threads=threads, batch_size=5, prefetch=0, seed=seed, decode=False, shuffle=shuffle
+    s = pipeline.PipelineSettings(
+        threads=threads, batch_size=5, prefetch=0, image_side=224, seed=seed, shuffle=shuffle
     )
+    data = pipeline.build(d, s, decode=False)
     seen, consumed = [], 0
     for _, idx, nbytes in data:
         seen += [int(i) for i in idx.numpy()]
