@@ -3,9 +3,10 @@ completed or failed. A failed cell never leaves anything that looks like a resul
 
 A cell of a sweep was planned (composed and checked) before any ran: ``run_planned`` hands Hydra's
 ``run_job`` the planned ``Cell`` itself, with a job config built from its planned data, and the task
-runs that cell. Only on a Slurm node, another machine than the one that planned it, are the cell's
-machine checks (its roots, its dataset, free space) made again, before it runs. A single run
-(``python -m campaign`` without ``-m``) is composed by Hydra once and checked once here.
+runs that cell, never composing it again. Before it runs, the same checks look at the machine as it is
+then (a cell before it may have filled the tier; a Slurm node is another machine): a cell they refuse
+fails in its record. A single run (``python -m campaign`` without ``-m``) is composed by Hydra once
+and checked once here.
 """
 
 from __future__ import annotations
@@ -108,13 +109,13 @@ def _planned_task(cell: Cell, _task_cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
     job_dir = HydraConfig.get().runtime.output_dir
-    on_slurm = cell.config.platform.kind == "slurm"
-    if on_slurm:  # another machine than the planner's: its roots, dataset and space are checked here
-        try:
-            validate.check(cell)
-        except errors.ConfigError as e:
-            path = _record_failure(e, cell, records.now(), job_dir)
+    try:  # the machine as it is now: a cell before it may have filled the tier, a Slurm node is another machine
+        validate.check(cell)
+    except errors.ConfigError as e:  # said in its record, never silently
+        path = _record_failure(e, cell, records.now(), job_dir)
+        if cell.config.platform.kind == "slurm":
             raise errors.Stop(f"campaign: the cell failed: {e} (record: {path})", 1) from None
+        return
     _run(cell, job_dir, planned=True)
 
 

@@ -18,6 +18,8 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
+from omegaconf import MISSING
+
 from jobs import plan
 from jobs.schema import CampaignConf, WorkloadConf
 
@@ -79,11 +81,16 @@ def _converter(cls: Any) -> typing.Callable[[Any], Any]:
 
         def build(data: Any) -> Any:
             if not isinstance(data, dict):
-                return data
+                return _unset(data)
             return cls(**{name: conv(data[name]) for name, conv in fields if name in data})
 
         return build
     return _same
+
+
+def _unset(data: Any) -> Any:
+    """A section left unset (OmegaConf's ``???``, e.g. the dataset of a workload that reads none) is None."""
+    return None if data == MISSING else data
 
 
 def _same(data: Any) -> Any:
@@ -95,7 +102,7 @@ def _workload(data: Any) -> Any:
     from jobs import workloads
 
     if not isinstance(data, dict):
-        return data
+        return _unset(data)
     try:
         schema = workloads.get(str(data.get("kind"))).schema
     except KeyError:

@@ -139,10 +139,10 @@ def partition_nodes(partition: str | None) -> list[int] | None:
 
 def check_fits(cells: list, platform) -> None:
     """Raise DoesNotFit, before anything is submitted, for a job shape the partition's nodes cannot hold."""
-    nodes_cpus = partition_nodes(platform.get("partition"))
+    nodes_cpus = partition_nodes(platform.partition)
     if not nodes_cpus:
         return
-    where = f"partition {platform.get('partition')}" if platform.get("partition") else "the default partition"
+    where = f"partition {platform.partition}" if platform.partition else "the default partition"
     per_task = int(platform.cpus_per_task)
     for (nodes, per_node), _ in groups(cells):
         need = per_node * per_task
