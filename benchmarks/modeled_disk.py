@@ -107,13 +107,12 @@ def measure(
 def _preset(name: str):
     from omegaconf import OmegaConf
 
+    from jobs.cell import typed
+    from jobs.schema import ModelConf
     from jobs.storage.modeled import mount
 
-    return mount.geometry_of(
-        OmegaConf.to_container(
-            OmegaConf.load(Path(__file__).resolve().parent.parent / "conf" / "storage" / f"{name}.yaml")
-        )["model"]
-    )
+    preset = OmegaConf.load(Path(__file__).resolve().parent.parent / "conf" / "storage" / f"{name}.yaml")
+    return mount.geometry_of(typed(ModelConf, OmegaConf.to_container(preset)["model"]))
 
 
 def measure_lustre(file_bytes: int, jobs: list[int], seconds: float, workdir: Path) -> dict:

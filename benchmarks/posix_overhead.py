@@ -34,13 +34,14 @@ def _measure(config: dict, mode: str | None, repeats: int, seed: int) -> tuple[R
     """(measured runs, traced runs, seconds the whole measurement took) of one cell; ``mode`` None:
     untraced."""
     from jobs import runner
+    from jobs.cell import Cell
     from jobs.observe import posix
 
     trace = {"posix": False} if mode is None else {"posix": True, "runs": mode}
     config = {**config, "trace": trace, "repeats": repeats, "warmup": 0, "seed": seed}
     with tempfile.TemporaryDirectory(prefix="iocampaign-bench-") as job_dir:
         t0 = time.perf_counter()
-        runs, _, _ = runner.measure(config, Path(job_dir))
+        runs, _, _ = runner.measure(Cell.from_data(config), Path(job_dir))
         took = time.perf_counter() - t0
         traced = [r for r in runs if "posix_calls" in r]
         if traced:

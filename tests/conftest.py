@@ -301,7 +301,7 @@ def refusal():
 
     def refuse(*overrides: str) -> str | None:
         try:
-            validate.check(planner.cell(list(overrides)).config, {})
+            validate.check(planner.cell(list(overrides)), {})
         except errors.ConfigError as e:
             return str(e)
         return None

@@ -39,7 +39,7 @@ class CampaignSweeper(BasicSweeper):
         from campaign.sweep import sweep
 
         assert self.config is not None and self.hydra_context is not None
-        return sweep(self.hydra_context, self.task_function, self.config, [*self._parse_config(), *arguments])
+        return sweep(self.hydra_context, self.config, [*self._parse_config(), *arguments])
 
 
 __all__: Sequence[Any] = ["CampaignSweeper", "CampaignSweeperConf"]

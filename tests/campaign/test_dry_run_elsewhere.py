@@ -16,6 +16,8 @@ from campaign import errors, schema, validate
 from campaign.slurm import sbatch, submit
 from conftest import CONF, ROOT
 from jobs import plan
+from jobs.cell import Cell
+from jobs.schema import PlatformConf
 
 NOT_HERE = ("srun", "sbatch", "squeue", "sacct", "sinfo", "scancel", "scontrol", "salloc", "fio", "ior")
 CLUSTER = "/cfs/klemming/scratch/u/me"  # the cluster's Lustre folder: not on this machine
@@ -99,7 +101,7 @@ def test_the_paper_study_dry_run_needs_no_fio_here(tmp_path):
 def cell():
     schema.register()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        yield lambda *ov: plan.resolved(compose("config", overrides=list(ov)))
+        yield lambda *ov: Cell.from_data(plan.resolved(compose("config", overrides=list(ov))))
 
 
 def test_only_a_dry_run_for_slurm_leaves_the_tier_to_the_nodes(cell, tmp_path):
@@ -129,7 +131,7 @@ def test_a_real_run_still_needs_fio(cell, tmp_path, monkeypatch):
 def _platform(**kw):
     from omegaconf import OmegaConf
 
-    return OmegaConf.merge(OmegaConf.structured(schema.PlatformConf(name="slurm", kind="slurm")), kw)
+    return OmegaConf.merge(OmegaConf.structured(PlatformConf(name="slurm", kind="slurm")), kw)
 
 
 @pytest.mark.parametrize("count,nodes,per_node,after", [(1, 1, 1, None), (3, 1, 1, None), (2, 2, 2, "41")])

@@ -12,7 +12,7 @@ TINY = ("dataset.num_images=128", "batch_size=32", "repeats=2", "platform.poll_s
 
 
 def _platform(**kw):
-    from campaign.schema import PlatformConf
+    from jobs.schema import PlatformConf
 
     base = OmegaConf.structured(PlatformConf(name="slurm", kind="slurm"))
     return OmegaConf.merge(base, kw)

@@ -18,6 +18,7 @@ from hydra import compose, initialize_config_dir
 
 from conftest import ROOT, campaign, make_jpegs, tmpfs
 from jobs import plan
+from jobs.cell import Cell
 from jobs.workloads.checkpoint.saving import ckpt_dir
 
 TOY = f"hydra.searchpath=[file://{ROOT / 'tests' / 'toy' / 'conf'}]"
@@ -99,7 +100,7 @@ def test_a_run_that_fills_its_tier_fails_in_one_line_and_leaves_no_partial_shard
     with tmpfs(tmp_path / "t", "40m") as root:
         planted = _plant(root)
         with pytest.raises(TierFullError) as e:
-            runner.measure(config, tmp_path / "job")
+            runner.measure(Cell.from_data(config), tmp_path / "job")
         message = str(e.value)
         assert re.fullmatch(
             rf"storage=tmpfs: no space left on {re.escape(str(root))} \(0\.\d MB free of 41\.9 MB\) "

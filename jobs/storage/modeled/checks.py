@@ -35,7 +35,7 @@ def placement(name: str, model, root: str, key: str = "storage") -> str | None:
     (the current folder, whatever it is when a cell starts), a file, or it and the mount lie one inside
     the other, where the layer would serve its own mount and FUSE deadlocks (a process stuck in D state).
     A mount anywhere in ``backing_dir`` is refused too: that folder holds every modelled tier's files."""
-    given = str(model["backing_dir"] or "")
+    given = model.backing_dir
     if not given.strip():
         return (
             f"{key}.model.backing_dir is empty: the tier's files would go into the current folder; give an "
@@ -72,12 +72,12 @@ def placement(name: str, model, root: str, key: str = "storage") -> str | None:
 def contradiction(model, key: str = "storage") -> str | None:
     """Why ``model`` sets figures of another device than ``model.device`` (``storage=modeled_hdd
     storage.model.device=lustre`` would model a Lustre from defaults and keep the preset's HDD label)."""
-    device = str(model.get("device") or "hdd")
+    device = model.device
     own = set(mount.DEVICES[device].__dataclass_fields__) if device in mount.DEVICES else set()
     for other, cls in mount.DEVICES.items():
         if other == device:
             continue
-        alien = sorted(f for f in cls.__dataclass_fields__ if f not in own and model.get(f) is not None)
+        alien = sorted(f for f in cls.__dataclass_fields__ if f not in own and getattr(model, f) is not None)
         if alien:
             return (
                 f"{key}.model.device={device}, but {key}.model sets {', '.join(alien)}, "

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 from jobs.errors import ConfigError
 from jobs.metrics import of
+from jobs.schema import WorkloadConf
 from jobs.workloads import RunContext, Workload, register
-from jobs.workloads.schema import WorkloadConf
 
 
 @dataclass
@@ -59,9 +59,9 @@ class Baseline(Workload):
 
         cfg = ctx.cfg
         settings = baseline.BaselineSettings(
-            root=str(cfg.storage.root),
-            file_gb=float(cfg.workload.file_gb),
-            small_file_threads=tuple(int(t) for t in cfg.workload.small_file_threads),
+            root=cfg.storage.root,
+            file_gb=cfg.workload.file_gb,
+            small_file_threads=tuple(cfg.workload.small_file_threads),
         )
         return baseline.run_once(ctx.ds, settings, ctx.disk, tag=f"run{ctx.run}")
 

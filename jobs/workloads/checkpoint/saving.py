@@ -165,17 +165,7 @@ def _trainer(ds: Dataset, t):
     device = alexnet.device_name(t.device)
     model = alexnet.build_model(max(1, ds.num_classes), t.image_side, t.width, t.seed)
     opt = keras.optimizers.Adam(1e-4)
-    data = pipeline.build(
-        ds,
-        threads=t.threads,
-        batch_size=t.batch_size,
-        prefetch=t.prefetch,
-        seed=t.seed,
-        image_side=t.image_side,
-        one_hot=True,
-        shuffle=t.shuffle,
-        shuffle_buffer=t.shuffle_buffer,
-    )
+    data = pipeline.build(ds, t, one_hot=True)
     with tf.device("/CPU:0"):
         it = iter(data)
     return device, model, opt, alexnet.make_step(model, device, opt), it

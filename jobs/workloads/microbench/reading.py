@@ -30,18 +30,7 @@ class RunSettings(PipelineSettings):
 
 def build(ds: Dataset, s: RunSettings):
     """The tf.data pipeline of the paper; elements are (batch, file indices, file bytes)."""
-    p = pipeline.build(
-        ds,
-        threads=s.threads,
-        batch_size=s.batch_size,
-        prefetch=s.prefetch,
-        seed=s.seed,
-        decode=s.pipeline == "decode_resize",
-        image_side=s.image_side,
-        read_delay_ms=s.read_delay_ms,
-        shuffle=s.shuffle,
-        shuffle_buffer=s.shuffle_buffer,
-    )
+    p = pipeline.build(ds, s, decode=s.pipeline == "decode_resize")
     return pipeline.through_service(p, s.service) if s.service else p
 
 
