@@ -164,7 +164,7 @@ def test_prefetch_to_the_training_device(images):
 
 
 def test_one_map_thread_feeding_a_gpu_is_cpu_bound():
-    """The H100's 1-thread cell (gpu.md): 1.14 cores busy of the 16 the machine has was 'latency'; against
+    """The H100's 1-thread cell (measured on an H100 node): 1.14 cores busy of the 16 the machine has was 'latency'; against
     the pipeline's one thread (the training thread drives the GPU) it is the CPU that limits it."""
     from analysis import bounds
     from jobs.schema import CampaignConf
