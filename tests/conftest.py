@@ -153,17 +153,17 @@ def other_user():
 
 
 @pytest.fixture(scope="module")
-def resolved_cell():
-    """resolved_cell(*overrides): a cell's resolved config, as the campaign plans it and
+def planned_cell():
+    """planned_cell(*overrides): the cell (``jobs.cell.Cell``) as the campaign plans it and
     ``jobs.runner.measure`` takes it (Hydra initialised once for the module)."""
     from hydra import compose, initialize_config_dir
 
     from campaign import schema
-    from jobs import plan
+    from jobs.cell import Cell
 
     schema.register()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        yield lambda *ov: plan.resolved(compose("config", overrides=list(ov)))
+        yield lambda *ov: Cell.from_composed(compose("config", overrides=list(ov)))
 
 
 @pytest.fixture(scope="module")
@@ -176,7 +176,7 @@ def refusal():
 
     def refuse(*overrides: str) -> str | None:
         try:
-            validate.check(planner.cell(list(overrides)).config, {})
+            validate.check(planner.cell(list(overrides)), {})
         except errors.ConfigError as e:
             return str(e)
         return None

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from campaign import errors, schema, validate
+from campaign import errors, validate
 from campaign.slurm import sbatch, submit
+from jobs.schema import PlatformConf
 from support.paths import ROOT
 
 NOT_HERE = ("srun", "sbatch", "squeue", "sacct", "sinfo", "scancel", "scontrol", "salloc", "fio", "ior")
@@ -93,10 +94,10 @@ def test_the_paper_study_dry_run_needs_no_fio_here(tmp_path):
     created_nothing(cwd, private)
 
 
-def test_only_a_dry_run_for_slurm_leaves_the_tier_to_the_nodes(resolved_cell, tmp_path):
+def test_only_a_dry_run_for_slurm_leaves_the_tier_to_the_nodes(planned_cell, tmp_path):
     gone = str(tmp_path / "not-here")
     validate.check(
-        resolved_cell("storage=lustre", f"storage.root={gone}", "platform=slurm", "platform.dry_run=true")
+        planned_cell("storage=lustre", f"storage.root={gone}", "platform=slurm", "platform.dry_run=true")
     )
     for refused in (
         ["platform=slurm"],
@@ -104,25 +105,25 @@ def test_only_a_dry_run_for_slurm_leaves_the_tier_to_the_nodes(resolved_cell, tm
         [],
     ):  # a real run, a local dry run: checked
         with pytest.raises(errors.ConfigError, match=f"storage.root={gone} does not exist"):
-            validate.check(resolved_cell("storage=lustre", f"storage.root={gone}", *refused))
+            validate.check(planned_cell("storage=lustre", f"storage.root={gone}", *refused))
     with pytest.raises(
         errors.ConfigError, match="storage.root is not set"
     ):  # what the settings say: still checked
-        validate.check(resolved_cell("storage=lustre", "platform=slurm", "platform.dry_run=true"))
+        validate.check(planned_cell("storage=lustre", "platform=slurm", "platform.dry_run=true"))
 
 
-def test_a_real_run_still_needs_fio(resolved_cell, tmp_path, monkeypatch):
+def test_a_real_run_still_needs_fio(planned_cell, tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", laptop_path(tmp_path / "bin"))
     base = ("workload=baseline", "storage=local", f"storage.root={tmp_path}", "platform=slurm")
-    validate.check(resolved_cell(*base, "platform.dry_run=true"))
+    validate.check(planned_cell(*base, "platform.dry_run=true"))
     with pytest.raises(errors.ConfigError, match="needs ior or fio on PATH"):
-        validate.check(resolved_cell(*base))
+        validate.check(planned_cell(*base))
 
 
 def _platform(**kw):
     from omegaconf import OmegaConf
 
-    return OmegaConf.merge(OmegaConf.structured(schema.PlatformConf(name="slurm", kind="slurm")), kw)
+    return OmegaConf.merge(OmegaConf.structured(PlatformConf(name="slurm", kind="slurm")), kw)
 
 
 @pytest.mark.parametrize("count,nodes,per_node,after", [(1, 1, 1, None), (3, 1, 1, None), (2, 2, 2, "41")])

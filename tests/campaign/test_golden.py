@@ -99,6 +99,9 @@ def test_plan_json(sweep):
         c["overrides"] = [o if "=/" not in o else o.split("=")[0] + "=<path>" for o in c["overrides"]]
         assert len(c["cell_id"]) == 12 and int(c["cell_id"], 16) >= 0
         c["cell_id"] = "<cell id: 12 hex digits of the config's hash>"  # the paths are in the hash
+        # the resolved config the cell ran: the one its record keeps (paths of this machine in it)
+        assert c["config"] == json.loads((sweep / c["dir"] / "record.json").read_text())["config"]
+        c["config"] = "<the cell's resolved config, as its record.json keeps it>"
     same_as_golden("plan.json", json.dumps(plan, indent=2) + "\n")
 
 

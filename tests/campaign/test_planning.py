@@ -44,11 +44,11 @@ def test_a_planned_cell_is_the_full_composition(composer, overrides):
     planner = planning.Planner(composer)
     if overrides == ["+extra=1"]:
         cell = planner.cell(overrides)
-        assert cell.config["extra"] == 1
+        assert cell.data["extra"] == 1
         return
     full = plan.resolved(composer(overrides))
     cell = planner.cell(overrides)
-    assert cell.config == full
+    assert cell.data == full
     assert cell.cell_id == plan.cell_id(full)
 
 

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from campaign import capacity, choices, schema
+from campaign import capacity, choices
+from jobs import schema
 from support.commands import run_module
 
 
@@ -55,14 +56,14 @@ def test_a_dataset_beyond_the_roots_free_space_is_refused_without_visiting_its_i
 def test_the_size_model_matches_the_generators_sizes():
     """The closed form planning uses against jobs.data.synthetic's own estimate over a real sample."""
     from campaign import limits
-    from jobs.configview import View
     from jobs.data import synthetic
+    from jobs.schema import DatasetConf
 
     for median_kb, spread in ((112, 0.5), (12, 0.55), (10, 1.0)):
         exact = synthetic.estimate_bytes(
             synthetic.SyntheticSpec("x", 10, median_kb, spread, 0.6, 0.0, 0), 0, 20000
         )
-        model = limits.synthetic_bytes(View({"median_kb": median_kb, "size_spread": spread}), 20000)
+        model = limits.synthetic_bytes(DatasetConf(median_kb=median_kb, size_spread=spread), 20000)
         assert abs(model / exact - 1) < 0.02
 
 

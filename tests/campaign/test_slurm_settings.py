@@ -12,7 +12,7 @@ from support.configs import SLURM_TINY
 
 
 def _platform(**kw):
-    from campaign.schema import PlatformConf
+    from jobs.schema import PlatformConf
 
     base = OmegaConf.structured(PlatformConf(name="slurm", kind="slurm"))
     return OmegaConf.merge(base, kw)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
+from jobs.cell import Cell
 from jobs.data import datasets, formats, pipeline, readers
 from jobs.workloads.microbench import reading as microbench
 from support.commands import campaign
@@ -101,9 +102,10 @@ def test_a_conversion_is_reused_and_redone_when_a_file_changed(stored, source):
 
 def _visit(d, shuffle, seed=3, threads=2):
     """Image indices and bytes of one pass of the read-only pipeline."""
-    data = pipeline.build(
-        d, threads=threads, batch_size=5, prefetch=0, seed=seed, decode=False, shuffle=shuffle
+    s = pipeline.PipelineSettings(
+        threads=threads, batch_size=5, prefetch=0, image_side=224, seed=seed, shuffle=shuffle
     )
+    data = pipeline.build(d, s, decode=False)
     seen, consumed = [], 0
     for _, idx, nbytes in data:
         seen += [int(i) for i in idx.numpy()]
@@ -250,7 +252,7 @@ def test_a_shard_cell_is_cold_and_verified_on_its_shards(source, disk_root):
             "shuffle=local",
         ]
     )
-    runs, summary, _ = runner.measure(config, disk_root)
+    runs, summary, _ = runner.measure(Cell.from_data(config), disk_root)
     assert summary["format"] == "tfrecord" and summary["containers"] > 1
     assert Path(summary["stored_in"]).is_relative_to(disk_root / "iocampaign" / "datasets" / "converted")
     for run in runs:

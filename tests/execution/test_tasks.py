@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from jobs import records
+from jobs.cell import Cell
 from jobs.observe.usage import cores
 from support.commands import campaign
 from support.configs import two_runs
@@ -118,12 +119,15 @@ def test_a_hung_task_is_ended_at_the_runs_limit_and_named(grid, tmp_path):
     """Tasks stuck in their reads (a 60 s read delay) past the run's limit (12 s): TaskError naming them, and
     no task process left."""
     import copy
+    import dataclasses
     import time
 
     from omegaconf import OmegaConf
 
+    from jobs import workloads
     from jobs.data import datasets
     from jobs.execution import tasks
+    from jobs.execution.placement import Placement
 
     config = copy.deepcopy(
         next(
@@ -141,10 +145,13 @@ def test_a_hung_task_is_ended_at_the_runs_limit_and_named(grid, tmp_path):
         str(tmp_path / "data"),
         seed=0,
     )
-    folder = tmp_path / "run1"
+    cell = Cell.from_data(config)
+    ctx = workloads.RunContext(ds, cell, seed=0, job_dir=tmp_path, run=1, disk=None)
+    where = dataclasses.replace(Placement.of(cell.config), timeout_s=12)
+    folder = tmp_path / tasks.SUBDIR / ctx.tag
     t0 = time.monotonic()
     with pytest.raises(tasks.TaskError, match=r"tasks \[0, 1\] \(on \S+\) had not ended after 12 s"):
-        tasks.run(config, ds, 2, 0, 1, folder, timeout_s=12)
+        tasks.run(ctx, where)
     assert time.monotonic() - t0 < 50
     assert (
         subprocess.run(["pgrep", "-f", f"jobs.execution.tasks {folder}"], capture_output=True).returncode == 1

@@ -171,13 +171,14 @@ def test_prefetch_to_the_training_device(images):
 
 
 def test_one_map_thread_feeding_a_gpu_is_cpu_bound():
-    """The H100's 1-thread cell (gpu.md): 1.14 cores busy of the 16 the machine has was 'latency'; against
-    the pipeline's one thread (the training thread drives the GPU) it is the CPU that limits it."""
+    """The H100's 1-thread cell (measured on an H100 node): 1.14 cores busy of the 16 the machine has was
+    'latency'; against the pipeline's one thread (the training thread drives the GPU) it is the CPU that
+    limits it."""
     from analysis import bounds
-    from jobs.configview import View
+    from jobs.schema import CampaignConf
     from jobs.workloads import alexnet as workload
 
-    cfg = View(OmegaConf.to_container(OmegaConf.create({"threads": 1})))
+    cfg = CampaignConf(threads=1)
     usable = workload.training_parallelism(cfg, {"device": "/device:GPU:0"})
     assert usable == 1 and workload.training_parallelism(cfg, {"device": "/CPU:0"}) == 2
     row = {
@@ -188,7 +189,7 @@ def test_one_map_thread_feeding_a_gpu_is_cpu_bound():
         "device_busy": 0.05,
     }
     assert bounds.label(row)[0] == "cpu"
-    auto = View(OmegaConf.to_container(OmegaConf.create({"threads": "autotune"})))
+    auto = CampaignConf(threads="autotune")
     assert workload.training_parallelism(auto, {"device": "/CPU:0"}) is None
 
 

@@ -67,7 +67,7 @@ def test_kept_shards_that_will_not_all_fit_are_refused_before_the_first_run(tmp_
 
 
 @pytest.mark.cells
-def test_a_run_that_fills_its_tier_fails_in_one_line_and_leaves_no_partial_shard(tmp_path, resolved_cell):
+def test_a_run_that_fills_its_tier_fails_in_one_line_and_leaves_no_partial_shard(tmp_path, planned_cell):
     """Three kept runs of 15 MB on a 40 MiB tmpfs, run straight through the runner (what planning now refuses,
     as when another writer fills the tier after planning): run 3 fills it. Before: a bare "OSError: [Errno
     28] No space left on device", run 3's partial shard kept and marked {"keep": true, "finished": true}, the
@@ -76,7 +76,7 @@ def test_a_run_that_fills_its_tier_fails_in_one_line_and_leaves_no_partial_shard
     from jobs.workloads.shards import TierFullError
 
     # checkpoint_model=alexnet at 1.25 M parameters: one rank, 5 MB of weights and 10 MB of optimizer state
-    config = resolved_cell(
+    cell = planned_cell(
         "workload=sharded_checkpoint",
         "checkpoint_model=alexnet",
         "checkpoint.model.parameters=1250000",
@@ -90,7 +90,7 @@ def test_a_run_that_fills_its_tier_fails_in_one_line_and_leaves_no_partial_shard
     with tmpfs(tmp_path / "t", "40m") as root:
         planted = _plant(root)
         with pytest.raises(TierFullError) as e:
-            runner.measure(config, tmp_path / "job")
+            runner.measure(cell, tmp_path / "job")
         message = str(e.value)
         assert re.fullmatch(
             rf"storage=tmpfs: no space left on {re.escape(str(root))} \(0\.\d MB free of 41\.9 MB\) "
