@@ -82,9 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     df = df[~fell_back]
     g = df.groupby(["checkpoint_mode", "checkpoint_target"])
     stall = g["median_stall_s"].median()
-    steady = (
-        "steady_runtime_s" in df and df["steady_runtime_s"].notna().all()
-    )  # first step (tracing) left out
+    # runtimes with the first step (graph tracing) left out, where every run has them
+    steady = "steady_runtime_s" in df and df["steady_runtime_s"].notna().all()
     runtime = g["steady_runtime_s" if steady else "runtime_s"].median()
     base = g["baseline_steady_runtime_s" if steady else "baseline_runtime_s"].median()
     ckpt_mb = pd.read_csv(out / "checkpoints.csv")["bytes"].median() / 1e6
@@ -93,13 +92,13 @@ def main(argv: list[str] | None = None) -> int:
         f"fast={args.fast}, slow={args.slow}; runtimes {'without' if steady else 'with'} the first step"
     )
     print(
-        f"{'mode':<6} {'target':<13} {'median stall s':>14} {'runtime s':>10} {'no-ckpt s':>10} {'ckpt share':>10}"
+        f"{'mode':<6} {'target':<13} {'median stall s':>14} {'runtime s':>10} {'no-ckpt s':>10} "
+        f"{'ckpt share':>10}"
     )
-    for (mode, target), v in stall.items():
-        share = (runtime[(mode, target)] - base[(mode, target)]) / runtime[(mode, target)]
-        print(
-            f"{mode:<6} {target:<13} {v:>14.3f} {runtime[(mode, target)]:>10.2f} {base[(mode, target)]:>10.2f} {share:>10.1%}"
-        )
+    for cell, v in stall.items():
+        mode, target = cell
+        share = (runtime[cell] - base[cell]) / runtime[cell]
+        print(f"{mode:<6} {target:<13} {v:>14.3f} {runtime[cell]:>10.2f} {base[cell]:>10.2f} {share:>10.1%}")
     for mode in ("sync", "async"):
         s = stall.xs(mode)
         print(

@@ -107,13 +107,12 @@ def measure(
 def _preset(name: str):
     from omegaconf import OmegaConf
 
+    from jobs.cell import typed
+    from jobs.schema import ModelConf
     from jobs.storage.modeled import mount
 
-    return mount.geometry_of(
-        OmegaConf.to_container(
-            OmegaConf.load(Path(__file__).resolve().parent.parent / "conf" / "storage" / f"{name}.yaml")
-        )["model"]
-    )
+    preset = OmegaConf.load(Path(__file__).resolve().parent.parent / "conf" / "storage" / f"{name}.yaml")
+    return mount.geometry_of(typed(ModelConf, OmegaConf.to_container(preset)["model"]))
 
 
 def measure_lustre(file_bytes: int, jobs: list[int], seconds: float, workdir: Path) -> dict:
@@ -167,17 +166,20 @@ def main_lustre(args) -> int:
     work = owned.ensure(args.workdir, "--workdir", own_from=owned.own_from_of(args.workdir))
     with tempfile.TemporaryDirectory(dir=work) as tmp:
         res = measure_lustre(args.file_mb << 20, jobs, args.seconds, Path(tmp))
-    one = g.rpc_rtt_ms / 1e3 + g.ost_s(112 << 10) + g.link_s(112 << 10)
+    read = 112 << 10  # bytes of one random read, the fio tests' 112K
+    one = g.rpc_rtt_ms / 1e3 + g.ost_s(read) + g.link_s(read)
     base = next(iter(res.values()))[0]  # speed-ups are over the first --jobs value, named in the header
     vs = f"{jobs[0]} job{'s' if jobs[0] > 1 else ''}"
     print(f"{'test':<20}{'IOPS':>8}{'MB/s':>8}{'lat ms':>8}{'vs ' + vs:>14}{'peak OSTs':>11}{'late':>6}")
     for name, (iops, mb, lat, peak, late) in res.items():
         up = f"{iops / base:.2f}x" if name.startswith("rand") else ""
         print(f"{name:<20}{iops:>8.0f}{mb:>8.1f}{lat:>8.2f}{up:>14}{peak:>11}{late:>6}")
+    transfer_ms, link_ms = g.ost_s(read) * 1e3 - g.ost_latency_ms, g.link_s(read) * 1e3
     print(
-        f"model, one job of 112 KiB reads: {1 / one:.0f} IOPS, {one * 1e3:.2f} ms a read (OST {g.ost_latency_ms} ms "
-        f"+ {g.ost_s(112 << 10) * 1e3 - g.ost_latency_ms:.2f} ms of transfer, link {g.link_s(112 << 10) * 1e3:.2f} ms, "
-        f"round trip {g.rpc_rtt_ms} ms); one stream: {g.ost_mb_s * g.rate_scale:.0f} MB/s (rates x{g.rate_scale})"
+        f"model, one job of 112 KiB reads: {1 / one:.0f} IOPS, {one * 1e3:.2f} ms a read "
+        f"(OST {g.ost_latency_ms} ms + {transfer_ms:.2f} ms of transfer, link {link_ms:.2f} ms, "
+        f"round trip {g.rpc_rtt_ms} ms); one stream: {g.ost_mb_s * g.rate_scale:.0f} MB/s "
+        f"(rates x{g.rate_scale})"
     )
     return 0
 

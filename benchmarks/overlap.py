@@ -73,8 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     threads = args.threads if args.threads == "autotune" else int(args.threads)
     print(
-        f"dataset {ds.name}: {len(ds.files)} files, {ds.total_bytes / 1e6:.1f} MB; AlexNet {args.image_side} px, "
-        f"width {args.width:g}, batch {args.batch_size}, {threads} map threads; {args.repeats} repeats, cold cache"
+        f"dataset {ds.name}: {len(ds.files)} files, {ds.total_bytes / 1e6:.1f} MB; "
+        f"AlexNet {args.image_side} px, width {args.width:g}, batch {args.batch_size}, "
+        f"{threads} map threads; {args.repeats} repeats, cold cache"
     )
     print(
         f"{'delay ms':>8} {'input s':>8} {'compute s':>9} {'prefetch s':>10} {'no-prefetch s':>13} "

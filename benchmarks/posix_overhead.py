@@ -6,12 +6,12 @@
 
 The same cell is measured without and with tracing, side by side: for each mode, in every round,
 ``--repeats`` runs untraced and traced (the order alternating between rounds) through the campaign's
-own run loop, the traced ones in the child process the campaign starts for them. Modes (``trace.runs``): ``all``, every
-measured run traced; ``extra``, the measured runs untraced and one more run traced. Prints, per mode,
-the median images/s of the measured runs, the median of the per-round ratios traced ÷ untraced
-(with their range), what the cell's whole measurement took against the untraced cell's (the extra
-run and its child's start-up), the calls traced per second, the trace's size per call and the
-traced runs' coverage.
+own run loop, the traced ones in the child process the campaign starts for them. Modes
+(``trace.runs``): ``all``, every measured run traced; ``extra``, the measured runs untraced and one
+more run traced. Prints, per mode, the median images/s of the measured runs, the median of the
+per-round ratios traced ÷ untraced (with their range), what the cell's whole measurement took
+against the untraced cell's (the extra run and its child's start-up), the calls traced per second,
+the trace's size per call and the traced runs' coverage.
 """
 
 from __future__ import annotations
@@ -27,17 +27,21 @@ from pathlib import Path
 from benchmarks.presets import cell, dataset
 from jobs.execution import tfstart
 
+Runs = list[dict]  # run records, as the runner returns them
 
-def _measure(config: dict, mode: str | None, repeats: int, seed: int) -> tuple[list[dict], list[dict], float]:
-    """(measured runs, traced runs, seconds the whole measurement took) of one cell; ``mode`` None: untraced."""
+
+def _measure(config: dict, mode: str | None, repeats: int, seed: int) -> tuple[Runs, Runs, float]:
+    """(measured runs, traced runs, seconds the whole measurement took) of one cell; ``mode`` None:
+    untraced."""
     from jobs import runner
+    from jobs.cell import Cell
     from jobs.observe import posix
 
     trace = {"posix": False} if mode is None else {"posix": True, "runs": mode}
     config = {**config, "trace": trace, "repeats": repeats, "warmup": 0, "seed": seed}
     with tempfile.TemporaryDirectory(prefix="iocampaign-bench-") as job_dir:
         t0 = time.perf_counter()
-        runs, _, _ = runner.measure(config, Path(job_dir))
+        runs, _, _ = runner.measure(Cell.from_data(config), Path(job_dir))
         took = time.perf_counter() - t0
         traced = [r for r in runs if "posix_calls" in r]
         if traced:
@@ -58,7 +62,8 @@ def _rows(config: dict, workload: str, n: int, modes: list[str], args) -> list[t
         for r in range(args.rounds):
             this = {}
             for m in (None, mode) if r % 2 == 0 else (mode, None):
-                os.sync()  # the last measurement's writes (a trace, a generated set) are not flushed during this one
+                # the last measurement's writes (a trace, a generated set) are not flushed during this one
+                os.sync()
                 this[m] = _measure(config, m, args.repeats, args.seed + r)
                 got[m]["measured"] += this[m][0]
                 got[m]["traced"] += this[m][1]
@@ -131,14 +136,18 @@ def main(argv: list[str] | None = None) -> int:
         )
         for n in [int(t) for t in args.threads.split(",")]:
             rows += _rows({**base, "threads": n}, workload, n, modes, args)
-    mount = __import__("jobs.observe.provenance", fromlist=["mount_of"]).mount_of(ds.location)
+    from jobs.observe.provenance import mount_of
+
+    mount = mount_of(ds.location)
     print(
-        f"dataset {ds.name}: {len(ds.files)} files, {ds.total_bytes / 1e6:.0f} MB on {mount.source} ({mount.fs_type}); "
-        f"{args.rounds} rounds x {args.repeats} {args.cache}-cache measured runs of each mode, order alternating"
+        f"dataset {ds.name}: {len(ds.files)} files, {ds.total_bytes / 1e6:.0f} MB "
+        f"on {mount.source} ({mount.fs_type}); {args.rounds} rounds x {args.repeats} {args.cache}-cache "
+        "measured runs of each mode, order alternating"
     )
     print(
-        f"{'workload':>10} {'threads':>7} {'trace.runs':>10} {'untraced':>9} {'measured':>9} {'measured/untraced':>17} "
-        f"{'(min-max)':>12} {'cell time':>9} {'calls/s':>9} {'B/call':>7} {'min coverage':>12} {'incomplete':>10}"
+        f"{'workload':>10} {'threads':>7} {'trace.runs':>10} {'untraced':>9} {'measured':>9} "
+        f"{'measured/untraced':>17} {'(min-max)':>12} {'cell time':>9} {'calls/s':>9} {'B/call':>7} "
+        f"{'min coverage':>12} {'incomplete':>10}"
     )
     for w, n, mode, off, on, ratio, lo, hi, took, calls, per_call, cov, bad, traced in rows:
         print(

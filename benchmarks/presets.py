@@ -28,17 +28,18 @@ def run(config: dict, **values) -> dict:
     prefetch...) through ``jobs.runner``, under the campaign's device locks, from the cache state the
     config asks for; returns the run (its metrics, ``cache_state``, ``resident_bytes_before``)."""
     from jobs import runner
+    from jobs.cell import Cell
 
-    config = {**config, **values, "repeats": 1, "warmup": 0}
+    cell = Cell.from_data({**config, **values, "repeats": 1, "warmup": 0})
     with tempfile.TemporaryDirectory(prefix="iocampaign-bench-") as job_dir:
-        runs, _, _ = runner.measure(config, Path(job_dir))
+        runs, _, _ = runner.measure(cell, Path(job_dir))
     return runs[-1]
 
 
 def dataset(storage_root: str, name: str, num_images: int, seed: int):
     """The files of dataset preset ``name`` (``num_images`` of them) under ``storage_root``."""
-    from jobs.configview import View
+    from jobs.cell import Cell
     from jobs.data import datasets
 
-    cfg = cell([f"dataset={name}", f"dataset.num_images={num_images}"])
-    return datasets.resolve(View(cfg["dataset"]), storage_root, seed)
+    typed = Cell.from_data(cell([f"dataset={name}", f"dataset.num_images={num_images}"])).config
+    return datasets.resolve(typed.dataset, storage_root, seed)

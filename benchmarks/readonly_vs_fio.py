@@ -75,8 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--storage-root", default="/var/tmp", help="directory on the device to measure")
     p.add_argument("--dataset", default="imagenet_subset", help="dataset preset (conf/dataset)")
-    # 8,192 images (about 1 GB): at the 1.5-2 GB/s a local SSD gives cold, 2,048 images read in 0.15 s, and the
-    # pipeline's start (its threads, the first opens) was a quarter of what TF / fio measured
+    # 8,192 images (about 1 GB): at the 1.5-2 GB/s a local SSD gives cold, 2,048 images read in 0.15 s,
+    # and the pipeline's start (its threads, the first opens) was a quarter of what TF / fio measured
     p.add_argument("--num-images", type=int, default=8192)
     p.add_argument("--threads", default="1,2,4,8", help="comma-separated thread counts")
     p.add_argument("--repeats", type=int, default=3)

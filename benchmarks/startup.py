@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
             wall = _campaign([*base, f"threads={threads}"], out)
             measured, cell = _times(out)
             print(
-                f"{n:>5} {measured:>11.2f} {cell:>8.2f} {wall:>10.2f} {cell / measured:>14.2f} {wall / measured:>17.2f}"
+                f"{n:>5} {measured:>11.2f} {cell:>8.2f} {wall:>10.2f} "
+                f"{cell / measured:>14.2f} {wall / measured:>17.2f}"
             )
     return 0
 

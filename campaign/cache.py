@@ -22,6 +22,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobs.schema import EmulateConf, ModelConf
+
 CONF = Path(__file__).resolve().parent.parent / "conf"
 ROOTS = ("/var/tmp", "/dev/shm", "/tmp")
 # the tool's sub-folders whose entries it lists one by one, and the kind each entry is
@@ -45,6 +47,10 @@ class Entry:
     in_use: str = ""  # why it must stay (an attached or mounted tier), or ""
 
 
+# where a tier preset's images or backing files go when it names no folder (the schema's defaults)
+SCHEMA_FOLDERS = {"image_dir": EmulateConf.image_dir, "backing_dir": ModelConf.backing_dir}
+
+
 def roots(extra: list[str]) -> list[str]:
     """The storage roots to look in: ``extra`` when given, else the usual ones and every storage preset's
     root and image folder."""
@@ -57,7 +63,10 @@ def roots(extra: list[str]) -> list[str]:
         cfg = OmegaConf.load(preset)
         found.append(str(cfg.get("root", "???")))
         for section, key in (("emulate", "image_dir"), ("model", "backing_dir")):
-            where = OmegaConf.select(cfg, f"{section}.{key}")
+            if OmegaConf.select(cfg, section) is None:
+                continue
+            # a preset that leaves the folder out has the schema's
+            where = OmegaConf.select(cfg, f"{section}.{key}") or SCHEMA_FOLDERS[key]
             if where:
                 found.append(str(Path(str(where)).parent.parent))  # <root>/iocampaign/tiers
     out = []

@@ -5,8 +5,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from jobs import schema
+
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-GROUPS = ("workload", "storage", "dataset", "platform", "experiment", "accelerator", "checkpoint_model")
+# the config groups: the schema's, and the experiments (presets of a whole study)
+GROUPS = (*schema.GROUPS, "experiment")
 # optional defaults (conf/config.yaml) whose value none names no preset: the setting is left out
 OPTIONAL = ("storage@stage",)
 ALIAS_PREFIX = "default_for_"  # dataset/default_for_<workload>: the dataset a workload uses by default
@@ -73,10 +76,18 @@ def _preset_kind(name: str, extra: list[Path]) -> str | None:
     return None
 
 
+def default(group: str) -> str | None:
+    """The preset ``conf/config.yaml``'s defaults list chooses for ``group`` (None: it chooses none)."""
+    import yaml
+
+    defaults = yaml.safe_load((CONF_DIR / "config.yaml").read_text())["defaults"]
+    return next((e[group] for e in defaults if isinstance(e, dict) and group in e), None)
+
+
 def missing_field(args: list[str]) -> str | None:
     """One line for a ``workload.<field>=...`` override that a chosen workload's schema does not have
     (``workload=microbench workload.width=0.5``), or None. The chosen workloads are those of
-    ``workload=`` (the config's default, microbench, when absent; an experiment's are Hydra's to check)."""
+    ``workload=`` (the config's default when absent; an experiment's are Hydra's to check)."""
     from dataclasses import fields
 
     from jobs import workloads
@@ -98,7 +109,7 @@ def missing_field(args: list[str]) -> str | None:
         m = re.match(r"^workload\.(\w+)=", arg)
         if not m:
             continue
-        for name in chosen or ["microbench"]:
+        for name in chosen or [default("workload")]:
             kind = _preset_kind(name, extra)
             if kind not in workloads.names():
                 continue
@@ -114,8 +125,6 @@ def missing_field(args: list[str]) -> str | None:
 def _template():
     """The campaign schema with every group's schema in place: what a plain value override must fit."""
     from omegaconf import OmegaConf
-
-    from campaign import schema
 
     def tier():
         return schema.StorageConf(emulate=schema.EmulateConf(), model=schema.ModelConf())

@@ -6,19 +6,19 @@ from __future__ import annotations
 import os
 
 from campaign.errors import ConfigError
-from jobs.configview import View
+from jobs.cell import select
 from jobs.storage.roots import elsewhere, storage_root
 
 
-def data_on_its_tier(cfg: View, config: dict) -> None:
+def data_on_its_tier(cfg) -> None:
     """A folder of the user's images is read where it lies: on the file system of ``storage.root``,
     or the cell's ``storage`` would name a tier its runs never read (a folder on tmpfs labelled ssd)."""
-    if not isinstance(config.get("dataset"), dict) or str(cfg.dataset.source) != "folder":
+    if cfg.dataset is None or cfg.dataset.source != "folder":
         return
-    if str(cfg.dataset.get("format") or "files") != "files":
+    if cfg.dataset.format != "files":
         return  # converted once into TFRecord or HDF5 under storage.root: the runs read that copy
     st, path = cfg.storage, os.path.realpath(str(cfg.dataset.path))
-    if st.get("emulate") is not None or st.get("model") is not None:
+    if st.emulate is not None or st.model is not None:
         raise ConfigError(
             f"dataset.source=folder reads dataset.path={cfg.dataset.path} where it lies, but storage={st.name} "
             "is a tier the tool builds at storage.root for each cell: leave dataset.source unset (the set "
@@ -39,10 +39,10 @@ def data_on_its_tier(cfg: View, config: dict) -> None:
         )
 
 
-def tiers(cfg: View, memo: dict | None) -> None:
+def tiers(cfg, memo: dict | None) -> None:
     """The data's tier and the stage's, each usable, and never one and the same device."""
     storage_root(cfg, memo=memo)
-    if cfg.get("stage") is None:
+    if cfg.stage is None:
         return
     storage_root(cfg, cfg.stage, key="stage", memo=memo)
     if (
@@ -56,9 +56,9 @@ def tiers(cfg: View, memo: dict | None) -> None:
         )
 
 
-def _same_device(a: View, b: View) -> bool:
+def _same_device(a, b) -> bool:
     """Whether two real tiers' roots are on one device (an emulated tier gets its own when the cell starts)."""
-    if a.get("emulate") is not None or b.get("emulate") is not None:
+    if a.emulate is not None or b.emulate is not None:
         return False
     try:
         return os.stat(str(a.root)).st_dev == os.stat(str(b.root)).st_dev
@@ -70,14 +70,14 @@ def _inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-def modelled_apart(cfg: View, keys: tuple[str, ...]) -> None:
+def modelled_apart(cfg, keys: tuple[str, ...]) -> None:
     """Two modelled tiers of one cell (``keys``: the settings that hold the tiers it builds, e.g. storage
     and stage) never share a mount point or sit one inside the other: the second would be mounted on top
     of the first, or the first would serve the second's mount. One tier named twice keeps one root."""
     seen: list[tuple[str, str, str]] = []
     for key in keys:
-        st = cfg.select(key)
-        if not isinstance(st, View) or st.get("model") is None or st.get("root") in (None, "???"):
+        st = select(cfg, key)
+        if st is None or st.model is None or st.root in (None, "???"):
             continue
         root = os.path.realpath(os.path.abspath(str(st.root)))
         for other_key, other_name, other_root in seen:

@@ -11,17 +11,14 @@ import math
 import os
 from dataclasses import dataclass
 
-GENERATE_MB_S = (
-    10.0  # synthetic JPEGs written per second, MB/s, 2 cores (2.07 GB in 207 s; README's Quick start)
-)
-DECODE_IMAGES_S = (
-    470.0  # workload=microbench, 1 map thread, 2 cores, local disk: 16,384 images in ~35 s per run
-)
+# synthetic JPEGs written per second, MB/s, 2 cores (2.07 GB in 207 s; README's Quick start)
+GENERATE_MB_S = 10.0
+# workload=microbench, 1 map thread, 2 cores, local disk: 16,384 images in ~35 s per run
+DECODE_IMAGES_S = 470.0
 READ_ONLY_IMAGES_S = 1900.0  # workload=readonly, 1 thread, local disk, cold (docs/scaling.md)
 CELL_S = 2.5  # a cell's own work besides its runs: start, cache eviction, record (4 cells of the Quick start: 44 s, runs 35 s)
-CORE_GAIN = (
-    0.8  # each map thread up to the cores adds this much of one thread's rate (2 cores: 1.8x at 2 threads)
-)
+# each map thread up to the cores adds this much of one thread's rate (2 cores: 1.8x at 2 threads)
+CORE_GAIN = 0.8
 # the modelled tiers' micro-benchmark, cold, 1,024 images, images/s at 1, 2, 4 and 8 threads (docs/storage.md)
 MODELLED = {"hdd": {1: 121, 2: 152, 4: 217, 8: 255}, "lustre": {1: 59, 2: 117, 4: 231, 8: 374}}
 RATES = {
@@ -69,103 +66,92 @@ def duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
-def _v(x):
-    return getattr(x, "value", x)
-
-
-def _data_key(config: dict) -> tuple | None:
-    ds = config.get("dataset")
-    if not isinstance(ds, dict) or str(_v(ds.get("source"))) != "synthetic":
+def _data_key(cell) -> tuple | None:
+    """What names a cell's synthetic set on its root (None for a set that is not generated)."""
+    ds = cell.config.dataset
+    if ds is None or ds.source != "synthetic":
         return None
-    spec = tuple(
-        (k, str(v)) for k, v in sorted(ds.items()) if k not in ("num_images", "path", "format", "shard_mb")
-    )
-    return (str(config["storage"].get("root")), spec, config.get("seed"))
+    skip = ("num_images", "path", "format", "shard_mb")
+    spec = tuple((k, str(v)) for k, v in sorted(cell.data["dataset"].items()) if k not in skip)
+    return (cell.config.storage.root, spec, cell.config.seed)
 
 
-def _have(config: dict) -> int | None:
+def _have(cfg) -> int | None:
     """Images of the cell's synthetic set already on its tier, read from the set's own metadata."""
     from campaign.limits import _generated
-    from jobs.configview import View
     from jobs.storage import writable
 
-    cfg = View(config)
     folder, _ = writable.files_and_space(cfg.storage)
     if not folder:
         return None
     return _generated(cfg, folder) if os.path.isdir(folder) else 0
 
 
-def _images_per_run(config: dict) -> int | None:
-    ds, wl = config.get("dataset") or {}, config["workload"]
-    n = ds.get("num_images") if isinstance(ds, dict) else None
+def _images_per_run(cfg) -> int | None:
+    n = cfg.dataset.num_images if cfg.dataset is not None else None
     if not isinstance(n, int):
         return None
-    if isinstance(wl.get("batches"), int):
-        n = min(n, wl["batches"] * int(config["batch_size"]))
-    return n
+    batches = getattr(cfg.workload, "batches", None)
+    return min(n, batches * cfg.batch_size) if isinstance(batches, int) else n
 
 
-def _rate(config: dict, cores: int, mean_bytes: float | None) -> float | None:
+def _rate(cfg, cores: int, mean_bytes: float | None) -> float | None:
     """Images per second of one run: the workload's measured rate, grown with the threads up to the cores,
     and held to the tier's own read rate where its preset records one (emulated throttle, Table I)."""
-    base = RATES.get(str(config["workload"].get("kind")))
-    threads = config.get("threads")
+    base = RATES.get(cfg.workload.kind)
+    threads = cfg.threads
     if base is None or not isinstance(threads, int):
         return None
     rate = base * (1 + CORE_GAIN * (min(threads, cores) - 1))
-    st = config["storage"]
-    emulate = st.get("emulate") or {}
+    st = cfg.storage
+    emulate = st.emulate
+    rates = (emulate.read_mb_s if emulate else None, st.ior_read_mb_s)
     caps = [
-        emulate.get("read_iops"),
-        *(
-            m * 1e6 / mean_bytes
-            for m in (emulate.get("read_mb_s"), st.get("ior_read_mb_s"))
-            if m and mean_bytes
-        ),
+        emulate.read_iops if emulate else None,
+        *(m * 1e6 / mean_bytes for m in rates if m and mean_bytes),
     ]
-    measured = MODELLED.get(str((st.get("model") or {}).get("device")))
+    measured = MODELLED.get(st.model.device) if st.model is not None else None
     if measured:  # a modelled tier: its measured rate at the most threads measured up to the cell's
         caps.append(measured[max([k for k in measured if k <= threads] or [min(measured)])])
     return min([rate, *(c for c in caps if c)])
 
 
 class Estimate:
-    """The datasets and times of a list of planned cells' resolved configs. ``local``: the cells run on this
+    """The datasets and times of a list of planned cells (``jobs.cell.Cell``). ``local``: the cells run on this
     machine (their roots are looked at, with its cores); otherwise on a cluster's nodes (nothing looked at,
     ``platform.cpus_per_task`` cores each)."""
 
-    def __init__(self, configs: list[dict], local: bool):
+    def __init__(self, cells: list, local: bool):
         from campaign.limits import mean_image_bytes
 
         self.data: dict[tuple, Data] = {}
         self.cells: list[float | None] = []
         self.generating: list[float] = []  # seconds of each cell spent generating its set's missing images
-        self.unsure: list[
-            bool
-        ] = []  # whether the cell's set is already on its root is not known here (a cluster's
-        # root, a tier built when its cell starts)
+        # whether the cell's set is already on its root is not known here (a cluster's root, a tier built
+        # when its cell starts)
+        self.unsure: list[bool] = []
         made: dict[tuple, int] = {}
         sizes: dict[tuple, float] = {}
-        for config in configs:
-            key, gen = _data_key(config), 0.0
-            n = _images_per_run(config)
+        for cell in cells:
+            cfg = cell.config
+            key, gen = _data_key(cell), 0.0
+            n = _images_per_run(cfg)
             mean = None
             if key is not None:
-                ds = config["dataset"]
+                ds = cfg.dataset
                 if key not in self.data:
-                    sizes[key] = mean_image_bytes(float(ds["median_kb"]), float(ds["size_spread"]))
-                    have = _have(config) if local else None
-                    self.data[key] = Data(str(ds["name"]), key[0], 0, sizes[key], have)
+                    sizes[key] = mean_image_bytes(ds.median_kb, ds.size_spread)
+                    have = _have(cfg) if local else None
+                    self.data[key] = Data(ds.name, key[0], 0, sizes[key], have)
                     made[key] = have or 0
                 d, mean = self.data[key], sizes[key]
-                d.images = max(d.images, int(ds["num_images"]))
+                d.images = max(d.images, ds.num_images)
                 if d.images > made[key]:
                     gen = (d.images - made[key]) * mean / (GENERATE_MB_S * 1e6)
                     made[key] = d.images
-            cores = (os.cpu_count() or 1) if local else int(config["platform"].get("cpus_per_task") or 1)
-            rate = _rate(config, cores, mean)
-            runs = int(config.get("repeats") or 0) + int(config.get("warmup") or 0)
+            cores = (os.cpu_count() or 1) if local else cfg.platform.cpus_per_task
+            rate = _rate(cfg, cores, mean)
+            runs = cfg.repeats + cfg.warmup
             self.cells.append(None if rate is None or n is None else CELL_S + gen + runs * n / rate)
             self.generating.append(gen)
             self.unsure.append(key is not None and self.data[key].have is None)

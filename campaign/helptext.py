@@ -1,7 +1,7 @@
 """``python -m campaign --help``: Hydra's own help (``conf/hydra/help/campaign.yaml``) with two
 OmegaConf resolvers that fill in what would drift if written by hand: the presets of each group (the
 files of ``conf/<group>/``, without the schemas Hydra's ConfigStore adds and the workloads' default
-sets) and the campaign's own settings (the fields of ``campaign.schema.CampaignConf``, with their
+sets) and the campaign's own settings (the fields of ``jobs.schema.CampaignConf``, with their
 comments)."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def settings() -> str:
     import dataclasses
     import enum
 
-    from campaign import schema
+    from jobs import schema
 
     comments = dict(
         m.groups() for m in map(_FIELD.match, inspect.getsource(schema.CampaignConf).splitlines()) if m

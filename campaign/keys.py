@@ -1,6 +1,6 @@
 """Catch an override whose key the campaign does not have (``thread=4``, ``+thread=4``) before Hydra
 composes anything: under ``-m`` Hydra's sweep would plan cells without it, and ``+`` would add a key no
-code reads. The known keys are the schema's (campaign/schema.py, every workload's own) and the config
+code reads. The known keys are the schema's (jobs/schema.py, every workload's own) and the config
 groups' (the folders of ``conf/`` and of ``hydra.searchpath``)."""
 
 from __future__ import annotations
@@ -50,8 +50,7 @@ def schema_keys(cls: type, prefix: str = "") -> dict[str, str]:
 
 def known(args: list[str]) -> tuple[dict[str, str], set[str]]:
     """(every key a cell's config can have, the config groups) for the command line ``args``."""
-    from campaign import schema
-    from jobs import workloads
+    from jobs import schema, workloads
 
     keys = schema_keys(schema.CampaignConf)
     for name in workloads.names():  # each workload's schema adds its own settings under workload.

@@ -7,30 +7,15 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig
+
+from jobs.cell import Cell
 
 log = logging.getLogger(__name__)
 RAN, SUBMITTED = "ran", "submitted"
-
-
-@dataclass
-class Cell:
-    num: int  # the cell's number in the sweep: its folder, fixed by plan.json
-    overrides: list[str]
-    config: dict  # its resolved config (planned)
-    cell_id: str
-
-    def compose(self, hydra_context: Any, config: DictConfig) -> DictConfig:
-        """The full Hydra config of the cell (hydra node included), as its job runs it."""
-        cfg = hydra_context.config_loader.load_sweep_config(config, list(self.overrides))
-        with open_dict(cfg):
-            cfg.hydra.job.id = self.num
-            cfg.hydra.job.num = self.num
-        return cfg
 
 
 def completed_cells(sweep_dir: Path) -> dict[str, Path]:
@@ -48,10 +33,12 @@ def completed_cells(sweep_dir: Path) -> dict[str, Path]:
     return done
 
 
-def launch(hydra_context: Any, task_function: Any, config: DictConfig, cells: list[Cell]) -> str:
-    """Run or submit every cell that has no completed record yet; returns RAN or SUBMITTED."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.core.utils import configure_log, filter_overrides, run_job, setup_globals
+def launch(hydra_context: Any, config: DictConfig, cells: list[Cell]) -> str:
+    """Run or submit every planned cell (numbered) that has no completed record yet; returns RAN or
+    SUBMITTED."""
+    from hydra.core.utils import configure_log, filter_overrides, setup_globals
+
+    from campaign.cell import run_planned
 
     setup_globals()
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
@@ -63,11 +50,11 @@ def launch(hydra_context: Any, task_function: Any, config: DictConfig, cells: li
             log.info("#%d: completed before (%s), skipped", c.num, done[c.cell_id].relative_to(sweep_dir))
         else:
             todo.append(c)
-    platform = cells[0].config["platform"]
-    if platform["kind"] == "local":
+    platform = cells[0].config.platform
+    if platform.kind == "local":
         from campaign.estimate import Estimate, duration
 
-        est = Estimate([c.config for c in todo], local=True)
+        est = Estimate(todo, local=True)
         log.info(
             "Launching %d cell%s here, one after another (%d done before); %s",
             len(todo),
@@ -88,15 +75,7 @@ def launch(hydra_context: Any, task_function: Any, config: DictConfig, cells: li
                 left,
                 " ".join(filter_overrides(c.overrides)),
             )
-            cfg = c.compose(hydra_context, config)
-            HydraConfig.instance().set_config(cfg)
-            run_job(
-                hydra_context=hydra_context,
-                task_function=task_function,
-                config=cfg,
-                job_dir_key="hydra.sweep.dir",
-                job_subdir_key="hydra.sweep.subdir",
-            )
+            run_planned(hydra_context, config, c, c.num)
             configure_log(config.hydra.hydra_logging, config.hydra.verbose)
         return RAN
     if not todo:
@@ -115,13 +94,12 @@ def _first(est) -> str:
 
 
 def _slurm(hydra_context: Any, config: DictConfig, todo: list[Cell], sweep_dir: Path) -> str:
-    from campaign import validate
     from campaign.errors import Stop
     from campaign.slurm import submit
 
-    platform = validate.View(todo[0].config["platform"])
+    platform = todo[0].config.platform
     try:
-        ids = submit.submit(todo, sweep_dir, platform, hydra_context, todo[0].compose(hydra_context, config))
+        ids = submit.submit(todo, sweep_dir, platform, hydra_context, config)
     except submit.DoesNotFit as e:
         raise Stop(f"campaign: {e}; nothing was submitted", 2) from None
     except Exception as e:  # noqa: BLE001 - sbatch refused the array, or Slurm is not reachable: nothing queued

@@ -9,14 +9,13 @@ import json
 import math
 import os
 
-from campaign import schema
 from campaign.errors import ConfigError
-from jobs.configview import View, threads_value
+from jobs import schema
 
 
-def threads(cfg: View) -> None:
+def threads(cfg) -> None:
     """``threads``: a positive int (or autotune) no larger than ``schema.THREADS_MAX``."""
-    value = threads_value(cfg.threads)
+    value = schema.threads_value(cfg.threads)
     if value != "autotune" and value > schema.THREADS_MAX:
         raise ConfigError(
             f"threads={value} is more than {schema.THREADS_MAX}, the most map calls a cell keeps in flight: "
@@ -25,11 +24,10 @@ def threads(cfg: View) -> None:
         )
 
 
-def workers(cfg: View) -> None:
+def workers(cfg) -> None:
     """``input.workers`` on this machine: each a process of its own running TensorFlow."""
-    inp = cfg.get("input") or {}
-    n = 1 if inp.get("workers") is None else int(inp.get("workers"))
-    if not inp.get("service") or str(getattr(cfg.platform.kind, "value", cfg.platform.kind)) == "slurm":
+    n = cfg.input.workers
+    if not cfg.input.service or cfg.platform.kind == "slurm":
         return  # on Slurm the workers are tasks of the cell's job, each with the CPUs its job asks for
     from jobs.observe import usage
 
@@ -41,10 +39,10 @@ def workers(cfg: View) -> None:
         )
 
 
-def timeout(cfg: View) -> None:
+def timeout(cfg) -> None:
     """``platform.timeout_min``: a cell's wall-clock limit, as a scheduler would grant it."""
-    value = cfg.platform.get("timeout_min")
-    if value is not None and value > schema.TIMEOUT_MAX_MIN:
+    value = cfg.platform.timeout_min
+    if value > schema.TIMEOUT_MAX_MIN:
         raise ConfigError(
             f"platform.timeout_min={value} is more than {schema.TIMEOUT_MAX_MIN} minutes (365 days), "
             "longer than any Slurm partition grants and any cell needs: give one cell's limit in minutes"
@@ -65,28 +63,28 @@ def mean_image_bytes(median_kb: float, spread: float) -> float:
     return median_kb * 1000 * (body + tails)
 
 
-def synthetic_bytes(dataset: View, count: int) -> int:
+def synthetic_bytes(dataset, count: int) -> int:
     """Disk space ``count`` new images of a synthetic set take (as ``synthetic.estimate_bytes`` counts them)."""
     from jobs.data import synthetic
 
-    per_image = mean_image_bytes(float(dataset.median_kb), float(dataset.size_spread)) + 4096
+    per_image = mean_image_bytes(dataset.median_kb, dataset.size_spread) + 4096
     return int(count * per_image * synthetic.OVERHEAD)
 
 
-def _generated(cfg: View, folder: str) -> int:
+def _generated(cfg, folder: str) -> int:
     """Images of the cell's synthetic set already generated in the tier's ``folder`` (0: none, or unknown)."""
     from jobs import owned
     from jobs.data import datasets, synthetic
 
     d = cfg.dataset
     spec = synthetic.SyntheticSpec(
-        name=str(d.name),
-        num_classes=int(d.num_classes),
-        median_kb=float(d.median_kb),
-        size_spread=float(d.size_spread),
-        bytes_per_pixel=float(d.bytes_per_pixel),
-        grayscale_fraction=float(d.grayscale_fraction),
-        seed=int(cfg.seed),
+        name=d.name,
+        num_classes=d.num_classes,
+        median_kb=d.median_kb,
+        size_spread=d.size_spread,
+        bytes_per_pixel=d.bytes_per_pixel,
+        grayscale_fraction=d.grayscale_fraction,
+        seed=cfg.seed,
     )
     meta = owned.tool_folder(folder) / datasets.SUBDIR / spec.key() / synthetic.META
     try:
@@ -95,37 +93,36 @@ def _generated(cfg: View, folder: str) -> int:
         return 0
 
 
-def space_key(config: dict) -> tuple:
+def space_key(cell) -> tuple:
     """What ``dataset_fits`` depends on, cheap to build for every cell of a grid (a memo's key)."""
-    st, ds = config["storage"], config.get("dataset")
+    st, ds = cell.data["storage"], cell.data["dataset"]
+    dataset = tuple(ds.items()) if isinstance(ds, dict) else None
     return (
         "space",
-        st.get("name"),
-        str(st.get("root")),
-        repr(st.get("model")),
-        repr(st.get("emulate")),
-        tuple(ds.items()) if isinstance(ds, dict) else None,
-        config.get("seed"),
+        st["name"],
+        st["root"],
+        repr(st["model"]),
+        repr(st["emulate"]),
+        dataset,
+        cell.data["seed"],
     )
 
 
-def dataset_fits(cfg: View, config: dict) -> None:
+def dataset_fits(cfg) -> None:
     """A synthetic set's images still to generate fit in the space its tier has free (estimated from the
     size model; the run checks again, exactly, before it writes)."""
-    if not isinstance(config.get("dataset"), dict) or str(cfg.dataset.source) != "synthetic":
+    if cfg.dataset is None or cfg.dataset.source != "synthetic":
         return
     from jobs.storage import writable
 
     folder, free = writable.files_and_space(cfg.storage)
     if free is None:
         return
-    count = int(cfg.dataset.num_images)
+    count = cfg.dataset.num_images
     todo = count - (_generated(cfg, folder) if folder and os.path.isdir(folder) else 0)
     need = synthetic_bytes(cfg.dataset, todo)
-    if str(cfg.dataset.get("format") or "files") != "files":
-        need += int(
-            synthetic_bytes(cfg.dataset, count) * 1.1
-        )  # and the converted copy beside it (jobs.data.formats)
+    if cfg.dataset.format != "files":  # and the converted copy beside it (jobs.data.formats)
+        need += int(synthetic_bytes(cfg.dataset, count) * 1.1)
     if need > free:
         raise ConfigError(
             f"dataset.num_images={count}: {'the' if todo == count else f'the {todo} missing'} synthetic "

@@ -14,25 +14,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from campaign.choices import GROUPS
 from campaign.errors import ConfigError
-from jobs.plan import cell_id, resolved
-
-GROUP_KEYS = GROUPS  # a key that names a config group chooses a preset: composed, not set
-
-
-@dataclass(frozen=True)
-class PlannedConfig:
-    overrides: list  # the cell's overrides, as Hydra's sweeper expanded them
-    config: dict  # its resolved config (what record.json keeps)
-    cell_id: str
+from jobs.cell import Cell
+from jobs.plan import resolved
 
 
 def _is_group(key: str) -> bool:
-    return key in GROUP_KEYS or "@" in key or "/" in key
+    """A key that names a config group chooses a preset: composed, not set."""
+    return key in GROUPS or "@" in key or "/" in key
 
 
 class Planner:
@@ -121,6 +113,6 @@ class Planner:
             node[parts[-1]] = self._value(key_groups, key, raw, value)
         return out
 
-    def cell(self, overrides: Sequence[str]) -> PlannedConfig:
-        config = self.config(overrides)
-        return PlannedConfig(list(overrides), config, cell_id(config))
+    def cell(self, overrides: Sequence[str]) -> Cell:
+        """The cell made by ``overrides``, built once: its typed config, its data and its id."""
+        return Cell.from_data(self.config(overrides), overrides)

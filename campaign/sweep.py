@@ -8,6 +8,7 @@ summarises a single run. Nothing here exits: a campaign that must end raises ``e
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,8 @@ def expand(overrides: list[str]) -> list[list[str]]:
 
 
 def plan_cells(hydra_context: Any, config: DictConfig, cells: list[list[str]]):
-    """Every cell planned (resolved config and id) and checked; raises Stop naming the first bad cell."""
+    """Every cell planned (``jobs.cell.Cell``: built once) and checked once; raises Stop naming the
+    first bad cell."""
     from campaign.planning import Planner
 
     # the whole composition, not a masked copy without Hydra's node: a masked copy no longer type-checks an
@@ -46,37 +48,36 @@ def plan_cells(hydra_context: Any, config: DictConfig, cells: list[list[str]]):
     planned = []
     for overrides in cells:
         try:
-            pc = planner.cell(overrides)
-            validate.check(pc.config, memo)
+            cell = planner.cell(overrides)
+            validate.check(cell, memo)
         except errors.ConfigError as e:
-            cell = " ".join(overrides) or "(defaults)"
-            line = (
-                f"campaign: {e} [cell {cell}]; nothing was run"  # as typed, not as Hydra's sweeper escaped it
-            )
+            named = " ".join(overrides) or "(defaults)"
+            # as typed, not as Hydra's sweeper escaped it
+            line = f"campaign: {e} [cell {named}]; nothing was run"
             raise errors.Stop(line.replace("$\\{", "${").replace("\\}", "}"), 2) from None
-        planned.append(pc)
+        planned.append(cell)
     log.debug("planned %d cells with %d compositions", len(planned), planner.compositions)
     return planned
 
 
-def sweep(hydra_context: Any, task_function: Any, config: DictConfig, arguments: list[str]) -> None:
+def sweep(hydra_context: Any, config: DictConfig, arguments: list[str]) -> None:
     """The whole multirun: plan, check, launch (or print the dry run), summarise."""
     from campaign import launch
     from campaign.slurm import params as slurm_params
 
     sweep_dir = Path(str(config.hydra.sweep.dir))
-    if str(getattr(config.platform.kind, "value", config.platform.kind)) == "slurm":
+    if config.platform.kind == "slurm":
         try:
             slurm_params.check_folder(str(sweep_dir))
         except errors.ConfigError as e:
             raise errors.Stop(f"campaign: {e}; nothing was run", 2) from None
     planned = plan_cells(hydra_context, config, expand(arguments))
-    platform = planned[0].config["platform"]
-    if platform["dry_run"]:
-        if platform["kind"] == "slurm":
+    platform = planned[0].config.platform
+    if platform.dry_run:
+        if platform.kind == "slurm":
             from campaign.slurm import preview
 
-            print(preview.dry_run(planned, sweep_dir, validate.View(platform)), flush=True)
+            print(preview.dry_run(planned, sweep_dir, platform), flush=True)
         else:
             print(dry_run(planned, sweep_dir), flush=True)
         return  # a dry run writes nothing
@@ -86,7 +87,7 @@ def sweep(hydra_context: Any, task_function: Any, config: DictConfig, arguments:
     if why:  # a resume finds its plan.json; anything else is the user's
         raise errors.Stop(f"campaign: hydra.sweep.dir: {why}; choose a new folder; nothing was run", 2)
     try:
-        mine, every = plan.assign(sweep_dir, [(p.overrides, p.cell_id) for p in planned])
+        mine, every = plan.assign(sweep_dir, planned)
     except plan.PlanError as e:
         raise errors.Stop(
             f"campaign: {e}; resume into another hydra.sweep.dir, or move the damaged plan.json away", 2
@@ -96,13 +97,9 @@ def sweep(hydra_context: Any, task_function: Any, config: DictConfig, arguments:
     plan.write(sweep_dir, every)
     outputs.link_latest(sweep_dir)
     log.info("campaign of %d cell%s in %s", len(mine), "" if len(mine) == 1 else "s", sweep_dir)
-    by_id = {p.cell_id: p for p in planned}
-    outcome = launch.launch(
-        hydra_context,
-        task_function,
-        config,
-        [launch.Cell(c.num, c.overrides, by_id[c.cell_id].config, c.cell_id) for c in mine],
-    )
+    by_id = {cell.cell_id: cell for cell in planned}
+    numbered = [dataclasses.replace(by_id[c.cell_id], num=c.num) for c in mine]
+    outcome = launch.launch(hydra_context, config, numbered)
     if outcome == launch.SUBMITTED:
         print(
             f"campaign {sweep_dir}: submitted; the shell is yours again.\n"
@@ -119,28 +116,26 @@ def dry_run(cells: list, sweep_dir: Path) -> str:
     """What ``platform.dry_run=true`` prints on this machine: every planned cell and where it would go."""
     from campaign.estimate import Estimate
 
-    est = Estimate([c.config for c in cells], local=True)
+    est = Estimate(cells, local=True)
     lines = [
         f"dry run: {len(cells)} cell{'s' if len(cells) != 1 else ''} would run here, one after another, into "
         f"{sweep_dir} (nothing was run or written)"
     ]
     for num, c in enumerate(cells):
         cfg = c.config
-        preset = next(
-            (
-                o.split("=", 1)[1]
-                for o in reversed(c.overrides)
-                if o.split("=", 1)[0].lstrip("+") == "workload"
-            ),
-            cfg["workload"]["name"],
-        )  # the preset chosen (alexnet_small), not its workload's name (alexnet)
         lines.append(
-            f"  #{num}: workload={preset} storage={cfg['storage']['name']} "
-            f"root={cfg['storage']['root']} threads={cfg['threads']} batch_size={cfg['batch_size']} "
-            f"prefetch={cfg['prefetch']} repeats={cfg['repeats']} cell {c.cell_id} [{' '.join(c.overrides)}]"
+            f"  #{num}: workload={_preset(c)} storage={cfg.storage.name} "
+            f"root={cfg.storage.root} threads={cfg.threads} batch_size={cfg.batch_size} "
+            f"prefetch={cfg.prefetch} repeats={cfg.repeats} cell {c.cell_id} [{' '.join(c.overrides)}]"
             f"{est.cell(num)}"
         )
     return "\n".join([*lines, *est.lines()])
+
+
+def _preset(cell) -> str:
+    """The workload preset a cell chose (alexnet_small), not its workload's name (alexnet)."""
+    chosen = (o.split("=", 1) for o in reversed(cell.overrides))
+    return next((v for k, v in chosen if k.lstrip("+") == "workload"), cell.config.workload.name)
 
 
 def summarise(folder: Path) -> None:

@@ -1,8 +1,8 @@
 """Checks that types cannot express, in one place; each failure is one line naming the setting.
 
-The checks read a cell's resolved config as plain data (``plan.resolved``), so that planning
-thousands of cells costs no DictConfig traversal; a memo shared across one planning pass keeps a
-storage root from being probed, or a dataset folder listed, once per cell.
+The checks read a planned cell's typed config (``jobs.cell.Cell``), so that planning thousands of cells
+costs no DictConfig traversal; a memo shared across one planning pass keeps a storage root from being
+probed, or a dataset folder listed, once per cell.
 """
 
 from __future__ import annotations
@@ -11,28 +11,28 @@ import os
 
 from campaign import colocation, limits
 from campaign.errors import ConfigError
-from jobs.configview import View, threads_value
+from jobs.cell import select
 from jobs.storage.roots import elsewhere, memoised, storage_root
 
-__all__ = ["ConfigError", "check", "storage_root", "threads_value", "View"]
+__all__ = ["ConfigError", "check", "storage_root"]
 
 
-def _at_least(cfg: View, key: str, low: int) -> None:
-    value = cfg.select(key)
+def _at_least(cfg, key: str, low: int) -> None:
+    value = select(cfg, key)
     if value is not None and value < low:
         raise ConfigError(f"{key}={value} must be at least {low}")
 
 
-def _dataset_size(cfg: View, memo: dict | None = None) -> int:
+def _dataset_size(cfg, memo: dict | None = None) -> int:
     """Images the cell will read, listing a real dataset (raises ConfigError for an empty one)."""
-    return memoised(memo, ("dataset", elsewhere(cfg), repr(cfg.dataset._d)), lambda: _list_dataset(cfg))
+    return memoised(memo, ("dataset", elsewhere(cfg), repr(cfg.dataset)), lambda: _list_dataset(cfg))
 
 
-def _list_dataset(cfg: View) -> int:
+def _list_dataset(cfg) -> int:
     from jobs.data import datasets
 
-    source = str(getattr(cfg.dataset.source, "value", cfg.dataset.source))
-    n = int(cfg.dataset.num_images)
+    source = cfg.dataset.source
+    n = cfg.dataset.num_images
     if source == "synthetic":
         path = cfg.dataset.path
         if path:
@@ -62,29 +62,24 @@ def _list_dataset(cfg: View) -> int:
 
 
 def _prefetch_to(cfg, workload) -> None:
-    if str(cfg.get("prefetch_to") or "host") != "device":
+    if cfg.prefetch_to != "device":
         return
     if not workload.prefetches_to_device:
         raise ConfigError(
             f"prefetch_to=device: workload={cfg.workload.name} has no training device to prefetch to "
             "(workload=alexnet or alexnet_small has); use prefetch_to=host"
         )
-    if int(cfg.prefetch) < 1:
+    if cfg.prefetch < 1:
         raise ConfigError(
             "prefetch_to=device needs prefetch=1 or more (batches to hold in the device's memory)"
         )
 
 
-def check(config, memo: dict | None = None) -> None:
-    """Raise ConfigError for the first setting of a cell that cannot run. ``config``: the cell's
-    resolved config (a plain dict) or its DictConfig; ``memo``: a dict shared across one planning
-    pass, so file-system checks run once per distinct tier and dataset."""
-    if not isinstance(config, dict):
-        from jobs.plan import resolved
-
-        config = resolved(config)
-    cfg = View(config)
-    if cfg.platform.get("needs_account") and not cfg.platform.get("account"):
+def check(cell, memo: dict | None = None) -> None:
+    """Raise ConfigError for the first setting of a cell (``jobs.cell.Cell``) that cannot run. ``memo``:
+    a dict shared across one planning pass, so file-system checks run once per distinct tier and dataset."""
+    cfg = cell.config
+    if cfg.platform.needs_account and not cfg.platform.account:
         raise ConfigError(
             f"platform.account is not set: platform={cfg.platform.name} needs your allocation, "
             "e.g. platform.account=2024-1-23"
@@ -103,39 +98,37 @@ def check(config, memo: dict | None = None) -> None:
     from jobs import workloads
 
     try:
-        workload = workloads.get(str(cfg.workload.kind))
+        workload = workloads.get(cfg.workload.kind)
     except KeyError as e:
         raise ConfigError(e.args[0]) from None
     workload.check(cfg)
     _prefetch_to(cfg, workload)
     _trace(cfg, workload)
-    if (cfg.workload.get("read_delay_ms") or 0) < 0:
+    if (select(cfg, "workload.read_delay_ms") or 0) < 0:
         raise ConfigError(f"workload.read_delay_ms={cfg.workload.read_delay_ms} must not be negative")
     colocation.tiers(cfg, memo)
     colocation.modelled_apart(cfg, _tier_keys(cfg, workload))
-    if cfg.get("shuffle_buffer") is not None and str(cfg.get("shuffle") or "global") == "none":
+    if cfg.shuffle_buffer is not None and cfg.shuffle == "none":
         raise ConfigError(
             f"shuffle_buffer={cfg.shuffle_buffer} has no effect with shuffle=none: leave it unset, or "
             "choose shuffle=global|local"
         )
-    if cfg.get("shuffle_buffer") is not None and int(cfg.shuffle_buffer) < 1:
+    if cfg.shuffle_buffer is not None and cfg.shuffle_buffer < 1:
         raise ConfigError(
             f"shuffle_buffer={cfg.shuffle_buffer} must be at least 1 (or null: all images for shuffle=global, "
             "one shard's for shuffle=local)"
         )
-    if isinstance(config.get("dataset"), dict) and not 0 < float(cfg.dataset.get("shard_mb") or 0) < float(
-        "inf"
-    ):
+    if cfg.dataset is not None and not 0 < cfg.dataset.shard_mb < float("inf"):
         raise ConfigError(
-            f"dataset.shard_mb={cfg.dataset.get('shard_mb')} must be positive (MB per TFRecord shard or "
+            f"dataset.shard_mb={cfg.dataset.shard_mb} must be positive (MB per TFRecord shard or "
             "HDF5 file, and per group of files for shuffle=local)"
         )
-    n = _images(cfg, config, workload, memo)
-    _tasks(cfg, config, n)
+    n = _images(cfg, workload, memo)
+    _tasks(cfg, n)
     _batches(cfg, workload, n)
-    colocation.data_on_its_tier(cfg, config)
+    colocation.data_on_its_tier(cfg)
     if not elsewhere(cfg):  # this machine's free space says nothing of the nodes'
-        memoised(memo, limits.space_key(config), lambda: limits.dataset_fits(cfg, config))
+        memoised(memo, limits.space_key(cell), lambda: limits.dataset_fits(cfg))
     _service(cfg)
     _platform(cfg, memo)
     if cfg.drop_caches and os.geteuid() != 0 and not elsewhere(cfg):
@@ -144,7 +137,7 @@ def check(config, memo: dict | None = None) -> None:
         )
 
 
-def _platform(cfg: View, memo: dict | None) -> None:
+def _platform(cfg, memo: dict | None) -> None:
     """Where and how long the cell runs: workers, time limit, the shared lock folder, Slurm's fields."""
     from jobs.storage import locks
 
@@ -153,8 +146,8 @@ def _platform(cfg: View, memo: dict | None) -> None:
     if not elsewhere(cfg):
         memoised(
             memo,
-            ("lock_dir", str(cfg.platform.lock_dir)),
-            lambda: locks.check_dir(str(cfg.platform.lock_dir)),
+            ("lock_dir", cfg.platform.lock_dir),
+            lambda: locks.check_dir(cfg.platform.lock_dir),
         )
     if cfg.platform.lock_timeout_min <= 0:
         raise ConfigError(
@@ -165,32 +158,26 @@ def _platform(cfg: View, memo: dict | None) -> None:
             f"platform.task_silence_s={cfg.platform.task_silence_s} must be at least 2 (seconds without a "
             "task's heartbeat before the run fails; tasks beat every 0.5 s)"
         )
-    if str(getattr(cfg.platform.kind, "value", cfg.platform.kind)) == "slurm":
+    if cfg.platform.kind == "slurm":
         from campaign.slurm import params
 
         params.check(cfg.platform)
 
 
-def _tier_keys(cfg: View, workload) -> tuple[str, ...]:
+def _tier_keys(cfg, workload) -> tuple[str, ...]:
     """The settings that hold the tiers a cell builds (its workload's, and the stage), when one is modelled."""
-    d, ck = cfg._d, cfg._d.get("checkpoint") or {}
-    if not any(
-        isinstance(t, dict) and t.get("model") is not None
-        for t in (d["storage"], d.get("stage"), ck.get("slow"), ck.get("fast"))
-    ):
+    named = {"storage": cfg.storage, "checkpoint.slow": cfg.checkpoint.slow}
+    named["checkpoint.fast"] = cfg.checkpoint.fast
+    if not any(t is not None and t.model is not None for t in (*named.values(), cfg.stage)):
         return ()  # most cells: nothing to compare, and planning stays cheap
-    built = {id(st._d) for st in workload.tiers(cfg)}
-    keys = [
-        k
-        for k in ("storage", "checkpoint.slow", "checkpoint.fast")
-        if isinstance(cfg.select(k), View) and id(cfg.select(k)._d) in built
-    ]
-    return (*keys, "stage") if cfg.get("stage") is not None else tuple(keys)
+    built = {id(st) for st in workload.tiers(cfg)}
+    keys = [k for k, st in named.items() if id(st) in built]
+    return (*keys, "stage") if cfg.stage is not None else tuple(keys)
 
 
-def _images(cfg: View, config: dict, workload, memo: dict | None) -> int | None:
+def _images(cfg, workload, memo: dict | None) -> int | None:
     """Images a run reads (None: the workload reads no dataset); the dataset is there and holds a batch."""
-    if not isinstance(config.get("dataset"), dict):
+    if cfg.dataset is None:
         if workload.needs_dataset:
             raise ConfigError(
                 f"workload={cfg.workload.name} reads a dataset and has none: add dataset=imagenet_subset "
@@ -201,7 +188,7 @@ def _images(cfg: View, config: dict, workload, memo: dict | None) -> int | None:
     if cfg.batch_size > n:
         raise ConfigError(
             f"batch_size={cfg.batch_size} is larger than the dataset ({n} images; see dataset.num_images"
-            + ("" if str(cfg.dataset.source) == "synthetic" else f" and dataset.path={cfg.dataset.path}")
+            + ("" if cfg.dataset.source == "synthetic" else f" and dataset.path={cfg.dataset.path}")
             + ")"
         )
     return n
@@ -210,17 +197,16 @@ def _images(cfg: View, config: dict, workload, memo: dict | None) -> int | None:
 TRACE_RUNS = ("all", "extra")
 
 
-def _trace(cfg: View, workload) -> None:
+def _trace(cfg, workload) -> None:
     """trace.posix=true: the workload's I/O is TensorFlow's, and dftracer's preload library is here;
     trace.runs names which runs are traced, and only for a traced cell."""
-    trace = cfg.get("trace") or {}
-    runs = trace.get("runs", "all")
+    runs = cfg.trace.runs
     if runs not in TRACE_RUNS:
         raise ConfigError(
             f"trace.runs={runs} is not one of {', '.join(TRACE_RUNS)} (all: every run traced; extra: the "
             "measured runs untraced and one more run traced for its calls)"
         )
-    if not trace.get("posix"):
+    if not cfg.trace.posix:
         if runs != "all":
             raise ConfigError(
                 f"trace.runs={runs} names the runs trace.posix=true traces; add trace.posix=true (or leave "
@@ -243,39 +229,37 @@ def _trace(cfg: View, workload) -> None:
         raise ConfigError(str(e)) from None
 
 
-def _tasks(cfg: View, config: dict, n: int | None = None) -> None:
+def _tasks(cfg, n: int | None = None) -> None:
+    """What a multi-task cell (platform.tasks_per_node > 1) can run, so far."""
     from jobs import workloads
 
-    """What a multi-task cell (platform.tasks_per_node > 1) can run, so far."""
-    nodes, per_node = (
-        1 if cfg.platform.get(k) is None else int(cfg.platform.get(k)) for k in ("nodes", "tasks_per_node")
-    )
+    nodes, per_node = cfg.platform.nodes, cfg.platform.tasks_per_node
     if nodes < 1 or per_node < 1:
         raise ConfigError(f"platform.nodes={nodes} and platform.tasks_per_node={per_node} must be at least 1")
     if nodes * per_node == 1:
         return
     what = f"platform.nodes={nodes} platform.tasks_per_node={per_node}"
-    if nodes > 1 and str(getattr(cfg.platform.kind, "value", cfg.platform.kind)) != "slurm":
+    if nodes > 1 and cfg.platform.kind != "slurm":
         raise ConfigError(
             f"{what}: a cell across several nodes is a Slurm job step (platform=slurm or a site preset); "
             "here, on one machine, use platform.nodes=1"
         )
-    if nodes > 1 and str(cfg.storage.kind) != "network":
+    if nodes > 1 and cfg.storage.kind != "network":
         raise ConfigError(
             f"{what}: every node reads the dataset, but storage={cfg.storage.name} (kind {cfg.storage.kind}) "
             "is one machine's; a multi-node cell needs a shared file system (e.g. storage=lustre or storage=shared "
             "storage.root=<its scratch folder>)"
         )
-    if not workloads.get(str(cfg.workload.kind)).shardable:
+    if not workloads.get(cfg.workload.kind).shardable:
         raise ConfigError(
             f"{what}: workload={cfg.workload.name} cannot split a run into tasks (multi-task cells run "
             f"workloads of kind {_able('shardable')} so far)"
         )
-    if isinstance(config.get("dataset"), dict) and str(cfg.dataset.get("format") or "files") != "files":
+    if cfg.dataset is not None and cfg.dataset.format != "files":
         raise ConfigError(
             f"{what}: tasks shard one-file-per-image sets so far, not dataset.format={cfg.dataset.format}"
         )
-    if (cfg.get("trace") or {}).get("posix"):
+    if cfg.trace.posix:
         raise ConfigError(f"{what}: trace.posix=true traces one process; leave it false for multi-task cells")
     if n is not None and n // (nodes * per_node) < cfg.batch_size:
         raise ConfigError(
@@ -284,9 +268,9 @@ def _tasks(cfg: View, config: dict, n: int | None = None) -> None:
         )
 
 
-def _batches(cfg: View, workload, n: int | None) -> None:
+def _batches(cfg, workload, n: int | None) -> None:
     """Enough full batches per run (or per task) for what the workload measures (``min_batches``)."""
-    tasks = int(cfg.platform.get("nodes") or 1) * int(cfg.platform.get("tasks_per_node") or 1)
+    tasks = cfg.platform.nodes * cfg.platform.tasks_per_node
     if n is None or workload.min_batches <= 1:
         return
     got = n // tasks // cfg.batch_size
@@ -306,40 +290,37 @@ def _able(capability: str) -> str:
     return ", ".join(k for k in workloads.names() if getattr(workloads.get(k), capability)) or "no workload"
 
 
-def _service(cfg: View) -> None:
+def _service(cfg) -> None:
     """What a cell on the tf.data service (input.service=true) can run, so far."""
-    inp = cfg.get("input") or {}
-    workers = 1 if inp.get("workers") is None else int(inp.get("workers"))
+    workers = cfg.input.workers
     if workers < 1:
         raise ConfigError(f"input.workers={workers} must be at least 1")
-    if not inp.get("service"):
+    if not cfg.input.service:
         return
     from jobs import workloads
 
-    if not workloads.get(str(cfg.workload.kind)).service_ready:
+    if not workloads.get(cfg.workload.kind).service_ready:
         raise ConfigError(
             f"input.service=true: workload={cfg.workload.name} cannot read through the tf.data service "
             f"(the service runs workloads of kind {_able('service_ready')} so far)"
         )
-    if str(cfg.dataset.get("format") or "files") != "files":
+    if cfg.dataset.format != "files":
         raise ConfigError(
             f"input.service=true: the service reads one-file-per-image sets so far, not "
             f"dataset.format={cfg.dataset.format}"
         )
-    if cfg.workload.get("batches") is not None or float(cfg.workload.get("read_delay_ms") or 0) > 0:
+    if select(cfg, "workload.batches") is not None or (select(cfg, "workload.read_delay_ms") or 0) > 0:
         raise ConfigError(
             "input.service=true reads whole passes without an added read delay: leave workload.batches "
             "and workload.read_delay_ms unset"
         )
-    nodes, per_node = (
-        1 if cfg.platform.get(k) is None else int(cfg.platform.get(k)) for k in ("nodes", "tasks_per_node")
-    )
-    if per_node > 1 or (cfg.get("trace") or {}).get("posix"):
+    nodes, per_node = cfg.platform.nodes, cfg.platform.tasks_per_node
+    if per_node > 1 or cfg.trace.posix:
         raise ConfigError(
             "input.service=true runs one consumer, untraced: leave platform.tasks_per_node=1 and "
             "trace.posix=false (the workers are the cell's other tasks)"
         )
-    if int(cfg.input.workers) < nodes:
+    if cfg.input.workers < nodes:
         raise ConfigError(
             f"input.workers={cfg.input.workers} spreads the service over platform.nodes={nodes}: "
             "give at least one worker per node"

@@ -83,35 +83,37 @@ METRICS: dict[str, Metric] = {
             "steady_runtime_s",
             "s",
             "lower",
-            "Runtime without the first step; AlexNet and checkpoint: graph tracing left out, what figures and claims compare",
+            "Runtime without the first step; AlexNet and checkpoint: graph tracing left out, "
+            "what figures and claims compare",
         ),
         Metric(
             "train_au_percentage",
             "%",
             "higher",
-            "AU; AlexNet: accelerator utilization as MLPerf Storage defines it: compute time / runtime x 100, first "
-            "step left out (on a CPU, the share of the loop spent computing)",
+            "AU; AlexNet: accelerator utilization as MLPerf Storage defines it: "
+            "compute time / runtime x 100, first step left out "
+            "(on a CPU, the share of the loop spent computing)",
         ),
         Metric(
             "accelerator_busy_percentage",
             "%",
             "",
-            "AlexNet on a GPU: the GPU's busy share over the timed loop (NVML utilization.gpu, mean of samples); "
-            "absent without a GPU",
+            "AlexNet on a GPU: the GPU's busy share over the timed loop "
+            "(NVML utilization.gpu, mean of samples); absent without a GPU",
         ),
         Metric(
             "compute_only_s",
             "s",
             "lower",
-            "AlexNet: the run's steady steps trained on one batch held in the training device's memory, no input "
-            "pipeline (median of workload.compute_only_steps steps x steps)",
+            "AlexNet: the run's steady steps trained on one batch held in the training device's memory, "
+            "no input pipeline (median of workload.compute_only_steps steps x steps)",
         ),
         Metric(
             "input_only_s",
             "s",
             "lower",
-            "AlexNet: the cell's input pipeline drained without training over the same steps, cache as the runs "
-            "(once per cell, after its runs; workload.input_only)",
+            "AlexNet: the cell's input pipeline drained without training over the same steps, "
+            "cache as the runs (once per cell, after its runs; workload.input_only)",
         ),
         Metric(
             "seq_read_mb_s",
@@ -136,7 +138,8 @@ METRICS: dict[str, Metric] = {
             "checkpoint_bytes_left",
             "B",
             "",
-            "Checkpoint: bytes of the run's checkpoints left on the tiers after it (0 unless checkpoint.keep=true)",
+            "Checkpoint: bytes of the run's checkpoints left on the tiers after it "
+            "(0 unless checkpoint.keep=true)",
         ),
         Metric(
             "checkpoint_stall_s",
@@ -152,7 +155,8 @@ METRICS: dict[str, Metric] = {
             "s",
             "lower",
             "Checkpoint, checkpoint.restore=true: time to read the run's last durable "
-            "checkpoint back into a new model from a cold cache (the slow tier's copy when both tiers hold one)",
+            "checkpoint back into a new model from a cold cache "
+            "(the slow tier's copy when both tiers hold one)",
         ),
         Metric("restore_mb_s", "MB/s", "higher", "Checkpoint: bytes of that checkpoint / restore_s"),
         Metric(
@@ -188,7 +192,8 @@ METRICS: dict[str, Metric] = {
             "cpu_cores_usable",
             "cores",
             "",
-            "cores the run could keep busy: min(CPUs allowed, map threads; AlexNet on a CPU: map threads + 1)",
+            "cores the run could keep busy: "
+            "min(CPUs allowed, map threads; AlexNet on a CPU: map threads + 1)",
         ),
         Metric("cpu_share", "", "", "cpu_cores_busy / cpu_cores_usable (1.0: every usable core busy)"),
         Metric(
@@ -256,7 +261,8 @@ METRICS: dict[str, Metric] = {
             "",
             "tf.data service: the fastest worker's read rate (rchar / the run's time)",
         ),
-        # trace.posix=true (jobs.observe.posix): what the run asked of the file system, call by call, on its tiers
+        # trace.posix=true (jobs.observe.posix): what the run asked of the file system, call by call, on its
+        # tiers
         Metric(
             "posix_calls", "calls", "", "POSIX trace: calls on the data and checkpoint tiers during the run"
         ),

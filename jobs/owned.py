@@ -87,7 +87,8 @@ def _why_not_ours(p: str, st: os.stat_result) -> str | None:
             "folders of its own"
         )
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return f"{p} may be written by others (mode {stat.S_IMODE(st.st_mode):o}): the tool keeps its folders private"
+        mode = stat.S_IMODE(st.st_mode)
+        return f"{p} may be written by others (mode {mode:o}): the tool keeps its folders private"
     return None
 
 

@@ -1,6 +1,9 @@
 """A sweep's plan (``plan.json``): which cells it holds and which folder each one writes into; the
 cell id that names a cell. This module is the only writer and the only reader of ``plan.json``.
 
+Version 3 keeps each cell's resolved config (``jobs.cell.Cell.data``): what the cell's job runs, read back
+as it was planned, never composed again.
+
 A cell's folder is fixed by the cell: re-running into the same sweep folder (resume) finds a cell
 of an earlier plan by its id and gives it its old folder; a cell the folder has never seen gets a
 number no folder has used yet. A folder is never handed to another cell.
@@ -18,7 +21,8 @@ from pathlib import Path
 from jobs import jsonfiles
 
 FILENAME = "plan.json"
-VERSION = 2  # 2: cells carry their id; version 1 plans (no ids) are still read
+VERSION = 3  # 3: cells carry their resolved config; 2: their id; plans of versions 1 and 2 are still read
+READS = (1, 2, VERSION)
 
 
 class PlanError(ValueError):
@@ -31,6 +35,7 @@ class PlannedCell:
     dir: str  # its folder, relative to the sweep folder
     overrides: list  # the overrides that make the cell
     cell_id: str | None = None  # hash of its resolved config (None in version-1 plans)
+    config: dict | None = None  # its resolved config (None in plans before version 3)
 
 
 # The workload fields of the one schema all workloads shared before each had its own (ids of version
@@ -149,12 +154,13 @@ def read(sweep_dir: str | Path) -> list[PlannedCell]:
         return []
     try:
         raw = jsonfiles.read_json(path)  # a FIFO or link planted under the name is refused, never waited on
-        if raw.get("plan_version") not in (1, VERSION):
+        if raw.get("plan_version") not in READS:
             raise PlanError(
-                f"{path}: plan version {raw.get('plan_version')}, this project reads 1 and {VERSION}"
+                f"{path}: plan version {raw.get('plan_version')}, this project reads "
+                f"{', '.join(map(str, READS[:-1]))} and {VERSION}"
             )
         return [
-            PlannedCell(int(c["num"]), str(c["dir"]), list(c["overrides"]), c.get("cell_id"))
+            PlannedCell(int(c["num"]), str(c["dir"]), list(c["overrides"]), c.get("cell_id"), c.get("config"))
             for c in raw["cells"]
         ]
     except PlanError:
@@ -165,11 +171,10 @@ def read(sweep_dir: str | Path) -> list[PlannedCell]:
         raise PlanError(f"{path}: not a readable plan ({type(e).__name__}: {e})") from None
 
 
-def assign(
-    sweep_dir: str | Path, cells: list[tuple[list[str], str]]
-) -> tuple[list[PlannedCell], list[PlannedCell]]:
-    """Folders for this sweep's cells (overrides, cell id), keeping those of an earlier plan in the
-    same folder; returns (this sweep's cells in order, every cell the plan now holds)."""
+def assign(sweep_dir: str | Path, cells: list) -> tuple[list[PlannedCell], list[PlannedCell]]:
+    """Folders for this sweep's cells (each with its ``overrides``, ``cell_id`` and resolved config
+    ``data``: a ``jobs.cell.Cell``), keeping those of an earlier plan in the same folder; returns (this
+    sweep's cells in order, every cell the plan now holds)."""
     sweep_dir = Path(sweep_dir)
     earlier = read(sweep_dir)
     by_id = {c.cell_id: c for c in earlier if c.cell_id}
@@ -179,15 +184,16 @@ def assign(
     nxt = max(used, default=-1) + 1
     mine: list[PlannedCell] = []
     seen: set[str] = set()
-    for overrides, cid in cells:
+    for cell in cells:
+        overrides, cid = list(cell.overrides), cell.cell_id
         if cid in seen:
             continue  # the same cell twice in one grid (e.g. threads=1,1): measured once
         seen.add(cid)
         if cid in by_id:
             old = by_id[cid]
-            mine.append(PlannedCell(old.num, old.dir, list(overrides), cid))
+            mine.append(PlannedCell(old.num, old.dir, overrides, cid, cell.data))
         else:
-            mine.append(PlannedCell(nxt, str(nxt), list(overrides), cid))
+            mine.append(PlannedCell(nxt, str(nxt), overrides, cid, cell.data))
             nxt += 1
     mine_nums = {c.num for c in mine}
     every = sorted([c for c in earlier if c.num not in mine_nums] + mine, key=lambda c: c.num)

@@ -90,12 +90,14 @@ def cells(overrides: list[str], profile: dict, defaults: dict) -> str | None:
     is); ``defaults``: the settings the search gives every cell unless set."""
     from campaign import choices, validate
     from campaign.errors import ConfigError
-    from jobs.plan import resolved
+    from jobs.cell import Cell
 
     memo: dict = {}
     for tier in (value_of(overrides, "storage") or "local").split(","):
         try:
-            validate.check(resolved(choices.compose(_cell(tier, profile, overrides, defaults))), memo)
+            validate.check(
+                Cell.from_composed(choices.compose(_cell(tier, profile, overrides, defaults))), memo
+            )
         except ConfigError as e:
             return f"{e} [storage={tier}]"
         except Exception as e:  # noqa: BLE001 - Hydra's composition errors: their first line names the override

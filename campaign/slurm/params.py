@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import re
 
-from omegaconf import DictConfig
-
 from campaign.errors import ConfigError
 
 # Values that become "#SBATCH --key=value" lines: names, lists, constraint expressions; no spaces,
@@ -15,10 +13,10 @@ _DIRECTIVE_VALUE = re.compile(r"^[A-Za-z0-9_.,:+@%&|=\-\[\]/*!]+$")
 DIRECTIVE_KEYS = ("partition", "account", "qos", "constraint")
 
 
-def check(platform: DictConfig) -> None:
+def check(platform) -> None:
     """Raise ConfigError naming the first platform setting that cannot go into an sbatch script."""
     for key in DIRECTIVE_KEYS:
-        value = platform.get(key)
+        value = getattr(platform, key)
         if value is None:
             continue
         if not _DIRECTIVE_VALUE.match(str(value)):
@@ -27,7 +25,7 @@ def check(platform: DictConfig) -> None:
                 f"platform.{key}={value!r} is not a plain Slurm {key} name (it holds {bad!r}); "
                 "newlines, spaces, ';', quotes, backticks and $ cannot go into an #SBATCH line"
             )
-    for i, line in enumerate(platform.get("setup") or []):
+    for i, line in enumerate(platform.setup or []):
         text = str(line)
         if "\n" in text or "\r" in text:
             raise ConfigError(f"platform.setup[{i}] holds a line break: give one shell line per entry")
@@ -41,10 +39,10 @@ def check(platform: DictConfig) -> None:
         ("gpus_per_node", 0),
         ("array_parallelism", 1),
     ):
-        if platform[key] < low:
-            raise ConfigError(f"platform.{key}={platform[key]} must be at least {low}")
-    cores = platform.get("cores_per_node")
-    per_node = int(platform.get("tasks_per_node") or 1)
+        if getattr(platform, key) < low:
+            raise ConfigError(f"platform.{key}={getattr(platform, key)} must be at least {low}")
+    cores = platform.cores_per_node
+    per_node = platform.tasks_per_node
     if cores is not None and per_node * platform.cpus_per_task > cores:
         raise ConfigError(
             f"platform.tasks_per_node={per_node} x platform.cpus_per_task={platform.cpus_per_task} asks for "
@@ -55,7 +53,7 @@ def check(platform: DictConfig) -> None:
         raise ConfigError(f"platform.mem_gb={platform.mem_gb} must be positive")
     if platform.poll_s <= 0:
         raise ConfigError(f"platform.poll_s={platform.poll_s} must be positive")
-    after = platform.get("after")
+    after = platform.after
     if after is not None and not str(after).isdigit():
         raise ConfigError(f"platform.after={after} must be a Slurm job id (digits: an array's id), or null")
 
@@ -75,7 +73,7 @@ def check_folder(sweep_dir: str) -> None:
         )
 
 
-def executor_parameters(platform: DictConfig, job_name: str, nodes: int = 1, tasks_per_node: int = 1) -> dict:
+def executor_parameters(platform, job_name: str, nodes: int = 1, tasks_per_node: int = 1) -> dict:
     """Keyword arguments for ``submitit.SlurmExecutor.update_parameters``. A multi-task cell's job
     holds ``nodes`` × ``tasks_per_node`` tasks; submitit starts the cell's controller as a one-task
     step in it, and the controller starts each run's tasks as a step of their own (jobs.execution.tasks)."""
@@ -89,8 +87,8 @@ def executor_parameters(platform: DictConfig, job_name: str, nodes: int = 1, tas
         "stderr_to_stdout": True,
     }
     for key in DIRECTIVE_KEYS:
-        if platform.get(key):
-            params[key] = str(platform[key])
+        if getattr(platform, key):
+            params[key] = str(getattr(platform, key))
     if platform.gpus_per_node:
         params["gpus_per_node"] = int(platform.gpus_per_node)
     if platform.exclusive:

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig
 
 from campaign.slurm import params, sacct
 
@@ -18,36 +18,32 @@ SUBMITIT_DIR = ".slurm"  # submitit's folder in the sweep: pickles, sbatch scrip
 
 
 class CellJob:
-    """What runs inside a Slurm job: Hydra's run_job on the cell's config (picklable, as in Hydra's
-    submitit launcher). A cell that fails raises here, so Slurm records the job as FAILED."""
+    """What runs inside a Slurm job: Hydra's run_job on the planned cell (picklable, as in Hydra's
+    submitit launcher; the cell travels as its planned data and is rebuilt, not composed, on the node).
+    A cell that fails raises here, so Slurm records the job as FAILED."""
 
     def __init__(self, hydra_context: Any, config: DictConfig) -> None:
         self.hydra_context = hydra_context
-        self.config = config
+        self.config = config  # the sweep's config: its Hydra node is every job's
 
-    def __call__(self, overrides: list[str], num: int, singleton_state: dict) -> Any:
+    def __call__(self, planned: dict, singleton_state: dict) -> Any:
         import submitit
-        from hydra.core.hydra_config import HydraConfig
         from hydra.core.singleton import Singleton
-        from hydra.core.utils import run_job, setup_globals
+        from hydra.core.utils import setup_globals
 
-        from campaign.cell import execute
+        from campaign.cell import run_planned
+        from jobs.cell import Cell
 
         Singleton.set_state(singleton_state)
         setup_globals()
-        cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
-        with open_dict(cfg.hydra.job):
-            cfg.hydra.job.id = submitit.JobEnvironment().job_id
-            cfg.hydra.job.num = num
-        HydraConfig.instance().set_config(cfg)
-        ret = run_job(
-            hydra_context=self.hydra_context,
-            task_function=execute,
-            config=cfg,
-            job_dir_key="hydra.sweep.dir",
-            job_subdir_key="hydra.sweep.subdir",
-        )
+        cell = Cell.from_data(**planned)
+        ret = run_planned(self.hydra_context, self.config, cell, submitit.JobEnvironment().job_id)
         return ret.return_value  # re-raises the cell's exception: the job ends FAILED
+
+
+def planned(cell) -> dict:
+    """What a cell's job is given: the arguments of ``Cell.from_data`` that rebuild the planned cell."""
+    return {"data": cell.data, "overrides": list(cell.overrides), "num": cell.num, "cell_id": cell.cell_id}
 
 
 class RequeueingCellJob(CellJob):
@@ -59,13 +55,13 @@ class RequeueingCellJob(CellJob):
         return submitit.helpers.DelayedSubmission(self, *args, **kwargs)
 
 
-def shape(config: dict) -> tuple[int, int]:
-    """(nodes, tasks per node) of a cell's job: its tasks, or the workers of its tf.data service."""
-    p, inp = config["platform"], config.get("input") or {}
-    nodes = int(p.get("nodes") or 1)
-    if inp.get("service"):
-        return nodes, -(-int(inp.get("workers") or 1) // nodes)
-    return nodes, int(p.get("tasks_per_node") or 1)
+def shape(config) -> tuple[int, int]:
+    """(nodes, tasks per node) of a cell's job (its typed config): its tasks, or the workers of its
+    tf.data service."""
+    nodes = config.platform.nodes
+    if config.input.service:
+        return nodes, -(-config.input.workers // nodes)
+    return nodes, config.platform.tasks_per_node
 
 
 def groups(cells: list) -> list[tuple[tuple[int, int], list]]:
@@ -143,10 +139,10 @@ def partition_nodes(partition: str | None) -> list[int] | None:
 
 def check_fits(cells: list, platform) -> None:
     """Raise DoesNotFit, before anything is submitted, for a job shape the partition's nodes cannot hold."""
-    nodes_cpus = partition_nodes(platform.get("partition"))
+    nodes_cpus = partition_nodes(platform.partition)
     if not nodes_cpus:
         return
-    where = f"partition {platform.get('partition')}" if platform.get("partition") else "the default partition"
+    where = f"partition {platform.partition}" if platform.partition else "the default partition"
     per_task = int(platform.cpus_per_task)
     for (nodes, per_node), _ in groups(cells):
         need = per_node * per_task
@@ -165,27 +161,27 @@ def check_fits(cells: list, platform) -> None:
 
 
 def submit(cells: list, sweep_dir: Path, platform, hydra_context: Any, config: DictConfig) -> dict[int, str]:
-    """Submit ``cells`` (``launch.Cell``) as one array, each job composing its cell from ``config``
-    (a full composition, hydra node included) and its overrides; record cell -> job id in
-    submitted.json; return that map."""
+    """Submit the planned ``cells`` (``jobs.cell.Cell``, numbered) as arrays, each job running its cell
+    beside ``config``'s Hydra node (the sweep's); record cell -> job id in submitted.json; return
+    that map."""
     from hydra.core.singleton import Singleton
 
     check_fits(cells, platform)
     job = (RequeueingCellJob if platform.requeue_on_timeout else CellJob)(hydra_context, config)
     state = Singleton.get_state()
     ids: dict[int, str] = {}
-    after = platform.get("after") or None  # platform.after: another campaign's array (the paper's grids)
+    after = platform.after or None  # platform.after: another campaign's array (the paper's grids)
     # one array per job shape, each after the one before: cells still run one at a time
     for (nodes, per_node), members in groups(cells):
         ex = executor(sweep_dir, platform, nodes, per_node, after)
         with ex.batch():
-            jobs = [ex.submit(job, c.overrides, c.num, state) for c in members]
+            jobs = [ex.submit(job, planned(c), state) for c in members]
         ids.update({c.num: j.job_id for c, j in zip(members, jobs)})
         after = jobs[0].job_id.split("_")[0]
     book = _load(sweep_dir)
     now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     for c in cells:
-        entry = book["cells"].setdefault(str(c.num), {"overrides": c.overrides, "jobs": []})
+        entry = book["cells"].setdefault(str(c.num), {"overrides": list(c.overrides), "jobs": []})
         entry["jobs"].append({"job_id": ids[c.num], "submitted_at": now})
     tmp = sweep_dir / (SUBMITTED + ".part")
     tmp.write_text(json.dumps(book, indent=2))
@@ -276,13 +272,12 @@ def record_endings(
                 f" (exit {state.exit_code})" if state.exit_code else ""
             )
         folder.mkdir(parents=True, exist_ok=True)
-        config = cells[num].config
         records.write(
             records.CellRecord(
                 cell_id=cells[num].cell_id,
                 status=records.FAILED,
-                config=config,
-                overrides=cells[num].overrides,
+                config=cells[num].data,
+                overrides=list(cells[num].overrides),
                 runs=[],
                 dataset={},
                 provenance={"slurm": {"job_id": ids[num], "state": state.state, "node": state.node}},

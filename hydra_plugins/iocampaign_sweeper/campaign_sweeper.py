@@ -18,7 +18,6 @@ from omegaconf import DictConfig
 @dataclass
 class CampaignSweeperConf:
     _target_: str = "hydra_plugins.iocampaign_sweeper.campaign_sweeper.CampaignSweeper"
-    max_batch_size: Optional[int] = None  # kept for Hydra's interface; a campaign is planned as one batch
     params: Optional[Dict[str, str]] = None  # the grid of an experiment preset (hydra.sweeper.params)
 
 
@@ -28,6 +27,9 @@ ConfigStore.instance().store(
 
 
 class CampaignSweeper(BasicSweeper):
+    def __init__(self, params: Optional[Dict[str, str]] = None) -> None:
+        super().__init__(max_batch_size=None, params=params)  # a campaign is planned as one batch
+
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.hydra_context = hydra_context
         self.config = config
@@ -37,7 +39,7 @@ class CampaignSweeper(BasicSweeper):
         from campaign.sweep import sweep
 
         assert self.config is not None and self.hydra_context is not None
-        return sweep(self.hydra_context, self.task_function, self.config, [*self._parse_config(), *arguments])
+        return sweep(self.hydra_context, self.config, [*self._parse_config(), *arguments])
 
 
 __all__: Sequence[Any] = ["CampaignSweeper", "CampaignSweeperConf"]

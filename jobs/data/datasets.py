@@ -181,13 +181,14 @@ def cache_dir(storage_root: str | Path, *below: str) -> Path:
 
 
 def resolve(dataset_cfg, storage_root: str, seed: int) -> Dataset:
-    """The files of the configured dataset, generating a synthetic set on the storage tier if needed."""
-    source = str(getattr(dataset_cfg.source, "value", dataset_cfg.source))
-    n = int(dataset_cfg.num_images)
+    """The files of the dataset ``dataset_cfg`` (the cell's typed ``DatasetConf``), generating a synthetic
+    set on the storage tier if needed."""
+    source = dataset_cfg.source
+    n = dataset_cfg.num_images
     if n < 1:
         raise DatasetError(f"dataset.num_images={n} must be at least 1")
     if source == "synthetic":
-        spec = synthetic.SyntheticSpec(
+        spec = synthetic.SyntheticSpec(  # the casts keep the set's cache key (a hash of these) one per set
             name=dataset_cfg.name,
             num_classes=int(dataset_cfg.num_classes),
             median_kb=float(dataset_cfg.median_kb),

@@ -41,59 +41,42 @@ class PipelineSettings:
 
     @classmethod
     def from_config(cls, cfg, seed: int, **extra):
-        """The settings of one run of a cell (``cfg``: its config view), plus the subclass's ``extra`` fields."""
-        from jobs.configview import threads_value
+        """The settings of one run of a cell (``cfg``: its typed config), plus the subclass's ``extra``
+        fields."""
+        from jobs.schema import threads_value
 
-        buffer = cfg.get("shuffle_buffer")
         return cls(
             threads=threads_value(cfg.threads),
-            batch_size=int(cfg.batch_size),
-            prefetch=int(cfg.prefetch),
-            image_side=int(cfg.workload.image_side),
+            batch_size=cfg.batch_size,
+            prefetch=cfg.prefetch,
+            image_side=cfg.workload.image_side,
             seed=seed,
-            read_delay_ms=float(cfg.workload.get("read_delay_ms") or 0.0),
-            shuffle=str(cfg.get("shuffle") or "global"),
-            shuffle_buffer=int(buffer) if buffer else None,
-            prefetch_to=str(cfg.get("prefetch_to") or "host"),
+            read_delay_ms=cfg.workload.read_delay_ms,
+            shuffle=cfg.shuffle,
+            shuffle_buffer=cfg.shuffle_buffer or None,
+            prefetch_to=cfg.prefetch_to,
             **extra,
         )
 
 
-def build(
-    ds: Dataset,
-    *,
-    threads: int | str,
-    batch_size: int,
-    prefetch: int,
-    seed: int,
-    decode: bool = True,
-    image_side: int = 224,
-    one_hot: bool = False,
-    read_delay_ms: float = 0.0,
-    shuffle: str = "global",
-    shuffle_buffer: int | None = None,
-):
-    """The pipeline; elements are (images or file bytes, image indices, bytes read[, one-hot labels]).
+def build(ds: Dataset, s: PipelineSettings, *, decode: bool = True, one_hot: bool = False):
+    """The pipeline of one run set by ``s``; elements are (images or file bytes, image indices, bytes
+    read[, one-hot labels]): decoded and resized to ``s.image_side`` (``decode``), or the files' bytes.
 
-    The samples come from ``jobs.data.readers`` (the dataset's format, in the ``shuffle`` order);
-    ``read_delay_ms`` adds latency to every read (emulates a slower tier; 0 = none).
+    The samples come from ``jobs.data.readers`` (the dataset's format, in the ``s.shuffle`` order);
+    ``s.read_delay_ms`` adds latency to every read (emulates a slower tier; 0 = none).
     """
     import tensorflow as tf
 
     from jobs.data import read_only, readers
 
-    classes = max(1, ds.num_classes)
-    delay = (lambda d: delayed(d, read_delay_ms, threads)) if read_delay_ms > 0 else None
-    how = {
-        "shuffle": shuffle,
-        "shuffle_buffer": shuffle_buffer,
-        "seed": seed,
-        "threads": threads,
-        "delay": delay,
-    }
-    blocks = None if decode or one_hot else read_only.batches(ds, batch_size=batch_size, **how)
+    classes, threads = max(1, ds.num_classes), s.threads
+    delay = (lambda d: delayed(d, s.read_delay_ms, threads)) if s.read_delay_ms > 0 else None
+    how = {"shuffle": s.shuffle, "shuffle_buffer": s.shuffle_buffer, "seed": s.seed, "threads": threads}
+    how["delay"] = delay
+    blocks = None if decode or one_hot else read_only.batches(ds, batch_size=s.batch_size, **how)
     if blocks is not None:
-        return _finish(blocks, threads, prefetch)
+        return _finish(blocks, threads, s.prefetch)
     stream, read = readers.source(ds, payload=decode or one_hot, **how)
 
     def load(*element):
@@ -101,13 +84,13 @@ def build(
         out = data
         if decode:
             img = tf.io.decode_image(data, channels=3, expand_animations=False)
-            out = tf.image.resize(img, [image_side, image_side])
+            out = tf.image.resize(img, [s.image_side, s.image_side])
         if one_hot:
             return out, i, nbytes, tf.one_hot(label, classes)
         return out, i, nbytes
 
-    out = stream.map(load, num_parallel_calls=num_parallel_calls(threads)).ignore_errors().batch(batch_size)
-    return _finish(out, threads, prefetch)
+    out = stream.map(load, num_parallel_calls=num_parallel_calls(threads)).ignore_errors().batch(s.batch_size)
+    return _finish(out, threads, s.prefetch)
 
 
 def _finish(out, threads: int | str, prefetch: int):

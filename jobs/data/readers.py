@@ -106,7 +106,8 @@ def source(
     decoding share its threads, as in the paper's ``map(read_file -> decode -> resize)``). ``delay``,
     when given, is applied to the stream (an emulated tier's latency). ``payload=False`` (a read-only
     run, which never looks at the image): an HDF5 entry is read and counted but not carried on
-    (``data`` is empty); a read-only run over containers reads through ``jobs.data.read_only`` where it can."""
+    (``data`` is empty); a read-only run over containers reads through ``jobs.data.read_only`` where
+    it can."""
     import tensorflow as tf
 
     delay = delay or (lambda d: d)

@@ -56,7 +56,8 @@ def figures(results: list[dict]) -> list[dict]:
                 "tasks": len(rs),
                 "ranks": sorted(r["rank"] for r in rs),
                 "images": sum(r["images"] for r in rs),
-                # the node's own rate: its images over its own window (its first task's start to its last one's end)
+                # the node's own rate: its images over its own window (its first task's start to its
+                # last one's end)
                 "images_per_s": sum(r["images"] for r in rs) / own,
                 "seconds": own,
                 "bytes_consumed": sum(r["bytes_consumed"] for r in rs),

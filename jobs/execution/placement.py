@@ -21,16 +21,16 @@ class Placement:
 
     @classmethod
     def of(cls, cfg) -> Placement:
-        """The placement of the cell whose config view is ``cfg``."""
-        plat, inp = cfg.platform, cfg.get("input") or {}
+        """The placement of the cell whose typed config (``jobs.schema.CampaignConf``) is ``cfg``."""
+        plat, inp = cfg.platform, cfg.input
         return cls(
-            nodes=int(plat.get("nodes") or 1),
-            tasks_per_node=int(plat.get("tasks_per_node") or 1),
-            cpus_per_task=int(plat.get("cpus_per_task") or 1),
-            timeout_s=float(plat.timeout_min) * 60,
-            in_slurm_job=str(plat.kind) == "slurm" and bool(os.environ.get("SLURM_JOB_ID")),
-            service_workers=int(inp.get("workers") or 1) if inp.get("service") else 0,
-            silence_s=float(plat.get("task_silence_s") or 60.0),
+            nodes=plat.nodes,
+            tasks_per_node=plat.tasks_per_node,
+            cpus_per_task=plat.cpus_per_task,
+            timeout_s=plat.timeout_min * 60,
+            in_slurm_job=plat.kind == "slurm" and bool(os.environ.get("SLURM_JOB_ID")),
+            service_workers=inp.workers if inp.service else 0,
+            silence_s=plat.task_silence_s,
         )
 
     @property

@@ -58,7 +58,6 @@ MERGED_KEYS = (
     "task_results",
     "per_node",
 )
-SILENCE_S = 60.0  # platform.task_silence_s when a caller gives none
 __all__ = ["TaskError", "merge", "run", "shard", "srun_command"]
 
 
@@ -98,29 +97,20 @@ def srun_command(nodes: int, per_node: int, cpus_per_task: int, folder: Path) ->
     ]
 
 
-def run(
-    config: dict,
-    ds,
-    n: int,
-    seed: int,
-    run_no: int,
-    folder: Path,
-    timeout_s: float,
-    cold: bool = False,
-    step: list[str] | None = None,
-    marks: dict | None = None,
-    disk: str | None = None,
-    silence_s: float = SILENCE_S,
-) -> dict:
-    """One multi-task run: start ``n`` tasks (local processes, or the Slurm job step ``step``), release
-    them together, merge their results. ``marks`` gets the usage snapshots (``jobs.observe.usage``, device
-    ``disk``) of the timed part: from the release to the last task's end, its CPU time the tasks' own
-    over their timed intervals (their start-up is not in it). A task silent for ``silence_s`` fails the run."""
+def run(ctx, where, cold: bool = False) -> dict:
+    """One multi-task run (``ctx``: its ``RunContext``; ``where``: the cell's ``Placement``): start its
+    tasks (local processes, or the cell's Slurm job step), release them together, merge their results.
+    ``ctx.marks`` gets the usage snapshots (``jobs.observe.usage``) of the timed part: from the release to
+    the last task's end, its CPU time the tasks' own over their timed intervals (their start-up is not in
+    it). A task silent for ``where.silence_s`` fails the run."""
     import uuid
 
     from jobs import lifeline
     from jobs.observe import usage
 
+    cell, ds, n, disk, marks = ctx.cell, ctx.ds, where.tasks, ctx.disk, ctx.marks
+    folder = ctx.job_dir / SUBDIR / ctx.tag
+    step, timeout_s = where.task_step(folder), where.timeout_s
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.iterdir():  # a warm-up or an earlier try of this run in the cell's own folder
         watch.remove_beats(old) if old.is_dir() else old.unlink()
@@ -130,11 +120,12 @@ def run(
     (folder / "request.json").write_text(
         json.dumps(
             {
-                "config": config,
+                "config": cell.data,
+                "cell_id": cell.cell_id,
                 "dataset": dataclasses.asdict(ds),
                 "n": n,
-                "seed": seed,
-                "run": run_no,
+                "seed": ctx.seed,
+                "run": ctx.run,
                 "cold": cold,
                 "nonce": nonce,
             }
@@ -152,7 +143,7 @@ def run(
             )
             for r in range(n)
         ]
-    watcher = watch.Watch(procs, n, folder, nonce, silence_s, err if step else None)
+    watcher = watch.Watch(procs, n, folder, nonce, where.silence_s, err if step else None)
     try:
         deadline = time.monotonic() + timeout_s
         watcher.until(
@@ -298,7 +289,7 @@ def main(folder: str, rank: int) -> int:
         watch.heartbeat(out, nonce, rank, node)
 
         from jobs import workloads
-        from jobs.configview import View
+        from jobs.cell import Cell
         from jobs.observe import trace, usage
         from jobs.storage import cache
 
@@ -308,8 +299,8 @@ def main(folder: str, rank: int) -> int:
         disk = (
             trace.device_of(os.path.dirname(files[0])) if files else None
         )  # the data's device, on this node
-        cfg = View(req["config"])
-        w = workloads.get(str(cfg.workload.kind))
+        cell = Cell.from_data(req["config"], cell_id=req["cell_id"])  # the runner's, rebuilt from its data
+        w = workloads.get(cell.config.workload.kind)
         tfstart.for_workload(
             w, out.parent.parent / tfstart.LOG
         )  # start-up lines: the cell's log (<cell>/tasks/<run>)
@@ -341,8 +332,7 @@ def main(folder: str, rank: int) -> int:
 
         ctx = Ctx(
             part,
-            cfg,
-            req["config"],
+            cell,
             int(req["seed"]),
             out,
             int(req["run"]),

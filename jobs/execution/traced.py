@@ -19,12 +19,17 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jobs.observe import posix
+from jobs.schema import DatasetConf
+
+if TYPE_CHECKING:
+    from jobs.cell import Cell
 
 log = logging.getLogger(__name__)
 
-REQUEST = "request.json"  # the cell's resolved config, for the child
+REQUEST = "request.json"  # the cell's resolved config (its plain data), for the child
 MEASURED = "measured.json"  # what the child measured (or the error it met)
 GRACE_S = 300  # how long the parent waits for the child's clean-up after a signal
 
@@ -68,35 +73,35 @@ class TracedRunError(RuntimeError):
     """The traced child failed; the message is its error's type and message."""
 
 
-def data_dirs(config: dict) -> list[str]:
-    """Folders whose files the trace records: every tier the workload declares it touches (the storage
-    root first: synthetic and converted sets live there), a dataset folder or file list given by path,
-    and the stage tier."""
+def data_dirs(cfg) -> list[str]:
+    """Folders whose files the trace records (``cfg``: the cell's typed config): every tier the workload
+    declares it touches (the storage root first: synthetic and converted sets live there), a dataset
+    folder or file list given by path, and the stage tier."""
     from jobs import workloads
-    from jobs.configview import View
 
-    cfg = View(config)
-    dirs = [str(t.root) for t in workloads.get(str(cfg.workload.kind)).tiers(cfg) if t is not None]
-    ds = config.get("dataset")
-    if isinstance(ds, dict) and ds.get("path"):
-        p = os.path.abspath(os.path.expanduser(str(ds["path"])))
+    dirs = [t.root for t in workloads.get(cfg.workload.kind).tiers(cfg) if t is not None]
+    ds = cfg.dataset
+    if isinstance(ds, DatasetConf) and ds.path:
+        p = os.path.abspath(os.path.expanduser(ds.path))
         dirs.append(p if os.path.isdir(p) else os.path.dirname(p))
-    if isinstance(config.get("stage"), dict):
-        dirs.append(str(config["stage"]["root"]))
+    if cfg.stage is not None:
+        dirs.append(cfg.stage.root)
     return list(dict.fromkeys(d for d in dirs if d))
 
 
-def measure(config: dict, job_dir: Path, first_run: int = 1) -> tuple[list[dict], dict, dict]:
-    """Measure the cell in a traced child; returns what ``jobs.runner.measure`` returns, every run
+def measure(cell: Cell, job_dir: Path, first_run: int = 1) -> tuple[list[dict], dict, dict]:
+    """Measure ``cell`` in a traced child; returns what ``jobs.runner.measure`` returns, every run
     with its ``posix_*`` keys (the first measured run numbered ``first_run``)."""
     trace_dir = job_dir / posix.SUBDIR
     trace_dir.mkdir(parents=True, exist_ok=True)
     for old in [*posix.trace_files(trace_dir), trace_dir / MEASURED]:  # a failed earlier try of this cell
         old.unlink(missing_ok=True)
     (trace_dir / REQUEST).write_text(
-        json.dumps({"config": config, "log_file": _log_file(), "first_run": first_run})
+        json.dumps(
+            {"config": cell.data, "cell_id": cell.cell_id, "log_file": _log_file(), "first_run": first_run}
+        )
     )
-    env = {**os.environ, **environment(trace_dir, data_dirs(config))}
+    env = {**os.environ, **environment(trace_dir, data_dirs(cell.config))}
     log.info(
         "trace.posix: measuring in a child process traced by dftracer (%s) into %s",
         env["LD_PRELOAD"],
@@ -149,20 +154,25 @@ def measure(config: dict, job_dir: Path, first_run: int = 1) -> tuple[list[dict]
     return runs, got["dataset"], got["provenance"]
 
 
-def with_extra_run(config: dict, job_dir: Path, measure_untraced) -> tuple[list[dict], dict, dict]:
-    """``trace.runs=extra``: the warm-ups and measured runs untraced (``measure_untraced``, the runner's
-    own: their rates carry no tracer's cost), then one more run from the same cache state in a traced
-    child, numbered ``repeats + 1``; that run is returned last, flagged ``traced_extra`` (the cell's
-    record keeps it apart from the measured runs)."""
-    trace = config.get("trace") or {}
-    runs, dataset, prov = measure_untraced({**config, "trace": {**trace, "posix": False}}, job_dir)
-    repeats = int(config["repeats"])
+def with_extra_run(cell: Cell, job_dir: Path, measure_untraced) -> tuple[list[dict], dict, dict]:
+    """``trace.runs=extra``: the warm-ups and measured runs untraced (``measure_untraced(cell, job_dir)``,
+    the runner's own: their rates carry no tracer's cost), then one more run from the same cache state in
+    a traced child, numbered ``repeats + 1``; that run is returned last, flagged ``traced_extra`` (the
+    cell's record keeps it apart from the measured runs)."""
+    from jobs.cell import Cell
+
+    def variant(**changed) -> Cell:  # the same cell (its id too) with some settings changed
+        return Cell.from_data({**cell.data, **changed}, cell.overrides, cell.num, cell.cell_id)
+
+    runs, dataset, prov = measure_untraced(variant(trace={**cell.data["trace"], "posix": False}), job_dir)
+    repeats = cell.config.repeats
     log.info(
-        "trace.runs=extra: %d measured run(s) untraced; one more run (run %d) traced by dftracer for its calls",
+        "trace.runs=extra: %d measured run(s) untraced; "
+        "one more run (run %d) traced by dftracer for its calls",
         repeats,
         repeats + 1,
     )
-    extra, _, _ = measure({**config, "warmup": 0, "repeats": 1}, job_dir, first_run=repeats + 1)
+    extra, _, _ = measure(variant(warmup=0, repeats=1), job_dir, first_run=repeats + 1)
     extra[-1]["traced_extra"] = True
     return [*runs, extra[-1]], dataset, prov
 

@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 def main(job_dir: str) -> int:
     """The child: measure the cell and write the outcome for the parent."""
     from jobs import interrupts, lifeline, runner
+    from jobs.cell import Cell
 
     lifeline.bind()
     for k in [k for k in os.environ if k == "LD_PRELOAD" or k.startswith("DFTRACER_")]:
@@ -38,7 +39,8 @@ def main(job_dir: str) -> int:
     interrupts.install(repeat=False)  # the parent passes on a signal this process may have had already
     out = folder / posix.SUBDIR / MEASURED
     try:
-        runs, dataset, prov = runner.measure(request["config"], folder, int(request.get("first_run", 1)))
+        cell = Cell.from_data(request["config"], cell_id=request["cell_id"])  # the parent's, from its data
+        runs, dataset, prov = runner.measure(cell, folder, int(request.get("first_run", 1)))
         result = {"runs": runs, "dataset": dataset, "provenance": prov}
         code = 0
     except BaseException as e:  # the parent records the failure; a signal ends the child too

@@ -206,7 +206,8 @@ def heartbeat(out: Path, nonce: str, rank: int, node: str) -> None:
         if os.environ.get("SLURM_JOB_ID") and os.environ.get("SLURM_STEP_ID")
         else "-"
     )
-    # in the run's beats folder, which the runner makes and removes: a task that outlives its run writes nothing
+    # in the run's beats folder, which the runner makes and removes: a task that outlives its run writes
+    # nothing
     beats, abort = out / file_name("beats", nonce), out / file_name("abort", nonce)
     beat, part = beats / str(rank), beats / f".{rank}"
 

@@ -22,7 +22,8 @@ COLUMNS = ("t_s", "dt_s", "read_bytes", "write_bytes", "read_mb_s", "write_mb_s"
 
 
 def disk_name(dev: str) -> str | None:
-    """psutil's name of the block device MAJ:MIN (``vda``, ``sda1``, ``loop3``); None if not a block device."""
+    """psutil's name of the block device MAJ:MIN (``vda``, ``sda1``, ``loop3``); None if not a block
+    device."""
     try:
         return os.path.basename(os.path.realpath(f"/sys/dev/block/{dev}"))
     except OSError:

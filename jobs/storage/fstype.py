@@ -4,13 +4,13 @@ judge the paper's Lustre claim on them. Checked at planning, on the machine wher
 
 from __future__ import annotations
 
-from jobs.configview import View
 from jobs.errors import ConfigError
+from jobs.schema import StorageConf
 
 
 def found(root: str) -> str:
-    """The type of the file system that holds ``root`` (the last-mounted of the longest mount points above it), as
-    each run's record notes it (jobs.observe.provenance, a layer above storage)."""
+    """The type of the file system that holds ``root`` (the last-mounted of the longest mount points above
+    it), as each run's record notes it (jobs.observe.provenance, a layer above storage)."""
     import os
 
     from jobs.storage import mounts
@@ -22,16 +22,17 @@ def found(root: str) -> str:
     return fs
 
 
-def check(st: View, key: str) -> None:
-    """ConfigError (one line naming the tier, the root and its file system) when the existing ``st.root`` is not
-    on one of the file systems the preset declares; nothing when it declares none, or when ``<key>.fs_check=false``
-    (the cell's config records that, and the analysis keeps its rows out of the paper's verdicts)."""
-    wanted = [str(t) for t in (st.get("fs_types") or [])]
+def check(st: StorageConf, key: str) -> None:
+    """ConfigError (one line naming the tier, the root and its file system) when the existing ``st.root``
+    is not on one of the file systems the preset declares; nothing when it declares none, or when
+    ``<key>.fs_check=false`` (the cell's config records that, and the analysis keeps its rows out of the
+    paper's verdicts)."""
+    wanted = st.fs_types
     if not wanted:
         return
-    root = str(st.root)
+    root = st.root
     fs = found(root)
-    if fs in wanted or st.get("fs_check") is False:
+    if fs in wanted or not st.fs_check:
         return
     choose = key if key == "storage" else f"storage@{key}"
     raise ConfigError(

@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 
 from jobs import owned
-from jobs.configview import View
 from jobs.errors import ConfigError
+from jobs.schema import CampaignConf, StorageConf
 from jobs.storage import fstype, writable
 
 MISSING = "???"
@@ -33,28 +33,26 @@ def elsewhere(cfg) -> bool:
     """Whether the cell is planned here to run on another machine: a dry run for Slurm's nodes. This
     machine's paths, mounts and tools then say nothing of the nodes'; the real run checks them before it
     submits, and each cell again on its node."""
-    p = cfg.get("platform") or {}
-    kind = p.get("kind")
-    return bool(p.get("dry_run")) and str(getattr(kind, "value", kind)) == "slurm"
+    return cfg.platform.dry_run and cfg.platform.kind == "slurm"
 
 
 def storage_root(
-    cfg: View, storage: View | None = None, key: str = "storage", memo: dict | None = None
+    cfg: CampaignConf, storage: StorageConf | None = None, key: str = "storage", memo: dict | None = None
 ) -> str:
     """Check the root of a storage tier (``key`` names it in messages: storage, checkpoint.slow, ...);
     returns it. Workloads that touch more tiers check theirs with this. For another machine
     (``elsewhere``) only what the settings say is checked, nothing of this machine."""
     st = storage if storage is not None else cfg.storage
     here = not elsewhere(cfg)
-    return memoised(memo, ("root", key, here, repr(st._d)), lambda: _check_root(st, key, here))
+    return memoised(memo, ("root", key, here, repr(st)), lambda: _check_root(st, key, here))
 
 
-def _check_root(st: View, key: str, here: bool = True) -> str:
-    if st.root != MISSING and (st.get("model") is not None or st.get("emulate") is not None):
-        writable.refuse_system_folder(str(st.root), f"{key}.root")  # the tier would be mounted over it
-    if st.get("model") is not None:
+def _check_root(st: StorageConf, key: str, here: bool = True) -> str:
+    if st.root != MISSING and (st.model is not None or st.emulate is not None):
+        writable.refuse_system_folder(st.root, f"{key}.root")  # the tier would be mounted over it
+    if st.model is not None:
         return _check_modeled(st, key, here)
-    if st.get("emulate") is not None:
+    if st.emulate is not None:
         from jobs.storage import tiers
 
         why = tiers.available() if here else None
@@ -66,31 +64,31 @@ def _check_root(st: View, key: str, here: bool = True) -> str:
         if st.emulate.read_mb_s <= 0 or st.emulate.write_mb_s <= 0:
             raise ConfigError(f"{key}.emulate of {key}={st.name}: read_mb_s and write_mb_s must be positive")
         for iops in ("read_iops", "write_iops"):
-            v = st.emulate.get(iops)
+            v = getattr(st.emulate, iops)
             if v is not None and v < 1:
                 raise ConfigError(
                     f"{key}.emulate.{iops}={v} must be a positive number of requests per second "
                     f"({key}.emulate.{iops}=null: no limit)"
                 )
         if not here:
-            return str(st.root)
-        image = os.path.join(str(st.emulate.image_dir), f"{st.name}.img")
-        why = tiers.foreign(str(st.name), image, str(st.root), key)
+            return st.root
+        image = os.path.join(st.emulate.image_dir, f"{st.name}.img")
+        why = tiers.foreign(st.name, image, st.root, key)
         if why:
             raise ConfigError(f"{key}={st.name}: {why}")
         owned.check(
-            str(st.emulate.image_dir),
+            st.emulate.image_dir,
             f"{key}.emulate.image_dir",
-            own_from=owned.own_from_of(str(st.emulate.image_dir)),
+            own_from=owned.own_from_of(st.emulate.image_dir),
         )
-        owned.check(str(st.root), f"{key}.root")
-        return str(st.root)  # the tier's mount point: made when the cell starts
+        owned.check(st.root, f"{key}.root")
+        return st.root  # the tier's mount point: made when the cell starts
     if st.root == MISSING:
         raise ConfigError(
             f"{key}.root is not set: {key}={st.name} needs the directory on that tier, "
             f"e.g. {key}.root=/mnt/{st.name}"
         )
-    root = str(st.root)
+    root = st.root
     if not here:
         writable.refuse_system_folder(root, f"{key}.root")
         return root
@@ -116,22 +114,22 @@ def _tool_folders(root: str, key: str) -> None:
         owned.check(base / sub, f"{key}.root", own_from=base)
 
 
-def _check_modeled(st: View, key: str, here: bool = True) -> str:
+def _check_modeled(st: StorageConf, key: str, here: bool = True) -> str:
     """A modelled tier: FUSE usable here, a device its figures can describe, a mount point and backing
     folder it may use without touching the user's (the mount is made when the cell starts)."""
     from jobs.storage.modeled import mount
 
-    if str(st.model.device) not in mount.DEVICES:
+    if st.model.device not in mount.DEVICES:
         raise ConfigError(
             f"{key}.model.device={st.model.device} is not modelled; modelled devices: "
             f"{', '.join(mount.DEVICES)}"
         )
     from jobs.storage.modeled import checks
 
-    why = checks.contradiction(st.model, key) or checks.placement(str(st.name), st.model, str(st.root), key)
+    why = checks.contradiction(st.model, key) or checks.placement(st.name, st.model, st.root, key)
     if why:
         raise ConfigError(why)
-    writable.refuse_system_folder(str(st.model.backing_dir), f"{key}.model.backing_dir")
+    writable.refuse_system_folder(st.model.backing_dir, f"{key}.model.backing_dir")
     why = mount.available() if here else None
     if why:
         raise ConfigError(
@@ -142,14 +140,14 @@ def _check_modeled(st: View, key: str, here: bool = True) -> str:
     if why:
         raise ConfigError(f"{key}.model.{why}")
     if not here:
-        return str(st.root)
-    why = mount.foreign(str(st.name), mount.backing_of(str(st.name), st.model), str(st.root), key)
+        return st.root
+    why = mount.foreign(st.name, mount.backing_of(st.name, st.model), st.root, key)
     if why:
         raise ConfigError(f"{key}={st.name}: {why}")
-    backing = mount.backing_of(str(st.name), st.model)
-    owned.check(backing, f"{key}.model.backing_dir", own_from=owned.own_from_of(str(st.model.backing_dir)))
-    owned.check(str(st.root), f"{key}.root")
-    return str(st.root)
+    backing = mount.backing_of(st.name, st.model)
+    owned.check(backing, f"{key}.model.backing_dir", own_from=owned.own_from_of(st.model.backing_dir))
+    owned.check(st.root, f"{key}.root")
+    return st.root
 
 
 TOOL_FOLDERS = (

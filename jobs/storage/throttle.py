@@ -4,7 +4,7 @@ device's read and write bandwidth and request rates. One contract, the two inter
   blkio-v1   <blkio mount>/<group>/blkio.throttle.{read,write}_{bps,iops}_device  "MAJ:MIN N"
   io.max-v2  <cgroup2 mount>/<group>/io.max  "MAJ:MIN rbps=N wbps=N riops=N|max wiops=N|max"
 
-Both limit the same I/O (../shared/notes/machine-io.md): O_DIRECT and cold buffered reads, O_DIRECT
+Both limit the same I/O (docs/storage.md, emulated tiers): O_DIRECT and cold buffered reads, O_DIRECT
 writes and the write-back fsync forces; not page-cache hits, not buffered writes themselves.
 A process joins a group for the measured runs and leaves it after: on v1 for the hierarchy's root,
 on v2 for the cgroup it came from (the unified hierarchy has one group per process, so a process
@@ -150,8 +150,8 @@ class IoMaxV2(Controller):
             )
         if "io" not in (self.root / "cgroup.subtree_control").read_text().split():
             return (
-                f"the io controller of the cgroup-v2 hierarchy at {self.root} is not enabled for child cgroups; "
-                f"as root: echo +io > {self.root}/cgroup.subtree_control"
+                f"the io controller of the cgroup-v2 hierarchy at {self.root} "
+                f"is not enabled for child cgroups; as root: echo +io > {self.root}/cgroup.subtree_control"
             )
         return None
 

@@ -2,7 +2,7 @@
 throttled to a tier's read and write bandwidth and request rates by a cgroup (``jobs.storage.throttle``:
 cgroup v1's blkio controller or cgroup v2's io.max, whichever the machine has).
 
-What the throttle covers (../shared/notes/machine-io.md): O_DIRECT and cold buffered reads,
+What the throttle covers (docs/storage.md, emulated tiers): O_DIRECT and cold buffered reads,
 O_DIRECT writes and the write-back that fsync forces. Not buffered writes themselves, not
 sync()/syncfs() write-back, not reads served from the page cache. The campaign process joins the
 tier's cgroup only for the measured runs; set-up and tear-down are idempotent, and a set-up first

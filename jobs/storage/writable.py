@@ -128,14 +128,14 @@ def files_and_space(st) -> tuple[str | None, float | None]:
     system of ``emulate.size_gb`` made when its cell starts."""
     import shutil
 
-    if st.get("emulate") is not None:
-        return None, float(st.emulate.size_gb) * 1e9
-    if st.get("model") is not None:
+    if st.emulate is not None:
+        return None, st.emulate.size_gb * 1e9
+    if st.model is not None:
         from jobs.storage.modeled import mount
 
-        backing = mount.backing_of(str(st.name), st.model)
+        backing = mount.backing_of(st.name, st.model)
         return backing, float(shutil.disk_usage(_existing(backing)).free)
-    root = str(st.root)
+    root = st.root
     if not os.path.isdir(root):
         return None, None
     return root, float(shutil.disk_usage(root).free)

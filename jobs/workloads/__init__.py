@@ -60,8 +60,7 @@ class RunContext:
     """What one run of a cell gets from the runner."""
 
     ds: Any  # jobs.data.datasets.Dataset
-    cfg: Any  # the cell's config: attribute access over its resolved data (jobs.configview.View)
-    config: dict  # the same, plain (as the record keeps it)
+    cell: Any  # the cell (jobs.cell.Cell): its typed config, the same as plain data, its id
     seed: int  # this run's seed
     job_dir: Path  # the cell's folder: per-run files go here
     run: int  # 1..repeats for measured runs, <= 0 for warm-ups
@@ -71,6 +70,11 @@ class RunContext:
     rank: int = 0  # this task's rank in a multi-task run (0 for a run of one process)
     ranks: int = 1  # tasks of the run
     run_id: str = ""  # a token every task of the run shares ("" for a run of one process)
+
+    @property
+    def cfg(self) -> Any:
+        """The cell's config, typed (``jobs.schema.CampaignConf``)."""
+        return self.cell.config
 
     def barrier(self, name: str) -> None:
         """Wait until every task of the run has reached the barrier ``name`` (no wait for one process)."""
@@ -93,19 +97,17 @@ class Workload:
     """Base of every workload; subclasses set the class attributes and override what they need."""
 
     name: ClassVar[str]  # the registry key: the preset's ``kind``
-    schema: ClassVar[type]  # its config dataclass (inherits campaign.schema.WorkloadConf)
+    schema: ClassVar[type]  # its config dataclass (inherits jobs.schema.WorkloadConf)
     metrics: ClassVar[tuple[Metric, ...]] = ()  # per-run scalars it reports, beyond the common ones
     record_keys: ClassVar[tuple[str, ...]] = ()  # other per-run keys it records (lists, file names, facts)
     packages: ClassVar[tuple[str, ...]] = ()  # distributions whose versions go into provenance
     needs_dataset: ClassVar[bool] = True
     posix_traceable: ClassVar[bool] = True  # trace.posix=true can trace its runs (TensorFlow's own I/O)
     in_tensorflow: ClassVar[bool] = True  # its runs call TensorFlow: signals wait for its interrupts.check()
-    uses_keras: ClassVar[bool] = (
-        True  # it builds Keras models (False: TensorFlow is imported without Keras's code)
-    )
-    shardable: ClassVar[bool] = (
-        False  # a run can be N tasks each reading its shard (platform.tasks_per_node > 1)
-    )
+    # it builds Keras models (False: TensorFlow is imported without Keras's code)
+    uses_keras: ClassVar[bool] = True
+    # a run can be N tasks each reading its shard (platform.tasks_per_node > 1)
+    shardable: ClassVar[bool] = False
     service_ready: ClassVar[bool] = False  # its pipeline can run on the tf.data service (input.service=true)
     prefetches_to_device: ClassVar[bool] = False  # it trains on a device prefetch_to=device can fill
     min_batches: ClassVar[int] = 1  # full batches a run (each task of it) must get

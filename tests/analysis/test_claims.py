@@ -112,8 +112,9 @@ def _prefetch_rows(cells: dict, device: str = "/device:GPU:0"):
 
 
 def test_prefetch_claim_is_judged_by_the_overlap_not_by_equal_runtimes():
-    """The H100's Fig. 6 (gpu.md): at 1 thread the input side (9.6 s) is slower than the compute (2.1 s),
-    so runtimes differ by threads (9.8 s against 2.2 s), yet each is its slower side: a complete overlap."""
+    """The H100's Fig. 6 (measured on an H100 node): at 1 thread the input side (9.6 s) is slower than the
+    compute (2.1 s), so runtimes differ by threads (9.8 s against 2.2 s), yet each is its slower side: a
+    complete overlap."""
     df = _prefetch_rows(
         {("local", 1): (9.8, 9.6, 2.1), ("local", 2): (5.3, 5.1, 2.2), ("local", 8): (2.2, 0.2, 2.1)}
     )

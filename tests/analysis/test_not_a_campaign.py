@@ -1,13 +1,14 @@
-"""Issue 44, item 5: ``python -m analysis`` acts only on a campaign folder (a sweep's plan.json, a single run's
-record.json, a paper study's or a capacity search's marker); any other folder, e.g. one that holds campaigns,
-gets one line and nothing written (today it merged every campaign below it and wrote the report there)."""
+"""Issue 44, item 5: ``python -m analysis`` acts only on a campaign folder (a sweep's plan.json, a single
+run's record.json, a paper study's or a capacity search's marker); any other folder, e.g. one that holds
+campaigns, gets one line and nothing written (today it merged every campaign below it and wrote the report
+there)."""
 
 import os
 
 from analysis import build, outputs
 from analysis.__main__ import main
-from conftest import analysis
 from jobs import plan
+from support.commands import analysis
 
 
 def _a_sweep(folder):

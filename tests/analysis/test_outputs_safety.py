@@ -12,27 +12,21 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, campaign
+from support.commands import campaign, run_module
+
+pytestmark = pytest.mark.cells  # every test reads the module's one real campaign (``finished``)
 
 MANIFEST = ".iocampaign-outputs.json"
 
 
 def _run(module: str, *args: str, cwd: Path, timeout: int = 120) -> subprocess.CompletedProcess:
-    """``python -m <module> ...`` as a user runs it; a hang fails the test instead of stalling the suite."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return subprocess.run(
-        [sys.executable, "-m", module, *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    """``python -m <module> ...`` as a user runs it; a hang fails the test within two minutes instead of
+    stalling the suite."""
+    return run_module(module, *args, cwd=cwd, timeout=timeout)
 
 
 def _one_line(p: subprocess.CompletedProcess) -> str:

@@ -1,23 +1,17 @@
 """The paper campaign at CI scale, its report opened in a real headless Chromium, the claims, and
 campaign-to-campaign comparison."""
 
-import os
 import re
-import shutil
 import subprocess
-import sys
 
 import pandas as pd
 import pytest
 
 from analysis.claims import judge as compare
-from conftest import ROOT, analysis, campaign
+from support.commands import analysis, campaign, campaign_status
+from support.skips import CHROMIUM, needs_chromium
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-needs_chromium = pytest.mark.skipif(
-    CHROMIUM is None and os.environ.get("CI") != "true",
-    reason="chromium not installed (apt-get install chromium)",
-)
+pytestmark = pytest.mark.cells  # the paper study (the session's ``paper``) and two campaigns of their own
 
 
 def _dom(path, tmp_path) -> str:
@@ -181,14 +175,7 @@ def test_compare_pairs_cells_only_when_every_setting_is_equal(tmp_path):
 
 
 def test_status_of_a_paper_study_lists_every_grid(paper, tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    p = subprocess.run(
-        [sys.executable, "-m", "campaign.status", str(paper)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-    )
+    p = campaign_status(str(paper), cwd=tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     grids = [line[3:] for line in p.stdout.splitlines() if line.startswith("== ")]
     assert grids == ["table1", "fig4_fig5", "fig6_fig8", "fig7", "fig9_fig10"]

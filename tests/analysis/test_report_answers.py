@@ -7,6 +7,7 @@ import re
 import shutil
 
 import pandas as pd
+import pytest
 
 from analysis.claims import judge as compare
 from analysis.figures import plotting as figures
@@ -53,6 +54,7 @@ def _head(page: str) -> str:
     return page[start:second]
 
 
+@pytest.mark.cells
 def test_a_capacity_search_report_opens_with_its_answer(paper, tmp_path):
     """A folder with capacity.csv is a capacity search: its report opens with the terminal's answer line
     verbatim, and shows no paper claims, no probe cells under 'What each tier delivered', no Table I and
@@ -107,6 +109,7 @@ def test_the_capacity_evidence_per_count_is_narrow_with_units(tmp_path):
     assert "<th>AU min (%)</th>" in html and "_" not in "".join(ev.columns)
 
 
+@pytest.mark.cells
 def test_the_paper_report_says_its_verdicts_in_words(paper):
     """The first section counts the verdicts in a sentence and gives each claim's reason in the claim's own
     words (paper_claims.yaml), never its internal id."""
@@ -126,6 +129,7 @@ def test_the_paper_report_says_its_verdicts_in_words(paper):
     assert prefetch["claim"] in head.replace("&#x27;", "'") and "not judged" in head
 
 
+@pytest.mark.cells
 def test_no_section_says_only_none(paper):
     page = (paper / "report.html").read_text()
     assert "<em>none</em>" not in page
@@ -134,6 +138,7 @@ def test_no_section_says_only_none(paper):
     )
 
 
+@pytest.mark.cells
 def test_a_cells_bound_does_not_flip_on_one_run_just_under_a_threshold(paper):
     """Five runs of a 2-thread cell at 1.72, 1.72, 1.67, 1.67, 1.67 of 2 cores busy: a vote of the runs'
     labels said latency (3 of 5 just under 85%); the median share with the margin says cpu."""
@@ -157,11 +162,13 @@ def test_a_cells_bound_does_not_flip_on_one_run_just_under_a_threshold(paper):
 
 
 def test_fig4_names_every_bars_bound():
-    """No bound is left to a bar without text (the legend once put "the storage, or latency" under one mark)."""
+    """No bound is left to a bar without text (the legend once put "the storage, or latency" under one
+    mark)."""
     assert set(bounds.LABELS) <= set(figures.MARKED)
     assert len(set(figures.MARKED.values())) == len(figures.MARKED)
 
 
+@pytest.mark.cells
 def test_the_hdd_thread_claims_say_what_the_drives_busy_time_allows(paper):
     """At one thread the drive was already 74% busy: overlap can add at most 1/0.74 = 1.35x, said beside the
     verdict from the runs' own device busy time and rate."""

@@ -1,19 +1,16 @@
 """The TF-versus-fio benchmark runs end to end on real files (fio from Debian; .ci/run installs it)."""
 
 import os
-import shutil
 
 import pytest
 
 from benchmarks import readonly_vs_fio
 from jobs.storage import iotools
-
-needs_fio = pytest.mark.skipif(
-    shutil.which("fio") is None and os.environ.get("CI") != "true",
-    reason="fio not installed (apt-get install fio)",
-)
+from support.commands import campaign
+from support.skips import needs_fio
 
 
+@pytest.mark.cells
 @needs_fio
 def test_benchmark_prints_tf_as_a_fraction_of_fio(disk_root, capsys):
     rc = readonly_vs_fio.main(
@@ -70,7 +67,10 @@ def test_fio_reads_every_byte_of_the_files(tmp_path):
 
 
 def test_fio_json_parsing_with_notes_before_it():
-    text = 'fio: opendir added 4 files\n{"jobs": [{"job_runtime": 13, "read": {"io_bytes": 4000000, "runtime": 8}}]}'
+    text = (
+        "fio: opendir added 4 files\n"
+        '{"jobs": [{"job_runtime": 13, "read": {"io_bytes": 4000000, "runtime": 8}}]}'
+    )
     assert iotools.parse_fio(text, "read") == (
         500.0,
         4_000_000,
@@ -87,11 +87,10 @@ def test_ior_json_summary_parsing():
         iotools.parse_ior({"summary": []}, "write")
 
 
+@pytest.mark.cells
 @needs_fio
 def test_baseline_campaign_writes_table_one(tmp_path, disk_root):
     import pandas as pd
-
-    from conftest import campaign
 
     out = tmp_path / "sweep"
     p = campaign(
@@ -126,7 +125,8 @@ def test_baseline_campaign_writes_table_one(tmp_path, disk_root):
     assert sorted(b["format"].unique()) == ["files", "tfrecord"]  # fio read the image files, then the shards
     # fio runs inside the tool's own folder, so the command names it first and fio sees plain names only
     assert b["command"].str.match(r"^cd \S+ && fio ").all()
-    # efficiency of a micro-benchmark campaign against this baseline: each format against fio over its own files
+    # efficiency of a micro-benchmark campaign against this baseline: each format against fio over its own
+    # files
     mb = tmp_path / "mb"
     p = campaign(
         "-m",
@@ -189,6 +189,7 @@ def test_fewer_shards_than_fio_readers_read_with_one_reader_per_shard(tmp_path):
     assert m.bytes == 2 << 20 and m.mb_per_s > 0
 
 
+@pytest.mark.cells
 def test_startup_benchmark_prints_the_cells_time_against_the_measured_time(capsys):
     from benchmarks import startup
 
@@ -200,6 +201,7 @@ def test_startup_benchmark_prints_the_cells_time_against_the_measured_time(capsy
     assert cell_ratio == pytest.approx(cell / measured, rel=0.02) and process_ratio > cell_ratio
 
 
+@pytest.mark.cells
 def test_posix_overhead_benchmark_compares_both_trace_modes_with_untraced_runs(disk_root, capsys):
     """Each mode's row: the measured runs' rate against untraced runs of the same round, what the whole
     measurement took against the untraced one's, and the traced runs' coverage (every run is whole)."""

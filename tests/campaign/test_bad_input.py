@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import campaign
+from support.commands import campaign
+from support.files import make_jpegs
 
 TINY = ("dataset.num_images=32", "batch_size=8", "repeats=1")
 
@@ -61,8 +62,6 @@ def test_a_folder_on_another_file_system_than_its_tier(cwd, tmp_path):
     """Images on tmpfs with storage.root on the disk would be read from memory and labelled storage=local."""
     import shutil
     import tempfile
-
-    from conftest import make_jpegs
 
     shm = Path(tempfile.mkdtemp(prefix="iocampaign-test-", dir="/dev/shm"))
     try:
@@ -179,7 +178,8 @@ def test_wrong_type_names_the_setting(cwd):
         (("workload=emulated", "accelerator=resnet50_a100"), "workload=emulated needs prefetch=1 or more"),
         (
             ("workload=emulated", "accelerator=resnet50_a100", "prefetch=2", "dataset.num_images=100"),
-            "workload=emulated needs 2 batches a run (the first is left out): a run would get 1 of batch_size=64",
+            "workload=emulated needs 2 batches a run (the first is left out): "
+            "a run would get 1 of batch_size=64",
         ),
     ],
 )
@@ -210,6 +210,7 @@ def test_a_stage_on_the_device_of_the_data_is_refused(cwd, tmp_path):
     )
 
 
+@pytest.mark.cells
 def test_a_dry_run_on_this_machine_shows_the_plan_and_writes_nothing(cwd, tmp_path):
     """platform.dry_run=true was ignored off Slurm: the 'dry run' generated the data and ran the cells."""
     root = tmp_path / "root"
@@ -253,6 +254,7 @@ def test_an_unknown_tier_for_the_lustre_bars_is_named(cwd):
     )
 
 
+@pytest.mark.cells
 def test_the_paper_study_checks_every_grid_before_the_first_runs(cwd, tmp_path):
     """Two real tiers and one storage.root: the last grid (checkpoints) cannot run; it used to fail after
     all the others had run (hours at full scale)."""

@@ -8,8 +8,9 @@ import sys
 import pandas as pd
 import pytest
 
-from conftest import ROOT, campaign
 from jobs import records
+from support.commands import campaign, python_env
+from support.paths import ROOT
 
 RESULT_COLUMNS = [
     "workload",
@@ -48,8 +49,8 @@ def sweep(tmp_path_factory):
         f"hydra.sweep.dir={out}",
         cwd=work,
     )
-    # storage.root given once applies to both tiers (the tmpfs cells on disk: storage.fs_check=false); tmpfs gets
-    # its own run below
+    # storage.root given once applies to both tiers (the tmpfs cells on disk: storage.fs_check=false); tmpfs
+    # gets its own run below
     assert p.returncode == 0, p.stderr[-3000:]
     p2 = campaign(
         "-m",
@@ -67,6 +68,7 @@ def sweep(tmp_path_factory):
     return out, work / "shm", p
 
 
+@pytest.mark.cells
 def test_tensorflows_start_up_lines_go_to_the_first_cells_folder_not_the_terminal(sweep):
     out, _, p = sweep
     chatter = ("absl::InitializeLog", "oneDNN custom operations", "cudart_stub", "cuInit")
@@ -76,6 +78,7 @@ def test_tensorflows_start_up_lines_go_to_the_first_cells_folder_not_the_termina
     assert "absl::InitializeLog" in logs[0].read_text()
 
 
+@pytest.mark.cells
 def test_results_table_has_every_cell_and_run(sweep):
     out, _, _ = sweep
     df = pd.read_csv(out / "results.csv")
@@ -113,6 +116,7 @@ def test_results_table_has_every_cell_and_run(sweep):
     assert df["mb_per_s"].tolist() == pytest.approx((df["bytes_consumed"] / df["seconds"] / 1e6).tolist())
 
 
+@pytest.mark.cells
 def test_cold_runs_read_what_they_consume_from_the_device(sweep):
     out, shm, _ = sweep
     df = pd.read_csv(out / "results.csv")
@@ -125,6 +129,7 @@ def test_cold_runs_read_what_they_consume_from_the_device(sweep):
         assert set(tm["cache_state"]) == {"memory"}
 
 
+@pytest.mark.cells
 def test_each_cell_has_a_schema_versioned_record(sweep):
     out, _, _ = sweep
     plan = json.loads((out / "plan.json").read_text())
@@ -144,6 +149,7 @@ def test_each_cell_has_a_schema_versioned_record(sweep):
         assert (out / cell["dir"] / ".hydra" / "config.yaml").exists()
 
 
+@pytest.mark.cells
 def test_figures_and_tables_are_rendered(sweep):
     out, _, p = sweep
     for name in ("fig4.png", "fig4.svg", "fig5.png", "fig5.svg", "summary.csv", "cells.csv"):
@@ -155,6 +161,7 @@ def test_figures_and_tables_are_rendered(sweep):
     assert row["images_per_s_min"] <= row["images_per_s_median"] <= row["images_per_s_max"]
 
 
+@pytest.mark.cells
 def test_analysis_rebuilds_the_same_table_without_tensorflow(sweep, tmp_path):
     out, _, _ = sweep
     before = pd.read_csv(out / "results.csv")
@@ -164,9 +171,8 @@ def test_analysis_rebuilds_the_same_table_without_tensorflow(sweep, tmp_path):
         "import sys; from analysis.__main__ import main; rc = main([sys.argv[1]]);"
         "assert 'tensorflow' not in sys.modules, 'analysis imported tensorflow'; sys.exit(rc)"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     p = subprocess.run(
-        [sys.executable, "-c", code, str(out)], env=env, capture_output=True, text=True, cwd=tmp_path
+        [sys.executable, "-c", code, str(out)], env=python_env(), capture_output=True, text=True, cwd=tmp_path
     )
     assert p.returncode == 0, p.stderr
     after = pd.read_csv(out / "results.csv")
@@ -174,6 +180,7 @@ def test_analysis_rebuilds_the_same_table_without_tensorflow(sweep, tmp_path):
     assert (out / "fig4.png").exists()
 
 
+@pytest.mark.cells
 def test_single_cell_on_defaults_writes_record_table_and_figure(tmp_path, disk_root):
     p = campaign(
         f"storage.root={disk_root}",
@@ -191,6 +198,7 @@ def test_single_cell_on_defaults_writes_record_table_and_figure(tmp_path, disk_r
     assert (run / "fig5.png").exists()
 
 
+@pytest.mark.cells
 def test_warm_cache_is_requested_and_verified(tmp_path, disk_root):
     p = campaign(
         f"storage.root={disk_root}",

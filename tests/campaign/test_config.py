@@ -6,7 +6,8 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ValidationError
 
 from campaign import choices, schema, sweep, validate
-from conftest import CONF
+from jobs.cell import Cell
+from support.paths import CONF
 
 schema.register()
 
@@ -142,7 +143,7 @@ def test_the_paper_study_comes_from_its_yaml_files():
         assert list(grids) == ["table1", "fig4_fig5", "fig6_fig8", "fig7", "fig9_fig10"]
         for overrides in grids.values():  # every grid composes and passes the checks, cell by cell
             for cell in sweep.expand(overrides)[:1]:
-                validate.check(_compose(*cell))
+                validate.check(Cell.from_composed(_compose(*cell)))
     ci = dict(paper.grids("ci", ["emulated_hdd", "emulated_ssd", "emulated_optane"]))
     assert (
         "storage@checkpoint.fast=emulated_optane" in ci["fig9_fig10"] and "storage=emulated_ssd" in ci["fig7"]
@@ -160,5 +161,5 @@ def test_the_paper_study_comes_from_its_yaml_files():
         "repeats=3",
     ]
     for cell in sweep.expand(ws["fig4_lustre"])[:1]:
-        validate.check(_compose(*cell))
+        validate.check(Cell.from_composed(_compose(*cell)))
     assert "fig4_lustre" not in dict(paper.grids("workstation", ["modeled_hdd"]))

@@ -10,12 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 
-from campaign import errors, schema, validate
+from campaign import errors, validate
 from campaign.slurm import sbatch, submit
-from conftest import CONF, ROOT
-from jobs import plan
+from jobs.schema import PlatformConf
+from support.paths import ROOT
 
 NOT_HERE = ("srun", "sbatch", "squeue", "sacct", "sinfo", "scancel", "scontrol", "salloc", "fio", "ior")
 CLUSTER = "/cfs/klemming/scratch/u/me"  # the cluster's Lustre folder: not on this machine
@@ -95,41 +94,36 @@ def test_the_paper_study_dry_run_needs_no_fio_here(tmp_path):
     created_nothing(cwd, private)
 
 
-@pytest.fixture(scope="module")
-def cell():
-    schema.register()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        yield lambda *ov: plan.resolved(compose("config", overrides=list(ov)))
-
-
-def test_only_a_dry_run_for_slurm_leaves_the_tier_to_the_nodes(cell, tmp_path):
+def test_only_a_dry_run_for_slurm_leaves_the_tier_to_the_nodes(planned_cell, tmp_path):
     gone = str(tmp_path / "not-here")
-    validate.check(cell("storage=lustre", f"storage.root={gone}", "platform=slurm", "platform.dry_run=true"))
+    validate.check(
+        planned_cell("storage=lustre", f"storage.root={gone}", "platform=slurm", "platform.dry_run=true")
+    )
     for refused in (
         ["platform=slurm"],
         ["platform.dry_run=true"],
         [],
     ):  # a real run, a local dry run: checked
         with pytest.raises(errors.ConfigError, match=f"storage.root={gone} does not exist"):
-            validate.check(cell("storage=lustre", f"storage.root={gone}", *refused))
+            validate.check(planned_cell("storage=lustre", f"storage.root={gone}", *refused))
     with pytest.raises(
         errors.ConfigError, match="storage.root is not set"
     ):  # what the settings say: still checked
-        validate.check(cell("storage=lustre", "platform=slurm", "platform.dry_run=true"))
+        validate.check(planned_cell("storage=lustre", "platform=slurm", "platform.dry_run=true"))
 
 
-def test_a_real_run_still_needs_fio(cell, tmp_path, monkeypatch):
+def test_a_real_run_still_needs_fio(planned_cell, tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", laptop_path(tmp_path / "bin"))
     base = ("workload=baseline", "storage=local", f"storage.root={tmp_path}", "platform=slurm")
-    validate.check(cell(*base, "platform.dry_run=true"))
+    validate.check(planned_cell(*base, "platform.dry_run=true"))
     with pytest.raises(errors.ConfigError, match="needs ior or fio on PATH"):
-        validate.check(cell(*base))
+        validate.check(planned_cell(*base))
 
 
 def _platform(**kw):
     from omegaconf import OmegaConf
 
-    return OmegaConf.merge(OmegaConf.structured(schema.PlatformConf(name="slurm", kind="slurm")), kw)
+    return OmegaConf.merge(OmegaConf.structured(PlatformConf(name="slurm", kind="slurm")), kw)
 
 
 @pytest.mark.parametrize("count,nodes,per_node,after", [(1, 1, 1, None), (3, 1, 1, None), (2, 2, 2, "41")])

@@ -4,15 +4,17 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pandas as pd
+import pytest
 
-from conftest import ROOT, analysis, campaign, make_jpegs
 from jobs import records
+from support.commands import analysis, campaign, start_module
+from support.files import make_jpegs
 
 
+@pytest.mark.cells
 def test_failed_cell_is_recorded_and_the_sweep_goes_on(tmp_path):
     data = tmp_path / "data" / "c0"
     data.mkdir(parents=True)
@@ -42,27 +44,22 @@ def test_failed_cell_is_recorded_and_the_sweep_goes_on(tmp_path):
     assert "FAILED  cell 0" in p.stdout
 
 
+@pytest.mark.cells
 def test_a_killed_campaign_reports_its_missing_cells(tmp_path):
     make_jpegs(tmp_path / "data", 16)
     out = tmp_path / "sweep"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "campaign",
-            "-m",
-            "threads=1,2",
-            "repeats=400",
-            "warmup=0",
-            "batch_size=4",
-            "dataset.source=folder",
-            f"dataset.path={tmp_path / 'data'}",
-            f"storage.root={tmp_path}",
-            f"hydra.sweep.dir={out}",
-        ],
+    proc = start_module(
+        "campaign",
+        "-m",
+        "threads=1,2",
+        "repeats=400",
+        "warmup=0",
+        "batch_size=4",
+        "dataset.source=folder",
+        f"dataset.path={tmp_path / 'data'}",
+        f"storage.root={tmp_path}",
+        f"hydra.sweep.dir={out}",
         cwd=tmp_path,
-        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,

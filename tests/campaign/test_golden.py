@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, campaign, make_jpegs
+from support.commands import campaign
+from support.files import make_jpegs
+from support.paths import ROOT
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
@@ -70,10 +72,12 @@ def sweep(tmp_path_factory):
     return out
 
 
+@pytest.mark.cells
 def test_results_csv_header(sweep):
     same_as_golden("results_header.csv", (sweep / "results.csv").read_text().splitlines()[0] + "\n")
 
 
+@pytest.mark.cells
 def test_record_keys(sweep):
     rec = json.loads((sweep / "0" / "record.json").read_text())
     keys = {
@@ -87,6 +91,7 @@ def test_record_keys(sweep):
     same_as_golden("record_keys.json", json.dumps(keys, indent=1) + "\n")
 
 
+@pytest.mark.cells
 def test_plan_json(sweep):
     plan = json.loads((sweep / "plan.json").read_text())
     plan["argv"] = ["<argv>"]
@@ -94,6 +99,9 @@ def test_plan_json(sweep):
         c["overrides"] = [o if "=/" not in o else o.split("=")[0] + "=<path>" for o in c["overrides"]]
         assert len(c["cell_id"]) == 12 and int(c["cell_id"], 16) >= 0
         c["cell_id"] = "<cell id: 12 hex digits of the config's hash>"  # the paths are in the hash
+        # the resolved config the cell ran: the one its record keeps (paths of this machine in it)
+        assert c["config"] == json.loads((sweep / c["dir"] / "record.json").read_text())["config"]
+        c["config"] = "<the cell's resolved config, as its record.json keeps it>"
     same_as_golden("plan.json", json.dumps(plan, indent=2) + "\n")
 
 

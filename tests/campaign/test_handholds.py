@@ -5,28 +5,24 @@ disk use, and the small refusals and labels a first hour trips over."""
 import os
 import re
 import subprocess
-import sys
 
-from conftest import ROOT
+import pytest
+
+from support.commands import python_env, run_module
+from support.files import tmpfs
+from support.paths import ROOT
 
 NOISE = re.compile(r"cuInit|oneDNN|absl|TF_ENABLE_ONEDNN_OPTS|cuda", re.IGNORECASE)
 
 
-def _run(
-    module: str, *args: str, cwd, env: dict | None = None, timeout: int = 600
-) -> subprocess.CompletedProcess:
+def _run(module: str, *args: str, cwd, timeout: int = 600) -> subprocess.CompletedProcess:
     """``python -m <module>`` as a user types it: no TF_CPP_MIN_LOG_LEVEL of the Makefile's."""
-    base = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
-    return subprocess.run(
-        [sys.executable, "-m", module, *args],
-        cwd=cwd,
-        env={**base, "PYTHONPATH": str(ROOT), **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    env = python_env()
+    del env["TF_CPP_MIN_LOG_LEVEL"]
+    return run_module(module, *args, cwd=cwd, env=env, timeout=timeout)
 
 
+@pytest.mark.cells
 def test_a_multi_task_cell_prints_no_tensorflow_start_up_lines(tmp_path):
     """The campaign's process and each task process import TensorFlow: their start-up lines (absl's, oneDNN's,
     the CUDA stubs', cuInit's) go to the cell's tensorflow_startup.log, none to the terminal."""
@@ -56,7 +52,8 @@ def test_a_multi_task_cell_prints_no_tensorflow_start_up_lines(tmp_path):
 
 def test_help_lists_the_presets_the_settings_the_study_and_the_other_commands(tmp_path):
     """--help is Hydra's own (conf/hydra/help/campaign.yaml): every preset of conf/<group>/, none of the
-    ConfigStore's schemas or the workloads' default sets, the paper study's options, the commands, the docs."""
+    ConfigStore's schemas or the workloads' default sets, the paper study's options, the commands, the
+    docs."""
     p = _run("campaign", "--help", cwd=tmp_path)
     assert p.returncode == 0 and p.stderr == "", p.stderr
     text = p.stdout
@@ -100,8 +97,8 @@ def test_help_lists_the_presets_the_settings_the_study_and_the_other_commands(tm
 def test_the_cache_command_shows_and_frees_only_the_tools_own_folders(tmp_path):
     """python -m campaign.cache list|purge on a root with a dataset, a converted set, a staged copy and a
     modelled tier's backing folder that is mounted: purge removes the first three, keeps the mounted one,
-    never follows a link, and leaves the user's own files (beside the tool's folder and inside it) as they were."""
-    from conftest import tmpfs
+    never follows a link, and leaves the user's own files (beside the tool's folder and inside it) as they
+    were."""
     from jobs import owned
 
     root = tmp_path / "root"
@@ -224,7 +221,8 @@ def test_analysis_refuses_a_baseline_campaign_without_baseline_cells(tmp_path):
 
 
 def test_the_project_and_the_paper_can_be_cited():
-    """CITATION.cff (CFF 1.2.0) cites the tool and, under references, the paper; the README gives its BibTeX."""
+    """CITATION.cff (CFF 1.2.0) cites the tool and, under references, the paper; the README gives its
+    BibTeX."""
     import yaml
 
     cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())

@@ -6,7 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+from support.paths import ROOT
+
 PACKAGES = ("campaign", "jobs", "analysis")
 # what each package may import of the others (campaign orchestrates both)
 ALLOWED = {"jobs": set(), "analysis": {"jobs"}, "campaign": {"jobs", "analysis"}}
@@ -55,11 +56,11 @@ def test_no_import_runs_up():
 
 
 # inside jobs/, a folder imports only the layers below its own: what every layer shares (jobs/*.py but
-# the runner), then data and storage, what a run observes, the workloads, how their processes start, the run loop
-JOBS_LAYERS = {"data": 1, "storage": 1, "observe": 2, "workloads": 3, "execution": 4, "runner": 5}
-ENTRY_POINTS = {
-    ("jobs.execution.traced_child", "jobs.runner")
-}  # the traced child's process runs the run loop
+# the runner), then data and storage, what a run observes, the workloads, how their processes start, the
+# run loop; the cell (jobs/cell.py) sits with the workloads: its config holds each workload's own schema
+JOBS_LAYERS = {"data": 1, "storage": 1, "observe": 2, "workloads": 3, "cell": 3, "execution": 4, "runner": 5}
+# the traced child's process runs the run loop
+ENTRY_POINTS = {("jobs.execution.traced_child", "jobs.runner")}
 
 
 def test_jobs_folders_import_downwards_only():
@@ -112,7 +113,7 @@ def test_jobs_is_laid_out_by_concern_with_no_two_modules_of_one_name():
     top = sorted(p.name for p in (ROOT / "jobs").glob("*.py"))
     assert top == [
         "__init__.py",
-        "configview.py",
+        "cell.py",
         "errors.py",
         "interrupts.py",
         "jsonfiles.py",
@@ -122,12 +123,13 @@ def test_jobs_is_laid_out_by_concern_with_no_two_modules_of_one_name():
         "owned.py",
         "plan.py",
         "records.py",
-        "runner.py",
+        "schema.py",
     ]
     assert sorted(p.name for p in (ROOT / "jobs").iterdir() if p.is_dir() and p.name != "__pycache__") == [
         "data",
         "execution",
         "observe",
+        "runner",
         "storage",
         "workloads",
     ]

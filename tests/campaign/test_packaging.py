@@ -5,7 +5,7 @@ import subprocess
 import sys
 import zipfile
 
-from conftest import ROOT
+from support.paths import ROOT
 
 
 def test_wheel_carries_conf_and_composes_from_site_packages(tmp_path):

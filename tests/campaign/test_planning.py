@@ -4,8 +4,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from campaign import errors, planning, schema
-from conftest import CONF
 from jobs import plan
+from support.paths import CONF
 
 CELLS = [
     [],
@@ -44,11 +44,11 @@ def test_a_planned_cell_is_the_full_composition(composer, overrides):
     planner = planning.Planner(composer)
     if overrides == ["+extra=1"]:
         cell = planner.cell(overrides)
-        assert cell.config["extra"] == 1
+        assert cell.data["extra"] == 1
         return
     full = plan.resolved(composer(overrides))
     cell = planner.cell(overrides)
-    assert cell.config == full
+    assert cell.data == full
     assert cell.cell_id == plan.cell_id(full)
 
 

@@ -12,7 +12,9 @@ import sys
 
 import pytest
 
-from conftest import ROOT, make_jpegs
+from support.commands import python_env, run_module
+from support.files import make_jpegs
+from support.paths import ROOT
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # the site folders the examples name, made here as empty folders (a dataset folder gets images)
@@ -45,6 +47,7 @@ def test_the_docs_have_commands_to_check():
     assert len(_campaign_lines()) >= 30 and DOCS[0].exists()
 
 
+@pytest.mark.cells
 def test_every_campaign_command_plans_as_written(tmp_path):
     site = {p: tmp_path / "site" / p.strip("/").replace("/", "_") for p in SITE}
     for d in site.values():
@@ -65,12 +68,11 @@ def test_every_campaign_command_plans_as_written(tmp_path):
         argvs.append([*args, "platform.dry_run=true"])
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
     p = subprocess.run(
         [sys.executable, str(ROOT / "tests" / "campaign" / "readme_driver.py")],
         input=json.dumps(argvs),
         cwd=cwd,
-        env=env,
+        env=python_env(),
         capture_output=True,
         text=True,
         timeout=600,
@@ -111,15 +113,7 @@ def _modules() -> dict[tuple[str, ...], set[str]]:
 
 @pytest.mark.parametrize("module", sorted(_modules()), ids=" ".join)
 def test_every_other_module_and_option_exists(module):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    p = subprocess.run(
-        [sys.executable, "-m", *module, "--help"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    p = run_module(*module, "--help", cwd=ROOT, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     missing = [o for o in _modules()[module] if o not in p.stdout]
     assert not missing, f"python -m {' '.join(module)} has no option {missing}"

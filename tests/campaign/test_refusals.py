@@ -7,9 +7,10 @@ import time
 
 import pytest
 
-from campaign import choices, schema
+from campaign import choices
 from campaign.capacity import command as capacity
-from conftest import ROOT, campaign
+from jobs import schema
+from support.commands import run_module
 
 
 def _one(line: str | None, *expected: str) -> None:
@@ -56,14 +57,14 @@ def test_a_dataset_beyond_the_roots_free_space_is_refused_without_visiting_its_i
 def test_the_size_model_matches_the_generators_sizes():
     """The closed form planning uses against jobs.data.synthetic's own estimate over a real sample."""
     from campaign import limits
-    from jobs.configview import View
     from jobs.data import synthetic
+    from jobs.schema import DatasetConf
 
     for median_kb, spread in ((112, 0.5), (12, 0.55), (10, 1.0)):
         exact = synthetic.estimate_bytes(
             synthetic.SyntheticSpec("x", 10, median_kb, spread, 0.6, 0.0, 0), 0, 20000
         )
-        model = limits.synthetic_bytes(View({"median_kb": median_kb, "size_spread": spread}), 20000)
+        model = limits.synthetic_bytes(DatasetConf(median_kb=median_kb, size_spread=spread), 20000)
         assert abs(model / exact - 1) < 0.02
 
 
@@ -221,22 +222,12 @@ def test_the_capacity_search_plans_its_cell_with_the_campaigns_checks():
 
 
 def _refused(cwd, module, *args, expected):
-    p = campaign(*args, cwd=cwd) if module == "campaign" else _module(module, *args, cwd=cwd)
+    p = run_module(module, *args, cwd=cwd)
     lines = [line for line in p.stderr.splitlines() if line.strip()]
     assert p.returncode == 2 and len(lines) == 1, p.stdout + p.stderr
     assert expected in lines[0], lines[0]
     assert list(cwd.rglob("*")) == []
     return lines[0]
-
-
-def _module(module, *args, cwd):
-    import subprocess
-    import sys
-
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
-    )
 
 
 def test_real_commands_exit_2_with_one_line_and_write_nothing(cwd, tmp_path):

@@ -1,18 +1,18 @@
-"""platform=slurm without a cluster: site settings checked and mapped to submitit, the sbatch script pinned,
-sacct/squeue parsed, dry runs; the live-cluster tests are tests/slurm/test_slurm.py."""
+"""platform=slurm without a cluster: site settings checked and mapped to submitit, the sbatch script
+pinned, sacct/squeue parsed and the waiting line said from them, dry runs; the live-cluster tests are
+tests/slurm/test_slurm.py."""
 
 import pytest
 from omegaconf import OmegaConf
 
 from campaign.slurm import params, sacct, submit
 from campaign.validate import ConfigError
-from conftest import campaign
-
-TINY = ("dataset.num_images=128", "batch_size=32", "repeats=2", "platform.poll_s=1")
+from support.commands import campaign
+from support.configs import SLURM_TINY
 
 
 def _platform(**kw):
-    from campaign.schema import PlatformConf
+    from jobs.schema import PlatformConf
 
     base = OmegaConf.structured(PlatformConf(name="slurm", kind="slurm"))
     return OmegaConf.merge(base, kw)
@@ -93,20 +93,34 @@ def test_sacct_and_squeue_parsing():
     assert q["12_2"].reason == "JobArrayTaskLimit" and q["12_1"].node == "node1"
 
 
+def test_waiting_progress_line():
+    from campaign.slurm.submit import progress
+
+    states = {
+        0: sacct.JobState("7_0", "COMPLETED"),
+        1: sacct.JobState("7_1", "RUNNING", node="n1"),
+        2: sacct.JobState("8", "PENDING", reason="Dependency"),
+        3: sacct.JobState("9", "PENDING", reason="Priority"),
+    }
+    assert (
+        progress(states, [0]) == "1 of 4 cells ended; 1 running (#1 on n1); 2 pending (Dependency, Priority)"
+    )
+
+
 def test_bad_sbatch_value_on_the_command_line(tmp_path):
-    p = campaign("-m", "platform=slurm", "platform.constraint='k80 $(reboot)'", *TINY, cwd=tmp_path)
+    p = campaign("-m", "platform=slurm", "platform.constraint='k80 $(reboot)'", *SLURM_TINY, cwd=tmp_path)
     lines = [x for x in p.stderr.splitlines() if x.strip()]
     assert p.returncode != 0 and len(lines) == 1 and "platform.constraint=" in lines[0]
     assert list(tmp_path.iterdir()) == []
 
 
 def test_tegner_preset_needs_an_account(tmp_path):
-    p = campaign("-m", "platform=tegner", "storage=lustre", "storage.root=/tmp", *TINY, cwd=tmp_path)
+    p = campaign("-m", "platform=tegner", "storage=lustre", "storage.root=/tmp", *SLURM_TINY, cwd=tmp_path)
     assert p.returncode != 0 and "platform.account is not set" in p.stderr
 
 
 def test_slurm_without_multirun_says_how(tmp_path):
-    p = campaign("platform=slurm", *TINY, cwd=tmp_path)
+    p = campaign("platform=slurm", *SLURM_TINY, cwd=tmp_path)
     assert p.returncode == 2 and "add -m" in p.stderr
     assert list(tmp_path.iterdir()) == []
 
@@ -120,7 +134,7 @@ def test_multi_task_dry_run_shows_each_shape(tmp_path):
         "platform.tasks_per_node=2",
         "storage=lustre",
         f"storage.root={tmp_path}",
-        *TINY,
+        *SLURM_TINY,
         "hydra.sweep.dir=sweep",
         cwd=tmp_path,
     )
@@ -149,7 +163,7 @@ def test_a_site_preset_refuses_more_cpus_than_a_node_has(tmp_path):
         "workload=readonly",
         "storage=shared",
         f"storage.root={tmp_path}",
-        *TINY,
+        *SLURM_TINY,
         cwd=tmp_path,
     )
     lines = [x for x in p.stderr.splitlines() if x.strip()]
@@ -167,7 +181,7 @@ def test_a_site_preset_refuses_more_cpus_than_a_node_has(tmp_path):
         "storage=shared",
         f"storage.root={tmp_path}",
         "platform.dry_run=true",
-        *TINY,
+        *SLURM_TINY,
         cwd=tmp_path,
     )
     assert p.returncode == 0 and "--cpus-per-task=6" in p.stdout, p.stderr[-2000:]

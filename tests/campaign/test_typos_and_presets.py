@@ -5,7 +5,6 @@ Most cases run in this process; two real commands prove the exit status, the one
 
 import argparse
 import os
-from pathlib import Path
 
 import pandas as pd
 
@@ -15,7 +14,9 @@ from analysis.tables import tidy as tables
 from campaign import keys, status
 from campaign.capacity import checks as capacity_checks
 from campaign.capacity import command as capacity
-from conftest import campaign, compose_cell
+from support.commands import campaign
+from support.configs import compose_cell
+from support.paths import TOY
 
 TYPOS = {  # override -> the line it gets
     "thread=1,2": "unknown setting 'thread' (did you mean threads?)",
@@ -78,7 +79,7 @@ def test_the_keys_of_the_schema_the_groups_and_hydras_own_pass():
 
 
 def test_a_workload_of_a_config_folder_brings_its_own_keys(monkeypatch):
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "toy"))
+    monkeypatch.syspath_prepend(str(TOY))
     from jobs import workloads
 
     workloads.discover()
@@ -139,8 +140,8 @@ def test_status_defaults_to_the_latest_campaign_and_knows_a_capacity_search(tmp_
 
 
 def test_typos_are_refused_before_anything_is_written(cwd):
-    """Today ``-m thread=1,2`` announced two cells, failed in Hydra and left multirun/latest at an empty campaign;
-    ``+thread=4`` measured threads=1 and recorded thread: 4."""
+    """Today ``-m thread=1,2`` announced two cells, failed in Hydra and left multirun/latest at an empty
+    campaign; ``+thread=4`` measured threads=1 and recorded thread: 4."""
     (cwd / "multirun").mkdir()
     (cwd / "multirun" / "latest").symlink_to("earlier")
     for args in (
@@ -168,8 +169,9 @@ def test_a_root_off_its_presets_file_system_is_refused_in_one_line(refusal, disk
     fs = _fs(disk_root)
     assert fs not in ("lustre", "tmpfs")
     assert refusal("storage=lustre", f"storage.root={disk_root}") == (
-        f"storage=lustre needs its root on lustre, but storage.root={disk_root} is on {fs}: give a folder on lustre, "
-        f"or storage=local for a folder on {fs}; to measure it anyway under lustre's name: storage.fs_check=false "
+        f"storage=lustre needs its root on lustre, but storage.root={disk_root} is on {fs}: "
+        f"give a folder on lustre, or storage=local for a folder on {fs}; "
+        "to measure it anyway under lustre's name: storage.fs_check=false "
         "(recorded; the report judges no claim of the paper on it)"
     )
     assert f"storage.root={disk_root} is on {fs}" in refusal("storage=tmpfs", f"storage.root={disk_root}")
@@ -187,7 +189,8 @@ def test_a_root_off_its_presets_file_system_is_refused_in_one_line(refusal, disk
     assert refusal("storage=ssd", f"storage.root={disk_root}") is None
     if _fs("/dev/shm") == "tmpfs":
         assert refusal("storage=tmpfs") is None
-    # a dry run for Slurm's nodes: the cluster's Lustre is not on the workstation that previews it (checked when it runs)
+    # a dry run for Slurm's nodes: the cluster's Lustre is not on the workstation that previews it (checked
+    # when it runs)
     assert (
         refusal("storage=lustre", f"storage.root={disk_root}", "platform=slurm", "platform.dry_run=true")
         is None

@@ -2,16 +2,14 @@
 (emulated accelerators reading real files through the real pipeline, as local multi-task cells)."""
 
 import os
-import sys
 
 import pandas as pd
 import pytest
 
 from campaign.capacity import search as capacity
-from conftest import ROOT
 from jobs import records
-
-TOY = ROOT / "tests" / "toy" / "conf"
+from support.commands import campaign, run_module
+from support.configs import TOY_SEARCHPATH
 
 
 def _inputs(**kw):
@@ -51,7 +49,8 @@ def test_the_prediction_names_the_side_that_stops_the_next_accelerator():
 
 
 def test_on_several_nodes_the_count_is_per_node_the_tier_shared_and_a_shared_kernels_cores_divided():
-    # 100 images/s each. Two nodes of 2 cores: each feeds 6 on its own; the tier's 2,000/s feeds 20 in all, 10 a node
+    # 100 images/s each. Two nodes of 2 cores: each feeds 6 on its own; the tier's 2,000/s feeds 20 in all,
+    # 10 a node
     p = capacity.predict(_inputs(step_time_s=0.576, nodes=2, kernels=2))
     assert (p["predicted_storage_n"], p["predicted_cpu_n"], p["predicted_n"], p["predicted_limit"]) == (
         10,
@@ -124,18 +123,18 @@ def test_bad_input_names_the_setting(tmp_path):
         (
             [
                 "accelerator=ci_small",
-                f"hydra.searchpath=[file://{TOY}]",
+                TOY_SEARCHPATH,
                 "dataset.num_images=32",
                 "platform.nodes=2",
             ],
             "32 images give no accelerator of 2 nodes two batches of 16",
         ),
         (
-            ["accelerator=ci_small", f"hydra.searchpath=[file://{TOY}]", "platform.nodes=two"],
+            ["accelerator=ci_small", TOY_SEARCHPATH, "platform.nodes=two"],
             "platform.nodes=two: must be a whole number >= 1",
         ),
         (
-            ["accelerator=ci_small", f"hydra.searchpath=[file://{TOY}]", "platform.tasks_per_node=3"],
+            ["accelerator=ci_small", TOY_SEARCHPATH, "platform.tasks_per_node=3"],
             "platform.tasks_per_node is what the search sets",
         ),
     ):
@@ -146,19 +145,10 @@ def test_bad_input_names_the_setting(tmp_path):
 
 
 def _capacity(*args, cwd):
-    import subprocess
-
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return subprocess.run(
-        [sys.executable, "-m", "campaign.capacity", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    return run_module("campaign.capacity", *args, cwd=cwd, timeout=900)
 
 
+@pytest.mark.cells
 def test_the_search_on_real_runs(tmp_path):
     """Predict, then prove on tmpfs: emulated accelerators as tasks of local cells, each reading its shard
     of real JPEGs cold; the answer is the largest count whose every run held AU >= 90% with a failing count
@@ -167,7 +157,7 @@ def test_the_search_on_real_runs(tmp_path):
     p = _capacity(
         "accelerator=ci_small",
         "storage=tmpfs",
-        f"hydra.searchpath=[file://{TOY}]",
+        TOY_SEARCHPATH,
         "dataset.num_images=256",
         "repeats=1",
         "--most",
@@ -205,26 +195,18 @@ def test_the_search_on_real_runs(tmp_path):
     assert f"[capacity] tmpfs: {n} ci_small accelerator(s) held AU >= 90%" in p.stdout
 
 
+@pytest.mark.cells
 def test_a_training_campaign_writes_a_profile_the_emulation_runs(paper, tmp_path):
     """python -m analysis profile: the paper study's AlexNet grid (real compute-only steps) becomes an
     accelerator profile whose step time is the median of compute_only_s / (steps - 1) over its records; the
     campaign accepts it through hydra.searchpath; bad input is one line and writes nothing."""
     import json
     import statistics
-    import subprocess
 
     from omegaconf import OmegaConf
 
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-
     def prof(*args):
-        return subprocess.run(
-            [sys.executable, "-m", "analysis", "profile", *args],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-        )
+        return run_module("analysis", "profile", *args, cwd=tmp_path)
 
     grid, conf = paper / "fig6_fig8", tmp_path / "myconf"
     p = prof(str(grid), "--name", "alexnet_here", "--out", str(conf))
@@ -242,23 +224,15 @@ def test_a_training_campaign_writes_a_profile_the_emulation_runs(paper, tmp_path
         and f"median of {len(per_step)} runs" in y.source
         and str(grid) in y.source
     )
-    dry = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "campaign",
-            "-m",
-            "workload=emulated",
-            "accelerator=alexnet_here",
-            f"hydra.searchpath=[file://{conf}]",
-            "prefetch=1",
-            "dataset.num_images=256",
-            "platform.dry_run=true",
-        ],
+    dry = campaign(
+        "-m",
+        "workload=emulated",
+        "accelerator=alexnet_here",
+        f"hydra.searchpath=[file://{conf}]",
+        "prefetch=1",
+        "dataset.num_images=256",
+        "platform.dry_run=true",
         cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
     )
     assert dry.returncode == 0 and "accelerator=alexnet_here" in dry.stdout, dry.stdout + dry.stderr
     before = sorted(tmp_path.rglob("*"))

@@ -3,25 +3,22 @@ first cell, so the rerun knows the folder again; a folder marked by anything els
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import time
 
-from tests.conftest import ROOT, kill_alone
+import pytest
 
-TOY = ROOT / "tests" / "toy" / "conf"
-ENV = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+from support.commands import run_module, start_module
+from support.configs import TOY_SEARCHPATH
+from support.processes import kill_alone
 
 
 def _args(out) -> list[str]:
+    """A search of at most 2 accelerators on tmpfs, into ``out``."""
     return [
-        sys.executable,
-        "-m",
-        "campaign.capacity",
         "accelerator=ci_small",
         "storage=tmpfs",
-        f"hydra.searchpath=[file://{TOY}]",
+        TOY_SEARCHPATH,
         "dataset.num_images=64",
         "repeats=1",
         "--most",
@@ -31,12 +28,18 @@ def _args(out) -> list[str]:
     ]
 
 
+@pytest.mark.cells
 def test_a_killed_capacity_search_resumes_in_its_folder(tmp_path):
     out = tmp_path / "cap"
     log = tmp_path / "first.log"
     with open(log, "w") as f:
-        first = subprocess.Popen(
-            _args(out), cwd=tmp_path, env=ENV, stdout=f, stderr=subprocess.STDOUT, start_new_session=True
+        first = start_module(
+            "campaign.capacity",
+            *_args(out),
+            cwd=tmp_path,
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     started = out / "tmpfs" / "storage_rate" / "plan.json"  # the first round's first cell is planned
     deadline = time.monotonic() + 180
@@ -45,7 +48,7 @@ def test_a_killed_capacity_search_resumes_in_its_folder(tmp_path):
     assert first.poll() is None and started.exists(), log.read_text()[-3000:]
     assert kill_alone(first) == []
     assert not (out / "capacity.csv").exists()  # killed mid-way: no answer yet
-    again = subprocess.run(_args(out), cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=600)
+    again = run_module("campaign.capacity", *_args(out), cwd=tmp_path, timeout=600)
     assert "not a campaign folder" not in again.stderr, again.stderr[-3000:]
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert (out / "capacity.csv").is_file() and "[capacity] tmpfs: " in again.stdout
@@ -57,7 +60,7 @@ def test_a_folder_marked_by_something_else_is_still_refused(tmp_path):
         out = tmp_path / name.replace(".", "_")
         out.mkdir()
         (out / name).write_bytes(b"a user's file\n")
-        p = subprocess.run(_args(out), cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=120)
+        p = run_module("campaign.capacity", *_args(out), cwd=tmp_path, timeout=120)
         lines = [x for x in p.stderr.splitlines() if x.strip()]
         assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("campaign.capacity: --out:"), (
             p.stderr

@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import campaign, make_jpegs
+from jobs.cell import Cell
 from jobs.data import datasets, formats, pipeline, readers
 from jobs.workloads.microbench import reading as microbench
+from support.commands import campaign
+from support.files import make_jpegs
 
 N = 24
 SHARD_MB = 0.05  # ~5 of the test's ~10 KB JPEGs per container
@@ -100,9 +102,10 @@ def test_a_conversion_is_reused_and_redone_when_a_file_changed(stored, source):
 
 def _visit(d, shuffle, seed=3, threads=2):
     """Image indices and bytes of one pass of the read-only pipeline."""
-    data = pipeline.build(
-        d, threads=threads, batch_size=5, prefetch=0, seed=seed, decode=False, shuffle=shuffle
+    s = pipeline.PipelineSettings(
+        threads=threads, batch_size=5, prefetch=0, image_side=224, seed=seed, shuffle=shuffle
     )
+    data = pipeline.build(d, s, decode=False)
     seen, consumed = [], 0
     for _, idx, nbytes in data:
         seen += [int(i) for i in idx.numpy()]
@@ -147,6 +150,7 @@ def _settings(pipeline_name="read_only", batches=None):
     )
 
 
+@pytest.mark.cells
 @pytest.mark.parametrize("fmt,delay_ms", [("tfrecord", 0.0), ("tfrecord", 1.0), ("hdf5", 0.0)])
 def test_a_read_only_run_in_blocks_cut_short_counts_nothing_as_dropped(stored, fmt, delay_ms):
     """A read-only run reads containers in blocks (jobs.data.read_only); a run that stops after a few
@@ -175,6 +179,7 @@ def test_a_read_only_run_in_blocks_cut_short_counts_nothing_as_dropped(stored, f
         assert full == [i for g in d.members for i in g]
 
 
+@pytest.mark.cells
 def test_a_corrupt_tfrecord_record_is_dropped_and_counted(source, tmp_path):
     _, ds = source
     d = formats.ensure(ds, "tfrecord", SHARD_MB, tmp_path / "converted")
@@ -191,6 +196,7 @@ def test_a_corrupt_tfrecord_record_is_dropped_and_counted(source, tmp_path):
     assert all(f.startswith(f"{path}[") for f in r.dropped_files)
 
 
+@pytest.mark.cells
 def test_a_corrupt_hdf5_entry_is_dropped_and_counted(source, tmp_path):
     import h5py
 
@@ -222,7 +228,7 @@ def test_an_hdf5_file_without_its_datasets_is_refused(source, tmp_path):
         formats.ensure(ds, "hdf5", SHARD_MB, tmp_path / "converted")
 
 
-@pytest.mark.slow
+@pytest.mark.cells
 def test_a_shard_cell_is_cold_and_verified_on_its_shards(source, disk_root):
     """Through the campaign's run loop: the shard files are evicted before every run, and the device
     delivered what the run consumed."""
@@ -246,7 +252,7 @@ def test_a_shard_cell_is_cold_and_verified_on_its_shards(source, disk_root):
             "shuffle=local",
         ]
     )
-    runs, summary, _ = runner.measure(config, disk_root)
+    runs, summary, _ = runner.measure(Cell.from_data(config), disk_root)
     assert summary["format"] == "tfrecord" and summary["containers"] > 1
     assert Path(summary["stored_in"]).is_relative_to(disk_root / "iocampaign" / "datasets" / "converted")
     for run in runs:

@@ -3,13 +3,16 @@ copy's time is reported apart; the staged copy is removed when the cell ends, al
 nothing else on the stage tier is touched; the report compares staged with unstaged."""
 
 import pandas as pd
+import pytest
 
-from conftest import analysis, campaign, tmpfs
 from jobs import records
+from support.commands import analysis, campaign
+from support.files import make_jpegs, tmpfs
 
 TINY = ("workload=readonly", "dataset.num_images=64", "batch_size=16", "repeats=2", "warmup=0", "threads=2")
 
 
+@pytest.mark.cells
 def test_staged_cell_reads_the_copy_and_removes_it(tmp_path, disk_root):
     out = tmp_path / "c"
     with tmpfs(tmp_path / "fast", "64m") as fast:
@@ -55,6 +58,7 @@ def test_staged_cell_reads_the_copy_and_removes_it(tmp_path, disk_root):
     assert "<h2>Staging</h2>" in html and "staged_speedup" in html
 
 
+@pytest.mark.cells
 def test_staging_without_room_fails_the_cell_and_leaves_nothing(tmp_path, disk_root):
     out = tmp_path / "c"
     with tmpfs(tmp_path / "small", "1m") as small:
@@ -134,10 +138,10 @@ def test_staged_cells_pair_only_with_the_cell_equal_in_everything_but_the_stage(
     assert pd.isna(t.loc[("cold", 300.0), "from_storage"])  # two tasks per cell: no unstaged counterpart
 
 
+@pytest.mark.cells
 def test_a_dangling_link_is_dropped_and_a_killed_cells_copy_is_cleared(tmp_path, disk_root):
     """A dangling link in the set failed the staged cell (the unstaged one counts it as dropped); a copy
     left by a cell killed with SIGKILL was never cleared. Copies this tool did not mark stay."""
-    from conftest import make_jpegs
     from jobs.data import staging
 
     data = disk_root / "data"

@@ -11,6 +11,7 @@ def spec(name, median_kb, spread, bpp, classes=10, seed=0, gray=0.0):
     return synthetic.SyntheticSpec(name, classes, median_kb, spread, bpp, gray, seed)
 
 
+@pytest.mark.cells
 @pytest.mark.parametrize("median_kb,spread,bpp", [(112, 0.5, 0.6), (12, 0.55, 0.2)])
 def test_size_distribution_matches_the_preset(tmp_path, median_kb, spread, bpp):
     s = spec("set", median_kb, spread, bpp)

@@ -9,12 +9,15 @@ import time
 import pandas as pd
 import pytest
 
-from conftest import campaign, make_jpegs
 from jobs import records
+from support.commands import campaign
+from support.configs import two_runs
+from support.files import make_jpegs
 
 N = 64
 
 
+@pytest.mark.cells
 def test_a_service_cell_reads_every_file_once_and_leaves_no_process(tmp_path):
     root = tmp_path / "tier"
     root.mkdir()
@@ -24,12 +27,7 @@ def test_a_service_cell_reads_every_file_once_and_leaves_no_process(tmp_path):
         "workload=readonly",
         "input.service=false,true",
         "input.workers=2",
-        f"dataset.num_images={N}",
-        "batch_size=8",
-        "repeats=2",
-        "warmup=0",
-        f"storage.root={root}",
-        f"hydra.sweep.dir={out}",
+        *two_runs(N, root, out),
         cwd=tmp_path,
     )
     assert p.returncode == 0, p.stderr[-3000:]
@@ -65,6 +63,7 @@ def test_a_service_cell_reads_every_file_once_and_leaves_no_process(tmp_path):
     assert set(rows_of(r, "microbench", fig5)["service"]) == {0}
 
 
+@pytest.mark.cells
 def test_a_dead_worker_is_named_and_every_process_ends(tmp_path):
     from jobs.execution import service
 
@@ -80,6 +79,7 @@ def test_a_dead_worker_is_named_and_every_process_ends(tmp_path):
     assert not (tmp_path / "svc").exists()
 
 
+@pytest.mark.cells
 def test_a_worker_killed_mid_run_fails_the_run_instead_of_hanging(tmp_path):
     """distributed_epoch: the elements a dead worker held never come, so the consumer would wait for
     ever; the runner watches the service while the consumer reads and names the dead worker."""

@@ -7,9 +7,12 @@ import subprocess
 import pandas as pd
 import pytest
 
-from conftest import campaign, make_jpegs
 from jobs import records
+from jobs.cell import Cell
 from jobs.observe.usage import cores
+from support.commands import campaign
+from support.configs import two_runs
+from support.files import make_jpegs
 
 N = 96
 
@@ -25,18 +28,14 @@ def grid(tmp_path_factory):
         "workload=readonly",
         "platform.tasks_per_node=1,2",
         "threads=1",
-        f"dataset.num_images={N}",
-        "batch_size=8",
-        "repeats=2",
-        "warmup=0",
-        f"storage.root={root}",
-        f"hydra.sweep.dir={out}",
+        *two_runs(N, root, out),
         cwd=base,
     )
     assert p.returncode == 0, p.stderr[-3000:]
     return out
 
 
+@pytest.mark.cells
 def test_a_two_task_run_is_the_sum_of_its_tasks(grid):
     recs = {
         records.read(p).config["platform"]["tasks_per_node"]: (p.parent, records.read(p))
@@ -60,6 +59,7 @@ def test_a_two_task_run_is_the_sum_of_its_tasks(grid):
         assert [re.sub(r"-[0-9a-f]{12}-", "-", n) for n in left] == ["result-0.json", "result-1.json"], left
 
 
+@pytest.mark.cells
 def test_results_and_the_scaling_figure(grid):
     r = pd.read_csv(grid / "results.csv")
     assert sorted(r["tasks_per_cell"].unique()) == [1, 2]
@@ -76,6 +76,7 @@ def test_results_and_the_scaling_figure(grid):
     assert set(rows_of(r, "microbench", fig5)["tasks_per_cell"]) == {1}  # Fig. 5: one process, as the paper
 
 
+@pytest.mark.cells
 def test_a_failing_task_fails_the_cell_with_its_rank(tmp_path):
     data = tmp_path / "data" / "c0"
     make_jpegs(tmp_path / "good", 4, classes=1)
@@ -113,16 +114,20 @@ def test_a_failing_task_fails_the_cell_with_its_rank(tmp_path):
     assert left == ""  # no task outlives its cell
 
 
+@pytest.mark.cells
 def test_a_hung_task_is_ended_at_the_runs_limit_and_named(grid, tmp_path):
     """Tasks stuck in their reads (a 60 s read delay) past the run's limit (12 s): TaskError naming them, and
     no task process left."""
     import copy
+    import dataclasses
     import time
 
     from omegaconf import OmegaConf
 
+    from jobs import workloads
     from jobs.data import datasets
     from jobs.execution import tasks
+    from jobs.execution.placement import Placement
 
     config = copy.deepcopy(
         next(
@@ -140,10 +145,13 @@ def test_a_hung_task_is_ended_at_the_runs_limit_and_named(grid, tmp_path):
         str(tmp_path / "data"),
         seed=0,
     )
-    folder = tmp_path / "run1"
+    cell = Cell.from_data(config)
+    ctx = workloads.RunContext(ds, cell, seed=0, job_dir=tmp_path, run=1, disk=None)
+    where = dataclasses.replace(Placement.of(cell.config), timeout_s=12)
+    folder = tmp_path / tasks.SUBDIR / ctx.tag
     t0 = time.monotonic()
     with pytest.raises(tasks.TaskError, match=r"tasks \[0, 1\] \(on \S+\) had not ended after 12 s"):
-        tasks.run(config, ds, 2, 0, 1, folder, timeout_s=12)
+        tasks.run(ctx, where)
     assert time.monotonic() - t0 < 50
     assert (
         subprocess.run(["pgrep", "-f", f"jobs.execution.tasks {folder}"], capture_output=True).returncode == 1

@@ -4,18 +4,24 @@ import), Keras still there on first use, and the start-up chatter in the cell's 
 import subprocess
 import sys
 
-from conftest import ROOT
+import pytest
+
+from support.paths import ROOT
 
 
+@pytest.mark.cells
 def test_tensorflow_without_keras_until_its_first_use(tmp_path):
     log = tmp_path / "tensorflow_startup.log"
     code = (
         "import sys, time; from pathlib import Path; from jobs.execution import tfstart\n"
         f"assert tfstart.import_quietly(Path({str(log)!r}), keras=False)\n"
         "import tensorflow as tf\n"
-        "print('keras imported:', 'keras' in sys.modules, [m for m in sys.modules if m.startswith('keras')][:3])\n"
-        "print('tf.data:', int(tf.data.Dataset.range(4).reduce(tf.constant(0, tf.int64), lambda a, b: a + b)))\n"
-        "print('finders left:', [type(f).__name__ for f in sys.meta_path if type(f).__name__ == '_KerasLater'])\n"
+        "loaded = [m for m in sys.modules if m.startswith('keras')][:3]\n"
+        "print('keras imported:', 'keras' in sys.modules, loaded)\n"
+        "total = tf.data.Dataset.range(4).reduce(tf.constant(0, tf.int64), lambda a, b: a + b)\n"
+        "print('tf.data:', int(total))\n"
+        "finders = [type(f).__name__ for f in sys.meta_path if type(f).__name__ == '_KerasLater']\n"
+        "print('finders left:', finders)\n"
         "print('later:', tf.keras.optimizers.Adam.__module__)\n"
         "assert not tfstart.import_quietly(Path('/nonexistent/never-written.log'))  # once per process\n"
     )

@@ -11,9 +11,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import analysis, campaign
 from jobs import records
 from jobs.observe import posix
+from support.commands import analysis, campaign
+from support.configs import two_runs
 
 N = 48
 
@@ -32,12 +33,7 @@ def traced(tmp_path_factory):
         "workload=readonly,microbench",
         "trace.posix=true,false",
         "threads=1",
-        f"dataset.num_images={N}",
-        "batch_size=8",
-        "repeats=2",
-        "warmup=0",
-        f"storage.root={root}",
-        f"hydra.sweep.dir={out}",
+        *two_runs(N, root, out),
         cwd=base,
     )
     assert p.returncode == 0, p.stderr[-3000:]
@@ -49,6 +45,7 @@ def traced(tmp_path_factory):
     return out, cells
 
 
+@pytest.mark.cells
 def test_every_file_read_is_opened_once_and_its_end_of_file_read_is_seen(traced):
     out, cells = traced
     for workload in ("readonly", "microbench"):
@@ -80,6 +77,7 @@ def test_every_file_read_is_opened_once_and_its_end_of_file_read_is_seen(traced)
         ).exists()  # the child's hand-over is not left behind
 
 
+@pytest.mark.cells
 def test_tracing_off_leaves_no_trace(traced):
     out, cells = traced
     for workload in ("readonly", "microbench"):
@@ -89,6 +87,7 @@ def test_tracing_off_leaves_no_trace(traced):
         assert not any(k.startswith("posix_") for r in rec.runs for k in r)
 
 
+@pytest.mark.cells
 def test_tables_figures_and_report(traced):
     out, cells = traced
     summary = pd.read_csv(out / "posix_summary.csv")
@@ -111,6 +110,7 @@ def test_tables_figures_and_report(traced):
     assert results["posix_opens"].notna().sum() == 4  # the traced runs only
 
 
+@pytest.mark.cells
 def test_coverage_check_marks_a_trace_with_reads_removed(traced, tmp_path):
     """Drop the data reads of every third file from a real trace: the run is marked incomplete."""
     out, cells = traced
@@ -144,6 +144,7 @@ def test_coverage_check_marks_a_trace_with_reads_removed(traced, tmp_path):
     assert whole["posix_complete"] is True  # the same run, untouched
 
 
+@pytest.mark.cells
 def test_perfetto_conversion(traced, tmp_path):
     out, cells = traced
     folder, rec = cells[("readonly", True)]
@@ -162,6 +163,7 @@ def test_perfetto_conversion(traced, tmp_path):
     assert perfetto.main([str(src), str(dst)]) == 2  # never overwrites
 
 
+@pytest.mark.cells
 def test_perfetto_refuses_what_is_not_a_whole_trace_and_leaves_nothing(traced, tmp_path, capsys):
     out, cells = traced
     folder, rec = cells[("readonly", True)]
@@ -183,6 +185,7 @@ def test_perfetto_refuses_what_is_not_a_whole_trace_and_leaves_nothing(traced, t
         assert not list(tmp_path.glob("*.json.gz*")), name  # no half-written output: a rerun is not refused
 
 
+@pytest.mark.cells
 def test_missing_or_truncated_per_run_tables_are_reported_not_silently_short(traced, tmp_path):
     import shutil
 
@@ -200,6 +203,7 @@ def test_missing_or_truncated_per_run_tables_are_reported_not_silently_short(tra
     assert f"UNREADABLE {tables[1]}: truncated" in p.stdout
 
 
+@pytest.mark.cells
 def test_a_traced_cell_that_fails_says_why(tmp_path):
     """Every image undecodable: the traced child fails, the cell's record says why, and nothing of
     the hand-over between the processes is left."""
@@ -239,6 +243,7 @@ def test_trace_posix_refused_for_the_fio_baseline(cwd):
     assert not [f for f in cwd.rglob("*") if f.is_file()]
 
 
+@pytest.mark.cells
 def test_checkpoint_writes_are_traced(tmp_path):
     """TensorFlow writes checkpoints through stdio (fopen, fwrite): the trace holds every byte of them."""
     root = tmp_path / "tier"
@@ -275,6 +280,7 @@ def test_checkpoint_writes_are_traced(tmp_path):
     assert files.loc[files["path"].str.contains("/iocampaign/checkpoints/"), "bytes_written"].sum() >= written
 
 
+@pytest.mark.cells
 def test_one_extra_traced_run_leaves_the_measured_runs_untraced(tmp_path):
     """trace.runs=extra: the measured runs carry no tracer (no posix keys, no trace files of theirs), the
     record keeps one more run apart from them, traced and checked for coverage like any other, and the
@@ -288,12 +294,7 @@ def test_one_extra_traced_run_leaves_the_measured_runs_untraced(tmp_path):
         "trace.posix=true",
         "trace.runs=extra",
         "threads=1",
-        f"dataset.num_images={N}",
-        "batch_size=8",
-        "repeats=2",
-        "warmup=0",
-        f"storage.root={root}",
-        f"hydra.sweep.dir={out}",
+        *two_runs(N, root, out),
         cwd=tmp_path,
     )
     assert p.returncode == 0, p.stderr[-3000:]

@@ -17,10 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, campaign, kill_alone, make_jpegs
-from conftest import session_processes as _session
 from jobs import interrupts, records
 from jobs.workloads.checkpoint import store as ckpt_store
+from support.commands import campaign, python_env, start_module
+from support.configs import one_run_of_folder
+from support.files import make_jpegs
+from support.processes import kill_alone, session_processes
 
 
 def _checkpoint(folder: Path, name: str, nbytes: int = 1 << 20) -> Path:
@@ -100,12 +102,12 @@ def test_a_helper_ends_when_its_parent_is_killed(tmp_path):
     code = (
         "import os, subprocess, sys, time\n"
         "from jobs import lifeline\n"
-        "c = subprocess.Popen([sys.executable, '-c', 'from jobs import lifeline; import time; lifeline.bind(); "
-        "time.sleep(120)'], env=lifeline.child_env())\n"
+        "c = subprocess.Popen([sys.executable, '-c', 'from jobs import lifeline; import time; "
+        "lifeline.bind(); time.sleep(120)'], env=lifeline.child_env())\n"
         f"open({str(tmp_path / 'pid')!r}, 'w').write(str(c.pid))\n"
         "time.sleep(120)\n"
     )
-    parent = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)})
+    parent = subprocess.Popen([sys.executable, "-c", code], env=python_env())
     deadline = time.monotonic() + 30
     while not (tmp_path / "pid").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -134,11 +136,11 @@ def _alive(pid: int) -> bool:
 
 
 def _start(args: list[str], cwd: Path) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "campaign", *args],
+    """The campaign started as the leader of a session of its own, its output discarded."""
+    return start_module(
+        "campaign",
+        *args,
         cwd=cwd,
-        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -170,6 +172,7 @@ SCENARIOS = {
 }
 
 
+@pytest.mark.cells
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_kill_9_of_the_campaign_leaves_no_process(tmp_path, scenario):
     """SIGKILL to the campaign's pid alone: every helper ends within 30 s; after the multi-task kill, a
@@ -204,31 +207,27 @@ def test_kill_9_of_the_campaign_leaves_no_process(tmp_path, scenario):
         assert run["tasks"] == 2 and [t["images"] for t in run["task_results"]] == [48, 48]
 
 
+@pytest.mark.cells
 def test_a_sigint_to_the_campaign_alone_reaches_its_traced_child(tmp_path):
-    """kill -INT <campaign pid> (not the group): the traced child is told, cleans up, one line, status 130."""
+    """kill -INT <campaign pid> (not the group): the traced child is told, cleans up, one line, status
+    130."""
     root = tmp_path / "tier"
     root.mkdir()
     out = tmp_path / "c"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "campaign",
-            "-m",
-            "workload=readonly",
-            "trace.posix=true",
-            "dataset.num_images=400",
-            "dataset.median_kb=4",
-            "batch_size=8",
-            "repeats=100",
-            "warmup=0",
-            "threads=1",
-            f"storage.root={root}",
-            f"hydra.sweep.dir={out}",
-        ],
+    proc = start_module(
+        "campaign",
+        "-m",
+        "workload=readonly",
+        "trace.posix=true",
+        "dataset.num_images=400",
+        "dataset.median_kb=4",
+        "batch_size=8",
+        "repeats=100",
+        "warmup=0",
+        "threads=1",
+        f"storage.root={root}",
+        f"hydra.sweep.dir={out}",
         cwd=tmp_path,
-        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -242,11 +241,11 @@ def test_a_sigint_to_the_campaign_alone_reaches_its_traced_child(tmp_path):
         _, err = proc.communicate(timeout=120)
         took = time.monotonic() - t0
     finally:
-        for pid, _ in _session(proc.pid):
+        for pid, _ in session_processes(proc.pid):
             os.kill(pid, signal.SIGKILL)
     assert proc.returncode == 130, err[-3000:]
     assert took < 60, f"the campaign took {took:.0f} s to end after SIGINT"
-    assert _session(proc.pid) == []
+    assert session_processes(proc.pid) == []
     lines = [x for x in err.splitlines() if x.strip()]
     assert "campaign: interrupted by SIGINT" in lines[-1], err[-3000:]  # the one line, last
     assert "Traceback" not in err and "clean-up ran" in err
@@ -260,13 +259,13 @@ def _digest(folder: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.cells
 def test_two_runs_of_one_cell_in_pid_namespaces_never_touch_each_others_checkpoints(tmp_path):
     """Under ``unshare --pid`` both campaigns' cells run as the same pid: the kept checkpoints of the
     first survive the second byte for byte, and each run has its own folder."""
     make_jpegs(tmp_path / "data", 16, classes=2)
     slow = tmp_path / "slow"
     slow.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
     args = [
         "workload=checkpoint",
         "workload.image_side=64",
@@ -277,12 +276,7 @@ def test_two_runs_of_one_cell_in_pid_namespaces_never_touch_each_others_checkpoi
         "checkpoint.keep=true",
         f"checkpoint.slow.root={slow}",
         f"checkpoint.fast.root={tmp_path}",
-        f"storage.root={tmp_path}",
-        "dataset.source=folder",
-        f"dataset.path={tmp_path / 'data'}",
-        "batch_size=4",
-        "repeats=1",
-        "warmup=0",
+        *one_run_of_folder(tmp_path, tmp_path / "data"),
     ]
     folders = slow / "iocampaign" / "checkpoints"
     seen = []
@@ -301,7 +295,7 @@ def test_two_runs_of_one_cell_in_pid_namespaces_never_touch_each_others_checkpoi
                 f"hydra.sweep.dir={tmp_path / f's{k}'}",
             ],
             cwd=tmp_path,
-            env=env,
+            env=python_env(),
             capture_output=True,
             text=True,
             timeout=600,
@@ -321,6 +315,7 @@ def test_two_runs_of_one_cell_in_pid_namespaces_never_touch_each_others_checkpoi
     assert all(ckpt_store.verify(Path(dir1) / name, checksums=False) for name in durable1)
 
 
+@pytest.mark.cells
 def test_kill_9_of_the_paper_study_ends_its_running_grid(tmp_path):
     """The paper study runs each grid as a campaign of its own: killed with SIGKILL, it used to leave that
     grid running (and measuring) to its end."""

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import as_user, campaign, user_python
 from jobs import owned
 from jobs.storage import locks
-
-TINY = ("repeats=1", "warmup=0", "batch_size=4", "dataset.num_images=16")
+from support.commands import campaign
+from support.configs import TINY
+from support.users import as_user, as_user_python
 
 
 @pytest.fixture
@@ -85,7 +85,8 @@ def test_a_lock_folder_that_is_a_link_or_open_to_all_is_refused(other_user, shar
 
 
 def test_a_lock_of_another_user_locks_and_is_never_written(other_user, shared):
-    """The lock folder is shared on purpose: root takes a lock file another user made, writes nothing in it."""
+    """The lock folder is shared on purpose: root takes a lock file another user made, writes nothing in
+    it."""
     lock_dir = shared / "locks"
     _as(other_user, "mkdir", "-m", "1777", str(lock_dir))
     lp = lock_dir / "tier-emulated_hdd.lock"
@@ -96,16 +97,15 @@ def test_a_lock_of_another_user_locks_and_is_never_written(other_user, shared):
     assert _fingerprint(lp) == before
     root_made = lock_dir / "dev-1-2.lock"
     with locks.hold(root_made, "the device", timeout_s=2):
-        assert (
-            stat.S_IMODE(os.stat(root_made).st_mode) == 0o644
-        )  # read-only for others: a lock needs no write
+        # read-only for others: a lock needs no write
+        assert stat.S_IMODE(os.stat(root_made).st_mode) == 0o644
     # and the other user's campaign takes root's lock file in turn
-    python, env = user_python(other_user)
     code = (
         "from pathlib import Path\nfrom jobs.storage import locks\n"
-        f"with locks.hold(Path({str(root_made)!r}), 'the device', timeout_s=5) as w:\n    print('held', w < 1)\n"
+        f"with locks.hold(Path({str(root_made)!r}), 'the device', timeout_s=5) as w:\n"
+        "    print('held', w < 1)\n"
     )
-    p = as_user(other_user, "env", *(f"{k}={v}" for k, v in env.items()), *python, "-c", code)
+    p = as_user_python(other_user, "-c", code)
     assert p.returncode == 0 and "held True" in p.stdout, p.stderr[-1500:]
 
 
@@ -181,12 +181,11 @@ def test_each_user_has_a_folder_of_their_own_in_a_shared_root(other_user, shared
     mine = owned.under_tool_folder(shared, "datasets", setting="storage.root")
     assert mine == shared / "iocampaign" / "datasets"
     assert stat.S_IMODE(os.stat(shared / "iocampaign").st_mode) == 0o755
-    python, env = user_python(other_user)
     code = (
         "from jobs import owned\n"
         f"print(owned.under_tool_folder({str(shared)!r}, 'datasets', setting='storage.root'))\n"
     )
-    p = as_user(other_user, "env", *(f"{k}={v}" for k, v in env.items()), *python, "-c", code)
+    p = as_user_python(other_user, "-c", code)
     assert p.returncode == 0, p.stderr[-1500:]
     theirs = shared / f"iocampaign-{other_user[0]}"
     assert p.stdout.strip() == str(theirs / "datasets")
@@ -194,13 +193,8 @@ def test_each_user_has_a_folder_of_their_own_in_a_shared_root(other_user, shared
     # a folder the user may write but others may not: the plain name (their own scratch folder)
     private = shared / "private"
     _as(other_user, "mkdir", "-m", "755", str(private))
-    p = as_user(
-        other_user,
-        "env",
-        *(f"{k}={v}" for k, v in env.items()),
-        *python,
-        "-c",
-        f"from jobs import owned; print(owned.tool_folder({str(private)!r}))",
+    p = as_user_python(
+        other_user, "-c", f"from jobs import owned; print(owned.tool_folder({str(private)!r}))"
     )
     assert p.stdout.strip() == str(private / "iocampaign"), p.stderr
 
@@ -250,6 +244,7 @@ def test_the_rule_of_a_secure_folder(tmp_path, other_user):
     assert stat.S_IMODE(os.stat(real / "iocampaign" / "x").st_mode) & 0o022 == 0
 
 
+@pytest.mark.cells
 def test_a_second_users_campaign_runs_beside_roots_in_a_shared_root(other_user, shared):
     """Root generated its dataset in a shared root first; another user's campaign there used to fail in
     every cell on root's ``.generating.lock``: it now runs in a folder of its own and leaves root's alone."""
@@ -258,13 +253,8 @@ def test_a_second_users_campaign_runs_beside_roots_in_a_shared_root(other_user, 
     before = {p: _fingerprint(p) for p in roots.rglob("*")}
     home = shared / "home"
     _as(other_user, "mkdir", "-m", "700", str(home))
-    python, env = user_python(other_user)
-    p = as_user(
+    p = as_user_python(
         other_user,
-        "env",
-        f"HOME={home}",
-        *(f"{k}={v}" for k, v in env.items()),
-        *python,
         "-m",
         "campaign",
         "-m",
@@ -273,6 +263,7 @@ def test_a_second_users_campaign_runs_beside_roots_in_a_shared_root(other_user, 
         f"storage.root={shared}",
         f"platform.lock_dir={shared / 'locks'}",
         *TINY,
+        home=home,
         cwd=home,
         timeout=300,
     )
@@ -315,24 +306,21 @@ def test_a_campaign_run_from_a_shared_folder_never_writes_into_another_users_fol
     assert p.returncode == 0, p.stderr[-1500:]
 
 
+@pytest.mark.cells
 def test_a_second_user_plans_the_paper_study_on_the_tiers_theirs_to_use(other_user, shared):
     """make demo as a second user stopped at once: the study's default Lustre grid wanted root's modelled tier
     (its backing folder /var/tmp/iocampaign/tiers). Without root the study plans on local disk and tmpfs."""
     home = shared / "home2"
     _as(other_user, "mkdir", "-m", "700", str(home))
-    python, env = user_python(other_user)
-    p = as_user(
+    p = as_user_python(
         other_user,
-        "env",
-        f"HOME={home}",
-        *(f"{k}={v}" for k, v in env.items()),
-        *python,
         "-m",
         "campaign",
         "+experiment=paper",
         "--scale",
         "ci",
         "platform.dry_run=true",
+        home=home,
         cwd=home,
         timeout=300,
     )

@@ -1,6 +1,5 @@
 """The cluster path: safe sbatch values, the dry run, and real campaigns on a real Slurm cluster."""
 
-import json
 import os
 import re
 import shutil
@@ -10,12 +9,16 @@ import sys
 import time
 
 import pandas as pd
+import pytest
 
 from campaign.slurm import sacct
-from conftest import ROOT, analysis, campaign, make_jpegs
 from jobs import records
+from support.commands import analysis, campaign, campaign_status, python_env, run_module, start_module
+from support.configs import SLURM_TINY, TOY_SEARCHPATH
+from support.files import make_jpegs
+from support.slurm import submitted
 
-TINY = ("dataset.num_images=128", "batch_size=32", "repeats=2", "platform.poll_s=1")
+pytestmark = pytest.mark.cells  # every test runs on the live cluster (the slurm_cluster fixture)
 
 
 def _queue() -> str:
@@ -30,11 +33,6 @@ def _sacct(job_ids) -> dict:
     ).stdout
     states = sacct.parse_sacct("\n".join(f"{line}|0:0|x" for line in out.splitlines()))
     return {j: states[j].state for j in job_ids if j in states}
-
-
-def _submitted(sweep) -> dict:
-    book = json.loads((sweep / "submitted.json").read_text())
-    return {int(k): [j["job_id"] for j in v["jobs"]] for k, v in book["cells"].items()}
 
 
 KILL_A_WORKER = """
@@ -62,7 +60,7 @@ def test_dry_run_submits_nothing(slurm_cluster, tmp_path, disk_root):
         "platform=slurm",
         "platform.dry_run=true",
         "platform.partition=debug",
-        *TINY,
+        *SLURM_TINY,
         "platform.nodes=2",
         "platform.tasks_per_node=2",
         "workload=readonly",
@@ -112,7 +110,7 @@ def test_a_failing_task_of_a_job_step_fails_the_cell_with_its_rank(slurm_cluster
         cwd=tmp_path,
     )
     assert p.returncode == 1, p.stderr[-2000:]
-    job = _submitted(sweep)[0][-1]
+    job = submitted(sweep)[0][-1]
     assert _sacct([job]) == {job: "FAILED"}
     rec = records.read(sweep / "0" / "record.json")
     assert rec.status == records.FAILED and rec.error["type"] == "TaskError"
@@ -133,7 +131,6 @@ def test_a_dead_worker_of_the_service_step_is_named(slurm_cluster, tmp_path):
     the error names the worker, the step's messages reach the cell's log, nothing is left. The service
     runs on a node of the allocation, as a cell's controller does (a step of one task)."""
     folder = tmp_path / "svc"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
     p = subprocess.run(
         [
             "salloc",
@@ -149,7 +146,7 @@ def test_a_dead_worker_of_the_service_step_is_named(slurm_cluster, tmp_path):
             str(folder),
         ],
         cwd=tmp_path,
-        env=env,
+        env=python_env(),
         capture_output=True,
         text=True,
         timeout=240,
@@ -184,18 +181,13 @@ def test_failure_is_failed_in_slurm_and_a_rerun_submits_only_it(slurm_cluster, t
     )
     p = campaign(*args, cwd=tmp_path)
     assert p.returncode == 1, p.stderr[-2000:]
-    jobs = _submitted(sweep)
+    jobs = submitted(sweep)
     assert _sacct([jobs[0][-1]]) == {jobs[0][-1]: "FAILED"}  # the cell raised: Slurm says FAILED
     assert _sacct([jobs[1][-1]]) == {jobs[1][-1]: "COMPLETED"}
     slurm = records.read(sweep / "1" / "record.json").provenance["slurm"]  # cells of one shape: one array
     assert slurm["array_job_id"] == jobs[1][-1].split("_")[0] and slurm["array_task_id"] == "1"
     assert "#SBATCH --array=0-1%1" in slurm["sbatch_script"]
-    st = subprocess.run(
-        [sys.executable, "-m", "campaign.status", str(sweep)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    st = campaign_status(str(sweep))
     assert (
         st.returncode == 1
         and "failed" in st.stdout
@@ -206,7 +198,7 @@ def test_failure_is_failed_in_slurm_and_a_rerun_submits_only_it(slurm_cluster, t
     make_jpegs(data, 8, classes=1)
     p = campaign(*args, cwd=tmp_path)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
-    again = _submitted(sweep)
+    again = submitted(sweep)
     assert len(again[0]) == 2 and len(again[1]) == 1
     assert "#1: completed before" in p.stderr + p.stdout
     df = pd.read_csv(sweep / "results.csv")
@@ -216,26 +208,20 @@ def test_failure_is_failed_in_slurm_and_a_rerun_submits_only_it(slurm_cluster, t
 def test_cancelled_cell_is_reported_and_the_campaign_ends(slurm_cluster, tmp_path, disk_root):
     make_jpegs(tmp_path / "data", 32)
     sweep = tmp_path / "sweep"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "campaign",
-            "-m",
-            "threads=1",
-            "platform=slurm",
-            "platform.poll_s=1",
-            "dataset.source=folder",
-            f"dataset.path={tmp_path / 'data'}",
-            f"storage.root={disk_root}",
-            "batch_size=8",
-            "repeats=100000",
-            "warmup=0",
-            f"hydra.sweep.dir={sweep}",
-        ],
+    proc = start_module(
+        "campaign",
+        "-m",
+        "threads=1",
+        "platform=slurm",
+        "platform.poll_s=1",
+        "dataset.source=folder",
+        f"dataset.path={tmp_path / 'data'}",
+        f"storage.root={disk_root}",
+        "batch_size=8",
+        "repeats=100000",
+        "warmup=0",
+        f"hydra.sweep.dir={sweep}",
         cwd=tmp_path,
-        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -246,7 +232,7 @@ def test_cancelled_cell_is_reported_and_the_campaign_ends(slurm_cluster, tmp_pat
         job = None
         while time.monotonic() < deadline:
             if (sweep / "submitted.json").exists():
-                job = _submitted(sweep)[0][-1]
+                job = submitted(sweep)[0][-1]
                 if _sacct([job]).get(job) == "RUNNING":
                     break
             time.sleep(0.5)
@@ -287,39 +273,20 @@ def test_submit_and_return_then_status(slurm_cluster, tmp_path, disk_root):
     )
     assert p.returncode == 0 and "submitted; the shell is yours again" in p.stdout
     assert time.monotonic() - t0 < 60
-    job = _submitted(sweep)[0][-1]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    job = submitted(sweep)[0][-1]
     for _ in range(120):
-        st = subprocess.run(
-            [sys.executable, "-m", "campaign.status", str(sweep)], capture_output=True, text=True, env=env
-        )
+        st = campaign_status(str(sweep))
         if "running" in st.stdout or "pending" in st.stdout:
             break
         time.sleep(0.5)
     assert ("running" in st.stdout or "pending" in st.stdout) and job in st.stdout and st.returncode == 0
     subprocess.run(["scancel", job], check=True)
     for _ in range(60):
-        st = subprocess.run(
-            [sys.executable, "-m", "campaign.status", str(sweep)], capture_output=True, text=True, env=env
-        )
+        st = campaign_status(str(sweep))
         if "cancelled" in st.stdout:
             break
         time.sleep(1)
     assert "1 cancelled" in st.stdout and st.returncode == 1
-
-
-def test_waiting_progress_line():
-    from campaign.slurm.submit import progress
-
-    states = {
-        0: sacct.JobState("7_0", "COMPLETED"),
-        1: sacct.JobState("7_1", "RUNNING", node="n1"),
-        2: sacct.JobState("8", "PENDING", reason="Dependency"),
-        3: sacct.JobState("9", "PENDING", reason="Priority"),
-    }
-    assert (
-        progress(states, [0]) == "1 of 4 cells ended; 1 running (#1 on n1); 2 pending (Dependency, Priority)"
-    )
 
 
 def _times(job_ids) -> list[tuple[str, str]]:
@@ -356,14 +323,11 @@ def test_paper_study_on_slurm_without_waiting_chains_its_grids(slurm_cluster, tm
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     assert "[paper] every grid was submitted to Slurm, each after the one before" in p.stdout
     assert not (out / "report.html").exists() and not (out / "claims.csv").exists()
-    table1 = [j for js in _submitted(out / "table1").values() for j in js]
-    figs = [j for js in _submitted(out / "fig4_fig5").values() for j in js]
+    table1 = [j for js in submitted(out / "table1").values() for j in js]
+    figs = [j for js in submitted(out / "fig4_fig5").values() for j in js]
     assert f"platform.after={max({j.split('_')[0] for j in table1}, key=int)}" in p.stdout
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for _ in range(300):
-        st = subprocess.run(
-            [sys.executable, "-m", "campaign.status", str(out)], capture_output=True, text=True, env=env
-        )
+        st = campaign_status(str(out))
         if st.returncode == 0 and "pending" not in st.stdout and "running" not in st.stdout:
             break
         time.sleep(1)
@@ -379,45 +343,37 @@ def test_paper_study_on_slurm_without_waiting_chains_its_grids(slurm_cluster, tm
 
 
 def test_capacity_search_runs_its_cells_as_slurm_jobs_on_two_nodes(slurm_cluster, tmp_path, disk_root):
-    """python -m campaign.capacity with platform=slurm platform.nodes=2 on the shared tier: the rate measurements
-    and every count of emulated accelerators are Slurm jobs, each count a cell of N accelerators on each node
-    (one srun step across both); the tier's rate is read from both nodes, one core's on one; the two namespaced
-    nodes share one kernel, so the prediction gives each half its cores; the answer is per node and in all."""
+    """python -m campaign.capacity with platform=slurm platform.nodes=2 on the shared tier: the rate
+    measurements and every count of emulated accelerators are Slurm jobs, each count a cell of N
+    accelerators on each node (one srun step across both); the tier's rate is read from both nodes, one
+    core's on one; the two namespaced nodes share one kernel, so the prediction gives each half its cores;
+    the answer is per node and in all."""
     out = tmp_path / "cap"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    toy = ROOT / "tests" / "toy" / "conf"
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "campaign.capacity",
-            "accelerator=ci_small",
-            "storage=shared",
-            f"storage.root={disk_root}",
-            f"hydra.searchpath=[file://{toy}]",
-            "dataset.num_images=256",
-            "repeats=1",
-            "platform=slurm",
-            "platform.nodes=2",
-            "platform.cpus_per_task=4",
-            "platform.poll_s=1",
-            "--out",
-            str(out),
-        ],
+    p = run_module(
+        "campaign.capacity",
+        "accelerator=ci_small",
+        "storage=shared",
+        f"storage.root={disk_root}",
+        TOY_SEARCHPATH,
+        "dataset.num_images=256",
+        "repeats=1",
+        "platform=slurm",
+        "platform.nodes=2",
+        "platform.cpus_per_task=4",
+        "platform.poll_s=1",
+        "--out",
+        str(out),
         cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
         timeout=600,
     )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     row = pd.read_csv(out / "capacity.csv").iloc[0]
     assert (row["nodes"], row["kernels"]) == (2, 1) and row["measured_total"] == 2 * row["measured_n"]
-    prove = _submitted(out / "shared" / "prove")
+    prove = submitted(out / "shared" / "prove")
     assert len(prove) == len(str(row["counts_tried"]).split())
     assert set(_sacct([j[-1] for j in prove.values()]).values()) == {"COMPLETED"}
     for folder in ("storage_rate", "cpu_rate"):
-        assert _submitted(out / "shared" / folder)  # the prediction's inputs were Slurm jobs too
+        assert submitted(out / "shared" / folder)  # the prediction's inputs were Slurm jobs too
     rate = [records.read(f) for f in (out / "shared" / "storage_rate").glob("*/record.json")]
     assert {t["host"] for t in rate[0].runs[0]["task_results"]} == {"n1", "n2"}  # read from both nodes
     one = [records.read(f) for f in (out / "shared" / "cpu_rate").glob("*/record.json")]
@@ -437,8 +393,12 @@ def test_capacity_search_runs_its_cells_as_slurm_jobs_on_two_nodes(slurm_cluster
         in p.stdout
     )
     assert "per node on 2 nodes" in p.stdout and "2 nodes share 1 kernel(s)" in p.stdout, p.stdout
-    # the test nodes have 4 CPUs and a task takes 4: no count above 1 a node is submitted (it would pend for ever)
-    limit = "1 a node: the nodes of the default partition have 4 CPUs and each accelerator's task takes platform.cpus_per_task=4"
+    # the test nodes have 4 CPUs and a task takes 4: no count above 1 a node is submitted (it would pend for
+    # ever)
+    limit = (
+        "1 a node: the nodes of the default partition have 4 CPUs "
+        "and each accelerator's task takes platform.cpus_per_task=4"
+    )
     assert f"[capacity] at most {limit}" in p.stdout and str(row["counts_tried"]) == "1"
     assert n == 0 or row["note"] == f"at least 1: the search stopped at {limit}"
 
@@ -460,8 +420,8 @@ def test_a_job_no_node_can_hold_is_refused_before_submitting(slurm_cluster, tmp_
     lines = [x for x in p.stderr.splitlines() if x.strip()]
     assert p.returncode == 2 and len(lines) == 1, p.stderr
     assert (
-        "platform.tasks_per_node=3 x platform.cpus_per_task=2 asks for 6 CPUs a node, but the nodes of the default "
-        "partition have at most 4"
+        "platform.tasks_per_node=3 x platform.cpus_per_task=2 asks for 6 CPUs a node, "
+        "but the nodes of the default partition have at most 4"
     ) in lines[0] and "nothing was submitted" in lines[0]
     assert subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout == before
     assert not (tmp_path / "s" / "submitted.json").exists()

@@ -2,19 +2,22 @@
 its own network and UTS namespace, one file system): tasks on both nodes, the tf.data service's workers
 on both, a node that dies and a task that hangs, and the cluster's own set-up and tear-down."""
 
-import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from conftest import ROOT, SLURM_SCRIPTS, campaign
 from jobs import records
+from support.commands import campaign, campaign_status, start_module
+from support.configs import TOY_SEARCHPATH
+from support.paths import SLURM_SCRIPTS
+from support.slurm import submitted
+
+pytestmark = pytest.mark.cells  # every test runs on the live cluster (the slurm_cluster fixture)
 
 NODES = {"n1", "n2"}
 
@@ -37,11 +40,6 @@ def _sacct_states(job_ids) -> list[str]:
         text=True,
     ).stdout
     return [line.split("|")[1] for line in out.splitlines() if line.split("|")[0] in job_ids]
-
-
-def _submitted(sweep: Path) -> dict:
-    book = json.loads((sweep / "submitted.json").read_text())
-    return {int(k): [j["job_id"] for j in v["jobs"]] for k, v in book["cells"].items()}
 
 
 def _left(sweep: Path) -> str:
@@ -76,7 +74,7 @@ def test_a_two_node_campaign_reads_on_both_nodes(slurm_cluster, tmp_path, disk_r
     p = campaign(*args, cwd=tmp_path)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert "waiting for Slurm: 0 of 2 cells ended" in p.stdout + p.stderr  # progress while it waits
-    jobs = {num: ids[-1] for num, ids in _submitted(sweep).items()}
+    jobs = {num: ids[-1] for num, ids in submitted(sweep).items()}
     assert set(_sacct_states(list(jobs.values()))) == {"COMPLETED"}
     assert jobs[0].split("_")[0] != jobs[1].split("_")[0]  # two job shapes: two arrays
     recs = {
@@ -147,17 +145,11 @@ def test_a_two_node_campaign_reads_on_both_nodes(slurm_cluster, tmp_path, disk_r
     r = pd.read_csv(sweep / "results.csv")
     assert sorted(r["tasks_per_cell"]) == [2, 4] and set(r["cache_state"]) == {"cold"}
     assert (sweep / "scaling.png").stat().st_size > 10_000
-    st = subprocess.run(
-        [sys.executable, "-m", "campaign.status", str(sweep)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    st = campaign_status(str(sweep))
     assert st.returncode == 0 and st.stdout.startswith("2 completed")
     with capsys.disabled():  # the figures the note quotes
-        print(
-            f"\n[two nodes] campaign {time.monotonic() - t0:.0f} s; tasks per node, run, images/s: all, n1, n2"
-        )
+        took = time.monotonic() - t0
+        print(f"\n[two nodes] campaign {took:.0f} s; tasks per node, run, images/s: all, n1, n2")
         for row in figures:
             print("[two nodes]", row[0], row[1], *(f"{v:.0f}" for v in row[2:]))
 
@@ -199,7 +191,7 @@ def test_service_workers_on_both_nodes(slurm_cluster, tmp_path, disk_root):
         assert run["bytes_read_syscall"] >= run["bytes_consumed"]  # every file read, by the workers
         other = next(h for h in NODES if h != consumer)  # the consumer read from a worker on the other node
         assert other in workers and run["service_dispatcher"].startswith(f"grpc://{workers[consumer]}:")
-    job = _submitted(sweep)[0][-1]
+    job = submitted(sweep)[0][-1]
     workers_step = [s for s in _steps(job) if s["ntasks"] == "2"]
     assert len(workers_step) == 1 and workers_step[0]["nodes"] == "n[1-2]", _steps(
         job
@@ -244,31 +236,24 @@ def test_a_hung_task_and_a_dead_node_fail_their_cells_naming_the_node(
     and n2, the other node's tasks are ended and nothing is left; n2 comes back (its slurmd started again,
     as after a reboot) and the third cell runs on both nodes; campaign.status says which node failed."""
     sweep = tmp_path / "sweep"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    toy = ROOT / "tests" / "toy" / "conf"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "campaign",
-            "-m",
-            "platform=slurm",
-            "platform.nodes=2",
-            "workload=sharded_checkpoint",
-            f"hydra.searchpath=[file://{toy}]",
-            "checkpoint_model=ci_tiny",
-            "checkpoint.ranks_written=2",
-            "seed=0,1,2",
-            "storage=shared",
-            f"storage.root={disk_root}",
-            "repeats=1",
-            "warmup=0",
-            "platform.task_silence_s=5",
-            "platform.poll_s=1",
-            f"hydra.sweep.dir={sweep}",
-        ],
+    proc = start_module(
+        "campaign",
+        "-m",
+        "platform=slurm",
+        "platform.nodes=2",
+        "workload=sharded_checkpoint",
+        TOY_SEARCHPATH,
+        "checkpoint_model=ci_tiny",
+        "checkpoint.ranks_written=2",
+        "seed=0,1,2",
+        "storage=shared",
+        f"storage.root={disk_root}",
+        "repeats=1",
+        "warmup=0",
+        "platform.task_silence_s=5",
+        "platform.poll_s=1",
+        f"hydra.sweep.dir={sweep}",
         cwd=tmp_path,
-        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -318,9 +303,7 @@ def test_a_hung_task_and_a_dead_node_fail_their_cells_naming_the_node(
         f for f in sweep.rglob("*") if f.name.startswith(("go-", "ready-", "abort-", "beats-", "shards_"))
     ]
     assert not list((disk_root / "iocampaign" / "checkpoints").glob("shards_*/rank*/*.bin"))
-    st = subprocess.run(
-        [sys.executable, "-m", "campaign.status", str(sweep)], capture_output=True, text=True, env=env
-    )
+    st = campaign_status(str(sweep))
     assert st.returncode == 1 and st.stdout.count("on n2 stopped its heartbeat") == 2, st.stdout
 
 

@@ -9,16 +9,16 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
 from jobs.storage.modeled import mount
+from support.commands import start_module
 
-pytestmark = pytest.mark.tiers  # builds modelled tiers: the tests that do run in turn
+# builds modelled tiers and runs cells on them; the tests that build tiers run in turn
+pytestmark = [pytest.mark.cells, pytest.mark.tiers]
 
 
 def _layer(backing: Path) -> int:
@@ -72,27 +72,21 @@ def test_a_run_whose_layer_was_killed_fails_naming_the_tier_and_keeps_no_numbers
     mnt, backing, out = tmp_path / "mnt", tmp_path / "backing", tmp_path / "c"
     beside = tmp_path / "beside.bin"
     beside.write_bytes(os.urandom(4096))  # a user's file beside the mount point
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    p = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "campaign",
-            "-m",
-            "workload=microbench",
-            "storage=modeled_hdd",
-            f"storage.root={mnt}",
-            f"storage.model.backing_dir={backing}",
-            "threads=1,2",
-            "dataset.num_images=128",
-            "dataset.num_classes=2",
-            "batch_size=16",
-            "repeats=2",
-            "warmup=0",
-            f"hydra.sweep.dir={out}",
-        ],
+    p = start_module(
+        "campaign",
+        "-m",
+        "workload=microbench",
+        "storage=modeled_hdd",
+        f"storage.root={mnt}",
+        f"storage.model.backing_dir={backing}",
+        "threads=1,2",
+        "dataset.num_images=128",
+        "dataset.num_classes=2",
+        "batch_size=16",
+        "repeats=2",
+        "warmup=0",
+        f"hydra.sweep.dir={out}",
         cwd=tmp_path,
-        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

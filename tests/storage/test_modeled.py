@@ -18,10 +18,11 @@ import pytest
 from jobs.storage.modeled import mount
 from jobs.storage.modeled.disk import Disk, HddGeometry
 from jobs.storage.modeled.lustre import LustreGeometry
+from support.modelled import cells_on
+from support.paths import ROOT
 
 pytestmark = pytest.mark.tiers  # builds emulated or modelled tiers: the tests that do run in turn
 
-ROOT = Path(__file__).resolve().parents[2]
 G = HddGeometry()
 
 
@@ -109,6 +110,7 @@ def tier(tmp_path):
     assert not os.path.ismount(t.mount)
 
 
+@pytest.mark.cells
 def test_the_layer_serves_the_bytes_counts_what_the_drive_served_and_the_page_cache_works(tier, tmp_path):
     from jobs.storage import cache
 
@@ -165,6 +167,7 @@ def test_what_is_not_ours_is_refused_and_left_as_it_was(tmp_path, name, geometry
     assert (backing / "notes.txt").read_text() == "keep" and not (backing / mount.MARKER).exists()
 
 
+@pytest.mark.cells
 def test_a_killed_owner_leaves_no_mount_and_the_next_setup_works(tmp_path):
     code = (
         f"import sys, time; sys.path.insert(0, {str(ROOT)!r})\n"
@@ -189,9 +192,8 @@ def test_a_killed_owner_leaves_no_mount_and_the_next_setup_works(tmp_path):
     assert not os.path.ismount(tmp_path / "m")
 
 
+@pytest.mark.cells
 def test_a_cell_on_the_modelled_hdd_is_cold_counted_and_bound_by_its_queue(cwd, tmp_path):
-    from tests.storage.modelled_cells import cells_on
-
     runs, recs = cells_on("modeled_hdd", cwd, tmp_path, 96)
     assert all(r["provenance"]["modeled_tiers"][0]["geometry"]["average_seek_ms"] == 8.2 for r in recs)
     for run in runs.values():

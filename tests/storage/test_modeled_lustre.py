@@ -9,6 +9,7 @@ import os
 import pytest
 
 from jobs.storage.modeled.lustre import MIB, Lustre, LustreGeometry
+from support.modelled import cells_on
 
 pytestmark = pytest.mark.tiers  # builds emulated or modelled tiers: the tests that do run in turn
 
@@ -109,6 +110,7 @@ def test_impossible_file_systems_are_named(field, value, says):
     assert says in dataclasses.replace(G, **{field: value}).check()
 
 
+@pytest.mark.cells
 def test_fio_readers_on_files_of_their_own_scale_with_the_osts_they_reach(tmp_path):
     """The layer mounted for real carries the model: 4 readers on 4 files (4 OSTs) read 4 times as much
     as one, each read takes the model's time, and the layer kept up with it."""
@@ -124,9 +126,8 @@ def test_fio_readers_on_files_of_their_own_scale_with_the_osts_they_reach(tmp_pa
     assert not os.path.ismount(tmp_path / "mnt")
 
 
+@pytest.mark.cells
 def test_a_cell_on_the_modelled_lustre_is_cold_counted_and_latency_bound(cwd, tmp_path):
-    from tests.storage.modelled_cells import cells_on
-
     runs, recs = cells_on("modeled_lustre", cwd, tmp_path, 64)
     for r in recs:
         assert r["provenance"]["modeled_tiers"][0]["geometry"]["device"] == "lustre"

@@ -113,6 +113,7 @@ def test_the_machine_picks_v1_then_v2(tmp_path, monkeypatch):
     assert "cgroup-v1 blkio controller is not mounted" in why and "has no io controller" in why
 
 
+@pytest.mark.cells
 def test_a_tier_throttled_by_io_max(tmp_path, monkeypatch):
     """A whole emulated tier (real loop device, ext4, mount) on a machine with only cgroup v2: its
     record names io.max-v2 and the limits it wrote are read back; tear-down leaves no mount or loop."""

@@ -8,20 +8,18 @@ import time
 
 import pytest
 
-from conftest import ROOT, campaign
 from jobs.storage import iotools, tiers
+from support.commands import campaign, python_env, start_module
+from support.skips import needs_root
 
 pytestmark = pytest.mark.tiers  # builds emulated or modelled tiers: the tests that do run in turn
-
-needs_root = pytest.mark.skipif(
-    tiers.available() is not None and os.environ.get("CI") != "true", reason=str(tiers.available())
-)
 
 
 def _tier_args(tmp_path, name="test_tier"):
     return dict(name=name, image_dir=str(tmp_path / "images"), mount=str(tmp_path / "mnt"), size_gb=1.0)
 
 
+@pytest.mark.cells
 @needs_root
 def test_emulated_tier_hits_its_read_and_write_targets(tmp_path):
     a = _tier_args(tmp_path)
@@ -41,6 +39,7 @@ def test_emulated_tier_hits_its_read_and_write_targets(tmp_path):
     assert tiers.leftovers(a["name"], tier.image, a["mount"]) == []
 
 
+@pytest.mark.cells
 @needs_root
 def test_a_request_rate_limit_makes_small_random_reads_seek_bound(tmp_path):
     """read_iops (the emulated HDD's seeks): random 4 KB reads at queue depth 8 run at the set rate,
@@ -71,6 +70,7 @@ def test_a_request_rate_limit_makes_small_random_reads_seek_bound(tmp_path):
     assert 25 <= seq_mb <= 66 * 1.05, seq_mb
 
 
+@pytest.mark.cells
 @needs_root
 def test_a_killed_run_is_cleaned_up_by_the_next(tmp_path):
     a = _tier_args(tmp_path, "killed_tier")
@@ -83,7 +83,7 @@ def test_a_killed_run_is_cleaned_up_by_the_next(tmp_path):
         [sys.executable, "-c", code],
         stdout=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=python_env(),
         cwd=tmp_path,
     )
     assert proc.stdout.readline().strip() == "ready"
@@ -105,6 +105,7 @@ def test_without_root_the_error_says_what_to_use(monkeypatch):
         tiers.setup("emulated_hdd", "/tmp/x", "/tmp/y", 1, 1, 1)
 
 
+@pytest.mark.cells
 @needs_root
 def test_campaign_on_emulated_tiers(tmp_path):
     out = tmp_path / "sweep"
@@ -138,28 +139,23 @@ def test_campaign_on_emulated_tiers(tmp_path):
     )
 
 
+@pytest.mark.cells
 @needs_root
 def test_sigterm_mid_cell_tears_the_tier_down(tmp_path):
     """scancel and kill send SIGTERM: the cell unwinds and leaves no mount, loop device or cgroup."""
 
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    proc = subprocess.Popen(  # a synthetic set, generated on the tier (a folder elsewhere is refused)
-        [
-            sys.executable,
-            "-m",
-            "campaign",
-            "storage=emulated_hdd",
-            "storage.emulate.size_gb=1",
-            f"storage.emulate.image_dir={tmp_path / 'img'}",
-            f"storage.root={tmp_path / 'mnt'}",
-            "dataset.num_images=32",
-            "batch_size=8",
-            "repeats=100000",
-            "warmup=0",
-            "hydra.run.dir=run",
-        ],
+    proc = start_module(  # a synthetic set, generated on the tier (a folder elsewhere is refused)
+        "campaign",
+        "storage=emulated_hdd",
+        "storage.emulate.size_gb=1",
+        f"storage.emulate.image_dir={tmp_path / 'img'}",
+        f"storage.root={tmp_path / 'mnt'}",
+        "dataset.num_images=32",
+        "batch_size=8",
+        "repeats=100000",
+        "warmup=0",
+        "hydra.run.dir=run",
         cwd=tmp_path,
-        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

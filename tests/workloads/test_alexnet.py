@@ -6,11 +6,11 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import make_jpegs
 from jobs import records
 from jobs.data import datasets
 from jobs.observe import trace
 from jobs.workloads.alexnet import training as alexnet
+from support.files import make_jpegs
 
 
 def _dataset(folder, n=64):
@@ -39,6 +39,7 @@ def test_full_scale_model_is_the_papers_alexnet():
     assert m.count_params() == 58_699_238  # "about 60 M"; 62.4 M with 1,000 ImageNet classes
 
 
+@pytest.mark.cells
 def test_breakdown_adds_up_to_the_runtime(images, tmp_path):
     steps_csv = tmp_path / "steps.csv"
     r = alexnet.run_once(_dataset(images), _settings(), steps_csv=steps_csv)
@@ -58,6 +59,7 @@ def test_breakdown_adds_up_to_the_runtime(images, tmp_path):
     assert alexnet.run_once(_dataset(images), _settings(compute_only_steps=0)).compute_only_s is None
 
 
+@pytest.mark.cells
 def test_prefetch_lowers_the_data_wait_when_input_is_slower(images):
     ds = _dataset(images)
     # 8 files x 6 ms per batch on one thread (~50 ms, sleeping, no CPU) against a ~20 ms step:
@@ -72,6 +74,7 @@ def test_prefetch_lowers_the_data_wait_when_input_is_slower(images):
     assert on.runtime_s - on.first_step_s < off.runtime_s - off.first_step_s
 
 
+@pytest.mark.cells
 def test_the_trace_has_samples_and_marks(images, tmp_path):
     tr = trace.Tracer(trace.device_of(str(images)), interval=0.1).start()
     try:
@@ -90,6 +93,7 @@ def test_the_trace_has_samples_and_marks(images, tmp_path):
     assert 0 <= marks[trace.FIRST] <= marks[trace.LAST] <= samples["t_s"].max() + 0.2
 
 
+@pytest.mark.cells
 def test_dropped_files_are_counted_in_training(tmp_path):
     make_jpegs(tmp_path, 32, classes=2)
     (tmp_path / "c0" / "bad.jpg").write_bytes(b"nope")
@@ -108,6 +112,7 @@ def test_gpu_asked_without_one_fails_clearly():
         alexnet.device_name("gpu")
 
 
+@pytest.mark.cells
 def test_campaign_grids_render_figures_6_7_8(paper):
     """The paper's AlexNet grids (the session's CI-scale study): threads x prefetch x storage for
     Figs. 6 and 8, batch sizes for Fig. 7, with the I/O cost table and every run's traces."""
@@ -128,6 +133,7 @@ def test_campaign_grids_render_figures_6_7_8(paper):
     assert os.path.exists(grid / "0" / run["trace_file"]) and os.path.exists(grid / "0" / run["steps_file"])
 
 
+@pytest.mark.cells
 def test_training_runs_are_judged_over_their_loop_with_au_and_the_overlap(paper):
     """Usage over the timed loop against the pipeline's threads + the training thread (on a CPU); AU
     (MLPerf Storage's), compute-only and input-only per run; no GPU figure made up without a GPU."""
@@ -156,6 +162,7 @@ def test_training_runs_are_judged_over_their_loop_with_au_and_the_overlap(paper)
     assert claims.loc["prefetch_hides_io", "measured"] > 0  # the overlap, shown beside its reason
 
 
+@pytest.mark.cells
 def test_prefetch_to_the_training_device(images):
     """prefetch_to=device: the paper's prefetch_to_device, here into the CPU's memory (the training device
     without a GPU): the whole epoch trains through it, nothing dropped."""
@@ -164,13 +171,14 @@ def test_prefetch_to_the_training_device(images):
 
 
 def test_one_map_thread_feeding_a_gpu_is_cpu_bound():
-    """The H100's 1-thread cell (gpu.md): 1.14 cores busy of the 16 the machine has was 'latency'; against
-    the pipeline's one thread (the training thread drives the GPU) it is the CPU that limits it."""
+    """The H100's 1-thread cell (measured on an H100 node): 1.14 cores busy of the 16 the machine has was
+    'latency'; against the pipeline's one thread (the training thread drives the GPU) it is the CPU that
+    limits it."""
     from analysis.tables import bounds
-    from jobs.configview import View
+    from jobs.schema import CampaignConf
     from jobs.workloads import alexnet as workload
 
-    cfg = View(OmegaConf.to_container(OmegaConf.create({"threads": 1})))
+    cfg = CampaignConf(threads=1)
     usable = workload.training_parallelism(cfg, {"device": "/device:GPU:0"})
     assert usable == 1 and workload.training_parallelism(cfg, {"device": "/CPU:0"}) == 2
     row = {
@@ -181,10 +189,11 @@ def test_one_map_thread_feeding_a_gpu_is_cpu_bound():
         "device_busy": 0.05,
     }
     assert bounds.label(row)[0] == "cpu"
-    auto = View(OmegaConf.to_container(OmegaConf.create({"threads": "autotune"})))
+    auto = CampaignConf(threads="autotune")
     assert workload.training_parallelism(auto, {"device": "/CPU:0"}) is None
 
 
+@pytest.mark.cells
 @pytest.mark.parametrize("fmt", ["tfrecord", "hdf5"])
 def test_training_reads_tfrecord_and_hdf5(images, tmp_path, fmt):
     """AlexNet trains from a converted set: one epoch delivers every image once, with the bytes read

@@ -1,9 +1,7 @@
 """Checkpoints with real TensorFlow on tiny models and real tiers: stalls, integrity, recovery."""
 
 import json
-import os
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -11,7 +9,6 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import ROOT, campaign, kill_alone, make_jpegs
 from jobs import records
 from jobs.data import datasets
 from jobs.storage import tiers
@@ -19,10 +16,11 @@ from jobs.workloads.alexnet import training as alexnet
 from jobs.workloads.checkpoint import recovery as ckpt_recovery
 from jobs.workloads.checkpoint import saving as checkpoint
 from jobs.workloads.checkpoint import store as ckpt_store
-
-needs_root = pytest.mark.skipif(
-    tiers.available() is not None and os.environ.get("CI") != "true", reason=str(tiers.available())
-)
+from support.commands import campaign, start_module
+from support.configs import one_run_of_folder
+from support.files import make_jpegs
+from support.processes import kill_alone
+from support.skips import needs_root
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +50,7 @@ def _same(model_weights, saved):
         np.testing.assert_array_equal(a.numpy(), b)
 
 
+@pytest.mark.cells
 def test_burst_buffer_drains_verifies_and_cleans(ds, tmp_path):
     snaps = {}
     r = checkpoint.run_once(ds, _settings(tmp_path, keep=2), snapshots=snaps)
@@ -72,6 +71,7 @@ def test_burst_buffer_drains_verifies_and_cleans(ds, tmp_path):
     _same(model.weights, snaps[12])
 
 
+@pytest.mark.cells
 def test_async_saves_restore_exactly(ds, tmp_path):
     snaps = {}
     r = checkpoint.run_once(
@@ -85,6 +85,7 @@ def test_async_saves_restore_exactly(ds, tmp_path):
         _same(model.weights, snaps[int(p.name.rsplit("-", 1)[1])])
 
 
+@pytest.mark.cells
 def test_missing_fast_tier_falls_back_to_the_slow_tier(ds, tmp_path, caplog):
     s = _settings(tmp_path, fast=None, tag="f1")
     s = checkpoint.CheckpointSettings(
@@ -97,6 +98,7 @@ def test_missing_fast_tier_falls_back_to_the_slow_tier(ds, tmp_path, caplog):
     assert all(c["tier"] == "slow" for c in r["checkpoints"])
 
 
+@pytest.mark.cells
 def test_runs_sharing_a_folder_keep_their_own_files(ds, tmp_path, monkeypatch):
     shared = checkpoint.ckpt_dir(tmp_path / "slow")
     a = checkpoint.run_once(ds, _settings(tmp_path, target="slow", keep=1, tag="ckpt_runA"))
@@ -127,6 +129,7 @@ def test_runs_sharing_a_folder_keep_their_own_files(ds, tmp_path, monkeypatch):
     )  # only the one not yet recovered
 
 
+@pytest.mark.cells
 def test_recovery_redoes_an_interrupted_copy_and_drops_the_incomplete(ds, tmp_path):
     checkpoint.run_once(
         ds, _settings(tmp_path, target="fast", tag="ckpt_k1")
@@ -153,6 +156,7 @@ def test_recovery_redoes_an_interrupted_copy_and_drops_the_incomplete(ds, tmp_pa
     assert not list(slow.glob("*.part")) and ckpt_store.complete(fast, "ckpt_k1") == []
 
 
+@pytest.mark.cells
 def test_recovery_keeps_max_to_keep_and_removes_a_killed_unkept_run(ds, tmp_path):
     """Recovery re-copied every checkpoint of a killed run and ignored max_to_keep; a run that would not
     have kept its checkpoints (checkpoint.keep=false) left copies on the slow tier for ever."""
@@ -178,6 +182,7 @@ def test_recovery_keeps_max_to_keep_and_removes_a_killed_unkept_run(ds, tmp_path
     assert (tmp_path / "fast" / "iocampaign" / "checkpoints" / "users").is_dir()
 
 
+@pytest.mark.cells
 @pytest.mark.tiers
 @needs_root
 def test_killed_mid_drain_then_rerun_loses_nothing(tmp_path):
@@ -198,21 +203,16 @@ def test_killed_mid_drain_then_rerun_loses_nothing(tmp_path):
         "checkpoint.slow.emulate.size_gb=1",
         f"checkpoint.slow.emulate.image_dir={img}",
         f"checkpoint.slow.root={tmp_path / 'slowmnt'}",
-        f"storage.root={tmp_path}",
-        "dataset.source=folder",
-        f"dataset.path={tmp_path / 'data'}",
-        "batch_size=4",
-        "repeats=1",
-        "warmup=0",
+        *one_run_of_folder(tmp_path, tmp_path / "data"),
     ]
     make_jpegs(tmp_path / "data", 64, classes=2)
     (tmp_path / "fast").mkdir()
     # a lost fast tier would fall back to the slow one: make sure this run really uses the burst buffer
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "campaign", *args, f"hydra.sweep.dir={tmp_path / 's1'}"],
+    proc = start_module(
+        "campaign",
+        *args,
+        f"hydra.sweep.dir={tmp_path / 's1'}",
         cwd=tmp_path,
-        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -238,7 +238,8 @@ def test_killed_mid_drain_then_rerun_loses_nothing(tmp_path):
     assert len(killed) == 1, run["recovered"]
     # the killed run's checkpoints: redone on the slow tier or dropped as incomplete, none left half-done
     rep = run["recovered"][killed[0]]
-    # checkpoint.keep=false: the killed run's folders are removed (it would have removed them), not copied again
+    # checkpoint.keep=false: the killed run's folders are removed (it would have removed them), not copied
+    # again
     assert rep.get("removed") is not None and not rep["recopied"], rep
     assert not [
         p for p in (tmp_path / "fast" / "iocampaign" / "checkpoints").glob("*") if killed[0] in p.name
@@ -263,6 +264,7 @@ def test_slow_tier_missing_is_an_error_before_training(tmp_path):
     )
 
 
+@pytest.mark.cells
 @pytest.mark.tiers
 @needs_root
 def test_stalls_order_and_the_figures_render(tmp_path):
@@ -285,12 +287,7 @@ def test_stalls_order_and_the_figures_render(tmp_path):
         "checkpoint.slow.emulate.size_gb=1",
         f"checkpoint.slow.emulate.image_dir={img}",
         f"checkpoint.slow.root={tmp_path / 'slowmnt'}",
-        f"storage.root={tmp_path}",
-        "dataset.source=folder",
-        f"dataset.path={tmp_path / 'data'}",
-        "batch_size=4",
-        "repeats=1",
-        "warmup=0",
+        *one_run_of_folder(tmp_path, tmp_path / "data"),
         "workload.trace_interval_s=0.1",
         f"hydra.sweep.dir={out}",
         cwd=tmp_path,
@@ -342,6 +339,7 @@ def test_stalls_order_and_the_figures_render(tmp_path):
     )
 
 
+@pytest.mark.cells
 @pytest.mark.tiers
 @needs_root
 def test_a_burst_buffer_run_counts_only_the_data_tiers_reads(tmp_path):
@@ -376,14 +374,16 @@ def test_a_burst_buffer_run_counts_only_the_data_tiers_reads(tmp_path):
     run = json.loads((out / "0" / "record.json").read_text())["runs"][-1]
     ckpt_bytes = sum(c["bytes"] for c in run["checkpoints"])
     assert ckpt_bytes > run["bytes_consumed"]  # reading them back would dwarf the data
-    # both trainings of the run (without checkpoints, then with), each cold: it read what they consumed, no more
-    # (it logged 229% of consumed when only the second training's bytes were counted)
+    # both trainings of the run (without checkpoints, then with), each cold: it read what they consumed, no
+    # more (it logged 229% of consumed when only the second training's bytes were counted)
     assert run["bytes_consumed"] <= run["bytes_read_device"] < 1.5 * run["bytes_consumed"]
     assert run["cache_state"] == "cold"
 
 
+@pytest.mark.cells
 def test_checkpoints_are_removed_after_the_run_unless_kept(tmp_path):
-    """Planted files beside the run's checkpoint folders stay; the run's own go unless checkpoint.keep=true."""
+    """Planted files beside the run's checkpoint folders stay; the run's own go unless
+    checkpoint.keep=true."""
     out = tmp_path / "sweep"
     make_jpegs(tmp_path / "data", 32, classes=2)
     slow = tmp_path / "slow"
@@ -401,12 +401,7 @@ def test_checkpoints_are_removed_after_the_run_unless_kept(tmp_path):
         "checkpoint.keep=false,true",
         f"checkpoint.slow.root={slow}",
         f"checkpoint.fast.root={tmp_path}",
-        f"storage.root={tmp_path}",
-        "dataset.source=folder",
-        f"dataset.path={tmp_path / 'data'}",
-        "batch_size=4",
-        "repeats=1",
-        "warmup=0",
+        *one_run_of_folder(tmp_path, tmp_path / "data"),
         f"hydra.sweep.dir={out}",
         cwd=tmp_path,
     )

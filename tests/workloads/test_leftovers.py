@@ -14,18 +14,18 @@ import time
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 
-from conftest import ROOT, campaign, make_jpegs, tmpfs
-from jobs import plan
 from jobs.workloads.checkpoint.saving import ckpt_dir
+from support.commands import campaign
+from support.configs import TOY_SEARCHPATH
+from support.files import make_jpegs, tmpfs
 
-TOY = f"hydra.searchpath=[file://{ROOT / 'tests' / 'toy' / 'conf'}]"
-# ci_tiny's rank 0: 6 MB of weights and 9 MB of optimizer state, 15.0 MB a run; a tmpfs of 24 MiB holds one run
+# ci_tiny's rank 0: 6 MB of weights and 9 MB of optimizer state, 15.0 MB a run; a tmpfs of 24 MiB holds one
+# run
 SHARDS = (
     "workload=sharded_checkpoint",
     "checkpoint_model=ci_tiny",
-    TOY,
+    TOY_SEARCHPATH,
     "checkpoint.ranks_written=1",
     "storage=tmpfs",
     "checkpoint.keep=true",
@@ -49,8 +49,8 @@ def test_kept_shards_that_will_not_all_fit_are_refused_before_the_first_run(tmp_
         lines = [x for x in p.stderr.splitlines() if x.strip()]
         assert p.returncode == 2 and len(lines) == 1, p.stdout[-2000:] + p.stderr[-2000:]
         assert (
-            "checkpoint.keep=true keeps every run's shards: 3 runs (warmup + repeats) x 15.0 MB (1 of the 4 ranks "
-            f"of checkpoint_model=ci_tiny) = 45.0 MB, but {root} has 25.2 MB free"
+            "checkpoint.keep=true keeps every run's shards: 3 runs (warmup + repeats) x 15.0 MB "
+            f"(1 of the 4 ranks of checkpoint_model=ci_tiny) = 45.0 MB, but {root} has 25.2 MB free"
         ) in lines[0]
         assert not list(root.iterdir())
         assert (
@@ -66,17 +66,8 @@ def test_kept_shards_that_will_not_all_fit_are_refused_before_the_first_run(tmp_
         )  # one run at a time: it fits
 
 
-@pytest.fixture(scope="module")
-def composed():
-    """A cell's resolved config, composed as the campaign composes it (``jobs.runner.measure`` takes it whole)."""
-    from campaign import schema
-
-    schema.register()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        yield lambda *ov: plan.resolved(compose("config", overrides=list(ov)))
-
-
-def test_a_run_that_fills_its_tier_fails_in_one_line_and_leaves_no_partial_shard(tmp_path, composed):
+@pytest.mark.cells
+def test_a_run_that_fills_its_tier_fails_in_one_line_and_leaves_no_partial_shard(tmp_path, planned_cell):
     """Three kept runs of 15 MB on a 40 MiB tmpfs, run straight through the runner (what planning now refuses,
     as when another writer fills the tier after planning): run 3 fills it. Before: a bare "OSError: [Errno
     28] No space left on device", run 3's partial shard kept and marked {"keep": true, "finished": true}, the
@@ -85,7 +76,7 @@ def test_a_run_that_fills_its_tier_fails_in_one_line_and_leaves_no_partial_shard
     from jobs.workloads.shards import TierFullError
 
     # checkpoint_model=alexnet at 1.25 M parameters: one rank, 5 MB of weights and 10 MB of optimizer state
-    config = composed(
+    cell = planned_cell(
         "workload=sharded_checkpoint",
         "checkpoint_model=alexnet",
         "checkpoint.model.parameters=1250000",
@@ -99,7 +90,7 @@ def test_a_run_that_fills_its_tier_fails_in_one_line_and_leaves_no_partial_shard
     with tmpfs(tmp_path / "t", "40m") as root:
         planted = _plant(root)
         with pytest.raises(TierFullError) as e:
-            runner.measure(config, tmp_path / "job")
+            runner.measure(cell, tmp_path / "job")
         message = str(e.value)
         assert re.fullmatch(
             rf"storage=tmpfs: no space left on {re.escape(str(root))} \(0\.\d MB free of 41\.9 MB\) "
@@ -139,6 +130,7 @@ def _corrupt_when_saved(folder: Path, step: int, found: list, stop: threading.Ev
         time.sleep(0.002)
 
 
+@pytest.mark.cells
 def test_a_restore_that_fails_on_a_corrupt_checkpoint_takes_its_run_folder_with_it(tmp_path):
     """checkpoint.restore=true, the last checkpoint (step 12 of 14) corrupted on the tier before the restore
     reads it back: the cell fails, saying so, and its run folder goes. Before: the failure was reported, but
@@ -186,6 +178,7 @@ def test_a_restore_that_fails_on_a_corrupt_checkpoint_takes_its_run_folder_with_
     assert all(f.read_bytes() == data for f, data in planted.items())
 
 
+@pytest.mark.cells
 def test_a_cell_refused_at_launch_after_planning_is_a_failure_with_its_reason(tmp_path, cwd):
     """Two kept cells that each fit alone: planning passes both; once the first kept its shards the second's
     own check refuses it. That cell was reported MISSING with no reason and the campaign exited 0."""

@@ -5,9 +5,9 @@ import os
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import make_jpegs
 from jobs.data import datasets
 from jobs.workloads.microbench import reading as microbench
+from support.files import make_jpegs
 
 
 def _dataset(folder, n=20):
@@ -40,6 +40,7 @@ def defective(tmp_path):
     return tmp_path
 
 
+@pytest.mark.cells
 def test_consumes_the_whole_set_and_counts_bytes(tmp_path):
     make_jpegs(tmp_path, 10)
     ds = _dataset(tmp_path)
@@ -50,6 +51,7 @@ def test_consumes_the_whole_set_and_counts_bytes(tmp_path):
     assert r.mb_per_s == pytest.approx(ds.total_bytes / r.seconds / 1e6)
 
 
+@pytest.mark.cells
 def test_defective_files_are_dropped_counted_and_named(defective):
     ds = _dataset(defective)
     assert len(ds.files) == 16
@@ -59,6 +61,7 @@ def test_defective_files_are_dropped_counted_and_named(defective):
     assert names == ["dangling.jpg", "empty.jpg", "notes.txt", "truncated.jpg"]
 
 
+@pytest.mark.cells
 def test_read_only_pipeline_drops_only_unreadable_files(defective):
     ds = _dataset(defective)
     r = microbench.run_once(ds, settings(pipeline="read_only"))
@@ -67,6 +70,7 @@ def test_read_only_pipeline_drops_only_unreadable_files(defective):
     assert [os.path.basename(p) for p in r.dropped_files] == ["dangling.jpg"]
 
 
+@pytest.mark.cells
 def test_batches_limit_counts_drops_among_what_was_attempted(defective):
     ds = _dataset(defective)
     r = microbench.run_once(ds, settings(batches=2, batch_size=3))
@@ -85,6 +89,7 @@ def test_batches_limit_counts_drops_among_what_was_attempted(defective):
     assert r.images_dropped == expected_dropped
 
 
+@pytest.mark.cells
 def test_prefetch_and_threads_do_not_change_what_is_delivered(tmp_path):
     make_jpegs(tmp_path, 9)
     ds = _dataset(tmp_path)
@@ -92,6 +97,7 @@ def test_prefetch_and_threads_do_not_change_what_is_delivered(tmp_path):
         assert microbench.run_once(ds, s).images == 9
 
 
+@pytest.mark.cells
 def test_a_set_with_no_decodable_image_fails_loudly(tmp_path):
     (tmp_path / "c0").mkdir()
     (tmp_path / "c0" / "a.jpg").write_bytes(b"garbage")

@@ -9,12 +9,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import ROOT, campaign
 from jobs import records
 from jobs.workloads.shards import shardio
 from jobs.workloads.shards.shape import Shape
+from support.commands import campaign, python_env
+from support.configs import TOY_SEARCHPATH
+from support.paths import ROOT
 
-TOY = f"hydra.searchpath=[file://{ROOT / 'tests' / 'toy' / 'conf'}]"
 GB = 1e9
 
 
@@ -90,7 +91,7 @@ def two_ranks(tmp_path_factory):
             "-m",
             "workload=sharded_checkpoint",
             "checkpoint_model=ci_tiny",
-            TOY,
+            TOY_SEARCHPATH,
             "checkpoint.ranks_written=2",
             "platform.tasks_per_node=2",
             f"storage={tier}",
@@ -133,7 +134,7 @@ def _plant_runs(root: Path) -> dict:
         "os.kill(os.getpid(), signal.SIGKILL) if sys.argv[2] == 'killed' else "
         "time.sleep(600 if sys.argv[2] == 'live' else 0)"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = python_env()
     procs = {
         n: subprocess.Popen(
             [sys.executable, "-c", code, str(f), n], env=env, stdout=subprocess.PIPE, text=True
@@ -148,6 +149,7 @@ def _plant_runs(root: Path) -> dict:
     return {"folders": folders, "live": procs["live"]}
 
 
+@pytest.mark.cells
 def test_the_next_run_removes_what_a_killed_run_left_and_nothing_else(two_ranks):
     """A rank folder whose run was SIGKILLed is removed by the next sharded run (its record says so); a live
     run's folder and a kept run's are left, as are the user's files beside them."""
@@ -158,10 +160,11 @@ def test_the_next_run_removes_what_a_killed_run_left_and_nothing_else(two_ranks)
     assert all(f.read_bytes() == data for f, data in planted.items())
 
 
+@pytest.mark.cells
 def test_through_the_burst_buffer_each_rank_drains_its_shard_and_loads_it_cold_from_storage(two_ranks):
-    """checkpoint.target=burst_buffer: saved on the fast tier (tmpfs), each rank's shard copied to storage (the
-    disk), durable and checked, the fast copy removed, then loaded cold from the disk; drain as MLPerf's
-    durations (the slowest rank's); nothing left on either tier."""
+    """checkpoint.target=burst_buffer: saved on the fast tier (tmpfs), each rank's shard copied to storage
+    (the disk), durable and checked, the fast copy removed, then loaded cold from the disk; drain as
+    MLPerf's durations (the slowest rank's); nothing left on either tier."""
     outs, disk, planted, _ = two_ranks
     rec = records.read(next(outs[2].glob("*/record.json")))
     assert rec.config["checkpoint"]["target"] == "burst_buffer"
@@ -181,6 +184,7 @@ def test_through_the_burst_buffer_each_rank_drains_its_shard_and_loads_it_cold_f
     assert (outs[2] / "checkpoint_shards.png").stat().st_size > 10_000  # save, drain and load panels
 
 
+@pytest.mark.cells
 def test_each_rank_writes_and_reads_its_shard_and_the_run_follows_mlperf(two_ranks):
     outs, disk, planted, _ = two_ranks
     outs = outs[:2]
@@ -237,9 +241,11 @@ def test_each_rank_writes_and_reads_its_shard_and_the_run_follows_mlperf(two_ran
     assert (outs[0] / "checkpoint_shards.png").stat().st_size > 10_000  # the figure, drawn from these rows
 
 
+@pytest.mark.cells
 def test_a_shape_mlperf_ran_is_put_beside_its_submission_in_the_report(two_ranks, tmp_path):
-    """The local run's records (2 of ci_tiny's 4 ranks), relabelled as 2 of Llama 3 8B's 8 ranks: the report puts
-    them beside the MLPerf Storage v3.0 submission of that shape, and says a subset is not its workload."""
+    """The local run's records (2 of ci_tiny's 4 ranks), relabelled as 2 of Llama 3 8B's 8 ranks: the report
+    puts them beside the MLPerf Storage v3.0 submission of that shape, and says a subset is not its
+    workload."""
     import json
 
     from analysis.report.page import write_report
@@ -293,7 +299,8 @@ def test_a_shape_mlperf_ran_is_put_beside_its_submission_in_the_report(two_ranks
         ),
         (
             ("checkpoint_model=ci_tiny", "checkpoint.ranks_written=1", "checkpoint.target=fast"),
-            "checkpoint.target=fast: workload=sharded_checkpoint writes to storage=<tier> (slow) or through the burst buffer",
+            "checkpoint.target=fast: workload=sharded_checkpoint writes to storage=<tier> (slow) "
+            "or through the burst buffer",
         ),
         (
             (
@@ -308,7 +315,7 @@ def test_a_shape_mlperf_ran_is_put_beside_its_submission_in_the_report(two_ranks
     ],
 )
 def test_shapes_it_cannot_run_are_refused_before_writing(cwd, args, expected):
-    p = campaign("workload=sharded_checkpoint", TOY, *args, cwd=cwd)
+    p = campaign("workload=sharded_checkpoint", TOY_SEARCHPATH, *args, cwd=cwd)
     lines = [x for x in p.stderr.splitlines() if x.strip()]
     assert p.returncode == 2 and len(lines) == 1 and expected in lines[0], p.stderr
     assert not [f for f in cwd.rglob("*") if f.is_file()]

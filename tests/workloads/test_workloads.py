@@ -1,34 +1,25 @@
 """The workload registry: a workload is one module plus one preset."""
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from conftest import ROOT
 from jobs import records, workloads
 from jobs.metrics import METRICS
-
-TOY = (
-    Path(__file__).resolve().parent.parent / "toy"
-)  # a workload outside the package and its preset (never on pytest's path)
+from support.commands import python_env, run_module
+from support.configs import TOY_SEARCHPATH
+from support.paths import ROOT, TOY
 
 
 def _campaign(*args, cwd):
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{TOY}", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return subprocess.run(
-        [sys.executable, "-m", "campaign", *args, f"hydra.searchpath=[file://{TOY / 'conf'}]"],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    """``python -m campaign`` with the toy workload (a module outside the package, never on pytest's path)
+    importable and its preset on Hydra's search path."""
+    env = python_env(PYTHONPATH=f"{ROOT}{os.pathsep}{TOY}")
+    return run_module("campaign", *args, TOY_SEARCHPATH, cwd=cwd, env=env, timeout=300)
 
 
+@pytest.mark.cells
 def test_a_toy_workload_is_its_module_and_its_preset(tmp_path):
     out = tmp_path / "sweep"
     p = _campaign(
@@ -61,6 +52,7 @@ def test_a_toy_workload_keeps_its_checks_and_types(tmp_path):
     assert p.returncode == 2 and "unknown workload 'toy_slep'" in p.stderr and "toy_sleep" in p.stderr
 
 
+@pytest.mark.cells
 def test_a_signal_that_surfaces_as_another_error_ends_the_campaign_as_the_interrupt(tmp_path):
     # TensorFlow's bindings turn a KeyboardInterrupt raised inside them into a RuntimeError (1 of 16 CI
     # runs): the cell must not be recorded as failed, the campaign must end as interrupted

@@ -35,7 +35,7 @@ def placement(name: str, model, root: str, key: str = "storage") -> str | None:
     (the current folder, whatever it is when a cell starts), a file, or it and the mount lie one inside
     the other, where the layer would serve its own mount and FUSE deadlocks (a process stuck in D state).
     A mount anywhere in ``backing_dir`` is refused too: that folder holds every modelled tier's files."""
-    given = str(model["backing_dir"] or "")
+    given = model.backing_dir
     if not given.strip():
         return (
             f"{key}.model.backing_dir is empty: the tier's files would go into the current folder; give an "
@@ -43,15 +43,15 @@ def placement(name: str, model, root: str, key: str = "storage") -> str | None:
         )
     if not os.path.isabs(given):
         return (
-            f"{key}.model.backing_dir={given} is a relative path (it would depend on the folder a cell starts "
-            "in): give an absolute folder"
+            f"{key}.model.backing_dir={given} is a relative path "
+            "(it would depend on the folder a cell starts in): give an absolute folder"
         )
     backing = mount.backing_of(name, model)
     blocked = _blocked_by_file(backing)
     if blocked is not None:
         return (
-            f"{key}.model.backing_dir={given}: {blocked} is a file, not a folder, so the tier's backing folder "
-            f"{backing} cannot be made; choose a folder"
+            f"{key}.model.backing_dir={given}: {blocked} is a file, not a folder, "
+            f"so the tier's backing folder {backing} cannot be made; choose a folder"
         )
     real_backing, real_root = _real(backing), _real(root)
     if _inside(real_backing, real_root):
@@ -62,8 +62,9 @@ def placement(name: str, model, root: str, key: str = "storage") -> str | None:
         )
     if _inside(real_root, _real(given)):  # the folder of every modelled tier's files, this one's among them
         return (
-            f"{key}.root={root} lies inside {key}.model.backing_dir={given}, where the tier's files are: the FUSE "
-            f"layer would serve its own mount and hang; keep them apart, e.g. {key}.root=/mnt/iocampaign/{name}"
+            f"{key}.root={root} lies inside {key}.model.backing_dir={given}, where the tier's files are: "
+            "the FUSE layer would serve its own mount and hang; "
+            f"keep them apart, e.g. {key}.root=/mnt/iocampaign/{name}"
         )
     return None
 
@@ -71,16 +72,17 @@ def placement(name: str, model, root: str, key: str = "storage") -> str | None:
 def contradiction(model, key: str = "storage") -> str | None:
     """Why ``model`` sets figures of another device than ``model.device`` (``storage=modeled_hdd
     storage.model.device=lustre`` would model a Lustre from defaults and keep the preset's HDD label)."""
-    device = str(model.get("device") or "hdd")
+    device = model.device
     own = set(mount.DEVICES[device].__dataclass_fields__) if device in mount.DEVICES else set()
     for other, cls in mount.DEVICES.items():
         if other == device:
             continue
-        alien = sorted(f for f in cls.__dataclass_fields__ if f not in own and model.get(f) is not None)
+        alien = sorted(f for f in cls.__dataclass_fields__ if f not in own and getattr(model, f) is not None)
         if alien:
             return (
-                f"{key}.model.device={device}, but {key}.model sets {', '.join(alien)}, figures of a modelled "
-                f"{other}: the tier would be measured as a {device} and labelled as the preset's {other}; choose "
-                f"the preset of a modelled {device} (modeled_{device}) instead of changing the device"
+                f"{key}.model.device={device}, but {key}.model sets {', '.join(alien)}, "
+                f"figures of a modelled {other}: the tier would be measured as a {device} "
+                f"and labelled as the preset's {other}; "
+                f"choose the preset of a modelled {device} (modeled_{device}) instead of changing the device"
             )
     return None

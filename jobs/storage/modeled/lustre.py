@@ -227,7 +227,8 @@ class Lustre:
         self.counters.peak_osts = max(self.counters.peak_osts, at_once)
 
     def wait(self, r: _Request, ready: float | None = None) -> None:
-        """Sleep until ``r``'s modelled completion; ``ready``: when the layer had the bytes (later counts as late)."""
+        """Sleep until ``r``'s modelled completion; ``ready``: when the layer had the bytes (later counts as
+        late)."""
         delay = r.finished - self.clock()
         if delay > 0:
             self.sleep(delay)

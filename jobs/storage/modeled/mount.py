@@ -65,11 +65,10 @@ DEVICES = {"hdd": HddGeometry, "lustre": LustreGeometry}  # storage.model.device
 
 
 def geometry_of(model) -> HddGeometry | LustreGeometry:
-    """The device of a ``storage.model`` section (a mapping or a config view); fields left null take
+    """The device of a ``storage.model`` section (``jobs.schema.ModelConf``); fields left null take
     the model's defaults. KeyError for a device that is not modelled."""
-    d = getattr(model, "_d", model)  # a View's plain data
-    cls = DEVICES[str(d.get("device") or "hdd")]
-    return cls(**{k: d[k] for k in cls.__dataclass_fields__ if d.get(k) is not None})
+    cls = DEVICES[model.device]
+    return cls(**{k: getattr(model, k) for k in cls.__dataclass_fields__ if getattr(model, k) is not None})
 
 
 def described(geometry) -> dict:
@@ -78,7 +77,7 @@ def described(geometry) -> dict:
 
 
 def backing_of(name: str, model) -> str:
-    return str(Path(str(model["backing_dir"])) / name)
+    return str(Path(model.backing_dir) / name)
 
 
 def available() -> str | None:
@@ -206,9 +205,8 @@ def setup(
     while not _ours(name, mount):
         if proc.poll() is not None:
             err = proc.stderr.read().decode(errors="replace").strip().splitlines()
-            raise ModelError(
-                f"storage={name}: the FUSE layer ended before it mounted: {err[-1] if err else proc.returncode}"
-            )
+            why = err[-1] if err else proc.returncode
+            raise ModelError(f"storage={name}: the FUSE layer ended before it mounted: {why}")
         if time.monotonic() > deadline:
             proc.kill()
             raise ModelError(f"storage={name}: the FUSE layer did not mount {mount} within {timeout_s:.0f} s")

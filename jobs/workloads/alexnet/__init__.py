@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from jobs.errors import ConfigError
 from jobs.metrics import of
+from jobs.schema import Device, InputPipelineConf
 from jobs.workloads import PAPER_LAYOUT, Figure, RunContext, Workload, register
-from jobs.workloads.schema import Device, InputPipelineConf
 
 
 @dataclass
@@ -26,12 +26,13 @@ class AlexNetConf(InputPipelineConf):
 def check_alexnet(cfg) -> None:
     """AlexNet's shape limits (shared with the checkpoint workload)."""
     if cfg.workload.image_side < 64:
+        side = cfg.workload.image_side
         raise ConfigError(
-            f"workload.image_side={cfg.workload.image_side} is too small for AlexNet's three poolings (64 or more)"
+            f"workload.image_side={side} is too small for AlexNet's three poolings (64 or more)"
         )
     if cfg.workload.width <= 0:
         raise ConfigError(f"workload.width={cfg.workload.width} must be positive (1.0 = the paper's AlexNet)")
-    if (cfg.workload.get("compute_only_steps") or 0) < 0:
+    if cfg.workload.compute_only_steps < 0:
         raise ConfigError(
             f"workload.compute_only_steps={cfg.workload.compute_only_steps} must be 0 (none) or more"
         )
@@ -39,11 +40,7 @@ def check_alexnet(cfg) -> None:
         raise ConfigError(
             f"workload.trace_interval_s={cfg.workload.trace_interval_s} must be between 0.05 and 10 seconds"
         )
-    if (
-        str(getattr(cfg.workload.get("device"), "value", cfg.workload.get("device"))) == "gpu"
-        and _here(cfg)
-        and not _gpu()
-    ):
+    if cfg.workload.device == "gpu" and _here(cfg) and not _gpu():
         raise ConfigError(
             "workload.device=gpu: this machine has no GPU (no NVIDIA or ROCm driver); "
             "use workload.device=auto (a GPU when there is one) or cpu"
@@ -56,8 +53,7 @@ def _here(cfg) -> bool:
 
     from jobs.storage import roots
 
-    kind = (cfg.get("platform") or {}).get("kind")
-    slurm = str(getattr(kind, "value", kind)) == "slurm"
+    slurm = cfg.platform.kind == "slurm"
     return not roots.elsewhere(cfg) and not (slurm and "SLURM_JOB_ID" not in os.environ)
 
 
@@ -76,7 +72,7 @@ def _gpu() -> bool:
 def training_parallelism(cfg, result: dict | None) -> int | None:
     """Cores a training run may keep busy: its map threads, plus the training thread when the model
     trains on the CPU (None with autotune: any core)."""
-    from jobs.configview import threads_value
+    from jobs.schema import threads_value
 
     threads = threads_value(cfg.threads)
     if not isinstance(threads, int) or threads <= 0:
@@ -91,10 +87,10 @@ def _settings(ctx: RunContext):
     return alexnet.TrainSettings.from_config(
         ctx.cfg,
         ctx.seed,
-        width=float(w.width),
+        width=w.width,
         steps=w.steps,
-        device=str(w.device),
-        compute_only_steps=int(w.get("compute_only_steps") or 0),
+        device=w.device,
+        compute_only_steps=w.compute_only_steps,
     )
 
 
@@ -159,7 +155,7 @@ class AlexNet(Workload):
         """The cell's input-only time (``workload.input_only``), after its runs."""
         from jobs.workloads.alexnet import overlap
 
-        if not ctx.cfg.workload.get("input_only", True):
+        if not ctx.cfg.workload.input_only:
             return {}
         s = _settings(ctx)
         return {
@@ -172,8 +168,8 @@ class AlexNet(Workload):
 
         cfg = ctx.cfg
         settings = _settings(ctx)
-        tracer = trace.Tracer(ctx.disk, float(cfg.workload.trace_interval_s)).start()
-        gpu = accelerator.Sampler(min(0.1, float(cfg.workload.trace_interval_s))).start()
+        tracer = trace.Tracer(ctx.disk, cfg.workload.trace_interval_s).start()
+        gpu = accelerator.Sampler(min(0.1, cfg.workload.trace_interval_s)).start()
         try:
             result = alexnet.run_once(
                 ctx.ds, settings, steps_csv=ctx.job_dir / f"steps_{ctx.tag}.csv", mark=ctx.mark
@@ -195,6 +191,6 @@ class AlexNet(Workload):
     def describe(self, result: dict) -> str:
         return (
             f"{result['runtime_s']:.2f} s runtime ({result['data_wait_s']:.2f} s waiting for data, "
-            f"{result['compute_s']:.2f} s computing, first step {result['first_step_s']:.2f} s) on {result['device']}, "
-            f"AU {result['train_au_percentage']:.0f}%"
+            f"{result['compute_s']:.2f} s computing, first step {result['first_step_s']:.2f} s) "
+            f"on {result['device']}, AU {result['train_au_percentage']:.0f}%"
         )

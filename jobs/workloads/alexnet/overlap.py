@@ -39,18 +39,7 @@ def input_only(ds: Dataset, s, steps: int) -> float:
     PipelineSettings) without training: what prefetch has to hide, read as the training loop reads."""
     import tensorflow as tf
 
-    data = pipeline.build(
-        ds,
-        threads=s.threads,
-        batch_size=s.batch_size,
-        prefetch=s.prefetch,
-        seed=s.seed,
-        image_side=s.image_side,
-        one_hot=True,
-        read_delay_ms=s.read_delay_ms,
-        shuffle=s.shuffle,
-        shuffle_buffer=s.shuffle_buffer,
-    )
+    data = pipeline.build(ds, s, one_hot=True)
     with tf.device("/CPU:0"):
         it = iter(data.take(steps + 1))
     try:

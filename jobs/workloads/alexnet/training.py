@@ -163,18 +163,7 @@ def _iterator(ds: Dataset, s: TrainSettings, device: str):
     """The run's batches (one epoch of full batches unless ``s.steps``) and the steps to train."""
     import tensorflow as tf
 
-    data = pipeline.build(
-        ds,
-        threads=s.threads,
-        batch_size=s.batch_size,
-        prefetch=s.prefetch,
-        seed=s.seed,
-        image_side=s.image_side,
-        one_hot=True,
-        read_delay_ms=s.read_delay_ms,
-        shuffle=s.shuffle,
-        shuffle_buffer=s.shuffle_buffer,
-    )
+    data = pipeline.build(ds, s, one_hot=True)
     per_epoch = len(ds.files) // s.batch_size
     if s.steps is None:
         data = data.take(per_epoch)  # one epoch of full batches, as the paper's 142 x 64 of 9,144

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 from jobs.errors import ConfigError
 from jobs.metrics import of
+from jobs.schema import WorkloadConf
 from jobs.workloads import RunContext, Workload, register
-from jobs.workloads.schema import WorkloadConf
 
 
 @dataclass
@@ -59,15 +59,15 @@ class Baseline(Workload):
 
         cfg = ctx.cfg
         settings = baseline.BaselineSettings(
-            root=str(cfg.storage.root),
-            file_gb=float(cfg.workload.file_gb),
-            small_file_threads=tuple(int(t) for t in cfg.workload.small_file_threads),
+            root=cfg.storage.root,
+            file_gb=cfg.workload.file_gb,
+            small_file_threads=tuple(cfg.workload.small_file_threads),
         )
         return baseline.run_once(ctx.ds, settings, ctx.disk, tag=f"run{ctx.run}")
 
     def describe(self, result: dict) -> str:
         small = ", ".join(f"{t}: {v:.0f}" for t, v in result["small_read_mb_s"].items())
         return (
-            f"{result['tool']} read {result['seq_read_mb_s']:.0f} MB/s, write {result['seq_write_mb_s']:.0f} MB/s; "
-            f"small files by readers {{{small}}} MB/s"
+            f"{result['tool']} read {result['seq_read_mb_s']:.0f} MB/s, "
+            f"write {result['seq_write_mb_s']:.0f} MB/s; small files by readers {{{small}}} MB/s"
         )

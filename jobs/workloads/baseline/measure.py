@@ -2,8 +2,9 @@
 
 One run: write a ``file_gb`` file sequentially (O_DIRECT, flushed), evict it, read it back
 (O_DIRECT), then read every file of the dataset whole with 1, 2, 4, 8 buffered readers (the
-micro-benchmark's thread counts), cold each time: its image files, or with ``dataset.format=tfrecord|hdf5``
-its TFRecord or HDF5 files (256 KiB calls, as TensorFlow's TFRecord reader). The files this writes are removed at the end.
+micro-benchmark's thread counts), cold each time: its image files, or with
+``dataset.format=tfrecord|hdf5`` its TFRecord or HDF5 files (256 KiB calls, as TensorFlow's TFRecord
+reader). The files this writes are removed at the end.
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ def _verdict(equal: bool | None) -> str:
 
 def _snapshot(cfg, ds):
     """What the restore compares with: the weights at the run's last checkpoint step."""
-    steps = cfg.workload.steps or len(ds.files) // int(cfg.batch_size)
-    return restore.Snapshot(steps // int(cfg.checkpoint.every) * int(cfg.checkpoint.every))
+    steps = cfg.workload.steps or len(ds.files) // cfg.batch_size
+    return restore.Snapshot(steps // cfg.checkpoint.every * cfg.checkpoint.every)
 
 
 def _restores(cfg, ds, settings, snapshot) -> list[dict]:
@@ -38,9 +38,9 @@ def _restores(cfg, ds, settings, snapshot) -> list[dict]:
     ]
     shape = {
         "num_classes": max(1, ds.num_classes),
-        "side": int(cfg.workload.image_side),
-        "width": float(cfg.workload.width),
-        "seed": int(cfg.seed),
+        "side": cfg.workload.image_side,
+        "width": cfg.workload.width,
+        "seed": cfg.seed,
     }
     return restore.after_run(folders, settings.tag, shape, snapshot)
 
@@ -116,32 +116,32 @@ class Checkpoint(Workload):
     def run_once(self, ctx: RunContext) -> dict:
         """The same training twice: without checkpoints (the run's baseline), then with them, traced."""
         from jobs.observe import trace
-        from jobs.plan import cell_id
         from jobs.storage import cache
         from jobs.workloads.alexnet import training as alexnet
         from jobs.workloads.checkpoint import recovery as ckpt_recovery
         from jobs.workloads.checkpoint import saving as checkpoint
 
         cfg, ck = ctx.cfg, ctx.cfg.checkpoint
+        # unique per run, not only per pid: under a PID namespace the same cell gets the same pid
+        run = f"{'r' if ctx.run > 0 else 'w'}{abs(ctx.run)}"
+        tag = f"{ckpt_recovery.TAG_PREFIX}{ctx.cell.cell_id}_{run}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
         settings = checkpoint.CheckpointSettings(
             train=alexnet.TrainSettings.from_config(
                 cfg,
                 ctx.seed,
-                width=float(cfg.workload.width),
+                width=cfg.workload.width,
                 steps=cfg.workload.steps,
-                device=str(cfg.workload.device),
+                device=cfg.workload.device,
             ),
-            every=int(ck.every),
+            every=ck.every,
             target=ck.target,
-            fast_root=Path(str(ck.fast.root)),
-            slow_root=Path(str(ck.slow.root)),
+            fast_root=Path(ck.fast.root),
+            slow_root=Path(ck.slow.root),
             flush=ck.flush,
             mode=ck.mode,
-            max_to_keep=int(ck.max_to_keep),
-            keep=bool(ck.get("keep")),
-            # unique per run, not only per pid: under a PID namespace the same cell gets the same pid
-            tag=f"{ckpt_recovery.TAG_PREFIX}{cell_id(ctx.config)}_{'r' if ctx.run > 0 else 'w'}{abs(ctx.run)}_"
-            f"{os.getpid()}_{uuid.uuid4().hex[:8]}",
+            max_to_keep=ck.max_to_keep,
+            keep=ck.keep,
+            tag=tag,
         )
         recovered = ckpt_recovery.recover_all(
             checkpoint.ckpt_dir(settings.fast_root), checkpoint.ckpt_dir(settings.slow_root), settings.flush
@@ -151,8 +151,8 @@ class Checkpoint(Workload):
         base = checkpoint.run_once(ctx.ds, settings, with_checkpoints=False)
         cache.evict(ctx.ds.storage_files)
         slow_disk = trace.device_of(str(settings.slow_root)) if settings.slow_root.exists() else None
-        tracer = trace.Tracer(slow_disk, float(cfg.workload.trace_interval_s)).start()
-        snapshot = _snapshot(cfg, ctx.ds) if ck.get("restore") else None
+        tracer = trace.Tracer(slow_disk, cfg.workload.trace_interval_s).start()
+        snapshot = _snapshot(cfg, ctx.ds) if ck.restore else None
         t0 = time.perf_counter()
         try:
             # its folders are marked finished only once the restore is done with them: a run killed or failed
@@ -173,7 +173,7 @@ class Checkpoint(Workload):
             raise
         # what was durable is in the result; unless asked to keep them, the checkpoints go (a full-scale
         # run leaves ~3.5 GB otherwise, and later cells would fall back for want of space)
-        if ck.get("keep"):
+        if ck.keep:
             checkpoint.mark_finished(settings)
         else:
             checkpoint.remove_run(settings)
@@ -218,15 +218,16 @@ class Checkpoint(Workload):
 
     def describe(self, result: dict) -> str:
         back = "".join(
-            f"; restored {r['bytes'] / MB:.0f} MB from {r['tier']} in {r['restore_s']:.2f} s ({r['cache_state']}, "
-            f"weights {_verdict(r['weights_equal'])}, checksums {r['checksums']})"
+            f"; restored {r['bytes'] / MB:.0f} MB from {r['tier']} in {r['restore_s']:.2f} s "
+            f"({r['cache_state']}, weights {_verdict(r['weights_equal'])}, checksums {r['checksums']})"
             for r in result.get("restores") or []
         )
         stall = f"{result['median_stall_s']:.3f}" if result["median_stall_s"] is not None else "-"
         return (
-            f"{result['runtime_s']:.2f} s runtime ({result['baseline_runtime_s']:.2f} s without checkpoints), "
-            f"{len(result['checkpoints'])} checkpoints to {result['effective_target']}, median stall {stall} s, "
-            f"drain after training {result['drain_after_end_s']:.2f} s"
+            f"{result['runtime_s']:.2f} s runtime "
+            f"({result['baseline_runtime_s']:.2f} s without checkpoints), "
+            f"{len(result['checkpoints'])} checkpoints to {result['effective_target']}, "
+            f"median stall {stall} s, drain after training {result['drain_after_end_s']:.2f} s"
             + (f"; FALLBACK: {result['fallback']}" if result["fallback"] else "")
             + back
         )

@@ -16,7 +16,7 @@ from jobs.workloads.checkpoint.store import (
     verify,
 )
 
-TAG_PREFIX = "ckpt_"  # every run's folder: ckpt_<cell id>_<run>_<pid>_<random> (jobs/workloads/checkpoint.py)
+TAG_PREFIX = "ckpt_"  # every run's folder: ckpt_<cell id>_<run>_<pid>_<random> (jobs/workloads/checkpoint/)
 RECOVERED = ".recovered"  # in a folder recovery has been through: no run writes there again, so it is done
 
 
@@ -83,7 +83,8 @@ class RunLock:
     """Held by a live run on its own checkpoint folder; recovery leaves locked folders alone."""
 
     def __init__(self, folder: Path, new: bool = False) -> None:
-        """``new``: the folder must not exist yet (a run's own folder: it then holds only what the run wrote)."""
+        """``new``: the folder must not exist yet (a run's own folder: it then holds only what the run
+        wrote)."""
         import fcntl
 
         folder.mkdir(parents=True, exist_ok=not new)

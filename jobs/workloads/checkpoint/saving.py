@@ -75,7 +75,8 @@ class _Saver:
 
     def _durable(self, prefix: Path, step: int) -> None:
         if self.drain is not None:
-            # the step a restore will read (restore.Snapshot.step) keeps its fast copy: a restart while it is fresh
+            # the step a restore will read (restore.Snapshot.step) keeps its fast copy: a restart while it
+            # is fresh
             self.drain.put(prefix, keep_fast=step == getattr(self.snapshots, "step", None))
         else:
             ckpt_store.retain(self.folder, self.s.tag, self.s.max_to_keep)
@@ -141,7 +142,8 @@ class _Saver:
 def _writers(
     s: CheckpointSettings, model, opt, target: str, folder: Path, slow_dir: Path, snapshots: dict | None
 ):
-    """(locks held on the run's folders, the burst buffer's drain or None, the saver) of a run with checkpoints."""
+    """(locks held on the run's folders, the burst buffer's drain or None, the saver) of a run with
+    checkpoints."""
     # the run's folders are made here, and must not exist (the tag is unique per run): clean-up after a
     # failure then removes only what this run wrote
     locks = [ckpt_recovery.RunLock(folder, new=True)]
@@ -163,17 +165,7 @@ def _trainer(ds: Dataset, t):
     device = alexnet.device_name(t.device)
     model = alexnet.build_model(max(1, ds.num_classes), t.image_side, t.width, t.seed)
     opt = keras.optimizers.Adam(1e-4)
-    data = pipeline.build(
-        ds,
-        threads=t.threads,
-        batch_size=t.batch_size,
-        prefetch=t.prefetch,
-        seed=t.seed,
-        image_side=t.image_side,
-        one_hot=True,
-        shuffle=t.shuffle,
-        shuffle_buffer=t.shuffle_buffer,
-    )
+    data = pipeline.build(ds, t, one_hot=True)
     with tf.device("/CPU:0"):
         it = iter(data)
     return device, model, opt, alexnet.make_step(model, device, opt), it

@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 MANIFEST = ".manifest.json"
@@ -195,15 +194,6 @@ def retain(folder: Path, tag: str, keep: int) -> list[str]:
         remove(p)
         gone.append(p.name)
     return gone
-
-
-@dataclass(frozen=True)
-class Drained:
-    name: str
-    step: int
-    copy_s: float
-    bytes: int
-    finished_at: float  # time.time() when the slow copy was verified and the fast copy removed
 
 
 def _drain_worker(inq, outq, slow_dir: str, tag: str, keep: int, how: str, parent: int | None = None) -> None:

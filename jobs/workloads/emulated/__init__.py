@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from jobs.errors import ConfigError
 from jobs.metrics import of
+from jobs.schema import InputPipelineConf
 from jobs.workloads import Figure, RunContext, Workload, register
-from jobs.workloads.schema import InputPipelineConf
 
 
 @dataclass
@@ -21,7 +21,7 @@ def step_time(cfg) -> float:
     """The accelerator's step time for the cell's batch size: the profile's, scaled by batch size ÷ the
     profile's batch size (exact at the profile's own batch size)."""
     acc = cfg.accelerator
-    return float(acc.step_time_s) * int(cfg.batch_size) / int(acc.batch_size)
+    return acc.step_time_s * cfg.batch_size / acc.batch_size
 
 
 @register
@@ -56,7 +56,7 @@ class Emulated(Workload):
     )
 
     def check(self, cfg) -> None:
-        if cfg.get("accelerator") is None:
+        if cfg.accelerator is None:
             raise ConfigError(
                 "workload=emulated emulates an accelerator: choose its profile with accelerator=<name> "
                 "(conf/accelerator/: alexnet_h100, resnet50_a100, resnet50_h100, unet3d_a100, unet3d_h100)"
@@ -65,7 +65,7 @@ class Emulated(Workload):
             raise ConfigError(
                 f"accelerator={cfg.accelerator.name}: step_time_s and batch_size must be positive"
             )
-        if int(cfg.prefetch) < 1:
+        if cfg.prefetch < 1:
             raise ConfigError(
                 "workload=emulated needs prefetch=1 or more: an accelerator's data loader fills the next "
                 "batches while it computes (as MLPerf Storage's and DLIO's do); with prefetch=0 every step "
@@ -75,7 +75,7 @@ class Emulated(Workload):
             raise ConfigError(f"accelerator.au_threshold={cfg.accelerator.au_threshold} must be in (0, 1]")
 
     def parallelism(self, cfg, result: dict | None = None) -> int | None:
-        from jobs.configview import threads_value
+        from jobs.schema import threads_value
 
         threads = threads_value(cfg.threads)
         return (
@@ -90,6 +90,7 @@ class Emulated(Workload):
 
     def describe(self, result: dict) -> str:
         return (
-            f"AU {result['train_au_percentage']:.0f}% ({result['steps']} steps of {result['step_time_s'] * 1000:.0f} ms, "
+            f"AU {result['train_au_percentage']:.0f}% "
+            f"({result['steps']} steps of {result['step_time_s'] * 1000:.0f} ms, "
             f"{result['data_wait_s']:.2f} s waiting for data), {result['images_per_s']:.0f} images/s"
         )

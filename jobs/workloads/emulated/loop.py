@@ -24,17 +24,7 @@ def run_once(ds: Dataset, s: EmulatedSettings, mark=lambda name: None) -> dict:
     """One epoch of full batches (the dataset or the task's shard), each followed by the step's sleep."""
     import tensorflow as tf
 
-    data = pipeline.build(
-        ds,
-        threads=s.threads,
-        batch_size=s.batch_size,
-        prefetch=s.prefetch,
-        seed=s.seed,
-        image_side=s.image_side,
-        read_delay_ms=s.read_delay_ms,
-        shuffle=s.shuffle,
-        shuffle_buffer=s.shuffle_buffer,
-    )
+    data = pipeline.build(ds, s)
     steps = len(ds.files) // s.batch_size
     if steps < 2:
         raise RuntimeError(

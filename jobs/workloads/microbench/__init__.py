@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jobs.metrics import of
+from jobs.schema import InputPipelineConf
 from jobs.workloads import PAPER_LAYOUT, Figure, RunContext, Workload, register
-from jobs.workloads.schema import InputPipelineConf
 
 
 @dataclass
@@ -44,13 +44,15 @@ class Microbench(Workload):
             "service",
             "analysis.figures.scaling:service_figure",
             order=5.8,
-            title="The tf.data service: the consumer's images/s and MB/s against the service's workers (median of runs)",
+            title="The tf.data service: the consumer's images/s and MB/s against the service's workers "
+            "(median of runs)",
         ),
         Figure(
             "scaling",
             "analysis.figures.scaling:scaling_figure",
             order=5.7,
-            title="Scaling with tasks: aggregate images/s and MB/s of a cell's tasks (median of runs), ideal dashed",
+            title="Scaling with tasks: aggregate images/s and MB/s of a cell's tasks (median of runs), "
+            "ideal dashed",
         ),
         Figure(
             "layouts",
@@ -61,7 +63,7 @@ class Microbench(Workload):
     )
 
     def parallelism(self, cfg, result: dict | None = None) -> int | None:
-        from jobs.configview import threads_value
+        from jobs.schema import threads_value
 
         threads = threads_value(cfg.threads)
         return threads if isinstance(threads, int) and threads > 0 else None  # autotune: any core
@@ -73,7 +75,7 @@ class Microbench(Workload):
         settings = microbench.RunSettings.from_config(
             cfg,
             ctx.seed,
-            pipeline=str(cfg.workload.pipeline),
+            pipeline=cfg.workload.pipeline,
             batches=cfg.workload.batches,
             service=ctx.service,
         )

@@ -30,18 +30,7 @@ class RunSettings(PipelineSettings):
 
 def build(ds: Dataset, s: RunSettings):
     """The tf.data pipeline of the paper; elements are (batch, file indices, file bytes)."""
-    p = pipeline.build(
-        ds,
-        threads=s.threads,
-        batch_size=s.batch_size,
-        prefetch=s.prefetch,
-        seed=s.seed,
-        decode=s.pipeline == "decode_resize",
-        image_side=s.image_side,
-        read_delay_ms=s.read_delay_ms,
-        shuffle=s.shuffle,
-        shuffle_buffer=s.shuffle_buffer,
-    )
+    p = pipeline.build(ds, s, decode=s.pipeline == "decode_resize")
     return pipeline.through_service(p, s.service) if s.service else p
 
 
@@ -102,7 +91,8 @@ def run_once(ds: Dataset, s: RunSettings, mark=None) -> RunResult:
     drops = pipeline.dropped(ds, seen, exhausted, s.seed, **s.order)
     if seconds <= 0 or not seen:
         raise RuntimeError(
-            f"the pipeline delivered no image out of {len(ds.files)} ({len(drops)} dropped as unreadable or not images)"
+            f"the pipeline delivered no image out of {len(ds.files)} "
+            f"({len(drops)} dropped as unreadable or not images)"
         )
     return RunResult(
         images=len(seen),

@@ -8,7 +8,8 @@ A model too large for the tier is run in subset mode (``checkpoint.ranks_written
 its N ranks write, as MLPerf Storage's subset runs do); the record names the ranks written. The shards
 go to ``storage.root`` (any tier: an emulated one is built and throttled as for any cell), under the
 tool's checkpoint folder, and are removed once read back unless ``checkpoint.keep=true``. Each rank
-holds a lock on its folder while it runs; a later run removes the folders of killed runs (``remove_killed``)."""
+holds a lock on its folder while it runs; a later run removes the folders of killed runs
+(``remove_killed``)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ from pathlib import Path
 
 from jobs.errors import ConfigError
 from jobs.metrics import Metric, declare, of
+from jobs.schema import WorkloadConf
 from jobs.workloads import Figure, RunContext, Workload, register
-from jobs.workloads.schema import WorkloadConf
 from jobs.workloads.shards.folders import PREFIX
 
 log = logging.getLogger(__name__)
@@ -131,7 +132,7 @@ class ShardedCheckpoint(Workload):
 
     def check(self, cfg) -> None:
         ck = cfg.checkpoint
-        if ck.get("model") is None:
+        if ck.model is None:
             raise ConfigError(
                 "workload=sharded_checkpoint needs a model shape: checkpoint_model=<preset> (the presets "
                 "in conf/checkpoint_model/, e.g. llama3_8b)"
@@ -142,14 +143,14 @@ class ShardedCheckpoint(Workload):
                 f"checkpoint_model={s.name}: tp, pp and dp must be at least 1, zero_stage 0-3, and the "
                 "shape must give parameters"
             )
-        tasks = int(cfg.platform.get("nodes") or 1) * int(cfg.platform.get("tasks_per_node") or 1)
-        k = ck.get("ranks_written")
-        if k is not None and not 1 <= int(k) <= s.ranks:
+        tasks = cfg.platform.nodes * cfg.platform.tasks_per_node
+        k = ck.ranks_written
+        if k is not None and not 1 <= k <= s.ranks:
             raise ConfigError(
                 f"checkpoint.ranks_written={k} must be between 1 and the {s.ranks} ranks of "
                 f"checkpoint_model={s.name} (tp {s.tp} x pp {s.pp} x dp {s.dp})"
             )
-        written = s.ranks if k is None else int(k)
+        written = s.ranks if k is None else k
         if written != tasks:
             raise ConfigError(
                 f"checkpoint_model={s.name} writes {written} ranks"
@@ -158,28 +159,29 @@ class ShardedCheckpoint(Workload):
                 f"platform.tasks_per_node to {written}"
                 + ("" if k is not None else ", or write a subset with checkpoint.ranks_written=<the tasks>")
             )
-        if _target(cfg) not in ("slow", "burst_buffer"):
+        if ck.target not in ("slow", "burst_buffer"):
             raise ConfigError(
-                f"checkpoint.target={_target(cfg)}: workload=sharded_checkpoint writes to storage=<tier> "
+                f"checkpoint.target={ck.target}: workload=sharded_checkpoint writes to storage=<tier> "
                 "(slow) or through the burst buffer (burst_buffer: checkpoint.fast, then drained to storage)"
             )
-        if not 0 < float(cfg.workload.block_mb) <= 1024:
+        if not 0 < cfg.workload.block_mb <= 1024:
             raise ConfigError(
                 f"workload.block_mb={cfg.workload.block_mb} must be between 0 and 1024 (MB per request)"
             )
-        # kept (checkpoint.keep=true), every run's shards stay on storage; a burst buffer's drain empties the fast tier
-        self._space(cfg.storage, s, written, runs=int(cfg.warmup) + int(cfg.repeats) if ck.get("keep") else 1)
-        if _target(cfg) == "burst_buffer":
+        # kept (checkpoint.keep=true), every run's shards stay on storage; a burst buffer's drain empties the
+        # fast tier
+        self._space(cfg.storage, s, written, runs=cfg.warmup + cfg.repeats if ck.keep else 1)
+        if ck.target == "burst_buffer":
             self._space(cfg.checkpoint.fast, s, written, "checkpoint.fast")
 
     @staticmethod
     def _space(tier, s, written: int, name: str = "storage", runs: int = 1) -> None:
         """Refuse, before anything is written, a shape whose written ranks (those of all ``runs`` runs, when
         they are kept) do not fit on the tier."""
-        if tier.get("emulate") is not None:
-            free, where = float(tier.emulate.size_gb) * GB, f"{name}'s emulated image"
+        if tier.emulate is not None:
+            free, where = tier.emulate.size_gb * GB, f"{name}'s emulated image"
         else:
-            root = Path(str(tier.root))
+            root = Path(tier.root)
             probe = next((p for p in (root, *root.parents) if p.exists()), None)
             if probe is None:
                 return
@@ -202,33 +204,32 @@ class ShardedCheckpoint(Workload):
         )
 
     def tiers(self, cfg) -> list:
-        return [cfg.storage, cfg.checkpoint.fast] if _target(cfg) == "burst_buffer" else [cfg.storage]
+        return (
+            [cfg.storage, cfg.checkpoint.fast] if cfg.checkpoint.target == "burst_buffer" else [cfg.storage]
+        )
 
     def run_once(self, ctx: RunContext) -> dict:
         from jobs import nodes
-        from jobs.plan import cell_id
         from jobs.workloads.checkpoint.saving import ckpt_dir
         from jobs.workloads.shards import folders, shardio
 
         cfg = ctx.cfg
         s = _shape(cfg)
-        model_rank = s.written(cfg.checkpoint.get("ranks_written"))[ctx.rank]
+        model_rank = s.written(cfg.checkpoint.ranks_written)[ctx.rank]
         files = s.files(model_rank)
         size = sum(b for _, b in files)
-        block = max(shardio.STAMP + 8, int(float(cfg.workload.block_mb) * 1e6) // 8 * 8)
-        content = shardio.Content(model_rank, int(cfg.seed), block)
+        block = max(shardio.STAMP + 8, int(cfg.workload.block_mb * 1e6) // 8 * 8)
+        content = shardio.Content(model_rank, cfg.seed, block)
         base = content.base()
         sums = [content.sha256(base, i, b) for i, (_, b) in enumerate(files)]  # before the timed save
         run_id = ctx.run_id or uuid.uuid4().hex[:12]  # shared by the run's tasks: one folder for the run
-        name = f"{PREFIX}{cell_id(ctx.config)}_{ctx.tag}_{run_id}"
-        keep = bool(cfg.checkpoint.get("keep"))
-        bb = _target(cfg) == "burst_buffer"  # written to the fast tier, then drained to storage
+        name = f"{PREFIX}{ctx.cell.cell_id}_{ctx.tag}_{run_id}"
+        keep = cfg.checkpoint.keep
+        bb = cfg.checkpoint.target == "burst_buffer"  # written to the fast tier, then drained to storage
         held = (
-            [folders.claim(ckpt_dir(Path(str(cfg.checkpoint.fast.root))) / name, model_rank, keep)]
-            if bb
-            else []
+            [folders.claim(ckpt_dir(Path(cfg.checkpoint.fast.root)) / name, model_rank, keep)] if bb else []
         )
-        held.append(folders.claim(ckpt_dir(Path(str(cfg.storage.root))) / name, model_rank, keep))
+        held.append(folders.claim(ckpt_dir(Path(cfg.storage.root)) / name, model_rank, keep))
         ok = False
         try:
             t = shardio.phases(ctx, [m for m, _, _ in held], files, content, base, sums)
@@ -282,15 +283,17 @@ class ShardedCheckpoint(Workload):
 
     def describe(self, result: dict) -> str:
         drained = (
-            f", drained to storage in {result['drain_duration_s']:.2f} s ({result['drain_throughput_gb_s']:.2f} "
-            "GB/s)"
+            f", drained to storage in {result['drain_duration_s']:.2f} s "
+            f"({result['drain_throughput_gb_s']:.2f} GB/s)"
             if result.get("drain_duration_s")
             else ""
         )
+        model = result["checkpoint_model"]["name"]
         return (
-            f"{result['ranks_written']} of {result['model_ranks']} ranks of {result['checkpoint_model']['name']}: "
+            f"{result['ranks_written']} of {result['model_ranks']} ranks of {model}: "
             f"saved {result['checkpoint_gb']:.2f} GB durable in {result['save_duration_s']:.2f} s "
-            f"({result['save_throughput_gb_s']:.2f} GB/s){drained}, loaded back in {result['load_duration_s']:.2f} s "
+            f"({result['save_throughput_gb_s']:.2f} GB/s){drained}, "
+            f"loaded back in {result['load_duration_s']:.2f} s "
             f"({result['load_throughput_gb_s']:.2f} GB/s), every byte checked"
         )
 
@@ -301,9 +304,7 @@ class TierFullError(RuntimeError):
 
 def _full(cfg, ctx: RunContext, e, size: int, bb: bool) -> TierFullError:
     """The one-line error of a run whose shard found its tier full (its partial files go as it is raised)."""
-    fast = bb and Path(e.folder).is_relative_to(
-        str(cfg.checkpoint.fast.root)
-    )  # the save's tier, not the drain's
+    fast = bb and Path(e.folder).is_relative_to(cfg.checkpoint.fast.root)  # the save's tier, not the drain's
     tier, key = (cfg.checkpoint.fast, "storage@checkpoint.fast") if fast else (cfg.storage, "storage")
     st = os.statvfs(e.folder)
     what = f"run {ctx.run}" if ctx.run > 0 else f"warm-up {1 - ctx.run}"
@@ -316,11 +317,6 @@ def _full(cfg, ctx: RunContext, e, size: int, bb: bool) -> TierFullError:
 
 def _size(b: float) -> str:
     return f"{b / GB:.1f} GB" if b >= GB else f"{b / 1e6:.1f} MB"
-
-
-def _target(cfg) -> str:
-    t = cfg.checkpoint.target
-    return str(getattr(t, "value", t))
 
 
 def s_bytes(s, written: int) -> int:
@@ -366,4 +362,4 @@ def merge(results: list[dict]) -> dict:
 def _model_record(cfg, s) -> dict:
     from dataclasses import asdict
 
-    return {**asdict(s), "parameters": s.params, "source": str(cfg.checkpoint.model.get("source") or "")}
+    return {**asdict(s), "parameters": s.params, "source": cfg.checkpoint.model.source}

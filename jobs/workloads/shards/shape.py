@@ -42,8 +42,8 @@ class Shape:
 
     @classmethod
     def of(cls, conf) -> Shape:
-        """From a ``checkpoint_model`` preset (a config view or a dict)."""
-        get = conf.get if hasattr(conf, "get") else lambda k, d=None: getattr(conf, k, d)
+        """From a ``checkpoint_model`` preset (the typed ``CheckpointModelConf``) or a record's dict of it."""
+        get = conf.get if isinstance(conf, dict) else lambda k: getattr(conf, k, None)
         names = [f for f in cls.__dataclass_fields__]
         return cls(
             **{
@@ -104,5 +104,6 @@ class Shape:
         return sum(self.rank_bytes(r) for r in range(self.ranks))
 
     def written(self, ranks_written: int | None) -> list[int]:
-        """The model ranks a run writes: all, or the first ``ranks_written`` (MLPerf Storage's subset mode)."""
+        """The model ranks a run writes: all, or the first ``ranks_written`` (MLPerf Storage's subset
+        mode)."""
         return list(range(self.ranks if ranks_written is None else int(ranks_written)))

@@ -96,8 +96,8 @@ def write(folder: Path, files: list[tuple[str, int]], content: Content, base: by
 
 
 def _write_all(fd: int, view: memoryview, done: list[int]) -> None:
-    """Write all of ``view`` (os.write may write less), counting each byte written in ``done[0]`` as it goes, so
-    that a full tier names how much of the shard made it."""
+    """Write all of ``view`` (os.write may write less), counting each byte written in ``done[0]`` as it
+    goes, so that a full tier names how much of the shard made it."""
     while view:
         put = os.write(fd, view)
         done[0] += put

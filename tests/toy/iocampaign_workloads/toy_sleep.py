@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass
 
 from campaign.errors import ConfigError
-from campaign.schema import WorkloadConf
 from jobs.metrics import Metric
+from jobs.schema import WorkloadConf
 from jobs.workloads import Figure, RunContext, Workload, register
 
 

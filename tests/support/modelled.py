@@ -5,21 +5,19 @@ from __future__ import annotations
 import json
 import os
 
-from tests.conftest import campaign
+from support.commands import campaign
 
 
 def cells_on(tier: str, cwd, tmp_path, images: int) -> tuple[dict, list[dict]]:
     """Cells at 1 and 4 threads on ``tier`` mounted in ``tmp_path`` (cold, one run each): the last run of
     each by its thread count, and the records. The tier is unmounted afterwards."""
     out = tmp_path / "c"
+    # a user's files beside the mount point and beside the tier's backing folder
     planted = {
         tmp_path / "beside.bin": os.urandom(4096),
         tmp_path / "backing" / "notes.txt": b"a user's notes",
     }
-    for (
-        f,
-        data,
-    ) in planted.items():  # a user's files beside the mount point and beside the tier's backing folder
+    for f, data in planted.items():
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_bytes(data)
     p = campaign(

@@ -1,0 +1,228 @@
+"""The generic run loop of a cell, for any registered workload, outside Hydra.
+
+Under the locks of the tiers and devices the cell touches: build its emulated and modelled tiers,
+list or generate its dataset, then run warm-ups and repeats (``jobs.runner.runs``), each from the
+requested cache state (evicted and verified, or warmed), classify what each run actually had, and
+return the runs with the dataset summary and provenance. ``campaign.cell`` wraps this into the
+cell's record; benchmarks call it directly with a planned ``jobs.cell.Cell``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import statistics
+from dataclasses import asdict
+from pathlib import Path
+
+from jobs import workloads
+from jobs.runner.runs import Session, run_all
+
+log = logging.getLogger(__name__)
+
+
+def dataset_summary(ds, prov: dict | None = None) -> dict:
+    return {
+        **({"stage": prov["stage"]} if prov and prov.get("stage") else {}),
+        "name": ds.name,
+        "source": ds.source,
+        "location": ds.location,
+        "files": len(ds.files),
+        "classes": ds.num_classes,
+        "total_bytes": ds.total_bytes,
+        "median_file_bytes": statistics.median(ds.sizes) if ds.sizes else 0,
+        "skipped_not_regular": len(ds.skipped),
+        "skipped_files": list(ds.skipped[:50]),
+        "format": ds.format,
+        "containers": len(ds.containers),
+        "stored_bytes": ds.stored_bytes,
+        "stored_in": os.path.dirname(ds.storage_files[0]) if ds.storage_files else ds.location,
+    }
+
+
+def measure(cell, job_dir: Path, first_run: int = 1) -> tuple[list[dict], dict, dict]:
+    """Every run of ``cell`` (a ``jobs.cell.Cell``; warm-ups first) with its cache evidence; plus
+    dataset summary and provenance. ``first_run`` numbers the first measured run (the extra traced run
+    of ``trace.runs=extra`` is run ``repeats + 1``). Everything that writes on a tier (its set-up, the
+    dataset's generation, the runs, the tear-down) happens under the locks of the tiers and devices the
+    cell touches."""
+    from jobs.execution import traced
+
+    cfg = cell.config
+    if cfg.trace.posix and not traced.inside():  # in a child started with the tracer
+        if cfg.trace.runs == "extra":  # or untraced here, then one more run in a child
+            return traced.with_extra_run(cell, job_dir, measure)
+        return traced.measure(cell, job_dir)
+    w = workloads.get(cfg.workload.kind)
+    if (
+        w.in_tensorflow
+    ):  # before the locks: the import holds no device; its start-up lines go to the cell's folder
+        from jobs.execution import tfstart
+
+        tfstart.import_quietly(job_dir / tfstart.LOG, keras=w.uses_keras)
+    return _locked(Session(w, cell, job_dir, first_run))
+
+
+def _locked(s: Session) -> tuple[list[dict], dict, dict]:
+    """The cell's runs under the locks of its built tiers, then of the devices it measures."""
+    from jobs.data import datasets
+    from jobs.storage import locks
+
+    cfg = s.cell.config
+    tiers_of = s.w.tiers(cfg) + ([cfg.stage] if cfg.stage is not None else [])
+    root, lock_dir = cfg.storage.root, cfg.platform.lock_dir
+    timeout = cfg.platform.lock_timeout_min * 60
+    built = {
+        locks.tier_lock_path(lock_dir, st.name): f"{'modelled' if st.model else 'emulated'} tier {st.name}"
+        for st in tiers_of
+        if st.emulate is not None or st.model is not None
+    }
+    with locks.all_of(built, timeout) as tier_wait, _tiers(cfg, tiers_of) as (tier, all_tiers, modeled):
+        if cfg.dataset is None:  # a workload that reads no dataset (needs_dataset=False)
+            ds, written = datasets.Dataset("", "none", root, (), (), (), 0), False
+        else:  # a synthetic set is generated, a converted one written, on storage.root
+            written = cfg.dataset.source == "synthetic" or cfg.dataset.format != "files"
+            ds = None if written else datasets.resolve(cfg.dataset, root, cfg.seed)  # lists only
+        measured = [root if written or not ds.files else os.path.dirname(ds.files[0])]
+        measured += [st.root for st in tiers_of[1:] if os.path.isdir(st.root)]
+        with locks.all_of(locks.devices(lock_dir, measured), timeout) as device_wait:
+            s.ds = _dataset(cfg, ds)
+            s.prov = _provenance(s, tier_wait + device_wait, modeled)
+            if not all_tiers:
+                return _staged_runs(s), dataset_summary(s.ds, s.prov), s.prov
+            return _throttled(s, tier, all_tiers), dataset_summary(s.ds, s.prov), s.prov
+
+
+def _dataset(cfg, listed):
+    """The cell's dataset as its runs read it: generated under the lock where ``listed`` is None,
+    converted to its format once."""
+    from jobs.data import datasets, formats
+
+    root = cfg.storage.root
+    ds = listed if listed is not None else datasets.resolve(cfg.dataset, root, cfg.seed)
+    if cfg.dataset is None:
+        return ds
+    converted = datasets.cache_dir(root, formats.CONVERTED)
+    return formats.ensure(ds, cfg.dataset.format, cfg.dataset.shard_mb, converted)
+
+
+def _provenance(s: Session, lock_wait_s: float, modeled: list) -> dict:
+    from jobs.observe import provenance
+
+    root = s.cell.config.storage.root
+    s.data_dir = os.path.dirname(s.ds.storage_files[0]) if s.ds.storage_files else root
+    prov = provenance.collect(root, s.data_dir, s.w.packages)
+    prov["device_lock_wait_s"] = lock_wait_s
+    if modeled:
+        prov["modeled_tiers"] = [asdict(t) for t in modeled]
+    return prov
+
+
+def _throttled(s: Session, tier, all_tiers: list) -> list[dict]:
+    """The runs with the cell's processes in its emulated tiers' I/O cgroups."""
+    from jobs.storage import cache, tiers
+
+    if tier is not None:
+        s.prov["emulated_tier"] = asdict(tier)
+    s.prov["emulated_tiers"] = [asdict(t) for t in all_tiers]
+    cache.evict(s.ds.storage_files)  # flush the freshly written set before the throttle applies
+    cg = tiers.join_all(all_tiers)
+    try:
+        return _staged_runs(s)
+    finally:
+        tiers.leave_all(cg)
+
+
+def _staged_runs(s: Session) -> list[dict]:
+    """The runs, reading a copy staged on ``cfg.stage`` first when one is asked for (the copy's time
+    goes into provenance, not into the runs; the copy is removed when the runs end)."""
+    stage = s.cell.config.stage
+    if stage is None:
+        s.kind = s.cell.config.storage.kind
+        return run_all(s)
+    from jobs.data import staging
+    from jobs.observe import provenance
+
+    staged, facts = staging.stage_in(s.ds, stage.root)
+    log.info(
+        "staged %d files (%.0f MB) from %s to %s (storage@stage=%s) in %.2f s (%.0f MB/s)",
+        facts["stage_files"],
+        facts["stage_bytes"] / 1e6,
+        s.data_dir,
+        facts["staged_to"],
+        stage.name,
+        facts["stage_s"],
+        facts["stage_mb_s"] or 0,
+    )
+    s.prov["stage"] = {"storage": stage.name, "kind": stage.kind, **facts}
+    s.prov["source_mount"] = s.prov.get("data_mount")
+    s.prov["data_mount"] = asdict(provenance.mount_of(facts["staged_to"]))
+    s.ds, s.data_dir, s.kind = staged, facts["staged_to"], stage.kind
+    try:
+        return run_all(s)
+    finally:
+        staging.remove(facts["staged_to"])
+
+
+@contextlib.contextmanager
+def _tiers(cfg, tiers_of: list):
+    """The emulated and modelled tiers of the cell, set up for the cell and torn down after it; yields
+    the storage's own emulated tier (or None), all emulated tiers, and the modelled ones."""
+    from jobs.storage import tiers
+    from jobs.storage.modeled import mount
+
+    built: dict[str, tiers.Tier] = {}
+    modeled: dict[str, mount.ModeledTier] = {}
+    try:
+        for st in tiers_of:
+            if st.model is not None and st.name not in modeled:
+                modeled[st.name] = mount.setup(
+                    st.name, st.model.backing_dir, st.root, mount.geometry_of(st.model)
+                )
+                log.info(
+                    "modelled tier %s: %s served by a FUSE layer over %s (%s)",
+                    st.name,
+                    st.root,
+                    modeled[st.name].backing,
+                    st.description,
+                )
+            if st.emulate is not None and st.name not in built:
+                built[st.name] = _emulated(st)
+        yield built.get(cfg.storage.name), list(built.values()), list(modeled.values())
+    finally:
+        for t in built.values():
+            tiers.teardown(t)
+        for m in modeled.values():
+            mount.teardown(m)
+
+
+def _emulated(st):
+    """The emulated tier ``st`` set up: a throttled loop device mounted at its root."""
+    from jobs.storage import tiers
+
+    e = st.emulate
+    t = tiers.setup(
+        st.name,
+        e.image_dir,
+        st.root,
+        e.size_gb,
+        e.read_mb_s,
+        e.write_mb_s,
+        e.read_iops or 0,
+        e.write_iops or 0,
+    )
+    log.info(
+        "emulated tier %s: %s on %s (%s), throttled by %s to %.0f MB/s read, %.0f MB/s write, %s read, "
+        "%s write requests/s",
+        t.name,
+        t.mount,
+        t.loop,
+        t.dev,
+        t.throttle,
+        e.read_mb_s,
+        e.write_mb_s,
+        t.read_iops or "any",
+        t.write_iops or "any",
+    )
+    return t

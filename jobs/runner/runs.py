@@ -1,0 +1,230 @@
+"""A cell's runs, warm-ups first, each from the requested cache state (the caller holds the locks):
+one run executed the way its cell runs (in this process, as tasks, or as the consumer of a tf.data
+service), observed, and assembled into its record (``jobs.runner.result``)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jobs import interrupts, records, workloads
+from jobs.execution import pernode
+from jobs.execution.placement import Placement
+from jobs.runner.result import RunParts
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Session:
+    """What every run of a cell shares; the dataset, its folder and provenance are filled in under the
+    locks, the tier kind where the runs read (the storage's, or the stage's)."""
+
+    w: workloads.Workload
+    cell: Any  # jobs.cell.Cell
+    job_dir: Path
+    first_run: int = 1  # the number of the first measured run (trace.runs=extra: repeats + 1)
+    ds: Any = None  # jobs.data.datasets.Dataset, where the runs read it
+    data_dir: str = ""
+    prov: dict = field(default_factory=dict)
+    kind: str = ""  # block | network | memory: what a cold cache can mean where the runs read
+
+    @property
+    def cfg(self):
+        return self.cell.config
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where the runs read and how their processes start."""
+
+    fs_type: str  # the file system the data is read from
+    disk: str | None  # its block device (None: not a block device)
+    placement: Placement
+    exclusive: frozenset  # devices of tiers the cell built and holds alone
+    svc: Any = None  # the cell's tf.data service, when it has one
+
+
+def run_all(s: Session) -> list[dict]:
+    """The cell's runs, warm-ups first; a run's record is built once it has ended."""
+    from jobs.observe import trace
+    from jobs.storage import cache
+    from jobs.storage.modeled import mount as modeled
+
+    fs_type = (s.prov["data_mount"] or s.prov["storage_mount"])["fs_type"]
+    if s.kind == "memory" and fs_type not in cache.MEMORY_FS:
+        log.warning(
+            "storage=%s describes a memory tier, but %s is on %s: runs are judged as %s",
+            s.cfg.storage.name,
+            s.data_dir,
+            fs_type,
+            fs_type,
+        )
+    if s.ds.skipped:
+        log.warning(
+            "%d listed files are not regular files and are skipped (counted as dropped), e.g. %s",
+            len(s.ds.skipped),
+            list(s.ds.skipped[:3]),
+        )
+    exclusive = {os.path.basename(t["loop"]) for t in s.prov.get("emulated_tiers", [])}
+    exclusive |= {modeled.PREFIX + t["mount"] for t in s.prov.get("modeled_tiers", [])}
+    where = Where(fs_type, trace.device_of(s.data_dir), Placement.of(s.cfg), frozenset(exclusive))
+    if (
+        where.placement.service_workers
+    ):  # the tf.data service of the cell: up for all its runs, ended with them
+        from jobs.execution import service
+
+        p = where.placement
+        with service.running(p.service_workers, s.job_dir / service.SUBDIR, p.service_step()) as svc:
+            return _loop(s, Where(fs_type, where.disk, p, where.exclusive, svc))
+    return _loop(s, where)
+
+
+def _loop(s: Session, where: Where) -> list[dict]:
+    parts, states, ctx = [], [], None
+    for k in range(s.cfg.warmup + s.cfg.repeats):
+        part, ctx = _one(s, where, k)
+        state = _cache_state(s, where, part)
+        parts.append(part)
+        states.append(state)
+        _log(s, part, state, k)
+    extra = _probe(s, ctx) if s.first_run == 1 and parts else {}  # once per cell: the measured runs'
+    return [p.record(st, {} if p.warmup else extra) for p, st in zip(parts, states)]
+
+
+def _one(s: Session, where: Where, k: int) -> tuple[RunParts, Any]:
+    """Run ``k`` of the cell (warm-ups first), from the requested cache state, observed."""
+    from jobs.execution.traced import inside
+    from jobs.observe import posix, usage
+    from jobs.storage import cache
+    from jobs.storage.modeled import liveness
+
+    cfg, warmup = s.cfg, k < s.cfg.warmup
+    run = k + s.first_run - cfg.warmup  # measured runs are 1..repeats; warm-ups are <= 0
+    with liveness.watched(s.prov.get("modeled_tiers"), run):  # a run whose modelled tier died fails
+        if cfg.cache == "cold":
+            resident = cache.evict(s.ds.storage_files, drop_caches=cfg.drop_caches).resident_bytes_after
+        else:
+            cache.warm(s.ds.storage_files)
+            resident, _ = cache.residency(s.ds.storage_files)
+        started, seed = records.now(), cfg.seed + k
+        svc = where.svc
+        ctx = workloads.RunContext(
+            s.ds, s.cell, seed, s.job_dir, run, where.disk, service=svc.address if svc else None
+        )
+        io0 = svc and svc.counters()
+        traced = posix.window(s.job_dir, ctx.tag, where.disk) if inside() else contextlib.nullcontext({})
+        with traced as window:
+            before = usage.snapshot(where.disk)
+            result, merged = _execute(s.w, ctx, where, cold=cfg.cache == "cold")
+            after = usage.snapshot(where.disk)
+    workloads.check_result(s.w, result)
+    figures = {**result, **merged, **window}
+    if svc:  # the workers read the data: their bytes join the consumer's
+        svc.add_counters(io0, figures)
+    timed = "start" in ctx.marks and "end" in ctx.marks  # the workload marked its timed interval
+    # a multi-task run may keep threads x tasks per node cores busy on each of its nodes
+    par = s.w.parallelism(cfg, figures)
+    p = where.placement
+    used = usage.between(
+        *((ctx.marks["start"], ctx.marks["end"]) if timed else (before, after)),
+        par * p.per_node if par else None,
+        p.tasks // p.per_node,
+    )
+    own = where.disk in where.exclusive and before.disk and after.disk
+    part = RunParts(
+        run=run,
+        warmup=warmup,
+        started_at=started,
+        shuffle_seed=seed,
+        cache_requested=cfg.cache,
+        # a multi-task run: each task's shard, on its own node
+        resident_bytes_before=merged["task_resident_bytes_before"] if merged else resident,
+        figures=figures,
+        usage={k: v for k, v in used.items() if k != "wall_s"},
+        run_wall_s=after.t - before.t,
+        usage_over="timed interval" if timed else "whole run",
+        skipped=tuple(s.ds.skipped),
+        # a tier the cell built and holds alone: its own counter is the data's (the process-wide one would
+        # also count checkpoint files read on other tiers; a modelled drive has only its own)
+        device_bytes=(after.disk[1] - before.disk[1]) * usage.SECTOR if own else None,
+    )
+    return part, ctx
+
+
+def _cache_state(s: Session, where: Where, part: RunParts) -> str:
+    """What the run's device counters prove of its cache (per node for a multi-node run)."""
+    from jobs.storage import cache
+
+    reading = part.reading()
+    requested, fs = s.cfg.cache, where.fs_type
+    state = cache.classify(requested, s.kind, fs, reading["bytes_read_device"], reading["bytes_consumed"])
+    return pernode.cache_state(reading.get("per_node"), state, requested, s.kind, fs)
+
+
+def _execute(w: workloads.Workload, ctx, where: Where, cold: bool) -> tuple[dict, dict]:
+    """One run, the way its cell runs: ``placement.tasks`` processes each reading its shard (locally, or
+    as a Slurm job step inside the cell's job), the consumer of the cell's tf.data service (watched), or
+    in this process. Returns (result, the merged per-task figures; empty for one process)."""
+    p = where.placement
+    if p.tasks > 1:
+        from jobs.execution import tasks
+
+        result = tasks.run(ctx, p, cold=cold)
+        return result, {k: result.pop(k) for k in tasks.MERGED_KEYS}
+    if where.svc:
+        from jobs.execution import service
+
+        return service.watched(w.run_once, ctx, where.svc), {}
+    # a signal inside TensorFlow's bindings would surface as another error: it waits for the run's check()
+    with interrupts.deferred() if w.in_tensorflow else contextlib.nullcontext():
+        return w.run_once(ctx), {}
+
+
+def _probe(s: Session, ctx) -> dict:
+    """The workload's once-per-cell measurements (``Workload.probe``), with the cache as the runs had it,
+    for every measured run."""
+    from jobs.storage import cache
+
+    if type(s.w).probe is workloads.Workload.probe:
+        return {}
+    if s.cfg.cache == "cold":
+        cache.evict(s.ds.storage_files, drop_caches=s.cfg.drop_caches)
+    else:
+        cache.warm(s.ds.storage_files)
+    with interrupts.deferred() if s.w.in_tensorflow else contextlib.nullcontext():
+        extra = s.w.probe(ctx)
+    log.info("once per cell: %s", ", ".join(f"{k} {v:.3g}" for k, v in extra.items()) or "nothing")
+    return extra
+
+
+def _log(s: Session, part: RunParts, state: str, k: int) -> None:
+    result, cfg = part.reading(), s.cfg
+    ratio = (
+        f"{result['bytes_read_device'] / result['bytes_consumed']:.0%} of consumed from the device"
+        if result["bytes_read_device"] is not None and result["bytes_consumed"]
+        else "device bytes not counted"
+    )
+    # trace.runs=extra: run repeats+1
+    what = "warm-up" if part.warmup else "run" if s.first_run == 1 else "extra traced run"
+    log.info(
+        "%s %d/%d: %s, %d images (%d dropped), cache %s (%s)",
+        what,
+        k + 1 if part.warmup else k + s.first_run - cfg.warmup,
+        cfg.warmup if part.warmup else cfg.repeats + s.first_run - 1,
+        s.w.describe(result),
+        result["images"],
+        result["images_dropped"],
+        state,
+        ratio,
+    )
+    if result["images_dropped"] and result.get("dropped_files"):
+        log.warning(
+            "%d files dropped by ignore_errors, e.g. %s",
+            result["images_dropped"],
+            result["dropped_files"][:3],
+        )

@@ -1,0 +1,346 @@
+"""The config schema of a campaign cell: a dataclass per group, every field with its unit and meaning;
+the values live in the YAML presets under ``conf/`` (``campaign.schema.register`` stores these in Hydra's
+ConfigStore, and every preset names its group's schema first in its ``defaults``, so OmegaConf type-checks
+every value a user writes on the command line).
+
+A planned cell carries its config as these dataclasses (``jobs.cell``). Every choice is a ``StrEnum``: a
+member is its own name as a string (``cfg.cache == "cold"``, ``str(cfg.cache) == "cold"``), so no reader
+needs to tell a member from a string.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, List, Optional
+
+from omegaconf import MISSING
+
+from jobs.errors import ConfigError
+
+
+class Pipeline(StrEnum):
+    decode_resize = "decode_resize"  # read_file -> decode -> resize (Fig. 4)
+    read_only = "read_only"  # read_file only (Fig. 5)
+
+
+class Device(StrEnum):
+    auto = "auto"  # the first GPU when TensorFlow sees one, else the CPU
+    cpu = "cpu"
+    gpu = "gpu"  # fail when there is no GPU
+
+
+@dataclass
+class WorkloadConf:
+    """Fields every workload has; a workload's own schema (in its module under jobs/workloads/)
+    inherits them and adds its settings."""
+
+    name: str = MISSING  # workload label used in records and tables
+    kind: str = MISSING  # the workload module that runs in the cell (a name in jobs.workloads' registry)
+    description: str = ""  # one line shown in the README and records
+
+
+@dataclass
+class InputPipelineConf(WorkloadConf):
+    """Fields of the workloads that read the dataset through the paper's tf.data pipeline."""
+
+    pipeline: Pipeline = Pipeline.decode_resize  # what the mapped function does to every file
+    image_side: int = 224  # side of the resized square image, pixels (alexnet: also the model's input)
+    read_delay_ms: float = 0.0  # extra latency per file read, ms: emulates a slower tier (0 = none)
+
+
+class CacheMode(StrEnum):
+    cold = "cold"  # dataset evicted from the page cache before every run (the paper's setting)
+    warm = "warm"  # dataset read once just before every run, so reads hit memory
+
+
+class PrefetchTo(StrEnum):
+    host = "host"  # prefetched batches wait in host memory (tf.data's prefetch)
+    # and are copied into the training device's memory ahead (the paper's prefetch_to_device)
+    device = "device"
+
+
+class DatasetSource(StrEnum):
+    synthetic = "synthetic"  # JPEGs generated once from the seed into <storage.root>/iocampaign/datasets
+    folder = "folder"  # dataset.path is a folder of class sub-folders holding images
+    filelist = "filelist"  # dataset.path is a text file with one image path per line
+
+
+class DatasetFormat(StrEnum):
+    files = "files"  # one file per image, as the paper read ImageNet
+    tfrecord = "tfrecord"  # TFRecord shards of dataset.shard_mb, tf.train.Example records
+    hdf5 = "hdf5"  # HDF5 files of dataset.shard_mb holding the JPEG bytes and labels (h5py)
+
+
+# global: a full permutation of the samples every pass; local: each reader shuffles within its shards
+# (shard order, then a buffer); none: the stored order ("global" is a Python keyword, hence the form)
+Shuffle = StrEnum("Shuffle", {"global": "global", "local": "local", "none": "none"})
+
+
+@dataclass
+class EmulateConf:
+    read_mb_s: float = MISSING  # read bandwidth the tier is throttled to, MB/s
+    write_mb_s: float = MISSING  # write bandwidth (O_DIRECT and fsync write-back), MB/s
+    # read requests per second (seek-bound devices: an HDD's ~150); null = no limit
+    read_iops: Optional[int] = None
+    write_iops: Optional[int] = None  # write requests per second; null = no limit
+    size_gb: float = 8.0  # size of the tier's backing file (allocated), GB
+    image_dir: str = "/var/tmp/iocampaign/tiers"  # where the backing files live (on the real disk)
+
+
+@dataclass
+class ModelConf:
+    """A device served from its physics by a FUSE layer (jobs/storage/modeled); values in the preset.
+    ``device`` picks which fields apply; a field left null takes the model's default (its docstring)."""
+
+    # what is modelled: hdd (seek curve, rotation, media rate, NCQ) | lustre (OSTs, stripes, RPCs)
+    device: str = "hdd"
+    # device=hdd
+    capacity_gb: Optional[float] = None  # bytes the seek curve spans, GB
+    rpm: Optional[float] = None  # spindle speed
+    average_seek_ms: Optional[float] = None  # datasheet average read seek
+    track_to_track_ms: Optional[float] = None  # datasheet single-track seek
+    media_mb_s: Optional[float] = None  # sustained media transfer rate, MB/s
+    command_overhead_ms: Optional[float] = None  # controller time per command
+    lookahead_mb: Optional[float] = None  # what the drive reads ahead after a request
+    cache_mb: Optional[float] = None  # the drive's buffer, MB
+    cache_segments: Optional[int] = None  # streams the drive's buffer holds at once
+    queue_depth: Optional[int] = None  # commands the drive reorders, nearest first (NCQ); 1: arrival order
+    # device=lustre
+    osts: Optional[int] = None  # object storage targets, each a queue with its own rate and latency
+    ost_mb_s: Optional[float] = None  # one OST's streaming rate, MB/s (before rate_scale)
+    ost_latency_ms: Optional[float] = None  # one OST's time to start a request that misses its cache
+    stripe_count: Optional[int] = None  # OSTs a file's stripes go round (Lustre's default: 1)
+    stripe_size_mib: Optional[float] = None  # bytes of a file on one OST before the next, MiB
+    rpc_mib: Optional[float] = None  # the largest bulk RPC; a larger request is split
+    rpc_rtt_ms: Optional[float] = None  # client-server round trip of one RPC (network and RPC handling)
+    client_mb_s: Optional[float] = None  # the client node's network link, MB/s (before rate_scale)
+    rate_scale: Optional[float] = None  # every rate times this (the machine carries the rates; ratios kept)
+    backing_dir: str = "/var/tmp/iocampaign/tiers"  # where the tier's files live (<backing_dir>/<name>)
+
+
+@dataclass
+class StorageConf:
+    name: str = MISSING  # tier key used in records, tables and figures (hdd, ssd, lustre, ...)
+    label: str = MISSING  # tier label drawn in figures ("HDD", "Lustre")
+    root: str = MISSING  # existing, writable directory on the tier; datasets are placed under it
+    kind: str = "block"  # block | network | memory: decides what a cold cache can mean here
+    description: str = ""  # what the tier is (device model, file system)
+    ior_read_mb_s: Optional[float] = None  # the paper's Table I max read, MB/s (reference only)
+    ior_write_mb_s: Optional[float] = None  # the paper's Table I max write, MB/s (reference only)
+    emulate: Optional[EmulateConf] = None  # root only: build this tier as a throttled loop device at root
+    # serve the tier through a FUSE layer that models a drive (root or fusermount3)
+    model: Optional[ModelConf] = None
+    # what the tier's device does that the paper's claims depend on (analysis/claims/mechanisms.py): a
+    # claim measured on a tier without its mechanism is "not comparable", never "not reproduced"
+    mechanisms: List[str] = field(default_factory=list)
+    # the file systems root may be on (their type in /proc/self/mountinfo: lustre, tmpfs); empty: any, as
+    # for a local disk or a tier the tool builds itself. Checked at planning (jobs/storage/fstype.py)
+    fs_types: List[str] = field(default_factory=list)
+    # false: measure a root on another file system anyway; recorded, kept out of the paper's verdicts
+    fs_check: bool = True
+
+
+@dataclass
+class DatasetConf:
+    name: str = MISSING  # dataset key used in records and the cache folder name
+    source: DatasetSource = DatasetSource.synthetic  # where the images come from
+    path: Optional[str] = None  # folder of class sub-folders, or a file list (source=folder|filelist)
+    num_images: int = MISSING  # images used; a synthetic set is generated up to this count
+    num_classes: int = MISSING  # classes (sub-folders) of a synthetic set
+    median_kb: float = MISSING  # target median file size of a synthetic set, KB (1 KB = 1000 B)
+    size_spread: float = 0.5  # sigma of the log-normal file-size distribution of a synthetic set
+    bytes_per_pixel: float = 0.6  # JPEG bytes per pixel of a synthetic set; sets the image dimensions
+    grayscale_fraction: float = 0.0  # share of single-channel JPEGs in a synthetic set
+    # how the images are stored; tfrecord/hdf5 are converted once and reused
+    format: DatasetFormat = DatasetFormat.files
+    shard_mb: float = 128.0  # size of a TFRecord shard or HDF5 file, MB (format=tfrecord|hdf5)
+
+
+class PlatformKind(StrEnum):
+    local = "local"  # cells run one after another in this process
+    slurm = "slurm"  # every cell is a Slurm job, submitted with submitit
+
+
+class CheckpointTarget(StrEnum):
+    slow = "slow"  # straight to checkpoint.slow
+    fast = "fast"  # straight to checkpoint.fast
+    burst_buffer = "burst_buffer"  # to checkpoint.fast, drained in the background to checkpoint.slow
+
+
+# sync: save, flush, then train on; async: TensorFlow's asynchronous checkpoint, flushed in the
+# background ("async" is a Python keyword, hence the functional form)
+CheckpointMode = StrEnum("CheckpointMode", {"sync": "sync", "async": "async"})
+
+
+class Flush(StrEnum):
+    fsync = "fsync"  # fsync every checkpoint file (the write-back a blkio throttle sees)
+    syncfs = "syncfs"  # syncfs(2) on the tier's file system, as the paper did
+
+
+@dataclass
+class CheckpointModelConf:
+    """What a model's ranks write at a checkpoint (``workload=sharded_checkpoint``; presets in
+    conf/checkpoint_model/): its size, precision and optimizer state, and how it is split."""
+
+    name: str = MISSING  # the preset's name, as in checkpoint_model=<name>
+    parameters: int = 0  # parameters; 0: computed from the transformer's shape below
+    layers: int = 0  # transformer layers
+    hidden: int = 0  # hidden size
+    ffn_hidden: int = 0  # the MLP's inner size (SwiGLU: three matrices)
+    heads: int = 0  # attention heads
+    kv_heads: int = 0  # key/value heads (grouped-query attention); 0: as many as heads
+    vocab: int = 0  # vocabulary (input embedding and output layer, untied unless tied_embeddings)
+    tied_embeddings: bool = False
+    model_bytes_per_param: int = 2  # weights' bytes per parameter (bf16/fp16: 2, fp32: 4)
+    optimizer_bytes_per_param: int = 12  # optimizer state per parameter (Adam with fp32 master weights: 12)
+    tp: int = 1  # tensor-parallel ranks
+    pp: int = 1  # pipeline-parallel stages
+    dp: int = 1  # data-parallel replicas
+    zero_stage: int = 0  # ZeRO: 0 none, 1-2 optimizer state shared out over the replicas, 3 the weights too
+    source: str = ""  # where the shape comes from
+
+
+@dataclass
+class CheckpointConf:
+    every: int = 20  # steps between checkpoints (paper: 20)
+    target: CheckpointTarget = CheckpointTarget.slow  # where checkpoints go
+    mode: CheckpointMode = CheckpointMode["sync"]  # synchronous or TensorFlow's async checkpoint
+    flush: Flush = Flush.fsync  # how a checkpoint is made durable before it counts
+    max_to_keep: int = 5  # newest complete checkpoints kept on each tier during a run
+    # keep a run's checkpoints after it (for inspection); by default they are removed once recorded
+    keep: bool = False
+    # after each run: its last durable checkpoint evicted, restored into a new model, verified
+    restore: bool = False
+    # workload=sharded_checkpoint: the model's shape (checkpoint_model=<preset>)
+    model: Optional[CheckpointModelConf] = None
+    # workload=sharded_checkpoint: the first k of the model's ranks write (subset mode)
+    ranks_written: Optional[int] = None
+    fast: StorageConf = MISSING  # the fast tier (burst buffer): a storage preset, storage@checkpoint.fast=...
+    slow: StorageConf = MISSING  # the slow tier: a storage preset, storage@checkpoint.slow=...
+
+
+@dataclass
+class PlatformConf:
+    name: str = MISSING  # platform key recorded with every cell
+    kind: PlatformKind = PlatformKind.local  # where cells run
+    description: str = ""  # what the platform is
+    lock_dir: str = "/tmp/iocampaign-locks"  # per-device lock files that keep cells from overlapping
+    nodes: int = 1  # nodes of one cell (more than one: a Slurm job step across nodes)
+    # processes of one cell per node, each reading its shard of the dataset (local: on this machine)
+    tasks_per_node: int = 1
+    lock_timeout_min: float = 1440.0  # longest wait for another campaign's cell on the same device, minutes
+    # a task of a multi-task run silent this long (no heartbeat) has stopped: the run fails naming it and
+    # its node
+    task_silence_s: float = 60.0
+    # Slurm (kind=slurm); every value below ends up in the sbatch script and is checked first
+    partition: Optional[str] = None  # --partition
+    account: Optional[str] = None  # --account
+    needs_account: bool = False  # the site refuses jobs without --account: a campaign without one stops early
+    qos: Optional[str] = None  # --qos
+    constraint: Optional[str] = None  # --constraint, e.g. "k80" or "haswell&gpu"
+    timeout_min: int = 60  # --time of one cell, minutes
+    cpus_per_task: int = 2  # --cpus-per-task
+    # CPU cores of one node (site presets): tasks_per_node x cpus_per_task must fit
+    cores_per_node: Optional[int] = None
+    mem_gb: float = 8.0  # --mem of one cell, GB
+    gpus_per_node: int = 0  # --gpus-per-node (0 = none asked)
+    exclusive: bool = False  # --exclusive: no other job on the node while a cell measures
+    setup: List[str] = field(default_factory=list)  # shell lines run before the cell (module load, venv)
+    array_parallelism: int = 1  # cells of the array running at once; >1 only on separate devices
+    wait: bool = True  # wait for every cell and build the tables; false = submit and return
+    after: Optional[str] = None  # a Slurm job (array) id this campaign's first array waits for (afterany)
+    dry_run: bool = False  # print the cells and the sbatch script, submit nothing
+    requeue_on_timeout: bool = False  # requeue a cell that hits its time limit (it restarts from scratch)
+    poll_s: float = 5.0  # seconds between sacct polls while waiting
+
+
+@dataclass
+class InputConf:
+    # run the pipeline on a tf.data service (a dispatcher and workers started for the cell)
+    service: bool = False
+    # workers of the service (input.service=true): local processes, or tasks of the cell's Slurm job
+    workers: int = 1
+
+
+@dataclass
+class TraceConf:
+    # record every POSIX call of the runs on the data and checkpoint tiers (dftracer, LD_PRELOAD)
+    posix: bool = False
+    # which runs are traced: all (every run; rates carry the tracer's cost) | extra (one more run)
+    runs: str = "all"
+
+
+@dataclass
+class AcceleratorConf:
+    """An accelerator emulated by its step time (``workload=emulated``; presets in conf/accelerator/)."""
+
+    name: str = MISSING  # the profile's name, as in accelerator=<name>
+    model: str = MISSING  # the model it trains, e.g. ResNet-50
+    device: str = MISSING  # the accelerator, e.g. NVIDIA H100
+    batch_size: int = MISSING  # samples per step the step time is for
+    step_time_s: float = MISSING  # compute time of one step at batch_size (what the emulation sleeps)
+    image_side: int = 224  # side of the resized square sample its input pipeline delivers, pixels
+    au_threshold: float = 0.90  # the accelerator utilization a run must hold (MLPerf Storage: 90%)
+    source: str = MISSING  # where the step time comes from (a published config, or a measurement)
+
+
+# Bounds planning holds a cell to (campaign.limits). A map call in flight holds an open file and a decoded
+# image (~0.2-0.8 MB at 224 px), so 1,024 of them stay near 1 GB, and past it no device keeps more requests
+# in flight (a disk's queue is 32, an NVMe drive's 1,023 per queue): the first count that can only cost memory.
+THREADS_MAX = 1024
+TIMEOUT_MAX_MIN = 365 * 24 * 60  # platform.timeout_min, minutes: a year, beyond any partition's MaxTime
+
+
+@dataclass
+class CampaignConf:
+    workload: WorkloadConf = MISSING
+    storage: StorageConf = MISSING
+    dataset: DatasetConf = MISSING
+    platform: PlatformConf = MISSING
+    checkpoint: CheckpointConf = MISSING  # used by workload=checkpoint
+    # storage@stage=<preset>: copy the data there before the runs and read it there
+    stage: Optional[StorageConf] = None
+    accelerator: Optional[AcceleratorConf] = None  # accelerator=<profile>: what workload=emulated emulates
+    threads: Any = 1  # num_parallel_calls of the map: a positive integer up to 1,024, or "autotune"
+    batch_size: int = 64  # images per batch
+    prefetch: int = 0  # batches prefetched after batching; 0 = no prefetch transformation
+    # where prefetched batches wait: host | device (training workloads)
+    prefetch_to: PrefetchTo = PrefetchTo.host
+    shuffle: Shuffle = Shuffle["global"]  # sample order of every run: global | local | none
+    # samples in the shuffle buffer; null = all (global) or one shard's (local)
+    shuffle_buffer: Optional[int] = None
+    repeats: int = 5  # measured runs per cell; the analysis reports their median, min and max
+    warmup: int = 1  # runs before the measured ones, discarded (still recorded, flagged warmup)
+    cache: CacheMode = CacheMode.cold  # page-cache state the runs start from
+    drop_caches: bool = False  # also write 1 to /proc/sys/vm/drop_caches before each run (root; global)
+    seed: int = 0  # seeds the synthetic dataset and the shuffle of every run
+    # where the input pipeline runs: here, or on a tf.data service
+    input: InputConf = field(default_factory=InputConf)
+    # fine-grained tracing of the runs beyond the device counters
+    trace: TraceConf = field(default_factory=TraceConf)
+
+
+GROUPS = {
+    "accelerator": AcceleratorConf,
+    "checkpoint_model": CheckpointModelConf,
+    "workload": WorkloadConf,
+    "storage": StorageConf,
+    "dataset": DatasetConf,
+    "platform": PlatformConf,
+}
+
+
+def threads_value(raw) -> int | str:
+    """``threads`` as the pipeline takes it: a positive int or "autotune"."""
+    if isinstance(raw, str) and raw.strip().lower() == "autotune":
+        return "autotune"
+    if isinstance(raw, bool):
+        raise ConfigError(f"threads={raw} is not a number: give a positive integer or 'autotune'")
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise ConfigError(f"threads={raw} is not a number: give a positive integer or 'autotune'") from None
+    if value < 1 or str(value) != str(raw).strip():
+        raise ConfigError(f"threads={raw} must be a positive integer (num_parallel_calls) or 'autotune'")
+    return value

@@ -1,0 +1,62 @@
+"""The project's commands, run as a user runs them: ``python -m <module>`` in a folder of the test's."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from support.paths import ROOT
+
+
+def python_env(**extra: str) -> dict[str, str]:
+    """This process's environment for a command of the checkout: its packages on PYTHONPATH, TensorFlow's
+    start-up lines quiet, Hydra's short errors (as a user has them); ``extra`` added over it."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2", **extra}
+    env.pop("HYDRA_FULL_ERROR", None)
+    return env
+
+
+def run_module(
+    module: str, *args: str, cwd: Path, timeout: float = 600, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """``python -m <module> <args>`` in ``cwd``, its output captured; a hang fails the test at ``timeout``."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=cwd,
+        env=env or python_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def start_module(
+    module: str, *args: str, cwd: Path, env: dict[str, str] | None = None, **popen
+) -> subprocess.Popen:
+    """``python -m <module> <args>`` started in ``cwd`` and left running; ``popen``: where its output goes,
+    whether it leads a session of its own (as ``subprocess.Popen`` takes them)."""
+    return subprocess.Popen([sys.executable, "-m", module, *args], cwd=cwd, env=env or python_env(), **popen)
+
+
+def campaign(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    """``python -m campaign <args>`` in ``cwd``."""
+    return run_module("campaign", *args, cwd=cwd, timeout=timeout)
+
+
+def analysis(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    """``python -m analysis <args>`` in ``cwd``."""
+    return run_module("analysis", *args, cwd=cwd, timeout=timeout)
+
+
+def campaign_status(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    """``python -m campaign.status <args>`` in ``cwd`` (this process's folder if none)."""
+    return run_module("campaign.status", *args, cwd=cwd, timeout=timeout)
+
+
+def one_line(p: subprocess.CompletedProcess) -> str:
+    """The one line a refused command printed on stderr (blank lines aside); fails on any other count."""
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, p.stderr[-3000:]
+    return lines[0]

@@ -1,0 +1,49 @@
+"""The small configs many tests repeat, and a cell's config composed as the campaign composes it."""
+
+from __future__ import annotations
+
+from support.paths import CONF, TOY_CONF
+
+# one measured run of four batches over 16 synthetic images: a cell that is over in seconds
+TINY = ("repeats=1", "warmup=0", "batch_size=4", "dataset.num_images=16")
+# a Slurm cell of two runs over 128 images, its jobs polled every second
+SLURM_TINY = ("dataset.num_images=128", "batch_size=32", "repeats=2", "platform.poll_s=1")
+# the toy's config folder on Hydra's search path: its workload, accelerator and checkpoint presets
+TOY_SEARCHPATH = f"hydra.searchpath=[file://{TOY_CONF}]"
+
+
+def two_runs(images: int, root, out) -> tuple[str, ...]:
+    """Two measured runs (no warm-up) of batches of 8 over ``images`` synthetic images generated in
+    ``root``, the sweep's folder ``out``: the tail of the multi-process cells' campaigns."""
+    return (
+        f"dataset.num_images={images}",
+        "batch_size=8",
+        "repeats=2",
+        "warmup=0",
+        f"storage.root={root}",
+        f"hydra.sweep.dir={out}",
+    )
+
+
+def one_run_of_folder(root, data) -> tuple[str, ...]:
+    """One measured run (no warm-up) in batches of 4 over the user's images in ``data``, ``root`` the
+    storage root: the tail of the checkpoint workload's campaigns."""
+    return (
+        f"storage.root={root}",
+        "dataset.source=folder",
+        f"dataset.path={data}",
+        "batch_size=4",
+        "repeats=1",
+        "warmup=0",
+    )
+
+
+def compose_cell(overrides: list[str]):
+    """A cell's config composed as the campaign composes it (Hydra left uninitialised between calls)."""
+    from hydra import compose, initialize_config_dir
+
+    from campaign import schema
+
+    schema.register()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose("config", overrides=list(overrides))

@@ -1,0 +1,39 @@
+"""The processes a command leaves: those of its session, and a SIGKILL to the command alone."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+
+def session_processes(sid: int) -> list[tuple[int, str]]:
+    """Live processes of session ``sid`` (the campaign was started as its leader)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":
+            out.append((int(d.name), cmd))
+    return out
+
+
+def kill_alone(proc, within_s: float = 30.0) -> list[tuple[int, str]]:
+    """SIGKILL to ``proc`` alone (started as a session leader, so nothing of it runs its clean-up), then
+    the processes of its session still alive after ``within_s``; each of those is killed too, so that a
+    failing test leaves nothing behind."""
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + within_s
+    while session_processes(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = session_processes(proc.pid)
+    for pid, _ in left:
+        os.kill(pid, signal.SIGKILL)
+    return left
