@@ -27,7 +27,8 @@ def _interrupted(name: str) -> str:
         return f"campaign: interrupted by {name} before any cell started; nothing was kept"
     if "-m" in sys.argv[1:] or "--multirun" in sys.argv[1:]:
         return (
-            f"campaign: interrupted by {name}; the records of finished cells are kept in {folder}; resume with "
+            f"campaign: interrupted by {name}; the records of finished cells are kept in {folder}; "
+            "resume with "
             f"the same command and hydra.sweep.dir={folder} (finished cells are skipped)"
         )
     return f"campaign: interrupted by {name}; the run in {folder} wrote no record; run the command again"

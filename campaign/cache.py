@@ -1,5 +1,5 @@
-"""``python -m campaign.cache list|purge``: the disk (and RAM) the tool keeps between campaigns, and freeing it,
-as ``pip cache list|purge`` does for pip's.
+"""``python -m campaign.cache list|purge``: the disk (and RAM) the tool keeps between campaigns, and
+freeing it, as ``pip cache list|purge`` does for pip's.
 
 What it keeps lies in its own folder under each storage root (``jobs.owned.tool_folder``: ``iocampaign``,
 or ``iocampaign-<user>`` in a folder every user may write): generated and converted datasets, the backing
@@ -86,7 +86,8 @@ def _own_dir(path: Path) -> bool:
 
 
 def size(path: Path) -> int:
-    """Bytes allocated below ``path`` (as du: blocks, so a sparse image counts what it holds), no link followed."""
+    """Bytes allocated below ``path`` (as du: blocks, so a sparse image counts what it holds), no link
+    followed."""
     try:
         st = os.lstat(path)
     except OSError:
@@ -227,7 +228,10 @@ def main(argv: list[str] | None = None) -> int:
         "--root",
         action="append",
         default=[],
-        help="look only in this storage root (repeatable; default: /var/tmp, /dev/shm, /tmp, each preset's root)",
+        help=(
+            "look only in this storage root "
+            "(repeatable; default: /var/tmp, /dev/shm, /tmp, each preset's root)"
+        ),
     )
     args = p.parse_intermixed_args(argv)  # purge --root R all, as purge all --root R
     found = entries(roots(args.root))

@@ -109,7 +109,8 @@ def _planned_task(cell: Cell, _task_cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
     job_dir = HydraConfig.get().runtime.output_dir
-    try:  # the machine as it is now: a cell before it may have filled the tier, a Slurm node is another machine
+    # the machine as it is now: a cell before it may have filled the tier, a Slurm node is another machine
+    try:
         validate.check(cell)
     except errors.ConfigError as e:  # said in its record, never silently
         path = _record_failure(e, cell, records.now(), job_dir)

@@ -231,7 +231,8 @@ def compose(overrides: list[str]):
 def unresolved(args: list[str]) -> str | None:
     """One line for an override of a single run whose value holds an interpolation that does not resolve
     in the composed config (``threads=${oops}``), which Hydra would report as a traceback, or None. A
-    sweep (``-m``) plans every cell and names the bad one itself; only a value with ``${`` costs a composition."""
+    sweep (``-m``) plans every cell and names the bad one itself; only a value with ``${`` costs a
+    composition."""
     held = [a for a in args if "${" in a and "=" in a and not a.startswith(("-", "hydra.", "hydra/"))]
     if not held or "-m" in args or "--multirun" in args:
         return None
@@ -311,7 +312,8 @@ def null_parent(args: list[str]) -> str | None:
                 plain = [p for p in presets_ if p != "none" and not _has(p, section, extra)]
                 if plain:
                     return (
-                        f"{arg}: {_TIER_NODES[node][0]}={plain[0]} is not {kind} tier, so {node}.{section} is "
+                        f"{arg}: {_TIER_NODES[node][0]}={plain[0]} is not {kind} tier, "
+                        f"so {node}.{section} is "
                         f"null; choose one first ({_TIER_NODES[node][0]}={which})"
                     )
     return None

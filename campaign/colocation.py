@@ -20,7 +20,8 @@ def data_on_its_tier(cfg) -> None:
     st, path = cfg.storage, os.path.realpath(str(cfg.dataset.path))
     if st.emulate is not None or st.model is not None:
         raise ConfigError(
-            f"dataset.source=folder reads dataset.path={cfg.dataset.path} where it lies, but storage={st.name} "
+            f"dataset.source=folder reads dataset.path={cfg.dataset.path} where it lies, "
+            f"but storage={st.name} "
             "is a tier the tool builds at storage.root for each cell: leave dataset.source unset (the set "
             f"is generated on the tier), or read the folder where it is with storage=<its tier> and copy it "
             f"onto {st.name} with storage@stage={st.name}"
@@ -32,7 +33,8 @@ def data_on_its_tier(cfg) -> None:
     data, root = mount_of(path), mount_of(str(st.root))
     if os.stat(path).st_dev != os.stat(str(st.root)).st_dev:
         raise ConfigError(
-            f"dataset.path={cfg.dataset.path} is on {data.fs_type} {data.source} ({data.mount_point}), not on "
+            f"dataset.path={cfg.dataset.path} is on {data.fs_type} {data.source} ({data.mount_point}), "
+            "not on "
             f"the file system of storage.root={st.root} ({root.fs_type} {root.source}): its runs would read "
             f"{data.fs_type} and be labelled storage={st.name}; keep the images under storage.root, or set "
             "storage=<the tier they are on> storage.root=<a folder there>"
@@ -57,7 +59,8 @@ def tiers(cfg, memo: dict | None) -> None:
 
 
 def _same_device(a, b) -> bool:
-    """Whether two real tiers' roots are on one device (an emulated tier gets its own when the cell starts)."""
+    """Whether two real tiers' roots are on one device (an emulated tier gets its own when the cell
+    starts)."""
     if a.emulate is not None or b.emulate is not None:
         return False
     try:

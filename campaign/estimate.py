@@ -16,7 +16,9 @@ GENERATE_MB_S = 10.0
 # workload=microbench, 1 map thread, 2 cores, local disk: 16,384 images in ~35 s per run
 DECODE_IMAGES_S = 470.0
 READ_ONLY_IMAGES_S = 1900.0  # workload=readonly, 1 thread, local disk, cold (docs/scaling.md)
-CELL_S = 2.5  # a cell's own work besides its runs: start, cache eviction, record (4 cells of the Quick start: 44 s, runs 35 s)
+# a cell's own work besides its runs: start, cache eviction, record (4 cells of the Quick start: 44 s,
+# runs 35 s)
+CELL_S = 2.5
 # each map thread up to the cores adds this much of one thread's rate (2 cores: 1.8x at 2 threads)
 CORE_GAIN = 0.8
 # the modelled tiers' micro-benchmark, cold, 1,024 images, images/s at 1, 2, 4 and 8 threads (docs/storage.md)
@@ -45,10 +47,11 @@ class Data:
             there = "already generated there: nothing to generate"
         else:
             todo = self.images - self.have
+            todo_bytes = todo * self.mean_bytes
             made = f"{self.have:,} already generated there" if self.have else "none generated there yet"
             there = (
                 f"{made}, {todo:,} to generate "
-                f"(≈{_size(todo * self.mean_bytes)}, ≈{duration(todo * self.mean_bytes / (GENERATE_MB_S * 1e6))})"
+                f"(≈{_size(todo_bytes)}, ≈{duration(todo_bytes / (GENERATE_MB_S * 1e6))})"
             )
         return (
             f"dataset {self.name} on {self.root}: {self.images:,} synthetic images, ≈{_size(need)}; {there}"
@@ -117,9 +120,9 @@ def _rate(cfg, cores: int, mean_bytes: float | None) -> float | None:
 
 
 class Estimate:
-    """The datasets and times of a list of planned cells (``jobs.cell.Cell``). ``local``: the cells run on this
-    machine (their roots are looked at, with its cores); otherwise on a cluster's nodes (nothing looked at,
-    ``platform.cpus_per_task`` cores each)."""
+    """The datasets and times of a list of planned cells (``jobs.cell.Cell``). ``local``: the cells run on
+    this machine (their roots are looked at, with its cores); otherwise on a cluster's nodes (nothing looked
+    at, ``platform.cpus_per_task`` cores each)."""
 
     def __init__(self, cells: list, local: bool):
         from campaign.limits import mean_image_bytes
@@ -175,7 +178,8 @@ class Estimate:
             )
         rest = f", plus {cells} whose workload is not modelled" if unknown else ""
         return (
-            f"estimated time ≈ {duration(math.fsum(known))} in all{rest} (from the size model and the rates measured "
+            f"estimated time ≈ {duration(math.fsum(known))} in all{rest} "
+            "(from the size model and the rates measured "
             f"on a 2-core machine: docs/campaigns.md)"
         )
 

@@ -46,7 +46,8 @@ def settings() -> str:
             continue
         if f.default is not dataclasses.MISSING:
             value = f.default.name if isinstance(f.default, enum.Enum) else f.default
-            shown = f"{f.name}={'null' if value is None else str(value).lower() if isinstance(value, bool) else value}"
+            text = "null" if value is None else str(value).lower() if isinstance(value, bool) else value
+            shown = f"{f.name}={text}"
         else:  # a section of its own (input, trace)
             shown = f"{f.name}.<key>"
         lines.append(f"  {shown:<20} {comments[f.name]}")

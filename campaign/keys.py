@@ -116,5 +116,8 @@ def unknown_key(args: list[str]) -> str | None:
         if key not in keys and not _under_open(key, keys):
             return f"unknown setting '{key}'{_suggest(key, keys, groups)}"
         if written.startswith("+") and not written.startswith("++"):
-            return f"{arg}: {key} is a setting already: write {arg.lstrip('+')} (+ adds a setting the config lacks)"
+            return (
+                f"{arg}: {key} is a setting already: write {arg.lstrip('+')} "
+                "(+ adds a setting the config lacks)"
+            )
     return None

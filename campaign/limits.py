@@ -64,7 +64,8 @@ def mean_image_bytes(median_kb: float, spread: float) -> float:
 
 
 def synthetic_bytes(dataset, count: int) -> int:
-    """Disk space ``count`` new images of a synthetic set take (as ``synthetic.estimate_bytes`` counts them)."""
+    """Disk space ``count`` new images of a synthetic set take (as ``synthetic.estimate_bytes`` counts
+    them)."""
     from jobs.data import synthetic
 
     per_image = mean_image_bytes(dataset.median_kb, dataset.size_spread) + 4096

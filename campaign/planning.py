@@ -31,8 +31,9 @@ class Planner:
     """Resolved configs of cells, composing once per distinct set of config-group choices."""
 
     def __init__(self, compose) -> None:
-        # compose(overrides) -> the composed DictConfig of those overrides (its hydra node, if any, is left out
-        # of the resolved data); a typed one, so that an interpolated value is checked against its field's type
+        # compose(overrides) -> the composed DictConfig of those overrides (its hydra node, if any, is left
+        # out of the resolved data); a typed one, so that an interpolated value is checked against its
+        # field's type
         self._compose = compose
         self._bases: dict[tuple, tuple[Any, dict]] = {}
         self._values: dict[tuple, Any] = {}

@@ -166,7 +166,8 @@ def _not_a_campaign(folder: Path) -> str:
         if not os.path.lexists(folder)
         else "is not a folder"
         if not folder.is_dir()
-        else "has no plan.json (a sweep's), paper.txt (a paper study's) nor capacity.txt (a capacity search's)"
+        else "has no plan.json (a sweep's), paper.txt (a paper study's) "
+        "nor capacity.txt (a capacity search's)"
     )
     hint = "; give the campaign folder: python -m campaign.status multirun/<date>/<time>"
     return f"{folder} {what}: not a campaign folder{hint}"
@@ -180,9 +181,9 @@ ROUNDS = (
 
 
 def _parts(folder: Path) -> list[tuple[str, Path]] | None:
-    """(name, its sweep folder) of a paper study's grids (its paper.txt, in the study's order) or of a capacity
-    search's campaigns (its capacity.txt: each tier's rounds), or None for any other folder; raises OSError naming
-    the marker when it is there but not a file that can be read."""
+    """(name, its sweep folder) of a paper study's grids (its paper.txt, in the study's order) or of a
+    capacity search's campaigns (its capacity.txt: each tier's rounds), or None for any other folder; raises
+    OSError naming the marker when it is there but not a file that can be read."""
     from campaign.capacity.command import MARK
 
     text = _marker(folder / "paper.txt")

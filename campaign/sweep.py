@@ -104,7 +104,8 @@ def sweep(hydra_context: Any, config: DictConfig, arguments: list[str]) -> None:
         print(
             f"campaign {sweep_dir}: submitted; the shell is yours again.\n"
             f"  status:   python -m campaign.status {sweep_dir}\n"
-            f"  resume:   the same command with hydra.sweep.dir={sweep_dir} submits only failed or missing cells\n"
+            f"  resume:   the same command with hydra.sweep.dir={sweep_dir} "
+            "submits only failed or missing cells\n"
             f"  results:  python -m analysis {sweep_dir}   (once the cells are done)",
             flush=True,
         )

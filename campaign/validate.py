@@ -115,7 +115,8 @@ def check(cell, memo: dict | None = None) -> None:
         )
     if cfg.shuffle_buffer is not None and cfg.shuffle_buffer < 1:
         raise ConfigError(
-            f"shuffle_buffer={cfg.shuffle_buffer} must be at least 1 (or null: all images for shuffle=global, "
+            f"shuffle_buffer={cfg.shuffle_buffer} must be at least 1 "
+            "(or null: all images for shuffle=global, "
             "one shard's for shuffle=local)"
         )
     if cfg.dataset is not None and not 0 < cfg.dataset.shard_mb < float("inf"):
@@ -133,7 +134,8 @@ def check(cell, memo: dict | None = None) -> None:
     _platform(cfg, memo)
     if cfg.drop_caches and os.geteuid() != 0 and not elsewhere(cfg):
         raise ConfigError(
-            "drop_caches=true needs root (it writes /proc/sys/vm/drop_caches); leave it false to evict per file"
+            "drop_caches=true needs root (it writes /proc/sys/vm/drop_caches); "
+            "leave it false to evict per file"
         )
 
 
@@ -165,7 +167,8 @@ def _platform(cfg, memo: dict | None) -> None:
 
 
 def _tier_keys(cfg, workload) -> tuple[str, ...]:
-    """The settings that hold the tiers a cell builds (its workload's, and the stage), when one is modelled."""
+    """The settings that hold the tiers a cell builds (its workload's, and the stage), when one is
+    modelled."""
     named = {"storage": cfg.storage, "checkpoint.slow": cfg.checkpoint.slow}
     named["checkpoint.fast"] = cfg.checkpoint.fast
     if not any(t is not None and t.model is not None for t in (*named.values(), cfg.stage)):
@@ -247,7 +250,8 @@ def _tasks(cfg, n: int | None = None) -> None:
     if nodes > 1 and cfg.storage.kind != "network":
         raise ConfigError(
             f"{what}: every node reads the dataset, but storage={cfg.storage.name} (kind {cfg.storage.kind}) "
-            "is one machine's; a multi-node cell needs a shared file system (e.g. storage=lustre or storage=shared "
+            "is one machine's; a multi-node cell needs a shared file system "
+            "(e.g. storage=lustre or storage=shared "
             "storage.root=<its scratch folder>)"
         )
     if not workloads.get(cfg.workload.kind).shardable:
@@ -277,7 +281,8 @@ def _batches(cfg, workload, n: int | None) -> None:
     if got < workload.min_batches:
         each = f"each of the {tasks} tasks" if tasks > 1 else "a run"
         raise ConfigError(
-            f"workload={cfg.workload.name} needs {workload.min_batches} batches a run (the first is left out): "
+            f"workload={cfg.workload.name} needs {workload.min_batches} batches a run "
+            "(the first is left out): "
             f"{each} would get {got} of batch_size={cfg.batch_size} from {n} images; use more images "
             "(dataset.num_images), a smaller batch_size or fewer tasks"
         )

@@ -103,8 +103,9 @@ def _without(config: dict, path: tuple, default) -> dict:
     return {**config, key: _without(config[key], rest, default)}
 
 
-# A tier's settings that only planning's checks read (jobs/storage/fstype.py: the file systems its root may be on,
-# and the opt-out the record keeps): what a cell measures is the same, so a cell keeps its id and its record.
+# A tier's settings that only planning's checks read (jobs/storage/fstype.py: the file systems its root may
+# be on, and the opt-out the record keeps): what a cell measures is the same, so a cell keeps its id and its
+# record.
 CHECK_ONLY = ("fs_types", "fs_check")
 TIERS = (("storage",), ("stage",), ("checkpoint", "fast"), ("checkpoint", "slow"))
 

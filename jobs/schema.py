@@ -287,7 +287,8 @@ class AcceleratorConf:
 
 # Bounds planning holds a cell to (campaign.limits). A map call in flight holds an open file and a decoded
 # image (~0.2-0.8 MB at 224 px), so 1,024 of them stay near 1 GB, and past it no device keeps more requests
-# in flight (a disk's queue is 32, an NVMe drive's 1,023 per queue): the first count that can only cost memory.
+# in flight (a disk's queue is 32, an NVMe drive's 1,023 per queue): the first count that can only cost
+# memory.
 THREADS_MAX = 1024
 TIMEOUT_MAX_MIN = 365 * 24 * 60  # platform.timeout_min, minutes: a year, beyond any partition's MaxTime
 

@@ -1,4 +1,5 @@
-"""Submit a campaign's cells as Slurm arrays with submitit, wait, and record endings (the dry run: ``preview``)."""
+"""Submit a campaign's cells as Slurm arrays with submitit, wait, and record endings (the dry run:
+``preview``)."""
 
 from __future__ import annotations
 

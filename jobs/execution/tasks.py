@@ -382,7 +382,8 @@ def _dataset(d: dict):
 
 
 def _wait_for(done, what: str, orphaned) -> None:
-    """Wait until ``done()``; TaskError after READY_TIMEOUT_S, or at once when ``orphaned()`` (the runner ended)."""
+    """Wait until ``done()``; TaskError after READY_TIMEOUT_S, or at once when ``orphaned()`` (the
+    runner ended)."""
     deadline = time.monotonic() + READY_TIMEOUT_S
     while not done():
         if time.monotonic() > deadline or orphaned():

@@ -40,7 +40,8 @@ class Figure:
     key: str  # file stem and the report's anchor: fig4
     draw: str  # "module:function" that draws it: function(rows, folder, figure) -> list of files written
     title: str = ""  # its title and the report's caption
-    where: tuple = ()  # (column, value) pairs that select its rows beyond the kind: (("pipeline", "read_only"),)
+    # (column, value) pairs that select its rows beyond the kind: (("pipeline", "read_only"),)
+    where: tuple = ()
     order: float = 100.0  # its place in the report (the paper's numbering)
 
 
@@ -153,7 +154,8 @@ def register(cls: type[Workload]) -> type[Workload]:
 
     if cls.name in _REGISTRY and type(_REGISTRY[cls.name]) is not cls:
         raise WorkloadError(
-            f"two workloads are named {cls.name!r}: {type(_REGISTRY[cls.name]).__module__} and {cls.__module__}"
+            f"two workloads are named {cls.name!r}: "
+            f"{type(_REGISTRY[cls.name]).__module__} and {cls.__module__}"
         )
     for m in cls.metrics:
         declare(m)
