@@ -21,7 +21,7 @@ from typing import Any
 from omegaconf import MISSING
 
 from jobs import plan
-from jobs.schema import CampaignConf, WorkloadConf
+from jobs.schema import SEALED, CampaignConf, WorkloadConf
 
 
 @dataclass(frozen=True)
@@ -82,10 +82,16 @@ def _converter(cls: Any) -> typing.Callable[[Any], Any]:
         def build(data: Any) -> Any:
             if not isinstance(data, dict):
                 return _unset(data)
-            return cls(**{name: conv(data[name]) for name, conv in fields if name in data})
+            return _sealed(cls(**{name: conv(data[name]) for name, conv in fields if name in data}))
 
         return build
     return _same
+
+
+def _sealed(section: Any) -> Any:
+    """``section`` made read-only (``jobs.schema.Sealed``): a planned cell's config is never changed."""
+    object.__setattr__(section, SEALED, True)
+    return section
 
 
 def _unset(data: Any) -> Any:
@@ -115,7 +121,7 @@ def _fields(cls: type) -> typing.Callable[[Any], Any]:
     """The builder of the workload schema ``cls`` field by field (not through ``_workload`` again)."""
     hints = typing.get_type_hints(cls)
     fields = [(f.name, _converter(hints[f.name])) for f in dataclasses.fields(cls)]
-    return lambda data: cls(**{name: conv(data[name]) for name, conv in fields if name in data})
+    return lambda data: _sealed(cls(**{name: conv(data[name]) for name, conv in fields if name in data}))
 
 
 def select(config: Any, dotted: str) -> Any:

@@ -10,6 +10,7 @@ needs to tell a member from a string.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, List, Optional
@@ -17,6 +18,21 @@ from typing import Any, List, Optional
 from omegaconf import MISSING
 
 from jobs.errors import ConfigError
+
+
+class Sealed:
+    """Base of the schema's dataclasses: the instances ``jobs.cell`` builds for a planned cell are sealed,
+    read-only from then on (Hydra's and OmegaConf's own use of the classes is unaffected)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self.__dict__.get(SEALED):
+            raise dataclasses.FrozenInstanceError(
+                f"cannot set {name}: a planned cell's config is read-only (jobs.cell.Cell)"
+            )
+        object.__setattr__(self, name, value)
+
+
+SEALED = "_sealed"  # the instance attribute that marks a sealed config section
 
 
 class Pipeline(StrEnum):
@@ -31,7 +47,7 @@ class Device(StrEnum):
 
 
 @dataclass
-class WorkloadConf:
+class WorkloadConf(Sealed):
     """Fields every workload has; a workload's own schema (in its module under jobs/workloads/)
     inherits them and adds its settings."""
 
@@ -78,7 +94,7 @@ Shuffle = StrEnum("Shuffle", {"global": "global", "local": "local", "none": "non
 
 
 @dataclass
-class EmulateConf:
+class EmulateConf(Sealed):
     read_mb_s: float = MISSING  # read bandwidth the tier is throttled to, MB/s
     write_mb_s: float = MISSING  # write bandwidth (O_DIRECT and fsync write-back), MB/s
     # read requests per second (seek-bound devices: an HDD's ~150); null = no limit
@@ -89,7 +105,7 @@ class EmulateConf:
 
 
 @dataclass
-class ModelConf:
+class ModelConf(Sealed):
     """A device served from its physics by a FUSE layer (jobs/storage/modeled); values in the preset.
     ``device`` picks which fields apply; a field left null takes the model's default (its docstring)."""
 
@@ -120,7 +136,7 @@ class ModelConf:
 
 
 @dataclass
-class StorageConf:
+class StorageConf(Sealed):
     name: str = MISSING  # tier key used in records, tables and figures (hdd, ssd, lustre, ...)
     label: str = MISSING  # tier label drawn in figures ("HDD", "Lustre")
     root: str = MISSING  # existing, writable directory on the tier; datasets are placed under it
@@ -142,7 +158,7 @@ class StorageConf:
 
 
 @dataclass
-class DatasetConf:
+class DatasetConf(Sealed):
     name: str = MISSING  # dataset key used in records and the cache folder name
     source: DatasetSource = DatasetSource.synthetic  # where the images come from
     path: Optional[str] = None  # folder of class sub-folders, or a file list (source=folder|filelist)
@@ -179,7 +195,7 @@ class Flush(StrEnum):
 
 
 @dataclass
-class CheckpointModelConf:
+class CheckpointModelConf(Sealed):
     """What a model's ranks write at a checkpoint (``workload=sharded_checkpoint``; presets in
     conf/checkpoint_model/): its size, precision and optimizer state, and how it is split."""
 
@@ -202,7 +218,7 @@ class CheckpointModelConf:
 
 
 @dataclass
-class CheckpointConf:
+class CheckpointConf(Sealed):
     every: int = 20  # steps between checkpoints (paper: 20)
     target: CheckpointTarget = CheckpointTarget.slow  # where checkpoints go
     mode: CheckpointMode = CheckpointMode["sync"]  # synchronous or TensorFlow's async checkpoint
@@ -221,7 +237,7 @@ class CheckpointConf:
 
 
 @dataclass
-class PlatformConf:
+class PlatformConf(Sealed):
     name: str = MISSING  # platform key recorded with every cell
     kind: PlatformKind = PlatformKind.local  # where cells run
     description: str = ""  # what the platform is
@@ -256,7 +272,7 @@ class PlatformConf:
 
 
 @dataclass
-class InputConf:
+class InputConf(Sealed):
     # run the pipeline on a tf.data service (a dispatcher and workers started for the cell)
     service: bool = False
     # workers of the service (input.service=true): local processes, or tasks of the cell's Slurm job
@@ -264,7 +280,7 @@ class InputConf:
 
 
 @dataclass
-class TraceConf:
+class TraceConf(Sealed):
     # record every POSIX call of the runs on the data and checkpoint tiers (dftracer, LD_PRELOAD)
     posix: bool = False
     # which runs are traced: all (every run; rates carry the tracer's cost) | extra (one more run)
@@ -272,7 +288,7 @@ class TraceConf:
 
 
 @dataclass
-class AcceleratorConf:
+class AcceleratorConf(Sealed):
     """An accelerator emulated by its step time (``workload=emulated``; presets in conf/accelerator/)."""
 
     name: str = MISSING  # the profile's name, as in accelerator=<name>
@@ -294,7 +310,7 @@ TIMEOUT_MAX_MIN = 365 * 24 * 60  # platform.timeout_min, minutes: a year, beyond
 
 
 @dataclass
-class CampaignConf:
+class CampaignConf(Sealed):
     workload: WorkloadConf = MISSING
     storage: StorageConf = MISSING
     dataset: DatasetConf = MISSING

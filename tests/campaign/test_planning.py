@@ -72,3 +72,44 @@ def test_cells_sharing_group_choices_are_composed_once(composer):
 def test_a_bad_value_names_the_override(composer, override, expected):
     with pytest.raises(errors.ConfigError, match=expected):
         planning.Planner(composer).cell([override])
+
+
+@pytest.mark.parametrize("overrides", CELLS[:-1], ids=lambda c: " ".join(c) or "defaults")
+def test_a_planned_cell_is_typed_and_read_only(composer, overrides):
+    """The one runtime form: the schema's dataclasses (a workload's own), every choice a StrEnum equal to
+    its name, sealed once planned; the plain data beside it is what the record keeps."""
+    import dataclasses
+
+    from jobs import workloads
+    from jobs.cell import Cell
+
+    cell = planning.Planner(composer).cell(overrides)
+    cfg = cell.config
+    assert type(cfg.workload) is workloads.get(cell.data["workload"]["kind"]).schema
+    assert cfg.cache == cell.data["cache"] and str(cfg.shuffle) == cell.data["shuffle"]
+    assert cfg.storage.root == cell.data["storage"]["root"] and cfg.threads == cell.data["threads"]
+    for section, name in ((cfg, "threads"), (cfg.storage, "root"), (cfg.workload, "name"), (cell, "cell_id")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(section, name, getattr(section, name))
+    again = Cell.from_data(cell.data, cell.overrides, cell.num, cell.cell_id)
+    assert again.config == cfg and again.data == cell.data  # what a task process or a Slurm job rebuilds
+
+
+def test_a_planned_cell_runs_with_its_planned_data_and_the_sweeps_hydra_node(composer):
+    """Launch composes nothing: the job's config is the cell's planned data beside the sweep's Hydra node,
+    with the cell's number, overrides and override_dirname as Hydra's launcher would set them."""
+    import dataclasses
+
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    from campaign.cell import job_config
+
+    master = compose("config", overrides=[], return_hydra_config=True)
+    cell = dataclasses.replace(planning.Planner(composer).cell(["threads=4", "batch_size=32"]), num=7)
+    cfg = job_config(master, cell, job_id=7)
+    HydraConfig.instance().set_config(cfg)  # what Hydra's run_job needs: a typed Hydra node
+    task = OmegaConf.to_container(cfg, resolve=False)
+    assert {k: v for k, v in task.items() if k != "hydra"} == cell.data
+    assert list(cfg.hydra.overrides.task) == ["threads=4", "batch_size=32"] and cfg.hydra.job.num == 7
+    assert cfg.hydra.job.override_dirname == "batch_size=32,threads=4"
