@@ -18,8 +18,9 @@ from typing import Any
 
 from campaign.choices import GROUPS
 from campaign.errors import ConfigError
-from jobs.cell import Cell
-from jobs.plan import resolved
+from jobs.cell import Cell, typed, updated
+from jobs.plan import cell_id, resolved
+from jobs.schema import CampaignConf
 
 
 def _is_group(key: str) -> bool:
@@ -37,6 +38,7 @@ class Planner:
         self._compose = compose
         self._bases: dict[tuple, tuple[Any, dict]] = {}
         self._values: dict[tuple, Any] = {}
+        self._typed: dict[tuple, Any] = {}  # the typed config of each composition
         self._parsed: dict[str, Any] = {}  # Hydra's parser costs ~1 ms an override: each string once
         self.compositions = 0
 
@@ -86,8 +88,9 @@ class Planner:
                 f"{held[0] if held else ' '.join(overrides)}: {str(e).splitlines()[0]}"
             ) from None
 
-    def config(self, overrides: Sequence[str]) -> dict:
-        """The resolved config of the cell made by ``overrides``."""
+    def _split(self, overrides: Sequence[str]) -> tuple[tuple, list] | None:
+        """(the group choices, the plain values as (raw, key, value)) of ``overrides``; None for a cell
+        Hydra must compose in full (``+key=``, ``~key``, ``hydra.*``, an interpolated value)."""
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
         new = [raw for raw in overrides if raw not in self._parsed]
@@ -98,22 +101,45 @@ class Planner:
             o = self._parsed[raw]
             key = o.key_or_group
             if o.is_add() or o.is_delete() or o.is_force_add() or key.startswith("hydra") or "${" in raw:
-                return self._composed(overrides)  # Hydra's own semantics, in full
+                return None
             if _is_group(key) or o.package is not None:
                 groups.append(raw)
             else:
                 values.append((raw, key, o.value()))
-        key_groups = tuple(groups)
-        _, base = self._base(key_groups)
+        return tuple(groups), values
+
+    def config(self, overrides: Sequence[str]) -> dict:
+        """The resolved config of the cell made by ``overrides``."""
+        split = self._split(overrides)
+        return self._composed(overrides) if split is None else self._data(*split)
+
+    def _data(self, groups: tuple, values: list) -> dict:
+        """The resolved config of the composition ``groups`` with ``values`` set, as plain data."""
+        _, base = self._base(groups)
         out = json.loads(json.dumps(base))  # a private copy of plain data: fast, and nothing shared
         for raw, key, value in values:
             node = out
             parts = key.split(".")
             for part in parts[:-1]:
                 node = node[part]
-            node[parts[-1]] = self._value(key_groups, key, raw, value)
+            node[parts[-1]] = self._value(groups, key, raw, value)
         return out
 
     def cell(self, overrides: Sequence[str]) -> Cell:
-        """The cell made by ``overrides``, built once: its typed config, its data and its id."""
-        return Cell.from_data(self.config(overrides), overrides)
+        """The cell made by ``overrides``, built once: its typed config, its data and its id. A cell of a
+        composition planned before shares that composition's typed sections, but for the values it sets
+        (a planned cell's config is read-only, so sharing is safe)."""
+        split = self._split(overrides)
+        if split is None:  # Hydra's own semantics, in full
+            return Cell.from_data(self._composed(overrides), overrides)
+        groups, values = split
+        data = self._data(groups, values)
+        if groups not in self._typed:
+            self._typed[groups] = typed(CampaignConf, self._base(groups)[1])
+        config = self._typed[groups]
+        try:
+            for raw, key, value in values:
+                config = updated(config, key, self._value(groups, key, raw, value))
+        except (AttributeError, KeyError, TypeError):  # a value under a section left unset: built in full
+            return Cell.from_data(data, overrides)
+        return Cell(config, data, cell_id(data), tuple(overrides))

@@ -124,6 +124,24 @@ def _fields(cls: type) -> typing.Callable[[Any], Any]:
     return lambda data: _sealed(cls(**{name: conv(data[name]) for name, conv in fields if name in data}))
 
 
+def updated(config: Any, dotted: str, value: Any) -> Any:
+    """A copy of the typed ``config`` with the plain ``value`` at ``dotted`` (typed as its field is); the
+    sections it does not change are shared, which their being sealed makes safe."""
+    head, _, rest = dotted.partition(".")
+    if rest:
+        new = updated(getattr(config, head), rest, value)
+    else:
+        new = _converter(_hints(type(config))[head])(value)
+    copy = object.__new__(type(config))  # a sealed section's fields, one of them new (planning: per cell)
+    copy.__dict__.update(config.__dict__, **{head: new, SEALED: True})
+    return copy
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
 def select(config: Any, dotted: str) -> Any:
     """The setting at ``dotted`` (``"workload.batches"``) of a typed config, or None where a section on
     the way is unset or its schema has no such field (a workload's own settings differ)."""
