@@ -31,8 +31,8 @@ Runs = list[dict]  # run records, as the runner returns them
 
 
 def _measure(config: dict, mode: str | None, repeats: int, seed: int) -> tuple[Runs, Runs, float]:
-    """(measured runs, traced runs, seconds the whole measurement took) of one cell; ``mode`` None:
-    untraced."""
+    """(measured runs, traced runs, seconds the whole measurement took, waits for the device's lock left
+    out) of one cell; ``mode`` None: untraced."""
     from jobs import runner
     from jobs.cell import Cell
     from jobs.observe import posix
@@ -41,8 +41,9 @@ def _measure(config: dict, mode: str | None, repeats: int, seed: int) -> tuple[R
     config = {**config, "trace": trace, "repeats": repeats, "warmup": 0, "seed": seed}
     with tempfile.TemporaryDirectory(prefix="iocampaign-bench-") as job_dir:
         t0 = time.perf_counter()
-        runs, _, _ = runner.measure(Cell.from_data(config), Path(job_dir))
-        took = time.perf_counter() - t0
+        runs, _, prov = runner.measure(Cell.from_data(config), Path(job_dir))
+        # the measurement's own time: not the wait for another campaign's cell on the same device
+        took = time.perf_counter() - t0 - prov.get("device_lock_wait_s", 0.0)
         traced = [r for r in runs if "posix_calls" in r]
         if traced:
             size = sum(f.stat().st_size for f in posix.trace_files(Path(job_dir) / posix.SUBDIR))
