@@ -129,6 +129,7 @@ def test_sweep_expansion_matches_hydras_basic_sweeper():
     assert sweep.expand([]) == [[]]
 
 
+@pytest.mark.cells
 def test_the_paper_study_comes_from_its_yaml_files():
     import re
 

@@ -25,11 +25,11 @@ import subprocess
 import tokenize
 from collections.abc import Callable
 from functools import cache
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from support.paths import ROOT
+
 TOPS = ("analysis", "benchmarks", "campaign", "conf", "docs", "hydra_plugins", "jobs", "tests")
 PACKAGES = ("analysis", "benchmarks", "campaign", "hydra_plugins", "jobs")
 SCANNED = (".py", ".yaml", ".md")

@@ -74,6 +74,7 @@ def _read_back(d) -> dict:
     return got
 
 
+@pytest.mark.cells
 @pytest.mark.parametrize("fmt", ["tfrecord", "hdf5"])
 def test_the_conversion_holds_exactly_the_source_images(stored, source, fmt):
     _, ds = source
@@ -85,6 +86,7 @@ def test_the_conversion_holds_exactly_the_source_images(stored, source, fmt):
     assert d.stored_bytes == sum(os.path.getsize(c) for c in d.containers)
 
 
+@pytest.mark.cells
 def test_a_conversion_is_reused_and_redone_when_a_file_changed(stored, source):
     _, ds = source
     d = stored["tfrecord"]
@@ -114,6 +116,7 @@ def _visit(d, shuffle, seed=3, threads=2):
     return seen, consumed
 
 
+@pytest.mark.cells
 @pytest.mark.parametrize("fmt", ["files", "tfrecord", "hdf5"])
 def test_every_order_visits_every_image_once(stored, fmt):
     d = stored[fmt]
@@ -131,6 +134,7 @@ def test_every_order_visits_every_image_once(stored, fmt):
         assert orders["none"] == [i for g in d.members for i in g]
 
 
+@pytest.mark.cells
 def test_local_shuffle_reads_one_group_at_a_time(stored):
     d = stored["hdf5"]
     seen, _ = _visit(d, "local", threads=1)

@@ -32,6 +32,7 @@ def images(tmp_path_factory):
     return d
 
 
+@pytest.mark.cells
 def test_full_scale_model_is_the_papers_alexnet():
     m = alexnet.build_model(102, 224, 1.0, 0)
     kinds = [type(layer).__name__ for layer in m.layers]
@@ -103,6 +104,7 @@ def test_dropped_files_are_counted_in_training(tmp_path):
     assert r.dropped_files[0].endswith("bad.jpg")
 
 
+@pytest.mark.cells
 def test_gpu_asked_without_one_fails_clearly():
     import tensorflow as tf
 

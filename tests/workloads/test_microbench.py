@@ -105,6 +105,7 @@ def test_a_set_with_no_decodable_image_fails_loudly(tmp_path):
         microbench.run_once(_dataset(tmp_path), settings())
 
 
+@pytest.mark.cells
 def test_the_read_delay_is_native_and_ordered():
     """Pins the wrapped SleepDataset kernel (jobs.data.pipeline.sleep): every element comes in order, and
     the delay is really spent (a lower bound, which load can only raise; how much of it overlaps is
