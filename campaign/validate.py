@@ -11,6 +11,7 @@ import os
 
 from campaign import colocation, limits
 from campaign.errors import ConfigError
+from jobs import frameworks
 from jobs.cell import select
 from jobs.storage.roots import elsewhere, memoised, storage_root
 
@@ -102,6 +103,7 @@ def check(cell, memo: dict | None = None) -> None:
     except KeyError as e:
         raise ConfigError(e.args[0]) from None
     workload.check(cfg)
+    frameworks.check(cfg, workload.engines)
     _prefetch_to(cfg, workload)
     _trace(cfg, workload)
     if (select(cfg, "workload.read_delay_ms") or 0) < 0:

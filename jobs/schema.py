@@ -271,6 +271,44 @@ class PlatformConf(Sealed):
     poll_s: float = 5.0  # seconds between sacct polls while waiting
 
 
+class FrameworkName(StrEnum):
+    tensorflow = "tensorflow"  # tf.data: map threads in one process (the paper's)
+    pytorch = "pytorch"  # torch.utils.data.DataLoader: worker processes (loader.*)
+
+
+@dataclass
+class FrameworkConf(Sealed):
+    """The framework a cell reads and trains with (``framework=<preset>``; presets in conf/framework/).
+    What each can do is declared in ``jobs.frameworks``; a workload names the frameworks it runs on."""
+
+    name: FrameworkName = FrameworkName.tensorflow
+    description: str = ""  # one line shown in --help and records
+
+
+class StartMethod(StrEnum):
+    fork = "fork"
+    spawn = "spawn"
+    forkserver = "forkserver"
+
+
+@dataclass
+class LoaderConf(Sealed):
+    """``torch.utils.data.DataLoader``'s settings under its own names (``framework=pytorch``; the
+    batch size is ``batch_size`` and the order ``shuffle``, as for TensorFlow)."""
+
+    # worker processes, each reading and decoding whole samples; null: ``threads`` (threads=N reads with N
+    # workers, as tf.data's map reads with N threads); 0: in the training process, as PyTorch's default
+    num_workers: Optional[int] = None
+    # batches each worker loads ahead (PyTorch's default: 2); null with num_workers=0
+    prefetch_factor: Optional[int] = 2
+    pin_memory: bool = False  # batches copied into page-locked memory (for a GPU)
+    # workers kept between the passes over the data within a run (a run's workers are always joined at
+    # its end, so their reads and CPU time are counted)
+    persistent_workers: bool = False
+    # how workers start: fork | spawn | forkserver; null: PyTorch's default for the platform (fork on Linux)
+    multiprocessing_context: Optional[StartMethod] = None
+
+
 @dataclass
 class InputConf(Sealed):
     # run the pipeline on a tf.data service (a dispatcher and workers started for the cell)
@@ -319,6 +357,9 @@ class CampaignConf(Sealed):
     # storage@stage=<preset>: copy the data there before the runs and read it there
     stage: Optional[StorageConf] = None
     accelerator: Optional[AcceleratorConf] = None  # accelerator=<profile>: what workload=emulated emulates
+    # framework=tensorflow|pytorch: what reads (and trains); tensorflow is the paper's
+    framework: FrameworkConf = field(default_factory=FrameworkConf)
+    loader: LoaderConf = field(default_factory=LoaderConf)  # framework=pytorch: the DataLoader's settings
     threads: Any = 1  # num_parallel_calls of the map: a positive integer up to 1,024, or "autotune"
     batch_size: int = 64  # images per batch
     prefetch: int = 0  # batches prefetched after batching; 0 = no prefetch transformation
@@ -340,6 +381,7 @@ class CampaignConf(Sealed):
 
 GROUPS = {
     "accelerator": AcceleratorConf,
+    "framework": FrameworkConf,
     "checkpoint_model": CheckpointModelConf,
     "workload": WorkloadConf,
     "storage": StorageConf,

@@ -16,7 +16,7 @@ import statistics
 from dataclasses import asdict
 from pathlib import Path
 
-from jobs import workloads
+from jobs import frameworks, workloads
 from jobs.runner.runs import Session, run_all
 
 log = logging.getLogger(__name__)
@@ -55,9 +55,8 @@ def measure(cell, job_dir: Path, first_run: int = 1) -> tuple[list[dict], dict, 
             return traced.with_extra_run(cell, job_dir, measure)
         return traced.measure(cell, job_dir)
     w = workloads.get(cfg.workload.kind)
-    if (
-        w.in_tensorflow
-    ):  # before the locks: the import holds no device; its start-up lines go to the cell's folder
+    # before the locks: the import holds no device; its start-up lines go to the cell's folder
+    if w.in_tensorflow and frameworks.of(cfg).name == "tensorflow":
         from jobs.execution import tfstart
 
         tfstart.import_quietly(job_dir / tfstart.LOG, keras=w.uses_keras)
@@ -112,7 +111,7 @@ def _provenance(s: Session, lock_wait_s: float, modeled: list) -> dict:
 
     root = s.cell.config.storage.root
     s.data_dir = os.path.dirname(s.ds.storage_files[0]) if s.ds.storage_files else root
-    prov = provenance.collect(root, s.data_dir, s.w.packages)
+    prov = provenance.collect(root, s.data_dir, (*s.w.packages, frameworks.of(s.cfg).package))
     prov["device_lock_wait_s"] = lock_wait_s
     if modeled:
         prov["modeled_tiers"] = [asdict(t) for t in modeled]

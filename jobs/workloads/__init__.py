@@ -113,6 +113,8 @@ class Workload:
     prefetches_to_device: ClassVar[bool] = False  # it trains on a device prefetch_to=device can fill
     min_batches: ClassVar[int] = 1  # full batches a run (each task of it) must get
     figures: ClassVar[tuple[Figure, ...]] = ()  # what the analysis draws from its rows
+    # the frameworks it reads and trains with (framework=<name>; jobs.frameworks)
+    engines: ClassVar[tuple[str, ...]] = ("tensorflow",)
 
     def check(self, cfg) -> None:
         """Raise campaign.errors.ConfigError (one line naming the setting) for what cannot run."""

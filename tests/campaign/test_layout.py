@@ -115,6 +115,7 @@ def test_jobs_is_laid_out_by_concern_with_no_two_modules_of_one_name():
         "__init__.py",
         "cell.py",
         "errors.py",
+        "frameworks.py",
         "interrupts.py",
         "jsonfiles.py",
         "lifeline.py",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobs.metrics import of
+from jobs.metrics import Metric, declare, of
 from jobs.schema import InputPipelineConf
 from jobs.workloads import PAPER_LAYOUT, Figure, RunContext, Workload, register
 
@@ -15,15 +15,35 @@ class MicrobenchConf(InputPipelineConf):
     batches: int | None = None  # stop after this many batches; null = the whole set
 
 
+STARTUP = declare(
+    Metric(
+        "startup_s",
+        "s",
+        "lower",
+        "framework=pytorch: iter(DataLoader) until its workers were started, part of seconds",
+    )
+)
+WORKERS = declare(
+    Metric(
+        "workers", "processes", "", "framework=pytorch: DataLoader worker processes that read (0: in process)"
+    )
+)
+
+
 @register
 class Microbench(Workload):
     name = "microbench"
     shardable = True  # each task reads every N-th image
     service_ready = True  # its pipeline is what the service distributes
     schema = MicrobenchConf
-    metrics = of("batches", "seconds", "first_batch_s", "images_per_s", "mb_per_s", "bytes_read_syscall")
-    record_keys = ("dropped_files",)
+    metrics = (
+        *of("batches", "seconds", "first_batch_s", "images_per_s", "mb_per_s", "bytes_read_syscall"),
+        STARTUP,
+        WORKERS,
+    )
+    record_keys = ("dropped_files", "start_method")
     packages = ("tensorflow",)
+    engines = ("tensorflow", "pytorch")
     uses_keras = False  # tf.data and tf.io only
     figures = (
         Figure(
@@ -63,8 +83,11 @@ class Microbench(Workload):
     )
 
     def parallelism(self, cfg, result: dict | None = None) -> int | None:
+        from jobs import frameworks
         from jobs.schema import threads_value
 
+        if frameworks.of(cfg).readers == "workers":
+            return max(1, frameworks.workers(cfg))  # worker processes (0: the training process reads)
         threads = threads_value(cfg.threads)
         return threads if isinstance(threads, int) and threads > 0 else None  # autotune: any core
 
@@ -79,6 +102,11 @@ class Microbench(Workload):
             batches=cfg.workload.batches,
             service=ctx.service,
         )
+        if cfg.framework.name == "pytorch":
+            from jobs.data.loader.build import Loader
+            from jobs.workloads.microbench import torch_reading
+
+            return torch_reading.run_once(ctx.ds, settings, Loader.from_config(cfg), mark=ctx.mark).as_dict()
         return microbench.run_once(ctx.ds, settings, mark=ctx.mark).as_dict()
 
     def describe(self, result: dict) -> str:

@@ -1,0 +1,108 @@
+"""The DataLoader of one ``framework=pytorch`` run, from the cell's ``loader.*`` settings, over the same
+dataset and the same kind of order as the tf.data pipeline (``jobs.data.pipeline``)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from jobs.data.datasets import Dataset
+from jobs.data.pipeline import PipelineSettings
+
+
+@dataclass(frozen=True)
+class Loader:
+    """``torch.utils.data.DataLoader``'s settings of a cell (``jobs.schema.LoaderConf``, typed once)."""
+
+    num_workers: int
+    prefetch_factor: int | None
+    pin_memory: bool
+    persistent_workers: bool
+    multiprocessing_context: str | None
+
+    @classmethod
+    def from_config(cls, cfg) -> Loader:
+        from jobs import frameworks
+
+        lo = cfg.loader
+        context = str(lo.multiprocessing_context) if lo.multiprocessing_context is not None else None
+        return cls(frameworks.workers(cfg), lo.prefetch_factor, lo.pin_memory, lo.persistent_workers, context)
+
+    @property
+    def start_method(self) -> str:
+        """How the workers start: the setting, or PyTorch's default for this platform."""
+        if self.num_workers == 0:
+            return "none"
+        import multiprocessing
+
+        return self.multiprocessing_context or multiprocessing.get_start_method()
+
+
+def dataset(ds: Dataset, s: PipelineSettings, *, decode: bool):
+    """(the torch dataset of the run, its sampler: the order of a map-style one; None for TFRecord)."""
+    from jobs.data.loader import order, samples
+    from jobs.data.readers import buffer_of, groups
+
+    side = s.image_side if decode else None
+    if ds.format == "tfrecord":
+        import numpy as np
+
+        shards = order.group_order(len(groups(ds)), s.shuffle, np.random.default_rng(s.seed))
+        buffer = buffer_of(ds, s.shuffle, s.shuffle_buffer)
+        return samples.TFRecordShards(
+            ds, side, s.read_delay_ms, shards=shards, buffer=buffer, seed=s.seed
+        ), None
+    kind = samples.Hdf5Images if ds.format == "hdf5" else samples.ImageFiles
+    sampler = order.indices(ds, shuffle=s.shuffle, shuffle_buffer=s.shuffle_buffer, seed=s.seed)
+    return kind(ds, side, s.read_delay_ms), sampler
+
+
+def loader(data, sampler, s: PipelineSettings, lo: Loader):
+    """The DataLoader over ``data`` in ``sampler``'s order (None: the dataset's own, iterable)."""
+    from torch.utils.data import DataLoader
+
+    from jobs.data.loader import samples
+
+    kw = {}
+    if lo.num_workers > 0:
+        kw = {
+            "prefetch_factor": lo.prefetch_factor,
+            "persistent_workers": lo.persistent_workers,
+            "multiprocessing_context": lo.multiprocessing_context,
+            "worker_init_fn": _worker_init,
+        }
+    return DataLoader(
+        data,
+        batch_size=s.batch_size,
+        sampler=sampler,
+        num_workers=lo.num_workers,
+        collate_fn=samples.collate,
+        pin_memory=lo.pin_memory,
+        **kw,
+    )
+
+
+def _worker_init(_worker_id: int) -> None:
+    """A worker reads whole samples on one thread, as tf.data's map threads do: torch's own intra-op
+    threads (a resize, a stack) would compete with the other workers for the same cores."""
+    import torch
+
+    torch.set_num_threads(1)
+    os.environ["OMP_NUM_THREADS"] = "1"
+
+
+def worker_pids(iterator) -> list[int]:
+    """The pids of a DataLoader iterator's worker processes (none when it loads in this process)."""
+    return [w.pid for w in getattr(iterator, "_workers", ()) if w.pid is not None]
+
+
+class WorkerDied(RuntimeError):
+    """A DataLoader worker process died during a run; the message names it."""
+
+
+def died(error: BaseException) -> WorkerDied | None:
+    """The typed error for a DataLoader's "worker ... exited unexpectedly", or None for any other error."""
+    text = str(error)
+    if "DataLoader worker" in text and ("exited unexpectedly" in text or "killed by signal" in text):
+        return WorkerDied(f"framework=pytorch: {text.splitlines()[0]}; the run's numbers are dropped")
+    return None

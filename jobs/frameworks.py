@@ -1,0 +1,125 @@
+"""The frameworks a cell can read and train with (``framework=<preset>``, conf/framework/), each declaring
+what it can do, so validation and the runner ask it instead of comparing names. A workload names the
+frameworks it runs on (``Workload.engines``: one engine module per framework).
+
+- ``tensorflow``: tf.data, the paper's pipeline: ``threads`` map threads read and decode in one process.
+- ``pytorch``: ``torch.utils.data.DataLoader``: ``loader.num_workers`` worker processes (``threads`` when
+  null) each read and decode whole samples, ``loader.prefetch_factor`` batches ahead each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jobs.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Framework:
+    name: str
+    package: str  # the distribution whose version goes into provenance
+    readers: str  # what reads in parallel: "threads" (one process) or "workers" (processes)
+    service: bool  # its pipeline can run on the tf.data service (input.service=true)
+    posix_traceable: bool  # trace.posix=true traces its reads (LD_PRELOAD into every reading process)
+    prefetch_to_device: bool  # prefetch_to=device is its own transformation
+    prefetch: bool  # prefetch=N is a transformation of its pipeline (a DataLoader's workers load ahead)
+
+
+FRAMEWORKS = {
+    "tensorflow": Framework(
+        "tensorflow",
+        "tensorflow",
+        "threads",
+        service=True,
+        posix_traceable=True,
+        prefetch_to_device=True,
+        prefetch=True,
+    ),
+    "pytorch": Framework(
+        "pytorch",
+        "torch",
+        "workers",
+        service=False,
+        posix_traceable=False,
+        prefetch_to_device=False,
+        prefetch=False,
+    ),
+}
+
+
+def get(name: str) -> Framework:
+    try:
+        return FRAMEWORKS[str(name)]
+    except KeyError:
+        raise ConfigError(
+            f"framework={name} is not a framework; choose one of {', '.join(FRAMEWORKS)}"
+        ) from None
+
+
+def of(cfg) -> Framework:
+    """The framework of a cell's typed config (TensorFlow for a config written before the axis)."""
+    section = getattr(cfg, "framework", None)
+    return get(section.name if section is not None else "tensorflow")
+
+
+def workers(cfg) -> int:
+    """DataLoader worker processes of a ``framework=pytorch`` cell: ``loader.num_workers``, else ``threads``
+    (an integer there; ``autotune`` has no meaning for a DataLoader)."""
+    from jobs.schema import threads_value
+
+    if cfg.loader.num_workers is not None:
+        return int(cfg.loader.num_workers)
+    threads = threads_value(cfg.threads)
+    if not isinstance(threads, int):
+        raise ConfigError(
+            f"threads={cfg.threads} has no meaning for PyTorch's DataLoader: give threads=<N> (N workers) "
+            "or loader.num_workers=<N>"
+        )
+    return threads
+
+
+def check(cfg, engines) -> None:
+    """Raise ConfigError (one line naming the setting) for a framework or loader setting that cannot run:
+    ``engines``, the frameworks the cell's workload runs on."""
+    fw = of(cfg)
+    if fw.name not in engines:
+        raise ConfigError(
+            f"framework={fw.name}: workload={cfg.workload.name} runs on {', '.join(engines)} only"
+        )
+    for asked, able, what in (
+        (cfg.input.service, fw.service, "input.service=true"),
+        (cfg.trace.posix, fw.posix_traceable, "trace.posix=true"),
+        (cfg.prefetch_to == "device", fw.prefetch_to_device, "prefetch_to=device"),
+    ):
+        if asked and not able:
+            raise ConfigError(f"{what}: framework={fw.name} cannot do it yet (framework=tensorflow can)")
+    if cfg.prefetch and not fw.prefetch:
+        raise ConfigError(
+            f"prefetch={cfg.prefetch} is tf.data's transformation: framework={fw.name}'s workers load "
+            "loader.prefetch_factor batches ahead each; leave prefetch=0"
+        )
+    if fw.readers != "workers":
+        return
+    loader = cfg.loader
+    n = workers(cfg)
+    if n < 0:
+        raise ConfigError(f"loader.num_workers={n} must be 0 (load in the training process) or more")
+    if n > 256:
+        raise ConfigError(
+            f"loader.num_workers={n}: each worker is a process holding a copy of the dataset's index; "
+            "at most 256"
+        )
+    if loader.prefetch_factor is not None and loader.prefetch_factor < 1:
+        raise ConfigError(
+            f"loader.prefetch_factor={loader.prefetch_factor} must be at least 1 (batches each worker loads "
+            "ahead), or null with loader.num_workers=0"
+        )
+    if n == 0 and loader.persistent_workers:
+        raise ConfigError(
+            "loader.persistent_workers=true needs loader.num_workers of 1 or more (workers to keep)"
+        )
+    if n == 0 and loader.multiprocessing_context is not None:
+        raise ConfigError(
+            f"loader.multiprocessing_context={loader.multiprocessing_context} needs loader.num_workers of 1 "
+            "or more (it is how workers start)"
+        )

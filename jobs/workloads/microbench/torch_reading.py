@@ -1,0 +1,113 @@
+"""The micro-benchmark through PyTorch (``framework=pytorch``): the same dataset, sample order kind and
+stop rule as ``reading`` (TensorFlow), read by a ``torch.utils.data.DataLoader`` without compute.
+
+Time runs from the ``iter(loader)`` call, which starts the workers, to the return of the last batch:
+``startup_s`` is the part before the first worker is ready to be asked (process start-up, the dataset
+pickled to spawned workers), ``first_batch_s`` the wait for the first batch. At the end the workers are
+joined, so their CPU time and their reads (``/proc/self/io`` of a waited-for child) count in the run's."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from jobs import interrupts
+from jobs.data import pipeline
+from jobs.data.datasets import Dataset
+from jobs.data.loader.build import Loader
+from jobs.metrics import MB
+from jobs.workloads.microbench.reading import RunResult, RunSettings
+
+
+@dataclass(frozen=True)
+class TorchResult(RunResult):
+    startup_s: float
+    workers: int
+    start_method: str
+
+
+def run_once(ds: Dataset, s: RunSettings, lo: Loader, mark=None) -> TorchResult:
+    """One timed pass over the set (or ``s.batches``) through the DataLoader ``lo`` describes."""
+    from jobs.data.loader import build
+
+    data, sampler = build.dataset(ds, s, decode=s.pipeline == "decode_resize")
+    loader = build.loader(data, sampler, s, lo)
+    seen: list[int] = []
+    drops: list[int] = []
+    consumed = nb = 0
+    rb0, rc0 = pipeline.read_counters()
+    if mark is not None:
+        mark("start")
+    t0 = time.perf_counter()
+    it = iter(loader)
+    t_started = time.perf_counter()
+    t_first = t_last = t_started
+    try:
+        with interrupts.deferred():
+            while s.batches is None or nb < s.batches:
+                interrupts.check()
+                try:
+                    batch = next(it)
+                except StopIteration:
+                    break
+                t_last = time.perf_counter()
+                if nb == 0:
+                    t_first = t_last
+                nb += 1
+                seen.extend(batch.indices.tolist())
+                drops.extend(batch.dropped)
+                consumed += int(batch.nbytes.sum())
+            if mark is not None:
+                mark("end")
+    except RuntimeError as e:
+        dead = build.died(e)
+        if dead is None:
+            raise
+        raise dead from None
+    finally:
+        _shut_down(it, loader, data)
+    rb1, rc1 = pipeline.read_counters()
+    seconds = t_last - t0
+    if seconds <= 0 or not seen:
+        raise RuntimeError(
+            f"the DataLoader delivered no image out of {len(ds.files)} ({len(drops)} dropped as unreadable "
+            "or not images)"
+        )
+    unnamed = sum(1 for i in drops if i < 0)  # records that were not Examples: no index to name
+    named = {i for i in drops if i >= 0}
+    if _full_pass_of_shards(ds, s):  # every image not delivered was lost with the rest of its shard
+        named, unnamed = named | (set(range(len(ds.files))) - set(seen)), 0
+    drops = sorted(named)
+    return TorchResult(
+        images=len(seen),
+        images_dropped=len(drops) + unnamed,
+        dropped_files=[ds.where(i) for i in drops[: pipeline.DROPPED_LISTED]],
+        batches=nb,
+        seconds=seconds,
+        first_batch_s=t_first - t0,
+        images_per_s=len(seen) / seconds,
+        mb_per_s=consumed / seconds / MB,
+        bytes_consumed=consumed,
+        bytes_read_device=None if rb0 is None or rb1 is None else rb1 - rb0,
+        bytes_read_syscall=None if rc0 is None or rc1 is None else rc1 - rc0,
+        startup_s=t_started - t0,
+        workers=lo.num_workers,
+        start_method=lo.start_method,
+    )
+
+
+def _shut_down(it, loader, data) -> None:
+    """Join the run's workers (persistent ones too: a run ends with its pass) and close what it opened."""
+    shutdown = getattr(it, "_shutdown_workers", None)
+    if shutdown is not None:
+        shutdown()
+    loader._iterator = None  # a persistent_workers loader keeps its iterator: let it go with the run
+    close = getattr(data, "close", None)
+    if close is not None:
+        close()
+
+
+def _full_pass_of_shards(ds: Dataset, s: RunSettings) -> bool:
+    """A whole pass over TFRecord shards: an image not delivered was lost with the rest of a shard cut
+    short (counted as dropped, as the tf.data side counts it). A run stopped at ``batches`` says nothing."""
+    return s.batches is None and ds.format == "tfrecord"
