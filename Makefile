@@ -6,6 +6,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
+# framework=pytorch: the torch installed when the environment has none (a GPU node: TORCH=torch, or your
+# site's wheel; one already in the environment is kept)
+TORCH ?= torch==2.13.0
+
 # The paper's study at workstation scale (emulated tiers as root, local disk and tmpfs otherwise).
 DEMO_ARGS ?= --scale workstation
 
@@ -14,7 +18,8 @@ DEMO_ARGS ?= --scale workstation
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -c 'import torch' 2>/dev/null || $(PY) -m pip install -q '$(TORCH)'
+	$(PY) -m pip install -q -e '.[test,pytorch]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -21,7 +21,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from campaign import errors, outputs, validate
-from jobs import interrupts, records, runner
+from jobs import frameworks, interrupts, records, runner
 from jobs.cell import Cell
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ def execute(cfg: DictConfig) -> None:
         c = cell.config
         print(
             f"dry run: 1 cell would run here into {job_dir}: workload={c.workload.name} "
-            f"storage={c.storage.name} root={c.storage.root} threads={c.threads} "
+            f"storage={c.storage.name} root={c.storage.root} threads={c.threads}{frameworks.described(c)} "
             "(nothing was run or written)",
             flush=True,
         )

@@ -12,7 +12,16 @@ import textwrap
 from pathlib import Path
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
-GROUPS = ("workload", "storage", "dataset", "platform", "accelerator", "checkpoint_model", "experiment")
+GROUPS = (
+    "workload",
+    "framework",
+    "storage",
+    "dataset",
+    "platform",
+    "accelerator",
+    "checkpoint_model",
+    "experiment",
+)
 INTERNAL = re.compile(r"^default_for_|_schema$")  # a workload's own dataset; a ConfigStore schema
 _FIELD = re.compile(r"^\s+(\w+): [^=]+=.+?\s# (.+)$")  # a field, its comment
 

@@ -17,7 +17,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from campaign import errors, outputs, validate
-from jobs import plan
+from jobs import frameworks, plan
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,8 @@ def dry_run(cells: list, sweep_dir: Path) -> str:
         cfg = c.config
         lines.append(
             f"  #{num}: workload={_preset(c)} storage={cfg.storage.name} "
-            f"root={cfg.storage.root} threads={cfg.threads} batch_size={cfg.batch_size} "
+            f"root={cfg.storage.root} threads={cfg.threads}{frameworks.described(cfg)} "
+            f"batch_size={cfg.batch_size} "
             f"prefetch={cfg.prefetch} repeats={cfg.repeats} cell {c.cell_id} [{' '.join(c.overrides)}]"
             f"{est.cell(num)}"
         )

@@ -78,10 +78,32 @@ def workers(cfg) -> int:
     return threads
 
 
+def described(cfg) -> str:
+    """What a cell's line in a dry run says of its framework: nothing for TensorFlow (the paper's), else
+    `` framework=<name> workers=<N>``."""
+    fw = of(cfg)
+    if fw.name == "tensorflow":
+        return ""
+    return (
+        f" framework={fw.name} workers={workers(cfg)}" if fw.readers == "workers" else f" framework={fw.name}"
+    )
+
+
+def _installed(fw: Framework) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec(fw.package) is None:
+        raise ConfigError(
+            f"framework={fw.name} needs the {fw.package} package, which this Python does not have: "
+            f"pip install '.[{fw.name}]' (make install does it; README: Install)"
+        )
+
+
 def check(cfg, engines) -> None:
     """Raise ConfigError (one line naming the setting) for a framework or loader setting that cannot run:
     ``engines``, the frameworks the cell's workload runs on."""
     fw = of(cfg)
+    _installed(fw)
     if fw.name not in engines:
         raise ConfigError(
             f"framework={fw.name}: workload={cfg.workload.name} runs on {', '.join(engines)} only"

@@ -286,3 +286,13 @@ def test_wrong_types_give_one_line_and_exit_2(cwd, arg, expected):
     lines = [line for line in p.stderr.splitlines() if line.strip()]
     assert p.returncode == 2 and len(lines) == 1 and expected in lines[0], p.stderr
     assert _leftovers(cwd) == []
+
+
+@pytest.mark.parametrize("given", ["pytorch", "tensorflow,jax", ""])
+def test_the_paper_study_needs_tensorflow_among_its_frameworks(cwd, given):
+    p = campaign("+experiment=paper", "--scale", "ci", "--frameworks", given, cwd=cwd)
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and f"--frameworks {given}: give tensorflow" in lines[0], (
+        p.stderr
+    )
+    assert _leftovers(cwd) == []

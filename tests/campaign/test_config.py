@@ -146,6 +146,7 @@ def test_the_paper_study_comes_from_its_yaml_files():
             for cell in sweep.expand(overrides)[:1]:
                 validate.check(Cell.from_composed(_compose(*cell)))
     ci = dict(paper.grids("ci", ["emulated_hdd", "emulated_ssd", "emulated_optane"]))
+    grids_ci = dict(paper.grids("ci", ["local"]))
     assert (
         "storage@checkpoint.fast=emulated_optane" in ci["fig9_fig10"] and "storage=emulated_ssd" in ci["fig7"]
     )
@@ -162,5 +163,11 @@ def test_the_paper_study_comes_from_its_yaml_files():
         "repeats=3",
     ]
     for cell in sweep.expand(ws["fig4_lustre"])[:1]:
+        validate.check(Cell.from_composed(_compose(*cell)))
+    # --frameworks tensorflow,pytorch: the paper's grids unchanged, then the PyTorch ones, which plan
+    both = dict(paper.grids("ci", ["local"], None, ("tensorflow", "pytorch")))
+    assert list(both) == [*grids, "fig4_fig5_pytorch"] and both["fig4_fig5"] == grids_ci["fig4_fig5"]
+    assert "framework=pytorch" in both["fig4_fig5_pytorch"]
+    for cell in sweep.expand(both["fig4_fig5_pytorch"]):
         validate.check(Cell.from_composed(_compose(*cell)))
     assert "fig4_lustre" not in dict(paper.grids("workstation", ["modeled_hdd"]))
