@@ -121,6 +121,9 @@ class ShardedCheckpoint(Workload):
     shardable = True  # each rank a task of the cell
     in_tensorflow = False
     posix_traceable = False
+    # tensorflow: each rank's files written as a framework writes them (jobs/workloads/shards/shardio.py);
+    # pytorch: each rank's state dict through torch.distributed.checkpoint (jobs/workloads/shards/dcp.py)
+    engines = ("tensorflow", "pytorch")
     figures = (
         Figure(
             "checkpoint_shards",
@@ -231,13 +234,20 @@ class ShardedCheckpoint(Workload):
         )
         held.append(folders.claim(ckpt_dir(Path(cfg.storage.root)) / name, model_rank, keep))
         ok = False
+        on_disk = files  # what the rank's folders hold: the shard's files, or DCP's
         try:
-            t = shardio.phases(ctx, [m for m, _, _ in held], files, content, base, sums)
+            if cfg.framework.name == "pytorch":
+                from jobs.workloads.shards import dcp
+
+                t = dcp.phases(ctx, [m for m, _, _ in held], files, content, base)
+                on_disk = t.pop("files_written")
+            else:
+                t = shardio.phases(ctx, [m for m, _, _ in held], files, content, base, sums)
             ok = True
         except shardio.TierFull as e:
             raise _full(cfg, ctx, e, size, bb) from None
         finally:
-            left = sum(folders.release(m, lk, keep, files, succeeded=ok) for m, lk, _ in held)
+            left = sum(folders.release(m, lk, keep, on_disk, succeeded=ok) for m, lk, _ in held)
         removed = sorted({x for _, _, r in held for x in r})
         save_s, drain_s, load_s = t["save_s"], t.get("drain_s"), t["load_s"]
         seconds = (

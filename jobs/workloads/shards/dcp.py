@@ -1,0 +1,127 @@
+"""One rank's checkpoint shard written and read by PyTorch's ``torch.distributed.checkpoint``
+(``framework=pytorch``): the rank's state dict (one uint8 tensor per file of its shard, holding the bytes
+``shardio`` would write: the rank's stamped blocks) saved with DCP's ``FileSystemWriter`` into the rank's
+folder (``sync_files``: every file fsynced; then the folder), and loaded back cold with its
+``FileSystemReader`` into fresh tensors, every byte compared with what was saved.
+
+Each rank saves alone (``no_dist=True``): its folder is a DCP checkpoint of its own (``.metadata`` and
+``__0_0.distcp``), as the tool keeps one folder per rank under its lock. The ranks start and end each phase
+together (the run's barriers), so the save and load durations are the slowest rank's, as MLPerf Storage
+measures them; DCP's collective planning across ranks (one ``.metadata`` for the whole job) is not done."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import time
+import warnings
+from pathlib import Path
+
+from jobs.workloads.shards import shardio
+
+
+def state(files: list[tuple[str, int]], content: shardio.Content, base: bytes) -> dict:
+    """The rank's state dict: per file of its shard, a uint8 tensor of the bytes ``shardio.write`` writes."""
+    import numpy as np
+    import torch
+
+    out = {}
+    for file_no, (name, size) in enumerate(files):
+        buf = np.empty(size, dtype=np.uint8)
+        block = np.frombuffer(base, dtype=np.uint8)
+        for k, off in enumerate(range(0, size, content.block)):
+            n = min(content.block, size - off)
+            buf[off : off + n] = block[:n]
+            stamp = np.frombuffer(content.stamp(file_no, k), dtype=np.uint8)[: min(shardio.STAMP, n)]
+            buf[off : off + len(stamp)] = stamp
+        out[name.removesuffix(".bin")] = torch.from_numpy(buf)
+    return out
+
+
+@contextlib.contextmanager
+def _alone():
+    """DCP warns on every call made without a process group; a rank here saves alone on purpose."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled", category=UserWarning)
+        yield
+
+
+def save(folder: Path, tensors: dict) -> float:
+    """DCP's save of ``tensors`` into ``folder`` (fsync per file, then of the folder, nothing overwritten);
+    seconds taken."""
+    import torch.distributed.checkpoint as dcp
+
+    t0 = time.perf_counter()
+    writer = dcp.FileSystemWriter(folder, sync_files=True, overwrite=False)
+    with _alone():
+        dcp.save(tensors, storage_writer=writer, no_dist=True)
+    shardio._fsync_folder(folder)
+    return time.perf_counter() - t0
+
+
+def load(folder: Path, saved: dict) -> float:
+    """DCP's load of the checkpoint in ``folder`` into fresh tensors, each compared with ``saved``; seconds
+    taken. Raises shardio.ShardError on a difference."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+
+    t0 = time.perf_counter()
+    fresh = {k: torch.empty_like(v) for k, v in saved.items()}
+    with _alone():
+        dcp.load(fresh, storage_reader=dcp.FileSystemReader(folder), no_dist=True)
+    for k, v in saved.items():
+        if not torch.equal(fresh[k], v):
+            raise shardio.ShardError(f"{folder}: tensor {k} loaded back differs from what was saved")
+    return time.perf_counter() - t0
+
+
+def on_disk(folder: Path) -> list[tuple[str, int]]:
+    """(name, bytes) of the files DCP wrote in ``folder`` (the run's facts and lock left out)."""
+    return sorted(
+        (p.name, p.stat().st_size)
+        for p in folder.iterdir()
+        if p.is_file() and not p.is_symlink() and (p.name == ".metadata" or p.suffix == ".distcp")
+    )
+
+
+def sha256(folder: Path, files: list[tuple[str, int]]) -> list[str]:
+    out = []
+    for name, _ in files:
+        h = hashlib.sha256()
+        with open(folder / name, "rb") as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+        out.append(h.hexdigest())
+    return out
+
+
+def phases(ctx, folders: list[Path], files: list[tuple[str, int]], content, base: bytes) -> dict:
+    """``shardio.phases`` with DCP's writer and reader: save into ``folders[0]``; through the burst buffer
+    the drain of DCP's files to ``folders[1]`` (checked by sha256); then, evicted, the cold load."""
+    from jobs.storage import cache
+
+    tensors = state(files, content, base)
+    _, w0, _ = shardio.io_bytes()
+    ctx.mark("start")
+    out = {"save_s": save(folders[0], tensors)}
+    _, w1, _ = shardio.io_bytes()
+    written = on_disk(folders[0])
+    ctx.barrier("saved")
+    if len(folders) > 1:
+        sums = sha256(folders[0], written)  # from the page cache, between the timed phases
+        out["drain_s"] = shardio.drain(folders[0], folders[1], written, sums, content.block)
+        ctx.barrier("drained")
+    last = folders[-1]
+    cache.evict([str(last / n) for n, _ in written])
+    ctx.barrier("evicted")
+    r2, _, rc0 = shardio.io_bytes()
+    out["load_s"] = load(last, tensors)
+    r3, _, rc1 = shardio.io_bytes()
+    ctx.mark("end")
+    return {
+        **out,
+        "files_written": written,
+        "write_device_bytes": None if w0 is None or w1 is None else w1 - w0,
+        "read_device_bytes": None if r2 is None or r3 is None else r3 - r2,
+        "read_syscall_bytes": None if rc0 is None or rc1 is None else rc1 - rc0,
+    }
