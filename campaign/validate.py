@@ -220,7 +220,7 @@ def _trace(cfg, workload) -> None:
         return
     if not workload.posix_traceable:
         raise ConfigError(
-            f"trace.posix=true traces TensorFlow's I/O; workload={cfg.workload.name} does not use it "
+            f"trace.posix=true traces a framework's I/O; workload={cfg.workload.name} does not use one "
             "(leave trace.posix=false for it)"
         )
     if elsewhere(cfg):

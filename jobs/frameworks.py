@@ -40,7 +40,7 @@ FRAMEWORKS = {
         "torch",
         "workers",
         service=False,
-        posix_traceable=False,
+        posix_traceable=True,
         prefetch_to_device=False,
         prefetch=False,
     ),
@@ -139,6 +139,12 @@ def check(cfg, engines) -> None:
     if n == 0 and loader.persistent_workers:
         raise ConfigError(
             "loader.persistent_workers=true needs loader.num_workers of 1 or more (workers to keep)"
+        )
+    if cfg.trace.posix and n > 0 and str(loader.multiprocessing_context or "fork") != "fork":
+        raise ConfigError(
+            f"trace.posix=true with loader.multiprocessing_context={loader.multiprocessing_context}: a "
+            "started worker is a new program the tracer is not loaded into; trace workers that fork "
+            "(loader.multiprocessing_context=fork, or null on Linux)"
         )
     if n == 0 and loader.multiprocessing_context is not None:
         raise ConfigError(

@@ -254,8 +254,10 @@ def _rel(ts: int | None, t0: int) -> float | str:
 
 def events(paths: list[Path]):
     """(name, tid, ts, dur, args, path) of every POSIX call on a known file, streamed from the
-    traces; calls without a file (execv, waitpid) are left out."""
-    names: dict[str, str] = {}
+    traces; calls without a file (execv, waitpid) are left out. The file names come first, from every
+    trace: a forked process (a DataLoader's worker) writes its calls to a trace of its own, and the names
+    of the files it reads to its parent's."""
+    names = file_names(paths)
     for p in paths:
         with gzip.open(p, "rt", errors="replace") as f:
             for line in f:
@@ -269,15 +271,30 @@ def events(paths: list[Path]):
                 except json.JSONDecodeError:  # a process killed mid-write leaves a torn last line
                     continue
                 args = e.get("args") or {}
-                if e.get("name") == "FH" and e.get("cat") == "dftracer":
-                    names[args.get("value")] = args.get("name")
-                    continue
                 if e.get("cat") not in CATEGORIES:
                     continue
                 path = names.get(args.get("fhash"))
                 if path is None:
                     continue
                 yield e["name"], int(e.get("tid", 0)), int(e.get("ts", 0)), int(e.get("dur", 0)), args, path
+
+
+def file_names(paths: list[Path]) -> dict[str, str]:
+    """dftracer's file hash -> path, from the ``FH`` metadata lines of every trace."""
+    names: dict[str, str] = {}
+    for p in paths:
+        with gzip.open(p, "rt", errors="replace") as f:
+            for line in f:
+                if '"FH"' not in line:
+                    continue
+                try:
+                    e = json.loads(line.strip().rstrip(","))
+                except json.JSONDecodeError:
+                    continue
+                if e.get("name") == "FH" and e.get("cat") == "dftracer":
+                    args = e.get("args") or {}
+                    names[args.get("value")] = args.get("name")
+    return names
 
 
 def split(paths: list[Path], windows: dict[str, tuple[int, int]]) -> dict[str, RunTrace]:

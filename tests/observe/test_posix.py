@@ -235,6 +235,34 @@ def test_a_traced_cell_that_fails_says_why(tmp_path):
     assert not (out / "results.csv").exists() or pd.read_csv(out / "results.csv").empty
 
 
+@pytest.mark.cells
+def test_a_dataloaders_worker_processes_are_traced_with_the_coverage_check(tmp_path):
+    """framework=pytorch, 2 workers: each worker process writes a trace of its own (LD_PRELOAD carries over
+    the fork), the names of the files they read come from the parent's trace, and the run's traced reads
+    cover every byte it consumed, read by the 2 workers."""
+    root = tmp_path / "tier"
+    root.mkdir()
+    out = tmp_path / "c"
+    p = campaign(
+        "-m",
+        "workload=microbench",
+        "framework=pytorch",
+        "threads=2",
+        "trace.posix=true",
+        *two_runs(N, root, out),
+        cwd=tmp_path,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    rec = records.read(out / "0" / "record.json")
+    traces = posix.trace_files(out / "0" / posix.SUBDIR)
+    assert sum(t.name.endswith("-fork.pfw.gz") for t in traces) == 2 * len(rec.runs)  # 2 workers a run
+    for run in rec.runs:
+        assert run["images"] == N and run["posix_files"] == N and run["posix_opens"] == N
+        assert run["posix_bytes_read"] == run["bytes_consumed"] and run["posix_coverage"] == pytest.approx(1.0)
+        assert run["posix_threads"] == 2  # the workers, one reading thread each
+        assert run["posix_complete"] and run["cache_state"] == "cold"
+
+
 def test_trace_posix_refused_for_the_fio_baseline(cwd):
     p = campaign("workload=baseline", "trace.posix=true", "repeats=1", cwd=cwd)
     lines = [x for x in p.stderr.splitlines() if x.strip()]
