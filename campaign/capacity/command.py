@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from campaign.capacity.search import MEASURE, loader_defaults, node_count, tier_row
+from campaign.capacity.search import LOADER, MEASURE, loader_defaults, node_count, tier_row  # noqa: F401
 from campaign.errors import ConfigError
 from campaign.overrides import value_of
 

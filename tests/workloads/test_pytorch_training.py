@@ -152,3 +152,13 @@ def test_checkpoints_drain_restore_and_verify(checkpoints):
     assert run["checkpoint_bytes_left"] == 0  # recorded, then removed from both tiers
     assert not [p for p in (root / "iocampaign" / "checkpoints").rglob("*.pt")]
     assert np.isfinite(df["drain_after_end_s"]).all()
+
+
+def test_the_capacity_search_plans_a_pytorch_cell_without_prefetch():
+    from campaign.capacity import checks, command, search
+
+    overrides = ["storage=local", "framework=pytorch", "threads=2"]
+    assert search.loader_defaults(overrides) == {}
+    assert checks.cells(overrides, command._profile("resnet50_a100", []), search.MEASURE) is None
+    # tf.data's prefetch=2, which an accelerator's loader needs there, is refused for a DataLoader
+    assert "prefetch=2" in checks.cells(overrides, command._profile("resnet50_a100", []), search.LOADER)
