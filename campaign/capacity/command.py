@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from campaign.capacity.search import LOADER, MEASURE, node_count, tier_row
+from campaign.capacity.search import LOADER, MEASURE, loader_defaults, node_count, tier_row  # noqa: F401
 from campaign.errors import ConfigError
 from campaign.overrides import value_of
 
@@ -130,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from campaign.capacity import checks
 
-    why = checks.cells(args.overrides, profile, {**MEASURE, **LOADER})  # as each tier's campaigns will
+    # as each tier's campaigns will
+    why = checks.cells(args.overrides, profile, {**MEASURE, **loader_defaults(args.overrides)})
     if why:
         print(f"campaign.capacity: {why}; nothing was run", file=sys.stderr)
         return 2

@@ -26,6 +26,14 @@ MEASURE = {"repeats": "3", "warmup": "0"}  # every cell's runs unless set: three
 LOADER = {
     "prefetch": "2"
 }  # an accelerator's data loader fills the next batches while it computes (unless set)
+
+
+def loader_defaults(overrides: list[str]) -> dict:
+    """LOADER for tf.data; nothing for framework=pytorch, whose workers load ahead by themselves
+    (loader.prefetch_factor) and which refuses tf.data's prefetch."""
+    return {} if value_of(overrides, "framework") == "pytorch" else LOADER
+
+
 # what the search sets in every cell itself: the user's overrides of these do not go to the cells
 SET_BY_SEARCH = ("storage", "accelerator", "threads", "batch_size", "platform.tasks_per_node")
 
@@ -259,7 +267,7 @@ def tier_row(
         f"{pred['demand_images_per_s']:.0f} images/s at AU {100 * inp.au_threshold:.0f}%",
         flush=True,
     )
-    loader = [f"{k}={v}" for k, v in LOADER.items() if k not in given]
+    loader = [f"{k}={v}" for k, v in loader_defaults(overrides).items() if k not in given]
     cell = [
         "workload=emulated",
         f"accelerator={profile['name']}",

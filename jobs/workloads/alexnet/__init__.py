@@ -1,5 +1,13 @@
 """Section III-B AlexNet mini-app (Figs. 6-8): the input pipeline feeding Adam training steps, each
-step timed as waiting for data and computing, with the device's I/O traced."""
+step timed as waiting for data and computing, with the device's I/O traced.
+
+Two engines (``framework=``): TensorFlow and Keras (``training``), and PyTorch (``torch_training``: the
+same layers in ``torch.nn``, fed by a DataLoader). Prefetch differs between them: tf.data's
+``prefetch=0`` reads each batch with the map threads only when the step asks for it, ``prefetch=1`` has
+the next one read while the step computes. A DataLoader's workers always load ahead, so
+``framework=pytorch`` takes no ``prefetch``; its run *without prefetch* is ``loader.num_workers=0`` (the
+training process reads and decodes every batch itself, between its steps), and with workers
+(``loader.num_workers`` or ``threads``) it reads ahead ``loader.prefetch_factor`` batches each."""
 
 from __future__ import annotations
 
@@ -72,19 +80,23 @@ def _gpu() -> bool:
 def training_parallelism(cfg, result: dict | None) -> int | None:
     """Cores a training run may keep busy: its map threads, plus the training thread when the model
     trains on the CPU (None with autotune: any core)."""
+    from jobs import frameworks
     from jobs.schema import threads_value
 
+    on_cpu = "CPU" in str((result or {}).get("device") or "CPU").upper()
+    if frameworks.of(cfg).readers == "workers":  # the worker processes (0: the training process reads)
+        return max(1, frameworks.workers(cfg) + on_cpu)
     threads = threads_value(cfg.threads)
     if not isinstance(threads, int) or threads <= 0:
         return None
-    return threads + (1 if "CPU" in str((result or {}).get("device") or "CPU") else 0)
+    return threads + on_cpu
 
 
 def _settings(ctx: RunContext):
-    from jobs.workloads.alexnet import training as alexnet
+    from jobs.workloads.alexnet.settings import TrainSettings
 
     w = ctx.cfg.workload
-    return alexnet.TrainSettings.from_config(
+    return TrainSettings.from_config(
         ctx.cfg,
         ctx.seed,
         width=w.width,
@@ -125,6 +137,7 @@ class AlexNet(Workload):
     )
     packages = ("tensorflow", "keras")
     prefetches_to_device = True
+    engines = ("tensorflow", "pytorch")
     figures = (
         Figure(
             "fig6",
@@ -158,22 +171,34 @@ class AlexNet(Workload):
         if not ctx.cfg.workload.input_only:
             return {}
         s = _settings(ctx)
-        return {
-            "input_only_s": overlap.input_only(ctx.ds, s, (s.steps or len(ctx.ds.files) // s.batch_size) - 1)
-        }
+        steps = (s.steps or len(ctx.ds.files) // s.batch_size) - 1
+        if ctx.cfg.framework.name == "pytorch":
+            from jobs.data.loader.build import Loader
+            from jobs.workloads.alexnet import torch_training
+
+            return {"input_only_s": torch_training.input_only(ctx.ds, s, Loader.from_config(ctx.cfg), steps)}
+        return {"input_only_s": overlap.input_only(ctx.ds, s, steps)}
 
     def run_once(self, ctx: RunContext) -> dict:
         from jobs.observe import accelerator, trace
-        from jobs.workloads.alexnet import training as alexnet
 
         cfg = ctx.cfg
         settings = _settings(ctx)
+        steps_csv = ctx.job_dir / f"steps_{ctx.tag}.csv"
         tracer = trace.Tracer(ctx.disk, cfg.workload.trace_interval_s).start()
         gpu = accelerator.Sampler(min(0.1, cfg.workload.trace_interval_s)).start()
         try:
-            result = alexnet.run_once(
-                ctx.ds, settings, steps_csv=ctx.job_dir / f"steps_{ctx.tag}.csv", mark=ctx.mark
-            ).as_dict()
+            if cfg.framework.name == "pytorch":
+                from jobs.data.loader.build import Loader
+                from jobs.workloads.alexnet import torch_training
+
+                lo = Loader.from_config(cfg)
+                run = torch_training.run_once(ctx.ds, settings, lo, steps_csv=steps_csv, mark=ctx.mark)
+            else:
+                from jobs.workloads.alexnet import training as alexnet
+
+                run = alexnet.run_once(ctx.ds, settings, steps_csv=steps_csv, mark=ctx.mark)
+            result = run.as_dict()
         finally:
             tracer.stop()
             gpu.stop()

@@ -8,9 +8,7 @@ apart.
 
 from __future__ import annotations
 
-import csv
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import keras  # with this module, not in build_model: never inside a run (a cell's: tfstart imports it first)
@@ -18,17 +16,9 @@ import keras  # with this module, not in build_model: never inside a run (a cell
 from jobs import interrupts
 from jobs.data import pipeline, readers
 from jobs.data.datasets import Dataset
-from jobs.data.pipeline import PipelineSettings
 from jobs.metrics import MB
 from jobs.workloads.alexnet import overlap
-
-
-@dataclass(frozen=True, kw_only=True)
-class TrainSettings(PipelineSettings):
-    width: float  # multiplier of filters and dense units (1.0 = the paper's AlexNet)
-    steps: int | None  # training steps; None = one epoch, images // batch_size (142 at 9,144 / 64)
-    device: str = "auto"  # auto | cpu | gpu
-    compute_only_steps: int = 5  # steps timed on one batch in the device's memory after the loop (0: none)
+from jobs.workloads.alexnet.settings import TrainResult, TrainSettings, write_steps  # noqa: F401 - its API
 
 
 def device_name(choice: str) -> str:
@@ -95,35 +85,6 @@ def make_step(model, device: str, opt=None):
     return step
 
 
-@dataclass(frozen=True)
-class TrainResult:
-    steps: int
-    images: int
-    images_dropped: int
-    dropped_files: list
-    runtime_s: float
-    data_wait_s: float
-    compute_s: float
-    first_step_s: float
-    steady_runtime_s: float  # runtime without the first step (graph tracing): what figures and claims compare
-    first_step_wait_s: float
-    train_au_percentage: float  # MLPerf Storage's AU: steady compute ÷ steady runtime × 100
-    compute_only_s: float | None  # the steady steps' time without an input pipeline (overlap.compute_only)
-    images_per_s: float
-    mb_per_s: float
-    bytes_consumed: int
-    bytes_read_device: int | None
-    bytes_read_syscall: int | None
-    device: str
-    parameters: int
-    final_loss: float
-    t_first_iterator_call: float  # perf_counter times, for the I/O trace's marks
-    t_last_iterator_call: float
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
 def _train(it, step, steps: int, t0: float) -> dict:
     """Up to ``steps`` training steps from iterator ``it``, each timed as waiting for its batch and
     computing."""
@@ -173,13 +134,6 @@ def _iterator(ds: Dataset, s: TrainSettings, device: str):
         return iter(data), s.steps or per_epoch
 
 
-def _write_steps(path: Path, waits: list, computes: list) -> None:
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["step", "wait_s", "compute_s"])
-        w.writerows((k + 1, round(a, 6), round(b, 6)) for k, (a, b) in enumerate(zip(waits, computes)))
-
-
 def run_once(
     ds: Dataset, s: TrainSettings, steps_csv: Path | None = None, model=None, mark=lambda name: None
 ) -> TrainResult:
@@ -203,7 +157,7 @@ def run_once(
     if not waits:
         raise RuntimeError(f"the pipeline delivered no batch out of {len(ds.files)} files")
     if steps_csv is not None:
-        _write_steps(steps_csv, waits, computes)
+        write_steps(steps_csv, waits, computes)
     drops = pipeline.dropped(ds, seen, exhausted, s.seed, **s.order)
     runtime = t_end - t0
     steady = runtime - (waits[0] + computes[0])

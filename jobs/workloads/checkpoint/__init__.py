@@ -1,5 +1,9 @@
 """Section III-C (Figs. 9-10): AlexNet with a checkpoint every ``checkpoint.every`` steps, straight to
-a tier or through a burst buffer, each run beside the same training without checkpoints."""
+a tier or through a burst buffer, each run beside the same training without checkpoints.
+
+With ``framework=pytorch`` the model trains in PyTorch (``jobs.workloads.alexnet.torch_training``) and
+each checkpoint is its model's and Adam's ``state_dict()`` in one ``torch.save`` file
+(``torch_saving``), through the same targets, flushes, drain and restore as TensorFlow's."""
 
 from __future__ import annotations
 
@@ -42,6 +46,10 @@ def _restores(cfg, ds, settings, snapshot) -> list[dict]:
         "width": cfg.workload.width,
         "seed": cfg.seed,
     }
+    if cfg.framework.name == "pytorch":
+        from jobs.workloads.checkpoint import torch_saving
+
+        return restore.after_run(folders, settings.tag, shape, snapshot, torch_saving.fresh)
     return restore.after_run(folders, settings.tag, shape, snapshot)
 
 
@@ -85,6 +93,7 @@ class Checkpoint(Workload):
         "restores",
     )
     packages = ("tensorflow", "keras")
+    engines = ("tensorflow", "pytorch")
     figures = (
         Figure("fig9", "analysis.figures.checkpoints:fig9", "Fig. 9: runtime per checkpoint target", order=9),
         Figure(
@@ -104,6 +113,11 @@ class Checkpoint(Workload):
                 f"checkpoint.every={ck.every} and checkpoint.max_to_keep={ck.max_to_keep} must be at least 1"
             )
         check_alexnet(cfg)
+        if cfg.framework.name == "pytorch" and ck.mode == "async":
+            raise ConfigError(
+                "checkpoint.mode=async is TensorFlow's asynchronous checkpoint: framework=pytorch saves "
+                "synchronously (checkpoint.mode=sync)"
+            )
         # the slow tier must be usable before training starts; a missing fast tier only falls back
         storage_root(cfg, ck.slow, "checkpoint.slow")
 
@@ -117,7 +131,7 @@ class Checkpoint(Workload):
         """The same training twice: without checkpoints (the run's baseline), then with them, traced."""
         from jobs.observe import trace
         from jobs.storage import cache
-        from jobs.workloads.alexnet import training as alexnet
+        from jobs.workloads.alexnet.settings import TrainSettings
         from jobs.workloads.checkpoint import recovery as ckpt_recovery
         from jobs.workloads.checkpoint import saving as checkpoint
 
@@ -126,7 +140,7 @@ class Checkpoint(Workload):
         run = f"{'r' if ctx.run > 0 else 'w'}{abs(ctx.run)}"
         tag = f"{ckpt_recovery.TAG_PREFIX}{ctx.cell.cell_id}_{run}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
         settings = checkpoint.CheckpointSettings(
-            train=alexnet.TrainSettings.from_config(
+            train=TrainSettings.from_config(
                 cfg,
                 ctx.seed,
                 width=cfg.workload.width,
@@ -148,7 +162,13 @@ class Checkpoint(Workload):
         )
         if recovered:
             log.warning("recovered checkpoints left by an earlier, interrupted run: %s", recovered)
-        base = checkpoint.run_once(ctx.ds, settings, with_checkpoints=False)
+        engine = checkpoint.TENSORFLOW
+        if cfg.framework.name == "pytorch":
+            from jobs.data.loader.build import Loader
+            from jobs.workloads.checkpoint import torch_saving
+
+            engine = torch_saving.engine(Loader.from_config(cfg))
+        base = checkpoint.run_once(ctx.ds, settings, with_checkpoints=False, engine=engine)
         cache.evict(ctx.ds.storage_files)
         slow_disk = trace.device_of(str(settings.slow_root)) if settings.slow_root.exists() else None
         tracer = trace.Tracer(slow_disk, cfg.workload.trace_interval_s).start()
@@ -157,7 +177,9 @@ class Checkpoint(Workload):
         try:
             # its folders are marked finished only once the restore is done with them: a run killed or failed
             # in between must not leave checkpoints that recovery takes for a finished run's
-            result = checkpoint.run_once(ctx.ds, settings, mark=ctx.mark, snapshots=snapshot, finish=False)
+            result = checkpoint.run_once(
+                ctx.ds, settings, mark=ctx.mark, snapshots=snapshot, finish=False, engine=engine
+            )
         finally:
             tracer.stop()
         try:

@@ -1,9 +1,10 @@
 """Restore, verified cold (``checkpoint.restore=true``): after a checkpoint run, its last durable
-checkpoint on each tier that holds one is evicted from the page cache, read back by TensorFlow into
-a new AlexNet and Adam, and checked: the restored weights against the weights saved at that step
-(kept in memory at the save), and the files against their manifest's checksums where it has them
-(the burst buffer's drained copies). What a restart would see: the fast tier's copy while it is
-fresh, the slow tier's after it was reclaimed (MLPerf Storage's rule: write, clear the cache, read).
+checkpoint on each tier that holds one is evicted from the page cache, read back by its framework
+(TensorFlow, or ``torch.load``: ``torch_saving``) into a new AlexNet and Adam, and checked: the restored
+weights against the weights saved at that step (kept in memory at the save), and the files against
+their manifest's checksums where it has them (the burst buffer's drained copies). What a restart would
+see: the fast tier's copy while it is fresh, the slow tier's after it was reclaimed (MLPerf Storage's
+rule: write, clear the cache, read).
 """
 
 from __future__ import annotations
@@ -34,27 +35,41 @@ def last_durable(folder: Path, tag: str) -> Path | None:
     return done[-1] if done else None
 
 
-def restore_cold(prefix: Path, tier: str, shape: dict, expected: list | None) -> dict:
-    """Evict ``prefix``'s files, restore them into a new model (timed), then verify; one entry of the
-    run's ``restores``. ``shape``: num_classes, side, width, seed of the model."""
+def fresh_tensorflow(shape: dict):
+    """A new AlexNet and Adam (``shape``: num_classes, side, width, seed of the model); returns the
+    function that restores a checkpoint prefix into them and gives back their weights."""
     import keras
-    import numpy as np
     import tensorflow as tf
 
-    from jobs.observe import provenance
     from jobs.workloads.alexnet import training as alexnet
 
-    files = ckpt_store.files_of(prefix)
-    size = sum(f.stat().st_size for f in files)
     model = alexnet.build_model(shape["num_classes"], shape["side"], shape["width"], shape["seed"] + 1)
     opt = keras.optimizers.Adam(1e-4)
     opt.build(model.trainable_variables)
     ckpt = tf.train.Checkpoint(model=model, optimizer=opt)
+
+    def load(prefix: Path) -> list:
+        ckpt.read(str(prefix)).assert_existing_objects_matched()
+        return [v.numpy() for v in model.weights]  # every value in memory: the restore has ended
+
+    return load
+
+
+def restore_cold(prefix: Path, tier: str, shape: dict, expected: list | None, fresh=fresh_tensorflow) -> dict:
+    """Evict ``prefix``'s files, restore them into a new model (timed), then verify; one entry of the
+    run's ``restores``. ``shape``: num_classes, side, width, seed of the model; ``fresh(shape)``: the
+    framework's new model, as a function restoring a prefix into it (built before the timer)."""
+    import numpy as np
+
+    from jobs.observe import provenance
+
+    files = ckpt_store.files_of(prefix)
+    size = sum(f.stat().st_size for f in files)
+    load = fresh(shape)
     resident = cache.evict(files).resident_bytes_after
     rb0, _ = pipeline.read_counters()
     t0 = time.perf_counter()
-    ckpt.read(str(prefix)).assert_existing_objects_matched()
-    restored = [v.numpy() for v in model.weights]  # every value in memory: the restore has ended
+    restored = load(prefix)
     seconds = time.perf_counter() - t0
     rb1, _ = pipeline.read_counters()
     device = None if rb0 is None or rb1 is None else rb1 - rb0
@@ -73,7 +88,7 @@ def restore_cold(prefix: Path, tier: str, shape: dict, expected: list | None) ->
         "cache_state": cache.classify("cold", "", fs_type, device, size),
         "weights_equal": None
         if expected is None
-        else all(np.array_equal(a, b) for a, b in zip(expected, restored)),
+        else len(expected) == len(restored) and all(np.array_equal(a, b) for a, b in zip(expected, restored)),
         "checksums": ("match" if ckpt_store.verify(prefix, man, checksums=True) else "MISMATCH")
         if summed
         else "none",
@@ -81,7 +96,7 @@ def restore_cold(prefix: Path, tier: str, shape: dict, expected: list | None) ->
 
 
 def after_run(
-    folders: list[tuple[str, Path]], tag: str, shape: dict, snapshot: Snapshot | None
+    folders: list[tuple[str, Path]], tag: str, shape: dict, snapshot: Snapshot | None, fresh=fresh_tensorflow
 ) -> list[dict]:
     """Restore the last durable checkpoint of each (tier, folder) that holds one, fast tier first."""
     out = []
@@ -91,7 +106,7 @@ def after_run(
             continue
         step = (ckpt_store.read_manifest(prefix) or {}).get("step")
         expected = snapshot.get(step) if snapshot is not None else None
-        out.append(restore_cold(prefix, tier, shape, expected))
+        out.append(restore_cold(prefix, tier, shape, expected, fresh))
     return out
 
 

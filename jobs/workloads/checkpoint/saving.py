@@ -1,6 +1,10 @@
 """Section III-C: the AlexNet mini-app with a checkpoint every ``every`` steps, flushed before
 training resumes, written straight to a tier or through a burst buffer (fast tier, drained in the
 background to the slow tier), synchronously or with TensorFlow's asynchronous checkpoint.
+
+What is framework-specific (the model, its training step and input, how one checkpoint is written) is an
+``Engine``: TensorFlow's here (``TENSORFLOW``), PyTorch's in ``torch_saving``; the targets, flushes,
+manifests, drain, retention and clean-up are the same for both.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ import logging
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +21,7 @@ from jobs import interrupts, owned
 from jobs.data import pipeline, readers
 from jobs.data.datasets import Dataset
 from jobs.storage import cache
-from jobs.workloads.alexnet import training as alexnet
+from jobs.workloads.alexnet.settings import TrainSettings
 from jobs.workloads.checkpoint import recovery as ckpt_recovery
 from jobs.workloads.checkpoint import store as ckpt_store
 from jobs.workloads.checkpoint.target import choose_target
@@ -27,7 +32,7 @@ logging.getLogger("absl").setLevel(logging.WARNING)  # TF logs every checkpoint 
 
 @dataclass(frozen=True)
 class CheckpointSettings:
-    train: alexnet.TrainSettings
+    train: TrainSettings
     every: int  # steps between checkpoints
     target: str  # fast | slow | burst_buffer
     fast_root: Path | None  # the fast tier (its storage root); checkpoints go under iocampaign/checkpoints
@@ -50,28 +55,40 @@ def ckpt_dir(tier_root: Path) -> Path:
 
 class _Saver:
     """Saves one run's checkpoints into ``folder``: sync (save, flush, manifest) or TensorFlow's async
-    (flushed in a background thread), then hands them to the burst buffer's drain or retention."""
+    (flushed in a background thread), then hands them to the burst buffer's drain or retention. Another
+    framework's saver overrides ``_open``, ``_write`` and ``_weights`` (sync saves only)."""
 
     def __init__(
         self, s: CheckpointSettings, model, opt, folder: Path, target: str, drain, snapshots: dict | None
     ):
-        import tensorflow as tf
-
         self.s, self.model, self.opt, self.folder, self.target = s, model, opt, folder, target
         self.drain, self.snapshots = drain, snapshots
+        self.pending: list[threading.Thread] = []
+        self.checkpoints: list[dict] = []
+        self._open()
+
+    def _open(self) -> None:
+        import tensorflow as tf
+
         self.manager = tf.train.CheckpointManager(
-            tf.train.Checkpoint(model=model, optimizer=opt),
-            str(folder),
+            tf.train.Checkpoint(model=self.model, optimizer=self.opt),
+            str(self.folder),
             max_to_keep=None,
-            checkpoint_name=s.tag,
+            checkpoint_name=self.s.tag,
         )
         self.options = (
             tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True)
-            if s.mode == "async"
+            if self.s.mode == "async"
             else None
         )
-        self.pending: list[threading.Thread] = []
-        self.checkpoints: list[dict] = []
+
+    def _write(self, step: int) -> Path:
+        """Write the checkpoint of ``step`` synchronously; its prefix (``store.files_of`` finds its files)."""
+        return Path(self.manager.save(checkpoint_number=step))
+
+    def _weights(self) -> list:
+        """The values a restore must give back, copied (``restore.Snapshot``)."""
+        return [v.numpy().copy() for v in self.model.weights]
 
     def _durable(self, prefix: Path, step: int) -> None:
         if self.drain is not None:
@@ -99,7 +116,7 @@ class _Saver:
         import tensorflow as tf
 
         if self.snapshots is not None and getattr(self.snapshots, "wants", lambda _: True)(step):
-            self.snapshots[step] = [v.numpy().copy() for v in self.model.weights]
+            self.snapshots[step] = self._weights()
         entry = {"step": step, "tier": "fast" if self.target in ("fast", "burst_buffer") else "slow"}
         t0 = time.perf_counter()
         self.join()  # an async save waits for the one before it
@@ -112,7 +129,7 @@ class _Saver:
             th.start()
             self.pending.append(th)
         else:
-            prefix = Path(self.manager.save(checkpoint_number=step))
+            prefix = self._write(step)
             t1 = time.perf_counter()
             files = ckpt_store.files_of(prefix)
             ckpt_store.flush(files, self.s.flush)
@@ -140,7 +157,14 @@ class _Saver:
 
 
 def _writers(
-    s: CheckpointSettings, model, opt, target: str, folder: Path, slow_dir: Path, snapshots: dict | None
+    s: CheckpointSettings,
+    model,
+    opt,
+    target: str,
+    folder: Path,
+    slow_dir: Path,
+    snapshots: dict | None,
+    saver: type = _Saver,
 ):
     """(locks held on the run's folders, the burst buffer's drain or None, the saver) of a run with
     checkpoints."""
@@ -154,13 +178,15 @@ def _writers(
         drain = ckpt_store.Drain(slow_dir, s.tag, s.max_to_keep, s.flush)
     for lk in locks:  # what recovery needs to know should this run be killed
         ckpt_recovery.write_run_facts(lk.folder, max_to_keep=s.max_to_keep, keep=s.keep)
-    return locks, drain, _Saver(s, model, opt, folder, target, drain, snapshots)
+    return locks, drain, saver(s, model, opt, folder, target, drain, snapshots)
 
 
 def _trainer(ds: Dataset, t):
     """The mini-app's device, model, optimizer, step and input iterator (``t``: the training settings)."""
     import keras
     import tensorflow as tf
+
+    from jobs.workloads.alexnet import training as alexnet
 
     device = alexnet.device_name(t.device)
     model = alexnet.build_model(max(1, ds.num_classes), t.image_side, t.width, t.seed)
@@ -171,6 +197,21 @@ def _trainer(ds: Dataset, t):
     return device, model, opt, alexnet.make_step(model, device, opt), it
 
 
+@dataclass(frozen=True)
+class Engine:
+    """What a checkpoint run needs from its framework."""
+
+    # (dataset, TrainSettings) -> (device, model, optimizer, step(x, y) -> loss, iterator of
+    # (images, indices, nbytes, labels))
+    trainer: Callable
+    saver: type  # the _Saver that writes one checkpoint of the model and optimizer
+    parameters: Callable  # model -> its parameter count
+    end: Callable = lambda it: None  # the iterator's read-ahead stopped (its readers joined)
+
+
+TENSORFLOW = Engine(_trainer, _Saver, lambda model: int(model.count_params()))
+
+
 def run_once(
     ds: Dataset,
     s: CheckpointSettings,
@@ -178,20 +219,24 @@ def run_once(
     snapshots: dict | None = None,
     mark=lambda name: None,
     finish: bool = True,
+    engine: Engine = TENSORFLOW,
 ) -> dict:
     """Train ``s.train.steps`` steps; checkpoint every ``s.every`` unless ``with_checkpoints`` is false
     (the same run's baseline). Returns the run's metrics and one entry per checkpoint. ``snapshots``,
     when given, receives every saved step's model weights (for tests that restore and compare);
     ``mark(name)`` is called with "start" and "end" around the training loop (the usage window).
-    ``finish=False``: the caller marks the run's folders finished (``mark_finished``) or removes them."""
-    device, model, opt, step_fn, it = _trainer(ds, s.train)
+    ``finish=False``: the caller marks the run's folders finished (``mark_finished``) or removes them.
+    ``engine``: the framework's model, input and saver."""
+    device, model, opt, step_fn, it = engine.trainer(ds, s.train)
     steps = s.train.steps or len(ds.files) // s.train.batch_size
     target, fallback = choose_target(s, model, steps, with_checkpoints)
     slow_dir = ckpt_dir(s.slow_root) / s.tag
     fast_dir = ckpt_dir(s.fast_root) / s.tag if s.fast_root is not None else None
     folder = slow_dir if target == "slow" else fast_dir
     locks, drain, saver = (
-        _writers(s, model, opt, target, folder, slow_dir, snapshots) if with_checkpoints else ([], None, None)
+        _writers(s, model, opt, target, folder, slow_dir, snapshots, engine.saver)
+        if with_checkpoints
+        else ([], None, None)
     )
     rb0, _ = pipeline.read_counters()
     mark("start")
@@ -202,10 +247,12 @@ def run_once(
             saver.join()
         t_train_end, wall_train_end = time.perf_counter(), time.time()
         mark("end")
+        engine.end(it)
         rb1, _ = pipeline.read_counters()  # before finish() reaps the drain: a reaped child's reads join ours
         drained = drain.finish() if drain is not None else []
         t_drained = time.perf_counter()
     except BaseException:
+        engine.end(it)
         _discard(drain, saver, locks)
         raise
     finally:
@@ -238,7 +285,7 @@ def run_once(
         "mode": s.mode,
         "flush": s.flush,
         "device": device,
-        "parameters": int(model.count_params()),
+        "parameters": engine.parameters(model),
         "final_loss": run["loss"],
         "checkpoint_dir": str(folder) if with_checkpoints else None,
         "images": run["images"],
@@ -273,7 +320,7 @@ def _train(it, step_fn, steps: int, saver, every: int) -> dict:
                 x, _, nbytes, y = next(it)
             except StopIteration:
                 break
-            run["loss"] = float(step_fn(x, y).numpy())
+            run["loss"] = float(step_fn(x, y))  # reading the loss back waits for the step
             run["consumed"] += int(nbytes.numpy().sum())
             run["images"] += int(nbytes.shape[0])
             run["steps"] = k

@@ -12,8 +12,10 @@ log = logging.getLogger(__name__)
 
 
 def _estimate_bytes(model) -> int:
-    # model and Adam's two slots, 4-byte floats, plus 10% for the index and metadata
-    return int(model.count_params() * 4 * 3 * 1.1)
+    # model and Adam's two slots, 4-byte floats, plus 10% for the index and metadata; a Keras model counts
+    # its parameters, a torch one lists them
+    n = model.count_params() if hasattr(model, "count_params") else sum(p.numel() for p in model.parameters())
+    return int(n * 4 * 3 * 1.1)
 
 
 def _fast_unusable(root: Path | None, need: int) -> str | None:

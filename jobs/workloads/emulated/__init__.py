@@ -1,6 +1,9 @@
 """Emulated accelerators (``workload=emulated accelerator=<profile>``): the input pipeline feeding a
 step that sleeps the accelerator's compute time. Each task of a cell (``platform.tasks_per_node``,
-``platform.nodes``) is one accelerator; a cell's AU is its slowest task's (MLPerf Storage's rule)."""
+``platform.nodes``) is one accelerator; a cell's AU is its slowest task's (MLPerf Storage's rule).
+
+Two engines: tf.data with ``prefetch`` batches ready (``loop``), or with ``framework=pytorch`` a
+DataLoader whose workers load ``loader.prefetch_factor`` batches ahead each (``torch_loop``)."""
 
 from __future__ import annotations
 
@@ -46,6 +49,7 @@ class Emulated(Workload):
     record_keys = ("step_time_s", "dropped_files")
     packages = ("tensorflow",)
     uses_keras = False  # tf.data and tf.io only
+    engines = ("tensorflow", "pytorch")
     figures = (
         Figure(
             "capacity",
@@ -65,7 +69,9 @@ class Emulated(Workload):
             raise ConfigError(
                 f"accelerator={cfg.accelerator.name}: step_time_s and batch_size must be positive"
             )
-        if cfg.prefetch < 1:
+        if cfg.framework.name == "pytorch":
+            self._check_loader(cfg)
+        elif cfg.prefetch < 1:
             raise ConfigError(
                 "workload=emulated needs prefetch=1 or more: an accelerator's data loader fills the next "
                 "batches while it computes (as MLPerf Storage's and DLIO's do); with prefetch=0 every step "
@@ -74,9 +80,23 @@ class Emulated(Workload):
         if not 0 < cfg.accelerator.au_threshold <= 1:
             raise ConfigError(f"accelerator.au_threshold={cfg.accelerator.au_threshold} must be in (0, 1]")
 
+    @staticmethod
+    def _check_loader(cfg) -> None:
+        from jobs import frameworks
+
+        if frameworks.workers(cfg) < 1:
+            raise ConfigError(
+                "workload=emulated with framework=pytorch needs loader.num_workers (or threads) of 1 or "
+                "more: an accelerator's data loader fills the next batches while it computes; with 0 the "
+                "training process would read every batch between its steps"
+            )
+
     def parallelism(self, cfg, result: dict | None = None) -> int | None:
+        from jobs import frameworks
         from jobs.schema import threads_value
 
+        if frameworks.of(cfg).readers == "workers":
+            return max(1, frameworks.workers(cfg))  # the worker processes; the step sleeps
         threads = threads_value(cfg.threads)
         return (
             threads if isinstance(threads, int) and threads > 0 else None
@@ -86,6 +106,11 @@ class Emulated(Workload):
         from jobs.workloads.emulated import loop
 
         s = loop.EmulatedSettings.from_config(ctx.cfg, ctx.seed, step_time_s=step_time(ctx.cfg))
+        if ctx.cfg.framework.name == "pytorch":
+            from jobs.data.loader.build import Loader
+            from jobs.workloads.emulated import torch_loop
+
+            return torch_loop.run_once(ctx.ds, s, Loader.from_config(ctx.cfg), mark=ctx.mark)
         return loop.run_once(ctx.ds, s, mark=ctx.mark)
 
     def describe(self, result: dict) -> str:

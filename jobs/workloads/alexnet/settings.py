@@ -1,0 +1,55 @@
+"""What one run of the AlexNet mini-app is set by and what it measures, shared by its engines
+(``training``: TensorFlow and Keras; ``torch_training``: PyTorch) without importing either."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from jobs.data.pipeline import PipelineSettings
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainSettings(PipelineSettings):
+    width: float  # multiplier of filters and dense units (1.0 = the paper's AlexNet)
+    steps: int | None  # training steps; None = one epoch, images // batch_size (142 at 9,144 / 64)
+    device: str = "auto"  # auto | cpu | gpu
+    compute_only_steps: int = 5  # steps timed on one batch in the device's memory after the loop (0: none)
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    steps: int
+    images: int
+    images_dropped: int
+    dropped_files: list
+    runtime_s: float
+    data_wait_s: float
+    compute_s: float
+    first_step_s: float
+    steady_runtime_s: float  # runtime without the first step (graph tracing): what figures and claims compare
+    first_step_wait_s: float
+    train_au_percentage: float  # MLPerf Storage's AU: steady compute ÷ steady runtime × 100
+    compute_only_s: float | None  # the steady steps' time without an input pipeline (overlap.compute_only)
+    images_per_s: float
+    mb_per_s: float
+    bytes_consumed: int
+    bytes_read_device: int | None
+    bytes_read_syscall: int | None
+    device: str
+    parameters: int
+    final_loss: float
+    t_first_iterator_call: float  # perf_counter times, for the I/O trace's marks
+    t_last_iterator_call: float
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def write_steps(path: Path, waits: list, computes: list) -> None:
+    """Every step's wait and compute time, one row a step (the run's ``steps_<run>.csv``)."""
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["step", "wait_s", "compute_s"])
+        w.writerows((k + 1, round(a, 6), round(b, 6)) for k, (a, b) in enumerate(zip(waits, computes)))

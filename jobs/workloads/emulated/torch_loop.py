@@ -1,0 +1,89 @@
+"""The emulated accelerator through PyTorch (``framework=pytorch``): the same step as ``loop`` (take the
+next batch, sleep the accelerator's compute time for it) fed by a ``torch.utils.data.DataLoader`` whose
+workers load ahead while the step sleeps (``loader.num_workers`` processes, ``loader.prefetch_factor``
+batches each), as MLPerf Storage's PyTorch data loader does.
+
+Time runs from the ``iter(loader)`` call, which starts the workers, as for the micro-benchmark
+(``jobs.workloads.microbench.torch_reading``): the first step's wait holds their start-up, and AU leaves
+it out. At the end the workers are joined, so their CPU time and reads count in the run's."""
+
+from __future__ import annotations
+
+import time
+
+from jobs import interrupts
+from jobs.data import pipeline
+from jobs.data.datasets import Dataset
+from jobs.data.loader.build import Loader
+from jobs.metrics import MB
+from jobs.workloads.emulated.loop import EmulatedSettings
+
+
+def run_once(ds: Dataset, s: EmulatedSettings, lo: Loader, mark=lambda name: None) -> dict:
+    """One epoch of full batches (the dataset or the task's shard), each followed by the step's sleep."""
+    from jobs.data.loader import build
+    from jobs.workloads.microbench.torch_reading import _shut_down
+
+    steps = len(ds.files) // s.batch_size
+    if steps < 2:
+        raise RuntimeError(
+            f"{len(ds.files)} images make {steps} batch(es) of {s.batch_size}: AU leaves the first step "
+            "out, so a run needs at least two (more images, or fewer accelerators)"
+        )
+    data, sampler = build.dataset(ds, s, decode=True)
+    loader = build.loader(data, sampler, s, lo)
+    waits, computes, seen, drops, consumed = [], [], [], [], 0
+    rb0, rc0 = pipeline.read_counters()
+    mark("start")
+    t0 = time.perf_counter()
+    it = iter(loader)
+    try:
+        with interrupts.deferred():
+            for _ in range(steps):
+                interrupts.check()  # Ctrl-C and SIGTERM end the run here, between steps
+                a = time.perf_counter()
+                try:
+                    batch = next(it)
+                except StopIteration:
+                    break
+                b = time.perf_counter()
+                time.sleep(s.step_time_s)  # the accelerator computes; the workers keep reading meanwhile
+                computes.append(time.perf_counter() - b)
+                waits.append(b - a)
+                seen.extend(batch.indices.tolist())
+                drops.extend(batch.dropped)
+                consumed += int(batch.nbytes.sum())
+            t_end = time.perf_counter()
+            mark("end")
+    except RuntimeError as e:
+        dead = build.died(e)
+        if dead is None:
+            raise
+        raise dead from None
+    finally:
+        _shut_down(it, loader, data)  # joined: the workers' reads are in this process's counters now
+    rb1, rc1 = pipeline.read_counters()
+    if len(waits) < 2:
+        raise RuntimeError(f"the DataLoader delivered {len(waits)} batch(es) out of {len(ds.files)} files")
+    drops = sorted(i for i in drops if i >= 0)
+    runtime = t_end - t0
+    steady = runtime - waits[0] - computes[0]
+    return {
+        "steps": len(waits),
+        "images": len(seen),
+        "images_dropped": len(drops),
+        "dropped_files": [ds.where(i) for i in drops[: pipeline.DROPPED_LISTED]],
+        "runtime_s": runtime,
+        "seconds": runtime,
+        "steady_runtime_s": steady,
+        "data_wait_s": sum(waits),
+        "compute_s": sum(computes),
+        "first_step_s": waits[0] + computes[0],
+        "train_au_percentage": 100 * sum(computes[1:]) / steady,
+        "images_per_s": len(seen) / runtime,
+        "mb_per_s": consumed / runtime / MB,
+        "bytes_consumed": consumed,
+        "bytes_read_device": None if rb0 is None or rb1 is None else rb1 - rb0,
+        "bytes_read_syscall": None if rc0 is None or rc1 is None else rc1 - rc0,
+        "step_time_s": s.step_time_s,
+    }
