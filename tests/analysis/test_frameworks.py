@@ -255,3 +255,36 @@ def test_a_real_campaign_with_both_frameworks(both_frameworks):
 
     assert html.escape(sentence[0]) in page
     assert "(tensorflow): " in page and "(pytorch): " in page  # one answer line per framework
+
+
+def test_a_pytorch_cell_is_compared_with_fio_at_its_workers_and_its_layout_row_says_its_framework():
+    from analysis.tables import baselines, layouts
+
+    summary = tidy.summary_frame(
+        pd.concat(
+            [
+                _rows("tensorflow", {2: 400.0}),
+                _rows("pytorch", {2: 250.0}, cell=1).assign(loader_workers=3),  # loader.num_workers=3
+                _rows("pytorch", {2: 300.0}, cell=2).assign(loader_workers=3, format="hdf5"),
+            ],
+            ignore_index=True,
+        )
+    )
+    fio = pd.DataFrame(
+        {
+            "storage": ["local", "local"],
+            "format": ["files", "files"],
+            "measure": ["small_read", "small_read"],
+            "readers": [2, 3],
+            "mb_per_s": [20.0, 40.0],
+        }
+    )
+    got = baselines.efficiency(summary, fio).set_index("framework")
+    assert got.loc["tensorflow", "small_file_mb_s"] == 20.0  # 2 map threads: 2 fio readers
+    assert got.loc["pytorch"].iloc[0]["small_file_mb_s"] == 40.0  # 3 workers: 3 fio readers
+    reach = layouts.reach(summary)
+    assert list(zip(reach["framework"], reach["threads"], reach["format"])) == [
+        ("tensorflow", "2", "files"),
+        ("pytorch", "3", "files"),
+        ("pytorch", "3", "hdf5"),
+    ]
