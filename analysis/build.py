@@ -101,7 +101,7 @@ def not_a_baseline(folder: Path) -> str | None:
 def output_names() -> list[str]:
     """Every file name the analysis may write into a campaign folder (tables, figures, the report)."""
     from analysis.figures.posix import SIZES, TIMELINE
-    from analysis.tables import posix
+    from analysis.tables import frameworks, posix
     from analysis.tables.baselines import TABLE_I
     from jobs import workloads
 
@@ -114,6 +114,7 @@ def output_names() -> list[str]:
         CHECKPOINTS,
         IO_COST,
         mlperf.MLPERF,
+        frameworks.FRAMEWORKS,
         "claims.csv",
         "report.html",
         f"{TABLE_I}.csv",
@@ -171,7 +172,7 @@ def _write(c: tidy.Collected, folder: Path, out: Built, figures: bool, baseline_
 
     from analysis.figures import posix as posix_figures
     from analysis.tables import baselines as bl
-    from analysis.tables import posix, training
+    from analysis.tables import frameworks, posix, training
 
     results = tidy.results_frame(c)
     out.runs = len(results)
@@ -188,6 +189,7 @@ def _write(c: tidy.Collected, folder: Path, out: Built, figures: bool, baseline_
     if not ckpts.empty:
         _table(ckpts, folder / CHECKPOINTS, out)
     out.files += mlperf.write(results, folder)
+    out.files += frameworks.write(results, folder)
     cost = training.io_cost(results)
     if not cost.empty:
         _table(cost, folder / IO_COST, out)

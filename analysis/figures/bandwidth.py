@@ -1,5 +1,6 @@
 """Figs. 4 and 5 of the paper (the micro-benchmark's bandwidth): medians with min-max whiskers, one bar
-group per storage, each bar labelled with what limited its cell."""
+group per storage (per storage and framework when the campaign read with TensorFlow and PyTorch), each
+bar labelled with what limited its cell."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 from analysis.figures import plotting
 from analysis.figures.plotting import MARKED
-from analysis.tables import bounds
+from analysis.tables import bounds, tidy
 from analysis.tables.order import thread_key, tier_order
 from jobs.metrics import label
 
@@ -21,9 +22,10 @@ def _mb_per_image(df) -> float:
     return factor if factor > 0 and float((per_image / factor - 1).abs().max()) < 0.02 else 0.0
 
 
-def _bars(ax, df, stats, flagged, storages, threads, annotate_mb: bool) -> None:
-    """One bar group per storage, one bar per thread count: median, min-max whiskers, hatched when a
-    run's cache was not as requested; MB/s written on the bars when the right axis cannot say it."""
+def _bars(ax, df, stats, flagged, storages, threads, annotate_mb: bool, unit: tuple[str, str]) -> None:
+    """One bar group per ``storages`` entry (``_group``), one bar per thread or worker count (``_readers``):
+    median, min-max whiskers, hatched when a run's cache was not as requested; MB/s written on the bars
+    when the right axis cannot say it. ``unit``: a bar's legend word, singular and plural."""
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -49,13 +51,13 @@ def _bars(ax, df, stats, flagged, storages, threads, annotate_mb: bool) -> None:
             color=greys[j],
             edgecolor="black",
             linewidth=0.6,
-            label=f"{t} thread{'s' if t != '1' else ''}",
+            label=f"{t} {unit[0] if t == '1' else unit[1]}",
         )
         ax.errorbar(pos, med, yerr=[lo, hi], fmt="none", ecolor="black", capsize=2, linewidth=0.8)
         for b, s, ok in zip(bars, storages, cells):
             if ok and flagged.loc[(s, t)]:
                 b.set_hatch("//")
-            sub = df[(df["storage"] == s) & (df["threads"] == t)]
+            sub = df[(df["_group"] == s) & (df["_readers"] == t)]
             bound = bounds.cell(sub)[0] if "bound" in sub else ""
             if ok and bound in MARKED and np.isfinite(b.get_height()):
                 ax.text(
@@ -79,8 +81,36 @@ def _bars(ax, df, stats, flagged, storages, threads, annotate_mb: bool) -> None:
                 )
 
 
+def _groups(df) -> tuple[list[str], dict[str, tuple[str, str]]]:
+    """Give ``df`` its bar groups (``_group``) and what each bar counts (``_readers``): per storage, the map
+    threads; with more than one framework per storage and framework, a PyTorch cell's bar counting its
+    DataLoader workers. Returns the groups in order (slowest tier first, TensorFlow first), each with its
+    storage and framework ("" with one framework)."""
+    fws = tidy.frameworks(df)
+    storages = tier_order(df["storage"])
+    df["_readers"] = tidy.readers(df)
+    if len(fws) < 2:
+        df["_group"] = df["storage"].astype(str)
+        return storages, {s: (s, "") for s in storages}
+    fw = tidy.text(df["framework"]).replace("", tidy.TENSORFLOW)
+    df["_group"] = df["storage"].astype(str) + " · " + fw
+    present = set(df["_group"])
+    groups = {f"{s} · {f}": (s, f) for s in storages for f in fws if f"{s} · {f}" in present}
+    return list(groups), groups
+
+
+def _legend_words(fws: list[str]) -> tuple[str, tuple[str, str]]:
+    """The legend's title and a bar's word (singular, plural) for what read in parallel."""
+    if fws == ["pytorch"]:
+        return "DataLoader workers", ("worker", "workers")
+    if len(fws) > 1:
+        return "map threads / DataLoader workers", ("thread / worker", "threads / workers")
+    return "map threads", ("thread", "threads")
+
+
 def bandwidth_figure(rows, folder: Path, figure) -> list[Path]:
-    """Images/s per thread count, one bar group per storage, MB/s on the right; PNG and SVG."""
+    """Images/s per thread count, one bar group per storage, MB/s on the right; PNG and SVG. With more
+    than one framework one bar group per storage and framework, a PyTorch bar per DataLoader worker count."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -89,19 +119,25 @@ def bandwidth_figure(rows, folder: Path, figure) -> list[Path]:
 
     df = rows.copy()
     df["threads"] = df["threads"].astype(str)
-    storages = tier_order(df["storage"])
-    threads = sorted(df["threads"].unique(), key=thread_key)
-    stats = df.groupby(["storage", "threads"])["images_per_s"].agg(["median", "min", "max"])
-    flagged = df.groupby(["storage", "threads"])["cache_state"].agg(lambda s: bool(set(s) & NOT_COLD))
+    fws = tidy.frameworks(df)
+    title, unit = _legend_words(fws)
+    groups, where = _groups(df)
+    threads = sorted(df["_readers"].unique(), key=thread_key)
+    stats = df.groupby(["_group", "_readers"])["images_per_s"].agg(["median", "min", "max"])
+    flagged = df.groupby(["_group", "_readers"])["cache_state"].agg(lambda s: bool(set(s) & NOT_COLD))
     factor = _mb_per_image(df)
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(storages) * max(1, len(threads)) / 3), 4.2))
-    _bars(ax, df, stats, flagged, storages, threads, annotate_mb=not factor)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(groups) * max(1, len(threads)) / 3), 4.2))
+    _bars(ax, df, stats, flagged, groups, threads, annotate_mb=not factor, unit=unit)
     fs = df.groupby("storage")["fs_type"].first() if "fs_type" in df else {}
-    ax.set_xticks(
-        np.arange(len(storages)), [f"{s}\n({fs[s]})" if isinstance(fs.get(s), str) else s for s in storages]
-    )
+
+    def tick(g: str) -> str:
+        s, fw = where[g]
+        text = f"{s}\n({fs[s]})" if isinstance(fs.get(s), str) else s
+        return f"{text}\n{fw}" if fw else text
+
+    ax.set_xticks(np.arange(len(groups)), [tick(g) for g in groups])
     ax.set_ylabel(label("images_per_s"))
-    ax.set_xlabel("Storage (file system)")
+    ax.set_xlabel("Storage (file system)" + (", framework" if len(fws) > 1 else ""))
     ax.set_title(figure.title, fontsize=10)
     ax.grid(axis="y", linewidth=0.3)
     ax.set_axisbelow(True)
@@ -118,7 +154,7 @@ def bandwidth_figure(rows, folder: Path, figure) -> list[Path]:
     ax.legend(
         handles,
         names,
-        title="map threads",
+        title=title,
         fontsize=8,
         title_fontsize=8,
         loc="upper left",
@@ -126,7 +162,7 @@ def bandwidth_figure(rows, folder: Path, figure) -> list[Path]:
         columnspacing=1.0,
         handlelength=1.5,
     )
-    n_runs = df.groupby(["storage", "threads"])["run"].count()
+    n_runs = df.groupby(["_group", "_readers"])["run"].count()
     runs = f"{n_runs.min()}" if n_runs.min() == n_runs.max() else f"{n_runs.min()}–{n_runs.max()}"
     note = f"bars: median; whiskers: min–max of {runs} runs per bar"
     if df["bound"].isin(list(MARKED)).any():

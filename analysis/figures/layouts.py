@@ -34,6 +34,11 @@ def layouts_figure(rows, folder: Path, figure) -> list[Path]:
     df["format"] = tidy.text(df["format"]).replace("", "files")
     df["shuffle"] = tidy.text(df["shuffle"]).replace("", "global")
     df["threads"] = df["threads"].astype(str)
+    several = len(tidy.frameworks(df)) > 1
+    if several:  # a panel per pipeline and framework, a PyTorch bar per DataLoader worker count
+        fw = tidy.text(df["framework"]).replace("", tidy.TENSORFLOW)
+        df["pipeline"] = tidy.text(df["pipeline"]) + " · " + fw
+        df["threads"] = tidy.readers(df)
     layouts = _layouts(df)
     if len(layouts) < 2:
         return []
@@ -78,7 +83,7 @@ def layouts_figure(rows, folder: Path, figure) -> list[Path]:
                     if b in MARKED and np.isfinite(m):
                         ax.text(x, m * 0.04, MARKED[b], rotation=90, ha="center", va="bottom", fontsize=6)
             ax.set_xticks(np.arange(len(threads)), threads)
-            ax.set_xlabel("map threads")
+            ax.set_xlabel("map threads / DataLoader workers" if several else "map threads")
             ax.set_title(f"{storage} · {pipe}", fontsize=9)
             ax.grid(axis="y", linewidth=0.3)
             ax.set_axisbelow(True)

@@ -22,6 +22,17 @@ def _mark_bounds(ax, one, key: str, medians) -> None:
             ax.annotate(bound, (x, y), textcoords="offset points", xytext=(4, -9), fontsize=6)
 
 
+def _lines(df):
+    """Each row's line: storage · pipeline · threads N; with more than one framework the framework too,
+    and a PyTorch cell's DataLoader workers instead of its threads (never merged with TensorFlow's)."""
+    line = df["storage"].astype(str) + " · " + tidy.text(df["pipeline"])
+    if len(tidy.frameworks(df)) < 2:
+        return line + " · threads " + df["threads"].astype(str)
+    fw = tidy.text(df["framework"]).replace("", tidy.TENSORFLOW)
+    word = fw.map(lambda f: " · workers " if f == "pytorch" else " · threads ")
+    return line + " · " + fw + word + tidy.readers(df)
+
+
 def scaling_figure(rows, folder: Path, figure) -> list[Path]:
     """images/s (left) and MB/s (right) against tasks per cell, median with min–max whiskers; drawn
     when a campaign has cells with different task counts."""
@@ -33,13 +44,7 @@ def scaling_figure(rows, folder: Path, figure) -> list[Path]:
     df = rows.copy()
     if "tasks_per_cell" not in df or df["tasks_per_cell"].nunique() < 2:
         return []
-    df["line"] = (
-        df["storage"].astype(str)
-        + " · "
-        + tidy.text(df["pipeline"])
-        + " · threads "
-        + df["threads"].astype(str)
-    )
+    df["line"] = _lines(df)
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, metric in zip(axes, ("images_per_s", "mb_per_s")):
         for name, one in df.groupby("line", sort=False):
@@ -89,13 +94,7 @@ def service_figure(rows, folder: Path, figure) -> list[Path]:
         return []
     df["service"] = df["service"].astype(int)
     df = df[df["tasks_per_cell"].astype(int) == 1] if "tasks_per_cell" in df else df
-    df["line"] = (
-        df["storage"].astype(str)
-        + " · "
-        + tidy.text(df["pipeline"])
-        + " · threads "
-        + df["threads"].astype(str)
-    )
+    df["line"] = _lines(df)
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, metric in zip(axes, ("images_per_s", "mb_per_s")):
         for name, one in df.groupby("line", sort=False):

@@ -70,6 +70,7 @@ SECTIONS = {
         "study",
         "claims",
         "cells",
+        "frameworks",
         "layouts",
         "mlperf",
         "staging",
@@ -83,6 +84,7 @@ SECTIONS = {
     CAMPAIGN: (
         "answers",
         "counts",
+        "frameworks",
         "verdicts",
         "cells",
         "layouts",
@@ -281,6 +283,7 @@ RENDER = {
     "study": _study,
     "claims": _claims_section,
     "cells": _cells,
+    "frameworks": lambda p: sections.frameworks(p.folder),
     "layouts": lambda p: sections.layouts(p.folder),
     "mlperf": lambda p: sections.mlperf(p.folder),
     "staging": lambda p: sections.staging(p.folder, p.built),

@@ -62,7 +62,9 @@ def cells(folder: Path):
             "cell_dir",
             "workload",
             "storage",
+            "framework",
             "threads",
+            "loader_workers",
             "batch_size",
             "prefetch",
             "checkpoint_target",
@@ -81,6 +83,7 @@ def cells(folder: Path):
         if c in s
         and s[c].notna().any()
         and not (c in ("tasks_per_cell", "service") and (s[c].fillna(0) <= 1).all())
+        and not (c == "framework" and s[c].nunique() < 2)  # named where a campaign read with both
     ]
     return _in_study_order(folder, s[cols].round(3))
 
@@ -140,6 +143,31 @@ def layouts(folder: Path) -> str:
         "fio reading the same stored files on the same tier with as many readers as map threads (a "
         "<code>workload=baseline</code> cell of the same format; empty without one).</p>" + _table(table)
     )
+
+
+def frameworks(folder: Path) -> str:
+    """TensorFlow beside PyTorch, one table per tier with its sentence first (analysis.tables.frameworks);
+    '' unless the campaign read with both."""
+    import pandas as pd
+
+    from analysis.tables import frameworks as fw
+
+    path = folder / fw.FRAMEWORKS
+    if not path.exists() or path.stat().st_size <= 1:
+        return ""
+    t = pd.read_csv(path)
+    said = fw.sentences(t)
+    shown = [
+        c for c in t.columns if c != "storage" and not (c in fw.SETTINGS and t[c].nunique(dropna=False) < 2)
+    ]
+    parts = []
+    for tier in dict.fromkeys(t["storage"].astype(str)):
+        lines = "".join(f"<p>{html.escape(x)}</p>" for x in said.get(tier, []))
+        parts.append(
+            f"<h3>{html.escape(tier)}</h3>{lines}"
+            + _table(t.loc[t["storage"].astype(str) == tier, shown].round(3))
+        )
+    return f"<h2>TensorFlow and PyTorch</h2><p>{FRAMEWORKS_INTRO}</p>" + "".join(parts)
 
 
 def mlperf(folder: Path) -> str:
@@ -221,4 +249,15 @@ MLPERF_INTRO = (
     "submission's, and loaded cold; the storage always differs, so a row says how this tier does the "
     "submission's job, not that it reproduced a result. Data: "
     "<code>analysis/tables/mlperf_checkpoints.yaml</code>, values: <code>mlperf_checkpoints.csv</code>."
+)
+FRAMEWORKS_INTRO = (
+    "The micro-benchmark read with tf.data (<code>framework=tensorflow</code>: <code>threads</code> map "
+    "threads in one process) and with PyTorch's DataLoader (<code>framework=pytorch</code>: "
+    "<code>readers</code> worker processes, <code>loader.num_workers</code> or else <code>threads</code>). "
+    "Per cell, medians of its runs: <code>images_per_s</code>; <code>images_per_s_per_core</code>, each "
+    "run's images/s ÷ its CPU cores busy; <code>device_read_ratio</code>, bytes read from the device ÷ "
+    "bytes of the images delivered (about 1 from a cold cache); <code>first_batch_s</code>, the first "
+    "batch's wait; <code>startup_s</code>, PyTorch's <code>iter(DataLoader)</code> until its workers "
+    "started (part of the first batch's wait); <code>bound</code>, what limited the cell, and its evidence. "
+    "Each tier's sentence compares the fastest cell of each framework. Values: <code>frameworks.csv</code>."
 )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from analysis.tables import tidy
+
 TABLE_I = "table_i"
 
 
@@ -43,15 +45,15 @@ def small_file_rates(baselines):
 
 def efficiency(summary, baselines):
     """Add ``small_file_mb_s`` and ``efficiency`` (median MB/s of a micro-benchmark cell ÷ fio's rate
-    over the same stored files on its tier with as many readers as it has map threads) to the summary."""
+    over the same stored files on its tier with as many readers as it has map threads, or DataLoader
+    workers) to the summary."""
     import numpy as np
 
     if summary.empty or baselines is None or baselines.empty or "mb_per_s_median" not in summary:
         return summary
     rates = small_file_rates(baselines)
     base = []
-    for _, row in summary.iterrows():
-        t = str(row["threads"])
+    for (_, row), t in zip(summary.iterrows(), tidy.readers(summary)):
         fmt = row.get("format") if isinstance(row.get("format"), str) and row.get("format") else "files"
         key = (row["storage"], fmt, int(t)) if t.isdigit() else None
         ok = row["kind"] == "microbench" and key in rates.index

@@ -12,7 +12,8 @@ PAPER = ("files", "global")  # the paper's layout: one JPEG per file, a full shu
 def reach(summary):
     """Per micro-benchmark cell: layout, shuffle, images/s and MB/s (medians), the share of fio's
     rate over the same stored files (``efficiency``, when the campaign has baselines) and what limited
-    it; the paper's layout first. None when the campaign has one layout only."""
+    it; the paper's layout first. None when the campaign has one layout only. With more than one framework,
+    a ``framework`` column, and a PyTorch cell's ``threads`` are its DataLoader workers."""
     if summary is None or summary.empty or "format" not in summary:
         return None
     s = summary[summary["kind"] == "microbench"].copy()
@@ -23,13 +24,19 @@ def reach(summary):
     if len(set(zip(s["format"], s["shuffle"]))) < 2:
         return None
     s["_paper"] = [(f, sh) != PAPER for f, sh in zip(s["format"], s["shuffle"])]
+    several = len(tidy.frameworks(s)) > 1
+    if several:  # a PyTorch cell by its DataLoader workers, beside TensorFlow's by their map threads
+        s["framework"] = tidy.text(s["framework"]).replace("", tidy.TENSORFLOW)
+        s["threads"] = tidy.readers(s)
+    s["_fw"] = [fw != tidy.TENSORFLOW for fw in s["framework"]] if several else False
     s["_t"] = [thread_key(t) for t in s["threads"]]
-    s = s.sort_values(["storage", "pipeline", "_t", "_paper", "format", "shuffle"])
+    s = s.sort_values(["storage", "pipeline", "_fw", "_t", "_paper", "format", "shuffle"])
     cols = [
         c
         for c in (
             "storage",
             "pipeline",
+            "framework" if several else "",
             "threads",
             "format",
             "shuffle",

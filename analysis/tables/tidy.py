@@ -14,6 +14,7 @@ CELL_COLUMNS = (
     "workload",
     "kind",
     "pipeline",
+    "framework",
     "storage",
     "stage",
     "tasks_per_cell",
@@ -23,6 +24,7 @@ CELL_COLUMNS = (
     "format",
     "shuffle",
     "threads",
+    "loader_workers",
     "batch_size",
     "prefetch",
     "prefetch_to",
@@ -102,6 +104,8 @@ def _cell_values(cfg: dict) -> dict:
         "kind": cfg["workload"].get("kind")
         or "microbench",  # the workload module: what the analysis selects by
         "pipeline": cfg["workload"].get("pipeline") or "",  # what the tf.data map does (Fig. 4 or Fig. 5)
+        "framework": framework_of(cfg),
+        "loader_workers": _loader_workers(cfg),
         "accelerator": (cfg.get("accelerator") or {}).get("name") or "",  # workload=emulated: its profile
         "storage": cfg["storage"]["name"],
         "stage": (cfg.get("stage") or {}).get("name") or "",  # the tier the data was staged on and read from
@@ -124,6 +128,41 @@ def _cell_values(cfg: dict) -> dict:
         "width": cfg["workload"].get("width"),
         **_checkpoint_values(cfg),
     }
+
+
+TENSORFLOW = "tensorflow"  # the framework of records written before the framework axis
+
+
+def framework_of(cfg: dict) -> str:
+    """The framework a cell read with (``framework=<preset>``); TensorFlow for records written before."""
+    return (cfg.get("framework") or {}).get("name") or TENSORFLOW
+
+
+def _loader_workers(cfg: dict) -> int | None:
+    """The DataLoader worker processes a ``framework=pytorch`` cell asked for (``loader.num_workers``, else
+    ``threads``, as jobs.frameworks.workers has it); None for a framework whose map threads read."""
+    if framework_of(cfg) != "pytorch":
+        return None
+    n = (cfg.get("loader") or {}).get("num_workers")
+    return int(n if n is not None else cfg["threads"])
+
+
+def readers(df):
+    """Per row, what read in parallel: the DataLoader's workers for a PyTorch cell, else the map threads
+    (as strings: ``autotune`` is one)."""
+    threads = df["threads"].astype(str)
+    if "loader_workers" not in df:
+        return threads
+    workers = df["loader_workers"]
+    return threads.where(workers.isna(), workers.astype("Int64").astype(str))
+
+
+def frameworks(df) -> list[str]:
+    """The frameworks of ``df``'s rows, TensorFlow first (rows without the column: TensorFlow)."""
+    if df is None or "framework" not in df:
+        return [TENSORFLOW]
+    names = set(text(df["framework"]).replace("", TENSORFLOW))
+    return sorted(names, key=lambda n: (n != TENSORFLOW, n))
 
 
 def _dataset_name(ds) -> str:
@@ -435,7 +474,9 @@ def results_frame(c: Collected):
     import pandas as pd
 
     columns = [*CELL_COLUMNS, *RUN_COLUMNS, *METRICS, *TAIL_COLUMNS]
-    return pd.DataFrame(c.rows, columns=columns)
+    frame = pd.DataFrame(c.rows, columns=columns)
+    frame["loader_workers"] = frame["loader_workers"].astype("Int64")  # 2, not 2.0; empty for TensorFlow
+    return frame
 
 
 def summary_frame(results):

@@ -1,0 +1,290 @@
+"""The framework as a dimension of the analysis (``framework=tensorflow,pytorch``): the cell columns, Figs. 4
+and 5 with a bar group per storage and framework, the per-tier table and its sentence, the report's lines,
+and the paper's claims judged on TensorFlow's rows only."""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.claims import judge
+from analysis.figures import bandwidth, plotting
+from analysis.report import answers
+from analysis.tables import bounds, frameworks, tidy
+from jobs import workloads
+from support.commands import campaign
+from support.configs import compose_cell
+from support.files import make_jpegs
+
+EVIDENCE = {  # what the runner records on a 2-core machine for a run of each limit
+    "storage": {"cpu_share": 0.30, "cpu_cores_busy": 0.6, "cpu_cores_usable": 2, "device_busy": 0.97},
+    "cpu": {"cpu_share": 0.985, "cpu_cores_busy": 1.97, "cpu_cores_usable": 2, "device_busy": 0.25},
+}
+
+
+def _rows(framework, rates: dict, storage="local", limit="cpu", cell=0, startup=None):
+    """Three runs per thread (TensorFlow) or worker (PyTorch) count at ``rates[count]`` images/s, the
+    tidy rows the analysis builds from records (results.csv's columns)."""
+    rows = []
+    for i, (n, rate) in enumerate(rates.items()):
+        for run in (1, 2, 3):
+            row = {
+                "workload": "microbench",
+                "kind": "microbench",
+                "pipeline": "decode_resize",
+                "framework": framework,
+                "storage": storage,
+                "stage": "",
+                "tasks_per_cell": 1,
+                "service": 0,
+                "format": "files",
+                "shuffle": "global",
+                "threads": n,
+                "loader_workers": n if framework == "pytorch" else None,
+                "batch_size": 64,
+                "prefetch": 0,
+                "cache": "cold",
+                "run": run,
+                "cache_state": "cold",
+                "images_per_s": rate + run - 2,  # median: rate; min and max one either side
+                "mb_per_s": (rate + run - 2) * 0.11,
+                "first_batch_s": 0.1 * (i + 1),
+                "startup_s": startup,
+                "bytes_consumed": 1000,
+                "bytes_read_device": 1000,
+                "device_read_ratio": 1.0,
+                "fs_type": "ext4",
+                "cell_dir": f"{cell + i}",
+                **EVIDENCE[limit],
+            }
+            row["bound"], row["bound_reason"] = bounds.label(row)
+            rows.append(row)
+    columns = tidy.results_frame(tidy.Collected(folder=".")).columns
+    return pd.DataFrame(rows).reindex(columns=columns)
+
+
+def _both():
+    """TensorFlow at 1 and 2 threads, PyTorch at 1 and 2 workers: the same threads, on one tier."""
+    return pd.concat(
+        [
+            _rows("tensorflow", {1: 400.0, 2: 800.0}),
+            _rows("pytorch", {1: 250.0, 2: 450.0}, cell=2, startup=0.05),
+        ],
+        ignore_index=True,
+    )
+
+
+def _config(*overrides):
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(compose_cell(list(overrides)), resolve=True)
+
+
+def test_the_cell_columns_say_the_framework_and_the_dataloaders_workers():
+    tf = tidy._cell_values(_config("framework=tensorflow", "threads=2"))
+    assert (tf["framework"], tf["loader_workers"]) == ("tensorflow", None)
+    pt = tidy._cell_values(_config("framework=pytorch", "threads=2"))
+    assert (pt["framework"], pt["loader_workers"], pt["threads"]) == ("pytorch", 2, 2)  # null: threads
+    pt = tidy._cell_values(_config("framework=pytorch", "threads=2", "loader.num_workers=3"))
+    assert pt["loader_workers"] == 3
+    old = _config("threads=2")
+    del old["framework"], old["loader"]  # a record written before the framework axis: TensorFlow's
+    assert tidy._cell_values(old)["framework"] == "tensorflow"
+    columns = list(tidy.results_frame(tidy.Collected(folder=".")).columns)
+    assert columns.count("workers") == 1 and "loader_workers" in columns  # the run metric stays apart
+
+
+def test_the_medians_keep_a_tensorflow_and_a_pytorch_cell_of_the_same_threads_apart():
+    summary = tidy.summary_frame(_both())
+    assert len(summary) == 4
+    one = summary[summary["threads"].astype(str) == "1"].set_index("framework")
+    assert one.loc["tensorflow", "images_per_s_median"] == 400.0
+    assert one.loc["pytorch", "images_per_s_median"] == 250.0
+    assert pd.isna(one.loc["tensorflow", "loader_workers"]) and one.loc["pytorch", "loader_workers"] == 1
+    assert answers.per_tier(summary) == [
+        "local, microbench (tensorflow): 400 images/s at 1 thread, 800 at 2 (2.00×); "
+        "cpu-bound at 1–2 threads.",
+        "local, microbench (pytorch): 250 images/s at 1 worker, 450 at 2 (1.80×); cpu-bound at 1–2 workers.",
+    ]
+
+
+def _drawn(rows, monkeypatch):
+    """Fig. 4 drawn from ``rows``: the matplotlib figure, kept open instead of saved."""
+    kept = []
+    monkeypatch.setattr(plotting, "save", lambda fig, stem: kept.append(fig) or [])
+    figure = next(f for _, f in workloads.figures() if f.key == "fig4")
+    bandwidth.bandwidth_figure(rows, Path("unused"), figure)
+    return kept[0]
+
+
+def test_fig4_draws_a_bar_group_per_storage_and_framework(monkeypatch, tmp_path):
+    fig = _drawn(_both(), monkeypatch)
+    ax = fig.axes[0]
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert ticks == ["local\n(ext4)\ntensorflow", "local\n(ext4)\npytorch"]
+    heights = sorted(round(p.get_height()) for p in ax.patches if p.get_height() == p.get_height())
+    assert heights == [250, 400, 450, 800]  # each cell's median, none merged with the other framework's
+    legend = ax.get_legend()
+    assert legend.get_title().get_text() == "map threads / DataLoader workers"
+    assert [t.get_text() for t in legend.get_texts()] == ["1 thread / worker", "2 threads / workers"]
+    # the legend sits above the bars (the y limit leaves it room)
+    top = max(p.get_height() + 1 for p in ax.patches)
+    fig.canvas.draw()
+    box = legend.get_window_extent().transformed(ax.transData.inverted())
+    assert box.y0 > top
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    monkeypatch.undo()
+    paths = bandwidth.bandwidth_figure(
+        _both(), tmp_path, next(f for _, f in workloads.figures() if f.key == "fig4")
+    )
+    assert [p.name for p in paths] == ["fig4.png", "fig4.svg"] and all(p.stat().st_size > 0 for p in paths)
+
+
+def test_fig4_with_one_framework_is_drawn_as_before(monkeypatch):
+    rows = _rows("tensorflow", {1: 400.0, 2: 800.0}).drop(columns=["framework", "loader_workers"])
+    fig = _drawn(rows, monkeypatch)  # rows from before the framework axis, and TensorFlow's own below
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["local\n(ext4)"]
+    assert ax.get_legend().get_title().get_text() == "map threads"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["1 thread", "2 threads"]
+    assert ax.get_xlabel() == "Storage (file system)"
+    fig = _drawn(_rows("tensorflow", {1: 400.0, 2: 800.0}), monkeypatch)
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["local\n(ext4)"]
+
+
+def test_the_per_tier_table_and_its_sentence():
+    rows = pd.concat([_both(), _rows("tensorflow", {4: 90.0}, storage="hdd", limit="storage", cell=4)])
+    rows = pd.concat(
+        [rows, _rows("pytorch", {4: 120.0}, storage="hdd", limit="storage", cell=5, startup=0.2)]
+    )
+    t = frameworks.table(rows)
+    assert list(t.columns) == list(frameworks.COLUMNS)
+    local = t[t["storage"] == "local"]
+    assert list(zip(local["framework"], local["readers"])) == [
+        ("tensorflow", "1"),
+        ("tensorflow", "2"),
+        ("pytorch", "1"),
+        ("pytorch", "2"),
+    ]
+    first = local.iloc[0]
+    assert first["images_per_s"] == 400.0 and first["runs"] == 3
+    assert first["images_per_s_per_core"] == pytest.approx(400.0 / 1.97)
+    assert first["device_read_ratio"] == 1.0 and first["first_batch_s"] == pytest.approx(0.1)
+    assert pd.isna(first["startup_s"]) and local.iloc[2]["startup_s"] == 0.05
+    assert set(t["bound"]) == {"cpu", "storage"}
+    said = frameworks.sentences(t)
+    assert said["local"] == [
+        "local: tensorflow read faster, 800 images/s at 2 threads against pytorch's 450 at 2 workers "
+        "(1.78×); "
+        f"tensorflow was cpu-bound ({local.iloc[1]['bound_reason']}); "
+        f"pytorch was cpu-bound ({local.iloc[3]['bound_reason']})."
+    ]
+    assert said["hdd"][0].startswith(
+        "hdd: pytorch read faster, 120 images/s at 4 workers against tensorflow's 90 "
+    )
+    assert "pytorch was storage-bound (storage-bound: device busy 97%" in said["hdd"][0]
+
+
+def test_no_table_with_one_framework():
+    assert frameworks.table(_rows("tensorflow", {1: 400.0, 2: 800.0})) is None
+    assert frameworks.table(_rows("pytorch", {1: 400.0})) is None
+    assert frameworks.sentences(None) == {}
+
+
+def test_the_claims_ignore_pytorch_rows():
+    """A TensorFlow speed-up of 1.70 at 2 threads on the HDD reproduces the paper's 1.65; PyTorch's cells of
+    the same tier and threads (3.0×) beside them change no verdict and no measured value."""
+    tf = _rows("tensorflow", {1: 100.0, 2: 170.0, 4: 300.0, 8: 230.0}, storage="modeled_hdd", limit="storage")
+    pt = _rows("pytorch", {1: 100.0, 2: 300.0, 4: 300.0, 8: 300.0}, storage="modeled_hdd", limit="storage")
+    no_baselines = pd.DataFrame(columns=["storage", "measure", "mb_per_s"])
+    alone = judge.claims_frame(tf, no_baselines).set_index("id")
+    both = judge.claims_frame(pd.concat([tf, pt], ignore_index=True), no_baselines).set_index("id")
+    assert alone.loc["hdd_speedup_2", "status"] == judge.REPRODUCED
+    assert both.loc["hdd_speedup_2", "measured"] == pytest.approx(alone.loc["hdd_speedup_2", "measured"])
+    pd.testing.assert_frame_equal(alone, both)
+    # PyTorch's rows alone judge nothing
+    only = judge.claims_frame(pt, no_baselines).set_index("id")
+    assert only.loc["hdd_speedup_2", "status"] == judge.NOT_MEASURED
+
+
+@pytest.fixture(scope="module")
+def both_frameworks(tmp_path_factory):
+    """A real campaign: the micro-benchmark on 16 images, one measured run with TensorFlow at 1 thread
+    and with PyTorch at 1 worker."""
+    base = tmp_path_factory.mktemp("frameworks")
+    make_jpegs(base / "data", 16)
+    out = base / "sweep"
+    p = campaign(
+        "-m",
+        "framework=tensorflow,pytorch",
+        "threads=1",
+        "dataset.source=folder",
+        f"dataset.path={base / 'data'}",
+        f"storage.root={base}",
+        "repeats=1",
+        "warmup=0",
+        "batch_size=4",
+        f"hydra.sweep.dir={out}",
+        cwd=base,
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    return out
+
+
+@pytest.mark.cells
+def test_a_real_campaign_with_both_frameworks(both_frameworks):
+    out = both_frameworks
+    results = pd.read_csv(out / "results.csv")
+    by = results.set_index("framework")
+    assert sorted(by.index) == ["pytorch", "tensorflow"]
+    assert by.loc["pytorch", "loader_workers"] == 1 and by.loc["pytorch", "workers"] == 1
+    assert pd.isna(by.loc["tensorflow", "loader_workers"]) and pd.isna(by.loc["tensorflow", "workers"])
+    assert by.loc["pytorch", "startup_s"] > 0
+    summary = pd.read_csv(out / "summary.csv")
+    assert sorted(summary["framework"]) == ["pytorch", "tensorflow"]
+    table = pd.read_csv(out / frameworks.FRAMEWORKS)
+    assert list(table["framework"]) == ["tensorflow", "pytorch"] and list(table["readers"]) == [1, 1]
+    assert (out / "fig4.png").stat().st_size > 0
+    page = (out / "report.html").read_text()
+    assert "<h2>TensorFlow and PyTorch</h2>" in page
+    (sentence,) = frameworks.sentences(table).values()
+    assert " read faster, " in sentence[0] and "-bound" in sentence[0]
+    import html
+
+    assert html.escape(sentence[0]) in page
+    assert "(tensorflow): " in page and "(pytorch): " in page  # one answer line per framework
+
+
+def test_a_pytorch_cell_is_compared_with_fio_at_its_workers_and_its_layout_row_says_its_framework():
+    from analysis.tables import baselines, layouts
+
+    summary = tidy.summary_frame(
+        pd.concat(
+            [
+                _rows("tensorflow", {2: 400.0}),
+                _rows("pytorch", {2: 250.0}, cell=1).assign(loader_workers=3),  # loader.num_workers=3
+                _rows("pytorch", {2: 300.0}, cell=2).assign(loader_workers=3, format="hdf5"),
+            ],
+            ignore_index=True,
+        )
+    )
+    fio = pd.DataFrame(
+        {
+            "storage": ["local", "local"],
+            "format": ["files", "files"],
+            "measure": ["small_read", "small_read"],
+            "readers": [2, 3],
+            "mb_per_s": [20.0, 40.0],
+        }
+    )
+    got = baselines.efficiency(summary, fio).set_index("framework")
+    assert got.loc["tensorflow", "small_file_mb_s"] == 20.0  # 2 map threads: 2 fio readers
+    assert got.loc["pytorch"].iloc[0]["small_file_mb_s"] == 40.0  # 3 workers: 3 fio readers
+    reach = layouts.reach(summary)
+    assert list(zip(reach["framework"], reach["threads"], reach["format"])) == [
+        ("tensorflow", "2", "files"),
+        ("pytorch", "3", "files"),
+        ("pytorch", "3", "hdf5"),
+    ]
