@@ -82,10 +82,11 @@ def test_tensorflows_start_up_lines_go_to_the_first_cells_folder_not_the_termina
 def test_results_table_has_every_cell_and_run(sweep):
     out, _, _ = sweep
     df = pd.read_csv(out / "results.csv")
-    assert list(df.columns[:16]) == [
+    assert list(df.columns[:18]) == [
         "workload",
         "kind",
         "pipeline",
+        "framework",
         "storage",
         "stage",
         "tasks_per_cell",
@@ -95,11 +96,13 @@ def test_results_table_has_every_cell_and_run(sweep):
         "format",
         "shuffle",
         "threads",
+        "loader_workers",
         "batch_size",
         "prefetch",
         "prefetch_to",
         "cache",
     ]
+    assert set(df["framework"]) == {"tensorflow"} and df["loader_workers"].isna().all()
     assert set(df["nodes"]) == {1}
     assert set(df["prefetch_to"]) == {"host"}
     assert set(zip(df["format"], df["shuffle"])) == {("files", "global")}  # the defaults: the paper's layout
