@@ -8,6 +8,7 @@ verified (TensorFlow's ``TFRecordDataset`` does not verify the data's either unl
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Iterator
 
@@ -24,6 +25,7 @@ class BadRecord(ValueError):
 def records(path: str, read_size: int = READ_SIZE) -> Iterator[tuple[bytes, int]]:
     """(serialized Example, bytes it took in the file) of every record of the shard at ``path``."""
     with open(path, "rb", buffering=read_size) as f:
+        size = os.fstat(f.fileno()).st_size
         while True:
             head = f.read(HEADER)
             if not head:
@@ -31,6 +33,8 @@ def records(path: str, read_size: int = READ_SIZE) -> Iterator[tuple[bytes, int]
             if len(head) < HEADER:
                 raise BadRecord(f"{path}: a record's header is cut short")
             (length,) = struct.unpack("<Q", head[:8])
+            if length + FOOTER > size - f.tell():  # a damaged length: never ask for more than is there
+                raise BadRecord(f"{path}: a record is cut short ({size - f.tell()} bytes left of {length})")
             data = f.read(length)
             if len(data) < length or len(f.read(FOOTER)) < FOOTER:
                 raise BadRecord(f"{path}: a record is cut short ({len(data)} of {length} bytes)")
