@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from benchmarks.presets import dataset
-    from jobs.storage import cache
+    from jobs.schema import PlatformConf
+    from jobs.storage import cache, locks
 
     ds = dataset(args.storage_root, args.dataset, args.num_images, args.seed)
     rows = []
@@ -118,12 +119,14 @@ def main(argv: list[str] | None = None) -> int:
         ratios, cold = [], []
         for r in range(args.rounds):
             for who in ("campaign", "bare") if r % 2 == 0 else ("bare", "campaign"):
-                cache.evict(ds.files)
-                if who == "campaign":
-                    rate, device = campaign(ds, n, args.batch_size, args.image_side, args.seed + r)
-                    cold.append(device)
-                else:
-                    rate = bare(ds, n, args.batch_size, args.image_side, args.seed + r)
+                # under the campaign's device lock: no campaign's cell reads the device meanwhile
+                with locks.device_lock(PlatformConf.lock_dir, ds.files[0]):
+                    cache.evict(ds.files)
+                    if who == "campaign":
+                        rate, device = campaign(ds, n, args.batch_size, args.image_side, args.seed + r)
+                        cold.append(device)
+                    else:
+                        rate = bare(ds, n, args.batch_size, args.image_side, args.seed + r)
                 got[who].append(rate)
             ratios.append(got["campaign"][-1] / got["bare"][-1])
         rows.append(

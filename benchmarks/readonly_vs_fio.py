@@ -30,7 +30,10 @@ from benchmarks.presets import cell, dataset, run
 from jobs import owned
 from jobs.data import datasets, formats
 from jobs.execution import tfstart
-from jobs.storage import iotools
+from jobs.schema import PlatformConf
+from jobs.storage import iotools, locks
+
+LOCK_DIR = PlatformConf.lock_dir  # the campaign's device locks (platform.lock_dir)
 
 
 def _compare(ds, configs: dict, n: int, farm: Path, args) -> list[tuple]:
@@ -53,8 +56,10 @@ def _compare(ds, configs: dict, n: int, farm: Path, args) -> list[tuple]:
         for r in range(args.repeats):
             for who in readers[r % len(readers) :] + readers[: r % len(readers)]:
                 if who == "fio":
-                    cache.evict(ds.storage_files)
-                    mb["fio"].append(iotools.small_files(dirs, bs).mb_per_s)
+                    # under the campaign's device lock, as the frameworks' runs are: no other cell reads
+                    with locks.device_lock(LOCK_DIR, ds.storage_files[0]):
+                        cache.evict(ds.storage_files)
+                        mb["fio"].append(iotools.small_files(dirs, bs).mb_per_s)
                 else:
                     # the seed names the dataset too (jobs.runner): every repeat reads the bytes fio reads
                     res = run(configs[who], threads=n, seed=args.seed)  # evicts and verifies the cache itself

@@ -174,7 +174,7 @@ class TFRecordShards(_Images, IterableDataset):
         if self.delay_s:
             time.sleep(self.delay_s)
         try:
-            i, label, encoded = tfrecord.example(data)
+            i, label, encoded = tfrecord.example(data, payload=self.side is not None)
         except tfrecord.BadRecord:
             return Sample(-1, None, nbytes, -1, False)
         if self.side is None:

@@ -87,10 +87,14 @@ def _feature(buf: bytes) -> object:
     return None
 
 
-def example(buf: bytes) -> tuple[int, int, bytes]:
-    """(image index, label, encoded image) of one serialized Example this tool wrote."""
+def example(buf: bytes, payload: bool = True) -> tuple[int, int, bytes | None]:
+    """(image index, label, encoded image) of one serialized Example this tool wrote; ``payload=False``
+    (a read-only run): the image's bytes are not copied out (None)."""
     features: dict[str, object] = {}
-    for number, _, value in _fields(buf):  # Example.features (1) -> Features.feature (1): map entries
+    # fields are sliced out of a memoryview: the image's bytes are copied once, at the end, not at every
+    # level of nesting (three copies of a 110 KB JPEG cost a read-only worker 36 µs a record, 0.4 of the
+    # time a local SSD took to deliver it). Example.features (1) -> Features.feature (1): map entries
+    for number, _, value in _fields(memoryview(buf)):
         if number != 1:
             continue
         for entry_number, _, entry in _fields(value):
@@ -104,11 +108,13 @@ def example(buf: bytes) -> tuple[int, int, bytes]:
                     val = v
             if key is not None and val is not None:
                 features[key] = _feature(val)
+    if "image/encoded" not in features:
+        raise BadRecord("not an Example of this tool's: no feature 'image/encoded'")
     try:
         return (
             int(features["image/index"]),
             int(features["image/class/label"]),
-            bytes(features["image/encoded"]),
+            bytes(features["image/encoded"]) if payload else None,
         )
     except (KeyError, TypeError) as e:
         raise BadRecord(f"not an Example of this tool's: no feature {e}") from None
