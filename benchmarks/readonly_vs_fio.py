@@ -1,17 +1,20 @@
-"""Benchmark: TF's read-only pipeline versus fio over the same files, same parallelism, cold cache.
+"""Benchmark: each framework's read-only pipeline versus fio over the same files, same parallelism, cold.
 
     python -m benchmarks.readonly_vs_fio [--storage-root /var/tmp] [--num-images 8192] [--threads 1,2,4,8]
                                          [--formats files,tfrecord] [--shard-mb 32]
+                                         [--frameworks tensorflow,pytorch]
 
-For every format, thread count and repeat, the dataset is read once by the Section III-A read-only
-pipeline (num_parallel_calls = threads; one run of a ``workload=readonly`` cell through the
-campaign's run loop: device locks, eviction and cold-cache verification) and, evicted again, once by
-fio with one job per thread over the same stored files: the image files (``files``: each job reads
-its share whole in 4 KiB calls, buffered as read_file is; kernel readahead makes the device requests
-large), or the TFRecord shards / HDF5 files (each job reads its share of the shards sequentially in
-256 KiB calls, as TensorFlow's TFRecord reader; the pipeline interleaves ``threads`` shards). The
-order of the two alternates between repeats. Prints medians and the median of the per-repeat ratios
-TF / fio: the share of the device's rate over those files that the TF pipeline reaches.
+For every format, reader count and repeat, the dataset is read once by the Section III-A read-only
+pipeline of each framework (``framework=tensorflow``: num_parallel_calls = threads;
+``framework=pytorch``: a DataLoader of that many workers; one run of a ``workload=readonly`` cell
+through the campaign's run loop: device locks, eviction and cold-cache verification) and, evicted
+again, once by fio with one job per reader over the same stored files: the image files (``files``:
+each job reads its share whole in 4 KiB calls, buffered as read_file is; kernel readahead makes the
+device requests large), or the TFRecord shards / HDF5 files (each job reads its share of the shards
+sequentially in 256 KiB calls, as TensorFlow's TFRecord reader; the pipeline interleaves ``threads``
+shards, the DataLoader's workers read every ``workers``-th shard). The order of the readers rotates
+between repeats. Prints medians and the median of the per-repeat ratios framework / fio: the share of
+the device's rate over those files that the framework's pipeline reaches.
 """
 
 from __future__ import annotations
@@ -27,11 +30,15 @@ from benchmarks.presets import cell, dataset, run
 from jobs import owned
 from jobs.data import datasets, formats
 from jobs.execution import tfstart
-from jobs.storage import iotools
+from jobs.schema import PlatformConf
+from jobs.storage import iotools, locks
+
+LOCK_DIR = PlatformConf.lock_dir  # the campaign's device locks (platform.lock_dir)
 
 
-def _compare(ds, config: dict, n: int, farm: Path, args) -> tuple:
-    """(TF MB/s, fio MB/s, median, min and max of TF/fio, TF's device/consumed) of ``n`` readers."""
+def _compare(ds, configs: dict, n: int, farm: Path, args) -> list[tuple]:
+    """For each framework of ``configs`` (name -> its cell): (framework, its MB/s, fio MB/s, median, min
+    and max of framework/fio, its device/consumed) of ``n`` readers."""
     from jobs.storage import cache
 
     dirs = iotools.link_farm(list(ds.storage_files), farm, n)
@@ -41,32 +48,39 @@ def _compare(ds, config: dict, n: int, farm: Path, args) -> tuple:
             flush=True,
         )
     bs = "4k" if ds.format == "files" else "256k"
-    tf_mb, fio_mb, ratios, cold = [], [], [], []
+    readers = [*configs, "fio"]
+    mb: dict[str, list[float]] = {who: [] for who in readers}
+    ratios: dict[str, list[float]] = {fw: [] for fw in configs}
+    cold: dict[str, list[float]] = {fw: [] for fw in configs}
     try:
         for r in range(args.repeats):
-            got = {}
-            for who in ("tf", "fio") if r % 2 == 0 else ("fio", "tf"):
-                if who == "tf":
-                    # the seed names the dataset too (jobs.runner): every repeat reads the bytes fio reads
-                    res = run(config, threads=n, seed=args.seed)  # evicts and verifies the cache itself
-                    got["tf"] = res["mb_per_s"]
-                    cold.append((res["bytes_read_device"] or 0) / res["bytes_consumed"])
+            for who in readers[r % len(readers) :] + readers[: r % len(readers)]:
+                if who == "fio":
+                    # under the campaign's device lock, as the frameworks' runs are: no other cell reads
+                    with locks.device_lock(LOCK_DIR, ds.storage_files[0]):
+                        cache.evict(ds.storage_files)
+                        mb["fio"].append(iotools.small_files(dirs, bs).mb_per_s)
                 else:
-                    cache.evict(ds.storage_files)
-                    got["fio"] = iotools.small_files(dirs, bs).mb_per_s
-            tf_mb.append(got["tf"])
-            fio_mb.append(got["fio"])
-            ratios.append(got["tf"] / got["fio"])
+                    # the seed names the dataset too (jobs.runner): every repeat reads the bytes fio reads
+                    res = run(configs[who], threads=n, seed=args.seed)  # evicts and verifies the cache itself
+                    mb[who].append(res["mb_per_s"])
+                    cold[who].append((res["bytes_read_device"] or 0) / res["bytes_consumed"])
+            for fw in configs:
+                ratios[fw].append(mb[fw][-1] / mb["fio"][-1])
     finally:
         shutil.rmtree(farm, ignore_errors=True)
-    return (
-        statistics.median(tf_mb),
-        statistics.median(fio_mb),
-        statistics.median(ratios),
-        min(ratios),
-        max(ratios),
-        statistics.median(cold),
-    )
+    return [
+        (
+            fw,
+            statistics.median(mb[fw]),
+            statistics.median(mb["fio"]),
+            statistics.median(ratios[fw]),
+            min(ratios[fw]),
+            max(ratios[fw]),
+            statistics.median(cold[fw]),
+        )
+        for fw in configs
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     # 8,192 images (about 1 GB): at the 1.5-2 GB/s a local SSD gives cold, 2,048 images read in 0.15 s,
     # and the pipeline's start (its threads, the first opens) was a quarter of what TF / fio measured
     p.add_argument("--num-images", type=int, default=8192)
-    p.add_argument("--threads", default="1,2,4,8", help="comma-separated thread counts")
+    p.add_argument("--threads", default="1,2,4,8", help="comma-separated reader counts (threads, workers)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--formats", default="files,tfrecord", help="comma-separated dataset.format values")
@@ -88,6 +102,11 @@ def main(argv: list[str] | None = None) -> int:
         default="global",
         choices=["global", "local", "none"],
         help="the pipeline's sample order (fio reads each file front to back)",
+    )
+    p.add_argument(
+        "--frameworks",
+        default="tensorflow",
+        help="comma-separated framework presets (conf/framework), each measured against the same fio",
     )
     args = p.parse_args(argv)
     if shutil.which("fio") is None:
@@ -104,22 +123,26 @@ def main(argv: list[str] | None = None) -> int:
             ds = formats.ensure(
                 source, fmt, args.shard_mb, datasets.cache_dir(args.storage_root, formats.CONVERTED)
             )
-            config = cell(
-                [
-                    "workload=readonly",
-                    f"dataset={args.dataset}",
-                    f"dataset.num_images={args.num_images}",
-                    f"dataset.format={fmt}",
-                    f"dataset.shard_mb={args.shard_mb}",
-                    f"storage.root={args.storage_root}",
-                    "cache=cold",
-                    "batch_size=64",
-                    "prefetch=0",
-                    f"shuffle={args.shuffle}",
-                ]
-            )
+            configs = {
+                fw: cell(
+                    [
+                        f"framework={fw}",
+                        "workload=readonly",
+                        f"dataset={args.dataset}",
+                        f"dataset.num_images={args.num_images}",
+                        f"dataset.format={fmt}",
+                        f"dataset.shard_mb={args.shard_mb}",
+                        f"storage.root={args.storage_root}",
+                        "cache=cold",
+                        "batch_size=64",
+                        "prefetch=0",
+                        f"shuffle={args.shuffle}",
+                    ]
+                )
+                for fw in args.frameworks.split(",")
+            }
             for n in threads:
-                rows.append((fmt, n, *_compare(ds, config, n, farm / f"{fmt}{n}", args)))
+                rows += [(fmt, n, *row) for row in _compare(ds, configs, n, farm / f"{fmt}{n}", args)]
     finally:
         shutil.rmtree(farm, ignore_errors=True)
     ds = source
@@ -130,11 +153,14 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.repeats} repeats, cold cache before every read, shuffle={args.shuffle}"
     )
     print(
-        f"{'format':>8} {'threads':>7} {'TF MB/s':>9} {'fio MB/s':>9} {'TF/fio':>7} {'(min-max)':>12} "
-        f"{'TF device/consumed':>19}"
+        f"{'format':>8} {'readers':>7} {'framework':>10} {'MB/s':>9} {'fio MB/s':>9} {'/fio':>5} "
+        f"{'(min-max)':>12} {'device/consumed':>15}"
     )
-    for fmt, n, t, f, ratio, lo, hi, c in rows:
-        print(f"{fmt:>8} {n:>7} {t:>9.1f} {f:>9.1f} {ratio:>7.2f} {f'({lo:.2f}-{hi:.2f})':>12} {c:>19.2f}")
+    for fmt, n, fw, t, f, ratio, lo, hi, c in rows:
+        print(
+            f"{fmt:>8} {n:>7} {fw:>10} {t:>9.1f} {f:>9.1f} {ratio:>5.2f} {f'({lo:.2f}-{hi:.2f})':>12} "
+            f"{c:>15.2f}"
+        )
     return 0
 
 

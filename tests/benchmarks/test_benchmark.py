@@ -12,7 +12,7 @@ from support.skips import needs_fio
 
 @pytest.mark.cells
 @needs_fio
-def test_benchmark_prints_tf_as_a_fraction_of_fio(disk_root, capsys):
+def test_benchmark_prints_each_framework_as_a_fraction_of_fio(disk_root, capsys):
     rc = readonly_vs_fio.main(
         [
             "--storage-root",
@@ -29,27 +29,53 @@ def test_benchmark_prints_tf_as_a_fraction_of_fio(disk_root, capsys):
             "files,tfrecord",
             "--shard-mb",
             "1",
+            "--frameworks",
+            "tensorflow,pytorch",
         ]
     )
     out = capsys.readouterr().out
     assert rc == 0
     lines = out.splitlines()
     assert "128 files" in lines[0] and "cold cache" in lines[0]
-    assert lines[1].split()[:5] == ["format", "threads", "TF", "MB/s", "fio"]
+    assert lines[1].split()[:5] == ["format", "readers", "framework", "MB/s", "fio"]
     rows = [line.split() for line in lines[2:]]
-    assert [(r[0], r[1]) for r in rows] == [
-        ("files", "1"),
-        ("files", "2"),
-        ("tfrecord", "1"),
-        ("tfrecord", "2"),
+    assert [tuple(r[:3]) for r in rows] == [
+        (fmt, n, fw) for fmt in ("files", "tfrecord") for n in ("1", "2") for fw in ("tensorflow", "pytorch")
     ]
     for r in rows:
-        tf, fio, ratio, cold = float(r[2]), float(r[3]), float(r[4]), float(r[6])
-        assert (
-            tf > 0 and fio > 0 and ratio == pytest.approx(tf / fio, rel=0.05, abs=0.006)
-        )  # printed to 2 places
-        assert cold >= 0.9  # TF read the shards from the device, not from memory
+        mb, fio, ratio, cold = float(r[3]), float(r[4]), float(r[5]), float(r[7])
+        assert mb > 0 and fio > 0 and ratio == pytest.approx(mb / fio, rel=0.05, abs=0.006)  # 2 places
+        assert cold >= 0.9  # the framework read the files from the device, not from memory
+    # both frameworks of a row are measured against the same fio runs
+    assert rows[0][4] == rows[1][4] and rows[-2][4] == rows[-1][4]
     assert not any(p.name.startswith("bench-") for p in (disk_root / "iocampaign").iterdir())
+
+
+@pytest.mark.cells
+def test_pytorch_benchmark_prints_the_campaigns_rate_against_a_bare_dataloader(disk_root, capsys):
+    from benchmarks import pytorch_vs_dataloader
+
+    args = ["--storage-root", str(disk_root), "--dataset", "caltech101", "--num-images", "64"]
+    assert pytorch_vs_dataloader.main([*args, "--workers", "0,2", "--rounds", "2", "--batch-size", "16"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "64 files" in lines[0] and "cold cache" in lines[0]
+    assert lines[1].split() == [
+        "workers",
+        "campaign",
+        "img/s",
+        "bare",
+        "img/s",
+        "campaign/bare",
+        "(min-max)",
+        "device/consumed",
+    ]
+    rows = [line.split() for line in lines[2:]]
+    assert [r[0] for r in rows] == ["0", "2"]
+    for r in rows:
+        mine, bare, ratio, cold = float(r[1]), float(r[2]), float(r[3]), float(r[5])
+        lo, hi = map(float, r[4].strip("()").split("-"))
+        assert mine > 0 and bare > 0 and lo <= ratio <= hi
+        assert cold >= 0.9  # the campaign's runs read the evicted files from the device
 
 
 @needs_fio

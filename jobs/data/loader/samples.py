@@ -53,8 +53,12 @@ def decode(data: bytes, side: int):
 
 def collate(samples: list[Sample]) -> Batch:
     """A DataLoader's ``collate_fn``: the delivered samples stacked, the dropped ones named."""
+    from torch.utils.data import default_collate
+
     ok = [s for s in samples if s.ok]
-    images = torch.stack([s.image for s in ok]) if ok and ok[0].image is not None else None
+    # default_collate stacks a worker's batch straight into shared memory: torch.stack would stack it,
+    # then copy it there to send it (a second copy of every batch, 0.93 of a bare DataLoader's rate)
+    images = default_collate([s.image for s in ok]) if ok and ok[0].image is not None else None
     return Batch(
         images,
         torch.tensor([s.index for s in ok], dtype=torch.int64),
@@ -174,7 +178,7 @@ class TFRecordShards(_Images, IterableDataset):
         if self.delay_s:
             time.sleep(self.delay_s)
         try:
-            i, label, encoded = tfrecord.example(data)
+            i, label, encoded = tfrecord.example(data, payload=self.side is not None)
         except tfrecord.BadRecord:
             return Sample(-1, None, nbytes, -1, False)
         if self.side is None:
