@@ -106,3 +106,14 @@ def died(error: BaseException) -> WorkerDied | None:
     if "DataLoader worker" in text and ("exited unexpectedly" in text or "killed by signal" in text):
         return WorkerDied(f"framework=pytorch: {text.splitlines()[0]}; the run's numbers are dropped")
     return None
+
+
+def shut_down(it, loader, data) -> None:
+    """Join the run's workers (persistent ones too: a run ends with its pass) and close what it opened."""
+    shutdown = getattr(it, "_shutdown_workers", None)
+    if shutdown is not None:
+        shutdown()
+    loader._iterator = None  # a persistent_workers loader keeps its iterator: let it go with the run
+    close = getattr(data, "close", None)
+    if close is not None:
+        close()

@@ -168,10 +168,10 @@ class Batches:
         return batch.images, batch.indices, batch.nbytes, batch.labels
 
     def close(self) -> None:
-        from jobs.workloads.microbench.torch_reading import _shut_down
+        from jobs.data.loader.build import shut_down
 
         if self.it is not None:
-            _shut_down(self.it, self.loader, self.data)
+            shut_down(self.it, self.loader, self.data)
             self.it = None
 
 

@@ -22,7 +22,7 @@ from jobs.workloads.emulated.loop import EmulatedSettings
 def run_once(ds: Dataset, s: EmulatedSettings, lo: Loader, mark=lambda name: None) -> dict:
     """One epoch of full batches (the dataset or the task's shard), each followed by the step's sleep."""
     from jobs.data.loader import build
-    from jobs.workloads.microbench.torch_reading import _shut_down
+    from jobs.data.loader.build import shut_down
 
     steps = len(ds.files) // s.batch_size
     if steps < 2:
@@ -61,7 +61,7 @@ def run_once(ds: Dataset, s: EmulatedSettings, lo: Loader, mark=lambda name: Non
             raise
         raise dead from None
     finally:
-        _shut_down(it, loader, data)  # joined: the workers' reads are in this process's counters now
+        shut_down(it, loader, data)  # joined: the workers' reads are in this process's counters now
     rb1, rc1 = pipeline.read_counters()
     if len(waits) < 2:
         raise RuntimeError(f"the DataLoader delivered {len(waits)} batch(es) out of {len(ds.files)} files")

@@ -65,7 +65,7 @@ def run_once(ds: Dataset, s: RunSettings, lo: Loader, mark=None) -> TorchResult:
             raise
         raise dead from None
     finally:
-        _shut_down(it, loader, data)
+        build.shut_down(it, loader, data)
     rb1, rc1 = pipeline.read_counters()
     seconds = t_last - t0
     if seconds <= 0 or not seen:
@@ -94,17 +94,6 @@ def run_once(ds: Dataset, s: RunSettings, lo: Loader, mark=None) -> TorchResult:
         workers=lo.num_workers,
         start_method=lo.start_method,
     )
-
-
-def _shut_down(it, loader, data) -> None:
-    """Join the run's workers (persistent ones too: a run ends with its pass) and close what it opened."""
-    shutdown = getattr(it, "_shutdown_workers", None)
-    if shutdown is not None:
-        shutdown()
-    loader._iterator = None  # a persistent_workers loader keeps its iterator: let it go with the run
-    close = getattr(data, "close", None)
-    if close is not None:
-        close()
 
 
 def _full_pass_of_shards(ds: Dataset, s: RunSettings) -> bool:
