@@ -288,3 +288,81 @@ def test_a_pytorch_cell_is_compared_with_fio_at_its_workers_and_its_layout_row_s
         ("pytorch", "3", "files"),
         ("pytorch", "3", "hdf5"),
     ]
+
+
+def _training(framework, runtimes: dict, storage="local", cell=0):
+    """AlexNet rows (results.csv's columns), three runs a cell at ``runtimes[(readers, prefetch)]`` s
+    steady runtime (median; one either side by 0.01 s): TensorFlow's by map threads and prefetch, PyTorch's
+    by DataLoader workers (``loader.num_workers``, its threads left at 1; prefetch is always 0)."""
+    rows = []
+    for i, ((n, prefetch), runtime) in enumerate(runtimes.items()):
+        for run in (1, 2, 3):
+            steady = runtime + (run - 2) * 0.01
+            rows.append(
+                {
+                    "workload": "alexnet_small",
+                    "kind": "alexnet",
+                    "pipeline": "decode_resize",
+                    "framework": framework,
+                    "storage": storage,
+                    "stage": "",
+                    "tasks_per_cell": 1,
+                    "service": 0,
+                    "format": "files",
+                    "shuffle": "global",
+                    "threads": n if framework == "tensorflow" else 1,
+                    "loader_workers": n if framework == "pytorch" else None,
+                    "batch_size": 64,
+                    "prefetch": prefetch,
+                    "image_side": 128,
+                    "width": 0.25,
+                    "run": run,
+                    "cache_state": "cold",
+                    "runtime_s": steady + 0.5,
+                    "steady_runtime_s": steady,
+                    "data_wait_s": steady / 4,
+                    "compute_s": steady / 2,
+                    "train_au_percentage": 50.0 + n,
+                    "fs_type": "ext4",
+                    "cell_dir": f"{storage}/{framework}/{cell + i}",
+                }
+            )
+    columns = tidy.results_frame(tidy.Collected(folder=".")).columns
+    return pd.DataFrame(rows).reindex(columns=columns)
+
+
+TF_RUNTIMES = {(1, 0): 4.0, (1, 1): 3.0, (2, 0): 2.5, (2, 1): 2.0}  # map threads, prefetch: s
+PT_RUNTIMES = {(0, 0): 6.0, (1, 0): 5.0, (2, 0): 3.5}  # DataLoader workers (0: none), prefetch 0: s
+
+
+def test_io_cost_keeps_the_frameworks_apart():
+    """TensorFlow's I/O cost compares prefetch off and on at the same map threads; PyTorch's compares N
+    workers with its 0-worker cell (its threads, 1, never meet TensorFlow's 1 thread)."""
+    from analysis.tables import training
+
+    tf = _training("tensorflow", TF_RUNTIMES)
+    alone = training.io_cost(tf)
+    assert list(alone.columns) == [
+        "storage",
+        "threads",
+        "batch_size",
+        "image_side",
+        "width",
+        "runtime_no_prefetch_s",
+        "runtime_prefetch_s",
+        "io_cost_s",
+        "data_wait_no_prefetch_s",
+        "data_wait_prefetch_s",
+    ]
+    assert list(alone["io_cost_s"]) == pytest.approx([1.0, 0.5])
+    both = training.io_cost(pd.concat([tf, _training("pytorch", PT_RUNTIMES, cell=4)], ignore_index=True))
+    assert list(both.columns) == ["storage", "framework", *alone.columns[1:]]
+    pd.testing.assert_frame_equal(
+        both[both["framework"] == "tensorflow"].drop(columns="framework").reset_index(drop=True), alone
+    )
+    pt = both[both["framework"] == "pytorch"]
+    assert list(pt["threads"]) == ["1", "2"]  # the DataLoader workers that loaded ahead
+    assert list(pt["runtime_no_prefetch_s"]) == pytest.approx([6.0, 6.0])  # the 0-worker cell
+    assert list(pt["runtime_prefetch_s"]) == pytest.approx([5.0, 3.5])
+    assert list(pt["io_cost_s"]) == pytest.approx([1.0, 2.5])
+    assert list(pt["data_wait_no_prefetch_s"]) == pytest.approx([1.5, 1.5])
