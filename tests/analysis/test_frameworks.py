@@ -335,6 +335,114 @@ TF_RUNTIMES = {(1, 0): 4.0, (1, 1): 3.0, (2, 0): 2.5, (2, 1): 2.0}  # map thread
 PT_RUNTIMES = {(0, 0): 6.0, (1, 0): 5.0, (2, 0): 3.5}  # DataLoader workers (0: none), prefetch 0: s
 
 
+def _fig6(rows, monkeypatch):
+    """Fig. 6 drawn from the rows the figure declares (its kind and layout): the figure, kept open."""
+    from analysis.figures import declared, training
+
+    kept = []
+    monkeypatch.setattr(plotting, "save", lambda fig, stem: kept.append(fig) or [])
+    figure = next(f for _, f in workloads.figures() if f.key == "fig6")
+    training.fig6(declared.rows_of(rows, "alexnet", figure), Path("unused"), figure)
+    return kept[0]
+
+
+def _bars(ax):
+    """(x centre, bottom, height, face, hatch) of every bar drawn, rounded, left to right."""
+    out = [
+        (
+            round(p.get_x() + p.get_width() / 2, 3),
+            round(p.get_y(), 3),
+            round(p.get_height(), 3),
+            p.get_facecolor()[:3],
+            p.get_hatch(),
+        )
+        for p in ax.patches
+    ]
+    return sorted(out)
+
+
+def _under(ax) -> list[str]:
+    """The numbers written under the bars, left to right."""
+    return [a.get_text() for a in sorted(ax.texts, key=lambda a: a.xy[0]) if a.xy[1] == 0]
+
+
+def test_fig6_draws_pytorch_beside_tensorflow(monkeypatch):
+    """A bar group per storage and framework: TensorFlow's gray with prefetch and white on top the excess
+    without; PyTorch's by DataLoader workers, gray where workers load ahead and its 0-worker cell (the run
+    without prefetch) a hatched bar of its own; no median mixes the two."""
+    rows = pd.concat([_training("tensorflow", TF_RUNTIMES), _training("pytorch", PT_RUNTIMES, cell=4)])
+    fig = _fig6(rows, monkeypatch)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["local\ntensorflow", "local\npytorch"]
+    assert _under(ax) == ["1", "2", "0", "1", "2"]
+    assert "map threads (TensorFlow), DataLoader workers (PyTorch)" in ax.get_xlabel()
+    white, gray = (1.0, 1.0, 1.0), (0.6, 0.6, 0.6)
+    bars = _bars(ax)
+    assert {round(p.get_width(), 3) for p in ax.patches} == {round(0.8 / 3 * 0.9, 3)}  # PyTorch's 3 bars
+    assert [b[0] for b in bars if b[3] == gray] == pytest.approx([-0.133, 0.133, 1.0, 1.267])  # centred
+    tf = [b for b in bars if b[0] < 0.5]
+    assert [(b[1], b[2], b[3]) for b in tf] == [
+        (0.0, 3.0, gray),  # 1 thread, prefetch
+        (3.0, 1.0, white),  # the excess without prefetch: 4.0 - 3.0
+        (0.0, 2.0, gray),
+        (2.0, 0.5, white),
+    ]
+    pt = [b for b in bars if b[0] > 0.5]
+    assert [(b[1], b[2], b[3], bool(b[4])) for b in pt] == [
+        (0.0, 6.0, white, True),  # 0 workers: its whole runtime, hatched
+        (0.0, 5.0, gray, False),
+        (0.0, 3.5, gray, False),
+    ]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend[:3] == [
+        "TensorFlow: prefetch 1 batch; PyTorch: workers loading ahead",
+        "TensorFlow: excess without prefetch (I/O cost)",
+        "PyTorch: 0 workers, the training process loads each batch",
+    ]
+    au = sorted(a.get_text() for a in ax.texts if a.xy[1] != 0)
+    assert au == ["51%", "51%", "52%", "52%"]  # on the gray bars only: TensorFlow's and PyTorch's 1 and 2
+    fig.canvas.draw()  # the legend sits above the tallest bar
+    box = ax.get_legend().get_window_extent().transformed(ax.transData.inverted())
+    assert box.y0 > 6.0 + 0.01
+
+
+def test_fig6_of_a_tensorflow_campaign_is_drawn_as_before(monkeypatch):
+    """Without PyTorch's cells, Fig. 6 is the paper's: a bar group per storage, bars at -0.4 + w(j + 1/2),
+    the y limit 1.3 × the tallest, the same words; a PyTorch row of another workload changes nothing."""
+    rows = pd.concat([_training("tensorflow", TF_RUNTIMES), _rows("pytorch", {1: 250.0})])
+    fig = _fig6(rows, monkeypatch)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["local"]
+    assert ax.get_xlabel() == "Storage (numbers under the bars: map threads)"
+    assert _under(ax) == ["1", "2"]
+    bars = _bars(ax)
+    assert [b[0] for b in bars] == [-0.2, -0.2, 0.2, 0.2] and not any(b[4] for b in bars)
+    assert [b[2] for b in bars] == [3.0, 1.0, 2.0, 0.5]
+    assert ax.get_ylim() == pytest.approx((0, 4.0 * 1.3))
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "prefetch 1 batch",
+        "excess without prefetch (I/O cost)",
+        "n%: AU with prefetch (compute ÷ runtime)",
+    ]
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    old = _training("tensorflow", TF_RUNTIMES).drop(columns=["framework", "loader_workers"])
+    fig = _fig6(old, monkeypatch)  # records from before the framework axis: the same figure
+    assert _bars(fig.axes[0]) == bars
+
+
+def test_figs_7_and_8_draw_tensorflows_rows_only():
+    from analysis.figures import declared
+
+    rows = pd.concat([_training("tensorflow", TF_RUNTIMES), _training("pytorch", PT_RUNTIMES, cell=4)])
+    drawn = {f.key: declared.rows_of(rows, "alexnet", f) for _, f in workloads.figures()}
+    assert set(drawn["fig6"]["framework"]) == {"tensorflow", "pytorch"}
+    assert set(drawn["fig7"]["framework"]) == set(drawn["fig8"]["framework"]) == {"tensorflow"}
+    captions = {f.key: f.title for _, f in workloads.figures()}
+    assert "TensorFlow's cells" in captions["fig7"] and "TensorFlow's cells" in captions["fig8"]
+
+
 def test_io_cost_keeps_the_frameworks_apart():
     """TensorFlow's I/O cost compares prefetch off and on at the same map threads; PyTorch's compares N
     workers with its 0-worker cell (its threads, 1, never meet TensorFlow's 1 thread)."""

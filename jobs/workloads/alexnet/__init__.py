@@ -140,27 +140,28 @@ class AlexNet(Workload):
     packages = ("tensorflow", "keras")
     prefetches_to_device = True
     engines = ("tensorflow", "pytorch")
-    # Figs. 6-8 are TensorFlow's (prefetch on and off is tf.data's); PyTorch's training rows are in
-    # results.csv and the report's tables
+    # Fig. 6 draws both frameworks (PyTorch's bars per DataLoader worker count, 0 workers its run without
+    # prefetch); Figs. 7 and 8 are TensorFlow's (prefetch on and off is tf.data's): PyTorch's rows of them
+    # are in results.csv and the report's tables
     figures = (
         Figure(
             "fig6",
             "analysis.figures.training:fig6",
-            "Fig. 6: AlexNet runtime against map threads, prefetch on and off",
-            TENSORFLOW_LAYOUT,
+            "Fig. 6: AlexNet runtime against map threads (PyTorch: DataLoader workers), prefetch on and off",
+            PAPER_LAYOUT,
             order=6,
         ),
         Figure(
             "fig7",
             "analysis.figures.training:fig7",
-            "Fig. 7: AlexNet runtime against batch size",
+            "Fig. 7: AlexNet runtime against batch size (TensorFlow's cells)",
             TENSORFLOW_LAYOUT,
             order=7,
         ),
         Figure(
             "fig8",
             "analysis.figures.training:fig8",
-            "Fig. 8: device reads during AlexNet training",
+            "Fig. 8: device reads during AlexNet training (TensorFlow's cells)",
             (("framework", "tensorflow"),),
             order=8,
         ),
