@@ -252,7 +252,8 @@ def main(argv: list[str]) -> int:
     p.add_argument(
         "--only",
         default=None,
-        help="comma-separated grids to run: table1,fig4_fig5,fig4_lustre,fig6_fig8,fig7,fig9_fig10",
+        help="comma-separated grids to run: table1,fig4_fig5,fig4_lustre,fig6_fig8,fig7,fig9_fig10 "
+        "(with --frameworks tensorflow,pytorch also fig4_fig5_pytorch,fig6_pytorch)",
     )
     p.add_argument(
         "--frameworks",

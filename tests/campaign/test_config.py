@@ -166,8 +166,18 @@ def test_the_paper_study_comes_from_its_yaml_files():
         validate.check(Cell.from_composed(_compose(*cell)))
     # --frameworks tensorflow,pytorch: the paper's grids unchanged, then the PyTorch ones, which plan
     both = dict(paper.grids("ci", ["local"], None, ("tensorflow", "pytorch")))
-    assert list(both) == [*grids, "fig4_fig5_pytorch"] and both["fig4_fig5"] == grids_ci["fig4_fig5"]
+    assert list(both) == [*grids, "fig4_fig5_pytorch", "fig6_pytorch"]
+    assert both["fig4_fig5"] == grids_ci["fig4_fig5"] and both["fig6_fig8"] == grids_ci["fig6_fig8"]
     assert "framework=pytorch" in both["fig4_fig5_pytorch"]
-    for cell in sweep.expand(both["fig4_fig5_pytorch"]):
-        validate.check(Cell.from_composed(_compose(*cell)))
+    # Fig. 6's PyTorch bars: fig6_fig8's threads as DataLoader workers, and 0 (its run without prefetch)
+    assert "threads=1,2" in grids_ci["fig6_fig8"]
+    assert {"framework=pytorch", "loader.num_workers=0,1,2", "storage=local"} <= set(both["fig6_pytorch"])
+    assert not any(o.startswith(("threads=", "prefetch=")) for o in both["fig6_pytorch"])
+    for name in ("fig4_fig5_pytorch", "fig6_pytorch"):
+        for cell in sweep.expand(both[name]):
+            validate.check(Cell.from_composed(_compose(*cell)))
+    full = dict(paper.grids("full", ["ssd"], None, ("tensorflow", "pytorch")))
+    assert (
+        "loader.num_workers=0,1,2,4,8" in full["fig6_pytorch"] and "workload=alexnet" in full["fig6_pytorch"]
+    )
     assert "fig4_lustre" not in dict(paper.grids("workstation", ["modeled_hdd"]))
