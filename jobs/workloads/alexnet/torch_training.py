@@ -113,7 +113,7 @@ def make_step(model: nn.Module, device: str, opt: torch.optim.Optimizer):
 
     def step(x, y) -> float:
         x = x.to(device, non_blocking=True).permute(0, 3, 1, 2)  # NHWC -> NCHW, a channels-last view
-        y = y.to(device, non_blocking=True)
+        y = torch.as_tensor(y).to(device, non_blocking=True)  # the loader's labels: a numpy array
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(model(x), y)
         loss.backward()
@@ -127,7 +127,7 @@ def compute_only(step, x, y, device: str, steps: int, sample: int | None = None)
     """Seconds of ``steps`` training steps on one batch (``x``, ``y``) held in ``device``'s memory, as
     ``overlap.compute_only`` times them: one untimed step, then ``sample`` steps timed and their median
     scaled to ``steps`` (all ``steps`` timed without ``sample``)."""
-    x, y = x.to(device), y.to(device)
+    x, y = x.to(device), torch.as_tensor(y).to(device)
     step(x, y)
     timed = steps if sample is None else max(1, min(sample, steps))
     times = []

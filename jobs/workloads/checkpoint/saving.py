@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from jobs import interrupts, owned
 from jobs.data import pipeline, readers
 from jobs.data.datasets import Dataset
@@ -321,7 +323,7 @@ def _train(it, step_fn, steps: int, saver, every: int) -> dict:
             except StopIteration:
                 break
             run["loss"] = float(step_fn(x, y))  # reading the loss back waits for the step
-            run["consumed"] += int(nbytes.numpy().sum())
+            run["consumed"] += int(np.asarray(nbytes).sum())  # a tf.Tensor or a DataLoader's numpy array
             run["images"] += int(nbytes.shape[0])
             run["steps"] = k
             if k == 1:
