@@ -296,3 +296,16 @@ def test_the_paper_study_needs_tensorflow_among_its_frameworks(cwd, given):
         p.stderr
     )
     assert _leftovers(cwd) == []
+
+
+@pytest.mark.parametrize("framework", ["tensorflow", "pytorch"])
+def test_a_checkpoint_cell_that_would_write_no_checkpoint_is_refused(cwd, framework):
+    """256 images at batch 64 are 4 steps: checkpoint.every=20 would measure nothing and restore nothing."""
+    _fails_with(
+        cwd,
+        "checkpoint.every=20: the run trains 4 steps (256 images at batch_size=64",
+        "workload=checkpoint",
+        f"framework={framework}",
+        "dataset.num_images=256",
+        "checkpoint.restore=true",
+    )

@@ -254,6 +254,7 @@ def test_slow_tier_missing_is_an_error_before_training(tmp_path):
         "checkpoint.slow.root=/no/such/tier",
         "dataset.num_images=32",
         "batch_size=8",
+        "checkpoint.every=2",
         cwd=tmp_path,
     )
     lines = [x for x in p.stderr.splitlines() if x.strip()]

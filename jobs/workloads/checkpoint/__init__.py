@@ -26,9 +26,9 @@ def _verdict(equal: bool | None) -> str:
     return "equal" if equal else "NOT equal" if equal is False else "not compared"
 
 
-def _snapshot(cfg, ds):
-    """What the restore compares with: the weights at the run's last checkpoint step."""
-    steps = cfg.workload.steps or len(ds.files) // cfg.batch_size
+def _snapshot(cfg, steps: int):
+    """What the restore compares with: the weights at the run's last checkpoint step (``steps``: those the
+    run trains, as its baseline trained them: ``workload.steps``, or fewer when the data runs out first)."""
     return restore.Snapshot(steps // cfg.checkpoint.every * cfg.checkpoint.every)
 
 
@@ -51,6 +51,23 @@ def _restores(cfg, ds, settings, snapshot) -> list[dict]:
 
         return restore.after_run(folders, settings.tag, shape, snapshot, torch_saving.fresh)
     return restore.after_run(folders, settings.tag, shape, snapshot)
+
+
+def _checkpoints_taken(cfg) -> None:
+    """Refuse a cell whose training ends before its first checkpoint (one epoch of ``dataset.num_images``,
+    or ``workload.steps`` if fewer): it would measure no checkpoint and restore none."""
+    images = cfg.dataset.num_images if cfg.dataset is not None else None
+    if not isinstance(images, int) or images <= 0:
+        return  # a folder's count is known once it is listed; the run warns when the data runs out
+    steps = images // cfg.batch_size
+    if cfg.workload.steps:
+        steps = min(steps, cfg.workload.steps)
+    if steps < cfg.checkpoint.every:
+        raise ConfigError(
+            f"checkpoint.every={cfg.checkpoint.every}: the run trains {steps} steps ({images} images at "
+            f"batch_size={cfg.batch_size}, workload.steps={cfg.workload.steps}), so it would write no "
+            "checkpoint; give checkpoint.every of at most the steps, or more dataset.num_images"
+        )
 
 
 @register
@@ -113,6 +130,7 @@ class Checkpoint(Workload):
                 f"checkpoint.every={ck.every} and checkpoint.max_to_keep={ck.max_to_keep} must be at least 1"
             )
         check_alexnet(cfg)
+        _checkpoints_taken(cfg)
         if cfg.framework.name == "pytorch" and ck.mode == "async":
             raise ConfigError(
                 "checkpoint.mode=async is TensorFlow's asynchronous checkpoint: framework=pytorch saves "
@@ -172,7 +190,7 @@ class Checkpoint(Workload):
         cache.evict(ctx.ds.storage_files)
         slow_disk = trace.device_of(str(settings.slow_root)) if settings.slow_root.exists() else None
         tracer = trace.Tracer(slow_disk, cfg.workload.trace_interval_s).start()
-        snapshot = _snapshot(cfg, ctx.ds) if ck.restore else None
+        snapshot = _snapshot(cfg, base["steps"]) if ck.restore else None
         t0 = time.perf_counter()
         try:
             # its folders are marked finished only once the restore is done with them: a run killed or failed
