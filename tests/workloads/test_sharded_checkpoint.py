@@ -311,7 +311,10 @@ def test_a_shape_mlperf_ran_is_put_beside_its_submission_in_the_report(two_ranks
     "args, expected",
     [
         (("checkpoint_model=none",), "unknown checkpoint_model 'none'"),
-        (("~checkpoint_model",), "workload=sharded_checkpoint needs a model shape: checkpoint_model=<preset>"),
+        (
+            ("~checkpoint_model",),
+            "workload=sharded_checkpoint needs a model shape: checkpoint_model=<preset>",
+        ),
         (
             ("checkpoint_model=ci_tiny", "checkpoint.ranks_written=5", "platform.tasks_per_node=5"),
             "checkpoint.ranks_written=5 must be between 1 and the 4 ranks of checkpoint_model=ci_tiny",
