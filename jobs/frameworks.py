@@ -99,6 +99,14 @@ def _installed(fw: Framework) -> None:
         )
 
 
+def _gpu_here(cfg) -> bool:
+    """Whether the cell may have a GPU: one's driver is loaded here, or the cell runs on another machine."""
+    from jobs.observe import accelerator
+    from jobs.storage import roots
+
+    return not roots.runs_here(cfg) or accelerator.gpu_driver()
+
+
 def check(cfg, engines) -> None:
     """Raise ConfigError (one line naming the setting) for a framework or loader setting that cannot run:
     ``engines``, the frameworks the cell's workload runs on."""
@@ -135,6 +143,11 @@ def check(cfg, engines) -> None:
         raise ConfigError(
             f"loader.prefetch_factor={loader.prefetch_factor} must be at least 1 (batches each worker loads "
             "ahead), or null with loader.num_workers=0"
+        )
+    if loader.pin_memory and not _gpu_here(cfg):
+        raise ConfigError(
+            "loader.pin_memory=true: this machine has no GPU for page-locked batches to go to (PyTorch would "
+            "ignore it and the record would say otherwise); leave loader.pin_memory=false"
         )
     if n == 0 and loader.persistent_workers:
         raise ConfigError(

@@ -15,6 +15,16 @@ import time
 _STATE: dict = {}
 
 
+def gpu_driver() -> bool:
+    """A GPU's driver is loaded (NVIDIA's, ROCm's, WSL's): seen without importing a framework (seconds)."""
+    nvidia = "/proc/driver/nvidia/gpus"
+    return (
+        (os.path.isdir(nvidia) and bool(os.listdir(nvidia)))
+        or os.path.exists("/dev/kfd")
+        or os.path.exists("/dev/dxg")
+    )
+
+
 def _nvml():
     """The initialised pynvml module, or None where NVML cannot start (no driver, no GPU)."""
     if "nvml" not in _STATE:

@@ -36,6 +36,12 @@ def elsewhere(cfg) -> bool:
     return cfg.platform.dry_run and cfg.platform.kind == "slurm"
 
 
+def runs_here(cfg) -> bool:
+    """Whether the cell runs on this machine: not a Slurm cell planned on a login node or for a dry run."""
+    slurm = cfg.platform.kind == "slurm"
+    return not elsewhere(cfg) and not (slurm and "SLURM_JOB_ID" not in os.environ)
+
+
 def storage_root(
     cfg: CampaignConf, storage: StorageConf | None = None, key: str = "storage", memo: dict | None = None
 ) -> str:

@@ -237,3 +237,25 @@ def test_a_bad_loader_setting_is_refused_in_one_line_leaving_nothing(cwd, overri
     line = one_line(p)
     assert line.startswith("campaign: ") and expected in line, line
     assert list(cwd.iterdir()) == []
+
+
+def test_pin_memory_is_refused_where_no_gpu_would_take_the_batches(cwd):
+    """PyTorch ignores pin_memory=true without a GPU: the cell is refused here rather than recorded as
+    pinned; a Slurm cell planned here for GPU nodes is not (its node has its own devices)."""
+    from jobs.observe import accelerator
+
+    p = campaign("framework=pytorch", "loader.pin_memory=true", "platform.dry_run=true", cwd=cwd)
+    if accelerator.gpu_driver():
+        assert p.returncode == 0, p.stderr
+    else:
+        assert p.returncode == 2 and "loader.pin_memory=true: this machine has no GPU" in one_line(p)
+    assert list(cwd.iterdir()) == []
+    p = campaign(
+        "-m",
+        "framework=pytorch",
+        "loader.pin_memory=true",
+        "platform=slurm",
+        "platform.dry_run=true",
+        cwd=cwd,
+    )
+    assert p.returncode == 0, p.stdout + p.stderr

@@ -35,6 +35,9 @@ class AlexNetConf(InputPipelineConf):
 
 def check_alexnet(cfg) -> None:
     """AlexNet's shape limits (shared with the checkpoint workload)."""
+    from jobs.observe import accelerator
+    from jobs.storage import roots
+
     if cfg.workload.image_side < 64:
         side = cfg.workload.image_side
         raise ConfigError(
@@ -50,33 +53,11 @@ def check_alexnet(cfg) -> None:
         raise ConfigError(
             f"workload.trace_interval_s={cfg.workload.trace_interval_s} must be between 0.05 and 10 seconds"
         )
-    if cfg.workload.device == "gpu" and _here(cfg) and not _gpu():
+    if cfg.workload.device == "gpu" and roots.runs_here(cfg) and not accelerator.gpu_driver():
         raise ConfigError(
             "workload.device=gpu: this machine has no GPU (no NVIDIA or ROCm driver); "
             "use workload.device=auto (a GPU when there is one) or cpu"
         )
-
-
-def _here(cfg) -> bool:
-    """Whether the cell runs on this machine: not a Slurm cell planned on a login node or for a dry run."""
-    import os
-
-    from jobs.storage import roots
-
-    slurm = cfg.platform.kind == "slurm"
-    return not roots.elsewhere(cfg) and not (slurm and "SLURM_JOB_ID" not in os.environ)
-
-
-def _gpu() -> bool:
-    """A GPU's driver is loaded (NVIDIA's, ROCm's, WSL's): seen without importing TensorFlow (seconds)."""
-    import os
-
-    nvidia = "/proc/driver/nvidia/gpus"
-    return (
-        (os.path.isdir(nvidia) and bool(os.listdir(nvidia)))
-        or os.path.exists("/dev/kfd")
-        or os.path.exists("/dev/dxg")
-    )
 
 
 def training_parallelism(cfg, result: dict | None) -> int | None:

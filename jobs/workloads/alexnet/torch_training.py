@@ -216,9 +216,9 @@ def run_once(
     mark("start")
     try:
         loop = _train(batches, step, steps)
-        mark("end")
     finally:
         batches.close()
+    mark("end")  # after the join: a worker's CPU time is in RUSAGE_CHILDREN only once it is waited for
     rb1, rc1 = pipeline.read_counters()
     waits, computes, seen, consumed = loop["waits"], loop["computes"], loop["seen"], loop["consumed"]
     if not waits:

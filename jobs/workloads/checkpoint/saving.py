@@ -209,6 +209,7 @@ class Engine:
     saver: type  # the _Saver that writes one checkpoint of the model and optimizer
     parameters: Callable  # model -> its parameter count
     end: Callable = lambda it: None  # the iterator's read-ahead stopped (its readers joined)
+    dropped: Callable = lambda it: 0  # images the iterator dropped as unreadable (tf.data's are not counted)
 
 
 TENSORFLOW = Engine(_trainer, _Saver, lambda model: int(model.count_params()))
@@ -231,15 +232,19 @@ def run_once(
     ``engine``: the framework's model, input and saver."""
     device, model, opt, step_fn, it = engine.trainer(ds, s.train)
     steps = s.train.steps or len(ds.files) // s.train.batch_size
-    target, fallback = choose_target(s, model, steps, with_checkpoints)
-    slow_dir = ckpt_dir(s.slow_root) / s.tag
-    fast_dir = ckpt_dir(s.fast_root) / s.tag if s.fast_root is not None else None
-    folder = slow_dir if target == "slow" else fast_dir
-    locks, drain, saver = (
-        _writers(s, model, opt, target, folder, slow_dir, snapshots, engine.saver)
-        if with_checkpoints
-        else ([], None, None)
-    )
+    try:
+        target, fallback = choose_target(s, model, steps, with_checkpoints)
+        slow_dir = ckpt_dir(s.slow_root) / s.tag
+        fast_dir = ckpt_dir(s.fast_root) / s.tag if s.fast_root is not None else None
+        folder = slow_dir if target == "slow" else fast_dir
+        locks, drain, saver = (
+            _writers(s, model, opt, target, folder, slow_dir, snapshots, engine.saver)
+            if with_checkpoints
+            else ([], None, None)
+        )
+    except BaseException:
+        engine.end(it)  # a DataLoader's workers started with the iterator: none outlives a failed set-up
+        raise
     rb0, _ = pipeline.read_counters()
     mark("start")
     t_start = time.perf_counter()
@@ -248,8 +253,8 @@ def run_once(
         if saver is not None:
             saver.join()
         t_train_end, wall_train_end = time.perf_counter(), time.time()
-        mark("end")
         engine.end(it)
+        mark("end")  # after the join: a worker's CPU time is in RUSAGE_CHILDREN only once it is waited for
         rb1, _ = pipeline.read_counters()  # before finish() reaps the drain: a reaped child's reads join ours
         drained = drain.finish() if drain is not None else []
         t_drained = time.perf_counter()
@@ -291,7 +296,7 @@ def run_once(
         "final_loss": run["loss"],
         "checkpoint_dir": str(folder) if with_checkpoints else None,
         "images": run["images"],
-        "images_dropped": 0,
+        "images_dropped": engine.dropped(it),
         "bytes_consumed": run["consumed"],
         # the drain's reads are another process's; this process's device reads are the images'
         "bytes_read_device": None if rb0 is None or rb1 is None else rb1 - rb0,
@@ -322,7 +327,8 @@ def _train(it, step_fn, steps: int, saver, every: int) -> dict:
                 x, _, nbytes, y = next(it)
             except StopIteration:
                 break
-            run["loss"] = float(step_fn(x, y))  # reading the loss back waits for the step
+            if x is not None:  # None: every image of the batch was dropped as unreadable (DataLoader)
+                run["loss"] = float(step_fn(x, y))  # reading the loss back waits for the step
             run["consumed"] += int(np.asarray(nbytes).sum())  # a tf.Tensor or a DataLoader's numpy array
             run["images"] += int(nbytes.shape[0])
             run["steps"] = k

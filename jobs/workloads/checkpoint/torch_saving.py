@@ -56,7 +56,13 @@ def _trainer(ds, t, lo):
 def engine(lo) -> saving.Engine:
     """The PyTorch engine of a checkpoint run whose DataLoader ``lo`` (``jobs.data.loader.build.Loader``)
     describes; ``end`` joins the DataLoader's workers."""
-    return saving.Engine(partial(_trainer, lo=lo), TorchSaver, torch_training.parameters, end=_close)
+    return saving.Engine(
+        partial(_trainer, lo=lo),
+        TorchSaver,
+        torch_training.parameters,
+        end=_close,
+        dropped=lambda batches: len(batches.dropped),
+    )
 
 
 def _close(batches) -> None:

@@ -54,7 +54,6 @@ def run_once(ds: Dataset, s: EmulatedSettings, lo: Loader, mark=lambda name: Non
                 drops.extend(batch.dropped)
                 consumed += int(batch.nbytes.sum())
             t_end = time.perf_counter()
-            mark("end")
     except RuntimeError as e:
         dead = build.died(e)
         if dead is None:
@@ -62,6 +61,7 @@ def run_once(ds: Dataset, s: EmulatedSettings, lo: Loader, mark=lambda name: Non
         raise dead from None
     finally:
         shut_down(it, loader, data)  # joined: the workers' reads are in this process's counters now
+    mark("end")  # after the join: a worker's CPU time is in RUSAGE_CHILDREN only once it is waited for
     rb1, rc1 = pipeline.read_counters()
     if len(waits) < 2:
         raise RuntimeError(f"the DataLoader delivered {len(waits)} batch(es) out of {len(ds.files)} files")

@@ -57,8 +57,6 @@ def run_once(ds: Dataset, s: RunSettings, lo: Loader, mark=None) -> TorchResult:
                 seen.extend(batch.indices.tolist())
                 drops.extend(batch.dropped)
                 consumed += int(batch.nbytes.sum())
-            if mark is not None:
-                mark("end")
     except RuntimeError as e:
         dead = build.died(e)
         if dead is None:
@@ -66,6 +64,10 @@ def run_once(ds: Dataset, s: RunSettings, lo: Loader, mark=None) -> TorchResult:
         raise dead from None
     finally:
         build.shut_down(it, loader, data)
+    if mark is not None:
+        # after the join: a worker's CPU time is in RUSAGE_CHILDREN only once it is waited for (a pass cut
+        # short at workload.batches, or persistent workers, would leave it out)
+        mark("end")
     rb1, rc1 = pipeline.read_counters()
     seconds = t_last - t0
     if seconds <= 0 or not seen:
