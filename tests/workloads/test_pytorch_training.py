@@ -1,6 +1,9 @@
 """The PyTorch engines of the emulated accelerator, the AlexNet mini-app and checkpoints
 (``framework=pytorch``), with real PyTorch DataLoaders on tiny real JPEGs; one checkpoint campaign."""
 
+import resource
+import time
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -36,15 +39,45 @@ def ds(images):
     return datasets.resolve(cfg, str(images), seed=0)
 
 
+def _children_cpu() -> float:
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return kids.ru_utime + kids.ru_stime
+
+
 def _run(overrides, ds, job_dir, rank_run=1):
-    """One run of the composed cell's workload, in this process, as the runner calls it."""
+    """One run of the composed cell's workload, in this process, as the runner calls it; ``ctx.kids_cpu``:
+    the CPU seconds of this process's waited-for children at each of the run's usage marks, and "after"."""
     cell = Cell.from_composed(compose_cell([*TINY, *overrides]))
     validate.check(cell)
     ctx = RunContext(ds=ds, cell=cell, seed=0, job_dir=job_dir, run=rank_run, disk=None)
+    ctx.kids_cpu = {}
+    marked = ctx.mark
+
+    def mark(name):
+        ctx.kids_cpu[name] = _children_cpu()
+        marked(name)
+
+    ctx.mark = mark
     w = workloads.get(cell.config.workload.kind)
     result = w.run_once(ctx)
+    ctx.kids_cpu["after"] = _children_cpu()
     workloads.check_result(w, result)
     return w, ctx, result
+
+
+def _workers_cpu_is_in_the_window(ctx, images) -> None:
+    """The DataLoader's workers decoded ``images`` inside the run's usage window: their CPU time (counted
+    once they are joined) is between its start and end marks, and none of it came after the end."""
+    from jobs.data.loader.samples import decode
+
+    blobs = [p.read_bytes() for p in sorted(images.rglob("*.jpg"))]
+    t0 = time.process_time()
+    for b in blobs:
+        decode(b, 64)
+    work = time.process_time() - t0
+    k = ctx.kids_cpu
+    assert k["end"] - k["start"] >= 0.5 * work > 0, (k, work)
+    assert k["after"] == pytest.approx(k["end"]), k
 
 
 def test_the_torch_model_is_the_keras_alexnet():
@@ -55,8 +88,8 @@ def test_the_torch_model_is_the_keras_alexnet():
     assert small(torch.zeros(2, 3, 64, 64)).shape == (2, 4)
 
 
-def test_emulated_accelerator_through_a_dataloader(ds, tmp_path):
-    w, _, r = _run(
+def test_emulated_accelerator_through_a_dataloader(ds, images, tmp_path):
+    w, ctx, r = _run(
         ["workload=emulated", "accelerator=resnet50_a100", "threads=1", "accelerator.step_time_s=0.08"],
         ds,
         tmp_path,
@@ -67,14 +100,16 @@ def test_emulated_accelerator_through_a_dataloader(ds, tmp_path):
     assert r["steady_runtime_s"] == pytest.approx(r["runtime_s"] - r["first_step_s"])
     # the worker was joined before the counters were read: its reads of the files are the run's
     assert r["bytes_read_syscall"] >= r["bytes_consumed"] > 0
+    _workers_cpu_is_in_the_window(ctx, images)
     assert (
         w.parallelism(Cell.from_composed(compose_cell([*TINY, "workload=emulated", "threads=3"])).config) == 3
     )
 
 
-def test_alexnet_breakdown_overlap_and_prefetch_as_workers(ds, tmp_path):
+def test_alexnet_breakdown_overlap_and_prefetch_as_workers(ds, images, tmp_path):
     base = ["workload=alexnet_small", "workload.image_side=64", "workload.width=0.25"]
     w, ctx, r = _run([*base, "loader.num_workers=1"], ds, tmp_path)
+    _workers_cpu_is_in_the_window(ctx, images)
     assert r["steps"] == 4 and r["images"] == 64 and r["device"] == "cpu"
     assert r["parameters"] == torch_training.parameters(torch_training.build_model(4, 64, 0.25, 0))
     assert r["final_loss"] == r["final_loss"] and r["compute_only_s"] > 0
