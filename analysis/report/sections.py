@@ -257,7 +257,8 @@ FRAMEWORKS_INTRO = (
     "Per cell, medians of its runs: <code>images_per_s</code>; <code>images_per_s_per_core</code>, each "
     "run's images/s ÷ its CPU cores busy; <code>device_read_ratio</code>, bytes read from the device ÷ "
     "bytes of the images delivered (about 1 from a cold cache); <code>first_batch_s</code>, the first "
-    "batch's wait; <code>startup_s</code>, PyTorch's <code>iter(DataLoader)</code> until its workers "
-    "started (part of the first batch's wait); <code>bound</code>, what limited the cell, and its evidence. "
+    "batch's wait; <code>startup_s</code>, PyTorch's <code>iter(DataLoader)</code> until its last "
+    "worker was ready to load (started, initialised; within the run's time); "
+    "<code>bound</code>, what limited the cell, and its evidence. "
     "Each tier's sentence compares the fastest cell of each framework. Values: <code>frameworks.csv</code>."
 )

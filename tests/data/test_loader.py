@@ -221,7 +221,7 @@ def test_workers_started_by_spawn_and_forkserver_read_the_containers(folder, con
     ds = _converted(folder, fmt)
     r = torch_reading.run_once(ds, _settings(shuffle="local"), _loader(2, context))
     assert (r.images, r.images_dropped, r.workers, r.start_method) == (12, 1, 2, context)
-    assert 0 <= r.startup_s <= r.first_batch_s
+    assert 0 < r.startup_s <= r.seconds  # the last worker may be ready after the first one delivered
     assert [p.split("(")[-1] for p in r.dropped_files] == ["truncated.jpg)"]
     bad = ds.files.index(_truncated(ds))
     if fmt == "tfrecord":  # the framing and the Example around each image are read and counted too

@@ -87,8 +87,11 @@ def _worker_init(_worker_id: int) -> None:
     threads (a resize, a stack) would compete with the other workers for the same cores."""
     import torch
 
+    from jobs.data.loader import samples
+
     torch.set_num_threads(1)
     os.environ["OMP_NUM_THREADS"] = "1"
+    samples.mark_ready()
 
 
 def worker_pids(iterator) -> list[int]:

@@ -45,6 +45,22 @@ class Batch(NamedTuple):
     nbytes: object  # int64 numpy array: bytes read for each delivered image
     labels: object  # int64 numpy array
     dropped: list  # indices of the images of this batch that could not be read or decoded
+    # (worker id, time.monotonic() when it was ready to load: started, torch imported, initialised), or
+    # None for a batch loaded in the training process; CLOCK_MONOTONIC is the machine's, not the process's
+    worker_ready: tuple | None = None
+
+
+_READY: dict = {}  # in a worker: "at", the time.monotonic() at which it was ready (build's worker_init_fn)
+
+
+def mark_ready() -> None:
+    """Called once in each DataLoader worker when it is ready to load (its ``worker_init_fn``)."""
+    _READY["at"] = time.monotonic()
+
+
+def _worker_ready() -> tuple | None:
+    info = get_worker_info()
+    return None if info is None else (info.id, _READY.get("at"))
 
 
 def decode(data: bytes, side: int):
@@ -71,6 +87,7 @@ def collate(samples: list[Sample]) -> Batch:
         np.fromiter((s.nbytes for s in ok), np.int64, len(ok)),
         np.fromiter((s.label for s in ok), np.int64, len(ok)),
         [s.index for s in samples if not s.ok],
+        _worker_ready(),
     )
 
 

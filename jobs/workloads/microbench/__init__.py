@@ -20,7 +20,7 @@ STARTUP = declare(
         "startup_s",
         "s",
         "lower",
-        "framework=pytorch: iter(DataLoader) until its workers were started, part of seconds",
+        "framework=pytorch: iter(DataLoader) until its last worker was ready to load, part of seconds",
     )
 )
 WORKERS = declare(

@@ -2,8 +2,9 @@
 stop rule as ``reading`` (TensorFlow), read by a ``torch.utils.data.DataLoader`` without compute.
 
 Time runs from the ``iter(loader)`` call, which starts the workers, to the return of the last batch:
-``startup_s`` is the part before the first worker is ready to be asked (process start-up, the dataset
-pickled to spawned workers), ``first_batch_s`` the wait for the first batch. At the end the workers are
+``startup_s`` is the part until the last worker was ready to load (its process started, torch imported
+in a spawned one, the dataset unpickled, ``worker_init_fn`` run; as each worker's first batch reports it),
+``first_batch_s`` the wait for the first batch. At the end the workers are
 joined, so their CPU time and their reads (``/proc/self/io`` of a waited-for child) count in the run's."""
 
 from __future__ import annotations
@@ -38,10 +39,11 @@ def run_once(ds: Dataset, s: RunSettings, lo: Loader, mark=None) -> TorchResult:
     rb0, rc0 = pipeline.read_counters()
     if mark is not None:
         mark("start")
-    t0 = time.perf_counter()
+    t0, t0_machine = time.perf_counter(), time.monotonic()
     it = iter(loader)
     t_started = time.perf_counter()
     t_first = t_last = t_started
+    ready: dict[int, float] = {}  # worker id -> time.monotonic() it was ready to load
     try:
         with interrupts.deferred():
             while s.batches is None or nb < s.batches:
@@ -57,6 +59,8 @@ def run_once(ds: Dataset, s: RunSettings, lo: Loader, mark=None) -> TorchResult:
                 seen.extend(batch.indices.tolist())
                 drops.extend(batch.dropped)
                 consumed += int(batch.nbytes.sum())
+                if batch.worker_ready is not None and batch.worker_ready[1] is not None:
+                    ready.setdefault(*batch.worker_ready)
     except RuntimeError as e:
         dead = build.died(e)
         if dead is None:
@@ -92,7 +96,8 @@ def run_once(ds: Dataset, s: RunSettings, lo: Loader, mark=None) -> TorchResult:
         bytes_consumed=consumed,
         bytes_read_device=None if rb0 is None or rb1 is None else rb1 - rb0,
         bytes_read_syscall=None if rc0 is None or rc1 is None else rc1 - rc0,
-        startup_s=t_started - t0,
+        # workers: until the last one that delivered was ready; none: the iterator's own start
+        startup_s=max(ready.values()) - t0_machine if ready else t_started - t0,
         workers=lo.num_workers,
         start_method=lo.start_method,
     )
