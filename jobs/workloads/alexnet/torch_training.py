@@ -216,6 +216,13 @@ def run_once(
     mark("start")
     try:
         loop = _train(batches, step, steps)
+    except RuntimeError as e:  # PyTorch's SIGCHLD handler raises wherever the loop is, a step included
+        from jobs.data.loader import build
+
+        dead = build.died(e)
+        if dead is None:
+            raise
+        raise dead from None
     finally:
         batches.close()
     mark("end")  # after the join: a worker's CPU time is in RUSAGE_CHILDREN only once it is waited for
