@@ -13,6 +13,8 @@ from campaign import colocation, limits
 from campaign.errors import ConfigError
 from jobs import frameworks
 from jobs.cell import select
+from jobs.observe import accelerator
+from jobs.storage import roots
 from jobs.storage.roots import elsewhere, memoised, storage_root
 
 __all__ = ["ConfigError", "check", "storage_root"]
@@ -103,7 +105,7 @@ def check(cell, memo: dict | None = None) -> None:
     except KeyError as e:
         raise ConfigError(e.args[0]) from None
     workload.check(cfg)
-    frameworks.check(cfg, workload.engines)
+    frameworks.check(cfg, workload.engines, gpu=not roots.runs_here(cfg) or accelerator.gpu_driver())
     _prefetch_to(cfg, workload)
     _trace(cfg, workload)
     if (select(cfg, "workload.read_delay_ms") or 0) < 0:

@@ -99,17 +99,10 @@ def _installed(fw: Framework) -> None:
         )
 
 
-def _gpu_here(cfg) -> bool:
-    """Whether the cell may have a GPU: one's driver is loaded here, or the cell runs on another machine."""
-    from jobs.observe import accelerator
-    from jobs.storage import roots
-
-    return not roots.runs_here(cfg) or accelerator.gpu_driver()
-
-
-def check(cfg, engines) -> None:
+def check(cfg, engines, gpu: bool = True) -> None:
     """Raise ConfigError (one line naming the setting) for a framework or loader setting that cannot run:
-    ``engines``, the frameworks the cell's workload runs on."""
+    ``engines``, the frameworks the cell's workload runs on; ``gpu``, whether the machine the cell runs on
+    may have a GPU (false: this one, without a GPU driver)."""
     fw = of(cfg)
     _installed(fw)
     if fw.name not in engines:
@@ -144,7 +137,7 @@ def check(cfg, engines) -> None:
             f"loader.prefetch_factor={loader.prefetch_factor} must be at least 1 (batches each worker loads "
             "ahead), or null with loader.num_workers=0"
         )
-    if loader.pin_memory and not _gpu_here(cfg):
+    if loader.pin_memory and not gpu:
         raise ConfigError(
             "loader.pin_memory=true: this machine has no GPU for page-locked batches to go to (PyTorch would "
             "ignore it and the record would say otherwise); leave loader.pin_memory=false"
