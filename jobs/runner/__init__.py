@@ -111,7 +111,8 @@ def _provenance(s: Session, lock_wait_s: float, modeled: list) -> dict:
 
     root = s.cell.config.storage.root
     s.data_dir = os.path.dirname(s.ds.storage_files[0]) if s.ds.storage_files else root
-    prov = provenance.collect(root, s.data_dir, (*s.w.packages, frameworks.of(s.cfg).package))
+    framework = (frameworks.of(s.cfg).package,) if s.w.uses_framework else ()
+    prov = provenance.collect(root, s.data_dir, (*s.w.packages, *framework))
     prov["device_lock_wait_s"] = lock_wait_s
     if modeled:
         prov["modeled_tiers"] = [asdict(t) for t in modeled]

@@ -107,6 +107,9 @@ class Workload:
     in_tensorflow: ClassVar[bool] = True  # its runs call TensorFlow: signals wait for its interrupts.check()
     # it builds Keras models (False: TensorFlow is imported without Keras's code)
     uses_keras: ClassVar[bool] = True
+    # its runs read or train with the cell's framework (False: another program does the I/O, and the
+    # framework is neither imported nor put into provenance)
+    uses_framework: ClassVar[bool] = True
     # a run can be N tasks each reading its shard (platform.tasks_per_node > 1)
     shardable: ClassVar[bool] = False
     service_ready: ClassVar[bool] = False  # its pipeline can run on the tf.data service (input.service=true)

@@ -151,6 +151,11 @@ def test_baseline_campaign_writes_table_one(tmp_path, disk_root):
     assert sorted(b["format"].unique()) == ["files", "tfrecord"]  # fio read the image files, then the shards
     # fio runs inside the tool's own folder, so the command names it first and fio sees plain names only
     assert b["command"].str.match(r"^cd \S+ && fio ").all()
+    # fio does the I/O: TensorFlow is not imported for a baseline cell, so no accelerator is described
+    from jobs import records
+
+    for path in out.glob("*/record.json"):
+        assert "accelerator" not in records.read(path).provenance, path
     # efficiency of a micro-benchmark campaign against this baseline: each format against fio over its own
     # files
     mb = tmp_path / "mb"

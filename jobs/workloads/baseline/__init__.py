@@ -24,6 +24,7 @@ class Baseline(Workload):
     name = "baseline"
     posix_traceable = False  # fio's I/O is fio's own, and what it asks for is set by its command line
     in_tensorflow = False  # fio runs in its own process: Ctrl-C ends the wait for it at once
+    uses_framework = False  # fio does the I/O: TensorFlow is not imported for a baseline cell
     schema = BaselineConf
     metrics = of("seq_read_mb_s", "seq_write_mb_s")
     record_keys = ("small_read_mb_s", "file_bytes", "tool", "tool_version", "small_file_tool", "commands")
