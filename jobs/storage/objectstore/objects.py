@@ -1,0 +1,162 @@
+"""A dataset in an object store: one object per file under the tool's prefix, listed by a manifest
+written last, and read back by parallel GETs whose every request is counted.
+
+``<prefix>/datasets/<content id>/<nnnnnn>-<file name>`` holds the files in their listed order and
+``<prefix>/datasets/<content id>/manifest.json`` names every object with its size. An upload that was
+cut off leaves objects but no manifest: ``listing`` then says the dataset is not there, and the next
+``upload`` puts only what is missing (same size) before it writes the manifest. Nothing outside the
+tool's prefix is ever written or deleted (``delete_prefix`` refuses any other).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jobs.storage.objectstore.client import why
+from jobs.storage.objectstore.endpoint import Endpoint
+
+MANIFEST = "manifest.json"
+SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class Listing:
+    """A complete dataset in the store: its objects' keys and sizes, in the dataset's order."""
+
+    prefix: str
+    keys: tuple[str, ...]
+    sizes: tuple[int, ...]
+
+    @property
+    def bytes(self) -> int:
+        return sum(self.sizes)
+
+
+def dataset_prefix(endpoint: Endpoint, content_id: str) -> str:
+    return f"{endpoint.prefix}/datasets/{content_id}"
+
+
+def _existing(s3, endpoint: Endpoint, prefix: str) -> dict[str, int]:
+    """key -> size of every object under ``prefix``."""
+    out = {}
+    try:
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=endpoint.bucket, Prefix=prefix + "/"):
+            out.update({o["Key"]: o["Size"] for o in page.get("Contents", [])})
+    except Exception as e:  # noqa: BLE001 - one line naming the endpoint
+        raise why(e, endpoint) from None
+    return out
+
+
+def listing(s3, endpoint: Endpoint, content_id: str) -> Listing | None:
+    """The dataset ``content_id`` as its manifest lists it, None while it has no manifest (never
+    uploaded, or an upload cut off)."""
+    prefix = dataset_prefix(endpoint, content_id)
+    try:
+        body = s3.get_object(Bucket=endpoint.bucket, Key=f"{prefix}/{MANIFEST}")["Body"].read()
+    except Exception as e:  # noqa: BLE001
+        code = getattr(e, "response", {}).get("Error", {}).get("Code")
+        if code in ("NoSuchKey", "404"):
+            return None
+        raise why(e, endpoint) from None
+    m = json.loads(body)
+    return Listing(prefix, tuple(o["key"] for o in m["objects"]), tuple(o["size"] for o in m["objects"]))
+
+
+def upload(
+    s3, endpoint: Endpoint, files: list[Path], content_id: str, threads: int = 8
+) -> tuple[Listing, int]:
+    """Put ``files`` as the dataset ``content_id`` (skipping objects already there with their size), then
+    its manifest; returns the listing and how many objects were put now."""
+    prefix = dataset_prefix(endpoint, content_id)
+    keys = [f"{prefix}/{i:06d}-{Path(f).name}" for i, f in enumerate(files)]
+    sizes = [Path(f).stat().st_size for f in files]
+    there = _existing(s3, endpoint, prefix)
+    todo = [(k, f) for k, f, n in zip(keys, files, sizes) if there.get(k) != n]
+
+    def put(item) -> None:
+        key, path = item
+        with open(path, "rb") as fh:
+            s3.put_object(Bucket=endpoint.bucket, Key=key, Body=fh)
+
+    try:
+        with ThreadPoolExecutor(max(1, threads)) as pool:
+            list(pool.map(put, todo))
+        manifest = {
+            "schema": SCHEMA,
+            "content_id": content_id,
+            "objects": [{"key": k, "size": n} for k, n in zip(keys, sizes)],
+        }
+        s3.put_object(Bucket=endpoint.bucket, Key=f"{prefix}/{MANIFEST}", Body=json.dumps(manifest).encode())
+    except Exception as e:  # noqa: BLE001 - one line naming the endpoint; the manifest is not written
+        raise why(e, endpoint) from None
+    return Listing(prefix, tuple(keys), tuple(sizes)), len(todo)
+
+
+def delete_prefix(s3, endpoint: Endpoint, prefix: str) -> int:
+    """Delete every object under ``prefix``, which must lie under the tool's own prefix; returns how many."""
+    if not (prefix + "/").startswith(endpoint.prefix.rstrip("/") + "/"):
+        raise ValueError(f"{prefix!r} is not under the tool's prefix {endpoint.prefix!r}")
+    keys = list(_existing(s3, endpoint, prefix))
+    for i in range(0, len(keys), 1000):
+        chunk = [{"Key": k} for k in keys[i : i + 1000]]
+        s3.delete_objects(Bucket=endpoint.bucket, Delete={"Objects": chunk, "Quiet": True})
+    return len(keys)
+
+
+@dataclass
+class Requests:
+    """What a run's GETs did: counted per request, as the S3 client saw them."""
+
+    latencies_s: list[float] = field(default_factory=list)
+    bytes: int = 0
+    errors: int = 0
+    in_flight: int = 0
+    max_in_flight: int = 0
+    busy_s: float = 0.0  # request-seconds: the mean requests in flight is this over the run's time
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def percentile_ms(self, q: float) -> float | None:
+        if not self.latencies_s:
+            return None
+        ordered = sorted(self.latencies_s)
+        return 1000 * ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))]
+
+    def summary(self, seconds: float) -> dict:
+        """The run's request metrics (MLPerf Storage's and S3's terms)."""
+        return {
+            "requests": len(self.latencies_s) + self.errors,
+            "request_errors": self.errors,
+            "request_bytes": self.bytes,
+            "get_latency_p50_ms": self.percentile_ms(50),
+            "get_latency_p99_ms": self.percentile_ms(99),
+            "requests_in_flight_mean": self.busy_s / seconds if seconds > 0 else None,
+            "requests_in_flight_max": self.max_in_flight,
+        }
+
+
+def get(s3, endpoint: Endpoint, key: str, stats: Requests) -> bytes:
+    """One GET of ``key``, counted in ``stats``; a failure is counted, then raised as one line."""
+    with stats._lock:
+        stats.in_flight += 1
+        stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
+    start = time.perf_counter()
+    try:
+        body = s3.get_object(Bucket=endpoint.bucket, Key=key)["Body"].read()
+    except Exception as e:  # noqa: BLE001 - counted, then one line naming the endpoint
+        with stats._lock:
+            stats.errors += 1
+            stats.in_flight -= 1
+            stats.busy_s += time.perf_counter() - start
+        raise why(e, endpoint) from None
+    took = time.perf_counter() - start
+    with stats._lock:
+        stats.latencies_s.append(took)
+        stats.bytes += len(body)
+        stats.in_flight -= 1
+        stats.busy_s += took
+    return body

