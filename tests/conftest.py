@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -128,6 +129,15 @@ def paper(tmp_path_factory) -> Path:
     assert f"[paper] report: {out / 'report.html'}" in p.stdout
     assert "[paper] Reproduced " in p.stdout and " comparable claims of the paper." in p.stdout
     return out
+
+
+@pytest.fixture
+def shared() -> Path:
+    """A folder like /tmp: root's, writable by every user, sticky (under /tmp, so any user reaches it)."""
+    d = Path(tempfile.mkdtemp(prefix="iocampaign-shared-test-", dir="/tmp"))
+    d.chmod(0o1777)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

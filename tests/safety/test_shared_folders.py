@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import stat
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -24,15 +22,6 @@ from jobs.storage import locks
 from support.commands import campaign
 from support.configs import TINY
 from support.users import as_user, as_user_python
-
-
-@pytest.fixture
-def shared() -> Path:
-    """A folder like /tmp: root's, writable by every user, sticky (under /tmp, so any user reaches it)."""
-    d = Path(tempfile.mkdtemp(prefix="iocampaign-shared-test-", dir="/tmp"))
-    d.chmod(0o1777)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture

@@ -192,3 +192,34 @@ def test_without_seaweedfs_the_server_is_one_line_naming_the_install(tmp_path, m
         "(make install does it; README: Install)"
     )
     assert not (tmp_path / "iocampaign" / "s3server").exists()
+
+
+def test_a_second_user_runs_a_server_of_their_own_beside_roots(store, shared, other_user):
+    """A user other than root gets the same confinement (a user namespace): their server answers, its
+    sockets stay in their folder, and root's server beside it is untouched."""
+    import shutil
+
+    from support.users import as_user, user_python
+
+    s, s3, before = store
+    (shared / "bin").mkdir()
+    shutil.copy(server.program(), shared / "bin" / "weed")  # where that user may run it
+    python, env = user_python(other_user)
+    env["PATH"] = f"{shared / 'bin'}:/usr/bin:/bin"
+    code = (
+        "from jobs.storage.objectstore import client, server\n"
+        f"s = server.start({str(shared / f'iocampaign-{other_user[0]}' / 's3server')!r})\n"
+        "c = client.connect(s.endpoint, s.credentials)\n"
+        "c.put_object(Bucket='iocampaign', Key='iocampaign/x', Body=b'theirs')\n"
+        "print(c.get_object(Bucket='iocampaign', Key='iocampaign/x')['Body'].read().decode())\n"
+        "print(sorted(p.name.split('-')[1] for p in (s.folder / 'tmp').glob('seaweedfs-*')))\n"
+        "s.stop()\n"
+    )
+    p = as_user(
+        other_user, "env", f"HOME={shared}", *(f"{k}={v}" for k, v in env.items()), *python, "-c", code
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.splitlines() == ["theirs", "['filer', 'master', 's3', 'volume']"]
+    assert list((shared / f"iocampaign-{other_user[0]}").iterdir()) == []  # their server's folder is gone
+    assert _tmp_sockets() == before
+    client.check_bucket(s3, s.endpoint)  # root's server still answers
