@@ -278,3 +278,20 @@ def test_posix_overhead_benchmark_compares_both_trace_modes_with_untraced_runs(d
             r
         )  # calls/s, coverage, whole
     assert float(rows["extra"][7].rstrip("x")) > 1  # the extra run and its traced child cost time, not rate
+
+
+def test_s3_reader_benchmark_reads_the_same_images_cold_as_files_and_as_objects(disk_root, capsys):
+    import re
+
+    from benchmarks import s3_reader
+
+    rc = s3_reader.main(
+        ["--storage-root", str(disk_root), "--num-images", "64", "--threads", "2", "--rounds", "1"]
+    )
+    lines = capsys.readouterr().out.splitlines()
+    assert rc == 0 and lines[0].startswith("64 images, ") and "cold every round" in lines[0]
+    files, s3 = lines[1:]
+    assert re.match(r"files threads=2: +[\d.]+ images/s, device/consumed [\d.]+$", files)
+    m = re.match(r"s3 +threads=2: +[\d.]+ images/s, device/consumed ([\d.]+), GET p50 [\d.]+ ms", s3)
+    assert m and float(m.group(1)) >= 0.9  # the volumes' bytes came from the device: cold on the server
+    assert not (disk_root / "iocampaign" / "bench-s3").exists()  # everything it made is gone

@@ -223,3 +223,34 @@ def test_a_second_user_runs_a_server_of_their_own_beside_roots(store, shared, ot
     assert list((shared / f"iocampaign-{other_user[0]}").iterdir()) == []  # their server's folder is gone
     assert _tmp_sockets() == before
     client.check_bucket(s3, s.endpoint)  # root's server still answers
+
+
+def test_tf_data_reads_every_image_by_parallel_gets_and_decodes_it(store, tmp_path):
+    """The native reader in a real tf.data pipeline (read -> decode -> resize, 4 map threads): every
+    image arrives once, with the file's bytes, and every GET is counted."""
+    import tensorflow as tf
+
+    from jobs.data import s3 as s3_reader
+    from support.files import make_jpegs
+
+    s, s3, _ = store
+    files = make_jpegs(tmp_path / "imgs", 24, side=32)
+    listed, _ = objects.upload(s3, s.endpoint, files, "tfdata")
+    stats = objects.Requests()
+    read = s3_reader.reader(
+        listed.keys, tf.zeros([len(files)], tf.int32), lambda key: objects.get(s3, s.endpoint, key, stats)
+    )
+
+    def load(i):
+        i, data, nbytes, _ = read(i)
+        img = tf.image.resize(tf.io.decode_image(data, channels=3, expand_animations=False), [16, 16])
+        return img, i, nbytes
+
+    seen = {}
+    for img, i, nbytes in tf.data.Dataset.range(len(files)).map(load, num_parallel_calls=4):
+        assert img.shape == (16, 16, 3)
+        seen[int(i)] = int(nbytes)
+    assert seen == {k: f.stat().st_size for k, f in enumerate(files)}
+    summary = stats.summary(1.0)
+    assert summary["requests"] == 24 and summary["request_errors"] == 0
+    assert summary["request_bytes"] == listed.bytes and 1 <= summary["requests_in_flight_max"] <= 4
