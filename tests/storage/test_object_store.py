@@ -275,3 +275,28 @@ def test_a_folder_in_the_servers_place_is_used_only_when_a_killed_server_left_it
     finally:
         s.stop()
     assert not folder.exists()
+
+
+def test_a_port_taken_before_the_server_binds_it_is_chosen_again(tmp_path, monkeypatch):
+    real = server._free_ports
+    calls = []
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+
+        def racing(n: int) -> list[int]:  # the first choice loses its S3 port to another process
+            ports = real(n)
+            if not calls:
+                ports[server.PORTS.index("s3")] = taken.getsockname()[1]
+            calls.append(ports)
+            return ports
+
+        monkeypatch.setattr(server, "_free_ports", racing)
+        s = server.start(tmp_path / "iocampaign" / "s3server")
+        try:
+            assert (
+                len(calls) == 2 and s.endpoint.url == f"http://127.0.0.1:{calls[1][server.PORTS.index('s3')]}"
+            )
+            client.check_bucket(client.connect(s.endpoint, s.credentials), s.endpoint)
+        finally:
+            s.stop()

