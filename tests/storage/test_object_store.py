@@ -175,8 +175,15 @@ def test_a_users_objects_outside_the_tools_prefix_survive(store, tmp_path):
     assert objects.delete_prefix(s3, s.endpoint, objects.dataset_prefix(s.endpoint, "gone")) == 4
     with pytest.raises(ValueError, match="not under the tool's prefix"):
         objects.delete_prefix(s3, s.endpoint, "users")
-    with pytest.raises(ValueError):
-        objects.delete_prefix(s3, s.endpoint, "iocampaign-not-ours")
+    for outside in (
+        "iocampaign-not-ours",
+        "iocampaign/..",
+        "iocampaign/datasets/../..",
+        "iocampaign//x",
+        "iocampaign",
+    ):
+        with pytest.raises(ValueError):
+            objects.delete_prefix(s3, s.endpoint, outside)
     for key, body in theirs.items():
         got = s3.get_object(Bucket=s.endpoint.bucket, Key=key)["Body"].read()
         assert hashlib.sha256(got).digest() == hashlib.sha256(body).digest(), key
@@ -300,3 +307,28 @@ def test_a_port_taken_before_the_server_binds_it_is_chosen_again(tmp_path, monke
             client.check_bucket(client.connect(s.endpoint, s.credentials), s.endpoint)
         finally:
             s.stop()
+
+
+def test_a_marked_folder_another_user_made_in_a_shared_root_is_neither_used_nor_removed(shared, other_user):
+    """In a folder every user may write, another user makes the tool's folder and plants the server's
+    marker beside files of theirs: root refuses it at once and removes nothing."""
+    from jobs.owned import NotOurs
+    from support.users import as_user
+
+    theirs = shared / "iocampaign" / "s3server"
+    for argv in (
+        ["mkdir", "-p", str(theirs)],
+        ["touch", str(theirs / server.MARKER), str(theirs / "their.txt")],
+    ):
+        assert as_user(other_user, *argv).returncode == 0
+    with pytest.raises(NotOurs, match="storage.root"):
+        server.start(theirs)
+    server.remove(theirs)
+    assert sorted(p.name for p in theirs.iterdir()) == [server.MARKER, "their.txt"]
+
+
+def test_latency_percentiles_are_nearest_rank():
+    stats = objects.Requests(latencies_s=[k / 1000 for k in range(1, 101)])
+    assert stats.percentile_ms(50) == pytest.approx(50) and stats.percentile_ms(99) == pytest.approx(99)
+    assert objects.Requests(latencies_s=[0.002, 0.001]).percentile_ms(50) == pytest.approx(1)
+    assert objects.Requests().percentile_ms(50) is None

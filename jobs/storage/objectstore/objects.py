@@ -11,6 +11,7 @@ tool's prefix is ever written or deleted (``delete_prefix`` refuses any other).
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -99,9 +100,11 @@ def upload(
 
 def delete_prefix(s3, endpoint: Endpoint, prefix: str) -> int:
     """Delete every object under ``prefix``, which must lie under the tool's own prefix; returns how many."""
-    if not (prefix + "/").startswith(endpoint.prefix.rstrip("/") + "/"):
+    own = endpoint.prefix.rstrip("/") + "/"
+    parts = prefix.split("/")
+    if not prefix.startswith(own) or prefix == own.rstrip("/") or any(p in ("", ".", "..") for p in parts):
         raise ValueError(f"{prefix!r} is not under the tool's prefix {endpoint.prefix!r}")
-    keys = list(_existing(s3, endpoint, prefix))
+    keys = [k for k in _existing(s3, endpoint, prefix) if k.startswith(prefix + "/")]
     for i in range(0, len(keys), 1000):
         chunk = [{"Key": k} for k in keys[i : i + 1000]]
         s3.delete_objects(Bucket=endpoint.bucket, Delete={"Objects": chunk, "Quiet": True})
@@ -123,8 +126,8 @@ class Requests:
     def percentile_ms(self, q: float) -> float | None:
         if not self.latencies_s:
             return None
-        ordered = sorted(self.latencies_s)
-        return 1000 * ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))]
+        ordered = sorted(self.latencies_s)  # nearest rank: the smallest with q% of the samples at or below it
+        return 1000 * ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
     def summary(self, seconds: float) -> dict:
         """The run's request metrics (MLPerf Storage's and S3's terms)."""

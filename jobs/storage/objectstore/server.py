@@ -22,6 +22,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -74,20 +75,27 @@ class Server:
     credentials: Credentials
     process: subprocess.Popen
     output: collections.deque = field(default_factory=lambda: collections.deque(maxlen=TAIL))
+    reader: threading.Thread | None = None
 
     def read_output(self) -> None:
         """Keep the server's last lines of output (its stderr), the access key blanked out."""
         for raw in self.process.stderr:
             line = raw.decode(errors="replace").rstrip()
-            self.output.append(line.replace(self.credentials.access_key, "<access key>"))
+            for key, name in (
+                (self.credentials.access_key, "<access key>"),
+                (self.credentials.secret_key, "<secret>"),
+            ):
+                line = line.replace(key, name)
+            self.output.append(line)
 
     def last_line(self) -> str:
         """What the server said last that says why it ended: its last fatal or error line (glog's ``F``
         or ``E``, or Go's ``panic``), else its last line."""
-        for line in reversed(self.output):
+        for line in reversed(list(self.output)):  # a copy: the reader may still append
             if line[:1] in ("F", "E") or line.startswith("panic") or "address already in use" in line:
                 return line[:300]
-        return self.output[-1][:300] if self.output else "no output"
+        lines = list(self.output)
+        return lines[-1][:300] if lines else "no output"
 
     @property
     def data_dir(self) -> Path:
@@ -107,14 +115,21 @@ class Server:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
+        if self.reader is not None:
+            self.reader.join(5)  # its output ends with it
         if self.process.stderr is not None:
             self.process.stderr.close()
         remove(self.folder)
 
 
 def remove(folder: Path) -> None:
-    """Remove an embedded server's folder: only one the tool made (its marker inside, not a link)."""
-    if folder.is_symlink() or not (folder / MARKER).is_file():
+    """Remove an embedded server's folder: only one the tool made (the user's own, its marker inside,
+    not a link); a marker another user wrote proves nothing."""
+    try:
+        st = os.lstat(folder)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or not (folder / MARKER).is_file():
         return
     shutil.rmtree(folder, ignore_errors=True)
 
@@ -209,7 +224,12 @@ def start(
             "(make install does it; README: Install)"
         )
     for attempt in range(1, attempts + 1):
-        server = _launch(weed, _prepare(Path(os.path.abspath(folder))), bucket)
+        made = _prepare(Path(os.path.abspath(folder)))
+        try:
+            server = _launch(weed, made, bucket)
+        except OSError as e:  # unshare missing, or the kernel refused: nothing may stay behind
+            remove(made)
+            raise ServerError(f"storage=s3: the embedded S3 server could not be started: {e}") from None
         try:
             _wait_ready(server, timeout_s)
             client.make_bucket(client.connect(server.endpoint, server.credentials), server.endpoint)
@@ -227,6 +247,7 @@ def start(
 def _prepare(folder: Path) -> Path:
     """The server's folder, made empty: new, or a killed server's leftover cleared; any other refused.
     Returns its real path (SeaweedFS makes its paths absolute, and the folder is bound back there)."""
+    owned.check(folder, "storage.root", own_from=folder.parent)  # before anything there is removed
     if folder.exists() or folder.is_symlink():
         if folder.is_symlink() or not (folder / MARKER).is_file():
             raise ServerError(
@@ -264,8 +285,12 @@ def _launch(weed: str, folder: Path, bucket: str) -> Server:
     finally:
         os.close(fd)
     server = Server(folder, Endpoint(f"http://127.0.0.1:{ports['s3']}", bucket), creds, proc)
-    threading.Thread(target=server.read_output, daemon=True).start()
+    server.reader = threading.Thread(target=server.read_output, daemon=True)
+    server.reader.start()
     return server
+
+
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never an http_proxy
 
 
 def _wait_ready(server: Server, timeout_s: float) -> None:
@@ -277,7 +302,7 @@ def _wait_ready(server: Server, timeout_s: float) -> None:
             time.sleep(0.2)  # its last words reach the reader
             raise ServerError(f"storage=s3: {why} while starting: {server.last_line()}")
         try:
-            urllib.request.urlopen(server.endpoint.url, timeout=1).close()
+            _DIRECT.open(server.endpoint.url, timeout=1).close()
             return
         except urllib.error.HTTPError:
             return
