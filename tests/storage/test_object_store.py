@@ -60,6 +60,15 @@ def test_credentials_are_in_no_file_and_on_no_command_line(store):
             assert not any(k.encode() in data for k in secrets_), path
 
 
+def test_the_embedded_server_is_never_reached_through_an_http_proxy(store, monkeypatch):
+    s, _, _ = store
+    for var in ("http_proxy", "HTTP_PROXY"):
+        monkeypatch.setenv(var, "http://127.0.0.1:9")  # nothing listens there: a proxied request fails
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    client.check_bucket(client.connect(s.endpoint, s.credentials), s.endpoint)
+
+
 def test_wrong_credentials_a_missing_bucket_and_a_dead_endpoint_are_one_line_each(store):
     s, s3, _ = store
     wrong = client.connect(s.endpoint, server.Credentials(s.credentials.access_key, "not-the-secret"))

@@ -3,6 +3,9 @@ thread-safe, its errors turned into one line that names the endpoint and what to
 
 from __future__ import annotations
 
+import ipaddress
+import urllib.parse
+
 from jobs.storage.objectstore.endpoint import Credentials, Endpoint
 
 
@@ -22,14 +25,27 @@ def connect(endpoint: Endpoint, credentials: Credentials | None = None, connecti
         if credentials is None
         else {"aws_access_key_id": credentials.access_key, "aws_secret_access_key": credentials.secret_key}
     )
+    host = urllib.parse.urlsplit(endpoint.url).hostname or ""
+    loopback = host == "localhost" or (_is_ip(host) and ipaddress.ip_address(host).is_loopback)
     config = Config(
         s3={"addressing_style": "path"},
+        # a loopback endpoint (the embedded server) is never reached through an http_proxy: the request
+        # and its signature would leave the node; any other endpoint takes the environment's proxies
+        **({"proxies": {}} if loopback else {}),
         retries={"max_attempts": 1, "mode": "standard"},
         max_pool_connections=connections,
         connect_timeout=5,
         read_timeout=30,
     )
     return boto3.client("s3", endpoint_url=endpoint.url, region_name=endpoint.region, config=config, **keys)
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def why(e: BaseException, endpoint: Endpoint) -> StoreError:
