@@ -15,6 +15,7 @@ from jobs import frameworks
 from jobs.cell import select
 from jobs.observe import accelerator
 from jobs.storage import roots
+from jobs.storage.objectstore import needs as objectstore
 from jobs.storage.roots import elsewhere, memoised, storage_root
 
 __all__ = ["ConfigError", "check", "storage_root"]
@@ -108,6 +109,7 @@ def check(cell, memo: dict | None = None) -> None:
     frameworks.check(cfg, workload.engines, gpu=not roots.runs_here(cfg) or accelerator.gpu_driver())
     _prefetch_to(cfg, workload)
     _trace(cfg, workload)
+    objectstore.check(cfg, workload, here=not elsewhere(cfg), able=_able("object_readers"))
     if (select(cfg, "workload.read_delay_ms") or 0) < 0:
         raise ConfigError(f"workload.read_delay_ms={cfg.workload.read_delay_ms} must not be negative")
     colocation.tiers(cfg, memo)

@@ -54,7 +54,8 @@ METRICS: dict[str, Metric] = {
             "bytes_read_device",
             "B",
             "",
-            "bytes this process read from block devices during the run (/proc/self/io read_bytes)",
+            "bytes this process read from block devices during the run (/proc/self/io read_bytes); "
+            "storage=s3: what the embedded server read from its disk",
         ),
         Metric(
             "bytes_read_syscall",
@@ -323,6 +324,30 @@ METRICS: dict[str, Metric] = {
             "",
             "",
             "POSIX trace: coverage >= 0.98 and at most 2% of opens unclosed (false: incomplete)",
+        ),
+        Metric("requests", "requests", "", "object store: requests the run made (GETs), answered or failed"),
+        Metric("request_errors", "requests", "lower", "object store: requests that failed (the run fails)"),
+        Metric("request_bytes", "B", "", "object store: bytes of the objects the GETs returned"),
+        Metric("get_latency_p50_ms", "ms", "lower", "object store: median GET, request to last byte"),
+        Metric("get_latency_p99_ms", "ms", "lower", "object store: 99th percentile GET (nearest rank)"),
+        Metric(
+            "requests_in_flight_mean",
+            "requests",
+            "",
+            "object store: mean GETs in progress over the timed interval (request-seconds / seconds)",
+        ),
+        Metric("requests_in_flight_max", "requests", "", "object store: most GETs in progress at once"),
+        Metric(
+            "server_bytes_read",
+            "B",
+            "",
+            "embedded S3 server: bytes its process read from its disk during the run (bytes_read_device)",
+        ),
+        Metric(
+            "server_cpu_s",
+            "s",
+            "",
+            "embedded S3 server: CPU time of its process during the run (on the same cores as the reader)",
         ),
     )
 }

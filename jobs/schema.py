@@ -135,12 +135,17 @@ class ModelConf(Sealed):
     backing_dir: str = "/var/tmp/iocampaign/tiers"  # where the tier's files live (<backing_dir>/<name>)
 
 
+class ObjectReader(StrEnum):
+    native = "native"  # GETs inside tf.data's parallel map (jobs.data.s3)
+
+
 @dataclass
 class StorageConf(Sealed):
     name: str = MISSING  # tier key used in records, tables and figures (hdd, ssd, lustre, ...)
     label: str = MISSING  # tier label drawn in figures ("HDD", "Lustre")
     root: str = MISSING  # existing, writable directory on the tier; datasets are placed under it
-    kind: str = "block"  # block | network | memory: decides what a cold cache can mean here
+    # block | network | memory | object: decides what a cold cache can mean here; object: an S3 store
+    kind: str = "block"
     description: str = ""  # what the tier is (device model, file system)
     ior_read_mb_s: Optional[float] = None  # the paper's Table I max read, MB/s (reference only)
     ior_write_mb_s: Optional[float] = None  # the paper's Table I max write, MB/s (reference only)
@@ -155,6 +160,12 @@ class StorageConf(Sealed):
     fs_types: List[str] = field(default_factory=list)
     # false: measure a root on another file system anyway; recorded, kept out of the paper's verdicts
     fs_check: bool = True
+    # kind=object only (docs/object-storage.md). endpoint: the S3 URL of a user's store (credentials from
+    # the usual AWS environment or profile); null: the tool starts its own server, its data under root
+    endpoint: Optional[str] = None
+    bucket: Optional[str] = None  # the bucket the tool reads and writes in
+    prefix: Optional[str] = None  # the tool writes and deletes only below this key prefix
+    reader: Optional[ObjectReader] = None  # how the runs read the objects
 
 
 @dataclass

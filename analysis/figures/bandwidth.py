@@ -54,7 +54,7 @@ def _bars(ax, df, stats, flagged, storages, threads, annotate_mb: bool, unit: tu
             label=f"{t} {unit[0] if t == '1' else unit[1]}",
         )
         ax.errorbar(pos, med, yerr=[lo, hi], fmt="none", ecolor="black", capsize=2, linewidth=0.8)
-        for b, s, ok in zip(bars, storages, cells):
+        for b, s, ok, top in zip(bars, storages, cells, hi):
             if ok and flagged.loc[(s, t)]:
                 b.set_hatch("//")
             sub = df[(df["_group"] == s) & (df["_readers"] == t)]
@@ -70,15 +70,26 @@ def _bars(ax, df, stats, flagged, storages, threads, annotate_mb: bool, unit: tu
                     fontsize=6,
                     color="black" if j < len(threads) / 2 else "white",
                 )
-            if annotate_mb and len(sub) and np.isfinite(b.get_height()):
+            above = [f"{sub['mb_per_s'].median():.0f} MB/s"] if annotate_mb and len(sub) else []
+            above += _get_latency(sub)
+            if above and np.isfinite(b.get_height()):
                 ax.annotate(
-                    f"{sub['mb_per_s'].median():.0f} MB/s",
-                    (b.get_x() + b.get_width() / 2, b.get_height()),
+                    " · ".join(above),
+                    (b.get_x() + b.get_width() / 2, b.get_height() + top),  # over the whisker
+                    xytext=(0, 2),
+                    textcoords="offset points",
                     ha="center",
                     va="bottom",
                     fontsize=6,
                     rotation=90,
                 )
+
+
+def _get_latency(sub) -> list[str]:
+    """An object-store bar's median GET (the median over its runs of each run's p50), [] for others."""
+    if "get_latency_p50_ms" not in sub or not sub["get_latency_p50_ms"].notna().any():
+        return []
+    return [f"GET {sub['get_latency_p50_ms'].median():.1f} ms"]
 
 
 def _groups(df) -> tuple[list[str], dict[str, tuple[str, str]]]:
@@ -129,10 +140,13 @@ def bandwidth_figure(rows, folder: Path, figure) -> list[Path]:
     fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(groups) * max(1, len(threads)) / 3), 4.2))
     _bars(ax, df, stats, flagged, groups, threads, annotate_mb=not factor, unit=unit)
     fs = df.groupby("storage")["fs_type"].first() if "fs_type" in df else {}
+    objects = set(df.loc[df["requests"].notna(), "storage"]) if "requests" in df else set()  # S3 tiers
 
     def tick(g: str) -> str:
         s, fw = where[g]
         text = f"{s}\n({fs[s]})" if isinstance(fs.get(s), str) else s
+        if s in objects:  # read by GETs; the file system is the server's, under its volumes
+            text = f"{s}\n(objects{', ' + fs[s] if isinstance(fs.get(s), str) else ''})"
         return f"{text}\n{fw}" if fw else text
 
     ax.set_xticks(np.arange(len(groups)), [tick(g) for g in groups])
@@ -150,7 +164,9 @@ def bandwidth_figure(rows, folder: Path, figure) -> list[Path]:
 
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="//"))
         names.append("cache not as requested")
-    ax.set_ylim(0, np.nanmax([stats["max"].max(), 1.0]) * 1.22)  # headroom: the legend must not cover a bar
+    # headroom: the legend must not cover a bar, nor a bar's text over it
+    room = 1.45 if "get_latency_p50_ms" in df and df["get_latency_p50_ms"].notna().any() else 1.22
+    ax.set_ylim(0, np.nanmax([stats["max"].max(), 1.0]) * room)
     ax.legend(
         handles,
         names,
@@ -169,6 +185,8 @@ def bandwidth_figure(rows, folder: Path, figure) -> list[Path]:
         note += "; text in a bar: what limited the cell (analysis/tables/bounds.py)"
     if flagged.any():
         note += "; hatched: a run's cache was not in the requested state"
+    if "get_latency_p50_ms" in df and df["get_latency_p50_ms"].notna().any():
+        note += "\nover an object store's bar: its median GET (p50 per run, median of runs)"
     fig.text(0.01, 0.01, note, fontsize=6)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.tight_layout(rect=(0, 0.03 * (1 + note.count("\n")), 1, 1))
     return plotting.save(fig, folder / figure.key)

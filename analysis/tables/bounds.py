@@ -13,6 +13,10 @@ Rules, in this order (docs/measurements.md, "What limited a number", states them
   latency  neither was saturated: the run waited (per-request latency, synchronisation, sleeps), or
            there are no device counters (a network file system) and the CPU was not saturated
 
+On an object store the reason adds the GETs in flight against the readers and the median GET, and
+the embedded server's own CPU (it shares the machine's cores with the reader: the machine's CPUs
+then count it as other processes' work).
+
 AlexNet runs also get ``train_bound``: ``input`` when waiting for data took at least INPUT_BOUND of
 the runtime, else ``compute``.
 """
@@ -58,8 +62,29 @@ def storage_use(row: dict, emulate: dict | None) -> tuple[float | None, str]:
     return None, "no device counters (network or memory file system)"
 
 
+def store_use(row: dict) -> str:
+    """What an object-store run's requests did, for its reason ('' for other runs): a run whose GETs in
+    flight stay below its readers waited on each answer; the embedded server's CPU is on the same
+    cores as the reader's."""
+    inflight = _num(row.get("requests_in_flight_mean"))
+    if inflight is None:
+        return ""
+    readers, p50 = _num(row.get("threads")), _num(row.get("get_latency_p50_ms"))
+    out = f"; GETs in flight {inflight:.2f}" + (f" of {readers:.0f} readers" if readers else "")
+    out += f", median GET {p50:.1f} ms" if p50 is not None else ""
+    server, seconds = _num(row.get("server_cpu_s")), _num(row.get("seconds"))
+    if server is not None and seconds:
+        out += f"; the embedded S3 server kept {server / seconds:.2f} cores busy"
+    return out
+
+
 def label(row: dict, emulate: dict | None = None) -> tuple[str, str]:
     """(bound, one-line reason) of one run (a results.csv row as a dict)."""
+    bound, reason = _label(row, emulate)
+    return bound, reason + (store_use(row) if bound and bound != "cache" else "")
+
+
+def _label(row: dict, emulate: dict | None) -> tuple[str, str]:
     state = str(row.get("cache_state") or "")
     if state in FROM_MEMORY:
         ratio = _num(row.get("device_read_ratio"))

@@ -6,6 +6,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from jobs import owned
 from jobs.data import synthetic
@@ -36,6 +37,11 @@ class Dataset:
     containers: tuple[str, ...] = ()
     members: tuple[tuple[int, ...], ...] = ()
     container_sizes: tuple[int, ...] = ()
+    # in an object store (storage.kind=object): where, each image's object key (in ``files``' order), and
+    # the files of the embedded server that hold them (what a cold run evicts; none for a user's endpoint)
+    store: Any = None  # jobs.storage.objectstore.endpoint.Endpoint
+    objects: tuple[str, ...] = ()
+    server_files: tuple[str, ...] = ()
 
     @property
     def total_bytes(self) -> int:
@@ -44,6 +50,8 @@ class Dataset:
     @property
     def storage_files(self) -> tuple[str, ...]:
         """The files a run reads from the tier (evicted, warmed and verified as the data)."""
+        if self.store is not None:
+            return self.server_files
         return self.containers if self.format != "files" else self.files
 
     @property
@@ -51,7 +59,9 @@ class Dataset:
         return sum(self.container_sizes) if self.format != "files" else self.total_bytes
 
     def where(self, i: int) -> str:
-        """Where image ``i`` is stored: its file, or its container and position in it."""
+        """Where image ``i`` is stored: its file, its object, or its container and position in it."""
+        if self.store is not None:
+            return f"s3://{self.store.bucket}/{self.objects[i]}"
         if self.format == "files":
             return self.files[i]
         for path, members in zip(self.containers, self.members):

@@ -119,6 +119,11 @@ def source(
     labels = tf.constant(ds.labels, dtype=tf.int32)
     if ds.format == "hdf5":
         return order, _hdf5_reader(ds, labels, payload)
+    if ds.store is not None:  # one object per image, fetched by a GET (storage.kind=object)
+        from jobs.data import s3
+        from jobs.storage.objectstore import tier
+
+        return order, s3.reader(ds.objects, labels, tier.opened(ds.store).fetch)
     paths = tf.constant(ds.files)
 
     def read(i):

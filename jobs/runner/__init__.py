@@ -138,6 +138,8 @@ def _staged_runs(s: Session) -> list[dict]:
     """The runs, reading a copy staged on ``cfg.stage`` first when one is asked for (the copy's time
     goes into provenance, not into the runs; the copy is removed when the runs end)."""
     stage = s.cell.config.stage
+    if s.cell.config.storage.kind == "object":
+        return _object_runs(s)
     if stage is None:
         s.kind = s.cell.config.storage.kind
         return run_all(s)
@@ -163,6 +165,22 @@ def _staged_runs(s: Session) -> list[dict]:
         return run_all(s)
     finally:
         staging.remove(facts["staged_to"])
+
+
+def _object_runs(s: Session) -> list[dict]:
+    """The runs reading the dataset from the cell's object store (``storage.kind=object``): the store
+    served for the cell (the embedded server started, and stopped with its folder when the runs end),
+    the dataset put there once per content; a cold run reads what the server reads from its disk."""
+    from jobs.storage.objectstore import tier
+
+    st = s.cell.config.storage
+    with tier.serving(st, st.root) as store:
+        s.ds, facts = tier.put_dataset(store, s.ds)
+        s.prov["object_store"] = {**store.describe(), "reader": str(st.reader), **facts}
+        s.store, s.kind = store, "object"
+        if store.server is not None:  # the device a cold run is counted on: the server's
+            s.data_dir = str(store.server.data_dir)
+        return run_all(s)
 
 
 @contextlib.contextmanager

@@ -17,6 +17,7 @@ from jobs.execution.placement import Placement
 from jobs.runner.result import RunParts
 
 log = logging.getLogger(__name__)
+SERVED = "server_bytes_read"  # an object-store run's device bytes (jobs.storage.objectstore.tier)
 
 
 @dataclass
@@ -31,7 +32,8 @@ class Session:
     ds: Any = None  # jobs.data.datasets.Dataset, where the runs read it
     data_dir: str = ""
     prov: dict = field(default_factory=dict)
-    kind: str = ""  # block | network | memory: what a cold cache can mean where the runs read
+    kind: str = ""  # block | network | memory | object: what a cold cache can mean where the runs read
+    store: Any = None  # storage.kind=object: the open store (jobs.storage.objectstore.tier.Store)
 
     @property
     def cfg(self):
@@ -118,12 +120,19 @@ def _one(s: Session, where: Where, k: int) -> tuple[RunParts, Any]:
         )
         io0 = svc and svc.counters()
         traced = posix.window(s.job_dir, ctx.tag, where.disk) if inside() else contextlib.nullcontext({})
+        store, served = s.store, None
         with traced as window:
+            if store is not None:
+                store.begin_run()
+                served = store.counters()
             before = usage.snapshot(where.disk)
             result, merged = _execute(s.w, ctx, where, cold=cfg.cache == "cold")
             after = usage.snapshot(where.disk)
     workloads.check_result(s.w, result)
     figures = {**result, **merged, **window}
+    if store is not None:  # the run's GETs; what the server read from its disk is the device's share
+        store.end_run()
+        figures.update(store.run_figures(served, result.get("seconds") or after.t - before.t))
     if svc:  # the workers read the data: their bytes join the consumer's
         svc.add_counters(io0, figures)
     timed = "start" in ctx.marks and "end" in ctx.marks  # the workload marked its timed interval
@@ -150,8 +159,9 @@ def _one(s: Session, where: Where, k: int) -> tuple[RunParts, Any]:
         usage_over="timed interval" if timed else "whole run",
         skipped=tuple(s.ds.skipped),
         # a tier the cell built and holds alone: its own counter is the data's (the process-wide one would
-        # also count checkpoint files read on other tiers; a modelled drive has only its own)
-        device_bytes=(after.disk[1] - before.disk[1]) * usage.SECTOR if own else None,
+        # also count checkpoint files read on other tiers; a modelled drive has only its own); an embedded
+        # S3 server: what its process read from its disk
+        device_bytes=(after.disk[1] - before.disk[1]) * usage.SECTOR if own else figures.get(SERVED),
     )
     return part, ctx
 

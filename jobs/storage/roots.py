@@ -161,4 +161,5 @@ TOOL_FOLDERS = (
     "staged",
     "checkpoints",
     "baseline",
+    "s3servers",
 )  # below the tool's folder (jobs.owned)

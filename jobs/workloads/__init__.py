@@ -118,6 +118,8 @@ class Workload:
     figures: ClassVar[tuple[Figure, ...]] = ()  # what the analysis draws from its rows
     # the frameworks it reads and trains with (framework=<name>; jobs.frameworks)
     engines: ClassVar[tuple[str, ...]] = ("tensorflow",)
+    # the frameworks with which it reads its dataset from an object store (storage.kind=object)
+    object_readers: ClassVar[tuple[str, ...]] = ()
 
     def check(self, cfg) -> None:
         """Raise campaign.errors.ConfigError (one line naming the setting) for what cannot run."""

