@@ -74,7 +74,9 @@ def run_all(s: Session) -> list[dict]:
         )
     exclusive = {os.path.basename(t["loop"]) for t in s.prov.get("emulated_tiers", [])}
     exclusive |= {modeled.PREFIX + t["mount"] for t in s.prov.get("modeled_tiers", [])}
-    where = Where(fs_type, trace.device_of(s.data_dir), Placement.of(s.cfg), frozenset(exclusive))
+    remote = s.store is not None and s.store.server is None  # a user's S3 endpoint: its disks are not ours
+    disk = None if remote else trace.device_of(s.data_dir)
+    where = Where(fs_type, disk, Placement.of(s.cfg), frozenset(exclusive))
     if (
         where.placement.service_workers
     ):  # the tf.data service of the cell: up for all its runs, ended with them
@@ -133,6 +135,7 @@ def _one(s: Session, where: Where, k: int) -> tuple[RunParts, Any]:
     if store is not None:  # the run's GETs; what the server read from its disk is the device's share
         store.end_run()
         figures.update(store.run_figures(served, result.get("seconds") or after.t - before.t))
+        figures["bytes_read_device"] = figures.get(SERVED)  # this process's own disk reads are not the data's
     if svc:  # the workers read the data: their bytes join the consumer's
         svc.add_counters(io0, figures)
     timed = "start" in ctx.marks and "end" in ctx.marks  # the workload marked its timed interval
@@ -159,9 +162,8 @@ def _one(s: Session, where: Where, k: int) -> tuple[RunParts, Any]:
         usage_over="timed interval" if timed else "whole run",
         skipped=tuple(s.ds.skipped),
         # a tier the cell built and holds alone: its own counter is the data's (the process-wide one would
-        # also count checkpoint files read on other tiers; a modelled drive has only its own); an embedded
-        # S3 server: what its process read from its disk
-        device_bytes=(after.disk[1] - before.disk[1]) * usage.SECTOR if own else figures.get(SERVED),
+        # also count checkpoint files read on other tiers; a modelled drive has only its own)
+        device_bytes=(after.disk[1] - before.disk[1]) * usage.SECTOR if own else None,
     )
     return part, ctx
 

