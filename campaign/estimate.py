@@ -23,6 +23,11 @@ CELL_S = 2.5
 CORE_GAIN = 0.8
 # the modelled tiers' micro-benchmark, cold, 1,024 images, images/s at 1, 2, 4 and 8 threads (docs/storage.md)
 MODELLED = {"hdd": {1: 121, 2: 152, 4: 217, 8: 255}, "lustre": {1: 59, 2: 117, 4: 231, 8: 374}}
+# storage=s3 (the embedded server, the native reader), microbench, cold, 128 KB images, images/s at 1, 2
+# and 4 threads: boto3's CPU per GET and the server share the 2 cores (docs/object-storage.md)
+OBJECT_STORE = {1: 140, 2: 210, 4: 190}
+OBJECT_CELL_S = 9.0  # the embedded server's start and its first PUT, which grows its volumes
+UPLOAD_MB_S = 25.0  # the dataset put into the embedded server, 8 connections
 RATES = {
     "microbench": DECODE_IMAGES_S,
     "readonly": READ_ONLY_IMAGES_S,
@@ -114,9 +119,18 @@ def _rate(cfg, cores: int, mean_bytes: float | None) -> float | None:
         *(m * 1e6 / mean_bytes for m in rates if m and mean_bytes),
     ]
     measured = MODELLED.get(st.model.device) if st.model is not None else None
+    measured = OBJECT_STORE if st.kind == "object" else measured
     if measured:  # a modelled tier: its measured rate at the most threads measured up to the cell's
         caps.append(measured[max([k for k in measured if k <= threads] or [min(measured)])])
     return min([rate, *(c for c in caps if c)])
+
+
+def _store_s(cfg, images: int | None, mean_bytes: float | None) -> float:
+    """A cell's time to start its embedded S3 server and put its dataset there (0: not an object store)."""
+    if cfg.storage.kind != "object":
+        return 0.0
+    upload = (images or 0) * (mean_bytes or 0) / (UPLOAD_MB_S * 1e6)
+    return (0.0 if cfg.storage.endpoint else OBJECT_CELL_S) + upload
 
 
 class Estimate:
@@ -155,7 +169,8 @@ class Estimate:
             cores = (os.cpu_count() or 1) if local else cfg.platform.cpus_per_task
             rate = _rate(cfg, cores, mean)
             runs = cfg.repeats + cfg.warmup
-            self.cells.append(None if rate is None or n is None else CELL_S + gen + runs * n / rate)
+            own = CELL_S + gen + _store_s(cfg, n, mean)
+            self.cells.append(None if rate is None or n is None else own + runs * n / rate)
             self.generating.append(gen)
             self.unsure.append(key is not None and self.data[key].have is None)
 

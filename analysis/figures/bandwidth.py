@@ -71,17 +71,17 @@ def _bars(ax, df, stats, flagged, storages, threads, annotate_mb: bool, unit: tu
                     color="black" if j < len(threads) / 2 else "white",
                 )
             above = [f"{sub['mb_per_s'].median():.0f} MB/s"] if annotate_mb and len(sub) else []
-            above += _get_latency(sub)
-            if above and np.isfinite(b.get_height()):
+            get = _get_latency(sub)  # level, in two short lines: a short bar's bound text stands below
+            if (above or get) and np.isfinite(b.get_height()):
                 ax.annotate(
-                    " · ".join(above),
+                    "\n".join([*above, *get]) if get else above[0],
                     (b.get_x() + b.get_width() / 2, b.get_height() + top),  # over the whisker
                     xytext=(0, 2),
                     textcoords="offset points",
                     ha="center",
                     va="bottom",
                     fontsize=6,
-                    rotation=90,
+                    rotation=0 if get else 90,
                 )
 
 
@@ -89,7 +89,7 @@ def _get_latency(sub) -> list[str]:
     """An object-store bar's median GET (the median over its runs of each run's p50), [] for others."""
     if "get_latency_p50_ms" not in sub or not sub["get_latency_p50_ms"].notna().any():
         return []
-    return [f"GET {sub['get_latency_p50_ms'].median():.1f} ms"]
+    return ["GET", f"{sub['get_latency_p50_ms'].median():.1f} ms"]
 
 
 def _groups(df) -> tuple[list[str], dict[str, tuple[str, str]]]:

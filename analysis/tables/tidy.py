@@ -424,6 +424,20 @@ def _baseline_rows(base: dict, run: dict, cell_dir: str) -> list[dict]:
                 "command": run["commands"][f"small_read_{n}"],
             }
         )
+    for measure, by_count in run.get("object_mb_s", {}).items():  # an object store: GET and PUT, large, small
+        verb, size = measure.split("_")
+        rows += [
+            {
+                **common,
+                "measure": measure,
+                "readers": int(n),
+                "mb_per_s": mb,
+                "tool": run["tool"],
+                "command": f"{verb.upper()} {size} objects, {n} in flight ({run['tool']} "
+                f"{run['tool_version']})",
+            }
+            for n, mb in by_count.items()
+        ]
     return rows
 
 

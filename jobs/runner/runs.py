@@ -132,10 +132,12 @@ def _one(s: Session, where: Where, k: int) -> tuple[RunParts, Any]:
             after = usage.snapshot(where.disk)
     workloads.check_result(s.w, result)
     figures = {**result, **merged, **window}
-    if store is not None:  # the run's GETs; what the server read from its disk is the device's share
+    if store is not None:
         store.end_run()
+    if store is not None and store.requests.count:  # the run read by GETs (a baseline counts its own)
         figures.update(store.run_figures(served, result.get("seconds") or after.t - before.t))
-        figures["bytes_read_device"] = figures.get(SERVED)  # this process's own disk reads are not the data's
+        # what the server read from its disk is the device's share: this process reads none of the data
+        figures["bytes_read_device"] = figures.get(SERVED)
     if svc:  # the workers read the data: their bytes join the consumer's
         svc.add_counters(io0, figures)
     timed = "start" in ctx.marks and "end" in ctx.marks  # the workload marked its timed interval

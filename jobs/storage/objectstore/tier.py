@@ -28,6 +28,7 @@ from jobs.storage.objectstore.endpoint import Endpoint
 log = logging.getLogger(__name__)
 
 SUBDIR = "s3servers"  # below the tool's folder on storage.root: one embedded server's folder per cell
+CONNECTIONS = 64  # the client's connection pool: the most requests in flight a cell asks for
 REMOTE = "unknown (remote)"  # what a cold cache can be said to be on a user's endpoint
 
 
@@ -129,14 +130,14 @@ def serving(st, root: str):
     prefix = (st.prefix or owned.NAME).strip("/")
     if st.endpoint:
         endpoint = Endpoint(st.endpoint, st.bucket, prefix)
-        s3 = client.connect(endpoint)
+        s3 = client.connect(endpoint, connections=CONNECTIONS)
         client.check_bucket(s3, endpoint)
         store = Store(endpoint, s3)
     else:
         parent = owned.under_tool_folder(root, SUBDIR, setting="storage.root")
         srv = server.start(parent / f"{socket.gethostname()}-{os.getpid()}", st.bucket)
         endpoint = Endpoint(srv.endpoint.url, srv.endpoint.bucket, prefix)
-        store = Store(endpoint, client.connect(endpoint, srv.credentials), srv)
+        store = Store(endpoint, client.connect(endpoint, srv.credentials, CONNECTIONS), srv)
         log.info("embedded S3 server (SeaweedFS) at %s, its data in %s", endpoint.url, srv.folder)
     _OPEN[endpoint] = store
     try:

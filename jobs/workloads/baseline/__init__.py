@@ -17,6 +17,8 @@ class BaselineConf(WorkloadConf):
     small_file_threads: list[int] = field(
         default_factory=lambda: [1, 2, 4, 8]
     )  # readers of the dataset's files
+    # storage=s3: GETs and PUTs in flight at once, each measured (jobs/workloads/baseline/objects.py)
+    requests_in_flight: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64])
 
 
 @register
@@ -27,8 +29,18 @@ class Baseline(Workload):
     uses_framework = False  # fio does the I/O: TensorFlow is not imported for a baseline cell
     schema = BaselineConf
     metrics = of("seq_read_mb_s", "seq_write_mb_s")
-    record_keys = ("small_read_mb_s", "file_bytes", "tool", "tool_version", "small_file_tool", "commands")
+    record_keys = (
+        "small_read_mb_s",
+        "object_mb_s",
+        "object_device_ratio",
+        "file_bytes",
+        "tool",
+        "tool_version",
+        "small_file_tool",
+        "commands",
+    )
     packages = ()
+    object_readers = ("tensorflow", "pytorch")  # on an object store: its own GETs and PUTs, either framework
 
     def check(self, cfg) -> None:
         import shutil
@@ -40,6 +52,13 @@ class Baseline(Workload):
             raise ConfigError(f"workload.small_file_threads={threads} must list positive thread counts")
         from jobs.storage.roots import elsewhere
 
+        if cfg.storage.kind == "object":
+            counts = list(cfg.workload.requests_in_flight or [])
+            if not counts or min(counts) < 1 or max(counts) > 64:
+                raise ConfigError(
+                    f"workload.requests_in_flight={counts} must list counts of requests from 1 to 64"
+                )
+            return  # the store's own requests: no fio, no file on the root
         if not (
             shutil.which("ior") or shutil.which("fio") or elsewhere(cfg)
         ):  # a dry run for the nodes: theirs
@@ -59,6 +78,14 @@ class Baseline(Workload):
         from jobs.workloads.baseline import measure as baseline
 
         cfg = ctx.cfg
+        if ctx.ds.store is not None:  # an object store: its GETs and PUTs
+            from jobs.storage.objectstore import tier
+            from jobs.workloads.baseline import objects
+
+            store = tier.opened(ctx.ds.store)
+            return objects.run_once(
+                ctx.ds, store, cfg.workload.file_gb, tuple(cfg.workload.requests_in_flight), f"run{ctx.run}"
+            )
         settings = baseline.BaselineSettings(
             root=cfg.storage.root,
             file_gb=cfg.workload.file_gb,
@@ -67,6 +94,14 @@ class Baseline(Workload):
         return baseline.run_once(ctx.ds, settings, ctx.disk, tag=f"run{ctx.run}")
 
     def describe(self, result: dict) -> str:
+        if "object_mb_s" in result:
+            rates = result["object_mb_s"]
+            return (
+                f"GET 64 MiB {result['seq_read_mb_s']:.0f} MB/s, PUT {result['seq_write_mb_s']:.0f} MB/s "
+                "(best of "
+                f"{', '.join(rates['get_large'])} in flight); small GETs "
+                f"{{{', '.join(f'{c}: {v:.0f}' for c, v in rates['get_small'].items())}}} MB/s"
+            )
         small = ", ".join(f"{t}: {v:.0f}" for t, v in result["small_read_mb_s"].items())
         return (
             f"{result['tool']} read {result['seq_read_mb_s']:.0f} MB/s, "

@@ -1,0 +1,143 @@
+"""Table I for an object store: its GET and PUT throughput, measured with the client every run uses
+(boto3), at each number of requests in flight (``workload.requests_in_flight``), for large objects
+(64 MiB: a store's streaming rate) and small ones (the dataset's own images for GETs, 112 KB objects
+for PUTs: the paper's median image).
+
+At each count: the large objects are put, the server's files evicted, then read back (cold); the
+dataset's objects are read cold; as many small objects are put. The best large GET and PUT rates are
+the tier's Table I row (as IOR's maximum is); every rate is kept per count (``object_mb_s``). The
+large objects are ``workload.file_gb`` in all: a count above their number is measured on small
+objects only (64 of 64 MiB would be 4.3 GB in flight). What
+this puts is under ``<prefix>/baseline/`` and deleted at the end, whatever happened.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from jobs.storage import cache
+from jobs.storage.objectstore import objects
+from jobs.storage.objectstore.client import StoreError, why
+
+log = logging.getLogger(__name__)
+
+LARGE = 64 << 20  # bytes of a large object (64 MiB)
+SMALL = 112_000  # bytes of a small object (the paper's median image, 112 KB)
+SMALL_MAX = 1024  # small objects per count at most (the dataset's first ones, for GETs)
+CHUNK = 1 << 20  # a GET's body is read in chunks this large (never held whole)
+
+
+def _timed(fn, items: list, in_flight: int) -> float:
+    """Seconds to apply ``fn`` to every item with ``in_flight`` requests at a time."""
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(in_flight) as pool:
+        list(pool.map(fn, items))
+    return time.perf_counter() - t0
+
+
+def _get(store, key: str) -> int:
+    body = store.client.get_object(Bucket=store.endpoint.bucket, Key=key)["Body"]
+    return sum(len(c) for c in body.iter_chunks(CHUNK))
+
+
+def _put(store, key: str, body: bytes) -> None:
+    store.client.put_object(Bucket=store.endpoint.bucket, Key=key, Body=body)
+
+
+class _Sweep:
+    """The rates of one run, per measure and count, and what the server read from its disk for each GET
+    measure (evicted first: cold)."""
+
+    def __init__(self, store):
+        self.store = store
+        self.rates: dict[str, dict[str, float]] = {m: {} for m in MEASURES}
+        self.read: dict[str, list[int | None]] = {"get_large": [0, 0], "get_small": [0, 0]}  # device, got
+
+    def put(self, measure: str, keys: list[str], body: bytes, c: int) -> None:
+        took = _timed(lambda k: _put(self.store, k, body), keys, c)
+        self.rates[measure][str(c)] = len(keys) * len(body) / took / 1e6
+
+    def get(self, measure: str, keys: list[str], nbytes: int, c: int) -> None:
+        cache.evict(self.store.server_files())
+        before = self.store.counters()
+        took = _timed(lambda k: _get(self.store, k), keys, c)
+        after = self.store.counters()
+        self.rates[measure][str(c)] = nbytes / took / 1e6
+        seen = self.read[measure]
+        seen[0] = None if None in (seen[0], before, after) else seen[0] + after[0] - before[0]
+        seen[1] += nbytes
+
+    def device_ratio(self) -> dict[str, float | None]:
+        return {m: (d / n if d is not None and n else None) for m, (d, n) in self.read.items()}
+
+
+MEASURES = ("put_large", "get_large", "get_small", "put_small")
+
+
+def _clean(store, prefix: str) -> None:
+    """Delete what the run put; a store that no longer answers is said in the log, not raised over the
+    run's own error."""
+    try:
+        objects.delete_prefix(store.client, store.endpoint, prefix)
+    except StoreError as e:
+        log.warning("the baseline's objects under %s were not deleted: %s", prefix, e)
+
+
+def run_once(ds, store, file_gb: float, in_flight: tuple[int, ...], tag: str) -> dict:
+    """One baseline run on the object store ``store`` (``jobs.storage.objectstore.tier.Store``)."""
+    import boto3
+
+    prefix = f"{store.endpoint.prefix}/baseline/{tag}-{os.getpid()}"
+    large_n = max(1, round(file_gb * 1e9 / LARGE))
+    blob, small_blob = os.urandom(LARGE), os.urandom(SMALL)
+    small = list(ds.objects[:SMALL_MAX])
+    sweep = _Sweep(store)
+    try:
+        for c in in_flight:
+            large = [f"{prefix}/large-{c}-{i:04d}" for i in range(large_n)]
+            if c <= large_n:  # more in flight than objects: the count is measured on small objects only
+                sweep.put("put_large", large, blob, c)
+                sweep.get("get_large", large, large_n * LARGE, c)
+            sweep.get("get_small", small, sum(ds.sizes[: len(small)]), c)
+            sweep.put("put_small", [f"{prefix}/small-{c}-{i:04d}" for i in range(len(small))], small_blob, c)
+            objects.delete_prefix(store.client, store.endpoint, prefix)  # the next count starts empty
+    except StoreError:
+        raise
+    except Exception as e:  # noqa: BLE001 - one line naming the endpoint
+        raise why(e, store.endpoint) from None
+    finally:
+        _clean(store, prefix)
+    rates = sweep.rates
+    client = f"boto3 {boto3.__version__}"
+    best_get, best_put = (max(rates[m], key=lambda k: rates[m][k]) for m in ("get_large", "put_large"))
+    commands = {
+        "seq_read": f"GET {large_n} objects of 64 MiB, {best_get} in flight, cold ({client})",
+        "seq_write": f"PUT {large_n} objects of 64 MiB, {best_put} in flight ({client})",
+        **{
+            f"small_read_{c}": f"GET the dataset's first {min(len(ds.objects), SMALL_MAX)} objects, "
+            f"{c} in flight, cold ({client})"
+            for c in in_flight
+        },
+    }
+    return {
+        "seq_read_mb_s": rates["get_large"][best_get],
+        "seq_write_mb_s": rates["put_large"][best_put],
+        "small_read_mb_s": rates["get_small"],
+        "object_mb_s": rates,
+        "file_bytes": large_n * LARGE,
+        "tool": "boto3",
+        "tool_version": boto3.__version__,
+        "small_file_tool": "boto3",
+        "commands": commands,
+        "images": len(ds.files),
+        "images_dropped": 0,
+        "bytes_consumed": sum(n for _, n in sweep.read.values()),
+        # what the embedded server read from its disk for the GETs (None: a user's endpoint)
+        "bytes_read_device": None
+        if None in (d for d, _ in sweep.read.values())
+        else sum(d for d, _ in sweep.read.values()),
+        "object_device_ratio": sweep.device_ratio(),
+    }
