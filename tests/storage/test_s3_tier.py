@@ -12,12 +12,14 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from jobs.storage.objectstore import client, server
+from support import users
 from support.commands import python_env, start_module
 
 pytestmark = pytest.mark.cells  # real campaigns on a real SeaweedFS server
@@ -125,17 +127,26 @@ def test_a_campaign_reads_the_embedded_server_and_a_users_endpoint_by_counted_ge
                 assert not KEY.search(data) and secret not in data, f
 
 
-def test_a_server_killed_mid_run_fails_the_run_naming_the_endpoint_and_leaves_nothing(disk_root, cwd):
-    root = disk_root / "killed"
-    root.mkdir()
-    p = start_module(
-        "campaign",
-        "storage=s3",
-        f"storage.root={root}",
-        "threads=1",
-        "dataset.num_images=256",
-        "repeats=5",
-        "warmup=0",
+def test_a_server_killed_mid_run_fails_the_run_naming_the_endpoint_and_leaves_nothing(shared, other_user):
+    """Run by a real second user, in folders of their own (the server confined in a user namespace)."""
+    name, uid, gid = other_user
+    root, cwd = shared / "root", shared / "cwd"
+    for d in (root, cwd):
+        d.mkdir()
+        os.chown(d, uid, gid)
+    python, env = users.user_python(other_user)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"  # weed, beside this Python
+    command = [*(f"{k}={v}" for k, v in {"HOME": str(cwd), **env}.items()), *python, "-m", "campaign"]
+    p = subprocess.Popen(
+        ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "env", *command]
+        + [
+            "storage=s3",
+            f"storage.root={root}",
+            "threads=1",
+            "dataset.num_images=256",
+            "repeats=5",
+            "warmup=0",
+        ],
         cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -148,7 +159,7 @@ def test_a_server_killed_mid_run_fails_the_run_naming_the_endpoint_and_leaves_no
             if " in s3://" in line:
                 break
         time.sleep(0.5)
-        weed = _procs_under(root / "iocampaign" / "s3servers")  # the server runs in its folder
+        weed = _procs_under(root)  # the server runs in its folder
         assert len(weed) == 1, "".join(lines)
         os.kill(weed[0], signal.SIGKILL)
         rest = p.stdout.read()
@@ -161,7 +172,8 @@ def test_a_server_killed_mid_run_fails_the_run_naming_the_endpoint_and_leaves_no
     record = json.loads(next(cwd.glob("outputs/*/*/record.json")).read_text())
     assert record["status"] == "failed" and "http://127.0.0.1:" in record["error"]["message"]
     assert not record.get("runs")  # no measured run of it looks finished
-    assert list((root / "iocampaign" / "s3servers").iterdir()) == []
+    (servers,) = root.glob("iocampaign*/s3servers")  # the user's own tool folder
+    assert list(servers.iterdir()) == [] and _procs_under(root) == []
 
 
 def test_planning_refuses_what_an_object_store_cannot_run_in_one_line(refusal, monkeypatch):
