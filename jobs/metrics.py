@@ -325,7 +325,13 @@ METRICS: dict[str, Metric] = {
             "",
             "POSIX trace: coverage >= 0.98 and at most 2% of opens unclosed (false: incomplete)",
         ),
-        Metric("requests", "requests", "", "object store: requests the run made (GETs), answered or failed"),
+        Metric(
+            "requests",
+            "requests",
+            "",
+            "object store: requests the run made (GETs), answered or failed; storage.reader=fuse: every "
+            "request s3fs made, as the embedded server answered them",
+        ),
         Metric("request_errors", "requests", "lower", "object store: requests that failed (the run fails)"),
         Metric("request_bytes", "B", "", "object store: bytes of the objects the GETs returned"),
         Metric("get_latency_p50_ms", "ms", "lower", "object store: median GET, request to last byte"),

@@ -137,6 +137,7 @@ class ModelConf(Sealed):
 
 class ObjectReader(StrEnum):
     native = "native"  # GETs inside tf.data's parallel map (jobs.data.s3)
+    fuse = "fuse"  # the bucket mounted with s3fs-fuse, read as files (jobs.storage.objectstore.fuse)
 
 
 @dataclass

@@ -98,8 +98,11 @@ def _groups(df) -> tuple[list[str], dict[str, tuple[str, str]]]:
     DataLoader workers. Returns the groups in order (slowest tier first, TensorFlow first), each with its
     storage and framework ("" with one framework)."""
     fws = tidy.frameworks(df)
-    storages = tier_order(df["storage"])
     df["_readers"] = tidy.readers(df)
+    if "reader" in df and tidy.text(df["reader"]).nunique() > 1:  # an object store read two ways: a tier each
+        how = tidy.text(df["reader"])
+        df["storage"] = df["storage"].astype(str) + how.where(how == "", " · " + how)
+    storages = tier_order(df["storage"])
     if len(fws) < 2:
         df["_group"] = df["storage"].astype(str)
         return storages, {s: (s, "") for s in storages}

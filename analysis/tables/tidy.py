@@ -16,6 +16,7 @@ CELL_COLUMNS = (
     "pipeline",
     "framework",
     "storage",
+    "reader",
     "stage",
     "tasks_per_cell",
     "nodes",
@@ -108,6 +109,7 @@ def _cell_values(cfg: dict) -> dict:
         "loader_workers": _loader_workers(cfg),
         "accelerator": (cfg.get("accelerator") or {}).get("name") or "",  # workload=emulated: its profile
         "storage": cfg["storage"]["name"],
+        "reader": cfg["storage"].get("reader") or "",  # an object store's reader (native, fuse); "" for files
         "stage": (cfg.get("stage") or {}).get("name") or "",  # the tier the data was staged on and read from
         "tasks_per_cell": (cfg["platform"].get("nodes") or 1) * (cfg["platform"].get("tasks_per_node") or 1),
         "nodes": cfg["platform"].get("nodes") or 1,  # the tasks are spread evenly over them

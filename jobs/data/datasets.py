@@ -50,7 +50,7 @@ class Dataset:
     @property
     def storage_files(self) -> tuple[str, ...]:
         """The files a run reads from the tier (evicted, warmed and verified as the data)."""
-        if self.store is not None:
+        if self.store is not None or self.server_files:  # read from an object store, natively or by FUSE
             return self.server_files
         return self.containers if self.format != "files" else self.files
 

@@ -180,7 +180,15 @@ def _object_runs(s: Session) -> list[dict]:
         s.store, s.kind = store, "object"
         if store.server is not None:  # the device a cold run is counted on: the server's
             s.data_dir = str(store.server.data_dir)
-        return run_all(s)
+        if st.reader != "fuse":
+            return run_all(s)
+        from jobs.storage.objectstore import fuse
+
+        with fuse.mounted(store, facts["dataset_prefix"], st.root) as point:
+            log.info("%s mounted at %s by s3fs", s.ds.location, point)
+            s.ds = tier.as_files(s.ds, point)
+            s.prov["object_store"].update(mount=str(point), s3fs=fuse.version())
+            return run_all(s)
 
 
 @contextlib.contextmanager

@@ -134,7 +134,7 @@ def _one(s: Session, where: Where, k: int) -> tuple[RunParts, Any]:
     figures = {**result, **merged, **window}
     if store is not None:
         store.end_run()
-    if store is not None and store.requests.count:  # the run read by GETs (a baseline counts its own)
+    if store is not None and s.w.uses_framework:  # it read the dataset (a baseline counts its own requests)
         figures.update(store.run_figures(served, result.get("seconds") or after.t - before.t))
         # what the server read from its disk is the device's share: this process reads none of the data
         figures["bytes_read_device"] = figures.get(SERVED)

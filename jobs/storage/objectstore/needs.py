@@ -3,6 +3,7 @@ naming the setting for each thing that cannot run, before any server starts or a
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import urllib.parse
@@ -26,6 +27,8 @@ def check(cfg, workload, here: bool, able: str) -> None:
     _reach(cfg, workload, able)
     if here:
         _client_here()
+    if here and st.reader == "fuse":
+        _fuse_here()
     if here and not st.endpoint:
         _embedded_here()
 
@@ -72,7 +75,7 @@ def _settings(st) -> None:
             "writes and deletes only below it"
         )
     if st.reader is None:
-        raise ConfigError("storage.reader is not set: storage=s3 reads with storage.reader=native")
+        raise ConfigError("storage.reader is not set: storage=s3 reads with storage.reader=native or fuse")
 
 
 def _reach(cfg, workload, able: str) -> None:
@@ -127,4 +130,22 @@ def _embedded_here() -> None:
         raise ConfigError(
             "storage=s3: the embedded S3 server runs in a mount namespace of its own, and unshare "
             "(util-linux) is not installed"
+        )
+
+
+def _fuse_here() -> None:
+    """storage.reader=fuse: s3fs is installed, and this user may mount with FUSE."""
+    from jobs.storage.objectstore import fuse
+
+    if fuse.program() is None:
+        raise ConfigError(
+            "storage.reader=fuse mounts the bucket with s3fs-fuse, which is not installed "
+            "(Debian: apt-get install s3fs), or use storage.reader=native"
+        )
+    if not os.path.exists("/dev/fuse"):
+        raise ConfigError("storage.reader=fuse needs /dev/fuse (FUSE), which this machine lacks")
+    if os.geteuid() != 0 and shutil.which("fusermount") is None and shutil.which("fusermount3") is None:
+        raise ConfigError(
+            "storage.reader=fuse: without root, s3fs mounts through fusermount, which is not installed "
+            "(Debian: apt-get install fuse3)"
         )

@@ -76,6 +76,21 @@ class Server:
     process: subprocess.Popen
     output: collections.deque = field(default_factory=lambda: collections.deque(maxlen=TAIL))
     reader: threading.Thread | None = None
+    ports: dict = field(default_factory=dict)  # PORTS -> the loopback port of each
+
+    def requests_served(self) -> int | None:
+        """S3 requests the server has answered so far, of every type (its Prometheus metrics,
+        ``SeaweedFS_s3_request_seconds_count``); None when they cannot be read."""
+        try:
+            text = _DIRECT.open(f"http://127.0.0.1:{self.ports['metrics']}/metrics", timeout=5).read()
+        except (OSError, KeyError):
+            return None
+        counts = [
+            float(line.rsplit(" ", 1)[1])
+            for line in text.decode().splitlines()
+            if line.startswith("SeaweedFS_s3_request_seconds_count{")
+        ]
+        return round(sum(counts))
 
     def read_output(self) -> None:
         """Keep the server's last lines of output (its stderr), the access key blanked out."""
@@ -284,7 +299,7 @@ def _launch(weed: str, folder: Path, bucket: str) -> Server:
         )
     finally:
         os.close(fd)
-    server = Server(folder, Endpoint(f"http://127.0.0.1:{ports['s3']}", bucket), creds, proc)
+    server = Server(folder, Endpoint(f"http://127.0.0.1:{ports['s3']}", bucket), creds, proc, ports=ports)
     server.reader = threading.Thread(target=server.read_output, daemon=True)
     server.reader.start()
     return server

@@ -64,9 +64,10 @@ class Store:
         if self.first_error:
             raise StoreError(f"{self.first_error} ({failed})")
 
-    def counters(self) -> tuple[int, float] | None:
-        """(bytes read from its disk, CPU seconds) of the embedded server so far, from its process's
-        ``/proc/<pid>/io`` and ``stat``; None for a user's endpoint, whose machines the tool cannot see."""
+    def counters(self) -> tuple[int, float, int | None] | None:
+        """(bytes read from its disk, CPU seconds, S3 requests answered) of the embedded server so far,
+        from its process's ``/proc/<pid>/io`` and ``stat`` and its metrics; None for a user's endpoint,
+        whose machines the tool cannot see."""
         if self.server is None:
             return None
         pid = self.server.process.pid
@@ -78,16 +79,20 @@ class Store:
         except (OSError, StopIteration):
             return None
         ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
-        return read, ticks / os.sysconf("SC_CLK_TCK")
+        return read, ticks / os.sysconf("SC_CLK_TCK"), self.server.requests_served()
 
     def run_figures(self, before: tuple | None, seconds: float) -> dict:
         """The run's request metrics, and what the embedded server did meanwhile (``before``: its
-        ``counters`` when the run began): its disk reads are the run's device bytes."""
-        out = self.requests.summary(seconds)
+        ``counters`` when the run began): its disk reads are the run's device bytes. Requests the tool
+        did not make itself (s3fs's, ``storage.reader=fuse``) are counted as the server answered them;
+        their latency is not measured."""
+        out = self.requests.summary(seconds) if self.requests.count else {}
         after = self.counters()
         if before is not None and after is not None:
             out["server_bytes_read"] = after[0] - before[0]
             out["server_cpu_s"] = after[1] - before[1]
+            if not self.requests.count and None not in (before[2], after[2]):
+                out["requests"] = after[2] - before[2]
         return out
 
     def server_files(self) -> tuple[str, ...]:
@@ -193,3 +198,12 @@ def put_dataset(store: Store, ds):
         server_files=store.server_files(),
     )
     return stored, facts
+
+
+def as_files(ds, point: Path):
+    """The stored dataset ``ds`` read as files where its prefix is mounted (``storage.reader=fuse``): each
+    object's file, the server's files still what a cold run evicts."""
+    from dataclasses import replace
+
+    files = tuple(str(point / key.rsplit("/", 1)[1]) for key in ds.objects)
+    return replace(ds, files=files, store=None, location=str(point))
