@@ -17,7 +17,7 @@ class BaselineConf(WorkloadConf):
     small_file_threads: list[int] = field(
         default_factory=lambda: [1, 2, 4, 8]
     )  # readers of the dataset's files
-    # storage=s3: GETs and PUTs in flight at once, each measured (jobs/workloads/baseline/objects.py)
+    # storage=s3: GETs and PUTs in flight at once, each measured (jobs/workloads/baseline/object_store.py)
     requests_in_flight: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64])
 
 
@@ -80,10 +80,10 @@ class Baseline(Workload):
         cfg = ctx.cfg
         if ctx.ds.store is not None:  # an object store: its GETs and PUTs
             from jobs.storage.objectstore import tier
-            from jobs.workloads.baseline import objects
+            from jobs.workloads.baseline import object_store
 
             store = tier.opened(ctx.ds.store)
-            return objects.run_once(
+            return object_store.run_once(
                 ctx.ds, store, cfg.workload.file_gb, tuple(cfg.workload.requests_in_flight), f"run{ctx.run}"
             )
         settings = baseline.BaselineSettings(
