@@ -128,7 +128,12 @@ def _one(s: Session, where: Where, k: int) -> tuple[RunParts, Any]:
                 store.begin_run()
                 served = store.counters()
             before = usage.snapshot(where.disk)
-            result, merged = _execute(s.w, ctx, where, cold=cfg.cache == "cold")
+            try:
+                result, merged = _execute(s.w, ctx, where, cold=cfg.cache == "cold")
+            except Exception:
+                if store is not None:
+                    store.end_run()  # the store's own error when it made the run fail (the server died)
+                raise
             after = usage.snapshot(where.disk)
     workloads.check_result(s.w, result)
     figures = {**result, **merged, **window}

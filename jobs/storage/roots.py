@@ -162,4 +162,5 @@ TOOL_FOLDERS = (
     "checkpoints",
     "baseline",
     "s3servers",
+    "s3mounts",
 )  # below the tool's folder (jobs.owned)

@@ -196,6 +196,8 @@ def test_planning_refuses_what_an_object_store_cannot_run_in_one_line(refusal, m
     one(refusal("storage=s3", "trace.posix=true"), "trace.posix=true")
     one(refusal("storage=s3", "storage.bucket=Not_A_Bucket"), "storage.bucket=Not_A_Bucket")
     one(refusal("storage=s3", "storage.endpoint=ftp://host"), "storage.endpoint=ftp://host")
+    one(refusal("storage=s3", "storage.endpoint=http://AKIA:secret@host"), "carries credentials")
+    assert "secret" not in refusal("storage=s3", "storage.endpoint=http://AKIA:secret@host")
     one(refusal("storage=s3", "storage.prefix=a/../b"), "storage.prefix=a/../b")
     one(refusal("storage=local", "storage.bucket=mine"), "storage.bucket=mine", "storage=local")
     one(refusal("storage=s3", "storage.reader=mountpoint"), "storage.reader")

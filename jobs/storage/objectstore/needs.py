@@ -64,6 +64,11 @@ def _settings(st) -> None:
                 f"storage.endpoint={st.endpoint} is not an S3 endpoint URL (http:// or https://host[:port]); "
                 "null: the tool starts its own server"
             )
+        if url.username or url.password:  # the URL goes into records: keys belong in the environment
+            raise ConfigError(
+                "storage.endpoint carries credentials in its URL; give the URL alone and the keys as "
+                "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or a profile)"
+            )
     if not st.bucket or not _BUCKET.match(st.bucket) or ".." in st.bucket:
         raise ConfigError(
             f"storage.bucket={st.bucket} is not a bucket name (3-63 lower-case letters, digits, '.' and '-')"
