@@ -88,8 +88,11 @@ def test_the_trace_has_samples_and_marks(images, tmp_path):
     samples = t[t["event"].isna()]
     marks = dict(zip(t["event"].dropna(), t.loc[t["event"].notna(), "t_s"]))
     assert len(samples) >= 3
-    # every full interval is ~0.1 s; the last one ends at stop() and may be shorter
-    assert (samples["dt_s"].iloc[:-1].between(0.05, 0.5)).all() and 0 < samples["dt_s"].iloc[-1] <= 0.5
+    # the full intervals are ~0.1 s (the median; one may run long while training holds the GIL on a
+    # loaded 2-core machine: 0.5 s was seen in CI); the last one ends at stop() and may be shorter
+    full = samples["dt_s"].iloc[:-1]
+    assert 0.05 <= full.median() <= 0.2 and full.min() >= 0.05 and full.max() < 2.0
+    assert 0 < samples["dt_s"].iloc[-1] < 2.0
     assert (samples["read_bytes"] >= 0).all()
     assert 0 <= marks[trace.FIRST] <= marks[trace.LAST] <= samples["t_s"].max() + 0.2
 
