@@ -26,8 +26,8 @@ MODELLED = {"hdd": {1: 121, 2: 152, 4: 217, 8: 255}, "lustre": {1: 59, 2: 117, 4
 # storage=s3 (the embedded server, the native reader), microbench, cold, 128 KB images, images/s at 1, 2
 # and 4 threads: boto3's CPU per GET and the server share the 2 cores (docs/object-storage.md)
 OBJECT_STORE = {1: 140, 2: 210, 4: 190}
-OBJECT_CELL_S = 9.0  # the embedded server's start and its first PUT, which grows its volumes
-UPLOAD_MB_S = 25.0  # the dataset put into the embedded server, 8 connections
+OBJECT_CELL_S = 9.0  # the embedded server's start and its first PUT, which grows its volumes (once)
+UPLOAD_MB_S = 25.0  # the dataset put into the embedded server, 8 connections (once per campaign)
 RATES = {
     "microbench": DECODE_IMAGES_S,
     "readonly": READ_ONLY_IMAGES_S,
@@ -125,12 +125,20 @@ def _rate(cfg, cores: int, mean_bytes: float | None) -> float | None:
     return min([rate, *(c for c in caps if c)])
 
 
-def _store_s(cfg, images: int | None, mean_bytes: float | None) -> float:
-    """A cell's time to start its embedded S3 server and put its dataset there (0: not an object store)."""
+def _store_s(cfg, images: int | None, mean_bytes: float | None, done: set) -> float:
+    """A cell's time to start the embedded S3 server and put its dataset there (0: not an object store),
+    each once per campaign: ``done`` holds the servers and uploads earlier cells paid for."""
     if cfg.storage.kind != "object":
         return 0.0
-    upload = (images or 0) * (mean_bytes or 0) / (UPLOAD_MB_S * 1e6)
-    return (0.0 if cfg.storage.endpoint else OBJECT_CELL_S) + upload
+    st = cfg.storage
+    server, upload = (st.root, st.bucket), (st.endpoint, st.root, st.bucket, images, mean_bytes)
+    out = 0.0
+    if not st.endpoint and server not in done:
+        out += OBJECT_CELL_S
+    if upload not in done:
+        out += (images or 0) * (mean_bytes or 0) / (UPLOAD_MB_S * 1e6)
+    done.update((server, upload))
+    return out
 
 
 class Estimate:
@@ -149,6 +157,7 @@ class Estimate:
         self.unsure: list[bool] = []
         made: dict[tuple, int] = {}
         sizes: dict[tuple, float] = {}
+        stored: set = set()  # the embedded servers started and datasets uploaded by earlier cells
         for cell in cells:
             cfg = cell.config
             key, gen = _data_key(cell), 0.0
@@ -169,7 +178,7 @@ class Estimate:
             cores = (os.cpu_count() or 1) if local else cfg.platform.cpus_per_task
             rate = _rate(cfg, cores, mean)
             runs = cfg.repeats + cfg.warmup
-            own = CELL_S + gen + _store_s(cfg, n, mean)
+            own = CELL_S + gen + _store_s(cfg, n, mean, stored)
             self.cells.append(None if rate is None or n is None else own + runs * n / rate)
             self.generating.append(gen)
             self.unsure.append(key is not None and self.data[key].have is None)

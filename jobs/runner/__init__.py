@@ -169,8 +169,9 @@ def _staged_runs(s: Session) -> list[dict]:
 
 def _object_runs(s: Session) -> list[dict]:
     """The runs reading the dataset from the cell's object store (``storage.kind=object``): the store
-    served for the cell (the embedded server started, and stopped with its folder when the runs end),
-    the dataset put there once per content; a cold run reads what the server reads from its disk."""
+    served for the cell (the embedded server this process keeps for its cells, started by the first and
+    stopped with its folder when the process ends), the dataset put there once per content; a cold run
+    reads what the server reads from its disk."""
     from jobs.storage.objectstore import tier
 
     st = s.cell.config.storage

@@ -59,12 +59,30 @@ def _procs_under(folder: Path) -> list[int]:
     return out
 
 
-def _campaign(cwd: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def _on_both_endpoints(users_store, root: Path, cwd: Path, *args: str) -> None:
+    """``python -m campaign -m storage=s3 <args>`` on the embedded server (cell 0 first) and on the user's
+    store, the user's keys in the environment as AWS's; fails the test unless it succeeds."""
+    s = users_store[0]
+    root.mkdir()
+    keys = {"AWS_ACCESS_KEY_ID": s.credentials.access_key, "AWS_SECRET_ACCESS_KEY": s.credentials.secret_key}
     p = start_module(
-        "campaign", *args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        "campaign",
+        "-m",
+        "storage=s3",
+        f"storage.endpoint=null,{s.endpoint.url}",
+        f"storage.bucket={BUCKET}",
+        f"storage.root={root}",
+        *args,
+        "repeats=1",
+        "warmup=0",
+        cwd=cwd,
+        env=python_env(**keys),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     out, err = p.communicate(timeout=600)
-    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+    assert p.returncode == 0, out[-3000:] + err[-3000:]
 
 
 def test_a_campaign_reads_the_embedded_server_and_a_users_endpoint_by_counted_gets(
@@ -72,25 +90,8 @@ def test_a_campaign_reads_the_embedded_server_and_a_users_endpoint_by_counted_ge
 ):
     s, s3, planted = users_store
     root = disk_root / "s3root"
-    root.mkdir()
-    env = python_env(
-        AWS_ACCESS_KEY_ID=s.credentials.access_key, AWS_SECRET_ACCESS_KEY=s.credentials.secret_key
-    )
-    p = _campaign(
-        cwd,
-        "-m",
-        "storage=s3",
-        f"storage.endpoint=null,{s.endpoint.url}",
-        f"storage.bucket={BUCKET}",
-        f"storage.root={root}",
-        "storage.reader=native,fuse",
-        "threads=2",
-        "dataset.num_images=128",
-        "repeats=1",
-        "warmup=0",
-        env=env,
-    )
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    args = ("storage.reader=native,fuse", "threads=2", "dataset.num_images=128")
+    _on_both_endpoints(users_store, root, cwd, *args)
     rows = {(r["reader"], r["cell_dir"]): r for r in _rows(cwd)}
     assert len(rows) == 4
     # the cells in sweep order: endpoint null then the user's, each native then fuse
@@ -116,6 +117,11 @@ def test_a_campaign_reads_the_embedded_server_and_a_users_endpoint_by_counted_ge
     campaign = next(cwd.glob("multirun/*/*/results.csv")).parent
     record = json.loads((campaign / users["record"]).read_text())
     assert record["provenance"]["object_store"]["cache"] == "unknown (remote)"
+    # the campaign's two embedded cells shared one server: the second put nothing
+    first, second = (json.loads((campaign / r["record"]).read_text()) for r in (embedded, e_fuse))
+    first, second = first["provenance"]["object_store"], second["provenance"]["object_store"]
+    assert first["server_folder"] == second["server_folder"] and first["endpoint"] == second["endpoint"]
+    assert (first["objects_put"], second["objects_put"]) == (128, 0)
     assert (campaign / "fig4.png").is_file()
     # the embedded server is gone, its folder too; nothing of it runs
     assert list((root / "iocampaign" / "s3servers").iterdir()) == []
@@ -215,27 +221,15 @@ def test_the_stores_table_i_rows_gets_and_puts_at_each_count_cold_and_nothing_le
     users_store, disk_root, cwd
 ):
     s, s3, planted = users_store
-    root = disk_root / "baseline"
-    root.mkdir()
-    env = python_env(
-        AWS_ACCESS_KEY_ID=s.credentials.access_key, AWS_SECRET_ACCESS_KEY=s.credentials.secret_key
-    )
-    p = _campaign(
+    _on_both_endpoints(
+        users_store,
+        disk_root / "baseline",
         cwd,
-        "-m",
-        "storage=s3",
-        f"storage.endpoint=null,{s.endpoint.url}",
-        f"storage.bucket={BUCKET}",
-        f"storage.root={root}",
         "workload=baseline",
         "workload.file_gb=0.07",  # one object of 64 MiB: 2 in flight is measured on small objects only
         "workload.requests_in_flight=[1,2]",
         "dataset.num_images=64",
-        "repeats=1",
-        "warmup=0",
-        env=env,
     )
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     campaign = next(cwd.glob("multirun/*/*/table_i.csv")).parent
     with open(campaign / "table_i.csv") as f:
         (row,) = list(csv.DictReader(f))  # one tier: s3, its two cells' runs

@@ -1,6 +1,7 @@
 """An object store as a cell's tier (``storage.kind=object``): the store served for the cell (the
-embedded server started under the tool's folder on ``storage.root``, or a user's endpoint reached with
-the usual AWS credentials), the dataset put there once per content, and what each run needs: the GET
+embedded server under the tool's folder on ``storage.root``, which a process keeps for all its cells and
+stops when it ends, or a user's endpoint reached with the usual AWS credentials), the dataset put there
+once per content, and what each run needs: the GET
 that counts itself, the server's own read counter (what a cold run is verified by), and a check that
 fails the run, naming the endpoint, when any request failed.
 
@@ -10,6 +11,7 @@ lookup; ``describe`` (what provenance records) names the endpoint, bucket, prefi
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import logging
@@ -128,9 +130,9 @@ def opened(endpoint: Endpoint) -> Store:
 @contextlib.contextmanager
 def serving(st, root: str):
     """The cell's store for the storage tier ``st`` (a ``jobs.schema.StorageConf`` of kind object): the
-    embedded server started under ``root``'s tool folder (and stopped, its folder removed, at the end),
+    embedded server under ``root``'s tool folder (``embedded``: one a process keeps for all its cells),
     or the user's endpoint with its bucket checked."""
-    from jobs.storage.objectstore import client, server
+    from jobs.storage.objectstore import client
 
     prefix = (st.prefix or owned.NAME).strip("/")
     if st.endpoint:
@@ -139,18 +141,52 @@ def serving(st, root: str):
         client.check_bucket(s3, endpoint)
         store = Store(endpoint, s3)
     else:
-        parent = owned.under_tool_folder(root, SUBDIR, setting="storage.root")
-        srv = server.start(parent / f"{socket.gethostname()}-{os.getpid()}", st.bucket)
+        srv = embedded(root, st.bucket)
         endpoint = Endpoint(srv.endpoint.url, srv.endpoint.bucket, prefix)
         store = Store(endpoint, client.connect(endpoint, srv.credentials, CONNECTIONS), srv)
-        log.info("embedded S3 server (SeaweedFS) at %s, its data in %s", endpoint.url, srv.folder)
     _OPEN[endpoint] = store
     try:
         yield store
     finally:
         _OPEN.pop(endpoint, None)
-        if store.server is not None:
-            store.server.stop()
+
+
+_SERVERS: dict[tuple[str, str], Any] = {}  # (root, bucket) -> the embedded server this process keeps
+
+
+def embedded(root: str, bucket: str):
+    """The embedded server for ``root`` and ``bucket``: the one this process started for an earlier cell
+    while it still serves (a campaign's cells share it, and the datasets it holds), else a new one. Every
+    server this process started is stopped, its folder removed, when the process ends (``stop_all``)."""
+    from jobs.storage.objectstore import server
+
+    key = (os.path.realpath(root), bucket)
+    kept = _SERVERS.pop(key, None)
+    if kept is not None and kept.dead() is None:
+        _SERVERS[key] = kept
+        return kept
+    if kept is not None:  # it ended (killed in an earlier cell): its folder goes, a new one starts
+        kept.stop()
+    if not _STARTED:
+        atexit.register(stop_all)
+    parent = owned.under_tool_folder(root, SUBDIR, setting="storage.root")
+    name = f"{socket.gethostname()}-{os.getpid()}-{len(_STARTED)}"
+    srv = server.start(parent / name, bucket)
+    _SERVERS[key] = srv
+    _STARTED.append(srv)
+    log.info("embedded S3 server (SeaweedFS) at %s, its data in %s", srv.endpoint.url, srv.folder)
+    return srv
+
+
+_STARTED: list = []  # every embedded server this process started, in order
+
+
+def stop_all() -> None:
+    """Stop every embedded server this process started and remove their folders (idempotent)."""
+    while _SERVERS:
+        _SERVERS.popitem()[1].stop()
+    for srv in _STARTED:
+        srv.stop()
 
 
 def content_id(ds) -> str:
