@@ -10,7 +10,9 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -59,11 +61,19 @@ def _procs_under(folder: Path) -> list[int]:
     return out
 
 
-def _on_both_endpoints(users_store, root: Path, cwd: Path, *args: str) -> None:
+def _dead_pid() -> int:
+    """The pid of a process that has ended."""
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+def _on_both_endpoints(users_store, root: Path, cwd: Path, *args: str, mkdir: bool = True) -> None:
     """``python -m campaign -m storage=s3 <args>`` on the embedded server (cell 0 first) and on the user's
     store, the user's keys in the environment as AWS's; fails the test unless it succeeds."""
     s = users_store[0]
-    root.mkdir()
+    if mkdir:
+        root.mkdir()
     keys = {"AWS_ACCESS_KEY_ID": s.credentials.access_key, "AWS_SECRET_ACCESS_KEY": s.credentials.secret_key}
     p = start_module(
         "campaign",
@@ -90,8 +100,18 @@ def test_a_campaign_reads_the_embedded_server_and_a_users_endpoint_by_counted_ge
 ):
     s, s3, planted = users_store
     root = disk_root / "s3root"
+    # what a campaign killed with SIGKILL left (its server died with it), and a user's folder by such a name
+    gone = _dead_pid()
+    left = root / "iocampaign" / "s3servers" / f"{socket.gethostname()}-{gone}-0"
+    mine = root / "iocampaign" / "s3servers" / f"{socket.gethostname()}-{gone}-1"
+    for folder in (left, mine):
+        (folder / "data").mkdir(parents=True)
+        (folder / "data" / "1.dat").write_bytes(b"x" * 1000)
+    (left / server.MARKER).write_text("")
     args = ("storage.reader=native,fuse", "threads=2", "dataset.num_images=128")
-    _on_both_endpoints(users_store, root, cwd, *args)
+    _on_both_endpoints(users_store, root, cwd, *args, mkdir=False)
+    assert not left.exists() and (mine / "data" / "1.dat").read_bytes() == b"x" * 1000
+    shutil.rmtree(mine)
     rows = {(r["reader"], r["cell_dir"]): r for r in _rows(cwd)}
     assert len(rows) == 4
     # the cells in sweep order: endpoint null then the user's, each native then fuse

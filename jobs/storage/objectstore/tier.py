@@ -170,6 +170,7 @@ def embedded(root: str, bucket: str):
     if not _STARTED:
         atexit.register(stop_all)
     parent = owned.under_tool_folder(root, SUBDIR, setting="storage.root")
+    clear_stale(parent)
     name = f"{socket.gethostname()}-{os.getpid()}-{len(_STARTED)}"
     srv = server.start(parent / name, bucket)
     _SERVERS[key] = srv
@@ -179,6 +180,32 @@ def embedded(root: str, bucket: str):
 
 
 _STARTED: list = []  # every embedded server this process started, in order
+
+
+def clear_stale(parent: Path) -> None:
+    """Remove the server folders a killed campaign on this host left in ``parent`` (named
+    ``<host>-<pid>-<n>``, its process gone; its server died with it, and the folder may hold gigabytes
+    of objects). Only what ``server.remove`` removes: the user's own folders with the server's marker."""
+    from jobs.storage.objectstore import server
+
+    host = socket.gethostname()
+    for folder in parent.iterdir():
+        at, _, rest = folder.name.rpartition("-")
+        at, _, pid = at.rpartition("-")
+        if at != host or not pid.isdigit() or not rest.isdigit() or _alive(int(pid)):
+            continue
+        log.info("removing %s: a killed campaign's embedded S3 server (pid %s is gone)", folder, pid)
+        server.remove(folder)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def stop_all() -> None:
