@@ -341,3 +341,18 @@ def test_latency_percentiles_are_nearest_rank():
     assert stats.percentile_ms(50) == pytest.approx(50) and stats.percentile_ms(99) == pytest.approx(99)
     assert objects.Requests(latencies_s=[0.002, 0.001]).percentile_ms(50) == pytest.approx(1)
     assert objects.Requests().percentile_ms(50) is None
+
+
+def test_a_damaged_manifest_is_one_line_never_a_traceback_nor_a_reach_outside_its_dataset(store):
+    s, s3, _ = store
+    prefix = objects.dataset_prefix(s.endpoint, "damaged")
+    for body, words in (
+        (b"{not json", "is damaged (JSONDecodeError)"),
+        (b'{"objects": [{"key": "x"}]}', "is damaged (KeyError)"),
+        (b'{"objects": [{"key": "users/alice/data.bin", "size": 1}]}', "names objects outside its dataset"),
+    ):
+        s3.put_object(Bucket=s.endpoint.bucket, Key=f"{prefix}/{objects.MANIFEST}", Body=body)
+        with pytest.raises(client.StoreError) as e:
+            objects.listing(s3, s.endpoint, "damaged")
+        assert words in str(e.value) and "\n" not in str(e.value) and s.endpoint.url in str(e.value)
+    objects.delete_prefix(s3, s.endpoint, prefix)

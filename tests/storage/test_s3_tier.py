@@ -228,6 +228,14 @@ def test_planning_refuses_what_an_object_store_cannot_run_in_one_line(refusal, m
     one(refusal("storage=local", "storage.bucket=mine"), "storage.bucket=mine", "storage=local")
     one(refusal("storage=s3", "storage.reader=mountpoint"), "storage.reader")
     one(refusal("storage@stage=s3"), "stage=s3", "dataset only")
+    one(refusal("storage=s3", "workload=baseline", "storage.reader=fuse"), "storage.reader=native")
+    one(
+        refusal(
+            "storage=s3", "workload=baseline", "workload.file_gb=0.07", "workload.requests_in_flight=[2,4]"
+        ),
+        "workload.requests_in_flight=[2, 4]",
+        "1 objects of 64 MiB",
+    )
     assert refusal("storage=s3") is None
     assert refusal("storage=s3", "storage.reader=fuse") is None
     monkeypatch.setattr(fuse, "program", lambda: None)

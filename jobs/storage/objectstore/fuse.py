@@ -97,6 +97,13 @@ def mounted(store, prefix: str, root: str, timeout_s: float = 30.0):
         f"endpoint={e.region}",
         "-o",
         "ro",
+        # no retry the run does not see (s3fs's default is 5), and no wait of minutes on a dead server
+        "-o",
+        "retries=1",
+        "-o",
+        "connect_timeout=5",
+        "-o",
+        "readwrite_timeout=30",
     ]
     proc = subprocess.Popen(
         command,
@@ -148,5 +155,6 @@ def _wait_mounted(proc, point: Path, endpoint, timeout_s: float, said, reader) -
 
 def _unmount(point: Path) -> None:
     """Unmount the s3fs mount at ``point`` (lazily: a reader still inside does not keep it)."""
-    tool = ["umount", "-l"] if os.geteuid() == 0 else ["fusermount", "-u", "-z"]
+    fusermount = shutil.which("fusermount3") or shutil.which("fusermount") or "fusermount"
+    tool = ["umount", "-l"] if os.geteuid() == 0 else [fusermount, "-u", "-z"]
     subprocess.run([*tool, str(point)], capture_output=True)

@@ -92,6 +92,11 @@ def _reach(cfg, workload, able: str) -> None:
             f"{where}: workload={cfg.workload.name} does not read from an object store "
             f"(workloads of kind {able} do, so far)"
         )
+    if not workload.uses_framework and cfg.storage.reader == "fuse":
+        raise ConfigError(
+            f"{where}: workload={cfg.workload.name} measures the store's own GETs and PUTs; "
+            "storage.reader=fuse is for the runs that read the dataset (use storage.reader=native)"
+        )
     if cfg.framework.name not in workload.object_readers:
         raise ConfigError(
             f"{where}: framework={cfg.framework.name} does not read from an object store yet "

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jobs.storage.objectstore.client import why
+from jobs.storage.objectstore.client import StoreError, why
 from jobs.storage.objectstore.endpoint import Endpoint
 
 MANIFEST = "manifest.json"
@@ -64,8 +64,20 @@ def listing(s3, endpoint: Endpoint, content_id: str) -> Listing | None:
         if code in ("NoSuchKey", "404"):
             return None
         raise why(e, endpoint) from None
-    m = json.loads(body)
-    return Listing(prefix, tuple(o["key"] for o in m["objects"]), tuple(o["size"] for o in m["objects"]))
+    try:
+        m = json.loads(body)
+        keys, sizes = tuple(str(o["key"]) for o in m["objects"]), tuple(int(o["size"]) for o in m["objects"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise StoreError(
+            f"S3 endpoint {endpoint.url}, bucket {endpoint.bucket}: {prefix}/{MANIFEST} is damaged "
+            f"({type(e).__name__}); delete that prefix to upload the dataset again"
+        ) from None
+    if any(not k.startswith(prefix + "/") or k.endswith("/" + MANIFEST) for k in keys):
+        raise StoreError(
+            f"S3 endpoint {endpoint.url}, bucket {endpoint.bucket}: {prefix}/{MANIFEST} names objects "
+            "outside its dataset; delete that prefix to upload the dataset again"
+        )
+    return Listing(prefix, keys, sizes)
 
 
 def upload(
@@ -107,7 +119,17 @@ def delete_prefix(s3, endpoint: Endpoint, prefix: str) -> int:
     keys = [k for k in _existing(s3, endpoint, prefix) if k.startswith(prefix + "/")]
     for i in range(0, len(keys), 1000):
         chunk = [{"Key": k} for k in keys[i : i + 1000]]
-        s3.delete_objects(Bucket=endpoint.bucket, Delete={"Objects": chunk, "Quiet": True})
+        try:
+            answer = s3.delete_objects(Bucket=endpoint.bucket, Delete={"Objects": chunk, "Quiet": True})
+        except Exception as e:  # noqa: BLE001 - one line naming the endpoint
+            raise why(e, endpoint) from None
+        failed = answer.get("Errors") or []
+        if failed:
+            first = failed[0]
+            raise StoreError(
+                f"S3 endpoint {endpoint.url}, bucket {endpoint.bucket}: {len(failed)} objects under {prefix} "
+                f"were not deleted, e.g. {first.get('Key')}: {first.get('Code')} {first.get('Message', '')}"
+            )
     return len(keys)
 
 

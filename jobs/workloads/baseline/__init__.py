@@ -58,6 +58,15 @@ class Baseline(Workload):
                 raise ConfigError(
                     f"workload.requests_in_flight={counts} must list counts of requests from 1 to 64"
                 )
+            from jobs.workloads.baseline import object_store
+
+            large = object_store.large_objects(cfg.workload.file_gb)
+            if min(counts) > large:
+                raise ConfigError(
+                    f"workload.requests_in_flight={counts}: workload.file_gb={cfg.workload.file_gb} makes "
+                    f"{large} objects of 64 MiB, fewer than any count; list a count of {large} or less, or "
+                    "raise workload.file_gb"
+                )
             return  # the store's own requests: no fio, no file on the root
         if not (
             shutil.which("ior") or shutil.which("fio") or elsewhere(cfg)

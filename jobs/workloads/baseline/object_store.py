@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -43,6 +45,17 @@ def _get(store, key: str) -> int:
     return sum(len(c) for c in body.iter_chunks(CHUNK))
 
 
+def _fsync(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # a file the server removed meanwhile
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _put(store, key: str, body: bytes) -> None:
     store.client.put_object(Bucket=store.endpoint.bucket, Key=key, Body=body)
 
@@ -57,8 +70,13 @@ class _Sweep:
         self.read: dict[str, list[int | None]] = {"get_large": [0, 0], "get_small": [0, 0]}  # device, got
 
     def put(self, measure: str, keys: list[str], body: bytes, c: int) -> None:
-        took = _timed(lambda k: _put(self.store, k, body), keys, c)
-        self.rates[measure][str(c)] = len(keys) * len(body) / took / 1e6
+        """The PUTs, then (embedded server) its files flushed to its disk, inside the timed interval: the
+        server does not sync a PUT itself, and Table I's writes are flushed."""
+        t0 = time.perf_counter()
+        _timed(lambda k: _put(self.store, k, body), keys, c)
+        for path in self.store.server_files():
+            _fsync(path)
+        self.rates[measure][str(c)] = len(keys) * len(body) / (time.perf_counter() - t0) / 1e6
 
     def get(self, measure: str, keys: list[str], nbytes: int, c: int) -> None:
         cache.evict(self.store.server_files())
@@ -86,12 +104,20 @@ def _clean(store, prefix: str) -> None:
         log.warning("the baseline's objects under %s were not deleted: %s", prefix, e)
 
 
+def large_objects(file_gb: float) -> int:
+    """How many 64 MiB objects ``workload.file_gb`` makes (at least one)."""
+    return max(1, round(file_gb * 1e9 / LARGE))
+
+
 def run_once(ds, store, file_gb: float, in_flight: tuple[int, ...], tag: str) -> dict:
     """One baseline run on the object store ``store`` (``jobs.storage.objectstore.tier.Store``)."""
     import boto3
 
-    prefix = f"{store.endpoint.prefix}/baseline/{tag}-{os.getpid()}"
-    large_n = max(1, round(file_gb * 1e9 / LARGE))
+    # unique across hosts and processes: two campaigns on one user's bucket never meet
+    prefix = (
+        f"{store.endpoint.prefix}/baseline/{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}-{tag}"
+    )
+    large_n = large_objects(file_gb)
     blob, small_blob = os.urandom(LARGE), os.urandom(SMALL)
     small = list(ds.objects[:SMALL_MAX])
     sweep = _Sweep(store)
@@ -115,7 +141,7 @@ def run_once(ds, store, file_gb: float, in_flight: tuple[int, ...], tag: str) ->
     best_get, best_put = (max(rates[m], key=lambda k: rates[m][k]) for m in ("get_large", "put_large"))
     commands = {
         "seq_read": f"GET {large_n} objects of 64 MiB, {best_get} in flight, cold ({client})",
-        "seq_write": f"PUT {large_n} objects of 64 MiB, {best_put} in flight ({client})",
+        "seq_write": f"PUT {large_n} objects of 64 MiB, {best_put} in flight, flushed ({client})",
         **{
             f"small_read_{c}": f"GET the dataset's first {min(len(ds.objects), SMALL_MAX)} objects, "
             f"{c} in flight, cold ({client})"
