@@ -17,7 +17,6 @@ from jobs.execution.placement import Placement
 from jobs.runner.result import RunParts
 
 log = logging.getLogger(__name__)
-SERVED = "server_bytes_read"  # an object-store run's device bytes (jobs.storage.objectstore.tier)
 
 
 @dataclass
@@ -141,8 +140,6 @@ def _one(s: Session, where: Where, k: int) -> tuple[RunParts, Any]:
         store.end_run()
     if store is not None and s.w.uses_framework:  # it read the dataset (a baseline counts its own requests)
         figures.update(store.run_figures(served, result.get("seconds") or after.t - before.t))
-        # what the server read from its disk is the device's share: this process reads none of the data
-        figures["bytes_read_device"] = figures.get(SERVED)
     if svc:  # the workers read the data: their bytes join the consumer's
         svc.add_counters(io0, figures)
     timed = "start" in ctx.marks and "end" in ctx.marks  # the workload marked its timed interval
