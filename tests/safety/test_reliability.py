@@ -260,6 +260,7 @@ def _digest(folder: Path) -> dict[str, str]:
 
 
 @pytest.mark.cells
+@pytest.mark.tiers  # its mount namespace would hold a copy of a tier mounted meanwhile (its loop device)
 def test_two_runs_of_one_cell_in_pid_namespaces_never_touch_each_others_checkpoints(tmp_path):
     """Under ``unshare --pid`` both campaigns' cells run as the same pid: the kept checkpoints of the
     first survive the second byte for byte, and each run has its own folder."""

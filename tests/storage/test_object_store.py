@@ -8,6 +8,7 @@ import dataclasses
 import hashlib
 import os
 import socket
+import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -15,12 +16,21 @@ from pathlib import Path
 import pytest
 
 from jobs.storage.objectstore import client, objects, server
+from support.skips import needs_root
 
 pytestmark = pytest.mark.cells  # starts a real SeaweedFS server (about 4 s)
 
 
 def _tmp_sockets() -> set[str]:
     return {n for n in os.listdir("/tmp") if n.startswith("seaweedfs-")}
+
+
+def _held_elsewhere(pid: int, folder: Path) -> list[str]:
+    """The mounts in server ``pid``'s namespace other than its root, its folder, its /tmp, /etc and the
+    system trees (/dev, /proc, /sys): what it would keep alive that is not its own."""
+    points = [line.split()[4] for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines()]
+    own = {"/", str(folder), "/tmp", "/etc"}
+    return [m for m in points if m not in own and not m.startswith(("/dev", "/proc", "/sys"))]
 
 
 @pytest.fixture(scope="module")
@@ -210,6 +220,31 @@ def test_without_seaweedfs_the_server_is_one_line_naming_the_install(tmp_path, m
     assert not (tmp_path / "iocampaign" / "s3server").exists()
 
 
+@needs_root
+def test_a_file_system_mounted_before_the_server_started_is_not_held_by_it(tmp_path):
+    """The server's mount namespace starts as a copy of every mount: one kept there would hold a file
+    system (an emulated tier's loop device, a user's disk) for as long as the server runs, whoever
+    unmounts it outside. Unmounted and detached while the server runs, the loop device is gone."""
+    image, mnt = tmp_path / "fs.img", tmp_path / "mnt"
+    mnt.mkdir()
+    subprocess.run(["truncate", "-s", "16M", image], check=True)
+    subprocess.run(["mkfs.ext4", "-q", "-F", image], check=True)
+    loop = subprocess.run(["losetup", "-f", "--show", image], capture_output=True, text=True, check=True)
+    subprocess.run(["mount", loop.stdout.strip(), mnt], check=True)
+    try:
+        s = server.start(tmp_path / "iocampaign" / "s3server")
+    finally:
+        subprocess.run(["umount", mnt], check=True)
+        subprocess.run(["losetup", "-d", loop.stdout.strip()], check=True)
+    try:
+        assert _held_elsewhere(s.process.pid, s.folder) == []
+        client.check_bucket(client.connect(s.endpoint, s.credentials), s.endpoint)
+        held = subprocess.run(["losetup", "-j", image], capture_output=True, text=True, check=True).stdout
+        assert held == ""
+    finally:
+        s.stop()
+
+
 def test_a_second_user_runs_a_server_of_their_own_beside_roots(store, shared, other_user):
     """A user other than root gets the same confinement (a user namespace): their server answers, its
     sockets stay in their folder, and root's server beside it is untouched."""
@@ -229,13 +264,29 @@ def test_a_second_user_runs_a_server_of_their_own_beside_roots(store, shared, ot
         "c.put_object(Bucket='iocampaign', Key='iocampaign/x', Body=b'theirs')\n"
         "print(c.get_object(Bucket='iocampaign', Key='iocampaign/x')['Body'].read().decode())\n"
         "print(sorted(p.name.split('-')[1] for p in (s.folder / 'tmp').glob('seaweedfs-*')))\n"
+        "print(open(f'/proc/{s.process.pid}/mountinfo').read(), file=open('mounts', 'w'))\n"
         "s.stop()\n"
     )
     p = as_user(
-        other_user, "env", f"HOME={shared}", *(f"{k}={v}" for k, v in env.items()), *python, "-c", code
+        other_user,
+        "env",
+        f"HOME={shared}",
+        *(f"{k}={v}" for k, v in env.items()),
+        *python,
+        "-c",
+        code,
+        cwd=shared,
     )
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.splitlines() == ["theirs", "['filer', 'master', 's3', 'volume']"]
+    # in a user namespace too, the server's root holds only its folder and the system trees
+    points = [line.split()[4] for line in (shared / "mounts").read_text().splitlines() if line]
+    folder = str(shared / f"iocampaign-{other_user[0]}" / "s3server")
+    assert [
+        m
+        for m in points
+        if m not in {"/", folder, "/tmp", "/etc"} and m.split("/")[1] not in ("dev", "proc", "sys")
+    ] == []
     assert list((shared / f"iocampaign-{other_user[0]}").iterdir()) == []  # their server's folder is gone
     assert _tmp_sockets() == before
     client.check_bucket(s3, s.endpoint)  # root's server still answers

@@ -150,29 +150,20 @@ def remove(folder: Path) -> None:
 
 
 def _confined(folder: Path, program_fd: int, command: list[str]) -> list[str]:
-    """``command`` (run in the server's ``folder``) in a mount namespace of its own whose /tmp is the
-    folder's ``tmp``: SeaweedFS puts its gRPC sockets in /tmp by fixed names, where another user could
-    plant a link or take the name first. The folder is bound back at its own path (it may lie under
-    /tmp: SeaweedFS makes its paths absolute), the program runs from ``program_fd``, opened before /tmp
-    was covered (it may lie under /tmp too). A user namespace (``unshare --map-root-user``) lets a user
-    other than root do the same."""
-    script = " && ".join(
-        (
-            "mount --bind tmp /tmp",
-            'mkdir -p "$0"',
-            'mount --bind . "$0"',
-            f'exec /proc/self/fd/{program_fd} "$@"',
-        )
-    )
+    """``command`` (the program at ``program_fd`` with these arguments) run in ``folder``, in a mount
+    namespace of its own whose root holds only the folder and the system trees (confine.py says why).
+    A user namespace (``unshare --user --map-root-user``) lets a user other than root do the same."""
     return [
         "unshare",
         *([] if os.geteuid() == 0 else ["--user", "--map-root-user"]),
         "--mount",
         "--propagation=private",
-        "sh",
-        "-c",
-        script,
+        sys.executable,
+        "-I",
+        "-S",
+        str(Path(__file__).with_name("confine.py")),
         str(folder),
+        str(program_fd),
         *command,
     ]
 
@@ -272,7 +263,7 @@ def _prepare(folder: Path) -> Path:
         remove(folder)
     folder = Path(os.path.realpath(owned.ensure(folder, "storage.root", own_from=folder.parent)))
     (folder / MARKER).write_text("an embedded S3 server's folder, removed when it stops\n")
-    for sub in ("data", "logs", "tmp"):
+    for sub in ("data", "logs", "tmp", "root"):
         (folder / sub).mkdir(mode=0o700, exist_ok=True)
     return folder
 
