@@ -48,6 +48,7 @@ def sweep(tmp_path_factory):
         "repeats=2",
         f"hydra.sweep.dir={out}",
         cwd=work,
+        fresh=True,  # TensorFlow imported cold: its start-up lines are what a test below checks
     )
     # storage.root given once applies to both tiers (the tmpfs cells on disk: storage.fs_check=false); tmpfs
     # gets its own run below

@@ -19,7 +19,7 @@ def _run(module: str, *args: str, cwd, timeout: int = 600) -> subprocess.Complet
     """``python -m <module>`` as a user types it: no TF_CPP_MIN_LOG_LEVEL of the Makefile's."""
     env = python_env()
     del env["TF_CPP_MIN_LOG_LEVEL"]
-    return run_module(module, *args, cwd=cwd, env=env, timeout=timeout)
+    return run_module(module, *args, cwd=cwd, env=env, timeout=timeout, fresh=True)  # a cold start's lines
 
 
 @pytest.mark.cells

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from support import forkserver
 from support.paths import ROOT
 
 
@@ -19,17 +20,41 @@ def python_env(**extra: str) -> dict[str, str]:
 
 
 def run_module(
-    module: str, *args: str, cwd: Path, timeout: float = 600, env: dict[str, str] | None = None
+    module: str,
+    *args: str,
+    cwd: Path,
+    timeout: float = 600,
+    env: dict[str, str] | None = None,
+    fresh: bool = False,
 ) -> subprocess.CompletedProcess:
-    """``python -m <module> <args>`` in ``cwd``, its output captured; a hang fails the test at ``timeout``."""
-    return subprocess.run(
-        [sys.executable, "-m", module, *args],
-        cwd=cwd,
-        env=env or python_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    """``python -m <module> <args>`` in ``cwd``, its output captured; a hang fails the test at ``timeout``.
+    It runs in a process forked from a warm interpreter (support/forkserver.py: the heavy libraries
+    already imported); ``fresh``, or IOCAMPAIGN_TESTS_FRESH=1 for every command, starts a new Python
+    instead (a test of what a cold start prints or writes: TensorFlow's start-up lines)."""
+    env = env or python_env()
+    # the server's sys.path is its own PYTHONPATH's: a command given another (a workload from outside the
+    # package) starts fresh
+    fresh = fresh or env.get("PYTHONPATH") != python_env().get("PYTHONPATH")
+    if fresh or os.environ.get("IOCAMPAIGN_TESTS_FRESH") == "1":
+        return subprocess.run(
+            [sys.executable, "-m", module, *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    return _warm().run(module, list(args), cwd, env, timeout)
+
+
+_SERVER: list[forkserver.Client] = []
+
+
+def _warm() -> forkserver.Client:
+    """This test process's fork server, started on first use (again if it ended)."""
+    if not _SERVER or not _SERVER[0].alive():
+        _SERVER[:] = [forkserver.Client(python_env())]
+    return _SERVER[0]
 
 
 def start_module(
@@ -40,9 +65,9 @@ def start_module(
     return subprocess.Popen([sys.executable, "-m", module, *args], cwd=cwd, env=env or python_env(), **popen)
 
 
-def campaign(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    """``python -m campaign <args>`` in ``cwd``."""
-    return run_module("campaign", *args, cwd=cwd, timeout=timeout)
+def campaign(*args: str, cwd: Path, timeout: float = 600, fresh: bool = False) -> subprocess.CompletedProcess:
+    """``python -m campaign <args>`` in ``cwd`` (``fresh``: in a new Python, as run_module says)."""
+    return run_module("campaign", *args, cwd=cwd, timeout=timeout, fresh=fresh)
 
 
 def analysis(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:

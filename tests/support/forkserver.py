@@ -1,0 +1,243 @@
+"""A warm interpreter that starts the project's commands by ``fork``: ``python -m <module> <args>`` as the
+tests run it, without paying Python's start and the heavy libraries' imports (TensorFlow without Keras,
+PyTorch, pandas, matplotlib, Hydra: about 5 s of a 2-core machine's time) once per command.
+
+Each command still runs in a process of its own, from a fresh copy of this interpreter taken before any
+of the project's modules is imported: its module run as ``__main__`` (``runpy``), in its folder, with its
+own environment, arguments and standard streams, and ended as an interpreter ends (``atexit``, threads
+joined, streams flushed). What differs from a cold ``python -m``: the preloaded libraries are already in
+``sys.modules`` (TensorFlow's start-up lines are therefore not printed again, and no
+``tensorflow_startup.log`` is written: tests of those use ``fresh=True``), and the process's parent is
+a shepherd forked from here rather than the test.
+
+Run as ``python forkserver.py FD``: FD is one end of a ``SOCK_SEQPACKET`` socket pair. Each request on
+it is one message (JSON: module, args, cwd, env) with four descriptors: stdin, stdout and stderr for the
+command, and one end of a socket pair on which the shepherd answers ``{"pid": N}`` once the command
+runs, then ``{"returncode": R}`` when it ends (negative: the signal that ended it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+
+
+def _preload() -> None:
+    import importlib.abc
+
+    class _KerasLater(importlib.abc.MetaPathFinder):  # as jobs.execution.tfstart imports TensorFlow
+        def find_spec(self, name, path=None, target=None):
+            if name.startswith("keras.src"):
+                raise ImportError(name)
+            return None
+
+    import matplotlib
+
+    matplotlib.use("Agg")  # as the project's figures choose it, before pyplot
+    import hydra  # noqa: F401
+    import matplotlib.pyplot  # noqa: F401
+    import omegaconf  # noqa: F401
+    import pandas  # noqa: F401
+    import submitit  # noqa: F401
+
+    later = _KerasLater()
+    sys.meta_path.insert(0, later)
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)  # TensorFlow's start-up lines: the commands' are what tests see
+            import tensorflow as tf
+
+            tf.config.list_physical_devices()  # as tfstart does: the CUDA platform's lines, here
+    finally:
+        sys.meta_path.remove(later)
+        os.dup2(saved, 2)
+        os.close(saved)
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        pass
+
+
+class _Run(Exception):
+    """Raised in the command's process to leave the server's loop before running it."""
+
+    def __init__(self, request: dict):
+        self.request = request
+
+
+def _serve(control: socket.socket) -> None:
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # shepherds are reaped by the kernel
+    while True:
+        try:
+            data, fds, _, _ = socket.recv_fds(control, 1 << 20, 4)
+        except OSError:
+            return
+        if not data:
+            return  # the tests' worker ended
+        if os.fork() == 0:  # the shepherd
+            control.close()
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            _shepherd(json.loads(data), fds)  # returns only in the command's process
+            return
+        for fd in fds:
+            os.close(fd)
+
+
+def _shepherd(request: dict, fds: list[int]) -> None:
+    stdin, stdout, stderr, answer_fd = fds
+    answer = socket.socket(fileno=answer_fd)
+    pid = os.fork()
+    if pid == 0:
+        answer.close()
+        for fd, target in ((stdin, 0), (stdout, 1), (stderr, 2)):
+            os.dup2(fd, target)
+            os.close(fd)
+        raise _Run(request)
+    try:
+        for fd in (stdin, stdout, stderr):
+            os.close(fd)
+        answer.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+        _, status = os.waitpid(pid, 0)
+        answer.sendall(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
+    finally:  # the test may have gone (a timeout): the shepherd ends all the same
+        os._exit(0)
+
+
+def _run(request: dict) -> None:
+    import runpy
+
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.path[0] = request["cwd"]  # as ``python -m`` puts its folder first
+    sys.argv = ["-m", *request["args"]]
+    runpy._run_module_as_main(request["module"])  # what ``python -m`` calls
+
+
+def main() -> None:
+    control = socket.socket(fileno=int(sys.argv[1]))
+    _preload()
+    control.sendall(b"ready")
+    try:
+        _serve(control)
+    except _Run as run:  # sys.stdin, stdout and stderr are on descriptors 0-2: now the command's
+        _exit(_run, run.request)
+
+
+def _exit(command, request: dict) -> None:
+    """Run ``command(request)`` and end this process as the interpreter ends it (the exit code of its
+    SystemExit, an uncaught exception's traceback and 1, threads joined, ``atexit`` run, streams
+    flushed), without tearing down every module: with TensorFlow and PyTorch loaded that takes seconds,
+    where the command alone would not have loaded them."""
+    import atexit
+    import threading
+    import traceback
+
+    code: object = 0
+    interrupted = False
+    try:
+        command(request)
+    except SystemExit as e:
+        code = e.code
+    except BaseException as e:
+        traceback.print_exc()
+        code, interrupted = 1, isinstance(e, KeyboardInterrupt)
+    threading._shutdown()
+    atexit._run_exitfuncs()
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    if interrupted:  # as Python ends on an uncaught KeyboardInterrupt: by SIGINT
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    os._exit((code or 0) & 0xFF)
+
+
+if __name__ == "__main__":
+    main()
+
+
+class Client:
+    """The tests' side: one server per test process, started on first use (about 6 s) and ended with it."""
+
+    def __init__(self, env: dict[str, str]):
+        import subprocess
+        import threading
+
+        control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+        )
+        theirs.close()
+        self.control = control
+        self.lock = threading.Lock()
+        if control.recv(16) != b"ready":
+            raise RuntimeError(f"the fork server ended while importing (exit {self.process.wait()})")
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def run(self, module: str, args: list[str], cwd, env: dict[str, str], timeout: float):
+        """As ``subprocess.run([python, "-m", module, *args], capture_output=True, text=True, ...)``."""
+        import subprocess
+        import threading
+
+        argv = [sys.executable, "-m", module, *args]
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        answer, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        null = os.open(os.devnull, os.O_RDONLY)
+        request = {"module": module, "args": list(args), "cwd": str(cwd or os.getcwd()), "env": dict(env)}
+        try:
+            with self.lock:
+                socket.send_fds(
+                    self.control, [json.dumps(request).encode()], [null, out_w, err_w, theirs.fileno()]
+                )
+        finally:
+            for fd in (null, out_w, err_w):
+                os.close(fd)
+            theirs.close()
+        chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
+
+        def drain(fd: int) -> None:
+            with open(fd, "rb", buffering=0) as f:
+                while block := f.read(65536):
+                    chunks[fd].append(block)
+
+        readers = [threading.Thread(target=drain, args=(fd,), daemon=True) for fd in (out_r, err_r)]
+        for t in readers:
+            t.start()
+        lines = answer.makefile("rb")
+        answer.settimeout(timeout)
+        pid = json.loads(lines.readline())["pid"]
+        try:
+            status = lines.readline()
+        except TimeoutError:
+            os.kill(pid, signal.SIGKILL)
+            for t in readers:
+                t.join(5)
+            out, err = b"".join(chunks[out_r]), b"".join(chunks[err_r])
+            raise subprocess.TimeoutExpired(argv, timeout, out, err) from None
+        finally:
+            answer.close()
+        for t in readers:
+            t.join()
+
+        def text(fd: int) -> str:
+            data = b"".join(chunks[fd]).decode(errors="strict")
+            return data.replace("\r\n", "\n").replace("\r", "\n")
+
+        return subprocess.CompletedProcess(argv, json.loads(status)["returncode"], text(out_r), text(err_r))
