@@ -34,7 +34,7 @@ def run_module(
     env = env or python_env()
     # the server's sys.path is its own PYTHONPATH's: a command given another (a workload from outside the
     # package) starts fresh
-    fresh = fresh or env.get("PYTHONPATH") != python_env().get("PYTHONPATH")
+    fresh = fresh or env.get("PYTHONPATH") != str(ROOT)
     if fresh or os.environ.get("IOCAMPAIGN_TESTS_FRESH") == "1":
         return subprocess.run(
             [sys.executable, "-m", module, *args],

@@ -23,17 +23,10 @@ import os
 import signal
 import socket
 import sys
+from pathlib import Path
 
 
 def _preload() -> None:
-    import importlib.abc
-
-    class _KerasLater(importlib.abc.MetaPathFinder):  # as jobs.execution.tfstart imports TensorFlow
-        def find_spec(self, name, path=None, target=None):
-            if name.startswith("keras.src"):
-                raise ImportError(name)
-            return None
-
     import matplotlib
 
     matplotlib.use("Agg")  # as the project's figures choose it, before pyplot
@@ -43,19 +36,11 @@ def _preload() -> None:
     import pandas  # noqa: F401
     import submitit  # noqa: F401
 
-    later = _KerasLater()
-    sys.meta_path.insert(0, later)
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "wb") as null:
-            os.dup2(null.fileno(), 2)  # TensorFlow's start-up lines: the commands' are what tests see
-            import tensorflow as tf
+    from jobs.execution import tfstart
 
-            tf.config.list_physical_devices()  # as tfstart does: the CUDA platform's lines, here
-    finally:
-        sys.meta_path.remove(later)
-        os.dup2(saved, 2)
-        os.close(saved)
+    # TensorFlow as a cell imports it (without Keras, found on first use), its start-up lines discarded:
+    # the commands' own are what tests see
+    tfstart.import_quietly(Path(os.devnull), keras=False)
     try:
         import torch  # noqa: F401
     except ImportError:
