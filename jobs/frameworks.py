@@ -23,6 +23,7 @@ class Framework:
     posix_traceable: bool  # trace.posix=true traces its reads (LD_PRELOAD into every reading process)
     prefetch_to_device: bool  # prefetch_to=device is its own transformation
     prefetch: bool  # prefetch=N is a transformation of its pipeline (a DataLoader's workers load ahead)
+    object_client: str  # the distribution its native object-store reader GETs with (storage=s3)
 
 
 FRAMEWORKS = {
@@ -34,6 +35,7 @@ FRAMEWORKS = {
         posix_traceable=True,
         prefetch_to_device=True,
         prefetch=True,
+        object_client="boto3",  # GETs in tf.data's map (jobs.data.s3)
     ),
     "pytorch": Framework(
         "pytorch",
@@ -43,6 +45,7 @@ FRAMEWORKS = {
         posix_traceable=True,
         prefetch_to_device=False,
         prefetch=False,
+        object_client="s3torchconnector",  # S3MapDataset over the AWS CRT client (jobs.data.loader.s3)
     ),
 }
 

@@ -111,7 +111,11 @@ def _provenance(s: Session, lock_wait_s: float, modeled: list) -> dict:
 
     root = s.cell.config.storage.root
     s.data_dir = os.path.dirname(s.ds.storage_files[0]) if s.ds.storage_files else root
-    framework = (frameworks.of(s.cfg).package,) if s.w.uses_framework else ()
+    fw = frameworks.of(s.cfg)
+    framework = (fw.package,) if s.w.uses_framework else ()
+    st = s.cell.config.storage
+    if s.w.uses_framework and st.kind == "object" and st.reader == "native":
+        framework += (fw.object_client,)  # the client the runs GET with
     prov = provenance.collect(root, s.data_dir, (*s.w.packages, *framework))
     prov["device_lock_wait_s"] = lock_wait_s
     if modeled:
@@ -177,7 +181,8 @@ def _object_runs(s: Session) -> list[dict]:
     st = s.cell.config.storage
     with tier.serving(st, st.root) as store:
         s.ds, facts = tier.put_dataset(store, s.ds)
-        s.prov["object_store"] = {**store.describe(), "reader": str(st.reader), **facts}
+        client = frameworks.of(s.cfg).object_client if st.reader == "native" else "s3fs"
+        s.prov["object_store"] = {**store.describe(), "reader": str(st.reader), "client": client, **facts}
         s.store, s.kind = store, "object"
         if store.server is not None:  # the device a cold run is counted on: the server's
             s.data_dir = str(store.server.data_dir)

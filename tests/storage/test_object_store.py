@@ -407,3 +407,79 @@ def test_a_damaged_manifest_is_one_line_never_a_traceback_nor_a_reach_outside_it
             objects.listing(s3, s.endpoint, "damaged")
         assert words in str(e.value) and "\n" not in str(e.value) and s.endpoint.url in str(e.value)
     objects.delete_prefix(s3, s.endpoint, prefix)
+
+
+def test_a_dataloader_reads_every_image_by_s3torchconnector_and_a_failed_get_fails_the_run(
+    store, tmp_path, monkeypatch
+):
+    """PyTorch's native reader (s3torchconnector's S3MapDataset) in a real DataLoader of 2 forked workers:
+    every image arrives once with its file's bytes, decoded; every worker's GET comes back with its batch
+    and is counted in the store, on the store's keys lent to the workers' environment and taken back after;
+    an object gone from the store is a counted error that fails the run naming the endpoint."""
+    from jobs.data.datasets import Dataset
+    from jobs.data.loader import build
+    from jobs.data.loader import s3 as torch_s3
+    from jobs.data.pipeline import PipelineSettings
+    from jobs.storage.objectstore import tier
+    from support.files import make_jpegs
+
+    s, s3, _ = store
+    files = make_jpegs(tmp_path / "torch", 24, side=32)
+    listed, _ = objects.upload(s3, s.endpoint, files, "dataloader")
+    n = len(files)
+    ds = Dataset(
+        "torch",
+        "test",
+        str(tmp_path),
+        tuple(map(str, files)),
+        (0,) * n,
+        tuple(f.stat().st_size for f in files),
+        1,
+        store=s.endpoint,
+        objects=listed.keys,
+    )
+    opened = tier.Store(s.endpoint, s3, s)
+    monkeypatch.setitem(tier._OPEN, s.endpoint, opened)  # as tier.serving opens it for a cell
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "the-users-own")
+    settings = PipelineSettings(threads=2, batch_size=5, prefetch=0, image_side=16, seed=1)
+    lo = build.Loader(2, 2, False, False, "fork")
+
+    def one_pass() -> dict:
+        opened.begin_run()
+        seen = {}
+        with torch_s3.credentials(ds):
+            data, sampler = build.dataset(ds, settings, decode=True)
+            for batch in build.loader(data, sampler, settings, lo):
+                torch_s3.counted(ds)(batch.requests)
+                assert batch.worker_ready is not None  # loaded in a worker, not here
+                for i, nbytes in zip(batch.indices.tolist(), batch.nbytes.tolist()):
+                    seen[i] = nbytes
+                if batch.images is not None:
+                    assert tuple(batch.images.shape[1:]) == (16, 16, 3)
+        assert os.environ["AWS_ACCESS_KEY_ID"] == "the-users-own"  # the store's keys were lent, not left
+        return seen
+
+    assert one_pass() == {k: f.stat().st_size for k, f in enumerate(files)}
+    summary = opened.requests.summary(1.0)
+    assert summary["requests"] == n and summary["request_errors"] == 0
+    assert summary["request_bytes"] == listed.bytes and 1 <= summary["requests_in_flight_max"] <= 2
+    assert 0 < summary["get_latency_p50_ms"] <= summary["get_latency_p99_ms"]
+    opened.end_run()  # nothing failed: no error
+
+    s3.delete_object(Bucket=s.endpoint.bucket, Key=listed.keys[3])  # gone from the store mid-campaign
+    assert 3 not in one_pass()
+    assert opened.requests.errors == 1 and opened.requests.count == n
+    with pytest.raises(client.StoreError) as e:
+        opened.end_run()
+    assert s.endpoint.url in str(e.value) and "1 of 24 requests failed" in str(e.value)
+    assert "\n" not in str(e.value)
+    objects.delete_prefix(s3, s.endpoint, listed.prefix)
+
+
+def test_requests_in_flight_of_other_processes_are_their_overlapping_intervals():
+    stats = objects.Requests()
+    stats.add([(0.0, 1.0, 10, None), (0.5, 1.5, 20, None), (1.0, 2.0, 0, "Service error: gone")])
+    assert stats.max_in_flight == 2 and stats.count == 3 and stats.errors == 1 and stats.bytes == 30
+    assert stats.summary(2.0)["requests_in_flight_mean"] == pytest.approx(1.5)
+    stats.add([(5.0, 6.0, 1, None)])  # a later batch: apart from the first, the most stays 2
+    assert stats.max_in_flight == 2 and stats.count == 4

@@ -108,40 +108,53 @@ def test_a_campaign_reads_the_embedded_server_and_a_users_endpoint_by_counted_ge
         (folder / "data").mkdir(parents=True)
         (folder / "data" / "1.dat").write_bytes(b"x" * 1000)
     (left / server.MARKER).write_text("")
-    args = ("storage.reader=native,fuse", "threads=2", "dataset.num_images=128")
+    args = (
+        "storage.reader=native,fuse",
+        "framework=tensorflow,pytorch",
+        "threads=2",
+        "dataset.num_images=128",
+    )
     _on_both_endpoints(users_store, root, cwd, *args, mkdir=False)
     assert not left.exists() and (mine / "data" / "1.dat").read_bytes() == b"x" * 1000
     shutil.rmtree(mine)
-    rows = {(r["reader"], r["cell_dir"]): r for r in _rows(cwd)}
-    assert len(rows) == 4
-    # the cells in sweep order: endpoint null then the user's, each native then fuse
-    (embedded, e_fuse, users, u_fuse) = (rows[k] for k in sorted(rows, key=lambda k: int(k[1])))
-    assert [r["reader"] for r in (embedded, e_fuse, users, u_fuse)] == ["native", "fuse"] * 2
-    for r in (embedded, users):  # the native reader's own GETs
+    cells = sorted(_rows(cwd), key=lambda r: int(r["cell_dir"]))
+    assert len(cells) == 8
+    # the cells in sweep order: endpoint null then the user's, each native then fuse, each TensorFlow then
+    # PyTorch (its DataLoader's 2 workers: s3torchconnector's GETs natively, files on the s3fs mount)
+    assert [(r["reader"], r["framework"]) for r in cells] == [
+        (reader, fw) for reader in ("native", "fuse") for fw in ("tensorflow", "pytorch")
+    ] * 2
+    embedded, users = cells[:4], cells[4:]
+    for r in (embedded[0], embedded[1], users[0], users[1]):  # the native readers' own GETs, counted
         assert float(r["requests"]) == float(r["images"]) == 128 and float(r["request_errors"]) == 0
         assert 0 < float(r["get_latency_p50_ms"]) <= float(r["get_latency_p99_ms"])
         assert 0 < float(r["requests_in_flight_mean"]) <= float(r["requests_in_flight_max"]) <= 2
         assert r["bound"] and "GETs in flight" in r["bound_reason"]
-    for r in (e_fuse, u_fuse):  # s3fs read them as files: every image arrives, no GET of the tool's
+    for r in (
+        *embedded[2:],
+        *users[2:],
+    ):  # s3fs read them as files: every image arrives, no GET of the tool's
         assert float(r["images"]) == 128 and float(r["images_dropped"]) == 0 and r["get_latency_p50_ms"] == ""
     # s3fs's requests as the embedded server answered them: at least a GET per image
-    assert float(e_fuse["requests"]) >= 128 and u_fuse["requests"] == ""
-    # cold on the embedded server, with both readers: it read from its disk what the run consumed
-    for r in (embedded, e_fuse):
+    assert all(float(r["requests"]) >= 128 for r in embedded[2:]) and users[2]["requests"] == ""
+    # cold on the embedded server, with every reader and framework: it read from its disk what was consumed
+    for r in embedded:
         assert r["cache_state"] == "cold"
         assert float(r["server_bytes_read"]) >= 0.9 * float(r["bytes_consumed"])
         assert float(r["server_cpu_s"]) > 0
     # a user's endpoint: nothing the tool can see of its cache or disks
-    for r in (users, u_fuse):
+    for r in users:
         assert r["cache_state"] == "unknown" and r["server_bytes_read"] == "" and r["device_busy"] == ""
     campaign = next(cwd.glob("multirun/*/*/results.csv")).parent
-    record = json.loads((campaign / users["record"]).read_text())
+    record = json.loads((campaign / users[0]["record"]).read_text())
     assert record["provenance"]["object_store"]["cache"] == "unknown (remote)"
-    # the campaign's two embedded cells shared one server: the second put nothing
-    first, second = (json.loads((campaign / r["record"]).read_text()) for r in (embedded, e_fuse))
-    first, second = first["provenance"]["object_store"], second["provenance"]["object_store"]
-    assert first["server_folder"] == second["server_folder"] and first["endpoint"] == second["endpoint"]
-    assert (first["objects_put"], second["objects_put"]) == (128, 0)
+    # the campaign's embedded cells shared one server: only the first put the dataset
+    stores = [
+        json.loads((campaign / r["record"]).read_text())["provenance"]["object_store"] for r in embedded
+    ]
+    assert len({(p["server_folder"], p["endpoint"]) for p in stores}) == 1
+    assert [p["objects_put"] for p in stores] == [128, 0, 0, 0]
+    assert [p["client"] for p in stores] == ["boto3", "s3torchconnector", "s3fs", "s3fs"]
     assert (campaign / "fig4.png").is_file()
     # the embedded server is gone, its folder too; nothing of it runs
     assert list((root / "iocampaign" / "s3servers").iterdir()) == []
@@ -217,7 +230,7 @@ def test_planning_refuses_what_an_object_store_cannot_run_in_one_line(refusal, m
             assert w in line, line
 
     one(refusal("storage=s3", "workload=alexnet"), "storage=s3", "workload=alexnet", "microbench")
-    one(refusal("storage=s3", "framework=pytorch"), "framework=pytorch", "tensorflow")
+    one(refusal("storage=s3", "framework=pytorch", "workload=alexnet"), "workload=alexnet", "microbench")
     one(refusal("storage=s3", "dataset.format=tfrecord"), "dataset.format=tfrecord")
     one(refusal("storage=s3", "trace.posix=true"), "trace.posix=true")
     one(refusal("storage=s3", "storage.bucket=Not_A_Bucket"), "storage.bucket=Not_A_Bucket")
@@ -238,6 +251,20 @@ def test_planning_refuses_what_an_object_store_cannot_run_in_one_line(refusal, m
     )
     assert refusal("storage=s3") is None
     assert refusal("storage=s3", "storage.reader=fuse") is None
+    assert refusal("storage=s3", "framework=pytorch") is None
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda n, *a: None if n == "s3torchconnector" else find_spec(n, *a)
+    )
+    one(
+        refusal("storage=s3", "framework=pytorch"),
+        "framework=pytorch",
+        "s3torchconnector",
+        "storage.reader=fuse",
+    )
+    assert refusal("storage=s3", "framework=pytorch", "storage.reader=fuse") is None
     monkeypatch.setattr(fuse, "program", lambda: None)
     one(refusal("storage=s3", "storage.reader=fuse"), "storage.reader=fuse", "apt-get install s3fs")
     monkeypatch.setattr(server, "program", lambda: None)

@@ -37,6 +37,8 @@ class Sample(NamedTuple):
     nbytes: int  # bytes read for it from the tier
     label: int
     ok: bool  # False: unreadable or not an image (dropped)
+    # its GET from an object store (jobs.data.loader.s3): (start, end on time.monotonic(), bytes, error)
+    request: tuple | None = None
 
 
 class Batch(NamedTuple):
@@ -48,6 +50,7 @@ class Batch(NamedTuple):
     # (worker id, time.monotonic() when it was ready to load: started, torch imported, initialised), or
     # None for a batch loaded in the training process; CLOCK_MONOTONIC is the machine's, not the process's
     worker_ready: tuple | None = None
+    requests: tuple = ()  # the batch's GETs, as ``Sample.request`` (an object store's; none from files)
 
 
 _READY: dict = {}  # in a worker: "at", the time.monotonic() at which it was ready (build's worker_init_fn)
@@ -88,6 +91,7 @@ def collate(samples: list[Sample]) -> Batch:
         np.fromiter((s.label for s in ok), np.int64, len(ok)),
         [s.index for s in samples if not s.ok],
         _worker_ready(),
+        tuple(s.request for s in samples if s.request is not None),
     )
 
 

@@ -27,6 +27,8 @@ def check(cfg, workload, here: bool, able: str) -> None:
     _reach(cfg, workload, able)
     if here:
         _client_here()
+    if here and st.reader == "native" and workload.uses_framework:
+        _reader_here(cfg)
     if here and st.reader == "fuse":
         _fuse_here()
     if here and not st.endpoint:
@@ -125,6 +127,20 @@ def _client_here() -> None:
         import boto3  # noqa: F401
     except ImportError:
         raise ConfigError("storage=s3 needs boto3 (the AWS SDK for Python): pip install '.[s3]'") from None
+
+
+def _reader_here(cfg) -> None:
+    """The client the framework's native reader GETs with is installed (PyTorch's: s3torchconnector)."""
+    import importlib.util
+
+    from jobs import frameworks
+
+    fw = frameworks.of(cfg)
+    if importlib.util.find_spec(fw.object_client) is None:
+        raise ConfigError(
+            f"storage=s3 framework={fw.name}: the native reader needs {fw.object_client}: "
+            f"pip install '.[{fw.name}]' (make install does it), or use storage.reader=fuse"
+        )
 
 
 def _embedded_here() -> None:

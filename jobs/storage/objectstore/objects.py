@@ -144,6 +144,7 @@ class Requests:
     max_in_flight: int = 0
     busy_s: float = 0.0  # request-seconds: the mean requests in flight is this over the run's time
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _intervals: list = field(default_factory=list, repr=False)  # (time, +1 start / -1 end) of ``add``'s
 
     @property
     def count(self) -> int:
@@ -156,6 +157,24 @@ class Requests:
         ordered = sorted(self.latencies_s)  # nearest rank: the smallest with q% of the samples at or below it
         return 1000 * ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
+    def add(self, requests) -> None:
+        """Requests made elsewhere (a DataLoader worker's, ``jobs.data.loader.s3``): (start, end on the
+        machine's monotonic clock, bytes, error or None) each; the most in flight is that of these
+        intervals (a process's requests are folded all at once, so they never overlap the live ones)."""
+        events = []
+        with self._lock:
+            for start, end, nbytes, error in requests:
+                took = max(0.0, end - start)
+                self.busy_s += took
+                if error is None:
+                    self.latencies_s.append(took)
+                    self.bytes += nbytes
+                else:
+                    self.errors += 1
+                events += [(start, 1), (end, -1)]
+            self._intervals.extend(events)
+            self.max_in_flight = max(self.max_in_flight, _most_at_once(self._intervals))
+
     def summary(self, seconds: float) -> dict:
         """The run's request metrics (MLPerf Storage's and S3's terms)."""
         return {
@@ -167,6 +186,16 @@ class Requests:
             "requests_in_flight_mean": self.busy_s / seconds if seconds > 0 else None,
             "requests_in_flight_max": self.max_in_flight,
         }
+
+
+def _most_at_once(events: list) -> int:
+    """The most intervals open at once, of (time, +1 at a start / -1 at an end) events (an end before a
+    start at the same time)."""
+    most = now = 0
+    for _, step in sorted(events):
+        now += step
+        most = max(most, now)
+    return most
 
 
 def get(s3, endpoint: Endpoint, key: str, stats: Requests) -> bytes:

@@ -53,6 +53,21 @@ class Store:
             self.first_error = self.first_error or str(e)
             raise
 
+    def record(self, requests) -> None:
+        """Take requests another process made (a DataLoader worker's GETs: ``Requests.add``'s form) into
+        the run's counters; the first failed one is what the run fails with, naming the endpoint."""
+        self.requests.add(requests)
+        failed = next((r[3] for r in requests if r[3] is not None), None)
+        if failed and not self.first_error:
+            self.first_error = f"S3 endpoint {self.endpoint.url}, bucket {self.endpoint.bucket}: {failed}"
+
+    def keys(self) -> tuple[str, str] | None:
+        """The embedded server's access key and secret, for a client that reads them from the environment
+        only (s3torchconnector's); None for a user's endpoint, whose keys are the user's own setting."""
+        if self.server is None:
+            return None
+        return self.server.credentials.access_key, self.server.credentials.secret_key
+
     def begin_run(self) -> None:
         self.requests, self.first_error = objects.Requests(), None
 

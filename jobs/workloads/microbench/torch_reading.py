@@ -29,6 +29,15 @@ class TorchResult(RunResult):
 
 def run_once(ds: Dataset, s: RunSettings, lo: Loader, mark=None) -> TorchResult:
     """One timed pass over the set (or ``s.batches``) through the DataLoader ``lo`` describes."""
+    from jobs.data.loader import s3
+
+    # an object store's keys for a client that reads them from the environment only (its workers inherit them)
+    with s3.credentials(ds):
+        return _pass(ds, s, lo, mark, s3.counted(ds))
+
+
+def _pass(ds: Dataset, s: RunSettings, lo: Loader, mark, count) -> TorchResult:
+    """The timed pass; ``count`` takes each batch's GETs (None: the files of a file system)."""
     from jobs.data.loader import build
 
     data, sampler = build.dataset(ds, s, decode=s.pipeline == "decode_resize")
@@ -58,6 +67,8 @@ def run_once(ds: Dataset, s: RunSettings, lo: Loader, mark=None) -> TorchResult:
                 nb += 1
                 seen.extend(batch.indices.tolist())
                 drops.extend(batch.dropped)
+                if count is not None and batch.requests:
+                    count(batch.requests)
                 consumed += int(batch.nbytes.sum())
                 if batch.worker_ready is not None and batch.worker_ready[1] is not None:
                     ready.setdefault(*batch.worker_ready)

@@ -1,0 +1,101 @@
+"""The native S3 reader of ``framework=pytorch``: s3torchconnector's ``S3MapDataset`` (the AWS CRT client
+under PyTorch's map-style dataset, as MLPerf Storage's and DLIO's PyTorch S3 readers use it), one GET per
+image read whole in a DataLoader worker, then decoded as ``ImageFiles`` decodes a file.
+
+A worker's GETs are not in the training process, so each sample carries its request back with the batch:
+(start and end on the machine's monotonic clock, bytes, the error's first line or None). The training
+process folds them into the open store's counters (``counted``): requests, bytes, GET latency, requests
+in flight (intervals of every worker on one clock), and the first error, which fails the run naming the
+endpoint. The client retries nothing (``max_attempts=1``): a failed GET is counted, never hidden.
+
+The CRT client takes its keys from the environment or a profile only: for the embedded server the
+training process puts them in its environment for the pass (``credentials``), its workers inherit them
+there, and nothing is written to a file."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable
+
+from jobs.data.datasets import Dataset
+from jobs.data.loader.samples import Sample, _Images
+
+CLIENT = "s3torchconnector"  # the distribution whose version provenance records
+_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
+
+
+def _read_all(reader) -> bytes:
+    """S3MapDataset's transform: the object's bytes, read whole (one GET, no HEAD)."""
+    return reader.read()
+
+
+class S3Images(_Images):
+    """One object per image (``ds.objects``, in the store ``ds.store``), fetched by s3torchconnector."""
+
+    def __init__(self, ds: Dataset, side: int | None, read_delay_ms: float = 0.0):
+        from s3torchconnector import S3ClientConfig, S3MapDataset
+
+        super().__init__(ds, side, read_delay_ms)
+        at = ds.store
+        self.objects = S3MapDataset.from_objects(
+            [f"s3://{at.bucket}/{key}" for key in ds.objects],
+            region=at.region,
+            endpoint=at.url,
+            transform=_read_all,
+            # path-style: an S3-compatible store on one host has no bucket subdomains
+            s3client_config=S3ClientConfig(force_path_style=True, max_attempts=1),
+        )
+
+    def __getitem__(self, i: int) -> Sample:
+        request: list = []
+
+        def get(j: int) -> bytes:
+            start = time.monotonic()
+            try:
+                data = self.objects[j]
+            except Exception as e:  # noqa: BLE001 - S3Exception and the like: counted, the run fails on it
+                request.append((start, time.monotonic(), 0, str(e).splitlines()[0] if str(e) else repr(e)))
+                raise OSError(str(e)) from None
+            request.append((start, time.monotonic(), len(data), None))
+            return data
+
+        return self._sample(i, get)._replace(request=request[0] if request else None)
+
+
+def counted(ds: Dataset) -> Callable | None:
+    """What takes each batch's requests into the counters of the open store ``ds`` is read from (None for
+    a dataset on a file system)."""
+    if ds.store is None:
+        return None
+    from jobs.storage.objectstore import tier
+
+    return tier.opened(ds.store).record
+
+
+@contextlib.contextmanager
+def credentials(ds: Dataset):
+    """The embedded server's keys in this process's environment for the pass (its workers inherit them;
+    the CRT client reads no other way), the earlier values put back after. A user's endpoint keeps the
+    usual AWS environment or profile."""
+    keys = None
+    if ds.store is not None:
+        from jobs.storage.objectstore import tier
+
+        keys = tier.opened(ds.store).keys()
+    if keys is None:
+        yield
+        return
+    saved = {k: os.environ.get(k) for k in _KEYS}
+    try:
+        for k in _KEYS:
+            os.environ.pop(k, None)
+        os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"] = keys
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
