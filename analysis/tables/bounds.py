@@ -69,7 +69,9 @@ def store_use(row: dict) -> str:
     inflight = _num(row.get("requests_in_flight_mean"))
     if inflight is None:
         return ""
-    readers, p50 = _num(row.get("threads")), _num(row.get("get_latency_p50_ms"))
+    workers, p50 = _num(row.get("workers")), _num(row.get("get_latency_p50_ms"))
+    # a DataLoader's readers are its worker processes (0: the training process reads), tf.data's its threads
+    readers = max(1.0, workers) if workers is not None else _num(row.get("threads"))
     out = f"; GETs in flight {inflight:.2f}" + (f" of {readers:.0f} readers" if readers else "")
     out += f", median GET {p50:.1f} ms" if p50 is not None else ""
     server, seconds = _num(row.get("server_cpu_s")), _num(row.get("seconds"))

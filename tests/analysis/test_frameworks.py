@@ -474,3 +474,10 @@ def test_io_cost_keeps_the_frameworks_apart():
     assert list(pt["runtime_prefetch_s"]) == pytest.approx([5.0, 3.5])
     assert list(pt["io_cost_s"]) == pytest.approx([1.0, 2.5])
     assert list(pt["data_wait_no_prefetch_s"]) == pytest.approx([1.5, 1.5])
+
+
+def test_an_object_store_runs_gets_in_flight_are_set_against_its_readers_workers_or_threads():
+    run = {"requests_in_flight_mean": 1.5, "get_latency_p50_ms": 2.0}
+    assert "GETs in flight 1.50 of 4 readers" in bounds.store_use({**run, "threads": 2, "workers": 4})
+    assert "of 1 readers" in bounds.store_use({**run, "threads": 2, "workers": 0})  # the loader's own process
+    assert "of 2 readers" in bounds.store_use({**run, "threads": 2, "workers": None})  # tf.data's threads
