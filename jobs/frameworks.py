@@ -45,7 +45,7 @@ FRAMEWORKS = {
         posix_traceable=True,
         prefetch_to_device=False,
         prefetch=False,
-        object_client="s3torchconnector",  # S3MapDataset over the AWS CRT client (jobs.data.loader.s3)
+        object_client="s3torchconnector",  # S3MapDataset over the AWS CRT client (jobs.data.loader.s3map)
     ),
 }
 

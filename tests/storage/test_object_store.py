@@ -418,7 +418,7 @@ def test_a_dataloader_reads_every_image_by_s3torchconnector_and_a_failed_get_fai
     an object gone from the store is a counted error that fails the run naming the endpoint."""
     from jobs.data.datasets import Dataset
     from jobs.data.loader import build
-    from jobs.data.loader import s3 as torch_s3
+    from jobs.data.loader import s3map as torch_s3
     from jobs.data.pipeline import PipelineSettings
     from jobs.storage.objectstore import tier
     from support.files import make_jpegs

@@ -53,7 +53,7 @@ def dataset(ds: Dataset, s: PipelineSettings, *, decode: bool):
             ds, side, s.read_delay_ms, shards=shards, buffer=buffer, seed=s.seed
         ), None
     if ds.store is not None:  # one object per image in an object store (storage.kind=object)
-        from jobs.data.loader.s3 import S3Images as kind
+        from jobs.data.loader.s3map import S3Images as kind
     else:
         kind = samples.Hdf5Images if ds.format == "hdf5" else samples.ImageFiles
     sampler = order.indices(ds, shuffle=s.shuffle, shuffle_buffer=s.shuffle_buffer, seed=s.seed)

@@ -37,7 +37,7 @@ class Sample(NamedTuple):
     nbytes: int  # bytes read for it from the tier
     label: int
     ok: bool  # False: unreadable or not an image (dropped)
-    # its GET from an object store (jobs.data.loader.s3): (start, end on time.monotonic(), bytes, error)
+    # its GET from an object store (jobs.data.loader.s3map): (start, end on time.monotonic(), bytes, error)
     request: tuple | None = None
 
 

@@ -158,7 +158,7 @@ class Requests:
         return 1000 * ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
     def add(self, requests) -> None:
-        """Requests made elsewhere (a DataLoader worker's, ``jobs.data.loader.s3``): (start, end on the
+        """Requests made elsewhere (a DataLoader worker's, ``jobs.data.loader.s3map``): (start, end on the
         machine's monotonic clock, bytes, error or None) each; the most in flight is that of these
         intervals (a process's requests are folded all at once, so they never overlap the live ones)."""
         events = []

@@ -44,7 +44,7 @@ class Microbench(Workload):
     record_keys = ("dropped_files", "start_method")
     packages = ("tensorflow",)
     engines = ("tensorflow", "pytorch")
-    object_readers = ("tensorflow", "pytorch")  # native readers: jobs.data.s3 (boto3), jobs.data.loader.s3
+    object_readers = ("tensorflow", "pytorch")  # native readers: jobs.data.s3 (boto3), jobs.data.loader.s3map
     uses_keras = False  # tf.data and tf.io only
     figures = (
         Figure(

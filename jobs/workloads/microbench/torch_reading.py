@@ -29,11 +29,11 @@ class TorchResult(RunResult):
 
 def run_once(ds: Dataset, s: RunSettings, lo: Loader, mark=None) -> TorchResult:
     """One timed pass over the set (or ``s.batches``) through the DataLoader ``lo`` describes."""
-    from jobs.data.loader import s3
+    from jobs.data.loader import s3map
 
     # an object store's keys for a client that reads them from the environment only (its workers inherit them)
-    with s3.credentials(ds):
-        return _pass(ds, s, lo, mark, s3.counted(ds))
+    with s3map.credentials(ds):
+        return _pass(ds, s, lo, mark, s3map.counted(ds))
 
 
 def _pass(ds: Dataset, s: RunSettings, lo: Loader, mark, count) -> TorchResult:
