@@ -48,15 +48,20 @@ class S3Images(_Images):
             s3client_config=S3ClientConfig(force_path_style=True, max_attempts=1),
         )
 
+    failed: str | None = None  # in a worker: its first failed GET; it asks for nothing more after one
+
     def __getitem__(self, i: int) -> Sample:
         request: list = []
 
         def get(j: int) -> bytes:
+            if self.failed is not None:  # the run fails on the first: no more GETs of a dead store to wait on
+                raise OSError(f"not asked: an earlier GET failed ({self.failed})")
             start = time.monotonic()
             try:
                 data = self.objects[j]
             except Exception as e:  # noqa: BLE001 - S3Exception and the like: counted, the run fails on it
-                request.append((start, time.monotonic(), 0, str(e).splitlines()[0] if str(e) else repr(e)))
+                self.failed = str(e).splitlines()[0] if str(e) else repr(e)
+                request.append((start, time.monotonic(), 0, self.failed))
                 raise OSError(str(e)) from None
             request.append((start, time.monotonic(), len(data), None))
             return data
