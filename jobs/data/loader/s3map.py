@@ -22,7 +22,6 @@ from collections.abc import Callable
 from jobs.data.datasets import Dataset
 from jobs.data.loader.samples import Sample, _Images
 
-CLIENT = "s3torchconnector"  # the distribution whose version provenance records
 _KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
 
 

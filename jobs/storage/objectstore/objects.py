@@ -141,7 +141,7 @@ class Requests:
     bytes: int = 0
     errors: int = 0
     in_flight: int = 0
-    max_in_flight: int = 0
+    live_max: int = 0  # the most of this process's own GETs (``get``) open at once
     busy_s: float = 0.0  # request-seconds: the mean requests in flight is this over the run's time
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _intervals: list = field(default_factory=list, repr=False)  # (time, +1 start / -1 end) of ``add``'s
@@ -157,11 +157,17 @@ class Requests:
         ordered = sorted(self.latencies_s)  # nearest rank: the smallest with q% of the samples at or below it
         return 1000 * ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
+    @property
+    def max_in_flight(self) -> int:
+        """The most requests open at once: this process's own, or those ``add`` took in, whose intervals are
+        swept here, once, when asked (a run asks at its end; a sweep per batch would sort them all again in
+        the training loop). A process's requests are either its own or folded, never both."""
+        with self._lock:
+            return max(self.live_max, _most_at_once(self._intervals))
+
     def add(self, requests) -> None:
         """Requests made elsewhere (a DataLoader worker's, ``jobs.data.loader.s3map``): (start, end on the
-        machine's monotonic clock, bytes, error or None) each; the most in flight is that of these
-        intervals (a process's requests are folded all at once, so they never overlap the live ones)."""
-        events = []
+        machine's monotonic clock, bytes, error or None) each."""
         with self._lock:
             for start, end, nbytes, error in requests:
                 took = max(0.0, end - start)
@@ -171,9 +177,7 @@ class Requests:
                     self.bytes += nbytes
                 else:
                     self.errors += 1
-                events += [(start, 1), (end, -1)]
-            self._intervals.extend(events)
-            self.max_in_flight = max(self.max_in_flight, _most_at_once(self._intervals))
+                self._intervals += [(start, 1), (end, -1)]
 
     def summary(self, seconds: float) -> dict:
         """The run's request metrics (MLPerf Storage's and S3's terms)."""
@@ -202,7 +206,7 @@ def get(s3, endpoint: Endpoint, key: str, stats: Requests) -> bytes:
     """One GET of ``key``, counted in ``stats``; a failure is counted, then raised as one line."""
     with stats._lock:
         stats.in_flight += 1
-        stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
+        stats.live_max = max(stats.live_max, stats.in_flight)
     start = time.perf_counter()
     try:
         body = s3.get_object(Bucket=endpoint.bucket, Key=key)["Body"].read()
