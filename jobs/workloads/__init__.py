@@ -120,6 +120,8 @@ class Workload:
     engines: ClassVar[tuple[str, ...]] = ("tensorflow",)
     # the frameworks with which it reads its dataset from an object store (storage.kind=object)
     object_readers: ClassVar[tuple[str, ...]] = ()
+    # its burst buffer drains checkpoints to a bucket (storage@checkpoint.slow=s3)
+    bucket_checkpoints: ClassVar[bool] = False
 
     def check(self, cfg) -> None:
         """Raise campaign.errors.ConfigError (one line naming the setting) for what cannot run."""

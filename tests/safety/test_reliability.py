@@ -50,7 +50,7 @@ def _finish_in_thread(d: ckpt_store.Drain) -> tuple[threading.Thread, dict]:
 
 
 def test_a_killed_drain_is_noticed_not_waited_for(tmp_path):
-    d = ckpt_store.Drain(tmp_path / "slow", "ckpt_x", 5, "fsync")
+    d = ckpt_store.Drain(ckpt_store.Folder(tmp_path / "slow", "ckpt_x"), 5, "fsync")
     os.kill(d.proc.pid, signal.SIGKILL)
     d.proc.join(10)
     t, box = _finish_in_thread(d)
@@ -62,7 +62,7 @@ def test_a_killed_drain_is_noticed_not_waited_for(tmp_path):
 def test_a_ctrl_c_reaching_the_drain_does_not_end_it(tmp_path):
     """Ctrl-C goes to the whole process group: the drain goes on, the run decides (here: it finishes)."""
     fast = tmp_path / "fast"
-    d = ckpt_store.Drain(tmp_path / "slow", "ckpt_y", 5, "fsync")
+    d = ckpt_store.Drain(ckpt_store.Folder(tmp_path / "slow", "ckpt_y"), 5, "fsync")
     time.sleep(1.0)  # the spawned interpreter installs its SIGINT handling first thing
     os.kill(d.proc.pid, signal.SIGINT)
     d.put(_checkpoint(fast, "ckpt_y-4"))
@@ -73,7 +73,7 @@ def test_a_ctrl_c_reaching_the_drain_does_not_end_it(tmp_path):
 
 def test_a_signal_during_the_drain_wait_is_raised_and_the_drain_stopped(tmp_path):
     fast = tmp_path / "fast"
-    d = ckpt_store.Drain(tmp_path / "slow", "ckpt_z", 5, "fsync")
+    d = ckpt_store.Drain(ckpt_store.Folder(tmp_path / "slow", "ckpt_z"), 5, "fsync")
     time.sleep(1.0)
     os.kill(d.proc.pid, signal.SIGSTOP)  # a drain that makes no progress (a stalled tier)
     d.put(_checkpoint(fast, "ckpt_z-4"))

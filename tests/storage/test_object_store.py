@@ -483,3 +483,61 @@ def test_requests_in_flight_of_other_processes_are_their_overlapping_intervals()
     assert stats.summary(2.0)["requests_in_flight_mean"] == pytest.approx(1.5)
     stats.add([(5.0, 6.0, 1, None)])  # a later batch: apart from the first, the most stays 2
     assert stats.max_in_flight == 2 and stats.count == 4
+
+
+def _checkpoint(folder: Path, tag: str, step: int) -> None:
+    """A complete checkpoint of ``step`` in ``folder``, as a framework's save and its manifest leave it."""
+    from jobs.workloads.checkpoint import store as ckpt_store
+
+    for name in (f"{tag}-{step}.index", f"{tag}-{step}.data-00000-of-00001"):
+        (folder / name).write_bytes(os.urandom(20_000 + step))
+    ckpt_store.write_manifest(folder / f"{tag}-{step}", step)
+
+
+def test_recovery_puts_a_killed_runs_checkpoints_in_its_bucket_and_leaves_other_stores_runs_alone(
+    store, tmp_path
+):
+    """A burst-buffer run killed mid-drain to a bucket: the next start drops the drain's cut-off objects,
+    puts the newest checkpoints the bucket lacks (retention kept) and clears the fast tier; a killed run
+    that would not have kept them has its objects removed; a run of another bucket is not touched."""
+    from jobs.workloads.checkpoint import recovery
+    from jobs.workloads.checkpoint import store as ckpt_store
+    from jobs.workloads.checkpoint.bucket import Bucket
+
+    s, s3, _ = store
+    ours = Bucket(dataclasses.replace(s.endpoint, prefix="iocampaign"), "", s.credentials, str(s.data_dir))
+
+    def run(tag: str, **facts) -> tuple[Path, Bucket]:
+        fast = tmp_path / tag
+        fast.mkdir()
+        (fast / ckpt_store.BURST_MARK).touch()
+        for step in (1, 2, 3):
+            _checkpoint(fast, tag, step)
+        b = dataclasses.replace(ours, tag=tag)
+        ckpt_store.write_run_facts(fast, **{"bucket": b.url, **facts})
+        return fast, b
+
+    kept, kept_b = run("ckpt_kept", max_to_keep=2, keep=True)
+    kept_b.receive(kept / "ckpt_kept-1", "fsync")  # drained before the kill
+    cut = f"{kept_b.key_prefix}/ckpt_kept-2.index"  # the drain's PUT of the next one, cut off
+    s3.put_object(Bucket=s.endpoint.bucket, Key=cut, Body=b"half")
+    unkept, unkept_b = run("ckpt_unkept", max_to_keep=2, keep=False)
+    unkept_b.receive(unkept / "ckpt_unkept-1", "fsync")
+    other, _ = run("ckpt_other", max_to_keep=2, keep=False)
+    ckpt_store.write_run_facts(other, bucket="s3://another/iocampaign/checkpoints/ckpt_other", keep=False)
+
+    report = recovery.recover_all(
+        tmp_path, None, "fsync", bucket_of=lambda t: dataclasses.replace(ours, tag=t)
+    )
+    assert set(report) == {"ckpt_kept", "ckpt_unkept"}
+    assert report["ckpt_kept"]["recopied"] == ["ckpt_kept-2", "ckpt_kept-3"]
+    assert cut.rsplit("/", 1)[1] in report["ckpt_kept"]["dropped_incomplete"]
+    assert kept_b.complete() == ["ckpt_kept-2", "ckpt_kept-3"]  # the oldest dropped by retention
+    assert not ckpt_store.prefixes(kept, "ckpt_kept")  # the fast tier cleared once they are in the bucket
+    for name in kept_b.complete():  # what the bucket holds matches the fast copies' checksums
+        man = kept_b.manifest(name)
+        assert all(len(m["sha256"]) == 64 for m in man["files"].values())
+    assert unkept_b.objects() == {} and not unkept.exists()
+    assert len(ckpt_store.prefixes(other, "ckpt_other")) == 3  # another store's run: not ours to touch
+    for b in (kept_b,):
+        b.remove_all()

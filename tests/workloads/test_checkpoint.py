@@ -117,8 +117,9 @@ def test_runs_sharing_a_folder_keep_their_own_files(ds, tmp_path, monkeypatch):
     marked = {d.name for d in shared.iterdir() if (d / ckpt_recovery.RECOVERED).exists()}
     assert marked == {"ckpt_runA", "ckpt_runC"}  # not ckpt_runB (alive), not the user's folder
     verified = []
+    real = ckpt_store.verify
     monkeypatch.setattr(
-        ckpt_recovery, "verify", lambda p, **kw: verified.append(p.name) or ckpt_store.verify(p, **kw)
+        ckpt_store, "verify", lambda p, *a, **kw: verified.append(p.name) or real(p, *a, **kw)
     )
     again = ckpt_recovery.recover_all(
         None, shared, "fsync"
@@ -418,3 +419,34 @@ def test_checkpoints_are_removed_after_the_run_unless_kept(tmp_path):
     assert len(kept) == 1 and kept[0].name.startswith("ckpt_")  # the kept run's folder, only
     assert (slow / "iocampaign" / "checkpoints" / "mine" / "model.ckpt").read_text() == "the user's"
     assert (slow / "notes.txt").read_text() == "the user's"
+
+
+@pytest.mark.cells
+def test_a_bucket_whose_server_dies_mid_run_fails_it_naming_the_endpoint_and_leaves_no_checkpoint(
+    ds, tmp_path
+):
+    """The burst buffer drains to an embedded server's bucket that is killed as training starts: the run
+    fails in one line naming the endpoint, and the fast tier keeps nothing of the run."""
+    import dataclasses
+
+    from jobs.storage.objectstore import server
+    from jobs.workloads.checkpoint.bucket import Bucket
+
+    srv = server.start(tmp_path / "iocampaign" / "s3server", bucket="ckpts")
+    try:
+        s = _settings(tmp_path, steps=8, every=2, tag="ckpt_dies")
+        s = dataclasses.replace(s, bucket=Bucket(srv.endpoint, s.tag, srv.credentials, str(srv.data_dir)))
+
+        def kill(name: str) -> None:
+            if name == "start":
+                srv.process.kill()
+                srv.process.wait()
+
+        with pytest.raises(ckpt_store.DrainError) as failed:
+            checkpoint.run_once(ds, s, mark=kill)
+        line = str(failed.value)
+        assert srv.endpoint.url in line and "bucket ckpts" in line and "\n" not in line, line
+        assert not (checkpoint.ckpt_dir(tmp_path / "fast") / "ckpt_dies").exists()
+        assert not (checkpoint.ckpt_dir(tmp_path / "slow") / "ckpt_dies").exists()  # no folder for a bucket
+    finally:
+        srv.stop()

@@ -18,7 +18,7 @@ def check(cfg, workload, here: bool, able: str) -> None:
     """Raise ConfigError for the first object-store setting of the cell that cannot run (``here``: the
     cell runs on this machine, whose programs are then checked too; ``able``: the workloads that read
     from an object store, for the message)."""
-    _others(cfg)
+    _others(cfg, workload, here)
     st = cfg.storage
     if st.kind != "object":
         _not_object(st, "storage")
@@ -44,44 +44,66 @@ def _not_object(st, key: str) -> None:
             )
 
 
-def _others(cfg) -> None:
-    """The other tiers a cell names: an object store is the data's tier only, so far."""
-    for key, st in (
-        ("checkpoint.slow", cfg.checkpoint.slow),
-        ("checkpoint.fast", cfg.checkpoint.fast),
-        ("stage", cfg.stage),
-    ):
+def _others(cfg, workload, here: bool) -> None:
+    """The other tiers a cell names: the burst buffer's slow tier may be a bucket (of a workload that
+    declares it, ``Workload.bucket_checkpoints``); the fast tier and the staging tier may not."""
+    for key, st in (("checkpoint.fast", cfg.checkpoint.fast), ("stage", cfg.stage)):
         if st is not None and st.kind == "object":
             raise ConfigError(
-                f"{key}={st.name}: an object store is a tier for the dataset only so far "
-                "(checkpoints to a bucket and staging from one are not built yet)"
+                f"{key}={st.name}: an object store is a tier for the dataset and the burst buffer's slow "
+                "tier (storage@checkpoint.slow=s3) only"
             )
+    slow = cfg.checkpoint.slow
+    if slow is not None and slow.kind == "object":
+        _checkpoint_bucket(cfg, workload, here)
 
 
-def _settings(st) -> None:
+def _checkpoint_bucket(cfg, workload, here: bool) -> None:
+    """``storage@checkpoint.slow=s3``: the burst buffer drains to a bucket."""
+    slow, key = cfg.checkpoint.slow, "checkpoint.slow"
+    if not workload.bucket_checkpoints:
+        raise ConfigError(
+            f"{key}={slow.name}: workload={cfg.workload.name} does not write its checkpoints to a bucket "
+            "(workload=checkpoint does, through its burst buffer)"
+        )
+    if cfg.checkpoint.target != "burst_buffer":
+        raise ConfigError(
+            f"checkpoint.target={cfg.checkpoint.target} with {key}={slow.name}: a framework writes its "
+            "checkpoints as files, which reach a bucket through the burst buffer "
+            "(checkpoint.target=burst_buffer)"
+        )
+    _settings(slow, key)
+    if here:
+        _client_here()
+    if here and not slow.endpoint:
+        _embedded_here()
+
+
+def _settings(st, key: str = "storage") -> None:
+    """The store's settings (``key``: storage or checkpoint.slow, for the messages)."""
     if st.endpoint:
         url = urllib.parse.urlsplit(st.endpoint)
         if url.scheme not in ("http", "https") or not url.hostname:
             raise ConfigError(
-                f"storage.endpoint={st.endpoint} is not an S3 endpoint URL (http:// or https://host[:port]); "
+                f"{key}.endpoint={st.endpoint} is not an S3 endpoint URL (http:// or https://host[:port]); "
                 "null: the tool starts its own server"
             )
         if url.username or url.password:  # the URL goes into records: keys belong in the environment
             raise ConfigError(
-                "storage.endpoint carries credentials in its URL; give the URL alone and the keys as "
+                f"{key}.endpoint carries credentials in its URL; give the URL alone and the keys as "
                 "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or a profile)"
             )
     if not st.bucket or not _BUCKET.match(st.bucket) or ".." in st.bucket:
         raise ConfigError(
-            f"storage.bucket={st.bucket} is not a bucket name (3-63 lower-case letters, digits, '.' and '-')"
+            f"{key}.bucket={st.bucket} is not a bucket name (3-63 lower-case letters, digits, '.' and '-')"
         )
     parts = (st.prefix or "").split("/")
     if not st.prefix or any(p in ("", ".", "..") for p in parts):
         raise ConfigError(
-            f"storage.prefix={st.prefix} must name a key prefix of its own (e.g. iocampaign): the tool "
+            f"{key}.prefix={st.prefix} must name a key prefix of its own (e.g. iocampaign): the tool "
             "writes and deletes only below it"
         )
-    if st.reader is None:
+    if key == "storage" and st.reader is None:
         raise ConfigError("storage.reader is not set: storage=s3 reads with storage.reader=native or fuse")
 
 

@@ -3,10 +3,16 @@ a tier or through a burst buffer, each run beside the same training without chec
 
 With ``framework=pytorch`` the model trains in PyTorch (``jobs.workloads.alexnet.torch_training``) and
 each checkpoint is its model's and Adam's ``state_dict()`` in one ``torch.save`` file
-(``torch_saving``), through the same targets, flushes, drain and restore as TensorFlow's."""
+(``torch_saving``), through the same targets, flushes, drain and restore as TensorFlow's.
+
+With ``storage@checkpoint.slow=s3`` the burst buffer drains to a bucket (``bucket``): the cell's store is
+served for the run (the embedded server, or the user's endpoint), and the restore fetches the last
+checkpoint's objects back cold."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
 import os
 import time
@@ -32,25 +38,59 @@ def _snapshot(cfg, steps: int):
     return restore.Snapshot(steps // cfg.checkpoint.every * cfg.checkpoint.every)
 
 
-def _restores(cfg, ds, settings, snapshot) -> list[dict]:
+def _restores(cfg, ds, settings, snapshot, store=None) -> list[dict]:
+    """The cold restore of each tier's last checkpoint, fast first; the slow tier's from its bucket when
+    it is one (``store``: the store serving it)."""
     from jobs.workloads.checkpoint import saving as checkpoint
 
-    folders = [
-        (tier, checkpoint.ckpt_dir(root) / settings.tag)
-        for tier, root in (("fast", settings.fast_root), ("slow", settings.slow_root))
-        if root is not None
-    ]
+    roots = (("fast", settings.fast_root), ("slow", None if settings.bucket else settings.slow_root))
+    folders = [(tier, checkpoint.ckpt_dir(root) / settings.tag) for tier, root in roots if root is not None]
     shape = {
         "num_classes": max(1, ds.num_classes),
         "side": cfg.workload.image_side,
         "width": cfg.workload.width,
         "seed": cfg.seed,
     }
+    fresh = restore.fresh_tensorflow
     if cfg.framework.name == "pytorch":
         from jobs.workloads.checkpoint import torch_saving
 
-        return restore.after_run(folders, settings.tag, shape, snapshot, torch_saving.fresh)
-    return restore.after_run(folders, settings.tag, shape, snapshot)
+        fresh = torch_saving.fresh
+    out = restore.after_run(folders, settings.tag, shape, snapshot, fresh)
+    if settings.bucket is not None:
+        fast = checkpoint.ckpt_dir(settings.fast_root)
+        into = fast / settings.tag if (fast / settings.tag).is_dir() else fast
+        from_bucket = restore.from_bucket(settings.bucket, store, into, shape, snapshot, fresh)
+        out += [from_bucket] if from_bucket is not None else []
+    return out
+
+
+@contextlib.contextmanager
+def _slow_store(cfg):
+    """The store holding the checkpoints' bucket (``checkpoint.slow`` of kind object) served for the run,
+    or None for a file-system slow tier."""
+    if cfg.checkpoint.slow.kind != "object":
+        yield None
+        return
+    from jobs.storage.objectstore import tier
+
+    with tier.serving(cfg.checkpoint.slow, cfg.checkpoint.slow.root) as store:
+        yield store
+
+
+def _bucket(store, tag: str):
+    """The run's checkpoints in ``store`` (None: a file-system slow tier)."""
+    if store is None:
+        return None
+    from jobs.workloads.checkpoint.bucket import Bucket
+
+    srv = store.server
+    return Bucket(
+        store.endpoint,
+        tag,
+        credentials=srv.credentials if srv is not None else None,
+        server_data=str(srv.data_dir) if srv is not None else None,
+    )
 
 
 def _checkpoints_taken(cfg) -> None:
@@ -108,9 +148,11 @@ class Checkpoint(Workload):
         "trace_device",
         "recovered",
         "restores",
+        "checkpoint_store",
     )
     packages = ("tensorflow", "keras")
     engines = ("tensorflow", "pytorch")
+    bucket_checkpoints = True
     figures = (
         Figure("fig9", "analysis.figures.checkpoints:fig9", "Fig. 9: runtime per checkpoint target", order=9),
         Figure(
@@ -147,6 +189,10 @@ class Checkpoint(Workload):
 
     def run_once(self, ctx: RunContext) -> dict:
         """The same training twice: without checkpoints (the run's baseline), then with them, traced."""
+        with _slow_store(ctx.cfg) as store:
+            return self._run_once(ctx, store)
+
+    def _run_once(self, ctx: RunContext, store) -> dict:
         from jobs.observe import trace
         from jobs.storage import cache
         from jobs.workloads.alexnet.settings import TrainSettings
@@ -174,9 +220,14 @@ class Checkpoint(Workload):
             max_to_keep=ck.max_to_keep,
             keep=ck.keep,
             tag=tag,
+            bucket=_bucket(store, tag),
         )
+        bucket = settings.bucket
         recovered = ckpt_recovery.recover_all(
-            checkpoint.ckpt_dir(settings.fast_root), checkpoint.ckpt_dir(settings.slow_root), settings.flush
+            checkpoint.ckpt_dir(settings.fast_root),
+            None if bucket else checkpoint.ckpt_dir(settings.slow_root),
+            settings.flush,
+            bucket_of=(lambda t: dataclasses.replace(bucket, tag=t)) if bucket else None,
         )
         if recovered:
             log.warning("recovered checkpoints left by an earlier, interrupted run: %s", recovered)
@@ -188,7 +239,9 @@ class Checkpoint(Workload):
             engine = torch_saving.engine(Loader.from_config(cfg))
         base = checkpoint.run_once(ctx.ds, settings, with_checkpoints=False, engine=engine)
         cache.evict(ctx.ds.storage_files)
-        slow_disk = trace.device_of(str(settings.slow_root)) if settings.slow_root.exists() else None
+        # the device the slow tier's writes land on: the embedded server's, none on a user's endpoint
+        slow_at = settings.bucket.server_data if bucket else str(settings.slow_root)
+        slow_disk = trace.device_of(slow_at) if slow_at and os.path.exists(slow_at) else None
         tracer = trace.Tracer(slow_disk, cfg.workload.trace_interval_s).start()
         snapshot = _snapshot(cfg, base["steps"]) if ck.restore else None
         t0 = time.perf_counter()
@@ -201,7 +254,9 @@ class Checkpoint(Workload):
         finally:
             tracer.stop()
         try:
-            self._after(ctx, settings, result, base, tracer, t0, slow_disk, recovered, snapshot)
+            if store is not None:
+                result["checkpoint_store"] = {**store.describe(), "prefix": bucket.key_prefix}
+            self._after(ctx, settings, result, base, tracer, t0, slow_disk, recovered, snapshot, store)
         except (
             BaseException
         ):  # a failed run (a corrupt checkpoint, an interrupt) leaves none of its checkpoints
@@ -230,7 +285,16 @@ class Checkpoint(Workload):
 
     @staticmethod
     def _after(
-        ctx: RunContext, settings, result: dict, base: dict, tracer, t0: float, slow_disk, recovered, snapshot
+        ctx: RunContext,
+        settings,
+        result: dict,
+        base: dict,
+        tracer,
+        t0: float,
+        slow_disk,
+        recovered,
+        snapshot,
+        store=None,
     ) -> None:
         """The run's trace written, its baseline's figures added, and its last checkpoint restored cold
         (``checkpoint.restore=true``): what ``run_once`` does once training has ended."""
@@ -253,7 +317,7 @@ class Checkpoint(Workload):
         if result["bytes_read_device"] is not None and base["bytes_read_device"] is not None:
             result["bytes_read_device"] += base["bytes_read_device"]
         if snapshot is not None:
-            result["restores"] = _restores(ctx.cfg, ctx.ds, settings, snapshot)
+            result["restores"] = _restores(ctx.cfg, ctx.ds, settings, snapshot, store)
             result.update(restore.metrics(result["restores"]))
 
     def describe(self, result: dict) -> str:

@@ -6,77 +6,62 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jobs.workloads.checkpoint.store import (
+from jobs.workloads.checkpoint.store import (  # noqa: F401 - RUN_FACTS and write_run_facts: used from here
     BURST_MARK,
+    RUN_FACTS,
+    Folder,
     complete,
-    copy_verified,
+    drop_incomplete,
     prefixes,
+    read_run_facts,
     remove,
-    retain,
-    verify,
+    write_run_facts,
 )
 
 TAG_PREFIX = "ckpt_"  # every run's folder: ckpt_<cell id>_<run>_<pid>_<random> (jobs/workloads/checkpoint/)
 RECOVERED = ".recovered"  # in a folder recovery has been through: no run writes there again, so it is done
 
 
-def recover(fast: Path | None, slow: Path, tag: str, how: str) -> dict:
+def recover(fast: Path | None, slow, tag: str, how: str) -> dict:
     """After a crash: drop incomplete leftovers of run ``tag``, and copy again the newest
-    ``checkpoint.max_to_keep`` checkpoints complete on the fast tier but not on the slow one, then
-    apply retention; a run that would not have kept its checkpoints (``checkpoint.keep=false``) has its
-    folders removed instead. Returns what it did."""
+    ``checkpoint.max_to_keep`` checkpoints complete on the fast tier but not on the slow one (``slow``: the
+    run's ``store.Folder`` or ``bucket.Bucket``), then apply retention; a run that would not have kept its
+    checkpoints (``checkpoint.keep=false``) has its folders and objects removed instead. Returns what it
+    did."""
     report = {"dropped_incomplete": [], "recopied": []}
-    facts = read_run_facts(slow) or read_run_facts(fast)
+    facts = slow.facts() or read_run_facts(fast)
     if facts and not facts.get("keep") and not facts.get("finished"):
         # a killed run that would have removed its checkpoints once recorded (checkpoint.keep=false): its
-        # folders (made by that run, named by its unique tag) go, nothing is copied again
+        # folders (made by that run, named by its unique tag) and objects go, nothing is copied again
         import shutil
 
-        for d in [x for x in (fast, slow) if x is not None and x.is_dir() and not x.is_symlink()]:
-            report.setdefault("removed", []).extend(p.name for p in prefixes(d, tag))
-            shutil.rmtree(d)
+        report["removed"] = slow.complete() + ([p.name for p in prefixes(fast, tag)] if _real(fast) else [])
+        slow.remove_all()
+        if _real(fast):
+            shutil.rmtree(fast)
         return report
-    for folder in [d for d in (fast, slow) if d is not None and d.exists()]:
-        for p in prefixes(folder, tag):
-            if not verify(p, checksums=True):
-                remove(p)
-                report["dropped_incomplete"].append(str(p))
-        for part in folder.glob(f"{tag}-*.part"):
-            part.unlink(missing_ok=True)
+    if fast is not None and fast.exists():
+        report["dropped_incomplete"] += drop_incomplete(fast, tag)
+    report["dropped_incomplete"] += slow.drop_incomplete()
     keep_n = int(facts.get("max_to_keep") or 0)
     if fast is not None and fast.exists() and (fast / BURST_MARK).exists():
-        on_slow = {p.name for p in complete(slow, tag)} if slow.exists() else set()
+        on_slow = set(slow.complete())
         todo = complete(fast, tag)
         for p in (
             todo[-keep_n:] if keep_n else todo
         ):  # the newest max_to_keep: retention would drop the others
             if p.name not in on_slow:
-                copy_verified(p, slow, how)
+                slow.receive(p, how)
                 report["recopied"].append(p.name)
         for p in todo:
             remove(p)
-    if keep_n and slow.exists():
-        report["dropped_by_retention"] = retain(slow, tag, keep_n)
+    if keep_n:
+        report["dropped_by_retention"] = slow.retain(keep_n)
     return report
 
 
-RUN_FACTS = ".run.json"  # a run's retention settings, written when its folder is made
-
-
-def write_run_facts(folder: Path, **facts) -> None:
-    import json
-
-    (folder / RUN_FACTS).write_text(json.dumps(facts))
-
-
-def read_run_facts(folder: Path | None) -> dict:
-    """A run folder's retention settings ({} for folders written before they were kept)."""
-    import json
-
-    try:
-        return json.loads((folder / RUN_FACTS).read_text()) if folder is not None else {}
-    except (OSError, ValueError):
-        return {}
+def _real(folder: Path | None) -> bool:
+    return folder is not None and folder.is_dir() and not folder.is_symlink()
 
 
 class RunLock:
@@ -119,10 +104,14 @@ def _recovered(folders: list[Path]) -> bool:
     return all((d / RECOVERED).exists() for d in folders if d.exists())
 
 
-def recover_all(fast_root: Path | None, slow_root: Path, how: str) -> dict:
+def recover_all(fast_root: Path | None, slow_root: Path | None, how: str, bucket_of=None) -> dict:
     """Recover every run folder under the checkpoint roots that no live run holds, once: a folder it
     has been through is marked, and later runs do not read its checkpoints again (verifying reads
-    every byte; with ``checkpoint.keep=true`` every later run would otherwise read them all)."""
+    every byte; with ``checkpoint.keep=true`` every later run would otherwise read them all).
+
+    A run whose slow tier was a bucket (its facts name it) is recovered only by a cell whose slow tier
+    is that bucket (``bucket_of(tag)``: that run's ``bucket.Bucket`` in the cell's store); any other is
+    left alone, and so is a file-system run where the cell has no slow folder (``slow_root`` None)."""
     report: dict = {}
     tags = set()
     for root in [r for r in (fast_root, slow_root) if r is not None and r.exists()]:
@@ -133,9 +122,11 @@ def recover_all(fast_root: Path | None, slow_root: Path, how: str) -> dict:
         }
     for tag in sorted(tags):
         fast = fast_root / tag if fast_root is not None else None
-        slow = slow_root / tag
-        folders = [d for d in (fast, slow) if d is not None]
-        if (fast is not None and alive(fast)) or alive(slow) or _recovered(folders):
+        slow = _slow_of(tag, read_run_facts(fast), slow_root, bucket_of)
+        if slow is None:
+            continue
+        folders = [d for d in (fast, getattr(slow, "path", None)) if d is not None]
+        if any(alive(d) for d in folders) or _recovered(folders):
             continue
         r = recover(fast, slow, tag, how)
         if r["dropped_incomplete"] or r["recopied"] or r.get("removed"):
@@ -144,6 +135,15 @@ def recover_all(fast_root: Path | None, slow_root: Path, how: str) -> dict:
             if d.exists():
                 (d / RECOVERED).write_text("")
     return report
+
+
+def _slow_of(tag: str, facts: dict, slow_root: Path | None, bucket_of):
+    """Where run ``tag``'s slow copies are, as this cell can reach them: its ``Folder``, its bucket, or
+    None (a store or folder this cell does not have)."""
+    if facts.get("bucket"):
+        slow = bucket_of(tag) if bucket_of is not None else None
+        return slow if slow is not None and slow.url == facts["bucket"] else None
+    return Folder(slow_root / tag, tag) if slow_root is not None else None
 
 
 def restore_latest(

@@ -110,6 +110,58 @@ def after_run(
     return out
 
 
+def from_bucket(bucket, store, into: Path, shape: dict, snapshot: Snapshot | None, fresh=fresh_tensorflow):
+    """Restore the bucket's last complete checkpoint as a restart from the store does: its objects
+    fetched by GETs into a folder of the run's (``into``) and loaded, timed together, from a server whose
+    files were evicted first; the files checked against the manifest's checksums. One entry of the
+    run's ``restores``, or None when the bucket holds no complete checkpoint."""
+    import tempfile
+
+    import numpy as np
+
+    from jobs.observe import provenance
+    from jobs.storage.objectstore.tier import REMOTE
+
+    names = bucket.complete()
+    if not names:
+        return None
+    man = bucket.manifest(names[-1]) or {}
+    size = sum(m["bytes"] for m in man.get("files", {}).values())
+    expected = snapshot.get(man.get("step")) if snapshot is not None else None
+    load = fresh(shape)
+    resident = bucket.evict_server()
+    before = store.counters()
+    with tempfile.TemporaryDirectory(dir=into, prefix="restore-") as d:
+        t0 = time.perf_counter()
+        prefix, man = bucket.fetch(names[-1], Path(d))
+        restored = load(prefix)
+        seconds = time.perf_counter() - t0
+        after = store.counters()
+        checksums = "match" if ckpt_store.verify(prefix, man, checksums=True) else "MISMATCH"
+    device = after[0] - before[0] if before is not None and after is not None else None
+    if store.server is not None:
+        fs_type = provenance.mount_of(str(store.server.data_dir)).fs_type
+        state = cache.classify("cold", "object", fs_type, device, size)
+    else:
+        state = REMOTE
+    return {
+        "tier": "slow",
+        "prefix": names[-1],
+        "step": man.get("step"),
+        "bytes": size,
+        "restore_s": seconds,
+        "restore_mb_s": size / seconds / MB,
+        "bytes_read_device": device,
+        "resident_bytes_before": resident,
+        "cache_state": state,
+        "weights_equal": None
+        if expected is None
+        else len(expected) == len(restored) and all(np.array_equal(a, b) for a, b in zip(expected, restored)),
+        "checksums": checksums,
+        "source": bucket.url,
+    }
+
+
 def metrics(restores: list[dict]) -> dict:
     """The run's restore figures: those of the durable tier (the slow one when both hold a copy)."""
     if not restores:

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -44,6 +45,24 @@ class CheckpointSettings:
     max_to_keep: int
     tag: str  # this run's name: its folder and file prefix
     keep: bool = False  # checkpoint.keep: the run's checkpoints stay after it (else removed once recorded)
+    # the slow tier as a bucket (storage@checkpoint.slow=s3): a ``bucket.Bucket`` the burst buffer drains to;
+    # None: the run's folder under slow_root
+    bucket: Any = None
+
+    def slow(self):
+        """Where the run's checkpoints go on the slow tier: its bucket, or its folder under slow_root."""
+        if self.bucket is not None:
+            return self.bucket
+        return ckpt_store.Folder(ckpt_dir(self.slow_root) / self.tag, self.tag)
+
+    def facts(self, **more) -> dict:
+        """What recovery must know of the run should it be killed (``recovery.RUN_FACTS``)."""
+        where = {"bucket": self.bucket.url} if self.bucket is not None else {}
+        return {"max_to_keep": self.max_to_keep, "keep": self.keep, **where, **more}
+
+
+class CheckpointError(RuntimeError):
+    """The run's checkpoints cannot go where they were asked to."""
 
 
 SUBDIR = "checkpoints"  # in the tool's folder on the tier (jobs.owned)
@@ -164,22 +183,25 @@ def _writers(
     opt,
     target: str,
     folder: Path,
-    slow_dir: Path,
+    slow,
     snapshots: dict | None,
     saver: type = _Saver,
 ):
     """(locks held on the run's folders, the burst buffer's drain or None, the saver) of a run with
-    checkpoints."""
+    checkpoints (``slow``: ``s.slow()``)."""
     # the run's folders are made here, and must not exist (the tag is unique per run): clean-up after a
     # failure then removes only what this run wrote
     locks = [ckpt_recovery.RunLock(folder, new=True)]
     drain = None
     if target == "burst_buffer":
         (folder / ckpt_store.BURST_MARK).touch()
-        locks.append(ckpt_recovery.RunLock(slow_dir, new=True))
-        drain = ckpt_store.Drain(slow_dir, s.tag, s.max_to_keep, s.flush)
+        if s.bucket is None:
+            locks.append(ckpt_recovery.RunLock(slow.path, new=True))
+        else:
+            s.bucket.write_facts(**s.facts())
+        drain = ckpt_store.Drain(slow, s.max_to_keep, s.flush)
     for lk in locks:  # what recovery needs to know should this run be killed
-        ckpt_recovery.write_run_facts(lk.folder, max_to_keep=s.max_to_keep, keep=s.keep)
+        ckpt_recovery.write_run_facts(lk.folder, **s.facts())
     return locks, drain, saver(s, model, opt, folder, target, drain, snapshots)
 
 
@@ -234,11 +256,16 @@ def run_once(
     steps = s.train.steps or len(ds.files) // s.train.batch_size
     try:
         target, fallback = choose_target(s, model, steps, with_checkpoints)
-        slow_dir = ckpt_dir(s.slow_root) / s.tag
+        if with_checkpoints and target == "slow" and s.bucket is not None:
+            raise CheckpointError(
+                f"checkpoints cannot go straight to the bucket {s.bucket.url} (a framework writes files), "
+                f"only through the burst buffer, and its fast tier is unusable: {fallback}"
+            )
+        slow = s.slow()
         fast_dir = ckpt_dir(s.fast_root) / s.tag if s.fast_root is not None else None
-        folder = slow_dir if target == "slow" else fast_dir
+        folder = slow.path if target == "slow" else fast_dir
         locks, drain, saver = (
-            _writers(s, model, opt, target, folder, slow_dir, snapshots, engine.saver)
+            _writers(s, model, opt, target, folder, slow, snapshots, engine.saver)
             if with_checkpoints
             else ([], None, None)
         )
@@ -260,7 +287,7 @@ def run_once(
         t_drained = time.perf_counter()
     except BaseException:
         engine.end(it)
-        _discard(drain, saver, locks)
+        _discard(drain, saver, locks, s.bucket)
         raise
     finally:
         for lk in locks:
@@ -268,7 +295,9 @@ def run_once(
     for lk in (
         locks if finish else []
     ):  # the run ended: recovery never removes what it left (checkpoint.keep, or a caller's)
-        ckpt_recovery.write_run_facts(lk.folder, max_to_keep=s.max_to_keep, keep=s.keep, finished=True)
+        ckpt_recovery.write_run_facts(lk.folder, **s.facts(finished=True))
+    if finish and with_checkpoints and s.bucket is not None:
+        s.bucket.write_facts(**s.facts(finished=True))
     readers.close_all()  # HDF5 files the pipeline opened (dataset.format=hdf5)
     if target == "burst_buffer" and not ckpt_store.prefixes(folder, s.tag):
         shutil.rmtree(folder, ignore_errors=True)  # drained: the fast tier is left clean
@@ -285,7 +314,7 @@ def run_once(
         "steps": run["steps"],
         "train_ended_at": wall_train_end,
         "checkpoints": checkpoints,
-        "durable": _durable(slow_dir, fast_dir, s.tag),
+        "durable": _durable(slow, fast_dir, s.tag),
         "target": s.target,
         "effective_target": target if with_checkpoints else None,
         "fallback": fallback,
@@ -303,15 +332,30 @@ def run_once(
     }
 
 
-def _discard(drain, saver, locks: list) -> None:
+def _discard(drain, saver, locks: list, bucket=None) -> None:
     """A failed run (a tier that filled up, an interrupt) leaves none of its checkpoints behind: the
-    drain stops, and the folders this run made (``RunLock(new=True)``) go, nothing else."""
+    drain stops, and the folders this run made (``RunLock(new=True)``) go, and its objects in the bucket
+    (``bucket``), nothing else."""
     if drain is not None:
         drain.abort()
     if saver is not None:
         saver.join(60)
         for lk in locks:
             shutil.rmtree(lk.folder, ignore_errors=True)
+        if bucket is not None:
+            _remove_objects(bucket)
+
+
+def _remove_objects(bucket) -> int:
+    """Remove the run's objects from its bucket; a store that no longer answers (killed, the reason the
+    run failed) is logged, not raised over the run's own error. Returns the bytes removed."""
+    from jobs.storage.objectstore.client import StoreError
+
+    try:
+        return bucket.remove_all()
+    except StoreError as e:
+        log.warning("the run's checkpoints in %s could not be removed: %s", bucket.url, e)
+        return 0
 
 
 def _train(it, step_fn, steps: int, saver, every: int) -> dict:
@@ -344,31 +388,42 @@ def _train(it, step_fn, steps: int, saver, every: int) -> dict:
 def _run_folders(s: CheckpointSettings) -> list[Path]:
     """The run's own folders on both tiers: named by its tag, real folders (not links), holding the facts
     (``recovery.RUN_FACTS``) it writes into a folder it made. Nothing else is ever marked or removed."""
-    folders = [ckpt_dir(root) / s.tag for root in (s.slow_root, s.fast_root) if root is not None]
+    folders = [ckpt_dir(root) / s.tag for root in _roots(s)]
     return [f for f in folders if f.is_dir() and not f.is_symlink() and ckpt_recovery.read_run_facts(f)]
+
+
+def _roots(s: CheckpointSettings) -> list[Path]:
+    """The tiers' roots under which the run has folders (a bucket is no folder)."""
+    return [root for root in (None if s.bucket else s.slow_root, s.fast_root) if root is not None]
 
 
 def mark_finished(s: CheckpointSettings) -> None:
     """The run is done with its folders (``run_once(finish=False)``, then a restore): recovery leaves them."""
     for folder in _run_folders(s):
-        ckpt_recovery.write_run_facts(folder, max_to_keep=s.max_to_keep, keep=s.keep, finished=True)
+        ckpt_recovery.write_run_facts(folder, **s.facts(finished=True))
+    if s.bucket is not None:
+        s.bucket.write_facts(**s.facts(finished=True))
 
 
 def remove_run(s: CheckpointSettings) -> int:
     """Remove the run's checkpoints from both tiers (after the record has what was durable, or when the run
-    failed after training); returns the bytes freed. Only the run's own folders (``_run_folders``) go."""
-    freed = bytes_of_run(s)
+    failed after training); returns the bytes freed. Only the run's own folders (``_run_folders``) go,
+    and its own objects in a bucket."""
+    freed = _bytes_in_folders(s)
     for folder in _run_folders(s):
         shutil.rmtree(folder)
-    return freed
+    return freed + (_remove_objects(s.bucket) if s.bucket is not None else 0)
 
 
 def bytes_of_run(s: CheckpointSettings) -> int:
-    """Bytes of the run's checkpoint files on both tiers."""
+    """Bytes of the run's checkpoint files on both tiers (its objects, for a bucket)."""
+    return _bytes_in_folders(s) + (s.bucket.bytes() if s.bucket is not None else 0)
+
+
+def _bytes_in_folders(s: CheckpointSettings) -> int:
     return sum(
         f.stat().st_size
-        for root in (s.slow_root, s.fast_root)
-        if root is not None
+        for root in _roots(s)
         for f in (ckpt_dir(root) / s.tag).rglob("*")
         if f.is_file() and not f.is_symlink()
     )
@@ -400,10 +455,10 @@ def _timings(
     }
 
 
-def _durable(slow_dir: Path, fast_dir: Path | None, tag: str) -> dict:
-    """Which complete checkpoints of the run each tier holds."""
+def _durable(slow, fast_dir: Path | None, tag: str) -> dict:
+    """Which complete checkpoints of the run each tier holds (``slow``: its ``Folder`` or bucket)."""
     return {
-        "slow": [p.name for p in ckpt_store.complete(slow_dir, tag)] if slow_dir.exists() else [],
+        "slow": slow.complete(),
         "fast": [p.name for p in ckpt_store.complete(fast_dir, tag)]
         if fast_dir is not None and fast_dir.exists()
         else [],

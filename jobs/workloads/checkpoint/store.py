@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 MANIFEST = ".manifest.json"
@@ -196,10 +197,78 @@ def retain(folder: Path, tag: str, keep: int) -> list[str]:
     return gone
 
 
-def _drain_worker(inq, outq, slow_dir: str, tag: str, keep: int, how: str, parent: int | None = None) -> None:
-    """Background process: copy each checkpoint to the slow tier, verify, delete the fast copy (unless the
-    run keeps it for the restore a restart would make while it is fresh), apply retention on the slow tier;
-    report every checkpoint drained.
+RUN_FACTS = ".run.json"  # a run's retention settings, written when its folder is made
+
+
+def write_run_facts(folder: Path, **facts) -> None:
+    (folder / RUN_FACTS).write_text(json.dumps(facts))
+
+
+def read_run_facts(folder: Path | None) -> dict:
+    """A run folder's retention settings ({} for folders written before they were kept)."""
+    try:
+        return json.loads((folder / RUN_FACTS).read_text()) if folder is not None else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def drop_incomplete(folder: Path, tag: str) -> list[str]:
+    """Remove run ``tag``'s checkpoints in ``folder`` that do not match their manifest, and its copies cut
+    off midway (``.part``); returns the removed prefixes."""
+    dropped = []
+    for p in prefixes(folder, tag):
+        if not verify(p, checksums=True):
+            remove(p)
+            dropped.append(str(p))
+    for part in folder.glob(f"{tag}-*.part"):
+        part.unlink(missing_ok=True)
+    return dropped
+
+
+@dataclass(frozen=True)
+class Folder:
+    """One run's checkpoints in its folder on a file-system tier: what the drain copies into, keeps and
+    reports (``bucket.Bucket`` does the same in an object store)."""
+
+    path: Path
+    tag: str
+
+    @property
+    def url(self) -> str:
+        return str(self.path)
+
+    def receive(self, prefix: Path, how: str) -> tuple[str, float, int]:
+        """Copy the complete checkpoint ``prefix`` here, verified (``copy_verified``); (name, s, bytes)."""
+        new, secs, nbytes = copy_verified(prefix, self.path, how)
+        return new.name, secs, nbytes
+
+    def retain(self, keep: int) -> list[str]:
+        return retain(self.path, self.tag, keep)
+
+    def complete(self) -> list[str]:
+        return [p.name for p in complete(self.path, self.tag)] if self.path.exists() else []
+
+    def facts(self) -> dict:
+        return read_run_facts(self.path)
+
+    def drop_incomplete(self) -> list[str]:
+        return drop_incomplete(self.path, self.tag) if self.path.exists() else []
+
+    def remove_all(self) -> int:
+        """Remove the run's folder (a real folder it made, never a link); returns the bytes it held."""
+        import shutil
+
+        if not self.path.is_dir() or self.path.is_symlink():
+            return 0
+        held = sum(f.stat().st_size for f in self.path.rglob("*") if f.is_file() and not f.is_symlink())
+        shutil.rmtree(self.path)
+        return held
+
+
+def _drain_worker(inq, outq, slow, keep: int, how: str, parent: int | None = None) -> None:
+    """Background process: copy each checkpoint to the slow tier (``slow``: a ``Folder`` or a
+    ``bucket.Bucket``), verify, delete the fast copy (unless the run keeps it for the restore a restart
+    would make while it is fresh), apply retention on the slow tier; report every checkpoint drained.
 
     It ends with its parent (``jobs.lifeline``) and ignores SIGINT: a Ctrl-C reaches the whole
     process group, and whether the drain stops is the run's decision (``Drain.abort``)."""
@@ -210,18 +279,17 @@ def _drain_worker(inq, outq, slow_dir: str, tag: str, keep: int, how: str, paren
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if parent is not None:
         lifeline.bind(parent)
-    slow = Path(slow_dir)
     try:
         while (item := inq.get()) is not None:
             prefix, keep_fast = Path(item[0]), bool(item[1])
             man = read_manifest(prefix)
-            new, secs, nbytes = copy_verified(prefix, slow, how)
+            name, secs, nbytes = slow.receive(prefix, how)
             if not keep_fast:
                 remove(prefix)  # only now: the slow copy is flushed and verified
-            retain(slow, tag, keep)
+            slow.retain(keep)
             outq.put(
                 {
-                    "name": new.name,
+                    "name": name,
                     "step": man["step"],
                     "copy_s": secs,
                     "bytes": nbytes,
@@ -243,14 +311,15 @@ class Drain:
 
     POLL_S = 0.2  # how often a wait for the drain checks that it lives and that no signal came
 
-    def __init__(self, slow_dir: Path, tag: str, keep: int, how: str) -> None:
+    def __init__(self, slow, keep: int, how: str) -> None:
+        """``slow``: where checkpoints drain to, a ``Folder`` or a ``bucket.Bucket``."""
         import multiprocessing as mp
 
         ctx = mp.get_context("spawn")
         self.inq, self.outq = ctx.Queue(), ctx.Queue()
         self.proc = ctx.Process(
             target=_drain_worker,
-            args=(self.inq, self.outq, str(slow_dir), tag, keep, how, os.getpid()),
+            args=(self.inq, self.outq, slow, keep, how, os.getpid()),
             name="iocampaign-drain",
             daemon=True,
         )
