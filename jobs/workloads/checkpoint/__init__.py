@@ -190,7 +190,17 @@ class Checkpoint(Workload):
     def run_once(self, ctx: RunContext) -> dict:
         """The same training twice: without checkpoints (the run's baseline), then with them, traced."""
         with _slow_store(ctx.cfg) as store:
-            return self._run_once(ctx, store)
+            try:
+                return self._run_once(ctx, store)
+            except RuntimeError as e:  # a request or the drain failed: say so when the store's server died
+                died = store.server.dead() if store is not None and store.server is not None else None
+                if died is None:
+                    raise
+                from jobs.storage.objectstore.client import StoreError
+
+                raise StoreError(
+                    f"checkpoint.slow={ctx.cfg.checkpoint.slow.name}: {died} during the run ({e})"
+                ) from None
 
     def _run_once(self, ctx: RunContext, store) -> dict:
         from jobs.observe import trace

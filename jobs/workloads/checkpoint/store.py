@@ -324,11 +324,29 @@ class Drain:
             daemon=True,
         )
         self.proc.start()
+        self.drained: list[dict] = []  # what it reported so far
 
     def put(self, prefix: Path, keep_fast: bool = False) -> None:
         """Drain ``prefix``; with ``keep_fast`` its fast copy stays after the slow one is verified (the run's
-        last checkpoint, for the restore from the fast tier; the run removes it afterwards)."""
+        last checkpoint, for the restore from the fast tier; the run removes it afterwards). Raises
+        DrainError when the drain already failed: the run stops at this checkpoint, not at its end."""
+        self.check()
         self.inq.put((str(prefix), keep_fast))
+
+    def check(self) -> None:
+        """Take what the drain reported so far; raise DrainError if it failed."""
+        import queue
+
+        while True:
+            try:
+                item = self.outq.get_nowait()
+            except queue.Empty:
+                return
+            if item is not None and "error" in item:
+                self.abort()
+                raise DrainError(f"burst-buffer drain failed: {item['error']}")
+            if item is not None:
+                self.drained.append(item)
 
     def finish(self, timeout_s: float | None = None) -> list[dict]:
         """Wait until everything queued is on the slow tier; return what was drained. Raises DrainError
@@ -339,7 +357,7 @@ class Drain:
         from jobs import interrupts
 
         self.inq.put(None)
-        out = []
+        out = self.drained
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
             try:
