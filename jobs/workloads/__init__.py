@@ -118,7 +118,8 @@ class Workload:
     figures: ClassVar[tuple[Figure, ...]] = ()  # what the analysis draws from its rows
     # the frameworks it reads and trains with (framework=<name>; jobs.frameworks)
     engines: ClassVar[tuple[str, ...]] = ("tensorflow",)
-    # the frameworks with which it reads its dataset from an object store (storage.kind=object)
+    # the frameworks with which its runs work on an object store as storage (storage.kind=object): read its
+    # dataset, or write and read back their own objects
     object_readers: ClassVar[tuple[str, ...]] = ()
     # its burst buffer drains checkpoints to a bucket (storage@checkpoint.slow=s3)
     bucket_checkpoints: ClassVar[bool] = False

@@ -541,3 +541,26 @@ def test_recovery_puts_a_killed_runs_checkpoints_in_its_bucket_and_leaves_other_
     assert len(ckpt_store.prefixes(other, "ckpt_other")) == 3  # another store's run: not ours to touch
     for b in (kept_b,):
         b.remove_all()
+
+
+def test_a_shard_put_as_objects_reads_back_checked_and_a_changed_byte_is_named(store):
+    """A rank's shard as multipart objects (1 MiB blocks in 5 MiB parts) reads back equal; one byte
+    changed in the store is a ShardError naming the object and the block."""
+    from jobs.storage.objectstore.tier import Store
+    from jobs.workloads.shards import objectio, shardio
+
+    s, s3, _ = store
+    st = Store(s.endpoint, s3)
+    content = shardio.Content(rank=3, seed=7, block=1 << 20)
+    base = content.base()
+    files = [("a.bin", 12 * (1 << 20) + 5), ("b.bin", 1000)]  # three parts; one PUT
+    prefix = "iocampaign/checkpoints/shard_test/rank00003"
+    assert objectio.write(st, prefix, files, content, base) > 0
+    assert objectio.read(st, prefix, files, content, base) > 0
+    body = bytearray(s3.get_object(Bucket=s.endpoint.bucket, Key=f"{prefix}/a.bin")["Body"].read())
+    assert len(body) == files[0][1]
+    body[7 * (1 << 20) + 100] ^= 0xFF
+    s3.put_object(Bucket=s.endpoint.bucket, Key=f"{prefix}/a.bin", Body=bytes(body))
+    with pytest.raises(shardio.ShardError, match=r"s3://iocampaign/.*/rank00003/a.bin: block 7 "):
+        objectio.read(st, prefix, files, content, base)
+    objects.delete_prefix(s3, s.endpoint, prefix)

@@ -22,7 +22,8 @@ import pytest
 
 from jobs.storage.objectstore import client, fuse, server
 from support import users
-from support.commands import python_env, start_module
+from support.commands import campaign, python_env, start_module
+from support.configs import TOY_SEARCHPATH
 
 pytestmark = pytest.mark.cells  # real campaigns on a real SeaweedFS server
 
@@ -251,6 +252,41 @@ def test_a_burst_buffer_drains_to_a_bucket_verifies_and_restores_cold(users_stor
                 assert not KEY.search(data) and secret not in data, f
 
 
+def test_a_sharded_checkpoint_is_put_as_objects_and_read_back_cold_by_both_frameworks(disk_root, cwd):
+    """``workload=sharded_checkpoint storage=s3``: a rank's shard as objects in the embedded server (boto3's
+    multipart PUTs, or DCP through s3torchconnector's S3StorageWriter), read back cold from the server's
+    disk and checked, then removed with the server."""
+    root = disk_root / "shardroot"
+    root.mkdir()
+    p = campaign(
+        "-m",
+        "workload=sharded_checkpoint",
+        "storage=s3",
+        f"storage.root={root}",
+        "checkpoint_model=ci_tiny",
+        TOY_SEARCHPATH,
+        "checkpoint.ranks_written=1",
+        "workload.block_mb=1",
+        "framework=tensorflow,pytorch",
+        "repeats=1",
+        "warmup=0",
+        cwd=cwd,
+    )
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    folder = next(cwd.glob("multirun/*/*/results.csv")).parent
+    records = [json.loads((folder / str(i) / "record.json").read_text()) for i in range(2)]
+    assert [r["config"]["framework"]["name"] for r in records] == ["tensorflow", "pytorch"]
+    for record in records:
+        (run,) = record["runs"]
+        assert (
+            run["ranks_written"] == 1 and run["checkpoint_gb"] * 1e9 == run["shard_ranks"][0]["bytes"] > 1e7
+        )
+        assert run["save_duration_s"] > 0 and run["load_duration_s"] > 0 and run["checkpoint_bytes_left"] == 0
+        # the server read the whole shard from its disk
+        assert run["cache_state"] == "cold" and run["bytes_read_device"] >= run["bytes_consumed"]
+    assert list((root / "iocampaign" / "s3servers").iterdir()) == [] and _procs_under(root) == []
+
+
 def test_a_server_killed_mid_run_fails_the_run_naming_the_endpoint_and_leaves_nothing(shared, other_user):
     """Run by a real second user, in folders of their own (the server confined in a user namespace)."""
     name, uid, gid = other_user
@@ -330,6 +366,14 @@ def test_planning_refuses_what_an_object_store_cannot_run_in_one_line(refusal, m
     one(refusal("workload=readonly", "storage@checkpoint.slow=s3"), "checkpoint.slow=s3", "workload=readonly")
     one(refusal("workload=sharded_checkpoint", "storage@checkpoint.slow=s3"), "workload=sharded_checkpoint")
     one(refusal(*bb, "storage@checkpoint.fast=s3"), "checkpoint.fast=s3")
+    # a sharded checkpoint's shard as objects: straight to the store, and no dataset to mount
+    assert refusal("storage=s3", "workload=sharded_checkpoint") is None
+    one(
+        refusal("storage=s3", "workload=sharded_checkpoint", "checkpoint.target=burst_buffer"),
+        "checkpoint.target=burst_buffer",
+        "checkpoint.target=slow",
+    )
+    one(refusal("storage=s3", "workload=sharded_checkpoint", "storage.reader=fuse"), "reads no dataset")
     one(refusal("storage=s3", "workload=baseline", "storage.reader=fuse"), "storage.reader=native")
     one(
         refusal(

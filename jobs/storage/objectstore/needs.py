@@ -116,6 +116,11 @@ def _reach(cfg, workload, able: str) -> None:
             f"{where}: workload={cfg.workload.name} does not read from an object store "
             f"(workloads of kind {able} do, so far)"
         )
+    if cfg.dataset is None and cfg.storage.reader == "fuse":
+        raise ConfigError(
+            f"{where}: workload={cfg.workload.name} reads no dataset; storage.reader=fuse is for the runs "
+            "that read one (leave storage.reader=native)"
+        )
     if not workload.uses_framework and cfg.storage.reader == "fuse":
         raise ConfigError(
             f"{where}: workload={cfg.workload.name} measures the store's own GETs and PUTs; "

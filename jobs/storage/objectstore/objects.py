@@ -42,7 +42,7 @@ def dataset_prefix(endpoint: Endpoint, content_id: str) -> str:
     return f"{endpoint.prefix}/datasets/{content_id}"
 
 
-def _existing(s3, endpoint: Endpoint, prefix: str) -> dict[str, int]:
+def sizes_under(s3, endpoint: Endpoint, prefix: str) -> dict[str, int]:
     """key -> size of every object under ``prefix``."""
     out = {}
     try:
@@ -88,7 +88,7 @@ def upload(
     prefix = dataset_prefix(endpoint, content_id)
     keys = [f"{prefix}/{i:06d}-{Path(f).name}" for i, f in enumerate(files)]
     sizes = [Path(f).stat().st_size for f in files]
-    there = _existing(s3, endpoint, prefix)
+    there = sizes_under(s3, endpoint, prefix)
     todo = [(k, f) for k, f, n in zip(keys, files, sizes) if there.get(k) != n]
 
     def put(item) -> None:
@@ -116,7 +116,7 @@ def delete_prefix(s3, endpoint: Endpoint, prefix: str) -> int:
     parts = prefix.split("/")
     if not prefix.startswith(own) or prefix == own.rstrip("/") or any(p in ("", ".", "..") for p in parts):
         raise ValueError(f"{prefix!r} is not under the tool's prefix {endpoint.prefix!r}")
-    keys = [k for k in _existing(s3, endpoint, prefix) if k.startswith(prefix + "/")]
+    keys = [k for k in sizes_under(s3, endpoint, prefix) if k.startswith(prefix + "/")]
     for i in range(0, len(keys), 1000):
         chunk = [{"Key": k} for k in keys[i : i + 1000]]
         try:

@@ -124,6 +124,9 @@ class ShardedCheckpoint(Workload):
     # tensorflow: each rank's files written as a framework writes them (jobs/workloads/shards/shardio.py);
     # pytorch: each rank's state dict through torch.distributed.checkpoint (jobs/workloads/shards/dcp.py)
     engines = ("tensorflow", "pytorch")
+    # storage=s3: each file of the shard an object (tensorflow: jobs/workloads/shards/objectio.py, boto3) or
+    # DCP through s3torchconnector's S3StorageWriter and S3StorageReader (pytorch: dcp.py)
+    object_readers = ("tensorflow", "pytorch")
     figures = (
         Figure(
             "checkpoint_shards",
@@ -167,6 +170,8 @@ class ShardedCheckpoint(Workload):
                 f"checkpoint.target={ck.target}: workload=sharded_checkpoint writes to storage=<tier> "
                 "(slow) or through the burst buffer (burst_buffer: checkpoint.fast, then drained to storage)"
             )
+        if cfg.storage.kind == "object":
+            self._on_store(cfg)
         if not 0 < cfg.workload.block_mb <= 1024:
             raise ConfigError(
                 f"workload.block_mb={cfg.workload.block_mb} must be between 0 and 1024 (MB per request)"
@@ -176,6 +181,24 @@ class ShardedCheckpoint(Workload):
         self._space(cfg.storage, s, written, runs=cfg.warmup + cfg.repeats if ck.keep else 1)
         if ck.target == "burst_buffer":
             self._space(cfg.checkpoint.fast, s, written, "checkpoint.fast")
+
+    @staticmethod
+    def _on_store(cfg) -> None:
+        """storage=s3: written straight to the store (no burst buffer to it yet), DCP's S3 classes there."""
+        if cfg.checkpoint.target != "slow":
+            raise ConfigError(
+                f"checkpoint.target={cfg.checkpoint.target} with storage={cfg.storage.name}: the ranks write "
+                "their shards straight to the store (checkpoint.target=slow); a burst buffer in front of it "
+                "is not built yet"
+            )
+        if cfg.framework.name == "pytorch":
+            import importlib.util
+
+            if importlib.util.find_spec("tenacity") is None:
+                raise ConfigError(
+                    f"storage={cfg.storage.name} framework=pytorch: DCP's S3 writer needs s3torchconnector's "
+                    "dcp extra: pip install '.[pytorch]' (make install does it)"
+                )
 
     @staticmethod
     def _space(tier, s, written: int, name: str = "storage", runs: int = 1) -> None:
@@ -213,8 +236,7 @@ class ShardedCheckpoint(Workload):
 
     def run_once(self, ctx: RunContext) -> dict:
         from jobs import nodes
-        from jobs.workloads.checkpoint.saving import ckpt_dir
-        from jobs.workloads.shards import folders, shardio
+        from jobs.workloads.shards import shardio
 
         cfg = ctx.cfg
         s = _shape(cfg)
@@ -227,28 +249,10 @@ class ShardedCheckpoint(Workload):
         sums = [content.sha256(base, i, b) for i, (_, b) in enumerate(files)]  # before the timed save
         run_id = ctx.run_id or uuid.uuid4().hex[:12]  # shared by the run's tasks: one folder for the run
         name = f"{PREFIX}{ctx.cell.cell_id}_{ctx.tag}_{run_id}"
-        keep = cfg.checkpoint.keep
-        bb = cfg.checkpoint.target == "burst_buffer"  # written to the fast tier, then drained to storage
-        held = (
-            [folders.claim(ckpt_dir(Path(cfg.checkpoint.fast.root)) / name, model_rank, keep)] if bb else []
-        )
-        held.append(folders.claim(ckpt_dir(Path(cfg.storage.root)) / name, model_rank, keep))
-        ok = False
-        on_disk = files  # what the rank's folders hold: the shard's files, or DCP's
-        try:
-            if cfg.framework.name == "pytorch":
-                from jobs.workloads.shards import dcp
-
-                t = dcp.phases(ctx, [m for m, _, _ in held], files, content, base)
-                on_disk = t.pop("files_written")
-            else:
-                t = shardio.phases(ctx, [m for m, _, _ in held], files, content, base, sums)
-            ok = True
-        except shardio.TierFull as e:
-            raise _full(cfg, ctx, e, size, bb) from None
-        finally:
-            left = sum(folders.release(m, lk, keep, on_disk, succeeded=ok) for m, lk, _ in held)
-        removed = sorted({x for _, _, r in held for x in r})
+        if cfg.storage.kind == "object":
+            t, left, removed = _on_store(ctx, name, model_rank, files, content, base)
+        else:
+            t, left, removed = _in_folders(ctx, name, model_rank, files, size, content, base, sums)
         save_s, drain_s, load_s = t["save_s"], t.get("drain_s"), t["load_s"]
         seconds = (
             ctx.marks["end"].t - ctx.marks["start"].t
@@ -306,6 +310,74 @@ class ShardedCheckpoint(Workload):
             f"loaded back in {result['load_duration_s']:.2f} s "
             f"({result['load_throughput_gb_s']:.2f} GB/s), every byte checked"
         )
+
+
+def _in_folders(ctx: RunContext, name: str, model_rank: int, files, size: int, content, base, sums):
+    """The rank's phases in its folders on the tiers: (timings, bytes left, killed runs' folders removed)."""
+    from jobs.workloads.checkpoint.saving import ckpt_dir
+    from jobs.workloads.shards import folders, shardio
+
+    cfg = ctx.cfg
+    keep = cfg.checkpoint.keep
+    bb = cfg.checkpoint.target == "burst_buffer"  # written to the fast tier, then drained to storage
+    held = [folders.claim(ckpt_dir(Path(cfg.checkpoint.fast.root)) / name, model_rank, keep)] if bb else []
+    held.append(folders.claim(ckpt_dir(Path(cfg.storage.root)) / name, model_rank, keep))
+    ok = False
+    on_disk = files  # what the rank's folders hold: the shard's files, or DCP's
+    try:
+        if cfg.framework.name == "pytorch":
+            from jobs.workloads.shards import dcp
+
+            t = dcp.phases(ctx, [m for m, _, _ in held], files, content, base)
+            on_disk = t.pop("files_written")
+        else:
+            t = shardio.phases(ctx, [m for m, _, _ in held], files, content, base, sums)
+        ok = True
+    except shardio.TierFull as e:
+        raise _full(cfg, ctx, e, size, bb) from None
+    finally:
+        left = sum(folders.release(m, lk, keep, on_disk, succeeded=ok) for m, lk, _ in held)
+    return t, left, sorted({x for _, _, r in held for x in r})
+
+
+def _on_store(ctx: RunContext, name: str, model_rank: int, files, content, base):
+    """The rank's phases on the cell's object store (``storage=s3``): its shard's objects under
+    ``<prefix>/checkpoints/<run>/rank<r>``, deleted after the load unless ``checkpoint.keep=true``, and
+    whatever the run had put when it fails. Returns (timings, bytes left, [])."""
+    from jobs.storage.objectstore import objects, tier
+
+    store = tier.opened(ctx.ds.store)
+    prefix = f"{store.endpoint.prefix}/checkpoints/{name}/rank{model_rank:05d}"
+    try:
+        if ctx.cfg.framework.name == "pytorch":
+            from jobs.workloads.shards import dcp
+
+            t = dcp.on_store(ctx, store, prefix, files, content, base)
+            written = t.pop("files_written")
+        else:
+            from jobs.workloads.shards import objectio
+
+            t = objectio.phases(ctx, store, prefix, files, content, base)
+            written = files
+    except BaseException:
+        _delete_quietly(store, prefix)
+        raise
+    if ctx.cfg.checkpoint.keep:
+        return t, sum(b for _, b in written), []
+    objects.delete_prefix(store.client, store.endpoint, prefix)
+    return t, 0, []
+
+
+def _delete_quietly(store, prefix: str) -> None:
+    """Delete what a failed run put; a store that no longer answers is logged, not raised over the run's
+    own error."""
+    from jobs.storage.objectstore import objects
+    from jobs.storage.objectstore.client import StoreError
+
+    try:
+        objects.delete_prefix(store.client, store.endpoint, prefix)
+    except StoreError as e:
+        log.warning("the run's shard under %s could not be removed: %s", prefix, e)
 
 
 class TierFullError(RuntimeError):

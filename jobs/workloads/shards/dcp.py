@@ -125,3 +125,81 @@ def phases(ctx, folders: list[Path], files: list[tuple[str, int]], content, base
         "read_device_bytes": None if r2 is None or r3 is None else r3 - r2,
         "read_syscall_bytes": None if rc0 is None or rc1 is None else rc1 - rc0,
     }
+
+
+def _s3_client(store):
+    """s3torchconnector's client for the cell's store (path-style, no retries: a failed request fails the
+    run); the embedded server's keys are lent to the environment around its use (``s3map.credentials``)."""
+    from s3torchconnector import S3ClientConfig
+    from s3torchconnector._s3client import S3Client
+
+    return S3Client(
+        store.endpoint.region,
+        endpoint=store.endpoint.url,
+        s3client_config=S3ClientConfig(force_path_style=True, max_attempts=1),
+    )
+
+
+def _on(io, store, prefix: str):
+    """DCP's S3 writer or reader (``io``) at ``s3://<bucket>/<prefix>`` of the cell's store: its file
+    system given the store's endpoint, which the class takes no other way."""
+    from s3torchconnector.dcp import S3FileSystem
+
+    url = f"s3://{store.endpoint.bucket}/{prefix}"
+    it = io(store.endpoint.region, url)
+    it.fs = S3FileSystem(store.endpoint.region, s3_client=_s3_client(store))
+    it.path = it.fs.init_path(url)
+    return it
+
+
+def on_store(ctx, store, prefix: str, files: list[tuple[str, int]], content, base: bytes) -> dict:
+    """``phases`` on the cell's object store (``storage=s3``): the rank's state dict saved by DCP through
+    s3torchconnector's ``S3StorageWriter`` under ``prefix`` (durable once every PUT was answered), every rank
+    saved, the embedded server's files evicted, then loaded back cold by its ``S3StorageReader``, every
+    tensor compared. The device bytes are the server's reads during the load."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from s3torchconnector.dcp import S3StorageReader, S3StorageWriter
+
+    from jobs.data.loader import s3map
+    from jobs.storage import cache
+    from jobs.storage.objectstore import objects
+
+    tensors = state(files, content, base)
+    with s3map.credentials(ctx.ds):
+        ctx.mark("start")
+        t0 = time.perf_counter()
+        with _alone():
+            dcp.save(tensors, storage_writer=_on(S3StorageWriter, store, prefix), no_dist=True)
+        out = {"save_s": time.perf_counter() - t0}
+        ctx.barrier("saved")
+        written = sorted(
+            (k.rsplit("/", 1)[1], n)
+            for k, n in objects.sizes_under(store.client, store.endpoint, prefix).items()
+        )
+        cache.evict(store.server_files())
+        ctx.barrier("evicted")
+        before = store.counters()
+        fresh = {k: torch.empty_like(v) for k, v in tensors.items()}
+        t0 = time.perf_counter()
+        with _alone():
+            dcp.load(fresh, storage_reader=_on(S3StorageReader, store, prefix), no_dist=True)
+        _same(fresh, tensors, f"s3://{store.endpoint.bucket}/{prefix}")
+        out["load_s"] = time.perf_counter() - t0
+        after = store.counters()
+        ctx.mark("end")
+    return {
+        **out,
+        "files_written": written,
+        "write_device_bytes": None,
+        "read_device_bytes": after[0] - before[0] if before is not None and after is not None else None,
+        "read_syscall_bytes": None,
+    }
+
+
+def _same(fresh: dict, saved: dict, where: str) -> None:
+    import torch
+
+    for k, v in saved.items():
+        if not torch.equal(fresh[k], v):
+            raise shardio.ShardError(f"{where}: tensor {k} loaded back differs from what was saved")

@@ -116,6 +116,12 @@ def read(folder: Path, files: list[tuple[str, int]], content: Content, base: byt
     """Read every file back whole in ``block``-sized requests, checking each block against what was
     written (8 bytes at a time, at memory speed); seconds taken. Raises ShardError on the first
     difference (or a short file)."""
+    return read_from(lambda name: open(folder / name, "rb", buffering=0), str(folder), files, content, base)
+
+
+def read_from(opener, where: str, files: list[tuple[str, int]], content: Content, base: bytes) -> float:
+    """``read`` from what ``opener(name)`` opens (a file, or an object's stream: anything with
+    ``readinto`` and ``read``, usable in ``with``); ``where`` names the place in errors."""
     import numpy as np
 
     buf = bytearray(content.block)
@@ -123,23 +129,34 @@ def read(folder: Path, files: list[tuple[str, int]], content: Content, base: byt
     mine = np.frombuffer(base, dtype=np.uint64)
     t0 = time.perf_counter()
     for file_no, (name, size) in enumerate(files):
-        with open(folder / name, "rb", buffering=0) as f:
+        with opener(name) as f:
             for k, off in enumerate(range(0, size, content.block)):
                 n = min(content.block, size - off)
-                got, whole = f.readinto(view[:n]), n // 8
+                got, whole = _read_exactly(f, view[:n]), n // 8
                 if (
                     got != n
-                    or view[:STAMP] != content.stamp(file_no, k)
+                    or view[: min(STAMP, n)] != content.stamp(file_no, k)[:n]  # a last block may be shorter
                     or not np.array_equal(words[STAMP // 8 : whole], mine[STAMP // 8 : whole])
-                    or buf[whole * 8 : n] != base[whole * 8 : n]
+                    or buf[max(whole * 8, STAMP) : n] != base[max(whole * 8, STAMP) : n]
                 ):
                     raise ShardError(
-                        f"{folder / name}: block {k} (bytes {off}-{off + n}) differs from what rank "
+                        f"{where}/{name}: block {k} (bytes {off}-{off + n}) differs from what rank "
                         f"{content.rank} wrote" + (f" ({got} of {n} bytes read)" if got != n else "")
                     )
             if f.read(1):
-                raise ShardError(f"{folder / name}: longer than the {size} bytes written")
+                raise ShardError(f"{where}/{name}: longer than the {size} bytes written")
     return time.perf_counter() - t0
+
+
+def _read_exactly(f, view: memoryview) -> int:
+    """Fill ``view`` from ``f`` (a stream may give less per call); the bytes read, fewer only at its end."""
+    got = 0
+    while got < len(view):
+        n = f.readinto(view[got:])
+        if not n:
+            break
+        got += n
+    return got
 
 
 def io_bytes() -> tuple[int | None, int | None, int | None]:
