@@ -287,6 +287,38 @@ def test_a_sharded_checkpoint_is_put_as_objects_and_read_back_cold_by_both_frame
     assert list((root / "iocampaign" / "s3servers").iterdir()) == [] and _procs_under(root) == []
 
 
+def test_shards_are_objects_read_through_the_s3fs_mount(disk_root, cwd):
+    """``dataset.format=tfrecord|hdf5`` on ``storage=s3``: one object per shard, read as files through s3fs
+    (``storage.reader=fuse``), cold on the server, every image read."""
+    root = disk_root / "shardsroot"
+    root.mkdir()
+    p = campaign(
+        "-m",
+        "storage=s3",
+        "storage.reader=fuse",
+        f"storage.root={root}",
+        "dataset.format=tfrecord,hdf5",
+        "dataset.shard_mb=1",
+        "dataset.num_images=128",
+        "threads=2",
+        "repeats=1",
+        "warmup=0",
+        cwd=cwd,
+    )
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    rows = sorted(_rows(cwd), key=lambda r: int(r["cell_dir"]))
+    assert [r["format"] for r in rows] == ["tfrecord", "hdf5"]
+    folder = next(cwd.glob("multirun/*/*/results.csv")).parent
+    for r in rows:
+        assert float(r["images"]) == 128 and float(r["images_dropped"]) == 0 and r["cache_state"] == "cold"
+        record = json.loads((folder / r["record"]).read_text())
+        stored = record["provenance"]["object_store"]
+        # one object per shard, the format's own content in the store
+        assert stored["objects"] == record["dataset"]["containers"] > 1
+        assert stored["dataset_prefix"].split("/")[-1].startswith(f"imagenet_subset-{r['format']}-")
+    assert list((root / "iocampaign" / "s3servers").iterdir()) == [] and _procs_under(root) == []
+
+
 def test_a_server_killed_mid_run_fails_the_run_naming_the_endpoint_and_leaves_nothing(shared, other_user):
     """Run by a real second user, in folders of their own (the server confined in a user namespace)."""
     name, uid, gid = other_user
@@ -344,7 +376,8 @@ def test_planning_refuses_what_an_object_store_cannot_run_in_one_line(refusal, m
 
     one(refusal("storage=s3", "workload=alexnet"), "storage=s3", "workload=alexnet", "microbench")
     one(refusal("storage=s3", "framework=pytorch", "workload=alexnet"), "workload=alexnet", "microbench")
-    one(refusal("storage=s3", "dataset.format=tfrecord"), "dataset.format=tfrecord")
+    one(refusal("storage=s3", "dataset.format=tfrecord"), "dataset.format=tfrecord", "storage.reader=fuse")
+    assert refusal("storage=s3", "dataset.format=hdf5", "storage.reader=fuse") is None
     one(refusal("storage=s3", "trace.posix=true"), "trace.posix=true")
     one(refusal("storage=s3", "storage.bucket=Not_A_Bucket"), "storage.bucket=Not_A_Bucket")
     one(refusal("storage=s3", "storage.endpoint=ftp://host"), "storage.endpoint=ftp://host")

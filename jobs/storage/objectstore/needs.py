@@ -131,10 +131,11 @@ def _reach(cfg, workload, able: str) -> None:
             f"{where}: framework={cfg.framework.name} does not read from an object store yet "
             f"(framework={', '.join(workload.object_readers)} does)"
         )
-    if cfg.dataset is not None and cfg.dataset.format != "files":
+    if cfg.dataset is not None and cfg.dataset.format != "files" and cfg.storage.reader != "fuse":
         raise ConfigError(
-            f"{where}: the store holds one object per image so far; dataset.format={cfg.dataset.format} "
-            "shards are not uploaded yet (use dataset.format=files)"
+            f"{where}: dataset.format={cfg.dataset.format} shards are objects read through the s3fs mount "
+            "so far (storage.reader=fuse); the native readers GET one object per image "
+            "(dataset.format=files)"
         )
     tasks = cfg.platform.nodes * cfg.platform.tasks_per_node
     for setting, on in (

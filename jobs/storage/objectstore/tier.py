@@ -240,12 +240,21 @@ def stop_all() -> None:
 
 
 def content_id(ds) -> str:
-    """What names a dataset's content in the store: its name with a digest of its files' names and
-    sizes, in order (the same files give the same objects, whoever uploaded them)."""
+    """What names a dataset's content in the store: its name with a digest of its stored files' names and
+    sizes, in order (the same files give the same objects, whoever uploaded them); shards (TFRecord,
+    HDF5) are a content of their own, named with their format."""
     h = hashlib.sha256()
-    for path, size in zip(ds.files, ds.sizes):
+    for path, size in zip(*_stored(ds)):
         h.update(f"{os.path.basename(path)}\0{size}\n".encode())
-    return f"{ds.name}-{h.hexdigest()[:16]}"
+    kind = "" if ds.format == "files" else f"-{ds.format}"
+    return f"{ds.name}{kind}-{h.hexdigest()[:16]}"
+
+
+def _stored(ds) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The files the store holds of ``ds`` and their sizes: one per image, or its shards."""
+    if ds.format == "files":
+        return ds.files, ds.sizes
+    return ds.containers, ds.container_sizes
 
 
 def put_dataset(store: Store, ds):
@@ -259,9 +268,9 @@ def put_dataset(store: Store, ds):
     cid = content_id(ds)
     t0 = time.perf_counter()
     listing = objects.listing(store.client, store.endpoint, cid)
-    put = 0
-    if listing is None or len(listing.keys) != len(ds.files):
-        listing, put = objects.upload(store.client, store.endpoint, [Path(f) for f in ds.files], cid)
+    put, files = 0, _stored(ds)[0]
+    if listing is None or len(listing.keys) != len(files):
+        listing, put = objects.upload(store.client, store.endpoint, [Path(f) for f in files], cid)
     took = time.perf_counter() - t0
     facts = {
         "dataset_prefix": listing.prefix,
@@ -291,8 +300,10 @@ def put_dataset(store: Store, ds):
 
 def as_files(ds, point: Path):
     """The stored dataset ``ds`` read as files where its prefix is mounted (``storage.reader=fuse``): each
-    object's file, the server's files still what a cold run evicts."""
+    object's file (an image's, or a shard's), the server's files still what a cold run evicts."""
     from dataclasses import replace
 
     files = tuple(str(point / key.rsplit("/", 1)[1]) for key in ds.objects)
+    if ds.format != "files":
+        return replace(ds, containers=files, store=None, location=str(point))
     return replace(ds, files=files, store=None, location=str(point))
