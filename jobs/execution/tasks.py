@@ -137,10 +137,14 @@ def run(ctx, where, cold: bool = False) -> dict:
         with open(err, "wb") as f:
             procs = [subprocess.Popen(step, env=lifeline.plain_env(), stderr=f)]
     else:  # local tasks end with this process, whatever kills it
+        env = lifeline.child_env()
+        if ds.store is not None:  # each task reaches the cell's object store with a client of its own
+            from jobs.storage.objectstore import tier
+
+            env.update(tier.task_env(ds.store))
+            env = {k: v for k, v in env.items() if v is not None}
         procs = [
-            subprocess.Popen(
-                [sys.executable, "-m", "jobs.execution.tasks", str(folder), str(r)], env=lifeline.child_env()
-            )
+            subprocess.Popen([sys.executable, "-m", "jobs.execution.tasks", str(folder), str(r)], env=env)
             for r in range(n)
         ]
     watcher = watch.Watch(procs, n, folder, nonce, where.silence_s, err if step else None)
@@ -373,12 +377,15 @@ def _dataset(d: dict):
     """The run's dataset from its JSON form (lists back to tuples)."""
     from jobs.data import datasets
 
-    return datasets.Dataset(
-        **{
-            k: tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v
-            for k, v in d.items()
-        }
-    )
+    fields = {
+        k: tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v
+        for k, v in d.items()
+    }
+    if isinstance(fields.get("store"), dict):  # an object store's endpoint
+        from jobs.storage.objectstore.endpoint import Endpoint
+
+        fields["store"] = Endpoint(**fields["store"])
+    return datasets.Dataset(**fields)
 
 
 def _wait_for(done, what: str, orphaned) -> None:

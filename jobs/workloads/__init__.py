@@ -121,6 +121,8 @@ class Workload:
     # the frameworks with which its runs work on an object store as storage (storage.kind=object): read its
     # dataset, or write and read back their own objects
     object_readers: ClassVar[tuple[str, ...]] = ()
+    # its tasks (platform.tasks_per_node > 1) each reach the object store with a client of their own
+    object_tasks: ClassVar[bool] = False
     # its burst buffer drains checkpoints to a bucket (storage@checkpoint.slow=s3)
     bucket_checkpoints: ClassVar[bool] = False
 

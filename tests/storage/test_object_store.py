@@ -564,3 +564,36 @@ def test_a_shard_put_as_objects_reads_back_checked_and_a_changed_byte_is_named(s
     with pytest.raises(shardio.ShardError, match=r"s3://iocampaign/.*/rank00003/a.bin: block 7 "):
         objectio.read(st, prefix, files, content, base)
     objects.delete_prefix(s3, s.endpoint, prefix)
+
+
+def test_a_killed_runs_shard_objects_are_removed_by_the_next_run_and_nothing_else(store):
+    """What a SIGKILLed rank put on a store outlives it (a user's endpoint keeps it): the next run on this
+    host removes the ranks whose process died, and leaves another host's, a live one's and a kept one's."""
+    import json
+    import socket
+
+    from jobs.storage.objectstore.tier import Store
+    from jobs.workloads.shards import objectio
+
+    s, s3, _ = store
+    st = Store(s.endpoint, s3)
+    runs = "iocampaign/checkpoints"
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    owners = {
+        "shards_a_r1_dead": {"host": socket.gethostname(), "pid": dead.pid, "kept": False},
+        "shards_b_r1_other_host": {"host": "another-node", "pid": dead.pid, "kept": False},
+        "shards_c_r1_live": {"host": socket.gethostname(), "pid": os.getpid(), "kept": False},
+        "shards_d_r1_kept": {"host": socket.gethostname(), "pid": dead.pid, "kept": True},
+        "ckpt_e_r1_not_a_shard": {"host": socket.gethostname(), "pid": dead.pid, "kept": False},
+    }
+    for run, owner in owners.items():
+        rank = f"{runs}/{run}/rank00000"
+        s3.put_object(
+            Bucket=s.endpoint.bucket, Key=f"{rank}/{objectio.OWNER}", Body=json.dumps(owner).encode()
+        )
+        s3.put_object(Bucket=s.endpoint.bucket, Key=f"{rank}/model_states.bin", Body=b"x" * 100)
+    assert objectio.remove_killed(st, runs, "shards_") == [f"{runs}/shards_a_r1_dead/rank00000"]
+    left = {k.split("/")[2] for k in objects.sizes_under(s3, s.endpoint, runs)}
+    assert left == set(owners) - {"shards_a_r1_dead"}
+    objects.delete_prefix(s3, s.endpoint, runs)

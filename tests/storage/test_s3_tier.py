@@ -195,11 +195,11 @@ def test_a_burst_buffer_drains_to_a_bucket_verifies_and_restores_cold(users_stor
         "framework=tensorflow,pytorch",
         "checkpoint.restore=true",
         "checkpoint.every=2",
-        "checkpoint.max_to_keep=2",
-        "workload.steps=6",
+        "checkpoint.max_to_keep=1",
+        "workload.steps=4",
         "workload.image_side=64",
         "workload.width=0.25",
-        "dataset.num_images=96",
+        "dataset.num_images=64",
         "batch_size=16",
         f"storage.root={root}",
         "repeats=1",
@@ -219,16 +219,16 @@ def test_a_burst_buffer_drains_to_a_bucket_verifies_and_restores_cold(users_stor
     for i, record in enumerate(records):
         run = record["runs"][-1]
         embedded = i < 2
-        assert [c["step"] for c in run["checkpoints"]] == [2, 4, 6]
+        assert [c["step"] for c in run["checkpoints"]] == [2, 4]
         assert all(c["tier"] == "fast" and c["copy_s"] > 0 for c in run["checkpoints"])
-        assert [n.rsplit("-", 1)[1] for n in run["durable"]["slow"]] == ["4", "6"]  # max_to_keep=2
+        assert [n.rsplit("-", 1)[1] for n in run["durable"]["slow"]] == ["4"]  # max_to_keep=1: step 2 deleted
         where = run["checkpoint_store"]
         assert where["bucket"] == BUCKET and where["prefix"].startswith("iocampaign/checkpoints/ckpt_")
         assert (where["endpoint"] == s.endpoint.url) is not embedded
         fast, slow = run["restores"]
         assert fast["tier"] == "fast" and fast["weights_equal"] is True
-        # the bucket's copy: fetched back by GETs and restored, equal to the weights saved at step 6
-        assert slow["tier"] == "slow" and slow["step"] == 6 and slow["source"].startswith(f"s3://{BUCKET}/")
+        # the bucket's copy: fetched back by GETs and restored, equal to the weights saved at step 4
+        assert slow["tier"] == "slow" and slow["step"] == 4 and slow["source"].startswith(f"s3://{BUCKET}/")
         assert slow["weights_equal"] is True and slow["checksums"] == "match" and slow["bytes"] > 1e6
         if embedded:  # read from the server's disk after its files were evicted
             assert slow["cache_state"] == "cold" and slow["bytes_read_device"] >= 0.9 * slow["bytes"]
@@ -253,9 +253,10 @@ def test_a_burst_buffer_drains_to_a_bucket_verifies_and_restores_cold(users_stor
 
 
 def test_a_sharded_checkpoint_is_put_as_objects_and_read_back_cold_by_both_frameworks(disk_root, cwd):
-    """``workload=sharded_checkpoint storage=s3``: a rank's shard as objects in the embedded server (boto3's
-    multipart PUTs, or DCP through s3torchconnector's S3StorageWriter), read back cold from the server's
-    disk and checked, then removed with the server."""
+    """``workload=sharded_checkpoint storage=s3``: two ranks, each a task process with a client of its own,
+    put their shards as objects in the runner's embedded server (boto3's multipart PUTs, or DCP through
+    s3torchconnector's S3StorageWriter); read back cold from the server's disk and checked, then removed
+    with the server. The server's keys reach the tasks in their environment only."""
     root = disk_root / "shardroot"
     root.mkdir()
     p = campaign(
@@ -265,7 +266,8 @@ def test_a_sharded_checkpoint_is_put_as_objects_and_read_back_cold_by_both_frame
         f"storage.root={root}",
         "checkpoint_model=ci_tiny",
         TOY_SEARCHPATH,
-        "checkpoint.ranks_written=1",
+        "checkpoint.ranks_written=2",
+        "platform.tasks_per_node=2",
         "workload.block_mb=1",
         "framework=tensorflow,pytorch",
         "repeats=1",
@@ -278,13 +280,16 @@ def test_a_sharded_checkpoint_is_put_as_objects_and_read_back_cold_by_both_frame
     assert [r["config"]["framework"]["name"] for r in records] == ["tensorflow", "pytorch"]
     for record in records:
         (run,) = record["runs"]
-        assert (
-            run["ranks_written"] == 1 and run["checkpoint_gb"] * 1e9 == run["shard_ranks"][0]["bytes"] > 1e7
-        )
+        ranks = run["shard_ranks"]
+        assert run["ranks_written"] == 2 and [r["rank"] for r in ranks] == [0, 1]
+        assert run["checkpoint_gb"] * 1e9 == sum(r["bytes"] for r in ranks) > 2e7
         assert run["save_duration_s"] > 0 and run["load_duration_s"] > 0 and run["checkpoint_bytes_left"] == 0
-        # the server read the whole shard from its disk
+        # the server read both shards from its disk
         assert run["cache_state"] == "cold" and run["bytes_read_device"] >= run["bytes_consumed"]
     assert list((root / "iocampaign" / "s3servers").iterdir()) == [] and _procs_under(root) == []
+    for f in cwd.rglob("*"):  # the tasks' request files, results and logs: no key
+        if f.is_file() and not f.is_symlink():
+            assert not KEY.search(f.read_bytes()), f
 
 
 def test_shards_are_objects_read_through_the_s3fs_mount(disk_root, cwd):
@@ -297,9 +302,9 @@ def test_shards_are_objects_read_through_the_s3fs_mount(disk_root, cwd):
         "storage=s3",
         "storage.reader=fuse",
         f"storage.root={root}",
-        "dataset.format=tfrecord,hdf5",
+        "dataset.format=hdf5",
         "dataset.shard_mb=1",
-        "dataset.num_images=128",
+        "dataset.num_images=64",
         "threads=2",
         "repeats=1",
         "warmup=0",
@@ -307,10 +312,10 @@ def test_shards_are_objects_read_through_the_s3fs_mount(disk_root, cwd):
     )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     rows = sorted(_rows(cwd), key=lambda r: int(r["cell_dir"]))
-    assert [r["format"] for r in rows] == ["tfrecord", "hdf5"]
+    assert [r["format"] for r in rows] == ["hdf5"]
     folder = next(cwd.glob("multirun/*/*/results.csv")).parent
     for r in rows:
-        assert float(r["images"]) == 128 and float(r["images_dropped"]) == 0 and r["cache_state"] == "cold"
+        assert float(r["images"]) == 64 and float(r["images_dropped"]) == 0 and r["cache_state"] == "cold"
         record = json.loads((folder / r["record"]).read_text())
         stored = record["provenance"]["object_store"]
         # one object per shard, the format's own content in the store
@@ -407,6 +412,21 @@ def test_planning_refuses_what_an_object_store_cannot_run_in_one_line(refusal, m
         "checkpoint.target=slow",
     )
     one(refusal("storage=s3", "workload=sharded_checkpoint", "storage.reader=fuse"), "reads no dataset")
+    tiny = (
+        "workload=sharded_checkpoint",
+        "checkpoint_model=ci_tiny",
+        TOY_SEARCHPATH,
+        "checkpoint.ranks_written=2",
+    )
+    assert refusal("storage=s3", *tiny, "platform.tasks_per_node=2") is None
+    one(
+        refusal("storage=s3", "platform.tasks_per_node=2"), "platform.tasks_per_node=2"
+    )  # microbench: one reader
+    one(
+        refusal("storage=s3", *tiny, "platform=slurm", "platform.tasks_per_node=2", "platform.dry_run=true"),
+        "platform=slurm",
+        "2 tasks",
+    )
     one(refusal("storage=s3", "workload=baseline", "storage.reader=fuse"), "storage.reader=native")
     one(
         refusal(

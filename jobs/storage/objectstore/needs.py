@@ -138,10 +138,15 @@ def _reach(cfg, workload, able: str) -> None:
             "(dataset.format=files)"
         )
     tasks = cfg.platform.nodes * cfg.platform.tasks_per_node
+    if tasks > 1 and workload.object_tasks and cfg.platform.kind != "local":
+        raise ConfigError(
+            f"{where}: platform={cfg.platform.name} with {tasks} tasks: the tasks of a run reach an object "
+            "store on this machine only so far (platform=workstation); servers on the nodes are not built yet"
+        )
     for setting, on in (
         ("trace.posix=true", cfg.trace.posix),
         ("input.service=true", cfg.input.service),
-        (f"platform.tasks_per_node={cfg.platform.tasks_per_node}", tasks > 1),
+        (f"platform.tasks_per_node={cfg.platform.tasks_per_node}", tasks > 1 and not workload.object_tasks),
     ):
         if on:
             raise ConfigError(

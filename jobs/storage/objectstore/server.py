@@ -78,6 +78,10 @@ class Server:
     reader: threading.Thread | None = None
     ports: dict = field(default_factory=dict)  # PORTS -> the loopback port of each
 
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
     def requests_served(self) -> int | None:
         """S3 requests the server has answered so far, of every type (its Prometheus metrics,
         ``SeaweedFS_s3_request_seconds_count``); None when they cannot be read."""
@@ -135,6 +139,33 @@ class Server:
         if self.process.stderr is not None:
             self.process.stderr.close()
         remove(self.folder)
+
+
+@dataclass
+class Seen:
+    """The embedded server as a task process of the cell sees it (its runner started and stops it): where
+    it runs, to evict its files and read its counters; its keys are in the task's environment only."""
+
+    pid: int
+    folder: Path
+    endpoint: Endpoint
+    ports: dict = field(default_factory=dict)
+    credentials: None = None  # the task's client takes the keys from its environment
+
+    data_dir = Server.data_dir
+    requests_served = Server.requests_served
+
+    def dead(self) -> str | None:
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return f"the embedded S3 server at {self.endpoint.url} (pid {self.pid}) ended"
+        except PermissionError:
+            pass
+        return None
+
+    def last_line(self) -> str:
+        return "its last lines are in the runner's log"
 
 
 def remove(folder: Path) -> None:

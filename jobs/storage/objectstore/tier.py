@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import hashlib
+import json
 import logging
 import os
 import socket
@@ -69,8 +70,9 @@ class Store:
 
     def keys(self) -> tuple[str, str] | None:
         """The embedded server's access key and secret, for a client that reads them from the environment
-        only (s3torchconnector's); None for a user's endpoint, whose keys are the user's own setting."""
-        if self.server is None:
+        only (s3torchconnector's); None for a user's endpoint, whose keys are the user's own setting, and in
+        a task process, whose environment has them already (``task_env``)."""
+        if self.server is None or self.server.credentials is None:
             return None
         return self.server.credentials.access_key, self.server.credentials.secret_key
 
@@ -93,7 +95,7 @@ class Store:
         whose machines the tool cannot see."""
         if self.server is None:
             return None
-        pid = self.server.process.pid
+        pid = self.server.pid
         try:
             with open(f"/proc/{pid}/io") as f:
                 read = next(int(line.split()[1]) for line in f if line.startswith("read_bytes:"))
@@ -144,11 +146,45 @@ _OPEN: dict[Endpoint, Store] = {}  # the stores open in this process, for the re
 
 
 def opened(endpoint: Endpoint) -> Store:
-    """The open store at ``endpoint`` (the native reader fetches through it)."""
+    """The open store at ``endpoint`` (the native reader fetches through it); in a task process of the
+    cell (``task_env``), the runner's store, reached with a client of its own."""
+    if endpoint not in _OPEN and TASK_ENV in os.environ:
+        _OPEN[endpoint] = _attached(endpoint, json.loads(os.environ[TASK_ENV]))
     try:
         return _OPEN[endpoint]
     except KeyError:
         raise StoreError(f"storage=s3: no open store at {endpoint.url}, bucket {endpoint.bucket}") from None
+
+
+TASK_ENV = "IOCAMPAIGN_S3_SERVER"  # in a task process: where the runner's embedded server runs (no key)
+_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
+
+
+def task_env(endpoint: Endpoint) -> dict:
+    """What a local task process of the cell needs to reach its store: for the embedded server, its keys
+    as AWS's (in the task's environment only, never a file or a command line; ``None`` values: the user's
+    own AWS settings taken out) and where it runs; for a user's endpoint, the user's own settings."""
+    store = opened(endpoint)
+    srv = store.server
+    if srv is None:
+        return {TASK_ENV: json.dumps(None)}
+    key, secret = store.keys()
+    seen = {"pid": srv.pid, "folder": str(srv.folder), "ports": dict(srv.ports)}
+    return {
+        **dict.fromkeys(_KEYS),
+        "AWS_ACCESS_KEY_ID": key,
+        "AWS_SECRET_ACCESS_KEY": secret,
+        TASK_ENV: json.dumps(seen),
+    }
+
+
+def _attached(endpoint: Endpoint, seen: dict | None) -> Store:
+    from jobs.storage.objectstore import client, server
+
+    srv = None
+    if seen is not None:
+        srv = server.Seen(int(seen["pid"]), Path(seen["folder"]), endpoint, dict(seen.get("ports") or {}))
+    return Store(endpoint, client.connect(endpoint, None, CONNECTIONS), srv)
 
 
 @contextlib.contextmanager
@@ -216,13 +252,14 @@ def clear_stale(parent: Path) -> None:
     for folder in parent.iterdir():
         at, _, rest = folder.name.rpartition("-")
         at, _, pid = at.rpartition("-")
-        if at != host or not pid.isdigit() or not rest.isdigit() or _alive(int(pid)):
+        if at != host or not pid.isdigit() or not rest.isdigit() or alive(int(pid)):
             continue
         log.info("removing %s: a killed campaign's embedded S3 server (pid %s is gone)", folder, pid)
         server.remove(folder)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """A process ``pid`` runs on this host (another user's too)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -93,6 +93,13 @@ def _bucket(store, tag: str):
     )
 
 
+def _untraced(settings) -> str:
+    """What a run's trace counted when the slow tier has no device of this machine's."""
+    if settings.bucket is not None and settings.bucket.server_data is None:
+        return "all local disks (the slow tier is a bucket on the user's S3 endpoint)"
+    return "all disks"
+
+
 def _checkpoints_taken(cfg) -> None:
     """Refuse a cell whose training ends before its first checkpoint (one epoch of ``dataset.num_images``,
     or ``workload.steps`` if fewer): it would measure no checkpoint and restore none."""
@@ -318,7 +325,7 @@ class Checkpoint(Workload):
             baseline_runtime_s=base["runtime_s"],
             baseline_steady_runtime_s=base["steady_runtime_s"],
             trace_file=f"trace_{ctx.tag}.csv",
-            trace_device=slow_disk or "all disks",
+            trace_device=slow_disk or _untraced(settings),
             recovered=recovered,
         )
         # the run read its images twice, each time cold: its bytes are both passes' (the cache state compares

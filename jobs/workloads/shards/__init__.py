@@ -127,6 +127,7 @@ class ShardedCheckpoint(Workload):
     # storage=s3: each file of the shard an object (tensorflow: jobs/workloads/shards/objectio.py, boto3) or
     # DCP through s3torchconnector's S3StorageWriter and S3StorageReader (pytorch: dcp.py)
     object_readers = ("tensorflow", "pytorch")
+    object_tasks = True  # each rank's task puts and gets its own objects
     figures = (
         Figure(
             "checkpoint_shards",
@@ -343,11 +344,16 @@ def _in_folders(ctx: RunContext, name: str, model_rank: int, files, size: int, c
 def _on_store(ctx: RunContext, name: str, model_rank: int, files, content, base):
     """The rank's phases on the cell's object store (``storage=s3``): its shard's objects under
     ``<prefix>/checkpoints/<run>/rank<r>``, deleted after the load unless ``checkpoint.keep=true``, and
-    whatever the run had put when it fails. Returns (timings, bytes left, [])."""
+    whatever the run had put when it fails; rank 0 first removes what killed runs on this host left
+    (``objectio.remove_killed``). Returns (timings, bytes left, the killed runs' ranks removed)."""
     from jobs.storage.objectstore import objects, tier
+    from jobs.workloads.shards import objectio
 
     store = tier.opened(ctx.ds.store)
-    prefix = f"{store.endpoint.prefix}/checkpoints/{name}/rank{model_rank:05d}"
+    runs = f"{store.endpoint.prefix}/checkpoints"
+    removed = objectio.remove_killed(store, runs, PREFIX) if ctx.rank == 0 else []
+    prefix = f"{runs}/{name}/rank{model_rank:05d}"
+    objectio.claim(store, prefix)
     try:
         if ctx.cfg.framework.name == "pytorch":
             from jobs.workloads.shards import dcp
@@ -355,17 +361,16 @@ def _on_store(ctx: RunContext, name: str, model_rank: int, files, content, base)
             t = dcp.on_store(ctx, store, prefix, files, content, base)
             written = t.pop("files_written")
         else:
-            from jobs.workloads.shards import objectio
-
             t = objectio.phases(ctx, store, prefix, files, content, base)
             written = files
     except BaseException:
         _delete_quietly(store, prefix)
         raise
     if ctx.cfg.checkpoint.keep:
-        return t, sum(b for _, b in written), []
+        objectio.keep(store, prefix)
+        return t, sum(b for _, b in written), removed
     objects.delete_prefix(store.client, store.endpoint, prefix)
-    return t, 0, []
+    return t, 0, removed
 
 
 def _delete_quietly(store, prefix: str) -> None:

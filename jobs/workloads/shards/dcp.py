@@ -164,6 +164,7 @@ def on_store(ctx, store, prefix: str, files: list[tuple[str, int]], content, bas
     from jobs.data.loader import s3map
     from jobs.storage import cache
     from jobs.storage.objectstore import objects
+    from jobs.workloads.shards import objectio
 
     tensors = state(files, content, base)
     with s3map.credentials(ctx.ds):
@@ -173,26 +174,25 @@ def on_store(ctx, store, prefix: str, files: list[tuple[str, int]], content, bas
             dcp.save(tensors, storage_writer=_on(S3StorageWriter, store, prefix), no_dist=True)
         out = {"save_s": time.perf_counter() - t0}
         ctx.barrier("saved")
+        there = objects.sizes_under(store.client, store.endpoint, prefix)
         written = sorted(
-            (k.rsplit("/", 1)[1], n)
-            for k, n in objects.sizes_under(store.client, store.endpoint, prefix).items()
+            (k.rsplit("/", 1)[1], n) for k, n in there.items() if not k.endswith("/" + objectio.OWNER)
         )
         cache.evict(store.server_files())
         ctx.barrier("evicted")
-        before = store.counters()
         fresh = {k: torch.empty_like(v) for k, v in tensors.items()}
-        t0 = time.perf_counter()
-        with _alone():
-            dcp.load(fresh, storage_reader=_on(S3StorageReader, store, prefix), no_dist=True)
-        _same(fresh, tensors, f"s3://{store.endpoint.bucket}/{prefix}")
-        out["load_s"] = time.perf_counter() - t0
-        after = store.counters()
+        with objectio.server_reads(ctx, store) as reads:
+            t0 = time.perf_counter()
+            with _alone():
+                dcp.load(fresh, storage_reader=_on(S3StorageReader, store, prefix), no_dist=True)
+            _same(fresh, tensors, f"s3://{store.endpoint.bucket}/{prefix}")
+            out["load_s"] = time.perf_counter() - t0
         ctx.mark("end")
     return {
         **out,
         "files_written": written,
         "write_device_bytes": None,
-        "read_device_bytes": after[0] - before[0] if before is not None and after is not None else None,
+        "read_device_bytes": reads[0],
         "read_syscall_bytes": None,
     }
 

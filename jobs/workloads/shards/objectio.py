@@ -9,6 +9,7 @@ request of the tool (PyTorch's DCP writes through s3torchconnector instead: ``dc
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 from jobs.storage.objectstore.client import StoreError, why
@@ -123,13 +124,76 @@ def phases(
     ctx.barrier("saved")
     cache.evict(store.server_files())
     ctx.barrier("evicted")
-    before = store.counters()
-    out["load_s"] = read(store, prefix, files, content, base)
-    after = store.counters()
+    with server_reads(ctx, store) as reads:
+        out["load_s"] = read(store, prefix, files, content, base)
     ctx.mark("end")
-    return {
-        **out,
-        "write_device_bytes": None,
-        "read_device_bytes": after[0] - before[0] if before is not None and after is not None else None,
-        "read_syscall_bytes": None,
-    }
+    return {**out, "write_device_bytes": None, "read_device_bytes": reads[0], "read_syscall_bytes": None}
+
+
+@contextlib.contextmanager
+def server_reads(ctx, store):
+    """The embedded server's disk reads over every rank's load, as ``[bytes]``: taken by rank 0 from the
+    barrier before the loads to the one after them all (the server's reads are the run's, not a rank's);
+    0 for the other ranks, so the run's total is the server's; None on a user's endpoint."""
+    before = store.counters() if ctx.rank == 0 else None
+    reads: list = [None]
+    yield reads
+    ctx.barrier("loaded")
+    after = store.counters() if ctx.rank == 0 else None
+    if before is not None and after is not None:
+        reads[0] = after[0] - before[0]
+    elif ctx.rank > 0 and store.server is not None:
+        reads[0] = 0
+
+
+OWNER = "owner.json"  # in a rank's prefix: the host and process putting it, and whether the run kept it
+
+
+def claim(store, prefix: str) -> None:
+    """Say who puts the rank's objects under ``prefix``, before the first of them: a later run on this host
+    removes them if that process died (``remove_killed``)."""
+    _owner(store, prefix, kept=False)
+
+
+def keep(store, prefix: str) -> None:
+    """The run finished and keeps its shard (``checkpoint.keep=true``): no later run removes it."""
+    _owner(store, prefix, kept=True)
+
+
+def _owner(store, prefix: str, kept: bool) -> None:
+    import json
+    import os
+    import socket
+
+    body = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "kept": kept}).encode()
+    try:
+        store.client.put_object(Bucket=store.endpoint.bucket, Key=f"{prefix}/{OWNER}", Body=body)
+    except Exception as e:  # noqa: BLE001 - one line naming the endpoint
+        raise why(e, store.endpoint) from None
+
+
+def remove_killed(store, runs: str, run_prefix: str) -> list[str]:
+    """Remove the ranks under ``runs`` (``<prefix>/checkpoints``) whose run folder starts ``run_prefix`` and
+    whose process, on this host, died before it finished (a killed campaign's): only what such a process
+    claimed; another host's, a live one's and a kept one's stay. Returns the rank prefixes removed."""
+    import json
+    import socket
+
+    from jobs.storage.objectstore import objects, tier
+
+    host, removed = socket.gethostname(), []
+    for key in sorted(objects.sizes_under(store.client, store.endpoint, runs)):
+        rest = key[len(runs) + 1 :].split("/")
+        if len(rest) != 3 or not rest[0].startswith(run_prefix) or rest[2] != OWNER:
+            continue
+        try:
+            body = store.client.get_object(Bucket=store.endpoint.bucket, Key=key)["Body"].read()
+            owner = json.loads(body)
+        except Exception:  # noqa: BLE001 - unreadable: not known to be a dead run's, left alone
+            continue
+        if owner.get("host") != host or owner.get("kept") or tier.alive(int(owner.get("pid", 0))):
+            continue
+        rank = key.rsplit("/", 1)[0]
+        objects.delete_prefix(store.client, store.endpoint, rank)
+        removed.append(rank)
+    return removed
