@@ -597,3 +597,43 @@ def test_a_killed_runs_shard_objects_are_removed_by_the_next_run_and_nothing_els
     left = {k.split("/")[2] for k in objects.sizes_under(s3, s.endpoint, runs)}
     assert left == set(owners) - {"shards_a_r1_dead"}
     objects.delete_prefix(s3, s.endpoint, runs)
+
+
+def _sizes(files: list[Path]) -> tuple[int, ...]:
+    return tuple(f.stat().st_size for f in files)
+
+
+def test_shards_are_one_object_each_a_content_of_their_own_and_read_through_the_s3fs_mount(store, tmp_path):
+    """``dataset.format=tfrecord|hdf5`` on a store: each shard one object (not each image), under a content
+    id naming the format, read back byte for byte as files through a real s3fs mount."""
+    from jobs.data.datasets import Dataset
+    from jobs.storage.objectstore import fuse, tier
+
+    s, s3, _ = store
+    st = tier.Store(s.endpoint, s3, s)
+    images = [tmp_path / f"{i}.jpg" for i in range(3)]
+    shards = [tmp_path / "shard-0.h5", tmp_path / "shard-1.h5"]
+    for f in (*images, *shards):
+        f.write_bytes(os.urandom(3000 + len(f.name)))
+    common = dict(name="unit", source="folder", location=str(tmp_path), files=tuple(map(str, images)))
+    common.update(labels=(0, 1, 0), sizes=_sizes(images), num_classes=2)
+    files_ds = Dataset(**common)
+    ds = Dataset(
+        **common,
+        format="hdf5",
+        containers=tuple(map(str, shards)),
+        members=((0, 1), (2,)),
+        container_sizes=_sizes(shards),
+    )
+    assert tier.content_id(ds).startswith("unit-hdf5-") and tier.content_id(files_ds).startswith("unit-")
+    assert tier.content_id(ds) != tier.content_id(files_ds)
+    stored, facts = tier.put_dataset(st, ds)
+    assert facts["objects"] == facts["objects_put"] == 2 and len(stored.objects) == 2
+    with fuse.mounted(st, facts["dataset_prefix"], str(tmp_path / "root")) as point:
+        read = tier.as_files(stored, point)
+        assert read.files == ds.files and read.store is None  # the images stay where they were listed
+        for path, original in zip(read.containers, shards):
+            assert Path(path).parent == point and Path(path).read_bytes() == original.read_bytes()
+    again, facts = tier.put_dataset(st, ds)  # the same shards: nothing put again
+    assert facts["objects_put"] == 0 and again.objects == stored.objects
+    objects.delete_prefix(s3, s.endpoint, facts["dataset_prefix"])
