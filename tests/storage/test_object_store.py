@@ -517,6 +517,12 @@ def test_recovery_puts_a_killed_runs_checkpoints_in_its_bucket_and_leaves_other_
         ckpt_store.write_run_facts(fast, **{"bucket": b.url, **facts})
         return fast, b
 
+    planted = {
+        "users/alice/ckpt_kept-1.index": b"hers",
+        "iocampaign-not-ours/checkpoints/ckpt_kept/x": b"not ours",
+    }
+    for key, body in planted.items():
+        s3.put_object(Bucket=s.endpoint.bucket, Key=key, Body=body)
     kept, kept_b = run("ckpt_kept", max_to_keep=2, keep=True)
     kept_b.receive(kept / "ckpt_kept-1", "fsync")  # drained before the kill
     cut = f"{kept_b.key_prefix}/ckpt_kept-2.index"  # the drain's PUT of the next one, cut off
@@ -539,8 +545,11 @@ def test_recovery_puts_a_killed_runs_checkpoints_in_its_bucket_and_leaves_other_
         assert all(len(m["sha256"]) == 64 for m in man["files"].values())
     assert unkept_b.objects() == {} and not unkept.exists()
     assert len(ckpt_store.prefixes(other, "ckpt_other")) == 3  # another store's run: not ours to touch
-    for b in (kept_b,):
-        b.remove_all()
+    kept_b.remove_all()
+    assert kept_b.objects() == {}
+    for key, body in planted.items():  # the user's objects, beside and outside the tool's prefix: untouched
+        assert s3.get_object(Bucket=s.endpoint.bucket, Key=key)["Body"].read() == body
+        s3.delete_object(Bucket=s.endpoint.bucket, Key=key)
 
 
 def test_a_shard_put_as_objects_reads_back_checked_and_a_changed_byte_is_named(store):

@@ -225,6 +225,7 @@ def _command(ports: dict[str, int]) -> list[str]:
         "-s3.cacheCapacityMB=0",  # no cache of the gateway's own: a cold GET reaches the volumes' files
         "-volume.max=100",  # up to 100 volumes of 1 GB (SeaweedFS grows them as objects arrive)
         "-master.volumeSizeLimitMB=1024",
+        "-master.peers=none",
         # SeaweedFS reads 0% free for a folder bound back in a mount namespace (it then takes every
         # volume read-only); without its check, a full disk fails the PUT, which is reported as such
         "-volume.minFreeSpace=0",
