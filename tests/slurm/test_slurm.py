@@ -361,6 +361,8 @@ def test_capacity_search_runs_its_cells_as_slurm_jobs_on_two_nodes(slurm_cluster
         "platform.nodes=2",
         "platform.cpus_per_task=4",
         "platform.poll_s=1",
+        "--most",
+        "2",
         "--out",
         str(out),
         cwd=tmp_path,
