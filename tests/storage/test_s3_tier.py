@@ -45,6 +45,15 @@ def users_store(tmp_path_factory):
         s.stop()
 
 
+def _one_cell_per_framework(p, cwd: Path) -> tuple[Path, list[dict]]:
+    """The campaign folder and records of a finished ``framework=tensorflow,pytorch`` sweep, in that order."""
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    folder = next(cwd.glob("multirun/*/*/results.csv")).parent
+    records = [json.loads((folder / str(i) / "record.json").read_text()) for i in range(2)]
+    assert [r["config"]["framework"]["name"] for r in records] == ["tensorflow", "pytorch"]
+    return folder, records
+
+
 def _rows(folder: Path) -> list[dict]:
     with open(next(folder.glob("multirun/*/*/results.csv"))) as f:
         return list(csv.DictReader(f))
@@ -201,10 +210,7 @@ def test_a_burst_buffer_drains_to_a_bucket_verifies_and_restores_cold(disk_root,
         "warmup=0",
         cwd=cwd,
     )
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    folder = next(cwd.glob("multirun/*/*/results.csv")).parent
-    records = [json.loads((folder / str(i) / "record.json").read_text()) for i in range(2)]
-    assert [r["config"]["framework"]["name"] for r in records] == ["tensorflow", "pytorch"]
+    folder, records = _one_cell_per_framework(p, cwd)
     for record in records:
         run = record["runs"][-1]
         assert [c["step"] for c in run["checkpoints"]] == [2, 4]
@@ -254,10 +260,7 @@ def test_a_sharded_checkpoint_is_put_as_objects_and_read_back_cold_by_both_frame
         "warmup=0",
         cwd=cwd,
     )
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    folder = next(cwd.glob("multirun/*/*/results.csv")).parent
-    records = [json.loads((folder / str(i) / "record.json").read_text()) for i in range(2)]
-    assert [r["config"]["framework"]["name"] for r in records] == ["tensorflow", "pytorch"]
+    folder, records = _one_cell_per_framework(p, cwd)
     for record in records:
         (run,) = record["runs"]
         ranks = run["shard_ranks"]

@@ -59,7 +59,6 @@ def restore_cold(prefix: Path, tier: str, shape: dict, expected: list | None, fr
     """Evict ``prefix``'s files, restore them into a new model (timed), then verify; one entry of the
     run's ``restores``. ``shape``: num_classes, side, width, seed of the model; ``fresh(shape)``: the
     framework's new model, as a function restoring a prefix into it (built before the timer)."""
-    import numpy as np
 
     from jobs.observe import provenance
 
@@ -77,22 +76,36 @@ def restore_cold(prefix: Path, tier: str, shape: dict, expected: list | None, fr
     summed = any("sha256" in m for m in man.get("files", {}).values())
     fs_type = provenance.mount_of(str(prefix.parent)).fs_type
     return {
+        **_entry(tier, prefix.name, man, size, seconds, device, resident),
+        "cache_state": cache.classify("cold", "", fs_type, device, size),
+        "weights_equal": _equal(expected, restored),
+        "checksums": ("match" if ckpt_store.verify(prefix, man, checksums=True) else "MISMATCH")
+        if summed
+        else "none",
+    }
+
+
+def _entry(tier: str, name: str, man: dict, size: int, seconds: float, device, resident) -> dict:
+    """The figures every restore records, wherever it read from."""
+    return {
         "tier": tier,
-        "prefix": prefix.name,
+        "prefix": name,
         "step": man.get("step"),
         "bytes": size,
         "restore_s": seconds,
         "restore_mb_s": size / seconds / MB,
         "bytes_read_device": device,
         "resident_bytes_before": resident,
-        "cache_state": cache.classify("cold", "", fs_type, device, size),
-        "weights_equal": None
-        if expected is None
-        else len(expected) == len(restored) and all(np.array_equal(a, b) for a, b in zip(expected, restored)),
-        "checksums": ("match" if ckpt_store.verify(prefix, man, checksums=True) else "MISMATCH")
-        if summed
-        else "none",
     }
+
+
+def _equal(expected: list | None, restored: list) -> bool | None:
+    """The restored weights against those saved (None: nothing saved to compare with)."""
+    import numpy as np
+
+    if expected is None:
+        return None
+    return len(expected) == len(restored) and all(np.array_equal(a, b) for a, b in zip(expected, restored))
 
 
 def after_run(
@@ -116,8 +129,6 @@ def from_bucket(bucket, store, into: Path, shape: dict, snapshot: Snapshot | Non
     files were evicted first; the files checked against the manifest's checksums. One entry of the
     run's ``restores``, or None when the bucket holds no complete checkpoint."""
     import tempfile
-
-    import numpy as np
 
     from jobs.observe import provenance
     from jobs.storage.objectstore.tier import REMOTE
@@ -145,18 +156,9 @@ def from_bucket(bucket, store, into: Path, shape: dict, snapshot: Snapshot | Non
     else:
         state = REMOTE
     return {
-        "tier": "slow",
-        "prefix": names[-1],
-        "step": man.get("step"),
-        "bytes": size,
-        "restore_s": seconds,
-        "restore_mb_s": size / seconds / MB,
-        "bytes_read_device": device,
-        "resident_bytes_before": resident,
+        **_entry("slow", names[-1], man, size, seconds, device, resident),
         "cache_state": state,
-        "weights_equal": None
-        if expected is None
-        else len(expected) == len(restored) and all(np.array_equal(a, b) for a, b in zip(expected, restored)),
+        "weights_equal": _equal(expected, restored),
         "checksums": checksums,
         "source": bucket.url,
     }
