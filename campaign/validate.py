@@ -253,7 +253,7 @@ def _tasks(cfg, n: int | None = None) -> None:
             f"{what}: a cell across several nodes is a Slurm job step (platform=slurm or a site preset); "
             "here, on one machine, use platform.nodes=1"
         )
-    if nodes > 1 and cfg.storage.kind != "network":
+    if nodes > 1 and cfg.storage.kind not in ("network", "object"):  # an object store: every node reaches it
         raise ConfigError(
             f"{what}: every node reads the dataset, but storage={cfg.storage.name} (kind {cfg.storage.kind}) "
             "is one machine's; a multi-node cell needs a shared file system "

@@ -70,8 +70,11 @@ def store_use(row: dict) -> str:
     if inflight is None:
         return ""
     workers, p50 = _num(row.get("workers")), _num(row.get("get_latency_p50_ms"))
-    # a DataLoader's readers are its worker processes (0: the training process reads), tf.data's its threads
+    # a DataLoader's readers are its worker processes (0: the training process reads), tf.data's its threads;
+    # a run of several tasks has that many in each
     readers = max(1.0, workers) if workers is not None else _num(row.get("threads"))
+    tasks = _num(row.get("tasks_per_cell"))
+    readers = readers * tasks if readers and tasks else readers
     out = f"; GETs in flight {inflight:.2f}" + (f" of {readers:.0f} readers" if readers else "")
     out += f", median GET {p50:.1f} ms" if p50 is not None else ""
     server, seconds = _num(row.get("server_cpu_s")), _num(row.get("seconds"))

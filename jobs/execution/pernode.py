@@ -78,10 +78,16 @@ def figures(results: list[dict]) -> list[dict]:
 def cache_state(per_node: list[dict] | None, state: str, requested: str, kind: str, fs_type: str) -> str:
     """A multi-node run's cache state: each node judged by its own tasks' device bytes against what they
     consumed (kept in ``per_node``); a run is cold only where every node was, else it takes the state of
-    the first node that was not (a node served from its page cache makes the run's numbers memory's)."""
+    the first node that was not (a node served from its page cache makes the run's numbers memory's). On
+    an object store every node's task reads from every node's server: the run's servers' reads against
+    all it consumed judge it, and each node takes that state."""
     from jobs.storage import cache
 
     if not per_node or len(per_node) < 2:
+        return state
+    if kind == "object":  # a node's GETs are served by every node's volumes: the run is judged whole
+        for node in per_node:
+            node["cache_state"] = state
         return state
     for node in per_node:
         node["cache_state"] = cache.classify(

@@ -72,6 +72,7 @@ def shard(ds, rank: int, n: int):
         files=tuple(ds.files[i] for i in idx),
         labels=tuple(ds.labels[i] for i in idx),
         sizes=tuple(ds.sizes[i] for i in idx),
+        objects=tuple(ds.objects[i] for i in idx) if ds.objects else (),
         skipped=(),
         members=groups,
     )
@@ -135,14 +136,9 @@ def run(ctx, where, cold: bool = False) -> dict:
     (folder / file_name("beats", nonce)).mkdir()
     if step:  # a Slurm job step: Slurm ends its tasks with the job; srun's own messages name a failed node
         with open(err, "wb") as f:
-            procs = [subprocess.Popen(step, env=lifeline.plain_env(), stderr=f)]
+            procs = [subprocess.Popen(step, env=_with_store(lifeline.plain_env(), ds), stderr=f)]
     else:  # local tasks end with this process, whatever kills it
-        env = lifeline.child_env()
-        if ds.store is not None:  # each task reaches the cell's object store with a client of its own
-            from jobs.storage.objectstore import tier
-
-            env.update(tier.task_env(ds.store))
-            env = {k: v for k, v in env.items() if v is not None}
+        env = _with_store(lifeline.child_env(), ds)
         procs = [
             subprocess.Popen([sys.executable, "-m", "jobs.execution.tasks", str(folder), str(r)], env=env)
             for r in range(n)
@@ -172,6 +168,8 @@ def run(ctx, where, cold: bool = False) -> dict:
         end = usage.snapshot(disk)
         watcher.check_ended()
         results = [_result(folder, r, nonce) for r in range(n)]
+        if ds.store is not None:
+            _fold_requests(ds.store, results)
         if marks is not None:
             marks["start"] = start
             marks["end"] = dataclasses.replace(end, cpu_s=start.cpu_s + sum(r["cpu_s"] for r in results))
@@ -191,11 +189,32 @@ def run(ctx, where, cold: bool = False) -> dict:
     return merge(results)
 
 
+def _with_store(env: dict, ds) -> dict:
+    """``env`` with what each task needs to reach the cell's object store with a client of its own (in
+    its environment only: the embedded server's keys, and where it runs)."""
+    if ds.store is None:
+        return env
+    from jobs.storage.objectstore import tier
+
+    env = {**env, **tier.task_env(ds.store)}
+    return {k: v for k, v in env.items() if v is not None}
+
+
 def _result(folder: Path, rank: int, nonce: str) -> dict:
     out = folder / file_name("result", nonce, rank)
     if not out.exists():
         raise TaskError(f"task {rank} ended with no result")
     return json.loads(out.read_text())
+
+
+def _fold_requests(endpoint, results: list[dict]) -> None:
+    """Every task's GETs (``store_requests``, taken out of its result) into the run's counters of the
+    runner's store: one run's requests, latencies and requests in flight, whichever task made them."""
+    from jobs.storage.objectstore import tier
+
+    store = tier.opened(endpoint)
+    for r in results:
+        store.requests.add(r.pop("store_requests", None) or [])
 
 
 def merge(results: list[dict]) -> dict:
@@ -298,7 +317,12 @@ def main(folder: str, rank: int) -> int:
         from jobs.storage import cache
 
         part = shard(_dataset(req["dataset"]), rank, int(req["n"]))
-        files = part.files  # the shard's storage files: one file per image (validated)
+        if part.store is not None:  # read through this node's server; its files are what a cold run evicts
+            from jobs.storage.objectstore import tier
+
+            part = tier.on_this_node(part)
+        # the shard's storage files: one file per image (validated); on an object store, its server's
+        files = part.storage_files
         resident = cache.evict(files).resident_bytes_after if req.get("cold") else cache.residency(files)[0]
         disk = (
             trace.device_of(os.path.dirname(files[0])) if files else None
@@ -347,6 +371,10 @@ def main(folder: str, rank: int) -> int:
         )
         result = _with_node(w.run_once(ctx), stamps, counters, disk)
         result.update(rank=rank, host=node, resident_bytes_before=resident)
+        if part.store is not None:  # its GETs, for the run's request figures (the runner's store adds them)
+            from jobs.storage.objectstore import tier
+
+            result["store_requests"] = tier.opened(part.store).requests.exported()
         (out / file_name("result", nonce, rank)).write_text(json.dumps(result, default=str))
         return 0
     except BaseException as e:  # the parent names this task, its node and its error

@@ -175,17 +175,24 @@ def _object_runs(s: Session) -> list[dict]:
     """The runs reading the dataset from the cell's object store (``storage.kind=object``): the store
     served for the cell (the embedded server this process keeps for its cells, started by the first and
     stopped with its folder when the process ends), the dataset put there once per content; a cold run
-    reads what the server reads from its disk."""
-    from jobs.storage.objectstore import tier
+    reads what the server reads from its disk. A cell on several Slurm nodes has a server on each
+    (``spread``), for this cell only."""
+    from jobs.execution.placement import Placement
+    from jobs.storage.objectstore import spread, tier
 
-    st = s.cell.config.storage
-    with tier.serving(st, st.root) as store:
+    st, where = s.cell.config.storage, Placement.of(s.cfg)
+    on_nodes = (where.nodes, s.job_dir / spread.SUBDIR) if where.in_slurm_job and where.nodes > 1 else None
+    with tier.serving(st, st.root, on_nodes) as store:
         s.ds, facts = tier.put_dataset(store, s.ds)
         client = frameworks.of(s.cfg).object_client if st.reader == "native" else "s3fs"
         s.prov["object_store"] = {**store.describe(), "reader": str(st.reader), "client": client, **facts}
         s.store, s.kind = store, "object"
-        if store.server is not None:  # the device a cold run is counted on: the server's
+        if store.server is not None:  # the device a cold run is counted on: the server's (this node's)
             s.data_dir = str(store.server.data_dir)
+        if on_nodes and store.server is not None:  # where each node's gateway and volumes are
+            s.prov["object_store"]["nodes"] = [
+                {k: n[k] for k in ("node", "address", "url", "folder")} for n in store.server.nodes
+            ]
         if st.reader != "fuse":
             return run_all(s)
         from jobs.storage.objectstore import fuse

@@ -3,6 +3,7 @@ its own network and UTS namespace, one file system): tasks on both nodes, the tf
 on both, a node that dies and a task that hangs, and the cluster's own set-up and tear-down."""
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -198,6 +199,54 @@ def test_service_workers_on_both_nodes(slurm_cluster, tmp_path, disk_root):
     )  # the workers: one step
     assert not (sweep / "0" / "service").exists()
     assert _left(sweep) == ""
+
+
+def test_an_object_store_on_both_nodes_serves_the_readers_on_both(slurm_cluster, tmp_path, disk_root):
+    """storage=s3 across platform.nodes=2: a volume server and an S3 gateway on n1 and on n2 (the master
+    and the filer beside the controller), each node's task GETs its share through its own node's gateway,
+    and in a cold run both nodes' volume servers read from their disks: parallel servers. Nothing is left
+    after the cell: no server, folder, hand-over file or key."""
+    sweep, n, root = tmp_path / "sweep", 256, disk_root / "s3nodes"
+    root.mkdir()
+    p = campaign(
+        "-m",
+        "platform=slurm",
+        "platform.nodes=2",
+        "storage=s3",
+        f"storage.root={root}",
+        f"dataset.num_images={n}",
+        "batch_size=16",
+        "threads=2",
+        "repeats=1",
+        "warmup=0",
+        "platform.poll_s=1",
+        f"hydra.sweep.dir={sweep}",
+        cwd=tmp_path,
+    )
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    rec = records.read(sweep / "0" / "record.json")
+    store = rec.provenance["object_store"]
+    assert store["server"] == "embedded SeaweedFS on 2 nodes"
+    gateways = {x["node"]: x["url"] for x in store["nodes"]}
+    assert set(gateways) == NODES and len({u.split("//")[1].split(":")[0] for u in gateways.values()}) == 2
+    run = rec.runs[-1]
+    assert {t["host"] for t in run["task_results"]} == NODES
+    assert [t["images"] for t in run["task_results"]] == [n // 2] * 2
+    assert run["images"] == run["requests"] == n and run["request_errors"] == 0
+    assert run["cache_state"] == "cold" and run["server_bytes_read"] >= 0.9 * run["bytes_consumed"]
+    # the objects lie on both nodes' volumes, and both nodes' servers read theirs from their disks
+    served = {x["node"]: x["bytes_read"] for x in run["server_nodes"]}
+    assert set(served) == NODES and all(b > 0.1 * run["bytes_consumed"] for b in served.values()), served
+    job = submitted(sweep)[0][-1]
+    servers_step = [s for s in _steps(job) if s["ntasks"] == "2" and s["nodes"] == "n[1-2]"]
+    assert len(servers_step) == 2, _steps(job)  # the servers' step and the run's tasks' step
+    assert not (sweep / "0" / "s3nodes").exists()
+    assert list((root / "iocampaign" / "s3servers").iterdir()) == []
+    assert subprocess.run(["pgrep", "-f", str(root)], capture_output=True).stdout == b""
+    assert _left(sweep) == ""
+    for f in (*sweep.rglob("*"), *root.rglob("*")):
+        if f.is_file() and not f.is_symlink():
+            assert not re.search(rb"IOC[0-9A-F]{16}", f.read_bytes()), f
 
 
 def _netns_pids(node: str) -> list[int]:

@@ -485,6 +485,30 @@ def test_requests_in_flight_of_other_processes_are_their_overlapping_intervals()
     assert stats.max_in_flight == 2 and stats.count == 4
 
 
+def test_a_task_processes_gets_reach_its_runner_as_epoch_intervals_that_merge_with_another_tasks(store):
+    """A task's own GETs (boto3, ``objects.get``), a failed one with them, handed to the runner on the
+    epoch's clock: the runner's counters take two tasks' requests as one run's, their overlap as requests
+    in flight."""
+    s, s3, _ = store
+    key = f"{s.endpoint.prefix}/tasks/one.jpg"
+    s3.put_object(Bucket=s.endpoint.bucket, Key=key, Body=b"x" * 5000)
+    mine = objects.Requests()
+    with ThreadPoolExecutor(3) as pool:
+        assert list(pool.map(lambda _: len(objects.get(s3, s.endpoint, key, mine)), range(6))) == [5000] * 6
+    with pytest.raises(client.StoreError, match="NoSuchKey"):
+        objects.get(s3, s.endpoint, f"{s.endpoint.prefix}/tasks/missing.jpg", mine)
+    handed = mine.exported()
+    assert len(handed) == 7 and [r[2] for r in handed] == [5000] * 6 + [0]
+    assert handed[-1][3].startswith(f"S3 endpoint {s.endpoint.url}") and handed[0][3] is None
+    assert all(time.time() - 60 < start <= end <= time.time() for start, end, _, _ in handed)
+    runner = objects.Requests()
+    later = [(a + 0.0001, b + 0.0001, n, e) for a, b, n, e in handed]  # a second task, at the same time
+    runner.add(handed)
+    runner.add(later)
+    assert runner.count == 14 and runner.errors == 2 and runner.bytes == 60_000
+    assert 2 <= runner.max_in_flight <= 2 * 3  # each request overlaps its twin; 3 threads each
+
+
 def _checkpoint(folder: Path, tag: str, step: int) -> None:
     """A complete checkpoint of ``step`` in ``folder``, as a framework's save and its manifest leave it."""
     from jobs.workloads.checkpoint import store as ckpt_store

@@ -138,21 +138,30 @@ def _reach(cfg, workload, able: str) -> None:
             "(dataset.format=files)"
         )
     tasks = cfg.platform.nodes * cfg.platform.tasks_per_node
-    if tasks > 1 and workload.object_tasks and cfg.platform.kind != "local":
+    spread = cfg.platform.kind != "local" and cfg.platform.nodes > 1 and not cfg.storage.endpoint
+    if spread and (not workload.needs_dataset or cfg.storage.reader == "fuse"):
+        what = "storage.reader=fuse" if workload.needs_dataset else f"workload={cfg.workload.name}"
         raise ConfigError(
-            f"{where}: platform={cfg.platform.name} with {tasks} tasks: the tasks of a run reach an object "
-            "store on this machine only so far (platform=workstation); servers on the nodes are not built yet"
+            f"{where}: platform.nodes={cfg.platform.nodes} with {what}: the embedded store's servers on "
+            "every node serve a dataset's native reads so far (storage.reader=native, a workload that "
+            "reads one); use one node, or your own store (storage.endpoint)"
         )
     for setting, on in (
         ("trace.posix=true", cfg.trace.posix),
         ("input.service=true", cfg.input.service),
-        (f"platform.tasks_per_node={cfg.platform.tasks_per_node}", tasks > 1 and not workload.object_tasks),
+        (_tasks_setting(cfg.platform), tasks > 1 and not workload.object_tasks),
     ):
         if on:
             raise ConfigError(
                 f"{where}: {setting} is not built for an object store yet (its reads are GETs in one "
                 "process); leave it out"
             )
+
+
+def _tasks_setting(platform) -> str:
+    """The settings that make a run several tasks, as the user wrote them."""
+    per_node = f"platform.tasks_per_node={platform.tasks_per_node}"
+    return f"platform.nodes={platform.nodes} {per_node}" if platform.nodes > 1 else per_node
 
 
 def _client_here() -> None:

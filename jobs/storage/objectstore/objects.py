@@ -145,6 +145,9 @@ class Requests:
     busy_s: float = 0.0  # request-seconds: the mean requests in flight is this over the run's time
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _intervals: list = field(default_factory=list, repr=False)  # (time, +1 start / -1 end) of ``add``'s
+    # every request as (start, end on the monotonic clock, bytes, error or None): what a task process hands
+    # its runner (``exported``), whose counters take them in with ``add``
+    made: list = field(default_factory=list, repr=False)
 
     @property
     def count(self) -> int:
@@ -178,6 +181,15 @@ class Requests:
                 else:
                     self.errors += 1
                 self._intervals += [(start, 1), (end, -1)]
+                self.made.append((start, end, nbytes, error))
+
+    def exported(self) -> list[tuple]:
+        """Every request, its times on the epoch's clock (seconds since 1970): the same instants on every
+        process of the machine and, to the nodes' clock agreement, on every node of a cluster; ``add``
+        takes them in the runner."""
+        offset = time.time() - time.monotonic()
+        with self._lock:
+            return [(start + offset, end + offset, nbytes, error) for start, end, nbytes, error in self.made]
 
     def summary(self, seconds: float) -> dict:
         """The run's request metrics (MLPerf Storage's and S3's terms)."""
@@ -207,19 +219,23 @@ def get(s3, endpoint: Endpoint, key: str, stats: Requests) -> bytes:
     with stats._lock:
         stats.in_flight += 1
         stats.live_max = max(stats.live_max, stats.in_flight)
-    start = time.perf_counter()
+    start = time.monotonic()
     try:
         body = s3.get_object(Bucket=endpoint.bucket, Key=key)["Body"].read()
     except Exception as e:  # noqa: BLE001 - counted, then one line naming the endpoint
+        failed = why(e, endpoint)
+        end = time.monotonic()
         with stats._lock:
             stats.errors += 1
             stats.in_flight -= 1
-            stats.busy_s += time.perf_counter() - start
-        raise why(e, endpoint) from None
-    took = time.perf_counter() - start
+            stats.busy_s += end - start
+            stats.made.append((start, end, 0, str(failed)))
+        raise failed from None
+    end = time.monotonic()
     with stats._lock:
-        stats.latencies_s.append(took)
+        stats.latencies_s.append(end - start)
         stats.bytes += len(body)
         stats.in_flight -= 1
-        stats.busy_s += took
+        stats.busy_s += end - start
+        stats.made.append((start, end, len(body), None))
     return body

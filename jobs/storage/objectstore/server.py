@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import logging
 import os
 import shutil
 import signal
@@ -35,7 +36,10 @@ from pathlib import Path
 from jobs import owned
 from jobs.storage.objectstore.endpoint import Credentials, Endpoint
 
+log = logging.getLogger(__name__)
+
 PROGRAM = "weed"
+SUBDIR = "s3servers"  # below the tool's folder on storage.root: the embedded servers' folders
 MARKER = ".iocampaign-s3-server"  # what marks a folder as an embedded server's (removed only then)
 TAIL = 200  # lines of the server's output kept, in memory only (it names the access key)
 
@@ -52,13 +56,13 @@ def program() -> str | None:
     return shutil.which(PROGRAM)
 
 
-def _free_ports(n: int) -> list[int]:
-    """``n`` distinct loopback ports free now (held open together, so no two are the same)."""
+def _free_ports(n: int, ip: str = "127.0.0.1") -> list[int]:
+    """``n`` distinct ports free now on ``ip`` (held open together, so no two are the same)."""
     socks = []
     try:
         for _ in range(n):
             s = socket.socket()
-            s.bind(("127.0.0.1", 0))
+            s.bind((ip, 0))
             socks.append(s)
         return [s.getsockname()[1] for s in socks]
     finally:
@@ -122,6 +126,15 @@ class Server:
         is counted on."""
         return self.folder / "data"
 
+    def counters(self) -> tuple[int, float, int | None] | None:
+        """(bytes read from its disk, CPU seconds, S3 requests answered) so far; None when unreadable."""
+        own = proc_counters(self.pid)
+        return None if own is None else (*own, self.requests_served())
+
+    def files(self) -> tuple[str, ...]:
+        """Its files (the volumes and the filer's store): what a cold run evicts."""
+        return tuple(sorted(str(p) for p in self.data_dir.rglob("*") if p.is_file()))
+
     def dead(self) -> str | None:
         """Why the server no longer serves, None while it does."""
         if self.process.poll() is not None:
@@ -129,8 +142,13 @@ class Server:
         return None
 
     def stop(self) -> None:
-        """End the server and remove its folder (idempotent). SIGKILL: SeaweedFS's own shutdown on
-        SIGTERM takes over 20 s, and nothing in the folder is kept."""
+        """End the server and remove its folder (idempotent)."""
+        self.end()
+        remove(self.folder)
+
+    def end(self) -> None:
+        """End the server's process (idempotent). SIGKILL: SeaweedFS's own shutdown on SIGTERM takes over
+        20 s, and nothing in the folder is kept."""
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
@@ -138,7 +156,6 @@ class Server:
             self.reader.join(5)  # its output ends with it
         if self.process.stderr is not None:
             self.process.stderr.close()
-        remove(self.folder)
 
 
 @dataclass
@@ -154,6 +171,8 @@ class Seen:
 
     data_dir = Server.data_dir
     requests_served = Server.requests_served
+    counters = Server.counters
+    files = Server.files
 
     def dead(self) -> str | None:
         try:
@@ -166,6 +185,45 @@ class Seen:
 
     def last_line(self) -> str:
         return "its last lines are in the runner's log"
+
+
+def proc_counters(pid: int) -> tuple[int, float] | None:
+    """(bytes read from disk, CPU seconds) of process ``pid`` so far (``/proc/<pid>/io`` and ``stat``);
+    None when they cannot be read."""
+    try:
+        with open(f"/proc/{pid}/io") as f:
+            read = next(int(line.split()[1]) for line in f if line.startswith("read_bytes:"))
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, StopIteration):
+        return None
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
+    return read, ticks / os.sysconf("SC_CLK_TCK")
+
+
+def clear_stale(parent: Path) -> None:
+    """Remove the server folders a killed campaign on this host left in ``parent`` (named
+    ``<host>-<pid>-<n>``, its process gone; its server died with it, and the folder may hold gigabytes
+    of objects). Only what ``server.remove`` removes: the user's own folders with the server's marker."""
+    host = socket.gethostname()
+    for folder in parent.iterdir():
+        at, _, rest = folder.name.rpartition("-")
+        at, _, pid = at.rpartition("-")
+        if at != host or not pid.isdigit() or not rest.isdigit() or alive(int(pid)):
+            continue
+        log.info("removing %s: a killed campaign's embedded S3 server (pid %s is gone)", folder, pid)
+        remove(folder)
+
+
+def alive(pid: int) -> bool:
+    """A process ``pid`` runs on this host (another user's too)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        pass
+    return True
 
 
 def remove(folder: Path) -> None:
@@ -226,6 +284,7 @@ def _command(ports: dict[str, int]) -> list[str]:
         "-volume.max=100",  # up to 100 volumes of 1 GB (SeaweedFS grows them as objects arrive)
         "-master.volumeSizeLimitMB=1024",
         "-master.peers=none",
+        "-master.telemetry=false",  # SeaweedFS would otherwise report to its makers' server
         # SeaweedFS reads 0% free for a folder bound back in a mount namespace (it then takes every
         # volume read-only); without its check, a full disk fails the PUT, which is reported as such
         "-volume.minFreeSpace=0",
@@ -302,16 +361,24 @@ def _prepare(folder: Path) -> Path:
 
 def _launch(weed: str, folder: Path, bucket: str) -> Server:
     """The server started in ``folder`` on free loopback ports with fresh keys (not yet answering)."""
-    from jobs import lifeline
-
     ports = dict(zip(PORTS, _free_ports(len(PORTS))))
     creds = Credentials.fresh()
+    proc = launch(weed, folder, _command(ports), creds)
+    endpoint = Endpoint(f"http://127.0.0.1:{ports['s3']}", bucket)
+    return watched(Server(folder, endpoint, creds, proc, ports=ports))
+
+
+def launch(weed: str, folder: Path, args: list[str], creds: Credentials) -> subprocess.Popen:
+    """``weed <args>`` confined to ``folder`` (its working directory), the keys ``creds`` in its
+    environment only (the user's own AWS settings taken out); it dies with this process."""
+    from jobs import lifeline
+
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update(AWS_ACCESS_KEY_ID=creds.access_key, AWS_SECRET_ACCESS_KEY=creds.secret_key)
     fd = os.open(weed, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        proc = subprocess.Popen(
-            _confined(folder, fd, _command(ports)),
+        return subprocess.Popen(
+            _confined(folder, fd, args),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -322,7 +389,10 @@ def _launch(weed: str, folder: Path, bucket: str) -> Server:
         )
     finally:
         os.close(fd)
-    server = Server(folder, Endpoint(f"http://127.0.0.1:{ports['s3']}", bucket), creds, proc, ports=ports)
+
+
+def watched(server: Server) -> Server:
+    """``server`` with its output kept (the last lines, keys blanked) by a thread of its own."""
     server.reader = threading.Thread(target=server.read_output, daemon=True)
     server.reader.start()
     return server

@@ -27,10 +27,10 @@ from jobs import owned
 from jobs.storage.objectstore import objects
 from jobs.storage.objectstore.client import StoreError
 from jobs.storage.objectstore.endpoint import Endpoint
+from jobs.storage.objectstore.server import SUBDIR, clear_stale
 
 log = logging.getLogger(__name__)
 
-SUBDIR = "s3servers"  # below the tool's folder on storage.root: one embedded server's folder per cell
 CONNECTIONS = 64  # the client's connection pool: the most requests in flight a cell asks for
 REMOTE = "unknown (remote)"  # what a cold cache can be said to be on a user's endpoint
 
@@ -90,21 +90,10 @@ class Store:
             raise StoreError(f"{self.first_error} ({failed})")
 
     def counters(self) -> tuple[int, float, int | None] | None:
-        """(bytes read from its disk, CPU seconds, S3 requests answered) of the embedded server so far,
-        from its process's ``/proc/<pid>/io`` and ``stat`` and its metrics; None for a user's endpoint,
-        whose machines the tool cannot see."""
-        if self.server is None:
-            return None
-        pid = self.server.pid
-        try:
-            with open(f"/proc/{pid}/io") as f:
-                read = next(int(line.split()[1]) for line in f if line.startswith("read_bytes:"))
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except (OSError, StopIteration):
-            return None
-        ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
-        return read, ticks / os.sysconf("SC_CLK_TCK"), self.server.requests_served()
+        """(bytes read from its disk, CPU seconds, S3 requests answered) of the embedded server so far
+        (every node's, for one spread over the cell's nodes); None for a user's endpoint, whose machines
+        the tool cannot see."""
+        return None if self.server is None else self.server.counters()
 
     def run_figures(self, before: tuple | None, seconds: float) -> dict:
         """The run's request metrics, and what the embedded server did meanwhile (``before``: its
@@ -116,6 +105,11 @@ class Store:
         if before is not None and after is not None:
             out["server_bytes_read"] = after[0] - before[0]
             out["server_cpu_s"] = after[1] - before[1]
+            if len(after) > 3:  # servers on every node: what each node's volumes read
+                out["server_nodes"] = [
+                    {"node": node, "bytes_read": read - before[3].get(node, 0)}
+                    for node, read in sorted(after[3].items())
+                ]
             if not self.requests.count and None not in (before[2], after[2]):
                 out["requests"] = after[2] - before[2]
         # the server's disk reads are the data's device bytes: the reading process reads none of it from
@@ -125,9 +119,13 @@ class Store:
 
     def server_files(self) -> tuple[str, ...]:
         """The embedded server's files (its volumes and the filer's store): what a cold run evicts."""
+        return () if self.server is None else self.server.files()
+
+    def _server_kind(self) -> str:
         if self.server is None:
-            return ()
-        return tuple(sorted(str(p) for p in self.server.data_dir.rglob("*") if p.is_file()))
+            return "the user's endpoint"
+        nodes = getattr(self.server, "nodes", None)
+        return f"embedded SeaweedFS on {len(nodes)} nodes" if nodes else "embedded SeaweedFS"
 
     def describe(self) -> dict:
         """What the records say of the store: never a key."""
@@ -135,7 +133,7 @@ class Store:
             "endpoint": self.endpoint.url,
             "bucket": self.endpoint.bucket,
             "prefix": self.endpoint.prefix,
-            "server": "embedded SeaweedFS" if self.server is not None else "the user's endpoint",
+            "server": self._server_kind(),
             "server_folder": str(self.server.folder) if self.server is not None else None,
             # what a run's cache_state rests on: the server's own reads, or nothing the tool can see
             "cache": "the server's reads from its disk" if self.server is not None else REMOTE,
@@ -170,6 +168,8 @@ def task_env(endpoint: Endpoint) -> dict:
         return {TASK_ENV: json.dumps(None)}
     key, secret = store.keys()
     seen = {"pid": srv.pid, "folder": str(srv.folder), "ports": dict(srv.ports)}
+    if hasattr(srv, "handover"):  # servers on every node: each task finds its own node's
+        seen = {"spread": str(srv.handover)}
     return {
         **dict.fromkeys(_KEYS),
         "AWS_ACCESS_KEY_ID": key,
@@ -182,19 +182,57 @@ def _attached(endpoint: Endpoint, seen: dict | None) -> Store:
     from jobs.storage.objectstore import client, server
 
     srv = None
-    if seen is not None:
+    if seen is not None and "spread" in seen:
+        own = _own_node(seen)
+        srv = server.Seen(int(own["volume_pid"]), Path(own["folder"]), endpoint)
+    elif seen is not None:
         srv = server.Seen(int(seen["pid"]), Path(seen["folder"]), endpoint, dict(seen.get("ports") or {}))
     return Store(endpoint, client.connect(endpoint, None, CONNECTIONS), srv)
 
 
+def _own_node(seen: dict) -> dict:
+    """This node's servers, as its task of the servers' step handed them over (``spread``)."""
+    from jobs import nodes
+
+    for f in Path(seen["spread"]).glob("node-*.json"):
+        hand = json.loads(f.read_text())
+        if hand["node"] == nodes.name():
+            return hand
+    raise StoreError(f"storage=s3: no S3 server runs on this node ({nodes.name()}) for the cell")
+
+
+def on_this_node(ds):
+    """The stored dataset ``ds`` as a task process reads it: through its own node's gateway where the
+    store is spread over the cell's nodes, and with the files of the server it reads from (what the
+    task evicts for a cold run: its own node's volumes)."""
+    from dataclasses import replace
+
+    seen = json.loads(os.environ.get(TASK_ENV) or "null")
+    endpoint = ds.store
+    if seen is not None and "spread" in seen:
+        endpoint = replace(endpoint, url=_own_node(seen)["url"])
+    return replace(ds, store=endpoint, server_files=opened(endpoint).server_files())
+
+
 @contextlib.contextmanager
-def serving(st, root: str):
+def serving(st, root: str, spread: tuple[int, Path] | None = None):
     """The cell's store for the storage tier ``st`` (a ``jobs.schema.StorageConf`` of kind object): the
     embedded server under ``root``'s tool folder (``embedded``: one a process keeps for all its cells),
-    or the user's endpoint with its bucket checked."""
+    or the user's endpoint with its bucket checked. ``spread``: (nodes, hand-over folder) to spread the
+    embedded server over the cell's Slurm nodes instead (``spread.py``), for this cell only."""
     from jobs.storage.objectstore import client
 
     prefix = (st.prefix or owned.NAME).strip("/")
+    if spread is not None and not st.endpoint:
+        with _spread(root, st.bucket, *spread) as srv:
+            endpoint = Endpoint(srv.endpoint.url, srv.endpoint.bucket, prefix)
+            store = Store(endpoint, client.connect(endpoint, srv.credentials, CONNECTIONS), srv)
+            _OPEN[endpoint] = store
+            try:
+                yield store
+            finally:
+                _OPEN.pop(endpoint, None)
+        return
     if st.endpoint:
         endpoint = Endpoint(st.endpoint, st.bucket, prefix)
         s3 = client.connect(endpoint, connections=CONNECTIONS)
@@ -209,6 +247,27 @@ def serving(st, root: str):
         yield store
     finally:
         _OPEN.pop(endpoint, None)
+
+
+@contextlib.contextmanager
+def _spread(root: str, bucket: str, nodes: int, handover: Path):
+    """The embedded store spread over the cell's ``nodes`` Slurm nodes, stopped after the block."""
+    from jobs.storage.objectstore import spread
+
+    parent = owned.under_tool_folder(root, SUBDIR, setting="storage.root")
+    clear_stale(parent)
+    name = f"{socket.gethostname()}-{os.getpid()}-{len(_STARTED)}"
+    srv = spread.start(root, bucket, handover, nodes, parent, name)
+    log.info(
+        "embedded S3 store (SeaweedFS) on %d nodes: gateways %s, the master and filer in %s",
+        nodes,
+        ", ".join(f"{n['node']} {n['url']}" for n in srv.nodes),
+        srv.folder,
+    )
+    try:
+        yield srv
+    finally:
+        srv.stop()
 
 
 _SERVERS: dict[tuple[str, str], Any] = {}  # (root, bucket) -> the embedded server this process keeps
@@ -240,33 +299,6 @@ def embedded(root: str, bucket: str):
 
 
 _STARTED: list = []  # every embedded server this process started, in order
-
-
-def clear_stale(parent: Path) -> None:
-    """Remove the server folders a killed campaign on this host left in ``parent`` (named
-    ``<host>-<pid>-<n>``, its process gone; its server died with it, and the folder may hold gigabytes
-    of objects). Only what ``server.remove`` removes: the user's own folders with the server's marker."""
-    from jobs.storage.objectstore import server
-
-    host = socket.gethostname()
-    for folder in parent.iterdir():
-        at, _, rest = folder.name.rpartition("-")
-        at, _, pid = at.rpartition("-")
-        if at != host or not pid.isdigit() or not rest.isdigit() or alive(int(pid)):
-            continue
-        log.info("removing %s: a killed campaign's embedded S3 server (pid %s is gone)", folder, pid)
-        server.remove(folder)
-
-
-def alive(pid: int) -> bool:
-    """A process ``pid`` runs on this host (another user's too)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        pass
-    return True
 
 
 def stop_all() -> None:

@@ -45,6 +45,7 @@ class Microbench(Workload):
     packages = ("tensorflow",)
     engines = ("tensorflow", "pytorch")
     object_readers = ("tensorflow", "pytorch")  # native readers: jobs.data.s3 (boto3), jobs.data.loader.s3map
+    object_tasks = True  # each task GETs its shard with a client of its own; the runner merges the requests
     uses_keras = False  # tf.data and tf.io only
     figures = (
         Figure(

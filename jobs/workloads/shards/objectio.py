@@ -179,7 +179,7 @@ def remove_killed(store, runs: str, run_prefix: str) -> list[str]:
     import json
     import socket
 
-    from jobs.storage.objectstore import objects, tier
+    from jobs.storage.objectstore import objects, server
 
     host, removed = socket.gethostname(), []
     for key in sorted(objects.sizes_under(store.client, store.endpoint, runs)):
@@ -191,7 +191,7 @@ def remove_killed(store, runs: str, run_prefix: str) -> list[str]:
             owner = json.loads(body)
         except Exception:  # noqa: BLE001 - unreadable: not known to be a dead run's, left alone
             continue
-        if owner.get("host") != host or owner.get("kept") or tier.alive(int(owner.get("pid", 0))):
+        if owner.get("host") != host or owner.get("kept") or server.alive(int(owner.get("pid", 0))):
             continue
         rank = key.rsplit("/", 1)[0]
         objects.delete_prefix(store.client, store.endpoint, rank)

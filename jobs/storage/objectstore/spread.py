@@ -1,0 +1,425 @@
+"""The embedded object store spread over a cell's Slurm nodes (``storage=s3 platform=slurm
+platform.nodes>1``): a volume server and an S3 gateway on every node of the job, the master and the
+filer (the store's namespace) beside the cell's controller. Each node's tasks GET through their own
+node's gateway, and the objects lie in the volumes of every node, so a run's reads are served by all
+the nodes' disks at once: parallel servers, the mechanism of the paper's Lustre claim, on an object
+store.
+
+The nodes' servers are one job step of the cell's job (``srun --overlap``, one task per node), each task
+running ``python -m jobs.storage.objectstore.spread node <folder> <root>``: it starts its node's volume
+server and gateway, confined to a folder of its own under the tool's folder on ``storage.root`` (as the
+embedded server is), bound to the address Slurm reaches the node by (``jobs.nodes``). It hands over
+where they listen (``node-<k>.json``: no key) and its servers' counters (``node-<k>.io``, every
+``IO_EVERY_S``: the volume server's disk reads and both programs' CPU time) through the cell's own
+folder, which every node sees, as the tf.data service's workers do. The keys are made by the runner and
+reach the nodes in the step's environment only.
+
+What a user must know: the master's, filer's and volume servers' own ports listen on the nodes' cluster
+addresses without keys (SeaweedFS checks keys at the S3 gateway only); they hold the tool's synthetic
+dataset, for the cell's length. docs/object-storage.md says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jobs.storage.objectstore import server
+from jobs.storage.objectstore.endpoint import Credentials, Endpoint
+
+MODULE = "jobs.storage.objectstore.spread"
+SUBDIR = "s3nodes"  # the hand-over folder, in the cell's folder
+IO_EVERY_S = 0.05
+START_TIMEOUT_S = 120.0
+STEP_ERR = "step.err"
+STOP = "stop"  # the runner's word to every node's task: stop the servers, remove their folder, end
+STOP_WAIT_S = 30.0
+HEAD_PORTS = ("master", "master_grpc", "filer", "filer_grpc", "metrics")
+NODE_PORTS = ("volume", "volume_grpc", "s3", "s3_grpc", "metrics")
+
+
+class SpreadError(server.ServerError):
+    """A node's servers did not start, or ended while the cell ran; the message names the node."""
+
+
+def _head_command(ip: str, ports: dict[str, int]) -> list[str]:
+    """The master and the filer, on the controller's node (no volume: every node has one of its own)."""
+    return [
+        "-logdir=logs",
+        "server",
+        f"-ip={ip}",
+        f"-ip.bind={ip}",
+        "-dir=data",
+        "-volume=false",
+        f"-master.port={ports['master']}",
+        f"-master.port.grpc={ports['master_grpc']}",
+        "-master.peers=none",
+        "-master.telemetry=false",
+        "-master.volumeSizeLimitMB=1024",
+        "-filer",
+        f"-filer.port={ports['filer']}",
+        f"-filer.port.grpc={ports['filer_grpc']}",
+        "-filer.localSocket=filer.sock",
+        f"-metricsPort={ports['metrics']}",
+    ]
+
+
+def _volume_command(ip: str, ports: dict[str, int], master: str) -> list[str]:
+    return [
+        "-logdir=logs",
+        "volume",
+        f"-ip={ip}",
+        f"-ip.bind={ip}",
+        "-dir=data",
+        f"-port={ports['volume']}",
+        f"-port.grpc={ports['volume_grpc']}",
+        f"-master={master}",
+        "-max=100",
+        "-minFreeSpace=0",  # as the embedded server's (server._command says why)
+    ]
+
+
+def _gateway_command(ip: str, ports: dict[str, int], filer: str) -> list[str]:
+    return [
+        "-logdir=logs",
+        "s3",
+        f"-filer={filer}",
+        f"-ip.bind={ip}",
+        f"-port={ports['s3']}",
+        f"-port.grpc={ports['s3_grpc']}",
+        "-port.iceberg=0",
+        "-port.lance=0",
+        "-localSocket=s3.sock",
+        f"-metricsPort={ports['metrics']}",
+        "-cacheCapacityMB=0",  # a cold GET reaches the volumes' files
+    ]
+
+
+@dataclass
+class Spread:
+    """The store over the cell's nodes, as the runner holds it: the head (master and filer), the nodes'
+    job step, and where each node's servers listen. ``Store`` reads it as it reads ``server.Server``."""
+
+    head: server.Server
+    step: subprocess.Popen
+    handover: Path
+    nodes: list[dict]  # each node's hand-over (node, address, url, volume_pid, gateway_pid, folder)
+    endpoint: Endpoint  # this node's gateway
+    credentials: Credentials
+    ports: dict = field(default_factory=dict)
+
+    @property
+    def pid(self) -> int:
+        return self.head.pid
+
+    @property
+    def folder(self) -> Path:
+        return self.head.folder
+
+    @property
+    def data_dir(self) -> Path:
+        """This node's volumes: the folder whose device the runner's own counters are read on."""
+        return Path(self.own["folder"]) / "data"
+
+    @property
+    def own(self) -> dict:
+        from jobs import nodes
+
+        return next((n for n in self.nodes if n["node"] == nodes.name()), self.nodes[0])
+
+    def dead(self) -> str | None:
+        if self.head.dead():
+            return self.head.dead()
+        if self.step.poll() is not None:
+            failed = _failed_node(self.handover / STEP_ERR)
+            return f"the S3 servers' Slurm step ended{failed} (exit status {self.step.returncode})"
+        return None
+
+    def last_line(self) -> str:
+        return self.head.last_line()
+
+    def requests_served(self) -> int | None:
+        return None  # each node's gateway counts its own; the tool counts its requests itself
+
+    def counters(self) -> tuple | None:
+        """(bytes every node's volume server read from its disk, CPU seconds of every server, None, and
+        each node's disk reads by its name): what the nodes last wrote."""
+        time.sleep(3 * IO_EVERY_S)  # the nodes' last writes
+        per_node, cpu = {}, 0.0
+        for k, hand in enumerate(self.nodes):
+            try:
+                vals = json.loads((self.handover / f"node-{k}.io").read_text())
+            except (OSError, ValueError):
+                return None
+            per_node[hand["node"]] = int(vals["read_bytes"])
+            cpu += float(vals["cpu_s"])
+        head = server.proc_counters(self.head.pid)
+        return sum(per_node.values()), cpu + (head[1] if head else 0.0), None, per_node
+
+    def files(self) -> tuple[str, ...]:
+        """None the runner can evict: each node's tasks evict their own node's volumes (``on_this_node``)."""
+        return ()
+
+    def stop(self) -> None:
+        """End the nodes' step, then the head; the hand-over files go. Each node's task is asked by a file
+        (``stop``) and stops its servers and removes its folder, and the step ends with them; srun's own
+        SIGTERM would cancel the step, its tasks killed before they could remove anything."""
+        (self.handover / STOP).touch()
+        try:
+            self.step.wait(STOP_WAIT_S)
+        except subprocess.TimeoutExpired:
+            self.step.terminate()  # a task that cannot act (its node failed): Slurm ends the step
+            try:
+                self.step.wait(30)
+            except subprocess.TimeoutExpired:
+                self.step.kill()
+                self.step.wait()
+        self.head.stop()
+        _clear(self.handover)
+
+
+def _failed_node(err: Path) -> str:
+    from jobs import nodes
+
+    failed = nodes.srun_failure(err)
+    return f" on {failed[0]} ({failed[2]})" if failed else ""
+
+
+def _clear(handover: Path) -> None:
+    with contextlib.suppress(OSError):
+        sys.stderr.write((handover / STEP_ERR).read_text(errors="replace"))
+    for _ in range(50):  # a node's task may write its counters once more while it ends
+        try:
+            for f in handover.iterdir():
+                f.unlink(missing_ok=True)
+            handover.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.1)
+
+
+def srun_nodes(nodes: int, handover: Path, root: str) -> list[str]:
+    """The job step of the nodes' servers: one task on each node of the cell's job."""
+    return [
+        "srun",
+        "--overlap",
+        f"--nodes={nodes}",
+        f"--ntasks={nodes}",
+        "--ntasks-per-node=1",
+        "--cpus-per-task=1",
+        "--mem=0",
+        "--kill-on-bad-exit=1",
+        "--unbuffered",
+        sys.executable,
+        "-m",
+        MODULE,
+        "node",
+        str(handover),
+        root,
+    ]
+
+
+def start(root: str, bucket: str, handover: Path, nodes: int, parent: Path, name: str) -> Spread:
+    """The head in ``parent / name`` on this node's cluster address, then every node's servers as a job
+    step; returns once every node's volume server has joined the master and the bucket exists."""
+    from jobs import lifeline
+    from jobs import nodes as cluster
+    from jobs.storage.objectstore import client
+
+    weed = server.program()
+    if weed is None:
+        raise server.ServerError("storage=s3: the embedded S3 server needs SeaweedFS's weed program")
+    ip = cluster.address()
+    folder = server._prepare(parent / name)
+    ports = dict(zip(HEAD_PORTS, server._free_ports(len(HEAD_PORTS), ip)))
+    creds = Credentials.fresh()
+    proc = server.launch(weed, folder, _head_command(ip, ports), creds)
+    head = server.watched(server.Server(folder, Endpoint(f"http://{ip}:0", bucket), creds, proc, ports=ports))
+    handover.mkdir(parents=True, exist_ok=True)
+    for old in handover.iterdir():
+        old.unlink()
+    step = None
+    try:
+        _wait_http(f"http://{ip}:{ports['master']}/cluster/status", head.dead, "the master")
+        places = {
+            "master": f"{ip}:{ports['master']}.{ports['master_grpc']}",
+            "filer": f"{ip}:{ports['filer']}.{ports['filer_grpc']}",
+        }
+        (handover / "head.json").write_text(json.dumps(places))
+        env = {k: v for k, v in lifeline.plain_env().items() if not k.startswith("AWS_")}
+        env.update(AWS_ACCESS_KEY_ID=creds.access_key, AWS_SECRET_ACCESS_KEY=creds.secret_key)
+        with open(handover / STEP_ERR, "wb") as err:
+            step = subprocess.Popen(srun_nodes(nodes, handover, root), env=env, stderr=err)
+        spread = Spread(head, step, handover, [], Endpoint(head.endpoint.url, bucket), creds, ports)
+        spread.nodes = _wait_nodes(spread, nodes)
+        _wait_joined(f"http://{ip}:{ports['master']}/dir/status", nodes, spread.dead)
+        spread.endpoint = Endpoint(spread.own["url"], bucket)
+        client.make_bucket(client.connect(spread.endpoint, creds), spread.endpoint)
+        return spread
+    except BaseException:
+        if step is not None:
+            Spread(head, step, handover, [], head.endpoint, creds).stop()
+        else:
+            head.stop()
+            _clear(handover)
+        raise
+
+
+def _wait_nodes(spread: Spread, n: int) -> list[dict]:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        why = spread.dead()
+        if why:
+            raise SpreadError(f"storage=s3: {why} while the nodes' servers started")
+        found = [spread.handover / f"node-{k}.json" for k in range(n)]
+        if all(f.exists() for f in found):
+            return [json.loads(f.read_text()) for f in found]
+        if time.monotonic() > deadline:
+            late = [k for k, f in enumerate(found) if not f.exists()]
+            raise SpreadError(
+                f"storage=s3: the S3 servers of node tasks {late} did not start in {START_TIMEOUT_S:.0f} s"
+            )
+        time.sleep(0.1)
+
+
+def _wait_joined(url: str, n: int, dead) -> None:
+    """Until the master lists ``n`` volume servers (its topology, ``/dir/status``)."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            topo = json.loads(server._DIRECT.open(url, timeout=2).read())["Topology"]
+            joined = sum(
+                len(rack.get("DataNodes") or [])
+                for dc in topo.get("DataCenters") or []
+                for rack in dc.get("Racks") or []
+            )
+            if joined >= n:
+                return
+        except (OSError, ValueError, KeyError):
+            pass
+        why = dead()
+        if why:
+            raise SpreadError(f"storage=s3: {why} while the volume servers joined the master")
+        if time.monotonic() > deadline:
+            raise SpreadError(
+                f"storage=s3: the {n} nodes' volume servers did not join the master at {url} "
+                f"in {START_TIMEOUT_S:.0f} s"
+            )
+        time.sleep(0.1)
+
+
+def _wait_http(url: str, dead, what: str) -> None:
+    """Until ``url`` answers (any HTTP status)."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            server._DIRECT.open(url, timeout=1).close()
+            return
+        except urllib.error.HTTPError:
+            return
+        except OSError:
+            pass
+        why = dead()
+        if why:
+            raise SpreadError(f"storage=s3: {why} while {what} started")
+        if time.monotonic() > deadline:
+            raise SpreadError(f"storage=s3: {what} at {url} did not answer within {START_TIMEOUT_S:.0f} s")
+        time.sleep(0.1)
+
+
+# ---- a node's task of the step -------------------------------------------------------------------
+
+
+def node_main(handover: str, root: str) -> int:
+    """One node's servers: started, handed over, their counters written until the step ends them."""
+    from jobs import nodes, owned
+
+    out, rank = Path(handover), int(os.environ["SLURM_PROCID"])
+    creds = Credentials(os.environ.pop("AWS_ACCESS_KEY_ID"), os.environ.pop("AWS_SECRET_ACCESS_KEY"))
+    head = json.loads((out / "head.json").read_text())
+    ip = nodes.address()
+    parent = owned.under_tool_folder(root, server.SUBDIR, setting="storage.root")
+    server.clear_stale(parent)
+    folder = server._prepare(parent / f"{socket.gethostname()}-{os.getpid()}-0")
+    ports = dict(zip(NODE_PORTS, server._free_ports(len(NODE_PORTS), ip)))
+    weed = server.program()
+    url = f"http://{ip}:{ports['s3']}"
+    parts: list[server.Server] = []
+    stopping = []
+
+    def stop(*_) -> None:
+        stopping.append(True)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        for args in (_volume_command(ip, ports, head["master"]), _gateway_command(ip, ports, head["filer"])):
+            proc = server.launch(weed, folder, args, creds)
+            parts.append(server.watched(server.Server(folder, Endpoint(url, "-"), creds, proc, ports=ports)))
+        volume, gateway = parts
+
+        def dead() -> str | None:
+            for what, p in (("volume server", volume), ("S3 gateway", gateway)):
+                if p.process.poll() is not None:
+                    return f"the {what} on {nodes.name()} ended: {p.last_line()}"
+            return None
+
+        _wait_http(f"http://{ip}:{ports['volume']}/status", dead, f"the volume server on {nodes.name()}")
+        _wait_http(url, dead, f"the S3 gateway on {nodes.name()}")
+        hand = {
+            "node": nodes.name(),
+            "address": ip,
+            "url": url,
+            "volume_pid": volume.pid,
+            "gateway_pid": gateway.pid,
+            "folder": str(folder),
+        }
+        tmp = out / f"node-{rank}.json.part"
+        tmp.write_text(json.dumps(hand))
+        tmp.replace(out / f"node-{rank}.json")
+        while not stopping and not (out / STOP).exists():
+            why = dead()
+            if why:
+                print(f"storage=s3: {why}", file=sys.stderr)
+                return 1
+            _write_io(out / f"node-{rank}.io", volume.pid, gateway.pid)
+            time.sleep(IO_EVERY_S)
+        return 0
+    except server.ServerError as e:
+        print(str(e), file=sys.stderr)
+        return 1
+    finally:
+        for p in parts:  # both end before their shared folder goes
+            p.end()
+        server.remove(folder)
+
+
+def _write_io(path: Path, volume: int, gateway: int) -> None:
+    v, g = server.proc_counters(volume), server.proc_counters(gateway)
+    if v is None or g is None:
+        return
+    tmp = path.with_suffix(".io.part")
+    tmp.write_text(json.dumps({"read_bytes": v[0], "cpu_s": v[1] + g[1]}))
+    tmp.replace(path)
+
+
+def main(role: str, *args: str) -> int:
+    if role != "node":
+        print(f"usage: python -m {MODULE} node HANDOVER ROOT", file=sys.stderr)
+        return 2
+    return node_main(*args)
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:]))
