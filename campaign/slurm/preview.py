@@ -23,6 +23,17 @@ def _tier(key: str, st, free_for_data: bool) -> str:
     return f"{where} exists, is writable{on}{room}"
 
 
+def _embedded_store(nodes: int) -> str:
+    """What the nodes check of the embedded S3 server: it starts there (``weed`` beside the nodes'
+    Python, ``unshare``); spread over several nodes, each node's part listens on its cluster address."""
+    if nodes > 1:
+        return (
+            f"storage=s3: a SeaweedFS volume server and S3 gateway start on each of the {nodes} nodes "
+            "(weed beside their Python, unshare), listening on the node's cluster address"
+        )
+    return "storage=s3: the embedded SeaweedFS server starts on the node (weed beside its Python, unshare)"
+
+
 def _tiers(cfg) -> list[tuple[str, object]]:
     """(setting, typed tier) of every tier a cell touches: its workload's, then the stage."""
     from jobs import workloads
@@ -50,6 +61,8 @@ def left_to_nodes(cells: list) -> list[str]:
             out[_tier(key, st, synthetic and key == "storage")] = None
         if ds is not None and not synthetic and ds.path:
             out[f"dataset.path={ds.path} holds the images"] = None
+        if cfg.storage.kind == "object" and not cfg.storage.endpoint:
+            out[_embedded_store(cfg.platform.nodes)] = None
         if cfg.workload.kind == "baseline":
             out["fio or ior on PATH (workload=baseline)"] = None
         if cfg.trace.posix:

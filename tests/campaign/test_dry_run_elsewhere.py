@@ -94,6 +94,18 @@ def test_the_paper_study_dry_run_needs_no_fio_here(tmp_path):
     created_nothing(cwd, private)
 
 
+def test_an_object_store_over_two_nodes_dry_run_says_what_starts_on_them(tmp_path):
+    """``storage=s3 platform.nodes=2`` where the user is (no Slurm, no cluster folder): the plan and its
+    scripts, and the one line says that each node starts its part of the store, on its cluster address."""
+    p, cwd, private = run_on_laptop(tmp_path, "-m", "storage=s3", "platform.nodes=2", "threads=1,2", *TEGNER)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    assert p.stdout.startswith("dry run: 2 cells would be submitted") and "#SBATCH --nodes=2" in p.stdout
+    told = [x for x in p.stdout.splitlines() if x.startswith("not checked on this machine")]
+    assert len(told) == 1 and "S3 gateway start on each of the 2 nodes" in told[0], told
+    assert "cluster address" in told[0]
+    created_nothing(cwd, private)
+
+
 def test_only_a_dry_run_for_slurm_leaves_the_tier_to_the_nodes(planned_cell, tmp_path):
     gone = str(tmp_path / "not-here")
     validate.check(

@@ -2,6 +2,7 @@
 its own network and UTS namespace, one file system): tasks on both nodes, the tf.data service's workers
 on both, a node that dies and a task that hangs, and the cluster's own set-up and tear-down."""
 
+import json
 import os
 import re
 import signal
@@ -201,14 +202,20 @@ def test_service_workers_on_both_nodes(slurm_cluster, tmp_path, disk_root):
     assert _left(sweep) == ""
 
 
-def test_an_object_store_on_both_nodes_serves_the_readers_on_both(slurm_cluster, tmp_path, disk_root):
-    """storage=s3 across platform.nodes=2: a volume server and an S3 gateway on n1 and on n2 (the master
-    and the filer beside the controller), each node's task GETs its share through its own node's gateway,
-    and in a cold run both nodes' volume servers read from their disks: parallel servers. Nothing is left
-    after the cell: no server, folder, hand-over file or key."""
+def test_an_object_store_on_both_nodes_serves_the_readers_on_both_and_a_dead_nodes_server_fails_its_run(
+    slurm_cluster, tmp_path, disk_root
+):
+    """storage=s3 across platform.nodes=2, two cells. In the first, a volume server and an S3 gateway run on
+    n1 and on n2 (the master and the filer beside the controller), each node's task GETs its share through
+    its own node's gateway, and in the cold run both nodes' volume servers read from their disks: parallel
+    servers. In the second, n2's volume server is killed (SIGKILL) as the run's tasks start: the run fails
+    naming n2's server (not a hang, not numbers with images lost). After both, nothing is left: no server,
+    folder, hand-over file or key; the other node's servers stopped when the runner asked, n2's task
+    removed its own folder when its server died."""
     sweep, n, root = tmp_path / "sweep", 256, disk_root / "s3nodes"
     root.mkdir()
-    p = campaign(
+    proc = start_module(
+        "campaign",
         "-m",
         "platform=slurm",
         "platform.nodes=2",
@@ -217,19 +224,39 @@ def test_an_object_store_on_both_nodes_serves_the_readers_on_both(slurm_cluster,
         f"dataset.num_images={n}",
         "batch_size=16",
         "threads=2",
+        "seed=0,1",
         "repeats=1",
         "warmup=0",
         "platform.poll_s=1",
         f"hydra.sweep.dir={sweep}",
         cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    rec = records.read(sweep / "0" / "record.json")
-    store = rec.provenance["object_store"]
-    assert store["server"] == "embedded SeaweedFS on 2 nodes"
+    try:
+        deadline, killed = time.monotonic() + 300, False
+        while not killed and time.monotonic() < deadline:  # cell 1's tasks beat: kill n2's volume server
+            hands = [json.loads(f.read_text()) for f in (sweep / "1" / "s3nodes").glob("node-*.json")]
+            beats = list((sweep / "1" / "tasks").glob("*/beats-*/[0-9]*"))
+            n2 = next((h for h in hands if h["node"] == "n2"), None)
+            if n2 and beats:
+                os.kill(n2["volume_pid"], signal.SIGKILL)
+                killed = True
+            time.sleep(0.02)
+        assert killed, "cell 1's tasks never started"
+        out, _ = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 1, out[-3000:]
+    ok, failed = (records.read(sweep / str(k) / "record.json") for k in (0, 1))
+    store = ok.provenance["object_store"]
+    assert ok.status == records.COMPLETED and store["server"] == "embedded SeaweedFS on 2 nodes"
     gateways = {x["node"]: x["url"] for x in store["nodes"]}
     assert set(gateways) == NODES and len({u.split("//")[1].split(":")[0] for u in gateways.values()}) == 2
-    run = rec.runs[-1]
+    run = ok.runs[-1]
     assert {t["host"] for t in run["task_results"]} == NODES
     assert [t["images"] for t in run["task_results"]] == [n // 2] * 2
     assert run["images"] == run["requests"] == n and run["request_errors"] == 0
@@ -238,10 +265,14 @@ def test_an_object_store_on_both_nodes_serves_the_readers_on_both(slurm_cluster,
     served = {x["node"]: x["bytes_read"] for x in run["server_nodes"]}
     assert set(served) == NODES and all(b > 0.1 * run["bytes_consumed"] for b in served.values()), served
     job = submitted(sweep)[0][-1]
-    servers_step = [s for s in _steps(job) if s["ntasks"] == "2" and s["nodes"] == "n[1-2]"]
-    assert len(servers_step) == 2, _steps(job)  # the servers' step and the run's tasks' step
-    assert not (sweep / "0" / "s3nodes").exists()
+    steps = [s for s in _steps(job) if s["id"].startswith(f"{job}.") and s["nodes"] == "n[1-2]"]
+    assert len(steps) == 2, steps  # the servers' step and the run's tasks' step
+    # the dead node's server: the run failed naming it, and kept no numbers
+    assert failed.status == records.FAILED and failed.runs == [], failed.error
+    assert "the volume server on n2 ended" in failed.error["message"], failed.error
+    # nothing left of either cell's store
     assert list((root / "iocampaign" / "s3servers").iterdir()) == []
+    assert not list(sweep.glob("*/s3nodes"))
     assert subprocess.run(["pgrep", "-f", str(root)], capture_output=True).stdout == b""
     assert _left(sweep) == ""
     for f in (*sweep.rglob("*"), *root.rglob("*")):

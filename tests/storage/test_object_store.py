@@ -64,6 +64,8 @@ def test_credentials_are_in_no_file_and_on_no_command_line(store):
     assert not any(k in repr(s) for k in secrets_)
     cmdline = Path(f"/proc/{s.process.pid}/cmdline").read_bytes().decode(errors="replace")
     assert not any(k in cmdline for k in secrets_)
+    # nothing reported to SeaweedFS's makers either (its master's telemetry is on unless turned off)
+    assert "-master.telemetry=false" in cmdline.split("\0")
     for path in s.folder.rglob("*"):
         if path.is_file() and not path.is_symlink():
             data = path.read_bytes()

@@ -184,45 +184,42 @@ def test_a_campaign_reads_the_embedded_server_and_a_users_endpoint_by_counted_ge
                 assert not KEY.search(data) and secret not in data, f
 
 
-def test_a_runs_tasks_each_get_their_share_and_the_run_counts_every_request_of_every_task(
-    users_store, disk_root, cwd
-):
-    """``platform.tasks_per_node=2``: each task process GETs every other image with a client of its own
-    (s3torchconnector, in each task's DataLoader workers), on the embedded server and on a user's endpoint;
-    the run's request figures are every task's requests together, cold verified by the server's own reads;
-    no key reaches a file, not even the tasks' hand-over files. (A TensorFlow task's own GETs are handed
-    over the same way: test_object_store's epoch-intervals test.)"""
-    s = users_store[0]
+def test_a_runs_tasks_each_get_their_share_and_the_run_counts_every_request_of_every_task(disk_root, cwd):
+    """``platform.tasks_per_node=2`` on the embedded server: each task process GETs every other image with
+    a client of its own (s3torchconnector, in each task's DataLoader workers); the run's request figures
+    are both tasks' requests together, cold verified by the server's own reads; no key reaches a file, not
+    even the tasks' hand-over files. (A TensorFlow task's own GETs are handed over the same way:
+    test_object_store's epoch-intervals test; a user's endpoint's keys are the user's own environment,
+    which a task inherits.)"""
     root = disk_root / "tasksroot"
-    args = ("framework=pytorch", "platform.tasks_per_node=2", "threads=2", "dataset.num_images=96")
-    args += ("batch_size=16",)
-    _on_both_endpoints(users_store, root, cwd, *args)
-    cells = sorted(_rows(cwd), key=lambda r: int(r["cell_dir"]))
-    # the embedded server's cell first, then the user's endpoint's (whose server the tool cannot see)
-    assert [(r["framework"], r["tasks_per_cell"], r["server_bytes_read"] != "") for r in cells] == [
-        ("pytorch", "2", True),
-        ("pytorch", "2", False),
-    ]
-    folder = next(cwd.glob("multirun/*/*/results.csv")).parent
-    for r in cells:
-        # every image once, by one GET of one of the two tasks, each task its half
-        assert float(r["images"]) == float(r["requests"]) == 96 and float(r["request_errors"]) == 0
-        run = json.loads((folder / r["record"]).read_text())["runs"][-1]
-        assert sorted(t["images"] for t in run["task_results"]) == [48, 48]
-        assert 0 < float(r["get_latency_p50_ms"]) <= float(r["get_latency_p99_ms"])
-        # the tasks' requests overlap: more in flight at once than one task's 2 readers could have
-        assert 1 <= float(r["requests_in_flight_max"]) <= 4
-        assert "of 4 readers" in r["bound_reason"]
-    embedded, users = cells
-    assert embedded["cache_state"] == "cold"
-    assert float(embedded["server_bytes_read"]) >= 0.9 * float(embedded["bytes_consumed"])
-    assert users["cache_state"] == "unknown"
-    secret = s.credentials.secret_key.encode()
-    for folder in (cwd, root):
-        for f in folder.rglob("*"):
-            if f.is_file() and not f.is_symlink():
-                data = f.read_bytes()
-                assert not KEY.search(data) and secret not in data, f
+    root.mkdir()
+    p = campaign(
+        "-m",
+        "storage=s3",
+        f"storage.root={root}",
+        "framework=pytorch",
+        "platform.tasks_per_node=2",
+        "threads=2",
+        "dataset.num_images=96",
+        "batch_size=16",
+        "repeats=1",
+        "warmup=0",
+        cwd=cwd,
+    )
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    (r,) = _rows(cwd)
+    assert (r["framework"], r["tasks_per_cell"]) == ("pytorch", "2")
+    # every image once, by one GET of one of the two tasks, each task its half
+    assert float(r["images"]) == float(r["requests"]) == 96 and float(r["request_errors"]) == 0
+    run = json.loads((next(cwd.glob("multirun/*/*/0/record.json"))).read_text())["runs"][-1]
+    assert sorted(t["images"] for t in run["task_results"]) == [48, 48]
+    assert 0 < float(r["get_latency_p50_ms"]) <= float(r["get_latency_p99_ms"])
+    assert 1 <= float(r["requests_in_flight_max"]) <= 4
+    assert "of 4 readers" in r["bound_reason"]  # 2 tasks of 2 DataLoader workers each
+    assert r["cache_state"] == "cold" and float(r["server_bytes_read"]) >= 0.9 * float(r["bytes_consumed"])
+    for f in (*cwd.rglob("*"), *root.rglob("*")):
+        if f.is_file() and not f.is_symlink():
+            assert not KEY.search(f.read_bytes()), f
     assert list((root / "iocampaign" / "s3servers").iterdir()) == [] and _procs_under(root) == []
 
 

@@ -137,8 +137,13 @@ class Spread:
         return next((n for n in self.nodes if n["node"] == nodes.name()), self.nodes[0])
 
     def dead(self) -> str | None:
+        """Why the store no longer serves: its head ended, a node's servers ended (that node's task says
+        so in ``node-<k>.failed``), or the step did; None while every part serves."""
         if self.head.dead():
             return self.head.dead()
+        for failed in sorted(self.handover.glob("node-*.failed")):
+            with contextlib.suppress(OSError):
+                return failed.read_text().strip()
         if self.step.poll() is not None:
             failed = _failed_node(self.handover / STEP_ERR)
             return f"the S3 servers' Slurm step ended{failed} (exit status {self.step.returncode})"
@@ -219,7 +224,8 @@ def srun_nodes(nodes: int, handover: Path, root: str) -> list[str]:
         "--ntasks-per-node=1",
         "--cpus-per-task=1",
         "--mem=0",
-        "--kill-on-bad-exit=1",
+        # no --kill-on-bad-exit: a node whose servers died says so, and the others still remove their
+        # folders when the runner asks them to stop
         "--unbuffered",
         sys.executable,
         "-m",
@@ -349,14 +355,8 @@ def node_main(handover: str, root: str) -> int:
     creds = Credentials(os.environ.pop("AWS_ACCESS_KEY_ID"), os.environ.pop("AWS_SECRET_ACCESS_KEY"))
     head = json.loads((out / "head.json").read_text())
     ip = nodes.address()
-    parent = owned.under_tool_folder(root, server.SUBDIR, setting="storage.root")
-    server.clear_stale(parent)
-    folder = server._prepare(parent / f"{socket.gethostname()}-{os.getpid()}-0")
-    ports = dict(zip(NODE_PORTS, server._free_ports(len(NODE_PORTS), ip)))
-    weed = server.program()
-    url = f"http://{ip}:{ports['s3']}"
     parts: list[server.Server] = []
-    stopping = []
+    stopping, folder = [], None
 
     def stop(*_) -> None:
         stopping.append(True)
@@ -364,6 +364,14 @@ def node_main(handover: str, root: str) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     try:
+        weed = server.program()
+        if weed is None:
+            raise server.ServerError(f"{nodes.name()} has no weed program beside {sys.executable}")
+        parent = owned.under_tool_folder(root, server.SUBDIR, setting="storage.root")
+        server.clear_stale(parent)
+        folder = server._prepare(parent / f"{socket.gethostname()}-{os.getpid()}-0")
+        ports = dict(zip(NODE_PORTS, server._free_ports(len(NODE_PORTS), ip)))
+        url = f"http://{ip}:{ports['s3']}"
         for args in (_volume_command(ip, ports, head["master"]), _gateway_command(ip, ports, head["filer"])):
             proc = server.launch(weed, folder, args, creds)
             parts.append(server.watched(server.Server(folder, Endpoint(url, "-"), creds, proc, ports=ports)))
@@ -391,18 +399,27 @@ def node_main(handover: str, root: str) -> int:
         while not stopping and not (out / STOP).exists():
             why = dead()
             if why:
-                print(f"storage=s3: {why}", file=sys.stderr)
+                _say_failed(out, rank, f"{why} (its S3 gateway {url})")
                 return 1
             _write_io(out / f"node-{rank}.io", volume.pid, gateway.pid)
             time.sleep(IO_EVERY_S)
         return 0
-    except server.ServerError as e:
-        print(str(e), file=sys.stderr)
+    except Exception as e:  # noqa: BLE001 - said to the runner, which fails the cell naming the node
+        _say_failed(out, rank, f"{nodes.name()}: {str(e).splitlines()[0] if str(e) else repr(e)}")
         return 1
     finally:
         for p in parts:  # both end before their shared folder goes
             p.end()
-        server.remove(folder)
+        if folder is not None:
+            server.remove(folder)
+
+
+def _say_failed(out: Path, rank: int, why: str) -> None:
+    """A node's task's last word to the runner (and to the step's stderr, the cell's log)."""
+    print(f"storage=s3: {why}", file=sys.stderr)
+    tmp = out / f"node-{rank}.failed.part"
+    tmp.write_text(why + "\n")
+    tmp.replace(out / f"node-{rank}.failed")
 
 
 def _write_io(path: Path, volume: int, gateway: int) -> None:
