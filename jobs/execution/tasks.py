@@ -297,7 +297,6 @@ def _per_kind(results: list[dict], seconds: float) -> dict:
 def main(folder: str, rank: int) -> int:
     """A task: its heartbeat, its shard (evicted on its own node for a cold run), its pipeline, the
     barrier at the start of its timed interval, its node's counters over that interval, its result."""
-    import resource
 
     from jobs import lifeline, nodes
 
@@ -344,9 +343,10 @@ def main(folder: str, rank: int) -> int:
                     (out / file_name("ready", nonce, rank)).touch()
                     wait_for((out / file_name("go", nonce)).exists, "no go from the runner")
                 stamps[name] = time.time()
-                use = resource.getrusage(resource.RUSAGE_SELF)
-                stamps[f"cpu_{name}"] = use.ru_utime + use.ru_stime
                 counters[name] = usage.snapshot(disk)
+                # the task's CPU with its children's (a DataLoader's workers, once ended), as a run in one
+                # process counts it (usage.snapshot)
+                stamps[f"cpu_{name}"] = counters[name].cpu_s
 
             def barrier(
                 self, name: str
