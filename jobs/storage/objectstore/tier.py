@@ -220,33 +220,36 @@ def serving(st, root: str, spread: tuple[int, Path] | None = None):
     embedded server under ``root``'s tool folder (``embedded``: one a process keeps for all its cells),
     or the user's endpoint with its bucket checked. ``spread``: (nodes, hand-over folder) to spread the
     embedded server over the cell's Slurm nodes instead (``spread.py``), for this cell only."""
+    prefix = (st.prefix or owned.NAME).strip("/")
+    with contextlib.ExitStack() as stack:
+        if st.endpoint:
+            store = _users(Endpoint(st.endpoint, st.bucket, prefix))
+        elif spread is not None:  # this cell's own, stopped after it
+            store = _served(stack.enter_context(_spread(root, st.bucket, *spread)), prefix)
+        else:
+            store = _served(embedded(root, st.bucket), prefix)
+        _OPEN[store.endpoint] = store
+        try:
+            yield store
+        finally:
+            _OPEN.pop(store.endpoint, None)
+
+
+def _users(endpoint: Endpoint) -> Store:
+    """A user's endpoint, its bucket checked, reached with the user's own credentials."""
     from jobs.storage.objectstore import client
 
-    prefix = (st.prefix or owned.NAME).strip("/")
-    if spread is not None and not st.endpoint:
-        with _spread(root, st.bucket, *spread) as srv:
-            endpoint = Endpoint(srv.endpoint.url, srv.endpoint.bucket, prefix)
-            store = Store(endpoint, client.connect(endpoint, srv.credentials, CONNECTIONS), srv)
-            _OPEN[endpoint] = store
-            try:
-                yield store
-            finally:
-                _OPEN.pop(endpoint, None)
-        return
-    if st.endpoint:
-        endpoint = Endpoint(st.endpoint, st.bucket, prefix)
-        s3 = client.connect(endpoint, connections=CONNECTIONS)
-        client.check_bucket(s3, endpoint)
-        store = Store(endpoint, s3)
-    else:
-        srv = embedded(root, st.bucket)
-        endpoint = Endpoint(srv.endpoint.url, srv.endpoint.bucket, prefix)
-        store = Store(endpoint, client.connect(endpoint, srv.credentials, CONNECTIONS), srv)
-    _OPEN[endpoint] = store
-    try:
-        yield store
-    finally:
-        _OPEN.pop(endpoint, None)
+    s3 = client.connect(endpoint, connections=CONNECTIONS)
+    client.check_bucket(s3, endpoint)
+    return Store(endpoint, s3)
+
+
+def _served(srv, prefix: str) -> Store:
+    """The store the tool serves (``srv``: an embedded server, or one spread over the cell's nodes)."""
+    from jobs.storage.objectstore import client
+
+    endpoint = Endpoint(srv.endpoint.url, srv.endpoint.bucket, prefix)
+    return Store(endpoint, client.connect(endpoint, srv.credentials, CONNECTIONS), srv)
 
 
 @contextlib.contextmanager
