@@ -1,5 +1,6 @@
 """Multi-task cells (``platform.tasks_per_node``): the aggregate rate of a cell's tasks against their
-number, one line per storage and pipeline, beside the ideal line (the one-task rate × tasks)."""
+number, one line per storage and pipeline (and per node count, where the campaign has several), beside
+the ideal line (the one-task rate × tasks)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,8 @@ def scaling_figure(rows, folder: Path, figure) -> list[Path]:
     if "tasks_per_cell" not in df or df["tasks_per_cell"].nunique() < 2:
         return []
     df["line"] = _lines(df)
+    if "nodes" in df and df["nodes"].nunique() > 1:  # 2 tasks on one node and 1 on each of 2: two lines
+        df["line"] += " · " + df["nodes"].astype(int).map(lambda n: f"{n} node{'s' if n > 1 else ''}")
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, metric in zip(axes, ("images_per_s", "mb_per_s")):
         for name, one in df.groupby("line", sort=False):

@@ -59,6 +59,39 @@ def test_a_two_task_run_is_the_sum_of_its_tasks(grid):
         assert [re.sub(r"-[0-9a-f]{12}-", "-", n) for n in left] == ["result-0.json", "result-1.json"], left
 
 
+def test_the_scaling_figure_draws_a_line_per_node_count_never_one_point_of_both(tmp_path, monkeypatch):
+    """2 tasks on one node and 1 task on each of 2 nodes are two configurations of 2 tasks per cell (one
+    server or two, one node's cores or two nodes'): two lines, not one point whose whiskers span both."""
+    from types import SimpleNamespace
+
+    from analysis.figures import plotting, scaling
+
+    rows = pd.DataFrame(
+        {
+            "storage": "s3",
+            "pipeline": "decode_resize",
+            "threads": 2,
+            "framework": "tensorflow",
+            "nodes": [1, 1, 2, 2],
+            "tasks_per_cell": [1, 2, 2, 4],
+            "images_per_s": [335.0, 382.0, 316.0, 300.0],
+            "mb_per_s": [42.0, 48.0, 40.0, 38.0],
+        }
+    )
+    drawn = []
+    monkeypatch.setattr(plotting, "save", lambda fig, path: drawn.append(fig) or [path])
+    scaling.scaling_figure(rows, tmp_path, SimpleNamespace(title="scaling", key="scaling"))
+    left = drawn[0].axes[0]
+    assert [t.get_text() for t in left.get_legend().get_texts()] == [
+        "s3 · decode_resize · threads 2 · 1 node",
+        "s3 · decode_resize · threads 2 · 2 nodes",
+    ]
+    points = sorted(
+        tuple(xy) for line in left.get_lines() if line.get_marker() == "o" for xy in line.get_xydata()
+    )
+    assert points == [(1, 335.0), (2, 316.0), (2, 382.0), (4, 300.0)]
+
+
 @pytest.mark.cells
 def test_results_and_the_scaling_figure(grid):
     r = pd.read_csv(grid / "results.csv")
