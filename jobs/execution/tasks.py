@@ -88,6 +88,7 @@ def srun_command(nodes: int, per_node: int, cpus_per_task: int, folder: Path) ->
         f"--ntasks={nodes * per_node}",
         f"--ntasks-per-node={per_node}",
         f"--cpus-per-task={cpus_per_task}",
+        "--export=ALL",  # the runner's environment, an object store's keys in it, whatever the job was given
         "--mem=0",
         "--kill-on-bad-exit=1",
         "--unbuffered",

@@ -181,7 +181,9 @@ def _object_runs(s: Session) -> list[dict]:
     from jobs.storage.objectstore import spread, tier
 
     st, where = s.cell.config.storage, Placement.of(s.cfg)
-    on_nodes = (where.nodes, s.job_dir / spread.SUBDIR) if where.in_slurm_job and where.nodes > 1 else None
+    on_nodes = None
+    if where.in_slurm_job and where.nodes > 1:
+        on_nodes = (where.nodes, where.cpus_per_task, s.job_dir / spread.SUBDIR)
     with tier.serving(st, st.root, on_nodes) as store:
         s.ds, facts = tier.put_dataset(store, s.ds)
         client = frameworks.of(s.cfg).object_client if st.reader == "native" else "s3fs"

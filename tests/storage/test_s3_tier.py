@@ -418,6 +418,10 @@ def test_planning_refuses_what_an_object_store_cannot_run_in_one_line(refusal, m
     assert refusal("storage=s3", *slurm2, "batch_size=16") is None
     one(refusal("storage=s3", *tiny, *slurm2), "platform.nodes=2", "workload=sharded_checkpoint")
     one(refusal("storage=s3", *slurm2, "storage.reader=fuse"), "platform.nodes=2", "storage.reader=fuse")
+    users = "storage.endpoint=http://127.0.0.1:9"  # a user's store: the mount is still one node's
+    one(refusal("storage=s3", users, *slurm2, "storage.reader=fuse"), "controller's node only")
+    assert refusal("storage=s3", users, *slurm2, "batch_size=16", "cache=warm") is None
+    one(refusal("storage=s3", *slurm2, "batch_size=16", "cache=warm"), "platform.nodes=2", "cache=warm")
     one(
         refusal("storage=s3", "workload=baseline", "platform.tasks_per_node=2"),
         "platform.tasks_per_node=2",

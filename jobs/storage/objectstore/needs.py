@@ -138,14 +138,7 @@ def _reach(cfg, workload, able: str) -> None:
             "(dataset.format=files)"
         )
     tasks = cfg.platform.nodes * cfg.platform.tasks_per_node
-    spread = cfg.platform.kind != "local" and cfg.platform.nodes > 1 and not cfg.storage.endpoint
-    if spread and (not workload.needs_dataset or cfg.storage.reader == "fuse"):
-        what = "storage.reader=fuse" if workload.needs_dataset else f"workload={cfg.workload.name}"
-        raise ConfigError(
-            f"{where}: platform.nodes={cfg.platform.nodes} with {what}: the embedded store's servers on "
-            "every node serve a dataset's native reads so far (storage.reader=native, a workload that "
-            "reads one); use one node, or your own store (storage.endpoint)"
-        )
+    _on_nodes(cfg, workload, where)
     for setting, on in (
         ("trace.posix=true", cfg.trace.posix),
         ("input.service=true", cfg.input.service),
@@ -156,6 +149,34 @@ def _reach(cfg, workload, able: str) -> None:
                 f"{where}: {setting} is not built for an object store yet (its reads are GETs in one "
                 "process); leave it out"
             )
+
+
+def _on_nodes(cfg, workload, where: str) -> None:
+    """What a cell over several Slurm nodes can do on an object store so far: every node's tasks GET
+    natively (the s3fs mount is the controller's alone); the embedded store spread over the nodes serves
+    a dataset's cold reads (its nodes' volumes are evicted by their tasks; nothing warms them)."""
+    nodes = cfg.platform.nodes
+    if cfg.platform.kind == "local" or nodes < 2:
+        return
+    if cfg.storage.reader == "fuse":
+        raise ConfigError(
+            f"{where}: platform.nodes={nodes} with storage.reader=fuse: s3fs mounts the bucket on the "
+            "controller's node only, so far; use storage.reader=native"
+        )
+    if cfg.storage.endpoint:
+        return
+    if not workload.needs_dataset:
+        raise ConfigError(
+            f"{where}: platform.nodes={nodes} with workload={cfg.workload.name}: the embedded store's "
+            "servers on every node serve a dataset's reads so far; use one node, or your own store "
+            "(storage.endpoint)"
+        )
+    if cfg.cache == "warm":
+        raise ConfigError(
+            f"{where}: platform.nodes={nodes} with cache=warm: the store spread over the nodes is read cold "
+            "so far (each node's task evicts its own volumes; none warms them); use cache=cold, or your "
+            "own store (storage.endpoint)"
+        )
 
 
 def _tasks_setting(platform) -> str:

@@ -368,13 +368,16 @@ def _launch(weed: str, folder: Path, bucket: str) -> Server:
     return watched(Server(folder, endpoint, creds, proc, ports=ports))
 
 
-def launch(weed: str, folder: Path, args: list[str], creds: Credentials) -> subprocess.Popen:
+def launch(
+    weed: str, folder: Path, args: list[str], creds: Credentials, settings: dict | None = None
+) -> subprocess.Popen:
     """``weed <args>`` confined to ``folder`` (its working directory), the keys ``creds`` in its
-    environment only (the user's own AWS settings taken out); it dies with this process."""
+    environment only (the user's own AWS settings and SeaweedFS ones taken out; ``settings``: SeaweedFS's
+    own, ``WEED_...``); it dies with this process."""
     from jobs import lifeline
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(AWS_ACCESS_KEY_ID=creds.access_key, AWS_SECRET_ACCESS_KEY=creds.secret_key)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "WEED_"))}
+    env.update(AWS_ACCESS_KEY_ID=creds.access_key, AWS_SECRET_ACCESS_KEY=creds.secret_key, **(settings or {}))
     fd = os.open(weed, os.O_RDONLY | os.O_CLOEXEC)
     try:
         return subprocess.Popen(

@@ -214,15 +214,18 @@ def _clear(handover: Path) -> None:
             time.sleep(0.1)
 
 
-def srun_nodes(nodes: int, handover: Path, root: str) -> list[str]:
-    """The job step of the nodes' servers: one task on each node of the cell's job."""
+def srun_nodes(nodes: int, cpus: int, handover: Path, root: str) -> list[str]:
+    """The job step of the nodes' servers: one task on each node of the cell's job, with a task's CPUs
+    (``platform.cpus_per_task``: where Slurm pins tasks to cores, the servers would otherwise share one),
+    and this process's environment, the keys in it (``--export=ALL``, whatever the job was given)."""
     return [
         "srun",
         "--overlap",
         f"--nodes={nodes}",
         f"--ntasks={nodes}",
         "--ntasks-per-node=1",
-        "--cpus-per-task=1",
+        f"--cpus-per-task={cpus}",
+        "--export=ALL",
         "--mem=0",
         # no --kill-on-bad-exit: a node whose servers died says so, and the others still remove their
         # folders when the runner asks them to stop
@@ -236,50 +239,84 @@ def srun_nodes(nodes: int, handover: Path, root: str) -> list[str]:
     ]
 
 
-def start(root: str, bucket: str, handover: Path, nodes: int, parent: Path, name: str) -> Spread:
+def start(root: str, bucket: str, handover: Path, nodes: int, cpus: int, parent: Path, name: str) -> Spread:
     """The head in ``parent / name`` on this node's cluster address, then every node's servers as a job
-    step; returns once every node's volume server has joined the master and the bucket exists."""
-    from jobs import lifeline
+    step (``cpus`` CPUs each); returns once exactly the nodes' volume servers have joined the master and
+    the bucket exists. Raises ServerError (one line) and leaves nothing when any part does not start."""
     from jobs import nodes as cluster
-    from jobs.storage.objectstore import client
 
     weed = server.program()
     if weed is None:
         raise server.ServerError("storage=s3: the embedded S3 server needs SeaweedFS's weed program")
     ip = cluster.address()
     folder = server._prepare(parent / name)
-    ports = dict(zip(HEAD_PORTS, server._free_ports(len(HEAD_PORTS), ip)))
     creds = Credentials.fresh()
-    proc = server.launch(weed, folder, _head_command(ip, ports), creds)
-    head = server.watched(server.Server(folder, Endpoint(f"http://{ip}:0", bucket), creds, proc, ports=ports))
-    handover.mkdir(parents=True, exist_ok=True)
-    for old in handover.iterdir():
-        old.unlink()
+    try:
+        ports = dict(zip(HEAD_PORTS, server._free_ports(len(HEAD_PORTS), ip)))
+        proc = server.launch(weed, folder, _head_command(ip, ports), creds, _growth(nodes))
+    except OSError as e:  # an address this node cannot bind, unshare missing: one line, nothing left
+        server.remove(folder)
+        raise SpreadError(f"storage=s3: the store's master could not start on {ip}: {e}") from None
+    master = f"http://{ip}:{ports['master']}"
+    head = server.watched(server.Server(folder, Endpoint(master, bucket), creds, proc, ports=ports))
     step = None
     try:
-        _wait_http(f"http://{ip}:{ports['master']}/cluster/status", head.dead, "the master")
+        handover.mkdir(parents=True, exist_ok=True)
+        for old in handover.iterdir():
+            old.unlink()
+        _wait_http(f"{master}/cluster/status", head.dead, "the master")
         places = {
             "master": f"{ip}:{ports['master']}.{ports['master_grpc']}",
             "filer": f"{ip}:{ports['filer']}.{ports['filer_grpc']}",
         }
         (handover / "head.json").write_text(json.dumps(places))
-        env = {k: v for k, v in lifeline.plain_env().items() if not k.startswith("AWS_")}
-        env.update(AWS_ACCESS_KEY_ID=creds.access_key, AWS_SECRET_ACCESS_KEY=creds.secret_key)
-        with open(handover / STEP_ERR, "wb") as err:
-            step = subprocess.Popen(srun_nodes(nodes, handover, root), env=env, stderr=err)
-        spread = Spread(head, step, handover, [], Endpoint(head.endpoint.url, bucket), creds, ports)
+        step = _start_step(nodes, cpus, handover, root, creds)
+        spread = Spread(head, step, handover, [], Endpoint(master, bucket), creds, ports)
         spread.nodes = _wait_nodes(spread, nodes)
-        _wait_joined(f"http://{ip}:{ports['master']}/dir/status", nodes, spread.dead)
+        _wait_joined(f"{master}/dir/status", spread)
         spread.endpoint = Endpoint(spread.own["url"], bucket)
-        client.make_bucket(client.connect(spread.endpoint, creds), spread.endpoint)
+        client_of(spread)
         return spread
+    except OSError as e:
+        _abandon(head, step, handover, creds)
+        raise SpreadError(f"storage=s3: the store over {nodes} nodes could not start: {e}") from None
     except BaseException:
-        if step is not None:
-            Spread(head, step, handover, [], head.endpoint, creds).stop()
-        else:
-            head.stop()
-            _clear(handover)
+        _abandon(head, step, handover, creds)
         raise
+
+
+def _growth(nodes: int) -> dict[str, str]:
+    """The master's volume growth (SeaweedFS's ``master.volume_growth.copy_1``, 7 by default) set to 8
+    volumes per node at each growth, so that every node's volume server holds some of the objects: the
+    master places each new volume on a server at random, and 7 volumes over 2 nodes leave one empty in
+    1.6% of starts, over 8 nodes always."""
+    return {"WEED_MASTER_VOLUME_GROWTH_COPY_1": str(max(7, 8 * nodes))}
+
+
+def _start_step(nodes: int, cpus: int, handover: Path, root: str, creds: Credentials) -> subprocess.Popen:
+    """The nodes' servers' job step, the keys in its environment only."""
+    from jobs import lifeline
+
+    env = {k: v for k, v in lifeline.plain_env().items() if not k.startswith("AWS_")}
+    env.update(AWS_ACCESS_KEY_ID=creds.access_key, AWS_SECRET_ACCESS_KEY=creds.secret_key)
+    with open(handover / STEP_ERR, "wb") as err:
+        return subprocess.Popen(srun_nodes(nodes, cpus, handover, root), env=env, stderr=err)
+
+
+def client_of(spread: Spread) -> None:
+    """The bucket, made through this node's gateway."""
+    from jobs.storage.objectstore import client
+
+    client.make_bucket(client.connect(spread.endpoint, spread.credentials), spread.endpoint)
+
+
+def _abandon(head: server.Server, step, handover: Path, creds: Credentials) -> None:
+    """Whatever of a store that did not start is stopped, its folders and hand-over files removed."""
+    if step is not None:
+        Spread(head, step, handover, [], head.endpoint, creds).stop()
+    else:
+        head.stop()
+        _clear(handover)
 
 
 def _wait_nodes(spread: Spread, n: int) -> list[dict]:
@@ -299,28 +336,39 @@ def _wait_nodes(spread: Spread, n: int) -> list[dict]:
         time.sleep(0.1)
 
 
-def _wait_joined(url: str, n: int, dead) -> None:
-    """Until the master lists ``n`` volume servers (its topology, ``/dir/status``)."""
+def _wait_joined(url: str, spread: Spread) -> None:
+    """Until the master's volume servers (its topology, ``/dir/status``) are exactly the nodes' own, as
+    they handed themselves over; a volume server of anyone else's that joined the master (its ports ask
+    for no key) fails the start, so that no object of the run is placed there."""
+    want = {f"{n['address']}:{n['volume_port']}" for n in spread.nodes}
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
+        joined = set()
         try:
             topo = json.loads(server._DIRECT.open(url, timeout=2).read())["Topology"]
-            joined = sum(
-                len(rack.get("DataNodes") or [])
+            joined = {
+                node.get("Url") or node.get("PublicUrl")
                 for dc in topo.get("DataCenters") or []
                 for rack in dc.get("Racks") or []
-            )
-            if joined >= n:
-                return
+                for node in rack.get("DataNodes") or []
+            }
         except (OSError, ValueError, KeyError):
             pass
-        why = dead()
+        if joined - want:
+            raise SpreadError(
+                f"storage=s3: volume servers that are not the cell's joined its master at {url}: "
+                f"{', '.join(sorted(joined - want))} (its ports are open to the cluster's network: "
+                "docs/object-storage.md)"
+            )
+        if joined == want:
+            return
+        why = spread.dead()
         if why:
             raise SpreadError(f"storage=s3: {why} while the volume servers joined the master")
         if time.monotonic() > deadline:
             raise SpreadError(
-                f"storage=s3: the {n} nodes' volume servers did not join the master at {url} "
-                f"in {START_TIMEOUT_S:.0f} s"
+                f"storage=s3: the {len(want)} nodes' volume servers did not join the master at {url} "
+                f"in {START_TIMEOUT_S:.0f} s (joined: {', '.join(sorted(joined)) or 'none'})"
             )
         time.sleep(0.1)
 
@@ -352,9 +400,6 @@ def node_main(handover: str, root: str) -> int:
     from jobs import nodes, owned
 
     out, rank = Path(handover), int(os.environ["SLURM_PROCID"])
-    creds = Credentials(os.environ.pop("AWS_ACCESS_KEY_ID"), os.environ.pop("AWS_SECRET_ACCESS_KEY"))
-    head = json.loads((out / "head.json").read_text())
-    ip = nodes.address()
     parts: list[server.Server] = []
     stopping, folder = [], None
 
@@ -364,6 +409,12 @@ def node_main(handover: str, root: str) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     try:
+        keys = (os.environ.pop("AWS_ACCESS_KEY_ID", None), os.environ.pop("AWS_SECRET_ACCESS_KEY", None))
+        if None in keys:
+            raise server.ServerError("the store's keys did not reach this node's task (srun --export)")
+        creds = Credentials(*keys)
+        head = json.loads((out / "head.json").read_text())
+        ip = nodes.address()
         weed = server.program()
         if weed is None:
             raise server.ServerError(f"{nodes.name()} has no weed program beside {sys.executable}")
@@ -390,6 +441,7 @@ def node_main(handover: str, root: str) -> int:
             "address": ip,
             "url": url,
             "volume_pid": volume.pid,
+            "volume_port": ports["volume"],
             "gateway_pid": gateway.pid,
             "folder": str(folder),
         }

@@ -215,11 +215,12 @@ def on_this_node(ds):
 
 
 @contextlib.contextmanager
-def serving(st, root: str, spread: tuple[int, Path] | None = None):
+def serving(st, root: str, spread: tuple[int, int, Path] | None = None):
     """The cell's store for the storage tier ``st`` (a ``jobs.schema.StorageConf`` of kind object): the
     embedded server under ``root``'s tool folder (``embedded``: one a process keeps for all its cells),
-    or the user's endpoint with its bucket checked. ``spread``: (nodes, hand-over folder) to spread the
-    embedded server over the cell's Slurm nodes instead (``spread.py``), for this cell only."""
+    or the user's endpoint with its bucket checked. ``spread``: (nodes, CPUs per node, hand-over folder)
+    to spread the embedded server over the cell's Slurm nodes instead (``spread.py``), for this cell
+    only."""
     prefix = (st.prefix or owned.NAME).strip("/")
     with contextlib.ExitStack() as stack:
         if st.endpoint:
@@ -253,14 +254,14 @@ def _served(srv, prefix: str) -> Store:
 
 
 @contextlib.contextmanager
-def _spread(root: str, bucket: str, nodes: int, handover: Path):
+def _spread(root: str, bucket: str, nodes: int, cpus: int, handover: Path):
     """The embedded store spread over the cell's ``nodes`` Slurm nodes, stopped after the block."""
     from jobs.storage.objectstore import spread
 
     parent = owned.under_tool_folder(root, SUBDIR, setting="storage.root")
     clear_stale(parent)
     name = f"{socket.gethostname()}-{os.getpid()}-{len(_STARTED)}"
-    srv = spread.start(root, bucket, handover, nodes, parent, name)
+    srv = spread.start(root, bucket, handover, nodes, cpus, parent, name)
     log.info(
         "embedded S3 store (SeaweedFS) on %d nodes: gateways %s, the master and filer in %s",
         nodes,
