@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
+import pandas as pd
 import pytest
 
 from jobs.storage.modeled.lustre import MIB, Lustre, LustreGeometry
@@ -136,5 +137,10 @@ def test_a_cell_on_the_modelled_lustre_is_cold_counted_and_latency_bound(cwd, tm
         assert 0 < run["device_busy"] < 0.5  # no OST nor the link saturated
     assert runs[4]["images_per_s"] > 2 * runs[1]["images_per_s"]  # reads on several OSTs at once
     assert runs[1]["device_queue_depth"] < 1.0 < 2.0 < runs[4]["device_queue_depth"]
-    rows = (tmp_path / "c" / "results.csv").read_text()
-    assert ",modeled_lustre," in rows and ",latency," in rows
+    rows = pd.read_csv(tmp_path / "c" / "results.csv")
+    assert set(rows["storage"]) == {"modeled_lustre"}
+    for _, row in rows.iterrows():
+        # waiting on the OSTs: latency-bound; unless the suite's other work took the machine's CPUs
+        # meanwhile, which the label then says (its own share of the cores stays far from saturated)
+        contended = row["bound"] == "cpu" and "other processes took the rest" in row["bound_reason"]
+        assert row["bound"] == "latency" or (contended and row["cpu_share"] < 0.85), row["bound_reason"]

@@ -150,7 +150,10 @@ class Spread:
         return None
 
     def last_line(self) -> str:
-        return self.head.last_line()
+        """The head's last line when it ended; a node's own words are in its ``dead`` reason already."""
+        if self.head.dead():
+            return self.head.last_line()
+        return "the nodes' servers' messages are in the cell's log"
 
     def requests_served(self) -> int | None:
         return None  # each node's gateway counts its own; the tool counts its requests itself
