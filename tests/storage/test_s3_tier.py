@@ -216,9 +216,10 @@ def test_a_runs_tasks_each_get_their_share_and_the_run_counts_every_request_of_e
     assert 0 < float(r["get_latency_p50_ms"]) <= float(r["get_latency_p99_ms"])
     assert 1 <= float(r["requests_in_flight_max"]) <= 4
     assert "of 4 readers" in r["bound_reason"]  # 2 tasks of 2 DataLoader workers each
-    # the run's CPU is its tasks' with their DataLoader workers' (which decode): about a core, where the
-    # tasks' own processes alone came to 0.05
-    assert float(r["cpu_cores_busy"]) > 0.25, r["bound_reason"]
+    # the run's CPU is its tasks' with their DataLoader workers' (which decode): 7.9 ms of CPU an image
+    # measured, where the tasks' own processes alone came to 0.7 ms (CPU seconds, not cores busy: whatever
+    # else the machine runs meanwhile)
+    assert run["cpu_s"] / run["images"] > 0.002, run["cpu_s"]
     assert r["cache_state"] == "cold" and float(r["server_bytes_read"]) >= 0.9 * float(r["bytes_consumed"])
     for f in (*cwd.rglob("*"), *root.rglob("*")):
         if f.is_file() and not f.is_symlink():
