@@ -213,7 +213,16 @@ def test_an_object_store_on_both_nodes_serves_the_readers_on_both_and_a_dead_nod
     folder, hand-over file or key; the other node's servers stopped when the runner asked, n2's task
     removed its own folder when its server died."""
     sweep, n, root = tmp_path / "sweep", 256, disk_root / "s3nodes"
-    root.mkdir()
+    # a user's files beside the servers' folders: in the root, and a folder named like the folder of a
+    # killed server on n2 (its process gone, but no marker: not the tool's), which the nodes' clean-up of
+    # stale folders must leave alone
+    mine = {
+        root / "notes.bin": os.urandom(5000),
+        root / "iocampaign" / "s3servers" / "n2-999999999-0" / "x": b"kept",
+    }
+    for f, data in mine.items():
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_bytes(data)
     proc = start_module(
         "campaign",
         "-m",
@@ -271,7 +280,8 @@ def test_an_object_store_on_both_nodes_serves_the_readers_on_both_and_a_dead_nod
     assert failed.status == records.FAILED and failed.runs == [], failed.error
     assert "the volume server on n2 ended" in failed.error["message"], failed.error
     # nothing left of either cell's store
-    assert list((root / "iocampaign" / "s3servers").iterdir()) == []
+    assert [p.name for p in (root / "iocampaign" / "s3servers").iterdir()] == ["n2-999999999-0"]
+    assert all(f.read_bytes() == data for f, data in mine.items())
     assert not list(sweep.glob("*/s3nodes"))
     assert subprocess.run(["pgrep", "-f", str(root)], capture_output=True).stdout == b""
     assert _left(sweep) == ""
