@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import pwd
 import stat
+import time
 from pathlib import Path
 
 from jobs.errors import ConfigError
@@ -217,3 +218,18 @@ def shared_dir(path: str | Path, setting: str) -> int:
             f"lock in it; remove it, or choose another {setting}"
         )
     return fd
+
+
+def remove_handover(folder: Path) -> None:
+    """A hand-over folder of files (beats, a node's counters), gone, though a process still ending may
+    write one file more into it while it goes: tried again for up to 5 s."""
+    for _ in range(50):
+        try:
+            for f in folder.iterdir():
+                f.unlink(missing_ok=True)
+            folder.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.1)

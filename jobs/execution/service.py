@@ -209,14 +209,11 @@ def running(workers: int, folder: Path, slurm: tuple[int, int] | None = None):
                 p.wait()
         with contextlib.suppress(OSError):  # the workers' own messages, where a local worker's would be
             sys.stderr.write((folder / STEP_ERR).read_text(errors="replace"))
-        for _ in range(50):  # the start-up hand-over (port, ready marks, counters): nothing of it is a result
-            try:
-                for f in folder.iterdir():
-                    f.unlink(missing_ok=True)
-                folder.rmdir()
-                break
-            except OSError:  # a worker of a Slurm step wrote its counters once more while it ended
-                time.sleep(0.1)
+        # the start-up hand-over (port, ready marks, counters): nothing of it is a result; a worker of a
+        # Slurm step may write its counters once more while it ends
+        from jobs import owned
+
+        owned.remove_handover(folder)
 
 
 def io(procs: list) -> list[tuple[int, int]]:

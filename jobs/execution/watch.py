@@ -25,16 +25,9 @@ class TaskError(RuntimeError):
 
 def remove_beats(beats: Path) -> None:
     """The run's beats folder, gone (a task still ending may write a last beat while it goes)."""
-    for _ in range(50):
-        try:
-            for f in beats.iterdir():
-                f.unlink(missing_ok=True)
-            beats.rmdir()
-            return
-        except FileNotFoundError:
-            return
-        except OSError:
-            time.sleep(0.1)
+    from jobs import owned
+
+    owned.remove_handover(beats)
 
 
 def end(procs: list, slurm: bool, watch: Watch) -> None:

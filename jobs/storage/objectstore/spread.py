@@ -203,18 +203,13 @@ def _failed_node(err: Path) -> str:
 
 
 def _clear(handover: Path) -> None:
+    """The step's messages into the cell's log, then the hand-over files gone (a node's task may write its
+    counters once more while it ends)."""
+    from jobs import owned
+
     with contextlib.suppress(OSError):
         sys.stderr.write((handover / STEP_ERR).read_text(errors="replace"))
-    for _ in range(50):  # a node's task may write its counters once more while it ends
-        try:
-            for f in handover.iterdir():
-                f.unlink(missing_ok=True)
-            handover.rmdir()
-            return
-        except FileNotFoundError:
-            return
-        except OSError:
-            time.sleep(0.1)
+    owned.remove_handover(handover)
 
 
 def srun_nodes(nodes: int, cpus: int, handover: Path, root: str) -> list[str]:
@@ -278,7 +273,7 @@ def start(root: str, bucket: str, handover: Path, nodes: int, cpus: int, parent:
         spread.nodes = _wait_nodes(spread, nodes)
         _wait_joined(f"{master}/dir/status", spread)
         spread.endpoint = Endpoint(spread.own["url"], bucket)
-        client_of(spread)
+        _make_bucket(spread)
         return spread
     except OSError as e:
         _abandon(head, step, handover, creds)
@@ -306,7 +301,7 @@ def _start_step(nodes: int, cpus: int, handover: Path, root: str, creds: Credent
         return subprocess.Popen(srun_nodes(nodes, cpus, handover, root), env=env, stderr=err)
 
 
-def client_of(spread: Spread) -> None:
+def _make_bucket(spread: Spread) -> None:
     """The bucket, made through this node's gateway."""
     from jobs.storage.objectstore import client
 
