@@ -16,14 +16,25 @@ from support import slurm
 from support.commands import campaign
 from support.configs import compose_cell
 from support.paths import CONF, ROOT, SLURM_SCRIPTS
+from support.scheduling import WAITS, ApartScheduling
 from support.users import OTHER_USER
 
 
-# The suite runs on two workers (pytest-xdist, --dist loadgroup). Tests that share something run on one
-# worker, in turn: the paper study (a session fixture, run once), the Slurm cluster, and the tests that
+# The suite runs on three workers (pytest-xdist, --dist loadgroup): the Slurm group on one of its own, every
+# other group on the other two (tests/support/scheduling.py). Tests that share something run on one worker,
+# in turn: the paper study (a session fixture, run once), the Slurm cluster, and the tests that
 # build emulated or modelled tiers (marked ``tiers``: fixed mount points, loop devices and throttle groups
 # by tier name, that tests also build directly, outside the campaign's device locks). Every other module
 # stays whole, so its module fixtures run once.
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown where xdist is not loaded (-p no:xdist)
+def pytest_xdist_make_scheduler(config, log):
+    """With three workers, the Slurm group and the modules marked ``waits`` on one of their own
+    (tests/support/scheduling.py)."""
+    if config.getoption("dist") == "loadgroup":
+        return ApartScheduling(config, log)
+    return None
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
@@ -36,6 +47,8 @@ def pytest_collection_modifyitems(config, items):
             group = "tiers"
         else:
             group = str(Path(str(item.fspath)).relative_to(ROOT))
+            if item.get_closest_marker("waits"):
+                group = f"{WAITS}{group}"
         item.add_marker(pytest.mark.xdist_group(group))
 
 

@@ -18,7 +18,7 @@ import pytest
 from jobs.storage.objectstore import client, objects, server
 from support.skips import needs_root
 
-pytestmark = pytest.mark.cells  # starts a real SeaweedFS server (about 4 s)
+pytestmark = [pytest.mark.cells, pytest.mark.waits]  # starts real SeaweedFS servers (about 2 s each)
 
 
 def _tmp_sockets() -> set[str]:
@@ -223,6 +223,7 @@ def test_without_seaweedfs_the_server_is_one_line_naming_the_install(tmp_path, m
 
 
 @needs_root
+@pytest.mark.tiers  # its loop mount, copied into a mount namespace another test makes, would stay held
 def test_a_file_system_mounted_before_the_server_started_is_not_held_by_it(tmp_path):
     """The server's mount namespace starts as a copy of every mount: one kept there would hold a file
     system (an emulated tier's loop device, a user's disk) for as long as the server runs, whoever

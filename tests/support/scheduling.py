@@ -1,0 +1,59 @@
+"""How pytest-xdist hands the test groups to its workers (``--dist loadgroup``, tests/conftest.py): the
+Slurm cluster's group and the modules marked ``waits`` on a worker of their own, the rest on the others.
+
+The Slurm tests spend most of their time waiting (for the controller to start a job, for a node's silence
+to time out, for the next accounting poll) and little on the CPU, as do the modules marked ``waits``
+(servers starting and stopping), while the other groups are mostly CPU. With a worker of their own they
+wait beside the others instead of in their place; that worker takes no other group, so the CPU-bound
+groups never run three at a time on two cores (timing-sensitive tests, such as the modelled drive's queue
+depth, fail under that contention). With fewer than three workers every worker takes any group, as xdist's
+own ``loadgroup`` does.
+"""
+
+from __future__ import annotations
+
+from xdist.scheduler import LoadGroupScheduling
+
+WAITS = "waits:"  # the group of a module marked ``waits`` (tests/conftest.py): this and the module's path
+
+
+def apart(scope: str) -> bool:
+    """Whether the group ``scope`` runs on the worker of its own: the Slurm cluster's, and every module
+    marked ``waits``."""
+    return scope == "slurm" or scope.startswith(WAITS)
+
+
+class ApartScheduling(LoadGroupScheduling):
+    """``loadgroup``, with the groups ``apart`` names on the last worker and nothing else there."""
+
+    def _apart_node(self):
+        nodes = self.nodes
+        return nodes[-1] if len(nodes) >= 3 else None
+
+    def _takes(self, node, scope: str) -> bool:
+        apart_node = self._apart_node()
+        if apart_node is None:
+            return True
+        return apart(scope) == (node is apart_node)
+
+    def _next_scope(self, node) -> str | None:
+        return next((s for s in self.workqueue if self._takes(node, s)), None)
+
+    def _assign_work_unit(self, node) -> None:
+        scope = self._next_scope(node)
+        if scope is None:
+            return
+        work_unit = self.workqueue.pop(scope)
+        self.assigned_work.setdefault(node, {})[scope] = work_unit
+        collection = self.registered_collections[node]
+        node.send_runtest_some([collection.index(nodeid) for nodeid, done in work_unit.items() if not done])
+
+    def _reschedule(self, node) -> None:
+        if node.shutting_down:
+            return
+        if self._next_scope(node) is None:
+            node.shutdown()  # it ends once the tests already sent to it have run
+            return
+        if self._pending_of(self.assigned_work[node]) > 2:
+            return
+        self._assign_work_unit(node)
