@@ -53,7 +53,7 @@ except service.ServiceError as e:
 
 def test_dry_run_submits_nothing(slurm_cluster, tmp_path, disk_root):
     """The dry run of a two-node cell shows its job shape (--nodes, --ntasks-per-node) and submits nothing."""
-    before = subprocess.run(["sacct", "-n", "-X", "-o", "JobID"], capture_output=True, text=True).stdout
+    since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 1))
     p = campaign(
         "-m",
         "threads=1,2",
@@ -75,9 +75,13 @@ def test_dry_run_submits_nothing(slurm_cluster, tmp_path, disk_root):
     assert "#SBATCH --array=0-1%1" in p.stdout and "#SBATCH --partition=debug" in p.stdout
     assert "#SBATCH --nodes=2" in p.stdout and "#SBATCH --ntasks-per-node=2" in p.stdout
     assert _queue().strip() == ""
-    assert (
-        subprocess.run(["sacct", "-n", "-X", "-o", "JobID"], capture_output=True, text=True).stdout == before
+    # no job submitted from this test's folder since it began (an earlier session's job may still reach the
+    # accounting late, after the cluster started again: only this test's own would be the dry run's)
+    submitted = subprocess.run(
+        ["sacct", "-n", "-X", "-P", "-S", since, "-o", "JobID,WorkDir"], capture_output=True, text=True
     )
+    assert submitted.returncode == 0, submitted.stderr
+    assert not [line for line in submitted.stdout.splitlines() if str(tmp_path) in line], submitted.stdout
     assert not (tmp_path / "sweep").exists()
 
 
