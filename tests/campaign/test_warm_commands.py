@@ -10,6 +10,8 @@ import pytest
 
 from support.commands import run_module
 
+pytestmark = pytest.mark.waits  # commands left to hang until their time limit
+
 
 def _both(module: str, *args: str, cwd) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
     return run_module(module, *args, cwd=cwd), run_module(module, *args, cwd=cwd, fresh=True)

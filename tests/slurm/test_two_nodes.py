@@ -270,9 +270,10 @@ def test_an_object_store_on_both_nodes_serves_the_readers_on_both_and_a_dead_nod
     assert [t["images"] for t in run["task_results"]] == [n // 2] * 2
     assert run["images"] == run["requests"] == n and run["request_errors"] == 0
     assert run["cache_state"] == "cold" and run["server_bytes_read"] >= 0.9 * run["bytes_consumed"]
-    # the objects lie on both nodes' volumes, and both nodes' servers read theirs from their disks
+    # the objects lie on both nodes' volumes, and both nodes' servers read theirs from their disks (the split
+    # is SeaweedFS's, random by volume: 9% on one node in one of this test's runs, about half in most)
     served = {x["node"]: x["bytes_read"] for x in run["server_nodes"]}
-    assert set(served) == NODES and all(b > 0.1 * run["bytes_consumed"] for b in served.values()), served
+    assert set(served) == NODES and all(b > 0 for b in served.values()), served
     job = submitted(sweep)[0][-1]
     steps = [s for s in _steps(job) if s["id"].startswith(f"{job}.") and s["nodes"] == "n[1-2]"]
     assert len(steps) == 2, steps  # the servers' step and the run's tasks' step

@@ -25,7 +25,7 @@ from support import users
 from support.commands import campaign, python_env, start_module
 from support.configs import TOY_SEARCHPATH
 
-pytestmark = pytest.mark.cells  # real campaigns on a real SeaweedFS server
+pytestmark = [pytest.mark.cells, pytest.mark.waits]  # real campaigns on a real SeaweedFS server (GETs wait)
 
 KEY = re.compile(rb"IOC[0-9A-F]{16}")  # the form of every access key the tool or this test makes
 BUCKET = "tierbucket"
