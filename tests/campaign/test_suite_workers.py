@@ -1,0 +1,71 @@
+"""The suite's own scheduling (tests/support/scheduling.py): with three workers the Slurm group and the
+modules marked ``waits`` go to one worker and nothing else does; with two, any worker takes any group."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from support.scheduling import WAITS, ApartScheduling
+
+COLLECTION = [
+    "tests/a.py::test_1@tests/a.py",
+    "tests/slurm/test_slurm.py::test_1@slurm",
+    "tests/b.py::test_1@tiers",
+    "tests/slurm/test_slurm.py::test_2@slurm",
+    f"tests/c.py::test_1@{WAITS}tests/c.py",
+    "tests/d.py::test_1@paper",
+    "tests/e.py::test_1@tests/e.py",
+]
+
+
+class Worker:
+    """What the scheduler asks of an xdist worker: tests sent to it, and shutting down."""
+
+    def __init__(self, name: str) -> None:
+        self.gateway, self.sent, self.shutting_down = SimpleNamespace(id=name), [], False
+
+    def send_runtest_some(self, indices: list[int]) -> None:
+        self.sent.extend(COLLECTION[i] for i in indices)
+
+    def shutdown(self) -> None:
+        self.shutting_down = True
+
+
+def _run(workers: int) -> list[Worker]:
+    """Every test of COLLECTION scheduled on ``workers`` workers, each finishing what it was sent in turn."""
+    config = SimpleNamespace(
+        getvalue=lambda name: [f"{workers}*popen"], option=SimpleNamespace(loadscopereorder=True)
+    )
+    sched = ApartScheduling(config)
+    nodes = [Worker(f"gw{k}") for k in range(workers)]
+    for node in nodes:
+        sched.add_node(node)
+        sched.add_node_collection(node, COLLECTION)
+    sched.schedule()
+    done: dict[Worker, int] = {node: 0 for node in nodes}
+    while not sched.tests_finished:
+        progressed = False
+        for node in nodes:
+            if done[node] < len(node.sent):
+                sched.mark_test_complete(node, COLLECTION.index(node.sent[done[node]]))
+                done[node] += 1
+                progressed = True
+        assert progressed, "tests left that no worker was sent"
+    return nodes
+
+
+def test_three_workers_keep_the_waiting_groups_apart_and_run_every_test_once():
+    nodes = _run(3)
+    apart = [n for n in nodes if any("@slurm" in t for t in n.sent)]
+    assert len(apart) == 1
+    assert sorted(apart[0].sent) == sorted(t for t in COLLECTION if "@slurm" in t or f"@{WAITS}" in t)
+    others = [t for n in nodes if n is not apart[0] for t in n.sent]
+    assert sorted(others) == sorted(t for t in COLLECTION if t not in apart[0].sent)
+    assert all(n.shutting_down for n in nodes)
+
+
+def test_two_workers_take_any_group():
+    nodes = _run(2)
+    assert sorted(t for n in nodes for t in n.sent) == sorted(COLLECTION)
+    slurm = [n for n in nodes if any("@slurm" in t for t in n.sent)]
+    assert len(slurm) == 1 and any("@slurm" not in t and f"@{WAITS}" not in t for t in slurm[0].sent)
