@@ -2,8 +2,9 @@
 Slurm cluster's group and the modules marked ``waits`` on a worker of their own, the rest on the others.
 
 The Slurm tests spend most of their time waiting (for the controller to start a job, for a node's silence
-to time out, for the next accounting poll) and little on the CPU, as do the modules marked ``waits``
-(servers starting and stopping), while the other groups are mostly CPU. With a worker of their own they
+to time out, for the next accounting poll) and little on the CPU; the modules marked ``waits`` spend much
+of theirs waiting too (servers starting, requests in flight, time limits running out), while the other
+groups are mostly CPU. With a worker of their own they
 wait beside the others instead of in their place; that worker takes no other group, so the CPU-bound
 groups never run three at a time on two cores (timing-sensitive tests, such as the modelled drive's queue
 depth, fail under that contention). With fewer than three workers every worker takes any group, as xdist's
@@ -27,6 +28,8 @@ class ApartScheduling(LoadGroupScheduling):
     """``loadgroup``, with the groups ``apart`` names on the last worker and nothing else there."""
 
     def _apart_node(self):
+        """The last worker, with three or more (xdist's own ``remove_node``, after a crash, may make another
+        the last: it then takes the waiting groups too)."""
         nodes = self.nodes
         return nodes[-1] if len(nodes) >= 3 else None
 
