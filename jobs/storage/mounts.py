@@ -4,16 +4,25 @@ tell their own mounts from a user's."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
+
+_ESCAPE = re.compile(rb"\\([0-3][0-7]{2})")  # the kernel writes a space, tab, newline or backslash as \ooo
+
+
+def unescape(field: bytes) -> str:
+    """A path field of mountinfo as the path itself: every octal escape decoded (``\\040`` a space,
+    ``\\011`` a tab, ``\\134`` a backslash), then the bytes as the file system's name."""
+    return os.fsdecode(_ESCAPE.sub(lambda m: bytes([int(m.group(1), 8)]), field))
 
 
 def mounts() -> Iterator[tuple[str, str, str]]:
-    """(mount point, file-system type, source) of every mount, in mount order."""
-    with open("/proc/self/mountinfo") as f:
+    """(mount point, file-system type, source) of every mount, in mount order, their names decoded."""
+    with open("/proc/self/mountinfo", "rb") as f:
         for line in f:
             fields = line.split()
-            after = fields[fields.index("-") + 1 :]
-            yield fields[4], after[0], after[1]
+            after = fields[fields.index(b"-") + 1 :]
+            yield unescape(fields[4]), os.fsdecode(after[0]), unescape(after[1])
 
 
 def mount_at(path: str) -> tuple[str, str] | None:
