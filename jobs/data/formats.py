@@ -26,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+from jobs.data import inuse
 from jobs.data.datasets import Dataset, DatasetError
 
 CONVERTER_VERSION = 2  # 2: HDF5 as one byte array with offsets (1: variable-length rows)
@@ -254,6 +255,7 @@ def ensure(ds: Dataset, fmt: str, shard_mb: float, cache_root: Path) -> Dataset:
         raise DatasetError(f"dataset.shard_mb={shard_mb:g} must be positive")
     folder = cache_root / key(ds, fmt, shard_mb)
     folder.mkdir(parents=True, exist_ok=True)
+    inuse.hold(folder)  # for the cell's life: a purge refuses the set while a cell reads it
     with open(folder / ".converting.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:

@@ -158,8 +158,11 @@ def ensure(spec: SyntheticSpec, cache_root: Path, count: int, workers: int | Non
     """
     import fcntl
 
+    from jobs.data import inuse
+
     folder = cache_root / spec.key()
     folder.mkdir(parents=True, exist_ok=True)
+    inuse.hold(folder)  # for the cell's life: a purge refuses the set while a cell reads it
     with open(folder / LOCK, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:

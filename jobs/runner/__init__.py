@@ -65,7 +65,7 @@ def measure(cell, job_dir: Path, first_run: int = 1) -> tuple[list[dict], dict, 
 
 def _locked(s: Session) -> tuple[list[dict], dict, dict]:
     """The cell's runs under the locks of its built tiers, then of the devices it measures."""
-    from jobs.data import datasets
+    from jobs.data import datasets, inuse
     from jobs.storage import locks
 
     cfg = s.cell.config
@@ -85,7 +85,8 @@ def _locked(s: Session) -> tuple[list[dict], dict, dict]:
             ds = None if written else datasets.resolve(cfg.dataset, root, cfg.seed)  # lists only
         measured = [root if written or not ds.files else os.path.dirname(ds.files[0])]
         measured += [st.root for st in tiers_of[1:] if os.path.isdir(st.root)]
-        with locks.all_of(locks.devices(lock_dir, measured), timeout) as device_wait:
+        # the tool's datasets the cell reads stay locked (shared) until it ends: a purge refuses them
+        with locks.all_of(locks.devices(lock_dir, measured), timeout) as device_wait, inuse.reading():
             s.ds = _dataset(cfg, ds)
             s.prov = _provenance(s, tier_wait + device_wait, modeled)
             if not all_tiers:
