@@ -9,19 +9,26 @@ staged copies, kept checkpoints, the read baseline's files. The roots looked at 
 
 ``purge`` removes only entries of the user's own tool folders that the user owns; never a link (and
 nothing a link points to), never a tier image that is attached to a loop device or mounted, never a file
-the tool does not make (a file of the user's beside its folders stays as it is).
+the tool does not make (a file of the user's beside its folders stays as it is). It refuses, in one line
+naming the process, an entry a live process holds: a dataset a cell reads (``jobs.data.inuse``), a set
+being generated or converted, a staged copy, a checkpoint run's folder, a live embedded server's folder
+or s3fs mount point. Inside an entry it stays on the entry's own mount and leaves another user's files
+where they are (``campaign.removal``), saying so.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
-import shutil
+import socket
 import stat
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from campaign import removal
 from jobs.schema import EmulateConf, ModelConf
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
@@ -34,9 +41,14 @@ KINDS = {
     "staged": "staged",
     "checkpoints": "checkpoints",
     "baseline": "baseline",
+    "s3servers": "s3servers",  # a campaign's embedded S3 server, <host>-<pid>-<n>
+    "s3mounts": "s3mounts",  # a campaign's s3fs mount point, <host>-<pid>
 }
 MARKER = ".iocampaign"  # beside an emulated tier's image: the tool made it (jobs.storage.tiers)
 WHAT = ("all", *sorted(set(KINDS.values())))
+# the locks a live process holds in an entry's folder while it needs it: a cell reading a dataset
+# (shared; jobs.data.inuse), generating or converting one, its staged copy, a checkpoint run's folder
+LOCKS = (".reading.lock", ".generating.lock", ".converting.lock", ".iocampaign-staged", ".lock")
 
 
 @dataclass(frozen=True)
@@ -44,7 +56,8 @@ class Entry:
     path: Path  # a folder (or a tier's image file) the tool made
     kind: str  # one of KINDS' values
     bytes: int  # the disk (or RAM, on tmpfs) it takes: allocated blocks, links not followed
-    in_use: str = ""  # why it must stay (an attached or mounted tier), or ""
+    in_use: str = ""  # why it must stay (an attached or mounted tier, a live process's), or ""
+    note: str = ""  # what list says of it besides (a partial dataset)
 
 
 # where a tier preset's images or backing files go when it names no folder (the schema's defaults)
@@ -56,8 +69,8 @@ def roots(extra: list[str]) -> list[str]:
     root and image folder."""
     from omegaconf import OmegaConf
 
-    if extra:
-        return list(dict.fromkeys(os.path.abspath(r) for r in extra))
+    if extra:  # resolved: a root given as a link is compared with the mounts as the kernel names them
+        return list(dict.fromkeys(os.path.realpath(r) for r in extra))
     found = list(ROOTS)
     for preset in sorted((CONF / "storage").glob("*.yaml")):
         cfg = OmegaConf.load(preset)
@@ -71,8 +84,8 @@ def roots(extra: list[str]) -> list[str]:
                 found.append(str(Path(str(where)).parent.parent))  # <root>/iocampaign/tiers
     out = []
     for r in found:
-        if r != "???" and "${" not in r and os.path.abspath(r) not in out:
-            out.append(os.path.abspath(r))
+        if r != "???" and "${" not in r and os.path.realpath(r) not in out:
+            out.append(os.path.realpath(r))
     return out
 
 
@@ -85,51 +98,78 @@ def _own_dir(path: Path) -> bool:
     return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
 
 
-def size(path: Path) -> int:
-    """Bytes allocated below ``path`` (as du: blocks, so a sparse image counts what it holds), no link
-    followed."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return 0
-    total = st.st_blocks * 512
-    if stat.S_ISDIR(st.st_mode):
-        for dirpath, dirs, files in os.walk(path):  # os.walk never descends into a link to a folder
-            for name in dirs + files:
-                try:
-                    total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
-                except OSError:
-                    pass
-    return total
+@dataclass(frozen=True)
+class _Busy:
+    """What keeps an entry, looked at once for a whole listing."""
+
+    points: frozenset[str]  # every mount's mount point and source, decoded
+    loops: tuple[str, ...]  # every loop device's backing file
+    locks: dict  # locked files and their holders (jobs.data.inuse.lock_table)
 
 
-def _busy() -> tuple[list[str], list[str]]:
-    """(every mount's source and mount point, every loop device's backing file)."""
-    mounts, loops = [], []
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            left, right = line.rstrip("\n").split(" - ", 1)
-            mounts += [left.split()[4].replace("\\040", " "), right.split()[1]]
+def _busy() -> _Busy:
+    from jobs.data import inuse
+    from jobs.storage import mounts
+
+    points: set[str] = set()
+    for point, _, source in mounts.mounts():
+        points.update((point, source))
+    loops = []
     for backing in Path("/sys/block").glob("loop*/loop/backing_file"):
         try:
             loops.append(backing.read_text().strip().removesuffix(" (deleted)"))
         except OSError:
             pass
-    return mounts, loops
+    return _Busy(frozenset(points), tuple(loops), inuse.lock_table())
 
 
-def _in_use(path: Path, kind: str, busy: tuple[list[str], list[str]]) -> str:
-    mounts, loops = busy
+def _in_use(path: Path, kind: str, busy: _Busy) -> str:
+    """Why the entry must stay, or "": a loop device or a mount in it, a live process's lock or name."""
     p = str(path)
-    if any(x == p or x.startswith(p + "/") for x in loops):
+    if any(x == p or x.startswith(p + "/") for x in busy.loops):
         return "attached to a loop device"
-    if any(x == p or x.startswith(p + "/") for x in mounts):
+    if any(x == p or x.startswith(p + "/") for x in busy.points):
         return "mounted"
     if kind == "tiers" and any(
-        os.path.basename(x.rstrip("/")) == path.stem or x.endswith(path.stem) for x in mounts
+        os.path.basename(x.rstrip("/")) == path.stem or x.endswith(path.stem) for x in busy.points
     ):
         return f"its tier {path.stem} is mounted"
+    return _held(path, busy) or _live(path, kind)
+
+
+def _held(path: Path, busy: _Busy) -> str:
+    """Who holds one of the entry's locks, or ""."""
+    from jobs.data import inuse
+
+    for name in LOCKS:
+        pids = inuse.holders(path / name, busy.locks)
+        if pids:
+            return f"in use by {inuse.describe(pids)}"
     return ""
+
+
+def _live(path: Path, kind: str) -> str:
+    """A server's folder, a mount point or a baseline's folder whose process (named in it) still runs, or
+    runs on another host (which cannot be asked): ""."""
+    from jobs.storage.objectstore import server
+
+    name = path.name
+    if kind == "s3servers":
+        name = name.rpartition("-")[0]  # <host>-<pid>-<n>
+    elif kind == "baseline":  # <tag>-<pid>, on this host
+        name = f"{socket.gethostname()}-{name.rpartition('-')[2]}"
+    elif kind != "s3mounts":  # <host>-<pid>
+        return ""
+    host, _, pid = name.rpartition("-")
+    if not pid.isdigit():
+        return ""
+    if host != socket.gethostname():
+        return f"made by a campaign on {host}, which this host cannot see"
+    if not server.alive(int(pid)):
+        return ""
+    from jobs.data import inuse
+
+    return f"in use by {inuse.describe([int(pid)])}"
 
 
 def _marked(image: Path) -> bool:
@@ -139,7 +179,8 @@ def _marked(image: Path) -> bool:
 
 
 def entries(root_list: list[str]) -> list[Entry]:
-    """What the tool keeps under each root's tool folder, entry by entry."""
+    """What the tool keeps under each root's tool folder, entry by entry; another user's entry is listed
+    as kept."""
     from jobs import owned
 
     busy, out, seen = _busy(), [], set()
@@ -155,12 +196,30 @@ def entries(root_list: list[str]) -> list[Entry]:
             for child in sorted(folder.iterdir()):
                 if f"{sub}/{child.name}" in KINDS or child.name.startswith("."):
                     continue  # a sub-folder listed on its own; a lock file
-                st = os.lstat(child)
-                image = kind == "tiers" and stat.S_ISREG(st.st_mode) and _marked(child)
-                if st.st_uid != os.geteuid() or not (stat.S_ISDIR(st.st_mode) or image):
-                    continue  # a link, another user's, or a file the tool did not make
-                out.append(Entry(child, kind, size(child), _in_use(child, kind, busy)))
+                entry = _entry(child, kind, busy)
+                if entry is not None:
+                    out.append(entry)
     return out
+
+
+def _entry(child: Path, kind: str, busy: _Busy) -> Entry | None:
+    """The entry ``child`` of a tool's sub-folder, or None for a link or a file the tool did not make."""
+    from jobs.storage.objectstore import server
+
+    st = os.lstat(child)
+    if stat.S_ISLNK(st.st_mode):
+        return None
+    if st.st_uid != os.geteuid():  # never removed, never entered: said
+        return Entry(child, kind, 0, f"belongs to {removal.user(st.st_uid)}")
+    image = kind == "tiers" and stat.S_ISREG(st.st_mode) and _marked(child)
+    if not (stat.S_ISDIR(st.st_mode) or image):
+        return None  # a file the tool did not make
+    if kind == "s3servers" and not (child / server.MARKER).is_file():
+        return None  # not a server's folder
+    note = ""
+    if kind == "datasets" and not (child / "dataset.json").is_file():
+        note = "partial: its generation did not finish"
+    return Entry(child, kind, removal.size(str(child), busy.points), _in_use(child, kind, busy), note)
 
 
 def _human(n: float) -> str:
@@ -189,7 +248,7 @@ def show(found: list[Entry]) -> None:
         if here != base:
             base = here
             print(f"{base} ({_fs(base)})")
-        note = f"  [{e.in_use}: kept]" if e.in_use else ""
+        note = (f"  [{e.note}]" if e.note else "") + (f"  [{e.in_use}: kept]" if e.in_use else "")
         print(f"  {_human(e.bytes):>9}  {e.kind:<11} {e.path.relative_to(base)}{note}")
     print(
         f"{_human(sum(e.bytes for e in found))} in all; free it: python -m campaign.cache purge "
@@ -197,30 +256,78 @@ def show(found: list[Entry]) -> None:
     )
 
 
-def purge(found: list[Entry], what: list[str]) -> int:
-    """Remove the entries ``what`` names (kinds, ``all``, or paths listed); returns bytes freed."""
-    freed = 0
-    for e in found:
-        if not (
-            "all" in what or e.kind in what or str(e.path) in what or os.path.abspath(str(e.path)) in what
-        ):
-            continue
+@contextlib.contextmanager
+def _claimed(e: Entry) -> Iterator[str]:
+    """Each lock of the entry's folder taken exclusive without waiting and held while it is removed (a
+    dataset's reading lock made first, so a cell that comes meanwhile waits for it); yields "" or, when
+    a live process holds one, who."""
+    import fcntl
+
+    from jobs.data import inuse
+
+    fds = []
+    try:
+        for name in LOCKS if e.path.is_dir() and not e.path.is_symlink() else ():
+            make = os.O_CREAT if name == inuse.READING and e.kind in ("datasets", "converted") else 0
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | make
+            try:
+                fds.append(os.open(e.path / name, flags, 0o644))
+            except OSError:  # none there (or a link: no lock of the tool's)
+                continue
+            try:
+                fcntl.flock(fds[-1], fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                who = inuse.describe(inuse.holders(e.path / name))
+                yield f"in use by {who}" if who else f"in use (its {name} is locked)"
+                return
+        yield ""
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _chosen(e: Entry, what: list[str]) -> bool:
+    return "all" in what or e.kind in what or str(e.path) in {os.path.realpath(w) for w in what}
+
+
+def purge(found: list[Entry], what: list[str]) -> tuple[int, list[Entry]]:
+    """Remove the entries ``what`` names (kinds, ``all``, or paths listed); returns the bytes freed and
+    the entries kept whole (in use, another user's)."""
+    points, freed, refused = _busy().points, 0, []
+    for e in (e for e in found if _chosen(e, what)):
         if e.in_use:
             print(f"  kept {e.path}: {e.in_use}")
+            refused.append(e)
             continue
-        if e.path.is_symlink():  # replaced by a link since it was listed
-            continue
-        if e.path.is_dir():
-            shutil.rmtree(e.path)  # removes links inside, never what they point to
-        else:  # a tier's image, then its marker
-            e.path.unlink()
+        with _claimed(e) as why:
+            if why:
+                print(f"  kept {e.path}: {why}")
+                refused.append(e)
+                continue
+            gone = removal.remove(str(e.path), points)
+        if e.kind == "tiers" and not os.path.lexists(e.path):  # a tier's image, then its marker
             e.path.with_name(e.path.name + MARKER).unlink(missing_ok=True)
-        freed += e.bytes
-        print(f"  removed {e.path} ({_human(e.bytes)})")
-    return freed
+        freed += gone.bytes
+        for kept in gone.kept[:5]:
+            print(f"  kept {kept}")
+        if len(gone.kept) > 5:
+            print(f"  kept {len(gone.kept) - 5} more items of {e.path} (neither the user's nor on its mount)")
+        done = "removed" if not gone.kept else "removed all but the items kept above of"
+        print(f"  {done} {e.path} ({_human(gone.bytes)})")
+    return freed, refused
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command; a reader that stops reading (``| head``) ends it quietly."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)  # Python's own advice: no second error at exit
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+
+
+def _main(argv: list[str] | None) -> int:
     p = argparse.ArgumentParser(prog="python -m campaign.cache", description=__doc__.split("\n")[0])
     p.add_argument("command", choices=["list", "purge"], help="list: what the tool keeps; purge: remove it")
     p.add_argument("what", nargs="*", help=f"with purge: {', '.join(WHAT)}, or paths that list showed")
@@ -242,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"campaign.cache: purge what? {', '.join(WHAT)}, or a path that list shows", file=sys.stderr)
         return 2
     known = {str(e.path) for e in found}
-    unknown = [w for w in args.what if w not in WHAT and os.path.abspath(w) not in known]
+    unknown = [w for w in args.what if w not in WHAT and os.path.realpath(w) not in known]
     if unknown:
         print(
             f"campaign.cache: {unknown[0]} is neither one of {', '.join(WHAT)} nor a folder the tool keeps "
@@ -250,9 +357,10 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    freed = purge(found, args.what)
+    freed, refused = purge(found, args.what)
     print(f"campaign.cache: freed {_human(freed)}")
-    return 0
+    named = {os.path.realpath(w) for w in args.what if w not in WHAT}
+    return 1 if any(str(e.path) in named for e in refused) else 0  # a path asked for by name is still there
 
 
 if __name__ == "__main__":
