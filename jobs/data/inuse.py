@@ -102,6 +102,9 @@ def describe(pids: list[int]) -> str:
     """``pid 1234 (python -m campaign ...)`` for each holder, as one phrase."""
     out = []
     for pid in pids:
+        if pid == 0:  # /proc/locks' pid of a process this PID namespace cannot see
+            out.append("a process of another PID namespace")
+            continue
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 command = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
