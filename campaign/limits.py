@@ -1,16 +1,40 @@
-"""What a cell may ask of the machine, checked at planning: map threads and service workers it can use,
-a time limit a scheduler grants, and a synthetic dataset that fits on its tier. The dataset's size is
-computed from the generator's size model, never by visiting its images, so a set of 10^8 images is
-judged in microseconds."""
+"""What a cell may ask of the machine, checked at planning: every number within the bounds its field
+declares (``jobs.schema.bounded``), map threads and service workers it can use, and a synthetic dataset
+that fits on its tier. The dataset's size is computed from the generator's size model, never by visiting
+its images, so a set of 10^8 images is judged in microseconds."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import math
 import os
 
 from campaign.errors import ConfigError
 from jobs import schema
+
+
+def bounds(section, key: str = "") -> None:
+    """Every setting of ``section`` (a cell's typed config, and each section in it) within the bounds its
+    field declares: one walk over the schema instead of a check per setting, so a bound declared beside a
+    field is held everywhere the field appears (``storage``, ``stage``, ``checkpoint.slow``, ...)."""
+    for name, declared in _declared(type(section)):
+        value = getattr(section, name, None)
+        if value is None or isinstance(value, (bool, str)):
+            continue  # null, or a choice: the type said it
+        if dataclasses.is_dataclass(value):
+            bounds(value, f"{key}{name}.")
+        elif declared is not None and isinstance(value, (int, float)):
+            why = declared.refusal(value)
+            if why:
+                raise ConfigError(f"{key}{name}={value} {why}")
+
+
+@functools.cache
+def _declared(cls: type) -> tuple[tuple[str, schema.Bounds | None], ...]:
+    """(field name, its Bounds or None) of a schema dataclass, read once per class."""
+    return tuple((f.name, f.metadata.get(schema.BOUNDS)) for f in dataclasses.fields(cls))
 
 
 def threads(cfg) -> None:
@@ -36,16 +60,6 @@ def workers(cfg) -> None:
         raise ConfigError(
             f"input.workers={n}: the service's workers run here, each a TensorFlow process of its own, "
             f"and this machine has {usage.cores()} cores: use at most {most}"
-        )
-
-
-def timeout(cfg) -> None:
-    """``platform.timeout_min``: a cell's wall-clock limit, as a scheduler would grant it."""
-    value = cfg.platform.timeout_min
-    if value > schema.TIMEOUT_MAX_MIN:
-        raise ConfigError(
-            f"platform.timeout_min={value} is more than {schema.TIMEOUT_MAX_MIN} minutes (365 days), "
-            "longer than any Slurm partition grants and any cell needs: give one cell's limit in minutes"
         )
 
 

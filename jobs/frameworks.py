@@ -124,9 +124,14 @@ def check(cfg, engines, gpu: bool = True) -> None:
             f"prefetch={cfg.prefetch} is tf.data's transformation: framework={fw.name}'s workers load "
             "loader.prefetch_factor batches ahead each; leave prefetch=0"
         )
+    loader = cfg.loader
+    if loader.num_workers == 0 and loader.prefetch_factor is not None:  # whatever the framework: never used
+        raise ConfigError(
+            f"loader.prefetch_factor={loader.prefetch_factor} with loader.num_workers=0: no worker loads "
+            "ahead, and PyTorch refuses a prefetch_factor without workers; leave loader.prefetch_factor null"
+        )
     if fw.readers != "workers":
         return
-    loader = cfg.loader
     n = workers(cfg)
     if n < 0:
         raise ConfigError(f"loader.num_workers={n} must be 0 (load in the training process) or more")
@@ -134,11 +139,6 @@ def check(cfg, engines, gpu: bool = True) -> None:
         raise ConfigError(
             f"loader.num_workers={n}: each worker is a process holding a copy of the dataset's index; "
             "at most 256"
-        )
-    if loader.prefetch_factor is not None and loader.prefetch_factor < 1:
-        raise ConfigError(
-            f"loader.prefetch_factor={loader.prefetch_factor} must be at least 1 (batches each worker loads "
-            "ahead), or null with loader.num_workers=0"
         )
     if loader.pin_memory and not gpu:
         raise ConfigError(

@@ -84,11 +84,29 @@ ADDED_SETTINGS = {
 }
 
 
+# Defaults that became null, each with the value a null stands for: a cell that leaves the setting null
+# hashes as it did when the default was that value, so it keeps its id, its folder and its record
+# (loader.prefetch_factor: PyTorch's 2; null since PyTorch refuses a prefetch_factor without workers).
+NULLED_DEFAULTS = {("loader", "prefetch_factor"): 2}
+
+
 def _at(config: dict, path: tuple):
     """The value at ``path`` in ``config`` (None where the path ends early)."""
     for key in path:
         config = config.get(key) if isinstance(config, dict) else None
     return config
+
+
+def _filled(config: dict, path: tuple, value) -> dict:
+    """``config`` with ``value`` at ``path`` where the setting there is null (copied along the path only)."""
+    key, rest = path[0], path[1:]
+    if key not in config:
+        return config
+    if not rest:
+        return {**config, key: value} if config[key] is None else config
+    if not isinstance(config[key], dict):
+        return config
+    return {**config, key: _filled(config[key], rest, value)}
 
 
 def _without(config: dict, path: tuple, default) -> dict:
@@ -121,6 +139,8 @@ def cell_id(config: dict) -> str:
         }  # no service: its worker count measures nothing
     for path, default in ADDED_SETTINGS.items():
         what = _without(what, path, default)
+    for path, value in NULLED_DEFAULTS.items():
+        what = _filled(what, path, value)
     for tier in TIERS:
         for name in CHECK_ONLY:
             what = _without(what, (*tier, name), _at(what, (*tier, name)))  # whatever it holds

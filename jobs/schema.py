@@ -11,6 +11,7 @@ needs to tell a member from a string.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, List, Optional
@@ -33,6 +34,56 @@ class Sealed:
 
 
 SEALED = "_sealed"  # the instance attribute that marks a sealed config section
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The values a number setting may take, declared once beside its field (``bounded``) and checked at
+    planning for every section of a cell (``campaign.limits.bounds``): what a type cannot say. A value out
+    of them would fail late (a division by zero), run with a meaningless figure, or be silently unused."""
+
+    low: float | None = None  # the least value allowed
+    high: float | None = None  # the greatest value allowed
+    above: bool = False  # low itself is refused (a size or a rate: more than 0)
+    why: str = ""  # what the setting is, where its name does not say it (ends the message)
+
+    def refusal(self, value: float) -> str | None:
+        """Why ``value`` is out of bounds (the message's end, after ``key=value``), or None."""
+        if self.low is not None and not (value > self.low if self.above else value >= self.low):
+            if self.above:
+                said = "must be positive" if self.low == 0 else f"must be more than {_number(self.low)}"
+            elif self.low == 0:
+                said = "must not be negative"
+            else:
+                said = f"must be at least {_number(self.low)}"
+        elif self.high is not None and not value <= self.high:
+            said = f"is more than {_number(self.high)}"
+        elif isinstance(value, float) and not math.isfinite(value):
+            said = "must be a finite number"
+        else:
+            return None
+        return f"{said} ({self.why})" if self.why else said
+
+
+def _number(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+BOUNDS = "bounds"  # the key of a field's Bounds in its metadata
+
+# Bounds planning holds a cell to (campaign.limits). A map call in flight holds an open file and a decoded
+# image (~0.2-0.8 MB at 224 px), so 1,024 of them stay near 1 GB, and past it no device keeps more requests
+# in flight (a disk's queue is 32, an NVMe drive's 1,023 per queue): the first count that can only cost
+# memory.
+THREADS_MAX = 1024
+TIMEOUT_MAX_MIN = 365 * 24 * 60  # platform.timeout_min, minutes: a year, beyond any partition's MaxTime
+
+
+def bounded(
+    default: Any, low: float | None = None, high: float | None = None, above: bool = False, why: str = ""
+):
+    """A schema field with ``default`` whose values planning holds to ``Bounds(low, high, above, why)``."""
+    return field(default=default, metadata={BOUNDS: Bounds(low, high, above, why)})
 
 
 class Pipeline(StrEnum):
@@ -61,8 +112,10 @@ class InputPipelineConf(WorkloadConf):
     """Fields of the workloads that read the dataset through the paper's tf.data pipeline."""
 
     pipeline: Pipeline = Pipeline.decode_resize  # what the mapped function does to every file
-    image_side: int = 224  # side of the resized square image, pixels (alexnet: also the model's input)
-    read_delay_ms: float = 0.0  # extra latency per file read, ms: emulates a slower tier (0 = none)
+    # side of the resized square image, pixels (alexnet: also the model's input)
+    image_side: int = bounded(224, 1)
+    # extra latency per file read, ms: emulates a slower tier (0: none)
+    read_delay_ms: float = bounded(0.0, 0)
 
 
 class CacheMode(StrEnum):
@@ -135,6 +188,13 @@ class ModelConf(Sealed):
     backing_dir: str = "/var/tmp/iocampaign/tiers"  # where the tier's files live (<backing_dir>/<name>)
 
 
+class StorageKind(StrEnum):
+    block = "block"  # a local block device: a cold cache means the page cache evicted
+    network = "network"  # a file system every node mounts (Lustre, NFS): what a multi-node cell reads
+    memory = "memory"  # RAM (tmpfs): nothing to evict
+    object = "object"  # an S3 object store (storage=s3)
+
+
 class ObjectReader(StrEnum):
     native = "native"  # GETs inside tf.data's parallel map (jobs.data.s3)
     fuse = "fuse"  # the bucket mounted with s3fs-fuse, read as files (jobs.storage.objectstore.fuse)
@@ -146,7 +206,7 @@ class StorageConf(Sealed):
     label: str = MISSING  # tier label drawn in figures ("HDD", "Lustre")
     root: str = MISSING  # existing, writable directory on the tier; datasets are placed under it
     # block | network | memory | object: decides what a cold cache can mean here; object: an S3 store
-    kind: str = "block"
+    kind: StorageKind = StorageKind.block
     description: str = ""  # what the tier is (device model, file system)
     ior_read_mb_s: Optional[float] = None  # the paper's Table I max read, MB/s (reference only)
     ior_write_mb_s: Optional[float] = None  # the paper's Table I max write, MB/s (reference only)
@@ -174,15 +234,24 @@ class DatasetConf(Sealed):
     name: str = MISSING  # dataset key used in records and the cache folder name
     source: DatasetSource = DatasetSource.synthetic  # where the images come from
     path: Optional[str] = None  # folder of class sub-folders, or a file list (source=folder|filelist)
-    num_images: int = MISSING  # images used; a synthetic set is generated up to this count
-    num_classes: int = MISSING  # classes (sub-folders) of a synthetic set
-    median_kb: float = MISSING  # target median file size of a synthetic set, KB (1 KB = 1000 B)
-    size_spread: float = 0.5  # sigma of the log-normal file-size distribution of a synthetic set
-    bytes_per_pixel: float = 0.6  # JPEG bytes per pixel of a synthetic set; sets the image dimensions
-    grayscale_fraction: float = 0.0  # share of single-channel JPEGs in a synthetic set
+    num_images: int = bounded(MISSING, 1)  # images used; a synthetic set is generated up to this count
+    num_classes: int = bounded(MISSING, 1)  # classes (sub-folders) of a synthetic set
+    # target median file size of a synthetic set, KB (1 KB = 1000 B)
+    median_kb: float = bounded(MISSING, 0, above=True)
+    # sigma of the log-normal file-size distribution of a synthetic set (sizes span median x e^(+-3 sigma))
+    size_spread: float = bounded(0.5, 0, 3, why="the log-normal's sigma: 3 spans sizes 8,000-fold each way")
+    # JPEG bytes per pixel of a synthetic set; sets the image dimensions (3: an RGB pixel uncompressed)
+    bytes_per_pixel: float = bounded(0.6, 0, 3, above=True, why="JPEG bytes per pixel, 3 uncompressed")
+    grayscale_fraction: float = bounded(0.0, 0, 1)  # share of single-channel JPEGs in a synthetic set
     # how the images are stored; tfrecord/hdf5 are converted once and reused
     format: DatasetFormat = DatasetFormat.files
-    shard_mb: float = 128.0  # size of a TFRecord shard or HDF5 file, MB (format=tfrecord|hdf5)
+    # size of a TFRecord shard or HDF5 file, MB (format=tfrecord|hdf5)
+    shard_mb: float = bounded(
+        128.0,
+        0,
+        above=True,
+        why="MB per TFRecord shard or HDF5 file, and per group of files for shuffle=local",
+    )
 
 
 class PlatformKind(StrEnum):
@@ -212,30 +281,32 @@ class CheckpointModelConf(Sealed):
     conf/checkpoint_model/): its size, precision and optimizer state, and how it is split."""
 
     name: str = MISSING  # the preset's name, as in checkpoint_model=<name>
-    parameters: int = 0  # parameters; 0: computed from the transformer's shape below
-    layers: int = 0  # transformer layers
-    hidden: int = 0  # hidden size
-    ffn_hidden: int = 0  # the MLP's inner size (SwiGLU: three matrices)
-    heads: int = 0  # attention heads
-    kv_heads: int = 0  # key/value heads (grouped-query attention); 0: as many as heads
-    vocab: int = 0  # vocabulary (input embedding and output layer, untied unless tied_embeddings)
+    parameters: int = bounded(0, 0)  # parameters; 0: computed from the transformer's shape below
+    layers: int = bounded(0, 0)  # transformer layers
+    hidden: int = bounded(0, 0)  # hidden size
+    ffn_hidden: int = bounded(0, 0)  # the MLP's inner size (SwiGLU: three matrices)
+    heads: int = bounded(0, 0)  # attention heads
+    kv_heads: int = bounded(0, 0)  # key/value heads (grouped-query attention); 0: as many as heads
+    vocab: int = bounded(0, 0)  # vocabulary (input embedding and output layer, untied unless tied_embeddings)
     tied_embeddings: bool = False
-    model_bytes_per_param: int = 2  # weights' bytes per parameter (bf16/fp16: 2, fp32: 4)
-    optimizer_bytes_per_param: int = 12  # optimizer state per parameter (Adam with fp32 master weights: 12)
-    tp: int = 1  # tensor-parallel ranks
-    pp: int = 1  # pipeline-parallel stages
-    dp: int = 1  # data-parallel replicas
-    zero_stage: int = 0  # ZeRO: 0 none, 1-2 optimizer state shared out over the replicas, 3 the weights too
+    model_bytes_per_param: int = bounded(2, 1)  # weights' bytes per parameter (bf16/fp16: 2, fp32: 4)
+    # optimizer state per parameter (Adam with fp32 master weights: 12)
+    optimizer_bytes_per_param: int = bounded(12, 0)
+    tp: int = bounded(1, 1)  # tensor-parallel ranks
+    pp: int = bounded(1, 1)  # pipeline-parallel stages
+    dp: int = bounded(1, 1)  # data-parallel replicas
+    # ZeRO: 0 none, 1-2 optimizer state shared out over the replicas, 3 the weights too
+    zero_stage: int = bounded(0, 0, 3)
     source: str = ""  # where the shape comes from
 
 
 @dataclass
 class CheckpointConf(Sealed):
-    every: int = 20  # steps between checkpoints (paper: 20)
+    every: int = bounded(20, 1)  # steps between checkpoints (paper: 20)
     target: CheckpointTarget = CheckpointTarget.slow  # where checkpoints go
     mode: CheckpointMode = CheckpointMode["sync"]  # synchronous or TensorFlow's async checkpoint
     flush: Flush = Flush.fsync  # how a checkpoint is made durable before it counts
-    max_to_keep: int = 5  # newest complete checkpoints kept on each tier during a run
+    max_to_keep: int = bounded(5, 1)  # newest complete checkpoints kept on each tier during a run
     # keep a run's checkpoints after it (for inspection); by default they are removed once recorded
     keep: bool = False
     # after each run: its last durable checkpoint evicted, restored into a new model, verified
@@ -243,7 +314,7 @@ class CheckpointConf(Sealed):
     # workload=sharded_checkpoint: the model's shape (checkpoint_model=<preset>)
     model: Optional[CheckpointModelConf] = None
     # workload=sharded_checkpoint: the first k of the model's ranks write (subset mode)
-    ranks_written: Optional[int] = None
+    ranks_written: Optional[int] = bounded(None, 1)
     fast: StorageConf = MISSING  # the fast tier (burst buffer): a storage preset, storage@checkpoint.fast=...
     slow: StorageConf = MISSING  # the slow tier: a storage preset, storage@checkpoint.slow=...
 
@@ -254,33 +325,39 @@ class PlatformConf(Sealed):
     kind: PlatformKind = PlatformKind.local  # where cells run
     description: str = ""  # what the platform is
     lock_dir: str = "/tmp/iocampaign-locks"  # per-device lock files that keep cells from overlapping
-    nodes: int = 1  # nodes of one cell (more than one: a Slurm job step across nodes)
+    nodes: int = bounded(1, 1)  # nodes of one cell (more than one: a Slurm job step across nodes)
     # processes of one cell per node, each reading its shard of the dataset (local: on this machine)
-    tasks_per_node: int = 1
-    lock_timeout_min: float = 1440.0  # longest wait for another campaign's cell on the same device, minutes
+    tasks_per_node: int = bounded(1, 1)
+    # longest wait for another campaign's cell on the same device, minutes
+    lock_timeout_min: float = bounded(1440.0, 0, above=True)
     # a task of a multi-task run silent this long (no heartbeat) has stopped: the run fails naming it and
     # its node
-    task_silence_s: float = 60.0
+    task_silence_s: float = bounded(
+        60.0, 2, why="seconds without a task's heartbeat before the run fails; tasks beat every 0.5 s"
+    )
     # Slurm (kind=slurm); every value below ends up in the sbatch script and is checked first
     partition: Optional[str] = None  # --partition
     account: Optional[str] = None  # --account
     needs_account: bool = False  # the site refuses jobs without --account: a campaign without one stops early
     qos: Optional[str] = None  # --qos
     constraint: Optional[str] = None  # --constraint, e.g. "k80" or "haswell&gpu"
-    timeout_min: int = 60  # --time of one cell, minutes
-    cpus_per_task: int = 2  # --cpus-per-task
+    # --time of one cell, minutes
+    timeout_min: int = bounded(
+        60, 1, TIMEOUT_MAX_MIN, why="one cell's wall-clock limit in minutes; a year is beyond any partition's"
+    )
+    cpus_per_task: int = bounded(2, 1)  # --cpus-per-task
     # CPU cores of one node (site presets): tasks_per_node x cpus_per_task must fit
-    cores_per_node: Optional[int] = None
-    mem_gb: float = 8.0  # --mem of one cell, GB
-    gpus_per_node: int = 0  # --gpus-per-node (0 = none asked)
+    cores_per_node: Optional[int] = bounded(None, 1)
+    mem_gb: float = bounded(8.0, 0, above=True)  # --mem of one cell, GB
+    gpus_per_node: int = bounded(0, 0)  # --gpus-per-node (0 = none asked)
     exclusive: bool = False  # --exclusive: no other job on the node while a cell measures
     setup: List[str] = field(default_factory=list)  # shell lines run before the cell (module load, venv)
-    array_parallelism: int = 1  # cells of the array running at once; >1 only on separate devices
+    array_parallelism: int = bounded(1, 1)  # cells of the array running at once; >1 only on separate devices
     wait: bool = True  # wait for every cell and build the tables; false = submit and return
     after: Optional[str] = None  # a Slurm job (array) id this campaign's first array waits for (afterany)
     dry_run: bool = False  # print the cells and the sbatch script, submit nothing
     requeue_on_timeout: bool = False  # requeue a cell that hits its time limit (it restarts from scratch)
-    poll_s: float = 5.0  # seconds between sacct polls while waiting
+    poll_s: float = bounded(5.0, 0, above=True)  # seconds between sacct polls while waiting
 
 
 class FrameworkName(StrEnum):
@@ -311,8 +388,9 @@ class LoaderConf(Sealed):
     # worker processes, each reading and decoding whole samples; null: ``threads`` (threads=N reads with N
     # workers, as tf.data's map reads with N threads); 0: in the training process, as PyTorch's default
     num_workers: Optional[int] = None
-    # batches each worker loads ahead (PyTorch's default: 2); null with num_workers=0
-    prefetch_factor: Optional[int] = 2
+    # batches each worker loads ahead; null: PyTorch's default (2 with workers). Left null with
+    # num_workers=0, as PyTorch requires (it refuses a prefetch_factor without workers)
+    prefetch_factor: Optional[int] = bounded(None, 1)
     pin_memory: bool = False  # batches copied into page-locked memory (for a GPU)
     # workers kept between the passes over the data within a run (a run's workers are always joined at
     # its end, so their reads and CPU time are counted)
@@ -326,7 +404,7 @@ class InputConf(Sealed):
     # run the pipeline on a tf.data service (a dispatcher and workers started for the cell)
     service: bool = False
     # workers of the service (input.service=true): local processes, or tasks of the cell's Slurm job
-    workers: int = 1
+    workers: int = bounded(1, 1)
 
 
 @dataclass
@@ -344,19 +422,13 @@ class AcceleratorConf(Sealed):
     name: str = MISSING  # the profile's name, as in accelerator=<name>
     model: str = MISSING  # the model it trains, e.g. ResNet-50
     device: str = MISSING  # the accelerator, e.g. NVIDIA H100
-    batch_size: int = MISSING  # samples per step the step time is for
-    step_time_s: float = MISSING  # compute time of one step at batch_size (what the emulation sleeps)
-    image_side: int = 224  # side of the resized square sample its input pipeline delivers, pixels
-    au_threshold: float = 0.90  # the accelerator utilization a run must hold (MLPerf Storage: 90%)
+    batch_size: int = bounded(MISSING, 1)  # samples per step the step time is for
+    # compute time of one step at batch_size (what the emulation sleeps)
+    step_time_s: float = bounded(MISSING, 0, above=True)
+    image_side: int = bounded(224, 1)  # side of the resized square sample its input pipeline delivers, pixels
+    # the accelerator utilization a run must hold (MLPerf Storage: 90%)
+    au_threshold: float = bounded(0.90, 0, 1, above=True)
     source: str = MISSING  # where the step time comes from (a published config, or a measurement)
-
-
-# Bounds planning holds a cell to (campaign.limits). A map call in flight holds an open file and a decoded
-# image (~0.2-0.8 MB at 224 px), so 1,024 of them stay near 1 GB, and past it no device keeps more requests
-# in flight (a disk's queue is 32, an NVMe drive's 1,023 per queue): the first count that can only cost
-# memory.
-THREADS_MAX = 1024
-TIMEOUT_MAX_MIN = 365 * 24 * 60  # platform.timeout_min, minutes: a year, beyond any partition's MaxTime
 
 
 @dataclass
@@ -373,18 +445,20 @@ class CampaignConf(Sealed):
     framework: FrameworkConf = field(default_factory=FrameworkConf)
     loader: LoaderConf = field(default_factory=LoaderConf)  # framework=pytorch: the DataLoader's settings
     threads: Any = 1  # num_parallel_calls of the map: a positive integer up to 1,024, or "autotune"
-    batch_size: int = 64  # images per batch
-    prefetch: int = 0  # batches prefetched after batching; 0 = no prefetch transformation
+    batch_size: int = bounded(64, 1)  # images per batch
+    prefetch: int = bounded(0, 0)  # batches prefetched after batching; 0 = no prefetch transformation
     # where prefetched batches wait: host | device (training workloads)
     prefetch_to: PrefetchTo = PrefetchTo.host
     shuffle: Shuffle = Shuffle["global"]  # sample order of every run: global | local | none
     # samples in the shuffle buffer; null = all (global) or one shard's (local)
-    shuffle_buffer: Optional[int] = None
-    repeats: int = 5  # measured runs per cell; the analysis reports their median, min and max
-    warmup: int = 1  # runs before the measured ones, discarded (still recorded, flagged warmup)
+    shuffle_buffer: Optional[int] = bounded(
+        None, 1, why="or null: all images for shuffle=global, one shard's for shuffle=local"
+    )
+    repeats: int = bounded(5, 1)  # measured runs per cell; the analysis reports their median, min and max
+    warmup: int = bounded(1, 0)  # runs before the measured ones, discarded (still recorded, flagged warmup)
     cache: CacheMode = CacheMode.cold  # page-cache state the runs start from
     drop_caches: bool = False  # also write 1 to /proc/sys/vm/drop_caches before each run (root; global)
-    seed: int = 0  # seeds the synthetic dataset and the shuffle of every run
+    seed: int = bounded(0, 0)  # seeds the synthetic dataset and the shuffle of every run
     # where the input pipeline runs: here, or on a tf.data service
     input: InputConf = field(default_factory=InputConf)
     # fine-grained tracing of the runs beyond the device counters

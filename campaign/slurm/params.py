@@ -33,14 +33,6 @@ def check(platform) -> None:
             raise ConfigError(
                 f"platform.setup[{i}] is an #SBATCH directive: use the platform settings for those"
             )
-    for key, low in (
-        ("timeout_min", 1),
-        ("cpus_per_task", 1),
-        ("gpus_per_node", 0),
-        ("array_parallelism", 1),
-    ):
-        if getattr(platform, key) < low:
-            raise ConfigError(f"platform.{key}={getattr(platform, key)} must be at least {low}")
     cores = platform.cores_per_node
     per_node = platform.tasks_per_node
     if cores is not None and per_node * platform.cpus_per_task > cores:
@@ -49,10 +41,6 @@ def check(platform) -> None:
             f"{per_node * platform.cpus_per_task} CPUs on a node of platform.cores_per_node={cores}: set "
             f"platform.cpus_per_task={max(1, cores // per_node)}"
         )
-    if platform.mem_gb <= 0:
-        raise ConfigError(f"platform.mem_gb={platform.mem_gb} must be positive")
-    if platform.poll_s <= 0:
-        raise ConfigError(f"platform.poll_s={platform.poll_s} must be positive")
     after = platform.after
     if after is not None and not str(after).isdigit():
         raise ConfigError(f"platform.after={after} must be a Slurm job id (digits: an array's id), or null")

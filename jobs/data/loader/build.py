@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from jobs.data.datasets import Dataset
 from jobs.data.pipeline import PipelineSettings
 
+PREFETCH_FACTOR = 2  # PyTorch's default: batches each worker loads ahead (loader.prefetch_factor=null)
+
 
 @dataclass(frozen=True)
 class Loader:
@@ -26,7 +28,9 @@ class Loader:
 
         lo = cfg.loader
         context = str(lo.multiprocessing_context) if lo.multiprocessing_context is not None else None
-        return cls(frameworks.workers(cfg), lo.prefetch_factor, lo.pin_memory, lo.persistent_workers, context)
+        workers = frameworks.workers(cfg)
+        ahead = lo.prefetch_factor if lo.prefetch_factor is not None or not workers else PREFETCH_FACTOR
+        return cls(workers, ahead, lo.pin_memory, lo.persistent_workers, context)
 
     @property
     def start_method(self) -> str:

@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jobs.metrics import Metric, declare, of
-from jobs.schema import InputPipelineConf
+from jobs.schema import InputPipelineConf, bounded
 from jobs.workloads import PAPER_LAYOUT, Figure, RunContext, Workload, register
 
 
 @dataclass
 class MicrobenchConf(InputPipelineConf):
-    batches: int | None = None  # stop after this many batches; null = the whole set
+    batches: int | None = bounded(None, 1)  # stop after this many batches; null = the whole set
 
 
 STARTUP = declare(
