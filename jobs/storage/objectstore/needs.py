@@ -3,6 +3,7 @@ naming the setting for each thing that cannot run, before any server starts or a
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import shutil
@@ -11,7 +12,17 @@ import urllib.parse
 from jobs.errors import ConfigError
 
 FIELDS = ("endpoint", "bucket", "prefix", "reader")  # the settings only an object store has
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")  # S3's bucket naming rules
+# S3's bucket naming rules (docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html): 3-63
+# characters of lower-case letters, digits, '.' and '-', in labels between the dots that begin and end with
+# a letter or digit (no '..', '.-' or '-.'); not an IP address; none of the names AWS reserves
+_BUCKET_CHARS = re.compile(r"[a-z0-9.-]+")
+_IP_FORM = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")  # 192.168.5.4
+_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+_RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
+# a host name's labels (RFC 1123, and '_' as /etc/hosts and container names have it): no space, no '-' at
+# either end of a label
+_HOST_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+_HOST = re.compile(rf"{_HOST_LABEL}(?:\.{_HOST_LABEL})*\.?")
 
 
 def check(cfg, workload, here: bool, able: str) -> None:
@@ -82,21 +93,10 @@ def _checkpoint_bucket(cfg, workload, here: bool) -> None:
 def _settings(st, key: str = "storage") -> None:
     """The store's settings (``key``: storage or checkpoint.slow, for the messages)."""
     if st.endpoint:
-        url = urllib.parse.urlsplit(st.endpoint)
-        if url.scheme not in ("http", "https") or not url.hostname:
-            raise ConfigError(
-                f"{key}.endpoint={st.endpoint} is not an S3 endpoint URL (http:// or https://host[:port]); "
-                "null: the tool starts its own server"
-            )
-        if url.username or url.password:  # the URL goes into records: keys belong in the environment
-            raise ConfigError(
-                f"{key}.endpoint carries credentials in its URL; give the URL alone and the keys as "
-                "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or a profile)"
-            )
-    if not st.bucket or not _BUCKET.match(st.bucket) or ".." in st.bucket:
-        raise ConfigError(
-            f"{key}.bucket={st.bucket} is not a bucket name (3-63 lower-case letters, digits, '.' and '-')"
-        )
+        _endpoint(st.endpoint, key)
+    why = bucket_problem(st.bucket)
+    if why:
+        raise ConfigError(f"{key}.bucket={st.bucket} is not an S3 bucket name: {why}")
     parts = (st.prefix or "").split("/")
     if not st.prefix or any(p in ("", ".", "..") for p in parts):
         raise ConfigError(
@@ -107,6 +107,67 @@ def _settings(st, key: str = "storage") -> None:
         raise ConfigError("storage.reader is not set: storage=s3 reads with storage.reader=native or fuse")
 
 
+def _endpoint(endpoint: str, key: str) -> None:
+    """An endpoint URL a client can connect to: http(s), a host name or IP address, a port in 1-65535
+    (each a line now rather than a client's error once the server is to be reached)."""
+    bad = (
+        f"{key}.endpoint={endpoint} is not an S3 endpoint URL (http:// or https://host[:port]); "
+        "null: the tool starts its own server"
+    )
+    try:
+        url = urllib.parse.urlsplit(endpoint)
+        host = url.hostname
+    except ValueError as e:  # an unclosed [ of an IPv6 address
+        raise ConfigError(f"{bad} ({str(e)[:1].lower()}{str(e)[1:]})") from None
+    try:
+        port = url.port
+    except ValueError:  # out of range, or not a number
+        port = 0
+    if url.scheme not in ("http", "https") or not host:
+        raise ConfigError(bad)
+    if url.username or url.password:  # the URL goes into records: keys belong in the environment
+        raise ConfigError(
+            f"{key}.endpoint carries credentials in its URL; give the URL alone and the keys as "
+            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or a profile)"
+        )
+    if not _HOST.fullmatch(host) and not _ip(host):
+        raise ConfigError(f"{bad} (host {host!r} is neither a host name nor an IP address)")
+    if port == 0:
+        raise ConfigError(f"{bad} (its port must be a whole number 1-65535)")
+
+
+def _ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def bucket_problem(name: str | None) -> str | None:
+    """Why ``name`` is not a bucket name S3 allows (None: it is): a client would fail on it only once the
+    server is reached, and another S3 server may accept what AWS refuses."""
+    if not name or not 3 <= len(name) <= 63:
+        return f"it has {len(name or '')} characters, and S3 allows 3-63"
+    if not _BUCKET_CHARS.fullmatch(name):
+        odd = next(c for c in name if not _BUCKET_CHARS.fullmatch(c))
+        return f"it holds {odd!r}, and S3 allows lower-case letters, digits, '.' and '-'"
+    if not (name[0] + name[-1]).isalnum():
+        return "it must begin and end with a letter or digit"
+    pair = next((p for p in ("..", ".-", "-.") if p in name), None)
+    if pair:
+        return f"it holds {pair!r}: each part between dots must begin and end with a letter or digit"
+    if _IP_FORM.fullmatch(name):
+        return "it has the form of an IP address"
+    reserved = next((p for p in _RESERVED_PREFIXES if name.startswith(p)), None)
+    if reserved:
+        return f"S3 reserves the prefix {reserved}"
+    reserved = next((s for s in _RESERVED_SUFFIXES if name.endswith(s)), None)
+    if reserved:
+        return f"S3 reserves the suffix {reserved}"
+    return None
+
+
 def _reach(cfg, workload, able: str) -> None:
     """What reads from an object store so far: the workloads and frameworks that declare it, one
     process, one object per image."""
@@ -115,6 +176,11 @@ def _reach(cfg, workload, able: str) -> None:
         raise ConfigError(
             f"{where}: workload={cfg.workload.name} does not read from an object store "
             f"(workloads of kind {able} do, so far)"
+        )
+    if cfg.stage is not None:  # the runs would GET every image and be labelled staged
+        raise ConfigError(
+            f"{where} with storage@stage={cfg.stage.name}: the runs on an object store read the images "
+            "from the store itself, so nothing staged would be read; leave storage@stage out"
         )
     if cfg.dataset is None and cfg.storage.reader == "fuse":
         raise ConfigError(
