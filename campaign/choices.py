@@ -172,7 +172,7 @@ def bad_value(args: list[str]) -> str | None:
     resolve (``unresolved``), or None. Keys the schema does not know, group choices and Hydra's own
     settings are left to Hydra."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
+    from hydra.errors import HydraException, OverrideParseException
     from omegaconf import OmegaConf
     from omegaconf.errors import ValidationError
 
@@ -186,8 +186,10 @@ def bad_value(args: list[str]) -> str | None:
         try:
             override = OverridesParser.create().parse_overrides([arg])[0]
             values = list(override.sweep_iterator()) if override.is_sweep_override() else [override.value()]
+        except OverrideParseException as e:  # Hydra's own report is three lines, and exit status 1
+            return _unparsable(arg, key, str(e))
         except (HydraException, ValueError, TypeError):
-            continue  # Hydra reports its own syntax errors
+            continue  # Hydra reports its own errors
         template = template if template is not None else _template()
         for value in values:
             if isinstance(value, (dict, list)):
@@ -213,6 +215,15 @@ def bad_value(args: list[str]) -> str | None:
                     return why
                 break
     return unresolved(args)
+
+
+def _unparsable(arg: str, key: str, error: str) -> str:
+    """One line for an override Hydra's grammar cannot read (an unquoted ``[``, ``=`` or ``${``)."""
+    lines = [x for x in error.splitlines() if x.strip() and not x.startswith(("Error parsing", "See "))]
+    why = f" ({lines[0].strip()})" if lines else ""
+    return (
+        f"{arg}: not an override Hydra can read{why}; quote a value with brackets or '=' in it: {key}='...'"
+    )
 
 
 def compose(overrides: list[str]):
