@@ -156,6 +156,107 @@ def test_a_baseline_file_larger_than_the_free_space_is_refused_at_planning(refus
     )
 
 
+BB = ("workload=checkpoint", "storage@checkpoint.slow=s3", "checkpoint.target=burst_buffer")
+
+
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        # a traceback (urlsplit's ValueError), or refused only when the client first reached the server
+        (
+            ("storage=s3", "storage.endpoint='http://[::1:bad'"),
+            "storage.endpoint=http://[::1:bad is not an S3",
+        ),
+        (
+            (*BB, "checkpoint.slow.endpoint='http://[::1:bad'"),
+            "checkpoint.slow.endpoint=http://[::1:bad is not",
+        ),
+        (("storage=s3", "storage.endpoint=http://127.0.0.1:99999"), "port must be a whole number 1-65535"),
+        (
+            ("storage=s3", "storage.endpoint=http://127.0.0.1:abc"),
+            "storage.endpoint=http://127.0.0.1:abc is not",
+        ),
+        (("storage=s3", "storage.endpoint='http://a b:9000'"), "host 'a b' is neither a host name nor an IP"),
+        # ZeroDivisionError in the generator
+        (("dataset.num_classes=0",), "dataset.num_classes=0 must be at least 1"),
+        (("dataset.bytes_per_pixel=0",), "dataset.bytes_per_pixel=0.0 must be positive"),
+        # bucket names S3 forbids, accepted by the embedded server
+        (("storage=s3", "storage.bucket=192.168.1.1"), "storage.bucket=192.168.1.1 is not an S3 bucket name"),
+        (("storage=s3", "storage.bucket=xn--abc"), "S3 reserves the prefix xn--"),
+        (
+            ("storage=s3", "storage.bucket=a-.b"),
+            "storage.bucket=a-.b is not an S3 bucket name: it holds '-.'",
+        ),
+        (("storage=s3", "storage.bucket=a..b"), "it holds '..'"),
+        (("storage=s3", "storage.bucket=data-s3alias"), "S3 reserves the suffix -s3alias"),
+        (("storage=s3", "storage.bucket=data--ol-s3"), "S3 reserves the suffix --ol-s3"),
+        ((*BB, "checkpoint.slow.bucket=ab"), "checkpoint.slow.bucket=ab is not an S3 bucket name: it has 2"),
+        # ran, and its rows said staged while every image was a GET
+        (("storage=s3", "storage@stage=tmpfs"), "storage=s3 with storage@stage=tmpfs"),
+        # recorded, never used (PyTorch itself refuses it)
+        (
+            ("framework=pytorch", "loader.num_workers=0", "loader.prefetch_factor=4"),
+            "loader.prefetch_factor=4 with loader.num_workers=0",
+        ),
+        (
+            ("loader.num_workers=0", "loader.prefetch_factor=2"),
+            "loader.prefetch_factor=2 with loader.num_workers=0",
+        ),
+        # accepted silently
+        (
+            ("storage.kind=bogus",),
+            "storage.kind=bogus: Invalid value 'bogus', expected one of [block, network",
+        ),
+        (("dataset.size_spread=-1",), "dataset.size_spread=-1.0 must not be negative"),
+        (("dataset.size_spread=inf",), "dataset.size_spread=inf is more than 3"),  # NaN sizes
+        (("dataset.grayscale_fraction=2",), "dataset.grayscale_fraction=2.0 is more than 1"),
+        (("dataset.median_kb=0",), "dataset.median_kb=0.0 must be positive"),
+        (("dataset.median_kb=nan",), "dataset.median_kb=nan must be positive"),
+        (
+            ("workload=sharded_checkpoint", "checkpoint.model.model_bytes_per_param=0"),
+            "checkpoint.model.model_bytes_per_param=0 must be at least 1",
+        ),
+        (("platform.timeout_min=0",), "platform.timeout_min=0 must be at least 1"),
+        (("platform.poll_s=0",), "platform.poll_s=0.0 must be positive"),
+        (("seed=-1",), "seed=-1 must not be negative"),  # numpy's generators take no negative seed
+    ],
+)
+def test_bad_values_the_red_team_found_are_refused_at_planning(refusal, args, expected):
+    """Reliability round 4: each gave a traceback, failed at run time or late, or was accepted silently."""
+    _one(refusal(*args), expected)
+
+
+def test_what_the_bounds_and_names_allow_still_plans(refusal):
+    assert refusal("framework=pytorch") is None  # prefetch_factor null: PyTorch's 2 with workers
+    assert refusal("framework=pytorch", "loader.num_workers=0") is None
+    assert refusal("framework=pytorch", "loader.num_workers=2", "loader.prefetch_factor=4") is None
+    for endpoint in ("http://[::1]:9000", "https://s3.example.org", "http://minio_1:9000/"):
+        assert refusal(*BB, "framework=pytorch", f"checkpoint.slow.endpoint='{endpoint}'") is None
+    for bucket in ("abc", "my.bucket-1", "a" * 63, "10.0.0.1.5"):
+        assert refusal("storage=s3", f"storage.bucket={bucket}") is None
+    assert (
+        refusal("dataset.size_spread=0", "dataset.grayscale_fraction=1", "dataset.bytes_per_pixel=3") is None
+    )
+
+
+def test_a_null_prefetch_factor_keeps_the_cell_id_of_the_default_it_replaced():
+    """The default was 2 (in every cell's id, TensorFlow's too): a cell planned before keeps its folder."""
+    from campaign import planning
+    from jobs.data.loader.build import Loader
+    from support.configs import compose_cell
+
+    planner = planning.Planner(lambda ov: compose_cell(list(ov)))
+    for ov in ([], ["framework=pytorch", "loader.num_workers=0"]):
+        assert planner.cell(ov).cell_id == planner.cell([*ov, "loader.prefetch_factor=2"]).cell_id
+    assert planner.cell(["loader.prefetch_factor=4"]).cell_id != planner.cell([]).cell_id
+
+    def loader(*ov: str) -> Loader:
+        return Loader.from_config(planner.cell(["framework=pytorch", *ov]).config)
+
+    assert loader().prefetch_factor == 2  # PyTorch's default, given to the DataLoader
+    assert loader("loader.num_workers=0").prefetch_factor is None  # as PyTorch takes it without workers
+
+
 def test_a_time_limit_beyond_a_year_is_refused(refusal):
     _one(
         refusal("platform.timeout_min=999999999999"), "platform.timeout_min=999999999999 is more than 525600"
@@ -196,6 +297,11 @@ def test_before_hydra_a_model_setting_on_a_plain_tier_and_a_bad_interpolation_ge
             "storage=local is not a modelled tier",
         ),  # AssertionError, in a sub-campaign
         (("--most", "0"), "--most 0 must be at least 1"),  # blamed dataset.num_images
+        (("dataset.num_classes=0",), "dataset.num_classes=0 must be at least 1 [storage=local]"),  # ran cells
+        (
+            ("storage=s3", "storage.endpoint='http://[::1:bad'"),  # "Invalid IPv6 URL", naming no setting
+            "storage.endpoint=http://[::1:bad is not an S3 endpoint URL",
+        ),
     ],
 )
 def test_the_capacity_search_refuses_its_arguments_in_one_line(args, expected, tmp_path, monkeypatch, capsys):
@@ -251,6 +357,23 @@ def test_real_commands_exit_2_with_one_line_and_write_nothing(cwd, tmp_path):
         "batch_size=${dataset.name}",
         "platform.dry_run=true",
         expected="batch_size=${dataset.name}: While dereferencing",
+    )
+    # a traceback of 17-28 lines and .hydra/ written, with and without -m (round 4)
+    _refused(
+        cwd,
+        "campaign",
+        "storage=s3",
+        "storage.endpoint='http://[::1:bad'",
+        expected="storage.endpoint=http://[::1:bad",
+    )
+    _refused(
+        cwd,
+        "campaign",
+        "-m",
+        "storage=s3",
+        "storage.endpoint=http://[::1:bad",  # unquoted: Hydra's grammar error, three lines and exit status 1
+        "platform.dry_run=true",
+        expected="storage.endpoint=http://[::1:bad: not an override Hydra can read",
     )
     _refused(
         cwd,
