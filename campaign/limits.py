@@ -123,6 +123,9 @@ def space_key(cell) -> tuple:
     )
 
 
+_BOTH = " (its files, and the embedded server's objects of them)"
+
+
 def dataset_fits(cfg) -> None:
     """A synthetic set's images still to generate fit in the space its tier has free (estimated from the
     size model; the run checks again, exactly, before it writes)."""
@@ -138,9 +141,12 @@ def dataset_fits(cfg) -> None:
     need = synthetic_bytes(cfg.dataset, todo)
     if cfg.dataset.format != "files":  # and the converted copy beside it (jobs.data.formats)
         need += int(synthetic_bytes(cfg.dataset, count) * 1.1)
+    served = cfg.storage.kind == "object" and not cfg.storage.endpoint
+    if served:  # the embedded server's objects, a second copy of what it stores, on the same root
+        need += int(synthetic_bytes(cfg.dataset, count) * (1.0 if cfg.dataset.format == "files" else 1.1))
     if need > free:
         raise ConfigError(
             f"dataset.num_images={count}: {'the' if todo == count else f'the {todo} missing'} synthetic "
-            f"images need ~{need / 1e9:.1f} GB on storage={cfg.storage.name}, which has {free / 1e9:.1f} GB "
-            "free: lower dataset.num_images or choose another storage.root"
+            f"images need ~{need / 1e9:.1f} GB on storage={cfg.storage.name}{_BOTH if served else ''}, "
+            f"which has {free / 1e9:.1f} GB free: lower dataset.num_images or choose another storage.root"
         )

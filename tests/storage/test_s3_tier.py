@@ -276,6 +276,7 @@ def test_a_burst_buffer_drains_to_a_bucket_verifies_and_restores_cold(disk_root,
     assert (folder / "fig10.png").is_file()
     # the embedded server is gone, its folder too; no key in any file the tool wrote
     assert list((root / "iocampaign" / "s3servers").iterdir()) == [] and _procs_under(root) == []
+    assert list((root / "iocampaign" / "uploads").iterdir()) == []  # the runs' records gone with them
     for f in (*cwd.rglob("*"), *root.rglob("*")):
         if f.is_file() and not f.is_symlink():
             assert not KEY.search(f.read_bytes()), f
@@ -313,6 +314,7 @@ def test_a_sharded_checkpoint_is_put_as_objects_and_read_back_cold_by_both_frame
         # the server read both shards from its disk
         assert run["cache_state"] == "cold" and run["bytes_read_device"] >= run["bytes_consumed"]
     assert list((root / "iocampaign" / "s3servers").iterdir()) == [] and _procs_under(root) == []
+    assert list((root / "iocampaign" / "uploads").iterdir()) == []  # each rank's record gone with its objects
     for f in cwd.rglob("*"):  # the tasks' request files, results and logs: no key
         if f.is_file() and not f.is_symlink():
             assert not KEY.search(f.read_bytes()), f
@@ -359,12 +361,32 @@ def test_a_server_killed_mid_run_fails_the_run_naming_the_endpoint_and_leaves_no
         p.kill()
     err = "".join(lines) + rest
     assert p.returncode != 0, err[-2000:]
-    assert "the embedded S3 server at http://127.0.0.1:" in err and "ended during the run" in err, err[-2000:]
+    assert "the embedded S3 server at http://127.0.0.1:" in err, err[-2000:]
+    assert "was killed by SIGKILL during the run" in err, err[-2000:]  # why it ended, not start-up noise
+    assert "IAM configuration" not in err and "0 of 0" not in err, err[-2000:]
     record = json.loads(next(cwd.glob("outputs/*/*/record.json")).read_text())
     assert record["status"] == "failed" and "http://127.0.0.1:" in record["error"]["message"]
     assert not record.get("runs")  # no measured run of it looks finished
     (servers,) = root.glob("iocampaign*/s3servers")  # the user's own tool folder
     assert list(servers.iterdir()) == [] and _procs_under(root) == []
+
+
+def test_planning_counts_the_embedded_servers_objects_on_its_root(refusal, tmp_path):
+    """The embedded server keeps its objects on ``storage.root`` beside the set's files: a synthetic set
+    whose files fit there but not twice over is refused at planning in one line (a full disk under the
+    server was an InternalError mid-run); on a user's endpoint the files' space alone counts."""
+    import shutil
+
+    from campaign import limits
+    from support.configs import compose_cell
+
+    per_image = limits.synthetic_bytes(compose_cell(["storage=s3"]).dataset, 1000) / 1000
+    count = int(0.6 * shutil.disk_usage(tmp_path).free / per_image)  # the files fit; files and objects do not
+    cell = ("storage=s3", f"storage.root={tmp_path}", f"dataset.num_images={count}")
+    line = refusal(*cell)
+    assert line is not None and "\n" not in line, line
+    assert f"dataset.num_images={count}" in line and "the embedded server's objects" in line, line
+    assert refusal(*cell, "storage.endpoint=http://127.0.0.1:9") is None
 
 
 def test_planning_refuses_what_an_object_store_cannot_run_in_one_line(refusal, monkeypatch):

@@ -81,6 +81,8 @@ class Server:
     output: collections.deque = field(default_factory=lambda: collections.deque(maxlen=TAIL))
     reader: threading.Thread | None = None
     ports: dict = field(default_factory=dict)  # PORTS -> the loopback port of each
+    said: int = 0  # lines of output read so far
+    said_when_ready: int | None = None  # ``said`` when it first answered: what came before is start-up
 
     @property
     def pid(self) -> int:
@@ -101,23 +103,32 @@ class Server:
         return round(sum(counts))
 
     def read_output(self) -> None:
-        """Keep the server's last lines of output (its stderr), the access key blanked out."""
+        """Keep the server's last lines of output (its stderr, where it logs: it writes no log file), the
+        access key blanked out (SeaweedFS names it, and its first 8 characters, at start-up)."""
         for raw in self.process.stderr:
             line = raw.decode(errors="replace").rstrip()
             for key, name in (
                 (self.credentials.access_key, "<access key>"),
                 (self.credentials.secret_key, "<secret>"),
+                (self.credentials.access_key[:8], "<access key>"),
             ):
                 line = line.replace(key, name)
             self.output.append(line)
+            self.said += 1
 
     def last_line(self) -> str:
         """What the server said last that says why it ended: its last fatal or error line (glog's ``F``
-        or ``E``, or Go's ``panic``), else its last line."""
-        for line in reversed(list(self.output)):  # a copy: the reader may still append
+        or ``E``, or Go's ``panic``), else its last line. Once it has answered, only an error it said
+        since counts ("" when none: a kill says nothing): its start-up complaints (an IAM file it does
+        not need) and its routine lines say nothing of a later death."""
+        lines = list(self.output)  # a copy: the reader may still append
+        if self.said_when_ready is not None:
+            lines = lines[max(0, len(lines) - (self.said - self.said_when_ready)) :]
+        for line in reversed(lines):
             if line[:1] in ("F", "E") or line.startswith("panic") or "address already in use" in line:
                 return line[:300]
-        lines = list(self.output)
+        if self.said_when_ready is not None:
+            return ""
         return lines[-1][:300] if lines else "no output"
 
     @property
@@ -137,8 +148,9 @@ class Server:
 
     def dead(self) -> str | None:
         """Why the server no longer serves, None while it does."""
-        if self.process.poll() is not None:
-            return f"the embedded S3 server at {self.endpoint.url} (pid {self.process.pid}) ended"
+        code = self.process.poll()
+        if code is not None:
+            return f"the embedded S3 server at {self.endpoint.url} (pid {self.process.pid}) {ended(code)}"
         return None
 
     def stop(self) -> None:
@@ -185,6 +197,16 @@ class Seen:
 
     def last_line(self) -> str:
         return "its last lines are in the runner's log"
+
+
+def ended(code: int) -> str:
+    """How a process ended, from its exit status (a signal's name when one killed it)."""
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with status {code}"
 
 
 def proc_counters(pid: int) -> tuple[int, float] | None:
@@ -260,7 +282,7 @@ def _confined(folder: Path, program_fd: int, command: list[str]) -> list[str]:
 def _command(ports: dict[str, int]) -> list[str]:
     """The server's arguments; its folder is the working directory."""
     return [
-        "-logdir=logs",
+        "-logtostderr",  # no log file: its INFO lines name the access key (read_output blanks it)
         "server",
         "-ip=127.0.0.1",
         "-ip.bind=127.0.0.1",
@@ -354,7 +376,7 @@ def _prepare(folder: Path) -> Path:
         remove(folder)
     folder = Path(os.path.realpath(owned.ensure(folder, "storage.root", own_from=folder.parent)))
     (folder / MARKER).write_text("an embedded S3 server's folder, removed when it stops\n")
-    for sub in ("data", "logs", "tmp", "root"):
+    for sub in ("data", "tmp", "root"):
         (folder / sub).mkdir(mode=0o700, exist_ok=True)
     return folder
 
@@ -414,8 +436,10 @@ def _wait_ready(server: Server, timeout_s: float) -> None:
             raise ServerError(f"storage=s3: {why} while starting: {server.last_line()}")
         try:
             _DIRECT.open(server.endpoint.url, timeout=1).close()
+            server.said_when_ready = server.said
             return
         except urllib.error.HTTPError:
+            server.said_when_ready = server.said
             return
         except OSError:
             pass

@@ -54,7 +54,7 @@ class SpreadError(server.ServerError):
 def _head_command(ip: str, ports: dict[str, int]) -> list[str]:
     """The master and the filer, on the controller's node (no volume: every node has one of its own)."""
     return [
-        "-logdir=logs",
+        "-logtostderr",  # no log file: its INFO lines name the access key (read_output blanks it)
         "server",
         f"-ip={ip}",
         f"-ip.bind={ip}",
@@ -75,7 +75,7 @@ def _head_command(ip: str, ports: dict[str, int]) -> list[str]:
 
 def _volume_command(ip: str, ports: dict[str, int], master: str) -> list[str]:
     return [
-        "-logdir=logs",
+        "-logtostderr",  # no log file: its INFO lines name the access key (read_output blanks it)
         "volume",
         f"-ip={ip}",
         f"-ip.bind={ip}",
@@ -90,7 +90,7 @@ def _volume_command(ip: str, ports: dict[str, int], master: str) -> list[str]:
 
 def _gateway_command(ip: str, ports: dict[str, int], filer: str) -> list[str]:
     return [
-        "-logdir=logs",
+        "-logtostderr",  # no log file: its INFO lines name the access key (read_output blanks it)
         "s3",
         f"-filer={filer}",
         f"-ip.bind={ip}",

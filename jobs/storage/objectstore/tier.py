@@ -83,11 +83,14 @@ class Store:
         """Raise StoreError when a request of the run failed or the server ended: a run that lost
         samples to the store is no measurement of it."""
         why = self.server.dead() if self.server is not None else None
-        failed = f"{self.requests.errors} of {self.requests.count} requests failed"
+        # the run's own GETs, when it made any (a sharded checkpoint's ranks count theirs in their processes)
+        n = self.requests.count
+        failed = f" ({self.requests.errors} of {n} requests failed)" if n else ""
         if why:
-            raise StoreError(f"storage=s3: {why} during the run ({failed}): {self.server.last_line()}")
+            said = self.server.last_line()
+            raise StoreError(f"storage=s3: {why} during the run{failed}" + (f": {said}" if said else ""))
         if self.first_error:
-            raise StoreError(f"{self.first_error} ({failed})")
+            raise StoreError(f"{self.first_error}{failed}")
 
     def counters(self) -> tuple[int, float, int | None] | None:
         """(bytes read from its disk, CPU seconds, S3 requests answered) of the embedded server so far
