@@ -113,7 +113,8 @@ def test_a_stopped_or_killed_server_leaves_nothing(tmp_path):
     pid = s.process.pid
     s.process.kill()  # dies mid-run: the next GET fails, counted, naming the endpoint; stop still cleans up
     s.process.wait()
-    assert s.dead() == f"the embedded S3 server at {s.endpoint.url} (pid {pid}) ended"
+    assert s.dead() == f"the embedded S3 server at {s.endpoint.url} (pid {pid}) was killed by SIGKILL"
+    assert s.last_line() == ""  # no error since it answered: not its start-up complaints about IAM
     stats = objects.Requests()
     with pytest.raises(
         client.StoreError, match=f"S3 endpoint {s.endpoint.url}, bucket iocampaign: nothing answers"
@@ -532,7 +533,10 @@ def test_recovery_puts_a_killed_runs_checkpoints_in_its_bucket_and_leaves_other_
     from jobs.workloads.checkpoint.bucket import Bucket
 
     s, s3, _ = store
-    ours = Bucket(dataclasses.replace(s.endpoint, prefix="iocampaign"), "", s.credentials, str(s.data_dir))
+    records = tmp_path / "records"
+    records.mkdir()
+    endpoint = dataclasses.replace(s.endpoint, prefix="iocampaign")
+    ours = Bucket(endpoint, "", s.credentials, str(s.data_dir), records=str(records))
 
     def run(tag: str, **facts) -> tuple[Path, Bucket]:
         fast = tmp_path / tag
@@ -542,6 +546,7 @@ def test_recovery_puts_a_killed_runs_checkpoints_in_its_bucket_and_leaves_other_
             _checkpoint(fast, tag, step)
         b = dataclasses.replace(ours, tag=tag)
         ckpt_store.write_run_facts(fast, **{"bucket": b.url, **facts})
+        b.write_facts(**{"bucket": b.url, **facts})
         return fast, b
 
     planted = {
@@ -553,7 +558,14 @@ def test_recovery_puts_a_killed_runs_checkpoints_in_its_bucket_and_leaves_other_
     kept, kept_b = run("ckpt_kept", max_to_keep=2, keep=True)
     kept_b.receive(kept / "ckpt_kept-1", "fsync")  # drained before the kill
     cut = f"{kept_b.key_prefix}/ckpt_kept-2.index"  # the drain's PUT of the next one, cut off
+    kept_b.record().put(cut)
     s3.put_object(Bucket=s.endpoint.bucket, Key=cut, Body=b"half")
+    # planted under the run's prefix by someone else: a manifest naming a checkpoint, and an object no
+    # manifest lists; neither is in the run's record, so neither is restored, retained nor deleted
+    forged = {f"{kept_b.key_prefix}/ckpt_kept-9.manifest.json": b'{"step": 9, "files": {}}'}
+    forged[f"{kept_b.key_prefix}/precious.bin"] = b"the user's"
+    for key, body in forged.items():
+        s3.put_object(Bucket=s.endpoint.bucket, Key=key, Body=body)
     unkept, unkept_b = run("ckpt_unkept", max_to_keep=2, keep=False)
     unkept_b.receive(unkept / "ckpt_unkept-1", "fsync")
     other, _ = run("ckpt_other", max_to_keep=2, keep=False)
@@ -573,15 +585,17 @@ def test_recovery_puts_a_killed_runs_checkpoints_in_its_bucket_and_leaves_other_
     assert unkept_b.objects() == {} and not unkept.exists()
     assert len(ckpt_store.prefixes(other, "ckpt_other")) == 3  # another store's run: not ours to touch
     kept_b.remove_all()
-    assert kept_b.objects() == {}
-    for key, body in planted.items():  # the user's objects, beside and outside the tool's prefix: untouched
+    assert kept_b.objects() == {} and not kept_b.record().exists()
+    # the user's objects, beside and outside the tool's prefix and planted under it: untouched
+    for key, body in {**planted, **forged}.items():
         assert s3.get_object(Bucket=s.endpoint.bucket, Key=key)["Body"].read() == body
         s3.delete_object(Bucket=s.endpoint.bucket, Key=key)
 
 
-def test_a_shard_put_as_objects_reads_back_checked_and_a_changed_byte_is_named(store):
+def test_a_shard_put_as_objects_reads_back_checked_and_a_changed_byte_is_named(store, tmp_path):
     """A rank's shard as multipart objects (1 MiB blocks in 5 MiB parts) reads back equal; one byte
     changed in the store is a ShardError naming the object and the block."""
+    from jobs.storage.objectstore import journal
     from jobs.storage.objectstore.tier import Store
     from jobs.workloads.shards import objectio, shardio
 
@@ -591,7 +605,10 @@ def test_a_shard_put_as_objects_reads_back_checked_and_a_changed_byte_is_named(s
     base = content.base()
     files = [("a.bin", 12 * (1 << 20) + 5), ("b.bin", 1000)]  # three parts; one PUT
     prefix = "iocampaign/checkpoints/shard_test/rank00003"
-    assert objectio.write(st, prefix, files, content, base) > 0
+    record = journal.Journal.create(tmp_path, "shard-test", s.endpoint)
+    assert objectio.write(st, prefix, files, content, base, record) > 0
+    assert record.read().keys == [f"{prefix}/a.bin", f"{prefix}/b.bin"]  # recorded before they were put
+    assert len(record.read().uploads) == 1  # a.bin's multipart upload, its ID recorded
     assert objectio.read(st, prefix, files, content, base) > 0
     body = bytearray(s3.get_object(Bucket=s.endpoint.bucket, Key=f"{prefix}/a.bin")["Body"].read())
     assert len(body) == files[0][1]
@@ -602,36 +619,87 @@ def test_a_shard_put_as_objects_reads_back_checked_and_a_changed_byte_is_named(s
     objects.delete_prefix(s3, s.endpoint, prefix)
 
 
-def test_a_killed_runs_shard_objects_are_removed_by_the_next_run_and_nothing_else(store):
-    """What a SIGKILLed rank put on a store outlives it (a user's endpoint keeps it): the next run on this
-    host removes the ranks whose process died, and leaves another host's, a live one's and a kept one's."""
-    import json
-    import socket
+_KILLED_RANK = """
+import sys, time
+from pathlib import Path
+from jobs.storage.objectstore import client, journal
+from jobs.storage.objectstore.endpoint import Endpoint
+from jobs.workloads.shards import objectio
 
-    from jobs.storage.objectstore.tier import Store
-    from jobs.workloads.shards import objectio
+url, folder, prefix = sys.argv[1:]
+endpoint = Endpoint(url, "iocampaign")
+s3 = client.connect(endpoint)  # the keys from the environment, as a task's
+record = journal.Journal.create(Path(folder), "shards-killed", endpoint)
+objectio._put(s3, endpoint.bucket, prefix + "/small.bin", iter([b"s" * 1000]), record)
+
+
+def parts():  # two 5 MiB parts sent, then the rank is killed before the third
+    yield b"a" * objectio.MIN_PART
+    yield b"b" * objectio.MIN_PART
+    print("parts sent", flush=True)
+    time.sleep(600)
+    yield b"c"
+
+
+objectio._put(s3, endpoint.bucket, prefix + "/model.bin", parts(), record)
+"""
+
+
+def _uploads(s3, bucket: str, prefix: str) -> list[str]:
+    return [u["Key"] for u in s3.list_multipart_uploads(Bucket=bucket, Prefix=prefix).get("Uploads", [])]
+
+
+def test_a_killed_ranks_uploads_are_aborted_and_only_what_its_record_names_is_deleted(store, tmp_path):
+    """A rank SIGKILLed mid-upload leaves an object and an open multipart upload: the next run aborts the
+    upload and deletes the object, because the dead rank's own local record names them. A marker planted in
+    the bucket (an ``owner.json`` naming a dead process) beside a user's object proves nothing: the object
+    stays, and so do a live rank's and another host's objects."""
+    import json
+    import signal
+    import socket
+    import sys
+
+    from jobs.storage.objectstore import journal
 
     s, s3, _ = store
-    st = Store(s.endpoint, s3)
-    runs = "iocampaign/checkpoints"
-    dead = subprocess.Popen(["true"])
-    dead.wait()
-    owners = {
-        "shards_a_r1_dead": {"host": socket.gethostname(), "pid": dead.pid, "kept": False},
-        "shards_b_r1_other_host": {"host": "another-node", "pid": dead.pid, "kept": False},
-        "shards_c_r1_live": {"host": socket.gethostname(), "pid": os.getpid(), "kept": False},
-        "shards_d_r1_kept": {"host": socket.gethostname(), "pid": dead.pid, "kept": True},
-        "ckpt_e_r1_not_a_shard": {"host": socket.gethostname(), "pid": dead.pid, "kept": False},
+    bucket, runs = s.endpoint.bucket, "iocampaign/checkpoints"
+    killed = f"{runs}/shards_killed/rank00000"
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": s.credentials.access_key}
+    env["AWS_SECRET_ACCESS_KEY"] = s.credentials.secret_key
+    rank = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_RANK, s.endpoint.url, str(tmp_path), killed],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert rank.stdout.readline() == "parts sent\n"
+    finally:
+        rank.send_signal(signal.SIGKILL)
+        rank.wait()
+    assert _uploads(s3, bucket, killed) == [f"{killed}/model.bin"]  # 10 MiB of parts, held by the store
+    forged = f"{runs}/shards_forged/rank00000"
+    s3.put_object(Bucket=bucket, Key=f"{forged}/precious.bin", Body=b"the user's")
+    marker = {"host": socket.gethostname(), "pid": 999999, "kept": False}
+    s3.put_object(Bucket=bucket, Key=f"{forged}/owner.json", Body=json.dumps(marker).encode())
+    live = journal.Journal.create(tmp_path, "shards-live", s.endpoint)  # this process: alive
+    live.put(f"{runs}/shards_live/rank00000/x.bin")
+    s3.put_object(Bucket=bucket, Key=f"{runs}/shards_live/rank00000/x.bin", Body=b"live")
+    other = journal.Journal.create(tmp_path, "shards-other-host", s.endpoint)
+    text = other.path.read_text().replace(socket.gethostname(), "another-node")
+    other.path.write_text(text + json.dumps({"key": f"{runs}/shards_live/rank00000/x.bin"}) + "\n")
+
+    dead = journal.dead_records(tmp_path, s.endpoint, "shards-")
+    assert [d.name for d in dead] == ["shards-killed"]
+    assert journal.clean(s3, s.endpoint, dead[0]) == [f"{killed}/small.bin", f"{killed}/model.bin"]
+    assert _uploads(s3, bucket, killed) == [] and not dead[0].exists()
+    left = objects.sizes_under(s3, s.endpoint, runs)
+    assert set(left) == {
+        f"{forged}/precious.bin",
+        f"{forged}/owner.json",
+        f"{runs}/shards_live/rank00000/x.bin",
     }
-    for run, owner in owners.items():
-        rank = f"{runs}/{run}/rank00000"
-        s3.put_object(
-            Bucket=s.endpoint.bucket, Key=f"{rank}/{objectio.OWNER}", Body=json.dumps(owner).encode()
-        )
-        s3.put_object(Bucket=s.endpoint.bucket, Key=f"{rank}/model_states.bin", Body=b"x" * 100)
-    assert objectio.remove_killed(st, runs, "shards_") == [f"{runs}/shards_a_r1_dead/rank00000"]
-    left = {k.split("/")[2] for k in objects.sizes_under(s3, s.endpoint, runs)}
-    assert left == set(owners) - {"shards_a_r1_dead"}
+    assert s3.get_object(Bucket=bucket, Key=f"{forged}/precious.bin")["Body"].read() == b"the user's"
     objects.delete_prefix(s3, s.endpoint, runs)
 
 

@@ -435,7 +435,8 @@ def test_a_bucket_whose_server_dies_mid_run_fails_it_naming_the_endpoint_and_lea
     srv = server.start(tmp_path / "iocampaign" / "s3server", bucket="ckpts")
     try:
         s = _settings(tmp_path, steps=8, every=2, tag="ckpt_dies")
-        s = dataclasses.replace(s, bucket=Bucket(srv.endpoint, s.tag, srv.credentials, str(srv.data_dir)))
+        b = Bucket(srv.endpoint, s.tag, srv.credentials, str(srv.data_dir), records=str(tmp_path))
+        s = dataclasses.replace(s, bucket=b)
 
         def kill(name: str) -> None:
             if name == "start":

@@ -78,10 +78,12 @@ def _slow_store(cfg):
         yield store
 
 
-def _bucket(store, tag: str):
-    """The run's checkpoints in ``store`` (None: a file-system slow tier)."""
+def _bucket(store, tag: str, root: str):
+    """The run's checkpoints in ``store`` (None: a file-system slow tier), its record of the keys it puts
+    in the tool's folder on ``root`` (``checkpoint.slow.root``)."""
     if store is None:
         return None
+    from jobs.storage.objectstore import journal
     from jobs.workloads.checkpoint.bucket import Bucket
 
     srv = store.server
@@ -90,6 +92,7 @@ def _bucket(store, tag: str):
         tag,
         credentials=srv.credentials if srv is not None else None,
         server_data=str(srv.data_dir) if srv is not None else None,
+        records=str(journal.folder(root, "checkpoint.slow.root")),
     )
 
 
@@ -237,7 +240,7 @@ class Checkpoint(Workload):
             max_to_keep=ck.max_to_keep,
             keep=ck.keep,
             tag=tag,
-            bucket=_bucket(store, tag),
+            bucket=_bucket(store, tag, ck.slow.root),
         )
         bucket = settings.bucket
         recovered = ckpt_recovery.recover_all(

@@ -8,8 +8,14 @@ from its disk) against the SHA-256 of the fast copy. The checkpoint's manifest
 one is an incomplete checkpoint, never restored. Retention, removal and the restore's download work on
 the run's own key prefix only; nothing outside the tool's prefix is ever written or deleted.
 
-A ``Bucket`` is plain data (the endpoint, the run's tag, the embedded server's keys held in memory only):
-the drain's process gets it as it is and opens a client of its own.
+Every key is recorded in the run's own local record (``jobs.storage.objectstore.journal``, in the tool's
+folder on ``checkpoint.slow.root``) before it is put, and the run's facts (kept? finished?) live there
+too: the tool lists, retains and deletes only objects its record names, so an object or a manifest
+someone else put under the prefix is neither taken for a checkpoint nor deleted.
+
+A ``Bucket`` is plain data (the endpoint, the run's tag, the embedded server's keys held in memory only,
+the records' folder): the drain's process gets it as it is, opens a client of its own and appends to the
+same record.
 """
 
 from __future__ import annotations
@@ -21,12 +27,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from jobs.storage.objectstore import journal
 from jobs.storage.objectstore.client import StoreError, why
 from jobs.storage.objectstore.endpoint import Credentials, Endpoint
 from jobs.workloads.checkpoint.store import MANIFEST, read_manifest
 
 SUBDIR = "checkpoints"  # below the tool's prefix, as on a file-system tier (saving.SUBDIR)
-RUN_FACTS = "run.json"  # what the run is: written when it starts, finished=true when it is done
 _CHUNK = 1 << 22
 _CLIENTS: dict = {}  # (endpoint, access key) -> this process's boto3 client
 
@@ -39,6 +45,7 @@ class Bucket:
     tag: str
     credentials: Credentials | None = field(default=None, repr=False)  # None: the user's AWS settings
     server_data: str | None = None  # the embedded server's data folder (None: a user's endpoint)
+    records: str | None = None  # the folder of the runs' local records (None: none; nothing is deleted)
 
     @property
     def key_prefix(self) -> str:
@@ -55,6 +62,27 @@ class Bucket:
         if key not in _CLIENTS:
             _CLIENTS[key] = client.connect(self.endpoint, self.credentials, connections=8)
         return _CLIENTS[key]
+
+    def record(self) -> journal.Journal | None:
+        """The run's local record (named by its tag, unique per run), None without a records' folder."""
+        return journal.Journal.at(Path(self.records), self.tag) if self.records else None
+
+    def _recorded(self) -> set[str]:
+        """The keys the run's record names: the only objects of the bucket the run calls its own."""
+        j = self.record()
+        rec = j.read() if j is not None else None
+        if rec is None or not rec.of(self.endpoint):
+            return set()
+        return set(journal.keys_in(rec, self.endpoint))
+
+    def _will_put(self, name: str) -> str:
+        """The key of ``name``, recorded before it is put (the record made by the run's ``write_facts``)."""
+        key = self._key(name)
+        j = self.record()
+        if j is None or not j.exists():
+            raise StoreError(f"{self.url}: the run has no local record of its objects; nothing is put")
+        j.put(key)
+        return key
 
     def _key(self, name: str) -> str:
         if "/" in name or name in ("", ".", ".."):
@@ -96,7 +124,7 @@ class Bucket:
         self._call(
             self.client().put_object,
             Bucket=self.endpoint.bucket,
-            Key=self._key(prefix.name + MANIFEST),
+            Key=self._will_put(prefix.name + MANIFEST),
             Body=json.dumps(stored).encode(),
         )
         return prefix.name, time.perf_counter() - t0, sum(m["bytes"] for m in man["files"].values())
@@ -115,7 +143,7 @@ class Bucket:
             answer = self._call(
                 self.client().put_object,
                 Bucket=self.endpoint.bucket,
-                Key=self._key(path.name),
+                Key=self._will_put(path.name),
                 Body=f,
                 ContentMD5=base64.b64encode(md5.digest()).decode(),
             )
@@ -145,7 +173,10 @@ class Bucket:
         return cache.evict(files).resident_bytes_after
 
     def objects(self) -> dict[str, int]:
-        """name -> size of every object of the run."""
+        """name -> size of every object of the run: in the bucket, and named by the run's record."""
+        ours = self._recorded()
+        if not ours:
+            return {}
         out = {}
         pages = (
             self.client()
@@ -154,7 +185,8 @@ class Bucket:
         )
         try:
             for page in pages:
-                out.update({o["Key"].rsplit("/", 1)[1]: o["Size"] for o in page.get("Contents", [])})
+                mine = [o for o in page.get("Contents", []) if o["Key"] in ours]
+                out.update({o["Key"].rsplit("/", 1)[1]: o["Size"] for o in mine})
         except Exception as e:  # noqa: BLE001 - one line naming the endpoint
             raise why(e, self.endpoint) from None
         return out
@@ -198,9 +230,9 @@ class Bucket:
         self._delete([n for n in there if n.startswith(name + ".") and n != name + MANIFEST])
 
     def drop_incomplete(self) -> list[str]:
-        """Delete the objects no manifest lists (a drain cut off midway); returns their names."""
+        """Delete the run's objects no manifest lists (a drain cut off midway); returns their names."""
         there = self.objects()
-        listed = {RUN_FACTS}
+        listed = set()
         for name in (n[: -len(MANIFEST)] for n in there if n.endswith(MANIFEST)):
             listed |= {name + MANIFEST, *((self.manifest(name) or {}).get("files", {}))}
         stray = sorted(set(there) - listed)
@@ -208,17 +240,19 @@ class Bucket:
         return stray
 
     def remove_all(self) -> int:
-        """Delete every object of the run; returns the bytes they held."""
-        from jobs.storage.objectstore import objects
-
+        """Delete every object the run's record names, then the record; returns the bytes they held."""
         held = sum(self.objects().values())
-        objects.delete_prefix(self.client(), self.endpoint, self.key_prefix)
+        j = self.record()
+        if j is not None:
+            self._call(journal.clean, self.client(), self.endpoint, j)
         return held
 
     def bytes(self) -> int:
-        return sum(size for name, size in self.objects().items() if name != RUN_FACTS)
+        return sum(self.objects().values())
 
     def _delete(self, names: list[str]) -> None:
+        ours = self._recorded()
+        names = [n for n in names if self._key(n) in ours]
         for i in range(0, len(names), 1000):
             chunk = [{"Key": self._key(n)} for n in names[i : i + 1000]]
             answer = self._call(
@@ -233,27 +267,23 @@ class Bucket:
                     f"not deleted: {first.get('Code')} {first.get('Message', '')}"
                 )
 
-    # the run's facts, for the recovery after a kill
+    # the run's facts, for the recovery after a kill: in its local record, never read from the bucket
 
     def write_facts(self, **facts) -> None:
-        self._call(
-            self.client().put_object,
-            Bucket=self.endpoint.bucket,
-            Key=self._key(RUN_FACTS),
-            Body=json.dumps(facts).encode(),
-        )
+        """Note the run's facts in its record, made by the first call (the run's process: its life is
+        what tells a recovery whether the run still goes on)."""
+        j = self.record()
+        if j is None:
+            return
+        if not j.exists():
+            j = journal.Journal.create(Path(self.records), self.tag, self.endpoint)
+        j.note(**facts)
 
     def facts(self) -> dict:
-        """The run's facts ({} when it wrote none)."""
-        try:
-            body = self.client().get_object(Bucket=self.endpoint.bucket, Key=self._key(RUN_FACTS))
-            return json.loads(body["Body"].read())
-        except Exception as e:  # noqa: BLE001
-            if getattr(e, "response", {}).get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-                return {}
-            if isinstance(e, ValueError):
-                return {}
-            raise why(e, self.endpoint) from None
+        """The run's facts ({} when it noted none)."""
+        j = self.record()
+        rec = j.read() if j is not None else None
+        return rec.facts if rec is not None and rec.of(self.endpoint) else {}
 
     # the restore
 

@@ -204,7 +204,10 @@ class ShardedCheckpoint(Workload):
     @staticmethod
     def _space(tier, s, written: int, name: str = "storage", runs: int = 1) -> None:
         """Refuse, before anything is written, a shape whose written ranks (those of all ``runs`` runs, when
-        they are kept) do not fit on the tier."""
+        they are kept) do not fit on the tier: its root's disk, or the embedded server's, whose objects lie
+        on its root (a user's endpoint: its space is not this machine's to count)."""
+        if tier.kind == "object" and tier.endpoint:
+            return
         if tier.emulate is not None:
             free, where = tier.emulate.size_gb * GB, f"{name}'s emulated image"
         else:
@@ -343,46 +346,32 @@ def _in_folders(ctx: RunContext, name: str, model_rank: int, files, size: int, c
 
 def _on_store(ctx: RunContext, name: str, model_rank: int, files, content, base):
     """The rank's phases on the cell's object store (``storage=s3``): its shard's objects under
-    ``<prefix>/checkpoints/<run>/rank<r>``, deleted after the load unless ``checkpoint.keep=true``, and
-    whatever the run had put when it fails; rank 0 first removes what killed runs on this host left
-    (``objectio.remove_killed``). Returns (timings, bytes left, the killed runs' ranks removed)."""
-    from jobs.storage.objectstore import objects, tier
+    ``<prefix>/checkpoints/<run>/rank<r>``, each key recorded in the rank's own local record before it is
+    written (``objectio.begin``), deleted after the load unless ``checkpoint.keep=true``, and whatever the
+    run had put (its open uploads aborted) when it fails; rank 0 first removes what killed runs on this
+    host recorded. Nothing the bucket says is taken as proof of whose an object is. Returns (timings,
+    bytes left, the killed runs' ranks removed)."""
+    from jobs.storage.objectstore import tier
     from jobs.workloads.shards import objectio
 
     store = tier.opened(ctx.ds.store)
-    runs = f"{store.endpoint.prefix}/checkpoints"
-    removed = objectio.remove_killed(store, runs, PREFIX) if ctx.rank == 0 else []
-    prefix = f"{runs}/{name}/rank{model_rank:05d}"
-    objectio.claim(store, prefix)
+    j, removed = objectio.begin(ctx, store, name, model_rank)
+    prefix = f"{store.endpoint.prefix}/checkpoints/{name}/rank{model_rank:05d}"
     try:
         if ctx.cfg.framework.name == "pytorch":
             from jobs.workloads.shards import dcp
 
-            t = dcp.on_store(ctx, store, prefix, files, content, base)
+            t = dcp.on_store(ctx, store, prefix, files, content, base, j)
             written = t.pop("files_written")
         else:
-            t = objectio.phases(ctx, store, prefix, files, content, base)
+            t = objectio.phases(ctx, store, prefix, files, content, base, j)
             written = files
     except BaseException:
-        _delete_quietly(store, prefix)
+        objectio.finish(store, j, keep=False, failed=True)
         raise
-    if ctx.cfg.checkpoint.keep:
-        objectio.keep(store, prefix)
-        return t, sum(b for _, b in written), removed
-    objects.delete_prefix(store.client, store.endpoint, prefix)
-    return t, 0, removed
-
-
-def _delete_quietly(store, prefix: str) -> None:
-    """Delete what a failed run put; a store that no longer answers is logged, not raised over the run's
-    own error."""
-    from jobs.storage.objectstore import objects
-    from jobs.storage.objectstore.client import StoreError
-
-    try:
-        objects.delete_prefix(store.client, store.endpoint, prefix)
-    except StoreError as e:
-        log.warning("the run's shard under %s could not be removed: %s", prefix, e)
+    keep = ctx.cfg.checkpoint.keep
+    objectio.finish(store, j, keep)
+    return t, sum(b for _, b in written) if keep else 0, removed
 
 
 class TierFullError(RuntimeError):

@@ -140,19 +140,47 @@ def _s3_client(store):
     )
 
 
-def _on(io, store, prefix: str):
+def _recording(journal):
+    """s3torchconnector's DCP file system, each key it writes (a stream's, a rename's target) recorded in
+    ``journal`` before its first request: the CRT's multipart uploads never show their IDs, and the
+    record's keys are what a clean-up after a kill aborts uploads on and deletes (``journal.clean``)."""
+    import contextlib
+
+    from s3torchconnector.dcp import S3FileSystem
+
+    def key(path) -> str:  # s3://<bucket>/<key>
+        return str(path).removeprefix("s3://").split("/", 1)[1]
+
+    class Recording(S3FileSystem):
+        @contextlib.contextmanager
+        def create_stream(self, path, mode: str):
+            if mode == "wb":
+                journal.put(key(path))
+            with super().create_stream(path, mode) as stream:
+                yield stream
+
+        def rename(self, old_path, new_path) -> None:
+            journal.put(key(new_path))
+            super().rename(old_path, new_path)
+
+    return Recording
+
+
+def _on(io, store, prefix: str, journal=None):
     """DCP's S3 writer or reader (``io``) at ``s3://<bucket>/<prefix>`` of the cell's store: its file
-    system given the store's endpoint, which the class takes no other way."""
+    system given the store's endpoint, which the class takes no other way (a writer's records every key
+    in ``journal`` first)."""
     from s3torchconnector.dcp import S3FileSystem
 
     url = f"s3://{store.endpoint.bucket}/{prefix}"
     it = io(store.endpoint.region, url)
-    it.fs = S3FileSystem(store.endpoint.region, s3_client=_s3_client(store))
+    fs = S3FileSystem if journal is None else _recording(journal)
+    it.fs = fs(store.endpoint.region, s3_client=_s3_client(store))
     it.path = it.fs.init_path(url)
     return it
 
 
-def on_store(ctx, store, prefix: str, files: list[tuple[str, int]], content, base: bytes) -> dict:
+def on_store(ctx, store, prefix: str, files: list[tuple[str, int]], content, base: bytes, journal) -> dict:
     """``phases`` on the cell's object store (``storage=s3``): the rank's state dict saved by DCP through
     s3torchconnector's ``S3StorageWriter`` under ``prefix`` (durable once every PUT was answered), every rank
     saved, the embedded server's files evicted, then loaded back cold by its ``S3StorageReader``, every
@@ -171,13 +199,12 @@ def on_store(ctx, store, prefix: str, files: list[tuple[str, int]], content, bas
         ctx.mark("start")
         t0 = time.perf_counter()
         with _alone():
-            dcp.save(tensors, storage_writer=_on(S3StorageWriter, store, prefix), no_dist=True)
+            dcp.save(tensors, storage_writer=_on(S3StorageWriter, store, prefix, journal), no_dist=True)
         out = {"save_s": time.perf_counter() - t0}
         ctx.barrier("saved")
         there = objects.sizes_under(store.client, store.endpoint, prefix)
-        written = sorted(
-            (k.rsplit("/", 1)[1], n) for k, n in there.items() if not k.endswith("/" + objectio.OWNER)
-        )
+        ours = set(journal.read().keys)  # what DCP wrote: not whatever else lies under the prefix
+        written = sorted((k.rsplit("/", 1)[1], n) for k, n in there.items() if k in ours)
         cache.evict(store.server_files())
         ctx.barrier("evicted")
         fresh = {k: torch.empty_like(v) for k, v in tensors.items()}

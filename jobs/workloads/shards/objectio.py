@@ -5,16 +5,24 @@ once the store answered; then, the embedded server's files evicted, read back co
 streamed in ``block_mb`` reads, every byte checked as ``shardio.read`` checks a file's.
 
 The same bytes as on a file-system tier (``shardio.Content``); the requests are boto3's, as every other
-request of the tool (PyTorch's DCP writes through s3torchconnector instead: ``dcp``)."""
+request of the tool (PyTorch's DCP writes through s3torchconnector instead: ``dcp``). Every key, and every
+multipart upload's ID, is recorded in the rank's local record first (``jobs.storage.objectstore.journal``):
+what the rank, a failure or the next run after a kill removes is what a record names, never what the
+bucket holds."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
+import socket
 import time
+from pathlib import Path
 
 from jobs.storage.objectstore.client import StoreError, why
 from jobs.workloads.shards import shardio
 
+log = logging.getLogger(__name__)
 MIN_PART = 5 * 1024 * 1024  # S3's smallest part of a multipart upload (but the last)
 
 
@@ -33,16 +41,19 @@ def _blocks(file_no: int, size: int, content: shardio.Content, base: bytes, part
         yield bytes(piece)
 
 
-def _put(s3, bucket: str, key: str, pieces) -> None:
+def _put(s3, bucket: str, key: str, pieces, journal) -> None:
     """One object from ``pieces``: a PUT when there is one, else a multipart upload (aborted on failure, so
-    no part outlives it)."""
+    no part outlives it). The key is recorded in ``journal`` before any request, the upload's ID as soon as
+    the store gave it: a kill between two parts leaves what the next run needs to abort it."""
     first = next(pieces)
     second = next(pieces, None)
+    journal.put(key)
     if second is None:
         s3.put_object(Bucket=bucket, Key=key, Body=first)
         return
     upload = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
     try:
+        journal.upload(key, upload)
         parts = []
         for number, body in enumerate((first, second, *pieces), start=1):
             answer = s3.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=number, Body=body)
@@ -53,13 +64,16 @@ def _put(s3, bucket: str, key: str, pieces) -> None:
     except BaseException:
         try:
             s3.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload)
-        except Exception:  # noqa: BLE001 - the first failure is the one to report
+        except Exception:  # noqa: BLE001 - the first failure is the one to report; the record stays
             pass
         raise
 
 
-def write(store, prefix: str, files: list[tuple[str, int]], content: shardio.Content, base: bytes) -> float:
-    """Put every file of the shard as an object under ``prefix``; seconds taken."""
+def write(
+    store, prefix: str, files: list[tuple[str, int]], content: shardio.Content, base: bytes, journal
+) -> float:
+    """Put every file of the shard as an object under ``prefix``, each key recorded first in ``journal``
+    (``jobs.storage.objectstore.journal``); seconds taken."""
     part = max(MIN_PART, content.block)
     t0 = time.perf_counter()
     for file_no, (name, size) in enumerate(files):
@@ -69,6 +83,7 @@ def write(store, prefix: str, files: list[tuple[str, int]], content: shardio.Con
                 store.endpoint.bucket,
                 f"{prefix}/{name}",
                 _blocks(file_no, size, content, base, part),
+                journal,
             )
         except StoreError:
             raise
@@ -113,14 +128,14 @@ def read(store, prefix: str, files: list[tuple[str, int]], content: shardio.Cont
 
 
 def phases(
-    ctx, store, prefix: str, files: list[tuple[str, int]], content: shardio.Content, base: bytes
+    ctx, store, prefix: str, files: list[tuple[str, int]], content: shardio.Content, base: bytes, journal
 ) -> dict:
     """``shardio.phases`` on the store: save, every rank saved, the server's files evicted, the cold load;
     the device bytes are the embedded server's reads during the load (None on a user's endpoint)."""
     from jobs.storage import cache
 
     ctx.mark("start")
-    out = {"save_s": write(store, prefix, files, content, base)}
+    out = {"save_s": write(store, prefix, files, content, base, journal)}
     ctx.barrier("saved")
     cache.evict(store.server_files())
     ctx.barrier("evicted")
@@ -146,54 +161,47 @@ def server_reads(ctx, store):
         reads[0] = 0
 
 
-OWNER = "owner.json"  # in a rank's prefix: the host and process putting it, and whether the run kept it
+def records(ctx) -> Path:
+    """The folder of the records of what the cell's ranks put (``journal``): the tool's own, on
+    ``storage.root``, local to the host whose next run cleans up after a killed one."""
+    from jobs.storage.objectstore import journal
+
+    return journal.folder(ctx.cfg.storage.root, "storage.root")
 
 
-def claim(store, prefix: str) -> None:
-    """Say who puts the rank's objects under ``prefix``, before the first of them: a later run on this host
-    removes them if that process died (``remove_killed``)."""
-    _owner(store, prefix, kept=False)
+RECORD = "shards-"  # what the names of the ranks' records start with
 
 
-def keep(store, prefix: str) -> None:
-    """The run finished and keeps its shard (``checkpoint.keep=true``): no later run removes it."""
-    _owner(store, prefix, kept=True)
+def begin(ctx, store, run: str, rank: int):
+    """The rank's record (``journal``), made before it puts anything; rank 0 first cleans up after the
+    ranks of killed runs on this host (their uploads aborted, their recorded objects deleted: nothing
+    else). Returns (the record, the prefixes (a killed rank's) whose objects the clean-up deleted)."""
+    from jobs.storage.objectstore import journal
+
+    where = records(ctx)
+    removed: list[str] = []
+    if ctx.rank == 0:
+        for dead in journal.dead_records(where, store.endpoint, RECORD):
+            removed += journal.clean(store.client, store.endpoint, dead)
+    removed = sorted({k.rsplit("/", 1)[0] for k in removed})
+    name = f"{RECORD}{socket.gethostname()}-{os.getpid()}-{run}-rank{rank:05d}"
+    return journal.Journal.create(where, name, store.endpoint), removed
 
 
-def _owner(store, prefix: str, kept: bool) -> None:
-    import json
-    import os
-    import socket
+def finish(store, j, keep: bool, failed: bool = False) -> None:
+    """The rank is done with its objects: kept for the user (``checkpoint.keep=true``, the record goes and
+    no later run touches them), or removed (its uploads aborted, its recorded keys deleted). A failed
+    rank's clean-up that fails too is logged, never raised over the run's own error; its record stays
+    for the next run."""
+    from jobs.storage.objectstore import journal
+    from jobs.storage.objectstore.client import StoreError
 
-    body = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "kept": kept}).encode()
+    if keep and not failed:
+        j.forget()
+        return
     try:
-        store.client.put_object(Bucket=store.endpoint.bucket, Key=f"{prefix}/{OWNER}", Body=body)
-    except Exception as e:  # noqa: BLE001 - one line naming the endpoint
-        raise why(e, store.endpoint) from None
-
-
-def remove_killed(store, runs: str, run_prefix: str) -> list[str]:
-    """Remove the ranks under ``runs`` (``<prefix>/checkpoints``) whose run folder starts ``run_prefix`` and
-    whose process, on this host, died before it finished (a killed campaign's): only what such a process
-    claimed; another host's, a live one's and a kept one's stay. Returns the rank prefixes removed."""
-    import json
-    import socket
-
-    from jobs.storage.objectstore import objects, server
-
-    host, removed = socket.gethostname(), []
-    for key in sorted(objects.sizes_under(store.client, store.endpoint, runs)):
-        rest = key[len(runs) + 1 :].split("/")
-        if len(rest) != 3 or not rest[0].startswith(run_prefix) or rest[2] != OWNER:
-            continue
-        try:
-            body = store.client.get_object(Bucket=store.endpoint.bucket, Key=key)["Body"].read()
-            owner = json.loads(body)
-        except Exception:  # noqa: BLE001 - unreadable: not known to be a dead run's, left alone
-            continue
-        if owner.get("host") != host or owner.get("kept") or server.alive(int(owner.get("pid", 0))):
-            continue
-        rank = key.rsplit("/", 1)[0]
-        objects.delete_prefix(store.client, store.endpoint, rank)
-        removed.append(rank)
-    return removed
+        journal.clean(store.client, store.endpoint, j)
+    except StoreError as e:
+        if not failed:
+            raise
+        log.warning("the run's shard in %s could not be removed: %s", store.endpoint.url, e)
