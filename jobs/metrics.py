@@ -216,6 +216,14 @@ METRICS: dict[str, Metric] = {
             "mean requests in flight on the data device (weighted ms / ms)",
         ),
         Metric(
+            "device_requests_in_flight",
+            "requests",
+            "",
+            "modelled tiers: mean requests the device had in flight as each arrived, itself included "
+            "(1.0: one at a time); counted by the model, so a busy CPU that stretches the run's wall time "
+            "does not lower it as it lowers device_queue_depth",
+        ),
+        Metric(
             "device_read_mb_s",
             "MB/s",
             "",

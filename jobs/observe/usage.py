@@ -25,6 +25,8 @@ class Snapshot:
     cpu_s: float  # user + system time of this process (all its threads) and its waited-for children, s
     disk: tuple[int, int, int, int] | None  # reads completed, sectors read, ms doing I/O, weighted ms
     machine: tuple[int, int] | None  # the machine's CPU ticks: (busy, total), every process's, /proc/stat
+    # a modelled device's (requests submitted, sum of the requests in flight at each submission)
+    in_flight: tuple[int, int] | None = None
 
 
 def cores() -> int:
@@ -39,19 +41,18 @@ def cores() -> int:
     return n
 
 
-def _disk(name: str | None) -> tuple[int, int, int, int] | None:
+def _disk(name: str | None, model: dict | None) -> tuple[int, int, int, int] | None:
     if not name:
         return None
     if name.startswith(modeled.PREFIX):  # the modelled drive's own counters, in diskstats's units
-        c = modeled.counters(name)
         return (
             None
-            if c is None
+            if model is None
             else (
-                c["reads"],
-                c["read_bytes"] // SECTOR,
-                round(c["busy_s"] * 1000),
-                round(c["weighted_s"] * 1000),
+                model["reads"],
+                model["read_bytes"] // SECTOR,
+                round(model["busy_s"] * 1000),
+                round(model["weighted_s"] * 1000),
             )
         )
     try:
@@ -77,13 +78,20 @@ def snapshot(disk: str | None) -> Snapshot:
     """The counters now; ``disk``: the data device's name in /proc/diskstats (None: no device)."""
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-    return Snapshot(time.perf_counter(), cpu, _disk(disk), _machine())
+    model = modeled.counters(disk) if disk and disk.startswith(modeled.PREFIX) else None
+    in_flight = (
+        (model["reads"] + model["writes"], model["in_flight_at_submit"])
+        if model and "in_flight_at_submit" in model
+        else None
+    )
+    return Snapshot(time.perf_counter(), cpu, _disk(disk, model), _machine(), in_flight)
 
 
 def between(a: Snapshot, b: Snapshot, parallelism: int | None = None, nodes: int = 1) -> dict:
     """The run's usage from two snapshots: CPU seconds, cores kept busy, the share of the cores the run
     could use (``min(cores, parallelism)`` on each of ``nodes`` nodes like this one), and the device's
-    busy fraction, mean queue depth, read rate and read requests per second (None without a device)."""
+    busy fraction, mean queue depth (a modelled device's also as it saw each request arrive), read rate
+    and read requests per second (None without a device)."""
     wall = max(b.t - a.t, 1e-9)
     usable = (min(cores(), parallelism) if parallelism else cores()) * max(1, nodes)
     busy = (b.cpu_s - a.cpu_s) / wall
@@ -95,12 +103,16 @@ def between(a: Snapshot, b: Snapshot, parallelism: int | None = None, nodes: int
         "cpu_share": busy / usable,
         "device_busy": None,
         "device_queue_depth": None,
+        "device_requests_in_flight": None,
         "device_read_mb_s": None,
         "device_read_iops": None,
         "machine_cpu_busy": None,
     }
     if a.machine is not None and b.machine is not None and b.machine[1] > a.machine[1]:
         out["machine_cpu_busy"] = (b.machine[0] - a.machine[0]) / (b.machine[1] - a.machine[1])
+    if a.in_flight is not None and b.in_flight is not None and b.in_flight[0] > a.in_flight[0]:
+        submitted, summed = (y - x for x, y in zip(a.in_flight, b.in_flight))
+        out["device_requests_in_flight"] = summed / submitted
     if a.disk is not None and b.disk is not None:
         reads, sectors, ticks, weighted = (y - x for x, y in zip(a.disk, b.disk))
         out.update(

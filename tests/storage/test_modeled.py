@@ -198,9 +198,11 @@ def test_a_cell_on_the_modelled_hdd_is_cold_counted_and_bound_by_its_queue(cwd, 
     assert all(r["provenance"]["modeled_tiers"][0]["geometry"]["average_seek_ms"] == 8.2 for r in recs)
     for run in runs.values():
         assert run["device_busy"] > 0.1 and run["device_read_mb_s"] > 0
-    # more reads in flight: one reader never has more than one; four keep more, though on 2 cores shared
-    # with the FUSE layer and another test worker not always four (1.46 in a loaded CI run)
-    assert runs[1]["device_queue_depth"] < 1.0 < 1.2 < runs[4]["device_queue_depth"]
+    # more reads in flight: one reader has one at a time (the kernel's read-ahead now and then a second); four
+    # keep more, as the drive saw them arrive: a count, not the time-averaged queue depth, which a busy CPU
+    # lowers (1.46 in a loaded CI run; the count 1.03 and 2.3 at load 5)
+    one, four = runs[1]["device_requests_in_flight"], runs[4]["device_requests_in_flight"]
+    assert 1.0 <= one < 1.25 < 1.5 < four <= 4 + 1, (one, four)
 
 
 def test_the_paper_study_reads_its_hdd_from_the_modelled_drive_where_fuse_works():

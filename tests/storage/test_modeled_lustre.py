@@ -135,8 +135,11 @@ def test_a_cell_on_the_modelled_lustre_is_cold_counted_and_latency_bound(cwd, tm
         assert r["provenance"]["modeled_tiers"][0]["geometry"]["osts"] == 248
     for run in runs.values():
         assert 0 < run["device_busy"] < 0.5  # no OST nor the link saturated
-    assert runs[4]["images_per_s"] > 2 * runs[1]["images_per_s"]  # reads on several OSTs at once
-    assert runs[1]["device_queue_depth"] < 1.0 < 2.0 < runs[4]["device_queue_depth"]
+    # reads on several OSTs at once, as the file system saw them arrive: a count, which a busy CPU lowers far
+    # less than the time-averaged queue depth or the rate (1.02 and 2.4-2.6 at load 6; the rates' ratio is
+    # a benchmark's: python -m benchmarks.modeled_disk)
+    one, four = runs[1]["device_requests_in_flight"], runs[4]["device_requests_in_flight"]
+    assert 1.0 <= one < 1.25 < 1.5 < four <= 4 + 1, (one, four)  # 4 readers, and the kernel's read-ahead
     rows = pd.read_csv(tmp_path / "c" / "results.csv")
     assert set(rows["storage"]) == {"modeled_lustre"}
     for _, row in rows.iterrows():

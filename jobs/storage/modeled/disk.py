@@ -107,6 +107,9 @@ class Counters:
     busy_s: float = 0.0  # time the drive was serving a request
     weighted_s: float = 0.0  # sum over requests of submit-to-completion time (mean queue depth x time)
     max_queue: int = 0
+    # sum over requests of the requests in flight when each was submitted, itself included: divided by the
+    # requests, how many the drive had at once as it saw them, whatever the CPUs' load did to wall time
+    in_flight_at_submit: int = 0
     late: int = 0  # requests whose bytes reached the layer after their modelled completion
     late_s: float = 0.0
 
@@ -132,6 +135,7 @@ class Disk:
         self.clock, self.sleep = clock, sleep
         self.counters = Counters()
         self._pending: list[_Request] = []
+        self._in_flight = 0  # submitted and not yet finished (the one being served included)
         self._cv = threading.Condition()
         self._head = 0.0
         self._segments: list[list[float]] = []  # cached [start, end) byte ranges, least recently used first
@@ -145,7 +149,9 @@ class Disk:
         r = _Request(float(position), int(size), write, self.clock())
         with self._cv:
             self._pending.append(r)
+            self._in_flight += 1
             self.counters.max_queue = max(self.counters.max_queue, len(self._pending))
+            self.counters.in_flight_at_submit += self._in_flight
             self._cv.notify()
         return r
 
@@ -234,6 +240,7 @@ class Disk:
             self._head = r.position + r.size
             self._last_done = end
             r.finished = end
+            self._in_flight -= 1
             c.busy_s += end - start
             c.weighted_s += end - r.submitted
             if r.write:

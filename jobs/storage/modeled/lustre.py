@@ -196,6 +196,7 @@ class Lustre:
             c.busy_s = max(c.link_busy_s, max(self._ost_busy.values(), default=0.0))
             self._outstanding += 1
             c.max_queue = max(c.max_queue, self._outstanding)
+            c.in_flight_at_submit += self._outstanding
             if write:
                 c.writes += 1
                 c.write_bytes += size
