@@ -270,7 +270,8 @@ def test_slow_tier_missing_is_an_error_before_training(tmp_path):
 @pytest.mark.tiers
 @needs_root
 def test_stalls_order_and_the_figures_render(tmp_path):
-    """fast (tmpfs) < slow (throttled HDD); the burst buffer stalls like the fast tier."""
+    """Checkpoints to the fast tier (tmpfs), the slow one (a throttled HDD) and through the burst buffer:
+    every stall recorded, each tier's, restored cold, and the figures rendered."""
     img = tmp_path / "img"
     out = tmp_path / "sweep"
     make_jpegs(tmp_path / "data", 64, classes=2)
@@ -296,11 +297,15 @@ def test_stalls_order_and_the_figures_render(tmp_path):
     )
     assert p.returncode == 0, p.stderr[-3000:]
     df = pd.read_csv(out / "results.csv")
-    stall = df.groupby("checkpoint_target")[
-        "median_stall_s"
-    ].median()  # each run's median of its 3 checkpoints
-    assert stall["fast"] * 3 < stall["slow"]
-    assert stall["burst_buffer"] < stall["fast"] * 1.5 + 0.05
+    ck = pd.read_csv(out / "checkpoints.csv")
+    # The stalls' order (fast < slow, the burst buffer like fast) is a ratio of times on a few MB that a busy
+    # machine moves: `python -m benchmarks.checkpoint_stall` prints it. What holds under any load: the slow
+    # tier's throttle puts a floor under each of its stalls (its bytes at 20 MB/s, which a busy CPU can only
+    # raise), and the burst buffer's training waited for the fast tier alone: every checkpoint went there,
+    # and reached the slow tier after its stall.
+    slow, bb_ck = (ck[ck["checkpoint_target"] == t] for t in ("slow", "burst_buffer"))
+    assert (slow["tier"] == "slow").all() and (slow["stall_s"] >= 0.9 * slow["bytes"] / 20e6).all(), slow
+    assert (bb_ck["tier"] == "fast").all() and (bb_ck["drained_after_s"] >= 0).all(), bb_ck
     bb = df[df["checkpoint_target"] == "burst_buffer"]
     assert (bb["drain_after_end_s"] > 0).all()
     # the images are on the local disk beside other work: the run's device bytes are its own process's, and
@@ -311,7 +316,6 @@ def test_stalls_order_and_the_figures_render(tmp_path):
     ]
     for name in ("fig9.png", "fig10.png", "checkpoints.csv"):
         assert (out / name).stat().st_size > 0
-    ck = pd.read_csv(out / "checkpoints.csv")
     assert set(ck["tier"]) == {"fast", "slow"} and (ck["stall_s"] > 0).all()
     assert (df["checkpoint_effective_target"] == df["checkpoint_target"]).all()  # nothing fell back
     # measured, recorded, then removed from both tiers: a run leaves no bytes behind
