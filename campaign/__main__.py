@@ -80,5 +80,17 @@ def run() -> int:
     return 0
 
 
+def exit_with(status: int) -> None:
+    """End the process: at once where a signal left a step or a fetch inside TensorFlow or PyTorch (the
+    interpreter's shutdown would tear their objects down under it), normally otherwise."""
+    from jobs import interrupts
+
+    if interrupts.abandoned():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    sys.exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(run())
+    exit_with(run())

@@ -8,6 +8,13 @@ and ``check()``, which the batch loops call between batches, raises it; elsewher
 once. SIGINT raises KeyboardInterrupt, SIGTERM ``Interrupted``; both unwind the cell (tiers torn
 down, locks released) up to ``campaign.__main__``.
 
+A signal cannot reach a thread that is inside C++ code: an AlexNet step that takes tens of seconds on a
+busy CPU, or a GET of TensorFlow's native reader that waits 60 s on a store that stopped answering,
+would hold it until it returned. So the loops run each batch's fetch and each step through
+``waiting()``: on a helper thread of its own, while the main thread only waits and calls ``check()``
+every ``WAIT_S``. A signal then ends the run within that time; the helper, left inside its call, is a
+daemon thread, and ``campaign.__main__`` ends the process without waiting for it (``abandoned()``).
+
 Raised inside TensorFlow's C++ bindings (building a pipeline traces Python functions through pybind11),
 the interrupt comes back out as a ``RuntimeError`` ("MISMATCH of original and normalized active
 exception types ... REPLACED BY KeyboardInterrupt"; seen in 1 of 16 CI runs, which then recorded the
@@ -18,12 +25,19 @@ cell turns an exception that follows one back into the interrupt (``campaign.cel
 from __future__ import annotations
 
 import contextlib
+import queue
 import signal
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+T = TypeVar("T")
+WAIT_S = 0.1  # how often the main thread looks for a signal while a helper computes or fetches
 
 _pending: list[int] = []  # a signal noted while TensorFlow iterated
 _depth = [0]  # how many deferred() blocks the main thread is in
 _received: list[int] = []  # every signal routed here, in order
+_abandoned: list[threading.Thread] = []  # helpers left inside a call when a signal ended the wait
 _repeat = [True]  # whether a second signal interrupts again (False: it is only noted, clean-up goes on)
 
 
@@ -84,3 +98,53 @@ def deferred() -> Iterator[None]:
     finally:
         _depth[0] -= 1
     check()
+
+
+class _Helper:
+    """One daemon thread that runs the calls ``waiting()`` gives it, one at a time."""
+
+    def __init__(self) -> None:
+        self.calls: queue.SimpleQueue = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._serve, name="iocampaign-step", daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            fn, args, box, done = self.calls.get()
+            try:
+                box.append((True, fn(*args)))
+            except BaseException as e:  # StopIteration included: the caller re-raises it
+                box.append((False, e))
+            done.set()
+
+
+_helper: list[_Helper] = []
+
+
+def waiting(fn: Callable[..., T], *args) -> T:
+    """``fn(*args)``, run on a helper thread while the main thread waits for it and raises a signal within
+    ``WAIT_S`` (in or out of ``deferred()``); outside the main thread, simply ``fn()``."""
+    if threading.current_thread() is not threading.main_thread():
+        return fn(*args)
+    check()
+    if not _helper:
+        _helper.append(_Helper())
+    helper, box, done = _helper[0], [], threading.Event()
+    helper.calls.put((fn, args, box, done))
+    try:
+        while not done.wait(WAIT_S):
+            check()
+    except BaseException:
+        if not done.is_set():  # the helper is still inside fn: leave it there, and use a new one
+            _abandoned.append(helper.thread)
+            _helper.clear()
+        raise
+    ok, value = box[0]
+    if ok:
+        return value
+    raise value
+
+
+def abandoned() -> bool:
+    """Whether a helper was left inside a call that a signal stopped waiting for."""
+    return any(t.is_alive() for t in _abandoned)

@@ -65,6 +65,81 @@ def test_an_interrupted_sweep_ends_in_one_line_naming_its_folder_and_leaves_no_r
     assert not (out / "0" / "record.json").exists()
 
 
+@pytest.mark.cells
+def test_a_signal_ends_a_cell_within_seconds_while_a_batch_takes_minutes(tmp_path):
+    """A batch of 4 images at 1 thread, each read 30 s late (a store that stopped answering; an AlexNet step
+    on a busy CPU takes as long): a signal waited for the batch, up to 2 min, deaf to SIGTERM in the C++
+    iterator meanwhile. The batch is fetched on a helper thread, so the campaign ends within seconds, in one
+    line, with no record, and its process does not wait for the helper."""
+    make_jpegs(tmp_path / "data", 8)
+    out = tmp_path / "sweep"
+    proc = start_module(
+        "campaign",
+        "-m",
+        "workload=microbench",
+        "threads=1",
+        "repeats=1",
+        "warmup=0",
+        "batch_size=4",
+        "workload.read_delay_ms=30000",
+        "dataset.source=folder",
+        f"dataset.path={tmp_path / 'data'}",
+        f"storage.root={tmp_path}",
+        f"hydra.sweep.dir={out}",
+        cwd=tmp_path,
+        env=python_env(TF_CPP_MIN_LOG_LEVEL="3"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and "run 1/1" not in "".join(
+            p.read_text() for p in out.glob("0/*.log")
+        ):
+            time.sleep(0.3)
+        time.sleep(2)  # inside the first batch's reads
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=100)
+        took = time.monotonic() - sent
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
+    # the first batch alone needs 120 s of reads: ending before half of it proves the wait was cut short
+    assert took < 60, took
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert "Traceback" not in err and sum(line.startswith("campaign:") for line in lines) == 1, err[-3000:]
+    assert "interrupted by SIGTERM" in lines[-1]
+    assert not (out / "0" / "record.json").exists()
+
+
+def test_a_call_deaf_to_signals_is_left_on_its_helper_and_the_wait_ends_at_once():
+    """``interrupts.waiting``: the main thread waits while the call runs on a helper; a signal raises within
+    a fraction of a second though the call (here a wait no signal ends) goes on, and it is marked abandoned;
+    the next call gets a helper of its own."""
+    import threading
+
+    from jobs import interrupts
+
+    old = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    interrupts.install()
+    never = threading.Event()
+    try:
+        assert interrupts.waiting(sum, [1, 2, 3]) == 6 and not interrupts.abandoned()
+        with pytest.raises(ZeroDivisionError):
+            interrupts.waiting(lambda: 1 / 0)  # the helper's exception, raised in the caller
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        with interrupts.deferred(), pytest.raises(interrupts.Interrupted):
+            interrupts.waiting(never.wait)
+        assert interrupts.abandoned()
+        assert interrupts.waiting(sum, [4]) == 4  # a new helper
+    finally:
+        never.set()
+        signal.signal(signal.SIGTERM, old[0])
+        signal.signal(signal.SIGINT, old[1])
+
+
 def test_a_signal_during_tensorflow_iteration_waits_for_the_next_batch():
     """A signal while TensorFlow iterates is noted and raised at the next check between batches (raised
     inside TensorFlow's iterator, it can corrupt the heap on the way out); elsewhere it is raised at once."""

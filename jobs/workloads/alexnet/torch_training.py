@@ -186,13 +186,13 @@ def _train(batches: Batches, step, steps: int) -> dict:
             interrupts.check()  # Ctrl-C and SIGTERM end the run here, between steps
             a = time.perf_counter()
             try:
-                x, idx, nbytes, y = next(it)
+                x, idx, nbytes, y = interrupts.waiting(next, it)
             except StopIteration:
                 break
             b = time.perf_counter()
             out["t_last_call"] = b
             if x is not None:
-                out["loss"] = step(x, y)
+                out["loss"] = interrupts.waiting(step, x, y)
                 out["last"] = (x, y)
             out["computes"].append(time.perf_counter() - b)
             out["waits"].append(b - a)

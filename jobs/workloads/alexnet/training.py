@@ -102,15 +102,14 @@ def _train(it, step, steps: int, t0: float) -> dict:
             interrupts.check()  # Ctrl-C and SIGTERM end the run here, between steps
             a = time.perf_counter()
             try:
-                x, idx, nbytes, y = next(it)
+                x, idx, nbytes, y = interrupts.waiting(next, it)
             except StopIteration:
                 out["exhausted"] = True
                 break
             b = time.perf_counter()
             out["t_last_call"] = b
-            out["loss"] = float(
-                step(x, y).numpy()
-            )  # reading the loss waits for the step to finish, GPU included
+            # reading the loss waits for the step to finish, GPU included
+            out["loss"] = float(interrupts.waiting(step, x, y).numpy())
             out["last"] = (x, y)
             out["computes"].append(time.perf_counter() - b)
             out["waits"].append(b - a)

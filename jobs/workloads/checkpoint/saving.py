@@ -368,11 +368,12 @@ def _train(it, step_fn, steps: int, saver, every: int) -> dict:
         for k in range(1, steps + 1):
             interrupts.check()  # Ctrl-C and SIGTERM end the run here, between steps
             try:
-                x, _, nbytes, y = next(it)
+                x, _, nbytes, y = interrupts.waiting(next, it)
             except StopIteration:
                 break
             if x is not None:  # None: every image of the batch was dropped as unreadable (DataLoader)
-                run["loss"] = float(step_fn(x, y))  # reading the loss back waits for the step
+                # reading the loss back waits for the step
+                run["loss"] = float(interrupts.waiting(step_fn, x, y))
             run["consumed"] += int(np.asarray(nbytes).sum())  # a tf.Tensor or a DataLoader's numpy array
             run["images"] += int(nbytes.shape[0])
             run["steps"] = k

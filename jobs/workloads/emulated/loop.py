@@ -42,7 +42,7 @@ def run_once(ds: Dataset, s: EmulatedSettings, mark=lambda name: None) -> dict:
             interrupts.check()  # Ctrl-C and SIGTERM end the run here, between steps
             a = time.perf_counter()
             try:
-                _, idx, nbytes = next(it)
+                _, idx, nbytes = interrupts.waiting(next, it)
             except StopIteration:
                 exhausted = True
                 break

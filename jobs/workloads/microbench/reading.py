@@ -72,7 +72,7 @@ def run_once(ds: Dataset, s: RunSettings, mark=None) -> RunResult:
         while s.batches is None or nb < s.batches:
             interrupts.check()  # Ctrl-C and SIGTERM end the run here, between batches
             try:
-                _, idx, nbytes = next(it)
+                _, idx, nbytes = interrupts.waiting(next, it)
             except StopIteration:
                 exhausted = True
                 break

@@ -58,7 +58,7 @@ def _pass(ds: Dataset, s: RunSettings, lo: Loader, mark, count) -> TorchResult:
             while s.batches is None or nb < s.batches:
                 interrupts.check()
                 try:
-                    batch = next(it)
+                    batch = interrupts.waiting(next, it)
                 except StopIteration:
                     break
                 t_last = time.perf_counter()
