@@ -743,3 +743,68 @@ def test_shards_are_one_object_each_a_content_of_their_own_and_read_through_the_
     again, facts = tier.put_dataset(st, ds)  # the same shards: nothing put again
     assert facts["objects_put"] == 0 and again.objects == stored.objects
     objects.delete_prefix(s3, s.endpoint, facts["dataset_prefix"])
+
+
+def test_s3fs_that_cannot_open_dev_fuse_is_one_line_quoting_fuses_error(store, shared, other_user):
+    """The real s3fs, run by the real second user, who may not open /dev/fuse: the one line quotes FUSE's
+    error and the tool's folder keeps no empty mount point. Before: it quoted s3fs's last INFO line
+    (``[INF] curl.cpp:InitMimeType(434): Loaded mime information``), which it prints after FUSE's error."""
+    from support.users import as_user_python
+
+    if os.stat("/dev/fuse").st_mode & 0o006:
+        pytest.skip("every user may open /dev/fuse here: s3fs mounts as any user")
+    s, _, _ = store
+    code = (
+        "import os\n"
+        "from jobs.storage.objectstore import client, fuse, tier\n"
+        "from jobs.storage.objectstore.endpoint import Endpoint\n"
+        # keys of no one's: s3fs fails at /dev/fuse, before it uses them
+        "os.environ.update(AWS_ACCESS_KEY_ID='not-a-key', AWS_SECRET_ACCESS_KEY='not-a-secret')\n"
+        f"store = tier.Store(Endpoint({s.endpoint.url!r}, {s.endpoint.bucket!r}), None)\n"
+        "try:\n"
+        f"    with fuse.mounted(store, 'iocampaign/none', {str(shared)!r}):\n"
+        "        print('mounted')\n"
+        "except client.StoreError as e:\n"
+        "    print(e)\n"
+    )
+    p = as_user_python(other_user, "-c", code, home=shared, cwd=shared)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout == (
+        f"storage.reader=fuse: s3fs could not mount bucket {s.endpoint.bucket} of {s.endpoint.url}: "
+        "fuse: failed to open /dev/fuse: Permission denied\n"
+    ), p.stdout
+    assert list((shared / f"iocampaign-{other_user[0]}").iterdir()) == []  # no s3mounts/ left
+
+
+def test_an_s3fs_mount_leaves_no_empty_mount_point_and_removes_a_killed_runs_only(store, tmp_path):
+    """A real s3fs mount and its end: its mount point goes, and ``s3mounts/`` with it when nothing else is
+    in it. An empty mount point a killed run left (its pid gone) goes at the next mount; a live run's,
+    a folder holding a file, a link and its target stay. Before: every one of them stayed, and so did
+    ``s3mounts/``."""
+    from jobs.storage.objectstore import fuse, tier
+
+    s, s3, _ = store
+    st = tier.Store(s.endpoint, s3, s)
+    root = tmp_path / "root"
+    with fuse.mounted(st, "iocampaign/none", str(root)) as point:
+        assert point.parent == root / "iocampaign" / fuse.SUBDIR and os.path.ismount(point)
+    assert not (root / "iocampaign" / fuse.SUBDIR).exists()  # its point, then the empty s3mounts/
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    live = subprocess.Popen(["sleep", "600"])
+    host, parent, elsewhere = socket.gethostname(), root / "iocampaign" / fuse.SUBDIR, tmp_path / "target"
+    killed, running, kept = (parent / f"{host}-{pid}" for pid in (dead.pid, live.pid, 1 << 30))
+    link = parent / f"{host}-{(1 << 30) + 1}"  # a pid no process has
+    for folder in (killed, running, kept, elsewhere):
+        folder.mkdir(parents=True)
+    (kept / "a-file").write_text("the user's\n")
+    link.symlink_to(elsewhere)
+    try:
+        with fuse.mounted(st, "iocampaign/none", str(root)) as point:
+            assert os.path.ismount(point) and not killed.exists()
+        assert sorted(p.name for p in parent.iterdir()) == sorted(p.name for p in (running, kept, link))
+        assert (kept / "a-file").read_text() == "the user's\n" and elsewhere.is_dir() and link.is_symlink()
+    finally:
+        live.kill()
+        live.wait()
