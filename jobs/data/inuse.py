@@ -61,6 +61,16 @@ def hold(folder: Path) -> None:
     raise InUseError(f"{folder} was removed {_ATTEMPTS} times while a cell took its lock {READING}")
 
 
+def release(folder: Path) -> None:
+    """Give up the current scope's lock on ``folder`` before the scope ends: a generation that failed
+    removes the set it began, which it may do only once no other cell holds the lock."""
+    held = _held.get()
+    for fd in list(held or ()):
+        if _same(fd, folder / READING):
+            held.remove(fd)
+            os.close(fd)
+
+
 def _same(fd: int, path: Path) -> bool:
     """Whether ``fd`` is still the file at ``path``."""
     try:

@@ -8,11 +8,15 @@ never regenerated.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import errno
 import hashlib
 import io
 import json
 import os
+import re
+import stat
 import sys
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
@@ -33,7 +37,7 @@ PROCESSES_FROM = 1024
 
 
 class NoSpace(ValueError):
-    """The file system cannot hold the images still to generate; nothing was generated."""
+    """The file system cannot hold the images still to generate; nothing of them is left."""
 
 
 @dataclass(frozen=True)
@@ -110,9 +114,14 @@ def _write_chunk(spec: SyntheticSpec, root: str, start: int, stop: int) -> list[
         os.makedirs(os.path.dirname(path), exist_ok=True)
         data = encode(spec, i)
         tmp = f"{path}.{os.getpid()}.part"
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except BaseException:  # a full disk, a signal: no cut-off file stays
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
         rows.append((i, rel, i % spec.num_classes, len(data)))
     return rows
 
@@ -167,8 +176,42 @@ def ensure(spec: SyntheticSpec, cache_root: Path, count: int, workers: int | Non
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             return _ensure_locked(spec, folder, count, workers)
+        except BaseException:
+            _discard(folder)  # a new set that failed: nothing of it stays, unless another cell waits for it
+            raise
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _discard(folder: Path) -> None:
+    """Remove a set's folder that holds no set (no ``dataset.json``) and nothing but its two locks, once no
+    other cell holds its reading lock (one that waits to generate it holds it): the same lock a purge takes,
+    so a cell that comes meanwhile waits, then makes the folder again (``inuse.hold``)."""
+    import fcntl
+
+    from jobs.data import inuse
+
+    try:
+        if (folder / META).exists() or set(os.listdir(folder)) - {LOCK, inuse.READING}:
+            return
+    except OSError:  # gone already
+        return
+    inuse.release(folder)
+    flags = os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(folder / inuse.READING, flags, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return
+    try:
+        for name in (LOCK, inuse.READING):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(folder / name)
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+    finally:
+        os.close(fd)
 
 
 def _seconds(s: float) -> str:
@@ -201,6 +244,28 @@ def _ensure_locked(spec: SyntheticSpec, folder: Path, count: int, workers: int |
             f"{free / 1e6:.0f} MB are free"
         )
     workers = workers or max(1, min(os.cpu_count() or 1, 8))
+    before = _present(folder, _classes(spec, have, count))  # never removed, whatever happens
+    try:
+        return _generate(spec, folder, rows, have, count, workers)
+    except BaseException as e:
+        _undo(spec, folder, have, count, before)
+        if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+            raise NoSpace(
+                f"generating {count - have} synthetic images in {folder}: the file system filled "
+                f"({e.strerror}); the images this generation made were removed"
+            ) from None
+        raise
+
+
+def _generate(
+    spec: SyntheticSpec,
+    folder: Path,
+    rows: list[tuple[int, str, int, int]],
+    have: int,
+    count: int,
+    workers: int,
+) -> Path:
+    """Images ``have``..``count`` written, then the manifest and ``dataset.json`` naming all ``count``."""
     todo = count - have
     chunk = max(16, min(256, todo // (workers * 8) or 16))
     starts = list(range(have, count, chunk))
@@ -240,3 +305,59 @@ def _ensure_locked(spec: SyntheticSpec, folder: Path, count: int, workers: int |
     tmp.write_text(json.dumps(meta, indent=2))
     os.replace(tmp, folder / META)
     return folder
+
+
+_OURS = re.compile(r"img_(\d{7})\.jpg(\.\d+\.part)?")  # an image, or one cut off as it was written
+
+
+def _classes(spec: SyntheticSpec, have: int, count: int) -> list[str]:
+    """The class folders images ``have``..``count`` go in."""
+    return sorted(
+        {f"class_{i % spec.num_classes:04d}" for i in range(have, min(count, have + spec.num_classes))}
+    )
+
+
+def _real_dir(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _present(folder: Path, classes: list[str]) -> set[str]:
+    """What the set's folder and the class folders a generation writes in hold before it starts."""
+    found = set(os.listdir(folder))
+    for c in classes:
+        if _real_dir(folder / c):
+            found.update(f"{c}/{name}" for name in os.listdir(folder / c))
+    return found
+
+
+def _remove_own(path: Path) -> None:
+    """``path`` unlinked if it is a file of the user's (a link, a folder, another user's file stay)."""
+    with contextlib.suppress(OSError):
+        st = os.lstat(path)
+        if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
+            os.unlink(path)
+
+
+def _undo(spec: SyntheticSpec, folder: Path, have: int, count: int, before: set[str]) -> None:
+    """Remove what a failed generation made: its images (``have``..``count``, not there before it), files it
+    cut off, the class folders it made once empty, a manifest of a set that had none. The set is then as it
+    was: ``dataset.json`` still names the images it had, and each of them is still there."""
+    for c in _classes(spec, have, count):
+        if not _real_dir(folder / c):  # never entered through a link
+            continue
+        for name in os.listdir(folder / c):
+            m = _OURS.fullmatch(name)
+            if m is None or f"{c}/{name}" in before:
+                continue
+            if have <= int(m[1]) < count and relpath(spec, int(m[1])).startswith(c + "/"):
+                _remove_own(folder / c / name)
+        if c not in before:
+            with contextlib.suppress(OSError):
+                (folder / c).rmdir()
+    for name in (f"{MANIFEST}.{os.getpid()}.part", f"{META}.{os.getpid()}.part"):
+        _remove_own(folder / name)
+    if MANIFEST not in before and not (folder / META).exists():
+        _remove_own(folder / MANIFEST)  # written, but not the dataset.json that would make it a set

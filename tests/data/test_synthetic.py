@@ -1,10 +1,18 @@
 """The synthetic generator: size distribution, determinism, layout, reuse."""
 
+import signal
+import subprocess
+import sys
+import time
+
 import numpy as np
 import pytest
 from PIL import Image
 
 from jobs.data import synthetic
+from support.commands import python_env
+from support.files import tmpfs
+from support.skips import needs_root
 
 
 def spec(name, median_kb, spread, bpp, classes=10, seed=0, gray=0.0):
@@ -67,3 +75,68 @@ def test_generated_once_then_extended_not_regenerated(tmp_path, capsys):
 
 def test_a_changed_spec_gets_its_own_folder(tmp_path):
     assert spec("set", 12, 0.5, 0.2).key() != spec("set", 13, 0.5, 0.2).key()
+
+
+def _tree(folder):
+    """Every file and folder under ``folder``, relative, links not followed."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+@needs_root
+def test_a_generation_the_full_disk_ends_removes_the_set_it_began(tmp_path):
+    """A real tmpfs that runs out of inodes (ENOSPC) part-way through a new set, inside a cell's reading
+    scope: one line saying the file system filled, and nothing of the set is left, its locks included.
+    Before: its images and ``.generating.lock`` stayed, listed ``[partial: …]`` by ``campaign.cache list``."""
+    from campaign import cache
+    from jobs import owned
+    from jobs.data import datasets, inuse
+
+    with tmpfs(tmp_path / "root", "64m,nr_inodes=24") as root:  # bytes for all, files for ~12 images
+        with inuse.reading(), pytest.raises(synthetic.NoSpace, match="the file system filled") as e:
+            synthetic.ensure(spec("set", 3, 0.3, 0.2, classes=2), datasets.cache_dir(root), 64)
+        assert "\n" not in str(e.value)
+        assert _tree(owned.tool_folder(root) / "datasets") == []
+        assert cache.entries([str(root)]) == []
+
+
+def test_a_generation_that_fails_removes_only_the_images_it_made(tmp_path):
+    """A set of 2 images extended to 40, failing on a file of the user's where a class folder goes: the
+    set is as it was (its 2 images, manifest and count), the images and the class folder this generation
+    made are gone, the user's file stays; once it is moved away, the set extends."""
+    s = spec("set", 3, 0.3, 0.2, classes=4)
+    folder = synthetic.ensure(s, tmp_path, 2)
+    (folder / "class_0003").write_text("the user's\n")
+    tree, files = _tree(folder), {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    with pytest.raises(FileExistsError):
+        synthetic.ensure(s, tmp_path, 40)
+    assert _tree(folder) == tree and {p: p.read_bytes() for p in files} == files
+    (folder / "class_0003").unlink()
+    assert len(synthetic.read_manifest(synthetic.ensure(s, tmp_path, 40))) == 40
+
+
+def test_a_generation_a_signal_ends_leaves_nothing(tmp_path):
+    """SIGTERM to a real process generating a set, as a campaign routes it (``jobs.interrupts``): the
+    process ends by the signal's exception and the set's folder is gone."""
+    code = (
+        "import sys\n"
+        "from jobs import interrupts\n"
+        "from jobs.data import inuse, synthetic\n"
+        "interrupts.install()\n"
+        "from pathlib import Path\n"
+        "with inuse.reading():\n"
+        "    s = synthetic.SyntheticSpec('set', 4, 3, 0.3, 0.2, 0, 0)\n"
+        f"    synthetic.ensure(s, Path({str(tmp_path)!r}), 1000)\n"  # threads, 62 images a chunk
+    )
+    p = subprocess.Popen([sys.executable, "-c", code], env=python_env(), stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(tmp_path.glob("*/class_*/img_*.jpg")):
+            assert p.poll() is None and time.monotonic() < deadline, p.stderr.read()
+            time.sleep(0.01)
+        p.send_signal(signal.SIGTERM)
+        err = p.communicate(timeout=120)[1]
+    finally:
+        p.kill()
+        p.wait()
+    assert p.returncode != 0 and "Interrupted: SIGTERM" in err, err
+    assert list(tmp_path.iterdir()) == []
