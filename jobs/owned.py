@@ -190,7 +190,8 @@ def under_tool_folder(root: str | Path, *parts: str, setting: str) -> Path:
 def shared_dir(path: str | Path, setting: str) -> int:
     """The folder shared by every user (the device locks), opened as a directory without following a
     link; made like /tmp (1777) when missing. Returns its descriptor (the caller closes it). Refused: a
-    link, not a folder, or a folder every user may write that is not sticky."""
+    link, not a folder, a folder every user may write that is not sticky, or a folder of anyone but root
+    and the user (its owner may remove any lock in it)."""
     path = Path(os.path.abspath(path))
     check_way(path.parent, setting)
     try:
@@ -216,6 +217,13 @@ def shared_dir(path: str | Path, setting: str) -> int:
         raise NotOurs(
             f"{setting}={path} may be written by every user and is not sticky: anyone could swap a "
             f"lock in it; remove it, or choose another {setting}"
+        )
+    if not _trusted(st.st_uid):  # a folder's owner may remove any file in it, sticky or not
+        os.close(fd)
+        raise NotOurs(
+            f"{setting}={path} belongs to {_user(st.st_uid)}, who could remove a lock in it while a cell "
+            f"holds it and let two cells measure at once; have root make it (mkdir -m 1777), or choose "
+            f"another {setting}"
         )
     return fd
 

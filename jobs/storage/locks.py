@@ -4,6 +4,11 @@ A cell holds, for its whole life: the lock of every emulated tier it builds (set
 generation, runs and tear-down), then the lock of every device it measures. All of them are taken
 in one sorted order, so two cells never wait for each other in a circle, and every wait has a time
 limit (``platform.lock_timeout_min``).
+
+The lock files are shared by every user, so one may be another user's, who can remove it while a cell
+holds it. Each lock is therefore taken with the user's own lock beside it (``own_lock``: the user's or
+root's file, which nobody else can remove), and a cell whose lock file was removed under it fails
+(``LockLost``) instead of being recorded as a result.
 """
 
 from __future__ import annotations
@@ -24,10 +29,18 @@ from jobs import owned
 log = logging.getLogger(__name__)
 NOTE_EVERY_S = 60.0  # how often a wait for a lock says so
 POLL_S = 0.5
+OWN = ".uid-"  # a user's own lock beside a shared one: dev-8-1.lock, dev-8-1.uid-1000.lock
+
+
+_HELD: list[tuple[list[tuple[int, Path]], str]] = []  # the locks this process holds, for check_held
 
 
 class LockTimeout(TimeoutError):
     """Another process held a lock longer than the cell may wait; the message names it."""
+
+
+class LockLost(RuntimeError):
+    """A lock file was removed while a cell held it: the cell may have overlapped another; one line."""
 
 
 def lock_path(lock_dir: str, path: str) -> Path:
@@ -43,47 +56,149 @@ def tier_lock_path(lock_dir: str, name: str) -> Path:
 
 @contextlib.contextmanager
 def hold(lp: Path, what: str, timeout_s: float | None = None) -> Iterator[float]:
-    """Hold the lock file ``lp`` (``what`` names it in messages); yields the seconds spent waiting.
+    """Hold the lock file ``lp`` (``what`` names it in messages), then the user's own lock beside it
+    (``own_lock``); yields the seconds spent waiting.
 
-    Raises LockTimeout after ``timeout_s`` seconds of waiting (None: wait as long as it takes).
+    ``lp`` is shared by every user, so it may be another user's file, which its owner can remove while a
+    cell holds it; a new file by that name would then let a second cell in. So the user's own lock, which
+    nobody else can remove, keeps the user's cells apart whatever happens to ``lp``; a cell that finds
+    another user's own lock held beside ``lp`` waits for it too (that cell locked an ``lp`` since
+    removed); and a cell that ends while ``lp`` no longer names the file it locked raises LockLost instead
+    of returning. Raises LockTimeout after ``timeout_s`` seconds of waiting (None: as long as it takes).
     """
-    t0 = time.monotonic()
-    note_at = t0  # say so at once, then every NOTE_EVERY_S, naming the holder each time
+    wait = _Wait(what, timeout_s)
     while True:
-        fd = _open_shared(lp)
+        held: list[tuple[int, Path]] = []
+        try:
+            for path in (lp, own_lock(lp)):
+                held.append((_take(path, wait, own=path != lp), path))
+            busy = _held_beside(lp)
+        except BaseException:
+            _release(held)
+            raise
+        if busy is None:
+            break
+        _release(held)  # let the cell that still measures end first, holding nothing meanwhile
+        wait.blocked(busy[0], busy[1])
+    _HELD.append((held, what))
+    try:
+        yield wait.seconds()
+        lost = _lost(held, what)  # only when the body ended well: a failure is already a failure
+    finally:
+        _HELD[:] = [h for h in _HELD if h[0] is not held]
+        _release(held)
+    if lost:
+        raise LockLost(lost)
+
+
+def own_lock(lp: Path) -> Path:
+    """The running user's own lock beside the shared lock file ``lp``: ``dev-8-1.uid-1000.lock``."""
+    return lp.with_name(f"{lp.stem}{OWN}{os.geteuid()}.lock")
+
+
+def check_held() -> None:
+    """Raise LockLost where a lock this process holds is no longer named by its file (between runs: a
+    cell stops at once rather than at its end)."""
+    for held, what in _HELD:
+        lost = _lost(held, what)
+        if lost:
+            raise LockLost(lost)
+
+
+class _Wait:
+    """One wait for a lock: says so at once and then every NOTE_EVERY_S, naming the holder each time, and
+    ends at its time limit."""
+
+    def __init__(self, what: str, timeout_s: float | None):
+        self.what, self.timeout_s = what, timeout_s
+        self.t0 = self.note_at = time.monotonic()
+
+    def seconds(self) -> float:
+        return time.monotonic() - self.t0
+
+    def blocked(self, fd: int, lp: Path) -> None:
+        """``lp`` (open as ``fd``, closed here) is held by another process: say so when due, raise
+        LockTimeout at the limit, else sleep a poll."""
+        now, t0 = time.monotonic(), self.t0
+        timed_out = self.timeout_s is not None and now - t0 >= self.timeout_s
+        holder = holder_of(fd) if now >= self.note_at or timed_out else ""  # said only: it reads /proc
+        os.close(fd)
+        if now >= self.note_at:
+            log.warning(
+                "waiting for %s, which is measuring %s (%s)%s",
+                holder,
+                self.what,
+                lp,
+                f"; waited {(now - t0) / 60:.0f} min so far" if now - t0 >= 1 else "",
+            )
+            self.note_at += NOTE_EVERY_S
+        if timed_out:
+            raise LockTimeout(
+                f"{holder} held {self.what} ({lp}) for longer than platform.lock_timeout_min="
+                f"{self.timeout_s / 60:g}"
+            )
+        time.sleep(POLL_S)
+
+
+def _take(lp: Path, wait: _Wait, own: bool) -> int:
+    """The descriptor of ``lp``, locked and still named by ``lp``, after waiting for its holder."""
+    while True:
+        fd = _open_shared(lp, own)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            now = time.monotonic()
-            timed_out = timeout_s is not None and now - t0 >= timeout_s
-            holder = (
-                holder_of(fd) if now >= note_at or timed_out else ""
-            )  # only when it is said: it reads /proc
-            os.close(fd)
-            if now >= note_at:
-                log.warning(
-                    "waiting for %s, which is measuring %s (%s)%s",
-                    holder,
-                    what,
-                    lp,
-                    f"; waited {(now - t0) / 60:.0f} min so far" if now - t0 >= 1 else "",
-                )
-                note_at += NOTE_EVERY_S
-            if timed_out:
-                raise LockTimeout(
-                    f"{holder} held {what} ({lp}) for longer than platform.lock_timeout_min="
-                    f"{timeout_s / 60:g}"
-                ) from None
-            time.sleep(POLL_S)
+            wait.blocked(fd, lp)
             continue
         if _still_named(fd, lp):
-            break
+            return fd
         os.close(fd)  # the file was removed or replaced while we locked it: that lock guards nothing
+
+
+def _held_beside(lp: Path) -> tuple[int, Path] | None:
+    """Another user's own lock beside ``lp`` that a process holds, open (the caller closes it), or None.
+    Whoever holds it also locked an ``lp`` of the same name that has since been removed (each cell takes
+    ``lp`` first), so it is measuring what ``lp`` guards. The kernel says so (a shared lock tried, at
+    once let go), which works across PID namespaces; only plain files are opened."""
+    prefix, mine = f"{lp.stem}{OWN}", own_lock(lp).name
+    dfd = owned.shared_dir(lp.parent, "platform.lock_dir")
     try:
-        yield time.monotonic() - t0
+        for name in os.listdir(dfd):
+            if not name.startswith(prefix) or not name.endswith(".lock") or name == mine:
+                continue
+            try:
+                if not stat.S_ISREG(os.lstat(name, dir_fd=dfd).st_mode):
+                    continue
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return fd, lp.parent / name
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+        return None
     finally:
+        os.close(dfd)
+
+
+def _release(held: list[tuple[int, Path]]) -> None:
+    for fd, _ in reversed(held):
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+def _lost(held: list[tuple[int, Path]], what: str) -> str:
+    """Why the locks of ``held`` no longer guard anything (one line), or '' while each file is still named
+    by its lock file."""
+    for fd, lp in held:
+        if not _still_named(fd, lp):
+            return (
+                f"platform.lock_dir: {lp}, the lock of {what} (a file of {_name(os.fstat(fd).st_uid)}'s), "
+                "was removed during the cell, which its owner may do: another cell may have measured "
+                "beside this one, so nothing of this cell is recorded as a result"
+            )
+    return ""
 
 
 def check_dir(lock_dir: str) -> None:
@@ -94,10 +209,11 @@ def check_dir(lock_dir: str) -> None:
         os.close(owned.shared_dir(path, "platform.lock_dir"))
 
 
-def _open_shared(lp: Path) -> int:
+def _open_shared(lp: Path, own: bool = False) -> int:
     """The lock file, opened read-only in the shared lock folder without following a link: nothing is ever
     written in a lock file, so another user's lock file locks as well as one's own, and a planted link,
-    FIFO or device is refused, never opened as a file."""
+    FIFO or device is refused, never opened as a file. An ``own`` lock (``own_lock``) must be the user's
+    or root's: one that another user made could be removed by them."""
     dfd = owned.shared_dir(lp.parent, "platform.lock_dir")
     try:
         fd = os.open(
@@ -107,17 +223,34 @@ def _open_shared(lp: Path) -> int:
             dir_fd=dfd,
         )
     except OSError as e:
-        kind = "a link" if e.errno == errno.ELOOP else f"not a lock file ({e.strerror})"
+        link = e.errno == errno.ELOOP or _is_link(lp.name, dfd)
+        kind = "a link" if link else f"not a lock file ({e.strerror})"
         raise owned.NotOurs(
             f"platform.lock_dir: {lp} is {kind}: the tool never follows another user's link "
             "or opens what is not a plain file; its owner should remove it"
         ) from None
     finally:
         os.close(dfd)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise owned.NotOurs(f"platform.lock_dir: {lp} is not a plain file: its owner should remove it")
+    if own and st.st_uid not in (0, os.geteuid()):
+        os.close(fd)
+        raise owned.NotOurs(
+            f"platform.lock_dir: {lp} belongs to {_name(st.st_uid)}, who could remove it while a "
+            f"cell of {_name(os.geteuid())}'s holds it; its owner (or root) should remove it"
+        )
     return fd
+
+
+def _is_link(name: str, dfd: int) -> bool:
+    """Whether ``name`` in the folder ``dfd`` is a link (in a sticky folder of another owner the kernel
+    refuses to follow it with EACCES before O_NOFOLLOW can say ELOOP: fs.protected_symlinks)."""
+    try:
+        return stat.S_ISLNK(os.lstat(name, dir_fd=dfd).st_mode)
+    except OSError:
+        return False
 
 
 def _still_named(fd: int, lp: Path) -> bool:
@@ -184,11 +317,14 @@ def _describe(pid: int) -> str:
         comm = Path(f"/proc/{pid}/comm").read_text().strip()
     except OSError:
         return f"pid {pid}"
+    return f"pid {pid} ({comm}, user {_name(uid)})"
+
+
+def _name(uid: int) -> str:
     try:
-        user = pwd.getpwuid(uid).pw_name
+        return pwd.getpwuid(uid).pw_name
     except KeyError:
-        user = f"uid {uid}"
-    return f"pid {pid} ({comm}, user {user})"
+        return f"uid {uid}"
 
 
 @contextlib.contextmanager

@@ -43,9 +43,17 @@ def _as(user, *argv: str) -> None:
     assert p.returncode == 0, p.stderr
 
 
+def _root_lock_dir(shared: Path) -> Path:
+    """Root's lock folder, made like /tmp (1777, sticky), where every user may add a lock file (a folder
+    another user made is refused: tests/safety/test_lock_holding.py)."""
+    d = shared / "locks"
+    d.mkdir()
+    d.chmod(0o1777)
+    return d
+
+
 def test_a_link_planted_at_a_lock_file_is_never_followed(other_user, shared, victim):
-    lock_dir = shared / "locks"
-    _as(other_user, "mkdir", "-m", "1777", str(lock_dir))
+    lock_dir = _root_lock_dir(shared)
     lp = lock_dir / "dev-0-40.lock"
     _as(other_user, "ln", "-s", str(victim), str(lp))
     before = _fingerprint(victim)
@@ -76,8 +84,7 @@ def test_a_lock_folder_that_is_a_link_or_open_to_all_is_refused(other_user, shar
 def test_a_lock_of_another_user_locks_and_is_never_written(other_user, shared):
     """The lock folder is shared on purpose: root takes a lock file another user made, writes nothing in
     it."""
-    lock_dir = shared / "locks"
-    _as(other_user, "mkdir", "-m", "1777", str(lock_dir))
+    lock_dir = _root_lock_dir(shared)
     lp = lock_dir / "tier-emulated_hdd.lock"
     _as(other_user, "sh", "-c", f"umask 022; printf 'their text' > {lp}")
     before = _fingerprint(lp)
@@ -99,8 +106,7 @@ def test_a_lock_of_another_user_locks_and_is_never_written(other_user, shared):
 
 
 def test_a_waiting_cell_names_the_holder_from_the_kernel_never_from_the_file(other_user, shared):
-    lock_dir = shared / "locks"
-    _as(other_user, "mkdir", "-m", "1777", str(lock_dir))
+    lock_dir = _root_lock_dir(shared)
     lp = lock_dir / "dev-9-9.lock"
     script = (
         f"exec 9>{lp}; printf 'pid 1 $(reboot) \\033[2J forged holder' >&9; flock -x 9; echo held; sleep 30"

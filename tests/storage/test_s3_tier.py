@@ -335,6 +335,7 @@ def test_a_server_killed_mid_run_fails_the_run_naming_the_endpoint_and_leaves_no
         + [
             "storage=s3",
             f"storage.root={root}",
+            f"platform.lock_dir={cwd / 'locks'}",  # the default, made by this user, would be refused to root
             "threads=1",
             "dataset.num_images=256",
             "repeats=5",
