@@ -88,9 +88,12 @@ def run_all(s: Session) -> list[dict]:
 
 
 def _loop(s: Session, where: Where) -> list[dict]:
+    from jobs.storage import locks
+
     parts, states, ctx = [], [], None
     for k in range(s.cfg.warmup + s.cfg.repeats):
         part, ctx = _one(s, where, k)
+        locks.check_held()  # a lock file removed during the run: the cell fails now, not at its end
         state = _cache_state(s, where, part)
         parts.append(part)
         states.append(state)
