@@ -59,7 +59,7 @@ def test_a_lock_file_removed_by_its_owner_lets_no_second_cell_in_and_fails_the_c
 ):
     """Another user makes the device's lock file, root's cell locks it, she removes it while the cell is
     frozen mid-measurement (SIGSTOP: no race with the cell's pace). Root's next cell must still wait for
-    the first, and the first must fail in one line, with no result recorded."""
+    the first, and the first must fail in one line at the end of that run, with no result recorded."""
     root = tmp_path / "root"
     root.mkdir()
     lp = locks.lock_path(str(lock_dir), str(root))
@@ -68,8 +68,8 @@ def test_a_lock_file_removed_by_its_owner_lets_no_second_cell_in_and_fails_the_c
     cell = start_module(
         "campaign",
         "workload=toy_sleep",
-        "workload.sleep_s=2",
-        "repeats=1",
+        "workload.sleep_s=1",
+        "repeats=2",
         "warmup=0",
         f"storage.root={root}",
         f"platform.lock_dir={lock_dir}",
@@ -108,6 +108,9 @@ def test_a_lock_file_removed_by_its_owner_lets_no_second_cell_in_and_fails_the_c
     assert f"a file of {other_user[0]}'s), was removed during the cell" in said[0]
     assert "nothing of this cell is recorded as a result" in said[0]
     assert records.read(out / "record.json").status == records.FAILED
+    logged = "".join(p.read_text() for p in out.glob("*.log"))
+    # it stopped at the end of the run it was frozen in, before giving that run's figures or starting run 2
+    assert "LockLost" in logged and "run 1/2" not in logged and "run 2/2" not in logged, logged
 
 
 def test_a_cell_of_another_user_whose_lock_file_was_removed_is_still_waited_for(other_user, lock_dir):
