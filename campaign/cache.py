@@ -12,8 +12,12 @@ nothing a link points to), never a tier image that is attached to a loop device 
 the tool does not make (a file of the user's beside its folders stays as it is). It refuses, in one line
 naming the process, an entry a live process holds: a dataset a cell reads (``jobs.data.inuse``), a set
 being generated or converted, a staged copy, a checkpoint run's folder, a live embedded server's folder
-or s3fs mount point. Inside an entry it stays on the entry's own mount and leaves another user's files
-where they are (``campaign.removal``), saying so.
+or s3fs mount point, a live run's record of the keys it put in a bucket. Inside an entry it stays on the
+entry's own mount and leaves another user's files where they are (``campaign.removal``), saying so.
+
+A killed run's record (``uploads/``, ``jobs.storage.objectstore.journal``) is what lets the next run on
+the host delete the objects it put and abort its uploads: purged, the tool no longer deletes them, and
+list and purge say so.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ KINDS = {
     "baseline": "baseline",
     "s3servers": "s3servers",  # a campaign's embedded S3 server, <host>-<pid>-<n>
     "s3mounts": "s3mounts",  # a campaign's s3fs mount point, <host>-<pid>
+    "uploads": "uploads",  # a run's record of the keys it put in a bucket, <name>.jsonl
 }
 MARKER = ".iocampaign"  # beside an emulated tier's image: the tool made it (jobs.storage.tiers)
 WHAT = ("all", *sorted(set(KINDS.values())))
@@ -211,6 +216,8 @@ def _entry(child: Path, kind: str, busy: _Busy) -> Entry | None:
         return None
     if st.st_uid != os.geteuid():  # never removed, never entered: said
         return Entry(child, kind, 0, f"belongs to {removal.user(st.st_uid)}")
+    if kind == "uploads":
+        return _record(child, st, busy)
     image = kind == "tiers" and stat.S_ISREG(st.st_mode) and _marked(child)
     if not (stat.S_ISDIR(st.st_mode) or image):
         return None  # a file the tool did not make
@@ -220,6 +227,32 @@ def _entry(child: Path, kind: str, busy: _Busy) -> Entry | None:
     if kind == "datasets" and not (child / "dataset.json").is_file():
         note = "partial: its generation did not finish"
     return Entry(child, kind, removal.size(str(child), busy.points), _in_use(child, kind, busy), note)
+
+
+def _record(child: Path, st: os.stat_result, busy: _Busy) -> Entry | None:
+    """A run's record of what it put in a bucket: kept while its writer runs (or runs on another host),
+    else listed with the objects it names, which nothing deletes once it is purged."""
+    from jobs.data import inuse
+    from jobs.storage.objectstore import journal
+
+    if not stat.S_ISREG(st.st_mode) or child.suffix != journal.SUFFIX:
+        return None
+    rec = journal.Journal(child).read()
+    if rec is None:
+        return None  # not a record (an empty file a run made as it was killed names nothing)
+    host, pid = rec.header.get("host"), rec.header.get("pid")
+    if host != socket.gethostname():
+        in_use = f"made by a campaign on {host}, which this host cannot see"
+    elif rec.writer_alive():
+        in_use = f"in use by {inuse.describe([pid])}"
+    else:
+        in_use = ""
+    keys = f"{len(rec.keys)} key{'s' * (len(rec.keys) != 1)}"
+    note = (
+        f"a killed run's record of objects put in bucket {rec.header.get('bucket')} at "
+        f"{rec.header.get('endpoint')} ({keys}): purged, the tool no longer deletes them"
+    )
+    return Entry(child, "uploads", removal.size(str(child), busy.points), in_use, "" if in_use else note)
 
 
 def _human(n: float) -> str:
@@ -313,7 +346,7 @@ def purge(found: list[Entry], what: list[str]) -> tuple[int, list[Entry]]:
         if len(gone.kept) > 5:
             print(f"  kept {len(gone.kept) - 5} more items of {e.path} (neither the user's nor on its mount)")
         done = "removed" if not gone.kept else "removed all but the items kept above of"
-        print(f"  {done} {e.path} ({_human(gone.bytes)})")
+        print(f"  {done} {e.path} ({_human(gone.bytes)})" + (f": {e.note}" if e.kind == "uploads" else ""))
     return freed, refused
 
 

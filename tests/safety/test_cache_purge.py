@@ -261,3 +261,53 @@ def test_list_into_a_reader_that_stops_early_ends_without_a_traceback(tmp_path, 
         timeout=120,
     )
     assert p.stderr == "" and len(p.stdout.splitlines()) == 2, p.stderr
+
+
+def _recorder(root: Path, name: str, *, stay: bool) -> subprocess.Popen:
+    """A real process that records, as a run putting objects does (``journal``), 2 keys and an upload in
+    a bucket, under ``root``; it stays (a live run) or ends (a killed run's record)."""
+    code = (
+        "import sys, time\n"
+        "from jobs.storage.objectstore import journal\n"
+        "from jobs.storage.objectstore.endpoint import Endpoint\n"
+        f"where = journal.folder({str(root)!r}, 'storage.root')\n"
+        f"j = journal.Journal.create(where, {name!r}, Endpoint('http://127.0.0.1:9000', 'their-bucket'))\n"
+        "j.put('iocampaign/runs/a.bin'); j.put('iocampaign/runs/b.bin')\n"
+        "j.upload('iocampaign/runs/b.bin', 'upload-1')\n"
+        "print('recorded', flush=True)\n"
+        f"time.sleep({600 if stay else 0})\n"
+    )
+    p = subprocess.Popen([sys.executable, "-c", code], env=python_env(), stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline() == "recorded\n"
+    return p
+
+
+def test_a_killed_runs_upload_record_is_listed_with_a_warning_and_purged_a_live_runs_kept(tmp_path, cwd):
+    """``uploads/``: the local records of the keys runs put in a bucket. A record whose process is gone is
+    listed with what it names and what purging it means (the tool no longer deletes those objects), and
+    purged; a live run's is kept, naming the process. Before: neither was listed, nor ever purged."""
+    root = tmp_path / "root"
+    dead = _recorder(root, "killed", stay=False)
+    dead.wait()
+    live = _recorder(root, "running", stay=True)
+    records = owned.tool_folder(root) / "uploads"
+    warning = (
+        "a killed run's record of objects put in bucket their-bucket at http://127.0.0.1:9000 (2 keys): "
+        "purged, the tool no longer deletes them"
+    )
+    try:
+        out = _cache("list", "--root", str(root), cwd=cwd).stdout
+        assert f"  uploads     uploads/killed.jsonl  [{warning}]\n" in out, out
+        assert f"uploads/running.jsonl  [in use by pid {live.pid} (" in out, out
+        p = _cache("purge", "all", "--root", str(root), cwd=cwd)
+        assert p.returncode == 0, p.stderr
+        assert f"  removed {records / 'killed.jsonl'} (" in p.stdout and f"): {warning}\n" in p.stdout, (
+            p.stdout
+        )
+        assert f"kept {records / 'running.jsonl'}: in use by pid {live.pid} (" in p.stdout, p.stdout
+        assert sorted(x.name for x in records.iterdir()) == ["running.jsonl"]
+    finally:
+        live.kill()
+        live.wait()
+    p = _cache("purge", "uploads", "--root", str(root), cwd=cwd)
+    assert p.returncode == 0 and list(records.iterdir()) == [], p.stdout
