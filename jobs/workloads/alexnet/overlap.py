@@ -24,14 +24,19 @@ def compute_only(step, x, y, device: str, steps: int, sample: int | None = None)
 
     with tf.device(device):
         x, y = tf.identity(x), tf.identity(y)
-    step(x, y).numpy()  # the step is traced already; this one warms the device copy
+    interrupts.waiting(_synced, step, x, y)  # the step is traced already; this one warms the device copy
     timed = steps if sample is None else max(1, min(sample, steps))
     times = []
     for _ in range(timed):
         t = time.perf_counter()
-        step(x, y).numpy()
+        interrupts.waiting(_synced, step, x, y)  # as the training loop's steps: a signal ends the wait
         times.append(time.perf_counter() - t)
     return sum(times) if sample is None else statistics.median(times) * steps
+
+
+def _synced(step, x, y):
+    """One step, waited for by reading its loss back."""
+    return step(x, y).numpy()
 
 
 def input_only(ds: Dataset, s, steps: int) -> float:
@@ -43,10 +48,13 @@ def input_only(ds: Dataset, s, steps: int) -> float:
     with tf.device("/CPU:0"):
         it = iter(data.take(steps + 1))
     try:
-        next(it)
+        interrupts.waiting(next, it)
         t0 = time.perf_counter()
-        for _ in it:
-            interrupts.check()  # Ctrl-C and SIGTERM end the drain here, between batches
+        while True:
+            try:
+                interrupts.waiting(next, it)  # Ctrl-C and SIGTERM end the wait for a batch
+            except StopIteration:
+                break
         return time.perf_counter() - t0
     finally:
         del it

@@ -128,12 +128,12 @@ def compute_only(step, x, y, device: str, steps: int, sample: int | None = None)
     ``overlap.compute_only`` times them: one untimed step, then ``sample`` steps timed and their median
     scaled to ``steps`` (all ``steps`` timed without ``sample``)."""
     x, y = x.to(device), torch.as_tensor(y).to(device)
-    step(x, y)
+    interrupts.waiting(step, x, y)
     timed = steps if sample is None else max(1, min(sample, steps))
     times = []
     for _ in range(timed):
         t = time.perf_counter()
-        step(x, y)
+        interrupts.waiting(step, x, y)  # as the training loop's steps: a signal ends the wait
         times.append(time.perf_counter() - t)
     return sum(times) if sample is None else statistics.median(times) * steps
 
@@ -273,12 +273,11 @@ def input_only(ds: Dataset, s: TrainSettings, lo: Loader, steps: int) -> float:
     batches = Batches(ds, s, lo)
     try:
         it = iter(batches)
-        next(it)
+        interrupts.waiting(next, it)
         t0 = time.perf_counter()
         for _ in range(steps):
-            interrupts.check()  # Ctrl-C and SIGTERM end the drain here, between batches
             try:
-                next(it)
+                interrupts.waiting(next, it)  # Ctrl-C and SIGTERM end the wait for a batch
             except StopIteration:
                 break
         return time.perf_counter() - t0

@@ -43,7 +43,7 @@ def run_once(ds: Dataset, s: EmulatedSettings, lo: Loader, mark=lambda name: Non
                 interrupts.check()  # Ctrl-C and SIGTERM end the run here, between steps
                 a = time.perf_counter()
                 try:
-                    batch = next(it)
+                    batch = interrupts.waiting(next, it)
                 except StopIteration:
                     break
                 b = time.perf_counter()
