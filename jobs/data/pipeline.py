@@ -171,7 +171,9 @@ def shuffled_order(n: int, seed: int) -> list[int]:
 
 
 def dropped(ds: Dataset, seen: list[int], exhausted: bool, seed: int, **how) -> list[int]:
-    """Indices of the images ignore_errors removed among those the pipeline reached.
+    """Indices of the images ignore_errors removed among those the pipeline reached; ReadFailed when one
+    of them was lost to a failed read, not to its content (``jobs.data.read_errors.judge``: read again,
+    and decoded again unless the run read only, ``payload=False``).
 
     When the set was consumed, that is every image not delivered. When the run stopped early, it is
     every image before the last delivered one (in the run's order, ``jobs.data.readers.order``) that was
@@ -179,7 +181,7 @@ def dropped(ds: Dataset, seen: list[int], exhausted: bool, seed: int, **how) -> 
     order without drops; a dropped record shifts the buffer's later picks, so the early-stop count
     there is an estimate.)
     """
-    from jobs.data import readers
+    from jobs.data import read_errors, readers
 
     n = len(ds.files)
     if exhausted:
@@ -192,7 +194,20 @@ def dropped(ds: Dataset, seen: list[int], exhausted: bool, seed: int, **how) -> 
         last = max((pos[i] for i in seen), default=-1)
         attempted = order[: last + 1]
     got = set(seen)
-    return sorted(i for i in attempted if i not in got)
+    drops = sorted(i for i in attempted if i not in got)
+    read_errors.judge(ds, drops, decodes if how.get("payload", True) else None)
+    return drops
+
+
+def decodes(data: bytes) -> bool:
+    """Whether ``data`` decodes as the pipeline's map decodes an image (``build``)."""
+    import tensorflow as tf
+
+    try:
+        tf.io.decode_image(data, channels=3, expand_animations=False)
+    except tf.errors.OpError:  # any error of the op: what it holds is no image TensorFlow decodes
+        return False
+    return True
 
 
 def read_counters() -> tuple[int | None, int | None]:

@@ -104,6 +104,7 @@ def _loop(s: Session, where: Where) -> list[dict]:
 
 def _one(s: Session, where: Where, k: int) -> tuple[RunParts, Any]:
     """Run ``k`` of the cell (warm-ups first), from the requested cache state, observed."""
+    from jobs.data import read_errors
     from jobs.execution.traced import inside
     from jobs.observe import posix, usage
     from jobs.storage import cache
@@ -132,9 +133,12 @@ def _one(s: Session, where: Where, k: int) -> tuple[RunParts, Any]:
             before = usage.snapshot(where.disk)
             try:
                 result, merged = _execute(s.w, ctx, where, cold=cfg.cache == "cold")
-            except Exception:
+            except Exception as e:
                 if store is not None:
                     store.end_run()  # the store's own error when it made the run fail (the server died)
+                if isinstance(e, read_errors.ReadFailed):  # named for the tier the run read (or its stage)
+                    tier = s.prov.get("stage", {}).get("storage") or cfg.storage.name
+                    raise read_errors.named(e, tier, run) from e
                 raise
             after = usage.snapshot(where.disk)
     workloads.check_result(s.w, result)

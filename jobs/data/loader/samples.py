@@ -1,6 +1,8 @@
 """The datasets a ``framework=pytorch`` run's DataLoader reads, over the same stored bytes as the tf.data
-side: one ``Sample`` per image, with the bytes read for it; an image that cannot be read or decoded is a
-``Sample`` with ``ok=False`` (counted as dropped, as tf.data's ``ignore_errors`` drops it).
+side: one ``Sample`` per image, with the bytes read for it; an image that does not decode (or that the
+listing found unreadable) is a ``Sample`` with ``ok=False`` (counted as dropped, as tf.data's
+``ignore_errors`` drops it); a read that fails raises ``ReadFailed`` in the worker, which the DataLoader
+raises in the run (``jobs.data.read_errors``: its storage went away, the run fails).
 
 - ``ImageFiles``: map-style, one file per image read whole and decoded with PIL (torchvision's
   ``ImageFolder`` way: ``Image.open(...).convert("RGB")``, then a bilinear resize to the run's side);
@@ -24,6 +26,7 @@ from PIL import Image
 from torch.utils.data import Dataset as MapStyle
 from torch.utils.data import IterableDataset, get_worker_info
 
+from jobs.data import read_errors
 from jobs.data.datasets import Dataset
 
 # PIL loads its format plugins on the first open: done here, before a run, so that no worker reads a
@@ -106,7 +109,8 @@ class _Images(MapStyle):
             time.sleep(self.delay_s)
         try:
             data = read(i)
-        except OSError:
+        except OSError as e:
+            read_errors.raise_if_failed(self.ds, i, e, self.ds.where(i))
             return Sample(i, None, 0, self.ds.labels[i], False)
         if self.side is None:
             return Sample(i, None, len(data), self.ds.labels[i], True)
@@ -154,8 +158,13 @@ class Hdf5Images(_Images):
 
     def _read(self, i: int) -> bytes:
         k, r = self.where[i]
-        _, images, offsets = self._opened(k)
-        return images[offsets[r] : offsets[r + 1]].tobytes()
+        try:
+            _, images, offsets = self._opened(k)
+            return images[offsets[r] : offsets[r + 1]].tobytes()
+        except OSError as e:
+            if e.errno is None:  # h5py's word for a damaged file and for a failed read alike: the file says
+                read_errors.probe(self.ds.containers[k])
+            raise
 
     def __getitem__(self, i: int) -> Sample:
         return self._sample(i, self._read)
@@ -191,9 +200,13 @@ class TFRecordShards(_Images, IterableDataset):
                 try:
                     for data, nbytes in tfrecord.records(self.ds.containers[k]):
                         yield self._record(data, nbytes)
-                except (OSError, tfrecord.BadRecord):
+                except tfrecord.BadRecord:
                     # the rest of the shard is lost, as for tf.data: its images are never delivered
                     continue
+                except OSError as e:  # the shard's storage went away
+                    raise read_errors.ReadFailed(
+                        f"a read failed ({read_errors.why(e, self.ds.containers[k])})"
+                    ) from None
 
         if self.buffer:
             return order.buffered(samples(), max(1, self.buffer // n), rng)

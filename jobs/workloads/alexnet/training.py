@@ -153,11 +153,11 @@ def run_once(
     rb1, rc1 = pipeline.read_counters()
     waits, computes, seen, consumed = loop["waits"], loop["computes"], loop["seen"], loop["consumed"]
     exhausted, loss, t_end, t_last_call = loop["exhausted"], loop["loss"], loop["t_end"], loop["t_last_call"]
+    drops = pipeline.dropped(ds, seen, exhausted, s.seed, **s.order)  # first: a failed read is the reason
     if not waits:
         raise RuntimeError(f"the pipeline delivered no batch out of {len(ds.files)} files")
     if steps_csv is not None:
         write_steps(steps_csv, waits, computes)
-    drops = pipeline.dropped(ds, seen, exhausted, s.seed, **s.order)
     runtime = t_end - t0
     steady = runtime - (waits[0] + computes[0])
     solo = (

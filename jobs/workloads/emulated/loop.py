@@ -57,9 +57,9 @@ def run_once(ds: Dataset, s: EmulatedSettings, mark=lambda name: None) -> dict:
         del it
     readers.close_all()
     rb1, rc1 = pipeline.read_counters()
+    drops = pipeline.dropped(ds, seen, exhausted, s.seed, **s.order)  # first: a failed read is the reason
     if len(waits) < 2:
         raise RuntimeError(f"the pipeline delivered {len(waits)} batch(es) out of {len(ds.files)} files")
-    drops = pipeline.dropped(ds, seen, exhausted, s.seed, **s.order)
     runtime = t_end - t0
     steady = runtime - waits[0] - computes[0]
     return {
