@@ -59,13 +59,7 @@ def _tfrecord(
             nbytes = tf.cast(tf.strings.length(records, unit="BYTE"), tf.int64) + readers.TFRECORD_OVERHEAD
             return tf.gather(members[g], at), nbytes
 
-        return (
-            tf.data.TFRecordDataset(tf.gather(paths, g))
-            .ignore_errors()
-            .batch(readers.READ_BLOCK)
-            .enumerate()
-            .map(block)
-        )
+        return readers.shard_records(tf.gather(paths, g)).batch(readers.READ_BLOCK).enumerate().map(block)
 
     blocks = readers.group_order(tf, ds, shuffle, seed).interleave(
         shard, cycle_length=par, num_parallel_calls=par, deterministic=True

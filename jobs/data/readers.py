@@ -28,6 +28,7 @@ therefore the interleave of blocks of ``READ_BLOCK`` records (``ids(..., payload
 
 from __future__ import annotations
 
+import os
 import threading
 
 from jobs.data.datasets import Dataset
@@ -139,7 +140,7 @@ def _tfrecord(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: in
     par = num_parallel_calls(threads)
     paths = tf.constant(ds.containers)
     records = group_order(tf, ds, shuffle, seed).interleave(
-        lambda g: tf.data.TFRecordDataset(tf.gather(paths, g)).ignore_errors(),
+        lambda g: shard_records(tf.gather(paths, g)),
         cycle_length=par,
         num_parallel_calls=par,
         deterministic=True,
@@ -159,6 +160,29 @@ def _tfrecord(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: in
     if buffer:
         records = records.shuffle(buffer, seed=seed, reshuffle_each_iteration=False)
     return delay(records), parse
+
+
+def _openable(path) -> object:
+    import numpy as np
+
+    try:
+        os.close(os.open(path, os.O_RDONLY))
+    except OSError:
+        return np.array([], dtype=object)
+    return np.array([path], dtype=object)
+
+
+def shard_records(path):
+    """The records of the TFRecord shard at ``path`` (a string tensor), up to the first one that cannot be
+    read. A shard that cannot be opened (gone, its mount dead) is no records: TensorFlow's reader would
+    try to open it again at every call, and ``ignore_errors`` would call it for ever (a run over a dead
+    s3fs mount spun without end). Its images are then not delivered, and the run's dropped images are
+    judged (``jobs.data.read_errors``)."""
+    import tensorflow as tf
+
+    opened = tf.numpy_function(_openable, [path], tf.string, stateful=True)
+    opened.set_shape([None])
+    return tf.data.TFRecordDataset(opened).ignore_errors()
 
 
 class _Hdf5Files:
