@@ -1,7 +1,12 @@
 """The native S3 reader: each sample fetched by a GET inside tf.data's one parallel map, as
 ``tf.io.read_file`` reads a file there (TensorFlow 2.21 has no S3 file system, and tensorflow-io does
 not load on it). ``num_parallel_calls`` map threads keep as many GETs in flight; every GET is counted
-by the caller's ``fetch`` (``jobs.storage.objectstore.objects.get``)."""
+by the caller's ``fetch`` (``jobs.storage.objectstore.objects.get``).
+
+A failed GET fails the run (the store's ``end_run``), so after the first one nothing more is asked: a
+store that stopped answering would otherwise hold every image left for the client's read timeout (512
+images at 60 s each, the map's threads at a time), and Ctrl-C or SIGTERM with them, since the run's loop
+checks for a signal between batches: now the run ends within one timeout of the first failure."""
 
 from __future__ import annotations
 
@@ -14,9 +19,16 @@ def reader(keys: Sequence[str], labels, fetch: Callable[[str], bytes]):
     import tensorflow as tf
 
     names = list(keys)
+    failed: list[str] = []  # the first failed GET's key: no GET is asked after it
 
     def get(i) -> bytes:
-        return fetch(names[int(i)])
+        if failed:
+            raise OSError(f"not asked: the GET of {failed[0]} failed")
+        try:
+            return fetch(names[int(i)])
+        except Exception:
+            failed.append(names[int(i)])
+            raise
 
     def read(i):
         data = tf.numpy_function(get, [i], tf.string, stateful=True)
