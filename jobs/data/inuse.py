@@ -35,7 +35,10 @@ def reading() -> Iterator[None]:
     finally:
         _held.reset(token)
         for fd in held:
-            os.close(fd)  # closing releases the flock
+            # closing releases the flock; on a tier that died under the cell (a FUSE layer killed: ENOTCONN)
+            # the close fails, and must not hide the error that says the tier died
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 def hold(folder: Path) -> None:
