@@ -291,6 +291,49 @@ _SECTIONS = {
 }
 
 
+# groups a workload fills with its own preset (``optional <group>: default_for_${workload}`` in
+# conf/config.yaml), and the node each fills: a workload without such a preset has none of it
+_PER_WORKLOAD = {"dataset": "dataset", "checkpoint_model": "checkpoint.model"}
+
+
+def _given(args: list[str], key: str) -> list[str] | None:
+    """The values the last ``key=a,b`` of ``args`` sweeps, None where it is not given."""
+    given = [a.split("=", 1)[1] for a in args if a.split("=", 1)[0].lstrip("+~") == key]
+    return given[-1].split(",") if given else None
+
+
+def _default(group: str) -> str:
+    """The preset conf/config.yaml's defaults list chooses for ``group``."""
+    from omegaconf import OmegaConf
+
+    for entry in OmegaConf.load(CONF_DIR / "config.yaml").defaults:
+        if isinstance(entry, dict | type(OmegaConf.create())) and group in entry:
+            return str(entry[group])
+    raise KeyError(group)
+
+
+def _unset_by_workload(args: list[str], extra: list[Path]) -> str | None:
+    """One line for ``dataset.X=`` or ``checkpoint.model.X=`` in a cell whose workload has no such preset
+    and where none is chosen (``workload=sharded_checkpoint`` reads no dataset; only it writes a model's
+    shards), which Hydra reports as a traceback; None otherwise."""
+    workloads = _given(args, "workload") or [_default("workload")]
+    for group, node in _PER_WORKLOAD.items():
+        if _given(args, group) is not None:
+            continue
+        for arg in args:
+            key = arg.split("=", 1)[0].lstrip("+~")
+            if "=" not in arg or not key.startswith(node + "."):
+                continue
+            for w in workloads:
+                if not any((d / group / f"default_for_{w}.yaml").is_file() for d in [CONF_DIR, *extra]):
+                    return (
+                        f"{arg}: workload={w} has no {node} (no conf/{group}/default_for_{w}.yaml), so "
+                        f"its {key[len(node) + 1 :]} cannot be set; choose one with {group}=<preset> "
+                        f"or leave {node}.* out"
+                    )
+    return None
+
+
 def null_parent(args: list[str]) -> str | None:
     """One line for an override that sets a field of a setting that is null in a cell (``stage.root=X``
     with ``storage@stage=none``, ``storage.emulate.read_iops=N`` on a tier that is not emulated,
@@ -299,6 +342,9 @@ def null_parent(args: list[str]) -> str | None:
     if any((m := _ARG.match(a)) and m["group"] == "experiment" for a in args):
         return None
     extra = searchpath(args)
+    unset = _unset_by_workload(args, extra)
+    if unset:
+        return unset
     chosen = {}
     for node, (arg_key, default) in _TIER_NODES.items():
         given = [a.split("=", 1)[1] for a in args if a.split("=", 1)[0].lstrip("+~") == arg_key]
