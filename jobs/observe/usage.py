@@ -41,10 +41,13 @@ def cores() -> int:
     return n
 
 
-def _disk(name: str | None, model: dict | None) -> tuple[int, int, int, int] | None:
+def _disk(name: str | None, model: dict | None = None) -> tuple[int, int, int, int] | None:
+    """The device's (reads, sectors read, ms busy, weighted ms); a modelled one's from its counters
+    (``model``, read here when not given)."""
     if not name:
         return None
     if name.startswith(modeled.PREFIX):  # the modelled drive's own counters, in diskstats's units
+        model = model if model is not None else modeled.counters(name)
         return (
             None
             if model is None
