@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -93,12 +94,7 @@ def test_a_signal_ends_a_cell_within_seconds_while_a_batch_takes_minutes(tmp_pat
         text=True,
     )
     try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and "run 1/1" not in "".join(
-            p.read_text() for p in out.glob("0/*.log")
-        ):
-            time.sleep(0.3)
-        time.sleep(2)  # inside the first batch's reads
+        _until_idle_in_its_cell(proc.pid, out / "0", time.monotonic() + 180)  # in the first batch's delays
         sent = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=100)
@@ -112,6 +108,23 @@ def test_a_signal_ends_a_cell_within_seconds_while_a_batch_takes_minutes(tmp_pat
     assert "Traceback" not in err and sum(line.startswith("campaign:") for line in lines) == 1, err[-3000:]
     assert "interrupted by SIGTERM" in lines[-1]
     assert not (out / "0" / "record.json").exists()
+
+
+def _until_idle_in_its_cell(pid: int, cell: os.PathLike, deadline: float) -> None:
+    """Wait until the campaign ``pid`` runs its cell (its folder has a log) and has used no CPU for a second:
+    TensorFlow is imported and the pipeline built, and the process waits in the run's reads. (The run logs
+    nothing before it ends.)"""
+
+    def cpu() -> int:
+        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(f[11]) + int(f[12])  # utime + stime, clock ticks
+
+    last, still = -1, 0
+    while time.monotonic() < deadline and still < 2:
+        time.sleep(0.5)
+        now = cpu()
+        still = still + 1 if now == last and list(Path(cell).glob("*.log")) else 0
+        last = now
 
 
 def test_a_call_deaf_to_signals_is_left_on_its_helper_and_the_wait_ends_at_once():
