@@ -298,8 +298,8 @@ _PER_WORKLOAD = {"dataset": "dataset", "checkpoint_model": "checkpoint.model"}
 
 def _given(args: list[str], key: str) -> list[str] | None:
     """The values the last ``key=a,b`` of ``args`` sweeps, None where it is not given."""
-    given = [a.split("=", 1)[1] for a in args if a.split("=", 1)[0].lstrip("+~") == key]
-    return given[-1].split(",") if given else None
+    given = [a.split("=", 1)[1] if "=" in a else "" for a in args if a.split("=", 1)[0].lstrip("+~") == key]
+    return (given[-1].split(",") if given[-1] else []) if given else None  # ~key: given, as nothing
 
 
 def _default(group: str) -> str:
