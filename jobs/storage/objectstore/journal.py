@@ -26,7 +26,7 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jobs.storage.objectstore.client import StoreError, why
+from jobs.storage.objectstore.client import why
 from jobs.storage.objectstore.endpoint import Endpoint
 
 SUBDIR = "uploads"  # below the tool's folder on the store's storage root
@@ -206,19 +206,9 @@ def abort_uploads(s3, endpoint: Endpoint, rec: Record) -> int:
 
 def delete(s3, endpoint: Endpoint, keys: list[str]) -> None:
     """Delete ``keys`` (recorded keys under the tool's prefix; a missing one is no error)."""
-    for i in range(0, len(keys), 1000):
-        chunk = [{"Key": k} for k in keys[i : i + 1000]]
-        try:
-            answer = s3.delete_objects(Bucket=endpoint.bucket, Delete={"Objects": chunk, "Quiet": True})
-        except Exception as e:  # noqa: BLE001 - one line naming the endpoint
-            raise why(e, endpoint) from None
-        failed = answer.get("Errors") or []
-        if failed:
-            first = failed[0]
-            raise StoreError(
-                f"S3 endpoint {endpoint.url}, bucket {endpoint.bucket}: {len(failed)} objects were not "
-                f"deleted, e.g. {first.get('Key')}: {first.get('Code')} {first.get('Message', '')}"
-            )
+    from jobs.storage.objectstore import objects
+
+    objects.delete_keys(s3, endpoint, keys)
 
 
 def clean(s3, endpoint: Endpoint, j: Journal) -> list[str]:

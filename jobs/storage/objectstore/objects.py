@@ -117,6 +117,13 @@ def delete_prefix(s3, endpoint: Endpoint, prefix: str) -> int:
     if not prefix.startswith(own) or prefix == own.rstrip("/") or any(p in ("", ".", "..") for p in parts):
         raise ValueError(f"{prefix!r} is not under the tool's prefix {endpoint.prefix!r}")
     keys = [k for k in sizes_under(s3, endpoint, prefix) if k.startswith(prefix + "/")]
+    delete_keys(s3, endpoint, keys, f" under {prefix}")
+    return len(keys)
+
+
+def delete_keys(s3, endpoint: Endpoint, keys: list[str], where: str = "") -> None:
+    """Delete ``keys``, 1,000 a request (S3's limit); a missing one is no error. ``where`` names them in
+    the one line a failure raises."""
     for i in range(0, len(keys), 1000):
         chunk = [{"Key": k} for k in keys[i : i + 1000]]
         try:
@@ -127,10 +134,9 @@ def delete_prefix(s3, endpoint: Endpoint, prefix: str) -> int:
         if failed:
             first = failed[0]
             raise StoreError(
-                f"S3 endpoint {endpoint.url}, bucket {endpoint.bucket}: {len(failed)} objects under {prefix} "
+                f"S3 endpoint {endpoint.url}, bucket {endpoint.bucket}: {len(failed)} objects{where} "
                 f"were not deleted, e.g. {first.get('Key')}: {first.get('Code')} {first.get('Message', '')}"
             )
-    return len(keys)
 
 
 @dataclass
