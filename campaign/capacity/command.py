@@ -149,9 +149,13 @@ def main(argv: list[str] | None = None) -> int:
     if why:
         print(f"campaign.capacity: {why}; nothing was run", file=sys.stderr)
         return 2
+    tiers = (value_of(args.overrides, "storage") or "local").split(",")
+    from campaign.capacity import preview
+
+    if preview.is_dry_run(args.overrides, profile):
+        return preview.plan(out, profile, tiers, most, _most_why(args, most, batch, bound_by), args.overrides)
     import pandas as pd
 
-    tiers = (value_of(args.overrides, "storage") or "local").split(",")
     _mark(out, profile, tiers, most, args.overrides)
     rows = []
     for tier in tiers:
@@ -162,6 +166,15 @@ def main(argv: list[str] | None = None) -> int:
     if not rows:
         return 1
     return _report(out, pd.DataFrame(rows), len(rows) < len(tiers))
+
+
+def _most_why(args, most: int, batch: int, bound_by: str) -> str:
+    """What set the most accelerators the search tries, in words."""
+    if bound_by:
+        return bound_by
+    if most < args.most:
+        return f"{_images(args.overrides):,} images give at most {most} accelerators two batches of {batch}"
+    return f"--most {most}"
 
 
 def _arguments_problem(args) -> str | None:

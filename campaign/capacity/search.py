@@ -138,53 +138,53 @@ def node_count(overrides: list[str]) -> int:
     return int(value_of(overrides, "platform.nodes") or 1)
 
 
+def probes(tier: str, profile: dict, common: list[str]) -> list[tuple[str, list[str], str]]:
+    """The two campaigns that measure the rates the prediction is made from, as (sub-folder, overrides,
+    what it measures): the tier's read rate (one reader task on each node, cold) and one core's decode rate
+    (one thread on one node, warm cache)."""
+    from jobs.observe import usage
+
+    return [
+        (
+            "storage_rate",
+            [
+                "workload=readonly",
+                f"storage={tier}",
+                f"threads={2 * usage.cores()}",
+                "cache=cold",
+                *common,
+                "platform.tasks_per_node=1",
+            ],
+            "the tier's read rate",
+        ),
+        (
+            "cpu_rate",
+            [
+                "workload=microbench",
+                f"storage={tier}",
+                "threads=1",
+                "cache=warm",
+                f"workload.image_side={profile['image_side']}",
+                *common,
+                "platform.nodes=1",
+                "platform.tasks_per_node=1",
+            ],
+            "one core's decode rate",
+        ),
+    ]
+
+
 def _measure(tier: str, profile: dict, common: list[str], out: Path) -> tuple[float, float, float, int]:
     """(tier images/s, tier MB/s, one core's decode images/s, kernels among the nodes), each rate the median
     of its campaign's runs; the tier's rate read by one task on each node, one core's on one node."""
     from analysis.tables.capacity import kernels, median
     from campaign import failures, subcampaign
-    from jobs.observe import usage
 
-    readers = 2 * usage.cores()
-    side = f"workload.image_side={profile['image_side']}"
-    if (
-        subcampaign.run(
-            rate := [
-                "workload=readonly",
-                f"storage={tier}",
-                f"threads={readers}",
-                "cache=cold",
-                *common,
-                "platform.tasks_per_node=1",
-            ],
-            out / "storage_rate",
-        )
-        != 0
-    ):
-        raise RuntimeError(
-            f"the tier's read rate could not be measured: {failures.why(rate, out / 'storage_rate')} "
-            f"(see {out / 'storage_rate'})"
-        )
-    if (
-        subcampaign.run(
-            cpu := [
-                "workload=microbench",
-                f"storage={tier}",
-                "threads=1",
-                "cache=warm",
-                side,
-                *common,
-                "platform.nodes=1",
-                "platform.tasks_per_node=1",
-            ],
-            out / "cpu_rate",
-        )
-        != 0
-    ):
-        raise RuntimeError(
-            f"the client's decode rate could not be measured: {failures.why(cpu, out / 'cpu_rate')} "
-            f"(see {out / 'cpu_rate'})"
-        )
+    for name, overrides, what in probes(tier, profile, common):
+        if subcampaign.run(overrides, out / name) != 0:
+            raise RuntimeError(
+                f"{what} could not be measured: {failures.why(overrides, out / name)} (see {out / name})"
+            )
     return (
         median(out / "storage_rate", "images_per_s"),
         median(out / "storage_rate", "mb_per_s"),
@@ -227,9 +227,7 @@ def tier_row(
     """Measure, predict and prove one tier; its line of capacity.csv."""
     from jobs.observe import usage
 
-    common = [o for o in overrides if o.split("=", 1)[0] not in SET_BY_SEARCH]
-    given = {o.split("=", 1)[0] for o in common}
-    common = [f"{k}={v}" for k, v in MEASURE.items() if k not in given] + common
+    common = common_overrides(overrides)
     threads = int(value_of(overrides, "threads") or 1)
     batch = int(value_of(overrides, "batch_size") or profile["batch_size"])
     nodes = node_count(overrides)
@@ -267,15 +265,31 @@ def tier_row(
         f"{pred['demand_images_per_s']:.0f} images/s at AU {100 * inp.au_threshold:.0f}%",
         flush=True,
     )
+    cell = prove_cell(tier, profile, overrides)
+    return row(pred, _prove(tier, profile, pred, cell, most, out / tier), most, bound_by)
+
+
+def common_overrides(overrides: list[str]) -> list[str]:
+    """The user's overrides every campaign of the search gets (those of what the search sets left out),
+    after MEASURE's settings the user did not give."""
+    common = [o for o in overrides if o.split("=", 1)[0] not in SET_BY_SEARCH]
+    given = {o.split("=", 1)[0] for o in common}
+    return [f"{k}={v}" for k, v in MEASURE.items() if k not in given] + common
+
+
+def prove_cell(tier: str, profile: dict, overrides: list[str]) -> list[str]:
+    """The overrides of the search's emulated cells on ``tier``, but for platform.tasks_per_node (the
+    accelerators per node, which each round sets)."""
+    common = common_overrides(overrides)
+    given = {o.split("=", 1)[0] for o in common}
     loader = [f"{k}={v}" for k, v in loader_defaults(overrides).items() if k not in given]
-    cell = [
+    return [
         "workload=emulated",
         f"accelerator={profile['name']}",
         f"storage={tier}",
-        f"threads={threads}",
-        f"batch_size={batch}",
+        f"threads={int(value_of(overrides, 'threads') or 1)}",
+        f"batch_size={int(value_of(overrides, 'batch_size') or profile['batch_size'])}",
         "cache=cold",
         *loader,
         *common,
     ]
-    return row(pred, _prove(tier, profile, pred, cell, most, out / tier), most, bound_by)

@@ -2,6 +2,8 @@
 (emulated accelerators reading real files through the real pipeline, as local multi-task cells)."""
 
 import os
+import re
+import shlex
 
 import pandas as pd
 import pytest
@@ -10,6 +12,7 @@ from campaign.capacity import search as capacity
 from jobs import records
 from support.commands import campaign, run_module
 from support.configs import TOY_SEARCHPATH
+from support.paths import ROOT
 
 
 def _inputs(**kw):
@@ -146,6 +149,24 @@ def test_bad_input_names_the_setting(tmp_path):
 
 def _capacity(*args, cwd):
     return run_module("campaign.capacity", *args, cwd=cwd, timeout=900)
+
+
+def test_the_readmes_search_as_a_dry_run_plans_and_writes_nothing(cwd):
+    """The README's capacity command with platform.dry_run=true: each probe's own dry run, then the search's
+    shape, exit 0, and no folder left behind. Before, the search read the probes' results.csv that a dry
+    run never writes (a pandas traceback) and left multirun/capacity-* after saying nothing was written."""
+    line = re.search(r"^python -m campaign\.capacity .*?(?=\s+#|$)", (ROOT / "README.md").read_text(), re.M)
+    p = _capacity(*shlex.split(line[0])[3:], "platform.dry_run=true", cwd=cwd)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stdout[-2000:] + p.stderr[-2000:]
+    out = p.stdout
+    assert re.search(r"local: the tier's read rate \(storage_rate\):\ndry run: 1 cell would run here", out), (
+        out
+    )
+    assert re.search(r"local: one core's decode rate \(cpu_rate\):\ndry run: 1 cell would run here", out), out
+    assert "proven by rounds of emulated cells into multirun/capacity-" in out
+    assert "each round's cells: workload=emulated accelerator=resnet50_a100 storage=local" in out
+    assert out.rstrip().endswith(": nothing was run or written")
+    assert list(cwd.iterdir()) == []
 
 
 @pytest.mark.cells
