@@ -1,6 +1,8 @@
 """Checkpoints with real TensorFlow on tiny models and real tiers: stalls, integrity, recovery."""
 
 import json
+import os
+import re
 import subprocess
 import time
 
@@ -455,3 +457,28 @@ def test_a_bucket_whose_server_dies_mid_run_fails_it_naming_the_endpoint_and_lea
         assert not (checkpoint.ckpt_dir(tmp_path / "slow") / "ckpt_dies").exists()  # no folder for a bucket
     finally:
         srv.stop()
+
+
+@pytest.mark.cells
+def test_a_read_that_fails_mid_run_fails_a_tensorflow_checkpoint_run_and_leaves_no_checkpoint(tmp_path):
+    """An image the listing found is removed as the timed loop starts (as a purge would, or a storage that
+    went away): its read fails, so the run fails (ReadFailed, naming the file) as the other workloads'
+    runs do, and its checkpoints go with it. Before, TensorFlow's dropped images were not counted at all:
+    the run succeeded with 15 of its 16 images."""
+    from jobs.data import pipeline
+    from jobs.data.read_errors import ReadFailed
+
+    make_jpegs(tmp_path / "imgs", 16, classes=4)
+    folder = {"name": "lost", "source": "folder", "path": str(tmp_path / "imgs"), "num_images": 16}
+    lost = datasets.resolve(OmegaConf.create(folder), str(tmp_path), seed=0)
+    s = _settings(tmp_path, steps=4, every=2, tag="lost1")
+    gone = lost.files[pipeline.shuffled_order(16, seed=s.train.seed)[14]]  # read in the last step
+
+    def remove(name: str) -> None:
+        if name == "start":
+            os.unlink(gone)
+
+    with pytest.raises(ReadFailed, match=f"ENOENT: No such file or directory: {re.escape(gone)}"):
+        checkpoint.run_once(lost, s, mark=remove)
+    for tier in ("fast", "slow"):
+        assert not (checkpoint.ckpt_dir(tmp_path / tier) / "lost1").exists()

@@ -231,10 +231,18 @@ class Engine:
     saver: type  # the _Saver that writes one checkpoint of the model and optimizer
     parameters: Callable  # model -> its parameter count
     end: Callable = lambda it: None  # the iterator's read-ahead stopped (its readers joined)
-    dropped: Callable = lambda it: 0  # images the iterator dropped as unreadable (tf.data's are not counted)
+    # (iterator, dataset, TrainSettings, the training loop's figures) -> the images the run dropped as
+    # unreadable; ReadFailed when a read failed (its storage went away), not an image's content
+    dropped: Callable = lambda it, ds, t, run: 0
 
 
-TENSORFLOW = Engine(_trainer, _Saver, lambda model: int(model.count_params()))
+def _tf_dropped(it, ds: Dataset, t: TrainSettings, run: dict) -> int:
+    """The images tf.data's ``ignore_errors`` dropped among those the run reached, judged as the other
+    workloads' runs judge theirs (``pipeline.dropped``): a failed read fails the run (ReadFailed)."""
+    return len(pipeline.dropped(ds, run["seen"], run["exhausted"], t.seed, **t.order))
+
+
+TENSORFLOW = Engine(_trainer, _Saver, lambda model: int(model.count_params()), dropped=_tf_dropped)
 
 
 def run_once(
@@ -283,6 +291,8 @@ def run_once(
         engine.end(it)
         mark("end")  # after the join: a worker's CPU time is in RUSAGE_CHILDREN only once it is waited for
         rb1, _ = pipeline.read_counters()  # before finish() reaps the drain: a reaped child's reads join ours
+        # a read that failed fails the run here, before its checkpoints are drained or kept (``_discard``)
+        dropped = engine.dropped(it, ds, s.train, run)
         drained = drain.finish() if drain is not None else []
         t_drained = time.perf_counter()
     except BaseException:
@@ -325,7 +335,7 @@ def run_once(
         "final_loss": run["loss"],
         "checkpoint_dir": str(folder) if with_checkpoints else None,
         "images": run["images"],
-        "images_dropped": engine.dropped(it),
+        "images_dropped": dropped,
         "bytes_consumed": run["consumed"],
         # the drain's reads are another process's; this process's device reads are the images'
         "bytes_read_device": None if rb0 is None or rb1 is None else rb1 - rb0,
@@ -363,19 +373,22 @@ def _train(it, step_fn, steps: int, saver, every: int) -> dict:
     ``every`` through ``saver`` (None: no checkpoints). The first step, graph tracing included, is
     timed apart."""
     run = {"stall": 0.0, "loss": float("nan"), "consumed": 0, "images": 0, "steps": 0, "first_step_s": 0.0}
+    run |= {"seen": [], "exhausted": False}  # the images delivered, and whether the data ran out
     t0 = time.perf_counter()
     with interrupts.deferred():
         for k in range(1, steps + 1):
             interrupts.check()  # Ctrl-C and SIGTERM end the run here, between steps
             try:
-                x, _, nbytes, y = interrupts.waiting(next, it)
+                x, idx, nbytes, y = interrupts.waiting(next, it)
             except StopIteration:
+                run["exhausted"] = True
                 break
             if x is not None:  # None: every image of the batch was dropped as unreadable (DataLoader)
                 # reading the loss back waits for the step
                 run["loss"] = float(interrupts.waiting(step_fn, x, y))
             run["consumed"] += int(np.asarray(nbytes).sum())  # a tf.Tensor or a DataLoader's numpy array
             run["images"] += int(nbytes.shape[0])
+            run["seen"].extend(int(i) for i in np.asarray(idx))
             run["steps"] = k
             if k == 1:
                 run["first_step_s"] = time.perf_counter() - t0

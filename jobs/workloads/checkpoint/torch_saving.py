@@ -61,7 +61,7 @@ def engine(lo) -> saving.Engine:
         TorchSaver,
         torch_training.parameters,
         end=_close,
-        dropped=lambda batches: len(batches.dropped),
+        dropped=lambda batches, *_: len(batches.dropped),  # a failed read raised in its worker
     )
 
 
