@@ -148,7 +148,8 @@ class Watch:
                 )
 
     def check_errors(self) -> None:
-        """Raise TaskError naming the first task that failed with its own error."""
+        """Raise TaskError naming the first task that failed with its own error; a failed read, the
+        ReadFailed of a run in one process, naming the task (the runner names the tier and the run)."""
         errors = sorted(
             (int(f.stem.rsplit("-", 1)[1]), f) for f in self.folder.glob(file_name("error", self.nonce, "*"))
         )
@@ -157,6 +158,10 @@ class Watch:
             e = json.loads(f.read_text())
             where = f" (at {e['where']})" if e.get("where") else ""
             on = f" on {e['host']}" if e.get("host") else ""
+            if e["type"] == "ReadFailed":
+                from jobs.data.read_errors import ReadFailed
+
+                raise ReadFailed(f"task {rank}{on}: {e['message']}")
             raise TaskError(f"task {rank}{on} failed: {e['type']}: {e['message']}{where}")
 
     def check_ended(self) -> None:

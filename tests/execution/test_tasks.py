@@ -1,6 +1,8 @@
 """Multi-task cells on the local platform (platform.tasks_per_node): each task a real process reading
 its shard with real TensorFlow, the merged record, the scaling figure, a failing task, bad settings."""
 
+import contextlib
+import os
 import re
 import subprocess
 
@@ -241,3 +243,54 @@ def test_a_shard_reads_its_own_images_in_its_own_order():
         for shuffle in ("global", "local", "none"):
             order = readers.order(part, shuffle=shuffle, shuffle_buffer=None, seed=1, threads=1)
             assert sorted(order) == list(range(len(part.files))), (rank, shuffle, order)
+
+
+@pytest.mark.cells
+def test_a_read_that_fails_in_a_task_fails_the_run_in_the_single_task_line(planned_cell, tmp_path):
+    """An image of task 0's shard removed once the run's tasks are asked for (as a purge would, or a
+    storage that went away): the run fails with the one line a single-task run fails with, naming the tier
+    and the run, and the task. Before: ``task 0 on <host> failed: ReadFailed: ... (at read_errors.py:N)``,
+    without the tier."""
+    import json
+    import threading
+    import time
+    from pathlib import Path
+
+    from jobs.data.read_errors import ReadFailed
+    from jobs.runner import measure
+
+    cell = planned_cell(
+        "workload=readonly",
+        "platform.tasks_per_node=2",
+        f"storage.root={tmp_path}",
+        "dataset.num_images=16",
+        "threads=1",
+        "repeats=1",
+        "warmup=0",
+    )
+    job, gone = tmp_path / "job", []
+
+    def remove_when_asked() -> None:  # the tasks read only after their TensorFlow has started
+        deadline = time.monotonic() + 300
+        while not gone and time.monotonic() < deadline:
+            for request in job.glob("tasks/*/request.json"):
+                with contextlib.suppress(OSError, ValueError):
+                    first = json.loads(request.read_text())["dataset"]["files"][0]  # task 0's
+                    os.unlink(first)
+                    gone.append(first)
+            time.sleep(0.01)
+
+    remover = threading.Thread(target=remove_when_asked, daemon=True)
+    remover.start()
+    try:
+        with pytest.raises(ReadFailed) as e:
+            measure(cell, job)
+    finally:
+        gone.append("")  # the remover stops
+        remover.join()
+    assert gone[0] and not Path(gone[0]).exists()
+    assert re.fullmatch(
+        r"storage=local: task 0 on \S+: 1 of 8 images were not delivered and reads failed \(ENOENT: No such "
+        rf"file or directory: {re.escape(gone[0])}\) during run 1; its numbers are dropped",
+        str(e.value),
+    ), str(e.value)
