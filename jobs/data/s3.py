@@ -6,33 +6,42 @@ by the caller's ``fetch`` (``jobs.storage.objectstore.objects.get``).
 A failed GET fails the run (the store's ``end_run``), so after the first one nothing more is asked: a
 store that stopped answering would otherwise hold every image left for the client's read timeout (512
 images at 60 s each, the map's threads at a time), and Ctrl-C or SIGTERM with them, since the run's loop
-checks for a signal between batches: now the run ends within one timeout of the first failure."""
+checks for a signal between batches: now the run ends within one timeout of the first failure. Nor is
+anything raised into TensorFlow, which logs a traceback per element (``readers.quietly``): the failed
+and the unasked elements are dropped without a word, and the store keeps the failure for the run's end."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
 
+class _NotAsked(Exception):
+    """An image after the first failed GET: dropped, never asked of the store."""
+
+
 def reader(keys: Sequence[str], labels, fetch: Callable[[str], bytes]):
     """``read(i) -> (i, data, bytes read, label)`` for the pipeline's map (``jobs.data.readers.source``'s
-    contract): object ``keys[i]`` fetched by ``fetch``; ``labels``, a tensor of the samples' labels."""
+    contract): object ``keys[i]`` fetched by ``fetch``, whose StoreError the store keeps for the run's
+    end (``Store.fetch``); ``labels``, a tensor of the samples' labels."""
     import tensorflow as tf
+
+    from jobs.data.readers import quietly
+    from jobs.storage.objectstore.client import StoreError
 
     names = list(keys)
     failed: list[str] = []  # the first failed GET's key: no GET is asked after it
 
     def get(i) -> bytes:
         if failed:
-            raise OSError(f"not asked: the GET of {failed[0]} failed")
+            raise _NotAsked(names[int(i)])
         try:
             return fetch(names[int(i)])
-        except Exception:
+        except StoreError:
             failed.append(names[int(i)])
             raise
 
     def read(i):
-        data = tf.numpy_function(get, [i], tf.string, stateful=True)
-        data.set_shape([])
+        data = quietly(get, [i], tf.string, (StoreError, _NotAsked))
         return i, data, tf.cast(tf.strings.length(data, unit="BYTE"), tf.int64), tf.gather(labels, i)
 
     return read
