@@ -1,13 +1,19 @@
 """``python -m analysis compare A B``: each cell's median metrics in campaign A beside the same cell in
-campaign B, with B ÷ A; cells pair when everything that defines them is equal."""
+campaign B, with B ÷ A; cells pair when everything that defines them is equal.
+
+A paper study's folder holds one sweep per grid, and two grids may hold the same cell (Fig. 7's batch-64
+cells are Figs. 6 and 8's 8-thread cells): cells pair within their grid (the sweep folder that holds
+them), then by their settings. What cannot be paired is named, never a reason to pair nothing."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from analysis.tables import identity, tidy
+
+WIDTH = 100  # the printed tables fit a terminal this wide; --csv holds every setting and metric
 
 
 def main(argv: list[str]) -> int:
@@ -17,7 +23,9 @@ def main(argv: list[str]) -> int:
     )
     p.add_argument("a", type=Path)
     p.add_argument("b", type=Path)
-    p.add_argument("--csv", type=Path, default=None, help="also write the table here (a new file)")
+    p.add_argument(
+        "--csv", type=Path, default=None, help="also write the whole table, every setting, here (a new file)"
+    )
     p.add_argument(
         "--ignore",
         default="",
@@ -45,23 +53,18 @@ def main(argv: list[str]) -> int:
         return 1
     if args.csv and not _write_csv(table, args.csv):
         return 2
-    import pandas as pd
+    from analysis import compare_view
 
-    a = table.attrs
-    print(f"{a['both']} cell{'' if a['both'] == 1 else 's'} paired; told apart by {', '.join(a['keys'])}")
-    with pd.option_context(
-        "display.width", 160, "display.max_columns", None, "display.float_format", "{:.4g}".format
-    ):
-        print(printable(table).to_string(index=False))
-    if a["only_a"] or a["only_b"]:
-        print(
-            f"analysis: {a['only_a']} cell{'' if a['only_a'] == 1 else 's'} of A and {a['only_b']} of B have "
-            "no counterpart (column paired); cells pair only when every setting is equal (--ignore KEY "
-            "leaves one out)",
-            file=sys.stderr,
+    print(compare_view.text(table, WIDTH, csv=args.csv is not None))
+    for line in compare_view.unpaired_lines(table):
+        print(f"analysis: {line}", file=sys.stderr)
+    if not table.attrs["both"]:
+        why = (
+            "the lines above say why"
+            if any(table.attrs["alike"].values())
+            else "the campaigns measured different cells"
         )
-    if not a["both"]:
-        print("analysis: 0 cells paired: the campaigns measured different cells", file=sys.stderr)
+        print(f"analysis: 0 cells paired: {why}", file=sys.stderr)
         return 1
     return 1 if table.attrs.get("unreadable") else 0
 
@@ -89,7 +92,7 @@ def _write_csv(table, path: Path) -> bool:
 
 
 class CompareError(ValueError):
-    """Two campaigns whose cells cannot be paired; the message says why."""
+    """Two campaigns whose cells cannot be compared at all; the message says why."""
 
 
 SHOWN = (
@@ -99,7 +102,9 @@ SHOWN = (
     "runtime_s_median",
     "median_stall_s_median",
 )
-PAIRED = "paired"  # both, only in A, only in B
+PAIRED = "paired"  # both, only in A, only in B, or alike in A (B): one of its side's cells that are one cell
+GRID = "grid"  # the sweep folder that holds the cell, under the campaign folder ("" for a single sweep)
+CELL = "cell"  # the cell's folder under its campaign folder: cell_a, cell_b
 
 
 def _check_ignore(ignore: tuple[str, ...], configs: list[dict]) -> None:
@@ -127,14 +132,25 @@ def _check_ignore(ignore: tuple[str, ...], configs: list[dict]) -> None:
             )
 
 
+def grid_of(cell_dir: str) -> str:
+    """The grid a cell belongs to: the folder of its sweep under the campaign folder (``fig7`` for a paper
+    study's ``fig7/3``; ``local/prove`` for a capacity search's cell); "" for a single sweep's cell."""
+    parent = str(PurePosixPath(cell_dir).parent)
+    return "" if parent == "." else parent
+
+
 def compare_campaigns(a: Path, b: Path, ignore: tuple[str, ...] = ()):
     """Each cell's median metrics in campaign A beside the same cell in campaign B, with B / A.
 
-    Cells pair when everything that defines them is equal (``analysis.tables.identity``: the resolved config
+    Cells pair within their grid (``grid_of``; when both campaigns have grids, as two paper studies do),
+    then when everything that defines them is equal (``analysis.tables.identity``: the resolved config
     without paths and launch settings; ``ignore``: dotted keys left out, the setting being compared).
-    The frame's columns are the keys whose values differ between cells, ``paired`` (both, only in A,
-    only in B: a cell without its counterpart is shown, never dropped), then each metric's A, B and
-    ratio. ``attrs``: ``unreadable`` records, ``keys`` that vary, ``only_a``/``only_b`` counts."""
+    Cells of one campaign that are one cell by that rule cannot be paired: each is shown, as ``alike in
+    A`` (or B), never paired by chance. The frame's columns are ``grid`` (with grids), the keys whose
+    values differ between cells, ``paired``, ``cell_a``/``cell_b``, then each metric's A, B and ratio.
+    ``attrs``: ``unreadable`` records, ``keys`` that vary, the counts ``both``, ``only_a``, ``only_b``,
+    ``alike`` (per side: lists of the folders of cells that are one cell), ``ignore``, ``differ`` (per
+    group of alike cells: the config keys they differ in)."""
     import pandas as pd
 
     collected = [tidy.collect(x) for x in (a, b)]
@@ -146,54 +162,62 @@ def compare_campaigns(a: Path, b: Path, ignore: tuple[str, ...] = ()):
         empty.attrs["unreadable"] = unreadable
         return empty
     metrics = [c for c in frames[0].columns if c.endswith("_median") and c in frames[1].columns]
+    by_grid = all(any(grid_of(d) for d in f["cell_dir"]) for f in frames)
     sides = []
     for f, c in zip(frames, collected):
         ids = pd.DataFrame([identity.identity(c.configs[d], ignore) for d in f["cell_dir"]])
-        sides.append((ids, f[metrics].reset_index(drop=True)))
-    keys = sorted(set(sides[0][0].columns) | set(sides[1][0].columns))
-    for (ids, _), name in zip(sides, "AB"):
-        for k in keys:
-            if k not in ids:
-                ids[k] = "(unset)"
-        dup = int(ids.duplicated(keys, keep=False).sum())
-        if dup:
-            raise CompareError(
-                f"{dup} cells of {name} are the same cell once {', '.join(ignore) or 'paths'} is left "
-                "out: they cannot be paired (leave out less with --ignore)"
-            )
-    both = pd.concat([ids[keys] for ids, _ in sides])
-    vary = [k for k in keys if both[k].nunique(dropna=False) > 1] or ["workload.name"]
-    fa, fb = (pd.concat([ids[keys], m], axis=1) for ids, m in sides)
+        ids.insert(0, GRID, [grid_of(d) if by_grid else "" for d in f["cell_dir"]])
+        sides.append((ids, f[metrics].reset_index(drop=True), list(f["cell_dir"])))
+    keys = [GRID, *sorted((set(sides[0][0].columns) | set(sides[1][0].columns)) - {GRID})]
+    parts, alike, differ = [], {}, []
+    for (ids, m, dirs), name in zip(sides, "AB"):
+        ids = ids.reindex(columns=keys).fillna("(unset)")  # a key of other cells only: unset in this one
+        frame = pd.concat([ids[keys], m], axis=1).assign(**{CELL: dirs})
+        dup = frame.duplicated(keys, keep=False)
+        groups = [list(g[CELL]) for _, g in frame[dup].groupby(keys, sort=False, dropna=False)]
+        alike[name] = groups
+        differ += [_differing([collected["AB".index(name)].configs[d] for d in g]) for g in groups]
+        parts.append((frame[~dup], frame[dup].assign(**{PAIRED: f"alike in {name}"})))
+    (fa, alike_a), (fb, alike_b) = parts
     m = fa.merge(fb, on=keys, suffixes=("_a", "_b"), how="outer", indicator=PAIRED)
     m[PAIRED] = (
         m[PAIRED].map({"both": "both", "left_only": "only in A", "right_only": "only in B"}).astype(str)
     )
+    suffixed = [
+        x.rename(columns={c: f"{c}_{s}" for c in [*metrics, CELL]})
+        for x, s in ((alike_a, "a"), (alike_b, "b"))
+    ]
+    m = pd.concat([m, *suffixed], ignore_index=True)
     for metric in metrics:
         m[f"{metric}_ratio"] = m[f"{metric}_b"] / m[f"{metric}_a"]
+    vary = [k for k in keys[1:] if m[k].nunique(dropna=False) > 1] or ["workload.name"]
     cols = [
+        *([GRID] if by_grid else []),
         *vary,
         PAIRED,
+        f"{CELL}_a",
+        f"{CELL}_b",
         *(c for metric in metrics for c in (f"{metric}_a", f"{metric}_b", f"{metric}_ratio")),
     ]
     m = m[cols]
-    out = m.loc[:, m.notna().any()].sort_values([PAIRED, *vary], kind="stable").reset_index(drop=True)
+    order = [*([GRID] if by_grid else []), PAIRED, *vary]
+    out = m.loc[:, m.notna().any()].sort_values(order, kind="stable").reset_index(drop=True)
     out.attrs.update(
         unreadable=unreadable,
         keys=vary,
         only_a=int((m[PAIRED] == "only in A").sum()),
         only_b=int((m[PAIRED] == "only in B").sum()),
         both=int((m[PAIRED] == "both").sum()),
+        alike=alike,
+        differ=differ,
+        ignore=ignore,
+        by_grid=by_grid,
     )
     return out
 
 
-def printable(table, most: int = 2):
-    """The comparison as people read it: the varying keys, ``paired``, and A, B, B/A of the first ``most``
-    headline metrics measured (the CSV holds every metric)."""
-    metrics = [m for m in SHOWN if f"{m}_ratio" in table][:most]
-    names = {
-        f"{m}_{side}": f"{m.removesuffix('_median')} {label}"
-        for m in metrics
-        for side, label in (("a", "A"), ("b", "B"), ("ratio", "B/A"))
-    }
-    return table[[*table.attrs.get("keys", []), PAIRED, *names]].rename(columns=names)
+def _differing(configs: list[dict]) -> list[str]:
+    """The dotted config keys whose values differ among ``configs`` (Hydra's node left out)."""
+    flat = [identity.flatten(c) for c in configs]
+    every = sorted(set().union(*flat))
+    return [k for k in every if len({f.get(k, "(unset)") for f in flat}) > 1]

@@ -13,6 +13,18 @@ def identity(config: dict, ignore: tuple[str, ...] = ()) -> dict[str, str]:
     """What defines a cell: its resolved config as flat dotted keys with normalised values (224 and
     224.0 are one value), without where things live and how it was launched; keys under ``ignore``
     (dotted prefixes: the setting being compared) left out."""
+    return {
+        k: v
+        for k, v in flatten(config).items()
+        if not k.endswith(_WHERE)
+        and (not k.startswith("platform.") or k in _LAUNCH_KEPT)
+        and not any(k == i or k.startswith(i + ".") for i in ignore)
+    }
+
+
+def flatten(config: dict) -> dict[str, str]:
+    """A resolved config as flat dotted keys with normalised values (224 and 224.0 are one value), every
+    key but Hydra's node."""
     import json
     import math
 
@@ -37,10 +49,4 @@ def identity(config: dict, ignore: tuple[str, ...] = ()) -> dict[str, str]:
             flat[prefix] = norm(v)
 
     walk("", {k: v for k, v in config.items() if k != "hydra"})
-    return {
-        k: v
-        for k, v in flat.items()
-        if not k.endswith(_WHERE)
-        and (not k.startswith("platform.") or k in _LAUNCH_KEPT)
-        and not any(k == i or k.startswith(i + ".") for i in ignore)
-    }
+    return flat

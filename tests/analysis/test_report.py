@@ -152,8 +152,8 @@ def test_compare_pairs_cells_only_when_every_setting_is_equal(tmp_path):
     )
     assert p.returncode == 0, p.stderr
     assert "1 cell paired; told apart by dataset.num_images" in p.stdout
-    assert "1 cell of A and 1 of B have no counterpart" in p.stderr
-    assert max(len(line) for line in p.stdout.splitlines()) <= 160
+    assert "1 cell of A and 1 of B have no counterpart: A's 0 (dataset.num_images=16); B's 1 (" in p.stderr
+    assert max(len(line) for line in p.stdout.splitlines()) <= 100
     t = pd.read_csv(tmp_path / "c.csv").set_index("dataset.num_images")
     assert sorted(t.index) == [16.0, 32.0, 48.0]
     assert (
@@ -164,14 +164,18 @@ def test_compare_pairs_cells_only_when_every_setting_is_equal(tmp_path):
     assert pd.notna(t.loc[32, "images_per_s_median_ratio"]) and pd.isna(
         t.loc[16, "images_per_s_median_ratio"]
     )
-    # leaving out the setting that tells A's own cells apart cannot pair them: one line, no table
+    # leaving out the setting that tells A's own cells apart cannot pair them: each is named, and why
     p = analysis(
         "compare", str(tmp_path / "A"), str(tmp_path / "B"), "--ignore", "dataset.num_images", cwd=tmp_path
     )
-    assert (
-        p.returncode == 2 and "2 cells of A are the same cell once dataset.num_images is left out" in p.stderr
-    )
-    assert p.stdout == ""
+    assert p.returncode == 1 and "  alike in A" in p.stdout
+    assert p.stderr.splitlines() == [
+        "analysis: 2 cells of A cannot be paired, each alike another of A: 0 and 1 (they differ only in "
+        "dataset.num_images, which --ignore dataset.num_images leaves out)",
+        "analysis: 2 cells of B cannot be paired, each alike another of B: 0 and 1 (they differ only in "
+        "dataset.num_images, which --ignore dataset.num_images leaves out)",
+        "analysis: 0 cells paired: the lines above say why",
+    ]
 
 
 def test_status_of_a_paper_study_lists_every_grid(paper, tmp_path):

@@ -3,14 +3,13 @@ keys of record.json and plan.json. A change shows as a diff; after checking it, 
 UPDATE_GOLDEN=1 pytest tests/campaign/test_golden.py and say why in the commit.
 """
 
-import difflib
 import json
-import os
 import sys
 from pathlib import Path
 
 import pytest
 
+from support import golden
 from support.commands import campaign
 from support.files import make_jpegs
 from support.paths import ROOT
@@ -19,15 +18,7 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 
 
 def same_as_golden(name: str, text: str) -> None:
-    path = GOLDEN / name
-    if os.environ.get("UPDATE_GOLDEN") == "1":
-        path.write_text(text)
-    expected = path.read_text() if path.exists() else ""
-    if text != expected:
-        diff = "".join(
-            difflib.unified_diff(expected.splitlines(True), text.splitlines(True), f"golden/{name}", "now")
-        )
-        pytest.fail(f"{name} differs from its golden file (UPDATE_GOLDEN=1 rewrites it):\n{diff}")
+    golden.same_as_golden(GOLDEN / name, text)
 
 
 def test_dry_run_text_and_sbatch_script(tmp_path):
