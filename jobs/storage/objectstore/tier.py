@@ -170,9 +170,10 @@ def task_env(endpoint: Endpoint) -> dict:
     if srv is None:
         return {TASK_ENV: json.dumps(None)}
     key, secret = store.keys()
-    seen = {"pid": srv.pid, "folder": str(srv.folder), "ports": dict(srv.ports)}
     if hasattr(srv, "handover"):  # servers on every node: each task finds its own node's
         seen = {"spread": str(srv.handover)}
+    else:
+        seen = {"pid": srv.pid, "folder": str(srv.folder), "ports": dict(srv.ports), "outer": dict(srv.outer)}
     return {
         **dict.fromkeys(_KEYS),
         "AWS_ACCESS_KEY_ID": key,
@@ -189,7 +190,13 @@ def _attached(endpoint: Endpoint, seen: dict | None) -> Store:
         own = _own_node(seen)
         srv = server.Seen(int(own["volume_pid"]), Path(own["folder"]), endpoint)
     elif seen is not None:
-        srv = server.Seen(int(seen["pid"]), Path(seen["folder"]), endpoint, dict(seen.get("ports") or {}))
+        srv = server.Seen(
+            int(seen["pid"]),
+            Path(seen["folder"]),
+            endpoint,
+            dict(seen.get("ports") or {}),
+            dict(seen.get("outer") or {}),
+        )
     return Store(endpoint, client.connect(endpoint, None, CONNECTIONS), srv)
 
 
