@@ -4,9 +4,12 @@ what is wrong with a request, and leaves nothing behind: no process, no folder, 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
+import json
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -23,6 +26,14 @@ pytestmark = [pytest.mark.cells, pytest.mark.waits]  # starts real SeaweedFS ser
 
 def _tmp_sockets() -> set[str]:
     return {n for n in os.listdir("/tmp") if n.startswith("seaweedfs-")}
+
+
+def _ended(pid: int) -> bool:
+    """Process ``pid`` has ended: gone, or a zombie its new parent has not yet reaped."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
 
 
 def _held_elsewhere(pid: int, folder: Path) -> list[str]:
@@ -113,6 +124,7 @@ def test_a_stopped_or_killed_server_leaves_nothing(tmp_path):
     s3 = client.connect(s.endpoint, s.credentials)
     s3.put_object(Bucket=s.endpoint.bucket, Key="iocampaign/a", Body=b"a")
     pid = s.process.pid
+    (weed,) = server._children(pid)
     s.process.kill()  # dies mid-run: the next GET fails, counted, naming the endpoint; stop still cleans up
     s.process.wait()
     assert s.dead() == f"the embedded S3 server at {s.endpoint.url} (pid {pid}) was killed by SIGKILL"
@@ -125,6 +137,10 @@ def test_a_stopped_or_killed_server_leaves_nothing(tmp_path):
     assert stats.summary(1.0)["request_errors"] == 1 and stats.in_flight == 0
     s.stop()
     assert not s.folder.exists() and not Path(f"/proc/{pid}").exists()
+    deadline = time.monotonic() + 10  # SeaweedFS, the relay's child, dies with it (reaped by init)
+    while not _ended(weed) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _ended(weed)
     assert planted.read_text() == "a user's file beside the server's folder"
     assert _tmp_sockets() == before
 
@@ -350,29 +366,176 @@ def test_a_folder_in_the_servers_place_is_used_only_when_a_killed_server_left_it
     assert not folder.exists()
 
 
-def test_a_port_taken_before_the_server_binds_it_is_chosen_again(tmp_path, monkeypatch):
-    real = server._free_ports
+def _listening(net_tcp: str) -> dict[int, int]:
+    """The listening TCP sockets of a ``/proc/<pid>/net/tcp`` (that process's network namespace): port
+    -> socket inode."""
+    out = {}
+    for line in net_tcp.splitlines()[1:]:
+        f = line.split()
+        if f[3] == "0A":  # TCP_LISTEN
+            out[int(f[1].rsplit(":", 1)[1], 16)] = int(f[9])
+    return out
+
+
+def _socket_inodes(pid: int) -> set[int]:
+    out = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                out.add(int(target[8:-1]))
+    return out
+
+
+_PROBE = """
+import json, socket, sys, urllib.error, urllib.request
+ports, s3 = json.loads(sys.argv[1]), sys.argv[2]
+for port in ports:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        print(port, "connected")
+    except OSError as e:
+        print(port, type(e).__name__)
+direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+try:
+    print("get", direct.open(s3, timeout=5).read()[:40])
+except urllib.error.HTTPError as e:
+    print("get", e.code)
+"""
+
+
+def test_another_user_reaches_no_inner_port_and_no_object_without_keys(store, other_user):
+    """The server's master, volume, filer, gRPC, IAM and metrics ports ask for no key: they listen in a
+    network namespace of the server's own, and the host reaches only the two sockets the tool bound and
+    hands to the relay (S3, which asks for the keys, and metrics). Another user's connection to each of
+    the server's own ports fails (on today's code, that user read root's object through the filer
+    port), an unsigned GET is refused, and the tool's signed client works through the relay."""
+    from support.users import as_user_python
+
+    s, s3, _ = store
+    key = f"{s.endpoint.prefix}/inner/secret.txt"
+    s3.put_object(Bucket=s.endpoint.bucket, Key=key, Body=b"root's object")
+    inside = _listening(Path(f"/proc/{s.pid}/net/tcp").read_text())  # the relay is in the server's namespace
+    assert set(s.ports.values()) - {s.ports["iam"]} <= set(inside)  # SeaweedFS serves IAM only with -iam
+    host = _listening(Path("/proc/self/net/tcp").read_text())
+    # of the whole server (relay and SeaweedFS), only the two sockets the tool bound listen on the host
+    ours = set().union(*(_socket_inodes(p) for p in (s.pid, *server._children(s.pid))))
+    assert {port for port, inode in host.items() if inode in ours} == set(s.outer.values())
+    assert s.endpoint.url == f"http://127.0.0.1:{s.outer['s3']}" and s.outer["s3"] not in s.ports.values()
+    probed = sorted(p for p in s.ports.values() if p not in host)  # a host process's own port is not ours
+    url = f"{s.endpoint.url}/{s.endpoint.bucket}/{key}"
+    p = as_user_python(other_user, "-c", _PROBE, json.dumps(probed), url, timeout=60)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.splitlines() == [f"{port} ConnectionRefusedError" for port in probed] + ["get 403"]
+    assert s3.get_object(Bucket=s.endpoint.bucket, Key=key)["Body"].read() == b"root's object"
+
+
+def test_a_port_taken_on_the_host_does_not_matter_to_the_server(tmp_path, monkeypatch):
+    """The server's own ports are in its namespace: one that a host's process holds (here all of them)
+    is still the server's there. The host's two are bound by the tool before the server starts (the
+    kernel picks them), so no other process can take them in between, and the server starts at once."""
     calls = []
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
+    with contextlib.ExitStack() as held:
+        taken = [held.enter_context(socket.socket()) for _ in server.PORTS]
+        for t in taken:
+            t.bind(("127.0.0.1", 0))
+            t.listen()
 
-        def racing(n: int) -> list[int]:  # the first choice loses its S3 port to another process
-            ports = real(n)
-            if not calls:
-                ports[server.PORTS.index("s3")] = taken.getsockname()[1]
-            calls.append(ports)
-            return ports
+        def all_taken(n: int) -> list[int]:
+            calls.append(n)
+            return [t.getsockname()[1] for t in taken]
 
-        monkeypatch.setattr(server, "_free_ports", racing)
+        monkeypatch.setattr(server, "_free_ports", all_taken)
         s = server.start(tmp_path / "iocampaign" / "s3server")
         try:
-            assert (
-                len(calls) == 2 and s.endpoint.url == f"http://127.0.0.1:{calls[1][server.PORTS.index('s3')]}"
-            )
+            assert len(calls) == 1 and s.ports == dict(zip(server.PORTS, (t.getsockname()[1] for t in taken)))
             client.check_bucket(client.connect(s.endpoint, s.credentials), s.endpoint)
+            assert s.requests_served() >= 1  # the metrics port, relayed too
         finally:
             s.stop()
+
+
+def test_the_servers_death_is_the_relays_and_the_relays_the_servers(tmp_path):
+    """The relay ends as SeaweedFS ended (killed by its signal), so ``dead`` says how the server ended;
+    SeaweedFS dies with the relay (``test_a_stopped_or_killed_server_leaves_nothing`` kills the relay).
+    Its endpoint then refuses at once: the host's socket was the relay's alone."""
+    s = server.start(tmp_path / "iocampaign" / "s3server")
+    try:
+        (weed,) = server._children(s.pid)
+        assert Path(f"/proc/{weed}/exe").resolve().name == "weed" and server.tree_counters(s.pid)[1] > 0
+        os.kill(weed, signal.SIGKILL)
+        s.process.wait(10)
+        assert s.dead() == f"the embedded S3 server at {s.endpoint.url} (pid {s.pid}) was killed by SIGKILL"
+        with pytest.raises(client.StoreError, match="nothing answers there"):
+            client.check_bucket(client.connect(s.endpoint, s.credentials), s.endpoint)
+    finally:
+        s.stop()
+
+
+_RELAY = """
+import socket, sys
+from jobs.storage.objectstore import relay
+fd, port, *argv = sys.argv[1:]
+sys.exit(relay.run([(socket.socket(fileno=int(fd)), int(port))], argv[0], argv))
+"""
+
+
+def _answer_after_eof(listener: socket.socket) -> None:
+    """The far side: reads a connection to its end, then answers with the digest and closes."""
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            return
+        with conn:
+            h = hashlib.sha256()
+            while chunk := conn.recv(1 << 16):
+                h.update(chunk)
+            conn.sendall(h.hexdigest().encode())
+
+
+def test_the_relay_forwards_both_ways_half_closes_leaks_nothing_and_ends_as_its_child(tmp_path):
+    """The relay alone (no namespace needed): a client that sends 3 MB and half-closes gets the far
+    side's answer, then the end; once clients are gone, the relay holds no descriptor more than before;
+    it ends with its child's exit status, or by its child's signal."""
+    import sys
+    import threading
+
+    with socket.socket() as far, socket.socket() as near:
+        far.bind(("127.0.0.1", 0))
+        far.listen()
+        threading.Thread(target=_answer_after_eof, args=(far,), daemon=True).start()
+        near.bind(("127.0.0.1", 0))
+        near.listen()
+        fd, port = near.fileno(), far.getsockname()[1]
+        relay = subprocess.Popen(
+            [sys.executable, "-c", _RELAY, str(fd), str(port), "/bin/sleep", "60"], pass_fds=(fd,)
+        )
+        try:
+            body = os.urandom(3 << 20)
+            fds = None
+            for _ in range(3):
+                with socket.create_connection(near.getsockname(), timeout=10) as c:
+                    if fds is None:
+                        fds = len(os.listdir(f"/proc/{relay.pid}/fd"))  # its own, before any relayed pair
+                    c.sendall(body)
+                    c.shutdown(socket.SHUT_WR)
+                    got = b"".join(iter(lambda: c.recv(1 << 16), b""))
+                assert got == hashlib.sha256(body).hexdigest().encode()
+            deadline = time.monotonic() + 10
+            while len(os.listdir(f"/proc/{relay.pid}/fd")) > fds and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert len(os.listdir(f"/proc/{relay.pid}/fd")) <= fds
+            (child,) = server._children(relay.pid)
+            os.kill(child, signal.SIGTERM)
+            assert relay.wait(10) == -signal.SIGTERM
+        finally:
+            relay.kill()
+            relay.wait()
+        ends = subprocess.run(
+            [sys.executable, "-c", _RELAY, str(fd), str(port), "/bin/sh", "-c", "exit 3"], pass_fds=(fd,)
+        )
+        assert ends.returncode == 3
 
 
 def test_a_marked_folder_another_user_made_in_a_shared_root_is_neither_used_nor_removed(shared, other_user):

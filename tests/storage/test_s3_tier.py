@@ -356,8 +356,10 @@ def test_a_server_killed_mid_run_fails_the_run_naming_the_endpoint_and_leaves_no
             if " in s3://" in line:
                 break
         time.sleep(0.5)
-        weed = _procs_under(root)  # the server runs in its folder
-        assert len(weed) == 1, "".join(lines)
+        # the server runs in its folder, SeaweedFS a child of the relay in front of it
+        procs = _procs_under(root)
+        weed = [p for p in procs if Path(f"/proc/{p}/cmdline").read_bytes().startswith(b"weed\0")]
+        assert len(weed) == 1 and len(procs) == 2, "".join(lines)
         os.kill(weed[0], signal.SIGKILL)
         rest = p.stdout.read()
         p.wait(timeout=120)
