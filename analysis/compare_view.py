@@ -43,7 +43,8 @@ def text(table, width: int, csv: bool = False) -> str:
     head = f"{both} cell{'' if both == 1 else 's'} paired"
     if grids == [""]:
         keys = told_apart(table, a["keys"])
-        out = [f"{head}; told apart by {', '.join(_label(k) for k in keys)}", _table(table, keys, width)]
+        told = f"; told apart by {', '.join(_label(k) for k in keys)}" if keys else ""
+        out = [f"{head}{told}", _table(table, keys, width)]
     else:
         out = [f"{head} within each of {len(grids)} grids"]
         for grid in grids:
@@ -106,15 +107,17 @@ def _number(v, ratio: bool = False) -> str:
 def _table(rows, keys: list[str], width: int) -> str:
     """One grid's rows: its settings, ``paired`` where a row is not, and A, B, B/A of its first headline
     metrics. Where that is wider than ``width``: one metric; then the cell's folder in place of the
-    settings that do not fit, named below the table."""
+    settings that do not fit, named below the table. Rows that no setting tells apart (alike cells) show
+    their folders too."""
     metrics = [m for m in SHOWN if any(f"{m}_{s}" in rows and rows[f"{m}_{s}"].notna().any() for s in "ab")]
     if not metrics:
         return "(none of compare's metrics was measured here: images/s, MB/s, runtime or stalls)"
     rows = rows.sort_values([PAIRED, *keys], key=_sortable, kind="stable")  # both, only in A/B, alike
     tries = [(keys, metrics[:MOST_METRICS]), (keys, metrics[:1])]
     tries += [(keys[:n], metrics[:1]) for n in range(len(keys) - 1, -1, -1)]
+    same = len(rows[[*keys, PAIRED]].astype(str).drop_duplicates()) < len(rows)  # alike cells: by folder
     for shown, ms in tries:
-        lines = _rendered(rows, shown, ms, folder=len(shown) < len(keys))
+        lines = _rendered(rows, shown, ms, folder=same or len(shown) < len(keys))
         if max(map(len, lines)) <= width:
             break
     if len(shown) < len(keys):

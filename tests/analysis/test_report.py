@@ -168,7 +168,8 @@ def test_compare_pairs_cells_only_when_every_setting_is_equal(tmp_path):
     p = analysis(
         "compare", str(tmp_path / "A"), str(tmp_path / "B"), "--ignore", "dataset.num_images", cwd=tmp_path
     )
-    assert p.returncode == 1 and "  alike in A" in p.stdout
+    assert p.returncode == 1 and p.stdout.startswith("0 cells paired\n")
+    assert re.search(r"^ +0 alike in A .*\n +1 alike in A ", p.stdout, re.M), p.stdout
     assert p.stderr.splitlines() == [
         "analysis: 2 cells of A cannot be paired, each alike another of A: 0 and 1 (they differ only in "
         "dataset.num_images, which --ignore dataset.num_images leaves out)",

@@ -4,6 +4,7 @@
 import os
 import re
 import shlex
+import shutil
 
 import pandas as pd
 import pytest
@@ -214,6 +215,16 @@ def test_the_search_on_real_runs(tmp_path):
     assert (out / "capacity.png").stat().st_size > 10_000
     assert "Accelerators the storage can feed" in (out / "report.html").read_text()
     assert f"[capacity] tmpfs: {n} ci_small accelerator(s) held AU >= 90%" in p.stdout
+    # two searches side by side (a copy stands in for a second run of the command), grid by grid in tables
+    # that fit 100 columns: the probes' and the rounds' cells apart (before: one table 900 characters wide)
+    shutil.copytree(out, tmp_path / "again", symlinks=True)
+    cmp = run_module("analysis", "compare", str(out), str(tmp_path / "again"), cwd=tmp_path)
+    assert cmp.returncode == 0 and cmp.stderr == "", cmp.stderr
+    assert cmp.stdout.startswith(f"{len(results['cell_dir'].unique())} cells paired within each of 3 grids\n")
+    assert (
+        "\n== tmpfs/prove: " in cmp.stdout and "paired; told apart by platform.tasks_per_node\n" in cmp.stdout
+    )
+    assert max(map(len, cmp.stdout.splitlines())) <= 100
 
 
 @pytest.mark.cells
