@@ -8,6 +8,7 @@ summarises a single run. Nothing here exits: a campaign that must end raises ``e
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 from pathlib import Path
@@ -47,17 +48,46 @@ def plan_cells(hydra_context: Any, config: DictConfig, cells: list[list[str]]):
     memo: dict = {}
     planned = []
     for overrides in cells:
-        try:
-            cell = planner.cell(overrides)
+        with _naming(overrides):
+            planned.append(planner.cell(overrides))
+    planned = _object_settings_apart(planner, planned)
+    for cell in planned:
+        with _naming(list(cell.overrides)):
             validate.check(cell, memo)
-        except errors.ConfigError as e:
-            named = " ".join(overrides) or "(defaults)"
-            # as typed, not as Hydra's sweeper escaped it
-            line = f"campaign: {e} [cell {named}]; nothing was run"
-            raise errors.Stop(line.replace("$\\{", "${").replace("\\}", "}"), 2) from None
-        planned.append(cell)
     log.debug("planned %d cells with %d compositions", len(planned), planner.compositions)
     return planned
+
+
+@contextlib.contextmanager
+def _naming(overrides: list[str]):
+    """A ConfigError of the cell ``overrides`` as the campaign's one line naming that cell."""
+    try:
+        yield
+    except errors.ConfigError as e:
+        named = " ".join(overrides) or "(defaults)"
+        # as typed, not as Hydra's sweeper escaped it
+        line = f"campaign: {e} [cell {named}]; nothing was run"
+        raise errors.Stop(line.replace("$\\{", "${").replace("\\}", "}"), 2) from None
+
+
+def _object_settings_apart(planner, planned: list) -> list:
+    """A grid that puts an object store beside other tiers (``storage=local,s3 storage.reader=native,fuse``):
+    the settings only an object store has (``storage.reader``, ``endpoint``, ``bucket``, ``prefix``) apply to
+    its cells alone. The other tiers' cells are planned without them, so each is planned once, as
+    ``storage=local`` alone would plan it. In a grid with no object store they stay refused (validate)."""
+    from jobs.storage.objectstore.needs import FIELDS
+
+    if not any(c.config.storage.kind == "object" for c in planned):
+        return planned
+    only = {f"storage.{name}" for name in FIELDS}
+    out: dict = {}
+    for cell in planned:
+        keep = [o for o in cell.overrides if o.split("=", 1)[0].lstrip("+") not in only]
+        if cell.config.storage.kind != "object" and len(keep) < len(cell.overrides):
+            with _naming(keep):
+                cell = planner.cell(keep)
+        out.setdefault(cell.cell_id, cell)  # the first of the cells that became one
+    return list(out.values())
 
 
 def sweep(hydra_context: Any, config: DictConfig, arguments: list[str]) -> None:

@@ -489,6 +489,23 @@ def test_planning_refuses_what_an_object_store_cannot_run_in_one_line(refusal, m
     assert refusal("storage=s3", "storage.endpoint=http://127.0.0.1:9") is None  # a user's: no server needed
 
 
+def test_one_grid_puts_files_beside_native_s3_and_s3_through_fuse(refusal, cwd, tmp_path):
+    """``storage=local,s3 storage.reader=native,fuse`` was refused (reader belongs to s3): the reader
+    applies to the object store's cells alone, and each local cell is planned once, not once per reader.
+    Without an object store in the grid the setting stays refused."""
+    grid = ("-m", "storage=local,s3", "storage.reader=native,fuse", "threads=1,2", f"storage.root={tmp_path}")
+    p = campaign(*grid, "dataset.num_images=64", "platform.dry_run=true", cwd=cwd)
+    assert p.returncode == 0, p.stderr[-2000:]
+    cells = [line for line in p.stdout.splitlines() if line.startswith("  #")]
+    assert "dry run: 6 cells would run here" in p.stdout, p.stdout
+    local = [c for c in cells if "storage=local " in c]
+    assert len(local) == 2 and not any("storage.reader" in c for c in local), cells  # 1× per thread count
+    for reader in ("native", "fuse"):
+        assert sum(f"storage.reader={reader} " in c for c in cells) == 2, cells
+    line = refusal("storage=local", "storage.reader=fuse")
+    assert line is not None and "belongs to storage=s3" in line, line
+
+
 def test_the_stores_table_i_rows_gets_and_puts_at_each_count_cold_and_nothing_left(
     users_store, disk_root, cwd
 ):
