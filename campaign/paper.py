@@ -110,6 +110,7 @@ def _check_grids(todo: list[tuple[str, list[str]]], extra: list[str], out: Path)
     from jobs import lifeline
 
     dry = _dry(extra)
+    shown: list[tuple[str, str]] = []  # each grid's dry run, for the study's total
     for name, overrides in todo:
         cmd = [
             sys.executable,
@@ -124,6 +125,7 @@ def _check_grids(todo: list[tuple[str, list[str]]], extra: list[str], out: Path)
         p = subprocess.run(cmd, capture_output=True, text=True, env=lifeline.child_env())
         if dry:
             print(f"[paper] {name}:\n{p.stdout}", end="", flush=True)
+            shown.append((name, p.stdout))
         if p.returncode != 0:
             line = next(
                 (x for x in reversed(p.stderr.splitlines()) if x.strip()), f"exit status {p.returncode}"
@@ -131,6 +133,10 @@ def _check_grids(todo: list[tuple[str, list[str]]], extra: list[str], out: Path)
             line = line.replace(" platform.dry_run=True", "")
             print(f"{line} (grid {name} of the paper study; no grid was run)", file=sys.stderr)
             return False
+    if dry:
+        from campaign.estimate import study_total
+
+        print(study_total(shown), flush=True)
     return True
 
 
@@ -152,6 +158,18 @@ def default_tiers() -> tuple[list[str], str]:
         "emulated_ssd",
         "emulated_optane",
     ], ""
+
+
+def study_text(scale: str, tiers, frameworks, lustre: str | None, fell_back: str, todo) -> str:
+    """paper.txt: the study's settings, then each grid it runs and its overrides. ``lustre=`` only where a
+    grid reads the Lustre tier (an ``--only`` study without fig4_lustre ran none)."""
+    lustre = lustre if any(f"storage={lustre}" in overrides for _, overrides in todo) else None
+    return (
+        f"scale={scale}\ntiers={','.join(tiers)}\nframeworks={','.join(frameworks)}\n"
+        + (f"lustre={lustre}\n" if lustre else "")
+        + (f"fallback={fell_back}\n" if fell_back else "")
+        + "".join(f"{n}: {' '.join(o)}\n" for n, o in todo)
+    )
 
 
 def default_lustre(tiers_given: bool) -> tuple[str | None, str]:
@@ -303,13 +321,7 @@ def main(argv: list[str]) -> int:
         return 0  # every grid printed its plan; nothing was written
     out.mkdir(parents=True, exist_ok=True)
     outputs.link_latest(out)
-    write_text(
-        out / PAPER,
-        f"scale={args.scale}\ntiers={','.join(tiers)}\nframeworks={','.join(frameworks)}\n"
-        + (f"lustre={lustre}\n" if lustre else "")
-        + (f"fallback={fell_back}\n" if fell_back else "")
-        + "".join(f"{n}: {' '.join(o)}\n" for n, o in todo),
-    )
+    write_text(out / PAPER, study_text(args.scale, tiers, frameworks, lustre, fell_back, todo))
     chained = _submits_and_returns(args.overrides)
     status = _run_grids(todo, args.overrides, out, chained)
     if chained:

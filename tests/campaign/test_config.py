@@ -164,6 +164,15 @@ def test_the_paper_study_comes_from_its_yaml_files():
     ]
     for cell in sweep.expand(ws["fig4_lustre"])[:1]:
         validate.check(Cell.from_composed(_compose(*cell)))
+    # paper.txt names the Lustre tier only where a grid reads it: an --only study without fig4_lustre ran none
+    text = paper.study_text(
+        "workstation", ["modeled_hdd"], ["tensorflow"], "modeled_lustre", "", list(ws.items())
+    )
+    assert "lustre=modeled_lustre\n" in text and "fig4_lustre: " in text
+    only = paper.study_text(
+        "workstation", ["modeled_hdd"], ["tensorflow"], "modeled_lustre", "", [("fig7", [])]
+    )
+    assert "lustre" not in only and only.endswith("fig7: \n")
     # --frameworks tensorflow,pytorch: the paper's grids unchanged, then the PyTorch ones, which plan
     both = dict(paper.grids("ci", ["local"], None, ("tensorflow", "pytorch")))
     assert list(both) == [*grids, "fig4_fig5_pytorch", "fig6_pytorch"]
