@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass
 
 # synthetic JPEGs written per second, MB/s, 2 cores (2.07 GB in 207 s; README's Quick start)
@@ -31,7 +32,13 @@ UPLOAD_MB_S = 25.0  # the dataset put into the embedded server, 8 connections (o
 RATES = {
     "microbench": DECODE_IMAGES_S,
     "readonly": READ_ONLY_IMAGES_S,
-}  # the workloads whose runs are modelled
+}  # the workloads whose runs are modelled by an image rate; workload=baseline by its tier's rates
+# why the other workloads' runs get no time: what sets it is not known before they run
+NOT_MODELLED = {
+    "alexnet": "AlexNet training, whose steps take the model's compute where it runs",
+    "checkpoint": "training with checkpoints, whose steps take the model's compute where it runs",
+    "emulated": "the emulated accelerator, whose runs last as many steps as its search asks",
+}
 
 
 @dataclass
@@ -43,6 +50,7 @@ class Data:
     images: int  # the most images any cell asks of it
     mean_bytes: float  # per image: its JPEG's mean size in the generator's size model
     have: int | None  # images already generated there; None: not known on this machine
+    test_file_bytes: float = 0.0  # workload=baseline's sequential test file beside the set (Table I's IOR)
 
     def line(self) -> str:
         need = self.images * self.mean_bytes
@@ -58,8 +66,15 @@ class Data:
                 f"{made}, {todo:,} to generate "
                 f"(≈{_size(todo_bytes)}, ≈{duration(todo_bytes / (GENERATE_MB_S * 1e6))})"
             )
+        test = ""
+        if self.test_file_bytes:  # written, read and removed by each baseline run: it needs the room
+            test = (
+                f" (with workload=baseline's {_size(self.test_file_bytes)} sequential test file "
+                f"≈{_size(need + self.test_file_bytes)} in all)"
+            )
         return (
-            f"dataset {self.name} on {self.root}: {self.images:,} synthetic images, ≈{_size(need)}; {there}"
+            f"dataset {self.name} on {self.root}: {self.images:,} synthetic images, ≈{_size(need)}{test}; "
+            f"{there}"
         )
 
 
@@ -72,6 +87,12 @@ def duration(seconds: float) -> str:
     if seconds < 90:
         return f"{seconds:.0f} s"
     return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def seconds_of(text: str) -> float:
+    """What ``duration`` wrote, in seconds again (to its rounding)."""
+    number, unit = text.split()
+    return float(number) * {"s": 1, "min": 60, "h": 3600}[unit]
 
 
 def _data_key(cell) -> tuple | None:
@@ -103,11 +124,12 @@ def _images_per_run(cfg) -> int | None:
     return min(n, batches * cfg.batch_size) if isinstance(batches, int) else n
 
 
-def _rate(cfg, cores: int, mean_bytes: float | None) -> float | None:
-    """Images per second of one run: the workload's measured rate, grown with the threads up to the cores,
-    and held to the tier's own read rate where its preset records one (emulated throttle, Table I)."""
-    base = RATES.get(cfg.workload.kind)
-    threads = cfg.threads
+def _rate(cfg, cores: int, mean_bytes: float | None, base=None, threads=None) -> float | None:
+    """Images per second of one run: the workload's measured rate (or ``base``), grown with the threads
+    (``cfg.threads`` or ``threads``) up to the cores, and held to the tier's own read rate where its preset
+    records one (emulated throttle, Table I)."""
+    base = base or RATES.get(cfg.workload.kind)
+    threads = threads or cfg.threads
     if base is None or not isinstance(threads, int):
         return None
     rate = base * (1 + CORE_GAIN * (min(threads, cores) - 1))
@@ -123,6 +145,41 @@ def _rate(cfg, cores: int, mean_bytes: float | None) -> float | None:
     if measured:  # a modelled tier: its measured rate at the most threads measured up to the cell's
         caps.append(measured[max([k for k in measured if k <= threads] or [min(measured)])])
     return min([rate, *(c for c in caps if c)])
+
+
+def _tier_mb_s(st) -> tuple[float | None, float | None]:
+    """(read, write) MB/s a tier's preset records: Table I's IOR figures, else its emulated throttle."""
+    em = st.emulate
+    return (
+        st.ior_read_mb_s or (em.read_mb_s if em else None),
+        st.ior_write_mb_s or (em.write_mb_s if em else None),
+    )
+
+
+def _baseline_s(cfg, cores: int, images: int | None, mean_bytes: float | None) -> float | None:
+    """One baseline run: its sequential test file written and read at the tier's recorded rates, then the
+    dataset's small files read once per ``workload.small_file_threads`` entry (as a read-only pass); None
+    where the tier records no rate (local disk, tmpfs) or is an object store."""
+    read, write = _tier_mb_s(cfg.storage)
+    if not (read and write) or cfg.storage.kind == "object":
+        return None
+    test_bytes = cfg.workload.file_gb * 1e9
+    seconds = test_bytes / (write * 1e6) + test_bytes / (read * 1e6)
+    for t in cfg.workload.small_file_threads or []:
+        rate = _rate(cfg, cores, mean_bytes, READ_ONLY_IMAGES_S, int(t))
+        seconds += (images or 0) / rate if rate else 0.0
+    return seconds
+
+
+def _why_not(cfg) -> str:
+    """Why a cell gets no time, in words without parentheses (``study_total`` reads them back)."""
+    kind = cfg.workload.kind
+    if kind == "baseline":
+        name = cfg.storage.name
+        return f"workload=baseline on storage={name}, whose preset records no IOR read and write rate"
+    if kind in RATES:
+        return f"workload={cfg.workload.name} with threads={cfg.threads}, not a number of threads"
+    return f"workload={cfg.workload.name}: {NOT_MODELLED.get(kind, 'its runs are not modelled')}"
 
 
 def _store_s(cfg, images: int | None, mean_bytes: float | None, done: set) -> float:
@@ -155,6 +212,7 @@ class Estimate:
         # whether the cell's set is already on its root is not known here (a cluster's root, a tier built
         # when its cell starts)
         self.unsure: list[bool] = []
+        self.why: list[str | None] = []  # why a cell has no time (None: it has one)
         made: dict[tuple, int] = {}
         sizes: dict[tuple, float] = {}
         stored: set = set()  # the embedded servers started and datasets uploaded by earlier cells
@@ -172,14 +230,20 @@ class Estimate:
                     made[key] = have or 0
                 d, mean = self.data[key], sizes[key]
                 d.images = max(d.images, ds.num_images)
+                if cfg.workload.kind == "baseline":
+                    d.test_file_bytes = max(d.test_file_bytes, cfg.workload.file_gb * 1e9)
                 if d.images > made[key]:
                     gen = (d.images - made[key]) * mean / (GENERATE_MB_S * 1e6)
                     made[key] = d.images
             cores = (os.cpu_count() or 1) if local else cfg.platform.cpus_per_task
             rate = _rate(cfg, cores, mean)
+            run = n / rate if rate is not None and n is not None else None
+            if cfg.workload.kind == "baseline":
+                run = _baseline_s(cfg, cores, n, mean)
             runs = cfg.repeats + cfg.warmup
             own = CELL_S + gen + _store_s(cfg, n, mean, stored)
-            self.cells.append(None if rate is None or n is None else own + runs * n / rate)
+            self.cells.append(None if run is None else own + runs * run)
+            self.why.append(None if run is not None else _why_not(cfg))
             self.generating.append(gen)
             self.unsure.append(key is not None and self.data[key].have is None)
 
@@ -192,15 +256,15 @@ class Estimate:
         return f" ≈ {duration(s)}{' (' + making + ')' if making else ''}"
 
     def total(self) -> str:
-        """One line: the whole campaign's estimate and what it is made of."""
+        """One line: the whole campaign's estimate and what it is made of, and which cells have no time
+        and why (``study_total`` reads it back for a paper study's grids)."""
         known = [s for s in self.cells if s is not None]
         unknown = len(self.cells) - len(known)
-        cells = f"{unknown} cell{'s' if unknown != 1 else ''}"
+        why = "; ".join(dict.fromkeys(w for w in self.why if w))
+        cells = f"{unknown} cell{'s' if unknown != 1 else ''} not estimated: {why}"
         if not known:
-            return (
-                f"estimated time: none ({cells} of workloads whose runs are not modelled: docs/campaigns.md)"
-            )
-        rest = f", plus {cells} whose workload is not modelled" if unknown else ""
+            return f"estimated time: none ({cells}; docs/campaigns.md)"
+        rest = f", plus {cells}" if unknown else ""
         return (
             f"estimated time ≈ {duration(math.fsum(known))} in all{rest} "
             "(from the size model and the rates measured "
@@ -210,3 +274,33 @@ class Estimate:
     def lines(self) -> list[str]:
         """The datasets' lines, then the total."""
         return [*(d.line() for d in self.data.values()), self.total()]
+
+
+_TOTAL = re.compile(r"^estimated time(?: ≈ (?P<time>[\d.]+ (?:s|min|h)) in all|: none)")
+_UNKNOWN = re.compile(
+    r"(?P<cells>\d+) cells? not estimated: (?P<why>[^()]*?)(?:; docs/campaigns\.md)?(?: \(|\)|$)"
+)
+_CELLS = re.compile(r"^dry run: (?P<cells>\d+) cells? would")
+
+
+def study_total(grids: list[tuple[str, str]]) -> str:
+    """One line for a paper study's dry run: its cells and estimated time over every grid (``grids``: each
+    grid's name and the dry run it printed), and the grids that have cells without a time, with why."""
+    cells, seconds, estimated, missing = 0, 0.0, [], {}
+    for name, text in grids:
+        for line in text.splitlines():
+            if m := _CELLS.match(line):
+                cells += int(m["cells"])
+            elif m := _TOTAL.match(line):
+                if m["time"]:
+                    seconds += seconds_of(m["time"])
+                    estimated.append(name)
+                if u := _UNKNOWN.search(line):  # grids alike for the same reason, named together
+                    n = int(u["cells"])
+                    missing.setdefault(u["why"], []).append(f"{name} ({n} cell{'s' if n != 1 else ''})")
+    grids_n = f"{len(grids)} grid{'s' if len(grids) != 1 else ''}"
+    out = f"paper study: {cells:,} cells in {grids_n}; estimated time ≈ {duration(seconds)}"
+    out += f" for the cells of {', '.join(estimated)}" if estimated else ""
+    if missing:
+        out += "; not estimated: " + "; ".join(f"{', '.join(g)} for {why}" for why, g in missing.items())
+    return out + " (docs/campaigns.md)"

@@ -352,6 +352,9 @@ class PlatformConf(Sealed):
     gpus_per_node: int = bounded(0, 0)  # --gpus-per-node (0 = none asked)
     exclusive: bool = False  # --exclusive: no other job on the node while a cell measures
     setup: List[str] = field(default_factory=list)  # shell lines run before the cell (module load, venv)
+    # the Python the nodes run cells with, its path on the cluster (a venv on the shared file system);
+    # null: the one that submits the campaign (sys.executable on the login node)
+    python: Optional[str] = None
     array_parallelism: int = bounded(1, 1)  # cells of the array running at once; >1 only on separate devices
     wait: bool = True  # wait for every cell and build the tables; false = submit and return
     after: Optional[str] = None  # a Slurm job (array) id this campaign's first array waits for (afterany)

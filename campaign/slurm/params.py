@@ -33,6 +33,11 @@ def check(platform) -> None:
             raise ConfigError(
                 f"platform.setup[{i}] is an #SBATCH directive: use the platform settings for those"
             )
+    python = platform.python
+    if python is not None and (not str(python).strip() or any(ord(c) < 32 for c in str(python))):
+        raise ConfigError(
+            f"platform.python={python!r} must be one path to the nodes' Python, without line breaks"
+        )
     cores = platform.cores_per_node
     per_node = platform.tasks_per_node
     if cores is not None and per_node * platform.cpus_per_task > cores:

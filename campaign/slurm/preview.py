@@ -81,6 +81,24 @@ def unchecked_line(cells: list) -> str:
     )
 
 
+def shown_python(platform) -> tuple[str, str]:
+    """(the Python the sbatch script names, a line saying which it is). ``platform.python`` when set; else the
+    one that submits, which is this one only where this machine submits (sbatch on PATH: the login node);
+    elsewhere (a laptop) its path on the login node is not known here, and the script says ``python``."""
+    import shlex
+    import shutil
+    import sys
+
+    if platform.python:
+        return submit.nodes_python(platform), f"the cells run with platform.python={platform.python}"
+    if shutil.which("sbatch"):
+        return shlex.quote(sys.executable), f"the cells run with the Python that submits: {sys.executable}"
+    return "python", (
+        "the cells run with the Python that submits the campaign on the login node (platform.python=null; "
+        "shown as python: this machine has no sbatch); name the nodes' one with platform.python=<its path>"
+    )
+
+
 def dry_run(cells: list, sweep_dir: Path, platform) -> str:
     """The text a dry run prints: every planned cell (``jobs.cell.Cell``) with its key settings,
     the sbatch script of each array, and what only the nodes can check."""
@@ -103,6 +121,8 @@ def dry_run(cells: list, sweep_dir: Path, platform) -> str:
             f"repeats={cfg.repeats} [{' '.join(c.overrides)}]{est.cell(num)}"
         )
     lines.extend(est.lines())
+    python, which = shown_python(platform)
+    lines.append(which)
     folder = sweep_dir / submit.SUBMITIT_DIR
     for k, ((nodes, per_node), members) in enumerate(parts):
         what = f"{nodes} node(s) x {per_node} task(s) per node, {len(members)} cell(s)"
@@ -113,6 +133,6 @@ def dry_run(cells: list, sweep_dir: Path, platform) -> str:
             else f"sbatch script ({folder}):"
         )
         kw = submit.parameters(sweep_dir, platform, nodes, per_node, "PREVIOUS_ARRAY_ID" if k else None)
-        lines.append(sbatch_text(folder, kw, len(members)))
+        lines.append(sbatch_text(folder, kw, len(members), python))
     lines.append(unchecked_line(cells))
     return "\n".join(lines)

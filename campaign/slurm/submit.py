@@ -85,13 +85,23 @@ def parameters(
     return kw
 
 
+def nodes_python(platform) -> str | None:
+    """The Python the cells' jobs start, quoted for the sbatch script: ``platform.python``, or None for
+    submitit's default, the Python that submits (its venv on the cluster's shared file system)."""
+    import shlex
+
+    return shlex.quote(str(platform.python)) if platform.python else None
+
+
 def executor(sweep_dir: Path, platform, nodes: int = 1, tasks_per_node: int = 1, after: str | None = None):
     """submitit's Slurm executor for a campaign (folder under the sweep), with ``parameters``. submitit
     refuses to build one where srun is not on PATH: a dry run never does (``preview``)."""
     import submitit
 
     ex = submitit.SlurmExecutor(
-        folder=sweep_dir / SUBMITIT_DIR, max_num_timeout=3 if platform.requeue_on_timeout else 0
+        folder=sweep_dir / SUBMITIT_DIR,
+        max_num_timeout=3 if platform.requeue_on_timeout else 0,
+        python=nodes_python(platform),
     )
     ex.update_parameters(**parameters(sweep_dir, platform, nodes, tasks_per_node, after))
     return ex

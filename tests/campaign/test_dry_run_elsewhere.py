@@ -4,6 +4,7 @@ nodes' tools (fio) and without the cluster's folders. It prints the cells and th
 the cluster, and creates nothing. Real runs and local dry runs keep every check."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from campaign import errors, validate
-from campaign.slurm import sbatch, submit
+from campaign.slurm import preview, sbatch, submit
 from jobs.schema import PlatformConf
 from support.paths import ROOT
 
@@ -78,6 +79,10 @@ def test_the_issues_cluster_dry_run_on_a_machine_without_slurm(tmp_path):
     told = [x for x in out if x.startswith("not checked on this machine")]
     assert len(told) == 1 and f"storage.root={CLUSTER} exists, is writable" in told[0]
     assert "checked when it runs" in told[0]
+    # the script names no Python of this machine's: the login node's, as python, and says so
+    assert sys.executable not in p.stdout and str(ROOT / ".venv") not in p.stdout
+    assert any(x.startswith("srun ") and " python -u -m submitit.core._submit " in x for x in out)
+    assert any("platform.python=null" in x and "name the nodes' one with platform.python" in x for x in out)
     created_nothing(cwd, private)
 
 
@@ -90,6 +95,9 @@ def test_the_paper_study_dry_run_needs_no_fio_here(tmp_path):
     assert "#SBATCH --account=2024-1-23" in p.stdout.splitlines()
     told = [x for x in p.stdout.splitlines() if x.startswith("not checked on this machine")]
     assert len(told) == 1 and "fio or ior on PATH (workload=baseline)" in told[0]
+    # Table I's sequential test file (0.02 GB at --scale ci) is in the data size, and the study says its total
+    assert "with workload=baseline's 20 MB sequential test file" in p.stdout
+    assert re.match(r"paper study: \d+ cells in 1 grid; estimated time", p.stdout.splitlines()[-1])
     assert not out.exists()
     created_nothing(cwd, private)
 
@@ -138,26 +146,43 @@ def _platform(**kw):
     return OmegaConf.merge(OmegaConf.structured(PlatformConf(name="slurm", kind="slurm")), kw)
 
 
-@pytest.mark.parametrize("count,nodes,per_node,after", [(1, 1, 1, None), (3, 1, 1, None), (2, 2, 2, "41")])
-def test_the_preview_is_the_script_submitit_submits(tmp_path, monkeypatch, count, nodes, per_node, after):
+NODES_PYTHON = "/cfs/klemming/home/u/me/iocampaign/.venv/bin/python"
+
+
+@pytest.mark.parametrize(
+    "count,nodes,per_node,after,python",
+    [(1, 1, 1, None, None), (3, 1, 1, None, NODES_PYTHON), (2, 2, 2, "41", None)],
+)
+def test_the_preview_is_the_script_submitit_submits(
+    tmp_path, monkeypatch, count, nodes, per_node, after, python
+):
     """Pins submitit's private script builder: the preview, built without srun, equals what a real
-    SlurmExecutor (srun on PATH) writes for the same parameters and array, as its array submission does."""
+    SlurmExecutor (srun on PATH) writes for the same parameters and array, as its array submission does;
+    with ``platform.python`` both run the nodes' Python."""
     from submitit.slurm.slurm import SlurmExecutor
 
-    platform = _platform(partition="debug", account="acc", setup=["module load cuda/9.1"], gpus_per_node=1)
+    platform = _platform(
+        partition="debug", account="acc", setup=["module load cuda/9.1"], gpus_per_node=1, python=python
+    )
     monkeypatch.setenv("PATH", str(tmp_path))
     assert shutil.which("srun") is None
+    shown_python, which = preview.shown_python(platform)
+    assert (shown_python, NODES_PYTHON in which) == (("python", False) if python is None else (python, True))
     shown = sbatch.sbatch_text(
-        tmp_path / submit.SUBMITIT_DIR, submit.parameters(tmp_path, platform, nodes, per_node, after), count
+        tmp_path / submit.SUBMITIT_DIR,
+        submit.parameters(tmp_path, platform, nodes, per_node, after),
+        count,
+        submit.nodes_python(platform),
     )
     (tmp_path / "srun").write_text("#!/bin/sh\nexit 1\n")
     (tmp_path / "srun").chmod(0o755)
     ex = submit.executor(tmp_path, platform, nodes, per_node, after)
     if count > 1:  # what SlurmExecutor._internal_process_submissions does for an array
-        ex = SlurmExecutor(ex.folder, ex.max_num_timeout)
+        ex = SlurmExecutor(ex.folder, ex.max_num_timeout, python=ex.python)
         ex.update_parameters(**submit.parameters(tmp_path, platform, nodes, per_node, after))
         ex.parameters["map_count"] = count
     assert shown == ex._make_submission_file_text(ex._submitit_command_str, "uid")
     assert "#SBATCH --account=acc" in shown and ("#SBATCH --array=0-2%1" in shown) == (count == 3)
     assert ("#SBATCH --dependency=afterany:41" in shown) == bool(after)
+    assert f" {python or sys.executable} -u -m submitit.core._submit " in shown
     assert not (tmp_path / submit.SUBMITIT_DIR).exists()

@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from campaign.estimate import duration
 from support.commands import campaign
 
 
@@ -162,3 +163,41 @@ def test_a_failed_cell_is_the_reason(tmp_path):
         failures.why(["threads=2"], tmp_path)
         == "cell 0 (threads=2) failed with PermissionError: [Errno 13] /var/tmp/x/.lock"
     )
+
+
+def test_a_baseline_cell_counts_its_test_file_and_gets_a_time_training_says_why_not(planned_cell):
+    """Table I's sequential test file is in its tier's data size and, with the rates its preset records,
+    in the time; a training cell has no time and says why; a paper study's total reads the grids back."""
+    from campaign.estimate import Estimate, study_total
+
+    slurm = ("platform=slurm", "platform.dry_run=true", "dataset.num_images=1024")
+    table1 = Estimate(
+        [planned_cell("workload=baseline", "storage=ssd", "storage.root=/cfs/ssd", *slurm)], local=False
+    )
+    assert table1.cells[0] is not None and table1.why == [None]
+    said = "1,024 synthetic images, ≈130 MB (with workload=baseline's 5.00 GB sequential test file ≈5.13 GB"
+    assert said in table1.lines()[0], table1.lines()
+    assert table1.cells[0] > 5e9 / 195.05e6 + 5e9 / 280.55e6  # written and read at Table I's SSD rates
+    local = Estimate(
+        [planned_cell("workload=baseline", "storage=local", "storage.root=/cfs/x", *slurm)], local=False
+    )
+    assert local.cells == [None] and "storage=local, whose preset records no IOR" in local.total()
+    fig6 = Estimate(
+        [
+            planned_cell(
+                "workload=alexnet_small", f"threads={t}", "storage=ssd", "storage.root=/cfs/ssd", *slurm
+            )
+            for t in (1, 2)
+        ],
+        local=False,
+    )
+    assert fig6.total().startswith("estimated time: none (2 cells not estimated: workload=alexnet: AlexNet")
+    total = study_total(
+        [
+            (name, f"dry run: {len(est.cells)} cells would be submitted\n{est.total()}\n")
+            for name, est in (("table1", table1), ("fig6", fig6), ("local", local))
+        ]
+    )
+    assert total.startswith(f"paper study: 4 cells in 3 grids; estimated time ≈ {duration(table1.cells[0])}")
+    assert "for the cells of table1; not estimated: fig6 (2 cells) for workload=alexnet: AlexNet" in total
+    assert "; local (1 cell) for workload=baseline on storage=local, whose preset" in total

@@ -29,6 +29,7 @@ def test_dry_run_text_and_sbatch_script(tmp_path):
         "platform.dry_run=true",
         "platform.partition=debug",
         "platform.setup=[module load cuda/9.1]",
+        "platform.python=/cfs/home/me/iocampaign/.venv/bin/python",  # the nodes': the same script anywhere
         "storage=tmpfs",
         "dataset.num_images=32",
         "batch_size=8",

@@ -41,6 +41,17 @@ def test_setup_lines_are_single_shell_lines():
         params.check(_platform(setup=["#SBATCH --mem=1T"]))
 
 
+def test_the_nodes_python_is_one_path_quoted_in_the_script():
+    params.check(_platform(python="/cfs/home/me/my venv/bin/python"))
+    assert submit.nodes_python(_platform(python="/cfs/home/me/my venv/bin/python")) == (
+        "'/cfs/home/me/my venv/bin/python'"
+    )
+    assert submit.nodes_python(_platform()) is None  # submitit's own: the Python that submits
+    for bad in ("/cfs/bin/python\n#SBATCH --mem=1T", " "):
+        with pytest.raises(ConfigError, match="platform.python=.* must be one path"):
+            params.check(_platform(python=bad))
+
+
 def test_valid_site_values_pass_and_map_to_submitit():
     p = _platform(
         partition="main",
