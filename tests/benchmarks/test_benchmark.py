@@ -297,3 +297,23 @@ def test_s3_reader_benchmark_reads_the_same_images_cold_as_files_and_as_objects(
     m = re.match(r"s3 +threads=2: +[\d.]+ images/s, device/consumed ([\d.]+), GET p50 [\d.]+ ms", s3)
     assert m and float(m.group(1)) >= 0.9  # the volumes' bytes came from the device: cold on the server
     assert not (disk_root / "iocampaign" / "bench-s3").exists()  # everything it made is gone
+
+
+def test_s3_relay_benchmark_prints_both_servers_gets_and_the_relays_share(disk_root, capsys):
+    import re
+
+    from benchmarks import s3_relay
+
+    args = ["--num-objects", "16", "--size-kb", "4", "--threads", "2", "--passes", "2"]
+    rc = s3_relay.main(["--storage-root", str(disk_root), *args])
+    lines = capsys.readouterr().out.splitlines()
+    assert rc == 0 and lines[0].startswith("16 GETs of 4 KB a pass, 2 passes a server"), lines
+    number = r"[\d.]+"
+    for line, name in zip(lines[1:], ("direct", "relayed"), strict=True):
+        assert re.fullmatch(
+            rf"{name} +threads=2: +{number} GETs/s, GET p50 {number} ms, p99 {number} ms, "
+            rf"server CPU {number} ms/GET \(the relay's {number}\)",
+            line,
+        ), line
+    assert lines[1].endswith("(the relay's 0.000)")  # the direct server has no relay
+    assert not (disk_root / "iocampaign" / "bench-s3-relay").exists()  # everything it made is gone
