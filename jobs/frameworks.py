@@ -24,6 +24,7 @@ class Framework:
     prefetch_to_device: bool  # prefetch_to=device is its own transformation
     prefetch: bool  # prefetch=N is a transformation of its pipeline (a DataLoader's workers load ahead)
     object_client: str  # the distribution its native object-store reader GETs with (storage=s3)
+    companions: tuple[str, ...] = ()  # distributions only its cells use beside it (Keras with TensorFlow)
 
 
 FRAMEWORKS = {
@@ -36,6 +37,7 @@ FRAMEWORKS = {
         prefetch_to_device=True,
         prefetch=True,
         object_client="boto3",  # GETs in tf.data's map (jobs.data.s3)
+        companions=("keras",),
     ),
     "pytorch": Framework(
         "pytorch",
@@ -63,6 +65,15 @@ def of(cfg) -> Framework:
     """The framework of a cell's typed config (TensorFlow for a config written before the axis)."""
     section = getattr(cfg, "framework", None)
     return get(section.name if section is not None else "tensorflow")
+
+
+def own_packages(fw: Framework, packages: tuple[str, ...]) -> tuple[str, ...]:
+    """Of a workload's ``packages`` (``Workload.packages``: those of every framework it runs on), the ones
+    a cell of ``fw`` uses: another framework's are left out of its provenance, where TensorFlow's would
+    have TensorFlow imported to describe the accelerator (and its start-up lines printed) in a PyTorch
+    campaign."""
+    others = {p for f in FRAMEWORKS.values() if f is not fw for p in (f.package, *f.companions)}
+    return tuple(p for p in packages if p not in others)
 
 
 def workers(cfg) -> int:

@@ -117,7 +117,7 @@ def _provenance(s: Session, lock_wait_s: float, modeled: list) -> dict:
     st = s.cell.config.storage
     if s.w.uses_framework and st.kind == "object" and st.reader == "native":
         framework += (fw.object_client,)  # the client the runs GET with
-    prov = provenance.collect(root, s.data_dir, (*s.w.packages, *framework))
+    prov = provenance.collect(root, s.data_dir, (*frameworks.own_packages(fw, s.w.packages), *framework))
     prov["device_lock_wait_s"] = lock_wait_s
     if modeled:
         prov["modeled_tiers"] = [asdict(t) for t in modeled]
