@@ -22,16 +22,18 @@ def _mb_per_image(df) -> float:
     return factor if factor > 0 and float((per_image / factor - 1).abs().max()) < 0.02 else 0.0
 
 
-def _bars(ax, df, stats, flagged, storages, threads, annotate_mb: bool, unit: tuple[str, str]) -> None:
+def _bars(ax, df, stats, flagged, storages, threads, annotate_mb: bool, unit: tuple[str, str]) -> list:
     """One bar group per ``storages`` entry (``_group``), one bar per thread or worker count (``_readers``):
     median, min-max whiskers, hatched when a run's cache was not as requested; MB/s written on the bars
-    when the right axis cannot say it. ``unit``: a bar's legend word, singular and plural."""
+    when the right axis cannot say it. ``unit``: a bar's legend word, singular and plural. Returns each bar's
+    text of what limited it (``plotting.BarText``), placed once the figure's layout is known."""
     import matplotlib.pyplot as plt
     import numpy as np
 
     width = 0.8 / max(1, len(threads))
     greys = plt.cm.Greys(np.linspace(0.15, 0.75, max(1, len(threads))))
     x = np.arange(len(storages))
+    labels = []
     for j, t in enumerate(threads):
         cells = [(s, t) in stats.index for s in storages]
         med = [stats.loc[(s, t), "median"] if ok else np.nan for s, ok in zip(storages, cells)]
@@ -59,30 +61,27 @@ def _bars(ax, df, stats, flagged, storages, threads, annotate_mb: bool, unit: tu
                 b.set_hatch("//")
             sub = df[(df["_group"] == s) & (df["_readers"] == t)]
             bound = bounds.cell(sub)[0] if "bound" in sub else ""
-            if ok and bound in MARKED and np.isfinite(b.get_height()):
-                ax.text(
-                    b.get_x() + b.get_width() / 2,
-                    b.get_height() * 0.04,
-                    MARKED[bound],
-                    rotation=90,
-                    ha="center",
-                    va="bottom",
-                    fontsize=6,
-                    color="black" if j < len(threads) / 2 else "white",
-                )
+            over = []
             above = [f"{sub['mb_per_s'].median():.0f} MB/s"] if annotate_mb and len(sub) else []
             get = _get_latency(sub)  # level, in two short lines: a short bar's bound text stands below
             if (above or get) and np.isfinite(b.get_height()):
-                ax.annotate(
-                    "\n".join([*above, *get]) if get else above[0],
-                    (b.get_x() + b.get_width() / 2, b.get_height() + top),  # over the whisker
-                    xytext=(0, 2),
-                    textcoords="offset points",
-                    ha="center",
-                    va="bottom",
-                    fontsize=6,
-                    rotation=0 if get else 90,
-                )
+                over = [
+                    ax.annotate(
+                        "\n".join([*above, *get]) if get else above[0],
+                        (b.get_x() + b.get_width() / 2, b.get_height() + top),  # over the whisker
+                        xytext=(0, 2),
+                        textcoords="offset points",
+                        ha="center",
+                        va="bottom",
+                        fontsize=6,
+                        rotation=0 if get else 90,
+                    )
+                ]
+            if ok and bound in MARKED and np.isfinite(b.get_height()):
+                colour = "black" if j < len(threads) / 2 else "white"
+                text = ax.text(0, 0, MARKED[bound], rotation=90, va="bottom", fontsize=6)
+                labels.append(plotting.BarText(text, b, colour, b.get_height() + top, over))
+    return labels
 
 
 def _get_latency(sub) -> list[str]:
@@ -141,7 +140,7 @@ def bandwidth_figure(rows, folder: Path, figure) -> list[Path]:
     flagged = df.groupby(["_group", "_readers"])["cache_state"].agg(lambda s: bool(set(s) & NOT_COLD))
     factor = _mb_per_image(df)
     fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(groups) * max(1, len(threads)) / 3), 4.2))
-    _bars(ax, df, stats, flagged, groups, threads, annotate_mb=not factor, unit=unit)
+    labels = _bars(ax, df, stats, flagged, groups, threads, annotate_mb=not factor, unit=unit)
     fs = df.groupby("storage")["fs_type"].first() if "fs_type" in df else {}
     objects = set(df.loc[df["requests"].notna(), "storage"]) if "requests" in df else set()  # S3 tiers
 
@@ -192,4 +191,5 @@ def bandwidth_figure(rows, folder: Path, figure) -> list[Path]:
         note += "\nover an object store's bar: its median GET (p50 per run, median of runs)"
     fig.text(0.01, 0.01, note, fontsize=6)
     fig.tight_layout(rect=(0, 0.03 * (1 + note.count("\n")), 1, 1))
+    plotting.inside_or_above(fig, ax, labels)
     return plotting.save(fig, folder / figure.key)

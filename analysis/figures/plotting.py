@@ -3,6 +3,7 @@ for what limited its cell."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 # every bar says what limited its cell: a bar without text would leave the reader to guess which bound it is
@@ -13,6 +14,52 @@ MARKED = {
     "storage": "storage-bound",
     "latency": "latency-bound",
 }
+
+
+@dataclass
+class BarText:
+    """A bar's text (what limited its cell) and what decides where it goes."""
+
+    text: object  # matplotlib Text, rotated 90°
+    bar: object  # its bar (Rectangle)
+    colour: str  # inside the bar (contrast with its grey)
+    whisker: float  # the top of its whisker, data units
+    over: list = field(default_factory=list)  # texts written over the bar (MB/s, GET latency)
+
+
+def inside_or_above(fig, ax, labels: list[BarText]) -> None:
+    """Keep every bar's text readable: inside its bar, left of the whisker, where it fits; else above the
+    bar, over its whisker and what is written there, in black; then the y limit raised until every text is
+    inside the axes. A short bar (a slow tier beside tmpfs) would otherwise cut its text at its top. Call
+    after ``tight_layout``: it measures the texts as drawn."""
+    from matplotlib.transforms import offset_copy
+
+    beside = offset_copy(ax.transData, fig=fig, x=-1.5, units="points")  # just left of the whisker's line
+    for _ in range(4):
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        for lab in labels:
+            t, bar = lab.text, lab.bar
+            centre = bar.get_x() + bar.get_width() / 2
+            length = t.get_window_extent(renderer).height  # rotated 90°: its length is its height
+            if bar.get_window_extent(renderer).height * 0.96 - length >= 2:
+                t.set(
+                    transform=beside, ha="right", color=lab.colour, position=(centre, bar.get_height() * 0.04)
+                )
+                continue
+            top = max(
+                [ax.transData.transform((centre, lab.whisker))[1]]
+                + [o.get_window_extent(renderer).y1 for o in lab.over]
+            )
+            y = ax.transData.inverted().transform((0, top + 3))[1]
+            t.set(transform=ax.transData, ha="center", color="black", position=(centre, y))
+        fig.canvas.draw()
+        box = ax.get_window_extent(renderer)
+        highest = max((lab.text.get_window_extent(renderer).y1 for lab in labels), default=box.y0)
+        if highest <= box.y1 - 2:
+            return
+        low, high = ax.get_ylim()
+        ax.set_ylim(low, high * max(1.05, (highest - box.y0 + 4) / box.height))
 
 
 def save(fig, stem: Path) -> list[Path]:

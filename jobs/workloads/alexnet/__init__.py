@@ -128,7 +128,8 @@ class AlexNet(Workload):
         Figure(
             "fig6",
             "analysis.figures.training:fig6",
-            "Fig. 6: AlexNet runtime against map threads (PyTorch: DataLoader workers), prefetch on and off",
+            # the caption of every study, PyTorch's or not: the figure's axis names what its readers are
+            "Fig. 6: AlexNet runtime against the input pipeline's parallel readers, prefetch on and off",
             PAPER_LAYOUT,
             order=6,
         ),
