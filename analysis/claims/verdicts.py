@@ -38,28 +38,51 @@ def headline(claims) -> str:
 
 
 def summary(claims) -> str:
-    """One sentence: the count of each verdict, in words."""
+    """One sentence: how many claims were judged, and why the others could not be, alike reasons counted
+    together ("None of the paper's 13 claims could be judged here: 5 need an HDD tier, ...")."""
+    from collections import Counter
+
     status = claims["status"]
-    n = {s: int((status == s).sum()) for s in (REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE, NOT_MEASURED)}
-    judged = n[REPRODUCED] + n[NOT_REPRODUCED]
-    if judged:
-        text = (
-            f"Of the paper's {len(claims)} claims, this campaign judged {judged}: {n[REPRODUCED]} reproduced "
-            f"and {n[NOT_REPRODUCED]} not reproduced."
-        )
-    else:
-        text = f"None of the paper's {len(claims)} claims could be judged on this campaign's runs."
-    if n[NOT_COMPARABLE]:
-        text += (
-            f" {_count(n[NOT_COMPARABLE], 'claims')} {'were' if n[NOT_COMPARABLE] != 1 else 'was'} measured "
-            "outside the regime the paper's claim is about (not comparable)."
-        )
-    if n[NOT_MEASURED]:
-        text += (
-            f" {_count(n[NOT_MEASURED], 'claims')} {'were' if n[NOT_MEASURED] != 1 else 'was'} not measured: "
-            "the campaign has no runs of the kind they need."
-        )
-    return text
+    reproduced, judged = (
+        int((status == REPRODUCED).sum()),
+        int(status.isin([REPRODUCED, NOT_REPRODUCED]).sum()),
+    )
+    by_id = {c["id"]: c for c in load_claims()}
+    needs = Counter(
+        _lacked(row, by_id.get(row["id"], {}))
+        for row in claims.to_dict("records")
+        if row["status"] not in (REPRODUCED, NOT_REPRODUCED)
+    )
+    said = ", ".join(f"{n} need{'s' if n == 1 else ''} {need}" for need, n in needs.most_common())
+    if not judged:
+        return f"None of the paper's {len(claims)} claims could be judged here: {said}."
+    text = (
+        f"{judged} of the paper's {len(claims)} claims {'was' if judged == 1 else 'were'} judged here "
+        f"({reproduced} reproduced, {judged - reproduced} not)"
+    )
+    return f"{text}; the other {len(claims) - judged}: {said}." if needs else f"{text}."
+
+
+def _tier(names) -> str:
+    """The tier a claim's ``storage`` values name, in words: [hdd, emulated_hdd] -> "an HDD tier"."""
+    first = str(names[0] if isinstance(names, list) else names).rsplit("_", 1)[-1]
+    word = first.upper() if len(first) <= 3 else first.capitalize()
+    vowel = word[0] in "AEIOU" or (word.isupper() and word[0] in "FHLMNRSX")
+    return f"{'an' if vowel else 'a'} {word} tier"
+
+
+def _lacked(row: dict, claim: dict) -> str:
+    """What a claim not judged here lacked, in a few words alike claims share: the tier it is about, or
+    what its regime needs (the part of its reason after "needs")."""
+    if row["status"] == NOT_COMPARABLE:
+        how = str(row.get("measured_from") or "")
+        return how.rsplit("; needs ", 1)[1] if "; needs " in how else "runs in the paper's regime"
+    select, params = claim.get("select") or {}, claim.get("params") or {}
+    if "storage" in select:
+        return _tier(select["storage"])
+    if "slow" in params and "fast" in params:
+        return f"{_tier(params['slow'])} behind {_tier(params['fast'])} (a burst buffer)"
+    return _needs(claim)
 
 
 def _value(v, unit: str) -> str:

@@ -1,5 +1,6 @@
 """The report's first answer, one line per tier and workload: the rate it delivered from the fewest
-to the most threads, and what limited it at each (summary.csv's medians and bound labels)."""
+to the most threads, and what limited it at each (summary.csv's medians and bound labels), as a compact
+table (the report) or as sentences."""
 
 from __future__ import annotations
 
@@ -23,10 +24,24 @@ def _spans(bounds: list[tuple[object, str]], unit: str = "thread") -> str:
     return ", ".join(out)
 
 
-def per_tier(summary) -> list[str]:
-    """One sentence per (storage, workload, framework) with an images/s median, by tier (where
-    batch size or prefetch vary: the commonest batch size, with prefetch); a PyTorch cell's rate is by its
-    DataLoader workers, and the framework is named only when the campaign read with more than one."""
+def tier(summary):
+    """Per row, the tier as the report names it: the storage, with its reader where it has one
+    (``s3 · native``, ``s3 · fuse``: one object store read two ways is two answers, not one)."""
+    from analysis.tables import tidy
+
+    storage = summary["storage"].astype(str)
+    if "reader" not in summary:
+        return storage
+    reader = tidy.text(summary["reader"])
+    return storage.where(reader == "", storage + " · " + reader)
+
+
+def rows(summary) -> list[dict]:
+    """One answer per (tier, workload, framework) with an images/s median, by tier (where batch size or
+    prefetch vary: the commonest batch size, with prefetch); a PyTorch cell's rate is by its DataLoader
+    workers, and the framework is named only when the campaign read with more than one. Each: who (tier,
+    workload, framework), the fewest and most readers (lo, hi) and their rates, the unit (thread or
+    worker) and the bounds from the fewest to the most readers."""
     import pandas as pd
 
     from analysis.tables import tidy
@@ -35,12 +50,13 @@ def per_tier(summary) -> list[str]:
         return []
     s = summary[summary[RATE].notna()].copy()
     s["_t"] = pd.to_numeric(tidy.readers(s), errors="coerce")
+    s["_tier"] = tier(s)
     s["_fw"] = tidy.text(s["framework"]).replace("", tidy.TENSORFLOW) if "framework" in s else tidy.TENSORFLOW
     named = len(tidy.frameworks(s)) > 1
     s["_fw_later"] = s["_fw"] != tidy.TENSORFLOW  # TensorFlow's line first
-    s = s.sort_values(["storage", "workload", "_fw_later", "_fw"], kind="stable")
-    lines = []
-    for (storage, workload, fw), g in s.groupby(["storage", "workload", "_fw"], sort=False):
+    s = s.sort_values(["_tier", "workload", "_fw_later", "_fw"], kind="stable")
+    out = []
+    for (where, workload, fw), g in s.groupby(["_tier", "workload", "_fw"], sort=False):
         g = g[g["_t"].notna()]
         for knob in ("batch_size", "prefetch"):  # one setting of the others: the commonest batch, prefetch on
             if knob in g and g[knob].nunique() > 1:
@@ -52,9 +68,58 @@ def per_tier(summary) -> list[str]:
         )
         lo, hi = by.index.min(), by.index.max()
         unit = "worker" if fw == "pytorch" else "thread"
-        who = f"{storage}, {workload}" + (f" ({fw})" if named else "")
-        text = f"{who}: {by.rate[lo]:,.0f} images/s at {lo:g} {unit}{'s' if lo != 1 else ''}"
+        out.append(
+            {
+                "tier": where,
+                "workload": workload,
+                "framework": fw if named else "",
+                "lo": lo,
+                "hi": hi,
+                "rate_lo": by.rate[lo],
+                "rate_hi": by.rate[hi],
+                "unit": unit,
+                "limited": _spans([(f"{t:g}", b) for t, b in by["bound"].items()], unit),
+            }
+        )
+    return out
+
+
+def per_tier(summary) -> list[str]:
+    """``rows`` as sentences: "local, microbench: 234 images/s at 1 thread, 111 at 2 (0.47×); cpu-bound at
+    1–2 threads."."""
+    lines = []
+    for r in rows(summary):
+        lo, hi, unit = r["lo"], r["hi"], r["unit"]
+        who = f"{r['tier']}, {r['workload']}" + (f" ({r['framework']})" if r["framework"] else "")
+        text = f"{who}: {r['rate_lo']:,.0f} images/s at {lo:g} {unit}{'s' if lo != 1 else ''}"
         if hi != lo:
-            text += f", {by.rate[hi]:,.0f} at {hi:g} ({by.rate[hi] / by.rate[lo]:.2f}×)"
-        lines.append(f"{text}; {_spans([(f'{t:g}', b) for t, b in by['bound'].items()], unit)}.")
+            text += f", {r['rate_hi']:,.0f} at {hi:g} ({r['rate_hi'] / r['rate_lo']:.2f}×)"
+        lines.append(f"{text}; {r['limited']}.")
     return lines
+
+
+def table(summary):
+    """``rows`` as a compact table, one line per answer: images/s at the fewest and the most readers,
+    the ratio, and what limited it (None without answers)."""
+    import pandas as pd
+
+    found = rows(summary)
+    if not found:
+        return None
+    named = any(r["framework"] for r in found)
+    out = []
+    for r in found:
+        lo, hi, unit = r["lo"], r["hi"], r["unit"]
+        one = hi == lo
+        out.append(
+            {
+                "tier": r["tier"],
+                "workload": r["workload"],
+                **({"framework": r["framework"]} if named else {}),
+                "readers": f"{lo:g} {unit}{'s' if lo != 1 else ''}" if one else f"{lo:g} → {hi:g} {unit}s",
+                "images/s": f"{r['rate_lo']:,.0f}" if one else f"{r['rate_lo']:,.0f} → {r['rate_hi']:,.0f}",
+                "×": "" if one else f"{r['rate_hi'] / r['rate_lo']:.2f}",
+                "what limited it": r["limited"],
+            }
+        )
+    return pd.DataFrame(out)

@@ -27,21 +27,34 @@ def answer_line(r: dict) -> str:
 
 
 def prediction_text(r: dict) -> str:
-    """How the predicted count came about, in one sentence."""
+    """How the predicted count came about, in one sentence: what the tier and the client's cores can each
+    feed (each accelerator's pipeline decodes on its own map threads, one core each at most)."""
     cores = r["cores"] * min(r.get("kernels", 1), r.get("nodes", 1)) / r.get("nodes", 1)
+    threads, core, need = int(r.get("threads") or 1), r["core_images_per_s"], r["demand_images_per_s"]
+    one = min(threads, cores) * core
+    pipeline = (
+        f"one core decodes {core:,.0f} images/s, and each accelerator's pipeline decodes on its "
+        f"{threads} map thread{'s' if threads != 1 else ''}: "
+    )
+    if r["predicted_cpu_n"] == 0:
+        pipeline += (
+            f"{one:,.0f} images/s, short of the {need:,.0f} one accelerator needs, so the CPU can feed none"
+        )
+    else:
+        pipeline += f"the {cores:g} cores decode enough for {r['predicted_cpu_n']}"
     return (
         f"{r['tier']}: one {r['accelerator']} accelerator at AU {100 * r['au_threshold']:.0f}% consumes "
-        f"{r['demand_images_per_s']:,.0f} images/s; the tier read {r['tier_images_per_s']:,.0f} images/s "
+        f"{need:,.0f} images/s; the tier read {r['tier_images_per_s']:,.0f} images/s "
         f"({r['tier_mb_per_s']:,.0f} MB/s, a cold read-only pipeline), enough for "
-        f"{r['predicted_storage_n']}; one core decodes {r['core_images_per_s']:,.0f} images/s and {cores:g} "
-        "cores are enough for "
-        f"{r['predicted_cpu_n']}: predicted {r['predicted_n']} (limit: {r['predicted_limit']})."
+        f"{r['predicted_storage_n']}; {pipeline}. Predicted: {r['predicted_n']} "
+        f"(limit: {r['predicted_limit']})."
     )
 
 
 def evidence(folder: Path):
-    """Per tier and accelerator count tried: AU, whether it held, the aggregate rate beside the need and
-    the tier's measured rate, and what limited the cell; None without capacity.csv or results."""
+    """Per tier and accelerator count tried (the answer's and the prediction's marked beside the count): AU,
+    whether it held, the aggregate rate beside the need and the tier's measured rate, and what limited the
+    cell; None without capacity.csv or results."""
     import pandas as pd
 
     if not (folder / CAPACITY).exists() or not (folder / "results.csv").exists():
@@ -59,14 +72,13 @@ def evidence(folder: Path):
             rows.append(
                 {
                     "tier": r["tier"],
-                    "accelerators": n,
+                    "accelerators": f"{n} ({mark})" if mark else str(n),
                     "AU min (%)": v["au_min"],
                     f"held ≥ {pct:.0f}%": "yes" if v["passed"] else "no",
                     "images/s (all)": v["images_per_s"],
                     "needed (images/s)": n * r["nodes"] * r["demand_images_per_s"],
                     "of tier's read rate (%)": 100 * v["images_per_s"] / r["tier_images_per_s"],
                     "limited by": v["bound"],
-                    "": mark,
                 }
             )
     return pd.DataFrame(rows) if rows else None

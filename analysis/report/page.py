@@ -16,7 +16,8 @@ from analysis.report.sections import study_text
 
 REPORT = "report.html"
 
-# Marks every figure once the page has loaded, so a headless browser can check them.
+# Marks every figure, and every table wider than the page, once the page has loaded, so a headless browser
+# can check them.
 _CHECK = """<script>
 window.addEventListener('load', () => {
   const imgs = [...document.querySelectorAll('img.figure')];
@@ -24,24 +25,37 @@ window.addEventListener('load', () => {
   const broken = bad.length ? ' broken: ' + bad.join(', ') : '';
   document.getElementById('figure-check').textContent =
     'figures loaded: ' + (imgs.length - bad.length) + '/' + imgs.length + broken;
+  const wide = [...document.querySelectorAll('div.table')].filter(d => d.scrollWidth > d.clientWidth + 1);
+  document.getElementById('table-check').textContent = 'tables wider than the page: ' + wide.length +
+    wide.map(d => ' [' + [...d.querySelectorAll('th')].map(h => h.textContent).join('|') + ']').join('');
 });
 </script>"""
 
 
 def _provenance(folder: Path) -> dict:
+    """The first completed cell's provenance, with the accelerator of the first cell that ran TensorFlow
+    and the versions of every cell's software (``versions``: a PyTorch cell's torch, beside a TensorFlow
+    cell's tensorflow; a package two cells ran in different versions lists both)."""
     from jobs import records
 
     found: dict = {}
+    versions: dict[str, list] = {}
     for path in sorted(folder.rglob(records.FILENAME)):
         try:
             rec = records.read(path)
         except records.RecordError:
             continue
-        if rec.status == records.COMPLETED:
-            found = found or dict(rec.provenance)
-            if rec.provenance.get("accelerator"):  # only cells that ran TensorFlow describe it
-                found["accelerator"] = rec.provenance["accelerator"]
-                break
+        if rec.status != records.COMPLETED:
+            continue
+        found = found or dict(rec.provenance)
+        if rec.provenance.get("accelerator") and not found.get("accelerator"):
+            found["accelerator"] = rec.provenance["accelerator"]  # only cells that ran TensorFlow describe it
+        for name, version in (rec.provenance.get("versions") or {}).items():
+            seen = versions.setdefault(name, [])
+            if version is not None and version not in seen:  # None: not installed where that cell ran
+                seen.append(version)
+    if versions:
+        found["versions"] = {k: ", ".join(map(str, v)) if v else None for k, v in versions.items()}
     return found
 
 
@@ -64,9 +78,9 @@ TITLES = {
 SECTIONS = {
     CAPACITY: ("capacity", "capacity_figure", "counts", "failed", "capacity_inputs", "machine"),
     PAPER: (
-        "verdicts",
-        "counts",
         "answers",
+        "counts",
+        "verdicts",
         "study",
         "claims",
         "cells",
@@ -334,6 +348,7 @@ def _html(p: Page) -> str:
 <h1>{html.escape(TITLES[p.kind])}</h1>
 <p><code>{html.escape(str(p.folder))}</code></p>
 <p id="figure-check" hidden>figures not checked (scripts off)</p>
+<p id="table-check" hidden>tables not checked (scripts off)</p>
 {body}
 {_CHECK}
 </body></html>

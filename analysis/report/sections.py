@@ -30,26 +30,57 @@ def embed(folder: Path, stem: str, caption: str) -> str:
 
 
 def answers(folder: Path) -> str:
-    """What each tier delivered and what limited it, first (analysis.report.answers)."""
+    """What each tier delivered and what limited it, first: one compact row per tier and workload
+    (analysis.report.answers)."""
     import pandas as pd
 
     from analysis.report import answers
 
     path = folder / "summary.csv"
-    lines = answers.per_tier(pd.read_csv(path) if path.exists() and path.stat().st_size > 1 else None)
-    if not lines:
+    t = answers.table(pd.read_csv(path) if path.exists() and path.stat().st_size > 1 else None)
+    if t is None:
         return ""
-    items = "".join(f"<li>{html.escape(x)}</li>" for x in lines)
     return (
-        '<h2>What each tier delivered</h2><ul class="answers">'
-        + items
-        + "</ul><p>Medians of the measured runs; "
-        "the bound labels and their evidence are in <em>What limited each cell</em> below.</p>"
+        '<h2>What each tier delivered</h2><div class="answers">'
+        + _table(t)
+        + "</div><p>Medians of the measured runs, from the fewest to the most readers (map threads, or a "
+        "DataLoader's workers); the evidence for each bound is in <em>What limited each cell</em> below.</p>"
     )
 
 
+# The cells table's columns, in order, each with the short header the table shows (summary.csv's names are
+# long: with them, 20 columns overflowed the page and cut off the reason)
+CELL_COLUMNS = {
+    "cell_dir": "cell",
+    "workload": "workload",
+    "storage": "storage",
+    "reader": "reader",
+    "framework": "framework",
+    "threads": "threads",
+    "loader_workers": "workers",
+    "batch_size": "batch",
+    "prefetch": "prefetch",
+    "checkpoint_target": "checkpoint",
+    "tasks_per_cell": "tasks",
+    "service": "service",
+    "images_per_s_median": "images/s",
+    "steady_runtime_s_median": "runtime (s)",
+    "train_au_percentage_median": "AU (%)",
+    "accelerator_busy_percentage_median": "accelerator busy (%)",
+    "overlap_efficiency_median": "overlap",
+    "median_stall_s_median": "stall (s)",
+    "get_latency_p50_ms_median": "GET p50 (ms)",
+    "get_latency_p99_ms_median": "GET p99 (ms)",
+    "requests_per_image_median": "requests per image",
+    "bound": "bound",
+    "bound_runs": "runs' bounds",
+    "bound_reason": "bound_reason",
+}
+
+
 def cells(folder: Path):
-    """Each cell's medians beside what limited it, from summary.csv."""
+    """Each cell's medians beside what limited it, from summary.csv, under short headers (CELL_COLUMNS);
+    a column that tells no cell apart (every value missing, one task, one framework) is left out."""
     import pandas as pd
 
     path = folder / "summary.csv"
@@ -58,34 +89,13 @@ def cells(folder: Path):
         return None
     cols = [
         c
-        for c in (
-            "cell_dir",
-            "workload",
-            "storage",
-            "framework",
-            "threads",
-            "loader_workers",
-            "batch_size",
-            "prefetch",
-            "checkpoint_target",
-            "tasks_per_cell",
-            "service",
-            "images_per_s_median",
-            "steady_runtime_s_median",
-            "train_au_percentage_median",
-            "accelerator_busy_percentage_median",
-            "overlap_efficiency_median",
-            "median_stall_s_median",
-            "bound",
-            "bound_runs",
-            "bound_reason",
-        )
+        for c in CELL_COLUMNS
         if c in s
         and s[c].notna().any()
         and not (c in ("tasks_per_cell", "service") and (s[c].fillna(0) <= 1).all())
         and not (c == "framework" and s[c].nunique() < 2)  # named where a campaign read with both
     ]
-    return _in_study_order(folder, s[cols].round(3))
+    return _in_study_order(folder, s[cols].round(3)).rename(columns=CELL_COLUMNS)
 
 
 def _in_study_order(folder: Path, cells):

@@ -178,11 +178,23 @@ def cell(runs) -> tuple[str, str]:
         dev = f", device busy {busy:.0%}" if busy is not None else ""
         reason = (
             f"median of {len(labels)} runs: {nan if cores is None else cores:.2f} of "
-            f"{nan if usable is None else usable:.0f} usable cores busy (CPU share {share:.0%}){dev}; "
+            f"{nan if usable is None else usable:.0f} usable cores busy (CPU share {share:.0%})"
+            f"{_machine(share, machine)}{dev}; "
             f"within {MARGIN:.0%} of a threshold counts as saturated (runs: "
             f"{', '.join(f'{k} {labels.count(k)}' for k in sorted(set(labels)))})"
         )
     return top, reason
+
+
+def _machine(share: float, machine: float | None) -> str:
+    """The machine's CPUs beside a cell's own share: the figure that decided ``cpu`` when other processes
+    took the cores the cell's share does not show."""
+    if machine is None:
+        return ""
+    decided = share < CPU_SATURATED - MARGIN <= machine
+    return f", the machine's CPUs {machine:.0%} busy" + (
+        " (other processes took the rest)" if decided else ""
+    )
 
 
 def _first_reason(runs, label: str) -> str:

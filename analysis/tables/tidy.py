@@ -495,6 +495,10 @@ def results_frame(c: Collected):
     return frame
 
 
+# an object store's cells: the GETs' latency and the requests each image took (s3fs: its HEADs too)
+OBJECT_MEDIANS = ("get_latency_p50_ms", "get_latency_p99_ms", "requests_per_image")
+
+
 def summary_frame(results):
     """Median, min and max of the headline metrics per cell, with the cache states seen."""
     import pandas as pd
@@ -512,8 +516,12 @@ def summary_frame(results):
         "bound",
         lambda s: ", ".join(f"{k} {v}/{len(s)}" for k, v in s.value_counts().items()),
     )
-    for m in ("cpu_cores_busy", "cpu_share", "device_busy", "device_read_mb_s"):
-        if results[m].notna().any():
+    if "requests" in results and results["requests"].notna().any():  # an object store's requests per image
+        results = results.assign(
+            requests_per_image=results["requests"] / results["images"].where(results["images"] > 0)
+        )
+    for m in ("cpu_cores_busy", "cpu_share", "device_busy", "device_read_mb_s", *OBJECT_MEDIANS):
+        if m in results and results[m].notna().any():
             agg[f"{m}_median"] = (m, "median")
     g = results.assign(threads=results["threads"].astype(str)).groupby(keys, sort=False, dropna=False)
     out = g.agg(**agg).reset_index()

@@ -254,7 +254,8 @@ def test_a_real_campaign_with_both_frameworks(both_frameworks):
     import html
 
     assert html.escape(sentence[0]) in page
-    assert "(tensorflow): " in page and "(pytorch): " in page  # one answer line per framework
+    first = page[page.index("What each tier delivered") :].split("</table>")[0]
+    assert "<th>framework</th>" in first and "<td>tensorflow</td>" in first and "<td>pytorch</td>" in first
 
 
 def test_a_pytorch_cell_is_compared_with_fio_at_its_workers_and_its_layout_row_says_its_framework():

@@ -29,6 +29,7 @@ def _dom(path, tmp_path) -> str:
             "--disable-sync",
             f"--user-data-dir={tmp_path / 'chromium'}",
             "--virtual-time-budget=10000",
+            "--window-size=1280,900",
             "--dump-dom",
             path.as_uri(),
         ],
@@ -68,6 +69,10 @@ def test_report_opens_in_a_browser_with_every_figure(paper, tmp_path):
     assert m[1] == m[2] == "8" and m[3] == "", m[0]
     assert re.search(r'<p id="figure-check" hidden="?"?>', dom), (
         "the check is for the tests, not a line for readers"
+    )
+    # no table is wider than a 1280-pixel window (the cells table once cut off bound_reason)
+    assert re.search(r'id="table-check"[^>]*>tables wider than the page: 0<', dom), re.findall(
+        r'id="table-check"[^>]*>[^<]*<', dom
     )
     for text in (
         "Comparison with the paper",
@@ -194,3 +199,42 @@ def test_the_report_lists_cells_in_the_order_the_study_ran_them(paper):
         for grid in ("table1", "fig4_fig5", "fig6_fig8", "fig7", "fig9_fig10")
     ]
     assert firsts == sorted(firsts)
+
+
+def test_machine_and_software_lists_every_cells_versions(paper, tmp_path):
+    """The first cell's record is TensorFlow's (no torch): the versions are every completed cell's."""
+    import json
+
+    from analysis.report.page import _provenance
+
+    first, second = sorted(paper.rglob("record.json"))[:2]
+    for name, src in (("a", first), ("b", second)):
+        (tmp_path / name).mkdir()
+        record = json.loads(src.read_text())
+        record["provenance"]["versions"]["torch"] = None if name == "a" else "2.9.9"
+        (tmp_path / name / "record.json").write_text(json.dumps(record))
+    versions = _provenance(tmp_path)["versions"]
+    assert versions["torch"] == "2.9.9" and versions["python"]
+
+
+def test_the_first_table_gives_each_object_store_reader_its_own_row():
+    """``storage.reader=native,fuse``: one store read two ways is two rows (it was one "s3: ..." line)."""
+    import pandas as pd
+
+    from analysis.report import answers
+
+    s = pd.DataFrame(
+        {
+            "storage": ["local", "local", "s3", "s3", "s3", "s3"],
+            "reader": [None, None, "native", "native", "fuse", "fuse"],
+            "workload": ["microbench"] * 6,
+            "threads": [1, 2] * 3,
+            "images_per_s_median": [200.0, 380.0, 150.0, 250.0, 153.0, 278.0],
+            "bound": ["cpu", "cpu", "latency", "cpu", "latency", "cpu"],
+        }
+    )
+    t = answers.table(s)
+    assert list(t["tier"]) == ["local", "s3 · fuse", "s3 · native"]
+    assert list(t["images/s"]) == ["200 → 380", "153 → 278", "150 → 250"]
+    assert list(t["readers"]) == ["1 → 2 threads"] * 3 and list(t["×"]) == ["1.90", "1.82", "1.67"]
+    assert t.loc[1, "what limited it"] == "latency-bound at 1 thread, cpu-bound at 2 threads"

@@ -101,12 +101,21 @@ def test_the_capacity_evidence_per_count_is_narrow_with_units(tmp_path):
     ]
     pd.DataFrame(runs).to_csv(tmp_path / "results.csv", index=False)
     ev = capacity.evidence(tmp_path)
-    assert list(ev["accelerators"]) == [1, 2, 3] and list(ev["held ≥ 90%"]) == ["yes", "no", "no"]
+    assert list(ev["accelerators"]) == ["1 (answer)", "2 (predicted)", "3"]  # no empty column at the end
+    assert list(ev["held ≥ 90%"]) == ["yes", "no", "no"]
     assert ev["needed (images/s)"].tolist() == [381.5, 763.0, 1144.5]
     assert ev["of tier's read rate (%)"].iloc[0] == 100 * 376.2 / 6025.0
-    assert list(ev[""]) == ["answer", "predicted", ""] and len(ev.columns) <= 9
+    assert "" not in ev.columns and len(ev.columns) <= 8
     html = capacity.section(tmp_path)
     assert "<th>AU min (%)</th>" in html and "_" not in "".join(ev.columns)
+    # the prediction in words: what one pipeline decodes, and when that is short of one accelerator's need
+    assert (
+        "one core decodes 567 images/s, and each accelerator's pipeline decodes on its 1 map thread: the 2 "
+        "cores decode enough for 2. Predicted: 2 (limit: cpu)"
+    ) in capacity.prediction_text(CAPACITY_ROW)
+    short = capacity.prediction_text({**CAPACITY_ROW, "core_images_per_s": 371.0, "predicted_cpu_n": 0})
+    assert "371 images/s, short of the 382 one accelerator needs, so the CPU can feed none" in short
+    assert "enough for 0" not in short
 
 
 @pytest.mark.cells
@@ -116,10 +125,18 @@ def test_the_paper_report_says_its_verdicts_in_words(paper):
     page = (paper / "report.html").read_text()
     head = page[page.index("<h1>") : page.index("<h2>Comparison with the paper</h2>")]
     claims = pd.read_csv(paper / "claims.csv")
-    assert "<h2>The paper's claims</h2>" in head and head.index("The paper's claims") < head.index(
-        "cells completed"
+    # what each tier delivered first, as a table; then one sentence on the claims, then each claim
+    assert head.index("What each tier delivered") < head.index("<h2>The paper's claims</h2>")
+    assert "<th>images/s</th>" in head.split("<h2>The paper's claims</h2>")[0]
+    said = re.search(r'<p class="verdicts">([^<]*)</p>', head)[1].replace("&#x27;", "'")
+    judged = int(claims["status"].isin(["reproduced", "not reproduced"]).sum())
+    assert said.startswith(
+        f"{judged} of the paper's {len(claims)} claims" if judged else "None of the paper's"
     )
-    assert f"{int((claims['status'] == 'not measured').sum())} claims were not measured" in head
+    # the others grouped by what they lack, counted: 5 HDD claims (Table I's two, the thread speed-ups' three)
+    assert "5 need an HDD tier" in said and "1 needs a Lustre tier" in said, said
+    counts = [int(n) for n in re.findall(r"(\d+) needs? ", said)]
+    assert sum(counts) == len(claims) - judged and ". " not in said and said.endswith("."), said
     for c in compare.load_claims():
         assert c["id"] not in head, c["id"]
     assert (
@@ -159,6 +176,14 @@ def test_a_cells_bound_does_not_flip_on_one_run_just_under_a_threshold(paper):
     assert "median of 5 runs" in cell["bound_reason"] and "cpu 2, latency 3" in cell["bound_reason"]
     runs["cpu_share"] = [0.70, 0.71, 0.72, 0.86, 0.86]  # well below the threshold: still latency
     assert tables.summary_frame(runs).iloc[0]["bound"] == "latency"
+    # other processes held the cores: the machine's CPUs decided cpu, and the reason gives that figure beside
+    # the cell's own share (it said "CPU share 60%" alone)
+    runs["cpu_share"], runs["machine_cpu_busy"], runs["bound"] = 0.6, 0.82, "latency"
+    cell = tables.summary_frame(runs).iloc[0]
+    assert cell["bound"] == "cpu"
+    assert (
+        "(CPU share 60%), the machine's CPUs 82% busy (other processes took the rest)" in cell["bound_reason"]
+    )
 
 
 def test_fig4_names_every_bars_bound():
