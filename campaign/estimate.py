@@ -37,7 +37,6 @@ RATES = {
 NOT_MODELLED = {
     "alexnet": "AlexNet training, whose steps take the model's compute where it runs",
     "checkpoint": "training with checkpoints, whose steps take the model's compute where it runs",
-    "emulated": "the emulated accelerator, whose runs last as many steps as its search asks",
 }
 
 
@@ -171,6 +170,21 @@ def _baseline_s(cfg, cores: int, images: int | None, mean_bytes: float | None) -
     return seconds
 
 
+def _emulated_s(cfg, cores: int, images: int | None, mean_bytes: float | None) -> float | None:
+    """One run of emulated accelerators: each task's shard in batches, each batch at least the accelerator's
+    step time (``jobs.workloads.emulated.step_time``) and at most as fast as the task's share of the cores
+    decodes (a run that falls short of its AU takes longer)."""
+    from jobs.workloads.emulated import step_time
+
+    threads = cfg.threads
+    if not images or not isinstance(threads, int):
+        return None
+    tasks = cfg.platform.nodes * cfg.platform.tasks_per_node
+    shard = math.ceil(images / tasks)
+    decode = _rate(cfg, max(1, cores // tasks), mean_bytes, DECODE_IMAGES_S, threads)
+    return max(math.ceil(shard / cfg.batch_size) * step_time(cfg), shard / decode if decode else 0.0)
+
+
 def _why_not(cfg) -> str:
     """Why a cell gets no time, in words without parentheses (``study_total`` reads them back)."""
     kind = cfg.workload.kind
@@ -240,6 +254,8 @@ class Estimate:
             run = n / rate if rate is not None and n is not None else None
             if cfg.workload.kind == "baseline":
                 run = _baseline_s(cfg, cores, n, mean)
+            elif cfg.workload.kind == "emulated":
+                run = _emulated_s(cfg, cores, n, mean)
             runs = cfg.repeats + cfg.warmup
             own = CELL_S + gen + _store_s(cfg, n, mean, stored)
             self.cells.append(None if run is None else own + runs * run)

@@ -182,6 +182,20 @@ def test_a_baseline_cell_counts_its_test_file_and_gets_a_time_training_says_why_
         [planned_cell("workload=baseline", "storage=local", "storage.root=/cfs/x", *slurm)], local=False
     )
     assert local.cells == [None] and "storage=local, whose preset records no IOR" in local.total()
+    emulated = Estimate(  # 1,024 images in batches of 64 at the A100's 0.151 s a step, at the least
+        [
+            planned_cell(
+                "workload=emulated",
+                "accelerator=resnet50_a100",
+                "batch_size=64",
+                "storage=ssd",
+                "storage.root=/cfs/ssd",
+                *slurm,
+            )
+        ],
+        local=False,
+    )
+    assert emulated.why == [None] and emulated.cells[0] >= 16 * 0.151
     fig6 = Estimate(
         [
             planned_cell(
