@@ -166,6 +166,13 @@ def test_a_campaign_reads_the_embedded_server_and_a_users_endpoint_by_counted_ge
     assert [p["objects_put"] for p in stores] == [128, 0, 0, 0]
     assert [p["client"] for p in stores] == ["boto3", "s3torchconnector", "s3fs", "s3fs"]
     assert (campaign / "fig4.png").is_file()
+    # the report: each reader its own row of the first table and its own column in the cells table, with the
+    # GETs' p50 and p99 and the requests each image took (they were in results.csv only)
+    page = (campaign / "report.html").read_text()
+    first = page[page.index("What each tier delivered") :].split("</table>")[0]
+    assert "<td>s3 · native</td>" in first and "<td>s3 · fuse</td>" in first
+    for th in ("reader", "GET p50 (ms)", "GET p99 (ms)", "requests per image"):
+        assert f"<th>{th}</th>" in page, th
     # the embedded server is gone, its folder too; nothing of it runs
     assert list((root / "iocampaign" / "s3servers").iterdir()) == []
     assert not (root / "iocampaign" / "s3mounts").exists()  # unmounted, removed, s3mounts/ too
