@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis import outputs
+from analysis import outputs, standing
 from analysis.figures import declared
 from analysis.tables import mlperf, tidy
 from analysis.tables.capacity import MARKS
@@ -36,6 +36,7 @@ class Built:
             f"campaign {self.folder}: {self.completed} cell{'' if self.completed == 1 else 's'} completed "
             f"({self.runs} measured run{'' if self.runs == 1 else 's'}), "
             f"{len(self.failed)} failed, {len(self.missing)} missing"
+            + (standing.suffix(self.collected) if self.collected is not None else "")
         ]
         for c in self.failed:
             lines.append(f"  FAILED  cell {c['cell_dir']} [{c['overrides']}]: {c['error']}")

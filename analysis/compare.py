@@ -56,6 +56,8 @@ def main(argv: list[str]) -> int:
     from analysis import compare_view
 
     print(compare_view.text(table, WIDTH, csv=args.csv is not None))
+    for line in _standing_lines(args.a, args.b):
+        print(line)
     for line in compare_view.unpaired_lines(table):
         print(f"analysis: {line}", file=sys.stderr)
     if not table.attrs["both"]:
@@ -67,6 +69,21 @@ def main(argv: list[str]) -> int:
         print(f"analysis: 0 cells paired: {why}", file=sys.stderr)
         return 1
     return 1 if table.attrs.get("unreadable") else 0
+
+
+def _standing_lines(a: Path, b: Path) -> list[str]:
+    """Under the ratios, what each side's runs stood on where it mattered (analysis.standing): a B/A
+    taken while other processes held the cores of one side is that client's limit, not the storage's."""
+    import textwrap
+
+    from analysis import standing
+
+    lines = []
+    for side, folder in (("A", a), ("B", b)):
+        words = standing.of_folder(folder).phrase()
+        if words:
+            lines += textwrap.wrap(f"{side}: {words}", WIDTH, subsequent_indent="   ")
+    return lines
 
 
 def _new_file_problem(path: Path) -> str | None:

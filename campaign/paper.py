@@ -390,6 +390,8 @@ def _print_verdicts(out: Path) -> None:
     if (out / "claims.csv").exists():
         import pandas as pd
 
+        from analysis import standing
         from analysis.claims import verdicts
 
-        print(f"[paper] {verdicts.headline(pd.read_csv(out / 'claims.csv'))}", flush=True)
+        said = verdicts.headline(pd.read_csv(out / "claims.csv")) + standing.sentence(out)
+        print(f"[paper] {said}", flush=True)

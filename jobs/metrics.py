@@ -204,6 +204,27 @@ METRICS: dict[str, Metric] = {
             "share of all the machine's CPU time that was busy during the run (any process)",
         ),
         Metric(
+            "other_cpu_share",
+            "",
+            "",
+            "share of all the machine's CPU time that other processes took during the run (machine_cpu_busy "
+            "less the run's own process, its children and its embedded S3 server)",
+        ),
+        Metric(
+            "device_lock_wait_s",
+            "s",
+            "",
+            "time the cell waited for other campaigns' locks on its devices and tiers before its first run "
+            "(the record's provenance; the same on each of the cell's runs, not part of any run's time)",
+        ),
+        Metric(
+            "quiet_wait_s",
+            "s",
+            "",
+            "platform.wait_quiet: time waited before the run for other processes to leave the CPU "
+            "(empty: no wait asked)",
+        ),
+        Metric(
             "device_busy",
             "",
             "",

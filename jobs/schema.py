@@ -330,6 +330,13 @@ class PlatformConf(Sealed):
     tasks_per_node: int = bounded(1, 1)
     # longest wait for another campaign's cell on the same device, minutes
     lock_timeout_min: float = bounded(1440.0, 0, above=True)
+    # before each run, wait until the machine's other processes hold less than this share of its cores
+    # (0.25: a quarter; null: never wait); the wait is logged and kept in the run's record (quiet_wait_s)
+    wait_quiet: Optional[float] = bounded(
+        None, 0, 1, above=True, why="a share of the machine's cores, e.g. 0.25; null: never wait"
+    )
+    # the longest platform.wait_quiet waits before each run, seconds; then the run starts on a busy machine
+    wait_quiet_max_s: float = bounded(600.0, 0)
     # a task of a multi-task run silent this long (no heartbeat) has stopped: the run fails naming it and
     # its node
     task_silence_s: float = bounded(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from analysis import standing
 from analysis.tables import bounds
 from jobs import plan, records
 from jobs.metrics import METRICS
@@ -247,6 +248,7 @@ def collect(folder: str | Path) -> Collected:
     for d, (path, rec) in sorted(found.items(), key=lambda kv: (len(kv[0]), kv[0])):
         entry = {"cell_dir": d, "overrides": " ".join(rec.overrides), "status": rec.status}
         entry["error"] = f"{rec.error['type']}: {rec.error['message']}" if rec.error else ""
+        entry.update(standing.of_record(rec))  # its time and its lock wait (analysis.standing)
         out.cells.append(entry)
         if rec.status != records.COMPLETED:
             continue
@@ -330,6 +332,7 @@ def _row(base: dict, run: dict, rec: records.CellRecord, mount: dict, d: str, re
         "checkpoint_fallback": run.get("fallback") or "",
     }
     row.update({m: run.get(m) for m in METRICS})
+    row["device_lock_wait_s"] = rec.provenance.get("device_lock_wait_s")  # the cell's, on each of its rows
     if (
         row.get("steady_runtime_s") is None
         and run.get("runtime_s") is not None

@@ -211,6 +211,7 @@ def _mark(out: Path, profile: dict, tiers: list[str], most: int, overrides: list
 
 
 def _report(out: Path, table, some_failed: bool) -> int:
+    from analysis import standing
     from analysis.build import build
     from analysis.outputs import create
     from analysis.report.capacity import answer_line
@@ -223,7 +224,7 @@ def _report(out: Path, table, some_failed: bool) -> int:
     built = build(out)
     report = write_report(out, built=built)
     outputs.link_latest(out)  # each round pointed it at itself while it ran
-    for r in table.to_dict("records"):
-        print(answer_line(r), flush=True)
+    for r in table.to_dict("records"):  # each answer says what its tier's runs stood on, where it mattered
+        print(answer_line(r) + standing.suffix(out / r["tier"]), flush=True)
     print(f"[capacity] table: {out / 'capacity.csv'}; report: {report}", flush=True)
     return 1 if some_failed or built.failed else 0

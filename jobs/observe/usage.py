@@ -17,6 +17,7 @@ from jobs.storage.modeled import mount as modeled
 
 DISKSTATS = Path("/proc/diskstats")
 SECTOR = 512  # /proc/diskstats counts 512-byte sectors whatever the device's own sector size
+HZ = os.sysconf("SC_CLK_TCK")  # /proc/stat's ticks per second
 
 
 @dataclass(frozen=True)
@@ -90,11 +91,26 @@ def snapshot(disk: str | None) -> Snapshot:
     return Snapshot(time.perf_counter(), cpu, _disk(disk, model), _machine(), in_flight)
 
 
-def between(a: Snapshot, b: Snapshot, parallelism: int | None = None, nodes: int = 1) -> dict:
+def other_share(a: Snapshot, b: Snapshot, own_extra_s: float = 0.0) -> float | None:
+    """The share of all the machine's CPU time between ``a`` and ``b`` that other processes took: the
+    machine's busy time less this process's and its waited-for children's (and ``own_extra_s``, CPU
+    seconds of the cell's own helpers such as the embedded S3 server). It is what a run's rate cannot
+    be blamed on: a client starved of cores by others reads slower whatever the storage."""
+    if a.machine is None or b.machine is None or b.machine[1] <= a.machine[1]:
+        return None
+    busy_s = (b.machine[0] - a.machine[0]) / HZ
+    all_s = (b.machine[1] - a.machine[1]) / HZ
+    return min(1.0, max(0.0, (busy_s - (b.cpu_s - a.cpu_s) - own_extra_s) / all_s))
+
+
+def between(
+    a: Snapshot, b: Snapshot, parallelism: int | None = None, nodes: int = 1, own_extra_s: float = 0.0
+) -> dict:
     """The run's usage from two snapshots: CPU seconds, cores kept busy, the share of the cores the run
     could use (``min(cores, parallelism)`` on each of ``nodes`` nodes like this one), and the device's
     busy fraction, mean queue depth (a modelled device's also as it saw each request arrive), read rate
-    and read requests per second (None without a device)."""
+    and read requests per second (None without a device); the share of the machine's CPU other processes
+    took (``other_share``)."""
     wall = max(b.t - a.t, 1e-9)
     usable = (min(cores(), parallelism) if parallelism else cores()) * max(1, nodes)
     busy = (b.cpu_s - a.cpu_s) / wall
@@ -110,6 +126,7 @@ def between(a: Snapshot, b: Snapshot, parallelism: int | None = None, nodes: int
         "device_read_mb_s": None,
         "device_read_iops": None,
         "machine_cpu_busy": None,
+        "other_cpu_share": other_share(a, b, own_extra_s),
     }
     if a.machine is not None and b.machine is not None and b.machine[1] > a.machine[1]:
         out["machine_cpu_busy"] = (b.machine[0] - a.machine[0]) / (b.machine[1] - a.machine[1])

@@ -21,6 +21,7 @@ class RunParts:
     usage: dict  # CPU and device usage over the timed interval (jobs.observe.usage.between), without wall_s
     run_wall_s: float  # the whole run, set-up included
     usage_over: str  # "timed interval" | "whole run"
+    quiet_wait_s: float | None = None  # platform.wait_quiet: seconds waited before it for a quiet machine
     skipped: tuple = ()  # files the listing skipped (FIFOs, sockets): counted as dropped
     device_bytes: int | None = None  # the data's own device counter, where the cell holds its tier alone
 
@@ -48,6 +49,7 @@ class RunParts:
             **self.reading(),
             **self.usage,
             "run_wall_s": self.run_wall_s,
+            "quiet_wait_s": self.quiet_wait_s,
             "usage_over": self.usage_over,
             **once,
         }

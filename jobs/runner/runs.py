@@ -106,12 +106,13 @@ def _one(s: Session, where: Where, k: int) -> tuple[RunParts, Any]:
     """Run ``k`` of the cell (warm-ups first), from the requested cache state, observed."""
     from jobs.data import read_errors
     from jobs.execution.traced import inside
-    from jobs.observe import posix, usage
+    from jobs.observe import posix, quiet, usage
     from jobs.storage import cache
     from jobs.storage.modeled import liveness
 
     cfg, warmup = s.cfg, k < s.cfg.warmup
     run = k + s.first_run - cfg.warmup  # measured runs are 1..repeats; warm-ups are <= 0
+    quiet_wait_s = quiet.wait(cfg.platform.wait_quiet, cfg.platform.wait_quiet_max_s)
     with liveness.watched(s.prov.get("modeled_tiers"), run):  # a run whose modelled tier died fails
         if cfg.cache == "cold":
             resident = cache.evict(s.ds.storage_files, drop_caches=cfg.drop_caches).resident_bytes_after
@@ -157,6 +158,7 @@ def _one(s: Session, where: Where, k: int) -> tuple[RunParts, Any]:
         *((ctx.marks["start"], ctx.marks["end"]) if timed else (before, after)),
         par * p.per_node if par else None,
         p.tasks // p.per_node,
+        figures.get("server_cpu_s") or 0.0,  # the embedded S3 server's CPU is the cell's, not another's
     )
     own = where.disk in where.exclusive and before.disk and after.disk
     part = RunParts(
@@ -170,6 +172,7 @@ def _one(s: Session, where: Where, k: int) -> tuple[RunParts, Any]:
         figures=figures,
         usage={k: v for k, v in used.items() if k != "wall_s"},
         run_wall_s=after.t - before.t,
+        quiet_wait_s=quiet_wait_s,
         usage_over="timed interval" if timed else "whole run",
         skipped=tuple(s.ds.skipped),
         # a tier the cell built and holds alone: its own counter is the data's (the process-wide one would

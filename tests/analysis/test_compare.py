@@ -39,6 +39,22 @@ def _masked(text: str) -> str:
     return "\n".join(re.sub(r" +", " ", line).strip() for line in text.splitlines()) + "\n"
 
 
+def _without_standing(text: str, a: Path, b: Path) -> str:
+    """The printed tables without the lines that say what each side stood on, after checking them: they
+    are there exactly when that side's own records crossed the thresholds (analysis.standing), so the
+    tables' golden holds on a busy machine too."""
+    from analysis import standing
+
+    for side, folder in (("A", a), ("B", b)):
+        said = re.search(rf"^{side}: (.*(?:\n   .*)*)\n", text, re.M)
+        words = standing.of_folder(folder).phrase()
+        assert (said is not None) == bool(words), text[-2000:]
+        if said:
+            assert re.sub(r"\s+", " ", said.group(1)) == words
+            text = text.replace(said.group(0), "")
+    return text
+
+
 def test_two_paper_studies_pair_grid_by_grid_in_tables_that_fit_100_columns(studies, tmp_path):
     """Before: "16 cells of A are the same cell once paths is left out: they cannot be paired (leave out
     less with --ignore)", exit 2, nothing compared; and tables 150 to 918 characters wide."""
@@ -57,7 +73,7 @@ def test_two_paper_studies_pair_grid_by_grid_in_tables_that_fit_100_columns(stud
         ("fig9_fig10", "checkpoint.target"),
     ):
         assert re.search(rf"^== {grid}: \d+ cells paired; told apart by {keys}$", p.stdout, re.M), grid
-    same_as_golden(GOLDEN / "compare_paper.txt", _masked(p.stdout))
+    same_as_golden(GOLDEN / "compare_paper.txt", _masked(_without_standing(p.stdout, a, b)))
     # the CSV keeps the whole table: every setting that differs anywhere, each cell's folder, every metric
     every = pd.read_csv(tmp_path / "all.csv")
     assert {"grid", "storage.kind", "workload.pipeline", "cell_a", "cell_b", "cpu_share_median_a"} <= set(
@@ -92,5 +108,5 @@ def test_cells_that_cannot_be_paired_are_named_with_their_grid_and_settings(stud
         "fig6_fig8/3 and fig6_fig8_again/3; and 4 more alike (every setting equal; in two grids, and B has "
         "no grids to pair them by)"
     )
-    rows = p.stdout.splitlines()[3:]
+    rows = _without_standing(p.stdout, a, b / "fig4_fig5").splitlines()[3:]
     assert sum("alike in A" in r for r in rows) == 16 and sum(r.endswith("1.00") for r in rows) == 8
