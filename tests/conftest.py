@@ -141,6 +141,12 @@ def paper(tmp_path_factory) -> Path:
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert f"[paper] report: {out / 'report.html'}" in p.stdout
     assert "[paper] Reproduced " in p.stdout and " comparable claims of the paper." in p.stdout
+    from analysis import standing
+
+    # the verdict line says what the runs stood on exactly when the records cross the thresholds (issue 59)
+    verdict = next(line for line in p.stdout.splitlines() if line.startswith("[paper] Reproduced "))
+    said = standing.sentence(out)
+    assert verdict.endswith(said) if said else "other processes held" not in verdict, verdict
     return out
 
 

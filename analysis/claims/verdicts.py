@@ -119,8 +119,9 @@ def reason(row: dict, claim: dict) -> str:
     return f"not measured: it needs {_needs(claim)}."
 
 
-def section(claims) -> str:
-    """The claims' header: the counts in words, then one line per claim with its reason (the claims not
+def section(claims, stood_on: str = "") -> str:
+    """The claims' header: the counts in words (and ``stood_on``: what the runs stood on, where it
+    mattered, ``analysis.standing.sentence``), then one line per claim with its reason (the claims not
     measured folded, one line each)."""
     if claims is None or claims.empty:
         return ""
@@ -132,7 +133,7 @@ def section(claims) -> str:
             f"<li>“{html.escape(str(row['claim']))}” ({html.escape(str(row['section']))}): "
             f"{html.escape(reason(row, claim))}</li>"
         )
-    out = f'<h2>The paper\'s claims</h2><p class="verdicts">{html.escape(summary(claims))}</p>'
+    out = f'<h2>The paper\'s claims</h2><p class="verdicts">{html.escape(summary(claims) + stood_on)}</p>'
     for status in (NOT_REPRODUCED, REPRODUCED, NOT_COMPARABLE):
         if groups[status]:
             out += f"<h3>{status.capitalize()} ({len(groups[status])})</h3><ul>{''.join(groups[status])}</ul>"

@@ -188,7 +188,11 @@ def _section(title: str, intro: str, df) -> str:
 def _verdicts(p: Page) -> str:
     from analysis.claims import verdicts
 
-    return verdicts.section(p.claims) if p.kind == PAPER or _any_measured(p) else ""
+    if not (p.kind == PAPER or _any_measured(p)):
+        return ""
+    from analysis import standing
+
+    return verdicts.section(p.claims, standing.sentence(getattr(p.built, "collected", None) or p.folder))
 
 
 def _counts(p: Page) -> str:

@@ -115,6 +115,16 @@ def test_every_claim_has_a_verdict(paper):
         assert measured.loc["prefetch_hides_io", "measured_from"].startswith("trained on /CPU:0")
     else:
         assert measured.loc["prefetch_hides_io", "status"] in ("reproduced", "not reproduced")
+    # the report's verdict line ends with what the runs stood on, where it mattered (analysis.standing)
+    import html
+
+    from analysis import standing
+
+    line = html.unescape(
+        re.search(r'<p class="verdicts">([^<]*)</p>', (paper / "report.html").read_text())[1]
+    )
+    said = standing.sentence(paper)
+    assert line.endswith(said) if said else "other processes held" not in line, line
 
 
 def test_compare_two_campaigns(paper, tmp_path):
