@@ -433,6 +433,32 @@ def test_fig6_of_a_tensorflow_campaign_is_drawn_as_before(monkeypatch):
     assert _bars(fig.axes[0]) == bars
 
 
+def test_the_legend_covers_no_bar_of_fig6_or_fig7(monkeypatch):
+    """The legend sits at the top right: where the tallest bar is on the right (tmpfs, the most threads, the
+    smallest batch), the y limit rises until the legend is over it."""
+    from analysis.figures import declared, training
+
+    tall_right = {(1, 0): 2.0, (1, 1): 1.5, (2, 0): 4.0, (2, 1): 3.0}  # threads 2, prefetch off: the tallest
+    fig = _fig6(_training("tensorflow", tall_right), monkeypatch)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    assert ax.get_legend().get_window_extent().transformed(ax.transData.inverted()).y0 > 4.0 + 0.01
+    small = _training("tensorflow", {(2, 0): 1.0, (2, 1): 0.9}, cell=8).assign(batch_size=32)
+    rows = pd.concat([_training("tensorflow", {(2, 0): 4.0, (2, 1): 3.0}), small], ignore_index=True)
+    rows = rows.iloc[::-1]  # batch 32 first: its bar drawn left, batch 64's (the tallest) right
+    kept = []
+    monkeypatch.setattr(plotting, "save", lambda fig, stem: kept.append(fig) or [])
+    figure = next(f for _, f in workloads.figures() if f.key == "fig7")
+    training.fig7(declared.rows_of(rows, "alexnet", figure), Path("unused"), figure)
+    kept[0].canvas.draw()
+    ax = kept[0].axes[-1]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["32", "64"]
+    assert ax.get_legend().get_window_extent().transformed(ax.transData.inverted()).y0 > 4.0 + 0.01
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
 def test_figs_7_and_8_draw_tensorflows_rows_only():
     from analysis.figures import declared
 
