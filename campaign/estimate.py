@@ -185,15 +185,18 @@ def _emulated_s(cfg, cores: int, images: int | None, mean_bytes: float | None) -
     return max(math.ceil(shard / cfg.batch_size) * step_time(cfg), shard / decode if decode else 0.0)
 
 
-def _why_not(cfg) -> str:
-    """Why a cell gets no time, in words without parentheses (``study_total`` reads them back)."""
+def _why_not(cfg) -> tuple[str, str]:
+    """Why a cell gets no time: a sentence with ``{}`` where the cells' values go, alike cells' joined by
+    commas, and this cell's value; in words without parentheses (``study_total`` reads them back)."""
     kind = cfg.workload.kind
     if kind == "baseline":
-        name = cfg.storage.name
-        return f"workload=baseline on storage={name}, whose preset records no IOR read and write rate"
+        return (
+            "workload=baseline on storage={}, whose presets record no IOR read and write rate",
+            cfg.storage.name,
+        )
     if kind in RATES:
-        return f"workload={cfg.workload.name} with threads={cfg.threads}, not a number of threads"
-    return f"workload={cfg.workload.name}: {NOT_MODELLED.get(kind, 'its runs are not modelled')}"
+        return f"workload={cfg.workload.name} with threads={{}}, not a number of threads", str(cfg.threads)
+    return "workload={}: " + NOT_MODELLED.get(kind, "its runs are not modelled"), cfg.workload.name
 
 
 def _store_s(cfg, images: int | None, mean_bytes: float | None, done: set) -> float:
@@ -226,7 +229,7 @@ class Estimate:
         # whether the cell's set is already on its root is not known here (a cluster's root, a tier built
         # when its cell starts)
         self.unsure: list[bool] = []
-        self.why: list[str | None] = []  # why a cell has no time (None: it has one)
+        self.why: list[tuple[str, str] | None] = []  # why a cell has no time (``_why_not``; None: it has one)
         made: dict[tuple, int] = {}
         sizes: dict[tuple, float] = {}
         stored: set = set()  # the embedded servers started and datasets uploaded by earlier cells
@@ -276,7 +279,10 @@ class Estimate:
         and why (``study_total`` reads it back for a paper study's grids)."""
         known = [s for s in self.cells if s is not None]
         unknown = len(self.cells) - len(known)
-        why = "; ".join(dict.fromkeys(w for w in self.why if w))
+        alike: dict[str, dict[str, None]] = {}
+        for w in filter(None, self.why):
+            alike.setdefault(w[0], {})[w[1]] = None
+        why = "; ".join(sentence.format(", ".join(values)) for sentence, values in alike.items())
         cells = f"{unknown} cell{'s' if unknown != 1 else ''} not estimated: {why}"
         if not known:
             return f"estimated time: none ({cells}; docs/campaigns.md)"

@@ -179,9 +179,14 @@ def test_a_baseline_cell_counts_its_test_file_and_gets_a_time_training_says_why_
     assert said in table1.lines()[0], table1.lines()
     assert table1.cells[0] > 5e9 / 195.05e6 + 5e9 / 280.55e6  # written and read at Table I's SSD rates
     local = Estimate(
-        [planned_cell("workload=baseline", "storage=local", "storage.root=/cfs/x", *slurm)], local=False
+        [
+            planned_cell("workload=baseline", f"storage={t}", "storage.root=/cfs/x", *slurm)
+            for t in ("local", "tmpfs")
+        ],
+        local=False,
     )
-    assert local.cells == [None] and "storage=local, whose preset records no IOR" in local.total()
+    said = "2 cells not estimated: workload=baseline on storage=local, tmpfs, whose presets record no IOR"
+    assert local.cells == [None, None] and said in local.total()
     emulated = Estimate(  # 1,024 images in batches of 64 at the A100's 0.151 s a step, at the least
         [
             planned_cell(
@@ -212,6 +217,6 @@ def test_a_baseline_cell_counts_its_test_file_and_gets_a_time_training_says_why_
             for name, est in (("table1", table1), ("fig6", fig6), ("local", local))
         ]
     )
-    assert total.startswith(f"paper study: 4 cells in 3 grids; estimated time ≈ {duration(table1.cells[0])}")
+    assert total.startswith(f"paper study: 5 cells in 3 grids; estimated time ≈ {duration(table1.cells[0])}")
     assert "for the cells of table1; not estimated: fig6 (2 cells) for workload=alexnet: AlexNet" in total
-    assert "; local (1 cell) for workload=baseline on storage=local, whose preset" in total
+    assert "; local (2 cells) for workload=baseline on storage=local, tmpfs, whose presets" in total
