@@ -68,7 +68,7 @@ class Data:
         test = ""
         if self.test_file_bytes:  # written, read and removed by each baseline run: it needs the room
             test = (
-                f" (with workload=baseline's {_size(self.test_file_bytes)} sequential test file "
+                f" (with workload=baseline's {_size(self.test_file_bytes)} sequential test file, "
                 f"≈{_size(need + self.test_file_bytes)} in all)"
             )
         return (

@@ -175,7 +175,7 @@ def test_a_baseline_cell_counts_its_test_file_and_gets_a_time_training_says_why_
         [planned_cell("workload=baseline", "storage=ssd", "storage.root=/cfs/ssd", *slurm)], local=False
     )
     assert table1.cells[0] is not None and table1.why == [None]
-    said = "1,024 synthetic images, ≈130 MB (with workload=baseline's 5.00 GB sequential test file ≈5.13 GB"
+    said = "1,024 synthetic images, ≈130 MB (with workload=baseline's 5.00 GB sequential test file, ≈5.13 GB"
     assert said in table1.lines()[0], table1.lines()
     assert table1.cells[0] > 5e9 / 195.05e6 + 5e9 / 280.55e6  # written and read at Table I's SSD rates
     local = Estimate(
