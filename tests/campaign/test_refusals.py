@@ -218,6 +218,8 @@ BB = ("workload=checkpoint", "storage@checkpoint.slow=s3", "checkpoint.target=bu
         ),
         (("platform.timeout_min=0",), "platform.timeout_min=0 must be at least 1"),
         (("platform.poll_s=0",), "platform.poll_s=0.0 must be positive"),
+        (("platform.wait_quiet=2",), "platform.wait_quiet=2.0 is more than 1 (a share of the machine's"),
+        (("platform.wait_quiet_max_s=-1",), "platform.wait_quiet_max_s=-1.0 must not be negative"),
         (("seed=-1",), "seed=-1 must not be negative"),  # numpy's generators take no negative seed
     ],
 )
@@ -228,6 +230,7 @@ def test_bad_values_the_red_team_found_are_refused_at_planning(refusal, args, ex
 
 def test_what_the_bounds_and_names_allow_still_plans(refusal):
     assert refusal("framework=pytorch") is None  # prefetch_factor null: PyTorch's 2 with workers
+    assert refusal("platform.wait_quiet=0.25", "platform.wait_quiet_max_s=0") is None
     assert refusal("framework=pytorch", "loader.num_workers=0") is None
     assert refusal("framework=pytorch", "loader.num_workers=2", "loader.prefetch_factor=4") is None
     for endpoint in ("http://[::1]:9000", "https://s3.example.org", "http://minio_1:9000/"):

@@ -215,6 +215,12 @@ def test_the_search_on_real_runs(tmp_path):
     assert (out / "capacity.png").stat().st_size > 10_000
     assert "Accelerators the storage can feed" in (out / "report.html").read_text()
     assert f"[capacity] tmpfs: {n} ci_small accelerator(s) held AU >= 90%" in p.stdout
+    # and says what the tier's runs stood on exactly when their records cross the thresholds (issue 59)
+    from analysis import standing
+
+    answer = next(x for x in p.stdout.splitlines() if x.startswith(f"[capacity] tmpfs: {n} ci_small"))
+    said = standing.suffix(out / "tmpfs")
+    assert answer.endswith(said) if said else "other processes held" not in answer, answer
     # two searches side by side (a copy stands in for a second run of the command), grid by grid in tables
     # that fit 100 columns: the probes' and the rounds' cells apart (before: one table 900 characters wide)
     shutil.copytree(out, tmp_path / "again", symlinks=True)
