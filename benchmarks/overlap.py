@@ -20,7 +20,7 @@ import argparse
 import statistics
 import sys
 
-from benchmarks.presets import cell, dataset, run
+from benchmarks.presets import cell, dataset, quiet, run
 from jobs.execution import tfstart
 
 
@@ -40,6 +40,7 @@ def compute_only(ds, s) -> float:
     return overlap.compute_only(step, x, y, device, len(ds.files) // s.batch_size - 1)
 
 
+@quiet  # TensorFlow's and CUDA's lines in a file, not on the terminal
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.overlap", description=__doc__.split("\n")[0])
     p.add_argument("--storage-root", default="/var/tmp")

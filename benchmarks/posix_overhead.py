@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.presets import cell, dataset
+from benchmarks.presets import cell, dataset, quiet
 from jobs.execution import tfstart
 
 Runs = list[dict]  # run records, as the runner returns them
@@ -95,6 +95,7 @@ def _rows(config: dict, workload: str, n: int, modes: list[str], args) -> list[t
     return rows
 
 
+@quiet  # TensorFlow's and CUDA's lines in a file, not on the terminal
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.posix_overhead", description=__doc__.split("\n")[0]

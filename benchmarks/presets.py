@@ -5,10 +5,37 @@ root (generated once, reused)."""
 
 from __future__ import annotations
 
+import argparse
+import functools
+import os
+import sys
 import tempfile
 from pathlib import Path
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
+
+
+def quiet(main):
+    """A benchmark's ``main`` with what C++ code writes on standard error while it runs (TensorFlow's and
+    CUDA's lines) in ``<--storage-root>/iocampaign/native.log``, beside its TensorFlow start-up lines, not
+    on the terminal; its own lines print as before (``jobs.execution.nativelog``)."""
+
+    @functools.wraps(main)
+    def quietly(argv: list[str] | None = None) -> int:
+        from jobs import owned
+        from jobs.execution import nativelog
+
+        args = sys.argv[1:] if argv is None else argv
+        root = argparse.ArgumentParser(add_help=False)
+        root.add_argument("--storage-root", default="/var/tmp")  # each benchmark's default
+        known, _ = root.parse_known_args(args)
+        if {"-h", "--help"} & set(args) or not os.path.isdir(known.storage_root):
+            return main(argv)  # its help, or its own refusal of the root: nothing made
+        folder = owned.under_tool_folder(known.storage_root, setting="--storage-root")
+        with nativelog.into(folder / nativelog.NAME):
+            return main(argv)
+
+    return quietly
 
 
 def cell(overrides: list[str]) -> dict:

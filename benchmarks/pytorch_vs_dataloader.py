@@ -29,6 +29,8 @@ import time
 
 import numpy as np
 
+from benchmarks.presets import quiet
+
 
 class BareImages:
     """The plainest map-style dataset: open, read, decode, resize, a float32 tensor, and the label."""
@@ -94,6 +96,7 @@ def campaign(ds, workers: int, batch_size: int, side: int, seed: int) -> tuple[f
     return r.images_per_s, (r.bytes_read_device or 0) / r.bytes_consumed
 
 
+@quiet  # TensorFlow's and CUDA's lines in a file, not on the terminal
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.pytorch_vs_dataloader", description=__doc__.split("\n")[0]

@@ -26,7 +26,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from benchmarks.presets import cell, dataset, run
+from benchmarks.presets import cell, dataset, quiet, run
 from jobs import owned
 from jobs.data import datasets, formats
 from jobs.execution import tfstart
@@ -83,6 +83,7 @@ def _compare(ds, configs: dict, n: int, farm: Path, args) -> list[tuple]:
     ]
 
 
+@quiet  # TensorFlow's and CUDA's lines in a file, not on the terminal
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.readonly_vs_fio", description=__doc__.split("\n")[0]

@@ -21,6 +21,8 @@ import statistics
 import time
 from pathlib import Path
 
+from benchmarks.presets import quiet
+
 
 def _images(folder: Path, n: int, side: int) -> list[Path]:
     import numpy as np
@@ -58,6 +60,7 @@ def _run(read, n: int, threads: int) -> tuple[float, int]:
     return time.perf_counter() - start, consumed
 
 
+@quiet  # TensorFlow's and CUDA's lines in a file, not on the terminal
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.s3_reader", description=__doc__.split("\n")[0])
     p.add_argument("--storage-root", default="/var/tmp")

@@ -60,7 +60,11 @@ def measure(cell, job_dir: Path, first_run: int = 1) -> tuple[list[dict], dict, 
         from jobs.execution import tfstart
 
         tfstart.import_quietly(job_dir / tfstart.LOG, keras=w.uses_keras)
-    return _locked(Session(w, cell, job_dir, first_run))
+    from jobs.execution import nativelog
+
+    # the C++ lines of its runs (TensorFlow's per op, CUDA's) in the cell's folder too, not on the terminal
+    with nativelog.into(job_dir / nativelog.NAME):
+        return _locked(Session(w, cell, job_dir, first_run))
 
 
 def _locked(s: Session) -> tuple[list[dict], dict, dict]:

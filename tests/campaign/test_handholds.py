@@ -11,8 +11,10 @@ import pytest
 from support.commands import python_env, run_module
 from support.files import tmpfs
 from support.paths import ROOT
+from support.skips import needs_fio
 
-NOISE = re.compile(r"cuInit|oneDNN|absl|TF_ENABLE_ONEDNN_OPTS|cuda", re.IGNORECASE)
+# a line of TensorFlow's, CUDA's or absl's C++ logging (``I0000 00:00:… port.cc:153] …``) or about them
+NOISE = re.compile(r"^[IWEF]\d{4} |\.cc:\d+\]|cuInit|oneDNN|absl|TF_ENABLE_ONEDNN_OPTS|TF-TRT|cuda", re.I)
 
 
 def _run(module: str, *args: str, cwd, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -48,6 +50,60 @@ def test_a_multi_task_cell_prints_no_tensorflow_start_up_lines(tmp_path):
     assert noisy == [], noisy
     log = (out / "0" / "tensorflow_startup.log").read_text()
     assert log.count("absl::InitializeLog") >= 3  # the campaign's own import and both tasks'
+
+
+@pytest.mark.cells
+def test_the_quick_starts_campaign_prints_no_line_of_tensorflows_or_cudas_with_either_framework(tmp_path):
+    """The README's micro-benchmark with both frameworks (``framework=pytorch,tensorflow``, the PyTorch cell
+    first), at 64 images: nothing of TensorFlow's, CUDA's or absl's on the terminal. The PyTorch cell does
+    not import TensorFlow at all (it did, to describe the accelerator, and printed its start-up lines and
+    cuInit's error); what TensorFlow logs during a cell's runs goes to the cell's native.log."""
+    import json
+
+    root = tmp_path / "root"
+    root.mkdir()
+    out = tmp_path / "c"
+    p = _run(
+        "campaign",
+        "-m",
+        "framework=pytorch,tensorflow",
+        "threads=1",
+        "storage=local",
+        "dataset.num_images=64",
+        "repeats=1",
+        "warmup=0",
+        f"storage.root={root}",
+        f"hydra.sweep.dir={out}",
+        cwd=tmp_path,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    noisy = [x for x in (p.stdout + p.stderr).splitlines() if NOISE.search(x)]
+    assert noisy == [], noisy
+    torch_cell, tf_cell = (json.loads((out / n / "record.json").read_text()) for n in ("0", "1"))
+    assert torch_cell["config"]["framework"]["name"] == "pytorch"
+    assert "accelerator" not in torch_cell["provenance"] and "accelerator" in tf_cell["provenance"]
+    assert not (out / "0" / "tensorflow_startup.log").exists()  # TensorFlow first imported by cell 1
+    assert "absl::InitializeLog" in (out / "1" / "tensorflow_startup.log").read_text()
+    assert not (out / "0" / "native.log").exists() or "absl" not in (out / "0" / "native.log").read_text()
+
+
+@needs_fio
+@pytest.mark.cells
+def test_a_benchmark_prints_no_line_of_tensorflows_during_its_runs(tmp_path):
+    """benchmarks.readonly_vs_fio on TFRecord shards: TensorFlow logs a line per TFRecordDataset it makes
+    (``tf_record_dataset_op.cc:390] … buffer_size is unspecified``) during the runs, after its import; it
+    goes to the benchmark's native.log under the storage root, and the terminal has only the benchmark's
+    table. (The PyTorch side prints nothing of TensorFlow's, as the campaign above shows.)"""
+    root = tmp_path / "root"
+    root.mkdir()
+    args = ["--storage-root", str(root), "--dataset", "caltech101", "--num-images", "32", "--threads", "1"]
+    args += ["--repeats", "1", "--formats", "tfrecord", "--shard-mb", "1", "--frameworks", "tensorflow"]
+    p = _run("benchmarks.readonly_vs_fio", *args, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    noisy = [x for x in (p.stdout + p.stderr).splitlines() if NOISE.search(x)]
+    assert noisy == [], noisy
+    assert [x.split()[:3] for x in p.stdout.splitlines()[2:]] == [["tfrecord", "1", "tensorflow"]]
+    assert "tf_record_dataset_op.cc" in (root / "iocampaign" / "native.log").read_text()
 
 
 def test_help_lists_the_presets_the_settings_the_study_and_the_other_commands(tmp_path):
