@@ -11,6 +11,8 @@ import argparse
 import sys
 from pathlib import Path, PurePosixPath
 
+from analysis import compare_view
+from analysis.compare_view import CELL, GRID, PAIRED
 from analysis.tables import identity, tidy
 
 WIDTH = 100  # the printed tables fit a terminal this wide; --csv holds every setting and metric
@@ -53,7 +55,6 @@ def main(argv: list[str]) -> int:
         return 1
     if args.csv and not _write_csv(table, args.csv):
         return 2
-    from analysis import compare_view
 
     print(compare_view.text(table, WIDTH, csv=args.csv is not None))
     for line in _standing_lines(args.a, args.b):
@@ -110,18 +111,6 @@ def _write_csv(table, path: Path) -> bool:
 
 class CompareError(ValueError):
     """Two campaigns whose cells cannot be compared at all; the message says why."""
-
-
-SHOWN = (
-    "images_per_s_median",
-    "mb_per_s_median",
-    "steady_runtime_s_median",
-    "runtime_s_median",
-    "median_stall_s_median",
-)
-PAIRED = "paired"  # both, only in A, only in B, or alike in A (B): one of its side's cells that are one cell
-GRID = "grid"  # the sweep folder that holds the cell, under the campaign folder ("" for a single sweep)
-CELL = "cell"  # the cell's folder under its campaign folder: cell_a, cell_b
 
 
 def _check_ignore(ignore: tuple[str, ...], configs: list[dict]) -> None:

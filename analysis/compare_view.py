@@ -10,7 +10,17 @@ from __future__ import annotations
 import math
 from pathlib import PurePosixPath
 
-from analysis.compare import CELL, GRID, PAIRED, SHOWN
+# the comparison table's columns (analysis.compare builds it)
+SHOWN = (
+    "images_per_s_median",
+    "mb_per_s_median",
+    "steady_runtime_s_median",
+    "runtime_s_median",
+    "median_stall_s_median",
+)
+PAIRED = "paired"  # both, only in A, only in B, or alike in A (B): one of its side's cells that are one cell
+GRID = "grid"  # the sweep folder that holds the cell, under the campaign folder ("" for a single sweep)
+CELL = "cell"  # the cell's folder under its campaign folder: cell_a, cell_b
 
 # settings people vary first; a table names these before any other that tells its cells apart
 FIRST = (

@@ -31,11 +31,11 @@ from __future__ import annotations
 import os
 import threading
 
+from jobs.data import read_errors
 from jobs.data.datasets import Dataset
 
 TFRECORD_OVERHEAD = 16  # framing bytes per record (length, two masked CRC32Cs): part of what a run reads
 READ_BLOCK = 64  # images a read-only run takes from one container at a time (jobs.data.read_only)
-_UNREAD = "not read: the run judges its dropped images after it"  # a quietly failed element's (unseen) error
 
 
 def num_parallel_calls(threads: int | str) -> int:
@@ -186,29 +186,6 @@ def shard_records(path):
     return tf.data.TFRecordDataset(opened).ignore_errors()
 
 
-def quietly(func, inputs, dtype, catch: tuple[type[BaseException], ...]):
-    """``func(*inputs)`` (a scalar of ``dtype``) run by ``tf.numpy_function`` in the pipeline's map, the
-    element failing without a word when ``func`` raises one of ``catch``: ``ignore_errors`` drops it, and
-    the run judges its dropped images after it (``jobs.data.read_errors``; the store's failed GETs,
-    ``jobs.data.s3``). An exception raised into TensorFlow would be logged as a warning with its Python
-    traceback, once per element: a store killed under 512 images printed 379 of them (9,495 lines)."""
-    import numpy as np
-    import tensorflow as tf
-
-    empty = np.array(b"", dtype=object) if dtype == tf.string else np.zeros((), dtype=dtype.as_numpy_dtype)
-
-    def call(*args):
-        try:
-            return func(*args), np.True_
-        except catch:
-            return empty, np.False_
-
-    out, ok = tf.numpy_function(call, inputs, (dtype, tf.bool), stateful=True)
-    out.set_shape([])
-    with tf.control_dependencies([tf.debugging.Assert(ok, [_UNREAD])]):  # fails the element, unlogged
-        return tf.identity(out)
-
-
 class _Hdf5Files:
     """Open h5py files by container, shared by the map's threads, closed by ``close_all``."""
 
@@ -283,8 +260,8 @@ def _hdf5_reader(ds: Dataset, labels, payload: bool):
     def read(i):
         where = [tf.gather(where_k, i), tf.gather(where_r, i)]
         if not payload:  # h5py's OSError: a failed read or a damaged file, told apart by the run's judge
-            return i, empty, quietly(size, where, tf.int64, (OSError,)), tf.gather(labels, i)
-        data = quietly(fetch, where, tf.string, (OSError,))
+            return i, empty, read_errors.quietly(size, where, tf.int64, (OSError,)), tf.gather(labels, i)
+        data = read_errors.quietly(fetch, where, tf.string, (OSError,))
         return i, data, tf.cast(tf.strings.length(data, unit="BYTE"), tf.int64), tf.gather(labels, i)
 
     return read

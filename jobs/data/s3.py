@@ -7,7 +7,7 @@ A failed GET fails the run (the store's ``end_run``), so after the first one not
 store that stopped answering would otherwise hold every image left for the client's read timeout (512
 images at 60 s each, the map's threads at a time), and Ctrl-C or SIGTERM with them, since the run's loop
 checks for a signal between batches: now the run ends within one timeout of the first failure. Nor is
-anything raised into TensorFlow, which logs a traceback per element (``readers.quietly``): the failed
+anything raised into TensorFlow, which logs a traceback per element (``read_errors.quietly``): the failed
 and the unasked elements are dropped without a word, and the store keeps the failure for the run's end."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def reader(keys: Sequence[str], labels, fetch: Callable[[str], bytes]):
     end (``Store.fetch``); ``labels``, a tensor of the samples' labels."""
     import tensorflow as tf
 
-    from jobs.data.readers import quietly
+    from jobs.data.read_errors import quietly
     from jobs.storage.objectstore.client import StoreError
 
     names = list(keys)
