@@ -180,11 +180,11 @@ def _train(batches: Batches, step, steps: int) -> dict:
     out = {"waits": [], "computes": [], "seen": [], "consumed": 0, "loss": float("nan")}
     t0 = time.perf_counter()
     out["t0"] = out["t_last_call"] = t0
-    it = iter(batches)
+    it = iter(batches)  # starts the DataLoader's workers: part of the first step's wait for data
     with interrupts.deferred():
         for _ in range(steps):
             interrupts.check()  # Ctrl-C and SIGTERM end the run here, between steps
-            a = time.perf_counter()
+            a = time.perf_counter() if out["waits"] else t0  # so the run is its waits and computes
             try:
                 x, idx, nbytes, y = interrupts.waiting(next, it)
             except StopIteration:
