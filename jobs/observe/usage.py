@@ -7,6 +7,7 @@ record keeps the evidence itself, so thresholds can change without measuring aga
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import time
@@ -18,6 +19,9 @@ from jobs.storage.modeled import mount as modeled
 DISKSTATS = Path("/proc/diskstats")
 SECTOR = 512  # /proc/diskstats counts 512-byte sectors whatever the device's own sector size
 HZ = os.sysconf("SC_CLK_TCK")  # /proc/stat's ticks per second
+# pids of the cell's own processes that live across its runs, not waited for until the cell ends (s3fs under
+# storage.reader=fuse, the tf.data service's dispatcher and workers): their CPU is the cell's, not another's
+HELPERS: set[int] = set()
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,7 @@ class Snapshot:
     machine: tuple[int, int] | None  # the machine's CPU ticks: (busy, total), every process's, /proc/stat
     # a modelled device's (requests submitted, sum of the requests in flight at each submission)
     in_flight: tuple[int, int] | None = None
+    helpers: tuple[tuple[int, float], ...] = ()  # (pid, CPU s) of each of HELPERS, now
 
 
 def cores() -> int:
@@ -78,6 +83,28 @@ def _machine() -> tuple[int, int] | None:
     return sum(f[:8]) - idle, sum(f[:8])
 
 
+@contextlib.contextmanager
+def own(*pids: int):
+    """The processes ``pids`` count as the cell's own while the block runs (``HELPERS``)."""
+    HELPERS.update(pids)
+    try:
+        yield
+    finally:
+        HELPERS.difference_update(pids)
+
+
+def _helpers() -> tuple[tuple[int, float], ...]:
+    """(pid, user + system CPU s, its waited-for children's included) of each of ``HELPERS`` alive."""
+    out = []
+    for pid in sorted(HELPERS):
+        try:  # after the command's ")": state is field 3, utime 14, stime 15, cutime 16, cstime 17
+            f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            out.append((pid, sum(int(x) for x in f[11:15]) / HZ))
+        except (OSError, ValueError, IndexError):
+            continue
+    return tuple(out)
+
+
 def snapshot(disk: str | None) -> Snapshot:
     """The counters now; ``disk``: the data device's name in /proc/diskstats (None: no device)."""
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -88,19 +115,21 @@ def snapshot(disk: str | None) -> Snapshot:
         if model and "in_flight_at_submit" in model
         else None
     )
-    return Snapshot(time.perf_counter(), cpu, _disk(disk, model), _machine(), in_flight)
+    return Snapshot(time.perf_counter(), cpu, _disk(disk, model), _machine(), in_flight, _helpers())
 
 
 def other_share(a: Snapshot, b: Snapshot, own_extra_s: float = 0.0) -> float | None:
     """The share of all the machine's CPU time between ``a`` and ``b`` that other processes took: the
-    machine's busy time less this process's and its waited-for children's (and ``own_extra_s``, CPU
-    seconds of the cell's own helpers such as the embedded S3 server). It is what a run's rate cannot
-    be blamed on: a client starved of cores by others reads slower whatever the storage."""
+    machine's busy time less this process's, its waited-for children's, its ``HELPERS``' (s3fs, the
+    tf.data service) and ``own_extra_s`` (CPU seconds of the embedded S3 server). It is what a run's rate
+    cannot be blamed on: a client starved of cores by others reads slower whatever the storage."""
     if a.machine is None or b.machine is None or b.machine[1] <= a.machine[1]:
         return None
     busy_s = (b.machine[0] - a.machine[0]) / HZ
     all_s = (b.machine[1] - a.machine[1]) / HZ
-    return min(1.0, max(0.0, (busy_s - (b.cpu_s - a.cpu_s) - own_extra_s) / all_s))
+    before = dict(a.helpers)
+    helpers_s = sum(max(0.0, cpu - before[pid]) for pid, cpu in b.helpers if pid in before)
+    return min(1.0, max(0.0, (busy_s - (b.cpu_s - a.cpu_s) - helpers_s - own_extra_s) / all_s))
 
 
 def between(
