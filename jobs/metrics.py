@@ -208,7 +208,7 @@ METRICS: dict[str, Metric] = {
             "",
             "",
             "share of all the machine's CPU time that other processes took during the run (machine_cpu_busy "
-            "less the run's own process, its children and its embedded S3 server)",
+            "less the run's own process, its children, its embedded S3 server, s3fs and tf.data service)",
         ),
         Metric(
             "device_lock_wait_s",
