@@ -11,7 +11,6 @@ The campaign's last line, the capacity search's answers, the paper study's verdi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
 LOCK_WAIT_S = 10.0  # a lock wait this long (summed over the cells) is said, whatever the campaign's time
@@ -55,18 +54,6 @@ class Standing:
         elif parts:
             parts[-1] += " (not in the measured times)"
         return "; ".join(parts)
-
-
-def of_record(rec) -> dict:
-    """A completed or failed cell's own time and lock wait (a ``jobs.records.CellRecord``), for
-    ``analysis.tables.tidy.collect``'s cell entries."""
-    try:
-        took = (
-            datetime.fromisoformat(rec.finished_at) - datetime.fromisoformat(rec.started_at)
-        ).total_seconds()
-    except (TypeError, ValueError):
-        took = None
-    return {"wall_s": took, "device_lock_wait_s": (rec.provenance or {}).get("device_lock_wait_s")}
 
 
 def _num(v) -> float | None:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
-from analysis import standing
 from analysis.tables import bounds
 from jobs import plan, records
 from jobs.metrics import METRICS
@@ -248,7 +248,7 @@ def collect(folder: str | Path) -> Collected:
     for d, (path, rec) in sorted(found.items(), key=lambda kv: (len(kv[0]), kv[0])):
         entry = {"cell_dir": d, "overrides": " ".join(rec.overrides), "status": rec.status}
         entry["error"] = f"{rec.error['type']}: {rec.error['message']}" if rec.error else ""
-        entry.update(standing.of_record(rec))  # its time and its lock wait (analysis.standing)
+        entry.update(_time_and_wait(rec))  # what analysis.standing sums
         out.cells.append(entry)
         if rec.status != records.COMPLETED:
             continue
@@ -548,3 +548,15 @@ def runtime_column(df, steady: str = "steady_runtime_s", total: str = "runtime_s
     """The runtime the figures and claims compare: without the first step (graph tracing) when every row
     has it, else the whole runtime (records from before it was recorded); the axis label says which."""
     return steady if steady in df and df[steady].notna().all() else total
+
+
+def _time_and_wait(rec) -> dict:
+    """A completed or failed cell's own time and lock wait (a ``jobs.records.CellRecord``), for
+    ``collect``'s cell entries (``analysis.standing`` sums them)."""
+    try:
+        took = (
+            datetime.fromisoformat(rec.finished_at) - datetime.fromisoformat(rec.started_at)
+        ).total_seconds()
+    except (TypeError, ValueError):
+        took = None
+    return {"wall_s": took, "device_lock_wait_s": (rec.provenance or {}).get("device_lock_wait_s")}
