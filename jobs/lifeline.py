@@ -12,6 +12,7 @@ Slurm job step (whose tasks' parent is ``slurmstepd``, ended by Slurm with the j
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -19,6 +20,10 @@ import signal
 
 ENV = "IOCAMPAIGN_PARENT_PID"
 _PR_SET_PDEATHSIG = 1
+# pids of the cell's own processes that live across its runs, not waited for until the cell ends (s3fs under
+# storage.reader=fuse, the tf.data service's dispatcher and workers): their CPU is the cell's, not another's
+# (jobs.observe.usage, other_cpu_share)
+HELPERS: set[int] = set()
 
 
 def child_env(base: dict | None = None) -> dict:
@@ -51,3 +56,13 @@ def bind(parent: int | None = None, sig: int = signal.SIGTERM) -> bool:
 def parent_alive(parent: int) -> bool:
     """Whether ``parent`` is still this process's parent (for waits that poll)."""
     return os.getppid() == parent
+
+
+@contextlib.contextmanager
+def own(*pids: int):
+    """The processes ``pids`` count as the cell's own while the block runs (``HELPERS``)."""
+    HELPERS.update(pids)
+    try:
+        yield
+    finally:
+        HELPERS.difference_update(pids)

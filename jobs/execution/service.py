@@ -196,9 +196,7 @@ def running(workers: int, folder: Path, slurm: tuple[int, int] | None = None):
             _wait(folder / f"worker-{k}.ready", procs, f"worker {k}")
         if slurm:
             svc.nodes = [(folder / f"worker-{k}.node").read_text().strip() for k in range(workers)]
-        from jobs.observe import usage
-
-        with usage.own(*(p.pid for p in procs)):  # the service's CPU is the cell's (other_cpu_share)
+        with lifeline.own(*(p.pid for p in procs)):  # the service's CPU is the cell's (other_cpu_share)
             yield svc
     finally:
         for p in procs:

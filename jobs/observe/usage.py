@@ -7,21 +7,18 @@ record keeps the evidence itself, so thresholds can change without measuring aga
 
 from __future__ import annotations
 
-import contextlib
 import os
 import resource
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobs import lifeline
 from jobs.storage.modeled import mount as modeled
 
 DISKSTATS = Path("/proc/diskstats")
 SECTOR = 512  # /proc/diskstats counts 512-byte sectors whatever the device's own sector size
 HZ = os.sysconf("SC_CLK_TCK")  # /proc/stat's ticks per second
-# pids of the cell's own processes that live across its runs, not waited for until the cell ends (s3fs under
-# storage.reader=fuse, the tf.data service's dispatcher and workers): their CPU is the cell's, not another's
-HELPERS: set[int] = set()
 
 
 @dataclass(frozen=True)
@@ -83,20 +80,10 @@ def _machine() -> tuple[int, int] | None:
     return sum(f[:8]) - idle, sum(f[:8])
 
 
-@contextlib.contextmanager
-def own(*pids: int):
-    """The processes ``pids`` count as the cell's own while the block runs (``HELPERS``)."""
-    HELPERS.update(pids)
-    try:
-        yield
-    finally:
-        HELPERS.difference_update(pids)
-
-
 def _helpers() -> tuple[tuple[int, float], ...]:
     """(pid, user + system CPU s, its waited-for children's included) of each of ``HELPERS`` alive."""
     out = []
-    for pid in sorted(HELPERS):
+    for pid in sorted(lifeline.HELPERS):
         try:  # after the command's ")": state is field 3, utime 14, stime 15, cutime 16, cstime 17
             f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
             out.append((pid, sum(int(x) for x in f[11:15]) / HZ))

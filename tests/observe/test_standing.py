@@ -214,14 +214,15 @@ def test_wait_quiet_waits_while_hogs_run_and_goes_on_once_they_are_killed(caplog
 
 def test_the_cells_own_helper_processes_are_not_counted_as_others():
     """A process the cell keeps across its runs (s3fs, the tf.data service's workers; here a real busy
-    loop) is the cell's own while it is registered (``usage.own``): its CPU is taken out of the others'."""
+    loop) is the cell's own while it is registered (``lifeline.own``): its CPU is taken out of the others'."""
     import dataclasses
 
+    from jobs import lifeline
     from jobs.observe import usage
 
     helper = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
-        with usage.own(helper.pid):
+        with lifeline.own(helper.pid):
             a = usage.snapshot(None)
             time.sleep(1)
             b = usage.snapshot(None)
@@ -232,4 +233,4 @@ def test_the_cells_own_helper_processes_are_not_counted_as_others():
     all_s = (b.machine[1] - a.machine[1]) / usage.HZ
     counted = usage.other_share(dataclasses.replace(a, helpers=()), dataclasses.replace(b, helpers=()))
     assert usage.other_share(a, b) == pytest.approx(max(0.0, counted - used / all_s), abs=1e-9)
-    assert helper.pid not in usage.HELPERS  # registered for the block only
+    assert helper.pid not in lifeline.HELPERS  # registered for the block only

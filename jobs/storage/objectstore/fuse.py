@@ -114,9 +114,7 @@ def mounted(store, prefix: str, root: str, timeout_s: float = 30.0):
     reader.start()
     try:
         _wait_mounted(proc, point, e, timeout_s, said, reader)
-        from jobs.observe import usage
-
-        with usage.own(proc.pid):  # s3fs's CPU is the run's, never another process's (other_cpu_share)
+        with lifeline.own(proc.pid):  # s3fs's CPU is the run's, never another process's (other_cpu_share)
             yield point
     finally:
         proc.terminate()
