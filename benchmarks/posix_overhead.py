@@ -1,17 +1,18 @@
 """Benchmark: what tracing every POSIX call (``trace.posix=true``, dftracer's preload) costs a run.
 
     python -m benchmarks.posix_overhead [--storage-root /var/tmp] [--num-images 2048] [--threads 1,4]
-                                        [--workloads readonly,microbench] [--rounds 3] [--repeats 2]
+                                        [--workloads readonly,microbench] [--rounds 7] [--repeats 2]
                                         [--modes all,extra] [--cache cold|warm]
 
 The same cell is measured without and with tracing, side by side: for each mode, in every round,
-``--repeats`` runs untraced and traced (the order alternating between rounds) through the campaign's
-own run loop, the traced ones in the child process the campaign starts for them. Modes
-(``trace.runs``): ``all``, every measured run traced; ``extra``, the measured runs untraced and one
-more run traced. Prints, per mode, the median images/s of the measured runs, the median of the
-per-round ratios traced ÷ untraced (with their range), what the cell's whole measurement took
-against the untraced cell's (the extra run and its child's start-up), the calls traced per second,
-the trace's size per call and the traced runs' coverage.
+``--repeats`` runs untraced and traced (the order alternating between rounds, ``benchmarks.rounds``)
+through the campaign's own run loop, the traced ones in the child process the campaign starts for them.
+Modes (``trace.runs``): ``all``, every measured run traced; ``extra``, the measured runs untraced and
+one more run traced. Prints, per mode, the median images/s of the measured runs, the median of the
+per-round ratios traced ÷ untraced with its interval, the machine's load, the CPU share other processes
+took and each side's CPU per image, what the cell's whole measurement took against the untraced cell's
+(the extra run and its child's start-up), the calls traced per second, the trace's size per call and
+the traced runs' coverage.
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks import rounds
 from benchmarks.presets import cell, dataset, quiet
 from jobs.execution import tfstart
 
 Runs = list[dict]  # run records, as the runner returns them
+UNTRACED = "untraced"  # the side without tracing
 
 
 def _measure(config: dict, mode: str | None, repeats: int, seed: int) -> tuple[Runs, Runs, float]:
@@ -58,32 +61,38 @@ def _rows(config: dict, workload: str, n: int, modes: list[str], args) -> list[t
     child's after-effects on the machine never fall on another mode's runs)."""
     rows = []
     for mode in modes:
-        got = {m: {"measured": [], "traced": []} for m in (None, mode)}
-        ratios, time_ratios = [], []
-        for r in range(args.rounds):
-            this = {}
-            for m in (None, mode) if r % 2 == 0 else (mode, None):
-                # the last measurement's writes (a trace, a generated set) are not flushed during this one
-                os.sync()
-                this[m] = _measure(config, m, args.repeats, args.seed + r)
-                got[m]["measured"] += this[m][0]
-                got[m]["traced"] += this[m][1]
-            ratios.append(
-                statistics.median(x["images_per_s"] for x in this[mode][0])
-                / statistics.median(x["images_per_s"] for x in this[None][0])
+        got: dict[tuple[int, str], tuple[Runs, Runs, float]] = {}
+
+        def measure(r: int, side: str, mode=mode, got=got) -> rounds.Pass:
+            load1 = os.getloadavg()[0]
+            # the last measurement's writes (a trace, a generated set) are not flushed during this one
+            os.sync()
+            got[r, side] = measured, _, _ = _measure(
+                config, None if side == UNTRACED else mode, args.repeats, args.seed + r
             )
-            time_ratios.append(this[mode][2] / this[None][2])
-        traced = got[mode]["traced"]
+            others = [x["other_cpu_share"] for x in measured if x.get("other_cpu_share") is not None]
+            return rounds.Pass(
+                f"{workload}/{n}/{mode}",
+                r,
+                side,
+                statistics.median(x["images_per_s"] for x in measured),
+                sum(x["images"] for x in measured),
+                sum(x["cpu_s"] for x in measured),  # the measured runs' own (a traced one's in its child)
+                statistics.median(others) if others else None,
+                load1,
+            )
+
+        s = rounds.summarize(rounds.run((UNTRACED, mode), measure, [(mode, UNTRACED)], args), mode, UNTRACED)
+        time_ratios = [got[r, mode][2] / got[r, UNTRACED][2] for r in {r for r, _ in got}]
+        untraced = [x for (_, side), v in got.items() if side == UNTRACED for x in v[0]]
+        traced = [x for (_, side), v in got.items() if side == mode for x in v[1]]
         rows.append(
             (
                 workload,
                 n,
                 mode,
-                statistics.median(x["images_per_s"] for x in got[None]["measured"]),
-                statistics.median(x["images_per_s"] for x in got[mode]["measured"]),
-                statistics.median(ratios),
-                min(ratios),
-                max(ratios),
+                statistics.median(x["images_per_s"] for x in untraced),
+                s,
                 statistics.median(time_ratios),
                 statistics.median(x["posix_calls"] / x["seconds"] for x in traced),
                 statistics.median(x["bytes_per_call"] for x in traced),
@@ -105,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--num-images", type=int, default=2048)
     p.add_argument("--threads", default="1,4", help="comma-separated thread counts")
     p.add_argument("--workloads", default="readonly,microbench", help="comma-separated workload presets")
-    p.add_argument("--rounds", type=int, default=3)
+    rounds.add_arguments(p, "--rounds")
     p.add_argument("--repeats", type=int, default=2, help="runs of each mode per round")
     p.add_argument(
         "--cache",
@@ -143,19 +152,20 @@ def main(argv: list[str] | None = None) -> int:
     mount = mount_of(ds.location)
     print(
         f"dataset {ds.name}: {len(ds.files)} files, {ds.total_bytes / 1e6:.0f} MB "
-        f"on {mount.source} ({mount.fs_type}); {args.rounds} rounds x {args.repeats} {args.cache}-cache "
-        "measured runs of each mode, order alternating"
+        f"on {mount.source} ({mount.fs_type}); at least {args.rounds} rounds x {args.repeats} "
+        f"{args.cache}-cache measured runs of each mode, order alternating"
     )
     print(
         f"{'workload':>10} {'threads':>7} {'trace.runs':>10} {'untraced':>9} {'measured':>9} "
-        f"{'measured/untraced':>17} {'(min-max)':>12} {'cell time':>9} {'calls/s':>9} {'B/call':>7} "
+        f"{'measured/untraced':>17} {rounds.HEADER} {'cell time':>9} {'calls/s':>9} {'B/call':>7} "
         f"{'min coverage':>12} {'incomplete':>10}"
     )
-    for w, n, mode, off, on, ratio, lo, hi, took, calls, per_call, cov, bad, traced in rows:
+    for w, n, mode, off, s, took, calls, per_call, cov, bad, traced in rows:
         print(
-            f"{w:>10} {n:>7} {mode:>10} {off:>9.0f} {on:>9.0f} {ratio:>17.3f} {f'({lo:.2f}-{hi:.2f})':>12} "
+            f"{w:>10} {n:>7} {mode:>10} {off:>9.0f} {s.rate_a:>9.0f} {s.ratio:>17.3f} {rounds.columns(s)} "
             f"{took:>8.2f}x {calls:>9.0f} {per_call:>7.1f} {cov:>12.3f} {f'{bad} of {traced}':>10}"
         )
+    print(rounds.legend("CPU ms per image of the measured runs", "the traced cell", "the untraced one"))
     return 0
 
 

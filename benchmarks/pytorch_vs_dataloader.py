@@ -1,7 +1,8 @@
 """Benchmark: the campaign's PyTorch path against a bare hand-written DataLoader loop, same cold files.
 
     python -m benchmarks.pytorch_vs_dataloader [--storage-root /var/tmp] [--num-images 2048]
-                                               [--workers 1,2,4] [--rounds 3] [--batch-size 64]
+                                               [--workers 1,2,4] [--rounds 7] [--max-rounds N]
+                                               [--batch-size 64] [--log passes.csv]
 
 For every worker count and round, the dataset's image files are evicted from the page cache (the tool's
 own ``jobs.storage.cache.evict``) and read once by each of
@@ -13,11 +14,13 @@ own ``jobs.storage.cache.evict``) and read once by each of
   tensor), ``DataLoader(shuffle=True)`` with the same batch size, workers and prefetch factor, and the
   default collate;
 
-in an order that alternates between rounds. Both are timed the same way, from ``iter(loader)`` to the
-last batch. Prints each one's median images/s and the median (min-max) of the per-round ratios
-campaign / bare: what the campaign's bookkeeping (sample records, dropped-image accounting, counters)
-costs against the plainest loop (goal: at least 0.95). The campaign's runs also say how much of what
-they consumed came from the device (cold: about 1).
+in an order that alternates between rounds (``benchmarks.rounds``). Both are timed the same way, from
+``iter(loader)`` to the last batch. Prints each one's median images/s and the median of the per-round
+ratios campaign / bare with its interval: what the campaign's bookkeeping (sample records, dropped-image
+accounting, counters) costs against the plainest loop (goal: at least 0.95); beside it, the machine's
+load, the CPU share other processes took and each side's CPU per image, so that a ratio taken on a busy
+machine says so. The campaign's runs also say how much of what they consumed came from the device
+(cold: about 1).
 """
 
 from __future__ import annotations
@@ -98,6 +101,8 @@ def campaign(ds, workers: int, batch_size: int, side: int, seed: int) -> tuple[f
 
 @quiet  # TensorFlow's and CUDA's lines in a file, not on the terminal
 def main(argv: list[str] | None = None) -> int:
+    from benchmarks import rounds
+
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.pytorch_vs_dataloader", description=__doc__.split("\n")[0]
     )
@@ -105,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dataset", default="imagenet_subset", help="dataset preset (conf/dataset)")
     p.add_argument("--num-images", type=int, default=2048)
     p.add_argument("--workers", default="1,2,4", help="comma-separated DataLoader worker counts")
-    p.add_argument("--rounds", type=int, default=3)
+    rounds.add_arguments(p, "--rounds")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--image-side", type=int, default=224)
     p.add_argument("--seed", type=int, default=0)
@@ -118,42 +123,34 @@ def main(argv: list[str] | None = None) -> int:
     ds = dataset(args.storage_root, args.dataset, args.num_images, args.seed)
     rows = []
     for n in (int(w) for w in args.workers.split(",")):
-        got: dict[str, list[float]] = {"campaign": [], "bare": []}
-        ratios, cold = [], []
-        for r in range(args.rounds):
-            for who in ("campaign", "bare") if r % 2 == 0 else ("bare", "campaign"):
-                # under the campaign's device lock: no campaign's cell reads the device meanwhile
-                with locks.device_lock(PlatformConf.lock_dir, ds.files[0]):
-                    cache.evict(ds.files)
-                    if who == "campaign":
-                        rate, device = campaign(ds, n, args.batch_size, args.image_side, args.seed + r)
-                        cold.append(device)
-                    else:
-                        rate = bare(ds, n, args.batch_size, args.image_side, args.seed + r)
-                got[who].append(rate)
-            ratios.append(got["campaign"][-1] / got["bare"][-1])
-        rows.append(
-            (
-                n,
-                statistics.median(got["campaign"]),
-                statistics.median(got["bare"]),
-                statistics.median(ratios),
-                min(ratios),
-                max(ratios),
-                statistics.median(cold),
-            )
-        )
+        cold: list[float] = []
+
+        def measure(r: int, who: str, n=n, cold=cold) -> rounds.Pass:
+            # under the campaign's device lock: no campaign's cell reads the device meanwhile
+            with locks.device_lock(PlatformConf.lock_dir, ds.files[0]):
+                cache.evict(ds.files)
+                watch = rounds.Watch()
+                if who == "campaign":
+                    rate, device = campaign(ds, n, args.batch_size, args.image_side, args.seed + r)
+                    cold.append(device)
+                else:
+                    rate = bare(ds, n, args.batch_size, args.image_side, args.seed + r)
+                return watch.done(f"workers={n}", r, who, rate, len(ds.files))
+
+        passes = rounds.run(("campaign", "bare"), measure, [("campaign", "bare")], args)
+        rows.append((n, rounds.summarize(passes, "campaign", "bare"), statistics.median(cold)))
     print(
         f"dataset {ds.name}: {len(ds.files)} files, {ds.total_bytes / 1e6:.0f} MB, decode_resize to "
-        f"{args.image_side}x{args.image_side}, batch {args.batch_size}; {args.rounds} rounds, cold cache "
-        "before every pass, the order alternating"
+        f"{args.image_side}x{args.image_side}, batch {args.batch_size}; at least {args.rounds} rounds, "
+        "cold cache before every pass, the order alternating"
     )
     print(
-        f"{'workers':>7} {'campaign img/s':>14} {'bare img/s':>10} {'campaign/bare':>13} {'(min-max)':>12} "
+        f"{'workers':>7} {'campaign img/s':>14} {'bare img/s':>10} {'campaign/bare':>13} {rounds.HEADER} "
         f"{'device/consumed':>15}"
     )
-    for n, c, b, ratio, lo, hi, dev in rows:
-        print(f"{n:>7} {c:>14.1f} {b:>10.1f} {ratio:>13.2f} {f'({lo:.2f}-{hi:.2f})':>12} {dev:>15.2f}")
+    for n, s, dev in rows:
+        print(f"{n:>7} {s.rate_a:>14.1f} {s.rate_b:>10.1f} {s.ratio:>13.2f} {rounds.columns(s)} {dev:>15.2f}")
+    print(rounds.legend("CPU ms per image", "campaign", "bare"))
     return 0
 
 

@@ -1,7 +1,7 @@
 """Benchmark: each framework's read-only pipeline versus fio over the same files, same parallelism, cold.
 
     python -m benchmarks.readonly_vs_fio [--storage-root /var/tmp] [--num-images 8192] [--threads 1,2,4,8]
-                                         [--formats files,tfrecord] [--shard-mb 32]
+                                         [--formats files,tfrecord] [--shard-mb 32] [--repeats 7]
                                          [--frameworks tensorflow,pytorch]
 
 For every format, reader count and repeat, the dataset is read once by the Section III-A read-only
@@ -13,8 +13,11 @@ each job reads its share whole in 4 KiB calls, buffered as read_file is; kernel 
 device requests large), or the TFRecord shards / HDF5 files (each job reads its share of the shards
 sequentially in 256 KiB calls, as TensorFlow's TFRecord reader; the pipeline interleaves ``threads``
 shards, the DataLoader's workers read every ``workers``-th shard). The order of the readers rotates
-between repeats. Prints medians and the median of the per-repeat ratios framework / fio: the share of
-the device's rate over those files that the framework's pipeline reaches.
+between repeats (``benchmarks.rounds``). Prints medians and the median of the per-repeat ratios
+framework / fio with its interval: the share of the device's rate over those files that the framework's
+pipeline reaches; beside it the machine's load, the CPU share other processes took and each side's CPU
+per MB: a pipeline decodes and parses on CPU that fio does not need, so on a busy machine its ratio
+falls with the CPU it could not get.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import statistics
 import sys
 from pathlib import Path
 
+from benchmarks import rounds
 from benchmarks.presets import cell, dataset, quiet, run
 from jobs import owned
 from jobs.data import datasets, formats
@@ -37,8 +41,8 @@ LOCK_DIR = PlatformConf.lock_dir  # the campaign's device locks (platform.lock_d
 
 
 def _compare(ds, configs: dict, n: int, farm: Path, args) -> list[tuple]:
-    """For each framework of ``configs`` (name -> its cell): (framework, its MB/s, fio MB/s, median, min
-    and max of framework/fio, its device/consumed) of ``n`` readers."""
+    """For each framework of ``configs`` (name -> its cell): (framework, its ``rounds.Summary`` against fio,
+    its device/consumed) of ``n`` readers, the readers' order rotating from round to round."""
     from jobs.storage import cache
 
     dirs = iotools.link_farm(list(ds.storage_files), farm, n)
@@ -48,39 +52,30 @@ def _compare(ds, configs: dict, n: int, farm: Path, args) -> list[tuple]:
             flush=True,
         )
     bs = "4k" if ds.format == "files" else "256k"
-    readers = [*configs, "fio"]
-    mb: dict[str, list[float]] = {who: [] for who in readers}
-    ratios: dict[str, list[float]] = {fw: [] for fw in configs}
+    key = f"{ds.format}/{n}"
     cold: dict[str, list[float]] = {fw: [] for fw in configs}
+
+    def measure(r: int, who: str) -> rounds.Pass:
+        if who == "fio":
+            # under the campaign's device lock, as the frameworks' runs are: no other cell reads
+            with locks.device_lock(LOCK_DIR, ds.storage_files[0]):
+                cache.evict(ds.storage_files)
+                watch = rounds.Watch()
+                got = iotools.small_files(dirs, bs)  # fio is a waited-for child: its CPU is counted
+                return watch.done(key, r, who, got.mb_per_s, got.bytes / 1e6)
+        load1 = os.getloadavg()[0]
+        # the seed names the dataset too (jobs.runner): every round reads the bytes fio reads
+        res = run(configs[who], threads=n, seed=args.seed)  # evicts and verifies the cache itself
+        cold[who].append((res["bytes_read_device"] or 0) / res["bytes_consumed"])
+        # the run's own usage window: its timed interval, its DataLoader workers' CPU included
+        mb = res["bytes_consumed"] / 1e6
+        return rounds.Pass(key, r, who, res["mb_per_s"], mb, res["cpu_s"], res["other_cpu_share"], load1)
+
     try:
-        for r in range(args.repeats):
-            for who in readers[r % len(readers) :] + readers[: r % len(readers)]:
-                if who == "fio":
-                    # under the campaign's device lock, as the frameworks' runs are: no other cell reads
-                    with locks.device_lock(LOCK_DIR, ds.storage_files[0]):
-                        cache.evict(ds.storage_files)
-                        mb["fio"].append(iotools.small_files(dirs, bs).mb_per_s)
-                else:
-                    # the seed names the dataset too (jobs.runner): every repeat reads the bytes fio reads
-                    res = run(configs[who], threads=n, seed=args.seed)  # evicts and verifies the cache itself
-                    mb[who].append(res["mb_per_s"])
-                    cold[who].append((res["bytes_read_device"] or 0) / res["bytes_consumed"])
-            for fw in configs:
-                ratios[fw].append(mb[fw][-1] / mb["fio"][-1])
+        passes = rounds.run([*configs, "fio"], measure, [(fw, "fio") for fw in configs], args)
     finally:
         shutil.rmtree(farm, ignore_errors=True)
-    return [
-        (
-            fw,
-            statistics.median(mb[fw]),
-            statistics.median(mb["fio"]),
-            statistics.median(ratios[fw]),
-            min(ratios[fw]),
-            max(ratios[fw]),
-            statistics.median(cold[fw]),
-        )
-        for fw in configs
-    ]
+    return [(fw, rounds.summarize(passes, fw, "fio"), statistics.median(cold[fw])) for fw in configs]
 
 
 @quiet  # TensorFlow's and CUDA's lines in a file, not on the terminal
@@ -94,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     # and the pipeline's start (its threads, the first opens) was a quarter of what TF / fio measured
     p.add_argument("--num-images", type=int, default=8192)
     p.add_argument("--threads", default="1,2,4,8", help="comma-separated reader counts (threads, workers)")
-    p.add_argument("--repeats", type=int, default=3)
+    rounds.add_arguments(p, "--repeats", "--rounds", help_name="repeats (rounds)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--formats", default="files,tfrecord", help="comma-separated dataset.format values")
     p.add_argument("--shard-mb", type=float, default=32.0, help="dataset.shard_mb of the converted sets")
@@ -150,18 +145,20 @@ def main(argv: list[str] | None = None) -> int:
     mount = __import__("jobs.observe.provenance", fromlist=["mount_of"]).mount_of(ds.location)
     print(
         f"dataset {ds.name}: {len(ds.files)} files, {ds.total_bytes / 1e6:.0f} MB, median "
-        f"{statistics.median(ds.sizes) / 1e3:.0f} KB, on {mount.source} ({mount.fs_type}); "
-        f"{args.repeats} repeats, cold cache before every read, shuffle={args.shuffle}"
+        f"{statistics.median(ds.sizes) / 1e3:.0f} KB, on {mount.source} ({mount.fs_type}); at least "
+        f"{args.rounds} repeats, the readers' order rotating, cold cache before every read, "
+        f"shuffle={args.shuffle}"
     )
     print(
         f"{'format':>8} {'readers':>7} {'framework':>10} {'MB/s':>9} {'fio MB/s':>9} {'/fio':>5} "
-        f"{'(min-max)':>12} {'device/consumed':>15}"
+        f"{rounds.HEADER} {'device/consumed':>15}"
     )
-    for fmt, n, fw, t, f, ratio, lo, hi, c in rows:
+    for fmt, n, fw, s, c in rows:
         print(
-            f"{fmt:>8} {n:>7} {fw:>10} {t:>9.1f} {f:>9.1f} {ratio:>5.2f} {f'({lo:.2f}-{hi:.2f})':>12} "
+            f"{fmt:>8} {n:>7} {fw:>10} {s.rate_a:>9.1f} {s.rate_b:>9.1f} {s.ratio:>5.2f} {rounds.columns(s)} "
             f"{c:>15.2f}"
         )
+    print(rounds.legend("CPU ms per MB", "the framework", "fio"))
     return 0
 
 

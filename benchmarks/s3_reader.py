@@ -2,7 +2,7 @@
 objects of the embedded S3 server (SeaweedFS, on this machine's disk), by the native S3 reader.
 
     python -m benchmarks.s3_reader [--storage-root /var/tmp] [--num-images 2048] [--threads 1,4]
-                                   [--rounds 3] [--side 192]
+                                   [--rounds 7] [--side 192] [--log passes.csv]
 
 Makes ``--num-images`` noise JPEGs of ``--side`` pixels (about 34 KB each at 192; the size is printed)
 in the tool's folder under ``--storage-root``, starts the embedded server there and
@@ -10,7 +10,9 @@ uploads them, one object each. For every thread count and round, in an order tha
 files, or the server's volume files, are evicted from the page cache (``jobs.storage.cache.evict`` and
 drop_caches: needs root), then read once, ``map(read -> decode -> resize)`` with that many parallel
 calls. Prints each path's median images/s, the device's bytes ÷ the bytes consumed (cold: about 1),
-and for S3 the GET latency p50/p99 and the mean requests in flight. Everything it made is removed.
+and for S3 the GET latency p50/p99 and the mean requests in flight; then s3 / files with its interval,
+the machine's load, the CPU share other processes took and each path's CPU per image, the server's
+included (``benchmarks.rounds``). Everything it made is removed.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import statistics
 import time
 from pathlib import Path
 
+from benchmarks import rounds
 from benchmarks.presets import quiet
 
 
@@ -45,6 +48,12 @@ def _device_bytes(disk: str | None) -> int | None:
     return None if c is None else c[1] * 512
 
 
+def _cpu_s(server, pid: int) -> float:
+    """CPU seconds of the server ``pid`` and its processes so far (0 when /proc cannot say)."""
+    got = server.tree_counters(pid)
+    return 0.0 if got is None else got[1]
+
+
 def _run(read, n: int, threads: int) -> tuple[float, int]:
     import tensorflow as tf
 
@@ -66,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--storage-root", default="/var/tmp")
     p.add_argument("--num-images", type=int, default=2048)
     p.add_argument("--threads", default="1,4")
-    p.add_argument("--rounds", type=int, default=3)
+    rounds.add_arguments(p, "--rounds")
     p.add_argument("--side", type=int, default=192)
     a = p.parse_args(argv)
     import tensorflow as tf
@@ -93,31 +102,38 @@ def main(argv: list[str] | None = None) -> int:
             return i, data, tf.cast(tf.strings.length(data, unit="BYTE"), tf.int64), tf.gather(labels, i)
 
         rows: dict[tuple[str, int], list[dict]] = {}
-        for r in range(a.rounds):
-            for threads in (int(t) for t in a.threads.split(",")):
-                order = ("files", "s3") if r % 2 == 0 else ("s3", "files")
-                for path in order:
-                    stats = objects.Requests()
-                    if path == "files":
-                        cache.evict([str(f) for f in files], drop_caches=True)
-                        read = file_read
-                    else:
-                        cache.evict([str(f) for f in srv.data_dir.glob("*.dat")], drop_caches=True)
-                        read = s3_reader.reader(
-                            listed.keys, labels, lambda k, st=stats: objects.get(s3, srv.endpoint, k, st)
-                        )
-                    before = _device_bytes(disk)
-                    seconds, consumed = _run(read, len(files), threads)
-                    after = _device_bytes(disk)
-                    row = {
-                        "images_per_s": len(files) / seconds,
-                        "consumed": consumed,
-                        **stats.summary(seconds),
-                    }
-                    row["device_ratio"] = (after - before) / consumed if before is not None else None
-                    rows.setdefault((path, threads), []).append(row)
+        ratios = {}
+        for threads in (int(t) for t in a.threads.split(",")):
+
+            def measure(r: int, path: str, threads=threads) -> rounds.Pass:
+                stats = objects.Requests()
+                if path == "files":
+                    cache.evict([str(f) for f in files], drop_caches=True)
+                    read = file_read
+                else:
+                    cache.evict([str(f) for f in srv.data_dir.glob("*.dat")], drop_caches=True)
+                    read = s3_reader.reader(
+                        listed.keys, labels, lambda k, st=stats: objects.get(s3, srv.endpoint, k, st)
+                    )
+                server0 = _cpu_s(server, srv.pid)
+                before = _device_bytes(disk)
+                watch = rounds.Watch()
+                seconds, consumed = _run(read, len(files), threads)
+                after = _device_bytes(disk)
+                # the server is this benchmark's: its CPU is the side's, not another process's
+                served = _cpu_s(server, srv.pid) - server0
+                row = {"images_per_s": len(files) / seconds, "consumed": consumed, **stats.summary(seconds)}
+                row["device_ratio"] = (after - before) / consumed if before is not None else None
+                rows.setdefault((path, threads), []).append(row)
+                return watch.done(f"threads={threads}", r, path, row["images_per_s"], len(files), served)
+
+            passes = rounds.run(("files", "s3"), measure, [("s3", "files")], a)
+            ratios[threads] = rounds.summarize(passes, "s3", "files")
         mb = listed.bytes / 1e6
-        print(f"{len(files)} images, {mb:.0f} MB, cold every round; medians of {a.rounds} rounds")
+        print(
+            f"{len(files)} images, {mb:.0f} MB, cold every round; medians of at least {a.rounds} rounds, "
+            "the order alternating"
+        )
         for (path, threads), rs in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
             med = {k: statistics.median(r[k] for r in rs) for k in ("images_per_s", "device_ratio")}
             line = f"{path:5s} threads={threads}: {med['images_per_s']:7.1f} images/s"
@@ -128,6 +144,10 @@ def main(argv: list[str] | None = None) -> int:
                 fl = statistics.median(r["requests_in_flight_mean"] for r in rs)
                 line += f", GET p50 {p50:.1f} ms, p99 {p99:.1f} ms, {fl:.1f} requests in flight"
             print(line, flush=True)
+        print(f"{'threads':>7} {'s3/files':>8} {rounds.HEADER}")
+        for threads, r in ratios.items():
+            print(f"{threads:>7} {r.ratio:>8.2f} {rounds.columns(r)}")
+        print(rounds.legend("CPU ms per image, the client's and the server's", "s3", "files"))
     finally:
         if srv is not None:
             srv.stop()

@@ -4,17 +4,36 @@ import os
 
 import pytest
 
-from benchmarks import readonly_vs_fio
+from benchmarks import readonly_vs_fio, rounds
 from jobs.storage import iotools
 from support.commands import campaign
 from support.skips import needs_fio
 
 
+def _stands_on(cols: list[str], rounds_run: int) -> None:
+    """The columns every ratio is printed with (benchmarks.rounds.HEADER): its interval, the interval's
+    cover, the rounds, the 1-min load average, the others' CPU share and each side's CPU per item."""
+    interval, cover, n, load, others, cpu_a, cpu_b = cols
+    lo, hi = map(float, interval.strip("()").split("-"))
+    assert lo <= hi and cover.endswith("%") and int(n) == rounds_run and float(load) >= 0
+    assert others == "-" or 0 <= int(others.rstrip("%")) <= 100
+    assert float(cpu_a) > 0 and float(cpu_b) > 0  # each side spent CPU on its items
+
+
+def _order(log, key: str) -> list[tuple[int, str]]:
+    """(round, side) of row ``key``'s passes in a benchmark's --log, in the order they ran."""
+    from benchmarks import rounds
+
+    return [(int(x["round"]), x["side"]) for x in rounds.read_log(log) if x["key"] == key]
+
+
 @pytest.mark.cells
 @needs_fio
-def test_benchmark_prints_each_framework_as_a_fraction_of_fio(disk_root, capsys):
+def test_benchmark_prints_each_framework_as_a_fraction_of_fio(disk_root, tmp_path, capsys):
     rc = readonly_vs_fio.main(
         [
+            "--log",
+            str(tmp_path / "passes.csv"),
             "--storage-root",
             str(disk_root),
             "--dataset",
@@ -38,27 +57,44 @@ def test_benchmark_prints_each_framework_as_a_fraction_of_fio(disk_root, capsys)
     lines = out.splitlines()
     assert "128 files" in lines[0] and "cold cache" in lines[0]
     assert lines[1].split()[:5] == ["format", "readers", "framework", "MB/s", "fio"]
-    rows = [line.split() for line in lines[2:]]
+    assert lines[1].split()[-8:] == [*rounds.HEADER.split(), "device/consumed"]
+    assert lines[-1].startswith("interval: of the median")  # the legend of the shared columns
+    rows = [line.split() for line in lines[2:-1]]
     assert [tuple(r[:3]) for r in rows] == [
         (fmt, n, fw) for fmt in ("files", "tfrecord") for n in ("1", "2") for fw in ("tensorflow", "pytorch")
     ]
     for r in rows:
-        mb, fio, ratio, cold = float(r[3]), float(r[4]), float(r[5]), float(r[7])
+        mb, fio, ratio, cold = float(r[3]), float(r[4]), float(r[5]), float(r[13])
         assert mb > 0 and fio > 0 and ratio == pytest.approx(mb / fio, rel=0.05, abs=0.006)  # 2 places
+        _stands_on(r[6:13], 1)
         assert cold >= 0.9  # the framework read the files from the device, not from memory
+    # one round: each reader once, the frameworks then fio, per format and reader count
+    for key in ("files/1", "files/2", "tfrecord/1", "tfrecord/2"):
+        assert _order(tmp_path / "passes.csv", key) == [(0, "tensorflow"), (0, "pytorch"), (0, "fio")]
     # both frameworks of a row are measured against the same fio runs
     assert rows[0][4] == rows[1][4] and rows[-2][4] == rows[-1][4]
     assert not any(p.name.startswith("bench-") for p in (disk_root / "iocampaign").iterdir())
 
 
 @pytest.mark.cells
-def test_pytorch_benchmark_prints_the_campaigns_rate_against_a_bare_dataloader(disk_root, capsys):
+def test_pytorch_benchmark_prints_the_campaigns_rate_against_a_bare_dataloader(disk_root, tmp_path, capsys):
+    """Beside each ratio: its interval, the load and each side's CPU per image; the sides alternate."""
     from benchmarks import pytorch_vs_dataloader
 
-    args = ["--storage-root", str(disk_root), "--dataset", "caltech101", "--num-images", "64"]
+    log = tmp_path / "passes.csv"
+    args = [
+        "--storage-root",
+        str(disk_root),
+        "--dataset",
+        "caltech101",
+        "--num-images",
+        "64",
+        "--log",
+        str(log),
+    ]
     assert pytorch_vs_dataloader.main([*args, "--workers", "0,2", "--rounds", "2", "--batch-size", "16"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert "64 files" in lines[0] and "cold cache" in lines[0]
+    assert "64 files" in lines[0] and "cold cache" in lines[0] and "alternating" in lines[0]
     assert lines[1].split() == [
         "workers",
         "campaign",
@@ -66,16 +102,20 @@ def test_pytorch_benchmark_prints_the_campaigns_rate_against_a_bare_dataloader(d
         "bare",
         "img/s",
         "campaign/bare",
-        "(min-max)",
+        *rounds.HEADER.split(),
         "device/consumed",
     ]
-    rows = [line.split() for line in lines[2:]]
+    assert "CPU ms per image of campaign and of bare" in lines[-1]
+    rows = [line.split() for line in lines[2:-1]]
     assert [r[0] for r in rows] == ["0", "2"]
     for r in rows:
-        mine, bare, ratio, cold = float(r[1]), float(r[2]), float(r[3]), float(r[5])
+        mine, bare, ratio, cold = float(r[1]), float(r[2]), float(r[3]), float(r[11])
         lo, hi = map(float, r[4].strip("()").split("-"))
         assert mine > 0 and bare > 0 and lo <= ratio <= hi
+        _stands_on(r[4:11], 2)
         assert cold >= 0.9  # the campaign's runs read the evicted files from the device
+    for n in (0, 2):  # A B, then B A: neither side always runs first
+        assert _order(log, f"workers={n}") == [(0, "campaign"), (0, "bare"), (1, "bare"), (1, "campaign")]
 
 
 @needs_fio
@@ -269,17 +309,19 @@ def test_posix_overhead_benchmark_compares_both_trace_modes_with_untraced_runs(d
         "measured",
         "measured/untraced",
     ]
-    rows = {r[2]: r for r in (line.split() for line in lines[2:])}
+    assert lines[1].split()[6:13] == rounds.HEADER.split()
+    rows = {r[2]: r for r in (line.split() for line in lines[2:-1])}
     assert set(rows) == {"all", "extra"}
     for r in rows.values():
         untraced, measured, ratio = float(r[3]), float(r[4]), float(r[5])
         assert untraced > 0 and measured > 0 and ratio > 0
-        assert float(r[8]) > 0 and float(r[10]) >= 0.98 and r[11:] == ["0", "of", "1"], (
+        _stands_on(r[6:13], 1)
+        assert float(r[14]) > 0 and float(r[16]) >= 0.98 and r[17:] == ["0", "of", "1"], (
             r
         )  # calls/s, coverage, whole
     # what the extra run and its traced child cost ("cell time", a ratio of wall times) is the benchmark's
     # figure to print, not a test's to bound: the suite's other work moves it either way
-    assert all(r[7].endswith("x") and float(r[7].rstrip("x")) > 0 for r in rows.values())
+    assert all(r[13].endswith("x") and float(r[13].rstrip("x")) > 0 for r in rows.values())
 
 
 def test_s3_reader_benchmark_reads_the_same_images_cold_as_files_and_as_objects(disk_root, capsys):
@@ -292,28 +334,39 @@ def test_s3_reader_benchmark_reads_the_same_images_cold_as_files_and_as_objects(
     )
     lines = capsys.readouterr().out.splitlines()
     assert rc == 0 and lines[0].startswith("64 images, ") and "cold every round" in lines[0]
-    files, s3 = lines[1:]
+    files, s3, header, row, legend = lines[1:]
+    assert (
+        header.split() == ["threads", "s3/files", *rounds.HEADER.split()] and "of s3 and of files" in legend
+    )
+    assert row.split()[0] == "2" and float(row.split()[1]) > 0
+    _stands_on(row.split()[2:], 1)
     assert re.match(r"files threads=2: +[\d.]+ images/s, device/consumed [\d.]+$", files)
     m = re.match(r"s3 +threads=2: +[\d.]+ images/s, device/consumed ([\d.]+), GET p50 [\d.]+ ms", s3)
     assert m and float(m.group(1)) >= 0.9  # the volumes' bytes came from the device: cold on the server
     assert not (disk_root / "iocampaign" / "bench-s3").exists()  # everything it made is gone
 
 
-def test_s3_relay_benchmark_prints_both_servers_gets_and_the_relays_share(disk_root, capsys):
+def test_s3_relay_benchmark_prints_both_servers_gets_and_the_relays_share(disk_root, tmp_path, capsys):
     import re
 
     from benchmarks import s3_relay
 
-    args = ["--num-objects", "16", "--size-kb", "4", "--threads", "2", "--passes", "2"]
+    log = tmp_path / "passes.csv"
+    args = ["--num-objects", "16", "--size-kb", "4", "--threads", "2", "--passes", "2", "--log", str(log)]
     rc = s3_relay.main(["--storage-root", str(disk_root), *args])
     lines = capsys.readouterr().out.splitlines()
     assert rc == 0 and lines[0].startswith("16 GETs of 4 KB a pass, 2 passes a server"), lines
     number = r"[\d.]+"
-    for line, name in zip(lines[1:], ("direct", "relayed"), strict=True):
+    for line, name in zip(lines[1:3], ("direct", "relayed"), strict=True):
         assert re.fullmatch(
             rf"{name} +threads=2: +{number} GETs/s, GET p50 {number} ms, p99 {number} ms, "
             rf"server CPU {number} ms/GET \(the relay's {number}\)",
             line,
         ), line
     assert lines[1].endswith("(the relay's 0.000)")  # the direct server has no relay
+    assert lines[3].split() == ["threads", "relayed/direct", *rounds.HEADER.split()]
+    row = lines[4].split()
+    assert row[0] == "2" and float(row[1]) > 0
+    _stands_on(row[2:], 2)
+    assert _order(log, "threads=2") == [(0, "direct"), (0, "relayed"), (1, "relayed"), (1, "direct")]
     assert not (disk_root / "iocampaign" / "bench-s3-relay").exists()  # everything it made is gone
