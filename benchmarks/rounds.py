@@ -9,7 +9,7 @@ median; and the machine's load and each side's CPU per item say whether a low ra
 or the CPU the side could not get.
 
 The interval is the distribution-free confidence interval of the median of the per-round ratios (order
-statistics: ``median_interval``): with 7 or 8 rounds it is their min-max, with more it narrows. Its
+statistics: ``median_interval``): with 8 rounds or fewer it is their min-max, with more it narrows. Its
 coverage is printed with it (98% at 7 rounds).
 """
 
@@ -148,10 +148,12 @@ def run(
     measure: Callable[[int, str], Pass],
     pairs: Sequence[tuple[str, str]],
     args: argparse.Namespace,
+    derive: Callable[[list[Pass]], list[Pass]] = list,
 ) -> list[Pass]:
     """Every pass of one row, in the order run: ``args.rounds`` rounds of each side's pass
     (``measure(round, side)``), the order alternating, then more, up to ``args.max_rounds``, while a ratio
-    of ``pairs`` has an interval wider than ``args.within``. Appends them to ``args.log`` when given."""
+    of ``pairs`` has an interval wider than ``args.within`` (sides of a pair may be ``derive``'s: the
+    passes with sides made of the measured ones added). Appends them to ``args.log`` when given."""
     if args.rounds < 1:
         raise ValueError(f"--rounds={args.rounds}: give at least 1")
     most = max(args.rounds, args.max_rounds or 0)
@@ -159,7 +161,7 @@ def run(
     for r in range(most):
         for side in order(sides, r):
             passes.append(measure(r, side))
-        if r + 1 >= args.rounds and all(_settled(passes, a, b, args.within) for a, b in pairs):
+        if r + 1 >= args.rounds and all(_settled(derive(passes), a, b, args.within) for a, b in pairs):
             break
     if args.log is not None:
         _append_log(args.log, passes)
@@ -210,7 +212,7 @@ def columns(s: Summary, unit: float = 1e3) -> str:
     """``HEADER``'s columns for ``s``; CPU per item in ms (``unit``: 1e3) or what ``unit`` scales to."""
 
     def cpu(v: float | None) -> str:
-        return "-" if v is None else f"{v * unit:.2f}"
+        return "-" if v is None else f"{v * unit:.3g}"
 
     other = "-" if s.other_share is None else f"{s.other_share:.0%}"
     return (
