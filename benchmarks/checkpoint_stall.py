@@ -10,7 +10,9 @@ from its results.csv:
   stall(burst buffer) / stall(direct to fast)   the paper saw "little difference": aim <= 1.1
   stall(direct to slow) / stall(burst buffer)   the paper's 2.6x (HDD against Optane as burst buffer)
 with the native async checkpoint beside them. Stalls are medians over the runs of each cell of the
-median stall per checkpoint.
+median stall per checkpoint. Beside them, what they stand on: the machine's 1-min load average before
+and after, the share of the CPU other processes took during each cell's runs and the runs' CPU per
+training step. (The cells run in the campaign's order, not alternating: ``--repeats`` runs of each.)
 """
 
 from __future__ import annotations
@@ -23,6 +25,13 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _share(others, cell) -> str:
+    """The others' median CPU share of ``cell``'s runs, as a percentage ('-': not recorded)."""
+    if others is None or cell not in others or others[cell] != others[cell]:  # NaN: not measured
+        return "-"
+    return f"{others[cell]:.0%}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         *args.extra,
     ]
     print("running:", " ".join(cmd[1:]), flush=True)
+    load0 = os.getloadavg()[0]
     rc = subprocess.run(
         cmd, cwd=ROOT, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, stdout=subprocess.DEVNULL
     ).returncode
@@ -87,23 +97,32 @@ def main(argv: list[str] | None = None) -> int:
     runtime = g["steady_runtime_s" if steady else "runtime_s"].median()
     base = g["baseline_steady_runtime_s" if steady else "baseline_runtime_s"].median()
     ckpt_mb = pd.read_csv(out / "checkpoints.csv")["bytes"].median() / 1e6
+    # what the stalls stood on: the CPU other processes took during each cell's runs, and the runs' own CPU
+    others = g["other_cpu_share"].median() if "other_cpu_share" in df else None
+    cpu = g["cpu_s"].median() / args.steps if "cpu_s" in df else None  # a run's CPU per training step
     print(
         f"campaign {out}: {args.repeats} runs per cell, checkpoints of {ckpt_mb:.0f} MB, "
-        f"fast={args.fast}, slow={args.slow}; runtimes {'without' if steady else 'with'} the first step"
+        f"fast={args.fast}, slow={args.slow}; runtimes {'without' if steady else 'with'} the first step; "
+        f"1-min load average {load0:.1f} before, {os.getloadavg()[0]:.1f} after"
     )
     print(
         f"{'mode':<6} {'target':<13} {'median stall s':>14} {'runtime s':>10} {'no-ckpt s':>10} "
-        f"{'ckpt share':>10}"
+        f"{'ckpt share':>10} {'others':>6} {'CPU s/step':>10}"
     )
     for cell, v in stall.items():
         mode, target = cell
         share = (runtime[cell] - base[cell]) / runtime[cell]
-        print(f"{mode:<6} {target:<13} {v:>14.3f} {runtime[cell]:>10.2f} {base[cell]:>10.2f} {share:>10.1%}")
+        print(
+            f"{mode:<6} {target:<13} {v:>14.3f} {runtime[cell]:>10.2f} {base[cell]:>10.2f} {share:>10.1%} "
+            f"{_share(others, cell):>6} {'-' if cpu is None else f'{cpu[cell]:.2f}':>10}"
+        )
     for mode in ("sync", "async"):
         s = stall.xs(mode)
         print(
             f"{mode}: stall(burst buffer) / stall(fast) = {s['burst_buffer'] / s['fast']:.2f}   "
-            f"stall(slow) / stall(burst buffer) = {s['slow'] / s['burst_buffer']:.2f}"
+            f"stall(slow) / stall(burst buffer) = {s['slow'] / s['burst_buffer']:.2f}   (others took "
+            f"{', '.join(f'{_share(others, (mode, t))} ({t})' for t in ('burst_buffer', 'fast', 'slow'))} "
+            "of the CPU)"
         )
     print(
         f"async vs sync, burst buffer: stall {stall[('async', 'burst_buffer')]:.3f} s vs "
