@@ -153,7 +153,7 @@ def run(
     """Every pass of one row, in the order run: ``args.rounds`` rounds of each side's pass
     (``measure(round, side)``), the order alternating, then more, up to ``args.max_rounds``, while a ratio
     of ``pairs`` has an interval wider than ``args.within`` (sides of a pair may be ``derive``'s: the
-    passes with sides made of the measured ones added). Appends them to ``args.log`` when given."""
+    passes with sides made of the measured ones added). Appends each to ``args.log`` when given."""
     if args.rounds < 1:
         raise ValueError(f"--rounds={args.rounds}: give at least 1")
     most = max(args.rounds, args.max_rounds or 0)
@@ -161,10 +161,10 @@ def run(
     for r in range(most):
         for side in order(sides, r):
             passes.append(measure(r, side))
+            if args.log is not None:  # as it comes: a benchmark stopped midway keeps what it measured
+                _append_log(args.log, passes[-1:])
         if r + 1 >= args.rounds and all(_settled(derive(passes), a, b, args.within) for a, b in pairs):
             break
-    if args.log is not None:
-        _append_log(args.log, passes)
     return passes
 
 
