@@ -66,7 +66,7 @@ def test_a_capacity_search_report_opens_with_its_answer(paper, tmp_path):
     head = _head(page)
     assert "How many accelerators" in head and "<h2>Answer</h2>" in head
     assert capacity.answer_line(CAPACITY_ROW) in head.replace("&gt;", ">")
-    assert "predicted 2 (limit: cpu)" in head
+    assert "Predicted: 2 (limit: cpu)" in head
     for absent in (
         "comparable claims",
         "not measured",
