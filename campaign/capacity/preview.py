@@ -43,25 +43,8 @@ def plan(out: Path, profile: dict, tiers: list[str], most: int, most_why: str, o
 def shape(prove: Path, tier: str, profile: dict, most: tuple[int, str], overrides: list[str]) -> str:
     """The rounds of emulated cells that would follow the probes, and the cell each round runs; ``most``: the
     most accelerators a cell emulates and what set it."""
-    batch = int(value_of(overrides, "batch_size") or profile["batch_size"])
-    threads = int(value_of(overrides, "threads") or 1)
-    nodes = search.node_count(overrides)
-    need = search.demand(
-        search.Inputs(
-            tier,
-            profile["name"],
-            batch,
-            float(profile["step_time_s"]),
-            int(profile["batch_size"]),
-            float(profile["au_threshold"]),
-            0.0,
-            0.0,
-            0.0,
-            1,
-            threads,
-            nodes,
-        )
-    )
+    inp = search.Inputs.of(tier, profile, overrides)
+    need, nodes = search.demand(inp), inp.nodes
     au = f"AU >= {100 * float(profile['au_threshold']):.0f}%"
     cell = [o for o in search.prove_cell(tier, profile, overrides) if not o.startswith("platform.dry_run")]
     per_node = f" per node on {nodes} nodes" if nodes > 1 else ""

@@ -54,6 +54,33 @@ class Inputs:
     nodes: int = 1  # nodes every cell runs on; N is per node
     kernels: int = 1  # distinct kernels among those nodes (a node's cores = cores x kernels / nodes)
 
+    @classmethod
+    def of(
+        cls,
+        tier: str,
+        profile: dict,
+        overrides: list[str],
+        rates: tuple[float, float, float] = (0.0, 0.0, 0.0),
+        cores: int = 1,
+        kernels: int = 1,
+    ) -> Inputs:
+        """``tier``'s inputs for accelerator ``profile`` under ``overrides``; ``rates``: the tier's images/s
+        and MB/s and one core's images/s, as measured (none in a dry run)."""
+        nodes = node_count(overrides)
+        return cls(
+            tier,
+            profile["name"],
+            int(value_of(overrides, "batch_size") or profile["batch_size"]),
+            float(profile["step_time_s"]),
+            int(profile["batch_size"]),
+            float(profile["au_threshold"]),
+            *rates,
+            cores,
+            int(value_of(overrides, "threads") or 1),
+            nodes,
+            min(kernels, nodes),
+        )
+
     def node_cores(self) -> float:
         return self.cores * min(self.kernels, self.nodes) / self.nodes
 
@@ -228,25 +255,9 @@ def tier_row(
     from jobs.observe import usage
 
     common = common_overrides(overrides)
-    threads = int(value_of(overrides, "threads") or 1)
-    batch = int(value_of(overrides, "batch_size") or profile["batch_size"])
-    nodes = node_count(overrides)
     tier_img, tier_mb, core_img, kernels = _measure(tier, profile, common, out / tier)
-    inp = Inputs(
-        tier,
-        profile["name"],
-        batch,
-        float(profile["step_time_s"]),
-        int(profile["batch_size"]),
-        float(profile["au_threshold"]),
-        tier_img,
-        tier_mb,
-        core_img,
-        usage.cores(),
-        threads,
-        nodes,
-        min(kernels, nodes),
-    )
+    inp = Inputs.of(tier, profile, overrides, (tier_img, tier_mb, core_img), usage.cores(), kernels)
+    nodes = inp.nodes
     pred = predict(inp, most)
     where = "" if nodes == 1 else f" per node on {nodes} nodes"
     cores = usage.cores()
