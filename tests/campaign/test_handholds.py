@@ -24,22 +24,16 @@ def _run(module: str, *args: str, cwd, timeout: int = 600) -> subprocess.Complet
     return run_module(module, *args, cwd=cwd, env=env, timeout=timeout, fresh=True)  # a cold start's lines
 
 
-@pytest.mark.cells
-def test_a_multi_task_cell_prints_no_tensorflow_start_up_lines(tmp_path):
-    """The campaign's process and each task process import TensorFlow: their start-up lines (absl's, oneDNN's,
-    the CUDA stubs', cuInit's) go to the cell's tensorflow_startup.log, none to the terminal."""
+def _quiet_campaign(tmp_path, *overrides: str):
+    """``python -m campaign -m <overrides>`` on local disk, as a user types it; asserts it ends well and
+    prints no line of TensorFlow's, CUDA's or absl's. Returns its sweep folder."""
     root = tmp_path / "root"
     root.mkdir()
     out = tmp_path / "c"
     p = _run(
         "campaign",
         "-m",
-        "workload=microbench",
-        "platform.tasks_per_node=2",
-        "dataset.num_images=32",
-        "batch_size=8",
-        "repeats=1",
-        "warmup=0",
+        *overrides,
         "storage=local",
         f"storage.root={root}",
         f"hydra.sweep.dir={out}",
@@ -48,6 +42,22 @@ def test_a_multi_task_cell_prints_no_tensorflow_start_up_lines(tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     noisy = [x for x in (p.stdout + p.stderr).splitlines() if NOISE.search(x)]
     assert noisy == [], noisy
+    return out
+
+
+@pytest.mark.cells
+def test_a_multi_task_cell_prints_no_tensorflow_start_up_lines(tmp_path):
+    """The campaign's process and each task process import TensorFlow: their start-up lines (absl's, oneDNN's,
+    the CUDA stubs', cuInit's) go to the cell's tensorflow_startup.log, none to the terminal."""
+    out = _quiet_campaign(
+        tmp_path,
+        "workload=microbench",
+        "platform.tasks_per_node=2",
+        "dataset.num_images=32",
+        "batch_size=8",
+        "repeats=1",
+        "warmup=0",
+    )
     log = (out / "0" / "tensorflow_startup.log").read_text()
     assert log.count("absl::InitializeLog") >= 3  # the campaign's own import and both tasks'
 
@@ -60,25 +70,8 @@ def test_the_quick_starts_campaign_prints_no_line_of_tensorflows_or_cudas_with_e
     cuInit's error); what TensorFlow logs during a cell's runs goes to the cell's native.log."""
     import json
 
-    root = tmp_path / "root"
-    root.mkdir()
-    out = tmp_path / "c"
-    p = _run(
-        "campaign",
-        "-m",
-        "framework=pytorch,tensorflow",
-        "threads=1",
-        "storage=local",
-        "dataset.num_images=64",
-        "repeats=1",
-        "warmup=0",
-        f"storage.root={root}",
-        f"hydra.sweep.dir={out}",
-        cwd=tmp_path,
-    )
-    assert p.returncode == 0, p.stderr[-3000:]
-    noisy = [x for x in (p.stdout + p.stderr).splitlines() if NOISE.search(x)]
-    assert noisy == [], noisy
+    quick_start = ("framework=pytorch,tensorflow", "threads=1", "dataset.num_images=64", "repeats=1")
+    out = _quiet_campaign(tmp_path, *quick_start, "warmup=0")
     torch_cell, tf_cell = (json.loads((out / n / "record.json").read_text()) for n in ("0", "1"))
     assert torch_cell["config"]["framework"]["name"] == "pytorch"
     assert "accelerator" not in torch_cell["provenance"] and "accelerator" in tf_cell["provenance"]
