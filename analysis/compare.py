@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path, PurePosixPath
 
-from analysis import compare_view
+from analysis import compare_view, standing
 from analysis.compare_view import CELL, GRID, PAIRED
 from analysis.tables import identity, tidy
 
@@ -57,7 +57,7 @@ def main(argv: list[str]) -> int:
         return 2
 
     print(compare_view.text(table, WIDTH, csv=args.csv is not None))
-    for line in _standing_lines(args.a, args.b):
+    for line in _standing_lines(table):
         print(line)
     for line in compare_view.unpaired_lines(table):
         print(f"analysis: {line}", file=sys.stderr)
@@ -72,16 +72,13 @@ def main(argv: list[str]) -> int:
     return 1 if table.attrs.get("unreadable") else 0
 
 
-def _standing_lines(a: Path, b: Path) -> list[str]:
+def _standing_lines(table) -> list[str]:
     """Under the ratios, what each side's runs stood on where it mattered (analysis.standing): a B/A
     taken while other processes held the cores of one side is that client's limit, not the storage's."""
     import textwrap
 
-    from analysis import standing
-
     lines = []
-    for side, folder in (("A", a), ("B", b)):
-        words = standing.of_folder(folder).phrase()
+    for side, words in zip("AB", table.attrs["standing"]):
         if words:
             lines += textwrap.wrap(f"{side}: {words}", WIDTH, subsequent_indent="   ")
     return lines
@@ -156,7 +153,8 @@ def compare_campaigns(a: Path, b: Path, ignore: tuple[str, ...] = ()):
     values differ between cells, ``paired``, ``cell_a``/``cell_b``, then each metric's A, B and ratio.
     ``attrs``: ``unreadable`` records, ``keys`` that vary, the counts ``both``, ``only_a``, ``only_b``,
     ``alike`` (per side: lists of the folders of cells that are one cell), ``ignore``, ``differ`` (per
-    group of alike cells: the config keys they differ in)."""
+    group of alike cells: the config keys they differ in), ``standing`` (per side: what its runs stood on,
+    "" where nothing mattered; analysis.standing)."""
     import pandas as pd
 
     collected = [tidy.collect(x) for x in (a, b)]
@@ -218,6 +216,7 @@ def compare_campaigns(a: Path, b: Path, ignore: tuple[str, ...] = ()):
         differ=differ,
         ignore=ignore,
         by_grid=by_grid,
+        standing=[standing.of_collected(c).phrase() for c in collected],
     )
     return out
 
