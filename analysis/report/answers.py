@@ -73,6 +73,7 @@ def rows(summary) -> list[dict]:
                 "tier": where,
                 "workload": workload,
                 "framework": fw if named else "",
+                "cells": set(g["cell_dir"].astype(str)) if "cell_dir" in g else set(),
                 "lo": lo,
                 "hi": hi,
                 "rate_lo": by.rate[lo],
@@ -84,9 +85,10 @@ def rows(summary) -> list[dict]:
     return out
 
 
-def per_tier(summary) -> list[str]:
+def per_tier(summary, collected=None) -> list[str]:
     """``rows`` as sentences: "local, microbench: 234 images/s at 1 thread, 111 at 2 (0.47×); cpu-bound at
-    1–2 threads."."""
+    1–2 threads.", with what its cells stood on where it mattered (``collected``: the campaign's records,
+    ``analysis.standing``)."""
     lines = []
     for r in rows(summary):
         lo, hi, unit = r["lo"], r["hi"], r["unit"]
@@ -94,13 +96,25 @@ def per_tier(summary) -> list[str]:
         text = f"{who}: {r['rate_lo']:,.0f} images/s at {lo:g} {unit}{'s' if lo != 1 else ''}"
         if hi != lo:
             text += f", {r['rate_hi']:,.0f} at {hi:g} ({r['rate_hi'] / r['rate_lo']:.2f}×)"
-        lines.append(f"{text}; {r['limited']}.")
+        stood = _stood_on(r, collected)
+        lines.append(f"{text}; {r['limited']}" + (f"; {stood}" if stood else "") + ".")
     return lines
 
 
-def table(summary):
+def _stood_on(row: dict, collected) -> str:
+    """What the cells of one answer stood on (lock waits, other processes' CPU), "" where it did not matter
+    or nothing was collected."""
+    from analysis import standing
+
+    if collected is None or not row["cells"]:
+        return ""
+    return standing.of_collected(collected, row["cells"]).phrase()
+
+
+def table(summary, collected=None):
     """``rows`` as a compact table, one line per answer: images/s at the fewest and the most readers,
-    the ratio, and what limited it (None without answers)."""
+    the ratio, and what limited it (None without answers); with ``collected`` (the campaign's records), a
+    column of what each answer's cells stood on, where it mattered for any of them."""
     import pandas as pd
 
     found = rows(summary)
@@ -120,6 +134,8 @@ def table(summary):
                 "images/s": f"{r['rate_lo']:,.0f}" if one else f"{r['rate_lo']:,.0f} → {r['rate_hi']:,.0f}",
                 "×": "" if one else f"{r['rate_hi'] / r['rate_lo']:.2f}",
                 "what limited it": r["limited"],
+                "stood on": _stood_on(r, collected),
             }
         )
-    return pd.DataFrame(out)
+    t = pd.DataFrame(out)
+    return t if t["stood on"].astype(bool).any() else t.drop(columns="stood on")

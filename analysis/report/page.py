@@ -297,7 +297,7 @@ def _capacity_inputs(p: Page) -> str:
 RENDER = {
     "verdicts": _verdicts,
     "counts": _counts,
-    "answers": lambda p: sections.answers(p.folder),
+    "answers": lambda p: sections.answers(p.folder, getattr(p.built, "collected", None)),
     "study": _study,
     "claims": _claims_section,
     "cells": _cells,

@@ -29,15 +29,20 @@ def embed(folder: Path, stem: str, caption: str) -> str:
     )
 
 
-def answers(folder: Path) -> str:
+def answers(folder: Path, collected=None) -> str:
     """What each tier delivered and what limited it, first: one compact row per tier and workload
-    (analysis.report.answers)."""
+    (analysis.report.answers), with what its cells stood on where it mattered (``collected``: the
+    campaign's records, read here when not given)."""
     import pandas as pd
 
     from analysis.report import answers
+    from analysis.tables import tidy
 
     path = folder / "summary.csv"
-    t = answers.table(pd.read_csv(path) if path.exists() and path.stat().st_size > 1 else None)
+    summary = pd.read_csv(path) if path.exists() and path.stat().st_size > 1 else None
+    if summary is None:
+        return ""
+    t = answers.table(summary, collected if collected is not None else tidy.collect(folder))
     if t is None:
         return ""
     return (

@@ -3,6 +3,7 @@ campaign-to-campaign comparison."""
 
 import re
 import subprocess
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -248,3 +249,45 @@ def test_the_first_table_gives_each_object_store_reader_its_own_row():
     assert list(t["images/s"]) == ["200 → 380", "153 → 278", "150 → 250"]
     assert list(t["readers"]) == ["1 → 2 threads"] * 3 and list(t["×"]) == ["1.90", "1.82", "1.67"]
     assert t.loc[1, "what limited it"] == "latency-bound at 1 thread, cpu-bound at 2 threads"
+
+
+def test_each_tier_answer_says_what_its_own_cells_stood_on():
+    """Issue 59: the tier that waited for another campaign's lock says so in its own row (and sentence),
+    the tier whose runs had the machine to themselves says nothing, and with no row that mattered there is
+    no column at all."""
+    from analysis.report import answers
+    from analysis.tables.tidy import Collected
+
+    s = pd.DataFrame(
+        {
+            "cell_dir": ["0", "1", "2", "3"],
+            "storage": ["local", "local", "tmpfs", "tmpfs"],
+            "workload": ["microbench"] * 4,
+            "threads": [1, 2] * 2,
+            "images_per_s_median": [200.0, 380.0, 900.0, 1500.0],
+            "bound": ["storage", "storage", "cpu", "cpu"],
+        }
+    )
+    waits = {"0": 40.0, "1": 25.0, "2": 0.0, "3": 0.0}
+    cells = [{"cell_dir": d, "device_lock_wait_s": w, "wall_s": w + 20.0} for d, w in waits.items()]
+    rows = [{"cell_dir": d, "other_cpu_share": 0.02, "run_wall_s": 5.0} for d in waits]
+    t = answers.table(s, Collected(folder=Path("."), rows=rows, cells=cells))
+    assert list(t["tier"]) == ["local", "tmpfs"]
+    waited = "waited 65 s (62% of the cells' time) for other campaigns on the same devices"
+    assert t.loc[0, "stood on"] == f"{waited} (not in the measured times)"
+    assert t.loc[1, "stood on"] == ""
+    said = answers.per_tier(s, Collected(folder=Path("."), rows=rows, cells=cells))
+    assert said[0].endswith(f"; {waited} (not in the measured times).")
+    assert (
+        said[1]
+        == "tmpfs, microbench: 900 images/s at 1 thread, 1,500 at 2 (1.67×); cpu-bound at 1–2 threads."
+    )
+    busy = [{**r, "other_cpu_share": 0.6} for r in rows]
+    t = answers.table(
+        s, Collected(folder=Path("."), rows=busy, cells=[{**c, "device_lock_wait_s": 0.0} for c in cells])
+    )
+    assert t["stood on"].str.startswith("other processes held 60% of the machine's cores").all()
+    quiet = answers.table(
+        s, Collected(folder=Path("."), rows=rows, cells=[{**c, "device_lock_wait_s": 0.0} for c in cells])
+    )
+    assert "stood on" not in quiet and list(quiet.columns) == list(answers.table(s).columns)
