@@ -64,7 +64,7 @@ def _gpu_name(record: Path, device: str) -> str:
     if device.upper().startswith("/GPU"):
         acc = prov.get("accelerator") or {}
         used = acc.get("used_index")
-        gpus = acc.get("gpus") or acc.get("tensorflow_gpus") or []
+        gpus = acc.get("gpus") or acc.get("framework_gpus") or acc.get("tensorflow_gpus") or []
         if gpus:
             g = gpus[used if isinstance(used, int) and used < len(gpus) else 0]
             return str(g.get("name") or g) if isinstance(g, dict) else str(g)

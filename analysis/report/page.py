@@ -33,7 +33,7 @@ window.addEventListener('load', () => {
 
 
 def _provenance(folder: Path) -> dict:
-    """The first completed cell's provenance, with the accelerator of the first cell that ran TensorFlow
+    """The first completed cell's provenance, with the accelerator of the first cell that ran a framework
     and the versions of every cell's software (``versions``: a PyTorch cell's torch, beside a TensorFlow
     cell's tensorflow; a package two cells ran in different versions lists both)."""
     from jobs import records
@@ -49,7 +49,9 @@ def _provenance(folder: Path) -> dict:
             continue
         found = found or dict(rec.provenance)
         if rec.provenance.get("accelerator") and not found.get("accelerator"):
-            found["accelerator"] = rec.provenance["accelerator"]  # only cells that ran TensorFlow describe it
+            found["accelerator"] = rec.provenance[
+                "accelerator"
+            ]  # only cells that ran a framework describe it
         for name, version in (rec.provenance.get("versions") or {}).items():
             seen = versions.setdefault(name, [])
             if version is not None and version not in seen:  # None: not installed where that cell ran
@@ -168,7 +170,8 @@ def _facts(folder: Path) -> dict:
         "memory": f"{(prov.get('mem_total_bytes') or 0) / 2**30:.1f} GiB",
         "storage root": f"{mount.get('mount_point')} ({mount.get('fs_type')} on {mount.get('source')}, "
         f"{mount.get('options')})",
-        "accelerator": accelerator.summary(prov.get("accelerator")) or "not recorded (no TensorFlow cell)",
+        "accelerator": accelerator.summary(prov.get("accelerator"))
+        or "not recorded (no cell ran a framework)",
         "git commit": f"{prov.get('git_commit')}{' (dirty)' if prov.get('git_dirty') else ''}",
         **{k: v for k, v in (prov.get("versions") or {}).items()},
     }

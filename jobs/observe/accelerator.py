@@ -69,36 +69,66 @@ def gpus() -> list[dict]:
     return out
 
 
-def describe() -> dict:
-    """The record's ``accelerator``: the GPUs, the one TensorFlow trains on first, and the CUDA/cuDNN
-    versions TensorFlow was built with (``tf.sysconfig.get_build_info``). Call where TensorFlow is in use."""
+def _tensorflow_view() -> dict:
+    """What TensorFlow sees and was built with (``tf.sysconfig.get_build_info``)."""
     import tensorflow as tf
 
     build = tf.sysconfig.get_build_info()
-    seen = [d.name for d in tf.config.list_physical_devices("GPU")]
-    found = gpus()
     return {
-        "gpus": found,
-        "tensorflow_gpus": seen,
-        "used_index": _visible_index() if found and seen else None,
+        "framework_gpus": [d.name for d in tf.config.list_physical_devices("GPU")],
         "cuda_build": build.get("cuda_version"),
         "cudnn_build": build.get("cudnn_version"),
         "cuda_build_enabled": bool(build.get("is_cuda_build")),
     }
 
 
+def _torch_view() -> dict:
+    """What PyTorch sees and was built with (``torch.version.cuda``, ``torch.backends.cudnn.version()``)."""
+    import torch
+
+    seen = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return {
+        "framework_gpus": [f"cuda:{i}" for i in range(seen)],
+        "cuda_build": torch.version.cuda,
+        "cudnn_build": cudnn,
+        "cuda_build_enabled": torch.version.cuda is not None,
+    }
+
+
+# the frameworks that can say what they see, by the package a cell's provenance lists (jobs.frameworks)
+VIEWS = {"tensorflow": ("TensorFlow", _tensorflow_view), "torch": ("PyTorch", _torch_view)}
+
+
+def describe(package: str = "tensorflow") -> dict:
+    """The record's ``accelerator``: the GPUs, the one the framework of ``package`` trains on first, and the
+    CUDA/cuDNN versions it was built with. Call where that framework is in use (its import is not free)."""
+    name, view = VIEWS[package]
+    seen = view()
+    found = gpus()
+    return {
+        "gpus": found,
+        "framework": name,
+        **seen,
+        "used_index": _visible_index() if found and seen["framework_gpus"] else None,
+    }
+
+
 def summary(acc: dict | None) -> str:
     """One line for the report's machine section: "NVIDIA H100 80GB HBM3, 79.6 GiB, driver 580.1;
-    TensorFlow built with CUDA 12.5, cuDNN 9" or "none (TensorFlow sees no GPU)"."""
+    TensorFlow built with CUDA 12.5, cuDNN 9" or "none (PyTorch sees 0 GPU); PyTorch built without
+    CUDA"."""
     if not acc:
         return ""
+    name = acc.get("framework", "TensorFlow")  # records from before PyTorch described it: TensorFlow's
     build = (
-        f"TensorFlow built with CUDA {acc.get('cuda_build')}, cuDNN {acc.get('cudnn_build')}"
+        f"{name} built with CUDA {acc.get('cuda_build')}, cuDNN {acc.get('cudnn_build')}"
         if acc.get("cuda_build_enabled")
-        else "TensorFlow built without CUDA"
+        else f"{name} built without CUDA"
     )
+    seen = acc.get("framework_gpus", acc.get("tensorflow_gpus")) or []
     if not acc.get("gpus") or acc.get("used_index") is None:
-        return f"none (TensorFlow sees {len(acc.get('tensorflow_gpus') or [])} GPU); {build}"
+        return f"none ({name} sees {len(seen)} GPU); {build}"
     g = acc["gpus"][acc["used_index"]]
     return f"{g['name']}, {g['memory_total_bytes'] / 2**30:.1f} GiB, driver {g['driver']}; {build}"
 

@@ -167,11 +167,14 @@ def collect(storage_root: str, data_dir: str | None = None, packages: tuple[str,
         "git_dirty": None if dirty is None else bool(dirty),
         "argv": sys.argv,
         "slurm": slurm(),
-        **({"accelerator": _accelerator()} if "tensorflow" in packages else {}),
+        **_accelerator(packages),
     }
 
 
-def _accelerator() -> dict:
+def _accelerator(packages: tuple[str, ...]) -> dict:
+    """``{"accelerator": …}`` as the first framework among ``packages`` that can describe it sees it, or {}
+    (a cell that runs no framework: fio, IOR, a checkpoint's bytes)."""
     from jobs.observe import accelerator
 
-    return accelerator.describe()
+    package = next((p for p in packages if p in accelerator.VIEWS), None)
+    return {"accelerator": accelerator.describe(package)} if package else {}
