@@ -71,8 +71,9 @@ def test_prefetch_lowers_the_data_wait_when_input_is_slower(images):
     per_step_off = (off.data_wait_s - off.first_step_wait_s) / (off.steps - 1)
     per_step_on = (on.data_wait_s - on.first_step_wait_s) / (on.steps - 1)
     assert per_step_on < per_step_off
-    # steady state (the first step traces the graph, which varies by tenths of a second)
-    assert on.runtime_s - on.first_step_s < off.runtime_s - off.first_step_s
+    # The runtimes' order (prefetch faster in steady state) is a ratio of times a busy machine moves: beside
+    # a CPU hog it was 1.03 s with prefetch against 0.94 s without (issue 58). `python -m benchmarks.overlap`
+    # measures it, alternating the two over 7 rounds, with its interval and the machine's load.
 
 
 @pytest.mark.cells
