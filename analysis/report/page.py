@@ -137,6 +137,7 @@ class Page:
     claims: object
     results: object
     facts: dict
+    collected: object = None  # the records read once (analysis.tables.tidy.Collected), for every section
 
 
 def write_report(folder: str | Path, built=None) -> Path:
@@ -154,7 +155,7 @@ def write_report(folder: str | Path, built=None) -> Path:
     claims = judge.claims_frame(results, base, c.storages)
     with outputs.create(folder / "claims.csv") as f:
         claims.to_csv(f, index=False)
-    page = Page(folder, kind(folder), built, claims, results, _facts(folder))
+    page = Page(folder, kind(folder), built, claims, results, _facts(folder), c)
     return outputs.write_text(folder / REPORT, _html(page))
 
 
@@ -195,7 +196,7 @@ def _verdicts(p: Page) -> str:
         return ""
     from analysis import standing
 
-    return verdicts.section(p.claims, standing.sentence(getattr(p.built, "collected", None) or p.folder))
+    return verdicts.section(p.claims, standing.sentence(p.collected if p.collected is not None else p.folder))
 
 
 def _counts(p: Page) -> str:
@@ -300,7 +301,7 @@ def _capacity_inputs(p: Page) -> str:
 RENDER = {
     "verdicts": _verdicts,
     "counts": _counts,
-    "answers": lambda p: sections.answers(p.folder, getattr(p.built, "collected", None)),
+    "answers": lambda p: sections.answers(p.folder, p.collected),
     "study": _study,
     "claims": _claims_section,
     "cells": _cells,
