@@ -53,15 +53,24 @@ def main(argv: list[str]) -> int:
 
 
 def _gpu_name(record: Path, device: str) -> str:
-    """The accelerator that ran ``device`` (/GPU:k: its name as NVML or TensorFlow gives it; /CPU:0: the
-    CPU)."""
+    """The accelerator that ran ``device``, named from the run's record (``device_name``)."""
     from jobs import records
 
     try:
         prov = records.read(record).provenance
     except records.RecordError as e:
         raise ProfileError(f"the run's record cannot be read: {e}") from e
-    if device.upper().startswith("/GPU"):
+    return device_name(prov, device)
+
+
+ACCELERATORS = ("/GPU", "GPU:", "CUDA")  # TensorFlow's /device:GPU:k and /GPU:k, PyTorch's cuda:k
+
+
+def device_name(prov: dict, device: str) -> str:
+    """The accelerator that ran ``device`` (TensorFlow's /GPU:k or PyTorch's cuda:k: its name as NVML or
+    the framework gives it; anything else: the CPU, with its model and usable cores)."""
+    name = device.upper().removeprefix("/DEVICE:")
+    if name.startswith(ACCELERATORS):
         acc = prov.get("accelerator") or {}
         used = acc.get("used_index")
         gpus = acc.get("gpus") or acc.get("framework_gpus") or acc.get("tensorflow_gpus") or []

@@ -274,6 +274,18 @@ def test_the_bound_rules():
     )
 
 
+def test_a_training_run_is_input_bound_by_its_steady_steps_as_au_counts_them():
+    """8 DataLoader workers feeding an H200 (2026-11-27): AU 94%, but 0.50 s of the 1.96 s run waited, most of
+    it for the first batch while the workers started. The steady steps decide, as they decide AU."""
+    h200 = {"kind": "alexnet", "data_wait_s": 0.497, "runtime_s": 1.957, "train_au_percentage": 93.7}
+    assert bounds.train_bound(h200) == "compute"
+    assert bounds.train_bound({**h200, "train_au_percentage": 27.7}) == "input"  # 2 workers: AU 28%
+    assert bounds.train_bound({**h200, "train_au_percentage": None}) == "input"  # no AU: the whole run
+    checkpoint = {"kind": "checkpoint", "data_wait_s": 0.1, "runtime_s": 2.0}
+    assert bounds.train_bound(checkpoint) == "compute"
+    assert bounds.train_bound({"kind": "microbench", "data_wait_s": 1.0, "runtime_s": 1.0}) == ""
+
+
 def test_the_report_answers_per_tier_first():
     from analysis.report import answers
 

@@ -284,3 +284,25 @@ def test_a_training_campaign_writes_a_profile_the_emulation_runs(paper, tmp_path
         lines = [x for x in p.stderr.splitlines() if x.strip()]
         assert p.returncode == 2 and len(lines) == 1 and says in lines[0], p.stderr
     assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_a_profile_names_the_gpu_pytorch_trained_on():
+    """A PyTorch run's device is cuda:k, TensorFlow's /device:GPU:k: both name the GPU from the record, never
+    the host's CPU (an H200's PyTorch campaign was profiled as "CPU (Intel Xeon, 16 cores)" before)."""
+    from analysis.profile import device_name
+
+    # the provenance an H200's PyTorch cell recorded (2026-11-27), trimmed to what the name is read from
+    prov = {
+        "cpu_model": "Intel(R) Xeon(R) Processor",
+        "cpus_usable": 16,
+        "accelerator": {
+            "gpus": [{"index": 0, "name": "NVIDIA H200", "driver": "580.159.04"}],
+            "framework": "PyTorch",
+            "framework_gpus": ["cuda:0"],
+            "used_index": 0,
+        },
+    }
+    for device in ("cuda:0", "/device:GPU:0", "/GPU:0"):
+        assert device_name(prov, device) == "NVIDIA H200"
+    assert device_name(prov, "cpu") == "CPU (Intel(R) Xeon(R) Processor, 16 cores)"
+    assert device_name({**prov, "accelerator": {}}, "cuda:0") == "cuda:0"  # no GPU list: the framework's name
