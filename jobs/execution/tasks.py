@@ -330,7 +330,7 @@ def main(folder: str, rank: int) -> int:
         cell = Cell.from_data(req["config"], cell_id=req["cell_id"])  # the runner's, rebuilt from its data
         w = workloads.get(cell.config.workload.kind)
         tfstart.for_workload(
-            w, out.parent.parent / tfstart.LOG
+            w, cell.config, out.parent.parent / tfstart.LOG
         )  # start-up lines: the cell's log (<cell>/tasks/<run>)
         stamps: dict[str, float] = {}
         counters: dict[str, usage.Snapshot] = {}

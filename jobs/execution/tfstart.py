@@ -66,7 +66,16 @@ def import_under(storage_root: str | Path, setting: str = "--storage-root", kera
     return import_quietly(owned.under_tool_folder(storage_root, setting=setting) / LOG, keras=keras)
 
 
-def for_workload(workload, log: Path) -> bool:
-    """``import_quietly`` for a process that runs ``workload``'s runs (a task of a multi-task cell), if it
-    uses TensorFlow at all."""
-    return workload.in_tensorflow and import_quietly(log, keras=workload.uses_keras)
+def needed(workload, cfg) -> bool:
+    """Whether a cell of ``workload`` with ``cfg`` runs TensorFlow: its workload's TensorFlow engine is the
+    one the cell's framework picks (a PyTorch cell of the same workload never imports it: a GPU node may
+    have PyTorch alone)."""
+    from jobs import frameworks
+
+    return workload.in_tensorflow and frameworks.of(cfg).package == "tensorflow"
+
+
+def for_workload(workload, cfg, log: Path) -> bool:
+    """``import_quietly`` for a process that runs the runs of a cell of ``workload`` with ``cfg`` (a task
+    of a multi-task cell), if that cell uses TensorFlow at all."""
+    return needed(workload, cfg) and import_quietly(log, keras=workload.uses_keras)

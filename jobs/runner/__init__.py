@@ -56,9 +56,9 @@ def measure(cell, job_dir: Path, first_run: int = 1) -> tuple[list[dict], dict, 
         return traced.measure(cell, job_dir)
     w = workloads.get(cfg.workload.kind)
     # before the locks: the import holds no device; its start-up lines go to the cell's folder
-    if w.in_tensorflow and frameworks.of(cfg).name == "tensorflow":
-        from jobs.execution import tfstart
+    from jobs.execution import tfstart
 
+    if tfstart.needed(w, cfg):
         tfstart.import_quietly(job_dir / tfstart.LOG, keras=w.uses_keras)
     from jobs.execution import nativelog
 

@@ -19,6 +19,17 @@ def python_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def without_tensorflow(folder: Path) -> dict[str, str]:
+    """``python_env`` of a node that has PyTorch alone (a GPU node's image): ``import tensorflow`` and
+    ``import keras`` fail in every process the command starts (its cells' tasks and workers too). A command
+    run with it starts in a new Python (``run_module``: another PYTHONPATH)."""
+    blocker = folder / "no_tensorflow"
+    for name in ("tensorflow", "keras"):
+        (blocker / name).mkdir(parents=True, exist_ok=True)
+        (blocker / name / "__init__.py").write_text(f"raise ImportError('{name} is not installed on this node')\n")
+    return python_env(PYTHONPATH=f"{blocker}{os.pathsep}{ROOT}")
+
+
 def run_module(
     module: str,
     *args: str,
@@ -65,9 +76,11 @@ def start_module(
     return subprocess.Popen([sys.executable, "-m", module, *args], cwd=cwd, env=env or python_env(), **popen)
 
 
-def campaign(*args: str, cwd: Path, timeout: float = 600, fresh: bool = False) -> subprocess.CompletedProcess:
+def campaign(
+    *args: str, cwd: Path, timeout: float = 600, fresh: bool = False, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """``python -m campaign <args>`` in ``cwd`` (``fresh``: in a new Python, as run_module says)."""
-    return run_module("campaign", *args, cwd=cwd, timeout=timeout, fresh=fresh)
+    return run_module("campaign", *args, cwd=cwd, timeout=timeout, fresh=fresh, env=env)
 
 
 def analysis(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:

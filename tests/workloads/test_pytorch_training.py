@@ -1,5 +1,6 @@
 """The PyTorch engines of the emulated accelerator, the AlexNet mini-app and checkpoints
-(``framework=pytorch``), with real PyTorch DataLoaders on tiny real JPEGs; one checkpoint campaign."""
+(``framework=pytorch``), with real PyTorch DataLoaders on tiny real JPEGs; a checkpoint campaign and a
+two-task campaign on a node with PyTorch alone (TensorFlow not importable, as on a GPU node's image)."""
 
 import resource
 import time
@@ -17,7 +18,7 @@ from jobs.cell import Cell
 from jobs.data import datasets
 from jobs.workloads import RunContext
 from jobs.workloads.alexnet import torch_training
-from support.commands import campaign
+from support.commands import campaign, without_tensorflow
 from support.configs import compose_cell, one_run_of_folder
 from support.files import make_jpegs
 
@@ -141,7 +142,8 @@ def test_what_pytorch_refuses(overrides, says):
 
 @pytest.fixture(scope="module")
 def checkpoints(images, tmp_path_factory):
-    """One campaign: the burst buffer, checkpoints every 4 of 12 steps, restored cold."""
+    """One campaign: the burst buffer, checkpoints every 4 of 12 steps, restored cold, on a node where
+    TensorFlow cannot be imported (an H200's PyTorch checkpoints failed on `import tensorflow` before)."""
     root = tmp_path_factory.mktemp("ck")
     (root / "fast").mkdir()
     out = root / "sweep"
@@ -161,6 +163,7 @@ def checkpoints(images, tmp_path_factory):
         "loader.num_workers=1",
         f"hydra.sweep.dir={out}",
         cwd=root,
+        env=without_tensorflow(root),
     )
     assert p.returncode == 0, p.stderr[-3000:]
     return root, out
@@ -187,6 +190,31 @@ def test_checkpoints_drain_restore_and_verify(checkpoints):
     assert run["checkpoint_bytes_left"] == 0  # recorded, then removed from both tiers
     assert not [p for p in (root / "iocampaign" / "checkpoints").rglob("*.pt")]
     assert np.isfinite(df["drain_after_end_s"]).all()
+
+
+def test_a_two_task_pytorch_cell_runs_where_tensorflow_is_not_installed(images, tmp_path):
+    """Each task of a multi-task cell (platform.tasks_per_node=2: two emulated accelerators) starts
+    TensorFlow only for a TensorFlow cell: on an H200 with PyTorch alone, the capacity search's second
+    round failed in its tasks on `import tensorflow`."""
+    out = tmp_path / "sweep"
+    p = campaign(
+        "-m",
+        "framework=pytorch",
+        "workload=emulated",
+        "accelerator=resnet50_a100",
+        "accelerator.step_time_s=0.01",
+        "platform.tasks_per_node=2",
+        "loader.num_workers=1",
+        *one_run_of_folder(tmp_path, images),
+        f"hydra.sweep.dir={out}",
+        cwd=tmp_path,
+        env=without_tensorflow(tmp_path),
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    df = pd.read_csv(out / "results.csv")
+    assert len(df) == 1 and df["framework"][0] == "pytorch" and df["images"][0] > 0
+    rec = records.read(out / str(df["cell_dir"][0]) / "record.json")
+    assert len(rec.runs[0]["task_results"]) == 2
 
 
 def test_the_capacity_search_plans_a_pytorch_cell_without_prefetch():

@@ -134,14 +134,14 @@ class _Saver:
         self._durable(prefix, entry["step"])
 
     def save(self, step: int) -> None:
-        import tensorflow as tf
-
         if self.snapshots is not None and getattr(self.snapshots, "wants", lambda _: True)(step):
             self.snapshots[step] = self._weights()
         entry = {"step": step, "tier": "fast" if self.target in ("fast", "burst_buffer") else "slow"}
         t0 = time.perf_counter()
         self.join()  # an async save waits for the one before it
         if self.s.mode == "async":
+            import tensorflow as tf  # TensorFlow's own asynchronous checkpoint (refused with PyTorch)
+
             # one Checkpoint object per save: Keras 3 variables break a second async save on the same object
             obj = tf.train.Checkpoint(model=self.model, optimizer=self.opt)
             prefix = Path(obj.write(str(self.folder / f"{self.s.tag}-{step}"), options=self.options))

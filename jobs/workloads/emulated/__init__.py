@@ -8,6 +8,7 @@ DataLoader whose workers load ``loader.prefetch_factor`` batches ahead each (``t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from jobs.errors import ConfigError
 from jobs.metrics import of
@@ -63,7 +64,7 @@ class Emulated(Workload):
         if cfg.accelerator is None:
             raise ConfigError(
                 "workload=emulated emulates an accelerator: choose its profile with accelerator=<name> "
-                "(conf/accelerator/: alexnet_h100, resnet50_a100, resnet50_h100, unet3d_a100, unet3d_h100)"
+                f"(conf/accelerator/: {', '.join(_profiles())})"
             )
         if cfg.accelerator.step_time_s <= 0 or cfg.accelerator.batch_size < 1:
             raise ConfigError(
@@ -119,3 +120,9 @@ class Emulated(Workload):
             f"({result['steps']} steps of {result['step_time_s'] * 1000:.0f} ms, "
             f"{result['data_wait_s']:.2f} s waiting for data), {result['images_per_s']:.0f} images/s"
         )
+
+
+def _profiles() -> list[str]:
+    """The accelerator profiles conf/accelerator/ holds (the names accelerator= takes)."""
+    folder = Path(__file__).resolve().parents[3] / "conf" / "accelerator"
+    return sorted(p.stem for p in folder.glob("*.yaml"))
