@@ -26,7 +26,8 @@ def without_tensorflow(folder: Path) -> dict[str, str]:
     blocker = folder / "no_tensorflow"
     for name in ("tensorflow", "keras"):
         (blocker / name).mkdir(parents=True, exist_ok=True)
-        (blocker / name / "__init__.py").write_text(f"raise ImportError('{name} is not installed on this node')\n")
+        refusal = f"raise ImportError('{name} is not installed on this node')\n"
+        (blocker / name / "__init__.py").write_text(refusal)
     return python_env(PYTHONPATH=f"{blocker}{os.pathsep}{ROOT}")
 
 
