@@ -12,14 +12,13 @@ Tests pin that a planned cell's config and id equal those of a full composition.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from campaign.choices import GROUPS
 from campaign.errors import ConfigError
 from jobs.cell import Cell, typed, updated
-from jobs.plan import cell_id, resolved
+from jobs.plan import cell_id, copied, resolved
 from jobs.schema import CampaignConf
 
 
@@ -116,7 +115,7 @@ class Planner:
     def _data(self, groups: tuple, values: list) -> dict:
         """The resolved config of the composition ``groups`` with ``values`` set, as plain data."""
         _, base = self._base(groups)
-        out = json.loads(json.dumps(base))  # a private copy of plain data: fast, and nothing shared
+        out = copied(base)  # a private copy of plain data: nothing shared
         for raw, key, value in values:
             node = out
             parts = key.split(".")

@@ -9,6 +9,7 @@ frameworks it runs on (``Workload.engines``: one engine module per framework).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from jobs.errors import ConfigError
@@ -103,10 +104,16 @@ def described(cfg) -> str:
     )
 
 
-def _installed(fw: Framework) -> None:
+@functools.cache
+def _has(package: str) -> bool:
+    """Whether this Python can import ``package`` (looked up once per process: planning asks per cell)."""
     import importlib.util
 
-    if importlib.util.find_spec(fw.package) is None:
+    return importlib.util.find_spec(package) is not None
+
+
+def _installed(fw: Framework) -> None:
+    if not _has(fw.package):
         raise ConfigError(
             f"framework={fw.name} needs the {fw.package} package, which this Python does not have: "
             f"pip install '.[{fw.name}]' (make install does it; README: Install)"

@@ -97,28 +97,36 @@ def _at(config: dict, path: tuple):
     return config
 
 
-def _filled(config: dict, path: tuple, value) -> dict:
-    """``config`` with ``value`` at ``path`` where the setting there is null (copied along the path only)."""
-    key, rest = path[0], path[1:]
-    if key not in config:
-        return config
-    if not rest:
-        return {**config, key: value} if config[key] is None else config
-    if not isinstance(config[key], dict):
-        return config
-    return {**config, key: _filled(config[key], rest, value)}
+def copied(data):
+    """A private copy of plain config data (its dicts and lists copied, its values shared: they are
+    immutable), several times faster than ``copy.deepcopy`` or a JSON round trip."""
+    if isinstance(data, dict):
+        return {k: copied(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [copied(v) for v in data]
+    return data
 
 
-def _without(config: dict, path: tuple, default) -> dict:
-    """``config`` without the setting at ``path`` when it holds ``default`` (copied along the path only)."""
-    key, rest = path[0], path[1:]
-    if key not in config:
-        return config
-    if not rest:
-        return {k: v for k, v in config.items() if k != key} if config[key] == default else config
-    if not isinstance(config[key], dict):
-        return config
-    return {**config, key: _without(config[key], rest, default)}
+def _fill(config: dict, path: tuple, value) -> None:
+    """Put ``value`` at ``path`` in ``config`` (in place) where the setting there is null."""
+    *parents, key = path
+    for k in parents:
+        config = config.get(k)
+        if not isinstance(config, dict):
+            return
+    if key in config and config[key] is None:
+        config[key] = value
+
+
+def _drop(config: dict, path: tuple, default) -> None:
+    """Remove the setting at ``path`` from ``config`` (in place) when it holds ``default``."""
+    *parents, key = path
+    for k in parents:
+        config = config.get(k)
+        if not isinstance(config, dict):
+            return
+    if key in config and config[key] == default:
+        del config[key]
 
 
 # A tier's settings that only planning's checks read (jobs/storage/fstype.py: the file systems its root may
@@ -132,18 +140,17 @@ def cell_id(config: dict) -> str:
     """Stable id of a cell: a hash of what it measures (its resolved config; of the platform only the
     name, so resuming with other launch settings such as platform.wait still finds finished cells;
     of the workload its fields over ``SHARED_WORKLOAD_FIELDS``)."""
-    what = {k: v for k, v in config.items() if k not in ("platform", "hydra")}
+    # one copy of its dicts, then edited in place (planning 10,000 cells hashes 10,000 configs)
+    what = copied({k: v for k, v in config.items() if k not in ("platform", "hydra")})
     if isinstance(what.get("input"), dict) and not what["input"].get("service"):
-        what = {
-            k: v for k, v in what.items() if k != "input"
-        }  # no service: its worker count measures nothing
+        del what["input"]  # no service: its worker count measures nothing
     for path, default in ADDED_SETTINGS.items():
-        what = _without(what, path, default)
+        _drop(what, path, default)
     for path, value in NULLED_DEFAULTS.items():
-        what = _filled(what, path, value)
+        _fill(what, path, value)
     for tier in TIERS:
         for name in CHECK_ONLY:
-            what = _without(what, (*tier, name), _at(what, (*tier, name)))  # whatever it holds
+            _drop(what, (*tier, name), _at(what, (*tier, name)))  # whatever it holds
     plat = config.get("platform") or {}
     tasks = (plat.get("nodes") or 1, plat.get("tasks_per_node") or 1)
     what["platform"] = (
