@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from campaign.overrides import value_of
+from jobs.frameworks import PAPERS
 
 CONF = Path(__file__).resolve().parent.parent / "conf" / "paper"
 PAPER = "paper.txt"  # the study's scale, tiers and grids, in its campaign folder
@@ -340,14 +341,14 @@ def _frameworks(given: str) -> tuple[str, ...] | None:
     TensorFlow out (the paper's claims are judged on its cells)."""
     names = tuple(dict.fromkeys(n.strip() for n in given.split(",") if n.strip()))
     unknown = [n for n in names if n not in FRAMEWORKS]
-    if unknown or "tensorflow" not in names:
+    if unknown or PAPERS not in names:
         print(
             f"campaign: --frameworks {given}: give tensorflow (the paper's grids) and optionally pytorch, "
             "e.g. --frameworks tensorflow,pytorch",
             file=sys.stderr,
         )
         return None
-    return ("tensorflow", *(n for n in names if n != "tensorflow"))
+    return (PAPERS, *(n for n in names if n != PAPERS))
 
 
 def _out_usable(out: Path) -> bool:

@@ -25,6 +25,11 @@ class Framework:
     prefetch_to_device: bool  # prefetch_to=device is its own transformation
     prefetch: bool  # prefetch=N is a transformation of its pipeline (a DataLoader's workers load ahead)
     object_client: str  # the distribution its native object-store reader GETs with (storage=s3)
+    # checkpoint.mode=async: it saves in the background (TensorFlow's CheckpointOptions)
+    async_checkpoint: bool
+    label: str  # its name in figures and the report
+    reader: str  # one of what reads in parallel, in its own words (``unit``)
+    imports_tensorflow: bool = False  # its cells run in TensorFlow: imported quietly before a cell's locks
     companions: tuple[str, ...] = ()  # distributions only its cells use beside it (Keras with TensorFlow)
 
 
@@ -38,6 +43,10 @@ FRAMEWORKS = {
         prefetch_to_device=True,
         prefetch=True,
         object_client="boto3",  # GETs in tf.data's map (jobs.data.s3)
+        async_checkpoint=True,
+        label="TensorFlow",
+        reader="map thread",
+        imports_tensorflow=True,
         companions=("keras",),
     ),
     "pytorch": Framework(
@@ -49,8 +58,15 @@ FRAMEWORKS = {
         prefetch_to_device=False,
         prefetch=False,
         object_client="s3torchconnector",  # S3MapDataset over the AWS CRT client (jobs.data.loader.s3map)
+        async_checkpoint=False,
+        label="PyTorch",
+        reader="DataLoader worker",
     ),
 }
+
+
+# the paper's framework: its grids' and claims', and that of a config or record written before the axis
+PAPERS = "tensorflow"
 
 
 def get(name: str) -> Framework:
@@ -65,7 +81,7 @@ def get(name: str) -> Framework:
 def of(cfg) -> Framework:
     """The framework of a cell's typed config (TensorFlow for a config written before the axis)."""
     section = getattr(cfg, "framework", None)
-    return get(section.name if section is not None else "tensorflow")
+    return get(section.name if section is not None else PAPERS)
 
 
 def own_packages(fw: Framework, packages: tuple[str, ...]) -> tuple[str, ...]:
@@ -97,7 +113,7 @@ def described(cfg) -> str:
     """What a cell's line in a dry run says of its framework: nothing for TensorFlow (the paper's), else
     `` framework=<name> workers=<N>``."""
     fw = of(cfg)
-    if fw.name == "tensorflow":
+    if fw.name == PAPERS:
         return ""
     return (
         f" framework={fw.name} workers={workers(cfg)}" if fw.readers == "workers" else f" framework={fw.name}"
@@ -178,3 +194,24 @@ def check(cfg, engines, gpu: bool = True) -> None:
             f"loader.multiprocessing_context={loader.multiprocessing_context} needs loader.num_workers of 1 "
             "or more (it is how workers start)"
         )
+
+
+def unit(name: str, n=None) -> str:
+    """What reads in parallel in framework ``name`` (a record's), short: ``thread``, ``worker``; with ``n``,
+    counted (``2 threads``, ``1 worker``). A name this version does not know reads with threads."""
+    fw = FRAMEWORKS.get(name)
+    word = fw.reader.split()[-1] if fw is not None else "thread"
+    return word if n is None else f"{n} {word}{'' if str(n) == '1' else 's'}"
+
+
+def with_workers(name: str) -> bool:
+    """Whether framework ``name`` (a record's) reads with worker processes (a DataLoader's)."""
+    fw = FRAMEWORKS.get(name)
+    return fw is not None and fw.readers == "workers"
+
+
+def label(name: str) -> str:
+    """Framework ``name``'s (a record's) name in figures and the report; a name this version does not know
+    as it is."""
+    fw = FRAMEWORKS.get(name)
+    return fw.label if fw is not None else name

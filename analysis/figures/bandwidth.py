@@ -10,6 +10,7 @@ from analysis.figures import plotting
 from analysis.figures.plotting import MARKED
 from analysis.tables import bounds, tidy
 from analysis.tables.order import thread_key, tier_order
+from jobs import frameworks
 from jobs.metrics import label
 
 NOT_COLD = {"not_cold", "not_warm"}
@@ -114,7 +115,7 @@ def _groups(df) -> tuple[list[str], dict[str, tuple[str, str]]]:
 
 def _legend_words(fws: list[str]) -> tuple[str, tuple[str, str]]:
     """The legend's title and a bar's word (singular, plural) for what read in parallel."""
-    if fws == ["pytorch"]:
+    if all(frameworks.with_workers(f) for f in fws):
         return "DataLoader workers", ("worker", "workers")
     if len(fws) > 1:
         return "map threads / DataLoader workers", ("thread / worker", "threads / workers")

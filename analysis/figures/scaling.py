@@ -8,6 +8,7 @@ from pathlib import Path
 
 from analysis.figures import plotting
 from analysis.tables import bounds, tidy
+from jobs import frameworks
 from jobs.metrics import label
 
 BOUND_NOTE = "text at a point: what limited most of the cell's runs (the report's cells table says why)"
@@ -30,7 +31,7 @@ def _lines(df):
     if len(tidy.frameworks(df)) < 2:
         return line + " · threads " + df["threads"].astype(str)
     fw = tidy.text(df["framework"]).replace("", tidy.TENSORFLOW)
-    word = fw.map(lambda f: " · workers " if f == "pytorch" else " · threads ")
+    word = fw.map(lambda f: f" · {frameworks.unit(f)}s ")
     return line + " · " + fw + word + tidy.readers(df)
 
 

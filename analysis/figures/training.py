@@ -8,6 +8,7 @@ from analysis.figures import plotting
 from analysis.tables import tidy
 from analysis.tables.order import thread_key, tier_order
 from analysis.tables.training import alexnet_rows
+from jobs import frameworks
 from jobs.metrics import label
 
 
@@ -86,12 +87,12 @@ def _under(ax, x, text: str) -> None:
         ax.annotate(text, (xi, 0), xytext=(0, -10), textcoords="offset points", ha="center", fontsize=7)
 
 
-def _tensorflow_bars(ax, slots, width, med, au) -> tuple[bool, bool]:
-    """TensorFlow's bars: gray with prefetch, white on top the excess without it, per map thread count;
-    (whether a no-prefetch run was faster anywhere, whether AU was written)."""
+def _prefetch_bars(ax, fw: str, slots, width, med, au) -> tuple[bool, bool]:
+    """The bars of a framework that prefetches in its pipeline (TensorFlow's tf.data): gray with prefetch,
+    white on top the excess without it, per map thread count; (whether a no-prefetch run was faster
+    anywhere, whether AU was written)."""
     import numpy as np
 
-    fw = "tensorflow"
     ticked = labelled = False
     for t, x, storages in slots:
         on = [med.get((fw, s, t, True), np.nan) for s in storages]
@@ -102,14 +103,13 @@ def _tensorflow_bars(ax, slots, width, med, au) -> tuple[bool, bool]:
     return ticked, labelled
 
 
-def _pytorch_bars(ax, slots, width, med, au) -> bool:
-    """PyTorch's bars, per DataLoader worker count: gray with N >= 1 workers loading ahead, hatched white
-    with 0 (the training process loads each batch between its steps: PyTorch's run without prefetch,
-    drawn as a bar of its own, since N workers read with N processes where it reads with one); whether
-    AU was written."""
+def _worker_bars(ax, fw: str, slots, width, med, au) -> bool:
+    """The bars of a framework whose workers load ahead (PyTorch's DataLoader), per worker count: gray with
+    N >= 1 workers loading ahead, hatched white with 0 (the training process loads each batch between its
+    steps: PyTorch's run without prefetch, drawn as a bar of its own, since N workers read with N
+    processes where it reads with one); whether AU was written."""
     import numpy as np
 
-    fw = "pytorch"
     labelled = False
     for n, x, storages in slots:
         ahead = n != "0"
@@ -135,18 +135,18 @@ def _fig6_handles(fws: list[str], ticked: bool, labelled: bool) -> list:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    tf, pt = "tensorflow" in fws, "pytorch" in fws
+    tf, pt = _labels(fws, workers=False), _labels(fws, workers=True)
     gray = {
         (True, False): "prefetch 1 batch",
         (False, True): "DataLoader workers loading ahead",
-        (True, True): "TensorFlow: prefetch 1 batch; PyTorch: workers loading ahead",
-    }[(tf, pt)]
+        (True, True): f"{tf}: prefetch 1 batch; {pt}: workers loading ahead",
+    }[(bool(tf), bool(pt))]
     handles = [Patch(facecolor="0.6", edgecolor="black", label=gray)]
     if tf:
-        white = ("TensorFlow: " if pt else "") + "excess without prefetch (I/O cost)"
+        white = (f"{tf}: " if pt else "") + "excess without prefetch (I/O cost)"
         handles.append(Patch(facecolor="white", edgecolor="black", label=white))
     if pt:
-        zero = ("PyTorch: " if tf else "") + "0 workers, the training process loads each batch"
+        zero = (f"{pt}: " if tf else "") + "0 workers, the training process loads each batch"
         handles.append(Patch(facecolor="white", edgecolor="black", hatch=ZERO, label=zero))
     if ticked:
         handles.append(
@@ -166,15 +166,20 @@ def _fig6_handles(fws: list[str], ticked: bool, labelled: bool) -> list:
     return handles
 
 
+def _labels(fws: list[str], workers: bool) -> str:
+    """The names of the frameworks of ``fws`` whose workers load ahead (``workers``) or whose pipeline
+    prefetches, joined ('' for none)."""
+    return ", ".join(frameworks.label(f) for f in fws if frameworks.with_workers(f) == workers)
+
+
 def _fig6_xlabel(fws: list[str]) -> str:
     """What the x axis and the numbers under the bars are."""
-    if fws == ["tensorflow"]:
+    tf, pt = _labels(fws, workers=False), _labels(fws, workers=True)
+    if not pt:
         return "Storage (numbers under the bars: map threads)"
-    if fws == ["pytorch"]:
+    if not tf:
         return "Storage (numbers under the bars: DataLoader workers)"
-    return (
-        "Storage, framework; numbers under the bars:\nmap threads (TensorFlow), DataLoader workers (PyTorch)"
-    )
+    return f"Storage, framework; numbers under the bars:\nmap threads ({tf}), DataLoader workers ({pt})"
 
 
 def _commonest_batch(df):
@@ -190,12 +195,13 @@ def _fig6_bars(ax, df, fws: list[str], groups, med) -> tuple[bool, bool]:
     most = max(len(r) for r in readers.values())
     au = _au(df, FIG6_KEYS)
     ticked = labelled = False
-    if "tensorflow" in fws:
-        slots, width = _slots(groups, "tensorflow", readers["tensorflow"], most)
-        ticked, labelled = _tensorflow_bars(ax, slots, width, med, au)
-    if "pytorch" in fws:
-        slots, width = _slots(groups, "pytorch", readers["pytorch"], most)
-        labelled = _pytorch_bars(ax, slots, width, med, au) or labelled
+    for fw in fws:
+        slots, width = _slots(groups, fw, readers[fw], most)
+        if frameworks.with_workers(fw):
+            labelled = _worker_bars(ax, fw, slots, width, med, au) or labelled
+        else:
+            t, a = _prefetch_bars(ax, fw, slots, width, med, au)
+            ticked, labelled = ticked or t, labelled or a
     return ticked, labelled
 
 

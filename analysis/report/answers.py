@@ -45,6 +45,7 @@ def rows(summary) -> list[dict]:
     import pandas as pd
 
     from analysis.tables import tidy
+    from jobs import frameworks
 
     if summary is None or summary.empty or RATE not in summary or "storage" not in summary:
         return []
@@ -67,7 +68,7 @@ def rows(summary) -> list[dict]:
             rate=(RATE, "median"), bound=("bound", lambda b: b.mode().iloc[0] if b.notna().any() else "")
         )
         lo, hi = by.index.min(), by.index.max()
-        unit = "worker" if fw == "pytorch" else "thread"
+        unit = frameworks.unit(fw)
         out.append(
             {
                 "tier": where,

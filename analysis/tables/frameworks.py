@@ -9,6 +9,7 @@ from pathlib import Path
 
 from analysis.tables import bounds, tidy
 from analysis.tables.order import thread_key, tier_order
+from jobs import frameworks as jobs_frameworks
 
 FRAMEWORKS = "frameworks.csv"
 # what the table compares; the settings beside them say which cell a row is (they vary in some campaigns)
@@ -36,8 +37,7 @@ SETTINGS = ("pipeline", "format", "shuffle", "cache", "batch_size")  # shown in 
 
 def _unit(framework: str, n) -> str:
     """``2 threads``, ``1 worker``: what read in parallel, in the framework's own terms."""
-    word = "worker" if framework == "pytorch" else "thread"
-    return f"{n} {word}{'' if str(n) == '1' else 's'}"
+    return jobs_frameworks.unit(framework, n)
 
 
 def table(results):

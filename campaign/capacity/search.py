@@ -31,7 +31,9 @@ LOADER = {
 def loader_defaults(overrides: list[str]) -> dict:
     """LOADER for tf.data; nothing for framework=pytorch, whose workers load ahead by themselves
     (loader.prefetch_factor) and which refuses tf.data's prefetch."""
-    return {} if value_of(overrides, "framework") == "pytorch" else LOADER
+    from jobs import frameworks
+
+    return LOADER if frameworks.get(value_of(overrides, "framework") or frameworks.PAPERS).prefetch else {}
 
 
 # what the search sets in every cell itself: the user's overrides of these do not go to the cells

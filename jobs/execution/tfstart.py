@@ -72,7 +72,7 @@ def needed(workload, cfg) -> bool:
     have PyTorch alone)."""
     from jobs import frameworks
 
-    return workload.in_tensorflow and frameworks.of(cfg).package == "tensorflow"
+    return workload.in_tensorflow and frameworks.of(cfg).imports_tensorflow
 
 
 def for_workload(workload, cfg, log: Path) -> bool:

@@ -118,6 +118,10 @@ class Workload:
     figures: ClassVar[tuple[Figure, ...]] = ()  # what the analysis draws from its rows
     # the frameworks it reads and trains with (framework=<name>; jobs.frameworks)
     engines: ClassVar[tuple[str, ...]] = ("tensorflow",)
+    # its engine module per framework, where it has one for each (``engine(cfg)`` imports the cell's; its
+    # keys are then ``engines``): the modules of one workload give the same functions, so the workload
+    # calls them without asking which
+    engine_modules: ClassVar[dict[str, str]] = {}
     # the frameworks with which its runs work on an object store as storage (storage.kind=object): read its
     # dataset, or write and read back their own objects
     object_readers: ClassVar[tuple[str, ...]] = ()
@@ -125,6 +129,11 @@ class Workload:
     object_tasks: ClassVar[bool] = False
     # its burst buffer drains checkpoints to a bucket (storage@checkpoint.slow=s3)
     bucket_checkpoints: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("engine_modules") and "engines" not in cls.__dict__:
+            cls.engines = tuple(cls.engine_modules)  # the frameworks it has an engine for
 
     def check(self, cfg) -> None:
         """Raise campaign.errors.ConfigError (one line naming the setting) for what cannot run."""
@@ -146,6 +155,12 @@ class Workload:
     def run_once(self, ctx: RunContext) -> dict:
         """One run; returns its metrics (and declared record keys)."""
         raise NotImplementedError
+
+    def engine(self, cfg):
+        """The module of this workload's engine for the cell's framework (``engine_modules``)."""
+        from jobs import frameworks
+
+        return importlib.import_module(self.engine_modules[frameworks.of(cfg).name])
 
     def describe(self, result: dict) -> str:
         """What one run measured, for the log line."""

@@ -136,3 +136,36 @@ def test_jobs_is_laid_out_by_concern_with_no_two_modules_of_one_name():
     ]
     names = [p.name for p in (ROOT / "jobs").rglob("*.py") if p.name != "__init__.py"]
     assert sorted(n for n in set(names) if names.count(n) > 1) == []
+
+
+def _framework_names_compared(path: Path) -> list[str]:
+    """``line: code`` of each comparison in ``path`` (==, !=, in, not in) against a framework's name or
+    package written as a literal; ``"tensorflow" in sys.modules`` (whether the module is imported) is not
+    one."""
+    from jobs.frameworks import FRAMEWORKS
+
+    names = {n for fw in FRAMEWORKS.values() for n in (fw.name, fw.package)}
+
+    def literal(node) -> bool:
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(literal(e) for e in node.elts)
+        return isinstance(node, ast.Constant) and node.value in names
+
+    found = []
+    for x in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(x, ast.Compare) or not any(literal(n) for n in (x.left, *x.comparators)):
+            continue
+        if any(ast.unparse(c) == "sys.modules" for c in x.comparators):
+            continue
+        found.append(f"{path.relative_to(ROOT)}:{x.lineno}: {ast.unparse(x)}")
+    return found
+
+
+def test_no_framework_name_is_compared_outside_the_framework_registry():
+    """A workload, the runner, planning and the analysis ask the framework what it can do
+    (``jobs.frameworks.Framework``: its readers, prefetch, checkpoints, labels) or call its engine
+    (``Workload.engine``); none compares its name. Read from the code's syntax tree, not by grep."""
+    owner = ROOT / "jobs" / "frameworks.py"
+    paths = [p for pkg in (*PACKAGES, "benchmarks") for p in (ROOT / pkg).rglob("*.py") if p != owner]
+    found = [line for p in paths for line in _framework_names_compared(p)]
+    assert not found, "framework names compared:\n" + "\n".join(found)

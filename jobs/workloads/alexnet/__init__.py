@@ -120,7 +120,10 @@ class AlexNet(Workload):
     )
     packages = ("tensorflow", "keras")
     prefetches_to_device = True
-    engines = ("tensorflow", "pytorch")
+    engine_modules = {
+        "tensorflow": "jobs.workloads.alexnet.training",
+        "pytorch": "jobs.workloads.alexnet.torch_training",
+    }
     # Fig. 6 draws both frameworks (PyTorch's bars per DataLoader worker count, 0 workers its run without
     # prefetch); Figs. 7 and 8 are TensorFlow's (prefetch on and off is tf.data's): PyTorch's rows of them
     # are in results.csv and the report's tables
@@ -157,18 +160,11 @@ class AlexNet(Workload):
 
     def probe(self, ctx: RunContext) -> dict:
         """The cell's input-only time (``workload.input_only``), after its runs."""
-        from jobs.workloads.alexnet import overlap
-
         if not ctx.cfg.workload.input_only:
             return {}
         s = _settings(ctx)
         steps = (s.steps or len(ctx.ds.files) // s.batch_size) - 1
-        if ctx.cfg.framework.name == "pytorch":
-            from jobs.data.loader.build import Loader
-            from jobs.workloads.alexnet import torch_training
-
-            return {"input_only_s": torch_training.input_only(ctx.ds, s, Loader.from_config(ctx.cfg), steps)}
-        return {"input_only_s": overlap.input_only(ctx.ds, s, steps)}
+        return {"input_only_s": self.engine(ctx.cfg).input_pass(ctx, s, steps)}
 
     def run_once(self, ctx: RunContext) -> dict:
         from jobs.observe import accelerator, trace
@@ -179,17 +175,7 @@ class AlexNet(Workload):
         tracer = trace.Tracer(ctx.disk, cfg.workload.trace_interval_s).start()
         gpu = accelerator.Sampler(min(0.1, cfg.workload.trace_interval_s)).start()
         try:
-            if cfg.framework.name == "pytorch":
-                from jobs.data.loader.build import Loader
-                from jobs.workloads.alexnet import torch_training
-
-                lo = Loader.from_config(cfg)
-                run = torch_training.run_once(ctx.ds, settings, lo, steps_csv=steps_csv, mark=ctx.mark)
-            else:
-                from jobs.workloads.alexnet import training as alexnet
-
-                run = alexnet.run_once(ctx.ds, settings, steps_csv=steps_csv, mark=ctx.mark)
-            result = run.as_dict()
+            result = self.engine(cfg).run(ctx, settings, steps_csv).as_dict()
         finally:
             tracer.stop()
             gpu.stop()

@@ -283,3 +283,14 @@ def input_only(ds: Dataset, s: TrainSettings, lo: Loader, steps: int) -> float:
         return time.perf_counter() - t0
     finally:
         batches.close()
+
+
+def run(ctx, s: TrainSettings, steps_csv: Path) -> TrainResult:
+    """AlexNet's engine call (``Workload.engine``): one training run of the cell in ``ctx``, fed by the
+    DataLoader its ``loader.*`` settings describe."""
+    return run_once(ctx.ds, s, Loader.from_config(ctx.cfg), steps_csv=steps_csv, mark=ctx.mark)
+
+
+def input_pass(ctx, s: TrainSettings, steps: int) -> float:
+    """AlexNet's engine call for the cell's input-only time: ``steps`` batches through the DataLoader."""
+    return input_only(ctx.ds, s, Loader.from_config(ctx.cfg), steps)

@@ -189,3 +189,13 @@ def run_once(
         t_first_iterator_call=t0,
         t_last_iterator_call=t_last_call,
     )
+
+
+def run(ctx, s: TrainSettings, steps_csv: Path) -> TrainResult:
+    """AlexNet's engine call (``Workload.engine``): one training run of the cell in ``ctx``."""
+    return run_once(ctx.ds, s, steps_csv=steps_csv, mark=ctx.mark)
+
+
+def input_pass(ctx, s: TrainSettings, steps: int) -> float:
+    """AlexNet's engine call for the cell's input-only time: ``steps`` batches through tf.data, no model."""
+    return overlap.input_only(ctx.ds, s, steps)

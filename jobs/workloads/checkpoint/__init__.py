@@ -38,9 +38,9 @@ def _snapshot(cfg, steps: int):
     return restore.Snapshot(steps // cfg.checkpoint.every * cfg.checkpoint.every)
 
 
-def _restores(cfg, ds, settings, snapshot, store=None) -> list[dict]:
-    """The cold restore of each tier's last checkpoint, fast first; the slow tier's from its bucket when
-    it is one (``store``: the store serving it)."""
+def _restores(cfg, ds, settings, snapshot, fresh, store=None) -> list[dict]:
+    """The cold restore of each tier's last checkpoint, fast first, into the model ``fresh`` builds (the
+    engine's); the slow tier's from its bucket when it is one (``store``: the store serving it)."""
     from jobs.workloads.checkpoint import saving as checkpoint
 
     roots = (("fast", settings.fast_root), ("slow", None if settings.bucket else settings.slow_root))
@@ -51,11 +51,6 @@ def _restores(cfg, ds, settings, snapshot, store=None) -> list[dict]:
         "width": cfg.workload.width,
         "seed": cfg.seed,
     }
-    fresh = restore.fresh_tensorflow
-    if cfg.framework.name == "pytorch":
-        from jobs.workloads.checkpoint import torch_saving
-
-        fresh = torch_saving.fresh
     out = restore.after_run(folders, settings.tag, shape, snapshot, fresh)
     if settings.bucket is not None:
         fast = checkpoint.ckpt_dir(settings.fast_root)
@@ -161,7 +156,10 @@ class Checkpoint(Workload):
         "checkpoint_store",
     )
     packages = ("tensorflow", "keras")
-    engines = ("tensorflow", "pytorch")
+    engine_modules = {
+        "tensorflow": "jobs.workloads.checkpoint.saving",
+        "pytorch": "jobs.workloads.checkpoint.torch_saving",
+    }
     bucket_checkpoints = True
     figures = (
         Figure("fig9", "analysis.figures.checkpoints:fig9", "Fig. 9: runtime per checkpoint target", order=9),
@@ -183,9 +181,12 @@ class Checkpoint(Workload):
             )
         check_alexnet(cfg)
         _checkpoints_taken(cfg)
-        if cfg.framework.name == "pytorch" and ck.mode == "async":
+        from jobs import frameworks
+
+        fw = frameworks.of(cfg)
+        if ck.mode == "async" and not fw.async_checkpoint:
             raise ConfigError(
-                "checkpoint.mode=async is TensorFlow's asynchronous checkpoint: framework=pytorch saves "
+                f"checkpoint.mode=async is TensorFlow's asynchronous checkpoint: framework={fw.name} saves "
                 "synchronously (checkpoint.mode=sync)"
             )
         # the slow tier must be usable before training starts; a missing fast tier only falls back
@@ -251,12 +252,7 @@ class Checkpoint(Workload):
         )
         if recovered:
             log.warning("recovered checkpoints left by an earlier, interrupted run: %s", recovered)
-        engine = checkpoint.TENSORFLOW
-        if cfg.framework.name == "pytorch":
-            from jobs.data.loader.build import Loader
-            from jobs.workloads.checkpoint import torch_saving
-
-            engine = torch_saving.engine(Loader.from_config(cfg))
+        engine = self.engine(cfg).engine(cfg)
         base = checkpoint.run_once(ctx.ds, settings, with_checkpoints=False, engine=engine)
         cache.evict(ctx.ds.storage_files)
         # the device the slow tier's writes land on: the embedded server's, none on a user's endpoint
@@ -303,8 +299,8 @@ class Checkpoint(Workload):
             )
         return result
 
-    @staticmethod
     def _after(
+        self,
         ctx: RunContext,
         settings,
         result: dict,
@@ -337,7 +333,9 @@ class Checkpoint(Workload):
         if result["bytes_read_device"] is not None and base["bytes_read_device"] is not None:
             result["bytes_read_device"] += base["bytes_read_device"]
         if snapshot is not None:
-            result["restores"] = _restores(ctx.cfg, ctx.ds, settings, snapshot, store)
+            result["restores"] = _restores(
+                ctx.cfg, ctx.ds, settings, snapshot, self.engine(ctx.cfg).fresh, store
+            )
             result.update(restore.metrics(result["restores"]))
 
     def describe(self, result: dict) -> str:

@@ -477,3 +477,16 @@ def _durable(slow, fast_dir: Path | None, tag: str) -> dict:
         if fast_dir is not None and fast_dir.exists()
         else [],
     }
+
+
+def engine(cfg) -> Engine:
+    """The checkpoint workload's engine call (``Workload.engine``): TensorFlow's trainer and saver."""
+    return TENSORFLOW
+
+
+def fresh(shape: dict):
+    """The checkpoint workload's engine call for a cold restore: a new AlexNet and Adam in TensorFlow
+    (``restore.fresh_tensorflow``)."""
+    from jobs.workloads.checkpoint import restore
+
+    return restore.fresh_tensorflow(shape)

@@ -53,9 +53,12 @@ def _trainer(ds, t, lo):
     return device, model, opt, step, iter(torch_training.Batches(ds, t, lo))
 
 
-def engine(lo) -> saving.Engine:
-    """The PyTorch engine of a checkpoint run whose DataLoader ``lo`` (``jobs.data.loader.build.Loader``)
-    describes; ``end`` joins the DataLoader's workers."""
+def engine(cfg) -> saving.Engine:
+    """The checkpoint workload's engine call (``Workload.engine``): the PyTorch engine of a run fed by the
+    DataLoader its ``loader.*`` settings describe; ``end`` joins the DataLoader's workers."""
+    from jobs.data.loader.build import Loader
+
+    lo = Loader.from_config(cfg)
     return saving.Engine(
         partial(_trainer, lo=lo),
         TorchSaver,

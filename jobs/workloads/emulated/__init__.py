@@ -50,7 +50,10 @@ class Emulated(Workload):
     record_keys = ("step_time_s", "dropped_files")
     packages = ("tensorflow",)
     uses_keras = False  # tf.data and tf.io only
-    engines = ("tensorflow", "pytorch")
+    engine_modules = {
+        "tensorflow": "jobs.workloads.emulated.loop",
+        "pytorch": "jobs.workloads.emulated.torch_loop",
+    }
     figures = (
         Figure(
             "capacity",
@@ -70,7 +73,9 @@ class Emulated(Workload):
             raise ConfigError(
                 f"accelerator={cfg.accelerator.name}: step_time_s and batch_size must be positive"
             )
-        if cfg.framework.name == "pytorch":
+        from jobs import frameworks
+
+        if not frameworks.of(cfg).prefetch:  # a DataLoader's workers load ahead: its settings say how far
             self._check_loader(cfg)
         elif cfg.prefetch < 1:
             raise ConfigError(
@@ -107,12 +112,7 @@ class Emulated(Workload):
         from jobs.workloads.emulated import loop
 
         s = loop.EmulatedSettings.from_config(ctx.cfg, ctx.seed, step_time_s=step_time(ctx.cfg))
-        if ctx.cfg.framework.name == "pytorch":
-            from jobs.data.loader.build import Loader
-            from jobs.workloads.emulated import torch_loop
-
-            return torch_loop.run_once(ctx.ds, s, Loader.from_config(ctx.cfg), mark=ctx.mark)
-        return loop.run_once(ctx.ds, s, mark=ctx.mark)
+        return self.engine(ctx.cfg).run(ctx, s)
 
     def describe(self, result: dict) -> str:
         return (

@@ -81,3 +81,8 @@ def run_once(ds: Dataset, s: EmulatedSettings, mark=lambda name: None) -> dict:
         "bytes_read_syscall": None if rc0 is None or rc1 is None else rc1 - rc0,
         "step_time_s": s.step_time_s,
     }
+
+
+def run(ctx, s: EmulatedSettings) -> dict:
+    """The emulated accelerator's engine call (``Workload.engine``): one run of the cell in ``ctx``."""
+    return run_once(ctx.ds, s, mark=ctx.mark)

@@ -87,3 +87,9 @@ def run_once(ds: Dataset, s: EmulatedSettings, lo: Loader, mark=lambda name: Non
         "bytes_read_syscall": None if rc0 is None or rc1 is None else rc1 - rc0,
         "step_time_s": s.step_time_s,
     }
+
+
+def run(ctx, s: EmulatedSettings) -> dict:
+    """The emulated accelerator's engine call (``Workload.engine``): one run of the cell in ``ctx``, through
+    the DataLoader its ``loader.*`` settings describe."""
+    return run_once(ctx.ds, s, Loader.from_config(ctx.cfg), mark=ctx.mark)

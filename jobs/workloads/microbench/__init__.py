@@ -43,7 +43,10 @@ class Microbench(Workload):
     )
     record_keys = ("dropped_files", "start_method")
     packages = ("tensorflow",)
-    engines = ("tensorflow", "pytorch")
+    engine_modules = {
+        "tensorflow": "jobs.workloads.microbench.reading",
+        "pytorch": "jobs.workloads.microbench.torch_reading",
+    }
     object_readers = ("tensorflow", "pytorch")  # native readers: jobs.data.s3 (boto3), jobs.data.loader.s3map
     object_tasks = True  # each task GETs its shard with a client of its own; the runner merges the requests
     uses_keras = False  # tf.data and tf.io only
@@ -104,12 +107,7 @@ class Microbench(Workload):
             batches=cfg.workload.batches,
             service=ctx.service,
         )
-        if cfg.framework.name == "pytorch":
-            from jobs.data.loader.build import Loader
-            from jobs.workloads.microbench import torch_reading
-
-            return torch_reading.run_once(ctx.ds, settings, Loader.from_config(cfg), mark=ctx.mark).as_dict()
-        return microbench.run_once(ctx.ds, settings, mark=ctx.mark).as_dict()
+        return self.engine(cfg).run(ctx, settings).as_dict()
 
     def describe(self, result: dict) -> str:
         return f"{result['images_per_s']:.0f} images/s, {result['mb_per_s']:.1f} MB/s"

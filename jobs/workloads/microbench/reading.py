@@ -107,3 +107,8 @@ def run_once(ds: Dataset, s: RunSettings, mark=None) -> RunResult:
         bytes_read_device=None if rb0 is None or rb1 is None else rb1 - rb0,
         bytes_read_syscall=None if rc0 is None or rc1 is None else rc1 - rc0,
     )
+
+
+def run(ctx, s: RunSettings) -> RunResult:
+    """The micro-benchmark's engine call (``Workload.engine``): one run of the cell in ``ctx``."""
+    return run_once(ctx.ds, s, mark=ctx.mark)

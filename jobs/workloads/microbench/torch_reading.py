@@ -118,3 +118,9 @@ def _full_pass_of_shards(ds: Dataset, s: RunSettings) -> bool:
     """A whole pass over TFRecord shards: an image not delivered was lost with the rest of a shard cut
     short (counted as dropped, as the tf.data side counts it). A run stopped at ``batches`` says nothing."""
     return s.batches is None and ds.format == "tfrecord"
+
+
+def run(ctx, s: RunSettings) -> TorchResult:
+    """The micro-benchmark's engine call (``Workload.engine``): one run of the cell in ``ctx``, through the
+    DataLoader its ``loader.*`` settings describe."""
+    return run_once(ctx.ds, s, Loader.from_config(ctx.cfg), mark=ctx.mark)

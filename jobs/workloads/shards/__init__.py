@@ -19,6 +19,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobs import workloads
 from jobs.errors import ConfigError
 from jobs.metrics import Metric, declare, of
 from jobs.schema import WorkloadConf
@@ -121,9 +122,9 @@ class ShardedCheckpoint(Workload):
     shardable = True  # each rank a task of the cell
     in_tensorflow = False
     posix_traceable = False
-    # tensorflow: each rank's files written as a framework writes them (jobs/workloads/shards/shardio.py);
+    # tensorflow: each rank's files written as a framework writes them (jobs/workloads/shards/plain.py);
     # pytorch: each rank's state dict through torch.distributed.checkpoint (jobs/workloads/shards/dcp.py)
-    engines = ("tensorflow", "pytorch")
+    engine_modules = {"tensorflow": "jobs.workloads.shards.plain", "pytorch": "jobs.workloads.shards.dcp"}
     # storage=s3: each file of the shard an object (tensorflow: jobs/workloads/shards/objectio.py, boto3) or
     # DCP through s3torchconnector's S3StorageWriter and S3StorageReader (pytorch: dcp.py)
     object_readers = ("tensorflow", "pytorch")
@@ -173,6 +174,7 @@ class ShardedCheckpoint(Workload):
             )
         if cfg.storage.kind == "object":
             self._on_store(cfg)
+            self.engine(cfg).check_store(cfg)
         if not 0 < cfg.workload.block_mb <= 1024:
             raise ConfigError(
                 f"workload.block_mb={cfg.workload.block_mb} must be between 0 and 1024 (MB per request)"
@@ -192,14 +194,6 @@ class ShardedCheckpoint(Workload):
                 "their shards straight to the store (checkpoint.target=slow); a burst buffer in front of it "
                 "is not built yet"
             )
-        if cfg.framework.name == "pytorch":
-            import importlib.util
-
-            if importlib.util.find_spec("tenacity") is None:
-                raise ConfigError(
-                    f"storage={cfg.storage.name} framework=pytorch: DCP's S3 writer needs s3torchconnector's "
-                    "dcp extra: pip install '.[pytorch]' (make install does it)"
-                )
 
     @staticmethod
     def _space(tier, s, written: int, name: str = "storage", runs: int = 1) -> None:
@@ -329,13 +323,8 @@ def _in_folders(ctx: RunContext, name: str, model_rank: int, files, size: int, c
     ok = False
     on_disk = files  # what the rank's folders hold: the shard's files, or DCP's
     try:
-        if cfg.framework.name == "pytorch":
-            from jobs.workloads.shards import dcp
-
-            t = dcp.phases(ctx, [m for m, _, _ in held], files, content, base)
-            on_disk = t.pop("files_written")
-        else:
-            t = shardio.phases(ctx, [m for m, _, _ in held], files, content, base, sums)
+        engine = workloads.get(cfg.workload.kind).engine(cfg)
+        t, on_disk = engine.on_files(ctx, [m for m, _, _ in held], files, content, base, sums)
         ok = True
     except shardio.TierFull as e:
         raise _full(cfg, ctx, e, size, bb) from None
@@ -358,14 +347,8 @@ def _on_store(ctx: RunContext, name: str, model_rank: int, files, content, base)
     j, removed = objectio.begin(ctx, store, name, model_rank)
     prefix = f"{store.endpoint.prefix}/checkpoints/{name}/rank{model_rank:05d}"
     try:
-        if ctx.cfg.framework.name == "pytorch":
-            from jobs.workloads.shards import dcp
-
-            t = dcp.on_store(ctx, store, prefix, files, content, base, j)
-            written = t.pop("files_written")
-        else:
-            t = objectio.phases(ctx, store, prefix, files, content, base, j)
-            written = files
+        engine = workloads.get(ctx.cfg.workload.kind).engine(ctx.cfg)
+        t, written = engine.on_objects(ctx, store, prefix, files, content, base, j)
     except BaseException:
         objectio.finish(store, j, keep=False, failed=True)
         raise

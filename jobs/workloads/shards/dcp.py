@@ -230,3 +230,32 @@ def _same(fresh: dict, saved: dict, where: str) -> None:
     for k, v in saved.items():
         if not torch.equal(fresh[k], v):
             raise shardio.ShardError(f"{where}: tensor {k} loaded back differs from what was saved")
+
+
+# The shard workload's engine calls (``Workload.engine``) for framework=pytorch.
+
+
+def on_files(ctx, folders: list[Path], files, content, base: bytes, sums: list[str]):
+    """(timings, the files DCP wrote) of the rank's ``phases`` on its folders (DCP keeps its own
+    checksums: ``sums`` is the plain writer's)."""
+    t = phases(ctx, folders, files, content, base)
+    return t, t.pop("files_written")
+
+
+def on_objects(ctx, store, prefix: str, files, content, base: bytes, journal):
+    """(timings, the objects DCP wrote) of the rank's phases on the cell's object store (``on_store``)."""
+    t = on_store(ctx, store, prefix, files, content, base, journal)
+    return t, t.pop("files_written")
+
+
+def check_store(cfg) -> None:
+    """DCP's S3 writer needs s3torchconnector's dcp extra (its ``tenacity``)."""
+    import importlib.util
+
+    from jobs.errors import ConfigError
+
+    if importlib.util.find_spec("tenacity") is None:
+        raise ConfigError(
+            f"storage={cfg.storage.name} framework={cfg.framework.name}: DCP's S3 writer needs "
+            "s3torchconnector's dcp extra: pip install '.[pytorch]' (make install does it)"
+        )
