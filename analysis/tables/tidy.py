@@ -7,7 +7,8 @@ from datetime import datetime
 from pathlib import Path
 
 from analysis.tables import bounds
-from jobs import frameworks, plan, records
+from jobs import plan, records
+from jobs.frameworks import PAPERS, with_workers
 from jobs.metrics import METRICS
 
 # Columns of results.csv that describe the cell; the metric columns follow from jobs.metrics.
@@ -133,7 +134,7 @@ def _cell_values(cfg: dict) -> dict:
     }
 
 
-TENSORFLOW = frameworks.PAPERS  # the framework of records written before the framework axis
+TENSORFLOW = PAPERS  # the framework of records written before the framework axis
 
 
 def framework_of(cfg: dict) -> str:
@@ -144,7 +145,7 @@ def framework_of(cfg: dict) -> str:
 def _loader_workers(cfg: dict) -> int | None:
     """The DataLoader worker processes a ``framework=pytorch`` cell asked for (``loader.num_workers``, else
     ``threads``, as jobs.frameworks.workers has it); None for a framework whose map threads read."""
-    if not frameworks.with_workers(framework_of(cfg)):
+    if not with_workers(framework_of(cfg)):
         return None
     n = (cfg.get("loader") or {}).get("num_workers")
     return int(n if n is not None else cfg["threads"])
