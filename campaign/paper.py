@@ -55,7 +55,8 @@ def _fill(entry: str, values: dict) -> list[str]:
     ]
 
 
-FRAMEWORKS = ("tensorflow", "pytorch")  # --frameworks: the paper's (first) and those with grids_<name>.yaml
+# --frameworks: the paper's (first) and those with grids of their own (conf/paper/grids_<name>.yaml)
+FRAMEWORKS = (PAPERS, *sorted(p.stem.removeprefix("grids_") for p in CONF.glob("grids_*.yaml")))
 
 
 def grids(
@@ -276,7 +277,7 @@ def main(argv: list[str]) -> int:
     )
     p.add_argument(
         "--frameworks",
-        default="tensorflow",
+        default=PAPERS,
         help="tensorflow (the paper's) or tensorflow,pytorch: adds the PyTorch grids "
         "(conf/paper/grids_pytorch.yaml)",
     )
