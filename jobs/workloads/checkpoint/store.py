@@ -14,6 +14,7 @@ import ctypes.util
 import hashlib
 import json
 import os
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -323,7 +324,13 @@ class Drain:
             name="iocampaign-drain",
             daemon=True,
         )
-        self.proc.start()
+        # born with SIGINT blocked (the mask survives fork and exec): a Ctrl-C that comes while the new
+        # interpreter still imports, before it ignores SIGINT, cannot end it with a KeyboardInterrupt
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            self.proc.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
         self.drained: list[dict] = []  # what it reported so far
 
     def put(self, prefix: Path, keep_fast: bool = False) -> None:
