@@ -15,20 +15,26 @@ from campaign.errors import ConfigError
 from jobs import schema
 
 
-def bounds(section, key: str = "") -> None:
+def bounds(section, key: str = "", checked: dict | None = None) -> None:
     """Every setting of ``section`` (a cell's typed config, and each section in it) within the bounds its
     field declares: one walk over the schema instead of a check per setting, so a bound declared beside a
-    field is held everywhere the field appears (``storage``, ``stage``, ``checkpoint.slow``, ...)."""
+    field is held everywhere the field appears (``storage``, ``stage``, ``checkpoint.slow``, ...).
+    ``checked``: the sections already walked in this planning pass (by identity; a planned cell shares
+    its composition's sections but for those its values changed, and they are read-only), skipped."""
+    if checked is not None and id(section) in checked:
+        return
     for name, declared in _declared(type(section)):
         value = getattr(section, name, None)
         if value is None or isinstance(value, (bool, str)):
             continue  # null, or a choice: the type said it
         if dataclasses.is_dataclass(value):
-            bounds(value, f"{key}{name}.")
+            bounds(value, f"{key}{name}.", checked)
         elif declared is not None and isinstance(value, (int, float)):
             why = declared.refusal(value)
             if why:
                 raise ConfigError(f"{key}{name}={value} {why}")
+    if checked is not None:
+        checked[id(section)] = section  # within bounds; held, so its id is not reused while the pass lasts
 
 
 @functools.cache

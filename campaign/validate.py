@@ -83,7 +83,7 @@ def check(cell, memo: dict | None = None) -> None:
             "e.g. platform.account=2024-1-23"
         )
     limits.threads(cfg)
-    limits.bounds(cfg)
+    limits.bounds(cfg, checked=None if memo is None else memo.setdefault("bounded sections", {}))
     from jobs import workloads
 
     try:
