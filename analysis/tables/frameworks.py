@@ -35,11 +35,6 @@ COLUMNS = (
 SETTINGS = ("pipeline", "format", "shuffle", "cache", "batch_size")  # shown in the report where they vary
 
 
-def _unit(framework: str, n) -> str:
-    """``2 threads``, ``1 worker``: what read in parallel, in the framework's own terms."""
-    return jobs_frameworks.unit(framework, n)
-
-
 def table(results):
     """One row per micro-benchmark cell: medians over its measured runs of images/s, images/s per busy
     core (each run's images/s ÷ its cores busy), device bytes ÷ consumed, the first batch's and (PyTorch)
@@ -109,7 +104,8 @@ def sentences(table) -> dict[str, list[str]]:
         )
         where = f" ({where})" if where else ""
         rate_a, rate_b = a["images_per_s"], b["images_per_s"]
-        at_a, at_b = _unit(fast, a["readers"]), _unit(slow, b["readers"])
+        # ``2 threads``, ``1 worker``: what read in parallel, in each framework's own terms
+        at_a, at_b = jobs_frameworks.unit(fast, a["readers"]), jobs_frameworks.unit(slow, b["readers"])
         text = (
             f"{storage}{where}: {fast} read faster, {rate_a:,.0f} images/s at {at_a} against {slow}'s "
             f"{rate_b:,.0f} at {at_b} ({rate_a / rate_b:.2f}×); {_limited(fast, a)}; {_limited(slow, b)}."
