@@ -12,6 +12,8 @@ import os
 import re
 from dataclasses import dataclass
 
+from jobs.storage import backends
+
 # synthetic JPEGs written per second, MB/s, 2 cores (2.07 GB in 207 s; README's Quick start)
 GENERATE_MB_S = 10.0
 # workload=microbench, 1 map thread, 2 cores, local disk: 16,384 images in ~35 s per run
@@ -140,7 +142,7 @@ def _rate(cfg, cores: int, mean_bytes: float | None, base=None, threads=None) ->
         *(m * 1e6 / mean_bytes for m in rates if m and mean_bytes),
     ]
     measured = MODELLED.get(st.model.device) if st.model is not None else None
-    measured = OBJECT_STORE if st.kind == "object" else measured
+    measured = OBJECT_STORE if backends.of(st).requests else measured
     if measured:  # a modelled tier: its measured rate at the most threads measured up to the cell's
         caps.append(measured[max([k for k in measured if k <= threads] or [min(measured)])])
     return min([rate, *(c for c in caps if c)])
@@ -160,7 +162,7 @@ def _baseline_s(cfg, cores: int, images: int | None, mean_bytes: float | None) -
     dataset's small files read once per ``workload.small_file_threads`` entry (as a read-only pass); None
     where the tier records no rate (local disk, tmpfs) or is an object store."""
     read, write = _tier_mb_s(cfg.storage)
-    if not (read and write) or cfg.storage.kind == "object":
+    if not (read and write) or backends.of(cfg.storage).requests:
         return None
     test_bytes = cfg.workload.file_gb * 1e9
     seconds = test_bytes / (write * 1e6) + test_bytes / (read * 1e6)
@@ -202,7 +204,7 @@ def _why_not(cfg) -> tuple[str, str]:
 def _store_s(cfg, images: int | None, mean_bytes: float | None, done: set) -> float:
     """A cell's time to start the embedded S3 server and put its dataset there (0: not an object store),
     each once per campaign: ``done`` holds the servers and uploads earlier cells paid for."""
-    if cfg.storage.kind != "object":
+    if not backends.of(cfg.storage).requests:
         return 0.0
     st = cfg.storage
     server, upload = (st.root, st.bucket), (st.endpoint, st.root, st.bucket, images, mean_bytes)

@@ -13,6 +13,7 @@ import os
 
 from campaign.errors import ConfigError
 from jobs import schema
+from jobs.storage import backends
 
 
 def bounds(section, key: str = "", checked: dict | None = None) -> None:
@@ -147,7 +148,7 @@ def dataset_fits(cfg) -> None:
     need = synthetic_bytes(cfg.dataset, todo)
     if cfg.dataset.format != "files":  # and the converted copy beside it (jobs.data.formats)
         need += int(synthetic_bytes(cfg.dataset, count) * 1.1)
-    served = cfg.storage.kind == "object" and not cfg.storage.endpoint
+    served = backends.of(cfg.storage).embedded(cfg.storage)
     if served:  # the embedded server's objects, a second copy of what it stores, on the same root
         need += int(synthetic_bytes(cfg.dataset, count) * (1.0 if cfg.dataset.format == "files" else 1.1))
     if need > free:

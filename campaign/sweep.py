@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from campaign import errors, outputs, validate
 from jobs import frameworks, plan
+from jobs.storage import backends
 
 log = logging.getLogger(__name__)
 
@@ -75,15 +76,13 @@ def _object_settings_apart(planner, planned: list) -> list:
     the settings only an object store has (``storage.reader``, ``endpoint``, ``bucket``, ``prefix``) apply to
     its cells alone. The other tiers' cells are planned without them, so each is planned once, as
     ``storage=local`` alone would plan it. In a grid with no object store they stay refused (validate)."""
-    from jobs.storage.objectstore.needs import FIELDS
-
-    if not any(c.config.storage.kind == "object" for c in planned):
+    if not any(backends.of(c.config.storage).settings for c in planned):
         return planned
-    only = {f"storage.{name}" for name in FIELDS}
     out: dict = {}
     for cell in planned:
-        keep = [o for o in cell.overrides if o.split("=", 1)[0].lstrip("+") not in only]
-        if cell.config.storage.kind != "object" and len(keep) < len(cell.overrides):
+        others = {f"storage.{name}" for name in backends.settings_of_others(cell.config.storage)}
+        keep = [o for o in cell.overrides if o.split("=", 1)[0].lstrip("+") not in others]
+        if len(keep) < len(cell.overrides):
             with _naming(keep):
                 cell = planner.cell(keep)
         out.setdefault(cell.cell_id, cell)  # the first of the cells that became one

@@ -14,7 +14,7 @@ from campaign.errors import ConfigError
 from jobs import frameworks
 from jobs.cell import select
 from jobs.observe import accelerator
-from jobs.storage import roots
+from jobs.storage import backends, roots
 from jobs.storage.objectstore import needs as objectstore
 from jobs.storage.roots import elsewhere, memoised, storage_root
 
@@ -213,7 +213,7 @@ def _tasks(cfg, n: int | None = None) -> None:
             f"{what}: a cell across several nodes is a Slurm job step (platform=slurm or a site preset); "
             "here, on one machine, use platform.nodes=1"
         )
-    if nodes > 1 and cfg.storage.kind not in ("network", "object"):  # an object store: every node reaches it
+    if nodes > 1 and not backends.of(cfg.storage).every_node:
         raise ConfigError(
             f"{what}: every node reads the dataset, but storage={cfg.storage.name} (kind {cfg.storage.kind}) "
             "is one machine's; a multi-node cell needs a shared file system "

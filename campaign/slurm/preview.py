@@ -8,6 +8,7 @@ from pathlib import Path
 
 from campaign.slurm import submit
 from campaign.slurm.sbatch import sbatch_text
+from jobs.storage import backends
 
 
 def _tier(key: str, st, free_for_data: bool) -> str:
@@ -61,7 +62,7 @@ def left_to_nodes(cells: list) -> list[str]:
             out[_tier(key, st, synthetic and key == "storage")] = None
         if ds is not None and not synthetic and ds.path:
             out[f"dataset.path={ds.path} holds the images"] = None
-        if cfg.storage.kind == "object" and not cfg.storage.endpoint:
+        if backends.of(cfg.storage).embedded(cfg.storage):
             out[_embedded_store(cfg.platform.nodes)] = None
         if cfg.workload.kind == "baseline":
             out["fio or ior on PATH (workload=baseline)"] = None

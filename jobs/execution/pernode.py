@@ -75,7 +75,7 @@ def figures(results: list[dict]) -> list[dict]:
     return out
 
 
-def cache_state(per_node: list[dict] | None, state: str, requested: str, kind: str, fs_type: str) -> str:
+def cache_state(per_node: list[dict] | None, state: str, requested: str, backend, fs_type: str) -> str:
     """A multi-node run's cache state: each node judged by its own tasks' device bytes against what they
     consumed (kept in ``per_node``); a run is cold only where every node was, else it takes the state of
     the first node that was not (a node served from its page cache makes the run's numbers memory's). On
@@ -85,13 +85,13 @@ def cache_state(per_node: list[dict] | None, state: str, requested: str, kind: s
 
     if not per_node or len(per_node) < 2:
         return state
-    if kind == "object":  # a node's GETs are served by every node's volumes: the run is judged whole
+    if backend.requests:  # a node's GETs are served by every node's volumes: the run is judged whole
         for node in per_node:
             node["cache_state"] = state
         return state
     for node in per_node:
         node["cache_state"] = cache.classify(
-            requested, kind, fs_type, node["bytes_read_device"], node["bytes_consumed"]
+            requested, backend.kind, fs_type, node["bytes_read_device"], node["bytes_consumed"]
         )
     off = [n for n in per_node if n["cache_state"] != state]
     if off and state in (cache.COLD, cache.WARM):

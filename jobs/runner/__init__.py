@@ -18,6 +18,7 @@ from pathlib import Path
 
 from jobs import frameworks, workloads
 from jobs.runner.runs import Session, run_all
+from jobs.storage import backends
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +120,7 @@ def _provenance(s: Session, lock_wait_s: float, modeled: list) -> dict:
     fw = frameworks.of(s.cfg)
     framework = (fw.package,) if s.w.uses_framework else ()
     st = s.cell.config.storage
-    if s.w.uses_framework and st.kind == "object" and st.reader == "native":
+    if s.w.uses_framework and backends.of(st).requests and st.reader == "native":
         framework += (fw.object_client,)  # the client the runs GET with
     prov = provenance.collect(root, s.data_dir, (*frameworks.own_packages(fw, s.w.packages), *framework))
     prov["device_lock_wait_s"] = lock_wait_s
@@ -147,10 +148,10 @@ def _staged_runs(s: Session) -> list[dict]:
     """The runs, reading a copy staged on ``cfg.stage`` first when one is asked for (the copy's time
     goes into provenance, not into the runs; the copy is removed when the runs end)."""
     stage = s.cell.config.stage
-    if s.cell.config.storage.kind == "object":
+    if backends.of(s.cell.config.storage).requests:
         return _object_runs(s)
     if stage is None:
-        s.kind = s.cell.config.storage.kind
+        s.backend = backends.of(s.cell.config.storage)
         return run_all(s)
     from jobs.data import staging
     from jobs.observe import provenance
@@ -169,7 +170,7 @@ def _staged_runs(s: Session) -> list[dict]:
     s.prov["stage"] = {"storage": stage.name, "kind": stage.kind, **facts}
     s.prov["source_mount"] = s.prov.get("data_mount")
     s.prov["data_mount"] = asdict(provenance.mount_of(facts["staged_to"]))
-    s.ds, s.data_dir, s.kind = staged, facts["staged_to"], stage.kind
+    s.ds, s.data_dir, s.backend = staged, facts["staged_to"], backends.of(stage)
     try:
         return run_all(s)
     finally:
@@ -193,7 +194,7 @@ def _object_runs(s: Session) -> list[dict]:
         s.ds, facts = tier.put_dataset(store, s.ds)
         client = frameworks.of(s.cfg).object_client if st.reader == "native" else "s3fs"
         s.prov["object_store"] = {**store.describe(), "reader": str(st.reader), "client": client, **facts}
-        s.store, s.kind = store, "object"
+        s.store, s.backend = store, backends.of(st)
         if store.server is not None:  # the device a cold run is counted on: the server's (this node's)
             s.data_dir = str(store.server.data_dir)
         if on_nodes and store.server is not None:  # where each node's gateway and volumes are

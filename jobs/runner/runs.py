@@ -31,7 +31,7 @@ class Session:
     ds: Any = None  # jobs.data.datasets.Dataset, where the runs read it
     data_dir: str = ""
     prov: dict = field(default_factory=dict)
-    kind: str = ""  # block | network | memory | object: what a cold cache can mean where the runs read
+    backend: Any = None  # jobs.storage.backends.Backend where the runs read: what a cold cache can mean there
     store: Any = None  # storage.kind=object: the open store (jobs.storage.objectstore.tier.Store)
 
     @property
@@ -57,7 +57,7 @@ def run_all(s: Session) -> list[dict]:
     from jobs.storage.modeled import mount as modeled
 
     fs_type = (s.prov["data_mount"] or s.prov["storage_mount"])["fs_type"]
-    if s.kind == "memory" and fs_type not in cache.MEMORY_FS:
+    if not s.backend.evicts and fs_type not in cache.MEMORY_FS:
         log.warning(
             "storage=%s describes a memory tier, but %s is on %s: runs are judged as %s",
             s.cfg.storage.name,
@@ -188,8 +188,10 @@ def _cache_state(s: Session, where: Where, part: RunParts) -> str:
 
     reading = part.reading()
     requested, fs = s.cfg.cache, where.fs_type
-    state = cache.classify(requested, s.kind, fs, reading["bytes_read_device"], reading["bytes_consumed"])
-    return pernode.cache_state(reading.get("per_node"), state, requested, s.kind, fs)
+    state = cache.classify(
+        requested, s.backend.kind, fs, reading["bytes_read_device"], reading["bytes_consumed"]
+    )
+    return pernode.cache_state(reading.get("per_node"), state, requested, s.backend, fs)
 
 
 def _execute(w: workloads.Workload, ctx, where: Where, cold: bool) -> tuple[dict, dict]:

@@ -185,7 +185,7 @@ def classify(requested: str, storage_kind: str, fs_type: str, device_bytes: int 
         return UNKNOWN
     ratio = device_bytes / consumed
     if fs_type not in LAYER_COUNTED_FS and (
-        fs_type in NETWORK_FS or fs_type.startswith("fuse") or storage_kind == "network"
+        fs_type in NETWORK_FS or fs_type.startswith("fuse") or _sighted_only(storage_kind)
     ):
         # The counter may not see these reads at all: only a positive sighting means anything.
         if requested == "cold" and ratio >= COLD_MIN_RATIO:
@@ -194,6 +194,13 @@ def classify(requested: str, storage_kind: str, fs_type: str, device_bytes: int 
     if requested == "cold":
         return COLD if ratio >= COLD_MIN_RATIO else NOT_COLD
     return WARM if ratio <= WARM_MAX_RATIO else NOT_WARM
+
+
+def _sighted_only(storage_kind: str) -> bool:
+    """Whether the tier's kind says this machine's counters may miss its reads ("": a kind not declared)."""
+    from jobs.storage import backends
+
+    return bool(storage_kind) and backends.get(storage_kind).sighted_only
 
 
 # a modelled tier (jobs/storage/modeled): its layer counts every byte the modelled drive served

@@ -138,13 +138,9 @@ def test_jobs_is_laid_out_by_concern_with_no_two_modules_of_one_name():
     assert sorted(n for n in set(names) if names.count(n) > 1) == []
 
 
-def _framework_names_compared(path: Path) -> list[str]:
-    """``line: code`` of each comparison in ``path`` (==, !=, in, not in) against a framework's name or
-    package written as a literal; ``"tensorflow" in sys.modules`` (whether the module is imported) is not
-    one."""
-    from jobs.frameworks import FRAMEWORKS
-
-    names = {n for fw in FRAMEWORKS.values() for n in (fw.name, fw.package)}
+def _names_compared(path: Path, names: set[str]) -> list[str]:
+    """``line: code`` of each comparison in ``path`` (==, !=, in, not in) against one of ``names`` written
+    as a literal; ``"tensorflow" in sys.modules`` (whether the module is imported) is not one."""
 
     def literal(node) -> bool:
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
@@ -161,11 +157,29 @@ def _framework_names_compared(path: Path) -> list[str]:
     return found
 
 
+def _compared_outside(owner: Path, names: set[str]) -> list[str]:
+    paths = [p for pkg in (*PACKAGES, "benchmarks") for p in (ROOT / pkg).rglob("*.py") if p != owner]
+    return [line for p in paths for line in _names_compared(p, names)]
+
+
 def test_no_framework_name_is_compared_outside_the_framework_registry():
     """A workload, the runner, planning and the analysis ask the framework what it can do
     (``jobs.frameworks.Framework``: its readers, prefetch, checkpoints, labels) or call its engine
     (``Workload.engine``); none compares its name. Read from the code's syntax tree, not by grep."""
-    owner = ROOT / "jobs" / "frameworks.py"
-    paths = [p for pkg in (*PACKAGES, "benchmarks") for p in (ROOT / pkg).rglob("*.py") if p != owner]
-    found = [line for p in paths for line in _framework_names_compared(p)]
+    from jobs.frameworks import FRAMEWORKS
+
+    names = {n for fw in FRAMEWORKS.values() for n in (fw.name, fw.package)}
+    found = _compared_outside(ROOT / "jobs" / "frameworks.py", names)
     assert not found, "framework names compared:\n" + "\n".join(found)
+
+
+def test_no_storage_kind_is_compared_outside_the_storage_registry():
+    """Planning, the estimates, the runner and the workloads ask a tier's back-end what it can do
+    (``jobs.storage.backends.Backend``: requests to a server, reached by every node, evicted, its own
+    settings); none compares ``storage.kind`` with a kind's name. Read from the code's syntax tree."""
+    from jobs.schema import StorageKind
+    from jobs.storage.backends import BACKENDS
+
+    assert set(BACKENDS) == {k.value for k in StorageKind}  # every kind the schema accepts has a back-end
+    found = _compared_outside(ROOT / "jobs" / "storage" / "backends.py", set(BACKENDS))
+    assert not found, "storage kinds compared:\n" + "\n".join(found)

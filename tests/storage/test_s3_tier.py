@@ -510,7 +510,7 @@ def test_one_grid_puts_files_beside_native_s3_and_s3_through_fuse(refusal, cwd, 
     for reader in ("native", "fuse"):
         assert sum(f"storage.reader={reader} " in c for c in cells) == 2, cells
     line = refusal("storage=local", "storage.reader=fuse")
-    assert line is not None and "belongs to storage=s3" in line, line
+    assert line is not None and "reader belongs to a tier of kind object (storage=s3)" in line, line
 
 
 def test_the_stores_table_i_rows_gets_and_puts_at_each_count_cold_and_nothing_left(

@@ -10,8 +10,8 @@ import shutil
 import urllib.parse
 
 from jobs.errors import ConfigError
+from jobs.storage import backends
 
-FIELDS = ("endpoint", "bucket", "prefix", "reader")  # the settings only an object store has
 # S3's bucket naming rules (docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html): 3-63
 # characters of lower-case letters, digits, '.' and '-', in labels between the dots that begin and end with
 # a letter or digit (no '..', '.-' or '-.'); not an IP address; none of the names AWS reserves
@@ -31,7 +31,7 @@ def check(cfg, workload, here: bool, able: str) -> None:
     from an object store, for the message)."""
     _others(cfg, workload, here)
     st = cfg.storage
-    if st.kind != "object":
+    if not backends.of(st).requests:
         _not_object(st, "storage")
         return
     _settings(st)
@@ -47,25 +47,20 @@ def check(cfg, workload, here: bool, able: str) -> None:
 
 
 def _not_object(st, key: str) -> None:
-    for name in FIELDS:
-        if getattr(st, name) is not None:
-            raise ConfigError(
-                f"{key}.{name}={getattr(st, name)}: {key}={st.name} is not an object store "
-                f"(kind {st.kind}); {name} belongs to storage=s3"
-            )
+    backends.check_settings(st, key)
 
 
 def _others(cfg, workload, here: bool) -> None:
     """The other tiers a cell names: the burst buffer's slow tier may be a bucket (of a workload that
     declares it, ``Workload.bucket_checkpoints``); the fast tier and the staging tier may not."""
     for key, st in (("checkpoint.fast", cfg.checkpoint.fast), ("stage", cfg.stage)):
-        if st is not None and st.kind == "object":
+        if st is not None and backends.of(st).requests:
             raise ConfigError(
                 f"{key}={st.name}: an object store is a tier for the dataset and the burst buffer's slow "
                 "tier (storage@checkpoint.slow=s3) only"
             )
     slow = cfg.checkpoint.slow
-    if slow is not None and slow.kind == "object":
+    if slow is not None and backends.of(slow).requests:
         _checkpoint_bucket(cfg, workload, here)
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from jobs.errors import ConfigError
 from jobs.metrics import of
 from jobs.schema import WorkloadConf
+from jobs.storage import backends
 from jobs.workloads import RunContext, Workload, register
 
 
@@ -52,7 +53,7 @@ class Baseline(Workload):
             raise ConfigError(f"workload.small_file_threads={threads} must list positive thread counts")
         from jobs.storage.roots import elsewhere
 
-        if cfg.storage.kind == "object":
+        if backends.of(cfg.storage).requests:
             counts = list(cfg.workload.requests_in_flight or [])
             if not counts or min(counts) < 1 or max(counts) > 64:
                 raise ConfigError(

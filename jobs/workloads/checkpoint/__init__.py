@@ -21,6 +21,7 @@ from pathlib import Path
 
 from jobs.errors import ConfigError
 from jobs.metrics import MB, of
+from jobs.storage import backends
 from jobs.workloads import Figure, RunContext, Workload, register
 from jobs.workloads.alexnet import AlexNetConf, check_alexnet, training_parallelism
 from jobs.workloads.checkpoint import restore
@@ -64,7 +65,7 @@ def _restores(cfg, ds, settings, snapshot, fresh, store=None) -> list[dict]:
 def _slow_store(cfg):
     """The store holding the checkpoints' bucket (``checkpoint.slow`` of kind object) served for the run,
     or None for a file-system slow tier."""
-    if cfg.checkpoint.slow.kind != "object":
+    if not backends.of(cfg.checkpoint.slow).requests:
         yield None
         return
     from jobs.storage.objectstore import tier

@@ -23,6 +23,7 @@ from jobs import workloads
 from jobs.errors import ConfigError
 from jobs.metrics import Metric, declare, of
 from jobs.schema import WorkloadConf
+from jobs.storage import backends
 from jobs.workloads import Figure, RunContext, Workload, register
 from jobs.workloads.shards.folders import PREFIX
 
@@ -172,7 +173,7 @@ class ShardedCheckpoint(Workload):
                 f"checkpoint.target={ck.target}: workload=sharded_checkpoint writes to storage=<tier> "
                 "(slow) or through the burst buffer (burst_buffer: checkpoint.fast, then drained to storage)"
             )
-        if cfg.storage.kind == "object":
+        if backends.of(cfg.storage).requests:
             self._on_store(cfg)
             self.engine(cfg).check_store(cfg)
         if not 0 < cfg.workload.block_mb <= 1024:
@@ -200,7 +201,7 @@ class ShardedCheckpoint(Workload):
         """Refuse, before anything is written, a shape whose written ranks (those of all ``runs`` runs, when
         they are kept) do not fit on the tier: its root's disk, or the embedded server's, whose objects lie
         on its root (a user's endpoint: its space is not this machine's to count)."""
-        if tier.kind == "object" and tier.endpoint:
+        if backends.of(tier).requests and tier.endpoint:
             return
         if tier.emulate is not None:
             free, where = tier.emulate.size_gb * GB, f"{name}'s emulated image"
@@ -247,7 +248,7 @@ class ShardedCheckpoint(Workload):
         sums = [content.sha256(base, i, b) for i, (_, b) in enumerate(files)]  # before the timed save
         run_id = ctx.run_id or uuid.uuid4().hex[:12]  # shared by the run's tasks: one folder for the run
         name = f"{PREFIX}{ctx.cell.cell_id}_{ctx.tag}_{run_id}"
-        if cfg.storage.kind == "object":
+        if backends.of(cfg.storage).requests:
             t, left, removed = _on_store(ctx, name, model_rank, files, content, base)
         else:
             t, left, removed = _in_folders(ctx, name, model_rank, files, size, content, base, sums)
