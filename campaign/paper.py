@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -109,29 +108,19 @@ def _check_grids(todo: list[tuple[str, list[str]]], extra: list[str], out: Path)
     """Plan and check every cell of every grid before any runs (each grid's own dry run, in a few
     hundred ms); on the first bad one print its line, naming the grid, and return False. With
     ``platform.dry_run=true`` the grids' plans are printed instead."""
-    from jobs import lifeline
+    from campaign import subcampaign
 
     dry = _dry(extra)
+    planned = [] if dry else ["platform.dry_run=true"]
+    argvs = [["-m", *grid, *extra, f"hydra.sweep.dir={out / name}", *planned] for name, grid in todo]
     shown: list[tuple[str, str]] = []  # each grid's dry run, for the study's total
-    for name, overrides in todo:
-        cmd = [
-            sys.executable,
-            "-m",
-            "campaign",
-            "-m",
-            *overrides,
-            *extra,
-            f"hydra.sweep.dir={out / name}",
-            *([] if dry else ["platform.dry_run=true"]),
-        ]
-        p = subprocess.run(cmd, capture_output=True, text=True, env=lifeline.child_env())
+    for (name, _), p in zip(todo, subcampaign.plan_all(argvs)):
         if dry:
-            print(f"[paper] {name}:\n{p.stdout}", end="", flush=True)
-            shown.append((name, p.stdout))
-        if p.returncode != 0:
-            line = next(
-                (x for x in reversed(p.stderr.splitlines()) if x.strip()), f"exit status {p.returncode}"
-            )
+            print(f"[paper] {name}:\n{p['out']}", end="", flush=True)
+            shown.append((name, p["out"]))
+        if p["status"] != 0:
+            said = [x for x in p["err"].splitlines() if x.strip()]
+            line = said[-1] if said else f"exit status {p['status']}"
             line = line.replace(" platform.dry_run=True", "")
             print(f"{line} (grid {name} of the paper study; no grid was run)", file=sys.stderr)
             return False

@@ -1,8 +1,17 @@
-"""A campaign run by another (the paper's grids, the capacity search's rounds): ``python -m campaign -m``
-as a child process that ends cleanly, tiers and locks released, when its parent is interrupted."""
+"""Campaigns run by another (the paper's grids, the capacity search's rounds).
+
+- ``run``: ``python -m campaign -m`` as a child process that ends cleanly, tiers and locks released, when
+  its parent is interrupted.
+- ``plan_all``: the dry runs of several command lines in one child process (``python -m
+  campaign.subcampaign``): one Python start for all of them, as the shell would run them one by one.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -22,3 +31,51 @@ def run(args: list[str], sweep_dir: Path) -> int:
         child.terminate()
         child.wait(120)
         raise
+
+
+def plan_all(argvs: list[list[str]]) -> list[dict]:
+    """Each argument list's ``python -m campaign <argv>`` run in one child process, one after another (the
+    caller adds ``platform.dry_run=true``): per command, its exit status and what it printed
+    (``status``, ``out``, ``err``)."""
+    from jobs import lifeline
+
+    p = subprocess.run(
+        [sys.executable, "-m", "campaign.subcampaign"],
+        input=json.dumps(argvs),
+        capture_output=True,
+        text=True,
+        env=lifeline.child_env(),
+    )
+    said = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    if len(said) < len(argvs):  # the driver itself failed: the command it was on gets its last line
+        said.append({"argv": argvs[len(said)], "status": p.returncode or 1, "out": "", "err": p.stderr})
+    return said
+
+
+def _one(argv: list[str]) -> dict:
+    """``python -m campaign <argv>`` in this process, as the shell would run it."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    out, err = io.StringIO(), io.StringIO()
+    sys.argv = ["campaign", *argv]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            runpy.run_module("campaign", run_name="__main__", alter_sys=True)
+            status = 0
+        except SystemExit as e:  # python -m campaign ends with sys.exit(<status>)
+            status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except Exception as e:  # noqa: BLE001 - reported as the command's failure, as its traceback would be
+            status = 1
+            print(f"{type(e).__name__}: {e}", file=err)
+    return {"argv": argv, "status": status, "out": out.getvalue(), "err": err.getvalue()}
+
+
+def main() -> None:
+    """stdin: a JSON list of argument lists; stdout: one JSON line per command, in order."""
+    for argv in json.load(sys.stdin):
+        print(json.dumps(_one(argv)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
