@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -c 'import torch' 2>/dev/null || $(PY) -m pip install -q '$(TORCH)'
-	$(PY) -m pip install -q -e '.[test,pytorch,s3]'
+	$(PY) -m pip install -q -e '.[test,pytorch,s3,jax]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -5,6 +5,8 @@ frameworks it runs on (``Workload.engines``: one engine module per framework).
 - ``tensorflow``: tf.data, the paper's pipeline: ``threads`` map threads read and decode in one process.
 - ``pytorch``: ``torch.utils.data.DataLoader``: ``loader.num_workers`` worker processes (``threads`` when
   null) each read and decode whole samples, ``loader.prefetch_factor`` batches ahead each.
+- ``jax``: Grain's ``DataLoader`` (JAX's data loader): ``loader.num_workers`` worker processes (``threads``
+  when null), one read thread each, read and decode whole samples.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ class Framework:
     reader: str  # one of what reads in parallel, in its own words (``unit``)
     imports_tensorflow: bool = False  # its cells run in TensorFlow: imported quietly before a cell's locks
     companions: tuple[str, ...] = ()  # distributions only its cells use beside it (Keras with TensorFlow)
+    formats: tuple[str, ...] = ("files", "tfrecord", "hdf5")  # the dataset.format values its readers read
+    # the loader.* settings its worker processes honour beside num_workers; another one set is refused
+    loader_settings: tuple[str, ...] = ()
+    reads_with: str = ""  # what its cells read with, for the report (`code` in backticks)
 
 
 FRAMEWORKS = {
@@ -46,6 +52,7 @@ FRAMEWORKS = {
         async_checkpoint=True,
         label="TensorFlow",
         reader="map thread",
+        reads_with="tf.data (`framework=tensorflow`: `threads` map threads in one process)",
         imports_tensorflow=True,
         companions=("keras",),
     ),
@@ -61,6 +68,26 @@ FRAMEWORKS = {
         async_checkpoint=False,
         label="PyTorch",
         reader="DataLoader worker",
+        reads_with="PyTorch's DataLoader (`framework=pytorch`: `readers` worker processes, "
+        "`loader.num_workers` or else `threads`)",
+        loader_settings=("prefetch_factor", "pin_memory", "persistent_workers", "multiprocessing_context"),
+    ),
+    "jax": Framework(
+        "jax",
+        "jax",
+        "workers",
+        service=False,
+        posix_traceable=False,
+        prefetch_to_device=False,
+        prefetch=False,
+        object_client="",  # no object-store reader yet: storage=s3 is refused at planning
+        async_checkpoint=False,
+        label="JAX",
+        reader="Grain worker",
+        reads_with="Grain, JAX's data loader (`framework=jax`: `readers` worker processes, one read thread "
+        "each, `loader.num_workers` or else `threads`)",
+        companions=("grain",),
+        formats=("files",),  # Grain's random-access source over image files (TFRecord, ArrayRecord: not yet)
     ),
 }
 
@@ -129,11 +156,12 @@ def _has(package: str) -> bool:
 
 
 def _installed(fw: Framework) -> None:
-    if not _has(fw.package):
-        raise ConfigError(
-            f"framework={fw.name} needs the {fw.package} package, which this Python does not have: "
-            f"pip install '.[{fw.name}]' (make install does it; README: Install)"
-        )
+    for package in (fw.package, *fw.companions):
+        if not _has(package):
+            raise ConfigError(
+                f"framework={fw.name} needs the {package} package, which this Python does not have: "
+                f"pip install '.[{fw.name}]' (make install does it; README: Install)"
+            )
 
 
 def check(cfg, engines, gpu: bool = True) -> None:
@@ -146,6 +174,7 @@ def check(cfg, engines, gpu: bool = True) -> None:
         raise ConfigError(
             f"framework={fw.name}: workload={cfg.workload.name} runs on {', '.join(engines)} only"
         )
+    _reads(cfg, fw)
     for asked, able, what in (
         (cfg.input.service, fw.service, "input.service=true"),
         (cfg.trace.posix, fw.posix_traceable, "trace.posix=true"),
@@ -166,6 +195,7 @@ def check(cfg, engines, gpu: bool = True) -> None:
         )
     if fw.readers != "workers":
         return
+    _loader_settings(cfg, fw)
     n = workers(cfg)
     if n < 0:
         raise ConfigError(f"loader.num_workers={n} must be 0 (load in the training process) or more")
@@ -196,12 +226,55 @@ def check(cfg, engines, gpu: bool = True) -> None:
         )
 
 
+def _reads(cfg, fw: Framework) -> None:
+    """The dataset's format: one the framework's readers can read (a workload without a dataset: any)."""
+    if cfg.dataset is not None and str(cfg.dataset.format) not in fw.formats:
+        raise ConfigError(
+            f"dataset.format={cfg.dataset.format}: framework={fw.name} reads {', '.join(fw.formats)} only"
+        )
+
+
+_LOADER_DEFAULTS = {
+    "prefetch_factor": None,
+    "pin_memory": False,
+    "persistent_workers": False,
+    "multiprocessing_context": None,
+}
+
+
+def _loader_settings(cfg, fw: Framework) -> None:
+    """A ``loader.*`` setting of PyTorch's DataLoader that this framework's loader does not have."""
+    for name, default in _LOADER_DEFAULTS.items():
+        value = getattr(cfg.loader, name)
+        if name not in fw.loader_settings and value != default:
+            raise ConfigError(
+                f"loader.{name}={value}: framework={fw.name}'s loader has no such setting "
+                f"(framework=pytorch's DataLoader has); leave it {'null' if default is None else default}"
+            )
+
+
 def unit(name: str, n=None) -> str:
     """What reads in parallel in framework ``name`` (a record's), short: ``thread``, ``worker``; with ``n``,
     counted (``2 threads``, ``1 worker``). A name this version does not know reads with threads."""
     fw = FRAMEWORKS.get(name)
     word = fw.reader.split()[-1] if fw is not None else "thread"
     return word if n is None else f"{n} {word}{'' if str(n) == '1' else 's'}"
+
+
+def reader_words(names) -> tuple[str, tuple[str, str]]:
+    """What reads in parallel in the frameworks ``names`` (records'), for a figure: the legend's title ("map
+    threads / DataLoader workers / Grain workers") and a bar's word, singular and plural ("thread / worker",
+    "threads / workers"); a name this version does not know reads with map threads."""
+    kinds = list(dict.fromkeys(FRAMEWORKS[n].reader if n in FRAMEWORKS else "map thread" for n in names))
+    units = list(dict.fromkeys(unit(n) for n in names))
+    return " / ".join(f"{k}s" for k in kinds), (" / ".join(units), " / ".join(f"{u}s" for u in units))
+
+
+def reads_with(name: str) -> str:
+    """What framework ``name``'s (a record's) cells read with, for the report; a name this version does not
+    know as it is."""
+    fw = FRAMEWORKS.get(name)
+    return fw.reads_with if fw is not None else f"`framework={name}`"
 
 
 def with_workers(name: str) -> bool:

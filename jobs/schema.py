@@ -370,17 +370,13 @@ class PlatformConf(Sealed):
     poll_s: float = bounded(5.0, 0, above=True)  # seconds between sacct polls while waiting
 
 
-class FrameworkName(StrEnum):
-    tensorflow = "tensorflow"  # tf.data: map threads in one process (the paper's)
-    pytorch = "pytorch"  # torch.utils.data.DataLoader: worker processes (loader.*)
-
-
 @dataclass
 class FrameworkConf(Sealed):
     """The framework a cell reads and trains with (``framework=<preset>``; presets in conf/framework/).
     What each can do is declared in ``jobs.frameworks``; a workload names the frameworks it runs on."""
 
-    name: FrameworkName = FrameworkName.tensorflow
+    # a name of jobs.frameworks' registry (tensorflow, pytorch, jax): checked at planning against it
+    name: str = "tensorflow"
     description: str = ""  # one line shown in --help and records
 
 

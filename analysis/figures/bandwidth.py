@@ -115,11 +115,7 @@ def _groups(df) -> tuple[list[str], dict[str, tuple[str, str]]]:
 
 def _legend_words(fws: list[str]) -> tuple[str, tuple[str, str]]:
     """The legend's title and a bar's word (singular, plural) for what read in parallel."""
-    if all(frameworks.with_workers(f) for f in fws):
-        return "DataLoader workers", ("worker", "workers")
-    if len(fws) > 1:
-        return "map threads / DataLoader workers", ("thread / worker", "threads / workers")
-    return "map threads", ("thread", "threads")
+    return frameworks.reader_words(fws or [frameworks.PAPERS])
 
 
 def bandwidth_figure(rows, folder: Path, figure) -> list[Path]:

@@ -9,6 +9,7 @@ from analysis.figures import plotting
 from analysis.figures.plotting import MARKED
 from analysis.tables import bounds, tidy
 from analysis.tables.order import thread_key, tier_order
+from jobs import frameworks
 from jobs.metrics import label
 
 
@@ -83,7 +84,7 @@ def layouts_figure(rows, folder: Path, figure) -> list[Path]:
                     if b in MARKED and np.isfinite(m):
                         ax.text(x, m * 0.04, MARKED[b], rotation=90, ha="center", va="bottom", fontsize=6)
             ax.set_xticks(np.arange(len(threads)), threads)
-            ax.set_xlabel("map threads / DataLoader workers" if several else "map threads")
+            ax.set_xlabel(frameworks.reader_words(tidy.frameworks(df))[0])
             ax.set_title(f"{storage} · {pipe}", fontsize=9)
             ax.grid(axis="y", linewidth=0.3)
             ax.set_axisbelow(True)

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from pathlib import Path
 
 from analysis.report.htmltable import table as _table
+from jobs import frameworks as jobs_frameworks
 from jobs import jsonfiles
 
 PERFETTO = (
@@ -182,7 +184,17 @@ def frameworks(folder: Path) -> str:
             f"<h3>{html.escape(tier)}</h3>{lines}"
             + _table(t.loc[t["storage"].astype(str) == tier, shown].round(3))
         )
-    return f"<h2>TensorFlow and PyTorch</h2><p>{FRAMEWORKS_INTRO}</p>" + "".join(parts)
+    names = list(dict.fromkeys(t["framework"].astype(str)))
+    labels = [jobs_frameworks.label(n) for n in names]
+    title = " and ".join([", ".join(labels[:-1]), labels[-1]] if len(labels) > 2 else labels)
+    return f"<h2>{html.escape(title)}</h2><p>{_frameworks_intro(names)}</p>" + "".join(parts)
+
+
+def _frameworks_intro(names: list[str]) -> str:
+    """What each framework of the table read with, then what the table's columns are."""
+    said = "; ".join(html.escape(jobs_frameworks.reads_with(n)) for n in names)
+    said = re.sub(r"`([^`]+)`", r"<code>\1</code>", said)  # the registry's `code` spans
+    return f"The micro-benchmark read with {said}. {FRAMEWORKS_INTRO}"
 
 
 def mlperf(folder: Path) -> str:
@@ -266,9 +278,6 @@ MLPERF_INTRO = (
     "<code>analysis/tables/mlperf_checkpoints.yaml</code>, values: <code>mlperf_checkpoints.csv</code>."
 )
 FRAMEWORKS_INTRO = (
-    "The micro-benchmark read with tf.data (<code>framework=tensorflow</code>: <code>threads</code> map "
-    "threads in one process) and with PyTorch's DataLoader (<code>framework=pytorch</code>: "
-    "<code>readers</code> worker processes, <code>loader.num_workers</code> or else <code>threads</code>). "
     "Per cell, medians of its runs: <code>images_per_s</code>; <code>images_per_s_per_core</code>, each "
     "run's images/s ÷ its CPU cores busy; <code>device_read_ratio</code>, bytes read from the device ÷ "
     "bytes of the images delivered (about 1 from a cold cache); <code>first_batch_s</code>, the first "

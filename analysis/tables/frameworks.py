@@ -83,8 +83,8 @@ def table(results):
 
 
 def sentences(table) -> dict[str, list[str]]:
-    """Per tier, one sentence per pipeline and format both frameworks read: which framework's best cell
-    read faster, at how many threads or workers, by how much, and what limited each (its bound and
+    """Per tier, one sentence per pipeline and format two or more frameworks read: which framework's best
+    cell read fastest, at how many threads or workers, by how much, and what limited each (its bound and
     evidence)."""
     out: dict[str, list[str]] = {}
     if table is None or table.empty:
@@ -98,20 +98,34 @@ def sentences(table) -> dict[str, list[str]]:
         }
         if len(best) < 2:
             continue
-        (fast, a), (slow, b) = sorted(best.items(), key=lambda kv: -kv[1]["images_per_s"])[:2]
+        ranked = sorted(best.items(), key=lambda kv: -kv[1]["images_per_s"])
         where = ", ".join(
             x for x, on in ((str(pipeline), several["pipeline"]), (str(fmt), several["format"])) if on
         )
-        where = f" ({where})" if where else ""
-        rate_a, rate_b = a["images_per_s"], b["images_per_s"]
-        # ``2 threads``, ``1 worker``: what read in parallel, in each framework's own terms
-        at_a, at_b = jobs_frameworks.unit(fast, a["readers"]), jobs_frameworks.unit(slow, b["readers"])
-        text = (
-            f"{storage}{where}: {fast} read faster, {rate_a:,.0f} images/s at {at_a} against {slow}'s "
-            f"{rate_b:,.0f} at {at_b} ({rate_a / rate_b:.2f}×); {_limited(fast, a)}; {_limited(slow, b)}."
-        )
+        text = _ranked(f"{storage}{f' ({where})' if where else ''}", ranked)
         out.setdefault(str(storage), []).append(text)
     return out
+
+
+def _ranked(where: str, ranked: list) -> str:
+    """The sentence of one tier (and pipeline, format): the fastest framework's best cell against the
+    others', in each framework's own terms (``2 threads``, ``1 worker``), and what limited each."""
+    (fast, a), rest = ranked[0], ranked[1:]
+    rate_a = a["images_per_s"]
+    at = {fw: jobs_frameworks.unit(fw, row["readers"]) for fw, row in ranked}
+    if len(rest) == 1:
+        slow, b = rest[0]
+        rate_b = b["images_per_s"]
+        return (
+            f"{where}: {fast} read faster, {rate_a:,.0f} images/s at {at[fast]} against {slow}'s "
+            f"{rate_b:,.0f} at {at[slow]} ({rate_a / rate_b:.2f}×); {_limited(fast, a)}; {_limited(slow, b)}."
+        )
+    others = ", ".join(
+        f"{fw}'s {row['images_per_s']:,.0f} at {at[fw]} ({rate_a / row['images_per_s']:.2f}× slower)"
+        for fw, row in rest
+    )
+    limits = "; ".join(_limited(fw, row) for fw, row in ranked)
+    return f"{where}: {fast} read fastest, {rate_a:,.0f} images/s at {at[fast]}, against {others}; {limits}."
 
 
 def _limited(framework: str, row) -> str:

@@ -118,7 +118,7 @@ def _provenance(s: Session, lock_wait_s: float, modeled: list) -> dict:
     root = s.cell.config.storage.root
     s.data_dir = os.path.dirname(s.ds.storage_files[0]) if s.ds.storage_files else root
     fw = frameworks.of(s.cfg)
-    framework = (fw.package,) if s.w.uses_framework else ()
+    framework = (fw.package, *fw.companions) if s.w.uses_framework else ()
     st = s.cell.config.storage
     if s.w.uses_framework and backends.of(st).requests and st.reader == "native":
         framework += (fw.object_client,)  # the client the runs GET with

@@ -57,3 +57,15 @@ def tmpfs(folder: Path, size: str):
         yield folder
     finally:
         subprocess.run(["umount", str(folder)], check=True)
+
+
+def on_disk(tmp_path_factory, name) -> Path:
+    """A folder on a block-device file system (cold-cache verification needs one), as ``disk_root``."""
+    base = tmp_path_factory.mktemp(name)
+    fs = subprocess.run(["stat", "-f", "-c", "%T", str(base)], capture_output=True, text=True).stdout.strip()
+    if fs in ("tmpfs", "ramfs"):
+        base = (
+            Path(os.environ.get("IOCAMPAIGN_TEST_DISK", "/var/tmp")) / f"iocampaign-test-{os.getpid()}-{name}"
+        )
+        base.mkdir(parents=True, exist_ok=True)
+    return base

@@ -8,34 +8,21 @@ import re
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from jobs import records
 from support.commands import campaign, one_line, start_module
-from support.files import make_jpegs
+from support.files import make_jpegs, on_disk
 
 GOOD = 47  # real JPEGs, and one truncated one: 48 files
-
-
-def _on_disk(tmp_path_factory, name) -> Path:
-    """A folder on a block-device file system (cold-cache verification needs one), as ``disk_root``."""
-    base = tmp_path_factory.mktemp(name)
-    fs = subprocess.run(["stat", "-f", "-c", "%T", str(base)], capture_output=True, text=True).stdout.strip()
-    if fs in ("tmpfs", "ramfs"):
-        base = (
-            Path(os.environ.get("IOCAMPAIGN_TEST_DISK", "/var/tmp")) / f"iocampaign-test-{os.getpid()}-{name}"
-        )
-        base.mkdir(parents=True, exist_ok=True)
-    return base
 
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     """One campaign: files, HDF5 and TFRecord × decode_resize and read_only, 2 workers, cold, 48 files."""
-    root = _on_disk(tmp_path_factory, "pytorch")
+    root = on_disk(tmp_path_factory, "pytorch")
     good = make_jpegs(root / "data", GOOD, side=384)
     data = good[0].read_bytes()
     (root / "data" / "c1" / "truncated.jpg").write_bytes(data[: len(data) // 3])

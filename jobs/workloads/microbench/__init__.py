@@ -46,6 +46,7 @@ class Microbench(Workload):
     engine_modules = {
         "tensorflow": "jobs.workloads.microbench.reading",
         "pytorch": "jobs.workloads.microbench.torch_reading",
+        "jax": "jobs.workloads.microbench.grain_reading",
     }
     object_readers = ("tensorflow", "pytorch")  # native readers: jobs.data.s3 (boto3), jobs.data.loader.s3map
     object_tasks = True  # each task GETs its shard with a client of its own; the runner merges the requests

@@ -1,0 +1,119 @@
+"""The micro-benchmark through JAX's data loader, Grain (``framework=jax``), end to end with real Grain worker
+processes: one campaign over both pipelines with 0 and 2 workers (run once for the module, asserted many
+ways), and the settings it refuses at planning in one line."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from jobs import records
+from support.commands import campaign, one_line
+from support.files import make_jpegs, on_disk
+
+GOOD = 47  # real JPEGs, and one truncated one: 48 files
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    """One campaign: decode_resize and read_only × 0 and 2 Grain workers, cold, 47 JPEGs and a broken one."""
+    root = on_disk(tmp_path_factory, "jax")
+    good = make_jpegs(root / "data", GOOD, side=384)
+    data = good[0].read_bytes()
+    (root / "data" / "c1" / "truncated.jpg").write_bytes(data[: len(data) // 3])
+    out = root / "sweep"
+    p = campaign(
+        "-m",
+        "framework=jax",
+        "workload=microbench,readonly",
+        "loader.num_workers=0,2",
+        "dataset.source=folder",
+        f"dataset.path={root / 'data'}",
+        f"storage.root={root}",
+        "batch_size=8",
+        "repeats=1",
+        "warmup=0",
+        f"hydra.sweep.dir={out}",
+        cwd=root,
+    )
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    cells = {}
+    for rec in sorted(out.glob("*/record.json")):
+        r = records.read(rec)
+        (run,) = r.runs
+        cells[(r.config["workload"]["pipeline"], run["workers"])] = r
+    return out, cells
+
+
+@pytest.mark.cells
+def test_every_cell_ran_through_grain_with_its_workers_and_recorded_jax_and_grain(sweep):
+    _, cells = sweep
+    assert sorted(cells) == [("decode_resize", 0), ("decode_resize", 2), ("read_only", 0), ("read_only", 2)]
+    for (_, workers), r in cells.items():
+        assert r.status == "completed" and r.config["framework"]["name"] == "jax"
+        (run,) = r.runs
+        assert run["start_method"] == ("spawn" if workers else "none")
+        assert 0 < run["first_batch_s"] <= run["seconds"]
+        said = json.dumps(r.provenance)
+        assert '"jax"' in said and '"grain"' in said, said[:500]  # both versions recorded
+
+
+@pytest.mark.cells
+def test_every_run_was_cold_and_the_workers_reads_and_cpu_are_the_runs(sweep):
+    _, cells = sweep
+    for key, r in cells.items():
+        (run,) = r.runs
+        assert run["cache_state"] == "cold" and run["resident_bytes_before"] == 0, key
+        assert run["bytes_read_device"] / run["bytes_consumed"] >= 0.95, key
+        assert run["bytes_read_syscall"] >= run["bytes_consumed"], key  # the joined workers' reads counted
+    # two spawned workers decoded everything: their CPU time is the run's (joined before the run's end)
+    assert cells[("decode_resize", 2)].runs[0]["cpu_s"] > cells[("read_only", 0)].runs[0]["cpu_s"]
+
+
+@pytest.mark.cells
+def test_images_delivered_are_the_set_and_the_corrupt_jpeg_is_dropped_by_the_decode(sweep):
+    _, cells = sweep
+    for (pipeline, workers), r in cells.items():
+        (run,) = r.runs
+        if pipeline == "read_only":  # read whole, never decoded: every file is delivered
+            assert (run["images"], run["images_dropped"], run["dropped_files"]) == (GOOD + 1, 0, [])
+            assert run["batches"] == 6, workers
+            continue
+        assert (run["images"], run["images_dropped"]) == (GOOD, 1), workers
+        (where,) = run["dropped_files"]
+        assert where.endswith("truncated.jpg"), where
+
+
+@pytest.mark.cells
+def test_results_name_the_framework_and_label_what_bound_every_run(sweep):
+    from analysis.tables.bounds import LABELS
+
+    out, _ = sweep
+    rows = pd.read_csv(out / "results.csv")
+    assert len(rows) == 4 and set(rows["framework"]) == {"jax"} and set(rows["cache_state"]) == {"cold"}
+    assert set(rows["workers"]) == {0, 2}
+    assert set(rows["bound"]) <= set(LABELS) - {"cache"} and rows["bound"].notna().all()
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["dataset.format=tfrecord"], "dataset.format=tfrecord: framework=jax reads files only"),
+        (["prefetch=1"], "prefetch=1 is tf.data's transformation: framework=jax's workers"),
+        (["loader.pin_memory=true"], "loader.pin_memory=True: framework=jax's loader has no such setting"),
+        (["loader.persistent_workers=true"], "loader.persistent_workers=True: framework=jax's loader has no"),
+        (["trace.posix=true"], "trace.posix=true: framework=jax cannot do it yet"),
+        (["workload=alexnet"], "framework=jax: workload=alexnet runs on tensorflow, pytorch only"),
+        (["storage=s3", "dataset.num_images=64"], "storage=s3: framework=jax does not read from an object"),
+    ],
+)
+def test_what_grain_cannot_do_is_refused_in_one_line_naming_the_setting(refusal, args, said):
+    line = refusal("framework=jax", *args)
+    assert line is not None and said in line, line
+
+
+def test_a_refused_jax_command_exits_2_with_one_line(tmp_path):
+    p = campaign("framework=jax", "dataset.format=hdf5", f"storage.root={tmp_path}", cwd=tmp_path)
+    assert p.returncode == 2
+    assert one_line(p).startswith("campaign: dataset.format=hdf5: framework=jax reads files only")
+    assert list(tmp_path.iterdir()) == []
