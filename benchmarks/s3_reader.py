@@ -1,18 +1,22 @@
 """Benchmark: TensorFlow's read -> decode -> resize pipeline over the same cold images as files and as
-objects of the embedded S3 server (SeaweedFS, on this machine's disk), by the native S3 reader.
+objects of the embedded S3 server (SeaweedFS, on this machine's disk), by the native S3 reader with each
+object client: boto3 (the tool's), and s3dlio (MLPerf Storage v3.0's, whose Rust core makes the request
+with the GIL released).
 
-    python -m benchmarks.s3_reader [--storage-root /var/tmp] [--num-images 2048] [--threads 1,4]
-                                   [--rounds 7] [--side 192] [--log passes.csv]
+    python -m benchmarks.s3_reader [--storage-root /var/tmp] [--num-images 2048] [--threads 1,2,4]
+                                   [--clients boto3,s3dlio] [--rounds 7] [--side 192] [--log passes.csv]
 
 Makes ``--num-images`` noise JPEGs of ``--side`` pixels (about 34 KB each at 192; the size is printed)
 in the tool's folder under ``--storage-root``, starts the embedded server there and
 uploads them, one object each. For every thread count and round, in an order that alternates: the
 files, or the server's volume files, are evicted from the page cache (``jobs.storage.cache.evict`` and
 drop_caches: needs root), then read once, ``map(read -> decode -> resize)`` with that many parallel
-calls. Prints each path's median images/s, the device's bytes ÷ the bytes consumed (cold: about 1),
-and for S3 the GET latency p50/p99 and the mean requests in flight; then s3 / files with its interval,
-the machine's load, the CPU share other processes took and each path's CPU per image, the server's
-included (``benchmarks.rounds``). Everything it made is removed.
+calls, each GET made by one client (``--clients``). Prints each path's median images/s, the device's
+bytes ÷ the bytes consumed (cold: about 1), and for the clients the GET latency p50/p99 and the mean
+requests in flight; then each client ÷ files and s3dlio ÷ boto3 with its interval, the machine's load,
+the CPU share other processes took and each path's CPU per image, the server's included
+(``benchmarks.rounds``). Everything it made is removed; s3dlio is given the server's keys in this
+process's environment only, for the benchmark's time.
 """
 
 from __future__ import annotations
@@ -74,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.s3_reader", description=__doc__.split("\n")[0])
     p.add_argument("--storage-root", default="/var/tmp")
     p.add_argument("--num-images", type=int, default=2048)
-    p.add_argument("--threads", default="1,4")
+    p.add_argument("--threads", default="1,2,4")
+    p.add_argument("--clients", default="boto3,s3dlio", help="object clients that GET: boto3, s3dlio")
     rounds.add_arguments(p, "--rounds")
     p.add_argument("--side", type=int, default=192)
     a = p.parse_args(argv)
@@ -101,8 +106,14 @@ def main(argv: list[str] | None = None) -> int:
             data = tf.io.read_file(tf.gather(paths, i))
             return i, data, tf.cast(tf.strings.length(data, unit="BYTE"), tf.int64), tf.gather(labels, i)
 
+        clients = [c for c in a.clients.split(",") if c]
+        fetchers = _fetchers(clients, s3, srv)
+        sides = ("files", *clients)
+        pairs = [(c, "files") for c in clients] + (
+            [("s3dlio", "boto3")] if set(clients) >= {"s3dlio", "boto3"} else []
+        )
         rows: dict[tuple[str, int], list[dict]] = {}
-        ratios = {}
+        ratios: dict[tuple[int, str, str], rounds.Summary] = {}
         for threads in (int(t) for t in a.threads.split(",")):
 
             def measure(r: int, path: str, threads=threads) -> rounds.Pass:
@@ -112,8 +123,11 @@ def main(argv: list[str] | None = None) -> int:
                     read = file_read
                 else:
                     cache.evict([str(f) for f in srv.data_dir.glob("*.dat")], drop_caches=True)
+                    fetch = fetchers[path]
                     read = s3_reader.reader(
-                        listed.keys, labels, lambda k, st=stats: objects.get(s3, srv.endpoint, k, st)
+                        listed.keys,
+                        labels,
+                        lambda k, st=stats, f=fetch: objects.counted(st, srv.endpoint, k, f),
                     )
                 server0 = _cpu_s(server, srv.pid)
                 before = _device_bytes(disk)
@@ -127,8 +141,9 @@ def main(argv: list[str] | None = None) -> int:
                 rows.setdefault((path, threads), []).append(row)
                 return watch.done(f"threads={threads}", r, path, row["images_per_s"], len(files), served)
 
-            passes = rounds.run(("files", "s3"), measure, [("s3", "files")], a)
-            ratios[threads] = rounds.summarize(passes, "s3", "files")
+            passes = rounds.run(sides, measure, pairs, a)
+            for x, y in pairs:
+                ratios[threads, x, y] = rounds.summarize(passes, x, y)
         mb = listed.bytes / 1e6
         print(
             f"{len(files)} images, {mb:.0f} MB, cold every round; medians of at least {a.rounds} rounds, "
@@ -136,23 +151,54 @@ def main(argv: list[str] | None = None) -> int:
         )
         for (path, threads), rs in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
             med = {k: statistics.median(r[k] for r in rs) for k in ("images_per_s", "device_ratio")}
-            line = f"{path:5s} threads={threads}: {med['images_per_s']:7.1f} images/s"
+            line = f"{path:6s} threads={threads}: {med['images_per_s']:7.1f} images/s"
             line += f", device/consumed {med['device_ratio']:.2f}"
-            if path == "s3":
+            if path != "files":
                 p50 = statistics.median(r["get_latency_p50_ms"] for r in rs)
                 p99 = statistics.median(r["get_latency_p99_ms"] for r in rs)
                 fl = statistics.median(r["requests_in_flight_mean"] for r in rs)
                 line += f", GET p50 {p50:.1f} ms, p99 {p99:.1f} ms, {fl:.1f} requests in flight"
             print(line, flush=True)
-        print(f"{'threads':>7} {'s3/files':>8} {rounds.HEADER}")
-        for threads, r in ratios.items():
-            print(f"{threads:>7} {r.ratio:>8.2f} {rounds.columns(r)}")
-        print(rounds.legend("CPU ms per image, the client's and the server's", "s3", "files"))
+        print(f"{'threads':>7} {'ratio':>14} {'':>5} {rounds.HEADER}")
+        for (threads, x, y), r in ratios.items():
+            print(f"{threads:>7} {x + '/' + y:>14} {r.ratio:>5.2f} {rounds.columns(r)}")
+        print(
+            rounds.legend(
+                "CPU ms per image, the client's and the server's", "the ratio's first side", "its second"
+            )
+        )
     finally:
         if srv is not None:
             srv.stop()
         shutil.rmtree(base, ignore_errors=True)
     return 0
+
+
+def _fetchers(clients: list[str], s3, srv) -> dict:
+    """``client -> fetch(key) -> bytes`` of each asked-for object client against the server ``srv``."""
+    out = {}
+    for name in clients:
+        if name == "boto3":
+            out[name] = lambda k: s3.get_object(Bucket=srv.endpoint.bucket, Key=k)["Body"].read()
+        elif name == "s3dlio":
+            out[name] = _s3dlio(srv)
+        else:
+            raise SystemExit(f"--clients={name}: an object client is boto3 or s3dlio")
+    return out
+
+
+def _s3dlio(srv):
+    """s3dlio's GET of a key of the server's bucket: its endpoint configured once (process-wide, as
+    s3dlio's client is), its keys in this process's environment (where s3dlio reads them)."""
+    import os
+
+    import s3dlio
+
+    os.environ["AWS_ACCESS_KEY_ID"] = srv.credentials.access_key
+    os.environ["AWS_SECRET_ACCESS_KEY"] = srv.credentials.secret_key
+    s3dlio.configure_s3(endpoint_url=srv.endpoint.url, region=srv.endpoint.region)
+    bucket = srv.endpoint.bucket
+    return lambda k: bytes(s3dlio.get(f"s3://{bucket}/{k}"))
 
 
 if __name__ == "__main__":

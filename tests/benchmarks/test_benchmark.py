@@ -324,7 +324,11 @@ def test_posix_overhead_benchmark_compares_both_trace_modes_with_untraced_runs(d
     assert all(r[13].endswith("x") and float(r[13].rstrip("x")) > 0 for r in rows.values())
 
 
-def test_s3_reader_benchmark_reads_the_same_images_cold_as_files_and_as_objects(disk_root, capsys):
+def test_s3_reader_benchmark_reads_the_same_images_cold_as_files_and_by_both_object_clients(
+    disk_root, capsys
+):
+    """Files, boto3 and s3dlio over the same images, each cold: every client's GETs counted, and s3dlio ÷
+    boto3 printed beside each client ÷ files."""
     import re
 
     from benchmarks import s3_reader
@@ -334,15 +338,23 @@ def test_s3_reader_benchmark_reads_the_same_images_cold_as_files_and_as_objects(
     )
     lines = capsys.readouterr().out.splitlines()
     assert rc == 0 and lines[0].startswith("64 images, ") and "cold every round" in lines[0]
-    files, s3, header, row, legend = lines[1:]
-    assert (
-        header.split() == ["threads", "s3/files", *rounds.HEADER.split()] and "of s3 and of files" in legend
-    )
-    assert row.split()[0] == "2" and float(row.split()[1]) > 0
-    _stands_on(row.split()[2:], 1)
-    assert re.match(r"files threads=2: +[\d.]+ images/s, device/consumed [\d.]+$", files)
-    m = re.match(r"s3 +threads=2: +[\d.]+ images/s, device/consumed ([\d.]+), GET p50 [\d.]+ ms", s3)
-    assert m and float(m.group(1)) >= 0.9  # the volumes' bytes came from the device: cold on the server
+    boto3, files, s3dlio, header, *rows, legend = lines[1:]
+    assert header.split() == ["threads", "ratio", *rounds.HEADER.split()]
+    assert "of the ratio's first side and of its second" in legend
+    assert [r.split()[:2] for r in rows] == [
+        ["2", "boto3/files"],
+        ["2", "s3dlio/files"],
+        ["2", "s3dlio/boto3"],
+    ]
+    for r in rows:
+        assert float(r.split()[2]) > 0
+        _stands_on(r.split()[3:], 1)
+    assert re.match(r"files +threads=2: +[\d.]+ images/s, device/consumed [\d.]+$", files)
+    for line, name in ((boto3, "boto3"), (s3dlio, "s3dlio")):
+        m = re.match(
+            rf"{name} +threads=2: +[\d.]+ images/s, device/consumed ([\d.]+), GET p50 [\d.]+ ms", line
+        )
+        assert m and float(m.group(1)) >= 0.9, line  # the volumes' bytes came from the device: cold
     assert not (disk_root / "iocampaign" / "bench-s3").exists()  # everything it made is gone
 
 

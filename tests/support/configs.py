@@ -47,3 +47,38 @@ def compose_cell(overrides: list[str]):
     schema.register()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         return compose("config", overrides=list(overrides))
+
+
+def children_cpu() -> float:
+    """CPU seconds of this process's waited-for children."""
+    import resource
+
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return kids.ru_utime + kids.ru_stime
+
+
+def run_in_process(overrides, ds, job_dir, rank_run=1):
+    """One run of the composed cell's workload over ``ds``, in this process, as the runner calls it:
+    (workload, ctx, result); ``ctx.kids_cpu``, the CPU seconds of this process's waited-for children at each
+    of the run's usage marks, and "after"."""
+    from campaign import validate
+    from jobs import workloads
+    from jobs.cell import Cell
+    from jobs.workloads import RunContext
+
+    cell = Cell.from_composed(compose_cell(list(overrides)))
+    validate.check(cell)
+    ctx = RunContext(ds=ds, cell=cell, seed=0, job_dir=job_dir, run=rank_run, disk=None)
+    ctx.kids_cpu = {}
+    marked = ctx.mark
+
+    def mark(name):
+        ctx.kids_cpu[name] = children_cpu()
+        marked(name)
+
+    ctx.mark = mark
+    w = workloads.get(cell.config.workload.kind)
+    result = w.run_once(ctx)
+    ctx.kids_cpu["after"] = children_cpu()
+    workloads.check_result(w, result)
+    return w, ctx, result

@@ -2,7 +2,6 @@
 (``framework=pytorch``), with real PyTorch DataLoaders on tiny real JPEGs; a checkpoint campaign and a
 two-task campaign on a node with PyTorch alone (TensorFlow not importable, as on a GPU node's image)."""
 
-import resource
 import time
 
 import numpy as np
@@ -13,13 +12,12 @@ from omegaconf import OmegaConf
 
 from campaign import validate
 from campaign.errors import ConfigError
-from jobs import records, workloads
+from jobs import records
 from jobs.cell import Cell
 from jobs.data import datasets
-from jobs.workloads import RunContext
 from jobs.workloads.alexnet import torch_training
 from support.commands import campaign, without_tensorflow
-from support.configs import compose_cell, one_run_of_folder
+from support.configs import compose_cell, one_run_of_folder, run_in_process
 from support.files import make_jpegs
 
 pytestmark = pytest.mark.cells
@@ -40,30 +38,8 @@ def ds(images):
     return datasets.resolve(cfg, str(images), seed=0)
 
 
-def _children_cpu() -> float:
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return kids.ru_utime + kids.ru_stime
-
-
 def _run(overrides, ds, job_dir, rank_run=1):
-    """One run of the composed cell's workload, in this process, as the runner calls it; ``ctx.kids_cpu``:
-    the CPU seconds of this process's waited-for children at each of the run's usage marks, and "after"."""
-    cell = Cell.from_composed(compose_cell([*TINY, *overrides]))
-    validate.check(cell)
-    ctx = RunContext(ds=ds, cell=cell, seed=0, job_dir=job_dir, run=rank_run, disk=None)
-    ctx.kids_cpu = {}
-    marked = ctx.mark
-
-    def mark(name):
-        ctx.kids_cpu[name] = _children_cpu()
-        marked(name)
-
-    ctx.mark = mark
-    w = workloads.get(cell.config.workload.kind)
-    result = w.run_once(ctx)
-    ctx.kids_cpu["after"] = _children_cpu()
-    workloads.check_result(w, result)
-    return w, ctx, result
+    return run_in_process([*TINY, *overrides], ds, job_dir, rank_run)
 
 
 def _workers_cpu_is_in_the_window(ctx, images) -> None:

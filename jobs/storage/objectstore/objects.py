@@ -14,6 +14,7 @@ import json
 import math
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -221,13 +222,22 @@ def _most_at_once(events: list) -> int:
 
 
 def get(s3, endpoint: Endpoint, key: str, stats: Requests) -> bytes:
-    """One GET of ``key``, counted in ``stats``; a failure is counted, then raised as one line."""
+    """One GET of ``key`` through boto3, counted in ``stats``; a failure is counted, then raised as one
+    line."""
+    return counted(
+        stats, endpoint, key, lambda k: s3.get_object(Bucket=endpoint.bucket, Key=k)["Body"].read()
+    )
+
+
+def counted(stats: Requests, endpoint: Endpoint, key: str, fetch: Callable[[str], bytes]) -> bytes:
+    """``fetch(key)``, one GET by any object client, counted in ``stats`` (its latency, bytes and the
+    requests in flight); a failure is counted, then raised as one line naming the endpoint."""
     with stats._lock:
         stats.in_flight += 1
         stats.live_max = max(stats.live_max, stats.in_flight)
     start = time.monotonic()
     try:
-        body = s3.get_object(Bucket=endpoint.bucket, Key=key)["Body"].read()
+        body = fetch(key)
     except Exception as e:  # noqa: BLE001 - counted, then one line naming the endpoint
         failed = why(e, endpoint)
         end = time.monotonic()

@@ -53,6 +53,7 @@ class Emulated(Workload):
     engine_modules = {
         "tensorflow": "jobs.workloads.emulated.loop",
         "pytorch": "jobs.workloads.emulated.torch_loop",
+        "jax": "jobs.workloads.emulated.grain_loop",
     }
     figures = (
         Figure(

@@ -89,8 +89,9 @@ def _decoded(data: bytes, side: int, blank):
     return True, np.asarray(rgb, dtype=np.float32)
 
 
-def loader(ds: Dataset, s: RunSettings, workers: int):
-    """The ``grain.DataLoader`` of one run: one pass over the set in the run's order, in batches."""
+def loader(ds: Dataset, s, workers: int, *, decode: bool, full_batches: bool = False):
+    """The ``grain.DataLoader`` of one run (``s``: its ``PipelineSettings``): one pass over the set in the
+    run's order, in batches (``full_batches``: the last, short one left out, as a training step takes)."""
     from absl import flags
 
     from jobs.data.loader import order
@@ -102,11 +103,11 @@ def loader(ds: Dataset, s: RunSettings, workers: int):
     sampler = grain.samplers.IndexSampler(
         len(source), shuffle=False, num_epochs=1, shard_options=grain.sharding.NoSharding()
     )
-    side = s.image_side if s.pipeline == "decode_resize" else None
+    batch = grain.transforms.Batch(s.batch_size, drop_remainder=full_batches)
     return grain.DataLoader(
         data_source=source,
         sampler=sampler,
-        operations=[Decode(side), grain.transforms.Batch(s.batch_size, drop_remainder=False)],
+        operations=[Decode(s.image_side if decode else None), batch],
         worker_count=workers,
         read_options=grain.ReadOptions(num_threads=1, prefetch_buffer_size=s.batch_size),
     )
@@ -114,7 +115,7 @@ def loader(ds: Dataset, s: RunSettings, workers: int):
 
 def run_once(ds: Dataset, s: RunSettings, workers: int, mark=None) -> GrainResult:
     """One timed pass over the set (or ``s.batches``) through Grain with ``workers`` worker processes."""
-    dl = loader(ds, s, workers)
+    dl = loader(ds, s, workers, decode=s.pipeline == "decode_resize")
     seen: list[int] = []
     drops: list[int] = []
     consumed = nb = 0
@@ -143,7 +144,7 @@ def run_once(ds: Dataset, s: RunSettings, workers: int, mark=None) -> GrainResul
                 consumed += int(np.asarray(batch["nbytes"])[ok].sum())
                 del batch  # its shared memory goes back before the workers end
     finally:
-        _shut_down(it)
+        shut_down(it)
     if mark is not None:
         mark("end")  # after the join: the workers' CPU time and reads are the run's
     rb1, rc1 = pipeline.read_counters()
@@ -171,7 +172,7 @@ def run_once(ds: Dataset, s: RunSettings, workers: int, mark=None) -> GrainResul
     )
 
 
-def _shut_down(it, timeout_s: float = 30.0) -> None:
+def shut_down(it, timeout_s: float = 30.0) -> None:
     """End the iterator's workers and wait for them (their resource use is then this process's children's)."""
     import gc
 

@@ -1,6 +1,6 @@
-"""The micro-benchmark through JAX's data loader, Grain (``framework=jax``), end to end with real Grain worker
-processes: one campaign over both pipelines with 0 and 2 workers (run once for the module, asserted many
-ways), and the settings it refuses at planning in one line."""
+"""JAX's data loader, Grain (``framework=jax``), with real Grain worker processes: the micro-benchmark in one
+campaign over both pipelines with 0 and 2 workers (run once for the module, asserted many ways), the
+emulated accelerator fed by Grain, and the settings it refuses at planning in one line."""
 
 import json
 
@@ -9,6 +9,7 @@ import pytest
 
 from jobs import records
 from support.commands import campaign, one_line
+from support.configs import run_in_process
 from support.files import make_jpegs, on_disk
 
 GOOD = 47  # real JPEGs, and one truncated one: 48 files
@@ -93,6 +94,30 @@ def test_results_name_the_framework_and_label_what_bound_every_run(sweep):
     assert len(rows) == 4 and set(rows["framework"]) == {"jax"} and set(rows["cache_state"]) == {"cold"}
     assert set(rows["workers"]) == {0, 2}
     assert set(rows["bound"]) <= set(LABELS) - {"cache"} and rows["bound"].notna().all()
+
+
+@pytest.mark.cells
+def test_the_emulated_accelerator_is_fed_by_grains_workers_whose_cpu_and_reads_are_the_runs(tmp_path):
+    from omegaconf import OmegaConf
+
+    from jobs.data import datasets
+
+    make_jpegs(tmp_path / "imgs", 64, classes=4)
+    cfg = OmegaConf.create(
+        {"name": "tiny", "source": "folder", "path": str(tmp_path / "imgs"), "num_images": 64}
+    )
+    ds = datasets.resolve(cfg, str(tmp_path / "imgs"), seed=0)
+    overrides = ["framework=jax", "batch_size=16", "repeats=1", "warmup=0", "workload=emulated"]
+    overrides += ["accelerator=resnet50_a100", "threads=2", "accelerator.step_time_s=0.08"]
+    w, ctx, r = run_in_process(overrides, ds, tmp_path)
+    assert r["steps"] == 4 and r["images"] == 64 and r["images_dropped"] == 0
+    assert r["step_time_s"] == pytest.approx(0.08 * 16 / 64)
+    assert r["compute_s"] >= 4 * r["step_time_s"] and 0 < r["train_au_percentage"] <= 100
+    assert r["steady_runtime_s"] == pytest.approx(r["runtime_s"] - r["first_step_s"])
+    assert r["bytes_read_syscall"] >= r["bytes_consumed"] > 0  # the joined workers' reads are the run's
+    k = ctx.kids_cpu
+    assert k["end"] - k["start"] > 0 and k["after"] == pytest.approx(k["end"]), k  # joined before "end"
+    assert w.parallelism(ctx.cell.config) == 2
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,91 @@
+"""The emulated accelerator through JAX's Grain (``framework=jax``): the same step as ``loop`` (take the
+next batch, sleep the accelerator's compute time for it) fed by a ``grain.DataLoader`` whose worker
+processes load ahead while the step sleeps (``jobs.workloads.microbench.grain_reading``'s loader: one read
+thread a worker, full batches only).
+
+Time runs from the ``iter(loader)`` call, which starts the workers: the first step's wait holds their
+start-up, and AU leaves it out. At the end the workers are joined, so their CPU time and reads count in the
+run's."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from jobs import interrupts
+from jobs.data import pipeline
+from jobs.data.datasets import Dataset
+from jobs.metrics import MB
+from jobs.workloads.emulated.loop import EmulatedSettings
+from jobs.workloads.microbench import grain_reading
+
+
+def run_once(ds: Dataset, s: EmulatedSettings, workers: int, mark=lambda name: None) -> dict:
+    """One epoch of full batches (the dataset or the task's shard), each followed by the step's sleep."""
+    steps = len(ds.files) // s.batch_size
+    if steps < 2:
+        raise RuntimeError(
+            f"{len(ds.files)} images make {steps} batch(es) of {s.batch_size}: AU leaves the first step "
+            "out, so a run needs at least two (more images, or fewer accelerators)"
+        )
+    dl = grain_reading.loader(ds, s, workers, decode=True, full_batches=True)
+    waits, computes, seen, drops, consumed = [], [], [], [], 0
+    rb0, rc0 = pipeline.read_counters()
+    mark("start")
+    t0 = time.perf_counter()
+    it = iter(dl)
+    try:
+        with interrupts.deferred():
+            for _ in range(steps):
+                interrupts.check()  # Ctrl-C and SIGTERM end the run here, between steps
+                a = time.perf_counter()
+                try:
+                    batch = interrupts.waiting(next, it)
+                except StopIteration:
+                    break
+                b = time.perf_counter()
+                time.sleep(s.step_time_s)  # the accelerator computes; the workers keep reading meanwhile
+                computes.append(time.perf_counter() - b)
+                waits.append(b - a)
+                ok, index = np.asarray(batch["ok"], bool), np.asarray(batch["index"])
+                seen.extend(int(i) for i in index[ok])
+                drops.extend(int(i) for i in index[~ok])
+                consumed += int(np.asarray(batch["nbytes"])[ok].sum())
+                del batch  # its shared memory goes back before the workers end
+            t_end = time.perf_counter()
+    finally:
+        grain_reading.shut_down(it)  # joined: the workers' reads are in this process's counters now
+    mark("end")  # after the join: a worker's CPU time is in RUSAGE_CHILDREN only once it is waited for
+    rb1, rc1 = pipeline.read_counters()
+    if len(waits) < 2:
+        raise RuntimeError(f"Grain delivered {len(waits)} batch(es) out of {len(ds.files)} files")
+    drops = sorted(set(drops))
+    runtime = t_end - t0
+    steady = runtime - waits[0] - computes[0]
+    return {
+        "steps": len(waits),
+        "images": len(seen),
+        "images_dropped": len(drops),
+        "dropped_files": [ds.where(i) for i in drops[: pipeline.DROPPED_LISTED]],
+        "runtime_s": runtime,
+        "seconds": runtime,
+        "steady_runtime_s": steady,
+        "data_wait_s": sum(waits),
+        "compute_s": sum(computes),
+        "first_step_s": waits[0] + computes[0],
+        "train_au_percentage": 100 * sum(computes[1:]) / steady,
+        "images_per_s": len(seen) / runtime,
+        "mb_per_s": consumed / runtime / MB,
+        "bytes_consumed": consumed,
+        "bytes_read_device": None if rb0 is None or rb1 is None else rb1 - rb0,
+        "bytes_read_syscall": None if rc0 is None or rc1 is None else rc1 - rc0,
+        "step_time_s": s.step_time_s,
+    }
+
+
+def run(ctx, s: EmulatedSettings) -> dict:
+    """The emulated accelerator's engine call (``Workload.engine``): one run of the cell in ``ctx``."""
+    from jobs import frameworks
+
+    return run_once(ctx.ds, s, frameworks.workers(ctx.cfg), mark=ctx.mark)
