@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from jobs import records
-from support.commands import campaign, one_line
+from support.commands import campaign, one_line, start_module
 from support.configs import run_in_process
 from support.files import make_jpegs, on_disk
 
@@ -118,6 +118,73 @@ def test_the_emulated_accelerator_is_fed_by_grains_workers_whose_cpu_and_reads_a
     k = ctx.kids_cpu
     assert k["end"] - k["start"] > 0 and k["after"] == pytest.approx(k["end"]), k  # joined before "end"
     assert w.parallelism(ctx.cell.config) == 2
+
+
+def _group(pid: int) -> list[int]:
+    """The live processes of process group ``pid`` (zombies aside)."""
+    import subprocess
+
+    out = []
+    for x in subprocess.run(["pgrep", "-g", str(pid)], capture_output=True, text=True).stdout.split():
+        try:
+            with open(f"/proc/{x}/cmdline", "rb") as f:
+                if f.read():
+                    out.append(int(x))
+        except OSError:
+            continue
+    return out
+
+
+@pytest.mark.cells
+def test_sigterm_mid_run_ends_the_cell_in_seconds_with_one_line_and_grains_workers_gone(tmp_path):
+    """SIGTERM while two spawned Grain workers read: the campaign ends within seconds (not at the pass's
+    end), says so in one line, keeps no record of the cut cell and leaves no process behind."""
+    import signal
+    import subprocess
+    import time
+
+    make_jpegs(tmp_path / "data", 96)
+    p = start_module(
+        "campaign",
+        "-m",
+        "framework=jax",
+        "loader.num_workers=2",
+        "workload.read_delay_ms=300",  # 48 images a worker: a pass of about 15 s
+        "batch_size=2",
+        "repeats=1",
+        "warmup=0",
+        "dataset.source=folder",
+        f"dataset.path={tmp_path / 'data'}",
+        f"storage.root={tmp_path}",
+        f"hydra.sweep.dir={tmp_path / 'out'}",
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(_group(p.pid)) < 3:  # the campaign and its 2 workers
+            time.sleep(0.2)
+        assert len(_group(p.pid)) >= 3, "Grain's workers were not seen"
+        time.sleep(1.0)  # mid-pass: batches delivered, more to come
+        sent = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 143 and took < 10, (p.returncode, took)
+    (line,) = [x for x in err.splitlines() if x.strip()]
+    assert line.startswith("campaign: interrupted by SIGTERM; the records of finished cells are kept in ")
+    assert not (tmp_path / "out" / "0" / "record.json").exists()
+    deadline = time.monotonic() + 10
+    while _group(p.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _group(p.pid) == []
 
 
 @pytest.mark.parametrize(

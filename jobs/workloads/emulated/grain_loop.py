@@ -1,7 +1,7 @@
 """The emulated accelerator through JAX's Grain (``framework=jax``): the same step as ``loop`` (take the
 next batch, sleep the accelerator's compute time for it) fed by a ``grain.DataLoader`` whose worker
-processes load ahead while the step sleeps (``jobs.workloads.microbench.grain_reading``'s loader: one read
-thread a worker, full batches only).
+processes load ahead while the step sleeps (``jobs.data.grain_loader``: one read thread a
+worker, full batches only).
 
 Time runs from the ``iter(loader)`` call, which starts the workers: the first step's wait holds their
 start-up, and AU leaves it out. At the end the workers are joined, so their CPU time and reads count in the
@@ -14,11 +14,10 @@ import time
 import numpy as np
 
 from jobs import interrupts
-from jobs.data import pipeline
+from jobs.data import grain_loader, pipeline
 from jobs.data.datasets import Dataset
 from jobs.metrics import MB
 from jobs.workloads.emulated.loop import EmulatedSettings
-from jobs.workloads.microbench import grain_reading
 
 
 def run_once(ds: Dataset, s: EmulatedSettings, workers: int, mark=lambda name: None) -> dict:
@@ -29,7 +28,7 @@ def run_once(ds: Dataset, s: EmulatedSettings, workers: int, mark=lambda name: N
             f"{len(ds.files)} images make {steps} batch(es) of {s.batch_size}: AU leaves the first step "
             "out, so a run needs at least two (more images, or fewer accelerators)"
         )
-    dl = grain_reading.loader(ds, s, workers, decode=True, full_batches=True)
+    dl = grain_loader.loader(ds, s, workers, decode=True, full_batches=True)
     waits, computes, seen, drops, consumed = [], [], [], [], 0
     rb0, rc0 = pipeline.read_counters()
     mark("start")
@@ -55,7 +54,7 @@ def run_once(ds: Dataset, s: EmulatedSettings, workers: int, mark=lambda name: N
                 del batch  # its shared memory goes back before the workers end
             t_end = time.perf_counter()
     finally:
-        grain_reading.shut_down(it)  # joined: the workers' reads are in this process's counters now
+        grain_loader.shut_down(it)  # joined: the workers' reads are in this process's counters now
     mark("end")  # after the join: a worker's CPU time is in RUSAGE_CHILDREN only once it is waited for
     rb1, rc1 = pipeline.read_counters()
     if len(waits) < 2:

@@ -1,5 +1,6 @@
 """The micro-benchmark through JAX's data loader, Grain (``framework=jax``): the same stored files, sample
-order and stop rule as ``reading`` (TensorFlow), read by a ``grain.DataLoader`` without compute.
+order and stop rule as ``reading`` (TensorFlow), read by a ``grain.DataLoader`` without compute
+(``jobs.data.grain_loader``).
 
 - Its workers are Grain's worker processes (``worker_count``: ``loader.num_workers``, else ``threads``; 0
   reads in the run's own process), started the way Grain starts them (multiprocessing's spawn). Each reads
@@ -16,16 +17,13 @@ end the workers are joined, so their CPU time and their reads count in the run's
 
 from __future__ import annotations
 
-import io
-import multiprocessing
 import time
 from dataclasses import dataclass
 
-import grain
 import numpy as np
 
 from jobs import interrupts
-from jobs.data import pipeline, read_errors
+from jobs.data import grain_loader, pipeline
 from jobs.data.datasets import Dataset
 from jobs.metrics import MB
 from jobs.workloads.microbench.reading import RunResult, RunSettings
@@ -37,85 +35,9 @@ class GrainResult(RunResult):
     start_method: str
 
 
-class Images:
-    """Grain's random-access data source: position ``k`` of the run's order is image ``order[k]``, its file
-    read whole. Picklable (a spawned worker gets its own copy)."""
-
-    def __init__(self, ds: Dataset, order: list[int], read_delay_ms: float = 0.0):
-        self.ds, self.order, self.delay_s = ds, order, read_delay_ms / 1000
-
-    def __len__(self) -> int:
-        return len(self.order)
-
-    def __getitem__(self, k: int) -> dict:
-        i = self.order[k]
-        if self.delay_s:
-            time.sleep(self.delay_s)
-        try:
-            if self.ds.files[i] in self.ds.skipped:  # a FIFO or a device is never opened
-                raise OSError(f"{self.ds.files[i]} is not a regular file")
-            with open(self.ds.files[i], "rb", buffering=0) as f:
-                data = f.read()
-        except OSError as e:
-            read_errors.raise_if_failed(self.ds, i, e, self.ds.where(i))
-            return {"index": i, "data": b"", "nbytes": 0, "ok": False}
-        return {"index": i, "data": data, "nbytes": len(data), "ok": True}
-
-
-class Decode(grain.transforms.Map):
-    """JPEG bytes -> float32 (side, side, 3), as tf.image.resize leaves it; an image that does not decode (or
-    was not read) is a zero image with ``ok`` false. ``side`` None: read only, no image (the bytes read are
-    counted and let go)."""
-
-    def __init__(self, side: int | None):
-        self.side = side
-
-    def map(self, r: dict) -> dict:
-        out = {"index": r["index"], "nbytes": r["nbytes"], "ok": r["ok"]}
-        if self.side:  # every record of a run the same structure: Grain's batch stacks them key by key
-            blank = np.zeros((self.side, self.side, 3), np.float32)
-            out["ok"], out["image"] = _decoded(r["data"], self.side, blank) if r["ok"] else (False, blank)
-        return out
-
-
-def _decoded(data: bytes, side: int, blank):
-    from PIL import Image
-
-    try:
-        with Image.open(io.BytesIO(data)) as img:
-            rgb = img.convert("RGB").resize((side, side), Image.BILINEAR)
-    except (OSError, ValueError, SyntaxError):  # PIL's UnidentifiedImageError is an OSError
-        return False, blank
-    return True, np.asarray(rgb, dtype=np.float32)
-
-
-def loader(ds: Dataset, s, workers: int, *, decode: bool, full_batches: bool = False):
-    """The ``grain.DataLoader`` of one run (``s``: its ``PipelineSettings``): one pass over the set in the
-    run's order, in batches (``full_batches``: the last, short one left out, as a training step takes)."""
-    from absl import flags
-
-    from jobs.data.loader import order
-
-    if not flags.FLAGS.is_parsed():  # Grain reads absl flags; a program that is not absl's never parsed them
-        flags.FLAGS.mark_as_parsed()
-    indices = order.indices(ds, shuffle=s.shuffle, shuffle_buffer=s.shuffle_buffer, seed=s.seed)
-    source = Images(ds, indices, s.read_delay_ms)
-    sampler = grain.samplers.IndexSampler(
-        len(source), shuffle=False, num_epochs=1, shard_options=grain.sharding.NoSharding()
-    )
-    batch = grain.transforms.Batch(s.batch_size, drop_remainder=full_batches)
-    return grain.DataLoader(
-        data_source=source,
-        sampler=sampler,
-        operations=[Decode(s.image_side if decode else None), batch],
-        worker_count=workers,
-        read_options=grain.ReadOptions(num_threads=1, prefetch_buffer_size=s.batch_size),
-    )
-
-
 def run_once(ds: Dataset, s: RunSettings, workers: int, mark=None) -> GrainResult:
     """One timed pass over the set (or ``s.batches``) through Grain with ``workers`` worker processes."""
-    dl = loader(ds, s, workers, decode=s.pipeline == "decode_resize")
+    dl = grain_loader.loader(ds, s, workers, decode=s.pipeline == "decode_resize")
     seen: list[int] = []
     drops: list[int] = []
     consumed = nb = 0
@@ -144,7 +66,7 @@ def run_once(ds: Dataset, s: RunSettings, workers: int, mark=None) -> GrainResul
                 consumed += int(np.asarray(batch["nbytes"])[ok].sum())
                 del batch  # its shared memory goes back before the workers end
     finally:
-        shut_down(it)
+        grain_loader.shut_down(it)
     if mark is not None:
         mark("end")  # after the join: the workers' CPU time and reads are the run's
     rb1, rc1 = pipeline.read_counters()
@@ -170,20 +92,6 @@ def run_once(ds: Dataset, s: RunSettings, workers: int, mark=None) -> GrainResul
         workers=workers,
         start_method="spawn" if workers else "none",
     )
-
-
-def shut_down(it, timeout_s: float = 30.0) -> None:
-    """End the iterator's workers and wait for them (their resource use is then this process's children's)."""
-    import gc
-
-    close = getattr(it, "close", None) or getattr(getattr(it, "_iterator", None), "close", None)
-    if close is not None:
-        close()
-    del it
-    gc.collect()
-    deadline = time.monotonic() + timeout_s
-    for p in multiprocessing.active_children():
-        p.join(max(0.0, deadline - time.monotonic()))
 
 
 def run(ctx, s: RunSettings) -> GrainResult:

@@ -1,0 +1,116 @@
+"""Grain, JAX's data loader (``framework=jax``), over the same stored image files as the tf.data side and
+PyTorch's DataLoader: the engines of the workloads that run on JAX (``microbench/grain_reading.py``,
+``emulated/grain_loop.py``) build their loader here.
+
+- ``Images``: Grain's random-access source; position ``k`` of the run's order (``jobs.data.loader.order``,
+  numpy's draw of the same kinds of order) is one file read whole (``open().read()``, as
+  ``tf.io.read_file`` reads it); a read that fails fails the run (``jobs.data.read_errors``).
+- ``Decode``: a ``grain.transforms.Map`` that decodes with PIL and resizes bilinearly to the run's side; an
+  image that does not decode is counted as dropped.
+- ``loader``: the ``grain.DataLoader`` of one run: Grain's worker processes (spawned, as Grain starts
+  them), one read thread each (``grain.ReadOptions(num_threads=1)``: Grain's default of 16 would make
+  "1 worker" 16 readers), batches of the run's size.
+- ``shut_down``: the workers ended and joined, so their CPU time and reads are the run's.
+"""
+
+from __future__ import annotations
+
+import io
+import multiprocessing
+import time
+
+import grain
+import numpy as np
+
+from jobs.data import read_errors
+from jobs.data.datasets import Dataset
+
+
+class Images:
+    """Grain's random-access data source: position ``k`` of the run's order is image ``order[k]``, its file
+    read whole. Picklable (a spawned worker gets its own copy)."""
+
+    def __init__(self, ds: Dataset, order: list[int], read_delay_ms: float = 0.0):
+        self.ds, self.order, self.delay_s = ds, order, read_delay_ms / 1000
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __getitem__(self, k: int) -> dict:
+        i = self.order[k]
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        try:
+            if self.ds.files[i] in self.ds.skipped:  # a FIFO or a device is never opened
+                raise OSError(f"{self.ds.files[i]} is not a regular file")
+            with open(self.ds.files[i], "rb", buffering=0) as f:
+                data = f.read()
+        except OSError as e:
+            read_errors.raise_if_failed(self.ds, i, e, self.ds.where(i))
+            return {"index": i, "data": b"", "nbytes": 0, "ok": False}
+        return {"index": i, "data": data, "nbytes": len(data), "ok": True}
+
+
+class Decode(grain.transforms.Map):
+    """JPEG bytes -> float32 (side, side, 3), as tf.image.resize leaves it; an image that does not decode (or
+    was not read) is a zero image with ``ok`` false. ``side`` None: read only, no image (the bytes read are
+    counted and let go)."""
+
+    def __init__(self, side: int | None):
+        self.side = side
+
+    def map(self, r: dict) -> dict:
+        out = {"index": r["index"], "nbytes": r["nbytes"], "ok": r["ok"]}
+        if self.side:  # every record of a run the same structure: Grain's batch stacks them key by key
+            blank = np.zeros((self.side, self.side, 3), np.float32)
+            out["ok"], out["image"] = _decoded(r["data"], self.side, blank) if r["ok"] else (False, blank)
+        return out
+
+
+def _decoded(data: bytes, side: int, blank):
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            rgb = img.convert("RGB").resize((side, side), Image.BILINEAR)
+    except (OSError, ValueError, SyntaxError):  # PIL's UnidentifiedImageError is an OSError
+        return False, blank
+    return True, np.asarray(rgb, dtype=np.float32)
+
+
+def loader(ds: Dataset, s, workers: int, *, decode: bool, full_batches: bool = False):
+    """The ``grain.DataLoader`` of one run (``s``: its ``PipelineSettings``): one pass over the set in the
+    run's order, in batches (``full_batches``: the last, short one left out, as a training step takes)."""
+    from absl import flags
+
+    from jobs.data.loader import order
+
+    if not flags.FLAGS.is_parsed():  # Grain reads absl flags; a program that is not absl's never parsed them
+        flags.FLAGS.mark_as_parsed()
+    indices = order.indices(ds, shuffle=s.shuffle, shuffle_buffer=s.shuffle_buffer, seed=s.seed)
+    source = Images(ds, indices, s.read_delay_ms)
+    sampler = grain.samplers.IndexSampler(
+        len(source), shuffle=False, num_epochs=1, shard_options=grain.sharding.NoSharding()
+    )
+    batch = grain.transforms.Batch(s.batch_size, drop_remainder=full_batches)
+    return grain.DataLoader(
+        data_source=source,
+        sampler=sampler,
+        operations=[Decode(s.image_side if decode else None), batch],
+        worker_count=workers,
+        read_options=grain.ReadOptions(num_threads=1, prefetch_buffer_size=s.batch_size),
+    )
+
+
+def shut_down(it, timeout_s: float = 30.0) -> None:
+    """End the iterator's workers and wait for them (their resource use is then this process's children's)."""
+    import gc
+
+    close = getattr(it, "close", None) or getattr(getattr(it, "_iterator", None), "close", None)
+    if close is not None:
+        close()
+    del it
+    gc.collect()
+    deadline = time.monotonic() + timeout_s
+    for p in multiprocessing.active_children():
+        p.join(max(0.0, deadline - time.monotonic()))
