@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from jobs import records
-from support.commands import campaign, one_line, start_module
+from support.commands import campaign, one_line, start_module, without_tensorflow
 from support.configs import run_in_process
 from support.files import make_jpegs, on_disk
 
@@ -118,6 +118,33 @@ def test_the_emulated_accelerator_is_fed_by_grains_workers_whose_cpu_and_reads_a
     k = ctx.kids_cpu
     assert k["end"] - k["start"] > 0 and k["after"] == pytest.approx(k["end"]), k  # joined before "end"
     assert w.parallelism(ctx.cell.config) == 2
+
+
+@pytest.mark.cells
+def test_jax_cells_run_where_tensorflow_is_not_installed(tmp_path):
+    """A node's image with JAX and Grain but no TensorFlow: the micro-benchmark and the emulated accelerator
+    run there (nothing of theirs imports TensorFlow)."""
+    make_jpegs(tmp_path / "data", 32)
+    p = campaign(
+        "-m",
+        "framework=jax",
+        "workload=microbench,emulated",
+        "accelerator=resnet50_a100",
+        "loader.num_workers=1",
+        "batch_size=8",
+        "repeats=1",
+        "warmup=0",
+        "dataset.source=folder",
+        f"dataset.path={tmp_path / 'data'}",
+        f"storage.root={tmp_path}",
+        f"hydra.sweep.dir={tmp_path / 'out'}",
+        cwd=tmp_path,
+        env=without_tensorflow(tmp_path / "blocked"),
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    ran = [records.read(r) for r in sorted((tmp_path / "out").glob("*/record.json"))]
+    assert sorted(r.config["workload"]["kind"] for r in ran) == ["emulated", "microbench"]
+    assert all(r.status == "completed" for r in ran)
 
 
 def _group(pid: int) -> list[int]:
