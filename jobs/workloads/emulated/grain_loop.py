@@ -16,7 +16,7 @@ import numpy as np
 from jobs import interrupts
 from jobs.data import grain_loader, pipeline
 from jobs.data.datasets import Dataset
-from jobs.metrics import MB
+from jobs.workloads.emulated import loop
 from jobs.workloads.emulated.loop import EmulatedSettings
 
 
@@ -60,27 +60,15 @@ def run_once(ds: Dataset, s: EmulatedSettings, workers: int, mark=lambda name: N
     if len(waits) < 2:
         raise RuntimeError(f"Grain delivered {len(waits)} batch(es) out of {len(ds.files)} files")
     drops = sorted(set(drops))
-    runtime = t_end - t0
-    steady = runtime - waits[0] - computes[0]
-    return {
-        "steps": len(waits),
-        "images": len(seen),
-        "images_dropped": len(drops),
-        "dropped_files": [ds.where(i) for i in drops[: pipeline.DROPPED_LISTED]],
-        "runtime_s": runtime,
-        "seconds": runtime,
-        "steady_runtime_s": steady,
-        "data_wait_s": sum(waits),
-        "compute_s": sum(computes),
-        "first_step_s": waits[0] + computes[0],
-        "train_au_percentage": 100 * sum(computes[1:]) / steady,
-        "images_per_s": len(seen) / runtime,
-        "mb_per_s": consumed / runtime / MB,
-        "bytes_consumed": consumed,
-        "bytes_read_device": None if rb0 is None or rb1 is None else rb1 - rb0,
-        "bytes_read_syscall": None if rc0 is None or rc1 is None else rc1 - rc0,
-        "step_time_s": s.step_time_s,
+    steps = {
+        "waits": waits,
+        "computes": computes,
+        "seen": seen,
+        "consumed": consumed,
+        "t0": t0,
+        "t_end": t_end,
     }
+    return loop.result(ds, s, steps, drops, ((rb0, rc0), (rb1, rc1)))
 
 
 def run(ctx, s: EmulatedSettings) -> dict:

@@ -60,7 +60,25 @@ def run_once(ds: Dataset, s: EmulatedSettings, mark=lambda name: None) -> dict:
     drops = pipeline.dropped(ds, seen, exhausted, s.seed, **s.order)  # first: a failed read is the reason
     if len(waits) < 2:
         raise RuntimeError(f"the pipeline delivered {len(waits)} batch(es) out of {len(ds.files)} files")
-    runtime = t_end - t0
+    steps = {
+        "waits": waits,
+        "computes": computes,
+        "seen": seen,
+        "consumed": consumed,
+        "t0": t0,
+        "t_end": t_end,
+    }
+    return result(ds, s, steps, drops, ((rb0, rc0), (rb1, rc1)))
+
+
+def result(ds: Dataset, s: EmulatedSettings, steps: dict, drops: list, counters: tuple) -> dict:
+    """A run's record, the same for every framework's loop: ``steps`` holds ``waits`` and ``computes`` (one
+    per step), ``seen`` (the delivered images), ``consumed`` (their bytes), ``t0`` and ``t_end``;
+    ``counters``, (read_bytes, rchar) before and after (``pipeline.read_counters``). AU leaves the first
+    step out."""
+    waits, computes, seen = steps["waits"], steps["computes"], steps["seen"]
+    (rb0, rc0), (rb1, rc1) = counters
+    runtime = steps["t_end"] - steps["t0"]
     steady = runtime - waits[0] - computes[0]
     return {
         "steps": len(waits),
@@ -75,8 +93,8 @@ def run_once(ds: Dataset, s: EmulatedSettings, mark=lambda name: None) -> dict:
         "first_step_s": waits[0] + computes[0],
         "train_au_percentage": 100 * sum(computes[1:]) / steady,
         "images_per_s": len(seen) / runtime,
-        "mb_per_s": consumed / runtime / MB,
-        "bytes_consumed": consumed,
+        "mb_per_s": steps["consumed"] / runtime / MB,
+        "bytes_consumed": steps["consumed"],
         "bytes_read_device": None if rb0 is None or rb1 is None else rb1 - rb0,
         "bytes_read_syscall": None if rc0 is None or rc1 is None else rc1 - rc0,
         "step_time_s": s.step_time_s,
