@@ -234,18 +234,17 @@ def _reads(cfg, fw: Framework) -> None:
         )
 
 
-_LOADER_DEFAULTS = {
-    "prefetch_factor": None,
-    "pin_memory": False,
-    "persistent_workers": False,
-    "multiprocessing_context": None,
-}
+# the loader.* settings of PyTorch's DataLoader beside num_workers (their defaults: jobs.schema.LoaderConf)
+_LOADER_SETTINGS = ("prefetch_factor", "pin_memory", "persistent_workers", "multiprocessing_context")
 
 
 def _loader_settings(cfg, fw: Framework) -> None:
     """A ``loader.*`` setting of PyTorch's DataLoader that this framework's loader does not have."""
-    for name, default in _LOADER_DEFAULTS.items():
-        value = getattr(cfg.loader, name)
+    from jobs.schema import LoaderConf
+
+    defaults = LoaderConf()
+    for name in _LOADER_SETTINGS:
+        value, default = getattr(cfg.loader, name), getattr(defaults, name)
         if name not in fw.loader_settings and value != default:
             raise ConfigError(
                 f"loader.{name}={value}: framework={fw.name}'s loader has no such setting "
