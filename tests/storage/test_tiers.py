@@ -10,6 +10,7 @@ import pytest
 
 from jobs.storage import iotools, tiers
 from support.commands import campaign, python_env, start_module
+from support.processes import signal_state
 from support.skips import needs_root
 
 pytestmark = pytest.mark.tiers  # builds emulated or modelled tiers: the tests that do run in turn
@@ -166,7 +167,10 @@ def test_sigterm_mid_cell_tears_the_tier_down(tmp_path):
             time.sleep(0.2)
         time.sleep(3)  # inside the measured runs
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) != 0
+        try:
+            assert proc.wait(timeout=60) != 0
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the campaign outlived SIGTERM by 60 s:\n{signal_state(proc.pid)}")
     finally:  # a cell that outlived the signal would hold the tier's device lock for the tests after it
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)

@@ -37,3 +37,28 @@ def kill_alone(proc, within_s: float = 30.0) -> list[tuple[int, str]]:
     for pid, _ in left:
         os.kill(pid, signal.SIGKILL)
     return left
+
+
+def signal_state(pid: int) -> str:
+    """What a process that outlived a signal was doing: its signal masks (blocked, ignored, caught, as hex
+    sets of /proc/PID/status) and each thread's name, state and kernel wait channel; for a failure's
+    message."""
+    proc = Path(f"/proc/{pid}")
+    try:
+        status = (proc / "status").read_text().splitlines()
+    except OSError as e:
+        return f"pid {pid}: {e}"
+    lines = [
+        line
+        for line in status
+        if line.startswith(("Name:", "State:", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt"))
+    ]
+    for task in sorted(proc.glob("task/*"), key=lambda p: int(p.name)):
+        try:
+            name = (task / "comm").read_text().strip()
+            state = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            wchan = (task / "wchan").read_text().strip()
+        except OSError:
+            continue
+        lines.append(f"  thread {task.name} {name} {state} {wchan}")
+    return "\n".join(lines)
