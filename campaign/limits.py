@@ -26,16 +26,20 @@ def bounds(section, key: str = "", checked: dict | None = None) -> None:
         return
     for name, declared in _declared(type(section)):
         value = getattr(section, name, None)
-        if value is None or isinstance(value, (bool, str)):
+        if value is None or type(value) in _CHOSEN:
             continue  # null, or a choice: the type said it
-        if dataclasses.is_dataclass(value):
-            bounds(value, f"{key}{name}.", checked)
+        if hasattr(type(value), "__dataclass_fields__"):  # a section (dataclasses.is_dataclass, for types)
+            if checked is None or id(value) not in checked:
+                bounds(value, f"{key}{name}.", checked)
         elif declared is not None and isinstance(value, (int, float)):
             why = declared.refusal(value)
             if why:
                 raise ConfigError(f"{key}{name}={value} {why}")
     if checked is not None:
         checked[id(section)] = section  # within bounds; held, so its id is not reused while the pass lasts
+
+
+_CHOSEN = (bool, str)  # values whose type is the whole check
 
 
 @functools.cache

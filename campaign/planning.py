@@ -18,7 +18,7 @@ from typing import Any
 from campaign.choices import GROUPS
 from campaign.errors import ConfigError
 from jobs.cell import Cell, typed, updated
-from jobs.plan import cell_id, copied, resolved
+from jobs.plan import cell_id, resolved, with_values
 from jobs.schema import CampaignConf
 
 
@@ -39,6 +39,7 @@ class Planner:
         self._values: dict[tuple, Any] = {}
         self._typed: dict[tuple, Any] = {}  # the typed config of each composition
         self._parsed: dict[str, Any] = {}  # Hydra's parser costs ~1 ms an override: each string once
+        self._parser = None  # Hydra's override parser, made once (making one costs about as much again)
         self.compositions = 0
 
     def _base(self, groups: tuple) -> tuple[Any, dict]:
@@ -94,7 +95,8 @@ class Planner:
 
         new = [raw for raw in overrides if raw not in self._parsed]
         if new:
-            self._parsed.update(zip(new, OverridesParser.create().parse_overrides(new)))
+            self._parser = self._parser or OverridesParser.create()
+            self._parsed.update(zip(new, self._parser.parse_overrides(new)))
         groups, values = [], []
         for raw in overrides:
             o = self._parsed[raw]
@@ -115,14 +117,8 @@ class Planner:
     def _data(self, groups: tuple, values: list) -> dict:
         """The resolved config of the composition ``groups`` with ``values`` set, as plain data."""
         _, base = self._base(groups)
-        out = copied(base)  # a private copy of plain data: nothing shared
-        for raw, key, value in values:
-            node = out
-            parts = key.split(".")
-            for part in parts[:-1]:
-                node = node[part]
-            node[parts[-1]] = self._value(groups, key, raw, value)
-        return out
+        # the sections a value changes are copied, the rest shared with the composition's (read-only)
+        return with_values(base, [(key, self._value(groups, key, raw, value)) for raw, key, value in values])
 
     def cell(self, overrides: Sequence[str]) -> Cell:
         """The cell made by ``overrides``, built once: its typed config, its data and its id. A cell of a

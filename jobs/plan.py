@@ -97,37 +97,60 @@ def _at(config: dict, path: tuple):
     return config
 
 
-def copied(data):
-    """A private copy of plain config data (its dicts and lists copied, its values shared: they are
-    immutable), several times faster than ``copy.deepcopy`` or a JSON round trip."""
-    if isinstance(data, dict):
-        return {k: copied(v) for k, v in data.items()}
-    if isinstance(data, list):
-        return [copied(v) for v in data]
-    return data
+def _private(config: dict, parents: tuple, mine: set) -> dict | None:
+    """The dict at ``parents`` in ``config``, ready to edit: it and each dict above it copied the first time
+    (``mine`` holds the paths copied so far), so that an edit never reaches the data it came from; None where
+    the path ends early."""
+    node = config
+    for depth in range(1, len(parents) + 1):
+        child = node.get(parents[depth - 1])
+        if not isinstance(child, dict):
+            return None
+        if parents[:depth] not in mine:
+            child = node[parents[depth - 1]] = dict(child)
+            mine.add(parents[:depth])
+        node = child
+    return node
 
 
-def _fill(config: dict, path: tuple, value) -> None:
-    """Put ``value`` at ``path`` in ``config`` (in place) where the setting there is null."""
-    *parents, key = path
-    for k in parents:
-        config = config.get(k)
-        if not isinstance(config, dict):
-            return
-    if key in config and config[key] is None:
-        config[key] = value
+def with_values(data: dict, values) -> dict:
+    """``data`` with each (dotted key, value) of ``values`` set: the dicts on the way to a value are copied,
+    every other section is shared with ``data`` (plain config data is read-only once planned)."""
+    out, mine = dict(data), set()
+    for dotted, value in values:
+        *parents, key = dotted.split(".")
+        _private(out, tuple(parents), mine)[key] = value
+    return out
 
 
-def _drop(config: dict, path: tuple, default) -> None:
-    """Remove the setting at ``path`` from ``config`` (in place) when it holds ``default``."""
-    *parents, key = path
-    for k in parents:
-        config = config.get(k)
-        if not isinstance(config, dict):
-            return
-    if key in config and config[key] == default:
-        del config[key]
+def _fill(config: dict, parents: tuple, key: str, value, mine: set) -> None:
+    """Put ``value`` at ``parents`` + ``key`` in ``config`` where the setting there is null."""
+    node = _at(config, parents)
+    if isinstance(node, dict) and node.get(key, 0) is None:
+        _private(config, parents, mine)[key] = value
 
+
+def _drop(config: dict, parents: tuple, key: str, default, mine: set) -> None:
+    """Remove the setting at ``parents`` + ``key`` from ``config`` when it holds ``default``."""
+    node = _at(config, parents)
+    if isinstance(node, dict) and key in node and node[key] == default:
+        del _private(config, parents, mine)[key]
+
+
+def _by_section(settings: dict) -> tuple:
+    """``settings`` (path -> default) as runs of one section each, in their order, which matters: a
+    section's own default is compared after the settings in it listed before it.
+    Returns ((section's path, ((key, default), ...)), ...)."""
+    runs: list = []
+    for path, default in settings.items():
+        if runs and runs[-1][0] == path[:-1]:
+            runs[-1][1].append((path[-1], default))
+        else:
+            runs.append((path[:-1], [(path[-1], default)]))
+    return tuple((parents, tuple(keys)) for parents, keys in runs)
+
+
+_ADDED = _by_section(ADDED_SETTINGS)  # each section found once per run of its settings
 
 # A tier's settings that only planning's checks read (jobs/storage/fstype.py: the file systems its root may
 # be on, and the opt-out the record keeps): what a cell measures is the same, so a cell keeps its id and its
@@ -140,17 +163,25 @@ def cell_id(config: dict) -> str:
     """Stable id of a cell: a hash of what it measures (its resolved config; of the platform only the
     name, so resuming with other launch settings such as platform.wait still finds finished cells;
     of the workload its fields over ``SHARED_WORKLOAD_FIELDS``)."""
-    # one copy of its dicts, then edited in place (planning 10,000 cells hashes 10,000 configs)
-    what = copied({k: v for k, v in config.items() if k not in ("platform", "hydra")})
+    # a copy of its top level; a dict below it is copied only where an edit reaches it (planning 10,000
+    # cells hashes 10,000 configs)
+    what, mine = {k: v for k, v in config.items() if k not in ("platform", "hydra")}, set()
     if isinstance(what.get("input"), dict) and not what["input"].get("service"):
         del what["input"]  # no service: its worker count measures nothing
-    for path, default in ADDED_SETTINGS.items():
-        _drop(what, path, default)
+    for parents, defaults in _ADDED:
+        node = _at(what, parents)
+        if not isinstance(node, dict):
+            continue
+        doomed = [key for key, default in defaults if key in node and node[key] == default]
+        if doomed:
+            node = _private(what, parents, mine)
+            for key in doomed:
+                del node[key]
     for path, value in NULLED_DEFAULTS.items():
-        _fill(what, path, value)
+        _fill(what, path[:-1], path[-1], value, mine)
     for tier in TIERS:
         for name in CHECK_ONLY:
-            _drop(what, (*tier, name), _at(what, (*tier, name)))  # whatever it holds
+            _drop(what, tier, name, _at(what, (*tier, name)), mine)  # whatever it holds
     plat = config.get("platform") or {}
     tasks = (plat.get("nodes") or 1, plat.get("tasks_per_node") or 1)
     what["platform"] = (
