@@ -61,6 +61,28 @@ def test_cells_sharing_group_choices_are_composed_once(composer):
     assert len(ids) == 16 and planner.compositions == 2
 
 
+def test_cells_of_one_composition_share_only_the_sections_no_value_changed(composer):
+    """Planning copies the sections a cell's values reach and shares the rest; no cell's values, and no
+    id's hashing, reach another cell's data or the composition's."""
+    planner = planning.Planner(composer)
+    a = planner.cell(["threads=2", "dataset.num_images=64"])
+    b = planner.cell(["threads=4", "dataset.num_images=128"])
+    c = planner.cell(["threads=8"])
+    assert (a.data["threads"], b.data["threads"], c.data["threads"]) == (2, 4, 8)
+    assert (a.data["dataset"]["num_images"], b.data["dataset"]["num_images"]) == (64, 128)
+    assert a.data["dataset"] is not b.data["dataset"] is not c.data["dataset"]
+    assert a.data["storage"] is b.data["storage"]  # no value of theirs is under storage
+    base = plan.resolved(composer([]))
+    assert c.data["dataset"] == base["dataset"] and c.data["storage"] == base["storage"]
+    for cell in (a, b, c):
+        assert (
+            plan.cell_id(cell.data)
+            == cell.cell_id
+            == plan.cell_id(plan.resolved(composer(list(cell.overrides))))
+        )
+    assert c.data == plan.resolved(composer(["threads=8"]))  # hashing a and b's ids edited nothing shared
+
+
 @pytest.mark.parametrize(
     "override,expected",
     [
