@@ -1,7 +1,8 @@
 """``python -m analysis <campaign folder>``: rebuild results.csv, summary.csv, cells.csv, the figures
 and report.html; ``python -m analysis compare <A> <B>``: two campaigns side by side;
 ``python -m analysis profile <campaign> --name N --out F``: an accelerator profile from its measured
-compute."""
+compute; ``python -m analysis mlperf <campaign>``: its emulated accelerators against MLPerf Storage's
+rules."""
 
 import argparse
 import sys
@@ -17,6 +18,10 @@ def main(argv: list[str] | None = None) -> int:
         from analysis import compare
 
         return compare.main(argv[1:])
+    if argv and argv[0] == "mlperf":
+        from analysis.mlperf import command
+
+        return command.main(argv[1:])
     if argv and argv[0] == "profile":
         from analysis import profile
 

@@ -1,0 +1,95 @@
+"""``python -m analysis mlperf <campaign>``: every cell of emulated accelerators checked against MLPerf
+Storage's training rules, each rule's figure beside its limit, then one verdict line per cell and, per
+workload and accelerator, the most accelerators that held their AU."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from analysis.mlperf import rules
+from jobs import records
+
+
+def verdicts(folder: Path, made_by: str | None = None) -> list[rules.Verdict]:
+    """The verdict of every completed cell under ``folder`` that emulated accelerators (``made_by``: only
+    the cells that override made)."""
+    out = []
+    for path in sorted(folder.rglob(records.FILENAME)):
+        try:
+            rec = records.read(path)
+        except records.RecordError:
+            continue  # the campaign's own summary names an unreadable record
+        measured = [run for run in rec.runs if not run.get("warmup")]
+        emulated = rec.config.get("accelerator") and all("train_au_percentage" in run for run in measured)
+        if rec.status == records.COMPLETED and emulated and (made_by is None or made_by in rec.overrides):
+            out.append(rules.check(str(path.parent.relative_to(folder)) or ".", rec, path))
+    return out
+
+
+def table(v: rules.Verdict) -> list[str]:
+    """The cell's checks, one line each: state, rule, figure and limit."""
+    lines = [f"cell {v.cell_dir}: MLPerf Storage {rules.rules()['edition']} training rules"]
+    for c in v.checks:
+        lines.append(f"  {c.state:<8} {c.rule:<24} {c.figure}  [limit: {c.limit}]")
+    return lines
+
+
+def most_accelerators(found: list[rules.Verdict]) -> list[str]:
+    """Per workload and accelerator: the most accelerators whose runs held the AU threshold (MLPerf's
+    single-host result), and whether that cell is CLOSED-eligible."""
+    lines = []
+    for key in dict.fromkeys((v.workload, v.accelerator) for v in found):
+        cells = [v for v in found if (v.workload, v.accelerator) == key]
+        held = [v for v in cells if v.au is not None and v.au >= v.threshold]
+        name = f"{key[0]} on {key[1].upper()}"
+        if not held:
+            lines.append(f"{name}: no cell held AU ≥ {cells[0].threshold:.0f}%")
+            continue
+        best = max(held, key=lambda v: v.accelerators)
+        lines.append(
+            f"{name}: at most {best.accelerators} accelerator{'s' if best.accelerators != 1 else ''} "
+            f"held AU ≥ {best.threshold:.0f}% (cell {best.cell_dir}, {best.state})"
+        )
+    return lines
+
+
+# the study whose campaigns end with the verdict (conf/experiment/mlperf.yaml)
+EXPERIMENT = "+experiment=mlperf"
+
+
+def closing_lines(folder: Path) -> list[str]:
+    """What a campaign of ``+experiment=mlperf`` prints last: each cell's verdict and the most accelerators
+    that held AU (nothing for any other campaign)."""
+    found = verdicts(folder, EXPERIMENT)
+    if not found:
+        return []
+    lines = [f"[mlperf] cell {v.cell_dir}: {v.line()}" for v in found]
+    lines += [f"[mlperf] {line}" for line in most_accelerators(found)]
+    return [*lines, f"[mlperf] every rule beside its figure: python -m analysis mlperf {folder}"]
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m analysis mlperf", description=__doc__.split("\n\n")[0])
+    p.add_argument("folder", type=Path, help="a campaign folder of workload=emulated cells")
+    args = p.parse_args(argv)
+    if not args.folder.is_dir():
+        print(f"analysis mlperf: {args.folder} is not a folder", file=sys.stderr)
+        return 2
+    found = verdicts(args.folder)
+    if not found:
+        print(
+            f"analysis mlperf: {args.folder} holds no completed cell of emulated accelerators "
+            "(python -m campaign workload=emulated accelerator=<profile>, conf/accelerator/)",
+            file=sys.stderr,
+        )
+        return 2
+    for v in found:
+        print("\n".join(table(v)))
+    print()
+    for v in found:
+        print(f"[mlperf] cell {v.cell_dir}: {v.line()}")
+    for line in most_accelerators(found):
+        print(f"[mlperf] {line}")
+    return 0

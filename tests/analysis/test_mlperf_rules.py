@@ -1,0 +1,234 @@
+"""MLPerf Storage's training rules (``+experiment=mlperf``, ``python -m analysis mlperf``): a real run of
+emulated B200s through PyTorch's DataLoader, judged rule by rule, and each rule failing where its figure
+passes the limit (the module's one real record, copied with that one figure changed)."""
+
+import copy
+import os
+import shutil
+import subprocess
+import tempfile
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from analysis.mlperf import command, rules
+from jobs import records
+from support.commands import analysis, campaign
+
+pytestmark = pytest.mark.cells  # every test reads the module's one real campaign (``finished``)
+RULES = (
+    "workload and accelerator",
+    "data loader",
+    "sample format",
+    "runs",
+    "seed",
+    "gap between runs",
+    "replication",
+    "accelerator utilization",
+    "first step",
+    "dataset size",
+    "read from storage",
+    "data and results",
+    "object client",
+)
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """(folder, stdout) of ``+experiment=mlperf`` on emulated B200s: one warm-up and five runs, cold."""
+    base = tmp_path_factory.mktemp("mlperf")
+    fs = subprocess.run(["stat", "-f", "-c", "%T", str(base)], capture_output=True, text=True).stdout.strip()
+    root = base if fs not in ("tmpfs", "ramfs") else Path("/var/tmp") / f"iocampaign-test-{os.getpid()}"
+    root.mkdir(parents=True, exist_ok=True)
+    folder = base / "run"
+    p = campaign(
+        "+experiment=mlperf",
+        "storage=local",
+        f"storage.root={root}",
+        "dataset.num_images=96",
+        "loader.num_workers=2",
+        f"hydra.run.dir={folder}",
+        cwd=base,
+    )
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    return folder, p.stdout
+
+
+def _record(finished) -> records.CellRecord:
+    return records.read(finished[0] / records.FILENAME)
+
+
+def _judged(rec: records.CellRecord, where: Path) -> rules.Verdict:
+    """The verdict of ``rec`` written as a record in the folder ``where``."""
+    where.mkdir(parents=True, exist_ok=True)
+    path = records.write(rec, where)
+    return rules.check(".", rec, path)
+
+
+def _state(verdict: rules.Verdict, rule: str) -> rules.Check:
+    return next(c for c in verdict.checks if c.rule == rule)
+
+
+def _passing(rec: records.CellRecord) -> records.CellRecord:
+    """The real record with the figures a busy 2-core workstation cannot reach set where the rules want
+    them, so that one change shows alone: a dataset of 200 GiB against 16 GiB of memory, an AU of 95% and a
+    1% spread in every run, each run starting 0.1 s after the one before it ended."""
+    out = copy.deepcopy(rec)
+    out.dataset["total_bytes"] = 200 * 2**30
+    out.dataset["files"] = 20_000
+    out.provenance["mem_total_bytes"] = 16 * 2**30
+    start = datetime.fromisoformat(out.runs[0]["started_at"])
+    for k, run in enumerate(out.runs):
+        run["train_au_percentage"] = 95.0
+        run["images_per_s"] = 1000.0 + k * 2
+        run["started_at"] = start.isoformat()
+        start += timedelta(seconds=run["run_wall_s"] + 0.1)
+    return out
+
+
+def test_the_study_runs_five_seeded_runs_and_ends_with_the_verdict(finished):
+    folder, out = finished
+    rec = _record(finished)
+    assert [r["warmup"] for r in rec.runs] == [True, False, False, False, False, False]
+    assert len({r["shuffle_seed"] for r in rec.runs if not r["warmup"]}) == 5
+    assert rec.config["framework"]["name"] == "pytorch" and rec.config["batch_size"] == 24
+    assert all(r["cache_state"] == "cold" for r in rec.runs)
+    tail = [line for line in out.splitlines() if line.startswith("[mlperf] ")]
+    assert tail[0].startswith("[mlperf] cell .: retinanet on B200: 1 accelerator at AU "), tail
+    # 96 images against five times this machine's memory: a workstation's what-if, said with its figure
+    assert "CLOSED-eligible: no, because" in tail[0] and "the dataset is 0.0" in tail[0], tail[0]
+    assert tail[-1] == f"[mlperf] every rule beside its figure: python -m analysis mlperf {folder}"
+
+
+def test_the_command_lists_every_rule_with_its_figure_and_limit(finished, tmp_path):
+    p = analysis("mlperf", str(finished[0]), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    for rule in RULES:
+        line = next(line for line in lines if line[11:].startswith(rule))
+        assert line.split()[0] in ("CLOSED", "OPEN", "INVALID") and "[limit: " in line, line
+    assert "  INVALID  dataset size" in p.stdout
+    runs = next(line for line in lines if line[11:].startswith("runs "))
+    assert runs.startswith("  CLOSED ") and "5 measured, 1 warm-up" in runs, runs
+    assert list(tmp_path.iterdir()) == []  # it prints; it writes nothing
+
+
+def test_every_rule_holds_on_the_real_record_once_its_out_of_reach_figures_are_met(finished, tmp_path):
+    # /dev/shm: the results on another file system than the data's disk
+    shm = Path(tempfile.mkdtemp(dir="/dev/shm"))
+    try:
+        v = _judged(_passing(_record(finished)), shm / "cell")
+    finally:
+        shutil.rmtree(shm)
+    assert [c.rule for c in v.checks] == list(RULES)
+    assert v.state == rules.CLOSED, [c for c in v.checks if c.state != rules.CLOSED]
+    assert v.line().endswith("CLOSED-eligible: yes, every rule holds")
+
+
+@pytest.mark.parametrize(
+    "rule,change,why",
+    [
+        ("runs", lambda r: r.runs.pop(), "4 measured and 1 warm-up runs, not 5 and 1"),
+        ("runs", lambda r: r.runs.__setitem__(0, {**r.runs[0], "warmup": False}), "6 measured and 0 warm-up"),
+        ("replication", lambda r: r.runs[-1].__setitem__("images_per_s", 1070.0), "samples/s spread 6."),
+        (
+            "seed",
+            lambda r: r.runs[-1].__setitem__("shuffle_seed", r.runs[-2]["shuffle_seed"]),
+            "a seed repeats",
+        ),
+        (
+            "accelerator utilization",
+            lambda r: r.runs[3].__setitem__("train_au_percentage", 84.0),
+            "AU fell to 84.0%",
+        ),
+        (
+            "dataset size",
+            lambda r: r.provenance.__setitem__("mem_total_bytes", 64 * 2**30),
+            "against the 320 GiB",
+        ),
+        ("dataset size", lambda r: r.dataset.__setitem__("files", 11_999), "11,999 samples against 12,000"),
+        ("workload and accelerator", lambda r: r.config["accelerator"].update(name="unet3d_h100"), "what-if"),
+        (
+            "workload and accelerator",
+            lambda r: r.config["accelerator"].update(name="alexnet_h100"),
+            "not an MLPerf",
+        ),
+    ],
+    ids=lambda x: x if isinstance(x, str) else "",
+)
+def test_a_rule_fails_where_its_figure_passes_the_limit(finished, tmp_path, rule, change, why):
+    rec = _passing(_record(finished))
+    change(rec)
+    shm = Path(tempfile.mkdtemp(dir="/dev/shm"))
+    try:
+        v = _judged(rec, shm / "cell")
+    finally:
+        shutil.rmtree(shm)
+    failed = [c for c in v.checks if c.state != rules.CLOSED]
+    # another workload's profile brings its own sample format: unet3d's is npz (OPEN), alexnet has none
+    also = {"what-if": ["sample format"], "not an MLPerf": ["sample format"]}.get(why, [])
+    assert [c.rule for c in failed] == [rule, *also], failed
+    assert failed[0].state == rules.INVALID
+    assert why in failed[0].why, failed[0]
+    assert why in v.line()
+
+
+def test_the_object_client_is_named_and_boto3_is_refused(finished, tmp_path):
+    rec = _passing(_record(finished))
+    rec.config["storage"] = {**rec.config["storage"], "kind": "object", "reader": "native"}
+    v = _judged(rec, tmp_path / "torch")
+    assert _state(v, "object client").figure == "s3torchconnector"
+    assert _state(v, "object client").state == rules.CLOSED
+    rec.config["framework"] = {**rec.config["framework"], "name": "tensorflow"}
+    v = _judged(rec, tmp_path / "tf")
+    assert (_state(v, "object client").figure, _state(v, "object client").state) == ("boto3", rules.INVALID)
+    assert "boto3 is not an approved client" in v.line()
+    assert _state(v, "data loader").state == rules.OPEN  # another framework: OPEN, beside boto3's INVALID
+    rec.config["storage"]["reader"] = "fuse"
+    assert _state(_judged(rec, tmp_path / "fuse"), "object client").figure == "s3fs"
+
+
+def test_data_and_results_on_one_file_system_are_refused(finished, tmp_path):
+    rec = _passing(_record(finished))
+    data = rec.provenance["data_mount"]["dev"]
+    st = os.stat(tmp_path)
+    v = _judged(rec, tmp_path / "cell")  # tmp_path: the data's disk or not, as the machine has it
+    same = data == f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    assert _state(v, "data and results").state == (rules.INVALID if same else rules.CLOSED)
+    rec.provenance["data_mount"] = {
+        **rec.provenance["data_mount"],
+        "dev": f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}",
+    }
+    v = _judged(rec, tmp_path / "same")
+    assert _state(v, "data and results").state == rules.INVALID
+    assert "data and results share the file system" in v.line()
+
+
+def test_a_run_that_waited_longer_than_a_run_is_refused(finished, tmp_path):
+    rec = _passing(_record(finished))
+    last = rec.runs[-1]
+    start = datetime.fromisoformat(last["started_at"]) + timedelta(seconds=3600)
+    last["started_at"] = start.isoformat()
+    v = _judged(rec, tmp_path / "cell")
+    assert _state(v, "gap between runs").state == rules.INVALID
+    assert "apart, longer than a run" in v.line()
+
+
+def test_a_folder_without_emulated_accelerators_is_refused_in_one_line(tmp_path):
+    p = analysis("mlperf", str(tmp_path), cwd=tmp_path)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert "holds no completed cell of emulated accelerators" in p.stderr
+    p = analysis("mlperf", str(tmp_path / "nope"), cwd=tmp_path)
+    assert p.returncode == 2 and "is not a folder" in p.stderr
+    assert command.closing_lines(tmp_path) == []
+
+
+def test_a_failed_rule_says_what_limited_the_run(finished, tmp_path):
+    rec = _passing(_record(finished))
+    rec.runs[2]["train_au_percentage"] = 40.0
+    v = _judged(rec, tmp_path / "cell")
+    assert "AU fell to 40.0%, limited by " in v.line()
+    assert any(
+        w in v.line() for w in ("the client's CPU", "the storage", "request latency", "the page cache")
+    )
