@@ -98,6 +98,7 @@ SECTIONS = {
         "machine",
     ),
     CAMPAIGN: (
+        "mlperf_rules",  # a +experiment=mlperf campaign's question first: would a compliant run show this?
         "answers",
         "counts",
         "frameworks",
@@ -308,6 +309,7 @@ RENDER = {
     "frameworks": lambda p: sections.frameworks(p.folder),
     "layouts": lambda p: sections.layouts(p.folder),
     "mlperf": lambda p: sections.mlperf(p.folder),
+    "mlperf_rules": lambda p: sections.mlperf_rules(p.folder),
     "staging": lambda p: sections.staging(p.folder, p.built),
     "posix": lambda p: sections.posix_calls(p.folder),
     "table_i": _table_i,
@@ -337,6 +339,7 @@ table { border-collapse: collapse; margin: 1em 0; font-size: 0.8em; table-layout
 td, th { border: 1px solid #bbb; padding: 0.2em 0.4em; text-align: left; overflow-wrap: break-word; }
 th { overflow-wrap: normal; hyphens: none; }
 td.reproduced { background: #d9f2d9; } td.not-reproduced { background: #f8d7d7; }
+td.CLOSED { background: #d9f2d9; } td.OPEN { background: #fdf0c8; } td.INVALID { background: #f8d7d7; }
 td.not-measured { background: #eee; } td.not-comparable { background: #fdf0c8; } td.prose { min-width: 16em; }
 p.answer code { font-size: 1.1em; background: #eef5ff; padding: 0.3em; display: block;
   white-space: pre-wrap; }

@@ -212,6 +212,33 @@ def mlperf(folder: Path) -> str:
     )
 
 
+def mlperf_rules(folder: Path) -> str:
+    """A ``+experiment=mlperf`` campaign's verdicts first, then each cell's rules (analysis.mlperf): the
+    figure, the limit and the state of every rule."""
+    import pandas as pd
+
+    from analysis.mlperf import command
+
+    found = command.verdicts(folder, command.EXPERIMENT)
+    if not found:
+        return ""
+    lines = [f"cell {v.cell_dir}: {v.line()}" for v in found] + command.most_accelerators(found)
+    out = ["<h2>MLPerf Storage: would a compliant run show this?</h2>", f"<p>{MLPERF_RULES_INTRO}</p>"]
+    out += [f'<p class="answer"><code>{html.escape(line)}</code></p>' for line in lines]
+    for v in found:
+        rows = [{"rule": c.rule, "status": c.state, "figure": c.figure, "limit": c.limit} for c in v.checks]
+        out.append(f"<h3>Cell {html.escape(v.cell_dir)}: {v.state}</h3>" + _table(pd.DataFrame(rows)))
+    return "\n".join(out)
+
+
+MLPERF_RULES_INTRO = (
+    "Each cell of emulated accelerators against MLPerf Storage's training rules "
+    "(<code>analysis/mlperf/training.yaml</code>, docs/mlperf.md): CLOSED where the rule holds as the "
+    "CLOSED division asks, OPEN where the OPEN division allows the difference, INVALID where no division "
+    "accepts it. <code>python -m analysis mlperf</code> prints the same."
+)
+
+
 def posix_calls(folder: Path) -> str:
     """What the POSIX traces say (trace.posix=true): per cell, the figures, and how to open a trace."""
     from analysis.figures.posix import SIZES, TIMELINE

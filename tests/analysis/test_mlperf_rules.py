@@ -99,6 +99,17 @@ def test_the_study_runs_five_seeded_runs_and_ends_with_the_verdict(finished):
     # 96 images against five times this machine's memory: a workstation's what-if, said with its figure
     assert "CLOSED-eligible: no, because" in tail[0] and "the dataset is 0.0" in tail[0], tail[0]
     assert tail[-1] == f"[mlperf] every rule beside its figure: python -m analysis mlperf {folder}"
+    # the report opens with the same question: the verdict, then every rule's row with its state
+    page = (folder / "report.html").read_text()
+    first, tiers = (
+        page.index("MLPerf Storage: would a compliant run show this?"),
+        page.index("What each tier"),
+    )
+    section = page[first:tiers]
+    assert first < tiers and "CLOSED-eligible: no, because" in section
+    assert sum(section.count(f'<td class="{state}">') for state in ("CLOSED", "OPEN", "INVALID")) == len(
+        RULES
+    )
 
 
 def test_the_command_lists_every_rule_with_its_figure_and_limit(finished, tmp_path):
