@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from campaign.capacity.search import SET_BY_SEARCH
+from campaign.capacity import search
 from campaign.overrides import value_of
 
 WHOLE = ("batch_size", "threads", "dataset.num_images")  # the search computes with these (and platform.nodes)
@@ -48,24 +48,9 @@ def _whole_numbers(overrides: list[str]) -> str | None:
     return None
 
 
-def _cell(tier: str, profile: dict, overrides: list[str], defaults: dict) -> list[str]:
-    """The overrides of the search's emulated cell of one accelerator on ``tier`` (as tier_row builds them;
-    ``defaults``: the settings the search gives every cell unless set)."""
-    common = [o for o in overrides if o.split("=", 1)[0] not in SET_BY_SEARCH]
-    given = {o.split("=", 1)[0] for o in common}
-    common = [f"{k}={v}" for k, v in defaults.items() if k not in given] + common
-    threads = value_of(overrides, "threads") or "1"
-    batch = value_of(overrides, "batch_size") or str(profile["batch_size"])
-    return [
-        "workload=emulated",
-        f"accelerator={profile['name']}",
-        f"storage={tier}",
-        f"threads={threads}",
-        f"batch_size={batch}",
-        "cache=cold",
-        *common,
-        "platform.tasks_per_node=1",
-    ]
+def _cell(tier: str, profile: dict, overrides: list[str]) -> list[str]:
+    """The overrides of the search's emulated cell of one accelerator on ``tier``, as its rounds make them."""
+    return [*search.prove_cell(tier, profile, overrides), "platform.tasks_per_node=1"]
 
 
 def arguments(most: int, overrides: list[str]) -> str | None:
@@ -85,9 +70,9 @@ def arguments(most: int, overrides: list[str]) -> str | None:
     )
 
 
-def cells(overrides: list[str], profile: dict, defaults: dict) -> str | None:
+def cells(overrides: list[str], profile: dict) -> str | None:
     """One line for the first tier whose cell of one accelerator the campaign's checks refuse (None: none
-    is); ``defaults``: the settings the search gives every cell unless set."""
+    is)."""
     from campaign import choices, validate
     from campaign.errors import ConfigError
     from jobs.cell import Cell
@@ -95,9 +80,7 @@ def cells(overrides: list[str], profile: dict, defaults: dict) -> str | None:
     memo: dict = {}
     for tier in (value_of(overrides, "storage") or "local").split(","):
         try:
-            validate.check(
-                Cell.from_composed(choices.compose(_cell(tier, profile, overrides, defaults))), memo
-            )
+            validate.check(Cell.from_composed(choices.compose(_cell(tier, profile, overrides))), memo)
         except ConfigError as e:
             return f"{e} [storage={tier}]"
         except Exception as e:  # noqa: BLE001 - Hydra's composition errors: their first line names the override

@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     from campaign.capacity import checks
 
     # as each tier's campaigns will
-    why = checks.cells(args.overrides, profile, {**MEASURE, **loader_defaults(args.overrides)})
+    why = checks.cells(args.overrides, profile)
     if why:
         print(f"campaign.capacity: {why}; nothing was run", file=sys.stderr)
         return 2

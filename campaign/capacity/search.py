@@ -15,9 +15,12 @@ cores too, so a node's cores are the kernel's divided among its nodes.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from omegaconf import OmegaConf
 
 from analysis.tables.capacity import tried
 from campaign.overrides import value_of
@@ -33,7 +36,30 @@ def loader_defaults(overrides: list[str]) -> dict:
     (loader.prefetch_factor) and which refuses tf.data's prefetch."""
     from jobs import frameworks
 
-    return LOADER if frameworks.get(value_of(overrides, "framework") or frameworks.PAPERS).prefetch else {}
+    chosen = value_of(overrides, "framework") or _experiment(tuple(overrides)).get("framework")
+    return LOADER if frameworks.get(chosen or frameworks.PAPERS).prefetch else {}
+
+
+@functools.cache
+def _experiment(overrides: tuple[str, ...]) -> dict:
+    """What an experiment the user chose (``+experiment=mlperf``) sets, so that its settings count as given,
+    as the command line's do: {key: value} of its own top-level settings, and the framework its defaults
+    choose ({} without one)."""
+    name = value_of(list(overrides), "experiment")
+    if name is None:
+        return {}
+    from campaign import choices
+
+    path = choices.CONF_DIR / "experiment" / f"{name}.yaml"
+    own = OmegaConf.to_container(OmegaConf.load(path), resolve=False) if path.is_file() else {}
+    mine = [o for o in overrides if o.split("=", 1)[0].lstrip("+") not in SET_BY_SEARCH]
+    settings = {str(k): v for k, v in own.items() if k not in ("defaults", "hydra")}  # type: ignore[union-attr]
+    return {**settings, "framework": choices.compose(mine).framework.name}
+
+
+def _given(overrides: list[str]) -> set[str]:
+    """The keys the user set: on the command line, or through the experiment they chose."""
+    return {o.split("=", 1)[0] for o in overrides} | set(_experiment(tuple(overrides)))
 
 
 # what the search sets in every cell itself: the user's overrides of these do not go to the cells
@@ -286,7 +312,7 @@ def common_overrides(overrides: list[str]) -> list[str]:
     """The user's overrides every campaign of the search gets (those of what the search sets left out),
     after MEASURE's settings the user did not give."""
     common = [o for o in overrides if o.split("=", 1)[0] not in SET_BY_SEARCH]
-    given = {o.split("=", 1)[0] for o in common}
+    given = _given(common)
     return [f"{k}={v}" for k, v in MEASURE.items() if k not in given] + common
 
 
@@ -294,7 +320,7 @@ def prove_cell(tier: str, profile: dict, overrides: list[str]) -> list[str]:
     """The overrides of the search's emulated cells on ``tier``, but for platform.tasks_per_node (the
     accelerators per node, which each round sets)."""
     common = common_overrides(overrides)
-    given = {o.split("=", 1)[0] for o in common}
+    given = _given(common)
     loader = [f"{k}={v}" for k, v in loader_defaults(overrides).items() if k not in given]
     return [
         "workload=emulated",

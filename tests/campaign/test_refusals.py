@@ -347,12 +347,8 @@ def test_the_capacity_search_plans_its_cell_with_the_campaigns_checks():
     from campaign.capacity import checks as capacity_checks
 
     profile = capacity._profile("resnet50_a100", [])
-    defaults = {**capacity.MEASURE, **capacity.LOADER}
-    _one(
-        capacity_checks.cells(["storage=local", "threads=100000"], profile, defaults),
-        "threads=100000 is more than",
-    )
-    assert capacity_checks.cells(["storage=local,tmpfs", "threads=2"], profile, defaults) is None
+    _one(capacity_checks.cells(["storage=local", "threads=100000"], profile), "threads=100000 is more than")
+    assert capacity_checks.cells(["storage=local,tmpfs", "threads=2"], profile) is None
 
 
 def _refused(cwd, module, *args, expected):

@@ -198,6 +198,6 @@ def test_the_capacity_search_plans_a_pytorch_cell_without_prefetch():
 
     overrides = ["storage=local", "framework=pytorch", "threads=2"]
     assert search.loader_defaults(overrides) == {}
-    assert checks.cells(overrides, command._profile("resnet50_a100", []), search.MEASURE) is None
+    assert checks.cells(overrides, command._profile("resnet50_a100", [])) is None
     # tf.data's prefetch=2, which an accelerator's loader needs there, is refused for a DataLoader
-    assert "prefetch=2" in checks.cells(overrides, command._profile("resnet50_a100", []), search.LOADER)
+    assert "prefetch=2" in checks.cells([*overrides, "prefetch=2"], command._profile("resnet50_a100", []))
