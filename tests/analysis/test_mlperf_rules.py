@@ -268,3 +268,40 @@ def test_the_capacity_search_keeps_the_experiments_runs_and_loader(tmp_path):
         "framework=pytorch workers=1 batch_size=24 prefetch=0 repeats=5" in p.stdout
     )  # one core's decode rate
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.waits  # a real SeaweedFS server: its GETs wait
+def test_the_study_on_an_object_store_counts_its_gets_and_names_its_client(tmp_path_factory):
+    """``+experiment=mlperf storage=s3``: the emulated B200s read the embedded server's objects through
+    s3torchconnector (an approved client), every image one counted GET, the runs cold; the verdict has the
+    same form, and no server or folder of it is left."""
+    import csv
+
+    base = tmp_path_factory.mktemp("mlperf-s3")
+    root = Path("/var/tmp") / f"iocampaign-test-s3-{os.getpid()}"
+    root.mkdir()
+    folder = base / "run"
+    p = campaign(
+        "+experiment=mlperf",
+        "storage=s3",
+        f"storage.root={root}",
+        "dataset.num_images=96",
+        "threads=2",
+        f"hydra.run.dir={folder}",
+        cwd=base,
+    )
+    try:
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+        tail = [line for line in p.stdout.splitlines() if line.startswith("[mlperf] ")]
+        assert tail[0].startswith("[mlperf] cell .: retinanet on B200: 1 accelerator at AU "), tail
+        v = command.verdicts(folder)[0]
+        assert (_state(v, "object client").figure, _state(v, "object client").state) == (
+            "s3torchconnector",
+            rules.CLOSED,
+        )
+        measured = list(csv.DictReader((folder / "results.csv").open()))  # the measured runs' rows
+        assert len(measured) == 5 and all(r["cache_state"] == "cold" for r in measured)
+        assert all(float(r["requests"]) == float(r["images"]) == 96 for r in measured)
+        assert list((root / "iocampaign" / "s3servers").iterdir()) == []  # the server and its data are gone
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -48,6 +48,7 @@ class Emulated(Workload):
         "bytes_read_syscall",
     )
     record_keys = ("step_time_s", "dropped_files")
+    object_readers = ("pytorch",)  # S3MapDataset over the CRT client, its GETs counted (torch_loop)
     packages = ("tensorflow",)
     uses_keras = False  # tf.data and tf.io only
     engine_modules = {

@@ -20,7 +20,17 @@ from jobs.workloads.emulated.loop import EmulatedSettings
 
 
 def run_once(ds: Dataset, s: EmulatedSettings, lo: Loader, mark=lambda name: None) -> dict:
-    """One epoch of full batches (the dataset or the task's shard), each followed by the step's sleep."""
+    """One epoch of full batches (the dataset or the task's shard), each followed by the step's sleep; from
+    an object store, each batch's GETs counted."""
+    from jobs.data.loader import s3map
+
+    # an object store's keys for a client that reads them from the environment only (its workers inherit them)
+    with s3map.credentials(ds):
+        return _epoch(ds, s, lo, mark, s3map.counted(ds))
+
+
+def _epoch(ds: Dataset, s: EmulatedSettings, lo: Loader, mark, count) -> dict:
+    """The timed epoch; ``count`` takes each batch's GETs (None: the files of a file system)."""
     from jobs.data.loader import build
     from jobs.data.loader.build import shut_down
 
@@ -52,6 +62,8 @@ def run_once(ds: Dataset, s: EmulatedSettings, lo: Loader, mark=lambda name: Non
                 waits.append(b - a)
                 seen.extend(batch.indices.tolist())
                 drops.extend(batch.dropped)
+                if count is not None and batch.requests:
+                    count(batch.requests)
                 consumed += int(batch.nbytes.sum())
             t_end = time.perf_counter()
     except RuntimeError as e:
