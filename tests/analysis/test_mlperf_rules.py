@@ -159,6 +159,11 @@ def test_every_rule_holds_on_the_real_record_once_its_out_of_reach_figures_are_m
             "against the 320 GiB",
         ),
         ("dataset size", lambda r: r.dataset.__setitem__("files", 11_999), "11,999 samples against 12,000"),
+        (
+            "first step",
+            lambda r: r.runs[2].__setitem__("steady_runtime_s", r.runs[2]["runtime_s"]),
+            "the first step is not left out of AU",
+        ),
         ("workload and accelerator", lambda r: r.config["accelerator"].update(name="unet3d_h100"), "what-if"),
         (
             "workload and accelerator",
