@@ -36,6 +36,14 @@ def test_every_preset_composes(group):
             cfg = _compose(f"+experiment={name}")
             if name == "paper":  # several grids: campaign/paper.py runs them; the preset only names it
                 assert cfg.workload.name == "microbench"
+            elif name == "mlperf":  # MLPerf Storage's training run: emulated accelerators, PyTorch's loader
+                assert (cfg.workload.kind, cfg.framework.name, cfg.repeats, cfg.warmup) == (
+                    "emulated",
+                    "pytorch",
+                    5,
+                    1,
+                )
+                assert cfg.batch_size == cfg.accelerator.batch_size
             else:
                 assert cfg.workload.kind == "alexnet" and cfg.hydra.mode.name == "MULTIRUN"
             continue
