@@ -27,6 +27,21 @@ def _is_group(key: str) -> bool:
     return key in GROUPS or "@" in key or "/" in key
 
 
+_FULL, _GROUP, _VALUE = "full", "group", "value"  # how a cell's override is planned (_kind)
+
+
+def _kind(raw: str, o) -> tuple[str, str, Any]:
+    """(how the override is planned, its key, its value) of Hydra's parsed override ``o`` of ``raw``:
+    _FULL where Hydra must compose the cell itself (``+key=``, ``~key``, ``hydra.*``, an interpolated
+    value), _GROUP for a config group's choice, _VALUE for a plain value."""
+    key = o.key_or_group
+    if o.is_add() or o.is_delete() or o.is_force_add() or key.startswith("hydra") or "${" in raw:
+        return _FULL, key, None
+    if _is_group(key) or o.package is not None:
+        return _GROUP, key, None
+    return _VALUE, key, o.value()
+
+
 class Planner:
     """Resolved configs of cells, composing once per distinct set of config-group choices."""
 
@@ -38,7 +53,8 @@ class Planner:
         self._bases: dict[tuple, tuple[Any, dict]] = {}
         self._values: dict[tuple, Any] = {}
         self._typed: dict[tuple, Any] = {}  # the typed config of each composition
-        self._parsed: dict[str, Any] = {}  # Hydra's parser costs ~1 ms an override: each string once
+        # each override's kind, key and value (_kind): Hydra's parser costs ~1 ms an override: each once
+        self._parsed: dict[str, tuple] = {}
         self._parser = None  # Hydra's override parser, made once (making one costs about as much again)
         self.compositions = 0
 
@@ -96,17 +112,18 @@ class Planner:
         new = [raw for raw in overrides if raw not in self._parsed]
         if new:
             self._parser = self._parser or OverridesParser.create()
-            self._parsed.update(zip(new, self._parser.parse_overrides(new)))
+            self._parsed.update(
+                (raw, _kind(raw, o)) for raw, o in zip(new, self._parser.parse_overrides(new))
+            )
         groups, values = [], []
         for raw in overrides:
-            o = self._parsed[raw]
-            key = o.key_or_group
-            if o.is_add() or o.is_delete() or o.is_force_add() or key.startswith("hydra") or "${" in raw:
+            kind, key, value = self._parsed[raw]
+            if kind is _FULL:
                 return None
-            if _is_group(key) or o.package is not None:
+            if kind is _GROUP:
                 groups.append(raw)
             else:
-                values.append((raw, key, o.value()))
+                values.append((raw, key, value))
         return tuple(groups), values
 
     def config(self, overrides: Sequence[str]) -> dict:
