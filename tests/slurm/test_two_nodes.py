@@ -311,6 +311,18 @@ def _beating_on(sweep: Path, cell: int, node: str) -> int | None:
     return pids[0] if pids else None
 
 
+def _seen(sweep: Path, cell: int) -> str:
+    """What the sweep shows of ``cell`` and what Slurm says of the nodes, for a failure's message: each task's
+    heartbeats (the node each names), whether the cell's record is there, and ``sinfo``'s node states."""
+    beats = sorted(
+        f"{b.relative_to(sweep)}: {b.read_text()[:40]!r}"
+        for b in (sweep / str(cell) / "tasks").glob("*/beats-*/[0-9]*")
+    )
+    record = "written" if (sweep / str(cell) / "record.json").exists() else "not written"
+    nodes = subprocess.run(["sinfo", "-N", "-h", "-o", "%N %T %E"], capture_output=True, text=True).stdout
+    return f"cell {cell}: record {record}; beats {beats or 'none'}; sinfo:\n{nodes}"
+
+
 def _wait_record(sweep: Path, cell: int, deadline: float) -> float:
     t0 = time.monotonic()
     while time.monotonic() < deadline and not (sweep / str(cell) / "record.json").exists():
@@ -356,14 +368,14 @@ def test_a_hung_task_and_a_dead_node_fail_their_cells_naming_the_node(
         while pid is None and time.monotonic() < deadline:  # cell 0: the task on n2 stops as soon as it beats
             pid = _beating_on(sweep, 0, "n2")
             time.sleep(0.02)
-        assert pid, "no task of cell 0 ran on n2"
+        assert pid, f"no task of cell 0 ran on n2: {_seen(sweep, 0)}"
         os.kill(pid, signal.SIGSTOP)
         hung_s = _wait_record(sweep, 0, deadline)
         pid = None
         while pid is None and time.monotonic() < deadline:  # cell 1: n2 dies
             pid = _beating_on(sweep, 1, "n2")
             time.sleep(0.02)
-        assert pid, "no task of cell 1 ran on n2"
+        assert pid, f"no task of cell 1 ran on n2: {_seen(sweep, 1)}; {_seen(sweep, 0)}"
         subprocess.run(["kill", "-KILL", *map(str, _netns_pids("n2"))])
         dead_s = _wait_record(sweep, 1, deadline)
         # the node comes back (as after a reboot): the third cell and the rest of the suite run on it
