@@ -5,7 +5,6 @@ passes the limit (the module's one real record, copied with that one figure chan
 import copy
 import os
 import shutil
-import subprocess
 import tempfile
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 from analysis.mlperf import command, rules
 from jobs import records
 from support.commands import analysis, campaign
+from support.files import on_disk
 
 pytestmark = pytest.mark.cells  # every test reads the module's one real campaign (``finished``)
 RULES = (
@@ -38,9 +38,7 @@ RULES = (
 def finished(tmp_path_factory):
     """(folder, stdout) of ``+experiment=mlperf`` on emulated B200s: one warm-up and five runs, cold."""
     base = tmp_path_factory.mktemp("mlperf")
-    fs = subprocess.run(["stat", "-f", "-c", "%T", str(base)], capture_output=True, text=True).stdout.strip()
-    root = base if fs not in ("tmpfs", "ramfs") else Path("/var/tmp") / f"iocampaign-test-{os.getpid()}"
-    root.mkdir(parents=True, exist_ok=True)
+    root = on_disk(tmp_path_factory, "mlperf-data")
     folder = base / "run"
     p = campaign(
         "+experiment=mlperf",
@@ -281,8 +279,7 @@ def test_the_study_on_an_object_store_counts_its_gets_and_names_its_client(tmp_p
     import csv
 
     base = tmp_path_factory.mktemp("mlperf-s3")
-    root = Path("/var/tmp") / f"iocampaign-test-s3-{os.getpid()}"
-    root.mkdir()
+    root = on_disk(tmp_path_factory, "mlperf-s3-data")
     folder = base / "run"
     p = campaign(
         "+experiment=mlperf",
