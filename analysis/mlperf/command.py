@@ -59,9 +59,17 @@ def most_accelerators(found: list[rules.Verdict]) -> list[str]:
 EXPERIMENT = "+experiment=mlperf"
 
 
-def closing_lines(folder: Path) -> list[str]:
+def of_experiment(collected) -> bool:
+    """Whether a cell of the campaign whose records the analysis read (``analysis.tables.tidy.Collected``)
+    was made by ``+experiment=mlperf``: without one, its records need not be read again."""
+    return collected is None or any(EXPERIMENT in c["overrides"].split() for c in collected.cells)
+
+
+def closing_lines(folder: Path, collected=None) -> list[str]:
     """What a campaign of ``+experiment=mlperf`` prints last: each cell's verdict and the most accelerators
-    that held AU (nothing for any other campaign)."""
+    that held AU (nothing for any other campaign; ``collected``: its records as the analysis read them)."""
+    if not of_experiment(collected):
+        return []
     found = verdicts(folder, EXPERIMENT)
     if not found:
         return []

@@ -309,7 +309,7 @@ RENDER = {
     "frameworks": lambda p: sections.frameworks(p.folder),
     "layouts": lambda p: sections.layouts(p.folder),
     "mlperf": lambda p: sections.mlperf(p.folder),
-    "mlperf_rules": lambda p: sections.mlperf_rules(p.folder),
+    "mlperf_rules": lambda p: sections.mlperf_rules(p.folder, p.collected),
     "staging": lambda p: sections.staging(p.folder, p.built),
     "posix": lambda p: sections.posix_calls(p.folder),
     "table_i": _table_i,

@@ -212,13 +212,15 @@ def mlperf(folder: Path) -> str:
     )
 
 
-def mlperf_rules(folder: Path) -> str:
+def mlperf_rules(folder: Path, collected=None) -> str:
     """A ``+experiment=mlperf`` campaign's verdicts first, then each cell's rules (analysis.mlperf): the
-    figure, the limit and the state of every rule."""
+    figure, the limit and the state of every rule (``collected``: the records as the report read them)."""
     import pandas as pd
 
     from analysis.mlperf import command
 
+    if not command.of_experiment(collected):
+        return ""
     found = command.verdicts(folder, command.EXPERIMENT)
     if not found:
         return ""
