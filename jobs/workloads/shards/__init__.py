@@ -180,11 +180,12 @@ class ShardedCheckpoint(Workload):
             raise ConfigError(
                 f"workload.block_mb={cfg.workload.block_mb} must be between 0 and 1024 (MB per request)"
             )
-        # kept (checkpoint.keep=true), every run's shards stay on storage; a burst buffer's drain empties the
-        # fast tier
-        self._space(cfg.storage, s, written, runs=cfg.warmup + cfg.repeats if ck.keep else 1)
+        # the burst buffer first, as the shards reach it first (and its size is the config's, not the
+        # disk's today); kept (checkpoint.keep=true), every run's shards stay on storage, while a burst
+        # buffer's drain empties the fast tier
         if ck.target == "burst_buffer":
             self._space(cfg.checkpoint.fast, s, written, "checkpoint.fast")
+        self._space(cfg.storage, s, written, runs=cfg.warmup + cfg.repeats if ck.keep else 1)
 
     @staticmethod
     def _on_store(cfg) -> None:
