@@ -2,7 +2,7 @@
 and report.html; ``python -m analysis compare <A> <B>``: two campaigns side by side;
 ``python -m analysis profile <campaign> --name N --out F``: an accelerator profile from its measured
 compute; ``python -m analysis mlperf <campaign>``: its emulated accelerators against MLPerf Storage's
-rules."""
+rules; ``python -m analysis trace <file>``: the I/O profile of a user's Darshan log or DFTracer trace."""
 
 import argparse
 import sys
@@ -22,6 +22,10 @@ def main(argv: list[str] | None = None) -> int:
         from analysis.mlperf import command
 
         return command.main(argv[1:])
+    if argv and argv[0] == "trace":
+        from analysis.traces import command as trace
+
+        return trace.main(argv[1:])
     if argv and argv[0] == "profile":
         from analysis import profile
 

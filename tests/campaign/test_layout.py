@@ -57,8 +57,18 @@ def test_no_import_runs_up():
 
 # inside jobs/, a folder imports only the layers below its own: what every layer shares (jobs/*.py but
 # the runner), then data and storage, what a run observes, the workloads, how their processes start, the
-# run loop; the cell (jobs/cell.py) sits with the workloads: its config holds each workload's own schema
-JOBS_LAYERS = {"data": 1, "storage": 1, "observe": 2, "workloads": 3, "cell": 3, "execution": 4, "runner": 5}
+# run loop; a user's traces read as a table sit beside what a run observes (the tool's own traces are
+# dftracer's); the cell (jobs/cell.py) sits with the workloads: its config holds each workload's own schema
+JOBS_LAYERS = {
+    "data": 1,
+    "storage": 1,
+    "observe": 2,
+    "traces": 2,
+    "workloads": 3,
+    "cell": 3,
+    "execution": 4,
+    "runner": 5,
+}
 # the traced child's process runs the run loop
 ENTRY_POINTS = {("jobs.execution.traced_child", "jobs.runner")}
 
@@ -132,6 +142,7 @@ def test_jobs_is_laid_out_by_concern_with_no_two_modules_of_one_name():
         "observe",
         "runner",
         "storage",
+        "traces",
         "workloads",
     ]
     names = [p.name for p in (ROOT / "jobs").rglob("*.py") if p.name != "__init__.py"]

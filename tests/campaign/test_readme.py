@@ -104,7 +104,7 @@ def _modules() -> dict[tuple[str, ...], set[str]]:
         words = line.split()
         key = (
             (words[2], words[3])
-            if words[2] == "analysis" and words[3:4] in (["compare"], ["profile"])
+            if words[2] == "analysis" and words[3:4] in (["compare"], ["profile"], ["mlperf"], ["trace"])
             else (words[2],)
         )
         out.setdefault(key, set()).update(

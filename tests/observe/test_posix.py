@@ -111,6 +111,26 @@ def test_tables_figures_and_report(traced):
 
 
 @pytest.mark.cells
+def test_a_traced_cells_folder_reads_as_a_users_trace_with_the_records_numbers(traced, tmp_path):
+    """``python -m analysis trace <cell>``: the calls of the cell's measured runs, the same reads, bytes and
+    files as its record's posix_* figures (the tool's own calls before and between the runs left out)."""
+    from analysis.traces import tables
+    from jobs import traces
+
+    out, cells = traced
+    folder, rec = cells[("readonly", True)]
+    t = traces.read(folder)
+    assert t.source == "iocampaign" and "traced run(s)" in t.notes[0]
+    s = tables.profile(t).summary.iloc[0]
+    assert s["reads"] == sum(r["posix_reads"] for r in rec.runs)
+    assert s["bytes_read"] == sum(r["posix_bytes_read"] for r in rec.runs)
+    assert s["files"] == N and s["sequential_read_share"] == 1.0  # each image read whole, front to back
+    p = analysis("trace", str(folder), "--out", "profile", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert f"{int(s['reads']):,} reads" in p.stdout and (tmp_path / "profile" / "trace_profile.png").is_file()
+
+
+@pytest.mark.cells
 def test_coverage_check_marks_a_trace_with_reads_removed(traced, tmp_path):
     """Drop the data reads of every third file from a real trace: the run is marked incomplete."""
     out, cells = traced

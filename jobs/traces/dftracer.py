@@ -1,0 +1,231 @@
+"""DFTracer traces a user brings (``.pfw``, ``.pfw.gz``), and the tool's own POSIX traces, which dftracer's
+preload library writes in the same format (``jobs.observe.posix`` owns how a cell writes and splits them).
+
+A trace is one JSON event per line, with or without the enclosing ``[`` of older versions. Events are
+``{name, cat, pid, tid, ts, dur, ph, args}``: ``ph`` is 1 (a complete call), 2 (a counter), 3 (aggregated) or
+4 (metadata) in current versions, ``"X"``/``"C"``/``"M"`` in older ones. File names come as hashes
+(``args.fhash``) that metadata events named ``FH`` resolve, or as ``args.fname`` in older versions. Only
+POSIX and STDIO calls on a file become operations; a ``read`` has no offset of its own, so it is followed
+from the file's open, the reads before it and ``lseek`` per process and file.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from pathlib import Path
+
+from jobs.observe import posix
+from jobs.traces import operations
+from jobs.traces.operations import Trace, TraceError, frame, too_many
+
+CALL, COUNTER, AGGREGATED, METADATA = 1, 2, 3, 4
+_PHASES = {
+    CALL: CALL,
+    "X": CALL,
+    COUNTER: COUNTER,
+    "C": COUNTER,
+    AGGREGATED: AGGREGATED,
+    METADATA: METADATA,
+    "M": METADATA,
+}
+SEEKS = frozenset({"lseek", "lseek64", "fseek", "fseeko"})
+SYNCS = frozenset({"fsync", "fdatasync", "fflush", "sync_file_range"})
+SEEK_SET, SEEK_CUR = 0, 1
+READ_VERSIONS = (1, 2)  # DFTracer's major versions whose events this module reads
+
+
+def _open(p: Path):
+    with open(p, "rb") as f:
+        gz = f.read(2) == b"\x1f\x8b"
+    return (
+        gzip.open(p, "rt", encoding="utf-8", errors="replace")
+        if gz
+        else open(p, encoding="utf-8", errors="replace")
+    )
+
+
+def _event(line: str) -> dict | None:
+    line = line.strip().lstrip("[").rstrip(",").rstrip("]").strip()
+    if not line:
+        return None
+    e = json.loads(line)
+    return e if isinstance(e, dict) else None
+
+
+def is_trace(p: Path) -> bool:
+    """Whether the first event of ``p`` is a DFTracer event (JSON with ``cat`` and ``ph``)."""
+    try:
+        with _open(p) as f:
+            for _, line in zip(range(5), f):
+                e = _event(line[:1_000_000])
+                if e is not None:
+                    return "cat" in e and "ph" in e
+    except (OSError, EOFError, zlib.error, ValueError, UnicodeDecodeError):
+        return False
+    return False
+
+
+def read(p: Path) -> Trace:
+    return _trace([p], p, "dftracer")
+
+
+def read_cell(folder: Path) -> Trace:
+    """A traced cell's folder (or its ``posix/`` folder): the traces of every process it ran, as one."""
+    where = folder / posix.SUBDIR if (folder / posix.SUBDIR).is_dir() else folder
+    files = posix.trace_files(where)
+    if not files:
+        raise TraceError(
+            f"{folder}: no POSIX trace in it (a traced cell's folder holds {posix.SUBDIR}/"
+            f"{posix.LOG_STEM}-*.pfw.gz: run the cell with trace.posix=true)"
+        )
+    return _trace(files, folder, "iocampaign", _windows(folder))
+
+
+def _windows(folder: Path) -> list[tuple[int, int]]:
+    """The traced runs' wall-clock windows (µs) from the cell's record; none without one."""
+    from jobs import records
+
+    rec = folder / "record.json" if (folder / "record.json").is_file() else folder.parent / "record.json"
+    try:
+        runs = records.read(rec).runs if rec.is_file() else []
+    except (OSError, ValueError):
+        return []
+    return [tuple(r["posix_window_us"]) for r in runs if r.get("posix_window_us")]
+
+
+def _trace(files: list[Path], where: Path, source: str, windows: list | None = None) -> Trace:
+    names: dict[str, str] = {}
+    calls: list[tuple] = []
+    notes: list[str] = []
+    for p in files:
+        torn = _calls(p, names, calls)
+        if torn:
+            notes.append(
+                f"{p.name}: its last line was cut short (a process stopped while writing it): left out"
+            )
+    rows = _rows(calls, names)
+    if windows:  # a cell's: the calls of its traced runs, not the tool's own before and between them
+        kept = [r for r in rows if any(t0 <= r[6] * 1e6 <= t1 for t0, t1 in windows)]
+        notes.append(
+            f"the calls of the cell's {len(windows)} traced run(s): {len(rows) - len(kept):,} calls the "
+            "tool made before and between them are left out"
+        )
+        rows = kept
+    if not any(r[3] in ("read", "write") for r in rows):
+        raise TraceError(f"{where}: a DFTracer trace with no reads or writes on a file in it")
+    return Trace(path=where, source=source, operations=frame(rows), notes=notes)
+
+
+def _calls(p: Path, names: dict, calls: list) -> bool:
+    """Add the POSIX and STDIO calls of ``p`` to ``calls`` and its file names to ``names``; whether its
+    last line was torn. TraceError for a truncated gzip stream, a bad line before the last, or an event
+    of a format version not read here."""
+    torn_at = None
+    n = 0
+    try:
+        with _open(p) as f:
+            for n, line in enumerate(f, 1):
+                if torn_at is not None:
+                    raise TraceError(f"{p}: line {torn_at} is not a JSON event (the trace is damaged)")
+                try:
+                    e = _event(line)
+                except json.JSONDecodeError:
+                    torn_at = n
+                    continue
+                if e is not None:
+                    _take(p, n, e, names, calls)
+    except (EOFError, zlib.error, gzip.BadGzipFile):
+        raise TraceError(
+            f"{p}: a truncated gzip stream after line {n} (was it copied before the job ended?)"
+        ) from None
+    return torn_at is not None
+
+
+def _take(p: Path, n: int, e: dict, names: dict, calls: list) -> None:
+    ph = _PHASES.get(e.get("ph"))
+    if ph is None:
+        raise TraceError(
+            f"{p}: line {n} has ph={e.get('ph')!r}, which this tool does not read (DFTracer's ph is 1-4, or "
+            "'X', 'C' and 'M' in versions before 2)"
+        )
+    args = e.get("args") or {}
+    if e.get("name") == "start" and e.get("cat") == "dftracer":
+        _version(p, args.get("version"))
+    if ph == METADATA:
+        if e.get("name") == "FH":
+            names[args.get("value")] = args.get("name")
+        return
+    if ph != CALL or e.get("cat") not in posix.CATEGORIES:
+        return
+    if len(calls) >= operations.MAX_OPERATIONS:
+        raise too_many(p, len(calls) + 1)
+    calls.append((e.get("name"), e.get("pid"), e.get("tid"), e.get("ts"), e.get("dur"), args))
+
+
+def _version(p: Path, version) -> None:
+    """DFTracer's start event names its version as major × 10000 + minor × 100 + patch (20003: 2.0.3)."""
+    if isinstance(version, int) and version // 10000 not in READ_VERSIONS:
+        raise TraceError(
+            f"{p}: written by DFTracer {version // 10000}.{version // 100 % 100}.{version % 100}; this tool "
+            f"reads traces of DFTracer {' and '.join(f'{v}.x' for v in READ_VERSIONS)}"
+        )
+
+
+def _operation(name: str) -> str:
+    if name in posix.READS:
+        return "read"
+    if name in posix.WRITES:
+        return "write"
+    if name in posix.OPENS:
+        return "open"
+    if name in posix.CLOSES:
+        return "close"
+    if name in SEEKS:
+        return "seek"
+    if name in SYNCS:
+        return "sync"
+    return "meta"
+
+
+def _rows(calls: list, names: dict) -> list[tuple]:
+    """Operation rows, in time order, of the calls on a file; offsets of reads and writes without their own
+    (``read``, ``write``) followed per process and file from its open, its calls and its seeks."""
+    rows = []
+    position: dict = {}
+    for name, pid, tid, ts, dur, args in sorted(calls, key=lambda c: int(c[3] or 0)):
+        path = names.get(args.get("fhash")) or args.get("fname")
+        if path is None:
+            continue
+        op = _operation(name)
+        key = (pid, path)
+        offset, size = None, None
+        if op == "open":
+            position[key] = 0
+        elif op == "seek":
+            position[key] = _seek(name, args, position.get(key))
+        elif op in ("read", "write"):
+            ret = args.get("ret")
+            size = max(int(ret), 0) * int(args.get("size") or 1) if isinstance(ret, int) else 0
+            if "offset" in args:  # pread, pwrite: their own offset, the file position unchanged
+                offset = int(args["offset"])
+            else:
+                offset = position.get(key)
+                position[key] = None if offset is None else offset + size
+        rows.append((path, pid, tid, op, offset, size, int(ts or 0) / 1e6, int(dur or 0) / 1e6))
+    return rows
+
+
+def _seek(name: str, args: dict, now: int | None) -> int | None:
+    ret = args.get("ret")
+    if name.startswith("lseek") and isinstance(ret, int) and ret >= 0:  # lseek returns the new position
+        return ret
+    offset, whence = args.get("offset"), args.get("whence")
+    if not isinstance(offset, int):
+        return None
+    if whence == SEEK_SET:
+        return offset
+    if whence == SEEK_CUR and now is not None:
+        return now + offset
+    return None

@@ -1,0 +1,285 @@
+"""A user's own traces, read and profiled: PyDarshan's shipped sample logs (one without DXT, two with it),
+a real DFTracer trace of a process whose calls are known (dftracer's preload library, as a user runs it),
+the same trace in older DFTracer's layout, and every kind of bad trace, each refused in one line with
+nothing written."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.traces import command, tables
+from jobs import traces
+from jobs.execution import traced
+from jobs.traces import operations
+from support.commands import analysis
+
+KIB = 1024
+A_SIZE, B_SIZE, WRITTEN = 1 << 20, 100_000, 5000
+# what the traced process does: a.bin read whole in 64 KiB reads (and the read that finds its end), one
+# 4 KiB read after a seek to 1000, one pread of 100 bytes at 500,000; b.bin read whole by Python's
+# file object; c.out written once
+PROGRAM = f"""
+import os, sys
+data = sys.argv[1]
+fd = os.open(os.path.join(data, "a.bin"), os.O_RDONLY)
+while os.read(fd, {64 * KIB}):
+    pass
+os.lseek(fd, 1000, os.SEEK_SET)
+os.read(fd, 4096)
+os.pread(fd, 100, 500_000)
+os.close(fd)
+with open(os.path.join(data, "b.bin"), "rb") as f:
+    f.read()
+with open(os.path.join(data, "c.out"), "wb") as f:
+    f.write(b"x" * {WRITTEN})
+"""
+
+
+def sample(name: str) -> Path:
+    from darshan.log_utils import get_log_path
+
+    return Path(get_log_path(name))
+
+
+@pytest.fixture(scope="module")
+def dft(tmp_path_factory) -> Path:
+    """A DFTracer trace of PROGRAM, written by dftracer's preload library."""
+    base = tmp_path_factory.mktemp("dft")
+    data, out = base / "data", base / "trace"
+    data.mkdir()
+    out.mkdir()
+    (data / "a.bin").write_bytes(os.urandom(A_SIZE))
+    (data / "b.bin").write_bytes(os.urandom(B_SIZE))
+    env = {**os.environ, **traced.environment(out, [str(data)])}
+    p = subprocess.run([sys.executable, "-c", PROGRAM, str(data)], env=env, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    (trace,) = out.glob("*.pfw.gz")
+    return trace
+
+
+def lines(trace: Path) -> list[str]:
+    """The trace's lines (dftracer's end event can hold bytes that are not UTF-8: replaced, as the reader
+    does)."""
+    with gzip.open(trace, "rt", errors="replace") as f:
+        return [x for x in f.read().splitlines() if x.strip()]
+
+
+def io(t: traces.Trace) -> pd.DataFrame:
+    ops = t.operations
+    return ops[ops["operation"].isin(["read", "write"])].reset_index(drop=True)
+
+
+def test_a_dftracer_trace_holds_each_call_with_its_offset_size_and_order(dft):
+    t = traces.read(dft)
+    assert t.source == "dftracer" and list(t.operations.columns) == list(traces.COLUMNS)
+    calls = io(t)
+    a = calls[calls["file"].str.endswith("a.bin")]
+    expected = [(k * 64 * KIB, 64 * KIB) for k in range(16)] + [(A_SIZE, 0), (1000, 4096), (500_000, 100)]
+    assert list(zip(a["offset"], a["size"])) == expected  # read's offsets followed from open, reads, lseek
+    b = calls[calls["file"].str.endswith("b.bin")]
+    assert list(zip(b["operation"], b["offset"], b["size"])) == [("read", 0, B_SIZE), ("read", B_SIZE, 0)]
+    c = calls[calls["file"].str.endswith("c.out")]
+    assert list(zip(c["operation"], c["offset"], c["size"])) == [("write", 0, WRITTEN)]
+    assert t.operations["start_s"].is_monotonic_increasing and t.operations["start_s"].iloc[0] == 0
+    assert set(t.operations["operation"]) >= {"open", "read", "seek", "write", "close"}
+    assert (
+        calls["rank"].nunique() == 1 and (calls["thread"] == calls["rank"]).all()
+    )  # one process, its main thread
+
+
+def test_the_profile_of_a_known_program(dft):
+    p = tables.profile(traces.read(dft))
+    s = p.summary.iloc[0]
+    assert (s["reads"], s["writes"], s["files"]) == (21, 1, 3)
+    assert s["bytes_read"] == A_SIZE + 4096 + 100 + B_SIZE and s["bytes_written"] == WRITTEN
+    # after each file's first read: a.bin's 18 later reads are at or past the previous one's end but for the
+    # read after the seek back to 1000; b.bin's end-of-file read is
+    assert s["sequential_read_share"] == pytest.approx(18 / 19)
+    sizes = p.sizes.set_index(["operation", "size_class"])["requests"]
+    assert sizes[("read", "0 B (end of file)")] == 2
+    assert sizes[("read", "100 B–4 KiB")] == 1
+    assert sizes[("read", "4–64 KiB")] == 1
+    assert sizes[("read", "64 KiB–1 MiB")] == 17
+    assert sizes[("write", "4–64 KiB")] == 1 and sizes.sum() == 22
+    files = p.files.set_index(p.files["file"].map(lambda f: Path(f).name))
+    assert files.loc["a.bin", "extent_bytes"] == A_SIZE and files.loc["c.out", "bytes_written"] == WRITTEN
+    c = p.concurrency
+    assert len(c) == tables.BINS and (c["calls_in_flight"] >= 0).all()
+    moved = (c["read_mb_s"] * c["dt_s"]).sum() * 1e6
+    assert moved == pytest.approx(
+        s["bytes_read"], rel=1e-6
+    )  # every byte read is in one bin or spread over some
+
+
+def test_older_dftracer_layouts_read_the_same(dft, tmp_path):
+    """A plain .pfw in one JSON array with string phases ('X', 'M'), as DFTracer 1.x wrote it."""
+    old = {1: "X", 4: "M", 2: "C"}
+    events = [json.loads(x) for x in lines(dft)]
+    for e in events:
+        e["ph"] = old.get(e["ph"], e["ph"])
+    plain = tmp_path / "old.pfw"
+    plain.write_text("[\n" + "".join(json.dumps(e) + ",\n" for e in events) + "]\n")
+    a, b = io(traces.read(dft)), io(traces.read(plain))
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_pydarshans_sample_logs_load_and_dxt_agrees_with_the_counters():
+    """dxt.darshan: DXT's segments, file by file, sum to the POSIX counters of the same log."""
+    t = traces.read(sample("dxt.darshan"))
+    assert t.source == "darshan" and t.has_calls and t.run_time_s == 1469.0
+    calls = io(t)
+    posix = (
+        t.counters[t.counters["module"] == "POSIX"]
+        .groupby("file")[["bytes_read", "bytes_written", "reads", "writes"]]
+        .sum()
+    )
+    posix = posix.loc[sorted(set(calls["file"]))]
+    assert len(posix) == 169
+    for op, nbytes, n in (("read", "bytes_read", "reads"), ("write", "bytes_written", "writes")):
+        mine = calls[calls["operation"] == op].groupby("file")["size"]
+        assert list(mine.sum().reindex(posix.index, fill_value=0).astype(int)) == list(
+            posix[nbytes].astype(int)
+        )
+        assert list(mine.size().reindex(posix.index, fill_value=0)) == list(posix[n].astype(int))
+    simple = traces.read(sample("sample-dxt-simple.darshan"))
+    assert list(io(simple)["size"]) == [40, 4000]
+
+
+def test_a_log_without_dxt_is_profiled_from_its_counters():
+    import darshan
+
+    t = traces.read(sample("sample.darshan"))
+    assert not t.has_calls and "DXT_ENABLE_IO_TRACE=1" in t.notes[0]
+    report = darshan.DarshanReport(str(sample("sample.darshan")), read_all=True)
+    written = sum(
+        int(report.records[m].to_df()["counters"][f"{m}_BYTES_WRITTEN"].clip(lower=0).sum())
+        for m in ("POSIX", "STDIO")
+    )
+    s = tables.profile(t).summary.iloc[0]
+    assert s["from"] == "counters" and s["bytes_written"] == written and s["processes"] == 2048
+    assert tables.profile(t).concurrency.empty  # no times per call: no concurrency, and the figure says so
+
+
+@pytest.mark.cells
+def test_analysis_trace_writes_the_profile_and_leaves_a_users_files_alone(tmp_path):
+    log = sample("dxt.darshan")
+    p = analysis("trace", str(log), "--out", "prof", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    out = tmp_path / "prof"
+    names = {f.name for f in out.iterdir() if not f.name.startswith(".")}
+    assert names == {
+        *tables.Profile.tables(tables.profile(traces.read(log))),
+        "trace_profile.png",
+        "trace_profile.svg",
+    }
+    assert "6,126 reads (22.5 MB), 1,497 writes (13.0 MB) on 169 files" in p.stdout
+    assert pd.read_csv(out / "trace_summary.csv")["reads"].iloc[0] == 6126
+    again = analysis("trace", str(log), "--out", "prof", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr  # its own files, replaced
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "trace_sizes.csv").write_text("a user's\n")
+    elsewhere = tmp_path / "precious.csv"
+    elsewhere.write_text("keep\n")
+    (mine / "trace_files.csv").symlink_to(elsewhere)
+    refused = command.main([str(log), "--out", str(mine)])
+    assert refused == 2
+    assert sorted(f.name for f in mine.iterdir()) == ["trace_files.csv", "trace_sizes.csv"]
+    assert (mine / "trace_sizes.csv").read_text() == "a user's\n" and elsewhere.read_text() == "keep\n"
+
+
+def _torn_middle(dft: Path, tmp: Path) -> Path:
+    text = lines(dft)
+    text[5] = text[5][: len(text[5]) // 2]
+    bad = tmp / "torn.pfw"
+    bad.write_text("\n".join(text) + "\n")
+    return bad
+
+
+def _with(dft: Path, tmp: Path, name: str, edit) -> Path:
+    events = [json.loads(x) for x in lines(dft)]
+    bad = tmp / name
+    bad.write_text("".join(json.dumps(e) + "\n" for e in edit(events)))
+    return bad
+
+
+def _darshan_of_version(tmp: Path) -> Path:
+    data = bytearray(sample("dxt.darshan").read_bytes())
+    data[:8] = b"2.06\0\0\0\0"
+    bad = tmp / "old.darshan"
+    bad.write_bytes(bytes(data))
+    return bad
+
+
+def _file(path: Path, content: bytes) -> Path:
+    path.write_bytes(content)
+    return path
+
+
+def _fifo(path: Path) -> Path:
+    os.mkfifo(path)
+    return path
+
+
+BAD = {
+    "missing": (lambda d, t: t / "nothing.darshan", "no such file"),
+    "empty": (lambda d, t: _file(t / "empty.pfw", b""), "not a trace"),
+    "text": (lambda d, t: _file(t / "notes.txt", b"hello\n"), "not a trace"),
+    "truncated darshan": (
+        lambda d, t: _file(t / "cut.darshan", sample("dxt.darshan").read_bytes()[:5000]),
+        "a truncated Darshan log",
+    ),
+    "darshan 2": (lambda d, t: _darshan_of_version(t), "this tool reads versions 3.x"),
+    "truncated gzip": (
+        lambda d, t: _file(t / "cut.pfw.gz", d.read_bytes()[:-200]),
+        "a truncated gzip stream",
+    ),
+    "torn line": (_torn_middle, "line 6 is not a JSON event"),
+    "unknown phase": (
+        lambda d, t: _with(d, t, "ph.pfw", lambda ls: [{**e, "ph": "B"} for e in ls]),
+        "ph='B'",
+    ),
+    "dftracer 3": (lambda d, t: _with(d, t, "v3.pfw", _version_3), "written by DFTracer 3.0.1"),
+    "no io": (lambda d, t: _with(d, t, "meta.pfw", _no_io), "no reads or writes"),
+    "fifo": (lambda d, t: _fifo(t / "pipe.pfw"), "not a regular file"),
+    "folder without a trace": (lambda d, t: t, "no POSIX trace in it"),
+}
+
+
+def _version_3(events: list[dict]) -> list[dict]:
+    return [{**e, "args": {**e["args"], "version": 30001}} if e["name"] == "start" else e for e in events]
+
+
+def _no_io(events: list[dict]) -> list[dict]:
+    return [e for e in events if e["name"] not in ("read", "pread64", "write")]
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_a_bad_trace_gets_one_line_and_nothing_is_written(dft, tmp_path, monkeypatch, capsys, case):
+    make, expected = BAD[case]
+    where = tmp_path / "in"
+    where.mkdir()
+    bad = make(dft, where)
+    monkeypatch.chdir(tmp_path)
+    assert command.main([str(bad), "--out", "out"]) == 2
+    err = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
+    assert len(err) == 1 and expected in err[0] and err[0].startswith("analysis trace: "), err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_trace_past_the_limit_is_refused(dft, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(operations, "MAX_OPERATIONS", 10)
+    monkeypatch.chdir(tmp_path)
+    for t in (dft, sample("dxt.darshan")):
+        assert command.main([str(t)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "calls or more; this tool reads traces of up to 10 calls" in err and "\n" not in err
+    assert not list(tmp_path.iterdir())
