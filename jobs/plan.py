@@ -74,6 +74,7 @@ ADDED_SETTINGS = {
     ("input",): {"service": False, "workers": 1},
     ("prefetch_to",): "host",
     ("accelerator",): None,
+    ("replay",): {"trace": None, "mode": "fast", "concurrency": None},
     ("workload", "compute_only_steps"): 5,
     ("workload", "input_only"): True,
     **{

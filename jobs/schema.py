@@ -421,6 +421,22 @@ class TraceConf(Sealed):
     runs: str = "all"
 
 
+class ReplayMode(StrEnum):
+    fast = "fast"  # each stream's calls back to back, as fast as the tier answers
+    recorded = "recorded"  # each call at its recorded time since the trace's first: the think time kept
+
+
+@dataclass
+class ReplayConf(Sealed):
+    """``workload=replay``: a user's trace (as ``python -m analysis trace`` reads it) replayed as a cell."""
+
+    trace: Optional[str] = None  # a Darshan log with DXT, a DFTracer trace, or a traced cell's folder
+    mode: ReplayMode = ReplayMode.fast
+    # threads that issue the calls; null: one per process and thread of the trace. A file's calls stay on
+    # one thread, in their order
+    concurrency: Optional[int] = bounded(None, 1, 256)
+
+
 @dataclass
 class AcceleratorConf(Sealed):
     """An accelerator emulated by its step time (``workload=emulated``; presets in conf/accelerator/)."""
@@ -469,6 +485,8 @@ class CampaignConf(Sealed):
     input: InputConf = field(default_factory=InputConf)
     # fine-grained tracing of the runs beyond the device counters
     trace: TraceConf = field(default_factory=TraceConf)
+    # workload=replay: which trace, how fast, by how many threads
+    replay: ReplayConf = field(default_factory=ReplayConf)
 
 
 GROUPS = {

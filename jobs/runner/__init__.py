@@ -92,22 +92,22 @@ def _locked(s: Session) -> tuple[list[dict], dict, dict]:
         measured += [st.root for st in tiers_of[1:] if os.path.isdir(st.root)]
         # the tool's datasets the cell reads stay locked (shared) until it ends: a purge refuses them
         with locks.all_of(locks.devices(lock_dir, measured), timeout) as device_wait, inuse.reading():
-            s.ds = _dataset(cfg, ds)
+            s.ds = _dataset(cfg, ds, s.w)
             s.prov = _provenance(s, tier_wait + device_wait, modeled)
             if not all_tiers:
                 return _staged_runs(s), dataset_summary(s.ds, s.prov), s.prov
             return _throttled(s, tier, all_tiers), dataset_summary(s.ds, s.prov), s.prov
 
 
-def _dataset(cfg, listed):
+def _dataset(cfg, listed, w):
     """The cell's dataset as its runs read it: generated under the lock where ``listed`` is None,
-    converted to its format once."""
+    converted to its format once; a workload's own files (``Workload.dataset``) where it reads no dataset."""
     from jobs.data import datasets, formats
 
     root = cfg.storage.root
-    ds = listed if listed is not None else datasets.resolve(cfg.dataset, root, cfg.seed)
     if cfg.dataset is None:
-        return ds
+        return w.dataset(cfg) or listed
+    ds = listed if listed is not None else datasets.resolve(cfg.dataset, root, cfg.seed)
     converted = datasets.cache_dir(root, formats.CONVERTED)
     return formats.ensure(ds, cfg.dataset.format, cfg.dataset.shard_mb, converted)
 

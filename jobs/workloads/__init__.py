@@ -142,6 +142,12 @@ class Workload:
         """Every storage tier the cell touches (the data's first)."""
         return [cfg.storage]
 
+    def dataset(self, cfg) -> Any:
+        """A workload that reads no dataset (``needs_dataset=False``) but files of its own: those files as
+        a ``jobs.data.datasets.Dataset``, made under the cell's device lock, which the runner evicts before
+        each cold run and proves cold as a dataset's. None: it reads no files of its own."""
+        return None
+
     def parallelism(self, cfg, result: dict | None = None) -> int | None:
         """Threads a run can keep busy at most (the CPU share of a run is judged against
         ``min(cores, this)``), given the run's ``result``; None: as many as there are cores."""

@@ -130,6 +130,74 @@ def test_a_traced_cells_folder_reads_as_a_users_trace_with_the_records_numbers(t
     assert f"{int(s['reads']):,} reads" in p.stdout and (tmp_path / "profile" / "trace_profile.png").is_file()
 
 
+def replayed_traced(cell: Path, root: Path, out: Path, cwd: Path) -> tuple:
+    """The cell's trace replayed on the same tier (workload=replay) and traced again: both traces read."""
+    from jobs import traces
+
+    p = campaign(
+        "workload=replay",
+        f"replay.trace={cell}",
+        "trace.posix=true",
+        "repeats=1",
+        "warmup=0",
+        f"storage.root={root}",
+        f"hydra.run.dir={out}",
+        cwd=cwd,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    return traces.read(cell), traces.read(out), records.read(out / "record.json")
+
+
+REPLAYED = ("open", "read", "write", "close", "sync")  # what a replay issues (seeks, metadata: counted only)
+
+
+def assert_same_io(original, again, replay) -> None:
+    """The round trip's promise. The replay issued every read and write of the original: the same calls, bytes
+    and files, each file read in the same order of (offset, size). Traced again, the request sizes match
+    exactly but for the calls dftracer lost: under concurrent threads it drops a file's last calls, its
+    end-of-file read and close (the replay's record counts them as ``posix_unclosed``)."""
+    from analysis.traces import tables
+
+    (run,) = replay.runs
+    ops = original.operations
+    reads = ops[ops["operation"] == "read"]
+    assert run["replay_reads"] == len(reads) and run["replay_bytes_read"] == reads["size"].sum()
+    assert run["replay_calls"] == ops["operation"].isin(REPLAYED).sum()
+    lost = run["posix_unclosed"]
+    pa, pb = tables.profile(original), tables.profile(again)
+    missing = (pa.sizes["requests"] - pb.sizes["requests"]).to_numpy()
+    eof = (pa.sizes["size_class"] == "0 B (end of file)").to_numpy() & (
+        pa.sizes["operation"] == "read"
+    ).to_numpy()
+    assert (missing[~eof] == 0).all() and 0 <= missing[eof].sum() <= lost, (pa.sizes, pb.sizes, lost)
+    for k in ("writes", "bytes_read", "bytes_written", "files"):
+        assert pa.summary[k].iloc[0] == pb.summary[k].iloc[0], k
+    calls_a = ops["operation"].isin(REPLAYED).sum()
+    calls_b = again.operations["operation"].isin(REPLAYED).sum()
+    assert calls_a - 2 * lost <= calls_b <= calls_a, (
+        calls_a,
+        calls_b,
+        lost,
+    )  # each lost: an EOF read, a close
+
+    def order(t):
+        io = t.operations[(t.operations["operation"] == "read") & (t.operations["size"] > 0)]
+        return sorted(tuple(zip(g["offset"], g["size"])) for _, g in io.groupby("file"))
+
+    assert order(original) == order(again)
+
+
+@pytest.mark.cells
+def test_a_tensorflow_cells_trace_replays_with_the_same_io(traced, tmp_path):
+    out, cells = traced
+    folder, rec = cells[("readonly", True)]
+    original, again, replay = replayed_traced(
+        folder, Path(rec.config["storage"]["root"]), tmp_path / "r", tmp_path
+    )
+    assert_same_io(original, again, replay)
+    assert all(r["cache_state"] == "cold" for r in replay.runs)
+
+
 @pytest.mark.cells
 def test_coverage_check_marks_a_trace_with_reads_removed(traced, tmp_path):
     """Drop the data reads of every third file from a real trace: the run is marked incomplete."""
@@ -283,6 +351,9 @@ def test_a_dataloaders_worker_processes_are_traced_with_the_coverage_check(tmp_p
         assert run["posix_coverage"] == pytest.approx(1.0)
         assert run["posix_threads"] == 2  # the workers, one reading thread each
         assert run["posix_complete"] and run["cache_state"] == "cold"
+    original, again, replay = replayed_traced(out / "0", root, tmp_path / "r", tmp_path)
+    assert_same_io(original, again, replay)
+    assert replay.runs[0]["replay_threads"] == 2  # one per worker process
 
 
 def test_trace_posix_refused_for_the_fio_baseline(cwd):

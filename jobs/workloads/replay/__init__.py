@@ -1,0 +1,192 @@
+"""``workload=replay replay.trace=<file>``: a user's traced job replayed as a cell on any file-system tier.
+
+The trace (a Darshan log with DXT, a DFTracer trace, or a traced cell's folder; ``jobs.traces``) gives the
+files, their sizes and every read and write. The files the job read are made once on the tier, as large as
+the furthest byte it read (``files``); each run issues the calls again in their order, sizes and offsets, by
+as many threads as the job had or as ``replay.concurrency`` says, as fast as the tier answers or at their
+recorded times (``issue``). The runner's cold-cache proof applies: the made files are the cell's data,
+evicted before each run, and the device's counters prove what a run read from it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from jobs.errors import ConfigError
+from jobs.metrics import Metric, declare, of
+from jobs.schema import WorkloadConf
+from jobs.storage import backends
+from jobs.workloads import RunContext, Workload, register
+
+OUT = "replay-written"  # in the tool's folder on the tier: each run's written files, removed after it
+
+METRICS = tuple(
+    declare(m)
+    for m in (
+        Metric(
+            "replay_calls",
+            "calls",
+            "",
+            "workload=replay: calls issued (opens, reads, writes, closes, fsyncs)",
+        ),
+        Metric("replay_reads", "calls", "", "workload=replay: reads issued"),
+        Metric("replay_bytes_read", "bytes", "", "workload=replay: bytes every replayed read returned"),
+        Metric("replay_writes", "calls", "", "workload=replay: writes issued"),
+        Metric("replay_bytes_written", "bytes", "", "workload=replay: bytes the replayed writes wrote"),
+        Metric("replay_calls_skipped", "calls", "", "workload=replay: seeks and metadata calls, not issued"),
+        Metric("replay_threads", "threads", "", "workload=replay: threads that issued the calls"),
+        Metric("replay_recorded_s", "s", "", "workload=replay: the trace's span, first call to last"),
+        Metric(
+            "replay_time_ratio",
+            "x",
+            "lower",
+            "workload=replay: seconds of the replay ÷ the trace's recorded span",
+        ),
+    )
+)
+
+
+@dataclass
+class ReplayWorkloadConf(WorkloadConf):
+    pass  # what to replay is the replay section: replay.trace, replay.mode, replay.concurrency
+
+
+@functools.lru_cache(maxsize=4)
+def _trace(path: str, mtime: float):
+    from jobs import traces
+
+    return traces.read(path)
+
+
+def trace_of(cfg):
+    """The cell's trace (read once per process and file version); ConfigError naming replay.trace."""
+    from jobs import traces
+
+    path = cfg.replay.trace
+    if not path:
+        raise ConfigError(
+            "workload=replay needs a trace: replay.trace=<a Darshan log, DFTracer trace or cell folder>"
+        )
+    try:
+        t = _trace(os.path.abspath(path), os.stat(path).st_mtime if os.path.exists(path) else 0.0)
+    except traces.TraceError as e:
+        raise ConfigError(f"replay.trace={path}: {e}") from None
+    if not t.has_calls:
+        raise ConfigError(
+            f"replay.trace={path}: the trace holds counters only, no calls to replay (a Darshan log without "
+            "DXT: run the job with DXT_ENABLE_IO_TRACE=1)"
+        )
+    return t
+
+
+@register
+class Replay(Workload):
+    name = "replay"
+    schema = ReplayWorkloadConf
+    metrics = (*of("seconds", "mb_per_s"), *METRICS)
+    needs_dataset = False  # its data are the trace's files, made by the workload (``dataset``)
+    in_tensorflow = False
+    uses_framework = False  # its calls are the trace's, issued by the tool: no framework reads
+    engines = ("tensorflow", "pytorch", "jax")  # none of them is used, so any is allowed
+
+    def check(self, cfg) -> None:
+        t = trace_of(cfg)
+        if backends.of(cfg.storage).requests:
+            raise ConfigError(
+                f"workload=replay on storage={cfg.storage.name}: replaying a trace on an object store is not "
+                "built yet; replay it on a file-system tier"
+            )
+        from jobs.storage import writable
+        from jobs.storage.roots import elsewhere
+        from jobs.workloads.replay import files
+
+        lay = files.layout(t.operations)
+        _, free = (None, None) if elsewhere(cfg) else writable.files_and_space(cfg.storage)
+        need = lay.read_bytes + sum(e for e, r in zip(lay.extents, lay.read) if not r)
+        if free is not None and need * 1.02 > free:
+            raise ConfigError(
+                f"replay.trace={cfg.replay.trace}: its files take {need / 1e9:.2f} GB, but storage="
+                f"{cfg.storage.name} has {free / 1e9:.2f} GB free; choose another storage"
+            )
+
+    def parallelism(self, cfg, result: dict | None = None) -> int | None:
+        if result and result.get("replay_threads"):
+            return int(result["replay_threads"])
+        return cfg.replay.concurrency
+
+    def dataset(self, cfg):
+        """The trace's read files, made on the tier (under the cell's device lock) as the cell's data."""
+        from jobs.data import datasets
+        from jobs.workloads.replay import files
+
+        t = trace_of(cfg)
+        lay = files.layout(t.operations)
+        folder = datasets.cache_dir(cfg.storage.root, f"replay-{lay.key(cfg.seed)}")
+        made = files.ensure(lay, Path(folder), cfg.seed)
+        paths = tuple(made[p] for p in lay.paths if p in made)
+        return datasets.Dataset(
+            name=f"replay-{lay.key(cfg.seed)}",
+            source="replay",
+            location=str(folder),
+            files=paths,
+            labels=(0,) * len(paths),
+            sizes=tuple(os.path.getsize(p) for p in paths),
+            num_classes=1,
+        )
+
+    def run_once(self, ctx: RunContext) -> dict:
+        from jobs import owned
+        from jobs.data import pipeline
+        from jobs.workloads.replay import files, issue
+
+        cfg = ctx.cfg
+        t = trace_of(cfg)
+        lay = files.layout(t.operations)
+        made = dict(zip([p for p, r in zip(lay.paths, lay.read) if r], ctx.ds.files))
+        names = {p: lay.name(i) for i, p in enumerate(lay.paths)}
+        run_dir = f"{ctx.cell.cell_id}-{ctx.tag}"
+        out = owned.tool_folder(cfg.storage.root) / OUT / run_dir
+        p = issue.plan(t.operations, made, str(out), cfg.replay.concurrency, names)
+        if any(p.written):  # made before the timed calls, and only when the trace wrote a file
+            out = owned.under_tool_folder(cfg.storage.root, OUT, run_dir, setting="storage.root")
+        rb0, _ = pipeline.read_counters()
+        ctx.mark("start")
+        try:
+            tally, seconds = issue.run(p, cfg.replay.mode == "recorded", threading.Event())
+        finally:
+            ctx.mark("end")
+            if any(p.written):
+                shutil.rmtree(out, ignore_errors=True)  # the tool's own folder of this run's written files
+        rb1, _ = pipeline.read_counters()
+        return {
+            "images": 0,
+            "images_dropped": 0,
+            # a byte the trace reads twice comes from the device once: a cold run reads each at least once
+            "bytes_consumed": p.distinct_read,
+            "bytes_read_device": None if rb0 is None or rb1 is None else rb1 - rb0,
+            "seconds": seconds,
+            "mb_per_s": (tally.bytes_read + tally.bytes_written) / seconds / 1e6 if seconds > 0 else None,
+            "replay_calls": tally.calls,
+            "replay_reads": tally.reads,
+            "replay_bytes_read": tally.bytes_read,
+            "replay_writes": tally.writes,
+            "replay_bytes_written": tally.bytes_written,
+            "replay_calls_skipped": p.skipped,
+            "replay_threads": len(p.threads),
+            "replay_recorded_s": p.recorded_s,
+            "replay_time_ratio": seconds / p.recorded_s if p.recorded_s > 0 else None,
+        }
+
+    def describe(self, result: dict) -> str:
+        ratio = result.get("replay_time_ratio")
+        return (
+            f"{result['replay_calls']:,} calls by {result['replay_threads']} thread(s) "
+            f"in {result['seconds']:.2f} s"
+            + (f" ({ratio:.2f}x the recorded time)" if ratio else "")
+            + f", {result['mb_per_s']:.1f} MB/s"
+        )

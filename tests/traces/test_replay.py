@@ -1,0 +1,149 @@
+"""``workload=replay``: a user's trace replayed as a cell on a real disk, traced again by dftracer and
+compared with the original call by call; PyDarshan's DXT samples replayed; what cannot be replayed refused
+in one line. The trace's own paths are never opened: a file the traced job wrote stays as it was."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from analysis.traces import tables
+from jobs import records, traces
+from support.commands import campaign
+from support.files import on_disk
+from support.traces import A_SIZE, B_SIZE, GAP_S, WRITTEN, sample
+
+
+@pytest.fixture(scope="module")
+def replayed(dft, tmp_path_factory):
+    """One campaign: the program's trace replayed fast and at its recorded times, by its one thread and by
+    two, traced again (trace.posix=true), one measured run each."""
+    base = on_disk(tmp_path_factory, "replay")
+    written = dft.parent.parent / "data" / "c.out"
+    before = (written.read_bytes(), written.stat().st_mtime_ns)
+    out = base / "c"
+    p = campaign(
+        "-m",
+        "workload=replay",
+        f"replay.trace={dft}",
+        "replay.mode=fast,recorded",
+        "replay.concurrency=null,2",
+        "trace.posix=true",
+        "repeats=1",
+        "warmup=0",
+        f"storage.root={base}",
+        f"hydra.sweep.dir={out}",
+        cwd=base,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    cells = {}
+    for rec_path in out.glob("*/record.json"):
+        rec = records.read(rec_path)
+        cells[(rec.config["replay"]["mode"], rec.config["replay"]["concurrency"])] = (rec_path.parent, rec)
+    assert len(cells) == 4
+    return cells, written, before, base
+
+
+def _calls(t: traces.Trace) -> pd.DataFrame:
+    ops = t.operations
+    io = ops[ops["operation"].isin(["read", "write"])].copy()
+    io["name"] = io["file"].map(lambda f: f.rsplit("/", 1)[-1].split("-", 1)[-1])  # 000001-a.bin -> a.bin
+    return io
+
+
+@pytest.mark.cells
+def test_each_run_issues_the_traces_calls_cold(replayed):
+    cells, *_ = replayed
+    for (_, concurrency), (_, rec) in cells.items():
+        (run,) = rec.runs
+        assert rec.status == "completed" and run["cache_state"] == "cold"
+        assert run["replay_reads"] == 21 and run["replay_writes"] == 1
+        assert run["replay_bytes_read"] == A_SIZE + 4096 + 100 + B_SIZE
+        assert run["bytes_consumed"] == A_SIZE + B_SIZE  # each byte once: a.bin's later reads are re-reads
+        assert run["replay_bytes_written"] == WRITTEN
+        assert run["replay_threads"] == (concurrency or 1)  # the trace's one thread, or the files dealt to 2
+
+
+@pytest.mark.cells
+def test_the_replay_traced_again_matches_the_original_call_by_call(dft, replayed):
+    """Bytes, calls, the request-size histogram and each file's order of (offset, size): all the same."""
+    cells, *_ = replayed
+    folder, _ = cells[("fast", None)]
+    original, again = traces.read(dft), traces.read(folder)
+    a, b = _calls(original), _calls(again)
+    for name in ("a.bin", "b.bin", "c.out"):
+        mine = [
+            tuple(x) for x in a[a["name"] == name][["operation", "offset", "size"]].itertuples(index=False)
+        ]
+        theirs = [
+            tuple(x) for x in b[b["name"] == name][["operation", "offset", "size"]].itertuples(index=False)
+        ]
+        assert mine == theirs, name
+    pa, pb = tables.profile(original), tables.profile(again)
+    pd.testing.assert_frame_equal(pa.sizes, pb.sizes)
+    for k in ("reads", "writes", "bytes_read", "bytes_written", "files"):
+        assert pa.summary[k].iloc[0] == pb.summary[k].iloc[0], k
+
+
+@pytest.mark.cells
+def test_recorded_mode_keeps_the_think_time(replayed):
+    cells, *_ = replayed
+    (recorded,) = cells[("recorded", None)][1].runs
+    assert recorded["replay_recorded_s"] >= GAP_S
+    assert recorded["seconds"] >= GAP_S  # it waited for b.bin's read as the program did
+
+
+@pytest.mark.cells
+def test_the_traced_jobs_own_files_are_never_opened(replayed):
+    """The program wrote c.out in its data folder: the replays wrote their c.out in the tool's folder on the
+    tier, and removed it after each run."""
+    cells, written, before, base = replayed
+    assert (written.read_bytes(), written.stat().st_mtime_ns) == before
+    assert not any((base / "iocampaign" / "replay-written").iterdir())
+
+
+@pytest.mark.cells
+def test_pydarshans_dxt_samples_replay(tmp_path_factory):
+    base = on_disk(tmp_path_factory, "dxt")
+    out = base / "c"
+    logs = ",".join(str(sample(n)) for n in ("dxt.darshan", "sample-dxt-simple.darshan"))
+    p = campaign(
+        "-m",
+        "workload=replay",
+        f"replay.trace={logs}",
+        "repeats=1",
+        "warmup=0",
+        f"storage.root={base}",
+        f"hydra.sweep.dir={out}",
+        cwd=base,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    runs = {
+        rec.config["replay"]["trace"].rsplit("/", 1)[-1]: rec.runs[0]
+        for rec in map(records.read, out.glob("*/record.json"))
+    }
+    dxt, simple = runs["dxt.darshan"], runs["sample-dxt-simple.darshan"]
+    assert (dxt["replay_reads"], dxt["replay_bytes_read"]) == (6126, 22_517_726)
+    assert (dxt["replay_writes"], dxt["replay_bytes_written"]) == (1497, 13_021_781)
+    assert dxt["cache_state"] == "cold"
+    assert (simple["replay_writes"], simple["replay_bytes_written"], simple["replay_reads"]) == (2, 4040, 0)
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        ((), "workload=replay needs a trace: replay.trace="),
+        ((f"replay.trace={sample('sample.darshan')}",), "the trace holds counters only, no calls to replay"),
+        (("replay.trace=nothing.pfw",), "nothing.pfw: no such file"),
+        (("replay.concurrency=0", f"replay.trace={sample('dxt.darshan')}"), "replay.concurrency=0"),
+        (
+            ("storage=s3", f"replay.trace={sample('dxt.darshan')}"),
+            "replaying a trace on an object store is not built",
+        ),
+    ],
+)
+def test_what_cannot_be_replayed_is_refused_in_one_line(cwd, args, expected):
+    p = campaign("workload=replay", *args, cwd=cwd)
+    lines = [x for x in p.stderr.splitlines() if x.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and expected in lines[0], p.stderr
+    assert not [f for f in cwd.rglob("*") if f.is_file()]
