@@ -89,10 +89,11 @@ def _windows(folder: Path) -> list[tuple[int, int]]:
 
     rec = folder / "record.json" if (folder / "record.json").is_file() else folder.parent / "record.json"
     try:
-        runs = records.read(rec).runs if rec.is_file() else []
+        r = records.read(rec) if rec.is_file() else None
     except (OSError, ValueError):
         return []
-    return [tuple(r["posix_window_us"]) for r in runs if r.get("posix_window_us")]
+    runs = [] if r is None else [*r.runs, *([r.traced_run] if r.traced_run else [])]  # trace.runs=extra
+    return [tuple(x["posix_window_us"]) for x in runs if x.get("posix_window_us")]
 
 
 def _trace(files: list[Path], where: Path, source: str, windows: list | None = None) -> Trace:

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -48,6 +49,16 @@ def test_the_docs_have_commands_to_check():
 
 
 @pytest.mark.cells
+def _traces(folder) -> dict:
+    """The users' traces the examples replay: PyDarshan's sample log with DXT, and a real DFTracer trace."""
+    from support.traces import program_trace, sample
+
+    folder.mkdir(parents=True)
+    log = folder / "my_job.darshan"
+    shutil.copyfile(sample("dxt.darshan"), log)
+    return {"/data/my_job.darshan": log, "/data/trace-app.pfw.gz": program_trace(folder)}
+
+
 def test_every_campaign_command_plans_as_written(tmp_path):
     site = {p: tmp_path / "site" / p.strip("/").replace("/", "_") for p in SITE}
     for d in site.values():
@@ -56,6 +67,7 @@ def test_every_campaign_command_plans_as_written(tmp_path):
     files = make_jpegs(images, 64, side=32)
     (tmp_path / "site" / "list.txt").write_text("".join(f"{f}\n" for f in files))
     site.update({"/data/caltech101": images, "/data/list.txt": tmp_path / "site" / "list.txt"})
+    site.update(_traces(tmp_path / "site" / "traces"))
     before = sorted(str(p) for p in (tmp_path / "site").rglob("*"))
     lines = _campaign_lines()
     argvs = []

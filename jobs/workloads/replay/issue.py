@@ -33,7 +33,7 @@ class Plan:
     paths: list[str]  # the made (read) or written file of each index
     written: list[bool]  # whether the index is a file only the run makes (the trace wrote, never read it)
     writable: list[bool]  # whether the trace writes the file at all (opened for writing)
-    skipped: int = 0  # seeks and metadata calls, counted and not issued
+    skipped: int = 0  # seeks, metadata calls and calls on files never read or written: counted, not issued
     recorded_s: float = 0.0  # the trace's span: first call's start to the last call's end
     distinct_read: int = 0  # bytes of the made files the reads cover, each byte once (a cold run's least)
 
@@ -43,11 +43,14 @@ def plan(ops, made: dict[str, str], out_dir: str, concurrency: int | None, names
     index: dict[str, int] = {}
     paths, written = [], []
     for p in dict.fromkeys(ops["file"]):
+        if p not in names:  # opened, never read or written (or its reads lost): nothing to make or open
+            continue
         index[p] = len(paths)
         paths.append(made.get(p) or os.path.join(out_dir, names[p]))
         written.append(p not in made)
-    codes = ops["operation"].astype(str).map(lambda o: _CODES.get(o, SKIP)).to_numpy()
-    files = ops["file"].map(index).to_numpy()
+    codes = ops["operation"].astype(str).map(lambda o: _CODES.get(o, SKIP)).to_numpy().copy()
+    files = ops["file"].map(index).fillna(-1).astype("int64").to_numpy()
+    codes[files < 0] = SKIP
     offsets = ops["offset"].fillna(-1).astype("int64").to_numpy()
     sizes = ops["size"].fillna(0).astype("int64").to_numpy()
     starts = ops["start_s"].to_numpy(dtype="float64")
@@ -58,7 +61,7 @@ def plan(ops, made: dict[str, str], out_dir: str, concurrency: int | None, names
         n = len(keys)
     else:
         n = concurrency
-        owner = [files[i] % n for i in range(len(files))]  # files in the order of first use, dealt round
+        owner = [max(files[i], 0) % n for i in range(len(files))]  # files in order of first use, dealt round
     writes = set(ops.loc[ops["operation"] == "write", "file"])
     writable = [p in writes for p in index]
     threads: list[list[tuple]] = [[] for _ in range(n)]
