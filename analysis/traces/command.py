@@ -10,6 +10,7 @@ of the user's under one of their names is refused before any is written.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -29,6 +30,13 @@ def main(argv: list[str]) -> int:
         "--out", type=Path, default=None, help="the folder for its tables and figure (default: <name>_io)"
     )
     p.add_argument("--no-figures", action="store_true", help="write the tables only")
+    p.add_argument(
+        "--dftracer",
+        type=Path,
+        default=None,
+        help="also write its calls as a DFTracer trace (a new .pfw.gz file), which DFTracer's analyzer and "
+        "python -m analysis.perfetto read",
+    )
     a = p.parse_args(argv)
     from analysis import outputs
 
@@ -37,6 +45,14 @@ def main(argv: list[str]) -> int:
     except traces.TraceError as e:
         print(f"analysis trace: {e}", file=sys.stderr)
         return 2
+    if a.dftracer is not None and not t.has_calls:
+        print(
+            f"analysis trace: --dftracer: {a.trace} holds counters only, no calls to write", file=sys.stderr
+        )
+        return 2
+    if a.dftracer is not None and os.path.lexists(a.dftracer):
+        print(f"analysis trace: --dftracer {a.dftracer} exists; name a new file", file=sys.stderr)
+        return 2
     prof = tables.profile(t)
     out = a.out or Path(default_name(a.trace))
     try:
@@ -44,9 +60,37 @@ def main(argv: list[str]) -> int:
     except (outputs.OutputExists, NotADirectoryError, FileExistsError) as e:
         print(f"analysis trace: {e}; nothing was written", file=sys.stderr)
         return 2
+    if a.dftracer is not None:
+        try:
+            export(t, a.dftracer)
+        except outputs.OutputExists as e:
+            print(f"analysis trace: {e}", file=sys.stderr)
+            return 2
     print("\n".join(describe(t, prof)))
     print(f"analysis trace: {len(written)} files in {out}")
+    if a.dftracer is not None:
+        print(f"analysis trace: its calls as a DFTracer trace: {a.dftracer}")
     return 0
+
+
+def export(t: traces.Trace, target: Path) -> Path:
+    """The trace's calls as a new DFTracer trace at ``target`` (gzipped when its name ends in .gz)."""
+    import gzip
+    import io
+
+    from analysis import outputs
+    from jobs.traces import dftracer
+
+    with outputs.new_file(target, binary=True) as raw:
+        if target.name.endswith(".gz"):
+            with gzip.GzipFile(fileobj=raw, mode="wb") as gz, io.TextIOWrapper(gz, encoding="utf-8") as f:
+                dftracer.write(t, f)
+        else:
+            with io.TextIOWrapper(raw, encoding="utf-8") as f:
+                dftracer.write(t, f)
+                f.flush()
+                f.detach()
+    return target
 
 
 def default_name(trace: Path) -> str:

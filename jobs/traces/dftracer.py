@@ -230,3 +230,56 @@ def _seek(name: str, args: dict, now: int | None) -> int | None:
     if whence == SEEK_CUR and now is not None:
         return now + offset
     return None
+
+
+_CALL_NAMES = {"open": "open64", "read": "pread64", "write": "pwrite64", "close": "close", "sync": "fsync"}
+
+
+def events(t: Trace):
+    """The trace's calls as DFTracer events (current layout: integer ``ph``, file names as hashes resolved by
+    ``FH`` metadata events), so that DFTracer's analyzer, ``python -m analysis.perfetto`` and this module
+    read a Darshan log's DXT segments as they read a DFTracer trace. Reads and writes become ``pread64`` and
+    ``pwrite64`` with their offset, count and returned bytes; seeks and metadata calls are left out (their
+    arguments are not in the table). Times are µs since the trace's first call."""
+    import hashlib
+
+    import pandas as pd
+
+    def number(v, default: int) -> int:
+        return default if pd.isna(v) else int(v)
+
+    hashes: dict[str, str] = {}
+    for n, row in enumerate(t.operations.itertuples(index=False), 1):
+        name = _CALL_NAMES.get(str(row.operation))
+        if name is None:
+            continue
+        pid = max(number(row.rank, 0), 0)
+        fhash = hashes.get(row.file)
+        if fhash is None:
+            fhash = hashes[row.file] = hashlib.sha256(row.file.encode()).hexdigest()[:16]
+            meta = {"name": row.file, "value": fhash}
+            yield {"name": "FH", "cat": "dftracer", "pid": pid, "tid": pid, "ph": METADATA, "args": meta}
+        args: dict = {"fhash": fhash}
+        if name in ("pread64", "pwrite64"):
+            size = number(row.size, 0)
+            args.update(offset=number(row.offset, 0), count=size, ret=size)
+        yield {
+            "id": n,
+            "name": name,
+            "cat": "POSIX",
+            "pid": pid,
+            "tid": number(row.thread, pid),
+            "ts": int(round(row.start_s * 1e6)),
+            "dur": int(round(row.duration_s * 1e6)),
+            "ph": CALL,
+            "args": args,
+        }
+
+
+def write(t: Trace, f) -> int:
+    """Write ``events(t)`` to the text file object ``f``, one JSON event per line; the events written."""
+    n = 0
+    for e in events(t):
+        f.write(json.dumps(e, separators=(",", ":")) + "\n")
+        n += 1
+    return n

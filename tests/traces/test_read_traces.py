@@ -238,3 +238,27 @@ def test_a_trace_past_the_limit_is_refused(dft, tmp_path, monkeypatch, capsys):
         err = capsys.readouterr().err.strip()
         assert "calls or more; this tool reads traces of up to 10 calls" in err and "\n" not in err
     assert not list(tmp_path.iterdir())
+
+
+def test_a_darshan_logs_calls_written_as_a_dftracer_trace_read_back_the_same(tmp_path, capsys):
+    """--dftracer: DXT's segments as DFTracer events, which this reader (and python -m analysis.perfetto)
+    reads back: the same files, ranks, operations, offsets and sizes, in the same order."""
+    log = sample("dxt.darshan")
+    out = tmp_path / "dxt.pfw.gz"
+    assert command.main([str(log), "--out", str(tmp_path / "p"), "--no-figures", "--dftracer", str(out)]) == 0
+    a, b = traces.read(log), traces.read(out)
+    assert b.source == "dftracer"
+    columns = ["file", "rank", "operation", "offset", "size"]
+    pd.testing.assert_frame_equal(a.operations[columns], b.operations[columns])
+    assert (a.operations["start_s"] - b.operations["start_s"]).abs().max() < 1e-6  # µs, as DFTracer keeps
+    from analysis import perfetto
+
+    assert perfetto.main([str(out), str(tmp_path / "dxt.json.gz")]) == 0
+    capsys.readouterr()
+    assert command.main([str(log), "--out", str(tmp_path / "q"), "--dftracer", str(out)]) == 2
+    assert "exists; name a new file" in capsys.readouterr().err and not (tmp_path / "q").exists()
+    assert (
+        command.main([str(sample("sample.darshan")), "--out", str(tmp_path / "r"), "--dftracer", "x.pfw"])
+        == 2
+    )
+    assert "counters only" in capsys.readouterr().err and not (tmp_path / "r").exists()
