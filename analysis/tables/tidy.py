@@ -39,6 +39,9 @@ CELL_COLUMNS = (
     "checkpoint_tiers",
     "checkpoint_model",
     "accelerator",
+    "replay_trace",
+    "replay_mode",
+    "replay_concurrency",
 )
 RUN_COLUMNS = (
     "run",
@@ -101,6 +104,19 @@ class Collected:
     configs: dict = field(default_factory=dict)  # cell folder -> its resolved config (completed cells)
 
 
+def _replay(cfg: dict) -> dict:
+    """workload=replay: the trace, its mode and its threads (null: the trace's own); "" for other cells."""
+    r = cfg.get("replay") or {}
+    if not r.get("trace"):
+        return {"replay_trace": "", "replay_mode": "", "replay_concurrency": ""}
+    concurrency = r.get("concurrency")
+    return {
+        "replay_trace": r["trace"],
+        "replay_mode": r.get("mode") or "fast",
+        "replay_concurrency": "as traced" if concurrency is None else concurrency,
+    }
+
+
 def _cell_values(cfg: dict) -> dict:
     return {
         "workload": cfg["workload"]["name"],
@@ -110,6 +126,7 @@ def _cell_values(cfg: dict) -> dict:
         "framework": framework_of(cfg),
         "loader_workers": _loader_workers(cfg),
         "accelerator": (cfg.get("accelerator") or {}).get("name") or "",  # workload=emulated: its profile
+        **_replay(cfg),
         "storage": cfg["storage"]["name"],
         "reader": cfg["storage"].get("reader") or "",  # an object store's reader (native, fuse); "" for files
         "stage": (cfg.get("stage") or {}).get("name") or "",  # the tier the data was staged on and read from

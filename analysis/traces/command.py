@@ -31,6 +31,13 @@ def main(argv: list[str]) -> int:
     )
     p.add_argument("--no-figures", action="store_true", help="write the tables only")
     p.add_argument(
+        "--compare",
+        type=Path,
+        default=None,
+        metavar="CAMPAIGN",
+        help="a campaign folder with trace.posix=true cells: the trace beside each (trace_compare.csv)",
+    )
+    p.add_argument(
         "--dftracer",
         type=Path,
         default=None,
@@ -55,8 +62,20 @@ def main(argv: list[str]) -> int:
         return 2
     prof = tables.profile(t)
     out = a.out or Path(default_name(a.trace))
+    extra = {}
+    if a.compare is not None:
+        from analysis.traces import beside
+
+        if not a.compare.is_dir():
+            print(f"analysis trace: --compare {a.compare} is not a folder", file=sys.stderr)
+            return 2
+        try:
+            extra[beside.NAME] = beside.frame(prof, t.path.name, a.compare)
+        except beside.NothingBeside as e:
+            print(f"analysis trace: {e}", file=sys.stderr)
+            return 2
     try:
-        written = write(prof, t, out, figures=not a.no_figures)
+        written = write(prof, t, out, figures=not a.no_figures, extra=extra)
     except (outputs.OutputExists, NotADirectoryError, FileExistsError) as e:
         print(f"analysis trace: {e}; nothing was written", file=sys.stderr)
         return 2
@@ -67,6 +86,9 @@ def main(argv: list[str]) -> int:
             print(f"analysis trace: {e}", file=sys.stderr)
             return 2
     print("\n".join(describe(t, prof)))
+    for df in extra.values():
+        shown = df[["row", "reads", "reads_per_file", "mean_read_bytes", "small_read_share"]]
+        print(shown.to_string(index=False, float_format=lambda v: f"{v:,.2f}"))
     print(f"analysis trace: {len(written)} files in {out}")
     if a.dftracer is not None:
         print(f"analysis trace: its calls as a DFTracer trace: {a.dftracer}")
@@ -102,17 +124,20 @@ def default_name(trace: Path) -> str:
     return f"{name}_io"
 
 
-def write(prof: tables.Profile, t: traces.Trace, out: Path, figures: bool) -> list[Path]:
+def write(prof: tables.Profile, t: traces.Trace, out: Path, figures: bool, extra: dict) -> list[Path]:
+    """The profile's tables (and ``extra`` ones, by file name) and figure in ``out``; each name checked
+    first, so a user's file there stops it before anything is written."""
     from analysis import outputs
 
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--out {out} exists and is not a folder")
-    names = [*prof.tables(), *((f"{figure.STEM}.png", f"{figure.STEM}.svg") if figures else ())]
+    frames = {**prof.tables(), **extra}
+    names = [*frames, *((f"{figure.STEM}.png", f"{figure.STEM}.svg") if figures else ())]
     if out.is_dir():
         outputs.check([out / n for n in names])  # every name first: a user's file stops it before any write
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, df in prof.tables().items():
+    for name, df in frames.items():
         with outputs.create(out / name) as f:
             df.to_csv(f, index=False)
         written.append(out / name)
@@ -155,7 +180,7 @@ def describe(t: traces.Trace, prof: tables.Profile) -> list[str]:
         if share is not None and share == share
         else "  sequential reads: not known",
         f"  time in I/O: {s['io_s']:.3f} s, {100 * io:.1f}% of the time of those that made calls, "
-        f"over {s['span_s']:.1f} s"
+        f"over {s['span_s']:.3g} s"
         if io is not None and io == io
         else f"  time in I/O: {s['io_s']:.3f} s",
     ]

@@ -130,6 +130,30 @@ def test_a_traced_cells_folder_reads_as_a_users_trace_with_the_records_numbers(t
     assert f"{int(s['reads']):,} reads" in p.stdout and (tmp_path / "profile" / "trace_profile.png").is_file()
 
 
+@pytest.mark.cells
+def test_a_trace_beside_a_campaigns_traced_cells(traced, tmp_path, capsys):
+    """--compare: the trace's row and one per traced cell of the campaign, in the same figures."""
+    from analysis.traces import command
+
+    out, cells = traced
+    folder, rec = cells[("readonly", True)]
+    assert (
+        command.main([str(folder), "--compare", str(out), "--out", str(tmp_path / "p"), "--no-figures"]) == 0
+    )
+    table = pd.read_csv(tmp_path / "p" / "trace_compare.csv")
+    assert len(table) == 3 and table["row"].iloc[0] == f"trace: {folder.name}"  # the trace, 2 traced cells
+    mine = table[table["row"].str.startswith(f"cell {folder.name}:")].iloc[0]
+    assert "workload=readonly" in mine["row"] and mine["runs"] == 2
+    assert mine["reads"] == pd.Series([r["posix_reads"] for r in rec.runs]).median()
+    assert table["reads"].iloc[0] == sum(r["posix_reads"] for r in rec.runs)  # the trace holds both runs
+    assert table["share_reads_eof"].iloc[0] == pytest.approx(mine["share_reads_eof"], abs=0.01)
+    assert "trace: " in capsys.readouterr().out
+    untraced = tmp_path / "untraced"
+    untraced.mkdir()
+    assert command.main([str(folder), "--compare", str(untraced), "--out", str(tmp_path / "q")]) == 2
+    assert "no cell of it was traced" in capsys.readouterr().err and not (tmp_path / "q").exists()
+
+
 def replayed_traced(cell: Path, root: Path, out: Path, cwd: Path) -> tuple:
     """The cell's trace replayed on the same tier (workload=replay) and traced again: both traces read."""
     from jobs import traces

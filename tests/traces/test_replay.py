@@ -147,3 +147,16 @@ def test_what_cannot_be_replayed_is_refused_in_one_line(cwd, args, expected):
     lines = [x for x in p.stderr.splitlines() if x.strip()]
     assert p.returncode == 2 and len(lines) == 1 and expected in lines[0], p.stderr
     assert not [f for f in cwd.rglob("*") if f.is_file()]
+
+
+@pytest.mark.cells
+def test_results_csv_tells_the_replays_apart(replayed, dft):
+    *_, base = replayed
+    results = pd.read_csv(base / "c" / "results.csv", dtype={"replay_concurrency": str})
+    assert set(zip(results["replay_mode"], results["replay_concurrency"])) == {
+        ("fast", "as traced"),
+        ("fast", "2"),
+        ("recorded", "as traced"),
+        ("recorded", "2"),
+    }
+    assert set(results["replay_trace"]) == {str(dft)} and (results["cache_state"] == "cold").all()
