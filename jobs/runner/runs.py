@@ -146,7 +146,7 @@ def _one(s: Session, where: Where, k: int) -> tuple[RunParts, Any]:
     figures = {**result, **merged, **window}
     if store is not None:
         store.end_run()
-    if store is not None and s.w.uses_framework:  # it read the dataset (a baseline counts its own requests)
+    if store is not None and s.w.store_figures(s.cfg):  # it read the dataset (a baseline counts its own)
         figures.update(store.run_figures(served, result.get("seconds") or after.t - before.t))
     if svc:  # the workers read the data: their bytes join the consumer's
         svc.add_counters(io0, figures)

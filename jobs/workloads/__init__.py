@@ -148,6 +148,12 @@ class Workload:
         each cold run and proves cold as a dataset's. None: it reads no files of its own."""
         return None
 
+    def store_figures(self, cfg) -> bool:
+        """Whether its runs' requests to the cell's object store, and the server's reads meanwhile, are the
+        run's figures (its device bytes among them): those of a workload that reads the dataset with the
+        cell's framework, by default. A workload that counts its own requests (the baseline) says no."""
+        return self.uses_framework
+
     def parallelism(self, cfg, result: dict | None = None) -> int | None:
         """Threads a run can keep busy at most (the CPU share of a run is judged against
         ``min(cores, this)``), given the run's ``result``; None: as many as there are cores."""

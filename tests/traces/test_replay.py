@@ -160,3 +160,37 @@ def test_results_csv_tells_the_replays_apart(replayed, dft):
         ("recorded", "2"),
     }
     assert set(results["replay_trace"]) == {str(dft)} and (results["cache_state"] == "cold").all()
+
+
+@pytest.mark.cells
+def test_the_traces_replay_on_an_object_store_as_ranged_gets_and_puts(dft, tmp_path_factory):
+    """storage=s3 (the embedded server): each read a ranged GET of its file's object, each write a PUT; the
+    reads that found a file's end, opens and closes counted as skipped; cold, proven by the server's reads."""
+    base = on_disk(tmp_path_factory, "s3")
+    out = base / "c"
+    logs = ",".join([str(dft), *(str(sample(n)) for n in ("dxt.darshan", "sample-dxt-simple.darshan"))])
+    p = campaign(
+        "-m",
+        "workload=replay",
+        f"replay.trace={logs}",
+        "storage=s3",
+        "replay.concurrency=8",  # dxt.darshan's 7,623 requests, 8 in flight
+        "repeats=1",
+        "warmup=0",
+        f"storage.root={base}",
+        f"hydra.sweep.dir={out}",
+        cwd=base,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    for rec in map(records.read, out.glob("*/record.json")):
+        (run,) = rec.runs
+        t = traces.read(rec.config["replay"]["trace"])
+        ops = t.operations
+        reads = ops[(ops["operation"] == "read") & (ops["size"] > 0)]
+        writes = ops[ops["operation"] == "write"]
+        assert (run["replay_reads"], run["replay_bytes_read"]) == (len(reads), reads["size"].sum())
+        assert (run["replay_writes"], run["replay_bytes_written"]) == (len(writes), writes["size"].sum())
+        assert run["requests"] == run["replay_calls"] == len(reads) + len(writes)
+        assert run["replay_calls_skipped"] == len(ops) - len(reads) - len(writes)
+        assert run["request_bytes"] == run["replay_bytes_read"]
+        assert run["cache_state"] == ("cold" if len(reads) else "unknown"), rec.config["replay"]["trace"]

@@ -20,7 +20,6 @@ from pathlib import Path
 from jobs.errors import ConfigError
 from jobs.metrics import Metric, declare, of
 from jobs.schema import WorkloadConf
-from jobs.storage import backends
 from jobs.workloads import RunContext, Workload, register
 
 OUT = "replay-written"  # in the tool's folder on the tier: each run's written files, removed after it
@@ -93,14 +92,14 @@ class Replay(Workload):
     in_tensorflow = False
     uses_framework = False  # its calls are the trace's, issued by the tool: no framework reads
     engines = ("tensorflow", "pytorch", "jax")  # none of them is used, so any is allowed
+    # storage=s3: reads as ranged GETs and writes as PUTs by the store's own client, whatever the framework
+    object_readers = engines
+
+    def store_figures(self, cfg) -> bool:
+        return True  # its GETs and PUTs are the run's requests, the server's reads its device bytes
 
     def check(self, cfg) -> None:
         t = trace_of(cfg)
-        if backends.of(cfg.storage).requests:
-            raise ConfigError(
-                f"workload=replay on storage={cfg.storage.name}: replaying a trace on an object store is not "
-                "built yet; replay it on a file-system tier"
-            )
         from jobs.storage import writable
         from jobs.storage.roots import elsewhere
         from jobs.workloads.replay import files
@@ -152,35 +151,41 @@ class Replay(Workload):
         run_dir = f"{ctx.cell.cell_id}-{ctx.tag}"
         out = owned.tool_folder(cfg.storage.root) / OUT / run_dir
         p = issue.plan(t.operations, made, str(out), cfg.replay.concurrency, names)
+        recorded = cfg.replay.mode == "recorded"
+        if ctx.ds.store is not None:
+            tally, seconds, skipped = self._on_store(ctx, p, run_dir, recorded)
+            return _result(tally, seconds, p, skipped, device=None)
         if any(p.written):  # made before the timed calls, and only when the trace wrote a file
             out = owned.under_tool_folder(cfg.storage.root, OUT, run_dir, setting="storage.root")
         rb0, _ = pipeline.read_counters()
         ctx.mark("start")
         try:
-            tally, seconds = issue.run(p, cfg.replay.mode == "recorded", threading.Event())
+            tally, seconds = issue.run(p, recorded, threading.Event())
         finally:
             ctx.mark("end")
             if any(p.written):
                 shutil.rmtree(out, ignore_errors=True)  # the tool's own folder of this run's written files
         rb1, _ = pipeline.read_counters()
-        return {
-            "images": 0,
-            "images_dropped": 0,
-            # a byte the trace reads twice comes from the device once: a cold run reads each at least once
-            "bytes_consumed": p.distinct_read,
-            "bytes_read_device": None if rb0 is None or rb1 is None else rb1 - rb0,
-            "seconds": seconds,
-            "mb_per_s": (tally.bytes_read + tally.bytes_written) / seconds / 1e6 if seconds > 0 else None,
-            "replay_calls": tally.calls,
-            "replay_reads": tally.reads,
-            "replay_bytes_read": tally.bytes_read,
-            "replay_writes": tally.writes,
-            "replay_bytes_written": tally.bytes_written,
-            "replay_calls_skipped": p.skipped,
-            "replay_threads": len(p.threads),
-            "replay_recorded_s": p.recorded_s,
-            "replay_time_ratio": seconds / p.recorded_s if p.recorded_s > 0 else None,
-        }
+        return _result(tally, seconds, p, p.skipped, None if rb0 is None or rb1 is None else rb1 - rb0)
+
+    @staticmethod
+    def _on_store(ctx: RunContext, p, run_dir: str, recorded: bool):
+        """The run's reads and writes as requests to the cell's object store (``requests``)."""
+        from jobs.storage.objectstore import objects, tier
+        from jobs.workloads.replay import requests
+
+        store = tier.opened(ctx.ds.store)
+        key_of = dict(zip(ctx.ds.files, ctx.ds.objects))
+        keys = [None if written else key_of.get(path) for path, written in zip(p.paths, p.written)]
+        out = f"{store.endpoint.prefix}/{OUT}/{run_dir}"
+        ctx.mark("start")
+        try:
+            tally, seconds, skipped = requests.run(p, store, keys, out, recorded)
+        finally:
+            ctx.mark("end")
+            if any(p.writable):
+                objects.delete_prefix(store.client, store.endpoint, out)  # the run's own objects
+        return tally, seconds, p.skipped + skipped
 
     def describe(self, result: dict) -> str:
         ratio = result.get("replay_time_ratio")
@@ -190,3 +195,24 @@ class Replay(Workload):
             + (f" ({ratio:.2f}x the recorded time)" if ratio else "")
             + f", {result['mb_per_s']:.1f} MB/s"
         )
+
+
+def _result(tally, seconds: float, p, skipped: int, device: int | None) -> dict:
+    return {
+        "images": 0,
+        "images_dropped": 0,
+        # a byte the trace reads twice comes from the device once: a cold run reads each at least once
+        "bytes_consumed": p.distinct_read,
+        "bytes_read_device": device,  # on an object store: the server's disk reads (the runner's)
+        "seconds": seconds,
+        "mb_per_s": (tally.bytes_read + tally.bytes_written) / seconds / 1e6 if seconds > 0 else None,
+        "replay_calls": tally.calls,
+        "replay_reads": tally.reads,
+        "replay_bytes_read": tally.bytes_read,
+        "replay_writes": tally.writes,
+        "replay_bytes_written": tally.bytes_written,
+        "replay_calls_skipped": skipped,
+        "replay_threads": len(p.threads),
+        "replay_recorded_s": p.recorded_s,
+        "replay_time_ratio": seconds / p.recorded_s if p.recorded_s > 0 else None,
+    }
