@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 import zlib
 from pathlib import Path
 
 from jobs.observe import posix
 from jobs.traces import operations
-from jobs.traces.operations import Trace, TraceError, frame, too_many
+from jobs.traces.operations import COLUMNS, INTS, NA, Trace, TraceError, table, too_many
 
 CALL, COUNTER, AGGREGATED, METADATA = 1, 2, 3, 4
 _PHASES = {
@@ -106,17 +107,20 @@ def _trace(files: list[Path], where: Path, source: str, windows: list | None = N
             notes.append(
                 f"{p.name}: its last line was cut short (a process stopped while writing it): left out"
             )
-    rows = _rows(calls, names)
+    columns = _columns(calls, names)
+    del calls[:]
+    kept = None
     if windows:  # a cell's: the calls of its traced runs, not the tool's own before and between them
-        kept = [r for r in rows if any(t0 <= r[6] * 1e6 <= t1 for t0, t1 in windows)]
+        starts = columns["start_s"]
+        kept = [i for i, t in enumerate(starts) if any(t0 <= t * 1e6 <= t1 for t0, t1 in windows)]
         notes.append(
-            f"the calls of the cell's {len(windows)} traced run(s): {len(rows) - len(kept):,} calls the "
+            f"the calls of the cell's {len(windows)} traced run(s): {len(starts) - len(kept):,} calls the "
             "tool made before and between them are left out"
         )
-        rows = kept
-    if not any(r[3] in ("read", "write") for r in rows):
+        columns = {c: [v[i] for i in kept] for c, v in columns.items()}
+    if not any(op in ("read", "write") for op in columns["operation"]):
         raise TraceError(f"{where}: a DFTracer trace with no reads or writes on a file in it")
-    return Trace(path=where, source=source, operations=frame(rows), notes=notes)
+    return Trace(path=where, source=source, operations=table(columns), notes=notes)
 
 
 def _calls(p: Path, names: dict, calls: list) -> bool:
@@ -160,9 +164,27 @@ def _take(p: Path, n: int, e: dict, names: dict, calls: list) -> None:
         return
     if ph != CALL or e.get("cat") not in posix.CATEGORIES:
         return
+    fhash, fname = args.get("fhash"), args.get("fname")
+    if fhash is None and fname is None:  # a call on no file (execv, waitpid): no row
+        return
     if len(calls) >= operations.MAX_OPERATIONS:
         raise too_many(p, len(calls) + 1)
-    calls.append((e.get("name"), e.get("pid"), e.get("tid"), e.get("ts"), e.get("dur"), args))
+    # what a row needs, and no more: a trace's events are millions; its names and hashes are few (interned)
+    calls.append(
+        (
+            sys.intern(str(e.get("name"))),
+            e.get("pid"),
+            e.get("tid"),
+            e.get("ts"),
+            e.get("dur"),
+            sys.intern(fhash) if isinstance(fhash, str) else None,
+            sys.intern(fname) if isinstance(fname, str) else None,
+            args.get("ret"),
+            args.get("size"),
+            args.get("offset"),
+            args.get("whence"),
+        )
+    )
 
 
 def _version(p: Path, version) -> None:
@@ -190,13 +212,17 @@ def _operation(name: str) -> str:
     return "meta"
 
 
-def _rows(calls: list, names: dict) -> list[tuple]:
-    """Operation rows, in time order, of the calls on a file; offsets of reads and writes without their own
-    (``read``, ``write``) followed per process and file from its open, its calls and its seeks."""
-    rows = []
+def _columns(calls: list, names: dict) -> dict:
+    """The operations table's columns (``table``'s form), in time order, of the calls on a file; offsets of
+    reads and writes without their own (``read``, ``write``) followed per process and file from its open,
+    its calls and its seeks. Numbers go into arrays, names are shared: a million calls take about 60 MB."""
+    from array import array
+
+    out = {c: (array("q") if c in INTS else array("d") if c.endswith("_s") else []) for c in COLUMNS}
     position: dict = {}
-    for name, pid, tid, ts, dur, args in sorted(calls, key=lambda c: int(c[3] or 0)):
-        path = names.get(args.get("fhash")) or args.get("fname")
+    calls.sort(key=lambda c: int(c[3] or 0))
+    for name, pid, tid, ts, dur, fhash, fname, ret, items, at, whence in calls:
+        path = names.get(fhash) or fname
         if path is None:
             continue
         op = _operation(name)
@@ -205,24 +231,32 @@ def _rows(calls: list, names: dict) -> list[tuple]:
         if op == "open":
             position[key] = 0
         elif op == "seek":
-            position[key] = _seek(name, args, position.get(key))
+            position[key] = _seek(name, ret, at, whence, position.get(key))
         elif op in ("read", "write"):
-            ret = args.get("ret")
-            size = max(int(ret), 0) * int(args.get("size") or 1) if isinstance(ret, int) else 0
-            if "offset" in args:  # pread, pwrite: their own offset, the file position unchanged
-                offset = int(args["offset"])
+            size = max(int(ret), 0) * int(items or 1) if isinstance(ret, int) else 0  # fread/fwrite: items
+            if isinstance(at, int):  # pread, pwrite: their own offset, the file position unchanged
+                offset = at
             else:
                 offset = position.get(key)
                 position[key] = None if offset is None else offset + size
-        rows.append((path, pid, tid, op, offset, size, int(ts or 0) / 1e6, int(dur or 0) / 1e6))
-    return rows
+        out["file"].append(path)
+        out["rank"].append(_int(pid))
+        out["thread"].append(_int(tid))
+        out["operation"].append(op)
+        out["offset"].append(_int(offset))
+        out["size"].append(_int(size))
+        out["start_s"].append(int(ts or 0) / 1e6)
+        out["duration_s"].append(int(dur or 0) / 1e6)
+    return out
 
 
-def _seek(name: str, args: dict, now: int | None) -> int | None:
-    ret = args.get("ret")
+def _int(v) -> int:
+    return NA if v is None else int(v)
+
+
+def _seek(name: str, ret, offset, whence, now: int | None) -> int | None:
     if name.startswith("lseek") and isinstance(ret, int) and ret >= 0:  # lseek returns the new position
         return ret
-    offset, whence = args.get("offset"), args.get("whence")
     if not isinstance(offset, int):
         return None
     if whence == SEEK_SET:

@@ -11,7 +11,8 @@ from pathlib import Path
 # does not hold them), and its start and duration in seconds since the trace's first call
 COLUMNS = ("file", "rank", "thread", "operation", "offset", "size", "start_s", "duration_s")
 OPERATIONS = ("open", "read", "write", "seek", "sync", "close", "meta")
-# the most calls read into memory: a table of this many rows takes about 0.5 GB; a longer trace is refused
+# the most calls read into memory: a DFTracer trace of this many took 1.6 GB at its peak and 77 s to profile
+# (measured: docs/traces.md); a longer trace is refused
 # (a DFTracer trace streams, so it is refused once the limit is passed, without reading the rest)
 MAX_OPERATIONS = 5_000_000
 
@@ -40,14 +41,37 @@ class Trace:
         return len(self.operations) > 0
 
 
+NA = -(2**63)  # in an integer column handed to ``table``: no value (an offset the trace does not give)
+
+
 def frame(rows: list[tuple]):
-    """The operations table from ``rows`` of ``COLUMNS``, start times made relative to the first call."""
+    """The operations table from ``rows`` of ``COLUMNS`` (None where a value is missing)."""
+    columns = list(zip(*rows)) if rows else [[] for _ in COLUMNS]
+    ints = {c: [NA if v is None else int(v) for v in columns[i]] for i, c in enumerate(COLUMNS) if c in INTS}
+    return table({**dict(zip(COLUMNS, columns)), **ints})
+
+
+INTS = ("rank", "thread", "offset", "size")
+
+
+def table(columns: dict):
+    """The operations table from one sequence per column (integer columns with ``NA`` for a missing
+    value), start times made relative to the first call, in time order."""
+    import numpy as np
     import pandas as pd
 
-    df = pd.DataFrame(rows, columns=list(COLUMNS))
-    for c in ("rank", "thread", "offset", "size"):
-        df[c] = df[c].astype("Int64")
-    df["operation"] = pd.Categorical(df["operation"], categories=OPERATIONS)
+    data = {}
+    for c in COLUMNS:
+        if c in INTS:
+            values = np.asarray(columns[c], dtype="int64")
+            data[c] = pd.arrays.IntegerArray(values, values == NA)
+        elif c == "operation":
+            data[c] = pd.Categorical(columns[c], categories=OPERATIONS)
+        elif c == "file":
+            data[c] = pd.Series(columns[c], dtype="object")
+        else:
+            data[c] = np.asarray(columns[c], dtype="float64")
+    df = pd.DataFrame(data)
     if len(df):
         df["start_s"] = df["start_s"] - df["start_s"].min()
     return df.sort_values("start_s", kind="stable").reset_index(drop=True)
@@ -55,6 +79,6 @@ def frame(rows: list[tuple]):
 
 def too_many(p: Path, n: int) -> TraceError:
     return TraceError(
-        f"{p}: {n:,} calls or more; this tool reads traces of up to {MAX_OPERATIONS:,} calls (about 0.5 GB "
+        f"{p}: {n:,} calls or more; this tool reads traces of up to {MAX_OPERATIONS:,} calls (about 1.6 GB "
         "in memory): trace a shorter part of the job"
     )
