@@ -234,8 +234,10 @@ def _columns(calls: list, names: dict) -> dict:
             position[key] = _seek(name, ret, at, whence, position.get(key))
         elif op in ("read", "write"):
             size = max(int(ret), 0) * int(items or 1) if isinstance(ret, int) else 0  # fread/fwrite: items
-            if isinstance(at, int):  # pread, pwrite: their own offset, the file position unchanged
-                offset = at
+            if isinstance(
+                at, int
+            ):  # pread, pwrite: their own offset (a negative one failed), the position kept
+                offset = at if at >= 0 else None
             else:
                 offset = position.get(key)
                 position[key] = None if offset is None else offset + size

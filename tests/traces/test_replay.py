@@ -136,10 +136,6 @@ def test_pydarshans_dxt_samples_replay(tmp_path_factory):
         ((f"replay.trace={sample('sample.darshan')}",), "the trace holds counters only, no calls to replay"),
         (("replay.trace=nothing.pfw",), "nothing.pfw: no such file"),
         (("replay.concurrency=0", f"replay.trace={sample('dxt.darshan')}"), "replay.concurrency=0"),
-        (
-            ("storage=s3", f"replay.trace={sample('dxt.darshan')}"),
-            "replaying a trace on an object store is not built",
-        ),
     ],
 )
 def test_what_cannot_be_replayed_is_refused_in_one_line(cwd, args, expected):
@@ -194,3 +190,52 @@ def test_the_traces_replay_on_an_object_store_as_ranged_gets_and_puts(dft, tmp_p
         assert run["replay_calls_skipped"] == len(ops) - len(reads) - len(writes)
         assert run["request_bytes"] == run["replay_bytes_read"]
         assert run["cache_state"] == ("cold" if len(reads) else "unknown"), rec.config["replay"]["trace"]
+
+
+def _moved(dft, folder, offset: int):
+    """The program's trace with its one pread at ``offset`` (a plain .pfw)."""
+    import gzip
+    import json
+
+    with gzip.open(dft, "rt", errors="replace") as f:
+        events = [json.loads(x) for x in f.read().splitlines() if x.strip()]
+    for e in events:
+        if e.get("name") == "pread64":
+            e["args"]["offset"] = offset
+    out = folder / f"moved-{offset}.pfw"
+    out.write_text("".join(json.dumps(e) + "\n" for e in events))
+    return out
+
+
+def test_a_trace_that_reads_past_any_file_the_tier_can_hold_is_refused(dft, cwd):
+    trace = _moved(dft, cwd.parent, 10**18)
+    p = campaign("workload=replay", f"replay.trace={trace}", cwd=cwd)
+    lines = [x for x in p.stderr.splitlines() if x.strip()]
+    assert p.returncode == 2 and len(lines) == 1, p.stderr
+    assert (
+        "past the size of storage=local's whole file system" in lines[0] and "a.bin ends at byte" in lines[0]
+    )
+    assert not [f for f in cwd.rglob("*") if f.is_file()]
+
+
+@pytest.mark.cells
+def test_a_read_far_into_a_file_makes_a_sparse_file_not_a_full_one(dft, tmp_path_factory):
+    """The pread moved to 20 GB: a.bin is made 20 GB long, but only the bytes the reads touch are written
+    (about 1 MiB), and the replay reads them cold."""
+    base = on_disk(tmp_path_factory, "sparse")
+    trace = _moved(dft, base, 20 * 10**9)
+    p = campaign(
+        "workload=replay",
+        f"replay.trace={trace}",
+        "repeats=1",
+        "warmup=0",
+        f"storage.root={base}",
+        f"hydra.run.dir={base / 'c'}",
+        cwd=base,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    (made,) = (base / "iocampaign" / "datasets").glob("replay-*/*-a.bin")
+    st = made.stat()
+    assert st.st_size == 20 * 10**9 + 100 and st.st_blocks * 512 < 4 * 2**20
+    (run,) = records.read(base / "c" / "record.json").runs
+    assert run["cache_state"] == "cold" and run["replay_reads"] == 21

@@ -20,6 +20,7 @@ from pathlib import Path
 from jobs.errors import ConfigError
 from jobs.metrics import Metric, declare, of
 from jobs.schema import WorkloadConf
+from jobs.storage import backends
 from jobs.workloads import RunContext, Workload, register
 
 OUT = "replay-written"  # in the tool's folder on the tier: each run's written files, removed after it
@@ -105,8 +106,13 @@ class Replay(Workload):
         from jobs.workloads.replay import files
 
         lay = files.layout(t.operations)
+        if not elsewhere(cfg):
+            _no_larger_than_the_tier(cfg, lay)
         _, free = (None, None) if elsewhere(cfg) else writable.files_and_space(cfg.storage)
-        need = lay.read_bytes + sum(e for e, r in zip(lay.extents, lay.read) if not r)
+        # an object store holds each made file whole (its holes too); a file system only the bytes read
+        on_store = backends.of(cfg.storage).requests
+        made = sum(e for e, r in zip(lay.extents, lay.read) if r) if on_store else lay.data_bytes
+        need = made + lay.written_bytes
         if free is not None and need * 1.02 > free:
             raise ConfigError(
                 f"replay.trace={cfg.replay.trace}: its files take {need / 1e9:.2f} GB, but storage="
@@ -194,6 +200,23 @@ class Replay(Workload):
             f"in {result['seconds']:.2f} s"
             + (f" ({ratio:.2f}x the recorded time)" if ratio else "")
             + f", {result['mb_per_s']:.1f} MB/s"
+        )
+
+
+def _no_larger_than_the_tier(cfg, lay) -> None:
+    """Refuse a trace whose file ends past the size of the tier's whole file system (a damaged trace, or an
+    offset no file of that tier can reach): the made file could not be made there."""
+    root = Path(cfg.storage.root)
+    probe = next((p for p in (root, *root.parents) if p.exists()), None)
+    if probe is None or cfg.storage.emulate is not None:  # an emulated tier: made when its cell starts
+        return
+    st = os.statvfs(probe)
+    size = st.f_blocks * st.f_frsize
+    i = max(range(len(lay.extents)), key=lay.extents.__getitem__, default=None)
+    if i is not None and lay.extents[i] > size:
+        raise ConfigError(
+            f"replay.trace={cfg.replay.trace}: {lay.paths[i]} ends at byte {lay.extents[i]:,}, past the size "
+            f"of storage={cfg.storage.name}'s whole file system ({size / 1e9:,.0f} GB); is the trace damaged?"
         )
 
 
