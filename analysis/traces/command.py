@@ -60,6 +60,12 @@ def main(argv: list[str]) -> int:
     if a.dftracer is not None and os.path.lexists(a.dftracer):
         print(f"analysis trace: --dftracer {a.dftracer} exists; name a new file", file=sys.stderr)
         return 2
+    if a.dftracer is not None and not a.dftracer.absolute().parent.is_dir():
+        print(f"analysis trace: --dftracer {a.dftracer}: its folder does not exist", file=sys.stderr)
+        return 2
+    if a.out is not None and a.out.is_symlink():
+        print(f"analysis trace: --out {a.out} is a symbolic link; name a folder", file=sys.stderr)
+        return 2
     prof = tables.profile(t)
     out = a.out or Path(default_name(a.trace))
     extra = {}
@@ -104,14 +110,13 @@ def export(t: traces.Trace, target: Path) -> Path:
     from jobs.traces import dftracer
 
     with outputs.new_file(target, binary=True) as raw:
-        if target.name.endswith(".gz"):
-            with gzip.GzipFile(fileobj=raw, mode="wb") as gz, io.TextIOWrapper(gz, encoding="utf-8") as f:
-                dftracer.write(t, f)
-        else:
-            with io.TextIOWrapper(raw, encoding="utf-8") as f:
-                dftracer.write(t, f)
-                f.flush()
-                f.detach()
+        gz = gzip.GzipFile(fileobj=raw, mode="wb") if target.name.endswith(".gz") else None
+        f = io.TextIOWrapper(gz or raw, encoding="utf-8")
+        dftracer.write(t, f)
+        f.flush()
+        f.detach()  # the file itself is closed by new_file, which then gives it its name
+        if gz is not None:
+            gz.close()  # its trailer; the file it wrote into stays open
     return target
 
 

@@ -53,5 +53,7 @@ def _regular(p: Path) -> None:
         raise TraceError(f"{p}: cannot be read ({e.strerror})") from None
     if not stat.S_ISREG(mode):
         raise TraceError(f"{p}: not a regular file (a trace is a file, or a traced cell's folder)")
+    if os.stat(p).st_size == 0:
+        raise TraceError(f"{p}: an empty file")
     if not os.access(p, os.R_OK):
         raise TraceError(f"{p}: cannot be read (permission denied)")

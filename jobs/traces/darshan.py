@@ -9,7 +9,8 @@ From a log this module takes:
 The log's header is checked before PyDarshan opens it: darshan-util's C reader, given a truncated log,
 prints errors, returns empty records as if the job had made no I/O, and can abort the whole process when
 it closes the file. A log whose regions (the header's map of each module's compressed bytes) reach past its
-end is refused here as truncated.
+end is refused here as truncated; a log whose body is damaged is read first in a child process
+(``validated``), and refused when that reader complains or dies.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ MAGIC = 6567223  # darshan-log-format.h: DARSHAN_MAGIC_NR
 MAX_MODS = 16  # DARSHAN_MAX_MODS of log versions 3.x: the header's map holds the name map and 16 modules
 _HEADER = 24 + 16 * (MAX_MODS + 1)  # version string (8), magic (8), compression and partial flag (8), maps
 MAX_LOG_BYTES = 1 << 30  # a compressed log larger than this is refused before it is decompressed
+VALIDATE_S = 600  # the longest the child process that reads a log first may take
 
 SIZE_BINS = (
     "0_100",
@@ -95,10 +97,32 @@ def check(p: Path) -> str:
     return version
 
 
+def validated(p: Path) -> None:
+    """Read the log once in a child process first: darshan-util's C reader, given a damaged body, prints
+    its errors and returns part of the records as if they were all (a DXT module cut to 183 of 6,126
+    segments, measured), or aborts or crashes the whole process. Any error it prints, or its death, is a
+    TraceError here, and the log is read in this process only once the child read it cleanly."""
+    import subprocess
+    import sys
+
+    code = "import sys, darshan; darshan.DarshanReport(sys.argv[1], read_all=True)"
+    try:
+        r = subprocess.run(
+            [sys.executable, "-c", code, str(p)], capture_output=True, text=True, timeout=VALIDATE_S
+        )
+    except subprocess.TimeoutExpired:
+        raise TraceError(f"{p}: darshan-util did not read it in {VALIDATE_S} s") from None
+    said = [x.strip() for x in r.stderr.splitlines() if x.startswith("Error") or "Assertion" in x]
+    if r.returncode != 0 or said:
+        why = said[0] if said else f"its reader ended with status {r.returncode}"
+        raise TraceError(f"{p}: a damaged Darshan log: darshan-util says {why!r}")
+
+
 def read(p: Path) -> Trace:
     import darshan
 
     check(p)
+    validated(p)
     try:
         report = darshan.DarshanReport(str(p), read_all=True)
     except RuntimeError as e:

@@ -35,6 +35,8 @@ SEEKS = frozenset({"lseek", "lseek64", "fseek", "fseeko"})
 SYNCS = frozenset({"fsync", "fdatasync", "fflush", "sync_file_range"})
 SEEK_SET, SEEK_CUR = 0, 1
 READ_VERSIONS = (1, 2)  # DFTracer's major versions whose events this module reads
+MAX_LINE = 1 << 20  # characters of one event: DFTracer's are a few hundred; a longer line is refused
+BOUND = 1 << 62  # a pid, thread, offset or size beyond this is no call's: the trace is damaged
 
 
 def _open(p: Path):
@@ -107,7 +109,8 @@ def _trace(files: list[Path], where: Path, source: str, windows: list | None = N
             notes.append(
                 f"{p.name}: its last line was cut short (a process stopped while writing it): left out"
             )
-    columns = _columns(calls, names)
+    columns = _columns(calls, names, where)
+    unnamed = columns.pop("unnamed")
     del calls[:]
     kept = None
     if windows:  # a cell's: the calls of its traced runs, not the tool's own before and between them
@@ -119,7 +122,15 @@ def _trace(files: list[Path], where: Path, source: str, windows: list | None = N
         )
         columns = {c: [v[i] for i in kept] for c, v in columns.items()}
     if not any(op in ("read", "write") for op in columns["operation"]):
-        raise TraceError(f"{where}: a DFTracer trace with no reads or writes on a file in it")
+        raise TraceError(
+            f"{where}: a DFTracer trace with no reads or writes on a named file in it"
+            + (
+                f" ({unnamed:,} calls name their files by hashes that no FH event names: was it written "
+                "with DFTRACER_INC_METADATA=1?)"
+                if unnamed
+                else ""
+            )
+        )
     return Trace(path=where, source=source, operations=table(columns), notes=notes)
 
 
@@ -131,7 +142,11 @@ def _calls(p: Path, names: dict, calls: list) -> bool:
     n = 0
     try:
         with _open(p) as f:
-            for n, line in enumerate(f, 1):
+            for n, line in enumerate(iter(lambda: f.readline(MAX_LINE + 1), ""), 1):
+                if len(line) > MAX_LINE:
+                    raise TraceError(
+                        f"{p}: line {n} is longer than {MAX_LINE:,} characters: not a DFTracer event"
+                    )
                 if torn_at is not None:
                     raise TraceError(f"{p}: line {torn_at} is not a JSON event (the trace is damaged)")
                 try:
@@ -212,7 +227,7 @@ def _operation(name: str) -> str:
     return "meta"
 
 
-def _columns(calls: list, names: dict) -> dict:
+def _columns(calls: list, names: dict, where: Path) -> dict:
     """The operations table's columns (``table``'s form), in time order, of the calls on a file; offsets of
     reads and writes without their own (``read``, ``write``) followed per process and file from its open,
     its calls and its seeks. Numbers go into arrays, names are shared: a million calls take about 60 MB."""
@@ -220,10 +235,12 @@ def _columns(calls: list, names: dict) -> dict:
 
     out = {c: (array("q") if c in INTS else array("d") if c.endswith("_s") else []) for c in COLUMNS}
     position: dict = {}
-    calls.sort(key=lambda c: int(c[3] or 0))
+    calls.sort(key=lambda c: _ts(where, c[3]))
+    unnamed = 0
     for name, pid, tid, ts, dur, fhash, fname, ret, items, at, whence in calls:
         path = names.get(fhash) or fname
-        if path is None:
+        if not path:
+            unnamed += 1
             continue
         op = _operation(name)
         key = (pid, path)
@@ -231,7 +248,8 @@ def _columns(calls: list, names: dict) -> dict:
         if op == "open":
             position[key] = 0
         elif op == "seek":
-            position[key] = _seek(name, ret, at, whence, position.get(key))
+            at_now = _seek(name, ret, at, whence, position.get(key))
+            position[key] = at_now if at_now is None or at_now >= 0 else None  # a failed seek: unknown
         elif op in ("read", "write"):
             size = max(int(ret), 0) * int(items or 1) if isinstance(ret, int) else 0  # fread/fwrite: items
             if isinstance(
@@ -242,18 +260,30 @@ def _columns(calls: list, names: dict) -> dict:
                 offset = position.get(key)
                 position[key] = None if offset is None else offset + size
         out["file"].append(path)
-        out["rank"].append(_int(pid))
-        out["thread"].append(_int(tid))
+        out["rank"].append(_int(where, "pid", pid))
+        out["thread"].append(_int(where, "tid", tid))
         out["operation"].append(op)
-        out["offset"].append(_int(offset))
-        out["size"].append(_int(size))
-        out["start_s"].append(int(ts or 0) / 1e6)
-        out["duration_s"].append(int(dur or 0) / 1e6)
-    return out
+        out["offset"].append(_int(where, "offset", offset))
+        out["size"].append(_int(where, "size", size))
+        out["start_s"].append(_ts(where, ts) / 1e6)
+        out["duration_s"].append(_ts(where, dur) / 1e6)
+    return {**out, "unnamed": unnamed}
 
 
-def _int(v) -> int:
-    return NA if v is None else int(v)
+def _int(where: Path, what: str, v) -> int:
+    """A call's integer field, NA for none; TraceError for one that is not a number a call can have."""
+    if v is None:
+        return NA
+    if isinstance(v, bool) or not isinstance(v, int) or not -BOUND < v < BOUND:
+        raise TraceError(
+            f"{where}: a call's {what} is {str(v)[:40]!r}: not one a call can have (a damaged trace)"
+        )
+    return v
+
+
+def _ts(where: Path, v) -> int:
+    """A call's time or duration in µs (0 when it has none)."""
+    return 0 if v is None else _int(where, "ts or dur", v)
 
 
 def _seek(name: str, ret, offset, whence, now: int | None) -> int | None:

@@ -186,7 +186,7 @@ def _fifo(path: Path) -> Path:
 
 BAD = {
     "missing": (lambda d, t: t / "nothing.darshan", "no such file"),
-    "empty": (lambda d, t: _file(t / "empty.pfw", b""), "not a trace"),
+    "empty": (lambda d, t: _file(t / "empty.pfw", b""), "an empty file"),
     "text": (lambda d, t: _file(t / "notes.txt", b"hello\n"), "not a trace"),
     "truncated darshan": (
         lambda d, t: _file(t / "cut.darshan", sample("dxt.darshan").read_bytes()[:5000]),

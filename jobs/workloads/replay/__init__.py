@@ -108,6 +108,7 @@ class Replay(Workload):
         lay = files.layout(t.operations)
         if not elsewhere(cfg):
             _no_larger_than_the_tier(cfg, lay)
+        _no_unbounded_calls(cfg, t)
         _, free = (None, None) if elsewhere(cfg) else writable.files_and_space(cfg.storage)
         # an object store holds each made file whole (its holes too); a file system only the bytes read
         on_store = backends.of(cfg.storage).requests
@@ -161,7 +162,7 @@ class Replay(Workload):
         if ctx.ds.store is not None:
             tally, seconds, skipped = self._on_store(ctx, p, run_dir, recorded)
             return _result(tally, seconds, p, skipped, device=None)
-        if any(p.written):  # made before the timed calls, and only when the trace wrote a file
+        if p.writes:  # made before the timed calls, and only when the trace wrote a file
             out = owned.under_tool_folder(cfg.storage.root, OUT, run_dir, setting="storage.root")
         rb0, _ = pipeline.read_counters()
         ctx.mark("start")
@@ -169,7 +170,7 @@ class Replay(Workload):
             tally, seconds = issue.run(p, recorded, threading.Event())
         finally:
             ctx.mark("end")
-            if any(p.written):
+            if p.writes:
                 shutil.rmtree(out, ignore_errors=True)  # the tool's own folder of this run's written files
         rb1, _ = pipeline.read_counters()
         return _result(tally, seconds, p, p.skipped, None if rb0 is None or rb1 is None else rb1 - rb0)
@@ -182,14 +183,14 @@ class Replay(Workload):
 
         store = tier.opened(ctx.ds.store)
         key_of = dict(zip(ctx.ds.files, ctx.ds.objects))
-        keys = [None if written else key_of.get(path) for path, written in zip(p.paths, p.written)]
+        keys = [key_of.get(path) if path else None for path in p.read_paths]
         out = f"{store.endpoint.prefix}/{OUT}/{run_dir}"
         ctx.mark("start")
         try:
             tally, seconds, skipped = requests.run(p, store, keys, out, recorded)
         finally:
             ctx.mark("end")
-            if any(p.writable):
+            if p.writes:
                 objects.delete_prefix(store.client, store.endpoint, out)  # the run's own objects
         return tally, seconds, p.skipped + skipped
 
@@ -201,6 +202,30 @@ class Replay(Workload):
             + (f" ({ratio:.2f}x the recorded time)" if ratio else "")
             + f", {result['mb_per_s']:.1f} MB/s"
         )
+
+
+RECORDED_MAX_S = 24 * 3600  # the longest trace replay.mode=recorded replays at its own pace
+BODY_MAX = 1 << 30  # on an object store, the largest read or write (a GET's or PUT's body is held in memory)
+
+
+def _no_unbounded_calls(cfg, t) -> None:
+    """Refuse what a run could not do in bounded time and memory: a recorded replay of more than a day,
+    and, on an object store, a call whose body would not fit in memory."""
+    ops = t.operations
+    span = float((ops["start_s"] + ops["duration_s"]).max()) if len(ops) else 0.0
+    if cfg.replay.mode == "recorded" and span > RECORDED_MAX_S:
+        raise ConfigError(
+            f"replay.trace={cfg.replay.trace}: its calls span {span / 3600:,.1f} h; replay.mode=recorded "
+            f"replays up to {RECORDED_MAX_S // 3600} h at the trace's pace: use replay.mode=fast"
+        )
+    if backends.of(cfg.storage).requests:
+        biggest = int(ops.loc[ops["operation"].isin(["read", "write"]), "size"].max() or 0)
+        if biggest > BODY_MAX:
+            raise ConfigError(
+                f"replay.trace={cfg.replay.trace}: a call of {biggest:,} bytes; on storage="
+                f"{cfg.storage.name} each is one GET or PUT whose body is held in memory, up to "
+                f"{BODY_MAX:,}: replay it on a file-system tier"
+            )
 
 
 def _no_larger_than_the_tier(cfg, lay) -> None:

@@ -35,6 +35,7 @@ class Layout:
     extents: tuple[int, ...]  # bytes each needs: the furthest byte read or written
     read: tuple[bool, ...]
     ranges: tuple[tuple[tuple[int, int], ...], ...]  # per file, the (start, end) its reads touch, merged
+    wrote: tuple[int, ...] = ()  # per file, the furthest byte its writes reach (0: never written)
 
     def key(self, seed: int) -> str:
         made = [[p, e, r] for p, e, r, read in zip(self.paths, self.extents, self.ranges, self.read) if read]
@@ -47,8 +48,8 @@ class Layout:
 
     @property
     def written_bytes(self) -> int:
-        """The most a run's written files take (their extents)."""
-        return sum(e for e, r in zip(self.extents, self.read) if not r)
+        """The most a run's own written files take (the furthest byte of each file's writes)."""
+        return sum(self.wrote)
 
     def name(self, i: int) -> str:
         return f"{i:06d}-{_safe(os.path.basename(self.paths[i]))}"
@@ -74,7 +75,11 @@ def layout(ops) -> Layout:
         for p, e in zip(used, extents)
     )
     read_files = set(reads["file"])
-    return Layout(tuple(used), tuple(extents), tuple(p in read_files for p in used), ranges)
+    writes = io[io["operation"] == "write"]
+    wrote = (writes["offset"].fillna(0) + writes["size"].fillna(0)).groupby(writes["file"]).max()
+    written = writes[writes["offset"].isna()].groupby("file")["size"].sum()
+    reach = tuple(int(max(wrote.get(p, 0), written.get(p, 0))) for p in used)
+    return Layout(tuple(used), tuple(extents), tuple(p in read_files for p in used), ranges, reach)
 
 
 def _touched(reads) -> dict[str, tuple[tuple[int, int], ...]]:

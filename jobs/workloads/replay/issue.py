@@ -27,27 +27,36 @@ class ReplayFailed(RuntimeError):
 
 @dataclass
 class Plan:
-    """Per thread, its calls as (code, file index, offset or -1, size, start s); and the files by index."""
+    """Per thread, its calls as (code, file index, offset or -1, size, start s); and the files by index: the
+    made file its reads read (None: the trace never read it), and the run's own file its writes write (None:
+    the trace never wrote it). Writes never go into a made file: the made set stays as it was made."""
 
     threads: list[list[tuple]]
-    paths: list[str]  # the made (read) or written file of each index
-    written: list[bool]  # whether the index is a file only the run makes (the trace wrote, never read it)
-    writable: list[bool]  # whether the trace writes the file at all (opened for writing)
+    read_paths: list[str | None]
+    write_paths: list[str | None]
     skipped: int = 0  # seeks, metadata calls and calls on files never read or written: counted, not issued
     recorded_s: float = 0.0  # the trace's span: first call's start to the last call's end
     distinct_read: int = 0  # bytes of the made files the reads cover, each byte once (a cold run's least)
 
+    @property
+    def writes(self) -> bool:
+        return any(w is not None for w in self.write_paths)
+
+    def name(self, f: int) -> str:
+        return self.read_paths[f] or self.write_paths[f] or "?"
+
 
 def plan(ops, made: dict[str, str], out_dir: str, concurrency: int | None, names: dict[str, str]) -> Plan:
     """The calls of the operations table ``ops`` dealt to threads (see the module's note)."""
+    writes = set(ops.loc[ops["operation"] == "write", "file"])
     index: dict[str, int] = {}
-    paths, written = [], []
+    read_paths, write_paths = [], []
     for p in dict.fromkeys(ops["file"]):
         if p not in names:  # opened, never read or written (or its reads lost): nothing to make or open
             continue
-        index[p] = len(paths)
-        paths.append(made.get(p) or os.path.join(out_dir, names[p]))
-        written.append(p not in made)
+        index[p] = len(read_paths)
+        read_paths.append(made.get(p))
+        write_paths.append(os.path.join(out_dir, names[p]) if p in writes else None)
     codes = ops["operation"].astype(str).map(lambda o: _CODES.get(o, SKIP)).to_numpy().copy()
     files = ops["file"].map(index).fillna(-1).astype("int64").to_numpy()
     codes[files < 0] = SKIP
@@ -62,8 +71,6 @@ def plan(ops, made: dict[str, str], out_dir: str, concurrency: int | None, names
     else:
         n = concurrency
         owner = [max(files[i], 0) % n for i in range(len(files))]  # files in order of first use, dealt round
-    writes = set(ops.loc[ops["operation"] == "write", "file"])
-    writable = [p in writes for p in index]
     threads: list[list[tuple]] = [[] for _ in range(n)]
     skipped = 0
     for i in range(len(codes)):
@@ -75,7 +82,7 @@ def plan(ops, made: dict[str, str], out_dir: str, concurrency: int | None, names
         )
     end = float((ops["start_s"] + ops["duration_s"]).max()) if len(ops) else 0.0
     made_reads = ops[(ops["operation"] == "read") & ops["file"].isin(made.keys())]
-    return Plan([t for t in threads if t], paths, written, writable, skipped, end, distinct(made_reads))
+    return Plan([t for t in threads if t], read_paths, write_paths, skipped, end, distinct(made_reads))
 
 
 def distinct(reads) -> int:
@@ -138,10 +145,16 @@ def run(p: Plan, recorded: bool, stop: threading.Event) -> tuple[Tally, float]:
     return total, seconds
 
 
+CHUNK = 16 << 20  # the most bytes one pread or pwrite moves: a larger recorded call is issued in pieces
+
+
 def _thread(p: Plan, calls: list, tally: Tally, recorded: bool, stop, ready, t0) -> None:
-    fds: dict[int, int] = {}
-    buf = bytearray()
+    """One thread's calls. Any error ends every thread and fails the run with one line naming the call."""
+    rfds: dict[int, int] = {}
+    wfds: dict[int, int] = {}
+    buf = bytearray(os.urandom(min(CHUNK, max((c[3] for c in calls), default=0))))
     ready.wait()
+    code, f = SKIP, 0
     try:
         for code, f, offset, size, start in calls:
             if stop.is_set():
@@ -151,41 +164,67 @@ def _thread(p: Plan, calls: list, tally: Tally, recorded: bool, stop, ready, t0)
                 if wait > 0:
                     time.sleep(wait)
             if code == READ:
-                fd = fds.get(f) or _open(p, f, fds)
-                got = os.pread(fd, size, offset) if offset >= 0 else os.read(fd, size)
+                got = _read(_fd(p, f, rfds, wfds, False), offset, size)
                 tally.reads += 1
-                tally.bytes_read += len(got)
+                tally.bytes_read += got
             elif code == WRITE:
-                fd = fds.get(f) or _open(p, f, fds)
-                if len(buf) < size:
-                    buf = bytearray(os.urandom(size))
-                view = memoryview(buf)[:size]
-                put = os.pwrite(fd, view, offset) if offset >= 0 else os.write(fd, view)
+                put = _write(_fd(p, f, rfds, wfds, True), offset, size, buf)
                 tally.writes += 1
                 tally.bytes_written += put
             elif code == OPEN:
-                if f in fds:
-                    os.close(fds.pop(f))
-                _open(p, f, fds)
+                _close(f, rfds, wfds)
+                if p.read_paths[f]:
+                    _fd(p, f, rfds, wfds, False)
+                if p.write_paths[f]:
+                    _fd(p, f, rfds, wfds, True)
             elif code == CLOSE:
-                if f in fds:
-                    os.close(fds.pop(f))
-            elif code == SYNC and f in fds and p.writable[f]:
-                os.fsync(fds[f])
+                _close(f, rfds, wfds)
+            elif code == SYNC and f in wfds:
+                os.fsync(wfds[f])
             tally.calls += 1
-    except OSError as e:
-        tally.errors.append(f"{p.paths[f]}: {e.strerror or e} (a replayed {_NAMES[code]} call)")
+    except Exception as e:  # noqa: BLE001 - the run fails with it, named (an OSError, or memory, or the like)
+        what = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
+        tally.errors.append(f"{p.name(f)}: {what} (a replayed {_NAMES.get(code, 'call')})")
         stop.set()
     finally:
-        for fd in fds.values():
+        for fd in (*rfds.values(), *wfds.values()):
             os.close(fd)
 
 
 _NAMES = {OPEN: "open", READ: "read", WRITE: "write", CLOSE: "close", SYNC: "fsync"}
 
 
-def _open(p: Plan, f: int, fds: dict) -> int:
-    flags = os.O_NOFOLLOW | os.O_CLOEXEC
-    flags |= (os.O_RDWR | (os.O_CREAT if p.written[f] else 0)) if p.writable[f] else os.O_RDONLY
-    fds[f] = os.open(p.paths[f], flags, 0o644)
+def _read(fd: int, offset: int, size: int) -> int:
+    """One recorded read (in pieces of at most CHUNK, each a ``pread`` or ``read``, the calls tracers such as
+    dftracer see); the bytes it returned. A read of 0 bytes that found a file's end asks for 1 there."""
+    got = 0
+    while True:
+        n = min(CHUNK, size - got) if size else 1
+        k = len(os.pread(fd, n, offset + got) if offset >= 0 else os.read(fd, n))
+        got += k
+        if k == 0 or got >= size:
+            return got if size else 0
+
+
+def _write(fd: int, offset: int, size: int, buf: bytearray) -> int:
+    """One recorded write (in pieces of at most CHUNK); the bytes written."""
+    put = 0
+    while put < size:
+        view = memoryview(buf)[: min(len(buf), size - put)]
+        put += os.pwrite(fd, view, offset + put) if offset >= 0 else os.write(fd, view)
+    return put
+
+
+def _fd(p: Plan, f: int, rfds: dict, wfds: dict, write: bool) -> int:
+    fds = wfds if write else rfds
+    if f not in fds:
+        flags = os.O_NOFOLLOW | os.O_CLOEXEC
+        path = p.write_paths[f] if write else p.read_paths[f]
+        fds[f] = os.open(path, flags | (os.O_RDWR | os.O_CREAT if write else os.O_RDONLY), 0o644)
     return fds[f]
+
+
+def _close(f: int, rfds: dict, wfds: dict) -> None:
+    for fds in (rfds, wfds):
+        if f in fds:
+            os.close(fds.pop(f))

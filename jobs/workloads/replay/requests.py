@@ -89,7 +89,7 @@ def _thread(p: Plan, calls, store, keys, out_prefix, recorded, stop, t0, tally: 
                 continue
             tally.calls += 1
     except Exception as e:  # noqa: BLE001 - the store's one line (objects.counted names the endpoint)
-        tally.errors.append(f"{e} (a replayed {'read' if code == READ else 'write'} of {p.paths[f]})")
+        tally.errors.append(f"{e} (a replayed {'read' if code == READ else 'write'} of {p.name(f)})")
         stop.set()
 
 
