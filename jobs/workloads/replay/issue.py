@@ -125,16 +125,27 @@ def run(p: Plan, recorded: bool, stop: threading.Event) -> tuple[Tally, float]:
         w.start()
     t0[0] = time.perf_counter()
     ready.wait()
+    joined(workers, stop)
+    seconds = time.perf_counter() - t0[0]
+    return summed(tallies), seconds
+
+
+def joined(workers: list, stop: threading.Event) -> None:
+    """Wait for the replay's threads, the main thread staying where a signal's handler can run; a signal
+    (or any error here) stops them all before it goes on."""
     try:
         for w in workers:
             while w.is_alive():
-                w.join(0.1)  # the main thread stays where a signal's handler can run
+                w.join(0.1)
     except BaseException:
         stop.set()
         for w in workers:
             w.join()
         raise
-    seconds = time.perf_counter() - t0[0]
+
+
+def summed(tallies: list[Tally]) -> Tally:
+    """The threads' tallies added up; ReplayFailed with the first error any thread met."""
     total = Tally()
     for t in tallies:
         for k in ("calls", "reads", "bytes_read", "writes", "bytes_written"):
@@ -142,7 +153,7 @@ def run(p: Plan, recorded: bool, stop: threading.Event) -> tuple[Tally, float]:
         total.errors += t.errors
     if total.errors:
         raise ReplayFailed(total.errors[0])
-    return total, seconds
+    return total
 
 
 CHUNK = 16 << 20  # the most bytes one pread or pwrite moves: a larger recorded call is issued in pieces

@@ -15,7 +15,7 @@ import threading
 import time
 
 from jobs.storage.objectstore import objects
-from jobs.workloads.replay.issue import READ, WRITE, Plan, ReplayFailed, Tally
+from jobs.workloads.replay.issue import READ, WRITE, Plan, Tally, joined, summed
 
 
 def run(p: Plan, store, keys: list[str | None], out_prefix: str, recorded: bool) -> tuple[Tally, float, int]:
@@ -34,24 +34,9 @@ def run(p: Plan, store, keys: list[str | None], out_prefix: str, recorded: bool)
     ]
     for w in workers:
         w.start()
-    try:
-        for w in workers:
-            while w.is_alive():
-                w.join(0.1)
-    except BaseException:
-        stop.set()
-        for w in workers:
-            w.join()
-        raise
+    joined(workers, stop)
     seconds = time.perf_counter() - t0
-    total = Tally()
-    for t in tallies:
-        for k in ("calls", "reads", "bytes_read", "writes", "bytes_written"):
-            setattr(total, k, getattr(total, k) + getattr(t, k))
-        total.errors += t.errors
-    if total.errors:
-        raise ReplayFailed(total.errors[0])
-    return total, seconds, sum(skipped)
+    return summed(tallies), seconds, sum(skipped)
 
 
 def _thread(p: Plan, calls, store, keys, out_prefix, recorded, stop, t0, tally: Tally, skipped, k) -> None:
