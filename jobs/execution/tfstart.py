@@ -8,6 +8,10 @@ A cell whose workload builds no Keras model (``Workload.uses_keras = False``: th
 emulated accelerator) imports TensorFlow without Keras: TensorFlow 2.16+ imports Keras eagerly at its
 own import ("so that registrations happen at load time", inside a ``try`` that passes on ImportError),
 0.6-0.8 s of a 2.1 s import here. Keras is then imported on its first use (``tf.keras``), as usual.
+
+Nor does TensorFlow's import bring in JAX where it is installed (``framework=jax``): TFLite's converter
+imports ``jax.jit`` at load time if it can, 0.5-0.7 s of CPU per process that no TensorFlow cell uses.
+A JAX cell imports JAX itself, as usual.
 """
 
 from __future__ import annotations
@@ -20,13 +24,26 @@ from pathlib import Path
 LOG = "tensorflow_startup.log"
 
 
-class _KerasLater(importlib.abc.MetaPathFinder):
-    """While TensorFlow imports: its eager import of Keras's code fails (TensorFlow passes over it)."""
+class _Later(importlib.abc.MetaPathFinder):
+    """While TensorFlow imports: its eager imports of these packages fail (TensorFlow passes over them:
+    each is inside a ``try`` that takes ImportError)."""
+
+    def __init__(self, packages: tuple[str, ...]):
+        self.packages = packages
 
     def find_spec(self, name, path=None, target=None):
-        if name.startswith("keras.src"):
+        if name in self.packages or name.startswith(tuple(f"{p}." for p in self.packages)):
             raise ImportError(f"{name}: imported on first use (jobs.execution.tfstart)")
         return None
+
+
+def _later(keras: bool) -> _Later:
+    """What TensorFlow's import leaves out: Keras's code unless ``keras`` (or already imported), and JAX
+    unless already imported."""
+    packages = () if keras or "keras" in sys.modules else ("keras.src",)
+    if "jax" not in sys.modules:
+        packages += ("jax", "jaxlib")
+    return _Later(packages)
 
 
 def import_quietly(log: Path, keras: bool = True) -> bool:
@@ -40,9 +57,8 @@ def import_quietly(log: Path, keras: bool = True) -> bool:
     log.parent.mkdir(parents=True, exist_ok=True)
     sys.stderr.flush()
     saved = os.dup(2)
-    later = None if keras or "keras" in sys.modules else _KerasLater()
-    if later is not None:
-        sys.meta_path.insert(0, later)
+    later = _later(keras)
+    sys.meta_path.insert(0, later)
     try:
         with open(log, "ab") as f:
             os.dup2(f.fileno(), 2)
@@ -50,8 +66,7 @@ def import_quietly(log: Path, keras: bool = True) -> bool:
 
             tf.config.list_physical_devices()  # where the CUDA platform is set up (cuInit)
     finally:
-        if later is not None:
-            sys.meta_path.remove(later)
+        sys.meta_path.remove(later)
         sys.stderr.flush()
         os.dup2(saved, 2)
         os.close(saved)

@@ -1,5 +1,6 @@
 """TensorFlow's import for a cell that builds no Keras model: without Keras's code (0.6-0.8 s of the
-import), Keras still there on first use, and the start-up chatter in the cell's log, not on the terminal."""
+import), Keras still there on first use, and the start-up chatter in the cell's log, not on the terminal.
+Without JAX either (TFLite's converter imports it where installed), which a JAX cell then imports as usual."""
 
 import subprocess
 import sys
@@ -20,10 +21,14 @@ def test_tensorflow_without_keras_until_its_first_use(tmp_path):
         "print('keras imported:', 'keras' in sys.modules, loaded)\n"
         "total = tf.data.Dataset.range(4).reduce(tf.constant(0, tf.int64), lambda a, b: a + b)\n"
         "print('tf.data:', int(total))\n"
-        "finders = [type(f).__name__ for f in sys.meta_path if type(f).__name__ == '_KerasLater']\n"
+        "jax = [m for m in sys.modules if m == 'jax' or m.startswith(('jax.', 'jaxlib'))]\n"
+        "print('jax imported:', jax[:3])\n"
+        "finders = [type(f).__name__ for f in sys.meta_path if type(f).__name__ == '_Later']\n"
         "print('finders left:', finders)\n"
         "print('later:', tf.keras.optimizers.Adam.__module__)\n"
         "assert not tfstart.import_quietly(Path('/nonexistent/never-written.log'))  # once per process\n"
+        "import jax.numpy as jnp\n"
+        "print('jax later:', int(jnp.arange(4).sum()))\n"
     )
     # a later cell that builds a Keras model gets Keras before its runs, not inside its first one
     later = (
@@ -38,6 +43,7 @@ def test_tensorflow_without_keras_until_its_first_use(tmp_path):
     assert (
         "keras imported: False []" in p.stdout and "tf.data: 6" in p.stdout and "finders left: []" in p.stdout
     )
+    assert "jax imported: []" in p.stdout and "jax later: 6" in p.stdout, p.stdout
     assert "later: keras.src.optimizers.adam" in p.stdout  # Keras imported on its first use, as usual
     assert "absl::InitializeLog" in log.read_text() and "absl::InitializeLog" not in p.stderr
     p = subprocess.run([sys.executable, "-c", later], cwd=ROOT, capture_output=True, text=True, timeout=120)
