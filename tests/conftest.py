@@ -21,14 +21,15 @@ from support.users import OTHER_USER
 
 
 # The suite runs on three workers (pytest-xdist, --dist loadgroup): the Slurm group and the modules marked
-# ``waits`` on one of their own, every other group on the other two (tests/support/scheduling.py). Tests
+# ``waits`` on one of their own, first, every other group on the other two and on that one once its own
+# are handed out (tests/support/scheduling.py). Tests
 # that share something run on one worker, in turn: the paper study (a session fixture, run once), the
 # Slurm cluster, and the tests that build emulated or modelled tiers (marked ``tiers``: fixed mount points,
 # loop devices and throttle groups by tier name, that tests also build directly, outside the campaign's
 # device locks). Every other module stays whole, so its module fixtures run once.
 @pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown where xdist is not loaded (-p no:xdist)
 def pytest_xdist_make_scheduler(config, log):
-    """With three workers, the Slurm group and the modules marked ``waits`` on one of their own
+    """With three workers, the Slurm group and the modules marked ``waits`` on one of their own, first
     (tests/support/scheduling.py)."""
     if config.getoption("dist") == "loadgroup":
         return ApartScheduling(config, log)

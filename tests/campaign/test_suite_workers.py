@@ -1,5 +1,6 @@
 """The suite's own scheduling (tests/support/scheduling.py): with three workers the Slurm group and the
-modules marked ``waits`` go to one worker and nothing else does; with two, any worker takes any group."""
+modules marked ``waits`` go to one worker, first, and that worker then helps with the other groups; with
+two, any worker takes any group."""
 
 from __future__ import annotations
 
@@ -56,11 +57,15 @@ def _run(workers: int) -> list[Worker]:
 
 def test_three_workers_keep_the_waiting_groups_apart_and_run_every_test_once():
     nodes = _run(3)
+    waiting = sorted(t for t in COLLECTION if "@slurm" in t or f"@{WAITS}" in t)
     apart = [n for n in nodes if any("@slurm" in t for t in n.sent)]
     assert len(apart) == 1 and all(n.sent for n in nodes)
-    assert sorted(apart[0].sent) == sorted(t for t in COLLECTION if "@slurm" in t or f"@{WAITS}" in t)
+    # its own groups first, all of them; then, with none of those left, one of the others' groups
+    assert sorted(apart[0].sent[: len(waiting)]) == waiting
+    assert apart[0].sent[len(waiting) :] and not set(apart[0].sent[len(waiting) :]) & set(waiting)
     others = [t for n in nodes if n is not apart[0] for t in n.sent]
-    assert sorted(others) == sorted(t for t in COLLECTION if t not in apart[0].sent)
+    assert not set(others) & set(waiting)
+    assert sorted(others + apart[0].sent) == sorted(COLLECTION)  # every test once
     assert all(n.shutting_down for n in nodes)
 
 
