@@ -38,6 +38,14 @@ class NotOurs(ConfigError):
     """A folder on the tool's path that another user could steer; the message names it and the setting."""
 
 
+class PlantedLink(NotOurs):
+    """A link on a path that neither root nor the user made (``link``: where, as the path names it)."""
+
+    def __init__(self, message: str, link: str, user: str):
+        super().__init__(message)
+        self.link, self.user = link, user
+
+
 def _user(uid: int) -> str:
     try:
         return pwd.getpwuid(uid).pw_name
@@ -97,9 +105,11 @@ def _walk(path: Path, own_last: int, setting: str):
     """Each existing component of ``path``, links resolved as the kernel would: yields (shown path, real
     path, lstat, whether it is one of the tool's own). The last ``own_last`` components are the tool's
     (a link among them stands for its target's last component). Stops at the first component that does
-    not exist. Raises NotOurs for a link that neither root nor the user made."""
+    not exist. Raises NotOurs for a link that neither root nor the user made. A component reached through
+    a link is shown as itself, with the link named ("/tmp (reached through the link <root>/iocampaign/x)"),
+    so that what a refusal names is what it judged."""
     parts = list(path.parts)
-    real, i, links = Path(parts[0]), 1, 0
+    real, i, links, via = Path(parts[0]), 1, 0, None
     while i < len(parts):
         shown = Path(*path.parts[: len(path.parts) - (len(parts) - i) + 1])
         p = real / parts[i]
@@ -110,15 +120,21 @@ def _walk(path: Path, own_last: int, setting: str):
         if stat.S_ISLNK(st.st_mode):
             links += 1
             if not _trusted(st.st_uid) or links > _MAX_LINKS:
-                raise NotOurs(
+                raise PlantedLink(
                     f"{setting}: {shown} is a link made by {_user(st.st_uid)}: the tool never follows "
-                    f"another user's link; remove it, or choose another {setting}"
+                    f"another user's link; remove it, or choose another {setting}",
+                    str(shown),
+                    _user(st.st_uid),
                 )
             target = Path(os.readlink(p))
+            via, after = str(shown), len(parts) - i - 1  # the components after the link are the path's again
             parts = list((target if target.is_absolute() else real / target).parts) + parts[i + 1 :]
             real, i = Path(parts[0]), 1
             continue
-        yield str(shown), p, st, len(parts) - i <= own_last
+        label = (
+            str(shown) if via is None or len(parts) - i <= after else f"{p} (reached through the link {via})"
+        )
+        yield label, p, st, len(parts) - i <= own_last
         real = p
         i += 1
 
@@ -147,6 +163,17 @@ def check(path: str | Path, setting: str, own_from: str | Path | None = None) ->
     Folders that do not exist yet are fine: ``ensure`` makes them."""
     path = Path(os.path.abspath(path))
     _check(path, setting, _own_last(path, own_from))
+
+
+def planted_link(path: str | Path) -> PlantedLink | None:
+    """The first link on the way to ``path`` (an input the tool only reads: a trace, a list of files) that
+    neither root nor the user made, or None. Where it points is never opened."""
+    try:
+        for _ in _walk(Path(os.path.abspath(path)), 0, "path"):
+            pass
+    except PlantedLink as e:
+        return e
+    return None
 
 
 def check_way(path: str | Path, setting: str) -> None:

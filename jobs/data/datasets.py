@@ -42,6 +42,8 @@ class Dataset:
     store: Any = None  # jobs.storage.objectstore.endpoint.Endpoint
     objects: tuple[str, ...] = ()
     server_files: tuple[str, ...] = ()
+    # the bytes the files take on the tier where that is not their sizes' sum (files with holes: a replay's)
+    allocated: int | None = None
 
     @property
     def total_bytes(self) -> int:
@@ -56,6 +58,8 @@ class Dataset:
 
     @property
     def stored_bytes(self) -> int:
+        if self.allocated is not None:
+            return self.allocated
         return sum(self.container_sizes) if self.format != "files" else self.total_bytes
 
     def where(self, i: int) -> str:

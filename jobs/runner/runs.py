@@ -239,14 +239,14 @@ def _log(s: Session, part: RunParts, state: str, k: int) -> None:
     )
     # trace.runs=extra: run repeats+1
     what = "warm-up" if part.warmup else "run" if s.first_run == 1 else "extra traced run"
+    images = f"{result['images']} images ({result['images_dropped']} dropped), " if s.w.reads_images else ""
     log.info(
-        "%s %d/%d: %s, %d images (%d dropped), cache %s (%s)",
+        "%s %d/%d: %s, %scache %s (%s)",
         what,
         k + 1 if part.warmup else k + s.first_run - cfg.warmup,
         cfg.warmup if part.warmup else cfg.repeats + s.first_run - 1,
         s.w.describe(result),
-        result["images"],
-        result["images_dropped"],
+        images,
         state,
         ratio,
     )

@@ -26,10 +26,18 @@ __all__ = ["COLUMNS", "MAX_OPERATIONS", "Trace", "TraceError", "read"]
 
 def read(path: str | os.PathLike) -> Trace:
     """The trace at ``path`` (a Darshan log, a DFTracer trace, or a traced cell's folder); TraceError when
-    it is none of them, or is truncated, empty, of a version not read, or too large."""
+    it is none of them, or is truncated, empty, of a version not read, or too large, or when the way to
+    it goes through a link another user made (never followed)."""
+    from jobs import owned
     from jobs.traces import darshan, dftracer
 
     p = Path(path)
+    planted = owned.planted_link(p)
+    if planted is not None:
+        raise TraceError(
+            f"{p}: {planted.link} is a link made by {planted.user}: the tool never follows another user's "
+            "link (copy the trace to a folder of yours)"
+        )
     if p.is_dir():
         return dftracer.read_cell(p)
     _regular(p)

@@ -115,6 +115,7 @@ class Workload:
     service_ready: ClassVar[bool] = False  # its pipeline can run on the tf.data service (input.service=true)
     prefetches_to_device: ClassVar[bool] = False  # it trains on a device prefetch_to=device can fill
     min_batches: ClassVar[int] = 1  # full batches a run (each task of it) must get
+    reads_images: ClassVar[bool] = True  # its runs read the dataset's images (the run's line counts them)
     figures: ClassVar[tuple[Figure, ...]] = ()  # what the analysis draws from its rows
     # the frameworks it reads and trains with (framework=<name>; jobs.frameworks)
     engines: ClassVar[tuple[str, ...]] = ("tensorflow",)

@@ -16,8 +16,9 @@ import pytest
 from analysis.traces import command, tables
 from jobs import traces
 from jobs.traces import operations
-from support.commands import analysis
+from support.commands import analysis, campaign
 from support.traces import A_SIZE, B_SIZE, KIB, WRITTEN, sample
+from support.users import as_user
 
 
 def lines(trace: Path) -> list[str]:
@@ -262,3 +263,35 @@ def test_a_darshan_logs_calls_written_as_a_dftracer_trace_read_back_the_same(tmp
         == 2
     )
     assert "counters only" in capsys.readouterr().err and not (tmp_path / "r").exists()
+
+
+@pytest.mark.cells
+def test_a_link_another_user_planted_at_a_trace_is_never_followed(dft, other_user, shared, tmp_path, cwd):
+    """A second user's folder holds ``job.pfw.gz``, their link to a trace in root's private folder: root's
+    ``analysis trace`` and ``workload=replay`` refuse it in one line naming the link and its maker, and
+    neither reads the trace behind it (its atime is kept) nor writes anything."""
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    secret = private / "root-only.pfw.gz"
+    secret.write_bytes(dft.read_bytes())
+    os.utime(secret, (1_000_000_000, 1_000_000_000))  # a read would move the atime (relatime: it is older)
+    theirs = shared / "theirs"  # a folder of theirs: not sticky, so the kernel's protected_symlinks allows it
+    theirs.mkdir()
+    os.chown(theirs, other_user[1], other_user[2])
+    planted = theirs / "job.pfw.gz"
+    made = as_user(other_user, "ln", "-s", str(secret), str(planted))
+    assert made.returncode == 0, made.stderr
+    said = f"{planted}: {planted} is a link made by {other_user[0]}: the tool never follows another user's "
+    p = analysis("trace", str(planted), "--out", "prof", cwd=cwd)
+    assert p.returncode == 2 and p.stderr.strip().endswith(" (copy the trace to a folder of yours)")
+    assert said in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+    root = tmp_path / "root"
+    root.mkdir()
+    p = campaign(
+        "workload=replay", f"replay.trace={planted}", f"storage.root={root}", "repeats=1", "warmup=0", cwd=cwd
+    )
+    assert p.returncode == 2 and said in p.stderr, p.stdout[-2000:] + p.stderr[-2000:]
+    assert len([x for x in p.stderr.splitlines() if x.strip()]) == 1, p.stderr
+    assert os.stat(secret).st_atime == 1_000_000_000
+    assert list(cwd.iterdir()) == [] and not (root / "iocampaign").exists()

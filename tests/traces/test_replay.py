@@ -237,5 +237,12 @@ def test_a_read_far_into_a_file_makes_a_sparse_file_not_a_full_one(dft, tmp_path
     (made,) = (base / "iocampaign" / "datasets").glob("replay-*/*-a.bin")
     st = made.stat()
     assert st.st_size == 20 * 10**9 + 100 and st.st_blocks * 512 < 4 * 2**20
-    (run,) = records.read(base / "c" / "record.json").runs
+    rec = records.read(base / "c" / "record.json")
+    (run,) = rec.runs
     assert run["cache_state"] == "cold" and run["replay_reads"] == 21
+    # the record's stored bytes are what the files take on the tier, holes left out (before: 20 GB)
+    made_bytes = sum(f.stat().st_blocks * 512 for f in made.parent.glob("*-*"))
+    assert rec.dataset["stored_bytes"] == made_bytes < 4 * 2**20
+    # the run's line counts the calls, and no images (before: "0 images (0 dropped)")
+    said = (base / "c" / "__main__.log").read_text()
+    assert "run 1/1: 28 calls by 1 thread(s)" in said and " images (" not in said, said

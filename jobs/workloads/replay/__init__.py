@@ -92,6 +92,7 @@ class Replay(Workload):
     needs_dataset = False  # its data are the trace's files, made by the workload (``dataset``)
     in_tensorflow = False
     uses_framework = False  # its calls are the trace's, issued by the tool: no framework reads
+    reads_images = False  # it reads the trace's files, which are no images (its line counts calls)
     engines = ("tensorflow", "pytorch", "jax")  # none of them is used, so any is allowed
     # storage=s3: reads as ranged GETs and writes as PUTs by the store's own client, whatever the framework
     object_readers = engines
@@ -143,6 +144,7 @@ class Replay(Workload):
             labels=(0,) * len(paths),
             sizes=tuple(os.path.getsize(p) for p in paths),
             num_classes=1,
+            allocated=sum(os.stat(p).st_blocks * 512 for p in paths),  # the holes take no space
         )
 
     def run_once(self, ctx: RunContext) -> dict:
