@@ -136,6 +136,10 @@ def test_pydarshans_dxt_samples_replay(tmp_path_factory):
         ((f"replay.trace={sample('sample.darshan')}",), "the trace holds counters only, no calls to replay"),
         (("replay.trace=nothing.pfw",), "nothing.pfw: no such file"),
         (("replay.concurrency=0", f"replay.trace={sample('dxt.darshan')}"), "replay.concurrency=0"),
+        (
+            ("storage=s3", "storage.reader=fuse", f"replay.trace={sample('dxt.darshan')}"),
+            "storage.reader=fuse is for the runs that read one (leave storage.reader=native)",
+        ),
     ],
 )
 def test_what_cannot_be_replayed_is_refused_in_one_line(cwd, args, expected):
