@@ -12,6 +12,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from jobs import frameworks
 from jobs.storage import backends
 
 # synthetic JPEGs written per second, MB/s, 2 cores (2.07 GB in 207 s; README's Quick start)
@@ -35,10 +36,22 @@ RATES = {
     "microbench": DECODE_IMAGES_S,
     "readonly": READ_ONLY_IMAGES_S,
 }  # the workloads whose runs are modelled by an image rate; workload=baseline by its tier's rates
+# AlexNet training on the CPU, measured per framework (workload=alexnet, tmpfs, 2026-11-27, quiet, 2 cores):
+# a run is TRAIN_FIXED_S (the model built, its step traced, its compute-only steps) plus its images, each
+# taking the model's step at TRAIN_IMAGES_S and the input pipeline's decode (DECODE_IMAGES_S, grown with
+# the threads, held to the tier's rate): one after the other without prefetch, overlapped with it. Per
+# preset's (image_side, width): alexnet_small's runs of 256 and 768 images at 2 threads took 3.6 and 5.2 s
+# (batch 16 instead of 64: 3% less), alexnet's of 192 images 27 s; other shapes follow the power law
+# through the two, in pixels x width. Checked: alexnet_small, 768 images, 1 thread, 5.2 s a run without
+# prefetch (model: 5.9 s) and 4.7 s with (4.4 s). A machine's cores scale the model's rate.
+TRAIN_IMAGES_S = {"tensorflow": {(128, 0.25): 540.0, (224, 1.0): 15.3}}
+TRAIN_FIXED_S = {(128, 0.25): 2.8, (224, 1.0): 14.0}
+TRAIN_CORES = 2
+TRAIN_CELL_S = 4.0  # a training cell's own work besides its runs: Keras's import, the input-only pass
 # why the other workloads' runs get no time: what sets it is not known before they run
 NOT_MODELLED = {
-    "alexnet": "AlexNet training, whose steps take the model's compute where it runs",
-    "checkpoint": "training with checkpoints, whose steps take the model's compute where it runs",
+    "alexnet": "AlexNet training on a GPU or a cluster's node, whose speed is not known here",
+    "checkpoint": "training with checkpoints, whose writes take the checkpoint tiers' time, not modelled",
 }
 
 
@@ -187,6 +200,34 @@ def _emulated_s(cfg, cores: int, images: int | None, mean_bytes: float | None) -
     return max(math.ceil(shard / cfg.batch_size) * step_time(cfg), shard / decode if decode else 0.0)
 
 
+def _shape_cost(side: float, width: float) -> float:
+    """A model's compute per image against alexnet_small's: its pixels times its width."""
+    return (side / 128) ** 2 * (width / 0.25)
+
+
+def _between(table: dict, cost: float) -> float:
+    """``table``'s figure at ``cost``: the power law through its two measured presets."""
+    (small, a), (large, b) = sorted((_shape_cost(*k), v) for k, v in table.items())
+    return a * (b / a) ** (math.log(cost / small) / math.log(large / small))
+
+
+def _training_s(cfg, cores: int, images: int | None, mean_bytes: float | None, local: bool) -> float | None:
+    """One run of AlexNet training on this machine's CPU (``TRAIN_IMAGES_S``); None for a framework not
+    measured, on a GPU (this machine's, with ``workload.device=auto`` or ``gpu``), or on a cluster's nodes,
+    whose devices are not known here."""
+    from jobs.observe.accelerator import gpu_driver
+
+    measured = TRAIN_IMAGES_S.get(frameworks.of(cfg).name)
+    device = cfg.workload.device
+    if not images or not local or measured is None or device == "gpu" or (device == "auto" and gpu_driver()):
+        return None
+    cost = _shape_cost(cfg.workload.image_side, cfg.workload.width)
+    step = TRAIN_CORES / (_between(measured, cost) * cores)  # seconds of the model's compute per image
+    read = 1 / (_rate(cfg, cores, mean_bytes, DECODE_IMAGES_S) or DECODE_IMAGES_S)
+    per_image = max(step, read) if cfg.prefetch else step + read
+    return _between(TRAIN_FIXED_S, cost) + images * per_image
+
+
 def _why_not(cfg) -> tuple[str, str]:
     """Why a cell gets no time: a sentence with ``{}`` where the cells' values go, alike cells' joined by
     commas, and this cell's value; in words without parentheses (``study_total`` reads them back)."""
@@ -198,6 +239,11 @@ def _why_not(cfg) -> tuple[str, str]:
         )
     if kind in RATES:
         return f"workload={cfg.workload.name} with threads={{}}, not a number of threads", str(cfg.threads)
+    if kind == "alexnet" and frameworks.of(cfg).name not in TRAIN_IMAGES_S:
+        return (
+            f"workload={cfg.workload.name} with framework={{}}, whose training rate is not measured here",
+            frameworks.of(cfg).name,
+        )
     return "workload={}: " + NOT_MODELLED.get(kind, "its runs are not modelled"), cfg.workload.name
 
 
@@ -261,8 +307,12 @@ class Estimate:
                 run = _baseline_s(cfg, cores, n, mean)
             elif cfg.workload.kind == "emulated":
                 run = _emulated_s(cfg, cores, n, mean)
+            elif cfg.workload.kind == "alexnet":
+                run = _training_s(cfg, cores, n, mean, local)
             runs = cfg.repeats + cfg.warmup
             own = CELL_S + gen + _store_s(cfg, n, mean, stored)
+            if cfg.workload.kind == "alexnet":
+                own += TRAIN_CELL_S
             self.cells.append(None if run is None else own + runs * run)
             self.why.append(None if run is not None else _why_not(cfg))
             self.generating.append(gen)

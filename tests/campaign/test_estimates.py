@@ -1,6 +1,7 @@
 """What a campaign will cost, said before it runs (issue 44): the dry run's dataset lines and time estimate,
 the generator's time left, the launch line's estimate; and a capacity round's failure said with its reason."""
 
+import os
 import re
 
 import pytest
@@ -220,3 +221,36 @@ def test_a_baseline_cell_counts_its_test_file_and_gets_a_time_training_says_why_
     assert total.startswith(f"paper study: 5 cells in 3 grids; estimated time ≈ {duration(table1.cells[0])}")
     assert "for the cells of table1; not estimated: fig6 (2 cells) for workload=alexnet: AlexNet" in total
     assert "; local (2 cells) for workload=baseline on storage=local, tmpfs, whose presets" in total
+
+
+def test_alexnet_training_on_this_machines_cpu_gets_a_time_from_its_measured_rates(planned_cell):
+    """A training cell run here on the CPU: the measured run (alexnet_small, 768 images, 2 threads, no
+    prefetch, 5.2 s on 2 cores: campaign/estimate.py) within 15%; prefetch overlaps the input with the
+    model's steps; a slower tier or the full model takes longer; on a GPU, with a framework whose rate was
+    not measured, or on a cluster's nodes it has no time, and says why."""
+    from campaign.estimate import CELL_S, TRAIN_CELL_S, Estimate
+
+    base = ("workload=alexnet_small", "threads=2", "dataset.num_images=768", "repeats=2", "warmup=0")
+    cpu = (*base, "workload.device=cpu", "platform.dry_run=true")
+
+    def run_s(*more: str, local: bool = True) -> float | None:
+        est = Estimate([planned_cell(*cpu, *more)], local=local)
+        s = est.cells[0]
+        return None if s is None else (s - CELL_S - TRAIN_CELL_S) / 2
+
+    tmpfs = run_s("storage=tmpfs", "prefetch=0")
+    if os.cpu_count() == 2:  # the machine it was measured on (more cores: a faster model, by design)
+        assert abs(tmpfs - 5.2) <= 0.15 * 5.2, tmpfs
+    assert run_s("storage=tmpfs", "prefetch=1") < tmpfs
+    assert run_s("storage=emulated_hdd", "prefetch=0") > tmpfs  # 768 images at the HDD's throttled rate
+    assert run_s("storage=tmpfs", "prefetch=0", "workload.image_side=224", "workload.width=1.0") > 10 * tmpfs
+    for more, why in (
+        (("workload.device=gpu",), "workload=alexnet: AlexNet training on a GPU or a cluster's node"),
+        (
+            ("framework=pytorch",),
+            "workload=alexnet with framework=pytorch, whose training rate is not measured",
+        ),
+    ):
+        est = Estimate([planned_cell(*cpu, "storage=tmpfs", *more)], local=True)
+        assert est.cells == [None] and why in est.total(), est.total()
+    assert run_s("storage=tmpfs", local=False) is None  # a cluster's node: its device is not known here
