@@ -7,12 +7,14 @@ work is done once per distinct dataset, so a grid of 10^4 cells costs a few arit
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
 from dataclasses import dataclass
 
 from jobs import frameworks
+from jobs.observe import accelerator
 from jobs.storage import backends
 
 # synthetic JPEGs written per second, MB/s, 2 cores (2.07 GB in 207 s; README's Quick start)
@@ -211,15 +213,14 @@ def _between(table: dict, cost: float) -> float:
     return a * (b / a) ** (math.log(cost / small) / math.log(large / small))
 
 
-def _training_s(cfg, cores: int, images: int | None, mean_bytes: float | None, local: bool) -> float | None:
+def _training_s(cfg, cores: int, images: int | None, mean_bytes: float | None, gpu) -> float | None:
     """One run of AlexNet training on this machine's CPU (``TRAIN_IMAGES_S``); None for a framework not
     measured, on a GPU (this machine's, with ``workload.device=auto`` or ``gpu``), or on a cluster's nodes,
-    whose devices are not known here."""
-    from jobs.observe.accelerator import gpu_driver
-
+    whose devices are not known here (``gpu``: whether this machine has one, asked once; None: the cell
+    runs elsewhere)."""
     measured = TRAIN_IMAGES_S.get(frameworks.of(cfg).name)
     device = cfg.workload.device
-    if not images or not local or measured is None or device == "gpu" or (device == "auto" and gpu_driver()):
+    if not images or gpu is None or measured is None or device == "gpu" or (device == "auto" and gpu()):
         return None
     cost = _shape_cost(cfg.workload.image_side, cfg.workload.width)
     step = TRAIN_CORES / (_between(measured, cost) * cores)  # seconds of the model's compute per image
@@ -281,6 +282,7 @@ class Estimate:
         made: dict[tuple, int] = {}
         sizes: dict[tuple, float] = {}
         stored: set = set()  # the embedded servers started and datasets uploaded by earlier cells
+        gpu = functools.cache(accelerator.gpu_driver)  # this machine's GPU, looked for once, if a cell asks
         for cell in cells:
             cfg = cell.config
             key, gen = _data_key(cell), 0.0
@@ -308,7 +310,7 @@ class Estimate:
             elif cfg.workload.kind == "emulated":
                 run = _emulated_s(cfg, cores, n, mean)
             elif cfg.workload.kind == "alexnet":
-                run = _training_s(cfg, cores, n, mean, local)
+                run = _training_s(cfg, cores, n, mean, gpu if local else None)
             runs = cfg.repeats + cfg.warmup
             own = CELL_S + gen + _store_s(cfg, n, mean, stored)
             if cfg.workload.kind == "alexnet":

@@ -30,9 +30,10 @@ class _Later(importlib.abc.MetaPathFinder):
 
     def __init__(self, packages: tuple[str, ...]):
         self.packages = packages
+        self.below = tuple(f"{p}." for p in packages)  # asked of every module TensorFlow imports: made once
 
     def find_spec(self, name, path=None, target=None):
-        if name in self.packages or name.startswith(tuple(f"{p}." for p in self.packages)):
+        if name in self.packages or name.startswith(self.below):
             raise ImportError(f"{name}: imported on first use (jobs.execution.tfstart)")
         return None
 
