@@ -30,22 +30,32 @@ def expand(overrides: list[str]) -> list[list[str]]:
 
     Wraps Hydra's own expansion (BasicSweeper.split_arguments); tests pin its behaviour.
     """
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    return _cells(_parsed(overrides))
+
+
+def _parsed(overrides: list[str]) -> list:
+    """Hydra's parse of a sweep's overrides (``Override`` objects)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    parsed = OverridesParser.create().parse_overrides(overrides=overrides)
+    return OverridesParser.create().parse_overrides(overrides=overrides)
+
+
+def _cells(parsed: list) -> list[list[str]]:
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
     batches = BasicSweeper.split_arguments(parsed, None)
     return [list(cell) for batch in batches for cell in batch]
 
 
-def plan_cells(hydra_context: Any, config: DictConfig, cells: list[list[str]]):
+def plan_cells(hydra_context: Any, config: DictConfig, cells: list[list[str]], parsed: list = ()):
     """Every cell planned (``jobs.cell.Cell``: built once) and checked once; raises Stop naming the
-    first bad cell."""
+    first bad cell. ``parsed``: Hydra's parse of the sweep that made ``cells``, if at hand."""
     from campaign.planning import Planner
 
     # the whole composition, not a masked copy without Hydra's node: a masked copy no longer type-checks an
     # interpolated value (batch_size=${dataset.name} would plan as a string)
     planner = Planner(lambda ov: hydra_context.config_loader.load_sweep_config(config, ov))
+    planner.learn(parsed)
     memo: dict = {}
     planned = []
     for overrides in cells:
@@ -100,7 +110,8 @@ def sweep(hydra_context: Any, config: DictConfig, arguments: list[str]) -> None:
             slurm_params.check_folder(str(sweep_dir))
         except errors.ConfigError as e:
             raise errors.Stop(f"campaign: {e}; nothing was run", 2) from None
-    planned = plan_cells(hydra_context, config, expand(arguments))
+    parsed = _parsed(arguments)
+    planned = plan_cells(hydra_context, config, _cells(parsed), parsed)
     platform = planned[0].config.platform
     if platform.dry_run:
         if platform.kind == "slurm":

@@ -160,12 +160,49 @@ CHECK_ONLY = ("fs_types", "fs_check")
 TIERS = (("storage",), ("stage",), ("checkpoint", "fast"), ("checkpoint", "slow"))
 
 
-def cell_id(config: dict) -> str:
+def cell_id(config: dict, memo: dict | None = None) -> str:
     """Stable id of a cell: a hash of what it measures (its resolved config; of the platform only the
     name, so resuming with other launch settings such as platform.wait still finds finished cells;
-    of the workload its fields over ``SHARED_WORKLOAD_FIELDS``)."""
-    # a copy of its top level; a dict below it is copied only where an edit reaches it (planning 10,000
-    # cells hashes 10,000 configs)
+    of the workload its fields over ``SHARED_WORKLOAD_FIELDS``).
+
+    What a section contributes depends on that section alone, so the JSON of each top-level section is
+    made apart and joined as ``json.dumps(..., sort_keys=True)`` joins them. ``memo``: a dict kept across
+    one planning pass, holding each section's JSON by identity; the cells of a grid share every section
+    their values do not change (planning 10,000 cells hashes 10,000 configs)."""
+    parts = []
+    for key in sorted({*config, "platform"} - {"hydra"}):
+        parts.extend(_part(key, config.get(key), memo))
+    return hashlib.sha256(("{" + ", ".join(parts) + "}").encode()).hexdigest()[:12]
+
+
+def _part(key: str, value, memo: dict | None) -> list[str]:
+    """``'"key": <JSON>'`` of what the top-level setting ``key`` holding ``value`` adds to a cell's id (none
+    where it adds nothing)."""
+    slot = _slot(key, value) if memo is not None else None
+    held = memo.get(slot) if slot is not None else None
+    if held is not None and held[0] is value:
+        return held[1]
+    measured = _measured({key: value})
+    part = [f"{json.dumps(k)}: {json.dumps(v, sort_keys=True, default=str)}" for k, v in measured.items()]
+    if slot is not None:
+        memo[slot] = (value, part)  # the value held, so a section's id is not reused while memo lasts
+    return part
+
+
+def _slot(key: str, value) -> tuple | None:
+    """Where ``cell_id``'s memo keeps the part of ``key`` holding ``value``: a section by identity, a plain
+    value by type and value; None for a list (rare at the top level)."""
+    if isinstance(value, dict):
+        return (key, id(value))
+    if value is None or type(value) in (str, int, float, bool):
+        return (key, type(value), value)
+    return None
+
+
+def _measured(config: dict) -> dict:
+    """The settings of ``config`` (a cell's config, or some of its top-level sections) that a cell's id
+    hashes: Hydra's node and launch settings out, added settings at their old defaults out."""
+    # a copy of its top level; a dict below it is copied only where an edit reaches it
     what, mine = {k: v for k, v in config.items() if k not in ("platform", "hydra")}, set()
     if isinstance(what.get("input"), dict) and not what["input"].get("service"):
         del what["input"]  # no service: its worker count measures nothing
@@ -183,14 +220,15 @@ def cell_id(config: dict) -> str:
     for tier in TIERS:
         for name in CHECK_ONLY:
             _drop(what, tier, name, _at(what, (*tier, name)), mine)  # whatever it holds
-    plat = config.get("platform") or {}
-    tasks = (plat.get("nodes") or 1, plat.get("tasks_per_node") or 1)
-    what["platform"] = (
-        plat.get("name") if tasks == (1, 1) else [plat.get("name"), *tasks]
-    )  # a multi-task cell differs
+    if "platform" in config:
+        plat = config.get("platform") or {}
+        tasks = (plat.get("nodes") or 1, plat.get("tasks_per_node") or 1)
+        what["platform"] = (
+            plat.get("name") if tasks == (1, 1) else [plat.get("name"), *tasks]
+        )  # a multi-task cell differs
     if isinstance(what.get("workload"), dict):
         what["workload"] = {**SHARED_WORKLOAD_FIELDS, **what["workload"]}
-    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    return what
 
 
 def resolved(cfg) -> dict:

@@ -83,6 +83,56 @@ def test_cells_of_one_composition_share_only_the_sections_no_value_changed(compo
     assert c.data == plan.resolved(composer(["threads=8"]))  # hashing a and b's ids edited nothing shared
 
 
+def test_values_set_inside_a_section_are_set_once_for_the_cells_that_share_them(composer):
+    """A grid's cells that set the same values inside a section (``dataset.num_images=64``) share that
+    section, typed and plain, so it is checked and hashed once; each still equals its full composition."""
+    planner = planning.Planner(composer)
+    cells = [planner.cell([f"threads={t}", "dataset.num_images=64", "cache=warm"]) for t in (1, 2)]
+    other = planner.cell(["threads=1", "dataset.num_images=128", "cache=warm"])
+    assert cells[0].config.dataset is cells[1].config.dataset is not other.config.dataset
+    assert cells[0].data["dataset"] is cells[1].data["dataset"] is not other.data["dataset"]
+    for cell in (*cells, other):
+        full = plan.resolved(composer(list(cell.overrides)))
+        assert cell.data == full and cell.cell_id == plan.cell_id(full)
+
+
+def test_a_section_set_whole_and_inside_is_set_in_the_order_given(composer):
+    planner = planning.Planner(composer)
+    overrides = ["workload.small_file_threads=[2]", "workload=baseline", "workload.file_gb=1"]
+    cell = planner.cell(overrides)
+    assert cell.data == plan.resolved(composer(overrides))
+
+
+SWEEP = [
+    "threads=range(1,4)",
+    "batch_size=8,16",
+    "cache=cold,warm",
+    "workload.read_delay_ms=0.5,2",
+    "dataset.name='null',x",
+    "shuffle=none",
+    "storage=glob(tmp*)",
+    "platform.setup=[a,b]",
+    "+extra=true,False",
+]
+
+
+def test_the_kinds_a_planner_learns_from_a_sweep_are_hydras_parse_of_each_cells_override(composer):
+    """The cells' overrides are not parsed again: what the planner takes from the sweep's own parse equals
+    Hydra's parse of every override string the basic sweeper writes for a cell."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from campaign import sweep
+
+    learned = planning.Planner(composer)
+    learned.learn(OverridesParser.create().parse_overrides(overrides=SWEEP))
+    raws = {raw for cell in sweep.expand([o for o in SWEEP if "glob" not in o]) for raw in cell}
+    assert set(learned._parsed) <= raws and len(learned._parsed) >= 14
+    parser = OverridesParser.create()
+    for raw, kind in learned._parsed.items():
+        expected = planning._kind(raw, parser.parse_overrides([raw])[0])
+        assert kind == expected and type(kind[2]) is type(expected[2]), raw
+
+
 @pytest.mark.parametrize(
     "override,expected",
     [
