@@ -22,6 +22,7 @@ process's environment only, for the benchmark's time.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import statistics
 import time
@@ -107,11 +108,11 @@ def main(argv: list[str] | None = None) -> int:
             return i, data, tf.cast(tf.strings.length(data, unit="BYTE"), tf.int64), tf.gather(labels, i)
 
         clients = [c for c in a.clients.split(",") if c]
-        fetchers = _fetchers(clients, s3, srv)
+        stack = contextlib.ExitStack()
+        fetchers = _fetchers(clients, s3, srv, stack)
         sides = ("files", *clients)
-        pairs = [(c, "files") for c in clients] + (
-            [("s3dlio", "boto3")] if set(clients) >= {"s3dlio", "boto3"} else []
-        )
+        # each client over files, and each later one over the first (s3dlio over boto3)
+        pairs = [(c, "files") for c in clients] + [(c, clients[0]) for c in clients[1:]]
         rows: dict[tuple[str, int], list[dict]] = {}
         ratios: dict[tuple[int, str, str], rounds.Summary] = {}
         for threads in (int(t) for t in a.threads.split(",")):
@@ -168,37 +169,32 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
     finally:
+        if "stack" in locals():
+            stack.close()
         if srv is not None:
             srv.stop()
         shutil.rmtree(base, ignore_errors=True)
     return 0
 
 
-def _fetchers(clients: list[str], s3, srv) -> dict:
-    """``client -> fetch(key) -> bytes`` of each asked-for object client against the server ``srv``."""
+def _fetchers(names: list[str], s3, srv, stack: contextlib.ExitStack) -> dict:
+    """``client -> fetch(key) -> bytes`` of each asked-for object client
+    (``jobs.storage.objectstore.clients``) against the server ``srv``, each made ready as a cell's runs
+    make it (``reading``: s3dlio's endpoint configured and the server's keys lent to this process's
+    environment until ``stack`` closes)."""
+    from jobs.frameworks import PAPERS
+    from jobs.storage.objectstore import clients, tier
+
+    store = tier.Store(endpoint=srv.endpoint, client=s3, server=srv)
+    able = [c.name for c in clients.serving(PAPERS)]  # the clients of TensorFlow's map
     out = {}
-    for name in clients:
-        if name == "boto3":
-            out[name] = lambda k: s3.get_object(Bucket=srv.endpoint.bucket, Key=k)["Body"].read()
-        elif name == "s3dlio":
-            out[name] = _s3dlio(srv)
-        else:
-            raise SystemExit(f"--clients={name}: an object client is boto3 or s3dlio")
+    for name in names:
+        if name not in able:
+            raise SystemExit(f"--clients={name}: TensorFlow's map GETs with one of {', '.join(able)}")
+        client = clients.get(name)
+        stack.enter_context(client.reading(store, None, "", ""))
+        out[name] = client.get(store)
     return out
-
-
-def _s3dlio(srv):
-    """s3dlio's GET of a key of the server's bucket: its endpoint configured once (process-wide, as
-    s3dlio's client is), its keys in this process's environment (where s3dlio reads them)."""
-    import os
-
-    import s3dlio
-
-    os.environ["AWS_ACCESS_KEY_ID"] = srv.credentials.access_key
-    os.environ["AWS_SECRET_ACCESS_KEY"] = srv.credentials.secret_key
-    s3dlio.configure_s3(endpoint_url=srv.endpoint.url, region=srv.endpoint.region)
-    bucket = srv.endpoint.bucket
-    return lambda k: bytes(s3dlio.get(f"s3://{bucket}/{k}"))
 
 
 if __name__ == "__main__":

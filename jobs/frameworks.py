@@ -26,7 +26,6 @@ class Framework:
     posix_traceable: bool  # trace.posix=true traces its reads (LD_PRELOAD into every reading process)
     prefetch_to_device: bool  # prefetch_to=device is its own transformation
     prefetch: bool  # prefetch=N is a transformation of its pipeline (a DataLoader's workers load ahead)
-    object_client: str  # the distribution its native object-store reader GETs with (storage=s3)
     # checkpoint.mode=async: it saves in the background (TensorFlow's CheckpointOptions)
     async_checkpoint: bool
     label: str  # its name in figures and the report
@@ -48,7 +47,6 @@ FRAMEWORKS = {
         posix_traceable=True,
         prefetch_to_device=True,
         prefetch=True,
-        object_client="boto3",  # GETs in tf.data's map (jobs.data.s3)
         async_checkpoint=True,
         label="TensorFlow",
         reader="map thread",
@@ -64,7 +62,6 @@ FRAMEWORKS = {
         posix_traceable=True,
         prefetch_to_device=False,
         prefetch=False,
-        object_client="s3torchconnector",  # S3MapDataset over the AWS CRT client (jobs.data.loader.s3map)
         async_checkpoint=False,
         label="PyTorch",
         reader="DataLoader worker",
@@ -80,7 +77,6 @@ FRAMEWORKS = {
         posix_traceable=False,
         prefetch_to_device=False,
         prefetch=False,
-        object_client="",  # no object-store reader yet: storage=s3 is refused at planning
         async_checkpoint=False,
         label="JAX",
         reader="Grain worker",

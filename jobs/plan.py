@@ -82,6 +82,11 @@ ADDED_SETTINGS = {
         for where in (("storage",), ("checkpoint", "fast"), ("checkpoint", "slow"))
         for rw in ("read_iops", "write_iops")
     },
+    # an object store's client (null: the framework's own), in every place a tier sits
+    **{
+        (*where, "client"): None
+        for where in (("storage",), ("stage",), ("checkpoint", "fast"), ("checkpoint", "slow"))
+    },
 }
 
 

@@ -227,6 +227,9 @@ class StorageConf(Sealed):
     bucket: Optional[str] = None  # the bucket the tool reads and writes in
     prefix: Optional[str] = None  # the tool writes and deletes only below this key prefix
     reader: Optional[ObjectReader] = None  # how the runs read the objects
+    # the client a framework's native reader GETs with (jobs/storage/objectstore/clients/); null: the
+    # framework's own (TensorFlow: boto3; PyTorch: s3torchconnector)
+    client: Optional[str] = None
 
 
 @dataclass

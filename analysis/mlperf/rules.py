@@ -26,7 +26,7 @@ from pathlib import Path
 import yaml
 
 from analysis.tables import bounds
-from jobs import frameworks, records, schema
+from jobs import records
 from jobs.storage import backends
 
 CLOSED, OPEN, INVALID = "CLOSED", "OPEN", "INVALID"
@@ -315,8 +315,7 @@ def _client(rec: records.CellRecord, r: dict) -> Check:
     limit = "an approved object client: " + ", ".join(r["object_clients"])
     if not backends.get(st.get("kind")).requests:
         return Check("object client", "none (files)", limit, CLOSED)
-    name = rec.config["framework"]["name"]
-    client = "s3fs" if st.get("reader") == schema.ObjectReader.fuse else frameworks.get(name).object_client
+    client = (rec.provenance.get("object_store") or {}).get("client")  # what the runs read through
     if client in r["object_clients"]:
         return Check("object client", client, limit, CLOSED)
     return Check("object client", client, limit, INVALID, f"{client} is not an approved client")

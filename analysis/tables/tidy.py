@@ -19,6 +19,7 @@ CELL_COLUMNS = (
     "framework",
     "storage",
     "reader",
+    "client",
     "stage",
     "tasks_per_cell",
     "nodes",
@@ -115,6 +116,17 @@ def _replay(cfg: dict) -> dict:
         "replay_mode": r.get("mode") or "fast",
         "replay_concurrency": "as traced" if concurrency is None else concurrency,
     }
+
+
+def _object_client(rec: records.CellRecord) -> dict:
+    """The object client the runs read through, as the record says ("" for files). Where the user chose
+    one (``storage.client=s3dlio``), it is the cell's reader too, so one store read by two clients is two
+    tiers in the tables and figures, as the native reader and the FUSE mount are."""
+    st = rec.config["storage"]
+    out = {"client": (rec.provenance.get("object_store") or {}).get("client") or ""}
+    if st.get("client") and st.get("reader") == "native":
+        out["reader"] = st["client"]
+    return out
 
 
 def _cell_values(cfg: dict) -> dict:
@@ -274,7 +286,7 @@ def collect(folder: str | Path) -> Collected:
         out.configs[d] = rec.config
         if (rec.dataset or {}).get("stage"):
             out.staged[d] = rec.dataset["stage"]
-        base = _cell_values(rec.config)
+        base = {**_cell_values(rec.config), **_object_client(rec)}
         mount = rec.provenance.get("data_mount") or rec.provenance.get("storage_mount") or {}
         for run in rec.runs:
             if run["warmup"]:

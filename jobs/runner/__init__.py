@@ -19,6 +19,7 @@ from pathlib import Path
 from jobs import frameworks, workloads
 from jobs.runner.runs import Session, run_all
 from jobs.storage import backends
+from jobs.storage.objectstore import clients
 
 log = logging.getLogger(__name__)
 
@@ -120,8 +121,9 @@ def _provenance(s: Session, lock_wait_s: float, modeled: list) -> dict:
     fw = frameworks.of(s.cfg)
     framework = (fw.package, *fw.companions) if s.w.uses_framework else ()
     st = s.cell.config.storage
-    if s.w.uses_framework and backends.of(st).requests and st.reader == "native":
-        framework += (fw.object_client,)  # the client the runs GET with
+    client = clients.of(s.cfg, s.w.uses_framework) if backends.of(st).requests else None
+    if s.w.uses_framework and client is not None and not client.mounts:
+        framework += (client.distribution,)  # the client the runs GET with
     prov = provenance.collect(root, s.data_dir, (*frameworks.own_packages(fw, s.w.packages), *framework))
     prov["device_lock_wait_s"] = lock_wait_s
     if modeled:
@@ -192,8 +194,13 @@ def _object_runs(s: Session) -> list[dict]:
         on_nodes = (where.nodes, where.cpus_per_task, s.job_dir / spread.SUBDIR)
     with tier.serving(st, st.root, on_nodes) as store:
         s.ds, facts = tier.put_dataset(store, s.ds)
-        client = frameworks.of(s.cfg).object_client if st.reader == "native" else "s3fs"
-        s.prov["object_store"] = {**store.describe(), "reader": str(st.reader), "client": client, **facts}
+        client = clients.of(s.cfg, s.w.uses_framework)
+        s.prov["object_store"] = {
+            **store.describe(),
+            "reader": str(st.reader),
+            "client": client.name,
+            **facts,
+        }
         s.store, s.backend = store, backends.of(st)
         if store.server is not None:  # the device a cold run is counted on: the server's (this node's)
             s.data_dir = str(store.server.data_dir)
@@ -201,15 +208,10 @@ def _object_runs(s: Session) -> list[dict]:
             s.prov["object_store"]["nodes"] = [
                 {k: n[k] for k in ("node", "address", "url", "folder")} for n in store.server.nodes
             ]
-        if st.reader != "fuse":
-            return run_all(s)
-        from jobs.storage.objectstore import fuse
-
-        with fuse.mounted(store, facts["dataset_prefix"], st.root) as point:
-            log.info("%s mounted at %s by s3fs", s.ds.location, point)
-            s.ds = tier.as_files(s.ds, point)
-            s.prov["object_store"].update(mount=str(point), s3fs=fuse.version())
-            return run_all(s)
+        with client.reading(store, s.ds, facts.get("dataset_prefix", ""), st.root) as (s.ds, said):
+            s.prov["object_store"].update(said)
+            with store.reading_with(client):
+                return run_all(s)
 
 
 @contextlib.contextmanager

@@ -189,17 +189,23 @@ def test_a_rule_fails_where_its_figure_passes_the_limit(finished, tmp_path, rule
 
 
 def test_the_object_client_is_named_and_boto3_is_refused(finished, tmp_path):
+    """The client is the one the runs read through, as the record says (``object_store.client``)."""
     rec = _passing(_record(finished))
     rec.config["storage"] = {**rec.config["storage"], "kind": "object", "reader": "native"}
+    rec.provenance["object_store"] = {"client": "s3torchconnector"}
     v = _judged(rec, tmp_path / "torch")
     assert _state(v, "object client").figure == "s3torchconnector"
     assert _state(v, "object client").state == rules.CLOSED
     rec.config["framework"] = {**rec.config["framework"], "name": "tensorflow"}
+    rec.provenance["object_store"] = {"client": "boto3"}
     v = _judged(rec, tmp_path / "tf")
     assert (_state(v, "object client").figure, _state(v, "object client").state) == ("boto3", rules.INVALID)
     assert "boto3 is not an approved client" in v.line()
     assert _state(v, "data loader").state == rules.OPEN  # another framework: OPEN, beside boto3's INVALID
+    rec.provenance["object_store"] = {"client": "s3dlio"}
+    assert _state(_judged(rec, tmp_path / "s3dlio"), "object client").state == rules.CLOSED
     rec.config["storage"]["reader"] = "fuse"
+    rec.provenance["object_store"] = {"client": "s3fs"}
     assert _state(_judged(rec, tmp_path / "fuse"), "object client").figure == "s3fs"
 
 

@@ -191,6 +191,37 @@ def test_a_campaign_reads_the_embedded_server_and_a_users_endpoint_by_counted_ge
                 assert not KEY.search(data) and secret not in data, f
 
 
+def test_s3dlio_reads_for_tensorflow_on_both_endpoints_counted_cold_and_named(users_store, disk_root, cwd):
+    """``storage.client=s3dlio``: TensorFlow's map GETs each image with s3dlio (MLPerf Storage v3.0's
+    client) in place of boto3, on the embedded server (its keys lent to the process's environment for the
+    runs, over the user's own) and on a user's store (the user's keys); every GET counted by the tool, the
+    embedded server's cells cold, the client named in the record and the tables, no key in any file."""
+    s, s3, planted = users_store
+    root = disk_root / "s3dlio"
+    _on_both_endpoints(users_store, root, cwd, "storage.client=s3dlio", "threads=2", "dataset.num_images=64")
+    campaign = next(cwd.glob("multirun/*/*/results.csv")).parent
+    cells = sorted(_rows(cwd), key=lambda r: int(r["cell_dir"]))
+    assert [(r["reader"], r["client"], r["framework"]) for r in cells] == [
+        ("s3dlio", "s3dlio", "tensorflow")
+    ] * 2
+    for r in cells:
+        assert float(r["requests"]) == float(r["images"]) == 64 and float(r["request_errors"]) == 0
+        assert 0 < float(r["get_latency_p50_ms"]) <= float(r["get_latency_p99_ms"])
+    assert cells[0]["cache_state"] == "cold"
+    assert float(cells[0]["server_bytes_read"]) >= 0.9 * float(cells[0]["bytes_consumed"])
+    record = json.loads((campaign / "0" / "record.json").read_text())
+    assert record["provenance"]["object_store"]["client"] == "s3dlio"
+    assert "s3dlio" in record["provenance"]["versions"] and "boto3" not in record["provenance"]["versions"]
+    page = (campaign / "report.html").read_text()
+    assert "<td>s3 · s3dlio</td>" in page[page.index("What each tier delivered") :].split("</table>")[0]
+    assert list((root / "iocampaign" / "s3servers").iterdir()) == [] and _procs_under(root) == []
+    secret = s.credentials.secret_key.encode()
+    for folder in (cwd, root):
+        for f in folder.rglob("*"):
+            if f.is_file() and not f.is_symlink():
+                assert not KEY.search(f.read_bytes()) and secret not in f.read_bytes(), f
+
+
 def test_a_runs_tasks_each_get_their_share_and_the_run_counts_every_request_of_every_task(disk_root, cwd):
     """``platform.tasks_per_node=2`` on the embedded server: each task process GETs every other image with
     a client of its own (s3torchconnector, in each task's DataLoader workers); the run's request figures
@@ -421,6 +452,19 @@ def test_planning_refuses_what_an_object_store_cannot_run_in_one_line(refusal, m
     one(refusal("storage=s3", "storage.prefix=a/../b"), "storage.prefix=a/../b")
     one(refusal("storage=local", "storage.bucket=mine"), "storage.bucket=mine", "storage=local")
     one(refusal("storage=s3", "storage.reader=mountpoint"), "storage.reader")
+    # the object client of a native reader: one that serves the framework, where the runs GET themselves
+    one(refusal("storage=s3", "storage.client=minio"), "storage.client=minio", "s3dlio")
+    one(
+        refusal("storage=s3", "storage.client=s3dlio", "framework=pytorch"),
+        "does not serve framework=pytorch",
+    )
+    one(refusal("storage=s3", "storage.client=s3dlio", "storage.reader=fuse"), "storage.reader=fuse")
+    one(refusal("storage=s3", "storage.client=s3fs"), "storage.client=s3fs", "storage.reader=fuse")
+    one(refusal("storage=s3", "storage.client=s3dlio", "workload=baseline"), "its own requests")
+    one(refusal("storage=local", "storage.client=s3dlio"), "storage.client=s3dlio", "kind object")
+    one(refusal("storage=s3", "storage.client=s3dlio", "platform.tasks_per_node=2"), "2 tasks", "boto3")
+    assert refusal("storage=s3", "storage.client=s3dlio") is None
+    assert refusal("storage=s3", "storage.client=s3torchconnector", "framework=pytorch") is None
     one(refusal("storage@stage=s3"), "stage=s3", "burst buffer's slow tier")
     # checkpoints to a bucket: through the burst buffer of workload=checkpoint only
     bb = ("workload=checkpoint", "storage@checkpoint.slow=s3", "checkpoint.target=burst_buffer")
@@ -488,6 +532,10 @@ def test_planning_refuses_what_an_object_store_cannot_run_in_one_line(refusal, m
         "storage.reader=fuse",
     )
     assert refusal("storage=s3", "framework=pytorch", "storage.reader=fuse") is None
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda n, *a: None if n == "s3dlio" else find_spec(n, *a)
+    )
+    one(refusal("storage=s3", "storage.client=s3dlio"), "needs s3dlio", "pip install '.[s3]'")
     monkeypatch.setattr(fuse, "program", lambda: None)
     one(refusal("storage=s3", "storage.reader=fuse"), "storage.reader=fuse", "apt-get install s3fs")
     monkeypatch.setattr(server, "program", lambda: None)

@@ -15,14 +15,11 @@ there, and nothing is written to a file."""
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Callable
 
 from jobs.data.datasets import Dataset
 from jobs.data.loader.samples import Sample, _Images
-
-_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
 
 
 def _read_all(reader) -> bytes:
@@ -81,25 +78,14 @@ def counted(ds: Dataset) -> Callable | None:
 @contextlib.contextmanager
 def credentials(ds: Dataset):
     """The embedded server's keys in this process's environment for the pass (its workers inherit them;
-    the CRT client reads no other way), the earlier values put back after. A user's endpoint keeps the
-    usual AWS environment or profile."""
+    the CRT client reads no other way): ``clients.lent``. A user's endpoint keeps the usual AWS environment
+    or profile."""
+    from jobs.storage.objectstore.clients import lent
+
     keys = None
     if ds.store is not None:
         from jobs.storage.objectstore import tier
 
         keys = tier.opened(ds.store).keys()
-    if keys is None:
+    with lent(keys):
         yield
-        return
-    saved = {k: os.environ.get(k) for k in _KEYS}
-    try:
-        for k in _KEYS:
-            os.environ.pop(k, None)
-        os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"] = keys
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v

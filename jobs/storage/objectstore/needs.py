@@ -11,6 +11,7 @@ import urllib.parse
 
 from jobs.errors import ConfigError
 from jobs.storage import backends
+from jobs.storage.objectstore import clients
 
 # S3's bucket naming rules (docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html): 3-63
 # characters of lower-case letters, digits, '.' and '-', in labels between the dots that begin and end with
@@ -38,8 +39,7 @@ def check(cfg, workload, here: bool, able: str) -> None:
     _reach(cfg, workload, able)
     if here:
         _client_here()
-    if here and st.reader == "native" and workload.uses_framework:
-        _reader_here(cfg)
+    clients.check(cfg, workload.uses_framework, here)
     if here and st.reader == "fuse":
         _fuse_here()
     if here and not st.endpoint:
@@ -251,20 +251,6 @@ def _client_here() -> None:
         import boto3  # noqa: F401
     except ImportError:
         raise ConfigError("storage=s3 needs boto3 (the AWS SDK for Python): pip install '.[s3]'") from None
-
-
-def _reader_here(cfg) -> None:
-    """The client the framework's native reader GETs with is installed (PyTorch's: s3torchconnector)."""
-    import importlib.util
-
-    from jobs import frameworks
-
-    fw = frameworks.of(cfg)
-    if importlib.util.find_spec(fw.object_client) is None:
-        raise ConfigError(
-            f"storage=s3 framework={fw.name}: the native reader needs {fw.object_client}: "
-            f"pip install '.[{fw.name}]' (make install does it), or use storage.reader=fuse"
-        )
 
 
 def _embedded_here() -> None:

@@ -45,14 +45,28 @@ class Store:
     server: Any = None  # jobs.storage.objectstore.server.Server
     requests: objects.Requests = field(default_factory=objects.Requests)
     first_error: str | None = None
+    # the GET of the client the runs read through (``clients.ObjectClient.get``); None: ``client``'s (boto3)
+    get: Any = None
 
     def fetch(self, key: str) -> bytes:
         """One counted GET; a failure is remembered (the run fails with it) and raised."""
         try:
+            if self.get is not None:
+                return objects.counted(self.requests, self.endpoint, key, self.get)
             return objects.get(self.client, self.endpoint, key, self.requests)
         except StoreError as e:
             self.first_error = self.first_error or str(e)
             raise
+
+    @contextlib.contextmanager
+    def reading_with(self, client):
+        """The runs of one cell GET through ``client`` (``clients.ObjectClient``); the store, kept for the
+        process's later cells, goes back to its own client after."""
+        self.get = client.get(self)
+        try:
+            yield
+        finally:
+            self.get = None
 
     def record(self, requests) -> None:
         """Take requests another process made (a DataLoader worker's GETs: ``Requests.add``'s form) into

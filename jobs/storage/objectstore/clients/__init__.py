@@ -1,0 +1,119 @@
+"""The object clients a cell's runs read an object store through (``storage.client``, and
+``storage.reader=fuse`` for the s3fs mount), one module each, behind one interface (``ObjectClient``).
+
+A client declares what it serves instead of being compared by name: the frameworks whose readers take
+it, the kinds of storage it reaches, whether it mounts the bucket (the runs then read files), and the
+distribution whose version the record keeps. The runner enters ``reading`` around a cell's runs: the
+client gets ready (keys lent to the environment for a client that reads them there, a mount made) and
+says which dataset the runs read. A reader that makes its own GETs (tf.data's map) asks the open store's
+``fetch``, which goes through the client's ``get``, so every request of every client is counted the same
+way (``objects.counted``).
+
+Adding a client: a module here declaring ``CLIENT``, and its line in ``CLIENTS`` (docs/extending.md).
+"""
+
+from __future__ import annotations
+
+from jobs.errors import ConfigError
+from jobs.storage.objectstore.clients.base import ObjectClient, lent
+
+__all__ = ["CLIENTS", "ObjectClient", "check", "get", "lent", "mounting", "of", "own", "serving", "the_tools"]
+
+
+def _clients() -> dict[str, ObjectClient]:
+    from jobs.storage.objectstore.clients import boto3, s3dlio, s3fs, s3torchconnector
+
+    return {c.name: c for c in (boto3.CLIENT, s3torchconnector.CLIENT, s3dlio.CLIENT, s3fs.CLIENT)}
+
+
+CLIENTS = _clients()
+
+
+def get(name: str) -> ObjectClient:
+    try:
+        return CLIENTS[str(name)]
+    except KeyError:
+        raise ConfigError(
+            f"storage.client={name} is not an object client; choose one of "
+            f"{', '.join(n for n, c in CLIENTS.items() if not c.mounts)}"
+        ) from None
+
+
+def serving(framework: str) -> list[ObjectClient]:
+    """The clients a framework's native reader can GET with (``storage.client``), its own first."""
+    return [c for c in CLIENTS.values() if not c.mounts and framework in c.frameworks]
+
+
+def own(framework: str) -> ObjectClient | None:
+    """The client a framework's native reader uses when ``storage.client`` is null: the first that serves
+    it (TensorFlow: boto3; PyTorch: s3torchconnector); None for a framework that reads no object store."""
+    return next(iter(serving(framework)), None)
+
+
+def mounting() -> ObjectClient:
+    """The client ``storage.reader=fuse`` mounts the bucket with."""
+    return next(c for c in CLIENTS.values() if c.mounts)
+
+
+def the_tools() -> ObjectClient:
+    """The client the tool's own requests go through."""
+    return next(c for c in CLIENTS.values() if c.tools)
+
+
+def of(cfg, framework_reads: bool = True) -> ObjectClient | None:
+    """The client a cell's runs read its object store through (None: a framework that reads none).
+    ``framework_reads`` False: a workload that makes its own requests (``Workload.uses_framework``)."""
+    st = cfg.storage
+    if not framework_reads:
+        return the_tools()
+    if str(st.reader) == "fuse":
+        return mounting()
+    if st.client is not None:
+        return get(st.client)
+    from jobs import frameworks
+
+    return own(frameworks.of(cfg).name)
+
+
+def check(cfg, framework_reads: bool, here: bool) -> None:
+    """``storage.client`` on a store the cell's runs read: a client of a native reader, serving the cell's
+    framework, installed where the cell runs here (``framework_reads``: the workload reads through its
+    framework, ``Workload.uses_framework``)."""
+    st, fw = cfg.storage, cfg.framework.name
+    if st.client is not None and not framework_reads:
+        raise ConfigError(
+            f"storage.client={st.client}: workload={cfg.workload.name} makes its own requests, through "
+            f"{the_tools().name}; storage.client chooses the client a framework's reader reads with"
+        )
+    if st.client is not None:
+        chosen = get(st.client)
+        if chosen.mounts or str(st.reader) == "fuse":
+            raise ConfigError(
+                f"storage.client={st.client} with storage.reader={st.reader}: storage.client chooses the "
+                f"native reader's client; storage.reader=fuse reads through {mounting().name}'s mount"
+            )
+        if fw not in chosen.frameworks:
+            raise ConfigError(
+                f"storage.client={st.client} does not serve framework={fw} "
+                f"(it serves framework={', '.join(chosen.frameworks)})"
+            )
+    client = of(cfg)
+    kind = str(st.kind)
+    if client is not None and kind not in client.kinds:
+        raise ConfigError(f"storage={st.name}: {client.name} reaches no storage of kind {kind}")
+    if client is not None and client is not own(fw) and not client.mounts and _tasks(cfg) > 1:
+        raise ConfigError(
+            f"storage.client={client.name} with {_tasks(cfg)} tasks: a cell's task processes GET with the "
+            f"framework's own client ({own(fw).name}) so far; use one task"
+        )
+    if client is None or not framework_reads or not here or client.mounts:
+        return  # a framework that reads none is refused with the workload's frameworks; s3fs: needs.py
+    if not client.installed():
+        raise ConfigError(
+            f"storage=s3 framework={fw}: the native reader needs {client.distribution}: "
+            f"{client.install}, or use storage.reader=fuse"
+        )
+
+
+def _tasks(cfg) -> int:
+    return cfg.platform.nodes * cfg.platform.tasks_per_node

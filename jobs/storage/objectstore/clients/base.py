@@ -1,0 +1,64 @@
+"""The interface every object client implements (``ObjectClient``), and the lending of the embedded
+server's keys to a process's environment (``lent``) for a client that reads them there only."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ObjectClient:
+    name: str  # storage.client=<name>
+    distribution: str  # whose version goes into provenance; checked as installed at planning
+    frameworks: tuple[str, ...]  # the frameworks whose readers read through it
+    install: str  # how a user installs it, for the planning line
+    kinds: tuple[str, ...] = ("object",)  # the kinds of storage it reaches (jobs.storage.backends)
+    mounts: bool = False  # it mounts the bucket (storage.reader=fuse): the runs read the objects as files
+    # the tool's own requests go through it: the upload, listings, deletes, and a workload's own GETs and
+    # PUTs (workload=baseline's); one client has it
+    tools: bool = False
+
+    def installed(self) -> bool:
+        return importlib.util.find_spec(self.distribution.replace("-", "_")) is not None
+
+    def get(self, store) -> Callable[[str], bytes] | None:
+        """One GET of a key of ``store`` (``jobs.storage.objectstore.tier.Store``) by this client, uncounted
+        (``Store.fetch`` counts it), for a reader that asks key by key (tf.data's map); None for a client
+        its framework's engine reads through on its own (s3torchconnector's ``S3MapDataset``, s3fs's
+        mount)."""
+        return None
+
+    @contextlib.contextmanager
+    def reading(self, store, ds, prefix: str, root: str) -> Iterator[tuple[object, dict]]:
+        """Around a cell's runs: (the dataset as the runs read it, what the record says of the client).
+        ``prefix``: the dataset's key prefix; ``root``: the tier's root (where a mount point may go)."""
+        yield ds, {}
+
+
+_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
+
+
+@contextlib.contextmanager
+def lent(keys: tuple[str, str] | None):
+    """The embedded server's ``keys`` in this process's environment while the block lasts, for a client that
+    reads them there only (a DataLoader's workers inherit them); the earlier values put back after, nothing
+    written to a file. None (a user's endpoint): the usual AWS environment or profile, left as it is."""
+    if keys is None:
+        yield
+        return
+    saved = {k: os.environ.get(k) for k in _KEYS}
+    try:
+        for k in _KEYS:
+            os.environ.pop(k, None)
+        os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"] = keys
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

@@ -1,0 +1,62 @@
+"""The object clients (``jobs/storage/objectstore/clients/``): each a module declaring what it serves, one
+interface for all; no client's name compared outside its package (read from the code's syntax tree)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from jobs.errors import ConfigError
+from jobs.storage.objectstore import clients
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_client_declares_what_it_serves_and_each_framework_has_its_own():
+    assert set(clients.CLIENTS) == {"boto3", "s3torchconnector", "s3dlio", "s3fs"}
+    for c in clients.CLIENTS.values():
+        assert c.frameworks and c.kinds == ("object",) and c.install and c.distribution
+    assert [c.name for c in clients.CLIENTS.values() if c.tools] == ["boto3"]  # the tool's own requests
+    assert clients.mounting().name == "s3fs"
+    assert {fw: getattr(clients.own(fw), "name", None) for fw in ("tensorflow", "pytorch", "jax")} == {
+        "tensorflow": "boto3",
+        "pytorch": "s3torchconnector",
+        "jax": None,  # reads no object store yet: refused at planning with the workload's frameworks
+    }
+    with pytest.raises(ConfigError, match="storage.client=minio is not an object client"):
+        clients.get("minio")
+
+
+def test_a_clients_lent_keys_stay_for_the_block_and_the_earlier_environment_comes_back(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "users-own")
+    monkeypatch.setenv("AWS_PROFILE", "users-profile")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY", raising=False)
+    with clients.lent(("IOC0123456789ABCDEF", "s3cr3t")):
+        assert os.environ["AWS_ACCESS_KEY_ID"] == "IOC0123456789ABCDEF"
+        assert os.environ["AWS_SECRET_ACCESS_KEY"] == "s3cr3t" and "AWS_PROFILE" not in os.environ
+    assert os.environ["AWS_ACCESS_KEY_ID"] == "users-own" and os.environ["AWS_PROFILE"] == "users-profile"
+    assert "AWS_SECRET_ACCESS_KEY" not in os.environ
+    with pytest.raises(RuntimeError), clients.lent(("IOC0123456789ABCDEF", "s3cr3t")):
+        raise RuntimeError("a run that failed")
+    assert os.environ["AWS_ACCESS_KEY_ID"] == "users-own" and "AWS_SECRET_ACCESS_KEY" not in os.environ
+    with clients.lent(None):  # a user's endpoint: the user's environment as it is
+        assert os.environ["AWS_ACCESS_KEY_ID"] == "users-own"
+
+
+def test_no_object_client_is_compared_by_name_outside_its_package():
+    """The runner, planning, the readers and the analysis ask the client (``ObjectClient``: its frameworks,
+    whether it mounts, its GET, what it does around the runs) or read the record's ``object_store.client``;
+    none compares a client's name."""
+    from tests.campaign.test_layout import _names_compared
+
+    owner = ROOT / "jobs" / "storage" / "objectstore" / "clients"
+    paths = [
+        p
+        for pkg in ("campaign", "jobs", "analysis", "benchmarks")
+        for p in (ROOT / pkg).rglob("*.py")
+        if owner not in p.parents
+    ]
+    found = [line for p in paths for line in _names_compared(p, set(clients.CLIENTS))]
+    assert not found, "object clients compared:\n" + "\n".join(found)
