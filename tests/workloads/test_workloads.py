@@ -1,6 +1,7 @@
 """The workload registry: a workload is one module plus one preset."""
 
 import os
+import sys
 
 import pandas as pd
 import pytest
@@ -41,6 +42,52 @@ def test_a_toy_workload_is_its_module_and_its_preset(tmp_path):
     assert rec.config["workload"]["kind"] == "toy_sleep" and rec.config["workload"]["sleep_s"] == 0.05
     assert (out / "toy_slept.png").stat().st_size > 1000  # the figure it declares, drawn from its rows
     assert not list(out.glob("fig*.png"))  # and no other workload's
+
+
+def _blocks(text: str, section: str, lang: str) -> list[str]:
+    """The ```lang code blocks of ``section`` (a ``## `` heading) of a Markdown page."""
+    body = text.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
+    return [b.split("\n```", 1)[0] for b in body.split(f"```{lang}\n")[1:]]
+
+
+@pytest.mark.cells
+def test_the_sleeper_of_docs_extending_runs_as_written(tmp_path):
+    """docs/extending.md's workload, copied as a user copies it: its module and preset into
+    ~/my_workloads, and its command run as written (HOME is the test's folder); its runs, metric and
+    figure come out."""
+    import subprocess
+
+    text = (ROOT / "docs" / "extending.md").read_text()
+    (code,), (preset,) = (
+        _blocks(text, "Adding a workload", "python"),
+        _blocks(text, "Adding a workload", "yaml"),
+    )
+    home = tmp_path / "home"
+    module = home / "my_workloads" / "iocampaign_workloads" / "sleeper.py"
+    module.parent.mkdir(parents=True)
+    module.write_text(code)
+    (home / "my_workloads" / "conf" / "workload").mkdir(parents=True)
+    (home / "my_workloads" / "conf" / "workload" / "sleeper.yaml").write_text(preset)
+    command = next(
+        line
+        for line in _blocks(text, "Adding a workload", "sh")[0].splitlines()
+        if line.startswith("PYTHONPATH=~")
+    )
+    env = {
+        **python_env(HOME=str(home)),
+        "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}",
+    }
+    env.pop("PYTHONPATH")  # the user's: the checkout is installed in the venv (make install)
+    line = f"{command} storage.root={tmp_path} hydra.sweep.dir={tmp_path / 'sweep'}"
+    p = subprocess.run(
+        ["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    df = pd.read_csv(tmp_path / "sweep" / "results.csv")
+    assert set(df["workload"]) == {"sleeper"} and (df["slept_s"] >= 0.01).all()
+    assert (tmp_path / "sweep" / "sleeper.png").stat().st_size > 1000
+    rec = records.read(tmp_path / "sweep" / "0" / "record.json")
+    assert rec.config["workload"]["kind"] == "sleeper" and all(r["slept_s"] > 0 for r in rec.runs)
 
 
 def test_a_toy_workload_keeps_its_checks_and_types(tmp_path):
