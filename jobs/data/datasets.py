@@ -42,6 +42,7 @@ class Dataset:
     store: Any = None  # jobs.storage.objectstore.endpoint.Endpoint
     objects: tuple[str, ...] = ()
     server_files: tuple[str, ...] = ()
+    client: str = ""  # the object client the runs read through (jobs.storage.objectstore.clients)
     # the bytes the files take on the tier where that is not their sizes' sum (files with holes: a replay's)
     allocated: int | None = None
 

@@ -191,27 +191,36 @@ def test_a_campaign_reads_the_embedded_server_and_a_users_endpoint_by_counted_ge
                 assert not KEY.search(data) and secret not in data, f
 
 
-def test_s3dlio_reads_for_tensorflow_on_both_endpoints_counted_cold_and_named(users_store, disk_root, cwd):
-    """``storage.client=s3dlio``: TensorFlow's map GETs each image with s3dlio (MLPerf Storage v3.0's
-    client) in place of boto3, on the embedded server (its keys lent to the process's environment for the
-    runs, over the user's own) and on a user's store (the user's keys); every GET counted by the tool, the
+def test_s3dlio_reads_for_both_frameworks_on_both_endpoints_counted_cold_and_named(
+    users_store, disk_root, cwd
+):
+    """``storage.client=s3dlio`` (MLPerf Storage v3.0's client): TensorFlow's map GETs each image with it in
+    place of boto3, and PyTorch's DataLoader workers in place of s3torchconnector, spawned (s3dlio's runtime
+    does not survive a fork); on the embedded server (its keys lent to the process's environment for the
+    runs, over the user's own) and on a user's store (the user's keys). Every GET counted by the tool, the
     embedded server's cells cold, the client named in the record and the tables, no key in any file."""
     s, s3, planted = users_store
     root = disk_root / "s3dlio"
-    _on_both_endpoints(users_store, root, cwd, "storage.client=s3dlio", "threads=2", "dataset.num_images=64")
+    grid = ("storage.client=s3dlio", "framework=tensorflow,pytorch", "threads=2", "dataset.num_images=64")
+    _on_both_endpoints(users_store, root, cwd, *grid)
     campaign = next(cwd.glob("multirun/*/*/results.csv")).parent
     cells = sorted(_rows(cwd), key=lambda r: int(r["cell_dir"]))
     assert [(r["reader"], r["client"], r["framework"]) for r in cells] == [
-        ("s3dlio", "s3dlio", "tensorflow")
+        ("s3dlio", "s3dlio", fw) for fw in ("tensorflow", "pytorch")
     ] * 2
     for r in cells:
         assert float(r["requests"]) == float(r["images"]) == 64 and float(r["request_errors"]) == 0
         assert 0 < float(r["get_latency_p50_ms"]) <= float(r["get_latency_p99_ms"])
-    assert cells[0]["cache_state"] == "cold"
-    assert float(cells[0]["server_bytes_read"]) >= 0.9 * float(cells[0]["bytes_consumed"])
-    record = json.loads((campaign / "0" / "record.json").read_text())
-    assert record["provenance"]["object_store"]["client"] == "s3dlio"
-    assert "s3dlio" in record["provenance"]["versions"] and "boto3" not in record["provenance"]["versions"]
+    for r in cells[:2]:
+        assert r["cache_state"] == "cold" and float(r["server_bytes_read"]) >= 0.9 * float(
+            r["bytes_consumed"]
+        )
+    records = [json.loads((campaign / r["record"]).read_text()) for r in cells]
+    for rec in records:
+        assert rec["provenance"]["object_store"]["client"] == "s3dlio"
+        assert "s3dlio" in rec["provenance"]["versions"]
+        assert not {"boto3", "s3torchconnector"} & set(rec["provenance"]["versions"])
+    assert records[1]["runs"][0]["start_method"] == "spawn"  # PyTorch's workers, started fresh
     page = (campaign / "report.html").read_text()
     assert "<td>s3 · s3dlio</td>" in page[page.index("What each tier delivered") :].split("</table>")[0]
     assert list((root / "iocampaign" / "s3servers").iterdir()) == [] and _procs_under(root) == []
@@ -455,15 +464,19 @@ def test_planning_refuses_what_an_object_store_cannot_run_in_one_line(refusal, m
     # the object client of a native reader: one that serves the framework, where the runs GET themselves
     one(refusal("storage=s3", "storage.client=minio"), "storage.client=minio", "s3dlio")
     one(
-        refusal("storage=s3", "storage.client=s3dlio", "framework=pytorch"),
-        "does not serve framework=pytorch",
+        refusal("storage=s3", "storage.client=s3torchconnector"),
+        "does not serve framework=tensorflow",
+        "framework=pytorch",
     )
+    fork = ("storage=s3", "storage.client=s3dlio", "framework=pytorch", "loader.multiprocessing_context=fork")
+    one(refusal(*fork), "loader.multiprocessing_context=fork", "does not survive a fork")
     one(refusal("storage=s3", "storage.client=s3dlio", "storage.reader=fuse"), "storage.reader=fuse")
     one(refusal("storage=s3", "storage.client=s3fs"), "storage.client=s3fs", "storage.reader=fuse")
     one(refusal("storage=s3", "storage.client=s3dlio", "workload=baseline"), "its own requests")
     one(refusal("storage=local", "storage.client=s3dlio"), "storage.client=s3dlio", "kind object")
     one(refusal("storage=s3", "storage.client=s3dlio", "platform.tasks_per_node=2"), "2 tasks", "boto3")
     assert refusal("storage=s3", "storage.client=s3dlio") is None
+    assert refusal("storage=s3", "storage.client=s3dlio", "framework=pytorch") is None
     assert refusal("storage=s3", "storage.client=s3torchconnector", "framework=pytorch") is None
     one(refusal("storage@stage=s3"), "stage=s3", "burst buffer's slow tier")
     # checkpoints to a bucket: through the burst buffer of workload=checkpoint only

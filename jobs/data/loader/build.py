@@ -30,6 +30,8 @@ class Loader:
         context = str(lo.multiprocessing_context) if lo.multiprocessing_context is not None else None
         workers = frameworks.workers(cfg)
         ahead = lo.prefetch_factor if lo.prefetch_factor is not None or not workers else PREFETCH_FACTOR
+        if context is None and workers and _fresh_workers(cfg):
+            context = "spawn"
         return cls(workers, ahead, lo.pin_memory, lo.persistent_workers, context)
 
     @property
@@ -40,6 +42,17 @@ class Loader:
         import multiprocessing
 
         return self.multiprocessing_context or multiprocessing.get_start_method()
+
+
+def _fresh_workers(cfg) -> bool:
+    """The cell's object client must have its workers started fresh (``ObjectClient.fresh_workers``)."""
+    from jobs.storage import backends
+    from jobs.storage.objectstore import clients
+
+    if not backends.of(cfg.storage).requests:
+        return False
+    client = clients.of(cfg)
+    return client is not None and client.fresh_workers
 
 
 def dataset(ds: Dataset, s: PipelineSettings, *, decode: bool):

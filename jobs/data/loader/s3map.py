@@ -1,6 +1,7 @@
-"""The native S3 reader of ``framework=pytorch``: s3torchconnector's ``S3MapDataset`` (the AWS CRT client
-under PyTorch's map-style dataset, as MLPerf Storage's and DLIO's PyTorch S3 readers use it), one GET per
-image read whole in a DataLoader worker, then decoded as ``ImageFiles`` decodes a file.
+"""The native S3 reader of ``framework=pytorch``: one GET per image read whole in a DataLoader worker
+through the cell's object client (``ds.client``: s3torchconnector's ``S3MapDataset`` by default, the AWS
+CRT client under PyTorch's map-style dataset, as MLPerf Storage's and DLIO's PyTorch S3 readers use it;
+or s3dlio), then decoded as ``ImageFiles`` decodes a file.
 
 A worker's GETs are not in the training process, so each sample carries its request back with the batch:
 (start and end on the machine's monotonic clock, bytes, the error's first line or None). The training
@@ -8,7 +9,7 @@ process folds them into the open store's counters (``counted``): requests, bytes
 in flight (intervals of every worker on one clock), and the first error, which fails the run naming the
 endpoint. The client retries nothing (``max_attempts=1``): a failed GET is counted, never hidden.
 
-The CRT client takes its keys from the environment or a profile only: for the embedded server the
+Both clients take their keys from the environment or a profile only: for the embedded server the
 training process puts them in its environment for the pass (``credentials``), its workers inherit them
 there, and nothing is written to a file."""
 
@@ -21,28 +22,19 @@ from collections.abc import Callable
 from jobs.data.datasets import Dataset
 from jobs.data.loader.samples import Sample, _Images
 
-
-def _read_all(reader) -> bytes:
-    """S3MapDataset's transform: the object's bytes, read whole (one GET, no HEAD)."""
-    return reader.read()
+OWN = "pytorch"  # the framework whose DataLoader this reader feeds: its own client when a dataset names none
 
 
 class S3Images(_Images):
-    """One object per image (``ds.objects``, in the store ``ds.store``), fetched by s3torchconnector."""
+    """One object per image (``ds.objects``, in the store ``ds.store``), fetched by the cell's object
+    client (``ds.client``; a task process's dataset names none: PyTorch's own)."""
 
     def __init__(self, ds: Dataset, side: int | None, read_delay_ms: float = 0.0):
-        from s3torchconnector import S3ClientConfig, S3MapDataset
+        from jobs.storage.objectstore import clients
 
         super().__init__(ds, side, read_delay_ms)
-        at = ds.store
-        self.objects = S3MapDataset.from_objects(
-            [f"s3://{at.bucket}/{key}" for key in ds.objects],
-            region=at.region,
-            endpoint=at.url,
-            transform=_read_all,
-            # path-style: an S3-compatible store on one host has no bucket subdomains
-            s3client_config=S3ClientConfig(force_path_style=True, max_attempts=1),
-        )
+        client = clients.get(ds.client) if ds.client else clients.own(OWN)
+        self.objects = client.indexed(ds.store, ds.objects)
 
     failed: str | None = None  # in a worker: its first failed GET; it asks for nothing more after one
 

@@ -106,6 +106,12 @@ def check(cfg, framework_reads: bool, here: bool) -> None:
             f"storage.client={client.name} with {_tasks(cfg)} tasks: a cell's task processes GET with the "
             f"framework's own client ({own(fw).name}) so far; use one task"
         )
+    if client is not None and client.fresh_workers and str(cfg.loader.multiprocessing_context) == "fork":
+        raise ConfigError(
+            f"loader.multiprocessing_context=fork with storage.client={client.name}: its runtime does not "
+            "survive a fork, so its DataLoader workers are spawned; leave loader.multiprocessing_context "
+            "null (spawn) or give spawn or forkserver"
+        )
     if client is None or not framework_reads or not here or client.mounts:
         return  # a framework that reads none is refused with the workload's frameworks; s3fs: needs.py
     if not client.installed():

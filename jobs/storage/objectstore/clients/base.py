@@ -7,7 +7,7 @@ import contextlib
 import importlib.util
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,9 @@ class ObjectClient:
     # the tool's own requests go through it: the upload, listings, deletes, and a workload's own GETs and
     # PUTs (workload=baseline's); one client has it
     tools: bool = False
+    # its state does not survive a fork (a runtime of threads): a DataLoader's workers reading through it
+    # are started fresh (spawn), never forked from a process where it may have run
+    fresh_workers: bool = False
 
     def installed(self) -> bool:
         return importlib.util.find_spec(self.distribution.replace("-", "_")) is not None
@@ -32,11 +35,22 @@ class ObjectClient:
         mount)."""
         return None
 
+    def indexed(self, endpoint, keys: tuple[str, ...]):
+        """The objects ``keys`` at ``endpoint`` as a sequence a DataLoader's workers index (``[j]``: the
+        bytes of ``keys[j]``, one GET), picklable and made without a request: each worker GETs through its
+        own. None: this client serves no worker processes."""
+        return None
+
     @contextlib.contextmanager
     def reading(self, store, ds, prefix: str, root: str) -> Iterator[tuple[object, dict]]:
         """Around a cell's runs: (the dataset as the runs read it, what the record says of the client).
         ``prefix``: the dataset's key prefix; ``root``: the tier's root (where a mount point may go)."""
-        yield ds, {}
+        yield self.named(ds), {}
+
+    def named(self, ds):
+        """The stored dataset ``ds`` as read through this client (``Dataset.client``: what a DataLoader's
+        workers index through, ``indexed``)."""
+        return replace(ds, client=self.name) if ds is not None and ds.store is not None else ds
 
 
 _KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")

@@ -1,11 +1,14 @@
 """s3dlio, the object library MLPerf Storage v3.0 requires (its Rust core makes each request outside
-Python's GIL): TensorFlow's native reader GETs each image with ``s3dlio.get`` inside tf.data's parallel
-map (``storage.client=s3dlio``), in place of boto3.
+Python's GIL), as ``storage.client=s3dlio``: TensorFlow's native reader GETs each image with ``s3dlio.get``
+inside tf.data's parallel map, in place of boto3; PyTorch's DataLoader workers GET theirs with it, in place
+of s3torchconnector's ``S3MapDataset``.
 
 s3dlio's client is process-wide and reads its keys from the environment only: for the cell's runs the
 embedded server's keys are lent to this process's environment and the endpoint configured, and the
 earlier environment is put back after (nothing is written to a file). A user's endpoint keeps the usual
-AWS environment or profile."""
+AWS environment or profile. Its runtime does not survive a fork (a DataLoader worker forked from a process
+that had used it hung on its first GET), so a DataLoader's workers reading through it are spawned, and
+each configures its own client on its first GET."""
 
 from __future__ import annotations
 
@@ -30,12 +33,39 @@ class S3dlio(ObjectClient):
 
         with lent(store.keys()):
             s3dlio.configure_s3(endpoint_url=store.endpoint.url, region=store.endpoint.region)
-            yield ds, {}
+            yield self.named(ds), {}
+
+    def indexed(self, endpoint, keys: tuple[str, ...]):
+        return _Objects(endpoint.url, endpoint.region, endpoint.bucket, tuple(keys))
+
+
+class _Objects:
+    """``[j]``: the bytes of ``keys[j]``, one ``s3dlio.get``; picklable (a spawned worker gets a copy) and
+    configured in the process that first indexes it."""
+
+    def __init__(self, url: str, region: str, bucket: str, keys: tuple[str, ...]):
+        self.url, self.region, self.bucket, self.keys = url, region, bucket, keys
+        self._ready = False
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __getitem__(self, j: int) -> bytes:
+        import s3dlio
+
+        if not self._ready:
+            s3dlio.configure_s3(endpoint_url=self.url, region=self.region)
+            self._ready = True
+        return bytes(s3dlio.get(f"s3://{self.bucket}/{self.keys[j]}"))
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_ready": False}  # a new process configures its own
 
 
 CLIENT = S3dlio(
     "s3dlio",
     "s3dlio",
-    frameworks=("tensorflow",),
+    frameworks=("tensorflow", "pytorch"),
     install="pip install '.[s3]' (make install does it)",
+    fresh_workers=True,
 )
