@@ -179,7 +179,8 @@ def assert_same_io(original, again, replay) -> None:
     """The round trip's promise. The replay issued every read and write of the original: the same calls, bytes
     and files, each file read in the same order of (offset, size). Traced again, the request sizes match
     exactly but for the calls dftracer lost: under concurrent threads it drops a file's last calls, its
-    end-of-file read and close (the replay's record counts them as ``posix_unclosed``)."""
+    end-of-file read and close, and on a busy machine its last read before them too (the replay's record
+    counts such files as ``posix_unclosed``): at most two reads per file it lost, never a write."""
     from analysis.traces import tables
 
     (run,) = replay.runs
@@ -193,22 +194,30 @@ def assert_same_io(original, again, replay) -> None:
     eof = (pa.sizes["size_class"] == "0 B (end of file)").to_numpy() & (
         pa.sizes["operation"] == "read"
     ).to_numpy()
-    assert (missing[~eof] == 0).all() and 0 <= missing[eof].sum() <= lost, (pa.sizes, pb.sizes, lost)
-    for k in ("writes", "bytes_read", "bytes_written", "files"):
+    writes = (pa.sizes["operation"] == "write").to_numpy()
+    assert (missing >= 0).all() and (missing[writes] == 0).all(), (pa.sizes, pb.sizes)
+    assert missing[eof].sum() <= lost and missing.sum() <= 2 * lost, (pa.sizes, pb.sizes, lost)
+    for k in ("writes", "bytes_written", "files"):
         assert pa.summary[k].iloc[0] == pb.summary[k].iloc[0], k
     calls_a = ops["operation"].isin(REPLAYED).sum()
     calls_b = again.operations["operation"].isin(REPLAYED).sum()
-    assert calls_a - 2 * lost <= calls_b <= calls_a, (
-        calls_a,
-        calls_b,
-        lost,
-    )  # each lost: an EOF read, a close
+    assert calls_a - 3 * lost <= calls_b <= calls_a, (calls_a, calls_b, lost)  # each lost: reads, a close
 
     def order(t):
         io = t.operations[(t.operations["operation"] == "read") & (t.operations["size"] > 0)]
         return sorted(tuple(zip(g["offset"], g["size"])) for _, g in io.groupby("file"))
 
-    assert order(original) == order(again)
+    # each file read in the same order of (offset, size); a file dftracer lost calls of, its reads but the
+    # last, and the bytes read short by just that read's
+    left, short, tail = order(original), 0, 0
+    for seq in order(again):
+        match = next((a for a in left if a[: len(seq)] == seq and len(a) - len(seq) <= 1), None)
+        assert match is not None, (seq, left)
+        left.remove(match)
+        short += match != seq
+        tail += sum(size for _, size in match[len(seq) :])
+    assert left == [] and short <= lost, (left, short, lost)
+    assert pa.summary["bytes_read"].iloc[0] - pb.summary["bytes_read"].iloc[0] == tail
 
 
 @pytest.mark.cells

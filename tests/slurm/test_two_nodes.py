@@ -383,7 +383,9 @@ def test_a_hung_task_and_a_dead_node_fail_their_cells_naming_the_node(
             [str(SLURM_SCRIPTS / "up.sh"), "--nodes", "2"], capture_output=True, text=True, timeout=120
         )
         assert up.returncode == 0 and "started the slurmd of n2 again" in up.stdout, up.stdout + up.stderr
-        out, _ = proc.communicate(timeout=240)
+        # a hang guard: on a busy disk n1's killed task may take minutes to end (UnkillableStepTimeout) before
+        # the third cell has both nodes
+        out, _ = proc.communicate(timeout=600)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

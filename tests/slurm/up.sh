@@ -218,8 +218,9 @@ ReturnToService=2
 MinJobAge=300
 KillWait=5
 # a killed step's processes may sit in a disk flush (a cold run's eviction) on the tests' shared, busy disk:
-# the default 60 s to end them drained n1 once ("Kill task failed"), with no node left for the next cell
-UnkillableStepTimeout=180
+# the default 60 s to end them drained n1 once ("Kill task failed"), with no node left for the next cell;
+# 180 s did too, with the suite beside a CPU hog and other tests' disk writes (176 s to end them)
+UnkillableStepTimeout=600
 SlurmdParameters=config_overrides
 ${node_lines}
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
