@@ -15,6 +15,7 @@ import functools
 import os
 import socket
 import subprocess
+import sys
 
 
 def name() -> str:
@@ -73,3 +74,37 @@ def srun_failure(err_path) -> tuple[str, str, str] | None:
         return None
     m = re.search(r"^srun: error: (\S+): tasks? ([\d,-]+): (.+)$", text, re.M)
     return (m.group(1), m.group(2), m.group(3).strip()) if m else None
+
+
+def srun_step(
+    module: str,
+    *args: str,
+    nodes: int,
+    tasks: int,
+    cpus_per_task: int,
+    per_node: int | None = None,
+    kill_on_bad_exit: bool = True,
+) -> list[str]:
+    """The command line of one job step inside the cell's Slurm allocation running ``python -m module args``
+    in ``tasks`` tasks over ``nodes`` nodes (``per_node`` each, where given), ``cpus_per_task`` CPUs each:
+    ``--overlap`` (the controller's own one-task step keeps its CPUs), this process's environment
+    (``--export=ALL``: an object store's keys in it, whatever the job was given), no memory of its own
+    (``--mem=0``: the job's), output unbuffered, and ``--kill-on-bad-exit`` (a failing task ends the
+    others) unless asked not to. The tasks, the tf.data service's workers and the store's servers on every
+    node are each one such step."""
+    return [
+        "srun",
+        "--overlap",
+        f"--nodes={nodes}",
+        f"--ntasks={tasks}",
+        *([f"--ntasks-per-node={per_node}"] if per_node else []),
+        f"--cpus-per-task={cpus_per_task}",
+        "--export=ALL",
+        "--mem=0",
+        *(["--kill-on-bad-exit=1"] if kill_on_bad_exit else []),
+        "--unbuffered",
+        sys.executable,
+        "-m",
+        module,
+        *args,
+    ]

@@ -122,22 +122,11 @@ def _dead_task(err: Path) -> str | None:
 
 def srun_workers(workers: int, nodes: int, cpus_per_task: int, folder: Path, dispatcher: str) -> list[str]:
     """The job step of a cell's service workers inside its Slurm allocation."""
-    return [
-        "srun",
-        "--overlap",
-        f"--nodes={nodes}",
-        f"--ntasks={workers}",
-        f"--cpus-per-task={cpus_per_task}",
-        "--mem=0",
-        "--kill-on-bad-exit=1",
-        "--unbuffered",
-        sys.executable,
-        "-m",
-        MODULE,
-        "worker",
-        str(folder),
-        dispatcher,
-    ]
+    from jobs.nodes import srun_step
+
+    return srun_step(
+        MODULE, "worker", str(folder), dispatcher, nodes=nodes, tasks=workers, cpus_per_task=cpus_per_task
+    )
 
 
 def _wait(path: Path, procs: list, what: str) -> None:

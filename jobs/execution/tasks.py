@@ -79,24 +79,17 @@ def shard(ds, rank: int, n: int):
 
 
 def srun_command(nodes: int, per_node: int, cpus_per_task: int, folder: Path) -> list[str]:
-    """The job step of a run's tasks inside the cell's Slurm allocation (``--overlap``: the controller's
-    own one-task step keeps its CPUs; ``--kill-on-bad-exit``: a failing task ends the others)."""
-    return [
-        "srun",
-        "--overlap",
-        f"--nodes={nodes}",
-        f"--ntasks={nodes * per_node}",
-        f"--ntasks-per-node={per_node}",
-        f"--cpus-per-task={cpus_per_task}",
-        "--export=ALL",  # the runner's environment, an object store's keys in it, whatever the job was given
-        "--mem=0",
-        "--kill-on-bad-exit=1",
-        "--unbuffered",
-        sys.executable,
-        "-m",
+    """The job step of a run's tasks inside the cell's Slurm allocation (``jobs.nodes.srun_step``)."""
+    from jobs.nodes import srun_step
+
+    return srun_step(
         "jobs.execution.tasks",
         str(folder),
-    ]
+        nodes=nodes,
+        tasks=nodes * per_node,
+        per_node=per_node,
+        cpus_per_task=cpus_per_task,
+    )
 
 
 def run(ctx, where, cold: bool = False) -> dict:

@@ -215,26 +215,21 @@ def _clear(handover: Path) -> None:
 def srun_nodes(nodes: int, cpus: int, handover: Path, root: str) -> list[str]:
     """The job step of the nodes' servers: one task on each node of the cell's job, with a task's CPUs
     (``platform.cpus_per_task``: where Slurm pins tasks to cores, the servers would otherwise share one),
-    and this process's environment, the keys in it (``--export=ALL``, whatever the job was given)."""
-    return [
-        "srun",
-        "--overlap",
-        f"--nodes={nodes}",
-        f"--ntasks={nodes}",
-        "--ntasks-per-node=1",
-        f"--cpus-per-task={cpus}",
-        "--export=ALL",
-        "--mem=0",
-        # no --kill-on-bad-exit: a node whose servers died says so, and the others still remove their
-        # folders when the runner asks them to stop
-        "--unbuffered",
-        sys.executable,
-        "-m",
+    and this process's environment, the keys in it. No ``--kill-on-bad-exit``: a node whose servers died
+    says so, and the others still remove their folders when the runner asks them to stop."""
+    from jobs.nodes import srun_step
+
+    return srun_step(
         MODULE,
         "node",
         str(handover),
         root,
-    ]
+        nodes=nodes,
+        tasks=nodes,
+        per_node=1,
+        cpus_per_task=cpus,
+        kill_on_bad_exit=False,
+    )
 
 
 def start(root: str, bucket: str, handover: Path, nodes: int, cpus: int, parent: Path, name: str) -> Spread:
