@@ -17,6 +17,11 @@ import ctypes
 import ctypes.util
 import os
 import signal
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 ENV = "IOCAMPAIGN_PARENT_PID"
 _PR_SET_PDEATHSIG = 1
@@ -66,3 +71,28 @@ def own(*pids: int):
         yield
     finally:
         HELPERS.difference_update(pids)
+
+
+def wait_ready(
+    ready: Callable[[], T],
+    *,
+    died: Callable[[], Exception | None],
+    late: Callable[[], Exception],
+    timeout_s: float,
+    interval_s: float = 0.05,
+) -> T:
+    """Poll until a helper is ready: ``ready()``'s first true value. Raise ``died()``'s error as soon as it
+    gives one (the helper ended first: its own words, not a wait to the end), and ``late()``'s once
+    ``timeout_s`` have passed. The one wait every helper's start goes through (a mount, a server, the
+    service's processes, the nodes' servers)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = ready()
+        if value:
+            return value
+        failure = died()
+        if failure is not None:
+            raise failure
+        if time.monotonic() > deadline:
+            raise late()
+        time.sleep(interval_s)

@@ -130,16 +130,20 @@ def srun_workers(workers: int, nodes: int, cpus_per_task: int, folder: Path, dis
 
 
 def _wait(path: Path, procs: list, what: str) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while not path.exists():
-        for p in procs:
-            if p.poll() is not None:
-                raise ServiceError(
-                    f"tf.data service: the {what} ended at start-up (exit status {p.returncode})"
-                )
-        if time.monotonic() > deadline:
-            raise ServiceError(f"tf.data service: the {what} did not start in {START_TIMEOUT_S:.0f} s")
-        time.sleep(0.05)
+    from jobs import lifeline
+
+    def died() -> Exception | None:
+        ended = next((p for p in procs if p.poll() is not None), None)
+        if ended is None:
+            return None
+        return ServiceError(f"tf.data service: the {what} ended at start-up (exit status {ended.returncode})")
+
+    lifeline.wait_ready(
+        path.exists,
+        died=died,
+        late=lambda: ServiceError(f"tf.data service: the {what} did not start in {START_TIMEOUT_S:.0f} s"),
+        timeout_s=START_TIMEOUT_S,
+    )
 
 
 @contextlib.contextmanager

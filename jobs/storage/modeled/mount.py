@@ -201,16 +201,20 @@ def setup(
         env=lifeline.child_env(),
         preexec_fn=lifeline.bind,
     )
-    deadline = time.monotonic() + timeout_s
-    while not _ours(name, mount):
-        if proc.poll() is not None:
-            err = proc.stderr.read().decode(errors="replace").strip().splitlines()
-            why = err[-1] if err else proc.returncode
-            raise ModelError(f"storage={name}: the FUSE layer ended before it mounted: {why}")
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise ModelError(f"storage={name}: the FUSE layer did not mount {mount} within {timeout_s:.0f} s")
-        time.sleep(0.05)
+
+    def died() -> Exception | None:
+        if proc.poll() is None:
+            return None
+        err = proc.stderr.read().decode(errors="replace").strip().splitlines()
+        return ModelError(
+            f"storage={name}: the FUSE layer ended before it mounted: {err[-1] if err else proc.returncode}"
+        )
+
+    def late() -> Exception:
+        proc.kill()
+        return ModelError(f"storage={name}: the FUSE layer did not mount {mount} within {timeout_s:.0f} s")
+
+    lifeline.wait_ready(lambda: _ours(name, mount), died=died, late=late, timeout_s=timeout_s)
     return ModeledTier(name, os.path.realpath(mount), backing, proc.pid, described(geometry))
 
 

@@ -23,7 +23,6 @@ import socket
 import stat
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 from jobs import owned
@@ -212,19 +211,25 @@ class _Said:
 
 
 def _wait_mounted(proc, point: Path, endpoint, timeout_s: float, said: _Said, reader) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not _ours(point):
-        if proc.poll() is not None:
-            reader.join(5)
-            raise StoreError(
-                f"storage.reader=fuse: s3fs could not mount bucket {endpoint.bucket} of {endpoint.url}: "
-                f"{said.why()}"
-            )
-        if time.monotonic() > deadline:
-            raise StoreError(
-                f"storage.reader=fuse: s3fs did not mount {endpoint.url} within {timeout_s:.0f} s"
-            )
-        time.sleep(0.05)
+    from jobs import lifeline
+
+    def died() -> Exception | None:
+        if proc.poll() is None:
+            return None
+        reader.join(5)
+        return StoreError(
+            f"storage.reader=fuse: s3fs could not mount bucket {endpoint.bucket} of {endpoint.url}: "
+            f"{said.why()}"
+        )
+
+    lifeline.wait_ready(
+        lambda: _ours(point),
+        died=died,
+        late=lambda: StoreError(
+            f"storage.reader=fuse: s3fs did not mount {endpoint.url} within {timeout_s:.0f} s"
+        ),
+        timeout_s=timeout_s,
+    )
 
 
 def _unmount(point: Path) -> None:

@@ -313,20 +313,28 @@ def _abandon(head: server.Server, step, handover: Path, creds: Credentials) -> N
 
 
 def _wait_nodes(spread: Spread, n: int) -> list[dict]:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
+    from jobs import lifeline
+
+    found = [spread.handover / f"node-{k}.json" for k in range(n)]
+
+    def died() -> Exception | None:
         why = spread.dead()
-        if why:
-            raise SpreadError(f"storage=s3: {why} while the nodes' servers started")
-        found = [spread.handover / f"node-{k}.json" for k in range(n)]
-        if all(f.exists() for f in found):
-            return [json.loads(f.read_text()) for f in found]
-        if time.monotonic() > deadline:
-            late = [k for k, f in enumerate(found) if not f.exists()]
-            raise SpreadError(
-                f"storage=s3: the S3 servers of node tasks {late} did not start in {START_TIMEOUT_S:.0f} s"
-            )
-        time.sleep(0.1)
+        return SpreadError(f"storage=s3: {why} while the nodes' servers started") if why else None
+
+    def late() -> Exception:
+        missing = [k for k, f in enumerate(found) if not f.exists()]
+        return SpreadError(
+            f"storage=s3: the S3 servers of node tasks {missing} did not start in {START_TIMEOUT_S:.0f} s"
+        )
+
+    lifeline.wait_ready(
+        lambda: all(f.exists() for f in found),
+        died=died,
+        late=late,
+        timeout_s=START_TIMEOUT_S,
+        interval_s=0.1,
+    )
+    return [json.loads(f.read_text()) for f in found]
 
 
 def _wait_joined(url: str, spread: Spread) -> None:
