@@ -482,6 +482,7 @@ def test_planning_refuses_what_an_object_store_cannot_run_in_one_line(refusal, m
     # checkpoints to a bucket: through the burst buffer of workload=checkpoint only
     bb = ("workload=checkpoint", "storage@checkpoint.slow=s3", "checkpoint.target=burst_buffer")
     assert refusal(*bb) is None
+    one(refusal(*bb, "checkpoint.slow.client=s3dlio"), "checkpoint.slow.client=s3dlio", "boto3")
     assert refusal(*bb, "framework=pytorch", "checkpoint.slow.endpoint=http://127.0.0.1:9") is None
     one(
         refusal(*bb[:2], "checkpoint.target=slow"), "checkpoint.target=slow", "checkpoint.target=burst_buffer"

@@ -79,6 +79,11 @@ def _checkpoint_bucket(cfg, workload, here: bool) -> None:
             "(checkpoint.target=burst_buffer)"
         )
     _settings(slow, key)
+    if slow.client is not None:
+        raise ConfigError(
+            f"{key}.client={slow.client}: the burst buffer drains to the bucket and restores from it through "
+            f"the tool's own client ({clients.the_tools().name}); storage.client is for the runs' readers"
+        )
     if here:
         _client_here()
     if here and not slow.endpoint:

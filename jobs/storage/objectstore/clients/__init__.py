@@ -7,7 +7,7 @@ distribution whose version the record keeps. The runner enters ``reading`` aroun
 client gets ready (keys lent to the environment for a client that reads them there, a mount made) and
 says which dataset the runs read. A reader that makes its own GETs (tf.data's map) asks the open store's
 ``fetch``, which goes through the client's ``get``, so every request of every client is counted the same
-way (``objects.counted``).
+way (``objects.counted``); a DataLoader's workers index the objects through the client's ``indexed``.
 
 Adding a client: a module here declaring ``CLIENT``, and its line in ``CLIENTS`` (docs/extending.md).
 """
