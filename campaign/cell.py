@@ -139,35 +139,42 @@ def _run(cell: Cell, job_dir: str, planned: bool) -> None:
             raise  # a Slurm job must end FAILED
         return
     extra = [r for r in runs if r.get("traced_extra")]  # trace.runs=extra: kept apart from the measured runs
-    rec = records.CellRecord(
-        cell_id=cell.cell_id,
+    rec = _record(
+        cell,
+        started,
         status=records.COMPLETED,
-        config=cell.data,
-        overrides=list(cell.overrides),
         runs=[r for r in runs if not r.get("traced_extra")],
         dataset=dataset,
         provenance=prov,
-        started_at=started,
-        finished_at=records.now(),
         traced_run=extra[0] if extra else None,
     )
     log.info("record: %s", records.write(rec, job_dir))
+
+
+def _record(cell: Cell, started: str, **outcome) -> records.CellRecord:
+    """The record of ``cell``, begun at ``started`` and ending now: what the cell is, and ``outcome`` (its
+    status, runs, dataset, provenance, and its error or its traced run)."""
+    return records.CellRecord(
+        cell_id=cell.cell_id,
+        config=cell.data,
+        overrides=list(cell.overrides),
+        started_at=started,
+        finished_at=records.now(),
+        **outcome,
+    )
 
 
 def _record_failure(e: Exception, cell: Cell, started: str, job_dir: str) -> Path:
     """Write the failed record of a cell that raised ``e``; returns its path."""
     from jobs.observe import provenance
 
-    rec = records.CellRecord(
-        cell_id=cell.cell_id,
+    rec = _record(
+        cell,
+        started,
         status=records.FAILED,
-        config=cell.data,
-        overrides=list(cell.overrides),
         runs=[],
         dataset={},
         provenance=provenance.collect(cell.config.storage.root),
-        started_at=started,
-        finished_at=records.now(),
         error={"type": type(e).__name__, "message": str(e), "traceback": traceback.format_exc()},
     )
     try:
