@@ -473,6 +473,7 @@ def test_planning_refuses_what_an_object_store_cannot_run_in_one_line(refusal, m
     one(refusal("storage=s3", "storage.client=s3dlio", "storage.reader=fuse"), "storage.reader=fuse")
     one(refusal("storage=s3", "storage.client=s3fs"), "storage.client=s3fs", "storage.reader=fuse")
     one(refusal("storage=s3", "storage.client=s3dlio", "workload=baseline"), "its own requests")
+    one(refusal("storage=s3", "storage.client=s3dlio", "workload=sharded_checkpoint"), "its own requests")
     one(refusal("storage=local", "storage.client=s3dlio"), "storage.client=s3dlio", "kind object")
     one(refusal("storage=s3", "storage.client=s3dlio", "platform.tasks_per_node=2"), "2 tasks", "boto3")
     assert refusal("storage=s3", "storage.client=s3dlio") is None

@@ -39,7 +39,9 @@ def check(cfg, workload, here: bool, able: str) -> None:
     _reach(cfg, workload, able)
     if here:
         _client_here()
-    clients.check(cfg, workload.uses_framework, here)
+    # a workload whose framework reads the dataset reads it through the cell's client; the others make their
+    # own requests (a baseline's, a sharded checkpoint's writer)
+    clients.check(cfg, workload.uses_framework and workload.needs_dataset, here)
     if here and st.reader == "fuse":
         _fuse_here()
     if here and not st.endpoint:

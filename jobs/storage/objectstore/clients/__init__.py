@@ -77,13 +77,13 @@ def of(cfg, framework_reads: bool = True) -> ObjectClient | None:
 
 def check(cfg, framework_reads: bool, here: bool) -> None:
     """``storage.client`` on a store the cell's runs read: a client of a native reader, serving the cell's
-    framework, installed where the cell runs here (``framework_reads``: the workload reads through its
-    framework, ``Workload.uses_framework``)."""
+    framework, installed where the cell runs here (``framework_reads``: the workload's framework reads the
+    dataset, which it reads through the client)."""
     st, fw = cfg.storage, cfg.framework.name
     if st.client is not None and not framework_reads:
         raise ConfigError(
-            f"storage.client={st.client}: workload={cfg.workload.name} makes its own requests, through "
-            f"{the_tools().name}; storage.client chooses the client a framework's reader reads with"
+            f"storage.client={st.client}: workload={cfg.workload.name} makes its own requests; "
+            "storage.client chooses the client a framework's reader reads the dataset with"
         )
     if st.client is not None:
         chosen = get(st.client)
