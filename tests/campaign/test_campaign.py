@@ -83,13 +83,14 @@ def test_tensorflows_start_up_lines_go_to_the_first_cells_folder_not_the_termina
 def test_results_table_has_every_cell_and_run(sweep):
     out, _, _ = sweep
     df = pd.read_csv(out / "results.csv")
-    assert list(df.columns[:19]) == [
+    assert list(df.columns[:20]) == [
         "workload",
         "kind",
         "pipeline",
         "framework",
         "storage",
         "reader",
+        "client",
         "stage",
         "tasks_per_cell",
         "nodes",
