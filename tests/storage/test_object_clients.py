@@ -62,36 +62,57 @@ def test_no_object_client_is_compared_by_name_outside_its_package():
     assert not found, "object clients compared:\n" + "\n".join(found)
 
 
+# run in a Python of its own: s3dlio's client is process-wide (its endpoint and runtime), and a test process
+# that configured it would hand the next test's s3dlio (the s3_reader benchmark's) a stopped server
+_DOC_CLIENT = """
+import hashlib, importlib.util, os, sys
+from pathlib import Path
+from jobs.storage.objectstore import client, clients, server, tier
+
+tmp = Path(sys.argv[1])
+spec = importlib.util.spec_from_file_location("doc_client", tmp / "doc_client.py")
+doc = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(doc)
+assert isinstance(doc.CLIENT, clients.ObjectClient) and doc.CLIENT.frameworks == ("tensorflow",)
+srv = server.start(tmp / "iocampaign" / "s3server", bucket="docbucket")
+try:
+    s3 = client.connect(srv.endpoint, srv.credentials)
+    body = os.urandom(50_000)
+    s3.put_object(Bucket="docbucket", Key="iocampaign/doc/one.bin", Body=body)
+    store = tier.Store(endpoint=srv.endpoint, client=s3, server=srv)
+    with doc.CLIENT.reading(store, None, "", str(tmp)) as (ds, said):
+        assert ds is None and said == {} and os.environ["AWS_ACCESS_KEY_ID"] == srv.credentials.access_key
+        got = doc.CLIENT.get(store)("iocampaign/doc/one.bin")
+    assert hashlib.sha256(got).digest() == hashlib.sha256(body).digest()
+    assert "AWS_ACCESS_KEY_ID" not in os.environ  # the keys were lent for the block only
+finally:
+    srv.stop()
+print("read back")
+"""
+
+
 @pytest.mark.cells
 @pytest.mark.waits
-def test_the_client_of_docs_extending_gets_from_a_real_server_as_written(tmp_path, monkeypatch):
+def test_the_client_of_docs_extending_gets_from_a_real_server_as_written(tmp_path):
     """docs/extending.md's object client, copied as a user copies it: its module loaded as written, its
     ``reading`` entered as the runner enters it, and its GET reading an object back from a real SeaweedFS
     server with the server's keys lent for the block only."""
-    import hashlib
-    import importlib.util
+    import subprocess
+    import sys
 
-    from jobs.storage.objectstore import client, server, tier
+    from support.commands import python_env
 
     text = (ROOT / "docs" / "extending.md").read_text()
     code = text.split("## Adding an object client\n", 1)[1].split("```python\n", 1)[1].split("\n```", 1)[0]
     (tmp_path / "doc_client.py").write_text(code)
-    spec = importlib.util.spec_from_file_location("doc_client", tmp_path / "doc_client.py")
-    doc = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(doc)
-    assert isinstance(doc.CLIENT, clients.ObjectClient) and doc.CLIENT.frameworks == ("tensorflow",)
+    env = python_env()
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
-        monkeypatch.delenv(key, raising=False)
-    srv = server.start(tmp_path / "iocampaign" / "s3server", bucket="docbucket")
-    try:
-        s3 = client.connect(srv.endpoint, srv.credentials)
-        body = os.urandom(50_000)
-        s3.put_object(Bucket="docbucket", Key="iocampaign/doc/one.bin", Body=body)
-        store = tier.Store(endpoint=srv.endpoint, client=s3, server=srv)
-        with doc.CLIENT.reading(store, None, "", str(tmp_path)) as (ds, said):
-            assert ds is None and said == {} and os.environ["AWS_ACCESS_KEY_ID"] == srv.credentials.access_key
-            got = doc.CLIENT.get(store)("iocampaign/doc/one.bin")
-        assert hashlib.sha256(got).digest() == hashlib.sha256(body).digest()
-        assert "AWS_ACCESS_KEY_ID" not in os.environ  # the keys were lent for the block only
-    finally:
-        srv.stop()
+        env.pop(key, None)
+    p = subprocess.run(
+        [sys.executable, "-c", _DOC_CLIENT, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0 and p.stdout.strip() == "read back", p.stderr[-3000:]
