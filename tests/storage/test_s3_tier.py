@@ -191,27 +191,49 @@ def test_a_campaign_reads_the_embedded_server_and_a_users_endpoint_by_counted_ge
                 assert not KEY.search(data) and secret not in data, f
 
 
-def test_s3dlio_reads_for_both_frameworks_on_both_endpoints_counted_cold_and_named(
+def test_s3dlio_reads_for_both_frameworks_counted_cold_and_named_and_never_from_another_endpoint(
     users_store, disk_root, cwd
 ):
     """``storage.client=s3dlio`` (MLPerf Storage v3.0's client): TensorFlow's map GETs each image with it in
     place of boto3, and PyTorch's DataLoader workers in place of s3torchconnector, spawned (s3dlio's runtime
-    does not survive a fork); on the embedded server (its keys lent to the process's environment for the
-    runs, over the user's own) and on a user's store (the user's keys). Every GET counted by the tool, the
-    embedded server's cells cold, the client named in the record and the tables, no key in any file."""
+    does not survive a fork), the embedded server's keys lent to the process's environment for the runs;
+    every GET counted, cold, the client named in the record and the tables, no key in any file. s3dlio's
+    client is process-wide and cannot be pointed at a second endpoint: the user's store's cells of the same
+    campaign fail in one line naming both endpoints instead of reading the first server's objects."""
     s, s3, planted = users_store
     root = disk_root / "s3dlio"
-    grid = ("storage.client=s3dlio", "framework=tensorflow,pytorch", "threads=2", "dataset.num_images=64")
-    _on_both_endpoints(users_store, root, cwd, *grid)
+    root.mkdir()
+    keys = {"AWS_ACCESS_KEY_ID": s.credentials.access_key, "AWS_SECRET_ACCESS_KEY": s.credentials.secret_key}
+    p = start_module(
+        "campaign",
+        "-m",
+        "storage=s3",
+        f"storage.endpoint=null,{s.endpoint.url}",
+        f"storage.bucket={BUCKET}",
+        f"storage.root={root}",
+        "storage.client=s3dlio",
+        "framework=tensorflow,pytorch",
+        "threads=2",
+        "dataset.num_images=64",
+        "repeats=1",
+        "warmup=0",
+        cwd=cwd,
+        env=python_env(**keys),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out, err = p.communicate(timeout=600)
+    assert p.returncode == 1 and "2 cells completed" in err + out, out[-3000:] + err[-3000:]
+    assert f"cannot be pointed at {s.endpoint.url} in the same process" in out + err, out[-3000:]
     campaign = next(cwd.glob("multirun/*/*/results.csv")).parent
     cells = sorted(_rows(cwd), key=lambda r: int(r["cell_dir"]))
     assert [(r["reader"], r["client"], r["framework"]) for r in cells] == [
         ("s3dlio", "s3dlio", fw) for fw in ("tensorflow", "pytorch")
-    ] * 2
+    ]
     for r in cells:
         assert float(r["requests"]) == float(r["images"]) == 64 and float(r["request_errors"]) == 0
         assert 0 < float(r["get_latency_p50_ms"]) <= float(r["get_latency_p99_ms"])
-    for r in cells[:2]:
         assert r["cache_state"] == "cold" and float(r["server_bytes_read"]) >= 0.9 * float(
             r["bytes_consumed"]
         )

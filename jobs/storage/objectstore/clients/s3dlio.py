@@ -31,12 +31,27 @@ class S3dlio(ObjectClient):
     def reading(self, store, ds, prefix: str, root: str) -> Iterator[tuple[object, dict]]:
         import s3dlio
 
+        at = (store.endpoint.url, store.endpoint.region)
+        if _CONFIGURED and _CONFIGURED[0] != at:
+            from jobs.storage.objectstore.client import StoreError
+
+            # a second configure_s3 in one process does not re-point its client (checked: its GETs went to the
+            # first server): reading on would read another store's objects
+            raise StoreError(
+                f"storage.client=s3dlio: this process's s3dlio client points at {_CONFIGURED[0][0]}, and "
+                f"s3dlio cannot be pointed at {at[0]} in the same process; run the cells on that endpoint "
+                "in a campaign of their own"
+            )
         with lent(store.keys()):
-            s3dlio.configure_s3(endpoint_url=store.endpoint.url, region=store.endpoint.region)
+            s3dlio.configure_s3(endpoint_url=at[0], region=at[1])
+            _CONFIGURED[:] = [at]
             yield self.named(ds), {}
 
     def indexed(self, endpoint, keys: tuple[str, ...]):
         return _Objects(endpoint.url, endpoint.region, endpoint.bucket, tuple(keys))
+
+
+_CONFIGURED: list = []  # the (endpoint, region) this process's s3dlio client was configured for
 
 
 class _Objects:
