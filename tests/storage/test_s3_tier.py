@@ -78,9 +78,25 @@ def _dead_pid() -> int:
     return p.pid
 
 
+def _no_key_in_files(s, *folders: Path) -> None:
+    """No access key of the tool's form and not the user's store's secret in any file under ``folders``."""
+    secret = s.credentials.secret_key.encode()
+    for folder in folders:
+        for f in folder.rglob("*"):
+            if f.is_file() and not f.is_symlink():
+                data = f.read_bytes()
+                assert not KEY.search(data) and secret not in data, f
+
+
 def _on_both_endpoints(users_store, root: Path, cwd: Path, *args: str, mkdir: bool = True) -> None:
     """``python -m campaign -m storage=s3 <args>`` on the embedded server (cell 0 first) and on the user's
     store, the user's keys in the environment as AWS's; fails the test unless it succeeds."""
+    rc, out, err = _campaign_on_both(users_store, root, cwd, *args, mkdir=mkdir)
+    assert rc == 0, out[-3000:] + err[-3000:]
+
+
+def _campaign_on_both(users_store, root: Path, cwd: Path, *args: str, mkdir: bool = True) -> tuple:
+    """(exit status, stdout, stderr) of ``_on_both_endpoints``'s campaign, whatever it ended with."""
     s = users_store[0]
     if mkdir:
         root.mkdir()
@@ -102,7 +118,7 @@ def _on_both_endpoints(users_store, root: Path, cwd: Path, *args: str, mkdir: bo
         text=True,
     )
     out, err = p.communicate(timeout=600)
-    assert p.returncode == 0, out[-3000:] + err[-3000:]
+    return p.returncode, out, err
 
 
 def test_a_campaign_reads_the_embedded_server_and_a_users_endpoint_by_counted_gets(
@@ -183,12 +199,7 @@ def test_a_campaign_reads_the_embedded_server_and_a_users_endpoint_by_counted_ge
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"]]
     assert {k for k in keys if not k.startswith("iocampaign/")} == set(planted)
     # no key in any file the tool wrote: the campaign's folder, the dataset's, its logs
-    secret = s.credentials.secret_key.encode()
-    for folder in (cwd, root):
-        for f in folder.rglob("*"):
-            if f.is_file() and not f.is_symlink():
-                data = f.read_bytes()
-                assert not KEY.search(data) and secret not in data, f
+    _no_key_in_files(s, cwd, root)
 
 
 def test_s3dlio_reads_for_both_frameworks_counted_cold_and_named_and_never_from_another_endpoint(
@@ -202,29 +213,9 @@ def test_s3dlio_reads_for_both_frameworks_counted_cold_and_named_and_never_from_
     campaign fail in one line naming both endpoints instead of reading the first server's objects."""
     s, s3, planted = users_store
     root = disk_root / "s3dlio"
-    root.mkdir()
-    keys = {"AWS_ACCESS_KEY_ID": s.credentials.access_key, "AWS_SECRET_ACCESS_KEY": s.credentials.secret_key}
-    p = start_module(
-        "campaign",
-        "-m",
-        "storage=s3",
-        f"storage.endpoint=null,{s.endpoint.url}",
-        f"storage.bucket={BUCKET}",
-        f"storage.root={root}",
-        "storage.client=s3dlio",
-        "framework=tensorflow,pytorch",
-        "threads=2",
-        "dataset.num_images=64",
-        "repeats=1",
-        "warmup=0",
-        cwd=cwd,
-        env=python_env(**keys),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    out, err = p.communicate(timeout=600)
-    assert p.returncode == 1 and "2 cells completed" in err + out, out[-3000:] + err[-3000:]
+    grid = ("storage.client=s3dlio", "framework=tensorflow,pytorch", "threads=2", "dataset.num_images=64")
+    rc, out, err = _campaign_on_both(users_store, root, cwd, *grid)
+    assert rc == 1 and "2 cells completed" in err + out, out[-3000:] + err[-3000:]
     assert f"cannot be pointed at {s.endpoint.url} in the same process" in out + err, out[-3000:]
     campaign = next(cwd.glob("multirun/*/*/results.csv")).parent
     cells = sorted(_rows(cwd), key=lambda r: int(r["cell_dir"]))
@@ -246,11 +237,7 @@ def test_s3dlio_reads_for_both_frameworks_counted_cold_and_named_and_never_from_
     page = (campaign / "report.html").read_text()
     assert "<td>s3 · s3dlio</td>" in page[page.index("What each tier delivered") :].split("</table>")[0]
     assert list((root / "iocampaign" / "s3servers").iterdir()) == [] and _procs_under(root) == []
-    secret = s.credentials.secret_key.encode()
-    for folder in (cwd, root):
-        for f in folder.rglob("*"):
-            if f.is_file() and not f.is_symlink():
-                assert not KEY.search(f.read_bytes()) and secret not in f.read_bytes(), f
+    _no_key_in_files(s, cwd, root)
 
 
 def test_a_runs_tasks_each_get_their_share_and_the_run_counts_every_request_of_every_task(disk_root, cwd):
