@@ -371,8 +371,10 @@ def test_a_hung_task_and_a_dead_node_fail_their_cells_naming_the_node(
         assert pid, f"no task of cell 0 ran on n2: {_seen(sweep, 0)}"
         os.kill(pid, signal.SIGSTOP)
         hung_s = _wait_record(sweep, 0, deadline)
-        # n2 takes cell 1 once the stopped task is gone: a task stopped inside an fsync ends only when the
-        # flush does, minutes on a busy disk (Slurm's UnkillableStepTimeout, 600 s here, bounds it)
+        # n2 takes cell 1 once the stopped task's step has ended: in one CI run that took 241 s after the cell
+        # failed (slurmctld's "completion process took 241 seconds"), as a killed process ends only when its
+        # threads leave an uninterruptible disk wait on the busy disk; Slurm's UnkillableStepTimeout (600 s
+        # here) bounds it
         deadline = time.monotonic() + 600 + 120
         pid = None
         while pid is None and time.monotonic() < deadline:  # cell 1: n2 dies
