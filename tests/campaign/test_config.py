@@ -54,6 +54,20 @@ def test_every_preset_composes(group):
         assert name.startswith(node.name)  # alexnet_small is AlexNet at another scale
 
 
+def test_a_platform_preset_writes_only_what_differs_from_the_schema():
+    """Each default is written once, in PlatformConf: a site preset (conf/platform/) says only what its
+    site changes, so a default changed in the schema reaches every preset that did not choose otherwise."""
+    import yaml
+
+    from jobs.schema import PlatformConf
+
+    defaults = OmegaConf.to_container(OmegaConf.structured(PlatformConf), enum_to_str=True)
+    for path in sorted((CONF / "platform").glob("*.yaml")):
+        body = yaml.safe_load(path.read_text())
+        restated = [k for k, v in body.items() if k != "defaults" and k in defaults and v == defaults[k]]
+        assert not restated, f"{path.name} restates the schema's defaults of {restated}"
+
+
 def test_each_workload_gets_the_papers_dataset_unless_told():
     assert _compose("workload=readonly").dataset.name == "imagenet_subset"
     assert _compose("workload=alexnet").dataset.name == "caltech101"
