@@ -59,7 +59,7 @@ FRAMEWORKS = (PAPERS, *sorted(p.stem.removeprefix("grids_") for p in CONF.glob("
 
 
 def grids(
-    scale: str, tiers: list[str], lustre: str | None = None, frameworks: tuple[str, ...] = ("tensorflow",)
+    scale: str, tiers: list[str], lustre: str | None = None, frameworks: tuple[str, ...] = (PAPERS,)
 ) -> list[tuple[str, list[str]]]:
     """(sub-folder, overrides) of every grid of the study, from conf/paper/grids.yaml (and
     ``grids_<framework>.yaml`` for every framework past TensorFlow) and the scale's values; a grid whose

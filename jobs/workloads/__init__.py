@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from jobs.frameworks import PAPERS
 from jobs.metrics import Metric, declare
 
 EXTERNAL = "iocampaign_workloads"
@@ -118,7 +119,7 @@ class Workload:
     reads_images: ClassVar[bool] = True  # its runs read the dataset's images (the run's line counts them)
     figures: ClassVar[tuple[Figure, ...]] = ()  # what the analysis draws from its rows
     # the frameworks it reads and trains with (framework=<name>; jobs.frameworks)
-    engines: ClassVar[tuple[str, ...]] = ("tensorflow",)
+    engines: ClassVar[tuple[str, ...]] = (PAPERS,)
     # its engine module per framework, where it has one for each (``engine(cfg)`` imports the cell's; its
     # keys are then ``engines``): the modules of one workload give the same functions, so the workload
     # calls them without asking which
