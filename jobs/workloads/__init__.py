@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from jobs.frameworks import PAPERS
 from jobs.metrics import Metric, declare
 
 EXTERNAL = "iocampaign_workloads"
@@ -118,8 +117,10 @@ class Workload:
     min_batches: ClassVar[int] = 1  # full batches a run (each task of it) must get
     reads_images: ClassVar[bool] = True  # its runs read the dataset's images (the run's line counts them)
     figures: ClassVar[tuple[Figure, ...]] = ()  # what the analysis draws from its rows
-    # the frameworks it reads and trains with (framework=<name>; jobs.frameworks)
-    engines: ClassVar[tuple[str, ...]] = (PAPERS,)
+    # the frameworks it reads and trains with (framework=<name>; jobs.frameworks). The default is
+    # jobs.frameworks.PAPERS written out: importing it here would import Hydra (through jobs.errors) with
+    # every workload
+    engines: ClassVar[tuple[str, ...]] = ("tensorflow",)
     # its engine module per framework, where it has one for each (``engine(cfg)`` imports the cell's; its
     # keys are then ``engines``): the modules of one workload give the same functions, so the workload
     # calls them without asking which
