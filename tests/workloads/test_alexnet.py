@@ -41,6 +41,48 @@ def test_full_scale_model_is_the_papers_alexnet():
 
 
 @pytest.mark.cells
+@pytest.mark.cells
+def test_the_fused_adam_updates_and_checkpoints_as_keras_adam_does(tmp_path):
+    """Three steps of the mini-app's Adam (TensorFlow 1's fused kernel) leave the weights Keras's Adam
+    leaves, from the same model and batches; a checkpoint of its state restores into a new one exactly."""
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from jobs.workloads.alexnet.adam import Adam
+
+    rng = np.random.default_rng(0)
+    batches = [
+        (
+            rng.uniform(0, 255, (4, 64, 64, 3)).astype("float32"),
+            np.eye(5, dtype="float32")[rng.integers(0, 5, 4)],
+        )
+        for _ in range(3)
+    ]
+    weights = []
+    for opt_of in (lambda m: Adam(m.trainable_variables, 1e-3), lambda m: keras.optimizers.Adam(1e-3)):
+        model = alexnet.build_model(5, 64, 0.1, seed=1)
+        opt = opt_of(model)
+        step = alexnet.make_step(model, "/CPU:0", opt)
+        for x, y in batches:
+            step(tf.constant(x), tf.constant(y))
+        weights.append([w.numpy() for w in model.weights])
+    for ours, keras_ in zip(*weights, strict=True):
+        np.testing.assert_allclose(ours, keras_, rtol=1e-4, atol=1e-6)
+
+    tf.train.Checkpoint(model=model, optimizer=opt).write(str(tmp_path / "ckpt"))  # Keras's: not ours
+    model = alexnet.build_model(5, 64, 0.1, seed=1)
+    opt = Adam(model.trainable_variables)
+    step = alexnet.make_step(model, "/CPU:0", opt)
+    step(tf.constant(batches[0][0]), tf.constant(batches[0][1]))
+    tf.train.Checkpoint(model=model, optimizer=opt).write(str(tmp_path / "ours"))
+    again = Adam(alexnet.build_model(5, 64, 0.1, seed=2).trainable_variables)
+    tf.train.Checkpoint(optimizer=again).read(str(tmp_path / "ours")).assert_existing_objects_matched()
+    assert int(again.iterations.numpy()) == 1
+    for a, b in zip(again.momentums + again.velocities, opt.momentums + opt.velocities, strict=True):
+        assert a.numpy().any() and np.array_equal(a.numpy(), b.numpy())
+
+
 def test_breakdown_adds_up_to_the_runtime(images, tmp_path):
     steps_csv = tmp_path / "steps.csv"
     r = alexnet.run_once(_dataset(images), _settings(), steps_csv=steps_csv)

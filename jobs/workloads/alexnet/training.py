@@ -70,7 +70,9 @@ def make_step(model, device: str, opt=None):
     """A compiled training step (Adam, softmax cross-entropy on one-hot labels) returning the loss."""
     import tensorflow as tf
 
-    opt = opt or keras.optimizers.Adam(1e-4)
+    from jobs.workloads.alexnet.adam import Adam
+
+    opt = opt or Adam(model.trainable_variables)
     loss_fn = keras.losses.CategoricalCrossentropy(from_logits=True)
 
     @tf.function

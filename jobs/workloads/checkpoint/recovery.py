@@ -151,17 +151,16 @@ def restore_latest(
 ):
     """Rebuild the model and optimizer and restore the newest complete checkpoint of ``folder``
     (or ``prefix``); returns (model, optimizer, prefix)."""
-    import keras
     import tensorflow as tf
 
     done = [prefix] if prefix is not None else complete(folder, tag, checksums=True)
     if not done:
         raise FileNotFoundError(f"no complete checkpoint of {tag} in {folder}")
     from jobs.workloads.alexnet import training as alexnet
+    from jobs.workloads.alexnet.adam import Adam
 
     model = alexnet.build_model(num_classes, side, width, seed + 1)
-    opt = keras.optimizers.Adam(1e-4)
-    opt.build(model.trainable_variables)
+    opt = Adam(model.trainable_variables)
     ckpt = tf.train.Checkpoint(model=model, optimizer=opt)
     ckpt.read(str(done[-1])).expect_partial()
     return model, opt, done[-1]

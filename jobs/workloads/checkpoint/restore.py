@@ -38,14 +38,13 @@ def last_durable(folder: Path, tag: str) -> Path | None:
 def fresh_tensorflow(shape: dict):
     """A new AlexNet and Adam (``shape``: num_classes, side, width, seed of the model); returns the
     function that restores a checkpoint prefix into them and gives back their weights."""
-    import keras
     import tensorflow as tf
 
     from jobs.workloads.alexnet import training as alexnet
+    from jobs.workloads.alexnet.adam import Adam
 
     model = alexnet.build_model(shape["num_classes"], shape["side"], shape["width"], shape["seed"] + 1)
-    opt = keras.optimizers.Adam(1e-4)
-    opt.build(model.trainable_variables)
+    opt = Adam(model.trainable_variables)
     ckpt = tf.train.Checkpoint(model=model, optimizer=opt)
 
     def load(prefix: Path) -> list:

@@ -207,14 +207,14 @@ def _writers(
 
 def _trainer(ds: Dataset, t):
     """The mini-app's device, model, optimizer, step and input iterator (``t``: the training settings)."""
-    import keras
     import tensorflow as tf
 
     from jobs.workloads.alexnet import training as alexnet
+    from jobs.workloads.alexnet.adam import Adam
 
     device = alexnet.device_name(t.device)
     model = alexnet.build_model(max(1, ds.num_classes), t.image_side, t.width, t.seed)
-    opt = keras.optimizers.Adam(1e-4)
+    opt = Adam(model.trainable_variables)
     data = pipeline.build(ds, t, one_hot=True)
     with tf.device("/CPU:0"):
         it = iter(data)
