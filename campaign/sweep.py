@@ -65,6 +65,13 @@ def plan_cells(hydra_context: Any, config: DictConfig, cells: list[list[str]], p
     for cell in planned:
         with _naming(list(cell.overrides)):
             validate.check(cell, memo)
+    if planned and planned[0].config.platform.kind != "slurm":  # this process runs every cell
+        from jobs.storage.objectstore import clients
+
+        try:
+            clients.one_endpoint_each(cell.config for cell in planned)
+        except errors.ConfigError as e:
+            raise errors.Stop(f"campaign: {e}; nothing was run", 2) from None
     log.debug("planned %d cells with %d compositions", len(planned), planner.compositions)
     return planned
 

@@ -209,15 +209,23 @@ def test_s3dlio_reads_for_both_frameworks_counted_cold_and_named_and_never_from_
     place of boto3, and PyTorch's DataLoader workers in place of s3torchconnector, spawned (s3dlio's runtime
     does not survive a fork), the embedded server's keys lent to the process's environment for the runs;
     every GET counted, cold, the client named in the record and the tables, no key in any file. s3dlio's
-    client is process-wide and cannot be pointed at a second endpoint: the user's store's cells of the same
-    campaign fail in one line naming both endpoints instead of reading the first server's objects."""
+    client is process-wide and cannot be pointed at a second endpoint: a local campaign whose cells would
+    read two endpoints through it is refused at planning in one line naming both, before anything runs
+    (before: its first endpoint's cells ran, then the second's failed at run time)."""
     s, s3, planted = users_store
     root = disk_root / "s3dlio"
     grid = ("storage.client=s3dlio", "framework=tensorflow,pytorch", "threads=2", "dataset.num_images=64")
     rc, out, err = _campaign_on_both(users_store, root, cwd, *grid)
-    assert rc == 1 and "2 cells completed" in err + out, out[-3000:] + err[-3000:]
-    assert f"cannot be pointed at {s.endpoint.url} in the same process" in out + err, out[-3000:]
-    campaign = next(cwd.glob("multirun/*/*/results.csv")).parent
+    assert rc == 2 and out == "", out[-3000:] + err[-3000:]
+    (line,) = err.splitlines()
+    assert line.startswith("campaign: storage.client=s3dlio on 2 endpoints (the embedded server, "), line
+    assert f"{s.endpoint.url})" in line and line.endswith("; nothing was run"), line
+    assert list(cwd.iterdir()) == [] and list(root.iterdir()) == []
+    p = campaign("-m", "storage=s3", f"storage.root={root}", *grid, "repeats=1", "warmup=0", cwd=cwd)
+    assert p.returncode == 0 and "2 cells completed" in p.stdout + p.stderr, (
+        p.stdout[-3000:] + p.stderr[-3000:]
+    )
+    folder = next(cwd.glob("multirun/*/*/results.csv")).parent
     cells = sorted(_rows(cwd), key=lambda r: int(r["cell_dir"]))
     assert [(r["reader"], r["client"], r["framework"]) for r in cells] == [
         ("s3dlio", "s3dlio", fw) for fw in ("tensorflow", "pytorch")
@@ -228,13 +236,13 @@ def test_s3dlio_reads_for_both_frameworks_counted_cold_and_named_and_never_from_
         assert r["cache_state"] == "cold" and float(r["server_bytes_read"]) >= 0.9 * float(
             r["bytes_consumed"]
         )
-    records = [json.loads((campaign / r["record"]).read_text()) for r in cells]
+    records = [json.loads((folder / r["record"]).read_text()) for r in cells]
     for rec in records:
         assert rec["provenance"]["object_store"]["client"] == "s3dlio"
         assert "s3dlio" in rec["provenance"]["versions"]
         assert not {"boto3", "s3torchconnector"} & set(rec["provenance"]["versions"])
     assert records[1]["runs"][0]["start_method"] == "spawn"  # PyTorch's workers, started fresh
-    page = (campaign / "report.html").read_text()
+    page = (folder / "report.html").read_text()
     assert "<td>s3 · s3dlio</td>" in page[page.index("What each tier delivered") :].split("</table>")[0]
     assert list((root / "iocampaign" / "s3servers").iterdir()) == [] and _procs_under(root) == []
     _no_key_in_files(s, cwd, root)

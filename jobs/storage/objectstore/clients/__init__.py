@@ -17,7 +17,19 @@ from __future__ import annotations
 from jobs.errors import ConfigError
 from jobs.storage.objectstore.clients.base import ObjectClient, lent
 
-__all__ = ["CLIENTS", "ObjectClient", "check", "get", "lent", "mounting", "of", "own", "serving", "the_tools"]
+__all__ = [
+    "CLIENTS",
+    "ObjectClient",
+    "check",
+    "get",
+    "lent",
+    "mounting",
+    "of",
+    "one_endpoint_each",
+    "own",
+    "serving",
+    "the_tools",
+]
 
 
 def _clients() -> dict[str, ObjectClient]:
@@ -123,3 +135,25 @@ def check(cfg, framework_reads: bool, here: bool) -> None:
 
 def _tasks(cfg) -> int:
     return cfg.platform.nodes * cfg.platform.tasks_per_node
+
+
+def one_endpoint_each(cfgs) -> None:
+    """The cells that one process runs (a local campaign's, one after another), read through a client that
+    is process-wide (``ObjectClient.process_wide``: s3dlio), all read one endpoint: the client cannot be
+    pointed at a second one in that process, and would read the first store's objects."""
+    endpoints: dict[str, list[str]] = {}
+    for cfg in cfgs:
+        st = cfg.storage
+        if st.client is not None and st.client in CLIENTS and CLIENTS[st.client].process_wide:
+            where = st.endpoint or "the embedded server"
+            endpoints.setdefault(st.client, [])
+            if where not in endpoints[st.client]:
+                endpoints[st.client].append(where)
+    for name, where in endpoints.items():
+        if len(where) > 1:
+            raise ConfigError(
+                f"storage.client={name} on {len(where)} endpoints ({', '.join(map(str, where))}): its "
+                "client is one per process and points at one endpoint, and this campaign's cells run in one "
+                "process; run each endpoint's cells in a campaign of their own (or on Slurm, where each cell "
+                "is a job)"
+            )

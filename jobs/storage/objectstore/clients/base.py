@@ -24,6 +24,8 @@ class ObjectClient:
     # its state does not survive a fork (a runtime of threads): a DataLoader's workers reading through it
     # are started fresh (spawn), never forked from a process where it may have run
     fresh_workers: bool = False
+    # one client per process, configured once: it cannot be pointed at a second endpoint in that process
+    process_wide: bool = False
 
     def installed(self) -> bool:
         return importlib.util.find_spec(self.distribution.replace("-", "_")) is not None

@@ -36,7 +36,8 @@ class S3dlio(ObjectClient):
             from jobs.storage.objectstore.client import StoreError
 
             # a second configure_s3 in one process does not re-point its client (checked: its GETs went to the
-            # first server): reading on would read another store's objects
+            # first server): reading on would read another store's objects. Planning refuses such a grid
+            # (clients.one_endpoint_each); this holds for a process planning did not see
             raise StoreError(
                 f"storage.client=s3dlio: this process's s3dlio client points at {_CONFIGURED[0][0]}, and "
                 f"s3dlio cannot be pointed at {at[0]} in the same process; run the cells on that endpoint "
@@ -83,4 +84,5 @@ CLIENT = S3dlio(
     frameworks=("tensorflow", "pytorch"),
     install="pip install '.[s3]' (make install does it)",
     fresh_workers=True,
+    process_wide=True,
 )
