@@ -165,16 +165,18 @@ def test_results_csv_tells_the_replays_apart(replayed, dft):
 @pytest.mark.cells
 def test_the_traces_replay_on_an_object_store_as_ranged_gets_and_puts(dft, tmp_path_factory):
     """storage=s3 (the embedded server): each read a ranged GET of its file's object, each write a PUT; the
-    reads that found a file's end, opens and closes counted as skipped; cold, proven by the server's reads."""
+    reads that found a file's end, opens and closes counted as skipped; cold, proven by the server's reads.
+    (PyDarshan's dxt.darshan, 7,623 calls, is replayed on a disk in the test above: as 7,623 requests it
+    took 50-90 s of a busy suite for the same counts.)"""
     base = on_disk(tmp_path_factory, "s3")
     out = base / "c"
-    logs = ",".join([str(dft), *(str(sample(n)) for n in ("dxt.darshan", "sample-dxt-simple.darshan"))])
+    logs = ",".join([str(dft), str(sample("sample-dxt-simple.darshan"))])
     p = campaign(
         "-m",
         "workload=replay",
         f"replay.trace={logs}",
         "storage=s3",
-        "replay.concurrency=8",  # dxt.darshan's 7,623 requests, 8 in flight
+        "replay.concurrency=8",
         "repeats=1",
         "warmup=0",
         f"storage.root={base}",
