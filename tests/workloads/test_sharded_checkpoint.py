@@ -348,3 +348,46 @@ def test_shapes_it_cannot_run_are_refused_before_writing(cwd, args, expected):
     lines = [x for x in p.stderr.splitlines() if x.strip()]
     assert p.returncode == 2 and len(lines) == 1 and expected in lines[0], p.stderr
     assert not [f for f in cwd.rglob("*") if f.is_file()]
+
+
+def test_ranks_that_clean_up_at_once_each_remove_what_killed_runs_left(tmp_path):
+    """Every rank of a new run removes what killed runs left before claiming its folder, so ranks clean the
+    same folders at once: none may fail because another removed a run's folder first (a two-node CI run: rank
+    1 failed its cell with FileNotFoundError listing a folder rank 0 had just removed; this test failed 3 of 3
+    times before). Real processes on real folders: 200 killed runs of two ranks, four cleaners at once."""
+    import subprocess
+    import sys
+
+    from jobs.workloads.checkpoint.store import write_run_facts
+    from jobs.workloads.shards import folders
+
+    root = tmp_path / "checkpoints"
+    for run in range(200):
+        for rank in range(2):
+            mine = root / f"{folders.PREFIX}cell_run{run}_id/rank{rank:05d}"
+            mine.mkdir(parents=True)
+            (mine / "shard.bin").write_bytes(b"x" * 100)
+            (mine / ".lock").touch()  # its run's lock, held by no process: the run was killed
+            write_run_facts(mine, keep=False, finished=False)
+    go = tmp_path / "go"
+    code = (
+        "import os, sys, time; from pathlib import Path; from jobs.workloads.shards import folders\n"
+        "while not os.path.exists(sys.argv[2]): time.sleep(0.001)\n"
+        "print(len(folders.remove_killed(Path(sys.argv[1]))))\n"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(root), str(go)],
+            cwd=ROOT,
+            env=python_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    go.touch()
+    said = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, [err[-1500:] for _, err in said]
+    assert list(root.iterdir()) == []
+    assert sum(int(out) for out, _ in said) >= 400  # every rank folder removed, by one process or another

@@ -45,17 +45,29 @@ def remove_killed(root: Path) -> list[str]:
     if not root.is_dir():
         return out
     for run_dir in sorted(d for d in root.glob(f"{PREFIX}*") if d.is_dir() and not d.is_symlink()):
-        for rank in sorted(
-            r for r in run_dir.iterdir() if RANK_DIR.fullmatch(r.name) and r.is_dir() and not r.is_symlink()
-        ):
-            facts = read_run_facts(rank)
-            if not facts or facts.get("keep") or facts.get("finished") or alive(rank):
+        for rank in _ranks(run_dir):
+            try:
+                facts = read_run_facts(rank)
+                if not facts or facts.get("keep") or facts.get("finished") or alive(rank):
+                    continue
+            except FileNotFoundError:  # another rank's clean-up removed it meanwhile
                 continue
             shutil.rmtree(rank, ignore_errors=True)
             out.append(f"{run_dir.name}/{rank.name}")
         with contextlib.suppress(OSError):
             run_dir.rmdir()  # only when empty
     return out
+
+
+def _ranks(run_dir: Path) -> list[Path]:
+    """A run folder's rank folders; none when it is gone. The ranks of a new run each clean up before they
+    claim their folders, at once: one removes a killed run's folder while another lists it."""
+    try:
+        return sorted(
+            r for r in run_dir.iterdir() if RANK_DIR.fullmatch(r.name) and r.is_dir() and not r.is_symlink()
+        )
+    except FileNotFoundError:
+        return []
 
 
 def remove(mine: Path, run_dir: Path) -> int:
