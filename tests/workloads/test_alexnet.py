@@ -44,7 +44,8 @@ def test_full_scale_model_is_the_papers_alexnet():
 @pytest.mark.cells
 def test_the_fused_adam_updates_and_checkpoints_as_keras_adam_does(tmp_path):
     """Three steps of the mini-app's Adam (TensorFlow 1's fused kernel) leave the weights Keras's Adam
-    leaves, from the same model and batches; a checkpoint of its state restores into a new one exactly."""
+    leaves, from the same model and batches; a checkpoint written with Keras's Adam restores whole into it,
+    and its own checkpoint has the same layout (TensorFlow's variable names)."""
     import keras
     import numpy as np
     import tensorflow as tf
@@ -70,17 +71,23 @@ def test_the_fused_adam_updates_and_checkpoints_as_keras_adam_does(tmp_path):
     for ours, keras_ in zip(*weights, strict=True):
         np.testing.assert_allclose(ours, keras_, rtol=1e-4, atol=1e-6)
 
-    tf.train.Checkpoint(model=model, optimizer=opt).write(str(tmp_path / "ckpt"))  # Keras's: not ours
-    model = alexnet.build_model(5, 64, 0.1, seed=1)
-    opt = Adam(model.trainable_variables)
-    step = alexnet.make_step(model, "/CPU:0", opt)
-    step(tf.constant(batches[0][0]), tf.constant(batches[0][1]))
-    tf.train.Checkpoint(model=model, optimizer=opt).write(str(tmp_path / "ours"))
-    again = Adam(alexnet.build_model(5, 64, 0.1, seed=2).trainable_variables)
-    tf.train.Checkpoint(optimizer=again).read(str(tmp_path / "ours")).assert_existing_objects_matched()
-    assert int(again.iterations.numpy()) == 1
-    for a, b in zip(again.momentums + again.velocities, opt.momentums + opt.velocities, strict=True):
-        assert a.numpy().any() and np.array_equal(a.numpy(), b.numpy())
+    # a checkpoint written with Keras's Adam (its last run above) restores whole into this one: same layout
+    tf.train.Checkpoint(model=model, optimizer=opt).write(str(tmp_path / "keras"))
+    fresh = alexnet.build_model(5, 64, 0.1, seed=2)
+    ours = Adam(fresh.trainable_variables)
+    tf.train.Checkpoint(model=fresh, optimizer=ours).read(
+        str(tmp_path / "keras")
+    ).assert_existing_objects_matched()
+    assert int(ours.iterations.numpy()) == 3
+    keras_moments = [v.numpy() for v in opt.variables[2:]]
+    assert all(a.any() for a in keras_moments)
+    for a, b in zip(
+        [m.numpy() for pair in zip(ours.momentums, ours.velocities) for m in pair], keras_moments, strict=True
+    ):
+        assert np.array_equal(a, b)
+    names = {n for n, _ in tf.train.list_variables(str(tmp_path / "keras"))}
+    tf.train.Checkpoint(model=fresh, optimizer=ours).write(str(tmp_path / "ours"))
+    assert {n for n, _ in tf.train.list_variables(str(tmp_path / "ours"))} == names
 
 
 def test_breakdown_adds_up_to_the_runtime(images, tmp_path):
