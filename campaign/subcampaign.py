@@ -1,7 +1,7 @@
 """Campaigns run by another (the paper's grids, the capacity search's rounds).
 
-- ``run``: ``python -m campaign -m`` as a child process that ends cleanly, tiers and locks released, when
-  its parent is interrupted.
+- ``run``: ``python -m campaign -m`` as a child process, started warm, that ends cleanly, tiers and locks
+  released, when its parent is interrupted.
 - ``plan_all``: the dry runs of several command lines in one child process (``python -m
   campaign.subcampaign``): one Python start for all of them, as the shell would run them one by one.
 """
@@ -18,12 +18,15 @@ from pathlib import Path
 
 
 def run(args: list[str], sweep_dir: Path) -> int:
-    """``python -m campaign -m <args> hydra.sweep.dir=<sweep_dir>``; its exit status."""
+    """``python -m campaign -m <args> hydra.sweep.dir=<sweep_dir>``, started warm (``jobs.execution.warm``:
+    forked from a server that imported TensorFlow, Hydra and pandas once for all of this process's
+    sub-campaigns); its exit status."""
     from jobs import lifeline
+    from jobs.execution import warm
 
-    child = subprocess.Popen(
-        [sys.executable, "-m", "campaign", "-m", *args, f"hydra.sweep.dir={sweep_dir}"],
-        env=lifeline.child_env(),
+    preload = warm.COMMON + ((warm.TENSORFLOW,) if _runs_tensorflow(args) else ())
+    child = warm.start(
+        "campaign", ["-m", *args, f"hydra.sweep.dir={sweep_dir}"], lifeline.child_env(), preload
     )
     try:
         return child.wait()
@@ -31,6 +34,21 @@ def run(args: list[str], sweep_dir: Path) -> int:
         child.terminate()
         child.wait(120)
         raise
+
+
+def _runs_tensorflow(args: list[str]) -> bool:
+    """Whether a cell of the grid ``args`` would run on a framework that imports TensorFlow (a dry run's
+    do not run)."""
+    from campaign import choices
+    from campaign.overrides import value_of
+    from jobs import frameworks
+
+    if (value_of(args, "platform.dry_run") or "").lower() in ("true", "1", "yes"):
+        return False
+    chosen = value_of(args, "framework") or choices.default("framework") or frameworks.PAPERS
+    return any(
+        frameworks.FRAMEWORKS[n].imports_tensorflow for n in chosen.split(",") if n in frameworks.FRAMEWORKS
+    )
 
 
 def plan_all(argvs: list[list[str]]) -> list[dict]:

@@ -16,9 +16,11 @@ A JAX cell imports JAX itself, as usual.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 LOG = "tensorflow_startup.log"
@@ -47,31 +49,76 @@ def _later(keras: bool) -> _Later:
     return _Later(packages)
 
 
+# what TensorFlow's import printed in the warm server this process was forked from (``preload``): None
+# unless TensorFlow was imported there and this process has not looked for its devices yet
+_preloaded: bytes | None = None
+
+
 def import_quietly(log: Path, keras: bool = True) -> bool:
     """Import TensorFlow and let it look for its devices with stderr sent to ``log`` (appended); without
-    Keras unless ``keras``. Returns False when TensorFlow was already imported (then only Keras, if an
-    earlier cell's import left it out and this one needs it: before the cell's runs, not inside the first)."""
-    if "tensorflow" in sys.modules:
+    Keras unless ``keras``. Returns False when TensorFlow was already imported and its devices seen (then
+    only Keras, if an earlier cell's import left it out and this one needs it: before the cell's runs, not
+    inside the first). In a process forked from a warm server (``preload``), the import's lines, kept
+    there, go to ``log`` first, then the devices are looked for here, as after a cold import."""
+    global _preloaded
+    if "tensorflow" in sys.modules and _preloaded is None:
         if keras and "keras" not in sys.modules:
             import keras  # noqa: F401
         return False
     log.parent.mkdir(parents=True, exist_ok=True)
-    sys.stderr.flush()
-    saved = os.dup(2)
-    later = _later(keras)
-    sys.meta_path.insert(0, later)
-    try:
-        with open(log, "ab") as f:
-            os.dup2(f.fileno(), 2)
+    with open(log, "ab") as f:
+        if _preloaded is not None:
+            f.write(_preloaded)
+            f.flush()
+            _preloaded = None
+        with _stderr_into(f), _leaving_out(keras):
             import tensorflow as tf
 
+            if keras:
+                import keras  # noqa: F401
             tf.config.list_physical_devices()  # where the CUDA platform is set up (cuInit)
+    return True
+
+
+def preload() -> None:
+    """Import TensorFlow and Keras without looking for devices, their lines kept for the first cell's log:
+    in a warm server whose forked children run cells (``jobs.execution.warm``). The first device query
+    sets CUDA up, and a process forked after that cannot use CUDA: each child makes its own
+    (``import_quietly``)."""
+    global _preloaded
+    if "tensorflow" in sys.modules:
+        return
+    with tempfile.TemporaryFile() as f:
+        with _stderr_into(f), _leaving_out(keras=True):
+            import keras  # noqa: F401
+            import tensorflow  # noqa: F401
+        f.seek(0)
+        _preloaded = f.read()
+
+
+@contextlib.contextmanager
+def _stderr_into(f):
+    """File descriptor 2 (where TensorFlow's C++ code writes) on ``f``, then back."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        os.dup2(f.fileno(), 2)
+        yield
     finally:
-        sys.meta_path.remove(later)
         sys.stderr.flush()
         os.dup2(saved, 2)
         os.close(saved)
-    return True
+
+
+@contextlib.contextmanager
+def _leaving_out(keras: bool):
+    """TensorFlow's eager imports of what ``_later`` names fail while this lasts."""
+    later = _later(keras)
+    sys.meta_path.insert(0, later)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(later)
 
 
 def import_under(storage_root: str | Path, setting: str = "--storage-root", keras: bool = True) -> bool:

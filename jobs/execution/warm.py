@@ -1,0 +1,158 @@
+"""Processes started warm: ``python -m <module> <args>`` forked from a server that imported the heavy
+libraries once (multiprocessing's ``forkserver`` with its preload), instead of a fresh interpreter that
+imports them again. TensorFlow with Keras costs 4-5 s of CPU per process, Hydra, pandas and submitit about
+1 s more; a sub-campaign (a grid of the paper study, a round of the capacity search) pays it once per parent
+instead of once per grid.
+
+The server is a fresh interpreter that imports only what ``start`` was asked to preload, before any cell
+runs: TensorFlow without looking for its devices (``tfstart.preload``: CUDA is set up by each child's own
+first device query, as a process forked after that could not use it). Each child then runs its module as
+``python -m`` would: in the parent's folder, with the environment given, ``atexit`` run, threads joined, its
+exit status (or the signal that ended it) its own. What differs from a cold start: its parent is the
+server, which ends when the process that started it ends (its pipe closes), and its standard input is
+``/dev/null``. A child that binds its life to its parent (``jobs.lifeline``) is bound to the server.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable, Sequence
+
+PRELOAD_ENV = "IOCAMPAIGN_PRELOAD"  # read once, by the server, at its start: what it imports
+TENSORFLOW = "tensorflow"  # in a preload list: TensorFlow and Keras, quietly (jobs.execution.tfstart)
+COMMON = ("hydra", "omegaconf", "pandas", "submitit", "campaign.choices", "jobs.runner")  # every campaign's
+
+
+class Started:
+    """A warm child, as ``subprocess.Popen`` shows one: ``pid``, ``poll``, ``wait``, ``terminate``."""
+
+    def __init__(self, process):
+        self._process = process
+        self.pid = process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.exitcode
+
+    def poll(self) -> int | None:
+        return self._process.exitcode
+
+    def wait(self, timeout: float | None = None) -> int:
+        import subprocess
+
+        self._process.join(timeout)
+        if self._process.exitcode is None:
+            raise subprocess.TimeoutExpired(f"{self._process.name}", timeout)
+        return self._process.exitcode
+
+    def terminate(self) -> None:
+        self._process.terminate()
+
+    def kill(self) -> None:
+        self._process.kill()
+
+
+def start(module: str, args: Sequence[str], env: dict, preload: Sequence[str] = COMMON) -> Started:
+    """``python -m module *args`` with ``env``, in this process's folder, forked from this process's warm
+    server (started on the first call, with ``preload``; a later call's list is not loaded again)."""
+    import multiprocessing as mp
+    from multiprocessing import forkserver
+
+    context = mp.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    os.environ[PRELOAD_ENV] = ",".join(preload)  # seen only by a server started now
+    try:
+        forkserver.ensure_running()  # nothing to do once it runs
+    finally:
+        os.environ.pop(PRELOAD_ENV, None)
+    process = context.Process(
+        target=_run, args=(module, list(args), os.getcwd(), dict(env)), name=f"python -m {module}"
+    )
+    process.start()
+    return Started(process)
+
+
+def _preload(names: list[str]) -> None:
+    """In the server, at its start: import what it was asked to (an import that fails is left to the child,
+    which then fails as a cold start would)."""
+    import importlib
+
+    for name in names:
+        try:
+            if name == TENSORFLOW:
+                from jobs.execution import tfstart
+
+                tfstart.preload()
+            else:
+                importlib.import_module(name)
+        except ImportError:
+            pass
+
+
+def _run(module: str, args: list[str], cwd: str, env: dict) -> None:
+    """In the child: ``python -m module *args``, then this process ends as the interpreter would end it."""
+    import runpy
+
+    from jobs import lifeline
+
+    _leave_the_server()
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
+    if lifeline.ENV in env:  # bound to the server, which ends with the process that asked for this one
+        os.environ[lifeline.ENV] = str(os.getppid())
+    sys.path[0] = cwd  # as ``python -m`` puts its folder first
+    sys.argv = ["-m", *args]
+    exit_as_python(lambda: runpy._run_module_as_main(module))  # what ``python -m`` calls
+
+
+def _leave_the_server() -> None:
+    """Let the server end with the process that started it: multiprocessing hands each child the pipe end
+    whose holders keep the server alive (so that a child could start more from it); a child here starts
+    its own server instead, with what it preloads."""
+    from multiprocessing import forkserver
+
+    server = forkserver._forkserver
+    if server._forkserver_alive_fd is not None:
+        os.close(server._forkserver_alive_fd)
+        server._forkserver_alive_fd = None
+
+
+def exit_as_python(command: Callable[[], object]) -> None:
+    """Run ``command`` and end this process as the interpreter ends it (the exit code of its SystemExit, an
+    uncaught exception's traceback and 1, threads joined, ``atexit`` run, streams flushed), without tearing
+    down every module: with TensorFlow and PyTorch loaded that takes seconds, where a cold start's command
+    may not have loaded them."""
+    import atexit
+    import threading
+    import traceback
+
+    code: object = 0
+    interrupted = False
+    try:
+        command()
+    except SystemExit as e:
+        code = e.code
+    except BaseException as e:
+        traceback.print_exc()
+        code, interrupted = 1, isinstance(e, KeyboardInterrupt)
+    threading._shutdown()
+    atexit._run_exitfuncs()
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    if interrupted:  # as Python ends on an uncaught KeyboardInterrupt: by SIGINT
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    os._exit((code or 0) & 0xFF)
+
+
+if os.environ.get(PRELOAD_ENV):  # imported by the server at its start (``start``)
+    _preload(os.environ.pop(PRELOAD_ENV).split(","))

@@ -1,0 +1,167 @@
+"""Processes started warm (``jobs.execution.warm``: forked from multiprocessing's forkserver, which imported
+TensorFlow, Hydra and pandas once): each runs its module as ``python -m`` would, ends as it would, and dies
+with the process that started it. Real processes throughout: a parent Python that starts them, a real
+SIGKILL, TensorFlow's real import."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from support.commands import python_env
+from support.paths import ROOT
+
+pytestmark = pytest.mark.cells  # TensorFlow's import, twice
+
+CHILD = """\
+import json, os, sys
+from jobs.execution import tfstart
+print(json.dumps({
+    "argv": sys.argv[1:], "cwd": os.getcwd(), "said": os.environ.get("SAID"), "path0": sys.path[0],
+    "tensorflow": "tensorflow" in sys.modules, "devices_unseen": tfstart._preloaded is not None,
+}), flush=True)
+if sys.argv[1] == "raise":
+    raise ValueError("from the child")
+if sys.argv[1] == "log":
+    from pathlib import Path
+    assert tfstart.import_quietly(Path(sys.argv[2]), keras=False)
+    assert not tfstart.import_quietly(Path(sys.argv[2]), keras=False)  # once per process
+sys.exit(int(sys.argv[-1]) if sys.argv[-1].isdigit() else None)
+"""
+
+# the parent: starts the child warm with the arguments given, prints its exit status
+PARENT = """\
+import os, sys
+from jobs.execution import warm
+preload = warm.COMMON + (warm.TENSORFLOW,)
+child = warm.start("warm_child", sys.argv[1:], {**os.environ, "SAID": "hello"}, preload)
+print("returncode", child.wait(), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def modules(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("warm")
+    (d / "warm_child.py").write_text(CHILD)
+    return d
+
+
+def _env(modules: Path, **extra: str) -> dict[str, str]:
+    return python_env(PYTHONPATH=f"{ROOT}:{modules}", **extra)
+
+
+def _parent(modules: Path, cwd: Path, *args: str, **extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", PARENT, *args],
+        cwd=cwd,
+        env=_env(modules, **extra),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_a_warm_child_runs_its_module_as_python_m_does_and_ends_with_its_status(modules, tmp_path):
+    cwd = tmp_path / "here"
+    cwd.mkdir()
+    warm = _parent(modules, cwd, "a b", "7")
+    cold = subprocess.run(
+        [sys.executable, "-m", "warm_child", "a b", "7"],
+        cwd=cwd,
+        env={**_env(modules), "SAID": "hello"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert cold.returncode == 7, cold.stderr
+    assert warm.stdout.splitlines()[-1] == "returncode 7", warm.stdout + warm.stderr
+    seen, seen_cold = json.loads(warm.stdout.splitlines()[0]), json.loads(cold.stdout.splitlines()[0])
+    # TensorFlow already there, its devices not looked for (the child sets CUDA up itself, if any)
+    assert seen.pop("tensorflow") and seen.pop("devices_unseen"), seen
+    assert not seen_cold.pop("tensorflow") and not seen_cold.pop("devices_unseen")
+    assert seen == seen_cold == {"argv": ["a b", "7"], "cwd": str(cwd), "said": "hello", "path0": str(cwd)}
+
+    failed = _parent(modules, cwd, "raise")
+    assert failed.stdout.splitlines()[-1] == "returncode 1", failed.stdout + failed.stderr
+    assert "ValueError: from the child" in failed.stderr and "Traceback" in failed.stderr
+
+
+def test_the_first_cell_of_a_warm_child_gets_tensorflows_start_up_lines_in_its_log(modules, tmp_path):
+    """The import's lines were printed in the server, before the child existed: the child writes them into
+    its first cell's log, then looks for the devices there, as a cold import_quietly does."""
+    cold_log, warm_log = tmp_path / "cold.log", tmp_path / "warm.log"
+    cold = subprocess.run(
+        [sys.executable, "-m", "warm_child", "log", str(cold_log)],
+        cwd=tmp_path,
+        env=_env(modules, TF_CPP_MIN_LOG_LEVEL="0"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert cold.returncode == 0, cold.stderr
+    warm = _parent(modules, tmp_path, "log", str(warm_log), TF_CPP_MIN_LOG_LEVEL="0")
+    assert warm.stdout.splitlines()[-1] == "returncode 0", warm.stdout + warm.stderr
+
+    def sources(log: Path) -> list[str]:  # where each line was printed (file:line), not its time and pid
+        return re.findall(r"\S+\.cc:\d+\]|absl::InitializeLog", log.read_text())
+
+    assert sources(cold_log), cold_log.read_text()
+    assert sorted(sources(warm_log)) == sorted(sources(cold_log)), (
+        warm_log.read_text(),
+        cold_log.read_text(),
+    )
+    assert "cudart_stub" not in warm.stderr and "oneDNN" not in warm.stderr, warm.stderr  # not the terminal
+
+
+def test_a_warm_child_ends_when_the_process_that_started_it_is_killed(modules, tmp_path):
+    """SIGKILL to the parent: the server's pipe closes, the server ends, and the child, bound to it
+    (``jobs.lifeline``), gets its SIGTERM and cleans up, as a cold child bound to the parent does."""
+    (modules / "warm_sleeper.py").write_text(
+        "import os, signal, sys, time\n"
+        "from pathlib import Path\n"
+        "from jobs import lifeline\n"
+        "def ended(*_):\n"
+        "    Path(sys.argv[1]).write_text('SIGTERM')\n"
+        "    os._exit(0)\n"
+        "signal.signal(signal.SIGTERM, ended)\n"
+        "assert lifeline.bind()\n"
+        "print(os.getpid(), flush=True)\n"
+        "time.sleep(300)\n"
+    )
+    ended = tmp_path / "ended"
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import os, sys\nfrom jobs import lifeline\nfrom jobs.execution import warm\n"
+            "warm.start('warm_sleeper', sys.argv[1:], lifeline.child_env()).wait()\n",
+            str(ended),
+        ],
+        cwd=tmp_path,
+        env=_env(modules),
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        child = int(parent.stdout.readline())
+        assert not ended.exists()
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert ended.read_text() == "SIGTERM"
+        assert not Path(f"/proc/{child}").exists()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(parent.pid, signal.SIGKILL)
