@@ -32,6 +32,7 @@ class Framework:
     reader: str  # one of what reads in parallel, in its own words (``unit``)
     imports_tensorflow: bool = False  # its cells run in TensorFlow: imported quietly before a cell's locks
     companions: tuple[str, ...] = ()  # distributions only its cells use beside it (Keras with TensorFlow)
+    warm: tuple[str, ...] = ()  # modules a warm server may import for its cells' processes (fork-safe)
     formats: tuple[str, ...] = ("files", "tfrecord", "hdf5")  # the dataset.format values its readers read
     # the loader.* settings its worker processes honour beside num_workers; another one set is refused
     loader_settings: tuple[str, ...] = ()
@@ -68,6 +69,7 @@ FRAMEWORKS = {
         reads_with="PyTorch's DataLoader (`framework=pytorch`: `readers` worker processes, "
         "`loader.num_workers` or else `threads`)",
         loader_settings=("prefetch_factor", "pin_memory", "persistent_workers", "multiprocessing_context"),
+        warm=("torch",),  # CUDA is set up on first use, in the child
     ),
     "jax": Framework(
         "jax",

@@ -39,7 +39,7 @@ class ServiceError(RuntimeError):
 @dataclass
 class Service:
     address: str  # grpc://host:port of the dispatcher
-    dispatcher: subprocess.Popen
+    dispatcher: subprocess.Popen  # or jobs.execution.warm.Started, which answers the same calls
     workers: list = field(default_factory=list)  # worker processes (one srun process for a Slurm step)
     count: int = 0  # workers
     folder: Path | None = None  # the hand-over folder; set when the workers report their own counters
@@ -155,16 +155,17 @@ def running(workers: int, folder: Path, slurm: tuple[int, int] | None = None):
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.iterdir():
         old.unlink()
-    procs: list[subprocess.Popen] = []
+    procs: list = []  # subprocess.Popen or jobs.execution.warm.Started
     host = nodes.address() if slurm else "localhost"  # on Slurm: the address slurmctld reaches this node by
     try:
         from jobs import lifeline
 
         # the dispatcher and local workers end with this process, whatever kills it; a Slurm step's
         # workers end with the step, which Slurm ends with the job
-        d = subprocess.Popen(
-            [sys.executable, "-m", MODULE, "dispatcher", str(folder)], env=lifeline.child_env()
-        )
+        from jobs.execution import warm
+
+        preload = (*warm.COMMON, warm.TENSORFLOW)  # started warm: TensorFlow imported once, not per process
+        d = warm.start(MODULE, ["dispatcher", str(folder)], lifeline.child_env(), preload)
         procs.append(d)
         _wait(folder / "dispatcher.port", procs, "dispatcher")
         port = (folder / "dispatcher.port").read_text().strip()
@@ -179,9 +180,8 @@ def running(workers: int, folder: Path, slurm: tuple[int, int] | None = None):
             procs.append(step)
             svc.workers.append(step)
         for k in range(workers if not slurm else 0):
-            w = subprocess.Popen(
-                [sys.executable, "-m", MODULE, "worker", str(folder), f"localhost:{port}", str(k)],
-                env=lifeline.child_env(),
+            w = warm.start(
+                MODULE, ["worker", str(folder), f"localhost:{port}", str(k)], lifeline.child_env(), preload
             )
             procs.append(w)
             svc.workers.append(w)

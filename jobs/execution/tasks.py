@@ -131,12 +131,13 @@ def run(ctx, where, cold: bool = False) -> dict:
     if step:  # a Slurm job step: Slurm ends its tasks with the job; srun's own messages name a failed node
         with open(err, "wb") as f:
             procs = [subprocess.Popen(step, env=_with_store(lifeline.plain_env(), ds), stderr=f)]
-    else:  # local tasks end with this process, whatever kills it
+    else:  # local tasks end with this process, whatever kills it; started warm (TensorFlow imported once)
+        from jobs import workloads
+        from jobs.execution import warm
+
         env = _with_store(lifeline.child_env(), ds)
-        procs = [
-            subprocess.Popen([sys.executable, "-m", "jobs.execution.tasks", str(folder), str(r)], env=env)
-            for r in range(n)
-        ]
+        preload = warm.for_cell(workloads.get(cell.config.workload.kind), cell.config)
+        procs = [warm.start("jobs.execution.tasks", [str(folder), str(r)], env, preload) for r in range(n)]
     watcher = watch.Watch(procs, n, folder, nonce, where.silence_s, err if step else None)
     try:
         deadline = time.monotonic() + timeout_s

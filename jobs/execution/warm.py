@@ -1,16 +1,17 @@
 """Processes started warm: ``python -m <module> <args>`` forked from a server that imported the heavy
 libraries once (multiprocessing's ``forkserver`` with its preload), instead of a fresh interpreter that
-imports them again. TensorFlow with Keras costs 4-5 s of CPU per process, Hydra, pandas and submitit about
-1 s more; a sub-campaign (a grid of the paper study, a round of the capacity search) pays it once per parent
-instead of once per grid.
+imports them again. TensorFlow with Keras costs 4-5 s of CPU per process, Hydra, pandas and submitit
+about 1 s more; a sub-campaign (a grid of the paper study, a round of the capacity search) pays it once
+per parent instead of once per grid.
 
 The server is a fresh interpreter that imports only what ``start`` was asked to preload, before any cell
 runs: TensorFlow without looking for its devices (``tfstart.preload``: CUDA is set up by each child's own
 first device query, as a process forked after that could not use it). Each child then runs its module as
-``python -m`` would: in the parent's folder, with the environment given, ``atexit`` run, threads joined, its
-exit status (or the signal that ended it) its own. What differs from a cold start: its parent is the
-server, which ends when the process that started it ends (its pipe closes), and its standard input is
-``/dev/null``. A child that binds its life to its parent (``jobs.lifeline``) is bound to the server.
+``python -m`` would: in the parent's folder, with the environment given, ``atexit`` run, threads joined,
+its exit status (or the signal that ended it) its own, its standard output and error the parent's at the
+time of the call. What differs from a cold start: its parent is the server, which ends when the process
+that started it ends (its pipe closes), and its standard input is ``/dev/null``. A child that binds its
+life to its parent (``jobs.lifeline``) is bound to the server.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ COMMON = ("hydra", "omegaconf", "pandas", "submitit", "campaign.choices", "jobs.
 
 
 class Started:
-    """A warm child, as ``subprocess.Popen`` shows one: ``pid``, ``poll``, ``wait``, ``terminate``."""
+    """A warm child, as ``subprocess.Popen`` shows one: ``pid``, ``returncode``, ``poll``, ``wait``,
+    ``send_signal``, ``terminate``, ``kill``."""
 
     def __init__(self, process):
         self._process = process
@@ -46,6 +48,10 @@ class Started:
         if self._process.exitcode is None:
             raise subprocess.TimeoutExpired(f"{self._process.name}", timeout)
         return self._process.exitcode
+
+    def send_signal(self, sig: int) -> None:
+        if self._process.exitcode is None:
+            os.kill(self.pid, sig)
 
     def terminate(self) -> None:
         self._process.terminate()
@@ -68,16 +74,38 @@ def start(module: str, args: Sequence[str], env: dict, preload: Sequence[str] = 
     finally:
         os.environ.pop(PRELOAD_ENV, None)
     process = context.Process(
-        target=_run, args=(module, list(args), os.getcwd(), dict(env)), name=f"python -m {module}"
+        target=_run,
+        args=(module, list(args), os.getcwd(), dict(env), _Fd(1), _Fd(2)),
+        name=f"python -m {module}",
     )
     process.start()
     return Started(process)
+
+
+def for_cell(workload, cfg) -> tuple[str, ...]:
+    """What a process that runs a cell's runs imports (a local task): TensorFlow where the cell runs in it,
+    else what its framework declares safe to import before a fork (``Framework.warm``)."""
+    from jobs import frameworks
+    from jobs.execution import tfstart
+
+    if tfstart.needed(workload, cfg):
+        return (*COMMON, TENSORFLOW)
+    return (*COMMON, *frameworks.of(cfg).warm)
+
+
+# in the server: multiprocessing's record of the main process, as a fresh interpreter has it (its children
+# take it back in place of their own, which names them after their Process)
+_SERVERS_OWN = None
 
 
 def _preload(names: list[str]) -> None:
     """In the server, at its start: import what it was asked to (an import that fails is left to the child,
     which then fails as a cold start would)."""
     import importlib
+    from multiprocessing import process
+
+    global _SERVERS_OWN
+    _SERVERS_OWN = process.current_process()
 
     for name in names:
         try:
@@ -91,13 +119,35 @@ def _preload(names: list[str]) -> None:
             pass
 
 
-def _run(module: str, args: list[str], cwd: str, env: dict) -> None:
-    """In the child: ``python -m module *args``, then this process ends as the interpreter would end it."""
+class _Fd:
+    """One of this process's file descriptors, handed to the child as it is now (a cell's runs may have put
+    a log file on standard error, ``jobs.execution.nativelog``); the child gets it as a number."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def __reduce__(self):  # while multiprocessing pickles the child's arguments: its own fd passing
+        from multiprocessing import reduction
+
+        return (_detach, (reduction.DupFd(self.fd),))
+
+
+def _detach(dup) -> int:
+    return dup.detach()
+
+
+def _run(module: str, args: list[str], cwd: str, env: dict, stdout: int, stderr: int) -> None:
+    """In the child: ``python -m module *args`` with the parent's standard output and error as they were
+    when it asked, then this process ends as the interpreter would end it."""
     import runpy
 
     from jobs import lifeline
 
-    _leave_the_server()
+    _as_a_fresh_interpreter()
+    for stream, fd, target in ((sys.stdout, stdout, 1), (sys.stderr, stderr, 2)):
+        stream.flush()
+        os.dup2(fd, target)
+        os.close(fd)
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
@@ -108,16 +158,24 @@ def _run(module: str, args: list[str], cwd: str, env: dict) -> None:
     exit_as_python(lambda: runpy._run_module_as_main(module))  # what ``python -m`` calls
 
 
-def _leave_the_server() -> None:
-    """Let the server end with the process that started it: multiprocessing hands each child the pipe end
-    whose holders keep the server alive (so that a child could start more from it); a child here starts
-    its own server instead, with what it preloads."""
-    from multiprocessing import forkserver
+def _as_a_fresh_interpreter() -> None:
+    """Undo what multiprocessing set up in its child, so that the module runs as in a fresh interpreter:
+    the pipe end whose holders keep the server alive (the server then ends with the process that started
+    it; a child that starts processes warm starts a server of its own, with what it preloads), the default
+    start method (the server's ``forkserver``: a DataLoader's workers would no longer be this process's
+    children), and this process's identity (the main process, without a parent: some libraries ask)."""
+    import multiprocessing
+    from multiprocessing import forkserver, process
 
     server = forkserver._forkserver
     if server._forkserver_alive_fd is not None:
         os.close(server._forkserver_alive_fd)
         server._forkserver_alive_fd = None
+    multiprocessing.set_start_method(None, force=True)
+    if _SERVERS_OWN is not None:
+        process._current_process = _SERVERS_OWN
+        _SERVERS_OWN.name = "MainProcess"  # multiprocessing named it after the child's Process meanwhile
+    process._parent_process = None
 
 
 def exit_as_python(command: Callable[[], object]) -> None:

@@ -23,11 +23,15 @@ from support.paths import ROOT
 pytestmark = pytest.mark.cells  # TensorFlow's import, twice
 
 CHILD = """\
-import json, os, sys
+import json, multiprocessing, os, sys
 from jobs.execution import tfstart
 print(json.dumps({
     "argv": sys.argv[1:], "cwd": os.getcwd(), "said": os.environ.get("SAID"), "path0": sys.path[0],
     "tensorflow": "tensorflow" in sys.modules, "devices_unseen": tfstart._preloaded is not None,
+    # as a fresh interpreter: its own processes forked by default (a DataLoader's workers its children),
+    # itself the main process
+    "start_method": multiprocessing.get_start_method(allow_none=True),
+    "process": multiprocessing.current_process().name, "parent": multiprocessing.parent_process() is None,
 }), flush=True)
 if sys.argv[1] == "raise":
     raise ValueError("from the child")
@@ -39,11 +43,18 @@ sys.exit(int(sys.argv[-1]) if sys.argv[-1].isdigit() else None)
 """
 
 # the parent: starts the child warm with the arguments given, prints its exit status
+# (its standard output on the file named by ``INTO``, if given, while it asks: as a cell's log is put on
+# standard error while its runs start their tasks)
 PARENT = """\
 import os, sys
 from jobs.execution import warm
 preload = warm.COMMON + (warm.TENSORFLOW,)
+saved = os.dup(1)
+if os.environ.get("INTO"):  # after the server has started, with a first child
+    warm.start("warm_child", ["first", "0"], dict(os.environ), preload).wait()
+    os.dup2(os.open(os.environ["INTO"], os.O_WRONLY | os.O_CREAT), 1)
 child = warm.start("warm_child", sys.argv[1:], {**os.environ, "SAID": "hello"}, preload)
+os.dup2(saved, 1)
 print("returncode", child.wait(), flush=True)
 """
 
@@ -88,7 +99,25 @@ def test_a_warm_child_runs_its_module_as_python_m_does_and_ends_with_its_status(
     # TensorFlow already there, its devices not looked for (the child sets CUDA up itself, if any)
     assert seen.pop("tensorflow") and seen.pop("devices_unseen"), seen
     assert not seen_cold.pop("tensorflow") and not seen_cold.pop("devices_unseen")
-    assert seen == seen_cold == {"argv": ["a b", "7"], "cwd": str(cwd), "said": "hello", "path0": str(cwd)}
+    assert (
+        seen
+        == seen_cold
+        == {
+            "argv": ["a b", "7"],
+            "cwd": str(cwd),
+            "said": "hello",
+            "path0": str(cwd),
+            "start_method": None,
+            "process": "MainProcess",
+            "parent": True,
+        }
+    )
+
+    into = tmp_path / "into.log"  # the parent's standard output when it asked, not when the server started
+    again = _parent(modules, cwd, "again", "0", INTO=str(into))
+    first, said = again.stdout.splitlines()
+    assert json.loads(first)["argv"] == ["first", "0"] and said == "returncode 0", again.stdout + again.stderr
+    assert json.loads(into.read_text())["argv"] == ["again", "0"]
 
     failed = _parent(modules, cwd, "raise")
     assert failed.stdout.splitlines()[-1] == "returncode 1", failed.stdout + failed.stderr

@@ -114,37 +114,11 @@ def main() -> None:
 
 
 def _exit(command, request: dict) -> None:
-    """Run ``command(request)`` and end this process as the interpreter ends it (the exit code of its
-    SystemExit, an uncaught exception's traceback and 1, threads joined, ``atexit`` run, streams
-    flushed), without tearing down every module: with TensorFlow and PyTorch loaded that takes seconds,
-    where the command alone would not have loaded them."""
-    import atexit
-    import threading
-    import traceback
+    """Run ``command(request)`` and end this process as the interpreter ends it (the product's own warm
+    start does the same: ``jobs.execution.warm.exit_as_python``)."""
+    from jobs.execution.warm import exit_as_python
 
-    code: object = 0
-    interrupted = False
-    try:
-        command(request)
-    except SystemExit as e:
-        code = e.code
-    except BaseException as e:
-        traceback.print_exc()
-        code, interrupted = 1, isinstance(e, KeyboardInterrupt)
-    threading._shutdown()
-    atexit._run_exitfuncs()
-    if code is not None and not isinstance(code, int):
-        print(code, file=sys.stderr)
-        code = 1
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    if interrupted:  # as Python ends on an uncaught KeyboardInterrupt: by SIGINT
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
-    os._exit((code or 0) & 0xFF)
+    exit_as_python(lambda: command(request))
 
 
 if __name__ == "__main__":
