@@ -70,11 +70,16 @@ def _warm() -> forkserver.Client:
 
 
 def start_module(
-    module: str, *args: str, cwd: Path, env: dict[str, str] | None = None, **popen
+    module: str, *args: str, cwd: Path, env: dict[str, str] | None = None, fresh: bool = False, **popen
 ) -> subprocess.Popen:
     """``python -m <module> <args>`` started in ``cwd`` and left running; ``popen``: where its output goes,
-    whether it leads a session of its own (as ``subprocess.Popen`` takes them)."""
-    return subprocess.Popen([sys.executable, "-m", module, *args], cwd=cwd, env=env or python_env(), **popen)
+    whether it leads a session of its own (as ``subprocess.Popen`` takes them). Forked from the warm
+    interpreter as ``run_module``'s commands are (``forkserver.Started`` answers as a ``Popen`` does), or a
+    new Python where ``run_module`` would start one."""
+    env = env or python_env()
+    if fresh or env.get("PYTHONPATH") != str(ROOT) or os.environ.get("IOCAMPAIGN_TESTS_FRESH") == "1":
+        return subprocess.Popen([sys.executable, "-m", module, *args], cwd=cwd, env=env, **popen)
+    return _warm().start(module, list(args), cwd, env, **popen)
 
 
 def campaign(

@@ -11,9 +11,11 @@ joined, streams flushed). What differs from a cold ``python -m``: the preloaded 
 a shepherd forked from here rather than the test.
 
 Run as ``python forkserver.py FD``: FD is one end of a ``SOCK_SEQPACKET`` socket pair. Each request on
-it is one message (JSON: module, args, cwd, env) with four descriptors: stdin, stdout and stderr for the
-command, and one end of a socket pair on which the shepherd answers ``{"pid": N}`` once the command
-runs, then ``{"returncode": R}`` when it ends (negative: the signal that ended it).
+it is one message (JSON: module, args, cwd, env, and whether the command leads a session of its own) with
+four descriptors: stdin, stdout and stderr for the command, and one end of a socket pair on which the
+shepherd answers ``{"pid": N}`` once the command runs, then ``{"returncode": R}`` when it ends (negative:
+the signal that ended it). ``Client.run`` waits for the command, as ``subprocess.run``; ``Client.start``
+leaves it running (``Started``, as ``subprocess.Popen``), for a test that signals or kills it.
 """
 
 from __future__ import annotations
@@ -78,6 +80,8 @@ def _shepherd(request: dict, fds: list[int]) -> None:
     pid = os.fork()
     if pid == 0:
         answer.close()
+        if request.get("session"):  # start_new_session=True: the leader of a session of its own
+            os.setsid()
         for fd, target in ((stdin, 0), (stdout, 1), (stderr, 2)):
             os.dup2(fd, target)
             os.close(fd)
@@ -200,3 +204,104 @@ class Client:
             return data.replace("\r\n", "\n").replace("\r", "\n")
 
         return subprocess.CompletedProcess(argv, json.loads(status)["returncode"], text(out_r), text(err_r))
+
+    def start(self, module: str, args: list[str], cwd, env: dict[str, str], **popen) -> Started:
+        """As ``subprocess.Popen([python, "-m", module, *args], ...)``: the command left running.
+        ``popen``: ``stdin``, ``stdout`` and ``stderr`` (None, DEVNULL, PIPE, STDOUT for stderr, a file),
+        ``start_new_session``, ``text``."""
+        import subprocess
+
+        text = popen.pop("text", False) or popen.pop("universal_newlines", False)
+        session = popen.pop("start_new_session", False)
+        streams = {name: popen.pop(name, None) for name in ("stdin", "stdout", "stderr")}
+        if popen:
+            raise TypeError(f"the warm start takes no {', '.join(popen)}")
+        theirs_fds, ours = [], {}
+        for n, name in enumerate(("stdin", "stdout", "stderr")):
+            given = streams[name]
+            if given is None:
+                fd = os.dup(n)
+            elif given == subprocess.DEVNULL:
+                fd = os.open(os.devnull, os.O_RDWR)
+            elif given == subprocess.PIPE:
+                r, w = os.pipe()
+                fd, mine = (r, w) if n == 0 else (w, r)
+                ours[name] = open(mine, ("w" if n == 0 else "r") + ("" if text else "b"))  # noqa: SIM115 - the caller's
+            elif given == subprocess.STDOUT:
+                fd = os.dup(theirs_fds[1])
+            else:
+                fd = os.dup(given if isinstance(given, int) else given.fileno())
+            theirs_fds.append(fd)
+        answer, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        request = {"module": module, "args": list(args), "cwd": str(cwd or os.getcwd()), "env": dict(env)}
+        request["session"] = session
+        try:
+            with self.lock:
+                socket.send_fds(self.control, [json.dumps(request).encode()], [*theirs_fds, theirs.fileno()])
+        finally:
+            for fd in theirs_fds:
+                os.close(fd)
+            theirs.close()
+        return Started([sys.executable, "-m", module, *args], answer, ours)
+
+
+class Started:
+    """A command started warm and left running, as ``subprocess.Popen`` shows it: ``pid``, ``stdin``,
+    ``stdout``, ``stderr``, ``returncode``, ``poll``, ``wait``, ``communicate``, ``send_signal``,
+    ``terminate``, ``kill``."""
+
+    def __init__(self, args: list[str], answer: socket.socket, streams: dict):
+        import threading
+
+        self.args, self.returncode = args, None
+        self.stdin, self.stdout, self.stderr = (streams.get(k) for k in ("stdin", "stdout", "stderr"))
+        self._lines = answer.makefile("rb")
+        self._answer = answer
+        self.pid = json.loads(self._lines.readline())["pid"]
+        self._ended = threading.Event()
+        threading.Thread(target=self._until_it_ends, daemon=True).start()
+
+    def _until_it_ends(self) -> None:
+        line = self._lines.readline()  # the shepherd's answer once the command has ended
+        self.returncode = json.loads(line)["returncode"] if line else -signal.SIGKILL
+        self._answer.close()
+        self._ended.set()
+
+    def poll(self) -> int | None:
+        return self.returncode if self._ended.is_set() else None
+
+    def wait(self, timeout: float | None = None) -> int:
+        import subprocess
+
+        if not self._ended.wait(timeout):
+            raise subprocess.TimeoutExpired(self.args, timeout)
+        return self.returncode
+
+    def communicate(self, input=None, timeout: float | None = None):
+        if self.stdin is not None:
+            if input:
+                self.stdin.write(input)
+            self.stdin.close()
+        out = self.stdout.read() if self.stdout is not None else None
+        err = self.stderr.read() if self.stderr is not None else None
+        self.wait(timeout)
+        return out, err
+
+    def send_signal(self, sig: int) -> None:
+        if not self._ended.is_set():
+            os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for stream in (self.stdin, self.stdout, self.stderr):
+            if stream is not None:
+                stream.close()
+        self.wait()
