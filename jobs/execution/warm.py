@@ -8,10 +8,11 @@ The server is a fresh interpreter that imports only what ``start`` was asked to 
 runs: TensorFlow without looking for its devices (``tfstart.preload``: CUDA is set up by each child's own
 first device query, as a process forked after that could not use it). Each child then runs its module as
 ``python -m`` would: in the parent's folder, with the environment given, ``atexit`` run, threads joined,
-its exit status (or the signal that ended it) its own, its standard output and error the parent's at the
-time of the call. What differs from a cold start: its parent is the server, which ends when the process
-that started it ends (its pipe closes), and its standard input is ``/dev/null``. A child that binds its
-life to its parent (``jobs.lifeline``) is bound to the server.
+its exit status (or the signal that ended it) its own, its standard output and error and its cgroups (an
+emulated tier's throttle) the parent's at the time of the call. What differs from a cold start: its
+parent is the server, which ends when the process that started it ends (its pipe closes), and its
+standard input is ``/dev/null``. A child that binds its life to its parent (``jobs.lifeline``) is bound
+to the server.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 PRELOAD_ENV = "IOCAMPAIGN_PRELOAD"  # read once, by the server, at its start: what it imports
 TENSORFLOW = "tensorflow"  # in a preload list: TensorFlow and Keras, quietly (jobs.execution.tfstart)
@@ -75,7 +77,7 @@ def start(module: str, args: Sequence[str], env: dict, preload: Sequence[str] = 
         os.environ.pop(PRELOAD_ENV, None)
     process = context.Process(
         target=_run,
-        args=(module, list(args), os.getcwd(), dict(env), _Fd(1), _Fd(2)),
+        args=(module, list(args), os.getcwd(), dict(env), _Fd(1), _Fd(2), cgroups()),
         name=f"python -m {module}",
     )
     process.start()
@@ -119,6 +121,44 @@ def _preload(names: list[str]) -> None:
             pass
 
 
+def cgroups(pid: int | str = "self") -> dict[str, str]:
+    """The cgroups a process is in: {a hierarchy's controllers ("" for cgroup v2's): the group's path}."""
+    out = {}
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        out[controllers] = path
+    return out
+
+
+def join(groups: dict[str, str]) -> None:
+    """Move this process into ``groups`` (``cgroups``' answer for the process that asked for it) where it is
+    elsewhere: a cell's runs put themselves under an emulated tier's throttle, and a child started by
+    ``fork`` is in its parent's groups; the server was started earlier, or for another cell."""
+    mine = cgroups()
+    for controllers, path in groups.items():
+        if mine.get(controllers) == path:
+            continue
+        mount = _mount_of(controllers)
+        if mount is None:
+            raise OSError(f"no mount of the cgroup hierarchy {controllers or 'v2'!r} to join {path} in")
+        with open(os.path.join(mount, path.lstrip("/"), "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+
+
+def _mount_of(controllers: str) -> str | None:
+    """Where the cgroup hierarchy of ``controllers`` ("" for cgroup v2's) is mounted (mountinfo)."""
+    wanted = set(controllers.split(",")) if controllers else set()
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields, _, rest = line.partition(" - ")
+        fstype, _, options = (rest.split() + ["", "", ""])[:3]
+        mount = fields.split()[4]
+        if controllers and fstype == "cgroup" and wanted <= set(options.split(",")):
+            return mount
+        if not controllers and fstype == "cgroup2":
+            return mount
+    return None
+
+
 class _Fd:
     """One of this process's file descriptors, handed to the child as it is now (a cell's runs may have put
     a log file on standard error, ``jobs.execution.nativelog``); the child gets it as a number."""
@@ -136,14 +176,15 @@ def _detach(dup) -> int:
     return dup.detach()
 
 
-def _run(module: str, args: list[str], cwd: str, env: dict, stdout: int, stderr: int) -> None:
-    """In the child: ``python -m module *args`` with the parent's standard output and error as they were
-    when it asked, then this process ends as the interpreter would end it."""
+def _run(module: str, args: list[str], cwd: str, env: dict, stdout: int, stderr: int, groups: dict) -> None:
+    """In the child: ``python -m module *args`` with the parent's standard output and error and its cgroups
+    as they were when it asked, then this process ends as the interpreter would end it."""
     import runpy
 
     from jobs import lifeline
 
     _as_a_fresh_interpreter()
+    join(groups)
     for stream, fd, target in ((sys.stdout, stdout, 1), (sys.stderr, stderr, 2)):
         stream.flush()
         os.dup2(fd, target)

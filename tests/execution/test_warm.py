@@ -19,6 +19,7 @@ import pytest
 
 from support.commands import python_env
 from support.paths import ROOT
+from support.skips import needs_root
 
 pytestmark = pytest.mark.cells  # TensorFlow's import, twice
 
@@ -194,3 +195,43 @@ def test_a_warm_child_ends_when_the_process_that_started_it_is_killed(modules, t
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(parent.pid, signal.SIGKILL)
+
+
+@needs_root
+def test_a_warm_child_is_under_the_throttle_its_parent_joined_after_the_server_started(modules, tmp_path):
+    """A cell's runs join an emulated tier's throttle (a cgroup) before they start their tasks; the server
+    was started earlier (another cell's, or none), and a child forked from it is in the server's groups
+    until it joins its parent's, as a child the parent forks itself would be."""
+    (modules / "warm_groups.py").write_text(
+        "import json\nfrom jobs.execution import warm\nprint(json.dumps(warm.cgroups()), flush=True)\n"
+    )
+    code = (
+        "import json, os, sys\n"
+        "from pathlib import Path\n"
+        "from jobs.execution import warm\n"
+        "from jobs.storage import throttle\n"
+        "ctl, why = throttle.current()\n"
+        "assert ctl is not None, why\n"
+        "warm.start('warm_groups', [], dict(os.environ)).wait()  # the server runs, outside the group\n"
+        "group = ctl.group(f'warm-test-{os.getpid()}')\n"
+        "ctl.join(group)\n"
+        "try:\n"
+        "    print(json.dumps(warm.cgroups()), flush=True)\n"
+        "    warm.start('warm_groups', [], dict(os.environ)).wait()\n"
+        "finally:\n"
+        "    ctl.leave()\n"
+        "    print('removed', ctl.remove(group), flush=True)\n"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=_env(modules),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    before, parents, childs, removed = p.stdout.splitlines()
+    assert removed == "removed True"
+    assert json.loads(childs) == json.loads(parents) != json.loads(before), p.stdout
+    assert any("iocampaign-warm-test-" in path for path in json.loads(childs).values()), childs
