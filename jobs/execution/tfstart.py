@@ -72,10 +72,8 @@ def import_quietly(log: Path, keras: bool = True) -> bool:
             f.flush()
             _preloaded = None
         with _stderr_into(f), _leaving_out(keras):
-            import tensorflow as tf
+            import tensorflow as tf  # and Keras, unless left out (a warm server's preload has both)
 
-            if keras:
-                import keras  # noqa: F401
             tf.config.list_physical_devices()  # where the CUDA platform is set up (cuInit)
     return True
 
