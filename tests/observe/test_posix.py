@@ -457,6 +457,11 @@ def test_one_extra_traced_run_leaves_the_measured_runs_untraced(tmp_path):
     assert not any(k.startswith("posix_") for r in rec.runs for k in r)
     extra = rec.traced_run
     assert extra["run"] == 3 and extra["traced_extra"] and extra["cache_state"] == "cold"
+    files = pd.read_csv(out / "0" / extra["posix_files_table"])
+    misread = files[
+        [not p.endswith(".jpg") or os.path.getsize(p) != b for p, b in zip(files.path, files.bytes_read)]
+    ]
+    assert misread.empty, misread.to_string()  # each image read once, whole, and nothing else in the window
     assert extra["posix_opens"] == N and extra["posix_bytes_read"] == extra["bytes_consumed"] > 0
     assert extra["posix_coverage"] == pytest.approx(1.0)
     assert (out / "0" / extra["posix_files_table"]).name == "run3-files.csv"
