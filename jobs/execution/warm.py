@@ -70,6 +70,7 @@ def start(module: str, args: Sequence[str], env: dict, preload: Sequence[str] = 
 
     context = mp.get_context("forkserver")
     context.set_forkserver_preload([__name__])
+    _server_folder()
     os.environ[PRELOAD_ENV] = ",".join(preload)  # seen only by a server started now
     try:
         forkserver.ensure_running()  # nothing to do once it runs
@@ -82,6 +83,87 @@ def start(module: str, args: Sequence[str], env: dict, preload: Sequence[str] = 
     )
     process.start()
     return Started(process)
+
+
+SERVER_FOLDER = "iocampaign-warm-"  # + <pid namespace, hex>-<pid>-<random>: where a server keeps its socket
+SOCKET_NAME = (
+    "xxxxxxxx/listener-xxxxxxxx"  # the rest of the socket's path: mkdtemp's and mktemp's random parts
+)
+SOCKET_PATH_MAX = 107
+
+
+def _server_folder() -> None:
+    """The folder multiprocessing keeps its server's socket in, named as the tool's own: a fresh 0700
+    ``iocampaign-warm-<pid namespace>-<pid>-*`` in the temporary folder, removed at this process's end. A
+    process killed with SIGKILL leaves its folder behind; the next start removes those whose process is
+    gone (``sweep``). Where this process's multiprocessing already has a folder, that one is kept."""
+    import shutil
+    import tempfile
+    from multiprocessing import process, util
+
+    config = process.current_process()._config
+    tmp, prefix = tempfile.gettempdir(), f"{SERVER_FOLDER}{_pid_namespace():x}-{os.getpid()}-"
+    if config.get("tempdir") or len(os.path.join(tmp, prefix, SOCKET_NAME)) > SOCKET_PATH_MAX:
+        return  # kept; or multiprocessing's own shorter name (a socket's path is at most 107 bytes)
+    sweep(tmp)
+    folder = tempfile.mkdtemp(prefix=prefix, dir=tmp)
+    config["tempdir"] = folder  # where multiprocessing's own ``util.get_temp_dir`` would have made one
+    util.Finalize(None, shutil.rmtree, args=(folder, True), exitpriority=-100)
+
+
+def _pid_namespace() -> int:
+    return os.stat("/proc/self/ns/pid").st_ino
+
+
+def sweep(tmp: str) -> list[str]:
+    """Remove the server folders in ``tmp`` left by processes of this user that are gone (killed with
+    SIGKILL): only this user's own folders of the tool's name, made in this pid namespace, and in them
+    only sockets; a folder that holds anything else stays. Returns the folders removed."""
+    import re
+
+    pattern = re.compile(rf"{re.escape(SERVER_FOLDER)}{_pid_namespace():x}-(\d+)-\w+")
+    removed = []
+    with os.scandir(tmp) as entries:
+        for entry in entries:
+            m = pattern.fullmatch(entry.name)
+            if m is None or not entry.is_dir(follow_symlinks=False) or _alive(int(m[1])):
+                continue
+            if entry.stat(follow_symlinks=False).st_uid == os.geteuid() and _remove_sockets(entry.path):
+                removed.append(entry.path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_sockets(folder: str) -> bool:
+    """Unlink the sockets in ``folder`` (opened without following a link) and the folder, if it holds
+    nothing but sockets."""
+    import stat
+
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        names = os.listdir(fd)
+        if not all(stat.S_ISSOCK(os.stat(n, dir_fd=fd, follow_symlinks=False).st_mode) for n in names):
+            return False
+        for name in names:
+            os.unlink(name, dir_fd=fd)
+        os.rmdir(folder)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
 
 
 def for_cell(workload, cfg) -> tuple[str, ...]:

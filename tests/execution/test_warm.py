@@ -9,14 +9,17 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
+from jobs.execution import warm
 from support.commands import python_env
 from support.paths import ROOT
 from support.skips import needs_root
@@ -152,9 +155,11 @@ def test_the_first_cell_of_a_warm_child_gets_tensorflows_start_up_lines_in_its_l
     assert "cudart_stub" not in warm.stderr and "oneDNN" not in warm.stderr, warm.stderr  # not the terminal
 
 
-def test_a_warm_child_ends_when_the_process_that_started_it_is_killed(modules, tmp_path):
+def test_a_warm_child_ends_when_the_process_that_started_it_is_killed(modules, tmp_path, other_user, request):
     """SIGKILL to the parent: the server's pipe closes, the server ends, and the child, bound to it
-    (``jobs.lifeline``), gets its SIGTERM and cleans up, as a cold child bound to the parent does."""
+    (``jobs.lifeline``), gets its SIGTERM and cleans up, as a cold child bound to the parent does. The
+    folder of the server's socket is left behind, and the next start removes it; nothing planted beside
+    it of the same name (another user's folder, a link, a folder that holds a file) is touched."""
     (modules / "warm_sleeper.py").write_text(
         "import os, signal, sys, time\n"
         "from pathlib import Path\n"
@@ -168,6 +173,8 @@ def test_a_warm_child_ends_when_the_process_that_started_it_is_killed(modules, t
         "time.sleep(300)\n"
     )
     ended = tmp_path / "ended"
+    tmp = Path(tempfile.mkdtemp(prefix="warm-", dir="/tmp"))  # the parents' TMPDIR (a socket's path is short)
+    request.addfinalizer(lambda: shutil.rmtree(tmp, ignore_errors=True))
     parent = subprocess.Popen(
         [
             sys.executable,
@@ -177,7 +184,7 @@ def test_a_warm_child_ends_when_the_process_that_started_it_is_killed(modules, t
             str(ended),
         ],
         cwd=tmp_path,
-        env=_env(modules),
+        env=_env(modules, TMPDIR=str(tmp)),
         stdout=subprocess.PIPE,
         text=True,
         start_new_session=True,
@@ -195,6 +202,48 @@ def test_a_warm_child_ends_when_the_process_that_started_it_is_killed(modules, t
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(parent.pid, signal.SIGKILL)
+    (left,) = tmp.iterdir()
+    namespace, pid = left.name.split("-")[2:4]
+    assert left.name.startswith(warm.SERVER_FOLDER) and pid == str(parent.pid)
+    assert [f.is_socket() for f in left.iterdir()] == [True]
+    planted = _plant_beside(tmp, namespace, parent.pid, other_user)
+    planted.pop(left.name)
+    again = _parent(modules, tmp_path, "again", "0", TMPDIR=str(tmp))
+    assert again.stdout.splitlines()[-1] == "returncode 0", again.stdout + again.stderr
+    assert not left.exists()  # the dead process's folder, by the next start; its own, at its end
+    assert sorted(p.name for p in tmp.iterdir()) == sorted(planted)
+    for name, what in planted.items():
+        assert _what(tmp / name) == what, name
+
+
+def _plant_beside(tmp: Path, namespace: str, dead: int, user) -> dict[str, tuple]:
+    """Entries named as server folders that are not the tool's to remove: of a dead process, a folder of
+    another user's, a link to a folder of sockets and a folder that holds a file; a folder of a live
+    process (this one). {name: what it is}."""
+    import socket
+
+    def with_socket(folder: Path) -> Path:
+        folder.mkdir(mode=0o700)
+        with socket.socket(socket.AF_UNIX) as s:
+            s.bind(str(folder / "listener-x"))
+        return folder
+
+    stem = f"{warm.SERVER_FOLDER}{namespace}-{dead}"
+    os.chown(with_socket(tmp / f"{stem}-theirs"), user[1], user[2])
+    (tmp / f"{stem}-link").symlink_to(with_socket(tmp / "elsewhere"))
+    (with_socket(tmp / f"{stem}-file") / "notes.txt").write_text("kept")
+    with_socket(tmp / f"{warm.SERVER_FOLDER}{namespace}-{os.getpid()}-alive")
+    return {
+        p.name: _what(p)
+        for p in tmp.iterdir()
+        if p.name.startswith(warm.SERVER_FOLDER) or p.name == "elsewhere"
+    }
+
+
+def _what(p: Path) -> tuple:
+    st = p.lstat()
+    inside = sorted(f.name for f in p.iterdir()) if p.is_dir() else []
+    return st.st_uid, st.st_mode, inside
 
 
 @needs_root
