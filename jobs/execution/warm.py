@@ -228,16 +228,15 @@ def join(groups: dict[str, str]) -> None:
 
 
 def _mount_of(controllers: str) -> str | None:
-    """Where the cgroup hierarchy of ``controllers`` ("" for cgroup v2's) is mounted (mountinfo)."""
-    wanted = set(controllers.split(",")) if controllers else set()
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        fields, _, rest = line.partition(" - ")
-        fstype, _, options = (rest.split() + ["", "", ""])[:3]
-        mount = fields.split()[4]
-        if controllers and fstype == "cgroup" and wanted <= set(options.split(",")):
-            return mount
-        if not controllers and fstype == "cgroup2":
-            return mount
+    """Where the cgroup hierarchy of ``controllers`` ("" for cgroup v2's) is mounted."""
+    from jobs.storage import mounts
+
+    wanted = set(controllers.split(","))
+    for e in mounts.table():
+        if controllers and e.fs_type == "cgroup" and wanted <= set(e.options.split(",")):
+            return e.point
+        if not controllers and e.fs_type == "cgroup2":
+            return e.point
     return None
 
 

@@ -25,10 +25,6 @@ class Mount:
     rotational: bool | None  # from /sys/dev/block/MAJ:MIN/queue/rotational; None when not a block device
 
 
-def _unescape(s: str) -> str:
-    return s.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
-
-
 def _rotational(dev: str) -> bool | None:
     base = Path("/sys/dev/block") / dev
     for q in (base / "queue" / "rotational", base / ".." / "queue" / "rotational"):
@@ -40,23 +36,18 @@ def _rotational(dev: str) -> bool | None:
 
 
 def mount_of(path: str | os.PathLike) -> Mount:
-    """The mount that holds ``path`` (longest matching mount point in /proc/self/mountinfo)."""
+    """The mount that holds ``path`` (the longest mount point above it; the last mounted of equals)."""
+    from jobs.storage import mounts
+
     real = os.path.realpath(path)
-    best: tuple[int, list[str], list[str]] | None = None
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            left, right = line.rstrip("\n").split(" - ", 1)
-            fields, tail = left.split(), right.split()
-            mp = _unescape(fields[4])
-            inside = real == mp or real.startswith(mp.rstrip("/") + "/")
-            if inside and (best is None or len(mp) >= best[0]):
-                best = (len(mp), fields, tail)
+    best = None
+    for e in mounts.table():
+        inside = real == e.point or real.startswith(e.point.rstrip("/") + "/")
+        if inside and (best is None or len(e.point) >= len(best.point)):
+            best = e
     if best is None:
         return Mount(real, "unknown", "unknown", "", "", None)
-    _, fields, tail = best
-    dev = fields[2]
-    opts = fields[5] + ("," + tail[2] if len(tail) > 2 else "")
-    return Mount(_unescape(fields[4]), tail[0], _unescape(tail[1]), opts, dev, _rotational(dev))
+    return Mount(best.point, best.fs_type, best.source, best.options, best.device, _rotational(best.device))
 
 
 def _cpu_model() -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 _ESCAPE = re.compile(rb"\\([0-3][0-7]{2})")  # the kernel writes a space, tab, newline or backslash as \ooo
 
@@ -16,13 +17,37 @@ def unescape(field: bytes) -> str:
     return os.fsdecode(_ESCAPE.sub(lambda m: bytes([int(m.group(1), 8)]), field))
 
 
-def mounts() -> Iterator[tuple[str, str, str]]:
-    """(mount point, file-system type, source) of every mount, in mount order, their names decoded."""
+@dataclass(frozen=True)
+class Entry:
+    """One line of mountinfo, its names decoded."""
+
+    point: str
+    fs_type: str
+    source: str  # the device or server:/export behind the mount
+    options: str  # the mount's options, then its super block's (a cgroup-v1 hierarchy's controllers)
+    device: str  # MAJ:MIN of the file system
+
+
+def table() -> Iterator[Entry]:
+    """Every mount, in mount order."""
     with open("/proc/self/mountinfo", "rb") as f:
         for line in f:
             fields = line.split()
             after = fields[fields.index(b"-") + 1 :]
-            yield unescape(fields[4]), os.fsdecode(after[0]), unescape(after[1])
+            options = os.fsdecode(fields[5]) + ("," + os.fsdecode(after[2]) if len(after) > 2 else "")
+            yield Entry(
+                unescape(fields[4]),
+                os.fsdecode(after[0]),
+                unescape(after[1]),
+                options,
+                os.fsdecode(fields[2]),
+            )
+
+
+def mounts() -> Iterator[tuple[str, str, str]]:
+    """(mount point, file-system type, source) of every mount, in mount order, their names decoded."""
+    for e in table():
+        yield e.point, e.fs_type, e.source
 
 
 def mount_at(path: str) -> tuple[str, str] | None:

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from jobs import owned
+from jobs.observe import provenance
 from support.commands import python_env, run_module, start_module
 from support.files import intact, plant, tmpfs
 from support.skips import needs_fio
@@ -65,6 +66,8 @@ def test_purge_through_a_linked_root_keeps_a_folder_bind_mounted_inside(tmp_path
     mine = tmp_path / "mine"
     planted = plant(mine, entry / "class_0000")
     with _bound(mine, entry / "class_0000" / "mnt"):
+        got = provenance.mount_of(entry / "class_0000" / "mnt" / "x")
+        assert got.mount_point == str(entry / "class_0000" / "mnt")  # decoded as the record gives it
         listed = _cache("list", "--root", str(link), cwd=cwd)
         assert listed.returncode == 0 and f"{name}  [mounted: kept]" in listed.stdout, listed.stdout
         p = _cache("purge", "all", "--root", str(link), cwd=cwd)
