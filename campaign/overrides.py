@@ -24,3 +24,19 @@ def value_of(overrides: list[str], key: str) -> str | None:
         if name == key and not o.is_delete():
             return o.get_value_string()
     return None
+
+
+def flag_of(overrides: list[str], key: str) -> bool | None:
+    """The last override of ``key`` read as the config's boolean settings read it (``true``, ``yes``,
+    ``on``, ``1`` ... in any case); None when none sets it, or when its text is no boolean (planning
+    refuses it then, naming the setting)."""
+    from omegaconf import BooleanNode
+    from omegaconf.errors import ValidationError
+
+    text = value_of(overrides, key)
+    if text is None:
+        return None
+    try:
+        return bool(BooleanNode(value=text)._value())
+    except ValidationError:
+        return None

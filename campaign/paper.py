@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from campaign.overrides import value_of
+from campaign.overrides import flag_of, value_of
 from jobs.frameworks import PAPERS
 
 CONF = Path(__file__).resolve().parent.parent / "conf" / "paper"
@@ -86,7 +86,7 @@ def grids(
 
 
 def _dry(overrides: list[str]) -> bool:
-    return (value_of(overrides, "platform.dry_run") or "").lower() in ("true", "1", "yes")
+    return bool(flag_of(overrides, "platform.dry_run"))
 
 
 def _carried_roots(name: str, grid: list[str], extra: list[str]) -> list[str]:
@@ -208,8 +208,8 @@ def _submits_and_returns(extra: list[str]) -> bool:
     path = CONF.parent / "platform" / f"{value_of(extra, 'platform') or 'workstation'}.yaml"
     preset = OmegaConf.to_container(OmegaConf.load(path)) if path.exists() else {}
     kind = value_of(extra, "platform.kind") or preset.get("kind", "local")
-    wait = value_of(extra, "platform.wait")
-    waits = bool(preset.get("wait", True)) if wait is None else wait.lower() in ("true", "1", "yes")
+    wait = flag_of(extra, "platform.wait")
+    waits = bool(preset.get("wait", True)) if wait is None else wait
     return str(kind) == "slurm" and not waits
 
 

@@ -40,10 +40,10 @@ def _runs_tensorflow(args: list[str]) -> bool:
     """Whether a cell of the grid ``args`` would run on a framework that imports TensorFlow (a dry run's
     do not run)."""
     from campaign import choices
-    from campaign.overrides import value_of
+    from campaign.overrides import flag_of, value_of
     from jobs import frameworks
 
-    if (value_of(args, "platform.dry_run") or "").lower() in ("true", "1", "yes"):
+    if flag_of(args, "platform.dry_run"):
         return False
     chosen = value_of(args, "framework") or choices.default("framework") or frameworks.PAPERS
     return any(
