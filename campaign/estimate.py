@@ -35,10 +35,8 @@ MODELLED = {"hdd": {1: 121, 2: 152, 4: 217, 8: 255}, "lustre": {1: 59, 2: 117, 4
 OBJECT_STORE = {1: 140, 2: 210, 4: 190}
 OBJECT_CELL_S = 9.0  # the embedded server's start and its first PUT, which grows its volumes (once)
 UPLOAD_MB_S = 25.0  # the dataset put into the embedded server, 8 connections (once per campaign)
-RATES = {
-    "microbench": DECODE_IMAGES_S,
-    "readonly": READ_ONLY_IMAGES_S,
-}  # the workloads whose runs are modelled by an image rate; workload=baseline by its tier's rates
+# the input pipeline's image rate per run model a workload declares (``Workload.estimate_model``)
+IMAGE_RATES = {"decode": DECODE_IMAGES_S, "read": READ_ONLY_IMAGES_S}
 # AlexNet training on the CPU, measured per framework (workload=alexnet, tmpfs, 2026-11-27, quiet, 2 cores):
 # a run is TRAIN_FIXED_S (the model built, its step traced, its compute-only steps) plus its images, each
 # taking the model's step at TRAIN_IMAGES_S and the input pipeline's decode (DECODE_IMAGES_S, grown with
@@ -51,11 +49,6 @@ TRAIN_IMAGES_S = {"tensorflow": {(128, 0.25): 540.0, (224, 1.0): 15.3}}
 TRAIN_FIXED_S = {(128, 0.25): 2.8, (224, 1.0): 14.0}
 TRAIN_CORES = 2
 TRAIN_CELL_S = 4.0  # a training cell's own work besides its runs: Keras's import, the input-only pass
-# why the other workloads' runs get no time: what sets it is not known before they run
-NOT_MODELLED = {
-    "alexnet": "AlexNet training on a GPU or a cluster's node, whose speed is not known here",
-    "checkpoint": "training with checkpoints, whose writes take the checkpoint tiers' time, not modelled",
-}
 
 
 @dataclass
@@ -145,7 +138,7 @@ def _rate(cfg, cores: int, mean_bytes: float | None, base=None, threads=None) ->
     """Images per second of one run: the workload's measured rate (or ``base``), grown with the threads
     (``cfg.threads`` or ``threads``) up to the cores, and held to the tier's own read rate where its preset
     records one (emulated throttle, Table I)."""
-    base = base or RATES.get(cfg.workload.kind)
+    base = base or IMAGE_RATES.get(_model(cfg))
     threads = threads or cfg.threads
     if base is None or not isinstance(threads, int):
         return None
@@ -230,23 +223,49 @@ def _training_s(cfg, cores: int, images: int | None, mean_bytes: float | None, g
     return _between(TRAIN_FIXED_S, cost) + images * per_image
 
 
+def _workload(cfg):
+    from jobs import workloads
+
+    return workloads.get(cfg.workload.kind)
+
+
+def _model(cfg) -> str | None:
+    """How a run of the cell is timed: what its workload declares (``Workload.estimate_model``)."""
+    return _workload(cfg).estimate_model(cfg)
+
+
+def _run_s(cfg, cores: int, images: int | None, mean_bytes: float | None, gpu) -> float | None:
+    """One run of the cell, by its workload's run model; None where it has none, or lacks a figure."""
+    model = _model(cfg)
+    if model in IMAGE_RATES:
+        rate = _rate(cfg, cores, mean_bytes)
+        return images / rate if rate is not None and images is not None else None
+    if model == "baseline":
+        return _baseline_s(cfg, cores, images, mean_bytes)
+    if model == "emulated":
+        return _emulated_s(cfg, cores, images, mean_bytes)
+    if model == "training":
+        return _training_s(cfg, cores, images, mean_bytes, gpu)
+    return None
+
+
 def _why_not(cfg) -> tuple[str, str]:
     """Why a cell gets no time: a sentence with ``{}`` where the cells' values go, alike cells' joined by
     commas, and this cell's value; in words without parentheses (``study_total`` reads them back)."""
-    kind = cfg.workload.kind
-    if kind == "baseline":
+    model = _model(cfg)
+    if model == "baseline":
         return (
-            "workload=baseline on storage={}, whose presets record no IOR read and write rate",
+            f"workload={cfg.workload.name} on storage={{}}, whose presets record no IOR read and write rate",
             cfg.storage.name,
         )
-    if kind in RATES:
+    if model in IMAGE_RATES:
         return f"workload={cfg.workload.name} with threads={{}}, not a number of threads", str(cfg.threads)
-    if kind == "alexnet" and frameworks.of(cfg).name not in TRAIN_IMAGES_S:
+    if model == "training" and frameworks.of(cfg).name not in TRAIN_IMAGES_S:
         return (
             f"workload={cfg.workload.name} with framework={{}}, whose training rate is not measured here",
             frameworks.of(cfg).name,
         )
-    return "workload={}: " + NOT_MODELLED.get(kind, "its runs are not modelled"), cfg.workload.name
+    return "workload={}: " + _workload(cfg).not_modelled, cfg.workload.name
 
 
 def _store_s(cfg, images: int | None, mean_bytes: float | None, done: set) -> float:
@@ -298,23 +317,16 @@ class Estimate:
                     made[key] = have or 0
                 d, mean = self.data[key], sizes[key]
                 d.images = max(d.images, ds.num_images)
-                if cfg.workload.kind == "baseline":
+                if _model(cfg) == "baseline":
                     d.test_file_bytes = max(d.test_file_bytes, cfg.workload.file_gb * 1e9)
                 if d.images > made[key]:
                     gen = (d.images - made[key]) * mean / (GENERATE_MB_S * 1e6)
                     made[key] = d.images
             cores = (os.cpu_count() or 1) if local else cfg.platform.cpus_per_task
-            rate = _rate(cfg, cores, mean)
-            run = n / rate if rate is not None and n is not None else None
-            if cfg.workload.kind == "baseline":
-                run = _baseline_s(cfg, cores, n, mean)
-            elif cfg.workload.kind == "emulated":
-                run = _emulated_s(cfg, cores, n, mean)
-            elif cfg.workload.kind == "alexnet":
-                run = _training_s(cfg, cores, n, mean, gpu if local else None)
+            run = _run_s(cfg, cores, n, mean, gpu if local else None)
             runs = cfg.repeats + cfg.warmup
             own = CELL_S + gen + _store_s(cfg, n, mean, stored)
-            if cfg.workload.kind == "alexnet":
+            if _model(cfg) == "training":
                 own += TRAIN_CELL_S
             self.cells.append(None if run is None else own + runs * run)
             self.why.append(None if run is not None else _why_not(cfg))

@@ -132,6 +132,12 @@ class Workload:
     object_tasks: ClassVar[bool] = False
     # its burst buffer drains checkpoints to a bucket (storage@checkpoint.slow=s3)
     bucket_checkpoints: ClassVar[bool] = False
+    # how ``campaign.estimate`` times one of its runs before it runs (``estimate_model``): "decode" or
+    # "read" (the input pipeline's measured image rate), "baseline" (its tier's recorded IOR rates),
+    # "emulated" (the accelerators' step time), "training" (a model's measured step on the CPU); None: not
+    # timed, for the reason ``not_modelled`` gives
+    run_model: ClassVar[str | None] = None
+    not_modelled: ClassVar[str] = "its runs are not modelled"
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -140,6 +146,10 @@ class Workload:
 
     def check(self, cfg) -> None:
         """Raise campaign.errors.ConfigError (one line naming the setting) for what cannot run."""
+
+    def estimate_model(self, cfg) -> str | None:
+        """How ``campaign.estimate`` times a run of this cell (``run_model``)."""
+        return self.run_model
 
     def tiers(self, cfg) -> list:
         """Every storage tier the cell touches (the data's first)."""

@@ -254,3 +254,20 @@ def test_alexnet_training_on_this_machines_cpu_gets_a_time_from_its_measured_rat
         est = Estimate([planned_cell(*cpu, "storage=tmpfs", *more)], local=True)
         assert est.cells == [None] and why in est.total(), est.total()
     assert run_s("storage=tmpfs", local=False) is None  # a cluster's node: its device is not known here
+
+
+def test_each_pipeline_is_timed_at_its_own_measured_rate(planned_cell):
+    """The read-only pipeline (workload=readonly, kind microbench) is timed at its own rate, not the decoding
+    pipeline's: the workload declares the run model of each cell (``Workload.estimate_model``). Before,
+    every readonly cell was timed as if it decoded (4 times too long)."""
+    from campaign.estimate import CELL_S, DECODE_IMAGES_S, READ_ONLY_IMAGES_S, Estimate
+
+    def run_s(workload: str) -> float:
+        cell = planned_cell(
+            f"workload={workload}", "threads=1", "dataset.num_images=4096", "repeats=1", "warmup=0"
+        )
+        est = Estimate([cell], local=False)  # a cluster's node: its root not looked at
+        return est.cells[0] - CELL_S - est.generating[0]
+
+    assert run_s("readonly") == pytest.approx(4096 / READ_ONLY_IMAGES_S)
+    assert run_s("microbench") == pytest.approx(4096 / DECODE_IMAGES_S)

@@ -120,6 +120,8 @@ class AlexNet(Workload):
     )
     packages = ("tensorflow", "keras")
     prefetches_to_device = True
+    run_model = "training"  # on this machine's CPU; elsewhere:
+    not_modelled = "AlexNet training on a GPU or a cluster's node, whose speed is not known here"
     engine_modules = {
         "tensorflow": "jobs.workloads.alexnet.training",
         "pytorch": "jobs.workloads.alexnet.torch_training",

@@ -29,6 +29,7 @@ class Baseline(Workload):
     in_tensorflow = False  # fio runs in its own process: Ctrl-C ends the wait for it at once
     uses_framework = False  # fio does the I/O: TensorFlow is not imported for a baseline cell
     schema = BaselineConf
+    run_model = "baseline"
     metrics = of("seq_read_mb_s", "seq_write_mb_s")
     record_keys = (
         "small_read_mb_s",

@@ -120,6 +120,7 @@ def _checkpoints_taken(cfg) -> None:
 class Checkpoint(Workload):
     name = "checkpoint"
     schema = AlexNetConf  # the mini-app's settings; the checkpoint's own are in the checkpoint group
+    not_modelled = "training with checkpoints, whose writes take the checkpoint tiers' time, not modelled"
     metrics = of(
         "steps",
         "runtime_s",

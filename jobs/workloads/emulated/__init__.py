@@ -34,6 +34,7 @@ class Emulated(Workload):
     schema = EmulatedConf
     shardable = True  # each task is one accelerator, reading every N-th image
     min_batches = 2  # AU leaves the first step out
+    run_model = "emulated"
     metrics = of(
         "steps",
         "runtime_s",

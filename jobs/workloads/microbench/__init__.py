@@ -51,6 +51,7 @@ class Microbench(Workload):
     object_readers = ("tensorflow", "pytorch")  # native readers: jobs.data.s3 (boto3), jobs.data.loader.s3map
     object_tasks = True  # each task GETs its shard with a client of its own; the runner merges the requests
     uses_keras = False  # tf.data and tf.io only
+    run_model = "decode"
     figures = (
         Figure(
             "fig4",
@@ -87,6 +88,9 @@ class Microbench(Workload):
             title="Data layout and shuffling: images/s by dataset.format × shuffle (median of runs)",
         ),
     )
+
+    def estimate_model(self, cfg) -> str | None:
+        return "read" if cfg.workload.pipeline == "read_only" else "decode"
 
     def parallelism(self, cfg, result: dict | None = None) -> int | None:
         from jobs import frameworks
