@@ -156,7 +156,7 @@ def _held(path: Path, busy: _Busy) -> str:
 def _live(path: Path, kind: str) -> str:
     """A server's folder, a mount point or a baseline's folder whose process (named in it) still runs, or
     runs on another host (which cannot be asked): ""."""
-    from jobs.storage.objectstore import server
+    from jobs import lifeline
 
     name = path.name
     if kind == "s3servers":
@@ -170,7 +170,7 @@ def _live(path: Path, kind: str) -> str:
         return ""
     if host != socket.gethostname():
         return f"made by a campaign on {host}, which this host cannot see"
-    if not server.alive(int(pid)):
+    if not lifeline.alive(int(pid)):
         return ""
     from jobs.data import inuse
 

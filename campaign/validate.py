@@ -132,6 +132,12 @@ def _platform(cfg, memo: dict | None) -> None:
         from campaign.slurm import params
 
         params.check(cfg.platform)
+    if cfg.platform.memory_limit_gb is not None and not elsewhere(cfg):
+        from jobs.execution import memlimit
+
+        why = memoised(memo, ("memory limit",), memlimit.available)
+        if why is not None:
+            raise ConfigError(f"{memlimit.SETTING}={cfg.platform.memory_limit_gb}: {why}")
 
 
 def _tier_keys(cfg, workload) -> tuple[str, ...]:

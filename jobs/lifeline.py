@@ -58,6 +58,17 @@ def bind(parent: int | None = None, sig: int = signal.SIGTERM) -> bool:
     return True
 
 
+def alive(pid: int) -> bool:
+    """A process ``pid`` runs on this host (another user's too)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        pass
+    return True
+
+
 def parent_alive(parent: int) -> bool:
     """Whether ``parent`` is still this process's parent (for waits that poll)."""
     return os.getppid() == parent

@@ -218,6 +218,20 @@ METRICS: dict[str, Metric] = {
             "(the record's provenance; the same on each of the cell's runs, not part of any run's time)",
         ),
         Metric(
+            "memory_limit_bytes",
+            "B",
+            "",
+            "platform.memory_limit_gb: the cgroup memory limit the cell's runs read under, their page cache "
+            "with them (the record's provenance; empty: none)",
+        ),
+        Metric(
+            "memory_peak_bytes",
+            "B",
+            "",
+            "platform.memory_limit_gb: the most memory the limited runs held, page cache included, as the "
+            "kernel counted it (the record's provenance)",
+        ),
+        Metric(
             "quiet_wait_s",
             "s",
             "",

@@ -359,6 +359,11 @@ class PlatformConf(Sealed):
     # CPU cores of one node (site presets): tasks_per_node x cpus_per_task must fit
     cores_per_node: Optional[int] = bounded(None, 1)
     mem_gb: float = bounded(8.0, 0, above=True)  # --mem of one cell, GB
+    # a cgroup memory limit on the cell's runs, GB: what they allocate and the page cache of what they read
+    # (jobs.execution.memlimit; MLPerf Storage counts the clients' memory); null: none
+    memory_limit_gb: Optional[float] = bounded(
+        None, 0.5, why="the runs' own buffers need half a gigabyte; below it they would be OOM-killed"
+    )
     gpus_per_node: int = bounded(0, 0)  # --gpus-per-node (0 = none asked)
     exclusive: bool = False  # --exclusive: no other job on the node while a cell measures
     setup: List[str] = field(default_factory=list)  # shell lines run before the cell (module load, venv)

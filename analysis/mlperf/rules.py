@@ -251,15 +251,26 @@ def _first_step(measured: list) -> Check:
     return Check("first step", figure, limit, INVALID, "the first step is not left out of AU")
 
 
+def _client_memory(prov: dict) -> tuple[int, bool]:
+    """The memory the rule counts per host: the machine's, or the runs' cgroup limit where one held them
+    (``platform.memory_limit_gb``: their page cache could not grow beyond it); and whether it is the limit."""
+    total = int(prov.get("mem_total_bytes") or 0)
+    limit = prov.get("memory_limit_bytes")
+    if limit and (not total or int(limit) < total):
+        return int(limit), True
+    return total, False
+
+
 def _dataset(rec: records.CellRecord, r: dict, accelerators: int) -> Check:
     ds = rec.dataset or {}
     size, files = int(ds.get("total_bytes") or 0), int(ds.get("files") or 0)
-    memory = int(rec.provenance.get("mem_total_bytes") or 0)
+    memory, limited = _client_memory(rec.provenance)
     hosts = int((rec.config.get("platform") or {}).get("nodes") or 1)
     need = r["memory_multiple"] * hosts * memory
     steps = r["steps_per_epoch"] * int(rec.config.get("batch_size") or 1) * accelerators
     figure = f"{size / GIB:.2f} GiB in {files:,} samples"
-    rule = f"{r['memory_multiple']} x {hosts} x {memory / GIB:.1f} GiB"
+    held = " (the runs' memory limit)" if limited else ""
+    rule = f"{r['memory_multiple']} x {hosts} x {memory / GIB:.1f} GiB{held}"
     limit = f"≥ {rule} = {need / GIB:.1f} GiB and ≥ {steps:,} samples"
     if size >= need and files >= steps:
         return Check("dataset size", figure, limit, CLOSED)

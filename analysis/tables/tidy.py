@@ -362,7 +362,8 @@ def _row(base: dict, run: dict, rec: records.CellRecord, mount: dict, d: str, re
         "checkpoint_fallback": run.get("fallback") or "",
     }
     row.update({m: run.get(m) for m in METRICS})
-    row["device_lock_wait_s"] = rec.provenance.get("device_lock_wait_s")  # the cell's, on each of its rows
+    for key in ("device_lock_wait_s", "memory_limit_bytes", "memory_peak_bytes"):  # the cell's, on each row
+        row[key] = rec.provenance.get(key)
     if (
         row.get("steady_runtime_s") is None
         and run.get("runtime_s") is not None

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from campaign.slurm import submit
 from campaign.slurm.sbatch import sbatch_text
+from jobs import workloads
 from jobs.storage import backends
 
 
@@ -64,8 +65,8 @@ def left_to_nodes(cells: list) -> list[str]:
             out[f"dataset.path={ds.path} holds the images"] = None
         if backends.of(cfg.storage).embedded(cfg.storage):
             out[_embedded_store(cfg.platform.nodes)] = None
-        if cfg.workload.kind == "baseline":
-            out["fio or ior on PATH (workload=baseline)"] = None
+        for need in workloads.get(cfg.workload.kind).node_needs:
+            out[f"{need} (workload={cfg.workload.name})"] = None
         if cfg.trace.posix:
             out["dftracer's preload library (trace.posix=true)"] = None
         if cfg.drop_caches:

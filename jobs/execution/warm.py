@@ -121,26 +121,18 @@ def sweep(tmp: str) -> list[str]:
     only sockets; a folder that holds anything else stays. Returns the folders removed."""
     import re
 
+    from jobs import lifeline
+
     pattern = re.compile(rf"{re.escape(SERVER_FOLDER)}{_pid_namespace():x}-(\d+)-\w+")
     removed = []
     with os.scandir(tmp) as entries:
         for entry in entries:
             m = pattern.fullmatch(entry.name)
-            if m is None or not entry.is_dir(follow_symlinks=False) or _alive(int(m[1])):
+            if m is None or not entry.is_dir(follow_symlinks=False) or lifeline.alive(int(m[1])):
                 continue
             if entry.stat(follow_symlinks=False).st_uid == os.geteuid() and _remove_sockets(entry.path):
                 removed.append(entry.path)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _remove_sockets(folder: str) -> bool:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs import interrupts, records, workloads
-from jobs.execution import pernode
+from jobs.execution import memlimit, pernode
 from jobs.execution.placement import Placement
 from jobs.runner.result import RunParts
 
@@ -76,14 +76,22 @@ def run_all(s: Session) -> list[dict]:
     remote = s.store is not None and s.store.server is None  # a user's S3 endpoint: its disks are not ours
     disk = None if remote else trace.device_of(s.data_dir)
     where = Where(fs_type, disk, Placement.of(s.cfg), frozenset(exclusive))
-    if (
-        where.placement.service_workers
-    ):  # the tf.data service of the cell: up for all its runs, ended with them
+    memory: dict = {}
+    try:
+        with memlimit.limited(s.cfg.platform.memory_limit_gb) as memory:  # platform.memory_limit_gb
+            return _served(s, where)
+    finally:
+        s.prov.update(memory)
+
+
+def _served(s: Session, where: Where) -> list[dict]:
+    """The runs, with the cell's tf.data service up for all of them where it has one (ended with them)."""
+    if where.placement.service_workers:
         from jobs.execution import service
 
         p = where.placement
         with service.running(p.service_workers, s.job_dir / service.SUBDIR, p.service_step()) as svc:
-            return _loop(s, Where(fs_type, where.disk, p, where.exclusive, svc))
+            return _loop(s, Where(where.fs_type, where.disk, p, where.exclusive, svc))
     return _loop(s, where)
 
 

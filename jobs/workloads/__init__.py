@@ -137,6 +137,8 @@ class Workload:
     # "emulated" (the accelerators' step time), "training" (a model's measured step on the CPU); None: not
     # timed, for the reason ``not_modelled`` gives
     run_model: ClassVar[str | None] = None
+    # what a node must have for its cells beyond the project's packages (a cluster's dry run lists it)
+    node_needs: ClassVar[tuple[str, ...]] = ()
     not_modelled: ClassVar[str] = "its runs are not modelled"
 
     def __init_subclass__(cls, **kwargs):

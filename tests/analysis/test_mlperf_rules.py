@@ -158,6 +158,14 @@ def test_every_rule_holds_on_the_real_record_once_its_out_of_reach_figures_are_m
         ),
         ("dataset size", lambda r: r.dataset.__setitem__("files", 11_999), "11,999 samples against 12,000"),
         (
+            "dataset size",  # the runs held to 8 GiB (platform.memory_limit_gb): 5 x 8 GiB, not 5 x 16 GiB
+            lambda r: (
+                r.dataset.__setitem__("total_bytes", 30 * 2**30),
+                r.provenance.__setitem__("memory_limit_bytes", 8 * 2**30),
+            ),
+            "30.00 GiB against the 40 GiB that 5 x 1 x 8.0 GiB (the runs' memory limit) requires",
+        ),
+        (
             "first step",
             lambda r: r.runs[2].__setitem__("steady_runtime_s", r.runs[2]["runtime_s"]),
             "the first step is not left out of AU",
@@ -186,6 +194,18 @@ def test_a_rule_fails_where_its_figure_passes_the_limit(finished, tmp_path, rule
     assert failed[0].state == rules.INVALID
     assert why in failed[0].why, failed[0]
     assert why in v.line()
+
+
+def test_a_memory_limit_on_the_runs_is_the_memory_the_dataset_rule_counts(finished, tmp_path):
+    """A 64 GiB machine whose runs were held to 32 GiB (platform.memory_limit_gb): their page cache could
+    not hold more, so 200 GiB is five times what the clients had, and the figure says whose memory it is."""
+    rec = _passing(_record(finished))
+    rec.provenance.update(mem_total_bytes=64 * 2**30, memory_limit_bytes=32 * 2**30)
+    check = _state(_judged(rec, tmp_path / "cell"), "dataset size")
+    assert check.state == rules.CLOSED, check
+    assert check.limit.startswith("≥ 5 x 1 x 32.0 GiB (the runs' memory limit) = 160.0 GiB"), check.limit
+    rec.provenance["memory_limit_bytes"] = 128 * 2**30  # a limit above the machine's memory: the machine's
+    assert _state(_judged(rec, tmp_path / "other"), "dataset size").state == rules.INVALID
 
 
 def test_the_object_client_is_named_and_boto3_is_refused(finished, tmp_path):

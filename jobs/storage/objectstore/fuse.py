@@ -159,12 +159,12 @@ def clear_stale(parent: Path) -> None:
     """Remove the mount points in ``parent`` that killed runs on this host left (``<host>-<pid>``, that
     pid gone; its s3fs ended with it): the user's own empty folders only, unmounted first when s3fs's
     mount is still there; never a link, never a folder holding anything."""
-    from jobs.storage.objectstore import server
+    from jobs import lifeline
 
     host = socket.gethostname()
     for point in parent.iterdir():
         at, _, pid = point.name.rpartition("-")
-        if at != host or not pid.isdigit() or int(pid) == os.getpid() or server.alive(int(pid)):
+        if at != host or not pid.isdigit() or int(pid) == os.getpid() or lifeline.alive(int(pid)):
             continue
         try:
             st = os.lstat(point)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jobs import owned
+from jobs.lifeline import alive
 from jobs.storage.objectstore.endpoint import Credentials, Endpoint
 
 log = logging.getLogger(__name__)
@@ -287,17 +288,6 @@ def clear_stale(parent: Path) -> None:
             continue
         log.info("removing %s: a killed campaign's embedded S3 server (pid %s is gone)", folder, pid)
         remove(folder)
-
-
-def alive(pid: int) -> bool:
-    """A process ``pid`` runs on this host (another user's too)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        pass
-    return True
 
 
 def remove(folder: Path) -> None:

@@ -30,6 +30,7 @@ class Baseline(Workload):
     uses_framework = False  # fio does the I/O: TensorFlow is not imported for a baseline cell
     schema = BaselineConf
     run_model = "baseline"
+    node_needs = ("fio or ior on PATH",)
     metrics = of("seq_read_mb_s", "seq_write_mb_s")
     record_keys = (
         "small_read_mb_s",

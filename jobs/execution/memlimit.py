@@ -1,0 +1,202 @@
+"""A memory limit on a cell's runs (``platform.memory_limit_gb``): a cgroup the tool makes, owns and
+removes, which the cell's process joins for its runs (the tasks, workers and warm children it starts join
+with it). What the runs allocate from then on and the page cache of what they read are charged to it; the
+kernel reclaims the cache beyond the limit, so a dataset larger than the limit cannot be served from
+memory on a second pass, as MLPerf Storage's rule of five times the clients' memory intends on a machine
+with more. One contract, the two interfaces kernels have:
+
+  memory-v1  <memory mount>/<the process's group>/iocampaign-mem-<pid>/memory.limit_in_bytes
+  memory-v2  <cgroup2 mount>/iocampaign-mem-<pid>/memory.max, or the tool's throttle group the process is
+             already in (a process sits in one v2 group: an emulated tier's)
+
+What was there before the process joined stays charged where it was (the interpreter, TensorFlow's
+import): the limit bounds what the runs add. The record keeps the limit, the group's peak and how many
+processes the kernel's OOM killer ended in it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from jobs import lifeline
+from jobs.storage import mounts, throttle
+
+PREFIX = f"{throttle.PREFIX}mem-"  # every group this module makes is named so, and only those are removed
+SETTING = "platform.memory_limit_gb"
+
+
+class MemoryLimitError(RuntimeError):
+    """The limit cannot be set on this machine; the message names the setting and why."""
+
+
+@dataclass(frozen=True)
+class Group:
+    """Where a limit is set: its folder, the controller's name, and what to restore after (v2: the
+    tool's throttle group's own ``memory.max``; None: the group is this module's, removed after)."""
+
+    path: Path
+    controller: str
+    home: Path
+    restore: str | None = None
+
+
+def _v1_mount() -> Path | None:
+    for e in mounts.table():
+        if e.fs_type == "cgroup" and "memory" in e.options.split(","):
+            return Path(e.point)
+    return None
+
+
+def _own(pid: int | str = "self") -> dict[str, str]:
+    out = {}
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        out[controllers] = path
+    return out
+
+
+def _v1_home() -> Path | None:
+    mount = _v1_mount()
+    if mount is None:
+        return None
+    for controllers, path in _own().items():
+        if "memory" in controllers.split(","):
+            return mount / path.lstrip("/")
+    return mount
+
+
+def available() -> str | None:
+    """None when a limit can be set here; else why not, in one sentence."""
+    home = _v1_home()
+    if home is not None:
+        if not (home / "memory.limit_in_bytes").exists():
+            return f"the cgroup-v1 memory controller at {home} has no memory.limit_in_bytes"
+        return None if os.access(home, os.W_OK) else f"{home} is not writable (root can set a memory limit)"
+    root = throttle.v2_root()
+    try:
+        enabled = (root / "cgroup.subtree_control").read_text().split()
+    except OSError:
+        return "no cgroup memory controller is mounted (neither v1's memory nor a cgroup-v2 hierarchy)"
+    if "memory" not in enabled:
+        return (
+            f"the memory controller of the cgroup-v2 hierarchy at {root} is not enabled for child cgroups; "
+            f"as root: echo +memory > {root}/cgroup.subtree_control"
+        )
+    return None
+
+
+def _make(limit: int) -> Group:
+    why = available()
+    if why is not None:
+        raise MemoryLimitError(f"{SETTING}: {why}")
+    home = _v1_home()
+    if home is not None:
+        _sweep(home)
+        group = home / f"{PREFIX}{os.getpid()}"
+        group.mkdir(exist_ok=True)
+        (group / "memory.limit_in_bytes").write_text(str(limit))
+        return Group(group, "memory-v1", home)
+    root = throttle.v2_root()
+    current = root / _own().get("", "/").lstrip("/")
+    if current.name.startswith(throttle.PREFIX) and current.parent == root:  # an emulated tier's group
+        before = (current / "memory.max").read_text().strip()
+        (current / "memory.max").write_text(str(limit))
+        return Group(current, "memory-v2", current, restore=before)
+    _sweep(root)
+    group = root / f"{PREFIX}{os.getpid()}"
+    group.mkdir(exist_ok=True)
+    (group / "memory.max").write_text(str(limit))
+    return Group(group, "memory-v2", current)
+
+
+def _sweep(parent: Path) -> None:
+    """Remove the groups a killed cell left in ``parent``: this module's, empty, their process gone."""
+    for g in parent.glob(f"{PREFIX}*"):
+        pid = g.name[len(PREFIX) :]
+        if pid.isdigit() and not lifeline.alive(int(pid)) and not (_read(g / "cgroup.procs") or "").split():
+            with contextlib.suppress(OSError):
+                g.rmdir()
+
+
+def _facts(g: Group, limit: int) -> dict:
+    """The limit as the kernel holds it, the group's peak use and its OOM kills (None: not shown here)."""
+    v1 = g.controller == "memory-v1"
+    held = _read(g.path / ("memory.limit_in_bytes" if v1 else "memory.max"))
+    peak = _read(g.path / ("memory.max_usage_in_bytes" if v1 else "memory.peak"))
+    events = _pairs(g.path / ("memory.oom_control" if v1 else "memory.events"))
+    return {
+        "memory_limit_bytes": limit,
+        "memory_limit_held_bytes": int(held) if held and held.isdigit() else None,
+        "memory_peak_bytes": int(peak) if peak and peak.isdigit() else None,
+        "memory_oom_kills": events.get("oom_kill"),
+        "memory_cgroup": str(g.path),
+        "memory_controller": g.controller,
+    }
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def _pairs(path: Path) -> dict[str, int]:
+    text = _read(path) or ""
+    out = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if value.strip().isdigit():
+            out[key] = int(value)
+    return out
+
+
+def _leave(g: Group) -> None:
+    with contextlib.suppress(OSError):
+        (g.home / "cgroup.procs").write_text(str(os.getpid()))
+    if g.restore is not None:
+        with contextlib.suppress(OSError):
+            (g.path / "memory.max").write_text(g.restore)
+        return
+    _remove(g)
+
+
+def _remove(g: Group, tries: int = 50) -> bool:
+    """Move what is left in the group (a killed task) home, then remove it; only ``iocampaign-mem-*``."""
+    if not g.path.name.startswith(PREFIX):
+        return False
+    for pid in (_read(g.path / "cgroup.procs") or "").split():
+        with contextlib.suppress(OSError):
+            (g.home / "cgroup.procs").write_text(pid)
+    for _ in range(tries):
+        try:
+            g.path.rmdir()
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
+@contextlib.contextmanager
+def limited(limit_gb: float | None) -> Iterator[dict]:
+    """This process (and what it starts) under a memory limit of ``limit_gb`` GB for the block; yields a
+    dict that holds, after the block, the facts for the record (empty without a limit)."""
+    facts: dict = {}
+    if not limit_gb:
+        yield facts
+        return
+    limit = int(limit_gb * 1e9)
+    g = _make(limit)
+    (g.path / "cgroup.procs").write_text(str(os.getpid()))
+    try:
+        yield facts
+    finally:
+        facts.update(_facts(g, limit))
+        _leave(g)
