@@ -49,6 +49,11 @@ TRAIN_IMAGES_S = {"tensorflow": {(128, 0.25): 540.0, (224, 1.0): 15.3}}
 TRAIN_FIXED_S = {(128, 0.25): 2.8, (224, 1.0): 14.0}
 TRAIN_CORES = 2
 TRAIN_CELL_S = 4.0  # a training cell's own work besides its runs: Keras's import, the input-only pass
+# a checkpoint as the mini-app writes it: AlexNet's fp32 weights and Adam's two moments per parameter
+CHECKPOINT_BYTES_PER_PARAM = 12
+# checkpoints written, fsync'ed, to a tier whose preset records no write rate (local disk, tmpfs), MB/s:
+# alexnet_small's 24 MB written and fsync'ed on /var/tmp took 373-959 MB/s here beside the suite (2026-11-28)
+CHECKPOINT_WRITE_MB_S = 300.0
 
 
 @dataclass
@@ -246,7 +251,32 @@ def _run_s(cfg, cores: int, images: int | None, mean_bytes: float | None, gpu) -
         return _emulated_s(cfg, cores, images, mean_bytes)
     if model == "training":
         return _training_s(cfg, cores, images, mean_bytes, gpu)
+    if model == "checkpoint":
+        return _checkpoint_s(cfg, cores, images, mean_bytes, gpu)
     return None
+
+
+def _checkpoint_s(cfg, cores: int, images: int | None, mean_bytes: float | None, gpu) -> float | None:
+    """One run of the checkpointing mini-app: its training twice (the run's baseline without checkpoints,
+    then with them) at the AlexNet model's measured rate, plus each checkpoint written durable at its tier's
+    write rate (the fast tier's with a burst buffer, whose drain overlaps the training), and read back
+    when ``checkpoint.restore``; None where the training has no time."""
+    from jobs.workloads.alexnet.settings import parameters
+
+    classes = getattr(cfg.dataset, "num_classes", None)
+    if not images or not isinstance(classes, int):
+        return None
+    steps = images // cfg.batch_size
+    steps = min(steps, cfg.workload.steps) if cfg.workload.steps else steps
+    train = _training_s(cfg, cores, steps * cfg.batch_size, mean_bytes, gpu)
+    if train is None:
+        return None
+    ck = cfg.checkpoint
+    read_mb_s, write_mb_s = _tier_mb_s(ck.slow if ck.target == "slow" else ck.fast)
+    size = parameters(classes, cfg.workload.image_side, cfg.workload.width) * CHECKPOINT_BYTES_PER_PARAM
+    writes = steps // ck.every * size / ((write_mb_s or CHECKPOINT_WRITE_MB_S) * 1e6)
+    restore = size / ((read_mb_s or CHECKPOINT_WRITE_MB_S) * 1e6) if ck.restore else 0.0
+    return 2 * train + writes + restore
 
 
 def _why_not(cfg) -> tuple[str, str]:
@@ -260,7 +290,7 @@ def _why_not(cfg) -> tuple[str, str]:
         )
     if model in IMAGE_RATES:
         return f"workload={cfg.workload.name} with threads={{}}, not a number of threads", str(cfg.threads)
-    if model == "training" and frameworks.of(cfg).name not in TRAIN_IMAGES_S:
+    if model in ("training", "checkpoint") and frameworks.of(cfg).name not in TRAIN_IMAGES_S:
         return (
             f"workload={cfg.workload.name} with framework={{}}, whose training rate is not measured here",
             frameworks.of(cfg).name,
@@ -326,7 +356,7 @@ class Estimate:
             run = _run_s(cfg, cores, n, mean, gpu if local else None)
             runs = cfg.repeats + cfg.warmup
             own = CELL_S + gen + _store_s(cfg, n, mean, stored)
-            if _model(cfg) == "training":
+            if _model(cfg) in ("training", "checkpoint"):
                 own += TRAIN_CELL_S
             self.cells.append(None if run is None else own + runs * run)
             self.why.append(None if run is not None else _why_not(cfg))

@@ -271,3 +271,33 @@ def test_each_pipeline_is_timed_at_its_own_measured_rate(planned_cell):
 
     assert run_s("readonly") == pytest.approx(4096 / READ_ONLY_IMAGES_S)
     assert run_s("microbench") == pytest.approx(4096 / DECODE_IMAGES_S)
+
+
+def test_a_checkpoint_cell_is_its_training_twice_and_its_checkpoints_writes(planned_cell):
+    """workload=checkpoint on this machine's CPU: the AlexNet model's training time, twice (the run's
+    baseline, then with checkpoints), plus each checkpoint at its tier's write rate: a slower tier or more
+    checkpoints take longer, and a checkpoint of AlexNet's size is counted from its shape."""
+    from campaign.estimate import CELL_S, CHECKPOINT_BYTES_PER_PARAM, TRAIN_CELL_S, Estimate
+    from jobs.workloads.alexnet.settings import parameters
+
+    base = ("workload=checkpoint", "workload.image_side=128", "workload.width=0.25", "workload.device=cpu")
+    run = (*base, "workload.steps=12", "dataset.num_images=768", "repeats=1", "warmup=0", "storage=tmpfs")
+
+    def run_s(*more: str) -> float:
+        est = Estimate([planned_cell(*run, *more)], local=True)
+        assert est.cells[0] is not None, est.total()
+        return est.cells[0] - CELL_S - TRAIN_CELL_S - est.generating[0]
+
+    training = Estimate([planned_cell("workload=alexnet_small", "workload.device=cpu")], local=True)
+    assert training.cells[0] is not None  # the model the checkpoint mini-app trains has a time here
+    every3 = run_s("checkpoint.every=3", "storage@checkpoint.slow=emulated_hdd")
+    every6 = run_s("checkpoint.every=6", "storage@checkpoint.slow=emulated_hdd")
+    on_ssd = run_s("checkpoint.every=3", "storage@checkpoint.slow=emulated_ssd")
+    cfg = planned_cell(*run, "storage@checkpoint.slow=emulated_hdd").config
+    size = parameters(cfg.dataset.num_classes, 128, 0.25) * CHECKPOINT_BYTES_PER_PARAM
+    assert size == pytest.approx(24e6, rel=0.02)
+    hdd = cfg.checkpoint.slow.ior_write_mb_s  # Table I's write rate of the emulated HDD
+    assert every3 - every6 == pytest.approx(2 * size / 1e6 / hdd, rel=0.01)  # 2 checkpoints more
+    assert every3 > on_ssd
+    est = Estimate([planned_cell(*run, "framework=pytorch")], local=True)
+    assert est.cells == [None] and "workload=checkpoint with framework=pytorch" in est.total()
