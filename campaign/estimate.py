@@ -54,6 +54,9 @@ CHECKPOINT_BYTES_PER_PARAM = 12
 # checkpoints written, fsync'ed, to a tier whose preset records no write rate (local disk, tmpfs), MB/s:
 # alexnet_small's 24 MB written and fsync'ed on /var/tmp took 373-959 MB/s here beside the suite (2026-11-28)
 CHECKPOINT_WRITE_MB_S = 300.0
+# a checkpoint run's own work besides its steps and writes (the model built, its step traced): the paper's
+# fig9_fig10 grid at workstation scale, quiet, 2026-11-28: runs of 4.0-5.4 s, 3.0-3.7 s of steps and stalls
+CHECKPOINT_RUN_S = 1.0
 
 
 @dataclass
@@ -217,15 +220,25 @@ def _training_s(cfg, cores: int, images: int | None, mean_bytes: float | None, g
     measured, on a GPU (this machine's, with ``workload.device=auto`` or ``gpu``), or on a cluster's nodes,
     whose devices are not known here (``gpu``: whether this machine has one, asked once; None: the cell
     runs elsewhere)."""
+    per_image = _per_trained_image_s(cfg, cores, mean_bytes, gpu)
+    if not images or per_image is None:
+        return None
+    return (
+        _between(TRAIN_FIXED_S, _shape_cost(cfg.workload.image_side, cfg.workload.width)) + images * per_image
+    )
+
+
+def _per_trained_image_s(cfg, cores: int, mean_bytes: float | None, gpu) -> float | None:
+    """Seconds per image of AlexNet's training steps on this machine's CPU, its input read and decoded
+    beside them (with prefetch) or between them; None where ``_training_s`` has no time."""
     measured = TRAIN_IMAGES_S.get(frameworks.of(cfg).name)
     device = cfg.workload.device
-    if not images or gpu is None or measured is None or device == "gpu" or (device == "auto" and gpu()):
+    if gpu is None or measured is None or device == "gpu" or (device == "auto" and gpu()):
         return None
     cost = _shape_cost(cfg.workload.image_side, cfg.workload.width)
     step = TRAIN_CORES / (_between(measured, cost) * cores)  # seconds of the model's compute per image
     read = 1 / (_rate(cfg, cores, mean_bytes, DECODE_IMAGES_S) or DECODE_IMAGES_S)
-    per_image = max(step, read) if cfg.prefetch else step + read
-    return _between(TRAIN_FIXED_S, cost) + images * per_image
+    return max(step, read) if cfg.prefetch else step + read
 
 
 def _workload(cfg):
@@ -257,10 +270,11 @@ def _run_s(cfg, cores: int, images: int | None, mean_bytes: float | None, gpu) -
 
 
 def _checkpoint_s(cfg, cores: int, images: int | None, mean_bytes: float | None, gpu) -> float | None:
-    """One run of the checkpointing mini-app: its training twice (the run's baseline without checkpoints,
-    then with them) at the AlexNet model's measured rate, plus each checkpoint written durable at its tier's
-    write rate (the fast tier's with a burst buffer, whose drain overlaps the training), and read back
-    when ``checkpoint.restore``; None where the training has no time."""
+    """One run of the checkpointing mini-app: its training steps twice (the run's baseline without
+    checkpoints, then with them) at the AlexNet model's measured rate, its own work (``CHECKPOINT_RUN_S``),
+    each checkpoint written durable at its tier's write rate (the fast tier's with a burst buffer, whose
+    drain overlaps the training), and one read back when ``checkpoint.restore``; None where the training
+    has no time."""
     from jobs.workloads.alexnet.settings import parameters
 
     classes = getattr(cfg.dataset, "num_classes", None)
@@ -268,15 +282,15 @@ def _checkpoint_s(cfg, cores: int, images: int | None, mean_bytes: float | None,
         return None
     steps = images // cfg.batch_size
     steps = min(steps, cfg.workload.steps) if cfg.workload.steps else steps
-    train = _training_s(cfg, cores, steps * cfg.batch_size, mean_bytes, gpu)
-    if train is None:
+    per_image = _per_trained_image_s(cfg, cores, mean_bytes, gpu)
+    if per_image is None:
         return None
     ck = cfg.checkpoint
     read_mb_s, write_mb_s = _tier_mb_s(ck.slow if ck.target == "slow" else ck.fast)
     size = parameters(classes, cfg.workload.image_side, cfg.workload.width) * CHECKPOINT_BYTES_PER_PARAM
     writes = steps // ck.every * size / ((write_mb_s or CHECKPOINT_WRITE_MB_S) * 1e6)
     restore = size / ((read_mb_s or CHECKPOINT_WRITE_MB_S) * 1e6) if ck.restore else 0.0
-    return 2 * train + writes + restore
+    return 2 * steps * cfg.batch_size * per_image + CHECKPOINT_RUN_S + writes + restore
 
 
 def _why_not(cfg) -> tuple[str, str]:
