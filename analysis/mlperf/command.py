@@ -5,6 +5,7 @@ workload and accelerator, the most accelerators that held their AU."""
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
 from pathlib import Path
 
@@ -81,7 +82,24 @@ def closing_lines(folder: Path, collected=None) -> list[str]:
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m analysis mlperf", description=__doc__.split("\n\n")[0])
     p.add_argument("folder", type=Path, help="a campaign folder of workload=emulated cells")
+    p.add_argument(
+        "--results-dir",
+        type=Path,
+        help="also lay each cell's measured runs out as MLPerf Storage's results tree in this folder "
+        "(<division>/<org>/results/<system>/training/<workload>/run/<timestamp>/; docs/mlperf.md)",
+    )
+    p.add_argument("--org", default="iocampaign", help="the tree's organisation (MLPerf's submitter)")
+    p.add_argument("--system", default=None, help="the tree's system name (default: the host's name)")
     args = p.parse_args(argv)
+    if args.results_dir is not None:
+        from analysis.mlperf import results_dir
+
+        args.system = args.system or socket.gethostname()
+        try:
+            results_dir.check(args.results_dir, args.org, args.system)
+        except results_dir.ResultsDirError as e:
+            print(f"analysis mlperf: {e}", file=sys.stderr)
+            return 2
     if not args.folder.is_dir():
         print(f"analysis mlperf: {args.folder} is not a folder", file=sys.stderr)
         return 2
@@ -100,4 +118,23 @@ def main(argv: list[str]) -> int:
         print(f"[mlperf] cell {v.cell_dir}: {v.line()}")
     for line in most_accelerators(found):
         print(f"[mlperf] {line}")
+    if args.results_dir is not None:
+        return _lay_out(found, args)
+    return 0
+
+
+def _lay_out(found: list[rules.Verdict], args) -> int:
+    from analysis.mlperf import results_dir
+
+    try:
+        written = results_dir.write(found, args.folder, args.results_dir, args.org, args.system)
+    except results_dir.ResultsDirError as e:
+        print(f"analysis mlperf: {e}", file=sys.stderr)
+        return 2
+    divisions = sorted({p.relative_to(args.results_dir).parts[0] for p in written})
+    print(
+        f"[mlperf] results tree: {len(written)} run folder{'s' if len(written) != 1 else ''} in "
+        f"{args.results_dir} ({', '.join(divisions) or 'nothing new'})"
+        + ("; the invalid/ runs break a rule: they are no submission" if "invalid" in divisions else "")
+    )
     return 0

@@ -331,3 +331,72 @@ def test_the_study_on_an_object_store_counts_its_gets_and_names_its_client(tmp_p
         assert list((root / "iocampaign" / "s3servers").iterdir()) == []  # the server and its data are gone
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_the_runs_are_laid_out_as_mlperfs_results_tree(finished, tmp_path):
+    """--results-dir: one folder per measured run under the verdict's division, each with DLIO's summary
+    and per-epoch statistics of that run, the cell's resolved config, its log and the verdict; a second
+    call adds nothing; a CLOSED-eligible cell goes under closed/."""
+    import json
+
+    out = tmp_path / "results"
+    p = analysis("mlperf", str(finished[0]), "--results-dir", str(out), "--system", "ws-2core", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[-1].startswith(f"[mlperf] results tree: 5 run folders in {out} (invalid)")
+    rec = _record(finished)
+    base = out / "invalid" / "iocampaign" / "results" / "ws-2core" / "training" / "retinanet" / "run"
+    folders = sorted(base.iterdir())
+    assert len(folders) == 5 and all(f.name.startswith(rec.runs[1]["started_at"][:4]) for f in folders)
+    measured = [r for r in rec.runs if not r.get("warmup")]
+    for folder, run in zip(folders, measured):
+        summary = json.loads((folder / "summary.json").read_text())
+        assert summary["num_accelerators"] == 1 and summary["epochs"] == 1
+        assert summary["metric"]["train_au_mean_percentage"] == run["train_au_percentage"]
+        assert summary["metric"]["train_throughput_samples_per_second"] == [run["images_per_s"]]
+        assert summary["metric"]["train_au_meet_expectation"] == (
+            "success" if run["train_au_percentage"] >= 85 else "fail"
+        )
+        epoch = json.loads((folder / "per_epoch_stats.json").read_text())["1"]
+        assert epoch["duration"] == run["run_wall_s"] and epoch["au"] == run["train_au_percentage"]
+        assert "accelerator:" in (folder / "dlio_config" / "config.yaml").read_text()
+        assert "+experiment=mlperf" in (folder / "dlio_config" / "overrides.yaml").read_text()
+        prov = json.loads((folder / "provenance.json").read_text())
+        assert prov["verdict"] == "INVALID" and len(prov["checks"]) == len(RULES)
+        assert (folder / "__main__.log").is_file()
+    again = analysis(
+        "mlperf", str(finished[0]), "--results-dir", str(out), "--system", "ws-2core", cwd=tmp_path
+    )
+    assert again.stdout.splitlines()[-1].endswith("0 run folders in " + f"{out} (nothing new)")
+
+    shm = Path(tempfile.mkdtemp(dir="/dev/shm"))  # the results apart from the data: every rule holds
+    try:
+        cell = shm / "cell"
+        _judged(_passing(rec), cell)
+        shutil.copytree(finished[0] / ".hydra", cell / ".hydra")
+        closed = analysis(
+            "mlperf", str(cell), "--results-dir", str(out), "--system", "ws-2core", cwd=tmp_path
+        )
+    finally:
+        shutil.rmtree(shm)
+    assert closed.returncode == 0, closed.stderr
+    assert len(list((out / "closed").glob("iocampaign/results/ws-2core/training/retinanet/run/*"))) == 5
+
+
+def test_a_results_tree_that_cannot_be_written_is_refused_in_one_line(finished, tmp_path):
+    """A name that is not plain, a link for the folder or inside the tree (a folder another user replaced):
+    one line, exit 2, nothing written through the link."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(elsewhere)
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    (planted / "invalid").symlink_to(elsewhere)
+    for args, says in (
+        (("--results-dir", str(tmp_path / "r"), "--org", "a/b"), "--org='a/b': a plain name is needed"),
+        (("--results-dir", str(link)), f"--results-dir={link}: not a folder"),
+        (("--results-dir", str(planted)), f"{planted / 'invalid'} is a link"),
+    ):
+        p = analysis("mlperf", str(finished[0]), *args, cwd=tmp_path)
+        assert p.returncode == 2 and says in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert list(elsewhere.iterdir()) == [] and not (tmp_path / "r").exists()
