@@ -318,6 +318,10 @@ class CheckpointConf(Sealed):
     model: Optional[CheckpointModelConf] = None
     # workload=sharded_checkpoint: the first k of the model's ranks write (subset mode)
     ranks_written: Optional[int] = bounded(None, 1)
+    # workload=sharded_checkpoint: checkpoints each run writes, every one durable, then reads back cold
+    # (MLPerf Storage: 10 and 10; DLIO's names); the reads take the last ones written
+    num_checkpoints_write: int = bounded(1, 1, 1000)
+    num_checkpoints_read: int = bounded(1, 1, 1000)
     fast: StorageConf = MISSING  # the fast tier (burst buffer): a storage preset, storage@checkpoint.fast=...
     slow: StorageConf = MISSING  # the slow tier: a storage preset, storage@checkpoint.slow=...
 

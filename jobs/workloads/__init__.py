@@ -134,8 +134,9 @@ class Workload:
     bucket_checkpoints: ClassVar[bool] = False
     # how ``campaign.estimate`` times one of its runs before it runs (``estimate_model``): "decode" or
     # "read" (the input pipeline's measured image rate), "baseline" (its tier's recorded IOR rates),
-    # "emulated" (the accelerators' step time), "training" (a model's measured step on the CPU), "checkpoint"
-    # (that training twice and its checkpoints' writes); None: not timed, for the reason ``not_modelled`` gives
+    # "emulated" (the accelerators' step time), "training" (a model's measured step on the CPU),
+    # "checkpoint" (that training twice and its checkpoints' writes); None: not timed, for the reason
+    # ``not_modelled`` gives
     run_model: ClassVar[str | None] = None
     # what a node must have for its cells beyond the project's packages (a cluster's dry run lists it)
     node_needs: ClassVar[tuple[str, ...]] = ()

@@ -349,6 +349,39 @@ def test_a_shape_mlperf_ran_is_put_beside_its_submission_in_the_report(two_ranks
             ),
             "2 of its 8 ranks write 28.1 GB, but checkpoint.fast's emulated image has",
         ),
+        (
+            ("checkpoint_model=ci_tiny", "checkpoint.ranks_written=1", "checkpoint.num_checkpoints_read=2"),
+            "checkpoint.num_checkpoints_read=2 reads back checkpoints the run wrote: at most "
+            "checkpoint.num_checkpoints_write=1",
+        ),
+        (
+            (
+                "checkpoint_model=ci_tiny",
+                "checkpoint.ranks_written=1",
+                "checkpoint.num_checkpoints_write=2",
+                "framework=pytorch",
+            ),
+            "framework=pytorch writes one a run (checkpoint.num_checkpoints_write=1)",
+        ),
+        (
+            (
+                "checkpoint_model=ci_tiny",
+                "checkpoint.ranks_written=1",
+                "checkpoint.num_checkpoints_write=2",
+                "checkpoint.target=burst_buffer",
+            ),
+            "checkpoint.target=burst_buffer writes one a run",
+        ),
+        (
+            (
+                "checkpoint_model=llama3_8b",
+                "checkpoint.ranks_written=1",
+                "checkpoint.num_checkpoints_write=10",
+                "storage=tmpfs",
+                "storage.root=/dev/shm",
+            ),
+            "checkpoint.num_checkpoints_write=10 holds every checkpoint of a run at once: 10 x 14.1 GB",
+        ),
     ],
 )
 def test_shapes_it_cannot_run_are_refused_before_writing(cwd, args, expected):
@@ -399,3 +432,44 @@ def test_ranks_that_clean_up_at_once_each_remove_what_killed_runs_left(tmp_path)
     assert [p.returncode for p in procs] == [0] * 4, [err[-1500:] for _, err in said]
     assert list(root.iterdir()) == []
     assert sum(int(out) for out, _ in said) >= 400  # every rank folder removed, by one process or another
+
+
+def test_mlperfs_checkpointing_run_writes_n_checkpoints_then_reads_them_cold(tmp_path):
+    """checkpoint.num_checkpoints_write=3 and num_checkpoints_read=3 (MLPerf Storage: 10 and 10): every
+    rank writes its three checkpoints durable one after another, the page cache is cleared, then each is read
+    back cold and checked; the durations are DLIO's (the mean over checkpoints of the slowest rank's), the
+    gap from the last write to the first read is recorded, and nothing is left on the tier."""
+    disk = Path(os.environ.get("IOCAMPAIGN_TEST_DISK", "/var/tmp")) / f"iocampaign-many-{os.getpid()}"
+    disk.mkdir()
+    out = tmp_path / "c"
+    try:
+        p = campaign(
+            "workload=sharded_checkpoint",
+            "checkpoint_model=llama3_8b",
+            "checkpoint.model.parameters=4000000",  # 56 MB a checkpoint, 7 MB a rank
+            "checkpoint.ranks_written=2",
+            "platform.tasks_per_node=2",
+            "checkpoint.num_checkpoints_write=3",
+            "checkpoint.num_checkpoints_read=3",
+            "storage=local",
+            f"storage.root={disk}",
+            "repeats=1",
+            "warmup=0",
+            f"hydra.run.dir={out}",
+            cwd=tmp_path,
+        )
+        assert p.returncode == 0, p.stderr[-3000:]
+        run = records.read(out / records.FILENAME).runs[0]
+        assert run["checkpoints_written"] == 3 and run["checkpoints_read"] == 3
+        each = [r["save_each_s"] for r in run["shard_ranks"]]
+        assert run["save_each_duration_s"] == [max(x) for x in zip(*each)]
+        assert run["save_duration_s"] == pytest.approx(sum(run["save_each_duration_s"]) / 3)
+        assert run["load_duration_s"] == pytest.approx(sum(run["load_each_duration_s"]) / 3)
+        assert 0 <= run["read_gap_s"] < 30 and all(r["cache_cleared"] for r in run["shard_ranks"])
+        size = sum(r["bytes"] for r in run["shard_ranks"])
+        assert size == 2 * 7_000_000 and run["bytes_consumed"] == 3 * size  # every rank read 3 checkpoints
+        assert run["bytes_read_device"] >= 0.98 * run["bytes_consumed"]  # cold: read from the disk
+        assert "3 checkpoints of 0.01 GB saved durable" in (out / "__main__.log").read_text()
+        assert not list((disk / "iocampaign" / "checkpoints").rglob("*.bin"))  # removed once read back
+    finally:
+        shutil.rmtree(disk, ignore_errors=True)

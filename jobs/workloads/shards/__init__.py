@@ -76,6 +76,27 @@ METRICS = tuple(
             "sharded checkpoint: ranks that wrote (subset mode: fewer than the model's)",
         ),
         Metric(
+            "checkpoints_written",
+            "checkpoints",
+            "",
+            "sharded checkpoint: checkpoints each rank wrote in the run, one after another "
+            "(checkpoint.num_checkpoints_write; MLPerf Storage: 10)",
+        ),
+        Metric(
+            "checkpoints_read",
+            "checkpoints",
+            "",
+            "sharded checkpoint: checkpoints each rank read back cold after the writes "
+            "(checkpoint.num_checkpoints_read; MLPerf Storage: 10)",
+        ),
+        Metric(
+            "read_gap_s",
+            "s",
+            "",
+            "sharded checkpoint, several checkpoints: from the last write's end to the first read's start, "
+            "the page cache cleared between (the slowest rank's; MLPerf Storage: within 30 s)",
+        ),
+        Metric(
             "drain_duration_s",
             "s",
             "lower",
@@ -118,6 +139,8 @@ class ShardedCheckpoint(Workload):
         "checkpoint_bytes_left",
         "dropped_files",
         "recovered",
+        "save_each_duration_s",
+        "load_each_duration_s",
     )
     needs_dataset = False
     shardable = True  # each rank a task of the cell
@@ -173,6 +196,7 @@ class ShardedCheckpoint(Workload):
                 f"checkpoint.target={ck.target}: workload=sharded_checkpoint writes to storage=<tier> "
                 "(slow) or through the burst buffer (burst_buffer: checkpoint.fast, then drained to storage)"
             )
+        self._many(cfg)
         if backends.of(cfg.storage).requests:
             self._on_store(cfg)
             self.engine(cfg).check_store(cfg)
@@ -185,7 +209,36 @@ class ShardedCheckpoint(Workload):
         # buffer's drain empties the fast tier
         if ck.target == "burst_buffer":
             self._space(cfg.checkpoint.fast, s, written, "checkpoint.fast")
-        self._space(cfg.storage, s, written, runs=cfg.warmup + cfg.repeats if ck.keep else 1)
+        runs = cfg.warmup + cfg.repeats if ck.keep else 1
+        self._space(cfg.storage, s, written, runs=runs, checkpoints=ck.num_checkpoints_write)
+
+    def _many(self, cfg) -> None:
+        """Several checkpoints a run (MLPerf Storage's 10 writes, then 10 reads): the reads take checkpoints
+        the run wrote, on a folder of a tier, straight to storage, by an engine that can."""
+        ck = cfg.checkpoint
+        writes, reads = ck.num_checkpoints_write, ck.num_checkpoints_read
+        if reads > writes:
+            raise ConfigError(
+                f"checkpoint.num_checkpoints_read={reads} reads back checkpoints the run wrote: at most "
+                f"checkpoint.num_checkpoints_write={writes}"
+            )
+        if writes == 1:
+            return
+        where = (
+            f"storage={cfg.storage.name} (an object store)"
+            if backends.of(cfg.storage).requests
+            else f"checkpoint.target={ck.target}"
+            if ck.target != "slow"
+            else None
+            if getattr(self.engine(cfg), "MANY_CHECKPOINTS", False)
+            else f"framework={cfg.framework.name}"
+        )
+        if where is not None:
+            raise ConfigError(
+                f"checkpoint.num_checkpoints_write={writes}: several checkpoints a run are written to a "
+                f"folder of storage=<tier> with checkpoint.target=slow by framework=tensorflow's engine; "
+                f"{where} writes one a run (checkpoint.num_checkpoints_write=1)"
+            )
 
     @staticmethod
     def _on_store(cfg) -> None:
@@ -198,7 +251,7 @@ class ShardedCheckpoint(Workload):
             )
 
     @staticmethod
-    def _space(tier, s, written: int, name: str = "storage", runs: int = 1) -> None:
+    def _space(tier, s, written: int, name: str = "storage", runs: int = 1, checkpoints: int = 1) -> None:
         """Refuse, before anything is written, a shape whose written ranks (those of all ``runs`` runs, when
         they are kept) do not fit on the tier: its root's disk, or the embedded server's, whose objects lie
         on its root (a user's endpoint: its space is not this machine's to count)."""
@@ -214,8 +267,16 @@ class ShardedCheckpoint(Workload):
             st = os.statvfs(probe)
             free, where = st.f_bavail * st.f_frsize, str(probe)
         one = s_bytes(s, written)
-        if one * runs * 1.02 <= free:
+        if one * runs * checkpoints * 1.02 <= free:
             return
+        if checkpoints > 1:
+            raise ConfigError(
+                f"checkpoint.num_checkpoints_write={checkpoints} holds every checkpoint of a run at once: "
+                f"{checkpoints} x {_size(one)} ({written} of the {s.ranks} ranks of "
+                f"checkpoint_model={s.name}){f' x {runs} kept runs' if runs > 1 else ''} = "
+                f"{_size(one * runs * checkpoints)}, but "
+                f"{where} has {_size(free)} free: write fewer checkpoints or ranks, or choose another storage"
+            )
         if runs > 1:
             raise ConfigError(
                 f"checkpoint.keep=true keeps every run's shards: {runs} runs (warmup + repeats) x "
@@ -275,18 +336,20 @@ class ShardedCheckpoint(Workload):
             **({"drain_s": drain_s, "drain_gb_s": size / drain_s / GB} if drain_s is not None else {}),
             "write_device_bytes": t["write_device_bytes"],
             "read_device_bytes": t["read_device_bytes"],
+            **{k: t[k] for k in ("save_each_s", "load_each_s", "read_gap_s", "cache_cleared") if k in t},
             "verified": True,
             "host": nodes.name(),
         }
+        reads = len(t.get("load_each_s") or [None])
         return {
             "images": 0,
             "images_dropped": 0,
-            "bytes_consumed": size,
+            "bytes_consumed": size * reads,
             "bytes_read_device": t["read_device_bytes"],
             "bytes_read_syscall": t["read_syscall_bytes"],
             "seconds": seconds,
             "images_per_s": 0.0,
-            "mb_per_s": size / max(seconds, 1e-9) / 1e6,
+            "mb_per_s": size * reads / max(seconds, 1e-9) / 1e6,
             **totals([rank], s),
             "checkpoint_model": _model_record(cfg, s),
             "model_ranks": s.ranks,
@@ -303,6 +366,16 @@ class ShardedCheckpoint(Workload):
             else ""
         )
         model = result["checkpoint_model"]["name"]
+        if result.get("checkpoints_written"):
+            r = result
+            return (
+                f"{r['ranks_written']} of {r['model_ranks']} ranks of {model}: "
+                f"{r['checkpoints_written']} checkpoints of {r['checkpoint_gb']:.2f} GB saved durable, "
+                f"{r['save_duration_s']:.2f} s each ({r['save_throughput_gb_s']:.2f} GB/s), then "
+                f"{r['checkpoints_read']} loaded cold {r['read_gap_s']:.1f} s after the last write, "
+                f"{r['load_duration_s']:.2f} s each ({r['load_throughput_gb_s']:.2f} GB/s), "
+                "every byte checked"
+            )
         return (
             f"{result['ranks_written']} of {result['model_ranks']} ranks of {model}: "
             f"saved {result['checkpoint_gb']:.2f} GB durable in {result['save_duration_s']:.2f} s "
@@ -390,7 +463,19 @@ def totals(ranks: list[dict], s) -> dict:
     size = sum(r["bytes"] for r in ranks)
     save, load = max(r["save_s"] for r in ranks), max(r["load_s"] for r in ranks)
     drain = max(r["drain_s"] for r in ranks) if all("drain_s" in r for r in ranks) else None
+    many = {}
+    if all("save_each_s" in r for r in ranks):  # several checkpoints: DLIO's mean of each one's slowest rank
+        save = _mean_of_slowest([r["save_each_s"] for r in ranks])
+        load = _mean_of_slowest([r["load_each_s"] for r in ranks])
+        many = {
+            "checkpoints_written": len(ranks[0]["save_each_s"]),
+            "checkpoints_read": len(ranks[0]["load_each_s"]),
+            "read_gap_s": max(r["read_gap_s"] for r in ranks),
+            "save_each_duration_s": [max(each) for each in zip(*(r["save_each_s"] for r in ranks))],
+            "load_each_duration_s": [max(each) for each in zip(*(r["load_each_s"] for r in ranks))],
+        }
     return {
+        **many,
         "save_duration_s": save,
         "load_duration_s": load,
         "save_throughput_gb_s": size / save / GB,
@@ -401,6 +486,11 @@ def totals(ranks: list[dict], s) -> dict:
         "drain_duration_s": drain,
         "drain_throughput_gb_s": size / drain / GB if drain else None,
     }
+
+
+def _mean_of_slowest(per_rank: list[list[float]]) -> float:
+    slowest = [max(each) for each in zip(*per_rank)]
+    return sum(slowest) / len(slowest)
 
 
 def merge(results: list[dict]) -> dict:

@@ -8,9 +8,19 @@ from pathlib import Path
 
 from jobs.workloads.shards import objectio, shardio
 
+MANY_CHECKPOINTS = True  # a run can write several checkpoints, then read them back (shardio.many_phases)
+
 
 def on_files(ctx, folders: list[Path], files, content: shardio.Content, base: bytes, sums: list[str]):
-    """(timings, the files the rank's folders hold) of the rank's ``shardio.phases`` on its folders."""
+    """(timings, the files the rank's folders hold) of the rank's ``shardio.phases`` on its folders, or of
+    its ``many_phases`` where the run writes more than one checkpoint."""
+    ck = ctx.cfg.checkpoint
+    if ck.num_checkpoints_write > 1 or ck.num_checkpoints_read > 1:
+        held = [f for each in shardio.checkpoint_files(files, ck.num_checkpoints_write) for f in each]
+        t = shardio.many_phases(
+            ctx, folders[-1], files, content, base, ck.num_checkpoints_write, ck.num_checkpoints_read
+        )
+        return t, held
     return shardio.phases(ctx, folders, files, content, base, sums), files
 
 

@@ -195,6 +195,54 @@ def drain(fast: Path, slow: Path, files: list[tuple[str, int]], sums: list[str],
     return time.perf_counter() - t0
 
 
+def checkpoint_files(files: list[tuple[str, int]], writes: int) -> list[list[tuple[str, int]]]:
+    """The files of each of ``writes`` checkpoints a rank writes in its folder: the shard's own names, each
+    checkpoint's after its number (``ckpt03_<name>``) where a run writes more than one."""
+    if writes == 1:
+        return [files]
+    return [[(f"ckpt{i:02d}_{n}", b) for n, b in files] for i in range(writes)]
+
+
+def many_phases(
+    ctx, folder: Path, files: list[tuple[str, int]], content: Content, base: bytes, writes: int, reads: int
+) -> dict:
+    """MLPerf Storage's checkpointing run for one rank: ``writes`` checkpoints saved one after another, each
+    durable (fsync) before the next and every rank's before any rank's next (a barrier); then every
+    checkpoint evicted from the page cache (MLPerf clears it when a client wrote at most 3 times its memory;
+    here always, so that no read is served from memory); then the last ``reads`` of them loaded cold, one
+    after another, every byte checked. The save and load durations are each checkpoint's; ``read_gap_s``
+    is the time from the last write's end to the first read's start (MLPerf: within 30 s)."""
+    from jobs.storage import cache
+
+    each = checkpoint_files(files, writes)
+    _, w0, _ = io_bytes()
+    ctx.mark("start")
+    saves = []
+    for i, ck in enumerate(each):
+        saves.append(write(folder, ck, content, base))
+        ctx.barrier(f"saved{i}")  # every rank's checkpoint i is durable before any rank writes the next
+    written_at = time.perf_counter()
+    _, w1, _ = io_bytes()
+    cache.evict([str(folder / n) for ck in each for n, _ in ck])
+    ctx.barrier("evicted")
+    r0, _, rc0 = io_bytes()
+    gap = time.perf_counter() - written_at
+    loads = [read(folder, ck, content, base) for ck in each[writes - reads :]]
+    r1, _, rc1 = io_bytes()
+    ctx.mark("end")
+    return {
+        "save_s": sum(saves) / len(saves),
+        "load_s": sum(loads) / len(loads),
+        "save_each_s": saves,
+        "load_each_s": loads,
+        "read_gap_s": gap,
+        "cache_cleared": True,
+        "write_device_bytes": None if w0 is None or w1 is None else w1 - w0,
+        "read_device_bytes": None if r0 is None or r1 is None else r1 - r0,
+        "read_syscall_bytes": None if rc0 is None or rc1 is None else rc1 - rc0,
+    }
+
+
 def phases(
     ctx, folders: list[Path], files: list[tuple[str, int]], content: Content, base: bytes, sums: list[str]
 ) -> dict:
