@@ -9,29 +9,39 @@ import socket
 import sys
 from pathlib import Path
 
-from analysis.mlperf import rules
+from analysis.mlperf import checkpointing, rules
 from jobs import records
 
 
-def verdicts(folder: Path, made_by: str | None = None) -> list[rules.Verdict]:
-    """The verdict of every completed cell under ``folder`` that emulated accelerators (``made_by``: only
-    the cells that override made)."""
+def verdicts(folder: Path, made_by: str | None = None) -> list:
+    """The verdict of every completed cell under ``folder`` that emulated accelerators (``rules.Verdict``)
+    or saved and loaded sharded checkpoints (``checkpointing.Verdict``); ``made_by``: only the cells that
+    override made."""
     out = []
     for path in sorted(folder.rglob(records.FILENAME)):
         try:
             rec = records.read(path)
         except records.RecordError:
             continue  # the campaign's own summary names an unreadable record
+        if rec.status != records.COMPLETED or (made_by is not None and made_by not in rec.overrides):
+            continue
+        where = str(path.parent.relative_to(folder)) or "."
         measured = [run for run in rec.runs if not run.get("warmup")]
-        emulated = rec.config.get("accelerator") and all("train_au_percentage" in run for run in measured)
-        if rec.status == records.COMPLETED and emulated and (made_by is None or made_by in rec.overrides):
-            out.append(rules.check(str(path.parent.relative_to(folder)) or ".", rec, path))
+        if rec.config.get("accelerator") and all("train_au_percentage" in run for run in measured):
+            out.append(rules.check(where, rec, path))
+        elif checkpointing.is_checkpointing(rec):
+            out.append(checkpointing.check(where, rec, path))
     return out
 
 
-def table(v: rules.Verdict) -> list[str]:
+def training(found: list) -> list[rules.Verdict]:
+    return [v for v in found if isinstance(v, rules.Verdict)]
+
+
+def table(v) -> list[str]:
     """The cell's checks, one line each: state, rule, figure and limit."""
-    lines = [f"cell {v.cell_dir}: MLPerf Storage {rules.rules()['edition']} training rules"]
+    kind = "training" if isinstance(v, rules.Verdict) else "checkpointing"
+    lines = [f"cell {v.cell_dir}: MLPerf Storage {rules.rules()['edition']} {kind} rules"]
     for c in v.checks:
         lines.append(f"  {c.state:<8} {c.rule:<24} {c.figure}  [limit: {c.limit}]")
     return lines
@@ -75,7 +85,7 @@ def closing_lines(folder: Path, collected=None) -> list[str]:
     if not found:
         return []
     lines = [f"[mlperf] cell {v.cell_dir}: {v.line()}" for v in found]
-    lines += [f"[mlperf] {line}" for line in most_accelerators(found)]
+    lines += [f"[mlperf] {line}" for line in most_accelerators(training(found))]
     return [*lines, f"[mlperf] every rule beside its figure: python -m analysis mlperf {folder}"]
 
 
@@ -106,8 +116,9 @@ def main(argv: list[str]) -> int:
     found = verdicts(args.folder)
     if not found:
         print(
-            f"analysis mlperf: {args.folder} holds no completed cell of emulated accelerators "
-            "(python -m campaign workload=emulated accelerator=<profile>, conf/accelerator/)",
+            f"analysis mlperf: {args.folder} holds no completed cell of emulated accelerators or sharded "
+            "checkpoints (python -m campaign workload=emulated accelerator=<profile>, conf/accelerator/; "
+            "workload=sharded_checkpoint checkpoint_model=<preset>)",
             file=sys.stderr,
         )
         return 2
@@ -116,10 +127,10 @@ def main(argv: list[str]) -> int:
     print()
     for v in found:
         print(f"[mlperf] cell {v.cell_dir}: {v.line()}")
-    for line in most_accelerators(found):
+    for line in most_accelerators(training(found)):
         print(f"[mlperf] {line}")
     if args.results_dir is not None:
-        return _lay_out(found, args)
+        return _lay_out(training(found), args)
     return 0
 
 

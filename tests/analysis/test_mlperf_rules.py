@@ -400,3 +400,81 @@ def test_a_results_tree_that_cannot_be_written_is_refused_in_one_line(finished, 
         p = analysis("mlperf", str(finished[0]), *args, cwd=tmp_path)
         assert p.returncode == 2 and says in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert list(elsewhere.iterdir()) == [] and not (tmp_path / "r").exists()
+
+
+@pytest.fixture(scope="module")
+def checkpointed(tmp_path_factory) -> Path:
+    """A real sharded checkpoint cell, MLPerf's run at a reduced size: 2 ranks of llama3_8b shrunk to 4 M
+    parameters, 2 checkpoints written, then read back cold."""
+    base = tmp_path_factory.mktemp("mlperf-ckpt")
+    root = on_disk(tmp_path_factory, "mlperf-ckpt-data")
+    folder = base / "run"
+    p = campaign(
+        "workload=sharded_checkpoint",
+        "checkpoint_model=llama3_8b",
+        "checkpoint.model.parameters=4000000",
+        "checkpoint.ranks_written=2",
+        "platform.tasks_per_node=2",
+        "checkpoint.num_checkpoints_write=2",
+        "checkpoint.num_checkpoints_read=2",
+        "storage=local",
+        f"storage.root={root}",
+        "repeats=1",
+        "warmup=0",
+        f"hydra.run.dir={folder}",
+        cwd=base,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    return folder
+
+
+def _as_mlperfs(rec: records.CellRecord) -> records.CellRecord:
+    """The real record with what a 2-core machine cannot hold set as MLPerf's 8B run has it: 8 of 8 ranks,
+    a 112 GB checkpoint, 10 written and 10 read."""
+    out = copy.deepcopy(rec)
+    for run in out.runs:
+        run.update(ranks_written=8, model_ranks=8, model_checkpoint_gb=112.42)
+        run.update(checkpoints_written=10, checkpoints_read=10)
+    return out
+
+
+def test_a_checkpointing_cell_is_judged_by_mlperfs_checkpointing_rules(checkpointed, tmp_path):
+    """The reduced run: every rule beside its figure, and the verdict names what a what-if changed (the
+    model's size, the subset of ranks, the checkpoints' count); set as MLPerf's run has them, on another
+    file system than the data, every rule holds; each rule then fails alone where its figure passes it."""
+    from analysis.mlperf import checkpointing
+
+    p = analysis("mlperf", str(checkpointed), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "MLPerf Storage v3.0 checkpointing rules" in p.stdout
+    line = p.stdout.splitlines()[-1]
+    assert line.startswith("[mlperf] cell .: llama3-8b checkpointing on 2 processes: save "), line
+    for why in (
+        "not llama3-8b's 105 GiB",
+        "2 processes wrote, not 8 (subset mode is allowed for 8B at 8 processes only)",
+        "checkpoints written: 2 a run, not 10",
+    ):
+        assert why in line, line
+    assert "  CLOSED   page cache" in p.stdout and "  CLOSED   read gap" in p.stdout
+
+    rec = _as_mlperfs(records.read(checkpointed / records.FILENAME))
+    shm = Path(tempfile.mkdtemp(dir="/dev/shm"))
+    try:
+        v = checkpointing.check(".", rec, records.write(rec, shm))
+        assert v.state == rules.CLOSED, [c for c in v.checks if c.state != rules.CLOSED]
+        for change, rule, why in (
+            (lambda r: r.runs[0].update(read_gap_s=31.0), "read gap", "the reads started 31 s after"),
+            (lambda r: r.runs[0]["shard_ranks"][0].update(cache_cleared=False), "page cache", "not cleared"),
+            (lambda r: r.runs[0].update(ranks_written=4), "processes", "4 processes wrote, not 8"),
+            (lambda r: r.runs[0].update(checkpoints_read=9), "checkpoints read", "9 a run, not 10"),
+        ):
+            bad = copy.deepcopy(rec)
+            change(bad)
+            failed = [
+                c
+                for c in checkpointing.check(".", bad, records.write(bad, shm)).checks
+                if c.state != "CLOSED"
+            ]
+            assert [c.rule for c in failed] == [rule] and why in failed[0].why, failed
+    finally:
+        shutil.rmtree(shm)
