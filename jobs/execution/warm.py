@@ -21,10 +21,10 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from multiprocessing import process as _process
 from pathlib import Path
 
-PRELOAD_ENV = "IOCAMPAIGN_PRELOAD"  # read once, by the server, at its start: what it imports
-TENSORFLOW = "tensorflow"  # in a preload list: TensorFlow and Keras, quietly (jobs.execution.tfstart)
+TENSORFLOW = "jobs.execution.tfpreload"  # in a preload list: TensorFlow and Keras, quietly (tfstart.preload)
 COMMON = ("hydra", "omegaconf", "pandas", "submitit", "campaign.choices", "jobs.runner")  # every campaign's
 
 
@@ -69,13 +69,9 @@ def start(module: str, args: Sequence[str], env: dict, preload: Sequence[str] = 
     from multiprocessing import forkserver
 
     context = mp.get_context("forkserver")
-    context.set_forkserver_preload([__name__])
+    context.set_forkserver_preload([__name__, *preload])  # imported by the server at its start, in order
     _server_folder()
-    os.environ[PRELOAD_ENV] = ",".join(preload)  # seen only by a server started now
-    try:
-        forkserver.ensure_running()  # nothing to do once it runs
-    finally:
-        os.environ.pop(PRELOAD_ENV, None)
+    forkserver.ensure_running()  # nothing to do once it runs
     process = context.Process(
         target=_run,
         args=(module, list(args), os.getcwd(), dict(env), _Fd(1), _Fd(2), cgroups()),
@@ -169,30 +165,11 @@ def for_cell(workload, cfg) -> tuple[str, ...]:
     return (*COMMON, *frameworks.of(cfg).warm)
 
 
-# in the server: multiprocessing's record of the main process, as a fresh interpreter has it (its children
-# take it back in place of their own, which names them after their Process)
-_SERVERS_OWN = None
-
-
-def _preload(names: list[str]) -> None:
-    """In the server, at its start: import what it was asked to (an import that fails is left to the child,
-    which then fails as a cold start would)."""
-    import importlib
-    from multiprocessing import process
-
-    global _SERVERS_OWN
-    _SERVERS_OWN = process.current_process()
-
-    for name in names:
-        try:
-            if name == TENSORFLOW:
-                from jobs.execution import tfstart
-
-                tfstart.preload()
-            else:
-                importlib.import_module(name)
-        except ImportError:
-            pass
+# multiprocessing's record of the main process, as a fresh interpreter has it: in the server, its own, kept
+# when the server imports this module first (``start``'s preload list); its children take it back in place of
+# their own, which names them after their Process (an import that fails in the server is left to the child,
+# which then fails as a cold start would: multiprocessing's forkserver passes over an ImportError)
+_SERVERS_OWN = _process.current_process()
 
 
 def cgroups(pid: int | str = "self") -> dict[str, str]:
@@ -324,7 +301,3 @@ def exit_as_python(command: Callable[[], object]) -> None:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
     os._exit((code or 0) & 0xFF)
-
-
-if os.environ.get(PRELOAD_ENV):  # imported by the server at its start (``start``)
-    _preload(os.environ.pop(PRELOAD_ENV).split(","))
