@@ -138,6 +138,12 @@ def _platform(cfg, memo: dict | None) -> None:
         why = memoised(memo, ("memory limit",), memlimit.available)
         if why is not None:
             raise ConfigError(f"{memlimit.SETTING}={cfg.platform.memory_limit_gb}: {why}")
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        if cfg.platform.memory_limit_gb * 1e9 >= total:
+            raise ConfigError(
+                f"{memlimit.SETTING}={cfg.platform.memory_limit_gb} is not below this machine's memory "
+                f"({total / 1e9:.1f} GB): it would limit nothing; give less, or leave it unset"
+            )
 
 
 def _tier_keys(cfg, workload) -> tuple[str, ...]:

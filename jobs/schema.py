@@ -366,7 +366,10 @@ class PlatformConf(Sealed):
     # a cgroup memory limit on the cell's runs, GB: what they allocate and the page cache of what they read
     # (jobs.execution.memlimit; MLPerf Storage counts the clients' memory); null: none
     memory_limit_gb: Optional[float] = bounded(
-        None, 0.5, why="the runs' own buffers need half a gigabyte; below it they would be OOM-killed"
+        None,
+        0.5,
+        1e6,
+        why="the runs' own buffers need half a gigabyte, and no machine has a petabyte",
     )
     gpus_per_node: int = bounded(0, 0)  # --gpus-per-node (0 = none asked)
     exclusive: bool = False  # --exclusive: no other job on the node while a cell measures

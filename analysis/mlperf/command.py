@@ -27,10 +27,15 @@ def verdicts(folder: Path, made_by: str | None = None) -> list:
             continue
         where = str(path.parent.relative_to(folder)) or "."
         measured = [run for run in rec.runs if not run.get("warmup")]
-        if rec.config.get("accelerator") and all("train_au_percentage" in run for run in measured):
-            out.append(rules.check(where, rec, path))
-        elif checkpointing.is_checkpointing(rec):
-            out.append(checkpointing.check(where, rec, path))
+        try:
+            if rec.config.get("accelerator") and all("train_au_percentage" in run for run in measured):
+                out.append(rules.check(where, rec, path))
+            elif checkpointing.is_checkpointing(rec):
+                out.append(checkpointing.check(where, rec, path))
+        except (KeyError, ValueError, TypeError) as e:  # a record edited by hand, or of another version
+            print(
+                f"analysis mlperf: cell {where}: its record lacks or garbles {e}; left out", file=sys.stderr
+            )
     return out
 
 
@@ -141,6 +146,11 @@ def _lay_out(found: list[rules.Verdict], args) -> int:
         written = results_dir.write(found, args.folder, args.results_dir, args.org, args.system)
     except results_dir.ResultsDirError as e:
         print(f"analysis mlperf: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(
+            f"analysis mlperf: --results-dir={args.results_dir}: {e.strerror}: {e.filename}", file=sys.stderr
+        )
         return 2
     divisions = sorted({p.relative_to(args.results_dir).parts[0] for p in written})
     print(

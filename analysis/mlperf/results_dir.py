@@ -19,7 +19,9 @@ outside ``DIR`` is written, and a run folder already there is left as it is.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import shutil
 import statistics
@@ -35,12 +37,14 @@ LOG = "__main__.log"  # the cell's log, as Hydra names it
 
 
 class ResultsDirError(RuntimeError):
-    """The tree cannot be written where asked; the message names the option."""
+    """The tree cannot be written where asked; the message names the option, or the cell."""
 
 
-def _name(text: str, option: str) -> None:
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", text):
-        raise ResultsDirError(f"{option}={text!r}: a plain name is needed (letters, digits, _ . -)")
+def _name(text: str, what: str) -> None:
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", text):
+        raise ResultsDirError(
+            f"{what}={text!r}: a plain name is needed (letters, digits, _ . -; 100 at most)"
+        )
 
 
 def check(out: Path, org: str, system: str) -> None:
@@ -51,34 +55,73 @@ def check(out: Path, org: str, system: str) -> None:
         raise ResultsDirError(
             f"--results-dir={out}: not a folder (a link or a file is never written through)"
         )
+    if out.exists() and out.stat().st_uid != os.geteuid():
+        raise ResultsDirError(f"--results-dir={out}: another user's folder; choose one of your own")
 
 
 def write(verdicts: list[rules.Verdict], folder: Path, out: Path, org: str, system: str) -> list[Path]:
-    """Lay every verdict's measured runs out under ``out``; returns the run folders written."""
+    """Lay every verdict's measured runs out under ``out``; returns the run folders written. Every level
+    below ``out`` is opened without following a link and must be this user's; each run folder is built
+    under a hidden name and renamed into place once whole, so a failure leaves no folder that looks
+    like a result."""
     check(out, org, system)
+    out.mkdir(parents=True, exist_ok=True)
     written = []
     for v in verdicts:
+        _name(v.workload, f"cell {v.cell_dir}: its workload")
         path = folder / v.cell_dir / records.FILENAME
         rec = records.read(path)
-        base = out / DIVISION[v.state] / org / "results" / system / "training" / v.workload / "run"
-        for name, run in _named(rec.runs):
-            at = base / name
-            _no_link(out, at)
-            if at.exists():
-                continue  # laid out before: what is there stays
-            at.mkdir(parents=True)
-            _run_folder(at, v, rec, run, path.parent)
-            written.append(at)
+        levels = [DIVISION[v.state], org, "results", system, "training", v.workload, "run"]
+        base = _descend(out, levels)
+        try:
+            for name, run in _named(rec.runs):
+                if _exists(name, base):
+                    continue  # laid out before: what is there stays
+                _run_folder(base, name, v, rec, run, path.parent)
+                written.append(out.joinpath(*levels, name))
+        except (KeyError, ValueError, TypeError) as e:  # a record edited by hand, or of another version
+            raise ResultsDirError(
+                f"cell {v.cell_dir}: its record lacks or garbles {e}; the runs from there on are left out"
+            ) from None
+        finally:
+            os.close(base)
     return written
 
 
-def _no_link(out: Path, at: Path) -> None:
-    """Refuse a link anywhere between ``out`` and ``at`` (a folder of the tree another user replaced)."""
-    for p in [at, *at.parents]:
-        if p.is_symlink():
-            raise ResultsDirError(f"--results-dir={out}: {p} is a link; nothing is written through one")
-        if p == out:
-            return
+def _open_own(name: str | Path, dir_fd: int | None, shown: Path) -> int:
+    """A folder opened without following a link, refused unless it is this user's."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+    except OSError as e:
+        raise ResultsDirError(f"{shown}: not a folder of yours to write in ({e.strerror})") from None
+    if os.fstat(fd).st_uid != os.geteuid():
+        os.close(fd)
+        raise ResultsDirError(f"{shown}: another user's folder; nothing is written in it")
+    return fd
+
+
+def _descend(out: Path, levels: list[str]) -> int:
+    """The open folder ``out/levels...``, each level made where missing, none followed through a link."""
+    fd = _open_own(out, None, out)
+    shown = out
+    for part in levels:
+        shown = shown / part
+        try:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, 0o755, dir_fd=fd)
+            nfd = _open_own(part, fd, shown)
+        finally:
+            os.close(fd)
+        fd = nfd
+    return fd
+
+
+def _exists(name: str, dir_fd: int) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _named(runs: list[dict]) -> list[tuple[str, dict]]:
@@ -90,18 +133,58 @@ def _named(runs: list[dict]) -> list[tuple[str, dict]]:
     return [(f"{s}_run{r['run']}" if clash else s, r) for s, r in zip(stamps, measured)]
 
 
-def _run_folder(at: Path, v: rules.Verdict, rec: records.CellRecord, run: dict, cell: Path) -> None:
-    (at / "summary.json").write_text(json.dumps(summary(v, rec, run), indent=2) + "\n")
-    (at / "per_epoch_stats.json").write_text(json.dumps(per_epoch(run), indent=2) + "\n")
-    hydra = cell / ".hydra"
-    if hydra.is_dir() and not hydra.is_symlink():
-        (at / "dlio_config").mkdir()
-        for name in ("config.yaml", "hydra.yaml", "overrides.yaml"):
-            if (hydra / name).is_file() and not (hydra / name).is_symlink():
-                shutil.copyfile(hydra / name, at / "dlio_config" / name)
-    if (cell / LOG).is_file() and not (cell / LOG).is_symlink():
-        shutil.copyfile(cell / LOG, at / LOG)
-    (at / "provenance.json").write_text(json.dumps(provenance(v, rec), indent=2) + "\n")
+def _run_folder(
+    base: int, name: str, v: rules.Verdict, rec: records.CellRecord, run: dict, cell: Path
+) -> None:
+    """One run's folder, built whole under a hidden name in ``base`` (an open folder), then renamed."""
+    partial = f".{name}.partial-{os.getpid()}"
+    os.mkdir(partial, 0o755, dir_fd=base)
+    try:
+        fd = _open_own(partial, base, Path(partial))
+        try:
+            _put(fd, "summary.json", json.dumps(summary(v, rec, run), indent=2) + "\n")
+            _put(fd, "per_epoch_stats.json", json.dumps(per_epoch(run), indent=2) + "\n")
+            hydra = {
+                n: _read_own(cell / ".hydra" / n) for n in ("config.yaml", "hydra.yaml", "overrides.yaml")
+            }
+            if any(text is not None for text in hydra.values()):
+                os.mkdir("dlio_config", 0o755, dir_fd=fd)
+                config = _open_own("dlio_config", fd, Path(partial) / "dlio_config")
+                try:
+                    for n, text in hydra.items():
+                        if text is not None:
+                            _put(config, n, text)
+                finally:
+                    os.close(config)
+            log = _read_own(cell / LOG)
+            if log is not None:
+                _put(fd, LOG, log)
+            _put(fd, "provenance.json", json.dumps(provenance(v, rec), indent=2) + "\n")
+        finally:
+            os.close(fd)
+        os.rename(partial, name, src_dir_fd=base, dst_dir_fd=base)
+    except BaseException:
+        shutil.rmtree(partial, dir_fd=base, ignore_errors=True)
+        raise
+
+
+def _put(dir_fd: int, name: str, text: str) -> None:
+    """A new file in the open folder ``dir_fd``: never through a link, never over a file."""
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=dir_fd)
+    with open(fd, "w") as f:
+        f.write(text)
+
+
+def _read_own(path: Path) -> str | None:
+    """A file of the cell's folder, read without following a link; None where it is not there."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with open(fd, errors="replace") as f:
+        return f.read() if stat.S_ISREG(os.fstat(fd).st_mode) else None
 
 
 def summary(v: rules.Verdict, rec: records.CellRecord, run: dict) -> dict:

@@ -28,6 +28,7 @@ from jobs.storage import mounts, throttle
 
 PREFIX = f"{throttle.PREFIX}mem-"  # every group this module makes is named so, and only those are removed
 SETTING = "platform.memory_limit_gb"
+PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 class MemoryLimitError(RuntimeError):
@@ -194,6 +195,10 @@ def limited(limit_gb: float | None) -> Iterator[dict]:
         return
     limit = int(limit_gb * 1e9)
     g = _make(limit)
+    held = _read(g.path / ("memory.limit_in_bytes" if g.controller == "memory-v1" else "memory.max")) or ""
+    if not held.isdigit() or not limit - 2 * PAGE < int(held) <= limit:  # the kernel rounds to its pages
+        _leave(g)
+        raise MemoryLimitError(f"{SETTING}={limit_gb}: the kernel holds {held or 'nothing'}, not {limit} B")
     (g.path / "cgroup.procs").write_text(str(os.getpid()))
     try:
         yield facts

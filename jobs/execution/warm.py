@@ -86,6 +86,7 @@ SOCKET_NAME = (
     "xxxxxxxx/listener-xxxxxxxx"  # the rest of the socket's path: mkdtemp's and mktemp's random parts
 )
 SOCKET_PATH_MAX = 107
+PID_MAX = 4_194_304  # the most /proc/sys/kernel/pid_max allows (2^22)
 
 
 def _server_folder() -> None:
@@ -124,9 +125,11 @@ def sweep(tmp: str) -> list[str]:
     with os.scandir(tmp) as entries:
         for entry in entries:
             m = pattern.fullmatch(entry.name)
-            if m is None or not entry.is_dir(follow_symlinks=False) or lifeline.alive(int(m[1])):
+            if m is None or not entry.is_dir(follow_symlinks=False):
                 continue
-            if entry.stat(follow_symlinks=False).st_uid == os.geteuid() and _remove_sockets(entry.path):
+            if entry.stat(follow_symlinks=False).st_uid != os.geteuid() or not 0 < int(m[1]) <= PID_MAX:
+                continue  # another user's, or no pid of this machine's (a name anyone could choose)
+            if not lifeline.alive(int(m[1])) and _remove_sockets(entry.path):
                 removed.append(entry.path)
     return removed
 

@@ -382,9 +382,13 @@ def test_the_runs_are_laid_out_as_mlperfs_results_tree(finished, tmp_path):
     assert len(list((out / "closed").glob("iocampaign/results/ws-2core/training/retinanet/run/*"))) == 5
 
 
-def test_a_results_tree_that_cannot_be_written_is_refused_in_one_line(finished, tmp_path):
-    """A name that is not plain, a link for the folder or inside the tree (a folder another user replaced):
-    one line, exit 2, nothing written through the link."""
+def test_a_results_tree_that_cannot_be_written_is_refused_in_one_line(finished, tmp_path, other_user):
+    """A name that is not plain (the cell's workload too: a profile named ``../..``), a link for the folder
+    or inside the tree, another user's folder for it or inside it, a record that lacks a figure: one line,
+    exit 2, nothing written through a link or into another user's folder, and no half-written run folder
+    left that looks like a result."""
+    import json
+
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     link = tmp_path / "link"
@@ -392,14 +396,41 @@ def test_a_results_tree_that_cannot_be_written_is_refused_in_one_line(finished, 
     planted = tmp_path / "planted"
     planted.mkdir()
     (planted / "invalid").symlink_to(elsewhere)
-    for args, says in (
-        (("--results-dir", str(tmp_path / "r"), "--org", "a/b"), "--org='a/b': a plain name is needed"),
-        (("--results-dir", str(link)), f"--results-dir={link}: not a folder"),
-        (("--results-dir", str(planted)), f"{planted / 'invalid'} is a link"),
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, other_user[1], other_user[2])
+    inside = tmp_path / "inside"  # ours, a level of it another user's (made in a shared folder, say)
+    (inside / "invalid").mkdir(parents=True)
+    os.chown(inside / "invalid", other_user[1], other_user[2])
+    escaping = tmp_path / "escaping"  # a record whose accelerator is named to climb out of the tree
+    shutil.copytree(finished[0], escaping, symlinks=True)
+    rec = json.loads((escaping / records.FILENAME).read_text())
+    rec["config"]["accelerator"]["name"] = "../../../../../../escaped"
+    (escaping / records.FILENAME).write_text(json.dumps(rec))
+    lacking = tmp_path / "lacking"  # a record edited by hand: its fourth measured run lacks its MB/s
+    shutil.copytree(finished[0], lacking, symlinks=True)
+    rec = json.loads((lacking / records.FILENAME).read_text())
+    del rec["runs"][4]["mb_per_s"]
+    (lacking / records.FILENAME).write_text(json.dumps(rec))
+    for cell, args, says in (
+        (finished[0], ("--results-dir", str(tmp_path / "r"), "--org", "a/b"), "--org='a/b': a plain name"),
+        (finished[0], ("--results-dir", str(link)), f"--results-dir={link}: not a folder"),
+        (finished[0], ("--results-dir", str(planted)), f"{planted / 'invalid'}: not a folder of yours"),
+        (finished[0], ("--results-dir", str(theirs)), f"--results-dir={theirs}: another user's folder"),
+        (finished[0], ("--results-dir", str(inside)), f"{inside / 'invalid'}: another user's folder"),
+        (
+            escaping,
+            ("--results-dir", str(tmp_path / "e")),
+            "cell .: its workload='../../../../../../escaped'",
+        ),
+        (lacking, ("--results-dir", str(tmp_path / "l")), "cell .: its record lacks or garbles 'mb_per_s'"),
     ):
-        p = analysis("mlperf", str(finished[0]), *args, cwd=tmp_path)
+        p = analysis("mlperf", str(cell), *args, cwd=tmp_path)
         assert p.returncode == 2 and says in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
-    assert list(elsewhere.iterdir()) == [] and not (tmp_path / "r").exists()
+    assert list(elsewhere.iterdir()) == [] and list(theirs.iterdir()) == [] and not (tmp_path / "r").exists()
+    assert list((inside / "invalid").iterdir()) == [] and not list(tmp_path.rglob("escaped"))
+    runs = list((tmp_path / "l").rglob("run/*"))  # the three runs before the garbled one, each whole
+    assert len(runs) == 3 and all((r / "provenance.json").is_file() for r in runs), runs
 
 
 @pytest.fixture(scope="module")

@@ -111,13 +111,22 @@ def test_a_cell_under_a_memory_limit_records_it_and_leaves_no_group(tmp_path):
     assert (results["memory_peak_bytes"] == prov["memory_peak_bytes"]).all()
 
 
-def test_a_limit_too_small_for_the_runs_is_refused_in_one_line(tmp_path):
+@pytest.mark.parametrize(
+    "value,says",
+    [
+        ("0.1", "must be at least 0.5 (the runs' own buffers need half a gigabyte"),
+        ("18446744073.71", "is more than 1000000"),  # the kernel would have held 446,464 B of it: OOM-killed
+        (str(2 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9), "it would limit nothing"),
+    ],
+    ids=["too small", "wraps in the kernel", "above the machine's memory"],
+)
+def test_a_limit_that_cannot_hold_is_refused_in_one_line(tmp_path, value, says):
     p = campaign(
-        "workload=readonly", "platform.memory_limit_gb=0.1", f"storage.root={tmp_path}", cwd=tmp_path
+        "workload=readonly", f"platform.memory_limit_gb={value}", f"storage.root={tmp_path}", cwd=tmp_path
     )
     assert p.returncode != 0
     (line,) = p.stderr.strip().splitlines()
-    assert "platform.memory_limit_gb=0.1" in line and "half a gigabyte" in line, p.stderr
+    assert "platform.memory_limit_gb=" in line and says in line, p.stderr
     assert list(tmp_path.iterdir()) == []
 
 

@@ -219,7 +219,7 @@ def test_a_warm_child_ends_when_the_process_that_started_it_is_killed(modules, t
 def _plant_beside(tmp: Path, namespace: str, dead: int, user) -> dict[str, tuple]:
     """Entries named as server folders that are not the tool's to remove: of a dead process, a folder of
     another user's, a link to a folder of sockets and a folder that holds a file; a folder of a live
-    process (this one). {name: what it is}."""
+    process (this one); folders named with a number no pid can be. {name: what it is}."""
     import socket
 
     def with_socket(folder: Path) -> Path:
@@ -233,6 +233,9 @@ def _plant_beside(tmp: Path, namespace: str, dead: int, user) -> dict[str, tuple
     (tmp / f"{stem}-link").symlink_to(with_socket(tmp / "elsewhere"))
     (with_socket(tmp / f"{stem}-file") / "notes.txt").write_text("kept")
     with_socket(tmp / f"{warm.SERVER_FOLDER}{namespace}-{os.getpid()}-alive")
+    # names no process of this machine's can have (os.kill overflowed on the first: every warm start failed)
+    os.chown(with_socket(tmp / f"{warm.SERVER_FOLDER}{namespace}-2147483648-huge"), user[1], user[2])
+    with_socket(tmp / f"{warm.SERVER_FOLDER}{namespace}-99999999999-mine")
     return {
         p.name: _what(p)
         for p in tmp.iterdir()

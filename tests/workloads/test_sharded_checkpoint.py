@@ -473,3 +473,29 @@ def test_mlperfs_checkpointing_run_writes_n_checkpoints_then_reads_them_cold(tmp
         assert not list((disk / "iocampaign" / "checkpoints").rglob("*.bin"))  # removed once read back
     finally:
         shutil.rmtree(disk, ignore_errors=True)
+
+
+def test_a_killed_looking_run_of_another_users_is_left(tmp_path, other_user):
+    """Rank folders named and marked as a killed run's (its facts written, no lock held): this user's go;
+    another user's (the run's folder, or only a rank's) stay whole, whatever their names and facts say."""
+    from jobs.workloads.checkpoint.store import write_run_facts
+    from jobs.workloads.shards import folders
+
+    def killed_looking(run: str, rank: int = 0) -> Path:
+        d = tmp_path / f"{folders.PREFIX}000000000000_{run}_0" / f"rank{rank:05d}"
+        d.mkdir(parents=True)
+        write_run_facts(d, keep=False, finished=False)
+        (d / "data.bin").write_bytes(b"x" * 100)
+        return d
+
+    mine = killed_looking("mine")
+    theirs = killed_looking("theirs")
+    mixed = killed_looking("mixed", 1)  # the run's folder ours, this rank's another user's
+    for d in (theirs, theirs.parent, mixed):
+        for p in (d, *d.iterdir()) if d.is_dir() else (d,):
+            os.chown(p, other_user[1], other_user[2], follow_symlinks=False)
+    removed = folders.remove_killed(tmp_path)
+    assert removed == [f"{mine.parent.name}/{mine.name}"] and not mine.exists()
+    assert (theirs / "data.bin").read_bytes() == b"x" * 100 and (
+        mixed / "data.bin"
+    ).read_bytes() == b"x" * 100

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
 import shutil
 from pathlib import Path
@@ -35,17 +36,21 @@ RANK_DIR = re.compile(r"rank\d{5}")
 
 def remove_killed(root: Path) -> list[str]:
     """The rank folders under the tool's checkpoint folder ``root`` that a killed sharded run left (SIGKILL, a
-    lost node): named like a run's (``shards_*/rankNNNNN``), holding the facts a run writes once it holds the
-    folder's lock, not kept (``checkpoint.keep=false``), not finished, and no live process holding that lock.
-    Each goes, and its run's folder once empty. Anything else (another user's files, a kept run, a live
-    run's folder, a folder whose run has not yet written its facts) is left. Returns ``run/rank`` names."""
+    lost node): this user's (the run's folder and the rank's), named like a run's (``shards_*/rankNNNNN``),
+    holding the facts a run writes once it holds the folder's lock, not kept (``checkpoint.keep=false``),
+    not finished, and no live process holding that lock. Each goes, and its run's folder once empty.
+    Anything else (another user's folders and files, a kept run, a live run's folder, a folder whose run
+    has not yet written its facts) is left. Returns ``run/rank`` names."""
     from jobs.workloads.checkpoint.recovery import alive, read_run_facts
 
     out = []
     if not root.is_dir():
         return out
+    mine = os.geteuid()
     for run_dir in sorted(d for d in root.glob(f"{PREFIX}*") if d.is_dir() and not d.is_symlink()):
-        for rank in _ranks(run_dir):
+        if _owner(run_dir) != mine:
+            continue  # another user's, whatever its name says
+        for rank in (r for r in _ranks(run_dir) if _owner(r) == mine):
             try:
                 facts = read_run_facts(rank)
                 if not facts or facts.get("keep") or facts.get("finished") or alive(rank):
@@ -57,6 +62,13 @@ def remove_killed(root: Path) -> list[str]:
         with contextlib.suppress(OSError):
             run_dir.rmdir()  # only when empty
     return out
+
+
+def _owner(p: Path) -> int | None:
+    try:
+        return p.lstat().st_uid
+    except FileNotFoundError:
+        return None
 
 
 def _ranks(run_dir: Path) -> list[Path]:
