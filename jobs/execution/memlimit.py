@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jobs import lifeline
+from jobs.execution import warm
 from jobs.storage import mounts, throttle
 
 PREFIX = f"{throttle.PREFIX}mem-"  # every group this module makes is named so, and only those are removed
@@ -53,19 +54,11 @@ def _v1_mount() -> Path | None:
     return None
 
 
-def _own(pid: int | str = "self") -> dict[str, str]:
-    out = {}
-    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
-        out[controllers] = path
-    return out
-
-
 def _v1_home() -> Path | None:
     mount = _v1_mount()
     if mount is None:
         return None
-    for controllers, path in _own().items():
+    for controllers, path in warm.cgroups().items():
         if "memory" in controllers.split(","):
             return mount / path.lstrip("/")
     return mount
@@ -103,7 +96,7 @@ def _make(limit: int) -> Group:
         (group / "memory.limit_in_bytes").write_text(str(limit))
         return Group(group, "memory-v1", home)
     root = throttle.v2_root()
-    current = root / _own().get("", "/").lstrip("/")
+    current = root / warm.cgroups().get("", "/").lstrip("/")
     if current.name.startswith(throttle.PREFIX) and current.parent == root:  # an emulated tier's group
         before = (current / "memory.max").read_text().strip()
         (current / "memory.max").write_text(str(limit))
