@@ -29,6 +29,7 @@ from jobs.storage import mounts, throttle
 
 PREFIX = f"{throttle.PREFIX}mem-"  # every group this module makes is named so, and only those are removed
 SETTING = "platform.memory_limit_gb"
+CONTROLLER = "memory"  # the kernel's memory controller: a v1 hierarchy's option, a v2 subtree control
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -49,7 +50,7 @@ class Group:
 
 def _v1_mount() -> Path | None:
     for e in mounts.table():
-        if e.fs_type == "cgroup" and "memory" in e.options.split(","):
+        if e.fs_type == "cgroup" and CONTROLLER in e.options.split(","):
             return Path(e.point)
     return None
 
@@ -59,7 +60,7 @@ def _v1_home() -> Path | None:
     if mount is None:
         return None
     for controllers, path in warm.cgroups().items():
-        if "memory" in controllers.split(","):
+        if CONTROLLER in controllers.split(","):
             return mount / path.lstrip("/")
     return mount
 
@@ -76,7 +77,7 @@ def available() -> str | None:
         enabled = (root / "cgroup.subtree_control").read_text().split()
     except OSError:
         return "no cgroup memory controller is mounted (neither v1's memory nor a cgroup-v2 hierarchy)"
-    if "memory" not in enabled:
+    if CONTROLLER not in enabled:
         return (
             f"the memory controller of the cgroup-v2 hierarchy at {root} is not enabled for child cgroups; "
             f"as root: echo +memory > {root}/cgroup.subtree_control"
