@@ -44,7 +44,7 @@ class Verdict:
 
     @property
     def state(self) -> str:
-        return max((c.state for c in self.checks), key=rules._WORSE.__getitem__, default=INVALID)
+        return max((c.state for c in self.checks), key=rules.WORSE.__getitem__, default=INVALID)
 
     def line(self) -> str:
         head = (
@@ -53,7 +53,7 @@ class Verdict:
         )
         if self.state == CLOSED:
             return f"{head}; CLOSED-eligible: yes, every rule holds"
-        bad = sorted((c for c in self.checks if c.state != CLOSED), key=lambda c: -rules._WORSE[c.state])
+        bad = sorted((c for c in self.checks if c.state != CLOSED), key=lambda c: -rules.WORSE[c.state])
         return f"{head}; CLOSED-eligible: no, because " + "; ".join(f"{c.why} ({c.state})" for c in bad)
 
 
@@ -75,7 +75,7 @@ def check(cell_dir: str, rec: records.CellRecord, record_path: Path) -> Verdict:
         ),
         _cache(measured),
         _gap(measured, lim["read_gap_s"]),
-        rules._file_systems(rec, record_path),
+        rules.file_systems(rec, record_path),
     )
     return Verdict(
         cell_dir,

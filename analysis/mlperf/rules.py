@@ -30,7 +30,7 @@ from jobs import records
 from jobs.storage import backends
 
 CLOSED, OPEN, INVALID = "CLOSED", "OPEN", "INVALID"
-_WORSE = {CLOSED: 0, OPEN: 1, INVALID: 2}
+WORSE = {CLOSED: 0, OPEN: 1, INVALID: 2}  # the states, best first: a verdict is its worst check's
 GIB = 2**30
 # the sample format each dataset.format stores its samples in (the tool's file sets are JPEG images)
 _SAMPLE_FORMAT = {"files": "jpeg", "tfrecord": "tfrecord", "hdf5": "hdf5"}
@@ -65,7 +65,7 @@ class Verdict:
 
     @property
     def state(self) -> str:
-        return max((c.state for c in self.checks), key=_WORSE.__getitem__, default=INVALID)
+        return max((c.state for c in self.checks), key=WORSE.__getitem__, default=INVALID)
 
     def line(self) -> str:
         """The verdict in one line: what the cell held, whether CLOSED would accept it, and why not."""
@@ -75,7 +75,7 @@ class Verdict:
         if self.state == CLOSED:
             return f"{head}; CLOSED-eligible: yes, every rule holds"
         bad = [c for c in self.checks if c.state != CLOSED]
-        reasons = "; ".join(f"{c.why} ({c.state})" for c in sorted(bad, key=lambda c: -_WORSE[c.state]))
+        reasons = "; ".join(f"{c.why} ({c.state})" for c in sorted(bad, key=lambda c: -WORSE[c.state]))
         return f"{head}; CLOSED-eligible: no, because {reasons}"
 
 
@@ -101,7 +101,7 @@ def check(cell_dir: str, rec: records.CellRecord, record_path: Path) -> Verdict:
         _first_step(measured),
         _dataset(rec, r, accelerators),
         _from_device(measured, r),
-        _file_systems(rec, record_path),
+        file_systems(rec, record_path),
         _client(rec, r),
     )
     return Verdict(
@@ -304,7 +304,7 @@ def _from_device(measured: list, r: dict) -> Check:
     )
 
 
-def _file_systems(rec: records.CellRecord, record_path: Path) -> Check:
+def file_systems(rec: records.CellRecord, record_path: Path) -> Check:
     """Data and results on different file systems: the data's device against the record's own."""
     data = (rec.provenance.get("data_mount") or rec.provenance.get("storage_mount") or {}).get("dev")
     st = os.stat(record_path)

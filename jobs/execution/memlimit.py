@@ -47,6 +47,10 @@ class Group:
     home: Path
     restore: str | None = None
 
+    @property
+    def limit_file(self) -> Path:
+        return self.path / ("memory.limit_in_bytes" if self.controller == "memory-v1" else "memory.max")
+
 
 def _v1_mount() -> Path | None:
     for e in mounts.table():
@@ -94,26 +98,30 @@ def _make(limit: int) -> Group:
         _sweep(home)
         group = home / f"{PREFIX}{os.getpid()}"
         group.mkdir(exist_ok=True)
-        (group / "memory.limit_in_bytes").write_text(str(limit))
-        return Group(group, "memory-v1", home)
+        g = Group(group, "memory-v1", home)
+        g.limit_file.write_text(str(limit))
+        return g
     root = throttle.v2_root()
     current = root / warm.cgroups().get("", "/").lstrip("/")
     if current.name.startswith(throttle.PREFIX) and current.parent == root:  # an emulated tier's group
-        before = (current / "memory.max").read_text().strip()
-        (current / "memory.max").write_text(str(limit))
-        return Group(current, "memory-v2", current, restore=before)
+        g = Group(current, "memory-v2", current, restore=(current / "memory.max").read_text().strip())
+        g.limit_file.write_text(str(limit))
+        return g
     _sweep(root)
     group = root / f"{PREFIX}{os.getpid()}"
     group.mkdir(exist_ok=True)
-    (group / "memory.max").write_text(str(limit))
-    return Group(group, "memory-v2", current)
+    g = Group(group, "memory-v2", current)
+    g.limit_file.write_text(str(limit))
+    return g
 
 
 def _sweep(parent: Path) -> None:
     """Remove the groups a killed cell left in ``parent``: this module's, empty, their process gone."""
     for g in parent.glob(f"{PREFIX}*"):
         pid = g.name[len(PREFIX) :]
-        if pid.isdigit() and not lifeline.alive(int(pid)) and not (_read(g / "cgroup.procs") or "").split():
+        if not pid.isdigit() or not 0 < int(pid) <= warm.PID_MAX or lifeline.alive(int(pid)):
+            continue  # not a name this module gives, or its process runs
+        if not (_read(g / "cgroup.procs") or "").split():
             with contextlib.suppress(OSError):
                 g.rmdir()
 
@@ -121,7 +129,7 @@ def _sweep(parent: Path) -> None:
 def _facts(g: Group, limit: int) -> dict:
     """The limit as the kernel holds it, the group's peak use and its OOM kills (None: not shown here)."""
     v1 = g.controller == "memory-v1"
-    held = _read(g.path / ("memory.limit_in_bytes" if v1 else "memory.max"))
+    held = _read(g.limit_file)
     peak = _read(g.path / ("memory.max_usage_in_bytes" if v1 else "memory.peak"))
     events = _pairs(g.path / ("memory.oom_control" if v1 else "memory.events"))
     return {
@@ -156,7 +164,7 @@ def _leave(g: Group) -> None:
         (g.home / "cgroup.procs").write_text(str(os.getpid()))
     if g.restore is not None:
         with contextlib.suppress(OSError):
-            (g.path / "memory.max").write_text(g.restore)
+            g.limit_file.write_text(g.restore)
         return
     _remove(g)
 
@@ -189,7 +197,7 @@ def limited(limit_gb: float | None) -> Iterator[dict]:
         return
     limit = int(limit_gb * 1e9)
     g = _make(limit)
-    held = _read(g.path / ("memory.limit_in_bytes" if g.controller == "memory-v1" else "memory.max")) or ""
+    held = _read(g.limit_file) or ""
     if not held.isdigit() or not limit - 2 * PAGE < int(held) <= limit:  # the kernel rounds to its pages
         _leave(g)
         raise MemoryLimitError(f"{SETTING}={limit_gb}: the kernel holds {held or 'nothing'}, not {limit} B")

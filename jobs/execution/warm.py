@@ -99,9 +99,11 @@ def _server_folder() -> None:
     from multiprocessing import process, util
 
     config = process.current_process()._config
+    if config.get("tempdir"):
+        return  # kept (every start after this process's first)
     tmp, prefix = tempfile.gettempdir(), f"{SERVER_FOLDER}{_pid_namespace():x}-{os.getpid()}-"
-    if config.get("tempdir") or len(os.path.join(tmp, prefix, SOCKET_NAME)) > SOCKET_PATH_MAX:
-        return  # kept; or multiprocessing's own shorter name (a socket's path is at most 107 bytes)
+    if len(os.path.join(tmp, prefix, SOCKET_NAME)) > SOCKET_PATH_MAX:
+        return  # multiprocessing's own shorter name (a socket's path is at most 107 bytes)
     sweep(tmp)
     folder = tempfile.mkdtemp(prefix=prefix, dir=tmp)
     config["tempdir"] = folder  # where multiprocessing's own ``util.get_temp_dir`` would have made one

@@ -465,14 +465,14 @@ def totals(ranks: list[dict], s) -> dict:
     drain = max(r["drain_s"] for r in ranks) if all("drain_s" in r for r in ranks) else None
     many = {}
     if all("save_each_s" in r for r in ranks):  # several checkpoints: DLIO's mean of each one's slowest rank
-        save = _mean_of_slowest([r["save_each_s"] for r in ranks])
-        load = _mean_of_slowest([r["load_each_s"] for r in ranks])
+        saves, loads = _slowest(ranks, "save_each_s"), _slowest(ranks, "load_each_s")
+        save, load = sum(saves) / len(saves), sum(loads) / len(loads)
         many = {
-            "checkpoints_written": len(ranks[0]["save_each_s"]),
-            "checkpoints_read": len(ranks[0]["load_each_s"]),
+            "checkpoints_written": len(saves),
+            "checkpoints_read": len(loads),
             "read_gap_s": max(r["read_gap_s"] for r in ranks),
-            "save_each_duration_s": [max(each) for each in zip(*(r["save_each_s"] for r in ranks))],
-            "load_each_duration_s": [max(each) for each in zip(*(r["load_each_s"] for r in ranks))],
+            "save_each_duration_s": saves,
+            "load_each_duration_s": loads,
         }
     return {
         **many,
@@ -488,9 +488,9 @@ def totals(ranks: list[dict], s) -> dict:
     }
 
 
-def _mean_of_slowest(per_rank: list[list[float]]) -> float:
-    slowest = [max(each) for each in zip(*per_rank)]
-    return sum(slowest) / len(slowest)
+def _slowest(ranks: list[dict], key: str) -> list[float]:
+    """Each checkpoint's slowest rank's duration (``key``: every rank's list, one per checkpoint)."""
+    return [max(each) for each in zip(*(r[key] for r in ranks))]
 
 
 def merge(results: list[dict]) -> dict:
