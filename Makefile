@@ -10,6 +10,12 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 # site's wheel; one already in the environment is kept)
 TORCH ?= torch==2.13.0
 
+# storage=azure's embedded server: Azurite, Microsoft's Azure Storage emulator, from npm into the venv
+# (Node.js 18 or later); without npm, storage=azure says so at planning and the rest works
+AZURITE_VERSION ?= 3.37.0
+AZURITE = if command -v npm >/dev/null 2>&1; then npm install --prefix $(VENV)/azurite --no-audit \
+	--no-fund --silent azurite@$(AZURITE_VERSION); else echo "npm not found: storage=azure will say so"; fi
+
 # The paper's study at workstation scale (emulated tiers as root, local disk and tmpfs otherwise).
 DEMO_ARGS ?= --scale workstation
 
@@ -19,7 +25,8 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -c 'import torch' 2>/dev/null || $(PY) -m pip install -q '$(TORCH)'
-	$(PY) -m pip install -q -e '.[test,pytorch,s3,jax]'
+	$(PY) -m pip install -q -e '.[test,pytorch,s3,jax,azure]'
+	$(AZURITE)
 	touch $(STAMP)
 
 install: $(STAMP)

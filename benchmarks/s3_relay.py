@@ -33,7 +33,7 @@ def _direct(folder: Path):
     from jobs.storage.objectstore import client, server
     from jobs.storage.objectstore.endpoint import Credentials, Endpoint
 
-    made = server._prepare(folder)
+    made = server.prepare(folder)
     ports = dict(zip(server.PORTS, server._free_ports(len(server.PORTS))))
     creds = Credentials.fresh()
     proc = server.launch(server.program(), made, server._command(ports), creds)

@@ -221,8 +221,10 @@ class StorageConf(Sealed):
     fs_types: List[str] = field(default_factory=list)
     # false: measure a root on another file system anyway; recorded, kept out of the paper's verdicts
     fs_check: bool = True
-    # kind=object only (docs/object-storage.md). endpoint: the S3 URL of a user's store (credentials from
-    # the usual AWS environment or profile); null: the tool starts its own server, its data under root
+    # kind=object only (docs/object-storage.md). service: the protocol the store speaks (s3, azure:
+    # jobs/storage/objectstore/services/); endpoint: the URL of a user's store (credentials from the
+    # service's usual environment or profile); null: the tool starts its own server, its data under root
+    service: Optional[str] = None
     endpoint: Optional[str] = None
     bucket: Optional[str] = None  # the bucket the tool reads and writes in
     prefix: Optional[str] = None  # the tool writes and deletes only below this key prefix

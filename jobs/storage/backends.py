@@ -48,7 +48,7 @@ BACKENDS = {
         every_node=True,  # every node's tasks reach the store's endpoint
         evicts=True,  # the server's volumes sit on a disk whose page cache may hold them
         sighted_only=False,
-        settings=("endpoint", "bucket", "prefix", "reader", "client"),
+        settings=("service", "endpoint", "bucket", "prefix", "reader", "client"),
         preset="storage=s3",
     ),
 }

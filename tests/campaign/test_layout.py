@@ -194,3 +194,15 @@ def test_no_storage_kind_is_compared_outside_the_storage_registry():
     assert set(BACKENDS) == {k.value for k in StorageKind}  # every kind the schema accepts has a back-end
     found = _compared_outside(ROOT / "jobs" / "storage" / "backends.py", set(BACKENDS))
     assert not found, "storage kinds compared:\n" + "\n".join(found)
+
+
+def test_no_object_storage_service_is_compared_outside_its_package():
+    """The upload, the counted GETs, the cold proof, the clean-up and planning ask a store's service
+    (``jobs.storage.objectstore.services.Service``: its requests, its embedded server, what it can do);
+    none compares ``storage.service`` with a service's name. Read from the code's syntax tree."""
+    from jobs.storage.objectstore.services import SERVICES
+
+    package = ROOT / "jobs" / "storage" / "objectstore" / "services"
+    inside = f"{package.relative_to(ROOT)}/"
+    found = [line for line in _compared_outside(package, set(SERVICES)) if not line.startswith(inside)]
+    assert not found, "object-storage services compared:\n" + "\n".join(found)

@@ -15,15 +15,26 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_client_declares_what_it_serves_and_each_framework_has_its_own():
-    assert set(clients.CLIENTS) == {"boto3", "s3torchconnector", "s3dlio", "s3fs"}
+    assert set(clients.CLIENTS) == {"boto3", "s3torchconnector", "s3dlio", "s3fs", "azure-storage-blob"}
     for c in clients.CLIENTS.values():
-        assert c.frameworks and c.kinds == ("object",) and c.install and c.distribution
-    assert [c.name for c in clients.CLIENTS.values() if c.tools] == ["boto3"]  # the tool's own requests
+        assert c.frameworks and c.kinds == ("object",) and c.install and c.distribution and c.services
+        assert c.installed()  # make install puts every one of them in the venv
+    # the tool's own requests, one client per service
+    assert {c.name: c.services for c in clients.CLIENTS.values() if c.tools} == {
+        "boto3": ("s3",),
+        "azure-storage-blob": ("azure",),
+    }
     assert clients.mounting().name == "s3fs"
-    assert {fw: getattr(clients.own(fw), "name", None) for fw in ("tensorflow", "pytorch", "jax")} == {
+    fws = ("tensorflow", "pytorch", "jax")
+    assert {fw: getattr(clients.own(fw), "name", None) for fw in fws} == {
         "tensorflow": "boto3",
         "pytorch": "s3torchconnector",
         "jax": None,  # reads no object store yet: refused at planning with the workload's frameworks
+    }
+    assert {fw: getattr(clients.own(fw, "azure"), "name", None) for fw in fws} == {
+        "tensorflow": "azure-storage-blob",
+        "pytorch": "azure-storage-blob",
+        "jax": None,
     }
     with pytest.raises(ConfigError, match="storage.client=minio is not an object client"):
         clients.get("minio")
@@ -43,6 +54,14 @@ def test_a_clients_lent_keys_stay_for_the_block_and_the_earlier_environment_come
     assert os.environ["AWS_ACCESS_KEY_ID"] == "users-own" and "AWS_SECRET_ACCESS_KEY" not in os.environ
     with clients.lent(None):  # a user's endpoint: the user's environment as it is
         assert os.environ["AWS_ACCESS_KEY_ID"] == "users-own"
+    # Azure's names for an Azure Blob store's keys: the AWS ones are left as they are
+    monkeypatch.setenv("AZURE_STORAGE_KEY", "users-key")
+    with clients.lent(("iocaccount", "a2V5"), ("AZURE_STORAGE_ACCOUNT", "AZURE_STORAGE_KEY")):
+        assert (
+            os.environ["AZURE_STORAGE_ACCOUNT"] == "iocaccount" and os.environ["AZURE_STORAGE_KEY"] == "a2V5"
+        )
+        assert os.environ["AWS_ACCESS_KEY_ID"] == "users-own"
+    assert os.environ["AZURE_STORAGE_KEY"] == "users-key" and "AZURE_STORAGE_ACCOUNT" not in os.environ
 
 
 def test_no_object_client_is_compared_by_name_outside_its_package():

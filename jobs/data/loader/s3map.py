@@ -33,7 +33,7 @@ class S3Images(_Images):
         from jobs.storage.objectstore import clients
 
         super().__init__(ds, side, read_delay_ms)
-        client = clients.get(ds.client) if ds.client else clients.own(OWN)
+        client = clients.get(ds.client) if ds.client else clients.own(OWN, ds.store.service)
         self.objects = client.indexed(ds.store, ds.objects)
 
     failed: str | None = None  # in a worker: its first failed GET; it asks for nothing more after one
@@ -74,10 +74,10 @@ def credentials(ds: Dataset):
     or profile."""
     from jobs.storage.objectstore.clients import lent
 
-    keys = None
+    keys, names = None, None
     if ds.store is not None:
-        from jobs.storage.objectstore import tier
+        from jobs.storage.objectstore import services, tier
 
-        keys = tier.opened(ds.store).keys()
-    with lent(keys):
+        keys, names = tier.opened(ds.store).keys(), services.of(ds.store).key_env
+    with lent(keys, *([names] if names else [])):
         yield

@@ -25,9 +25,11 @@ class Credentials:
 
 @dataclass(frozen=True)
 class Endpoint:
-    """Where a store answers: its URL, the bucket and the prefix the tool may write under."""
+    """Where a store answers: its URL, the bucket (Azure's container) and the prefix the tool may write
+    under, and the service it speaks (``storage.service``: jobs.storage.objectstore.services)."""
 
     url: str
     bucket: str
     prefix: str = "iocampaign"
     region: str = REGION
+    service: str = "s3"

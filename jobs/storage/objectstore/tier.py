@@ -19,12 +19,12 @@ import logging
 import os
 import socket
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from jobs import owned
-from jobs.storage.objectstore import objects
+from jobs.storage.objectstore import objects, services
 from jobs.storage.objectstore.client import StoreError
 from jobs.storage.objectstore.endpoint import Endpoint
 from jobs.storage.objectstore.server import SUBDIR, clear_stale
@@ -79,7 +79,7 @@ class Store:
         if failed is None:
             return
         if not self.first_error:
-            self.first_error = f"S3 endpoint {self.endpoint.url}, bucket {self.endpoint.bucket}: {failed}"
+            self.first_error = f"{services.of(self.endpoint).where(self.endpoint)}: {failed}"
         self.end_run()
 
     def keys(self) -> tuple[str, str] | None:
@@ -102,7 +102,8 @@ class Store:
         failed = f" ({self.requests.errors} of {n} requests failed)" if n else ""
         if why:
             said = self.server.last_line()
-            raise StoreError(f"storage=s3: {why} during the run{failed}" + (f": {said}" if said else ""))
+            where = f"storage={self.endpoint.service}"
+            raise StoreError(f"{where}: {why} during the run{failed}" + (f": {said}" if said else ""))
         if self.first_error:
             raise StoreError(f"{self.first_error}{failed}")
 
@@ -142,11 +143,13 @@ class Store:
         if self.server is None:
             return "the user's endpoint"
         nodes = getattr(self.server, "nodes", None)
-        return f"embedded SeaweedFS on {len(nodes)} nodes" if nodes else "embedded SeaweedFS"
+        product = services.of(self.endpoint).product
+        return f"embedded {product} on {len(nodes)} nodes" if nodes else f"embedded {product}"
 
     def describe(self) -> dict:
         """What the records say of the store: never a key."""
         return {
+            "service": self.endpoint.service,
             "endpoint": self.endpoint.url,
             "bucket": self.endpoint.bucket,
             "prefix": self.endpoint.prefix,
@@ -168,7 +171,8 @@ def opened(endpoint: Endpoint) -> Store:
     try:
         return _OPEN[endpoint]
     except KeyError:
-        raise StoreError(f"storage=s3: no open store at {endpoint.url}, bucket {endpoint.bucket}") from None
+        where = services.of(endpoint).where(endpoint)
+        raise StoreError(f"storage={endpoint.service}: no open store at {where}") from None
 
 
 TASK_ENV = "IOCAMPAIGN_S3_SERVER"  # in a task process: where the runner's embedded server runs (no key)
@@ -197,7 +201,7 @@ def task_env(endpoint: Endpoint) -> dict:
 
 
 def _attached(endpoint: Endpoint, seen: dict | None) -> Store:
-    from jobs.storage.objectstore import client, server
+    from jobs.storage.objectstore import server
 
     srv = None
     if seen is not None and "spread" in seen:
@@ -211,7 +215,7 @@ def _attached(endpoint: Endpoint, seen: dict | None) -> Store:
             dict(seen.get("ports") or {}),
             dict(seen.get("outer") or {}),
         )
-    return Store(endpoint, client.connect(endpoint, None, CONNECTIONS), srv)
+    return Store(endpoint, services.of(endpoint).connect(endpoint, None, CONNECTIONS), srv)
 
 
 def _own_node(seen: dict) -> dict:
@@ -229,7 +233,6 @@ def on_this_node(ds):
     """The stored dataset ``ds`` as a task process reads it: through its own node's gateway where the
     store is spread over the cell's nodes, and with the files of the server it reads from (what the
     task evicts for a cold run: its own node's volumes)."""
-    from dataclasses import replace
 
     seen = json.loads(os.environ.get(TASK_ENV) or "null")
     endpoint = ds.store
@@ -248,11 +251,11 @@ def serving(st, root: str, spread: tuple[int, int, Path] | None = None):
     prefix = (st.prefix or owned.NAME).strip("/")
     with contextlib.ExitStack() as stack:
         if st.endpoint:
-            store = _users(Endpoint(st.endpoint, st.bucket, prefix))
+            store = _users(Endpoint(st.endpoint, st.bucket, prefix, service=str(st.service)))
         elif spread is not None:  # this cell's own, stopped after it
             store = _served(stack.enter_context(_spread(root, st.bucket, *spread)), prefix)
         else:
-            store = _served(embedded(root, st.bucket), prefix)
+            store = _served(embedded(root, st.bucket, str(st.service)), prefix)
         _OPEN[store.endpoint] = store
         try:
             yield store
@@ -262,19 +265,16 @@ def serving(st, root: str, spread: tuple[int, int, Path] | None = None):
 
 def _users(endpoint: Endpoint) -> Store:
     """A user's endpoint, its bucket checked, reached with the user's own credentials."""
-    from jobs.storage.objectstore import client
-
-    s3 = client.connect(endpoint, connections=CONNECTIONS)
-    client.check_bucket(s3, endpoint)
-    return Store(endpoint, s3)
+    service = services.of(endpoint)
+    handle = service.connect(endpoint, connections=CONNECTIONS)
+    service.check_bucket(handle, endpoint)
+    return Store(endpoint, handle)
 
 
 def _served(srv, prefix: str) -> Store:
     """The store the tool serves (``srv``: an embedded server, or one spread over the cell's nodes)."""
-    from jobs.storage.objectstore import client
-
-    endpoint = Endpoint(srv.endpoint.url, srv.endpoint.bucket, prefix)
-    return Store(endpoint, client.connect(endpoint, srv.credentials, CONNECTIONS), srv)
+    endpoint = replace(srv.endpoint, prefix=prefix)
+    return Store(endpoint, services.of(endpoint).connect(endpoint, srv.credentials, CONNECTIONS), srv)
 
 
 @contextlib.contextmanager
@@ -298,16 +298,16 @@ def _spread(root: str, bucket: str, nodes: int, cpus: int, handover: Path):
         srv.stop()
 
 
-_SERVERS: dict[tuple[str, str], Any] = {}  # (root, bucket) -> the embedded server this process keeps
+# (root, bucket, service) -> the embedded server this process keeps
+_SERVERS: dict[tuple[str, str, str], Any] = {}
 
 
-def embedded(root: str, bucket: str):
-    """The embedded server for ``root`` and ``bucket``: the one this process started for an earlier cell
-    while it still serves (a campaign's cells share it, and the datasets it holds), else a new one. Every
-    server this process started is stopped, its folder removed, when the process ends (``stop_all``)."""
-    from jobs.storage.objectstore import server
-
-    key = (os.path.realpath(root), bucket)
+def embedded(root: str, bucket: str, service: str = "s3"):
+    """The embedded server of ``service`` for ``root`` and ``bucket``: the one this process started for an
+    earlier cell while it still serves (a campaign's cells share it, and the datasets it holds), else a new
+    one. Every server this process started is stopped, its folder removed, when the process ends
+    (``stop_all``)."""
+    key = (os.path.realpath(root), bucket, service)
     kept = _SERVERS.pop(key, None)
     if kept is not None and kept.dead() is None:
         _SERVERS[key] = kept
@@ -319,10 +319,12 @@ def embedded(root: str, bucket: str):
     parent = owned.under_tool_folder(root, SUBDIR, setting="storage.root")
     clear_stale(parent)
     name = f"{socket.gethostname()}-{os.getpid()}-{len(_STARTED)}"
-    srv = server.start(parent / name, bucket)
+    srv = services.get(service).start(parent / name, bucket)
     _SERVERS[key] = srv
     _STARTED.append(srv)
-    log.info("embedded S3 server (SeaweedFS) at %s, its data in %s", srv.endpoint.url, srv.folder)
+    log.info(
+        "embedded %s server (%s) at %s, its data in %s", service, srv.product, srv.endpoint.url, srv.folder
+    )
     return srv
 
 
@@ -357,10 +359,10 @@ def _stored(ds) -> tuple[tuple[str, ...], tuple[int, ...]]:
 def put_dataset(store: Store, ds):
     """``ds`` (files on the tier's root) as the store holds it: uploaded unless its manifest is there,
     each image one object; returns the dataset to read and what the upload did (for provenance)."""
-    from dataclasses import replace
 
+    service = services.of(store.endpoint)
     if not ds.files:  # a workload that reads no dataset (its runs put their own objects)
-        where = f"s3://{store.endpoint.bucket}/{store.endpoint.prefix}"
+        where = service.location(store.endpoint, store.endpoint.prefix)
         return replace(ds, location=where, store=store.endpoint, server_files=store.server_files()), {}
     cid = content_id(ds)
     t0 = time.perf_counter()
@@ -377,17 +379,16 @@ def put_dataset(store: Store, ds):
         "upload_mb_s": listing.bytes / took / 1e6 if put and took > 0 else None,
     }
     log.info(
-        "dataset %s in s3://%s/%s: %d objects (%d put now, %.1f s)",
+        "dataset %s in %s: %d objects (%d put now, %.1f s)",
         ds.name,
-        store.endpoint.bucket,
-        listing.prefix,
+        service.location(store.endpoint, listing.prefix),
         len(listing.keys),
         put,
         took,
     )
     stored = replace(
         ds,
-        location=f"s3://{store.endpoint.bucket}/{listing.prefix}",
+        location=service.location(store.endpoint, listing.prefix),
         store=store.endpoint,
         objects=listing.keys,
         server_files=store.server_files(),
@@ -398,7 +399,6 @@ def put_dataset(store: Store, ds):
 def as_files(ds, point: Path):
     """The stored dataset ``ds`` read as files where its prefix is mounted (``storage.reader=fuse``): each
     object's file (an image's, or a shard's), the server's files still what a cold run evicts."""
-    from dataclasses import replace
 
     files = tuple(str(point / key.rsplit("/", 1)[1]) for key in ds.objects)
     if ds.format != "files":

@@ -33,9 +33,10 @@ __all__ = [
 
 
 def _clients() -> dict[str, ObjectClient]:
-    from jobs.storage.objectstore.clients import boto3, s3dlio, s3fs, s3torchconnector
+    from jobs.storage.objectstore.clients import azure_blob, boto3, s3dlio, s3fs, s3torchconnector
 
-    return {c.name: c for c in (boto3.CLIENT, s3torchconnector.CLIENT, s3dlio.CLIENT, s3fs.CLIENT)}
+    every = (boto3.CLIENT, s3torchconnector.CLIENT, s3dlio.CLIENT, s3fs.CLIENT, azure_blob.CLIENT)
+    return {c.name: c for c in every}
 
 
 CLIENTS = _clients()
@@ -51,15 +52,19 @@ def get(name: str) -> ObjectClient:
         ) from None
 
 
-def serving(framework: str) -> list[ObjectClient]:
-    """The clients a framework's native reader can GET with (``storage.client``), its own first."""
-    return [c for c in CLIENTS.values() if not c.mounts and framework in c.frameworks]
+def serving(framework: str, service: str = "s3") -> list[ObjectClient]:
+    """The clients a framework's native reader can GET with from a store of ``service``
+    (``storage.client``), its own first."""
+    return [
+        c for c in CLIENTS.values() if not c.mounts and framework in c.frameworks and service in c.services
+    ]
 
 
-def own(framework: str) -> ObjectClient | None:
+def own(framework: str, service: str = "s3") -> ObjectClient | None:
     """The client a framework's native reader uses when ``storage.client`` is null: the first that serves
-    it (TensorFlow: boto3; PyTorch: s3torchconnector); None for a framework that reads no object store."""
-    return next(iter(serving(framework)), None)
+    it for ``service`` (S3: TensorFlow's boto3, PyTorch's s3torchconnector; Azure Blob:
+    azure-storage-blob); None for a framework that reads no such store."""
+    return next(iter(serving(framework, service)), None)
 
 
 def mounting() -> ObjectClient:
@@ -67,24 +72,25 @@ def mounting() -> ObjectClient:
     return next(c for c in CLIENTS.values() if c.mounts)
 
 
-def the_tools() -> ObjectClient:
-    """The client the tool's own requests go through."""
-    return next(c for c in CLIENTS.values() if c.tools)
+def the_tools(service: str = "s3") -> ObjectClient:
+    """The client the tool's own requests go through on a store of ``service``."""
+    return next(c for c in CLIENTS.values() if c.tools and service in c.services)
 
 
 def of(cfg, framework_reads: bool = True) -> ObjectClient | None:
     """The client a cell's runs read its object store through (None: a framework that reads none).
     ``framework_reads`` False: a workload that makes its own requests (``Workload.uses_framework``)."""
     st = cfg.storage
+    service = str(st.service)
     if not framework_reads:
-        return the_tools()
+        return the_tools(service)
     if str(st.reader) == "fuse":
         return mounting()
     if st.client is not None:
         return get(st.client)
     from jobs import frameworks
 
-    return own(frameworks.of(cfg).name)
+    return own(frameworks.of(cfg).name, service)
 
 
 def check(cfg, framework_reads: bool, here: bool) -> None:
@@ -110,13 +116,19 @@ def check(cfg, framework_reads: bool, here: bool) -> None:
                 f"(it serves framework={', '.join(chosen.frameworks)})"
             )
     client = of(cfg)
-    kind = str(st.kind)
+    kind, service = str(st.kind), str(st.service)
     if client is not None and kind not in client.kinds:
         raise ConfigError(f"storage={st.name}: {client.name} reaches no storage of kind {kind}")
-    if client is not None and client is not own(fw) and not client.mounts and _tasks(cfg) > 1:
+    if client is not None and service not in client.services:
+        said = f"storage.client={st.client}" if st.client is not None else f"storage.reader={st.reader}"
+        raise ConfigError(
+            f"{said}: {client.name} speaks {', '.join(client.services)}, and storage={st.name} is "
+            f"storage.service={service}"
+        )
+    if client is not None and client is not own(fw, service) and not client.mounts and _tasks(cfg) > 1:
         raise ConfigError(
             f"storage.client={client.name} with {_tasks(cfg)} tasks: a cell's task processes GET with the "
-            f"framework's own client ({own(fw).name}) so far; use one task"
+            f"framework's own client ({own(fw, service).name}) so far; use one task"
         )
     if client is not None and client.fresh_workers and str(cfg.loader.multiprocessing_context) == "fork":
         raise ConfigError(

