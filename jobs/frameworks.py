@@ -33,7 +33,8 @@ class Framework:
     imports_tensorflow: bool = False  # its cells run in TensorFlow: imported quietly before a cell's locks
     companions: tuple[str, ...] = ()  # distributions only its cells use beside it (Keras with TensorFlow)
     warm: tuple[str, ...] = ()  # modules a warm server may import for its cells' processes (fork-safe)
-    formats: tuple[str, ...] = ("files", "tfrecord", "hdf5")  # the dataset.format values its readers read
+    # the dataset.format values its readers read
+    formats: tuple[str, ...] = ("files", "tfrecord", "hdf5", "npz")
     # the loader.* settings its worker processes honour beside num_workers; another one set is refused
     loader_settings: tuple[str, ...] = ()
     reads_with: str = ""  # what its cells read with, for the report (`code` in backticks)

@@ -139,6 +139,9 @@ class DatasetFormat(StrEnum):
     files = "files"  # one file per image, as the paper read ImageNet
     tfrecord = "tfrecord"  # TFRecord shards of dataset.shard_mb, tf.train.Example records
     hdf5 = "hdf5"  # HDF5 files of dataset.shard_mb holding the JPEG bytes and labels (h5py)
+    # one NumPy .npz file per sample (np.savez: x, the sample's bytes; y, its label), as DLIO and MLPerf
+    # Storage store unet3d's samples
+    npz = "npz"
 
 
 # global: a full permutation of the samples every pass; local: each reader shuffles within its shards
@@ -250,7 +253,7 @@ class DatasetConf(Sealed):
     grayscale_fraction: float = bounded(0.0, 0, 1)  # share of single-channel JPEGs in a synthetic set
     # how the images are stored; tfrecord/hdf5 are converted once and reused
     format: DatasetFormat = DatasetFormat.files
-    # size of a TFRecord shard or HDF5 file, MB (format=tfrecord|hdf5)
+    # size of a TFRecord shard or HDF5 file, MB (format=tfrecord|hdf5; npz holds one sample a file)
     shard_mb: float = bounded(
         128.0,
         0,
@@ -468,6 +471,9 @@ class AcceleratorConf(Sealed):
     # the accelerator utilization a run must hold (MLPerf Storage: 90%)
     au_threshold: float = bounded(0.90, 0, 1, above=True)
     source: str = MISSING  # where the step time comes from (a published config, or a measurement)
+    # how its workload's samples are stored, as a dataset.format (MLPerf Storage's unet3d: npz, one file a
+    # sample); +experiment=mlperf reads the cell's dataset in it
+    sample_format: DatasetFormat = DatasetFormat.files
 
 
 @dataclass

@@ -14,7 +14,7 @@ from jobs.metrics import label
 
 
 def _layouts(df) -> list[tuple[str, str]]:
-    order = {"files": 0, "tfrecord": 1, "hdf5": 2}
+    order = {"files": 0, "tfrecord": 1, "hdf5": 2, "npz": 3}
     pairs = set(
         zip(tidy.text(df["format"]).replace("", "files"), tidy.text(df["shuffle"]).replace("", "global"))
     )

@@ -33,7 +33,7 @@ CLOSED, OPEN, INVALID = "CLOSED", "OPEN", "INVALID"
 WORSE = {CLOSED: 0, OPEN: 1, INVALID: 2}  # the states, best first: a verdict is its worst check's
 GIB = 2**30
 # the sample format each dataset.format stores its samples in (the tool's file sets are JPEG images)
-_SAMPLE_FORMAT = {"files": "jpeg", "tfrecord": "tfrecord", "hdf5": "hdf5"}
+_SAMPLE_FORMAT = {"files": "jpeg", "tfrecord": "tfrecord", "hdf5": "hdf5", "npz": "npz"}
 
 
 @functools.cache

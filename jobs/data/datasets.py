@@ -31,8 +31,8 @@ class Dataset:
     # listed, but not regular files (FIFOs, sockets, devices, folders): never opened, since reading
     # them can block forever; a run counts them as dropped
     skipped: tuple[str, ...] = ()
-    # how the images are stored (jobs.data.formats): "files" reads ``files``; "tfrecord" and "hdf5" read
-    # the ``containers``, each holding the images ``members`` (indices into ``files``) in stored order
+    # how the images are stored (jobs.data.formats): "files" reads ``files``; "tfrecord", "hdf5" and "npz"
+    # read the ``containers``, each holding the images ``members`` (indices into ``files``) in stored order
     format: str = "files"
     containers: tuple[str, ...] = ()
     members: tuple[tuple[int, ...], ...] = ()

@@ -1,4 +1,5 @@
-"""Datasets stored in containers: TFRecord shards and HDF5 files converted from the image files.
+"""Datasets stored in containers: TFRecord shards, HDF5 files and NumPy .npz files converted from the
+image files.
 
 A conversion holds exactly the images of its source (the same manifest order, class labels and
 JPEG bytes), written once in a fixed random order (as ImageNet's TFRecords are) into containers of
@@ -12,7 +13,9 @@ TFRecord: one ``tf.train.Example`` per image with ``image/encoded`` (the JPEG by
 file, ``images`` (the JPEGs' bytes one after another, uint8, contiguous), ``offsets`` (image ``r``
 is ``images[offsets[r]:offsets[r + 1]]``), ``labels`` and ``index``. A contiguous byte array with
 offsets, not a variable-length dataset: reading one image is then one plain slice (44 µs against 331
-µs a row through h5py's variable-length path, measured on this project's 2-core machine).
+µs a row through h5py's variable-length path, measured on this project's 2-core machine). npz: one
+sample a file, as DLIO and MLPerf Storage store unet3d's (``np.savez``, uncompressed: ``x`` the sample's
+bytes as a uint8 array, ``y`` its label, ``index`` its image); a reader loads ``x`` whole with ``np.load``.
 """
 
 from __future__ import annotations
@@ -31,8 +34,10 @@ from jobs.data.datasets import Dataset, DatasetError
 
 CONVERTER_VERSION = 2  # 2: HDF5 as one byte array with offsets (1: variable-length rows)
 INDEX = "index.json"
-SUFFIX = {"tfrecord": ".tfrecord", "hdf5": ".h5"}
+SUFFIX = {"tfrecord": ".tfrecord", "hdf5": ".h5", "npz": ".npz"}
 HDF5_DATASETS = ("images", "offsets", "labels", "index")
+NPZ_ARRAYS = ("x", "y", "index")
+ONE_A_FILE = ("npz",)  # the formats that hold one sample a file, whatever dataset.shard_mb says
 MB = 1e6
 CONVERTED = "converted"  # below the datasets folder: datasets.cache_dir(root, CONVERTED)
 
@@ -132,7 +137,33 @@ def _write_hdf5(path: Path, ds: Dataset, members: list[int]) -> list[int]:
     return kept
 
 
-WRITERS = {"tfrecord": _write_tfrecord, "hdf5": _write_hdf5}
+def _write_npz(path: Path, ds: Dataset, members: list[int]) -> list[int]:
+    import numpy as np
+
+    (i,) = members
+    data = _read(ds.files[i])
+    if data is None:
+        return []
+    with open(path, "wb") as f:  # a file object: np.savez would add .npz to a name
+        np.savez(f, x=np.frombuffer(data, dtype=np.uint8), y=np.int64(ds.labels[i]), index=np.int64(i))
+    return [i]
+
+
+def load_npz(path: str) -> bytes:
+    """The sample of an npz container: its ``x``, read whole (``np.load`` reads the member it is asked
+    for). Raises OSError for a failed read, ValueError for a file that is no npz of the tool's."""
+    import zipfile
+
+    import numpy as np
+
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return z["x"].tobytes()
+    except (zipfile.BadZipFile, KeyError, EOFError) as e:
+        raise ValueError(f"{path} is not an npz sample ({type(e).__name__}: {e})") from None
+
+
+WRITERS = {"tfrecord": _write_tfrecord, "hdf5": _write_hdf5, "npz": _write_npz}
 
 
 def _valid(folder: Path, fmt: str) -> dict | None:
@@ -179,7 +210,7 @@ def _clear_parts(folder: Path) -> None:
     is writing them."""
     import re
 
-    ours = re.compile(r"^(part-\d+-of-\d+\.(tfrecord|h5)|" + re.escape(INDEX) + r")\.\d+\.part$")
+    ours = re.compile(r"^(part-\d+-of-\d+\.(tfrecord|h5|npz)|" + re.escape(INDEX) + r")\.\d+\.part$")
     for p in folder.glob("*.part"):
         if ours.match(p.name) and p.is_file() and not p.is_symlink():
             p.unlink()
@@ -189,7 +220,10 @@ def _convert(ds: Dataset, fmt: str, shard_mb: float, folder: Path) -> dict:
     import shutil
 
     order = stored_order(len(ds.files))
-    groups = plan_containers(list(ds.sizes), order, shard_mb)
+    if fmt in ONE_A_FILE:
+        groups = [[i] for i in order]
+    else:
+        groups = plan_containers(list(ds.sizes), order, shard_mb)
     need, free = int(ds.total_bytes * 1.1), shutil.disk_usage(folder).free
     if need > free:
         raise DatasetError(
@@ -198,7 +232,8 @@ def _convert(ds: Dataset, fmt: str, shard_mb: float, folder: Path) -> dict:
         )
     print(
         f"[dataset] converting {len(ds.files)} images ({ds.total_bytes / MB:.0f} MB) to {len(groups)} {fmt} "
-        f"file(s) of <= {shard_mb:g} MB in {folder}",
+        + ("file(s), one sample each" if fmt in ONE_A_FILE else f"file(s) of <= {shard_mb:g} MB")
+        + f" in {folder}",
         file=sys.stderr,
     )
     t0 = time.monotonic()
@@ -250,7 +285,9 @@ def ensure(ds: Dataset, fmt: str, shard_mb: float, cache_root: Path) -> Dataset:
         blocks = plan_containers(list(ds.sizes), list(range(len(ds.files))), shard_mb)
         return dataclasses.replace(ds, members=tuple(tuple(b) for b in blocks))
     if fmt not in WRITERS:
-        raise DatasetError(f"dataset.format={fmt} is not a format this tool writes (files, tfrecord, hdf5)")
+        raise DatasetError(
+            f"dataset.format={fmt} is not a format this tool writes (files, {', '.join(WRITERS)})"
+        )
     if shard_mb <= 0:
         raise DatasetError(f"dataset.shard_mb={shard_mb:g} must be positive")
     folder = cache_root / key(ds, fmt, shard_mb)
@@ -287,7 +324,9 @@ def stored(ds: Dataset, folder: Path, index: dict) -> Dataset:
 
 
 def check(fmt: str, containers: tuple[str, ...]) -> None:
-    """Raise FormatError naming the file when an HDF5 container lacks a dataset the reader needs."""
+    """Raise FormatError naming the file when an HDF5 or npz container lacks what the reader needs."""
+    if fmt == "npz":
+        _check_npz(containers)
     if fmt != "hdf5":
         return
     import h5py
@@ -302,4 +341,21 @@ def check(fmt: str, containers: tuple[str, ...]) -> None:
             raise FormatError(
                 f"dataset.format=hdf5: {path} has no dataset {', '.join(repr(a) for a in absent)} "
                 f"(it needs {', '.join(HDF5_DATASETS)})"
+            )
+
+
+def _check_npz(containers: tuple[str, ...]) -> None:
+    """Each npz container names the arrays a reader loads (its zip directory read, not its arrays)."""
+    import zipfile
+
+    for path in containers:
+        try:
+            with zipfile.ZipFile(path) as z:
+                absent = [a for a in NPZ_ARRAYS if f"{a}.npy" not in z.namelist()]
+        except (OSError, zipfile.BadZipFile) as e:
+            raise FormatError(f"dataset.format=npz: {path} is not a readable npz file ({e})") from None
+        if absent:
+            raise FormatError(
+                f"dataset.format=npz: {path} has no array {', '.join(repr(a) for a in absent)} "
+                f"(it needs {', '.join(NPZ_ARRAYS)})"
             )

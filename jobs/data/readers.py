@@ -12,11 +12,12 @@ TFRecord shard or HDF5 file, or consecutive files of about ``dataset.shard_mb``)
   distributed job shuffles within its own shards;
 - ``none``: the stored order.
 
-Files and HDF5 are read by index: the order is a stream of image indices and every thread of the
+Files, HDF5 and npz are read by index: the order is a stream of image indices and every thread of the
 map reads one image. HDF5 is read with h5py inside ``tf.numpy_function`` (an indexable reader:
 tf.data keeps the order and the parallel map, where ``from_generator`` would read on one Python
 thread); h5py serialises its calls behind one lock, so HDF5 reads do not run in parallel within a
-process, whatever ``threads`` says. TFRecord is read as users do: the shards through
+process, whatever ``threads`` says. An npz file is one sample, its ``x`` loaded whole by ``np.load``
+inside ``tf.numpy_function`` (as DLIO's NPZ reader loads it). TFRecord is read as users do: the shards through
 ``TFRecordDataset`` under ``interleave(cycle_length=threads, num_parallel_calls=threads)``, then
 the buffer, then the parse in the map. A record that fails its checksum ends the reading of its
 shard (TensorFlow cannot find the next record after it): the rest of that shard is dropped, and
@@ -121,6 +122,8 @@ def source(
     labels = tf.constant(ds.labels, dtype=tf.int32)
     if ds.format == "hdf5":
         return order, _hdf5_reader(ds, labels, payload)
+    if ds.format == "npz":
+        return order, _npz_reader(ds, labels)
     if ds.store is not None:  # one object per image, fetched by a GET (storage.kind=object)
         from jobs.data import s3
         from jobs.storage.objectstore import tier
@@ -262,6 +265,34 @@ def _hdf5_reader(ds: Dataset, labels, payload: bool):
         if not payload:  # h5py's OSError: a failed read or a damaged file, told apart by the run's judge
             return i, empty, read_errors.quietly(size, where, tf.int64, (OSError,)), tf.gather(labels, i)
         data = read_errors.quietly(fetch, where, tf.string, (OSError,))
+        return i, data, tf.cast(tf.strings.length(data, unit="BYTE"), tf.int64), tf.gather(labels, i)
+
+    return read
+
+
+def container_of(ds: Dataset) -> list[str]:
+    """The container file of every image of a one-sample-a-file format (npz), "" for one it does not hold."""
+    out = [""] * len(ds.files)
+    for path, members in zip(ds.containers, ds.members):
+        for i in members:
+            out[i] = path
+    return out
+
+
+def _npz_reader(ds: Dataset, labels):
+    """Each image's npz file, its sample loaded whole; a read-only run counts the sample's bytes too (np.load
+    reads the array it is asked for: there is nothing to skip)."""
+    import tensorflow as tf
+
+    from jobs.data import formats
+
+    paths = tf.constant(container_of(ds))
+
+    def fetch(path):
+        return formats.load_npz(path.decode())
+
+    def read(i):
+        data = read_errors.quietly(fetch, [tf.gather(paths, i)], tf.string, (OSError, ValueError))
         return i, data, tf.cast(tf.strings.length(data, unit="BYTE"), tf.int64), tf.gather(labels, i)
 
     return read

@@ -196,6 +196,25 @@ def test_a_rule_fails_where_its_figure_passes_the_limit(finished, tmp_path, rule
     assert why in v.line()
 
 
+def test_unet3ds_samples_stored_as_npz_meet_its_sample_format_and_jpegs_are_open(finished):
+    """MLPerf Storage's unet3d reads one .npz file per sample: dataset.format=npz (what +experiment=mlperf
+    reads a unet3d profile's dataset in) meets the rule; the same samples as JPEG files are OPEN."""
+    shm = Path(tempfile.mkdtemp(dir="/dev/shm"))
+    try:
+        for fmt, state in (("npz", rules.CLOSED), ("files", rules.OPEN)):
+            rec = _passing(_record(finished))
+            rec.config["accelerator"].update(name="unet3d_b200")
+            rec.dataset["format"] = fmt
+            (check,) = [c for c in _judged(rec, shm / fmt).checks if c.rule == "sample format"]
+            assert (check.figure, check.limit.split()[0], check.state) == (
+                "npz" if fmt == "npz" else "jpeg",
+                "npz",
+                state,
+            )
+    finally:
+        shutil.rmtree(shm)
+
+
 def test_a_memory_limit_on_the_runs_is_the_memory_the_dataset_rule_counts(finished, tmp_path):
     """A 64 GiB machine whose runs were held to 32 GiB (platform.memory_limit_gb): their page cache could
     not hold more, so 200 GiB is five times what the clients had, and the figure says whose memory it is."""

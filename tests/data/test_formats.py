@@ -1,4 +1,4 @@
-"""Dataset formats (files, TFRecord shards, HDF5) and sample orders (global, local, none): the
+"""Dataset formats (files, TFRecord shards, HDF5, npz) and sample orders (global, local, none): the
 conversion holds exactly the source's images, every order visits every image once, a corrupt
 record or entry is dropped and counted, the cold cache is verified on the shard files. Real
 TensorFlow, real h5py, real files."""
@@ -40,7 +40,8 @@ def stored(source, tmp_path_factory):
     folder, ds = source
     before = _tree(folder)
     cache_root = tmp_path_factory.mktemp("tier") / "iocampaign" / "datasets" / "converted"
-    out = {fmt: formats.ensure(ds, fmt, SHARD_MB, cache_root) for fmt in ("files", "tfrecord", "hdf5")}
+    every = ("files", "tfrecord", "hdf5", "npz")
+    out = {fmt: formats.ensure(ds, fmt, SHARD_MB, cache_root) for fmt in every}
     assert _tree(folder) == before  # the user's folder: nothing written, changed or added
     return out
 
@@ -62,6 +63,9 @@ def _read_back(d) -> dict:
             entries = [
                 (int(r["image/index"]), int(r["image/class/label"]), r["image/encoded"].numpy()) for r in rows
             ]
+        elif d.format == "npz":
+            with np.load(path, allow_pickle=False) as z:
+                entries = [(int(z["index"]), int(z["y"]), z["x"].tobytes())]
         else:
             with h5py.File(path, "r") as f:
                 data, off = f["images"][:], f["offsets"][:]
@@ -75,7 +79,7 @@ def _read_back(d) -> dict:
 
 
 @pytest.mark.cells
-@pytest.mark.parametrize("fmt", ["tfrecord", "hdf5"])
+@pytest.mark.parametrize("fmt", ["tfrecord", "hdf5", "npz"])
 def test_the_conversion_holds_exactly_the_source_images(stored, source, fmt):
     _, ds = source
     d = stored[fmt]
@@ -84,6 +88,8 @@ def test_the_conversion_holds_exactly_the_source_images(stored, source, fmt):
     assert len(got) == N
     assert got == {i: (ds.labels[i], Path(ds.files[i]).read_bytes()) for i in range(N)}
     assert d.stored_bytes == sum(os.path.getsize(c) for c in d.containers)
+    if fmt == "npz":  # one sample a file, as DLIO's unet3d, whatever dataset.shard_mb says
+        assert len(d.containers) == N and all(len(m) == 1 for m in d.members)
 
 
 @pytest.mark.cells
@@ -117,7 +123,7 @@ def _visit(d, shuffle, seed=3, threads=2):
 
 
 @pytest.mark.cells
-@pytest.mark.parametrize("fmt", ["files", "tfrecord", "hdf5"])
+@pytest.mark.parametrize("fmt", ["files", "tfrecord", "hdf5", "npz"])
 def test_every_order_visits_every_image_once(stored, fmt):
     d = stored[fmt]
     orders = {}
@@ -214,6 +220,30 @@ def test_a_corrupt_hdf5_entry_is_dropped_and_counted(source, tmp_path):
     assert r.dropped_files == [f"{d.containers[0]}[2] ({os.path.basename(ds.files[d.members[0][2]])})"]
 
 
+@pytest.mark.cells
+def test_a_damaged_npz_sample_is_dropped_and_counted_by_both_frameworks(source, tmp_path):
+    """A file whose zip no longer reads (its bytes overwritten in place, its size kept) is the set's
+    defect: dropped and named, the run goes on; a sample whose file is gone is a failed read."""
+    from jobs.data import read_errors
+    from jobs.data.loader.build import Loader
+    from jobs.workloads.microbench import torch_reading
+
+    _, ds = source
+    d = formats.ensure(ds, "npz", SHARD_MB, tmp_path / "converted")
+    damaged = d.containers[3]
+    with open(damaged, "r+b") as f:
+        f.write(b"\0" * 64)  # the zip's first local header: np.load finds no archive
+    name = f"{damaged}[0] ({os.path.basename(ds.files[d.members[3][0]])})"
+    r = microbench.run_once(d, _settings("decode_resize"))
+    assert (r.images, r.images_dropped, r.dropped_files) == (N - 1, 1, [name])
+    one_worker = Loader(1, 2, False, False, None)
+    t = torch_reading.run_once(d, _settings("decode_resize"), one_worker)
+    assert (t.images, t.images_dropped, t.dropped_files) == (N - 1, 1, [name])
+    os.unlink(d.containers[5])  # its storage lost it: the run fails, naming the file
+    with pytest.raises(read_errors.ReadFailed, match=d.containers[5]):
+        microbench.run_once(d, _settings("decode_resize"))
+
+
 def test_an_hdf5_file_without_its_datasets_is_refused(source, tmp_path):
     import json
 
@@ -270,7 +300,7 @@ def test_a_shard_cell_is_cold_and_verified_on_its_shards(source, disk_root):
     [
         (
             "dataset.format=parquet",
-            "dataset.format=parquet: Invalid value 'parquet', expected one of [files, tfrecord, hdf5]",
+            "dataset.format=parquet: Invalid value 'parquet', expected one of [files, tfrecord, hdf5, npz]",
         ),
         ("dataset.shard_mb=0", "dataset.shard_mb=0.0 must be positive"),
         ("shuffle_buffer=0", "shuffle_buffer=0 must be at least 1"),

@@ -72,7 +72,7 @@ def dataset(ds: Dataset, s: PipelineSettings, *, decode: bool):
     if ds.store is not None:  # one object per image in an object store (storage.kind=object)
         from jobs.data.loader.s3map import S3Images as kind
     else:
-        kind = samples.Hdf5Images if ds.format == "hdf5" else samples.ImageFiles
+        kind = {"hdf5": samples.Hdf5Images, "npz": samples.NpzSamples}.get(ds.format, samples.ImageFiles)
     sampler = order.indices(ds, shuffle=s.shuffle, shuffle_buffer=s.shuffle_buffer, seed=s.seed)
     return kind(ds, side, s.read_delay_ms), sampler
 

@@ -179,6 +179,28 @@ class Hdf5Images(_Images):
         return {**self.__dict__, "_files": {}, "_pid": 0}
 
 
+class NpzSamples(_Images):
+    """One npz file per sample (DLIO's and MLPerf Storage's unet3d format), its ``x`` loaded whole by
+    ``np.load``; the sample's bytes are then decoded as a file's are."""
+
+    def __init__(self, ds: Dataset, side: int | None, read_delay_ms: float = 0.0):
+        from jobs.data.readers import container_of
+
+        super().__init__(ds, side, read_delay_ms)
+        self.paths = container_of(ds)
+
+    def _read(self, i: int) -> bytes:
+        from jobs.data import formats
+
+        try:
+            return formats.load_npz(self.paths[i])
+        except ValueError as e:  # no npz of the tool's: what the file holds, dropped as a damaged image is
+            raise OSError(str(e)) from None
+
+    def __getitem__(self, i: int) -> Sample:
+        return self._sample(i, self._read)
+
+
 class TFRecordShards(_Images, IterableDataset):
     """The TFRecord shards, iterable-style: worker ``w`` of ``W`` reads shards ``w::W`` of the run's shard
     order through a buffer of ``buffer // W`` samples (at least 1; 0: no buffer)."""
