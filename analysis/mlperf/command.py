@@ -101,7 +101,8 @@ def main(argv: list[str]) -> int:
         "--results-dir",
         type=Path,
         help="also lay each cell's measured runs out as MLPerf Storage's results tree in this folder "
-        "(<division>/<org>/results/<system>/training/<workload>/run/<timestamp>/; docs/mlperf.md)",
+        "(<division>/<org>/results/<system>/training/<workload>/run/<timestamp>/, and "
+        "checkpointing/<model>/<timestamp>/; docs/mlperf.md)",
     )
     p.add_argument("--org", default="iocampaign", help="the tree's organisation (MLPerf's submitter)")
     p.add_argument("--system", default=None, help="the tree's system name (default: the host's name)")
@@ -135,11 +136,11 @@ def main(argv: list[str]) -> int:
     for line in most_accelerators(training(found)):
         print(f"[mlperf] {line}")
     if args.results_dir is not None:
-        return _lay_out(training(found), args)
+        return _lay_out(found, args)
     return 0
 
 
-def _lay_out(found: list[rules.Verdict], args) -> int:
+def _lay_out(found: list, args) -> int:
     from analysis.mlperf import results_dir
 
     try:

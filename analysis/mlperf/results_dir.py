@@ -2,8 +2,13 @@
 results tree, so a storage team can hand its runs on in the shape MLPerf's tools read:
 
   DIR/<division>/<org>/results/<system>/training/<workload>/run/<timestamp>/
-      summary.json          DLIO's summary: accelerators, hosts, the run's AU, samples/s and MB/s, files
-      per_epoch_stats.json  DLIO's per-epoch figures (a run of this tool is one epoch)
+  DIR/<division>/<org>/results/<system>/checkpointing/<model>/<timestamp>/
+      summary.json          DLIO's summary: accelerators (processes), hosts and the run's metrics: for
+                            training its AU, samples/s and MB/s; for checkpointing the checkpoint's size
+                            and the mean and deviation of the ten saves' and loads' durations and rates
+                            (DLIO's ``checkpoint_size_GB`` and ``*_GB_per_second`` are GiB, as DLIO's)
+      per_epoch_stats.json  DLIO's per-epoch figures (a run of this tool is one epoch; a checkpointing
+                            run's epoch holds each save and load, ``save_ckpt1``, ``load_ckpt1``, ...)
       dlio_config/          the cell's Hydra folder: config.yaml (resolved), hydra.yaml, overrides.yaml
       <the cell's log>      what the cell printed
       provenance.json       this tool, its commit, the rules' edition, the client library, and the verdict
@@ -28,7 +33,7 @@ import statistics
 from datetime import datetime
 from pathlib import Path
 
-from analysis.mlperf import rules
+from analysis.mlperf import checkpointing, rules
 from jobs import records
 
 DIVISION = {rules.CLOSED: "closed", rules.OPEN: "open", rules.INVALID: "invalid"}
@@ -59,7 +64,7 @@ def check(out: Path, org: str, system: str) -> None:
         raise ResultsDirError(f"--results-dir={out}: another user's folder; choose one of your own")
 
 
-def write(verdicts: list[rules.Verdict], folder: Path, out: Path, org: str, system: str) -> list[Path]:
+def write(verdicts: list, folder: Path, out: Path, org: str, system: str) -> list[Path]:
     """Lay every verdict's measured runs out under ``out``; returns the run folders written. Every level
     below ``out`` is opened without following a link and must be this user's; each run folder is built
     under a hidden name and renamed into place once whole, so a failure leaves no folder that looks
@@ -68,10 +73,9 @@ def write(verdicts: list[rules.Verdict], folder: Path, out: Path, org: str, syst
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for v in verdicts:
-        _name(v.workload, f"cell {v.cell_dir}: its workload")
         path = folder / v.cell_dir / records.FILENAME
         rec = records.read(path)
-        levels = [DIVISION[v.state], org, "results", system, "training", v.workload, "run"]
+        levels = [DIVISION[v.state], org, "results", system, *_kind_levels(v)]
         base = _descend(out, levels)
         try:
             for name, run in _named(rec.runs):
@@ -86,6 +90,16 @@ def write(verdicts: list[rules.Verdict], folder: Path, out: Path, org: str, syst
         finally:
             os.close(base)
     return written
+
+
+def _kind_levels(v) -> list[str]:
+    """The levels below the system of a cell's runs: MLPerf's ``training/<workload>/run`` or
+    ``checkpointing/<model>``."""
+    if isinstance(v, checkpointing.Verdict):
+        _name(v.model, f"cell {v.cell_dir}: its model")
+        return ["checkpointing", v.model]
+    _name(v.workload, f"cell {v.cell_dir}: its workload")
+    return ["training", v.workload, "run"]
 
 
 def _open_own(name: str | Path, dir_fd: int | None, shown: Path) -> int:
@@ -133,17 +147,18 @@ def _named(runs: list[dict]) -> list[tuple[str, dict]]:
     return [(f"{s}_run{r['run']}" if clash else s, r) for s, r in zip(stamps, measured)]
 
 
-def _run_folder(
-    base: int, name: str, v: rules.Verdict, rec: records.CellRecord, run: dict, cell: Path
-) -> None:
+def _run_folder(base: int, name: str, v, rec: records.CellRecord, run: dict, cell: Path) -> None:
     """One run's folder, built whole under a hidden name in ``base`` (an open folder), then renamed."""
     partial = f".{name}.partial-{os.getpid()}"
     os.mkdir(partial, 0o755, dir_fd=base)
     try:
         fd = _open_own(partial, base, Path(partial))
         try:
-            _put(fd, "summary.json", json.dumps(summary(v, rec, run), indent=2) + "\n")
-            _put(fd, "per_epoch_stats.json", json.dumps(per_epoch(run), indent=2) + "\n")
+            kept = isinstance(v, checkpointing.Verdict)
+            figures = checkpoint_summary(v, rec, run) if kept else summary(v, rec, run)
+            epochs = checkpoint_epoch(run) if kept else per_epoch(run)
+            _put(fd, "summary.json", json.dumps(figures, indent=2) + "\n")
+            _put(fd, "per_epoch_stats.json", json.dumps(epochs, indent=2) + "\n")
             hydra = {
                 n: _read_own(cell / ".hydra" / n) for n in ("config.yaml", "hydra.yaml", "overrides.yaml")
             }
@@ -230,17 +245,68 @@ def per_epoch(run: dict) -> dict:
     }
 
 
+def _spread(values: list[float]) -> tuple[float, float]:
+    """The mean and the standard deviation (numpy's ``std``, as DLIO takes it) of ``values``."""
+    return statistics.fmean(values), statistics.pstdev(values)
+
+
+def checkpoint_summary(v, rec: records.CellRecord, run: dict) -> dict:
+    """DLIO's ``summary.json`` of one checkpointing run: the checkpoint's size summed over the ranks that
+    wrote it, in GiB, and the mean and deviation of the saves' and the loads' durations (each the slowest
+    rank's) and rates (size / duration), DLIO's keys."""
+    plat = rec.config.get("platform") or {}
+    gib = float(run["checkpoint_gb"]) * 1e9 / 2**30
+    metric: dict = {"checkpoint_size_GB": gib}
+    for op, key in (("save", "save_each_duration_s"), ("load", "load_each_duration_s")):
+        durations = [float(d) for d in (run.get(key) or [run[f"{op}_duration_s"]])]
+        rates = [gib / d for d in durations if d > 0]
+        (
+            metric[f"{op}_checkpoint_io_mean_GB_per_second"],
+            metric[f"{op}_checkpoint_io_stdev_GB_per_second"],
+        ) = _spread(rates) if rates else (None, None)
+        (
+            metric[f"{op}_checkpoint_duration_mean_seconds"],
+            metric[f"{op}_checkpoint_duration_stdev_seconds"],
+        ) = _spread(durations)
+    return {
+        "num_accelerators": v.processes,
+        "num_hosts": int(plat.get("nodes") or 1),
+        "hostname": (rec.provenance or {}).get("host"),
+        "metric": metric,
+        "num_checkpoints_write": len(run.get("save_each_duration_s") or [None]),
+        "num_checkpoints_read": len(run.get("load_each_duration_s") or [None]),
+        "start": datetime.fromisoformat(run["started_at"]).isoformat(),
+        "end": _end(run).isoformat(),
+    }
+
+
+def checkpoint_epoch(run: dict) -> dict:
+    """DLIO's ``per_epoch_stats.json`` of a checkpointing run: its one epoch's saves and loads, each with
+    its duration and rate (GiB/s)."""
+    gib = float(run["checkpoint_gb"]) * 1e9 / 2**30
+    epoch: dict = {
+        "start": datetime.fromisoformat(run["started_at"]).isoformat(),
+        "end": _end(run).isoformat(),
+    }
+    for op, key in (("save", "save_each_duration_s"), ("load", "load_each_duration_s")):
+        for n, d in enumerate(run.get(key) or [run[f"{op}_duration_s"]], start=1):
+            epoch[f"{op}_ckpt{n}"] = {"duration": float(d), "throughput": gib / float(d) if d else None}
+    return {"1": epoch}
+
+
 def _end(run: dict) -> datetime:
     from datetime import timedelta
 
     return datetime.fromisoformat(run["started_at"]) + timedelta(seconds=float(run["run_wall_s"]))
 
 
-def provenance(v: rules.Verdict, rec: records.CellRecord) -> dict:
+def provenance(v, rec: records.CellRecord) -> dict:
     """Who made the run and what its rules say: this tool, its commit, the rules' edition, the storage and
     client library, the cell's verdict and every check."""
     prov = rec.provenance or {}
     measured = [r["images_per_s"] for r in rec.runs if not r.get("warmup")]
+    if isinstance(v, checkpointing.Verdict):  # no samples: its summary holds its durations and rates
+        measured = []
     return {
         "benchmark_tool": "iocampaign",
         "tool_commit": prov.get("git_commit"),

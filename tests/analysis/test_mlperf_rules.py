@@ -528,3 +528,36 @@ def test_a_checkpointing_cell_is_judged_by_mlperfs_checkpointing_rules(checkpoin
             assert [c.rule for c in failed] == [rule] and why in failed[0].why, failed
     finally:
         shutil.rmtree(shm)
+
+
+def test_a_checkpointing_cells_runs_are_laid_out_as_mlperfs_checkpointing_results(checkpointed, tmp_path):
+    """--results-dir on a checkpointing cell: its run under checkpointing/<MLPerf's model>/<timestamp>/,
+    with DLIO's checkpointing summary (the checkpoint's GiB, each operation's mean and deviation of
+    duration and rate) and the per-epoch saves and loads, figured from the record's own durations."""
+    import json
+    import statistics
+
+    out = tmp_path / "results"
+    p = analysis("mlperf", str(checkpointed), "--results-dir", str(out), "--system", "ws", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[-1].startswith(f"[mlperf] results tree: 1 run folder in {out} (invalid)")
+    (folder,) = (out / "invalid" / "iocampaign" / "results" / "ws" / "checkpointing" / "llama3-8b").iterdir()
+    run = records.read(checkpointed / records.FILENAME).runs[-1]
+    summary = json.loads((folder / "summary.json").read_text())
+    gib = run["checkpoint_gb"] * 1e9 / 2**30
+    saves, loads = run["save_each_duration_s"], run["load_each_duration_s"]
+    assert len(saves) == len(loads) == 2 and summary["num_accelerators"] == 2
+    m = summary["metric"]
+    assert m["checkpoint_size_GB"] == pytest.approx(gib)
+    assert m["save_checkpoint_duration_mean_seconds"] == pytest.approx(statistics.fmean(saves))
+    assert m["load_checkpoint_io_mean_GB_per_second"] == pytest.approx(
+        statistics.fmean(gib / d for d in loads)
+    )
+    assert m["save_checkpoint_io_stdev_GB_per_second"] >= 0
+    assert (summary["num_checkpoints_write"], summary["num_checkpoints_read"]) == (2, 2)
+    epoch = json.loads((folder / "per_epoch_stats.json").read_text())["1"]
+    assert [k for k in epoch if "ckpt" in k] == ["save_ckpt1", "save_ckpt2", "load_ckpt1", "load_ckpt2"]
+    assert epoch["load_ckpt2"]["duration"] == loads[1]
+    prov = json.loads((folder / "provenance.json").read_text())
+    assert prov["verdict"] == "INVALID" and prov["runs_median_samples_per_second"] is None
+    assert "checkpoint_model=llama3_8b" in (folder / "dlio_config" / "overrides.yaml").read_text()
