@@ -134,5 +134,13 @@ def quietly(func, inputs, dtype, catch: tuple[type[BaseException], ...]):
 
     out, ok = tf.numpy_function(call, inputs, (dtype, tf.bool), stateful=True)
     out.set_shape([])
+    return unread_unless(ok, out)
+
+
+def unread_unless(ok, value):
+    """``value``, or the element failed without a word where ``ok`` is false: ``ignore_errors`` drops it,
+    and the run judges its dropped images after it."""
+    import tensorflow as tf
+
     with tf.control_dependencies([tf.debugging.Assert(ok, [_UNREAD])]):  # fails the element, unlogged
-        return tf.identity(out)
+        return tf.identity(value)

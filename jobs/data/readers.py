@@ -37,6 +37,7 @@ from jobs.data.datasets import Dataset
 
 TFRECORD_OVERHEAD = 16  # framing bytes per record (length, two masked CRC32Cs): part of what a run reads
 READ_BLOCK = 64  # images a read-only run takes from one container at a time (jobs.data.read_only)
+AUTOTUNE_GETS = 16  # GETs in flight of a batched object client at threads=autotune (tf.data tunes no GETs)
 
 
 def num_parallel_calls(threads: int | str) -> int:
@@ -128,7 +129,11 @@ def source(
         from jobs.data import s3
         from jobs.storage.objectstore import tier
 
-        return order, s3.reader(ds.objects, labels, tier.opened(ds.store).fetch)
+        store = tier.opened(ds.store)
+        if store.get_batch is not None:  # many GETs a call: threads of them in flight
+            in_flight = int(threads) if str(threads) != "autotune" else AUTOTUNE_GETS
+            return s3.batched(order, ds.objects, labels, store.fetch_batch, in_flight)
+        return order, s3.reader(ds.objects, labels, store.fetch)
     paths = tf.constant(ds.files)
 
     def read(i):

@@ -8,7 +8,12 @@ store that stopped answering would otherwise hold every image left for the clien
 images at 60 s each, the map's threads at a time), and Ctrl-C or SIGTERM with them, since the run's loop
 checks for a signal between batches: now the run ends within one timeout of the first failure. Nor is
 anything raised into TensorFlow, which logs a traceback per element (``read_errors.quietly``): the failed
-and the unasked elements are dropped without a word, and the store keeps the failure for the run's end."""
+and the unasked elements are dropped without a word, and the store keeps the failure for the run's end.
+
+A client that GETs many keys in one call (``ObjectClient.get_batch``: s3dlio's) is asked for the keys of
+``KEYS_PER_CALL`` x ``threads`` samples at a time, in the run's order, ``threads`` GETs in flight, by
+one call running ahead of the map (``batched``): the map's threads then decode only. Every GET is still
+counted with its own start and end (``Store.fetch_batch``)."""
 
 from __future__ import annotations
 
@@ -45,3 +50,47 @@ def reader(keys: Sequence[str], labels, fetch: Callable[[str], bytes]):
         return i, data, tf.cast(tf.strings.length(data, unit="BYTE"), tf.int64), tf.gather(labels, i)
 
     return read
+
+
+KEYS_PER_CALL = 8  # keys a batched call asks for, per GET it keeps in flight: enough to keep them all open
+
+
+def batched(order, keys: Sequence[str], labels, fetch_batch: Callable, in_flight: int):
+    """(stream, read) for the pipeline (``jobs.data.readers.source``'s contract) where the client GETs a
+    batch of keys per call: ``order``'s indices fetched ``KEYS_PER_CALL * in_flight`` at a time by
+    ``fetch_batch(keys, in_flight)`` (``Store.fetch_batch``), one call ahead of the map, then one element
+    per sample again; after a failed GET nothing more is asked, and the failed and unasked samples are
+    dropped without a word, as ``reader``'s."""
+    import numpy as np
+    import tensorflow as tf
+
+    from jobs.data.read_errors import unread_unless
+    from jobs.storage.objectstore.client import StoreError
+
+    names = list(keys)
+    failed: list[bool] = []
+
+    def fetch(ids):
+        empty = np.array([b""] * len(ids), dtype=object), np.zeros(len(ids), dtype=bool)
+        if failed:
+            return empty
+        try:
+            bodies = fetch_batch([names[int(i)] for i in ids], in_flight)
+        except StoreError:
+            failed.append(True)
+            return empty
+        return np.array(bodies, dtype=object), np.ones(len(ids), dtype=bool)
+
+    def get(ids):
+        data, ok = tf.numpy_function(fetch, [ids], (tf.string, tf.bool), stateful=True)
+        data.set_shape([None])
+        ok.set_shape([None])
+        return ids, data, ok
+
+    stream = order.batch(KEYS_PER_CALL * in_flight).map(get).prefetch(1).unbatch()
+
+    def read(i, data, ok):
+        data = unread_unless(ok, data)
+        return i, data, tf.cast(tf.strings.length(data, unit="BYTE"), tf.int64), tf.gather(labels, i)
+
+    return stream, read

@@ -135,3 +135,78 @@ def test_the_client_of_docs_extending_gets_from_a_real_server_as_written(tmp_pat
         timeout=300,
     )
     assert p.returncode == 0 and p.stdout.strip() == "read back", p.stderr[-3000:]
+
+
+# s3dlio's batched GETs as TensorFlow's native reader asks for them (jobs.data.s3.batched), against a real
+# server; in a Python of its own, as above
+_BATCHED = """
+import json, os, sys
+from pathlib import Path
+import tensorflow as tf
+from jobs.data import s3
+from jobs.storage.objectstore import client, clients, server, tier
+
+tmp = Path(sys.argv[1])
+srv = server.start(tmp / "iocampaign" / "s3server", bucket="batchbucket")
+out = {}
+try:
+    s3c = client.connect(srv.endpoint, srv.credentials)
+    keys = [f"iocampaign/b/{i:03d}" for i in range(64)]
+    bodies = [os.urandom(20_000 + i) for i in range(64)]
+    for k, b in zip(keys, bodies):
+        s3c.put_object(Bucket="batchbucket", Key=k, Body=b)
+    store = tier.Store(endpoint=srv.endpoint, client=s3c, server=srv)
+    labels = tf.constant([0] * 64)
+
+    def one_pass():
+        stream, read = s3.batched(tf.data.Dataset.range(64), keys, labels, store.fetch_batch, 4)
+        got = {}
+        for i, data, nbytes, _ in stream.map(read).ignore_errors():
+            got[int(i)] = data.numpy()
+        return got
+
+    cli = clients.get("s3dlio")
+    with cli.reading(store, None, "", str(tmp)), store.reading_with(cli):
+        got = one_pass()
+        out["same"] = all(got[i] == bodies[i] for i in range(64)) and len(got) == 64
+        out["requests"], out["most"] = store.requests.count, store.requests.max_in_flight
+        out["p50"] = store.requests.percentile_ms(50)
+        # the store stops answering: the GETs fail, and nothing is asked after the first batch
+        srv.end()
+        store.begin_run()
+        out["after"] = len(one_pass())
+        out["asked"], out["errors"] = store.requests.count, store.requests.errors
+        out["first_error"] = store.first_error
+finally:
+    srv.stop()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.cells
+@pytest.mark.waits
+def test_s3dlio_batches_keep_threads_gets_in_flight_each_counted_and_stop_at_the_first_failure(tmp_path):
+    """TensorFlow's reader through s3dlio asks for 8 x threads keys a call, ``threads`` GETs in flight: the
+    bytes come back whole and in order, every GET is counted with its own latency, the most open at once is
+    the 4 asked for; once the server is gone the first batch's GETs fail and no later batch is asked."""
+    import json
+    import subprocess
+    import sys
+
+    from support.commands import python_env
+
+    env = python_env()
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
+        env.pop(key, None)
+    p = subprocess.run(
+        [sys.executable, "-c", _BATCHED, str(tmp_path)], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["same"] and out["requests"] == 64 and out["most"] == 4 and out["p50"] > 0, out
+    assert out["after"] == 0 and out["asked"] == out["errors"] == 32, out  # one batch of 8 x 4, then none
+    assert out["first_error"] and srv_named(out["first_error"]), out
+
+
+def srv_named(line: str) -> bool:
+    return "S3 endpoint http://127.0.0.1:" in line and "bucket batchbucket" in line

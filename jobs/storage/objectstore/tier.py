@@ -47,6 +47,8 @@ class Store:
     first_error: str | None = None
     # the GET of the client the runs read through (``clients.ObjectClient.get``); None: ``client``'s (boto3)
     get: Any = None
+    # its batch of GETs at once, where it has one (``clients.ObjectClient.get_batch``): the reader asks it
+    get_batch: Any = None
 
     def fetch(self, key: str) -> bytes:
         """One counted GET; a failure is remembered (the run fails with it) and raised."""
@@ -62,11 +64,19 @@ class Store:
     def reading_with(self, client):
         """The runs of one cell GET through ``client`` (``clients.ObjectClient``); the store, kept for the
         process's later cells, goes back to its own client after."""
-        self.get = client.get(self)
+        self.get, self.get_batch = client.get(self), client.get_batch(self)
         try:
             yield
         finally:
-            self.get = None
+            self.get = self.get_batch = None
+
+    def fetch_batch(self, keys: list[str], in_flight: int) -> list[bytes]:
+        """``keys`` fetched at once by the client's batch (``in_flight`` GETs open at most), every request
+        counted with its own start and end; the first failure is remembered and fails the run (raised as
+        StoreError, naming the endpoint, as ``record`` raises it)."""
+        made = self.get_batch(keys, in_flight)
+        self.record([(start, end, len(body or b""), error) for start, end, body, error in made])
+        return [body for _, _, body, _ in made]
 
     def record(self, requests) -> None:
         """Take requests another process made (a DataLoader worker's GETs: ``Requests.add``'s form) into

@@ -42,6 +42,13 @@ class ObjectClient:
         mount)."""
         return None
 
+    def get_batch(self, store) -> Callable[[list[str], int], list[tuple]] | None:
+        """Many GETs of keys of ``store`` at once, for a reader that asks for a batch of keys per call:
+        ``(keys, in_flight)`` -> one (start, end on the machine's monotonic clock, the object's bytes or
+        None, the error's first line or None) per key, in order, at most ``in_flight`` requests open at
+        once; uncounted (``Store.fetch_batch`` counts them). None: this client GETs one key a call."""
+        return None
+
     def indexed(self, endpoint, keys: tuple[str, ...]):
         """The objects ``keys`` at ``endpoint`` as a sequence a DataLoader's workers index (``[j]``: the
         bytes of ``keys[j]``, one GET), picklable and made without a request: each worker GETs through its
