@@ -1,10 +1,15 @@
 """Benchmark: TensorFlow's read -> decode -> resize pipeline over the same cold images as files and as
 objects of the embedded S3 server (SeaweedFS, on this machine's disk), by the native S3 reader with each
-object client: boto3 (the tool's), and s3dlio (MLPerf Storage v3.0's, whose Rust core makes the request
-with the GIL released).
+object client: boto3 (the tool's, a GET per image in the map), and s3dlio (MLPerf Storage v3.0's: a batch
+of keys a call, ``threads`` GETs in flight, its Rust core making each with the GIL released); and the
+store's own GET rate, rclone copying the same objects with ``--transfers`` = threads into memory.
 
     python -m benchmarks.s3_reader [--storage-root /var/tmp] [--num-images 2048] [--threads 1,2,4]
                                    [--clients boto3,s3dlio] [--rounds 7] [--side 192] [--log passes.csv]
+                                   [--pipeline decode_resize|read] [--rclone]
+
+``--pipeline read``: the images read and counted, not decoded (what rclone does); ``--rclone`` (needs
+rclone, Debian's ``apt-get install rclone``): rclone as a side of its own, each client ÷ rclone printed.
 
 Makes ``--num-images`` noise JPEGs of ``--side`` pixels (about 34 KB each at 192; the size is printed)
 in the tool's folder under ``--storage-root``, starts the embedded server there and
@@ -59,15 +64,21 @@ def _cpu_s(server, pid: int) -> float:
     return 0.0 if got is None else got[1]
 
 
-def _run(read, n: int, threads: int) -> tuple[float, int]:
+def _run(source, threads: int, decode: bool) -> tuple[float, int]:
+    """One pass over ``source`` ((stream, read), as ``jobs.data.readers.source`` gives them): seconds and
+    bytes consumed."""
     import tensorflow as tf
 
-    def load(i):
-        i, data, nbytes, _ = read(i)
+    stream, read = source
+
+    def load(*element):
+        i, data, nbytes, _ = read(*element)
+        if not decode:
+            return tf.zeros([]), nbytes
         img = tf.image.resize(tf.io.decode_image(data, channels=3, expand_animations=False), [224, 224])
         return img, nbytes
 
-    pipe = tf.data.Dataset.range(n).map(load, num_parallel_calls=threads).batch(64)
+    pipe = stream.map(load, num_parallel_calls=threads).batch(64)
     start, consumed = time.perf_counter(), 0
     for _, nbytes in pipe:
         consumed += int(tf.reduce_sum(nbytes))
@@ -83,7 +94,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clients", default="boto3,s3dlio", help="object clients that GET: boto3, s3dlio")
     rounds.add_arguments(p, "--rounds")
     p.add_argument("--side", type=int, default=192)
+    p.add_argument("--pipeline", choices=("decode_resize", "read"), default="decode_resize")
+    p.add_argument("--rclone", action="store_true", help="rclone's copy of the objects, as the store's rate")
     a = p.parse_args(argv)
+    if a.rclone and shutil.which("rclone") is None:
+        raise SystemExit("--rclone: rclone is not installed (Debian: apt-get install rclone)")
     import tensorflow as tf
 
     from jobs import owned
@@ -109,10 +124,12 @@ def main(argv: list[str] | None = None) -> int:
 
         clients = [c for c in a.clients.split(",") if c]
         stack = contextlib.ExitStack()
-        fetchers = _fetchers(clients, s3, srv, stack)
-        sides = ("files", *clients)
-        # each client over files, and each later one over the first (s3dlio over boto3)
+        stores = _stores(clients, s3, srv, stack)
+        sides = ("files", *clients, *(("rclone",) if a.rclone else ()))
+        # each client over files, and each later one over the first (s3dlio over boto3), and over rclone
         pairs = [(c, "files") for c in clients] + [(c, clients[0]) for c in clients[1:]]
+        pairs += [(c, "rclone") for c in clients if a.rclone]
+        order = tf.data.Dataset.range(len(files))
         rows: dict[tuple[str, int], list[dict]] = {}
         ratios: dict[tuple[int, str, str], rounds.Summary] = {}
         for threads in (int(t) for t in a.threads.split(",")):
@@ -121,19 +138,24 @@ def main(argv: list[str] | None = None) -> int:
                 stats = objects.Requests()
                 if path == "files":
                     cache.evict([str(f) for f in files], drop_caches=True)
-                    read = file_read
+                    source = (order, file_read)
                 else:
                     cache.evict([str(f) for f in srv.data_dir.glob("*.dat")], drop_caches=True)
-                    fetch = fetchers[path]
-                    read = s3_reader.reader(
-                        listed.keys,
-                        labels,
-                        lambda k, st=stats, f=fetch: objects.counted(st, srv.endpoint, k, f),
-                    )
+                if path in stores:
+                    store = stores[path]
+                    store.begin_run()
+                    stats = store.requests
+                    if store.get_batch is not None:  # as the tool reads through it: a batch of keys a call
+                        source = s3_reader.batched(order, listed.keys, labels, store.fetch_batch, threads)
+                    else:
+                        source = (order, s3_reader.reader(listed.keys, labels, store.fetch))
                 server0 = _cpu_s(server, srv.pid)
                 before = _device_bytes(disk)
                 watch = rounds.Watch()
-                seconds, consumed = _run(read, len(files), threads)
+                if path == "rclone":
+                    seconds, consumed = _rclone(srv, listed.prefix, threads)
+                else:
+                    seconds, consumed = _run(source, threads, a.pipeline == "decode_resize")
                 after = _device_bytes(disk)
                 # the server is this benchmark's: its CPU is the side's, not another process's
                 served = _cpu_s(server, srv.pid) - server0
@@ -147,14 +169,14 @@ def main(argv: list[str] | None = None) -> int:
                 ratios[threads, x, y] = rounds.summarize(passes, x, y)
         mb = listed.bytes / 1e6
         print(
-            f"{len(files)} images, {mb:.0f} MB, cold every round; medians of at least {a.rounds} rounds, "
-            "the order alternating"
+            f"{len(files)} images, {mb:.0f} MB, cold every round, pipeline {a.pipeline}; medians of at least "
+            f"{a.rounds} rounds, the order alternating"
         )
         for (path, threads), rs in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
             med = {k: statistics.median(r[k] for r in rs) for k in ("images_per_s", "device_ratio")}
             line = f"{path:6s} threads={threads}: {med['images_per_s']:7.1f} images/s"
             line += f", device/consumed {med['device_ratio']:.2f}"
-            if path != "files":
+            if path in stores:
                 p50 = statistics.median(r["get_latency_p50_ms"] for r in rs)
                 p99 = statistics.median(r["get_latency_p99_ms"] for r in rs)
                 fl = statistics.median(r["requests_in_flight_mean"] for r in rs)
@@ -177,24 +199,68 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _fetchers(names: list[str], s3, srv, stack: contextlib.ExitStack) -> dict:
-    """``client -> fetch(key) -> bytes`` of each asked-for object client
-    (``jobs.storage.objectstore.clients``) against the server ``srv``, each made ready as a cell's runs
-    make it (``reading``: s3dlio's endpoint configured and the server's keys lent to this process's
-    environment until ``stack`` closes)."""
+def _stores(names: list[str], s3, srv, stack: contextlib.ExitStack) -> dict:
+    """``client -> the open store reading through it`` (``tier.Store``, its GETs counted) of each asked-for
+    object client (``jobs.storage.objectstore.clients``) against the server ``srv``, each made ready as a
+    cell's runs make it (``reading``: s3dlio's endpoint configured and the server's keys lent to this
+    process's environment until ``stack`` closes)."""
     from jobs.frameworks import PAPERS
     from jobs.storage.objectstore import clients, tier
 
-    store = tier.Store(endpoint=srv.endpoint, client=s3, server=srv)
-    able = [c.name for c in clients.serving(PAPERS)]  # the clients of TensorFlow's map
+    able = [c.name for c in clients.serving(PAPERS)]  # the clients of TensorFlow's reader
     out = {}
     for name in names:
         if name not in able:
-            raise SystemExit(f"--clients={name}: TensorFlow's map GETs with one of {', '.join(able)}")
+            raise SystemExit(f"--clients={name}: TensorFlow's reader GETs with one of {', '.join(able)}")
         client = clients.get(name)
+        store = tier.Store(endpoint=srv.endpoint, client=s3, server=srv)
         stack.enter_context(client.reading(store, None, "", ""))
-        out[name] = client.get(store)
+        stack.enter_context(store.reading_with(client))
+        out[name] = store
     return out
+
+
+def _rclone(srv, prefix: str, transfers: int) -> tuple[float, int]:
+    """rclone copying every object under ``prefix`` into memory (a folder of /dev/shm, removed after) with
+    ``transfers`` GETs at once: (seconds, bytes). Its remote is given in its environment only (rclone's
+    ``RCLONE_CONFIG_<NAME>_<KEY>``), the server's keys with it."""
+    import os
+    import subprocess
+    import tempfile
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RCLONE_", "AWS_"))}
+    env.update(
+        RCLONE_CONFIG_STORE_TYPE="s3",
+        RCLONE_CONFIG_STORE_PROVIDER="Other",
+        RCLONE_CONFIG_STORE_ENDPOINT=srv.endpoint.url,
+        RCLONE_CONFIG_STORE_ACCESS_KEY_ID=srv.credentials.access_key,
+        RCLONE_CONFIG_STORE_SECRET_ACCESS_KEY=srv.credentials.secret_key,
+        RCLONE_CONFIG_STORE_FORCE_PATH_STYLE="true",
+    )
+    out = tempfile.mkdtemp(dir="/dev/shm", prefix="iocampaign-rclone-")
+    try:
+        start = time.perf_counter()
+        subprocess.run(
+            [
+                "rclone",
+                "copy",
+                f"store:{srv.endpoint.bucket}/{prefix}",
+                out,
+                f"--transfers={transfers}",
+                f"--checkers={transfers}",
+                "--ignore-checksum",
+                "--s3-no-check-bucket",
+                "--no-traverse",
+            ],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+        seconds = time.perf_counter() - start
+        consumed = sum(p.stat().st_size for p in Path(out).iterdir() if p.name != "manifest.json")
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return seconds, consumed
 
 
 if __name__ == "__main__":
