@@ -109,6 +109,7 @@ def exit_with(status: int) -> None:
     from jobs import interrupts
 
     if interrupts.abandoned():
+        interrupts.run_hard_exit()  # atexit will not run: the embedded servers and their folders go now
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(status)

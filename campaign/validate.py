@@ -94,6 +94,7 @@ def check(cell, memo: dict | None = None) -> None:
     frameworks.check(cfg, workload.engines, gpu=not roots.runs_here(cfg) or accelerator.gpu_driver())
     _prefetch_to(cfg, workload)
     _trace(cfg, workload)
+    _service_is_the_presets(cell.overrides)
     objectstore.check(cfg, workload, here=not elsewhere(cfg), able=_able("object_readers"))
     colocation.tiers(cfg, memo)
     colocation.modelled_apart(cfg, _tier_keys(cfg, workload))
@@ -115,6 +116,23 @@ def check(cell, memo: dict | None = None) -> None:
             "drop_caches=true needs root (it writes /proc/sys/vm/drop_caches); "
             "leave it false to evict per file"
         )
+
+
+# where a tier's service may be set: a preset's own YAML only (storage=s3, storage=azure)
+_SERVICE_KEYS = ("storage.service", "checkpoint.slow.service")
+
+
+def _service_is_the_presets(overrides) -> None:
+    """An object store's service is its preset's: ``storage=azure storage.service=s3`` would measure
+    SeaweedFS through boto3 and label the rows azure (found by a red team). A store of another service is
+    another preset, chosen by its name."""
+    for o in overrides:
+        key = o.lstrip("+~").split("=", 1)[0]
+        if key in _SERVICE_KEYS:
+            raise ConfigError(
+                f"{o}: the service an object store speaks is its preset's; choose the preset instead "
+                "(storage=s3 or storage=azure; storage@checkpoint.slow=s3)"
+            )
 
 
 def _platform(cfg, memo: dict | None) -> None:

@@ -39,6 +39,7 @@ _depth = [0]  # how many deferred() blocks the main thread is in
 _received: list[int] = []  # every signal routed here, in order
 _abandoned: list[threading.Thread] = []  # helpers left inside a call when a signal ended the wait
 _repeat = [True]  # whether a second signal interrupts again (False: it is only noted, clean-up goes on)
+_hard_exit: list[Callable[[], None]] = []  # what must run even where the process ends without its shutdown
 
 
 class Interrupted(BaseException):
@@ -148,3 +149,22 @@ def waiting(fn: Callable[..., T], *args) -> T:
 def abandoned() -> bool:
     """Whether a helper was left inside a call that a signal stopped waiting for."""
     return any(t.is_alive() for t in _abandoned)
+
+
+def before_hard_exit(func: Callable[[], None]) -> None:
+    """Run ``func`` before the process ends even where ``campaign.__main__`` ends it at once (a helper
+    abandoned inside a call: ``atexit`` does not run then). For what must not outlive the process and
+    touches nothing the helper holds: the embedded object-store servers and their folders."""
+    if func not in _hard_exit:
+        _hard_exit.append(func)
+
+
+def run_hard_exit() -> None:
+    """The ``before_hard_exit`` functions, each once, the last registered first; one that fails does not
+    keep the others from running."""
+    while _hard_exit:
+        func = _hard_exit.pop()
+        try:
+            func()
+        except Exception:  # noqa: BLE001 - the process is ending: the others still run
+            pass

@@ -102,7 +102,7 @@ def _settings(st, key: str = "storage") -> None:
         )
     service = services.get(st.service)
     if st.endpoint:
-        _endpoint(st.endpoint, key)
+        _endpoint(st.endpoint, key, service.title)
     why = service.bucket_problem(st.bucket)
     if why:
         raise ConfigError(
@@ -118,11 +118,11 @@ def _settings(st, key: str = "storage") -> None:
         raise ConfigError("storage.reader is not set: storage=s3 reads with storage.reader=native or fuse")
 
 
-def _endpoint(endpoint: str, key: str) -> None:
+def _endpoint(endpoint: str, key: str, title: str = "S3") -> None:
     """An endpoint URL a client can connect to: http(s), a host name or IP address, a port in 1-65535
     (each a line now rather than a client's error once the server is to be reached)."""
     bad = (
-        f"{key}.endpoint={endpoint} is not an S3 endpoint URL (http:// or https://host[:port]); "
+        f"{key}.endpoint={endpoint} is not an {title} endpoint URL (http:// or https://host[:port]); "
         "null: the tool starts its own server"
     )
     try:

@@ -325,7 +325,10 @@ def embedded(root: str, bucket: str, service: str = "s3"):
     if kept is not None:  # it ended (killed in an earlier cell): its folder goes, a new one starts
         kept.stop()
     if not _STARTED:
+        from jobs import interrupts
+
         atexit.register(stop_all)
+        interrupts.before_hard_exit(stop_all)  # Ctrl-C with a GET left inside the native reader
     parent = owned.under_tool_folder(root, SUBDIR, setting="storage.root")
     clear_stale(parent)
     name = f"{socket.gethostname()}-{os.getpid()}-{len(_STARTED)}"
@@ -379,7 +382,10 @@ def put_dataset(store: Store, ds):
     listing = objects.listing(store.client, store.endpoint, cid)
     put, files = 0, _stored(ds)[0]
     if listing is None or len(listing.keys) != len(files):
-        listing, put = objects.upload(store.client, store.endpoint, [Path(f) for f in files], cid)
+        try:
+            listing, put = objects.upload(store.client, store.endpoint, [Path(f) for f in files], cid)
+        except StoreError as e:
+            raise _with_servers_word(e, store.server) from None
     took = time.perf_counter() - t0
     facts = {
         "dataset_prefix": listing.prefix,
@@ -404,6 +410,15 @@ def put_dataset(store: Store, ds):
         server_files=store.server_files(),
     )
     return stored, facts
+
+
+def _with_servers_word(e: StoreError, srv) -> StoreError:
+    """A failed upload as the embedded server saw it: its death, or what it said last (a full disk's
+    ENOSPC, where its answer was only "500: Internal Server Error")."""
+    if srv is None:
+        return e
+    why, said = srv.dead(), srv.last_line()
+    return StoreError(str(e) + (f"; {why}" if why else "") + (f"; the server said: {said}" if said else ""))
 
 
 def as_files(ds, point: Path):

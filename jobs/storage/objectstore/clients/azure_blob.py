@@ -39,7 +39,10 @@ class _Blobs:
         service = services.of(self.endpoint)
         if self._client is None:
             self._client = service.connect(self.endpoint, connections=4)
-        return service.get(self._client, self.endpoint, self.keys[j])
+        try:
+            return service.get(self._client, self.endpoint, self.keys[j])
+        except Exception as e:  # noqa: BLE001 - one line naming the store, as the training process says it
+            raise service.why(e, self.endpoint) from None
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_client": None}  # a new process makes its own

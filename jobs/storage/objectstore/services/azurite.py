@@ -72,10 +72,9 @@ class Azurite(servers.Server):
     def dead(self) -> str | None:
         code = self.process.poll()
         if code is not None:
-            return (
-                f"the embedded Azure Blob server (Azurite) at {self.endpoint.url} (pid {self.process.pid}) "
-                f"{servers.ended(code)}"
-            )
+            at = self.endpoint.url or f"{self.folder} (before it listened)"
+            pid = self.process.pid
+            return f"the embedded Azure Blob server (Azurite) at {at} (pid {pid}) {servers.ended(code)}"
         return None
 
     def end(self) -> None:

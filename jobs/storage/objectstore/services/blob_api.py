@@ -48,14 +48,16 @@ class Azure(Service):
         # a loopback endpoint (the embedded server) is never reached through an http_proxy
         session.trust_env = not _loopback(endpoint.url)
         account, container = endpoint.url.rstrip("/"), endpoint.bucket
+        # the timeouts go to the transport: given beside one, the client's own are not used (300 s)
+        transport = RequestsTransport(
+            session=session, session_owner=False, connection_timeout=5, read_timeout=30
+        )
         return ContainerClient(
             account,
             container,
             credential={"account_name": name, "account_key": key} if name and key else None,
-            transport=RequestsTransport(session=session, session_owner=False),
+            transport=transport,
             retry_total=0,  # a failed request is counted, never hidden by a retry the run does not see
-            connection_timeout=5,
-            read_timeout=30,
         )
 
     def get(self, handle, endpoint, key: str) -> bytes:
