@@ -159,15 +159,30 @@ def next_counts(seen: dict[int, dict], predicted: int, most: int) -> list[int]:
 
 
 def measured(seen: dict[int, dict], most: int, bound_by: str = "") -> tuple[int, str]:
-    """(the largest count that held with every run passing, how the search ended); ``bound_by``: what set
-    ``most`` when not --most (e.g. the CPUs of the cluster's nodes)."""
-    held = [n for n, v in seen.items() if v["passed"]]
-    best = max(held, default=0)
+    """(the largest count that held with every run passing and every smaller count tried passing too, how
+    the search ended); ``bound_by``: what set ``most`` when not --most (e.g. the CPUs of the cluster's
+    nodes). A count that held above one that failed is no capacity: runs that noisy (a busy machine)
+    bracket nothing, and the note says so."""
+    failed = sorted(n for n, v in seen.items() if not v["passed"])
+    held = sorted(n for n, v in seen.items() if v["passed"])
+    best = max((n for n in held if not failed or n < failed[0]), default=0)
+    stray = [n for n in held if n > best]
+    if stray:
+        below = max(f for f in failed if f < stray[0])
+        note = (
+            f"{_accelerators(stray[0])} held but {_accelerators(below)} did not: runs this noisy bracket no "
+            "capacity (the machine busy? see each run's others' CPU share)"
+        )
+        return best, note if best else f"{note}; even one accelerator fell below the threshold"
     if best >= most and best + 1 not in seen:
         return best, f"at least {best}: the search stopped at {bound_by or f'--most {most}'}"
     if best == 0:
         return 0, "even one accelerator fell below the threshold"
     return best, ""
+
+
+def _accelerators(n: int) -> str:
+    return f"{n} accelerator{'s' if n != 1 else ''}"
 
 
 def row(pred: dict, seen: dict[int, dict], most: int, bound_by: str = "") -> dict:
