@@ -10,6 +10,7 @@ import pytest
 
 from jobs.errors import ConfigError
 from jobs.storage.objectstore import clients
+from jobs.storage.objectstore.client import StoreError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -210,3 +211,46 @@ def test_s3dlio_batches_keep_threads_gets_in_flight_each_counted_and_stop_at_the
 
 def srv_named(line: str) -> bool:
     return "S3 endpoint http://127.0.0.1:" in line and "bucket batchbucket" in line
+
+
+def test_the_service_of_docs_extending_stores_a_dataset_as_written(tmp_path, monkeypatch):
+    """docs/extending.md's object-storage service, copied as a user copies it and given its line in
+    ``SERVICES``: the tool's own upload, manifest, listing, counted GETs and clean-up run through it
+    unchanged, and write only under the tool's prefix in its folder."""
+    import importlib.util
+
+    from jobs.storage.objectstore import objects, services
+    from jobs.storage.objectstore.endpoint import Endpoint
+
+    text = (ROOT / "docs" / "extending.md").read_text()
+    section = text.split("## Adding an object-storage service\n", 1)[1].split(
+        "## Adding an object client", 1
+    )[0]
+    (tmp_path / "folder_api.py").write_text(section.split("```python\n", 1)[1].split("\n```", 1)[0])
+    spec = importlib.util.spec_from_file_location("folder_api", tmp_path / "folder_api.py")
+    doc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(doc)
+    assert isinstance(doc.SERVICE, services.Service)
+    monkeypatch.setitem(services.SERVICES, "folder", doc.SERVICE)  # its line in SERVICES
+    store = tmp_path / "store"
+    (store / "bucket" / "users").mkdir(parents=True)
+    (store / "bucket" / "users" / "theirs.bin").write_bytes(b"a user's object")
+    endpoint = Endpoint(f"file://{store}", "bucket", "iocampaign", service="folder")
+    handle = doc.SERVICE.connect(endpoint)
+    files = []
+    for i in range(5):
+        files.append(tmp_path / f"img{i}.jpg")
+        files[-1].write_bytes(os.urandom(1000 + i))
+    assert objects.listing(handle, endpoint, "cid") is None  # nothing there yet: "not there" is asked of it
+    listing, put = objects.upload(handle, endpoint, files, "cid")
+    assert put == 5 and listing.prefix == "iocampaign/datasets/cid"
+    assert objects.listing(handle, endpoint, "cid") == listing  # the manifest written last, read back
+    stats = objects.Requests()
+    got = [objects.get(handle, endpoint, key, stats) for key in listing.keys]
+    assert got == [f.read_bytes() for f in files] and stats.count == 5 and stats.bytes == sum(listing.sizes)
+    with pytest.raises(StoreError, match=r"^Folder endpoint file://.*, folder bucket: FileNotFoundError"):
+        objects.get(handle, endpoint, "iocampaign/datasets/cid/gone", stats)
+    assert stats.errors == 1
+    assert objects.delete_prefix(handle, endpoint, "iocampaign/datasets/cid") == 6  # the images and manifest
+    assert objects.sizes_under(handle, endpoint, "iocampaign") == {}
+    assert (store / "bucket" / "users" / "theirs.bin").read_bytes() == b"a user's object"
