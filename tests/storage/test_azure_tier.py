@@ -19,6 +19,7 @@ import pytest
 from jobs.storage.objectstore import services
 from jobs.storage.objectstore.services import azurite
 from support.commands import campaign, python_env, start_module
+from support.processes import working_under as _procs_under
 
 pytestmark = [pytest.mark.cells, pytest.mark.waits]  # real campaigns on a real Azurite (GETs wait)
 
@@ -26,18 +27,6 @@ pytestmark = [pytest.mark.cells, pytest.mark.waits]  # real campaigns on a real 
 def _rows(folder: Path) -> list[dict]:
     with open(next(folder.glob("multirun/*/*/results.csv"))) as f:
         return sorted(csv.DictReader(f), key=lambda r: int(r["cell_dir"]))
-
-
-def _procs_under(folder: Path) -> list[int]:
-    """Processes whose working folder lies under ``folder`` (the embedded server runs in its own)."""
-    out = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if os.readlink(f"/proc/{pid}/cwd").startswith(str(folder)):
-                out.append(int(pid))
-        except OSError:
-            continue
-    return out
 
 
 def _listening_ports() -> set[int]:

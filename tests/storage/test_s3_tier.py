@@ -24,6 +24,7 @@ from jobs.storage.objectstore import client, fuse, server
 from support import users
 from support.commands import campaign, python_env, start_module
 from support.configs import TOY_SEARCHPATH
+from support.processes import working_under as _procs_under
 
 pytestmark = [pytest.mark.cells, pytest.mark.waits]  # real campaigns on a real SeaweedFS server (GETs wait)
 
@@ -57,18 +58,6 @@ def _one_cell_per_framework(p, cwd: Path) -> tuple[Path, list[dict]]:
 def _rows(folder: Path) -> list[dict]:
     with open(next(folder.glob("multirun/*/*/results.csv"))) as f:
         return list(csv.DictReader(f))
-
-
-def _procs_under(folder: Path) -> list[int]:
-    """Processes whose working folder lies under ``folder`` (the embedded server runs in its own)."""
-    out = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if os.readlink(f"/proc/{pid}/cwd").startswith(str(folder)):
-                out.append(int(pid))
-        except OSError:
-            continue
-    return out
 
 
 def _dead_pid() -> int:

@@ -62,3 +62,16 @@ def signal_state(pid: int) -> str:
             continue
         lines.append(f"  thread {task.name} {name} {state} {wchan}")
     return "\n".join(lines)
+
+
+def working_under(folder) -> list[int]:
+    """Processes whose working folder lies under ``folder`` (an embedded object-store server runs in its
+    own)."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.readlink(f"/proc/{pid}/cwd").startswith(str(folder)):
+                out.append(int(pid))
+        except OSError:
+            continue
+    return out
