@@ -57,6 +57,6 @@ def wait(below: float | None, max_s: float, sample_s: float = SAMPLE_S) -> float
         )
     else:
         log.info(
-            "platform.wait_quiet: waited %.0f s; other processes now hold %.0f%%", waited, 100 * (share or 0)
+            "platform.wait_quiet: waited %.0f s; other processes now hold %.1f%%", waited, 100 * (share or 0)
         )
     return waited
