@@ -7,7 +7,7 @@
 For every worker count and round, the dataset's image files are evicted from the page cache (the tool's
 own ``jobs.storage.cache.evict``) and read once by each of
 
-- ``campaign``: ``jobs.workloads.microbench.torch_reading.run_once``, the micro-benchmark's timed loop of
+- ``campaign``: ``jobs.frameworks.pytorch.torch_reading.run_once``, the micro-benchmark's timed loop of
   a ``framework=pytorch`` cell (decode_resize, shuffle=global), and
 - ``bare``: what a user writes: a ``torch.utils.data.Dataset`` whose ``__getitem__`` opens the file,
   reads it and decodes it with PIL (``convert("RGB")``, a bilinear resize to the same side, a float32
@@ -82,8 +82,8 @@ def bare(ds, workers: int, batch_size: int, side: int, seed: int) -> float:
 def campaign(ds, workers: int, batch_size: int, side: int, seed: int) -> tuple[float, float]:
     """(images/s, device bytes / consumed) of one run of the micro-benchmark's PyTorch loop."""
     from jobs.data.loader.build import Loader
-    from jobs.workloads.microbench import torch_reading
-    from jobs.workloads.microbench.reading import RunSettings
+    from jobs.frameworks.pytorch import torch_reading
+    from jobs.workloads.microbench.run import RunSettings
 
     s = RunSettings(
         pipeline="decode_resize",

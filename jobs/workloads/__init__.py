@@ -117,17 +117,15 @@ class Workload:
     min_batches: ClassVar[int] = 1  # full batches a run (each task of it) must get
     reads_images: ClassVar[bool] = True  # its runs read the dataset's images (the run's line counts them)
     figures: ClassVar[tuple[Figure, ...]] = ()  # what the analysis draws from its rows
-    # the frameworks it reads and trains with (framework=<name>; jobs.frameworks). The default is
-    # jobs.frameworks.PAPERS written out: importing it here would import Hydra (through jobs.errors) with
-    # every workload
-    engines: ClassVar[tuple[str, ...]] = ("tensorflow",)
-    # its engine module per framework, where it has one for each (``engine(cfg)`` imports the cell's; its
-    # keys are then ``engines``): the modules of one workload give the same functions, so the workload
-    # calls them without asking which
+    # the frameworks it runs on are those whose package gives an engine for it (``Framework.engines``); a
+    # workload outside the tool may bring its own engine module per framework instead (framework name ->
+    # module; ``engine(cfg)`` imports the cell's)
     engine_modules: ClassVar[dict[str, str]] = {}
-    # the frameworks with which its runs work on an object store as storage (storage.kind=object): read its
-    # dataset, or write and read back their own objects
-    object_readers: ClassVar[tuple[str, ...]] = ()
+    any_framework: ClassVar[bool] = False  # its runs use no framework, so any framework=<name> is accepted
+    # its runs work on an object store as storage (storage.kind=object), read its dataset or write and read
+    # back their own objects: with the frameworks whose engine says so (``Framework.reads_objects``), or,
+    # where its runs use no framework, with any it runs on
+    objects: ClassVar[bool] = False
     # its tasks (platform.tasks_per_node > 1) each reach the object store with a client of their own
     object_tasks: ClassVar[bool] = False
     # its burst buffer drains checkpoints to a bucket (storage@checkpoint.slow=s3)
@@ -142,10 +140,28 @@ class Workload:
     node_needs: ClassVar[tuple[str, ...]] = ()
     not_modelled: ClassVar[str] = "its runs are not modelled"
 
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        if cls.__dict__.get("engine_modules") and "engines" not in cls.__dict__:
-            cls.engines = tuple(cls.engine_modules)  # the frameworks it has an engine for
+    @property
+    def engines(self) -> tuple[str, ...]:
+        """The frameworks it runs on: its own engines', else those whose package has an engine for it, else
+        any (``any_framework``) or the paper's (a workload of the tool's that runs in no engine)."""
+        from jobs import frameworks
+
+        if self.engine_modules:
+            return tuple(self.engine_modules)
+        if self.any_framework:
+            return tuple(frameworks.FRAMEWORKS)
+        return frameworks.running(self.name) or (frameworks.PAPERS,)
+
+    @property
+    def object_readers(self) -> tuple[str, ...]:
+        """The frameworks with which its runs work on an object store (``objects``)."""
+        from jobs import frameworks
+
+        if not self.objects:
+            return ()
+        if not self.uses_framework or self.engine_modules:
+            return self.engines
+        return frameworks.reading_objects(self.name)
 
     def check(self, cfg) -> None:
         """Raise campaign.errors.ConfigError (one line naming the setting) for what cannot run."""
@@ -185,10 +201,12 @@ class Workload:
         raise NotImplementedError
 
     def engine(self, cfg):
-        """The module of this workload's engine for the cell's framework (``engine_modules``)."""
+        """The module of this workload's engine for the cell's framework: its own (``engine_modules``), else
+        the one the framework's package gives (``Framework.engines``)."""
         from jobs import frameworks
 
-        return importlib.import_module(self.engine_modules[frameworks.of(cfg).name])
+        fw = frameworks.of(cfg)
+        return importlib.import_module(self.engine_modules.get(fw.name) or fw.engines[self.name])
 
     def describe(self, result: dict) -> str:
         """What one run measured, for the log line."""

@@ -56,9 +56,11 @@ def test_no_import_runs_up():
 
 
 # inside jobs/, a folder imports only the layers below its own: what every layer shares (jobs/*.py but
-# the runner), then data and storage, what a run observes, the workloads, how their processes start, the
-# run loop; a user's traces read as a table sit beside what a run observes (the tool's own traces are
-# dftracer's); the cell (jobs/cell.py) sits with the workloads: its config holds each workload's own schema
+# the runner, and what each framework declares), then data and storage, what a run observes, the workloads,
+# the frameworks' engines (each runs a workload in its framework), how their processes start, the run loop;
+# a user's traces read as a table sit beside what a run observes (the tool's own traces are dftracer's); the
+# cell (jobs/cell.py) sits with the workloads: its config holds each workload's own schema
+ENGINES = 3.5  # jobs.frameworks.<name>.<module>: a framework's engine (its package's __init__ is layer 0)
 JOBS_LAYERS = {
     "data": 1,
     "storage": 1,
@@ -74,8 +76,11 @@ ENTRY_POINTS = {("jobs.execution.traced_child", "jobs.runner")}
 
 
 def test_jobs_folders_import_downwards_only():
-    def layer(module: str) -> int:
-        return JOBS_LAYERS.get(module.split(".")[1], 0)
+    def layer(module: str) -> float:
+        parts = module.split(".")
+        if parts[1] == "frameworks" and len(parts) > 3:
+            return ENGINES
+        return JOBS_LAYERS.get(parts[1], 0)
 
     up = [
         f"{m} imports {t}"
@@ -125,7 +130,6 @@ def test_jobs_is_laid_out_by_concern_with_no_two_modules_of_one_name():
         "__init__.py",
         "cell.py",
         "errors.py",
-        "frameworks.py",
         "interrupts.py",
         "jsonfiles.py",
         "lifeline.py",
@@ -139,6 +143,7 @@ def test_jobs_is_laid_out_by_concern_with_no_two_modules_of_one_name():
     assert sorted(p.name for p in (ROOT / "jobs").iterdir() if p.is_dir() and p.name != "__pycache__") == [
         "data",
         "execution",
+        "frameworks",
         "observe",
         "runner",
         "storage",
@@ -173,15 +178,67 @@ def _compared_outside(owner: Path, names: set[str]) -> list[str]:
     return [line for p in paths for line in _names_compared(p, names)]
 
 
-def test_no_framework_name_is_compared_outside_the_framework_registry():
+def test_no_framework_name_is_compared_outside_its_package():
     """A workload, the runner, planning and the analysis ask the framework what it can do
-    (``jobs.frameworks.Framework``: its readers, prefetch, checkpoints, labels) or call its engine
-    (``Workload.engine``); none compares its name. Read from the code's syntax tree, not by grep."""
+    (``jobs.frameworks.framework.Framework``: its readers, prefetch, checkpoints, labels, its engines) or call
+    its engine (``Workload.engine``); none compares its name, and no workload names one: the frameworks it
+    runs on are those whose package has an engine for it. Read from the code's syntax tree, not by grep."""
     from jobs.frameworks import FRAMEWORKS
 
     names = {n for fw in FRAMEWORKS.values() for n in (fw.name, fw.package)}
-    found = _compared_outside(ROOT / "jobs" / "frameworks.py", names)
+    package = ROOT / "jobs" / "frameworks"
+    inside = f"{package.relative_to(ROOT)}/"
+    found = [line for line in _compared_outside(package, names) if not line.startswith(inside)]
     assert not found, "framework names compared:\n" + "\n".join(found)
+    named = [
+        f"{p.relative_to(ROOT)}:{x.lineno}: {ast.unparse(x)}"
+        for p in (ROOT / "jobs" / "workloads").rglob("__init__.py")
+        for x in ast.walk(ast.parse(p.read_text()))
+        if isinstance(x, ast.Constant) and x.value in names
+    ]
+    assert not named, "framework names in a workload's declaration:\n" + "\n".join(named)
+
+
+def test_every_engine_of_a_workload_has_the_functions_of_the_others():
+    """A workload calls its engine without asking which framework's it is: every framework's engine module
+    of a workload defines each function its workload's package calls on the engine (``self.engine(cfg).run``,
+    ``engine = ...engine(cfg)`` then ``engine.check_store``), read from the code's syntax tree and text."""
+    import re
+
+    from jobs import workloads
+    from jobs.frameworks import FRAMEWORKS
+
+    by_workload: dict[str, list[str]] = {}
+    for fw in FRAMEWORKS.values():
+        for workload, module in fw.engines.items():
+            by_workload.setdefault(workload, []).append(module)
+    assert set(by_workload) >= {"microbench", "emulated", "alexnet", "checkpoint", "sharded_checkpoint"}
+    for workload, modules in by_workload.items():
+        folder = ROOT / Path(*type(workloads.get(workload)).__module__.split("."))
+        called = set()
+        for p in folder.rglob("*.py"):
+            text = p.read_text()
+            called |= set(re.findall(r"\.engine\([\w.]*\)\.(\w+)", text))
+            for var in re.findall(r"(\w+) = [\w.()]*\.engine\([\w.]*\)\n", text):
+                called |= set(re.findall(rf"\b{var}\.(\w+)", text))
+        assert called, workload
+        for m in modules:
+            missing = called - _functions(ROOT / (m.replace(".", "/") + ".py"))
+            assert not missing, f"{m} (framework engine of {workload}) lacks {sorted(missing)}"
+
+
+def _functions(path: Path) -> set[str]:
+    """The module-level functions, classes and names ``path`` defines."""
+    tree = ast.parse(path.read_text())
+    out = set()
+    for x in tree.body:
+        if isinstance(x, (ast.FunctionDef, ast.ClassDef)):
+            out.add(x.name)
+        elif isinstance(x, ast.Assign):
+            out |= {t.id for t in x.targets if isinstance(t, ast.Name)}
+        elif isinstance(x, (ast.ImportFrom, ast.Import)):
+            out |= {(a.asname or a.name).split(".")[0] for a in x.names}
+    return out
 
 
 def test_no_storage_kind_is_compared_outside_the_storage_registry():

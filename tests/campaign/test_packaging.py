@@ -34,7 +34,7 @@ def test_wheel_carries_conf_and_composes_from_site_packages(tmp_path):
         "conf/storage/lustre.yaml",
         "conf/dataset/caltech101.yaml",
         "campaign/__main__.py",
-        "jobs/workloads/microbench/reading.py",
+        "jobs/frameworks/tensorflow/reading.py",
         "analysis/figures/bandwidth.py",
     ):
         assert f in names, f

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 
 from jobs.cell import Cell
 from jobs.data import datasets, formats, pipeline, readers
-from jobs.workloads.microbench import reading as microbench
+from jobs.frameworks.tensorflow import reading as microbench
 from support.commands import campaign
 from support.files import make_jpegs
 
@@ -226,7 +226,7 @@ def test_a_damaged_npz_sample_is_dropped_and_counted_by_both_frameworks(source, 
     defect: dropped and named, the run goes on; a sample whose file is gone is a failed read."""
     from jobs.data import read_errors
     from jobs.data.loader.build import Loader
-    from jobs.workloads.microbench import torch_reading
+    from jobs.frameworks.pytorch import torch_reading
 
     _, ds = source
     d = formats.ensure(ds, "npz", SHARD_MB, tmp_path / "converted")

@@ -183,7 +183,7 @@ def _truncated(ds) -> str:
 
 
 def _settings(**kw):
-    from jobs.workloads.microbench.reading import RunSettings
+    from jobs.workloads.microbench.run import RunSettings
 
     base = dict(
         pipeline="decode_resize", threads=2, batch_size=4, prefetch=0, image_side=32, batches=None, seed=1
@@ -199,7 +199,7 @@ def _loader(workers, context=None):
 
 @pytest.mark.cells
 def test_files_in_process_deliver_the_good_images_and_name_the_corrupt_one(folder):
-    from jobs.workloads.microbench import torch_reading
+    from jobs.frameworks.pytorch import torch_reading
 
     _, ds = folder
     r = torch_reading.run_once(ds, _settings(), _loader(0))
@@ -216,7 +216,7 @@ def test_files_in_process_deliver_the_good_images_and_name_the_corrupt_one(folde
 def test_workers_started_by_spawn_and_forkserver_read_the_containers(folder, context, fmt):
     """A spawned worker gets the dataset pickled (no open h5py handles); TFRecord: each of the 2 workers
     reads its own shards."""
-    from jobs.workloads.microbench import torch_reading
+    from jobs.frameworks.pytorch import torch_reading
 
     ds = _converted(folder, fmt)
     r = torch_reading.run_once(ds, _settings(shuffle="local"), _loader(2, context))

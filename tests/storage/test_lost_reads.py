@@ -39,7 +39,7 @@ def store(tmp_path_factory):
 
 
 def _settings(pipeline="decode_resize", **kw):
-    from jobs.workloads.microbench.reading import RunSettings
+    from jobs.workloads.microbench.run import RunSettings
 
     base = dict(threads=2, batch_size=4, prefetch=0, image_side=16, batches=None, seed=1)
     return RunSettings(pipeline=pipeline, **{**base, **kw})
@@ -57,7 +57,8 @@ def _runs(ds: Dataset, pipeline="decode_resize"):
     """One pass of the micro-benchmark over ``ds`` by each reader: tf.data, then a DataLoader reading in
     this process and in 2 workers of a fork server; yields (reader, the
     pass) to call."""
-    from jobs.workloads.microbench import reading, torch_reading
+    from jobs.frameworks.pytorch import torch_reading
+    from jobs.frameworks.tensorflow import reading
 
     yield "tf.data", lambda: reading.run_once(ds, _settings(pipeline))
     for workers in (0, 2):
@@ -120,8 +121,8 @@ def test_a_failed_get_asks_nothing_more_of_the_store_and_fails_the_run(store, tm
     order is gone from the store. Its GET fails and no GET is asked after it (a store that stops answering
     would otherwise hold every image left for the client's timeout: about 4 h for 512 images); the run
     fails naming the endpoint. Before: 24 GETs, one per image."""
+    from jobs.frameworks.tensorflow import reading
     from jobs.storage.objectstore import tier
-    from jobs.workloads.microbench import reading
 
     files = make_jpegs(tmp_path / "imgs", 24, side=20)
     up = Dataset("gets", "folder", str(tmp_path), tuple(map(str, files)), (0,) * 24, _sizes(files), 1)

@@ -6,7 +6,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from jobs.data import datasets
-from jobs.workloads.microbench import reading as microbench
+from jobs.frameworks.tensorflow import reading as microbench
 from support.files import make_jpegs
 
 

@@ -14,11 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jobs.errors import ConfigError
+from jobs.frameworks import PAPERS
 from jobs.metrics import of
 from jobs.schema import Device, InputPipelineConf
 from jobs.workloads import PAPER_LAYOUT, Figure, RunContext, Workload, register
 
-TENSORFLOW_LAYOUT = (*PAPER_LAYOUT, ("framework", "tensorflow"))
+# the paper's figures of its own framework's cells (prefetch on and off is tf.data's transformation)
+PAPERS_LAYOUT = (*PAPER_LAYOUT, ("framework", PAPERS))
 
 
 @dataclass
@@ -118,14 +120,9 @@ class AlexNet(Workload):
         "trace_device",
         "steps_file",
     )
-    packages = ("tensorflow", "keras")
     prefetches_to_device = True
     run_model = "training"  # on this machine's CPU; elsewhere:
     not_modelled = "AlexNet training on a GPU or a cluster's node, whose speed is not known here"
-    engine_modules = {
-        "tensorflow": "jobs.workloads.alexnet.training",
-        "pytorch": "jobs.workloads.alexnet.torch_training",
-    }
     # Fig. 6 draws both frameworks (PyTorch's bars per DataLoader worker count, 0 workers its run without
     # prefetch); Figs. 7 and 8 are TensorFlow's (prefetch on and off is tf.data's): PyTorch's rows of them
     # are in results.csv and the report's tables
@@ -142,14 +139,14 @@ class AlexNet(Workload):
             "fig7",
             "analysis.figures.training:fig7",
             "Fig. 7: AlexNet runtime against batch size (TensorFlow's cells)",
-            TENSORFLOW_LAYOUT,
+            PAPERS_LAYOUT,
             order=7,
         ),
         Figure(
             "fig8",
             "analysis.figures.training:fig8",
             "Fig. 8: device reads during AlexNet training (TensorFlow's cells)",
-            (("framework", "tensorflow"),),
+            (("framework", PAPERS),),
             order=8,
         ),
     )

@@ -42,8 +42,7 @@ class Baseline(Workload):
         "small_file_tool",
         "commands",
     )
-    packages = ()
-    object_readers = ("tensorflow", "pytorch")  # on an object store: its own GETs and PUTs, either framework
+    objects = True  # on an object store: its own GETs and PUTs, whatever the framework
 
     def check(self, cfg) -> None:
         import shutil

@@ -158,11 +158,6 @@ class Checkpoint(Workload):
         "restores",
         "checkpoint_store",
     )
-    packages = ("tensorflow", "keras")
-    engine_modules = {
-        "tensorflow": "jobs.workloads.checkpoint.saving",
-        "pytorch": "jobs.workloads.checkpoint.torch_saving",
-    }
     bucket_checkpoints = True
     figures = (
         Figure("fig9", "analysis.figures.checkpoints:fig9", "Fig. 9: runtime per checkpoint target", order=9),

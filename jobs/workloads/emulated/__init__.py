@@ -49,14 +49,8 @@ class Emulated(Workload):
         "bytes_read_syscall",
     )
     record_keys = ("step_time_s", "dropped_files")
-    object_readers = ("pytorch",)  # S3MapDataset over the CRT client, its GETs counted (torch_loop)
-    packages = ("tensorflow",)
+    objects = True  # with the frameworks whose engine reads objects (Framework.reads_objects)
     uses_keras = False  # tf.data and tf.io only
-    engine_modules = {
-        "tensorflow": "jobs.workloads.emulated.loop",
-        "pytorch": "jobs.workloads.emulated.torch_loop",
-        "jax": "jobs.workloads.emulated.grain_loop",
-    }
     figures = (
         Figure(
             "capacity",
@@ -112,9 +106,9 @@ class Emulated(Workload):
         )  # the step sleeps: no core of its own
 
     def run_once(self, ctx: RunContext) -> dict:
-        from jobs.workloads.emulated import loop
+        from jobs.workloads.emulated.steps import EmulatedSettings
 
-        s = loop.EmulatedSettings.from_config(ctx.cfg, ctx.seed, step_time_s=step_time(ctx.cfg))
+        s = EmulatedSettings.from_config(ctx.cfg, ctx.seed, step_time_s=step_time(ctx.cfg))
         return self.engine(ctx.cfg).run(ctx, s)
 
     def describe(self, result: dict) -> str:

@@ -42,13 +42,7 @@ class Microbench(Workload):
         WORKERS,
     )
     record_keys = ("dropped_files", "start_method")
-    packages = ("tensorflow",)
-    engine_modules = {
-        "tensorflow": "jobs.workloads.microbench.reading",
-        "pytorch": "jobs.workloads.microbench.torch_reading",
-        "jax": "jobs.workloads.microbench.grain_reading",
-    }
-    object_readers = ("tensorflow", "pytorch")  # native readers: jobs.data.s3 (boto3), jobs.data.loader.s3map
+    objects = True  # with the frameworks whose engine reads objects (Framework.reads_objects)
     object_tasks = True  # each task GETs its shard with a client of its own; the runner merges the requests
     uses_keras = False  # tf.data and tf.io only
     run_model = "decode"
@@ -102,10 +96,10 @@ class Microbench(Workload):
         return threads if isinstance(threads, int) and threads > 0 else None  # autotune: any core
 
     def run_once(self, ctx: RunContext) -> dict:
-        from jobs.workloads.microbench import reading as microbench
+        from jobs.workloads.microbench.run import RunSettings
 
         cfg = ctx.cfg
-        settings = microbench.RunSettings.from_config(
+        settings = RunSettings.from_config(
             cfg,
             ctx.seed,
             pipeline=cfg.workload.pipeline,

@@ -93,9 +93,9 @@ class Replay(Workload):
     in_tensorflow = False
     uses_framework = False  # its calls are the trace's, issued by the tool: no framework reads
     reads_images = False  # it reads the trace's files, which are no images (its line counts calls)
-    engines = ("tensorflow", "pytorch", "jax")  # none of them is used, so any is allowed
+    any_framework = True  # none is used, so any framework=<name> is allowed
     # storage=s3: reads as ranged GETs and writes as PUTs by the store's own client, whatever the framework
-    object_readers = engines
+    objects = True
 
     def store_figures(self, cfg) -> bool:
         return True  # its GETs and PUTs are the run's requests, the server's reads its device bytes

@@ -146,12 +146,9 @@ class ShardedCheckpoint(Workload):
     shardable = True  # each rank a task of the cell
     in_tensorflow = False
     posix_traceable = False
-    # tensorflow: each rank's files written as a framework writes them (jobs/workloads/shards/plain.py);
-    # pytorch: each rank's state dict through torch.distributed.checkpoint (jobs/workloads/shards/dcp.py)
-    engine_modules = {"tensorflow": "jobs.workloads.shards.plain", "pytorch": "jobs.workloads.shards.dcp"}
-    # storage=s3: each file of the shard an object (tensorflow: jobs/workloads/shards/objectio.py, boto3) or
-    # DCP through s3torchconnector's S3StorageWriter and S3StorageReader (pytorch: dcp.py)
-    object_readers = ("tensorflow", "pytorch")
+    # storage=s3: each file of the shard an object (jobs/workloads/shards/objectio.py, boto3), or DCP through
+    # s3torchconnector's S3StorageWriter and S3StorageReader, as the framework's engine does it
+    objects = True
     object_tasks = True  # each rank's task puts and gets its own objects
     figures = (
         Figure(

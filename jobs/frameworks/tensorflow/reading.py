@@ -1,4 +1,5 @@
-"""The Section III-A micro-benchmark and its read-only variant: one timed run over a dataset.
+"""TensorFlow's engine of the Section III-A micro-benchmark and its read-only variant: one timed run
+over a dataset.
 
 The pipeline (jobs.data.pipeline) is iterated until the set is consumed (or ``batches``) without any
 compute; time runs from the first iterator call to the return of the last.
@@ -7,25 +8,12 @@ compute; time runs from the first iterator call to the return of the last.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
 
 from jobs import interrupts
 from jobs.data import pipeline, readers
 from jobs.data.datasets import Dataset
-from jobs.data.pipeline import PipelineSettings
 from jobs.metrics import MB
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunSettings(PipelineSettings):
-    pipeline: str  # decode_resize | read_only
-    batches: int | None  # batches per run; None = one pass
-    service: str | None = None  # the tf.data service's dispatcher: the pipeline runs on its workers
-
-    @property
-    def order(self) -> dict:
-        """How the run orders its samples (a read-only run reads TFRecord shards in blocks)."""
-        return {**PipelineSettings.order.fget(self), "payload": self.pipeline != "read_only"}
+from jobs.workloads.microbench.run import RunResult, RunSettings
 
 
 def build(ds: Dataset, s: RunSettings):
@@ -35,24 +23,6 @@ def build(ds: Dataset, s: RunSettings):
 
 
 shuffled_order = pipeline.shuffled_order
-
-
-@dataclass(frozen=True)
-class RunResult:
-    images: int
-    images_dropped: int
-    dropped_files: list
-    batches: int
-    seconds: float
-    first_batch_s: float
-    images_per_s: float
-    mb_per_s: float
-    bytes_consumed: int
-    bytes_read_device: int | None
-    bytes_read_syscall: int | None
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def run_once(ds: Dataset, s: RunSettings, mark=None) -> RunResult:

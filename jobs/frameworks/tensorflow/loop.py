@@ -1,23 +1,16 @@
-"""An accelerator emulated by its step time (MLPerf Storage's and DLIO's method): each step takes the
-next batch from the input pipeline, then sleeps the accelerator's compute time for that batch. What
-is measured is whether the storage and the client's CPU keep the accelerator busy: AU = compute time
-÷ runtime, the first step left out."""
+"""TensorFlow's engine of an accelerator emulated by its step time (MLPerf Storage's and DLIO's method):
+each step takes the next batch from the tf.data pipeline, then sleeps the accelerator's compute time for
+that batch. What is measured is whether the storage and the client's CPU keep the accelerator busy: AU =
+compute time ÷ runtime, the first step left out."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from jobs import interrupts
 from jobs.data import pipeline, readers
 from jobs.data.datasets import Dataset
-from jobs.data.pipeline import PipelineSettings
-from jobs.metrics import MB
-
-
-@dataclass(frozen=True, kw_only=True)
-class EmulatedSettings(PipelineSettings):
-    step_time_s: float  # the accelerator's compute time of one batch of this run's batch size
+from jobs.workloads.emulated.steps import EmulatedSettings, result
 
 
 def run_once(ds: Dataset, s: EmulatedSettings, mark=lambda name: None) -> dict:
@@ -69,36 +62,6 @@ def run_once(ds: Dataset, s: EmulatedSettings, mark=lambda name: None) -> dict:
         "t_end": t_end,
     }
     return result(ds, s, steps, drops, ((rb0, rc0), (rb1, rc1)))
-
-
-def result(ds: Dataset, s: EmulatedSettings, steps: dict, drops: list, counters: tuple) -> dict:
-    """A run's record, the same for every framework's loop: ``steps`` holds ``waits`` and ``computes`` (one
-    per step), ``seen`` (the delivered images), ``consumed`` (their bytes), ``t0`` and ``t_end``;
-    ``counters``, (read_bytes, rchar) before and after (``pipeline.read_counters``). AU leaves the first
-    step out."""
-    waits, computes, seen = steps["waits"], steps["computes"], steps["seen"]
-    (rb0, rc0), (rb1, rc1) = counters
-    runtime = steps["t_end"] - steps["t0"]
-    steady = runtime - waits[0] - computes[0]
-    return {
-        "steps": len(waits),
-        "images": len(seen),
-        "images_dropped": len(drops),
-        "dropped_files": [ds.where(i) for i in drops[: pipeline.DROPPED_LISTED]],
-        "runtime_s": runtime,
-        "seconds": runtime,
-        "steady_runtime_s": steady,
-        "data_wait_s": sum(waits),
-        "compute_s": sum(computes),
-        "first_step_s": waits[0] + computes[0],
-        "train_au_percentage": 100 * sum(computes[1:]) / steady,
-        "images_per_s": len(seen) / runtime,
-        "mb_per_s": steps["consumed"] / runtime / MB,
-        "bytes_consumed": steps["consumed"],
-        "bytes_read_device": None if rb0 is None or rb1 is None else rb1 - rb0,
-        "bytes_read_syscall": None if rc0 is None or rc1 is None else rc1 - rc0,
-        "step_time_s": s.step_time_s,
-    }
 
 
 def run(ctx, s: EmulatedSettings) -> dict:

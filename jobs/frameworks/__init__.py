@@ -1,6 +1,9 @@
-"""The frameworks a cell can read and train with (``framework=<preset>``, conf/framework/), each declaring
-what it can do, so validation and the runner ask it instead of comparing names. A workload names the
-frameworks it runs on (``Workload.engines``: one engine module per framework).
+"""The frameworks a cell can read and train with (``framework=<name>``, conf/framework/): each one a package
+of its own, ``jobs/frameworks/<name>/``, that declares what the framework can do (its ``FRAMEWORK``, a
+``jobs.frameworks.framework.Framework``) and holds its engines, the modules that run a workload in it.
+Validation, the runner and the analysis ask a framework what it can do, and a workload calls the engine
+its cell's framework gives it (``Workload.engine``); none compares a framework's name. A framework is added
+as a package with its preset: nothing else names it.
 
 - ``tensorflow``: tf.data, the paper's pipeline: ``threads`` map threads read and decode in one process.
 - ``pytorch``: ``torch.utils.data.DataLoader``: ``loader.num_workers`` worker processes (``threads`` when
@@ -12,83 +15,22 @@ frameworks it runs on (``Workload.engines``: one engine module per framework).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+import importlib
+import pkgutil
 
 from jobs.errors import ConfigError
+from jobs.frameworks.framework import Framework
 
 
-@dataclass(frozen=True)
-class Framework:
-    name: str
-    package: str  # the distribution whose version goes into provenance
-    readers: str  # what reads in parallel: "threads" (one process) or "workers" (processes)
-    service: bool  # its pipeline can run on the tf.data service (input.service=true)
-    posix_traceable: bool  # trace.posix=true traces its reads (LD_PRELOAD into every reading process)
-    prefetch_to_device: bool  # prefetch_to=device is its own transformation
-    prefetch: bool  # prefetch=N is a transformation of its pipeline (a DataLoader's workers load ahead)
-    # checkpoint.mode=async: it saves in the background (TensorFlow's CheckpointOptions)
-    async_checkpoint: bool
-    label: str  # its name in figures and the report
-    reader: str  # one of what reads in parallel, in its own words (``unit``)
-    imports_tensorflow: bool = False  # its cells run in TensorFlow: imported quietly before a cell's locks
-    companions: tuple[str, ...] = ()  # distributions only its cells use beside it (Keras with TensorFlow)
-    warm: tuple[str, ...] = ()  # modules a warm server may import for its cells' processes (fork-safe)
-    # the dataset.format values its readers read
-    formats: tuple[str, ...] = ("files", "tfrecord", "hdf5", "npz")
-    # the loader.* settings its worker processes honour beside num_workers; another one set is refused
-    loader_settings: tuple[str, ...] = ()
-    reads_with: str = ""  # what its cells read with, for the report (`code` in backticks)
+def _discover() -> dict[str, Framework]:
+    """Every framework package's declaration, in its ``rank`` (the paper's first): importing a package
+    imports no framework, only what it declares."""
+    packages = [m.name for m in pkgutil.iter_modules(__path__) if m.ispkg]
+    found = [importlib.import_module(f"{__name__}.{name}").FRAMEWORK for name in packages]
+    return {fw.name: fw for fw in sorted(found, key=lambda fw: fw.rank)}
 
 
-FRAMEWORKS = {
-    "tensorflow": Framework(
-        "tensorflow",
-        "tensorflow",
-        "threads",
-        service=True,
-        posix_traceable=True,
-        prefetch_to_device=True,
-        prefetch=True,
-        async_checkpoint=True,
-        label="TensorFlow",
-        reader="map thread",
-        reads_with="tf.data (`framework=tensorflow`: `threads` map threads in one process)",
-        imports_tensorflow=True,
-        companions=("keras",),
-    ),
-    "pytorch": Framework(
-        "pytorch",
-        "torch",
-        "workers",
-        service=False,
-        posix_traceable=True,
-        prefetch_to_device=False,
-        prefetch=False,
-        async_checkpoint=False,
-        label="PyTorch",
-        reader="DataLoader worker",
-        reads_with="PyTorch's DataLoader (`framework=pytorch`: `readers` worker processes, "
-        "`loader.num_workers` or else `threads`)",
-        loader_settings=("prefetch_factor", "pin_memory", "persistent_workers", "multiprocessing_context"),
-        warm=("torch",),  # CUDA is set up on first use, in the child
-    ),
-    "jax": Framework(
-        "jax",
-        "jax",
-        "workers",
-        service=False,
-        posix_traceable=False,
-        prefetch_to_device=False,
-        prefetch=False,
-        async_checkpoint=False,
-        label="JAX",
-        reader="Grain worker",
-        reads_with="Grain, JAX's data loader (`framework=jax`: `readers` worker processes, one read thread "
-        "each, `loader.num_workers` or else `threads`)",
-        companions=("grain",),
-        formats=("files",),  # Grain's random-access source over image files (TFRecord, ArrayRecord: not yet)
-    ),
-}
+FRAMEWORKS = _discover()
 
 
 # the paper's framework: its grids' and claims', and that of a config or record written before the axis
@@ -102,6 +44,16 @@ def get(name: str) -> Framework:
         raise ConfigError(
             f"framework={name} is not a framework; choose one of {', '.join(FRAMEWORKS)}"
         ) from None
+
+
+def running(workload: str) -> tuple[str, ...]:
+    """The frameworks whose package has an engine for ``workload`` (a workload's name)."""
+    return tuple(n for n, fw in FRAMEWORKS.items() if workload in fw.engines)
+
+
+def reading_objects(workload: str) -> tuple[str, ...]:
+    """The frameworks whose engine of ``workload`` works on an object store."""
+    return tuple(n for n, fw in FRAMEWORKS.items() if workload in fw.reads_objects)
 
 
 def of(cfg) -> Framework:

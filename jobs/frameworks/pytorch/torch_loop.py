@@ -4,7 +4,7 @@ workers load ahead while the step sleeps (``loader.num_workers`` processes, ``lo
 batches each), as MLPerf Storage's PyTorch data loader does.
 
 Time runs from the ``iter(loader)`` call, which starts the workers, as for the micro-benchmark
-(``jobs.workloads.microbench.torch_reading``): the first step's wait holds their start-up, and AU leaves
+(``jobs.frameworks.pytorch.torch_reading``): the first step's wait holds their start-up, and AU leaves
 it out. At the end the workers are joined, so their CPU time and reads count in the run's."""
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from jobs import interrupts
 from jobs.data import pipeline
 from jobs.data.datasets import Dataset
 from jobs.data.loader.build import Loader
-from jobs.workloads.emulated import loop
-from jobs.workloads.emulated.loop import EmulatedSettings
+from jobs.workloads.emulated.steps import EmulatedSettings, result
 
 
 def run_once(ds: Dataset, s: EmulatedSettings, lo: Loader, mark=lambda name: None) -> dict:
@@ -86,7 +85,7 @@ def _epoch(ds: Dataset, s: EmulatedSettings, lo: Loader, mark, count) -> dict:
         "t0": t0,
         "t_end": t_end,
     }
-    return loop.result(ds, s, steps, drops, ((rb0, rc0), (rb1, rc1)))
+    return result(ds, s, steps, drops, ((rb0, rc0), (rb1, rc1)))
 
 
 def run(ctx, s: EmulatedSettings) -> dict:

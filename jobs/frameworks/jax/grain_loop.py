@@ -16,8 +16,7 @@ import numpy as np
 from jobs import interrupts
 from jobs.data import grain_loader, pipeline
 from jobs.data.datasets import Dataset
-from jobs.workloads.emulated import loop
-from jobs.workloads.emulated.loop import EmulatedSettings
+from jobs.workloads.emulated.steps import EmulatedSettings, result
 
 
 def run_once(ds: Dataset, s: EmulatedSettings, workers: int, mark=lambda name: None) -> dict:
@@ -68,7 +67,7 @@ def run_once(ds: Dataset, s: EmulatedSettings, workers: int, mark=lambda name: N
         "t0": t0,
         "t_end": t_end,
     }
-    return loop.result(ds, s, steps, drops, ((rb0, rc0), (rb1, rc1)))
+    return result(ds, s, steps, drops, ((rb0, rc0), (rb1, rc1)))
 
 
 def run(ctx, s: EmulatedSettings) -> dict:

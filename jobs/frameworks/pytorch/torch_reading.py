@@ -17,7 +17,7 @@ from jobs.data import pipeline
 from jobs.data.datasets import Dataset
 from jobs.data.loader.build import Loader
 from jobs.metrics import MB
-from jobs.workloads.microbench.reading import RunResult, RunSettings
+from jobs.workloads.microbench.run import RunResult, RunSettings
 
 
 @dataclass(frozen=True)

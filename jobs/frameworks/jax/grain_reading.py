@@ -26,7 +26,7 @@ from jobs import interrupts
 from jobs.data import grain_loader, pipeline
 from jobs.data.datasets import Dataset
 from jobs.metrics import MB
-from jobs.workloads.microbench.reading import RunResult, RunSettings
+from jobs.workloads.microbench.run import RunResult, RunSettings
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,35 @@
+"""PyTorch (``framework=pytorch``): ``torch.utils.data.DataLoader``: ``loader.num_workers`` worker processes
+(``threads`` when null) each read and decode whole samples, ``loader.prefetch_factor`` batches ahead each.
+Its engines: the micro-benchmark (``torch_reading``), the emulated accelerator (``torch_loop``) and a sharded
+checkpoint's ranks through torch.distributed.checkpoint (``dcp``) here; AlexNet and its checkpoints in
+their workloads' folders (``jobs.workloads.alexnet.torch_training``,
+``jobs.workloads.checkpoint.torch_saving``)."""
+
+from jobs.frameworks.framework import Framework
+
+FRAMEWORK = Framework(
+    "pytorch",
+    "torch",
+    "workers",
+    service=False,
+    posix_traceable=True,
+    prefetch_to_device=False,
+    prefetch=False,
+    async_checkpoint=False,
+    label="PyTorch",
+    reader="DataLoader worker",
+    reads_with="PyTorch's DataLoader (`framework=pytorch`: `readers` worker processes, "
+    "`loader.num_workers` or else `threads`)",
+    loader_settings=("prefetch_factor", "pin_memory", "persistent_workers", "multiprocessing_context"),
+    warm=("torch",),  # CUDA is set up on first use, in the child
+    rank=1,
+    engines={
+        "microbench": "jobs.frameworks.pytorch.torch_reading",
+        "emulated": "jobs.frameworks.pytorch.torch_loop",
+        "alexnet": "jobs.workloads.alexnet.torch_training",
+        "checkpoint": "jobs.workloads.checkpoint.torch_saving",
+        "sharded_checkpoint": "jobs.frameworks.pytorch.dcp",
+    },
+    # S3MapDataset over the CRT client (jobs.data.loader.s3map), its GETs counted; DCP's S3 writer and reader
+    reads_objects=("microbench", "emulated", "sharded_checkpoint"),
+)
