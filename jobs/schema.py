@@ -474,6 +474,11 @@ class AcceleratorConf(Sealed):
     # how its workload's samples are stored, as a dataset.format (MLPerf Storage's unet3d: npz, one file a
     # sample); +experiment=mlperf reads the cell's dataset in it
     sample_format: DatasetFormat = DatasetFormat.files
+    # the median size of its workload's samples, KB (1 KB = 1000 B: MLPerf Storage's record_length_bytes ÷
+    # 1000), and the log-normal sigma of their sizes: the synthetic set workload=emulated reads (its default
+    # dataset, conf/dataset/default_for_emulated.yaml) is generated at them; ImageNet-like unless it says
+    sample_kb: float = bounded(112.0, 0, above=True)
+    sample_spread: float = bounded(0.5, 0, 3, why="the log-normal's sigma: 0 gives every sample one size")
 
 
 @dataclass

@@ -93,6 +93,7 @@ def check(cell_dir: str, rec: records.CellRecord, record_path: Path) -> Verdict:
         _profile(acc, profile),
         _framework(rec, r),
         _format(rec, profile),
+        _sample_size(rec, profile, r),
         _runs(rec, r),
         _seeds(measured),
         _gaps(rec.runs),
@@ -151,6 +152,23 @@ def _format(rec: records.CellRecord, profile: dict | None) -> Check:
         OPEN,
         f"samples are {fmt}, not {profile['format']}",
     )
+
+
+def _sample_size(rec: records.CellRecord, profile: dict | None, r: dict) -> Check:
+    """The samples' mean size against the workload's record length (neither division may change it)."""
+    ds = rec.dataset or {}
+    size, files = int(ds.get("total_bytes") or 0), int(ds.get("files") or 0)
+    mean = size / files if files else 0.0
+    figure = f"{mean / 1e3:,.1f} KB mean"
+    if profile is None:
+        why = "no MLPerf Storage workload to compare"
+        return Check("sample size", figure, "the workload's", INVALID, why)
+    want, tolerance = profile["record_bytes"], r["record_tolerance"]
+    limit = f"{want / 1e3:,.1f} KB ± {100 * tolerance:.0f}% ({profile['workload']}'s record length)"
+    if abs(mean - want) <= tolerance * want:
+        return Check("sample size", figure, limit, CLOSED)
+    why = f"the samples average {mean / 1e3:,.1f} KB, not {profile['workload']}'s {want / 1e3:,.1f} KB"
+    return Check("sample size", figure, limit, INVALID, why)
 
 
 def _runs(rec: records.CellRecord, r: dict) -> Check:

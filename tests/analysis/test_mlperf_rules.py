@@ -16,11 +16,13 @@ from jobs import records
 from support.commands import analysis, campaign
 from support.files import on_disk
 
+RETINANET_SAMPLE = 322_957  # bytes: MLPerf Storage's retinanet record length
 pytestmark = pytest.mark.cells  # every test reads the module's one real campaign (``finished``)
 RULES = (
     "workload and accelerator",
     "data loader",
     "sample format",
+    "sample size",
     "runs",
     "seed",
     "gap between runs",
@@ -70,11 +72,11 @@ def _state(verdict: rules.Verdict, rule: str) -> rules.Check:
 
 def _passing(rec: records.CellRecord) -> records.CellRecord:
     """The real record with the figures a busy 2-core workstation cannot reach set where the rules want
-    them, so that one change shows alone: a dataset of 200 GiB against 16 GiB of memory, an AU of 95% and a
-    1% spread in every run, each run starting 0.1 s after the one before it ended."""
+    them, so that one change shows alone: a dataset of 200 GiB (in retinanet's samples of 322,957 B) against
+    16 GiB of memory, an AU of 95% and a 1% spread in every run, each run starting 0.1 s after the one before
+    it ended."""
     out = copy.deepcopy(rec)
-    out.dataset["total_bytes"] = 200 * 2**30
-    out.dataset["files"] = 20_000
+    _sized(out, 200 * 2**30)
     out.provenance["mem_total_bytes"] = 16 * 2**30
     start = datetime.fromisoformat(out.runs[0]["started_at"])
     for k, run in enumerate(out.runs):
@@ -83,6 +85,12 @@ def _passing(rec: records.CellRecord) -> records.CellRecord:
         run["started_at"] = start.isoformat()
         start += timedelta(seconds=run["run_wall_s"] + 0.1)
     return out
+
+
+def _sized(rec: records.CellRecord, total: int, sample: int = RETINANET_SAMPLE) -> None:
+    """``rec``'s dataset made ``total`` bytes of samples of ``sample`` bytes."""
+    rec.dataset["total_bytes"] = total
+    rec.dataset["files"] = round(total / sample)
 
 
 def test_the_study_runs_five_seeded_runs_and_ends_with_the_verdict(finished):
@@ -96,6 +104,10 @@ def test_the_study_runs_five_seeded_runs_and_ends_with_the_verdict(finished):
     assert tail[0].startswith("[mlperf] cell .: retinanet on B200: 1 accelerator at AU "), tail
     # 96 images against five times this machine's memory: a workstation's what-if, said with its figure
     assert "CLOSED-eligible: no, because" in tail[0] and "the dataset is 0.0" in tail[0], tail[0]
+    # the set was generated at retinanet's sample size (accelerator.sample_kb), as MLPerf Storage's is
+    size = _state(_judged(rec, folder.parent / "again"), "sample size")
+    assert size.state == rules.CLOSED and "323.0 KB" in size.limit, size
+    assert abs(rec.dataset["total_bytes"] / rec.dataset["files"] - RETINANET_SAMPLE) < 0.05 * RETINANET_SAMPLE
     assert tail[-1] == f"[mlperf] every rule beside its figure: python -m analysis mlperf {folder}"
     # the report opens with the same question: the verdict, then every rule's row with its state
     page = (folder / "report.html").read_text()
@@ -156,11 +168,11 @@ def test_every_rule_holds_on_the_real_record_once_its_out_of_reach_figures_are_m
             lambda r: r.provenance.__setitem__("mem_total_bytes", 64 * 2**30),
             "against the 320 GiB",
         ),
-        ("dataset size", lambda r: r.dataset.__setitem__("files", 11_999), "11,999 samples against 12,000"),
+        ("dataset size", lambda r: _sized(r, 11_999 * RETINANET_SAMPLE), "11,999 samples against 12,000"),
         (
             "dataset size",  # the runs held to 8 GiB (platform.memory_limit_gb): 5 x 8 GiB, not 5 x 16 GiB
             lambda r: (
-                r.dataset.__setitem__("total_bytes", 30 * 2**30),
+                _sized(r, 30 * 2**30),
                 r.provenance.__setitem__("memory_limit_bytes", 8 * 2**30),
             ),
             "30.00 GiB against the 40 GiB that 5 x 1 x 8.0 GiB (the runs' memory limit) requires",
@@ -169,6 +181,11 @@ def test_every_rule_holds_on_the_real_record_once_its_out_of_reach_figures_are_m
             "first step",
             lambda r: r.runs[2].__setitem__("steady_runtime_s", r.runs[2]["runtime_s"]),
             "the first step is not left out of AU",
+        ),
+        (
+            "sample size",  # ImageNet-like samples, as the set is without the profile's size
+            lambda r: _sized(r, 200 * 2**30, 112_000),
+            "the samples average 112.0 KB, not retinanet's 323.0 KB",
         ),
         ("workload and accelerator", lambda r: r.config["accelerator"].update(name="unet3d_h100"), "what-if"),
         (
@@ -188,8 +205,10 @@ def test_a_rule_fails_where_its_figure_passes_the_limit(finished, tmp_path, rule
     finally:
         shutil.rmtree(shm)
     failed = [c for c in v.checks if c.state != rules.CLOSED]
-    # another workload's profile brings its own sample format: unet3d's is npz (OPEN), alexnet has none
-    also = {"what-if": ["sample format"], "not an MLPerf": ["sample format"]}.get(why, [])
+    # another workload's profile brings its own sample format and size: unet3d's are npz (OPEN) of 147 MB,
+    # alexnet has neither
+    also = {"what-if": ["sample format", "sample size"], "not an MLPerf": ["sample format", "sample size"]}
+    also = also.get(why, [])
     assert [c.rule for c in failed] == [rule, *also], failed
     assert failed[0].state == rules.INVALID
     assert why in failed[0].why, failed[0]
