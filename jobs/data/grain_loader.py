@@ -1,6 +1,6 @@
 """Grain, JAX's data loader (``framework=jax``), over the same stored image files as the tf.data side and
-PyTorch's DataLoader: the engines of the workloads that run on JAX (``microbench/grain_reading.py``,
-``emulated/grain_loop.py``) build their loader here.
+PyTorch's DataLoader: the engines of the workloads that run on JAX (``jobs/frameworks/jax/grain_reading.py``,
+``grain_loop.py``) build their loader here.
 
 - ``Images``: Grain's random-access source; position ``k`` of the run's order (``jobs.data.loader.order``,
   numpy's draw of the same kinds of order) is one file read whole (``open().read()``, as
