@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from jobs.storage.cache import COLD_MIN_RATIO
 from jobs.storage.objectstore import client, fuse, server
 from support import users
 from support.commands import campaign, python_env, start_module
@@ -364,8 +365,11 @@ def test_a_sharded_checkpoint_is_put_as_objects_and_read_back_cold_by_both_frame
         assert run["ranks_written"] == 2 and [r["rank"] for r in ranks] == [0, 1]
         assert run["checkpoint_gb"] * 1e9 == sum(r["bytes"] for r in ranks) > 2e7
         assert run["save_duration_s"] > 0 and run["load_duration_s"] > 0 and run["checkpoint_bytes_left"] == 0
-        # the server read both shards from its disk
-        assert run["cache_state"] == "cold" and run["bytes_read_device"] >= run["bytes_consumed"]
+        # the server read both shards from its disk, as the tool's cold proof counts it (beside a CPU hog and
+        # other tests, one 1 MB block of 24 was once served from memory: the server still writing it when
+        # the run's files were evicted; on a quiet machine every byte comes from the disk)
+        assert run["cache_state"] == "cold"
+        assert run["bytes_read_device"] >= COLD_MIN_RATIO * run["bytes_consumed"]
     assert list((root / "iocampaign" / "s3servers").iterdir()) == [] and _procs_under(root) == []
     assert list((root / "iocampaign" / "uploads").iterdir()) == []  # each rank's record gone with its objects
     for f in cwd.rglob("*"):  # the tasks' request files, results and logs: no key
