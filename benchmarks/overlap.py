@@ -47,8 +47,8 @@ def compute_only(ds, s) -> float:
     """Seconds for one epoch of training steps on one batch in the device's memory, first step excluded."""
     import tensorflow as tf
 
-    from jobs.workloads.alexnet import overlap
-    from jobs.workloads.alexnet import training as alexnet
+    from jobs.frameworks.tensorflow import overlap
+    from jobs.frameworks.tensorflow import training as alexnet
 
     model = alexnet.build_model(ds.num_classes, s.image_side, s.width, s.seed)
     device = alexnet.device_name(s.device)
@@ -73,9 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     rounds.add_arguments(p, "--repeats", help_name="repeats")
     args = p.parse_args(argv)
     tfstart.import_under(args.storage_root)  # its start-up lines in a file, not on the terminal
+    from jobs.frameworks.tensorflow import overlap
+    from jobs.frameworks.tensorflow import training as alexnet
     from jobs.storage import cache
-    from jobs.workloads.alexnet import overlap
-    from jobs.workloads.alexnet import training as alexnet
 
     ds = dataset(args.storage_root, args.dataset, args.num_images, 0)
     config = cell(

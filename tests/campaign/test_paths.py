@@ -3,7 +3,7 @@ docstrings, the presets under conf/, the docs and the README.
 
 A pointer is a path that starts with one of the repository's top folders (``jobs/runner/runs.py``,
 ``conf/storage/``), that climbs out of its folder (``../conftest.py``), that starts with the name of one
-of the repository's folders (``alexnet/training.py``), or a bare module or doc name (``runs.py``,
+of the repository's folders (``tensorflow/training.py``), or a bare module or doc name (``runs.py``,
 ``storage.md``); or a dotted module (``jobs.observe.provenance``, ``campaign.errors.ConfigError``). It
 exists relative to the root or to a folder above the file that names it (a Markdown link, a sub-tree
 with a ``conf/`` of its own as tests/toy); a bare name anywhere in the tree. ``<name>``, ``{name}`` and

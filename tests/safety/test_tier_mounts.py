@@ -115,7 +115,8 @@ def test_two_campaigns_on_one_emulated_tier_take_it_in_turn_and_both_complete(tm
 def test_a_checkpoint_run_that_fills_its_tier_leaves_nothing(tmp_path):
     """A checkpoint tier that fills up left files behind, and the fast tier was checked for room for one
     checkpoint only: the run fails leaving nothing, and a fast tier too small falls back to the slow one."""
-    from jobs.workloads.alexnet import training as alexnet
+    from jobs.frameworks.tensorflow import checkpoints as tf_checkpoints
+    from jobs.frameworks.tensorflow import training as alexnet
     from jobs.workloads.checkpoint import saving as checkpoint
 
     make_jpegs(tmp_path / "imgs", 32, classes=4)
@@ -132,7 +133,7 @@ def test_a_checkpoint_run_that_fills_its_tier_leaves_nothing(tmp_path):
         )
         s = checkpoint.CheckpointSettings(train, 2, "slow", None, small, "fsync", "sync", 2, "full")
         with pytest.raises(Exception) as e:  # ResourceExhaustedError or OSError: the tier is full
-            checkpoint.run_once(ds, s)
+            checkpoint.run_once(ds, s, tf_checkpoints.ENGINE)
         assert "space" in str(e.value).lower() or "exhausted" in type(e.value).__name__.lower()
         assert not (small / "iocampaign" / "checkpoints" / "full").exists()
         intact(planted)
@@ -141,7 +142,7 @@ def test_a_checkpoint_run_that_fills_its_tier_leaves_nothing(tmp_path):
         s = checkpoint.CheckpointSettings(
             train, 1, "fast", small, tmp_path / "slow", "fsync", "sync", 3, "fb"
         )
-        r = checkpoint.run_once(ds, s)
+        r = checkpoint.run_once(ds, s, tf_checkpoints.ENGINE)
         assert r["effective_target"] == "slow" and "max_to_keep" in r["fallback"]
         intact(planted)
 

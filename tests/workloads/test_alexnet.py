@@ -8,8 +8,8 @@ from omegaconf import OmegaConf
 
 from jobs import records
 from jobs.data import datasets
+from jobs.frameworks.tensorflow import training as alexnet
 from jobs.observe import trace
-from jobs.workloads.alexnet import training as alexnet
 from support.files import make_jpegs
 
 
@@ -50,7 +50,7 @@ def test_the_fused_adam_updates_and_checkpoints_as_keras_adam_does(tmp_path):
     import numpy as np
     import tensorflow as tf
 
-    from jobs.workloads.alexnet.adam import Adam
+    from jobs.frameworks.tensorflow.adam import Adam
 
     rng = np.random.default_rng(0)
     batches = [

@@ -13,8 +13,9 @@ from omegaconf import OmegaConf
 
 from jobs import records
 from jobs.data import datasets
+from jobs.frameworks.tensorflow import checkpoints as tf_checkpoints
+from jobs.frameworks.tensorflow import training as alexnet
 from jobs.storage import tiers
-from jobs.workloads.alexnet import training as alexnet
 from jobs.workloads.checkpoint import recovery as ckpt_recovery
 from jobs.workloads.checkpoint import saving as checkpoint
 from jobs.workloads.checkpoint import store as ckpt_store
@@ -23,6 +24,11 @@ from support.configs import one_run_of_folder
 from support.files import make_jpegs
 from support.processes import kill_alone
 from support.skips import needs_root
+
+
+def _run_once(ds, s, **kw):
+    """A checkpoint run of the AlexNet mini-app in TensorFlow (its framework's engine)."""
+    return checkpoint.run_once(ds, s, tf_checkpoints.ENGINE, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +61,7 @@ def _same(model_weights, saved):
 @pytest.mark.cells
 def test_burst_buffer_drains_verifies_and_cleans(ds, tmp_path):
     snaps = {}
-    r = checkpoint.run_once(ds, _settings(tmp_path, keep=2), snapshots=snaps)
+    r = _run_once(ds, _settings(tmp_path, keep=2), snapshots=snaps)
     assert [c["step"] for c in r["checkpoints"]] == [4, 8, 12]
     assert r["effective_target"] == "burst_buffer" and r["fallback"] is None
     assert (
@@ -68,7 +74,7 @@ def test_burst_buffer_drains_verifies_and_cleans(ds, tmp_path):
     assert all(ckpt_store.verify(p, checksums=True) for p in ckpt_store.complete(slow, "t1"))
     man = json.loads((slow / "t1-12.manifest.json").read_text())
     assert all("sha256" in m for m in man["files"].values())
-    model, _, prefix = ckpt_recovery.restore_latest(slow, "t1", ds.num_classes, 64, 0.25, 0)
+    model, _, prefix = tf_checkpoints.restore_latest(slow, "t1", ds.num_classes, 64, 0.25, 0)
     assert prefix.name == "t1-12"
     _same(model.weights, snaps[12])
 
@@ -76,14 +82,14 @@ def test_burst_buffer_drains_verifies_and_cleans(ds, tmp_path):
 @pytest.mark.cells
 def test_async_saves_restore_exactly(ds, tmp_path):
     snaps = {}
-    r = checkpoint.run_once(
+    r = _run_once(
         ds, _settings(tmp_path, target="slow", mode="async", steps=16, every=4, tag="a1"), snapshots=snaps
     )
     assert [c["step"] for c in r["checkpoints"]] == [4, 8, 12, 16] and r["mode"] == "async"
     done = ckpt_store.complete(checkpoint.ckpt_dir(tmp_path / "slow") / "a1", "a1", checksums=True)
     assert [p.name for p in done] == ["a1-4", "a1-8", "a1-12", "a1-16"]
     for p in done:  # every one of several async saves holds exactly the values of its step
-        model, _, _ = ckpt_recovery.restore_latest(p.parent, "a1", ds.num_classes, 64, 0.25, 0, prefix=p)
+        model, _, _ = tf_checkpoints.restore_latest(p.parent, "a1", ds.num_classes, 64, 0.25, 0, prefix=p)
         _same(model.weights, snaps[int(p.name.rsplit("-", 1)[1])])
 
 
@@ -93,7 +99,7 @@ def test_missing_fast_tier_falls_back_to_the_slow_tier(ds, tmp_path, caplog):
     s = checkpoint.CheckpointSettings(
         s.train, s.every, s.target, tmp_path / "nowhere", s.slow_root, s.flush, s.mode, s.max_to_keep, s.tag
     )
-    r = checkpoint.run_once(ds, s)
+    r = _run_once(ds, s)
     assert r["effective_target"] == "slow" and "does not exist" in r["fallback"]
     assert "straight to the slow tier" in caplog.text
     assert r["durable"]["slow"] == ["f1-4", "f1-8", "f1-12"]
@@ -103,10 +109,10 @@ def test_missing_fast_tier_falls_back_to_the_slow_tier(ds, tmp_path, caplog):
 @pytest.mark.cells
 def test_runs_sharing_a_folder_keep_their_own_files(ds, tmp_path, monkeypatch):
     shared = checkpoint.ckpt_dir(tmp_path / "slow")
-    a = checkpoint.run_once(ds, _settings(tmp_path, target="slow", keep=1, tag="ckpt_runA"))
+    a = _run_once(ds, _settings(tmp_path, target="slow", keep=1, tag="ckpt_runA"))
     lock = ckpt_recovery.RunLock(shared / "ckpt_runB")  # ckpt_runB is alive and mid-checkpoint
     (shared / "ckpt_runB" / "ckpt_runB-4.index").write_bytes(b"half written")
-    b = checkpoint.run_once(ds, _settings(tmp_path, target="slow", keep=1, tag="ckpt_runC"))
+    b = _run_once(ds, _settings(tmp_path, target="slow", keep=1, tag="ckpt_runC"))
     (shared / "users_run").mkdir()  # a folder the tool did not name: recovery never touches it
     (shared / "users_run" / "users_run-4.index").write_bytes(b"the user's")
     report = ckpt_recovery.recover_all(None, shared, "fsync")
@@ -134,9 +140,7 @@ def test_runs_sharing_a_folder_keep_their_own_files(ds, tmp_path, monkeypatch):
 
 @pytest.mark.cells
 def test_recovery_redoes_an_interrupted_copy_and_drops_the_incomplete(ds, tmp_path):
-    checkpoint.run_once(
-        ds, _settings(tmp_path, target="fast", tag="ckpt_k1")
-    )  # three complete checkpoints on fast
+    _run_once(ds, _settings(tmp_path, target="fast", tag="ckpt_k1"))  # three complete checkpoints on fast
     fast, slow = (
         checkpoint.ckpt_dir(tmp_path / "fast") / "ckpt_k1",
         checkpoint.ckpt_dir(tmp_path / "slow") / "ckpt_k1",
@@ -165,9 +169,7 @@ def test_recovery_keeps_max_to_keep_and_removes_a_killed_unkept_run(ds, tmp_path
     have kept its checkpoints (checkpoint.keep=false) left copies on the slow tier for ever."""
     fast_root, slow_root = checkpoint.ckpt_dir(tmp_path / "fast"), checkpoint.ckpt_dir(tmp_path / "slow")
     for tag, keep in (("ckpt_kept", True), ("ckpt_unkept", False)):
-        checkpoint.run_once(
-            ds, _settings(tmp_path, target="fast", tag=tag)
-        )  # three complete checkpoints on fast
+        _run_once(ds, _settings(tmp_path, target="fast", tag=tag))  # three complete checkpoints on fast
         fast = fast_root / tag
         (fast / ckpt_store.BURST_MARK).touch()  # as a burst-buffer run killed before its drain leaves it
         ckpt_recovery.write_run_facts(
@@ -453,7 +455,7 @@ def test_a_bucket_whose_server_dies_mid_run_fails_it_naming_the_endpoint_and_lea
                 srv.process.wait()
 
         with pytest.raises(ckpt_store.DrainError) as failed:
-            checkpoint.run_once(ds, s, mark=kill)
+            _run_once(ds, s, mark=kill)
         line = str(failed.value)
         assert srv.endpoint.url in line and "bucket ckpts" in line and "\n" not in line, line
         assert not (checkpoint.ckpt_dir(tmp_path / "fast") / "ckpt_dies").exists()
@@ -482,6 +484,6 @@ def test_a_read_that_fails_mid_run_fails_a_tensorflow_checkpoint_run_and_leaves_
             os.unlink(gone)
 
     with pytest.raises(ReadFailed, match=f"ENOENT: No such file or directory: {re.escape(gone)}"):
-        checkpoint.run_once(lost, s, mark=remove)
+        _run_once(lost, s, mark=remove)
     for tier in ("fast", "slow"):
         assert not (checkpoint.ckpt_dir(tmp_path / tier) / "lost1").exists()

@@ -15,7 +15,7 @@ from campaign.errors import ConfigError
 from jobs import records
 from jobs.cell import Cell
 from jobs.data import datasets
-from jobs.workloads.alexnet import torch_training
+from jobs.frameworks.pytorch import torch_training
 from support.commands import campaign, without_tensorflow
 from support.configs import compose_cell, one_run_of_folder, run_in_process
 from support.files import make_jpegs

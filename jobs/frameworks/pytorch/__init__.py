@@ -1,9 +1,8 @@
 """PyTorch (``framework=pytorch``): ``torch.utils.data.DataLoader``: ``loader.num_workers`` worker processes
 (``threads`` when null) each read and decode whole samples, ``loader.prefetch_factor`` batches ahead each.
-Its engines: the micro-benchmark (``torch_reading``), the emulated accelerator (``torch_loop``) and a sharded
-checkpoint's ranks through torch.distributed.checkpoint (``dcp``) here; AlexNet and its checkpoints in
-their workloads' folders (``jobs.workloads.alexnet.torch_training``,
-``jobs.workloads.checkpoint.torch_saving``)."""
+Its engines, each a module here: the micro-benchmark (``torch_reading``), the emulated accelerator
+(``torch_loop``), AlexNet (``torch_training``), its checkpoints (``torch_saving``) and a sharded checkpoint's
+ranks through torch.distributed.checkpoint (``dcp``)."""
 
 from jobs.frameworks.framework import Framework
 
@@ -26,8 +25,8 @@ FRAMEWORK = Framework(
     engines={
         "microbench": "jobs.frameworks.pytorch.torch_reading",
         "emulated": "jobs.frameworks.pytorch.torch_loop",
-        "alexnet": "jobs.workloads.alexnet.torch_training",
-        "checkpoint": "jobs.workloads.checkpoint.torch_saving",
+        "alexnet": "jobs.frameworks.pytorch.torch_training",
+        "checkpoint": "jobs.frameworks.pytorch.torch_saving",
         "sharded_checkpoint": "jobs.frameworks.pytorch.dcp",
     },
     # S3MapDataset over the CRT client (jobs.data.loader.s3map), its GETs counted; DCP's S3 writer and reader

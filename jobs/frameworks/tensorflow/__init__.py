@@ -1,8 +1,7 @@
 """TensorFlow (``framework=tensorflow``): tf.data, the paper's pipeline: ``threads`` map threads read and
-decode in one process. Its engines: the micro-benchmark (``reading``), the emulated accelerator (``loop``)
-and a sharded checkpoint's ranks (``plain``) here; AlexNet and its checkpoints in their workloads' folders
-(``jobs.workloads.alexnet.training``, ``jobs.workloads.checkpoint.saving``), whose restore and recovery use
-them too."""
+decode in one process. Its engines, each a module here: the micro-benchmark (``reading``), the emulated
+accelerator (``loop``), AlexNet (``training``, with its Adam and its input-only and compute-only passes:
+``adam``, ``overlap``), its checkpoints (``checkpoints``) and a sharded checkpoint's ranks (``plain``)."""
 
 from jobs.frameworks.framework import Framework
 
@@ -24,8 +23,8 @@ FRAMEWORK = Framework(
     engines={
         "microbench": "jobs.frameworks.tensorflow.reading",
         "emulated": "jobs.frameworks.tensorflow.loop",
-        "alexnet": "jobs.workloads.alexnet.training",
-        "checkpoint": "jobs.workloads.checkpoint.saving",
+        "alexnet": "jobs.frameworks.tensorflow.training",
+        "checkpoint": "jobs.frameworks.tensorflow.checkpoints",
         "sharded_checkpoint": "jobs.frameworks.tensorflow.plain",
     },
     # native readers: jobs.data.s3 (boto3) and the object clients; a shard's files as objects (objectio)

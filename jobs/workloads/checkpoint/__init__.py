@@ -1,9 +1,11 @@
 """Section III-C (Figs. 9-10): AlexNet with a checkpoint every ``checkpoint.every`` steps, straight to
 a tier or through a burst buffer, each run beside the same training without checkpoints.
 
-With ``framework=pytorch`` the model trains in PyTorch (``jobs.workloads.alexnet.torch_training``) and
-each checkpoint is its model's and Adam's ``state_dict()`` in one ``torch.save`` file
-(``torch_saving``), through the same targets, flushes, drain and restore as TensorFlow's.
+The model, its training and how one checkpoint is written and read back are the cell's framework's
+(its ``engines["checkpoint"]`` module: ``jobs.frameworks.tensorflow.checkpoints``, a ``tf.train.Checkpoint``;
+``jobs.frameworks.pytorch.torch_saving``, a ``torch.save`` of the ``state_dict()``s); the targets,
+flushes, drain, retention, recovery and restore are this package's (``saving``, ``store``, ``recovery``,
+``restore``), the same for every framework.
 
 With ``storage@checkpoint.slow=s3`` the burst buffer drains to a bucket (``bucket``): the cell's store is
 served for the run (the embedded server, or the user's endpoint), and the restore fetches the last

@@ -144,23 +144,3 @@ def _slow_of(tag: str, facts: dict, slow_root: Path | None, bucket_of):
         slow = bucket_of(tag) if bucket_of is not None else None
         return slow if slow is not None and slow.url == facts["bucket"] else None
     return Folder(slow_root / tag, tag) if slow_root is not None else None
-
-
-def restore_latest(
-    folder: Path, tag: str, num_classes: int, side: int, width: float, seed: int, prefix: Path | None = None
-):
-    """Rebuild the model and optimizer and restore the newest complete checkpoint of ``folder``
-    (or ``prefix``); returns (model, optimizer, prefix)."""
-    import tensorflow as tf
-
-    done = [prefix] if prefix is not None else complete(folder, tag, checksums=True)
-    if not done:
-        raise FileNotFoundError(f"no complete checkpoint of {tag} in {folder}")
-    from jobs.workloads.alexnet import training as alexnet
-    from jobs.workloads.alexnet.adam import Adam
-
-    model = alexnet.build_model(num_classes, side, width, seed + 1)
-    opt = Adam(model.trainable_variables)
-    ckpt = tf.train.Checkpoint(model=model, optimizer=opt)
-    ckpt.read(str(done[-1])).expect_partial()
-    return model, opt, done[-1]

@@ -1,6 +1,6 @@
 """Restore, verified cold (``checkpoint.restore=true``): after a checkpoint run, its last durable
-checkpoint on each tier that holds one is evicted from the page cache, read back by its framework
-(TensorFlow, or ``torch.load``: ``torch_saving``) into a new AlexNet and Adam, and checked: the restored
+checkpoint on each tier that holds one is evicted from the page cache, read back by its framework (the
+``fresh`` of its checkpoint engine) into a new AlexNet and Adam, and checked: the restored
 weights against the weights saved at that step (kept in memory at the save), and the files against
 their manifest's checksums where it has them (the burst buffer's drained copies). What a restart would
 see: the fast tier's copy while it is fresh, the slow tier's after it was reclaimed (MLPerf Storage's
@@ -35,26 +35,7 @@ def last_durable(folder: Path, tag: str) -> Path | None:
     return done[-1] if done else None
 
 
-def fresh_tensorflow(shape: dict):
-    """A new AlexNet and Adam (``shape``: num_classes, side, width, seed of the model); returns the
-    function that restores a checkpoint prefix into them and gives back their weights."""
-    import tensorflow as tf
-
-    from jobs.workloads.alexnet import training as alexnet
-    from jobs.workloads.alexnet.adam import Adam
-
-    model = alexnet.build_model(shape["num_classes"], shape["side"], shape["width"], shape["seed"] + 1)
-    opt = Adam(model.trainable_variables)
-    ckpt = tf.train.Checkpoint(model=model, optimizer=opt)
-
-    def load(prefix: Path) -> list:
-        ckpt.read(str(prefix)).assert_existing_objects_matched()
-        return [v.numpy() for v in model.weights]  # every value in memory: the restore has ended
-
-    return load
-
-
-def restore_cold(prefix: Path, tier: str, shape: dict, expected: list | None, fresh=fresh_tensorflow) -> dict:
+def restore_cold(prefix: Path, tier: str, shape: dict, expected: list | None, fresh) -> dict:
     """Evict ``prefix``'s files, restore them into a new model (timed), then verify; one entry of the
     run's ``restores``. ``shape``: num_classes, side, width, seed of the model; ``fresh(shape)``: the
     framework's new model, as a function restoring a prefix into it (built before the timer)."""
@@ -108,7 +89,7 @@ def _equal(expected: list | None, restored: list) -> bool | None:
 
 
 def after_run(
-    folders: list[tuple[str, Path]], tag: str, shape: dict, snapshot: Snapshot | None, fresh=fresh_tensorflow
+    folders: list[tuple[str, Path]], tag: str, shape: dict, snapshot: Snapshot | None, fresh
 ) -> list[dict]:
     """Restore the last durable checkpoint of each (tier, folder) that holds one, fast tier first."""
     out = []
@@ -122,7 +103,7 @@ def after_run(
     return out
 
 
-def from_bucket(bucket, store, into: Path, shape: dict, snapshot: Snapshot | None, fresh=fresh_tensorflow):
+def from_bucket(bucket, store, into: Path, shape: dict, snapshot: Snapshot | None, fresh):
     """Restore the bucket's last complete checkpoint as a restart from the store does: its objects
     fetched by GETs into a folder of the run's (``into``) and loaded, timed together, from a server whose
     files were evicted first; the files checked against the manifest's checksums. One entry of the

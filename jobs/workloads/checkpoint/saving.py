@@ -3,8 +3,9 @@ training resumes, written straight to a tier or through a burst buffer (fast tie
 background to the slow tier), synchronously or with TensorFlow's asynchronous checkpoint.
 
 What is framework-specific (the model, its training step and input, how one checkpoint is written) is an
-``Engine``: TensorFlow's here (``TENSORFLOW``), PyTorch's in ``torch_saving``; the targets, flushes,
-manifests, drain, retention and clean-up are the same for both.
+``Engine`` that each framework's checkpoint module gives (``Framework.engines["checkpoint"]``: its
+``engine(cfg)`` and ``fresh(shape)``), with a ``Saver`` of its own; the targets, flushes, manifests, drain,
+retention and clean-up here are the same for every framework.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from jobs.workloads.checkpoint import store as ckpt_store
 from jobs.workloads.checkpoint.target import choose_target
 
 log = logging.getLogger(__name__)
-logging.getLogger("absl").setLevel(logging.WARNING)  # TF logs every checkpoint shard at INFO
 
 
 @dataclass(frozen=True)
@@ -74,10 +74,12 @@ def ckpt_dir(tier_root: Path) -> Path:
     return owned.under_tool_folder(tier_root, SUBDIR, setting="checkpoint")
 
 
-class _Saver:
-    """Saves one run's checkpoints into ``folder``: sync (save, flush, manifest) or TensorFlow's async
-    (flushed in a background thread), then hands them to the burst buffer's drain or retention. Another
-    framework's saver overrides ``_open``, ``_write`` and ``_weights`` (sync saves only)."""
+class Saver:
+    """Saves one run's checkpoints into ``folder``: sync (write, flush, manifest) or, where the framework
+    has one, asynchronous (the write finished and flushed in a background thread), then hands them to the
+    burst buffer's drain or retention. A framework's saver writes one checkpoint (``_write``), copies the
+    values a restore must give back (``_weights``) and, for ``checkpoint.mode=async``, starts a write and
+    waits for it (``_write_async``, ``_settle``)."""
 
     def __init__(
         self, s: CheckpointSettings, model, opt, folder: Path, target: str, drain, snapshots: dict | None
@@ -89,27 +91,23 @@ class _Saver:
         self._open()
 
     def _open(self) -> None:
-        import tensorflow as tf
-
-        self.manager = tf.train.CheckpointManager(
-            tf.train.Checkpoint(model=self.model, optimizer=self.opt),
-            str(self.folder),
-            max_to_keep=None,
-            checkpoint_name=self.s.tag,
-        )
-        self.options = (
-            tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True)
-            if self.s.mode == "async"
-            else None
-        )
+        """Set up what the saves of this run share (called once, at the start)."""
 
     def _write(self, step: int) -> Path:
         """Write the checkpoint of ``step`` synchronously; its prefix (``store.files_of`` finds its files)."""
-        return Path(self.manager.save(checkpoint_number=step))
+        raise NotImplementedError
 
     def _weights(self) -> list:
         """The values a restore must give back, copied (``restore.Snapshot``)."""
-        return [v.numpy().copy() for v in self.model.weights]
+        raise NotImplementedError
+
+    def _write_async(self, step: int) -> tuple[Any, Path]:
+        """Start the checkpoint of ``step`` in the background: (a handle for ``_settle``, its prefix)."""
+        raise CheckpointError(f"checkpoint.mode={self.s.mode}: this framework's checkpoints are synchronous")
+
+    def _settle(self, handle) -> None:
+        """Wait until the background write ``handle`` (``_write_async``'s) has reached its files."""
+        raise NotImplementedError
 
     def _durable(self, prefix: Path, step: int) -> None:
         if self.drain is not None:
@@ -121,7 +119,7 @@ class _Saver:
 
     def _finish_async(self, obj, prefix: Path, entry: dict) -> None:
         t0 = time.perf_counter()
-        obj.sync()  # the background write has reached the files
+        self._settle(obj)  # the background write has reached the files
         files = ckpt_store.files_of(prefix)
         ckpt_store.flush(files, self.s.flush)
         ckpt_store.write_manifest(prefix, entry["step"])
@@ -140,11 +138,7 @@ class _Saver:
         t0 = time.perf_counter()
         self.join()  # an async save waits for the one before it
         if self.s.mode == "async":
-            import tensorflow as tf  # TensorFlow's own asynchronous checkpoint (refused with PyTorch)
-
-            # one Checkpoint object per save: Keras 3 variables break a second async save on the same object
-            obj = tf.train.Checkpoint(model=self.model, optimizer=self.opt)
-            prefix = Path(obj.write(str(self.folder / f"{self.s.tag}-{step}"), options=self.options))
+            obj, prefix = self._write_async(step)
             entry["stall_s"] = time.perf_counter() - t0
             th = threading.Thread(target=self._finish_async, args=(obj, prefix, entry))
             th.start()
@@ -185,7 +179,7 @@ def _writers(
     folder: Path,
     slow,
     snapshots: dict | None,
-    saver: type = _Saver,
+    saver: type,
 ):
     """(locks held on the run's folders, the burst buffer's drain or None, the saver) of a run with
     checkpoints (``slow``: ``s.slow()``)."""
@@ -205,22 +199,6 @@ def _writers(
     return locks, drain, saver(s, model, opt, folder, target, drain, snapshots)
 
 
-def _trainer(ds: Dataset, t):
-    """The mini-app's device, model, optimizer, step and input iterator (``t``: the training settings)."""
-    import tensorflow as tf
-
-    from jobs.workloads.alexnet import training as alexnet
-    from jobs.workloads.alexnet.adam import Adam
-
-    device = alexnet.device_name(t.device)
-    model = alexnet.build_model(max(1, ds.num_classes), t.image_side, t.width, t.seed)
-    opt = Adam(model.trainable_variables)
-    data = pipeline.build(ds, t, one_hot=True)
-    with tf.device("/CPU:0"):
-        it = iter(data)
-    return device, model, opt, alexnet.make_step(model, device, opt), it
-
-
 @dataclass(frozen=True)
 class Engine:
     """What a checkpoint run needs from its framework."""
@@ -228,7 +206,7 @@ class Engine:
     # (dataset, TrainSettings) -> (device, model, optimizer, step(x, y) -> loss, iterator of
     # (images, indices, nbytes, labels))
     trainer: Callable
-    saver: type  # the _Saver that writes one checkpoint of the model and optimizer
+    saver: type  # the Saver that writes one checkpoint of the model and optimizer
     parameters: Callable  # model -> its parameter count
     end: Callable = lambda it: None  # the iterator's read-ahead stopped (its readers joined)
     # (iterator, dataset, TrainSettings, the training loop's figures) -> the images the run dropped as
@@ -236,23 +214,14 @@ class Engine:
     dropped: Callable = lambda it, ds, t, run: 0
 
 
-def _tf_dropped(it, ds: Dataset, t: TrainSettings, run: dict) -> int:
-    """The images tf.data's ``ignore_errors`` dropped among those the run reached, judged as the other
-    workloads' runs judge theirs (``pipeline.dropped``): a failed read fails the run (ReadFailed)."""
-    return len(pipeline.dropped(ds, run["seen"], run["exhausted"], t.seed, **t.order))
-
-
-TENSORFLOW = Engine(_trainer, _Saver, lambda model: int(model.count_params()), dropped=_tf_dropped)
-
-
 def run_once(
     ds: Dataset,
     s: CheckpointSettings,
+    engine: Engine,
     with_checkpoints: bool = True,
     snapshots: dict | None = None,
     mark=lambda name: None,
     finish: bool = True,
-    engine: Engine = TENSORFLOW,
 ) -> dict:
     """Train ``s.train.steps`` steps; checkpoint every ``s.every`` unless ``with_checkpoints`` is false
     (the same run's baseline). Returns the run's metrics and one entry per checkpoint. ``snapshots``,
@@ -477,16 +446,3 @@ def _durable(slow, fast_dir: Path | None, tag: str) -> dict:
         if fast_dir is not None and fast_dir.exists()
         else [],
     }
-
-
-def engine(cfg) -> Engine:
-    """The checkpoint workload's engine call (``Workload.engine``): TensorFlow's trainer and saver."""
-    return TENSORFLOW
-
-
-def fresh(shape: dict):
-    """The checkpoint workload's engine call for a cold restore: a new AlexNet and Adam in TensorFlow
-    (``restore.fresh_tensorflow``)."""
-    from jobs.workloads.checkpoint import restore
-
-    return restore.fresh_tensorflow(shape)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from jobs.workloads.alexnet import torch_training
+from jobs.frameworks.pytorch import torch_training
 from jobs.workloads.checkpoint import saving
 
 SUFFIX = ".pt"
@@ -27,8 +27,8 @@ def tensors(model, opt) -> list:
     return out
 
 
-class TorchSaver(saving._Saver):
-    """``saving._Saver`` writing ``torch.save({"model", "optimizer", "step"})`` for each checkpoint."""
+class TorchSaver(saving.Saver):
+    """``saving.Saver`` writing ``torch.save({"model", "optimizer", "step"})`` for each checkpoint."""
 
     def _open(self) -> None:
         pass
@@ -44,8 +44,8 @@ class TorchSaver(saving._Saver):
 
 
 def _trainer(ds, t, lo):
-    """The mini-app's device, model, optimizer, step and batches, as ``saving._trainer`` gives them, read
-    by the DataLoader ``lo`` describes."""
+    """The mini-app's device, model, optimizer, step and batches (``saving.Engine.trainer``), read by the
+    DataLoader ``lo`` describes."""
     device = torch_training.device_name(t.device)
     model = torch_training.build_model(max(1, ds.num_classes), t.image_side, t.width, t.seed)
     opt = torch_training.optimizer(model)

@@ -16,8 +16,8 @@ import keras  # with this module, not in build_model: never inside a run (a cell
 from jobs import interrupts
 from jobs.data import pipeline, readers
 from jobs.data.datasets import Dataset
+from jobs.frameworks.tensorflow import overlap
 from jobs.metrics import MB
-from jobs.workloads.alexnet import overlap
 from jobs.workloads.alexnet.settings import TrainResult, TrainSettings, write_steps  # noqa: F401 - its API
 
 
@@ -70,7 +70,7 @@ def make_step(model, device: str, opt=None):
     """A compiled training step (Adam, softmax cross-entropy on one-hot labels) returning the loss."""
     import tensorflow as tf
 
-    from jobs.workloads.alexnet.adam import Adam
+    from jobs.frameworks.tensorflow.adam import Adam
 
     opt = opt or Adam(model.trainable_variables)
     loss_fn = keras.losses.CategoricalCrossentropy(from_logits=True)
