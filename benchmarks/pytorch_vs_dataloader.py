@@ -81,8 +81,8 @@ def bare(ds, workers: int, batch_size: int, side: int, seed: int) -> float:
 
 def campaign(ds, workers: int, batch_size: int, side: int, seed: int) -> tuple[float, float]:
     """(images/s, device bytes / consumed) of one run of the micro-benchmark's PyTorch loop."""
-    from jobs.data.loader.build import Loader
     from jobs.frameworks.pytorch import torch_reading
+    from jobs.frameworks.pytorch.loader.build import Loader
     from jobs.workloads.microbench.run import RunSettings
 
     s = RunSettings(

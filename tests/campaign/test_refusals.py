@@ -245,7 +245,7 @@ def test_what_the_bounds_and_names_allow_still_plans(refusal):
 def test_a_null_prefetch_factor_keeps_the_cell_id_of_the_default_it_replaced():
     """The default was 2 (in every cell's id, TensorFlow's too): a cell planned before keeps its folder."""
     from campaign import planning
-    from jobs.data.loader.build import Loader
+    from jobs.frameworks.pytorch.loader.build import Loader
     from support.configs import compose_cell
 
     planner = planning.Planner(lambda ov: compose_cell(list(ov)))

@@ -225,8 +225,8 @@ def test_a_damaged_npz_sample_is_dropped_and_counted_by_both_frameworks(source, 
     """A file whose zip no longer reads (its bytes overwritten in place, its size kept) is the set's
     defect: dropped and named, the run goes on; a sample whose file is gone is a failed read."""
     from jobs.data import read_errors
-    from jobs.data.loader.build import Loader
     from jobs.frameworks.pytorch import torch_reading
+    from jobs.frameworks.pytorch.loader.build import Loader
 
     _, ds = source
     d = formats.ensure(ds, "npz", SHARD_MB, tmp_path / "converted")

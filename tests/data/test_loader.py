@@ -1,5 +1,6 @@
-"""The PyTorch side's pieces (jobs.data.loader) on real files: the sample orders, the TFRecord parser
-against records TensorFlow wrote, the samples a DataLoader delivers, and its workers' start methods."""
+"""The PyTorch side's pieces (jobs.frameworks.pytorch.loader, jobs.data.order, jobs.data.tfrecord) on real
+files: the sample orders, the TFRecord parser against records TensorFlow wrote, the samples a DataLoader
+delivers, and its workers' start methods."""
 
 import os
 import struct
@@ -7,9 +8,8 @@ import struct
 import pytest
 from omegaconf import OmegaConf
 
-from jobs.data import datasets
+from jobs.data import datasets, order, tfrecord
 from jobs.data.datasets import Dataset
-from jobs.data.loader import order, tfrecord
 from support.files import make_jpegs
 
 # 40 images in 5 groups of unequal size, as the shards of a converted set are
@@ -192,7 +192,7 @@ def _settings(**kw):
 
 
 def _loader(workers, context=None):
-    from jobs.data.loader.build import Loader
+    from jobs.frameworks.pytorch.loader.build import Loader
 
     return Loader(workers, 2 if workers else None, False, False, context)
 

@@ -46,7 +46,7 @@ def _settings(pipeline="decode_resize", **kw):
 
 
 def _loader(workers):
-    from jobs.data.loader.build import Loader
+    from jobs.frameworks.pytorch.loader.build import Loader
 
     # forkserver: a worker forked from this process, which has run TensorFlow's threads, crashed now and
     # then (a segmentation fault, seen once on a loaded machine); the workers' reads are what is tested

@@ -586,9 +586,9 @@ def test_a_dataloader_reads_every_image_by_s3torchconnector_and_a_failed_get_fai
     and is counted in the store, on the store's keys lent to the workers' environment and taken back after;
     an object gone from the store is a counted error that fails the run naming the endpoint."""
     from jobs.data.datasets import Dataset
-    from jobs.data.loader import build
-    from jobs.data.loader import s3map as torch_s3
     from jobs.data.pipeline import PipelineSettings
+    from jobs.frameworks.pytorch.loader import build
+    from jobs.frameworks.pytorch.loader import s3map as torch_s3
     from jobs.storage.objectstore import tier
     from support.files import make_jpegs
 

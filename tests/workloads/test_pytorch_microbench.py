@@ -110,7 +110,7 @@ def test_cpu_time_covers_the_workers_that_decoded(sweep):
     """The workers are joined at the run's end, so their CPU time is in the run's: a decode run's CPU time
     exceeds the read-only run's over the same files by about the decoding itself, which only the
     workers did (measured here, in this process, with the same function)."""
-    from jobs.data.loader.samples import decode
+    from jobs.frameworks.pytorch.loader.samples import decode
 
     _, good, cells = sweep
     blobs = [p.read_bytes() for p in good]

@@ -45,7 +45,7 @@ def _run(overrides, ds, job_dir, rank_run=1):
 def _workers_cpu_is_in_the_window(ctx, images) -> None:
     """The DataLoader's workers decoded ``images`` inside the run's usage window: their CPU time (counted
     once they are joined) is between its start and end marks, and none of it came after the end."""
-    from jobs.data.loader.samples import decode
+    from jobs.frameworks.pytorch.loader.samples import decode
 
     blobs = [p.read_bytes() for p in sorted(images.rglob("*.jpg"))]
     t0 = time.process_time()

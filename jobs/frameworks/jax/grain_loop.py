@@ -1,6 +1,6 @@
 """The emulated accelerator through JAX's Grain (``framework=jax``): the same step as ``loop`` (take the
 next batch, sleep the accelerator's compute time for it) fed by a ``grain.DataLoader`` whose worker
-processes load ahead while the step sleeps (``jobs.data.grain_loader``: one read thread a
+processes load ahead while the step sleeps (``jobs.frameworks.jax.grain_loader``: one read thread a
 worker, full batches only).
 
 Time runs from the ``iter(loader)`` call, which starts the workers: the first step's wait holds their
@@ -14,8 +14,9 @@ import time
 import numpy as np
 
 from jobs import interrupts
-from jobs.data import grain_loader, pipeline
+from jobs.data import pipeline
 from jobs.data.datasets import Dataset
+from jobs.frameworks.jax import grain_loader
 from jobs.workloads.emulated.steps import EmulatedSettings, result
 
 

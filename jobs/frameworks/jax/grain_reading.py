@@ -1,6 +1,6 @@
 """The micro-benchmark through JAX's data loader, Grain (``framework=jax``): the same stored files, sample
 order and stop rule as ``reading`` (TensorFlow), read by a ``grain.DataLoader`` without compute
-(``jobs.data.grain_loader``).
+(``jobs.frameworks.jax.grain_loader``).
 
 - Its workers are Grain's worker processes (``worker_count``: ``loader.num_workers``, else ``threads``; 0
   reads in the run's own process), started the way Grain starts them (multiprocessing's spawn). Each reads
@@ -23,8 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from jobs import interrupts
-from jobs.data import grain_loader, pipeline
+from jobs.data import pipeline
 from jobs.data.datasets import Dataset
+from jobs.frameworks.jax import grain_loader
 from jobs.metrics import MB
 from jobs.workloads.microbench.run import RunResult, RunSettings
 

@@ -29,6 +29,6 @@ FRAMEWORK = Framework(
         "checkpoint": "jobs.frameworks.pytorch.torch_saving",
         "sharded_checkpoint": "jobs.frameworks.pytorch.dcp",
     },
-    # S3MapDataset over the CRT client (jobs.data.loader.s3map), its GETs counted; DCP's S3 writer and reader
+    # S3MapDataset over the CRT client (loader.s3map), its GETs counted; DCP's S3 writer and reader
     reads_objects=("microbench", "emulated", "sharded_checkpoint"),
 )

@@ -189,7 +189,7 @@ def on_store(ctx, store, prefix: str, files: list[tuple[str, int]], content, bas
     import torch.distributed.checkpoint as dcp
     from s3torchconnector.dcp import S3StorageReader, S3StorageWriter
 
-    from jobs.data.loader import s3map
+    from jobs.frameworks.pytorch.loader import s3map
     from jobs.storage import cache
     from jobs.storage.objectstore import objects
     from jobs.workloads.shards import objectio

@@ -14,14 +14,14 @@ import time
 from jobs import interrupts
 from jobs.data import pipeline
 from jobs.data.datasets import Dataset
-from jobs.data.loader.build import Loader
+from jobs.frameworks.pytorch.loader.build import Loader
 from jobs.workloads.emulated.steps import EmulatedSettings, result
 
 
 def run_once(ds: Dataset, s: EmulatedSettings, lo: Loader, mark=lambda name: None) -> dict:
     """One epoch of full batches (the dataset or the task's shard), each followed by the step's sleep; from
     an object store, each batch's GETs counted."""
-    from jobs.data.loader import s3map
+    from jobs.frameworks.pytorch.loader import s3map
 
     # an object store's keys for a client that reads them from the environment only (its workers inherit them)
     with s3map.credentials(ds):
@@ -30,8 +30,8 @@ def run_once(ds: Dataset, s: EmulatedSettings, lo: Loader, mark=lambda name: Non
 
 def _epoch(ds: Dataset, s: EmulatedSettings, lo: Loader, mark, count) -> dict:
     """The timed epoch; ``count`` takes each batch's GETs (None: the files of a file system)."""
-    from jobs.data.loader import build
-    from jobs.data.loader.build import shut_down
+    from jobs.frameworks.pytorch.loader import build
+    from jobs.frameworks.pytorch.loader.build import shut_down
 
     steps = len(ds.files) // s.batch_size
     if steps < 2:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from jobs import interrupts
 from jobs.data import pipeline
 from jobs.data.datasets import Dataset
-from jobs.data.loader.build import Loader
+from jobs.frameworks.pytorch.loader.build import Loader
 from jobs.metrics import MB
 from jobs.workloads.microbench.run import RunResult, RunSettings
 
@@ -29,7 +29,7 @@ class TorchResult(RunResult):
 
 def run_once(ds: Dataset, s: RunSettings, lo: Loader, mark=None) -> TorchResult:
     """One timed pass over the set (or ``s.batches``) through the DataLoader ``lo`` describes."""
-    from jobs.data.loader import s3map
+    from jobs.frameworks.pytorch.loader import s3map
 
     # an object store's keys for a client that reads them from the environment only (its workers inherit them)
     with s3map.credentials(ds):
@@ -38,7 +38,7 @@ def run_once(ds: Dataset, s: RunSettings, lo: Loader, mark=None) -> TorchResult:
 
 def _pass(ds: Dataset, s: RunSettings, lo: Loader, mark, count) -> TorchResult:
     """The timed pass; ``count`` takes each batch's GETs (None: the files of a file system)."""
-    from jobs.data.loader import build
+    from jobs.frameworks.pytorch.loader import build
 
     data, sampler = build.dataset(ds, s, decode=s.pipeline == "decode_resize")
     loader = build.loader(data, sampler, s, lo)

@@ -56,7 +56,7 @@ def _trainer(ds, t, lo):
 def engine(cfg) -> saving.Engine:
     """The checkpoint workload's engine call (``Workload.engine``): the PyTorch engine of a run fed by the
     DataLoader its ``loader.*`` settings describe; ``end`` joins the DataLoader's workers."""
-    from jobs.data.loader.build import Loader
+    from jobs.frameworks.pytorch.loader.build import Loader
 
     lo = Loader.from_config(cfg)
     return saving.Engine(

@@ -1,7 +1,7 @@
 """The AlexNet mini-app through PyTorch (``framework=pytorch``): the Keras model's layers and widths
 written with ``torch.nn``, trained with Adam (1e-4, as the TensorFlow engine's ``make_step``: the same
 update work and the same optimizer state to checkpoint) on batches from a ``torch.utils.data.DataLoader``
-(``jobs.data.loader``), each step timed as waiting for data and computing, as ``training`` times them.
+(``loader``), each step timed as waiting for data and computing, as TensorFlow's ``training`` times them.
 
 The loader yields NHWC float batches (as tf.data does); each step moves them to the device and views
 them as NCHW (a channels-last view, no copy), inside the step's compute time. The loss is read back with
@@ -29,7 +29,7 @@ from torch import nn
 from jobs import interrupts
 from jobs.data import pipeline
 from jobs.data.datasets import Dataset
-from jobs.data.loader.build import Loader
+from jobs.frameworks.pytorch.loader.build import Loader
 from jobs.metrics import MB
 from jobs.workloads.alexnet.settings import TrainResult, TrainSettings, write_steps
 
@@ -143,7 +143,7 @@ class Batches:
     kept apart; ``close`` joins the workers (their reads then count in this process's)."""
 
     def __init__(self, ds: Dataset, s: TrainSettings, lo: Loader):
-        from jobs.data.loader import build
+        from jobs.frameworks.pytorch.loader import build
 
         self.data, sampler = build.dataset(ds, s, decode=True)
         self.loader = build.loader(self.data, sampler, s, lo)
@@ -155,7 +155,7 @@ class Batches:
         return self
 
     def __next__(self):
-        from jobs.data.loader import build
+        from jobs.frameworks.pytorch.loader import build
 
         try:
             batch = next(self.it)
@@ -168,7 +168,7 @@ class Batches:
         return batch.images, batch.indices, batch.nbytes, batch.labels
 
     def close(self) -> None:
-        from jobs.data.loader.build import shut_down
+        from jobs.frameworks.pytorch.loader.build import shut_down
 
         if self.it is not None:
             shut_down(self.it, self.loader, self.data)
@@ -217,7 +217,7 @@ def run_once(
     try:
         loop = _train(batches, step, steps)
     except RuntimeError as e:  # PyTorch's SIGCHLD handler raises wherever the loop is, a step included
-        from jobs.data.loader import build
+        from jobs.frameworks.pytorch.loader import build
 
         dead = build.died(e)
         if dead is None:

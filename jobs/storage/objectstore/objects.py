@@ -172,8 +172,8 @@ class Requests:
             return max(self.live_max, _most_at_once(self._intervals))
 
     def add(self, requests) -> None:
-        """Requests made elsewhere (a DataLoader worker's, ``jobs.data.loader.s3map``): (start, end on the
-        machine's monotonic clock, bytes, error or None) each."""
+        """Requests made elsewhere (a DataLoader worker's, ``jobs.frameworks.pytorch.loader.s3map``): (start,
+        end on the machine's monotonic clock, bytes, error or None) each."""
         with self._lock:
             for start, end, nbytes, error in requests:
                 took = max(0.0, end - start)

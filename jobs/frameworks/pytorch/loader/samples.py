@@ -40,7 +40,7 @@ class Sample(NamedTuple):
     nbytes: int  # bytes read for it from the tier
     label: int
     ok: bool  # False: unreadable or not an image (dropped)
-    # its GET from an object store (jobs.data.loader.s3map): (start, end on time.monotonic(), bytes, error)
+    # its GET from an object store (s3map): (start, end on time.monotonic(), bytes, error)
     request: tuple | None = None
 
 
@@ -210,7 +210,7 @@ class TFRecordShards(_Images, IterableDataset):
         self.shards, self.buffer, self.seed = shards, buffer, seed
 
     def __iter__(self):
-        from jobs.data.loader import order, tfrecord
+        from jobs.data import order, tfrecord
 
         info = get_worker_info()
         w, n = (info.id, info.num_workers) if info is not None else (0, 1)
@@ -235,7 +235,7 @@ class TFRecordShards(_Images, IterableDataset):
         return samples()
 
     def _record(self, data: bytes, nbytes: int) -> Sample:
-        from jobs.data.loader import tfrecord
+        from jobs.data import tfrecord
 
         if self.delay_s:
             time.sleep(self.delay_s)

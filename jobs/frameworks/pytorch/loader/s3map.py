@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 
 from jobs.data.datasets import Dataset
-from jobs.data.loader.samples import Sample, _Images
+from jobs.frameworks.pytorch.loader.samples import Sample, _Images
 
 OWN = "pytorch"  # the framework whose DataLoader this reader feeds: its own client when a dataset names none
 

@@ -57,8 +57,9 @@ def _fresh_workers(cfg) -> bool:
 
 def dataset(ds: Dataset, s: PipelineSettings, *, decode: bool):
     """(the torch dataset of the run, its sampler: the order of a map-style one; None for TFRecord)."""
-    from jobs.data.loader import order, samples
+    from jobs.data import order
     from jobs.data.readers import buffer_of, groups
+    from jobs.frameworks.pytorch.loader import samples
 
     side = s.image_side if decode else None
     if ds.format == "tfrecord":
@@ -70,7 +71,7 @@ def dataset(ds: Dataset, s: PipelineSettings, *, decode: bool):
             ds, side, s.read_delay_ms, shards=shards, buffer=buffer, seed=s.seed
         ), None
     if ds.store is not None:  # one object per image in an object store (storage.kind=object)
-        from jobs.data.loader.s3map import S3Images as kind
+        from jobs.frameworks.pytorch.loader.s3map import S3Images as kind
     else:
         kind = {"hdf5": samples.Hdf5Images, "npz": samples.NpzSamples}.get(ds.format, samples.ImageFiles)
     sampler = order.indices(ds, shuffle=s.shuffle, shuffle_buffer=s.shuffle_buffer, seed=s.seed)
@@ -81,7 +82,7 @@ def loader(data, sampler, s: PipelineSettings, lo: Loader):
     """The DataLoader over ``data`` in ``sampler``'s order (None: the dataset's own, iterable)."""
     from torch.utils.data import DataLoader
 
-    from jobs.data.loader import samples
+    from jobs.frameworks.pytorch.loader import samples
 
     kw = {}
     if lo.num_workers > 0:
@@ -107,7 +108,7 @@ def _worker_init(_worker_id: int) -> None:
     threads (a resize, a stack) would compete with the other workers for the same cores."""
     import torch
 
-    from jobs.data.loader import samples
+    from jobs.frameworks.pytorch.loader import samples
 
     torch.set_num_threads(1)
     os.environ["OMP_NUM_THREADS"] = "1"

@@ -2,7 +2,7 @@
 PyTorch's DataLoader: the engines of the workloads that run on JAX (``jobs/frameworks/jax/grain_reading.py``,
 ``grain_loop.py``) build their loader here.
 
-- ``Images``: Grain's random-access source; position ``k`` of the run's order (``jobs.data.loader.order``,
+- ``Images``: Grain's random-access source; position ``k`` of the run's order (``jobs.data.order``,
   numpy's draw of the same kinds of order) is one file read whole (``open().read()``, as
   ``tf.io.read_file`` reads it); a read that fails fails the run (``jobs.data.read_errors``).
 - ``Decode``: a ``grain.transforms.Map`` that decodes with PIL and resizes bilinearly to the run's side; an
@@ -83,7 +83,7 @@ def loader(ds: Dataset, s, workers: int, *, decode: bool, full_batches: bool = F
     run's order, in batches (``full_batches``: the last, short one left out, as a training step takes)."""
     from absl import flags
 
-    from jobs.data.loader import order
+    from jobs.data import order
 
     if not flags.FLAGS.is_parsed():  # Grain reads absl flags; a program that is not absl's never parsed them
         flags.FLAGS.mark_as_parsed()
