@@ -3,7 +3,8 @@ of its own, ``jobs/frameworks/<name>/``, that declares what the framework can do
 ``jobs.frameworks.framework.Framework``) and holds its engines, the modules that run a workload in it.
 Validation, the runner and the analysis ask a framework what it can do, and a workload calls the engine
 its cell's framework gives it (``Workload.engine``); none compares a framework's name. A framework is added
-as a package with its preset: nothing else names it.
+as a package with its preset: nothing else names it. One outside the tool is a package of the namespace
+package ``iocampaign_frameworks`` on ``PYTHONPATH`` (docs/extending.md: Adding a framework).
 
 - ``tensorflow``: tf.data, the paper's pipeline: ``threads`` map threads read and decode in one process.
 - ``pytorch``: ``torch.utils.data.DataLoader``: ``loader.num_workers`` worker processes (``threads`` when
@@ -21,13 +22,33 @@ import pkgutil
 from jobs.errors import ConfigError
 from jobs.frameworks.framework import Framework
 
+EXTERNAL = "iocampaign_frameworks"  # the namespace package of frameworks outside the tool, on sys.path
+
 
 def _discover() -> dict[str, Framework]:
-    """Every framework package's declaration, in its ``rank`` (the paper's first): importing a package
-    imports no framework, only what it declares."""
-    packages = [m.name for m in pkgutil.iter_modules(__path__) if m.ispkg]
-    found = [importlib.import_module(f"{__name__}.{name}").FRAMEWORK for name in packages]
-    return {fw.name: fw for fw in sorted(found, key=lambda fw: fw.rank)}
+    """Every framework package's declaration, the tool's and those of the ``iocampaign_frameworks``
+    namespace package (a folder of that name, without ``__init__.py``, on ``PYTHONPATH``), in their
+    ``rank`` (the paper's first): importing a package imports no framework, only what it declares."""
+    found = [_declared(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(__path__) if m.ispkg]
+    try:
+        ext = importlib.import_module(EXTERNAL)
+    except ModuleNotFoundError:
+        ext = None
+    if ext is not None:
+        found += [_declared(f"{EXTERNAL}.{m.name}") for m in pkgutil.iter_modules(ext.__path__) if m.ispkg]
+    named: dict[str, Framework] = {}
+    for fw in sorted(found, key=lambda fw: fw.rank):
+        if fw.name in named:
+            raise ConfigError(f"framework={fw.name} is declared twice (a package of {EXTERNAL} names it too)")
+        named[fw.name] = fw
+    return named
+
+
+def _declared(package: str) -> Framework:
+    fw = getattr(importlib.import_module(package), "FRAMEWORK", None)
+    if not isinstance(fw, Framework):
+        raise ConfigError(f"{package} declares no FRAMEWORK (a jobs.frameworks.framework.Framework)")
+    return fw
 
 
 FRAMEWORKS = _discover()

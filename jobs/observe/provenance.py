@@ -87,8 +87,20 @@ def versions(extra: tuple[str, ...] = ()) -> dict[str, str | None]:
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
-            out[name] = None
+            out[name] = _module_version(name)
     return out
+
+
+def _module_version(module: str) -> str | None:
+    """The version of the distribution that installs the importable ``module`` (``PIL``: Pillow's), or
+    None where none does."""
+
+    for dist in metadata.packages_distributions().get(module, ()):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
 
 
 def slurm() -> dict | None:

@@ -90,6 +90,83 @@ def test_the_sleeper_of_docs_extending_runs_as_written(tmp_path):
     assert rec.config["workload"]["kind"] == "sleeper" and all(r["slept_s"] > 0 for r in rec.runs)
 
 
+@pytest.mark.cells
+def test_the_framework_of_docs_extending_runs_as_written(tmp_path):
+    """docs/extending.md's framework, copied as a user copies it: its declaration, its engine and its preset
+    into ~/my_frameworks, its command run as written but on 64 images (HOME is the test's folder). It reads
+    the same stored bytes as TensorFlow in both micro-benchmarks, its records carry Pillow's version, and a
+    workload or format it cannot do is refused at planning in one line."""
+    import subprocess
+
+    text = (ROOT / "docs" / "extending.md").read_text()
+    declaration, engine = _blocks(text, "Adding a framework", "python")
+    (preset,), (commands,) = (
+        _blocks(text, "Adding a framework", "yaml"),
+        _blocks(text, "Adding a framework", "sh"),
+    )
+    home = tmp_path / "home"
+    package = home / "my_frameworks" / "iocampaign_frameworks" / "pool"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(declaration)
+    (package / "reading.py").write_text(engine)
+    (home / "my_frameworks" / "conf" / "framework").mkdir(parents=True)
+    (home / "my_frameworks" / "conf" / "framework" / "pool.yaml").write_text(preset)
+    command = next(line for line in commands.splitlines() if line.startswith("PYTHONPATH=~"))
+    assert "dataset.num_images=256" in command
+    command = command.replace("dataset.num_images=256", "dataset.num_images=64 repeats=1")
+    env = {
+        **python_env(HOME=str(home)),
+        "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}",
+    }
+    env.pop("PYTHONPATH")  # the user's: the checkout is installed in the venv (make install)
+
+    def run(line: str):
+        return subprocess.run(
+            ["bash", "-c", f"{line} storage.root={tmp_path}"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+
+    p = run(f"{command} hydra.sweep.dir={tmp_path / 'sweep'}")
+    assert p.returncode == 0, p.stderr[-3000:]
+    df = pd.read_csv(tmp_path / "sweep" / "results.csv")
+    assert set(df["framework"]) == {"tensorflow", "pool"}
+    pool = df[df["framework"] == "pool"]
+    assert len(pool) == 4 and (pool["images"] == 64).all() and (pool["images_dropped"] == 0).all()
+    # both frameworks read every file whole, in both micro-benchmarks: the same bytes
+    consumed = df.groupby(["workload", "framework"])["bytes_consumed"].agg(set)
+    for workload in ("microbench", "readonly"):
+        assert (
+            consumed[workload, "pool"] == consumed[workload, "tensorflow"]
+            and len(consumed[workload, "pool"]) == 1
+        )
+    assert (tmp_path / "sweep" / "fig4.png").stat().st_size > 1000
+    cell = next(d for d in (tmp_path / "sweep").iterdir() if d.is_dir() and d.name.isdigit() and _pool(d))
+    assert records.read(cell / "record.json").provenance["versions"]["PIL"]  # Pillow's version, not null
+    start = command.split(" -m campaign ", 1)[0] + " -m campaign "
+    searchpath = command.split(" ")[-1]
+    for args, said in (
+        (
+            "framework=pool workload=alexnet",
+            "framework=pool: workload=alexnet runs on tensorflow, pytorch only",
+        ),
+        (
+            "framework=pool dataset.format=tfrecord",
+            "dataset.format=tfrecord: framework=pool reads files only",
+        ),
+    ):
+        p = run(f"{start}{args} {searchpath} hydra.run.dir={tmp_path / 'refused'}")
+        assert p.returncode == 2 and said in p.stderr.strip().splitlines()[-1], p.stderr[-2000:]
+    assert not (tmp_path / "refused").exists()
+
+
+def _pool(cell) -> bool:
+    return records.read(cell / "record.json").config["framework"]["name"] == "pool"
+
+
 def test_a_toy_workload_keeps_its_checks_and_types(tmp_path):
     p = _campaign("workload=toy_sleep", "workload.sleep_s=-1", f"storage.root={tmp_path}", cwd=tmp_path)
     assert p.returncode == 2 and "workload.sleep_s=-1.0 must not be negative" in p.stderr
