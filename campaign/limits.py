@@ -102,16 +102,7 @@ def _generated(cfg, folder: str) -> int:
     from jobs import owned
     from jobs.data import datasets, synthetic
 
-    d = cfg.dataset
-    spec = synthetic.SyntheticSpec(
-        name=d.name,
-        num_classes=d.num_classes,
-        median_kb=d.median_kb,
-        size_spread=d.size_spread,
-        bytes_per_pixel=d.bytes_per_pixel,
-        grayscale_fraction=d.grayscale_fraction,
-        seed=cfg.seed,
-    )
+    spec = synthetic.spec_of(cfg.dataset, cfg.seed)
     meta = owned.tool_folder(folder) / datasets.SUBDIR / spec.key() / synthetic.META
     try:
         return int(json.loads(meta.read_text())["count"])

@@ -91,6 +91,7 @@ def check(cell, memo: dict | None = None) -> None:
     except KeyError as e:
         raise ConfigError(e.args[0]) from None
     workload.check(cfg)
+    _samples(cfg, workload)
     frameworks.check(cfg, workload.engines, gpu=not roots.runs_here(cfg) or accelerator.gpu_driver())
     _prefetch_to(cfg, workload)
     _trace(cfg, workload)
@@ -120,6 +121,16 @@ def check(cell, memo: dict | None = None) -> None:
 
 # where a tier's service may be set: a preset's own YAML only (storage=s3, storage=azure)
 _SERVICE_KEYS = ("storage.service", "checkpoint.slow.service")
+
+
+def _samples(cfg, workload) -> None:
+    """A set of arrays (``dataset.samples=arrays``: raw volumes) read by a workload that decodes images."""
+    dataset = cfg.dataset
+    if dataset is not None and str(dataset.samples) == "arrays" and workload.decodes(cfg):
+        raise ConfigError(
+            f"dataset.samples=arrays: workload={cfg.workload.name} decodes images, and arrays are read "
+            "whole, never decoded (workload=readonly or workload=emulated reads them)"
+        )
 
 
 def _service_is_the_presets(overrides) -> None:

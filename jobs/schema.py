@@ -135,6 +135,13 @@ class DatasetSource(StrEnum):
     filelist = "filelist"  # dataset.path is a text file with one image path per line
 
 
+class SampleKind(StrEnum):
+    images = "images"  # JPEGs, which a pipeline decodes and resizes
+    # raw arrays, read whole and not decoded, as DLIO generates and reads unet3d's volumes (random bytes of
+    # the sample's size)
+    arrays = "arrays"
+
+
 class DatasetFormat(StrEnum):
     files = "files"  # one file per image, as the paper read ImageNet
     tfrecord = "tfrecord"  # TFRecord shards of dataset.shard_mb, tf.train.Example records
@@ -251,6 +258,8 @@ class DatasetConf(Sealed):
     # JPEG bytes per pixel of a synthetic set; sets the image dimensions (3: an RGB pixel uncompressed)
     bytes_per_pixel: float = bounded(0.6, 0, 3, above=True, why="JPEG bytes per pixel, 3 uncompressed")
     grayscale_fraction: float = bounded(0.0, 0, 1)  # share of single-channel JPEGs in a synthetic set
+    # what a synthetic set's samples are: JPEG images, or arrays (raw volumes: read, never decoded)
+    samples: SampleKind = SampleKind.images
     # how the images are stored; tfrecord/hdf5 are converted once and reused
     format: DatasetFormat = DatasetFormat.files
     # size of a TFRecord shard or HDF5 file, MB (format=tfrecord|hdf5; npz holds one sample a file)
@@ -479,6 +488,8 @@ class AcceleratorConf(Sealed):
     # dataset, conf/dataset/default_for_emulated.yaml) is generated at them; ImageNet-like unless it says
     sample_kb: float = bounded(112.0, 0, above=True)
     sample_spread: float = bounded(0.5, 0, 3, why="the log-normal's sigma: 0 gives every sample one size")
+    # what its workload's samples are: images (decoded and resized) or arrays (unet3d's volumes, read whole)
+    samples: SampleKind = SampleKind.images
 
 
 @dataclass

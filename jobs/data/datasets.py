@@ -45,6 +45,12 @@ class Dataset:
     client: str = ""  # the object client the runs read through (jobs.storage.objectstore.clients)
     # the bytes the files take on the tier where that is not their sizes' sum (files with holes: a replay's)
     allocated: int | None = None
+    samples: str = "images"  # images (JPEGs a pipeline decodes) or arrays (raw volumes, read whole)
+
+    @property
+    def holds_images(self) -> bool:
+        """Whether its samples are images a pipeline decodes (not arrays, read as they are)."""
+        return self.samples == "images"
 
     @property
     def total_bytes(self) -> int:
@@ -203,15 +209,7 @@ def resolve(dataset_cfg, storage_root: str, seed: int) -> Dataset:
     if n < 1:
         raise DatasetError(f"dataset.num_images={n} must be at least 1")
     if source == "synthetic":
-        spec = synthetic.SyntheticSpec(  # the casts keep the set's cache key (a hash of these) one per set
-            name=dataset_cfg.name,
-            num_classes=int(dataset_cfg.num_classes),
-            median_kb=float(dataset_cfg.median_kb),
-            size_spread=float(dataset_cfg.size_spread),
-            bytes_per_pixel=float(dataset_cfg.bytes_per_pixel),
-            grayscale_fraction=float(dataset_cfg.grayscale_fraction),
-            seed=seed,
-        )
+        spec = synthetic.spec_of(dataset_cfg, seed)
         try:
             folder = synthetic.ensure(spec, cache_dir(storage_root), n)
         except synthetic.NoSpace as e:
@@ -228,6 +226,7 @@ def resolve(dataset_cfg, storage_root: str, seed: int) -> Dataset:
             labels=tuple(c for _, c, _ in rows),
             sizes=tuple(b for _, _, b in rows),
             num_classes=spec.num_classes,
+            samples=spec.samples,
         )
     if not dataset_cfg.path:
         raise DatasetError(f"dataset.path is required with dataset.source={source}")

@@ -4,6 +4,9 @@ File sizes follow a log-normal distribution around the preset's median; pixel di
 from the preset's JPEG bytes per pixel, so decode cost is realistic too. Image ``i`` depends only
 on ``(seed, i)``: a smaller set is a prefix of a larger one, and a set generated once is extended,
 never regenerated.
+
+A set of arrays (``samples="arrays"``: unet3d's volumes, as DLIO generates them) holds random bytes of
+each sample's size instead of a JPEG: read whole, never decoded.
 """
 
 from __future__ import annotations
@@ -51,14 +54,36 @@ class SyntheticSpec:
     bytes_per_pixel: float
     grayscale_fraction: float
     seed: int
+    samples: str = "images"  # images (JPEGs) or arrays (random bytes: raw volumes, never decoded)
 
     def key(self) -> str:
-        """Folder name of this spec's cache: the name and a hash of everything that shapes a file."""
-        blob = json.dumps({**asdict(self), "generator": GENERATOR_VERSION}, sort_keys=True)
+        """Folder name of this spec's cache: the name and a hash of everything that shapes a file (a set of
+        images hashes as it did before sets of arrays, so that it is not generated again)."""
+        shape = asdict(self)
+        if shape["samples"] == "images":
+            del shape["samples"]
+        blob = json.dumps({**shape, "generator": GENERATOR_VERSION}, sort_keys=True)
         return f"{self.name}-{hashlib.sha256(blob.encode()).hexdigest()[:10]}"
 
 
+def spec_of(dataset_cfg, seed: int) -> SyntheticSpec:
+    """The spec of a cell's synthetic set (``dataset_cfg``: its ``DatasetConf``); the casts keep the set's
+    cache key (a hash of these) one per set."""
+    return SyntheticSpec(
+        name=dataset_cfg.name,
+        num_classes=int(dataset_cfg.num_classes),
+        median_kb=float(dataset_cfg.median_kb),
+        size_spread=float(dataset_cfg.size_spread),
+        bytes_per_pixel=float(dataset_cfg.bytes_per_pixel),
+        grayscale_fraction=float(dataset_cfg.grayscale_fraction),
+        seed=seed,
+        samples=str(getattr(dataset_cfg, "samples", "images")),
+    )
+
+
 def relpath(spec: SyntheticSpec, i: int) -> str:
+    if spec.samples == "arrays":
+        return f"class_{i % spec.num_classes:04d}/vol_{i:07d}.bin"
     return f"class_{i % spec.num_classes:04d}/img_{i:07d}.jpg"
 
 
@@ -102,12 +127,15 @@ def _gaussian_levels():
 
 
 def encode(spec: SyntheticSpec, i: int) -> bytes:
-    """The JPEG bytes of image ``i``: smooth colour field plus noise, sized to its target."""
+    """The bytes of sample ``i``: a JPEG of a smooth colour field plus noise, sized to its target; in a set
+    of arrays, random bytes of exactly its target (a volume's voxels: DLIO's data, which no codec shrinks)."""
     import numpy as np
     from PIL import Image
 
     rng = np.random.default_rng([spec.seed, i, 2])
     target = target_bytes(spec, i)
+    if spec.samples == "arrays":
+        return rng.integers(0, 256, target, dtype=np.uint8).tobytes()
     gray = rng.random() < spec.grayscale_fraction
     aspect = float(rng.uniform(0.7, 1.45))
     grid = rng.integers(0, 256, (int(rng.integers(3, 12)), int(rng.integers(3, 12)), 3), dtype=np.uint8)
@@ -267,7 +295,7 @@ def _ensure_locked(spec: SyntheticSpec, folder: Path, count: int, workers: int |
     need, free = estimate_bytes(spec, have, count), shutil.disk_usage(folder).free
     if need > free:
         raise NoSpace(
-            f"generating {count - have} synthetic images in {folder} needs ~{need / 1e6:.0f} MB, "
+            f"generating {count - have} synthetic {spec.samples} in {folder} needs ~{need / 1e6:.0f} MB, "
             f"{free / 1e6:.0f} MB are free"
         )
     workers = workers or max(1, min(os.cpu_count() or 1, 8))
@@ -278,7 +306,7 @@ def _ensure_locked(spec: SyntheticSpec, folder: Path, count: int, workers: int |
         _undo(spec, folder, have, count, before)
         if isinstance(e, OSError) and e.errno == errno.ENOSPC:
             raise NoSpace(
-                f"generating {count - have} synthetic images in {folder}: the file system filled "
+                f"generating {count - have} synthetic {spec.samples} in {folder}: the file system filled "
                 f"({e.strerror}); the images this generation made were removed"
             ) from None
         raise
@@ -298,7 +326,8 @@ def _generate(
     starts = list(range(have, count, chunk))
     t0 = time.monotonic()
     done, next_pct = 0, 10
-    print(f"[dataset] generating {todo} synthetic images of {spec.name} into {folder}", file=sys.stderr)
+    line = f"[dataset] generating {todo} synthetic {spec.samples} of {spec.name} into {folder}"
+    print(line, file=sys.stderr)
     with _pool(todo, workers) as pool:
         futures = [pool.submit(_write_chunk, spec, str(folder), s, min(s + chunk, count)) for s in starts]
         for fut in futures:
@@ -334,7 +363,8 @@ def _generate(
     return folder
 
 
-_OURS = re.compile(r"img_(\d{7})\.jpg(\.\d+\.part)?")  # an image, or one cut off as it was written
+# an image or an array, or one cut off as it was written
+_OURS = re.compile(r"(?:img_(\d{7})\.jpg|vol_(\d{7})\.bin)(\.\d+\.part)?")
 
 
 def _classes(spec: SyntheticSpec, have: int, count: int) -> list[str]:
@@ -379,7 +409,8 @@ def _undo(spec: SyntheticSpec, folder: Path, have: int, count: int, before: set[
             m = _OURS.fullmatch(name)
             if m is None or f"{c}/{name}" in before:
                 continue
-            if have <= int(m[1]) < count and relpath(spec, int(m[1])).startswith(c + "/"):
+            i = int(m[1] or m[2])
+            if have <= i < count and relpath(spec, i).startswith(c + "/"):
                 _remove_own(folder / c / name)
         if c not in before:
             with contextlib.suppress(OSError):

@@ -166,6 +166,10 @@ class Workload:
     def check(self, cfg) -> None:
         """Raise campaign.errors.ConfigError (one line naming the setting) for what cannot run."""
 
+    def decodes(self, cfg) -> bool:
+        """Whether its runs decode the dataset's samples as images (a set of arrays cannot feed them)."""
+        return False
+
     def estimate_model(self, cfg) -> str | None:
         """How ``campaign.estimate`` times a run of this cell (``run_model``)."""
         return self.run_model

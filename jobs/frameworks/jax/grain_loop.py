@@ -28,7 +28,7 @@ def run_once(ds: Dataset, s: EmulatedSettings, workers: int, mark=lambda name: N
             f"{len(ds.files)} images make {steps} batch(es) of {s.batch_size}: AU leaves the first step "
             "out, so a run needs at least two (more images, or fewer accelerators)"
         )
-    dl = grain_loader.loader(ds, s, workers, decode=True, full_batches=True)
+    dl = grain_loader.loader(ds, s, workers, decode=ds.holds_images, full_batches=True)
     waits, computes, seen, drops, consumed = [], [], [], [], 0
     rb0, rc0 = pipeline.read_counters()
     mark("start")

@@ -39,7 +39,7 @@ def _epoch(ds: Dataset, s: EmulatedSettings, lo: Loader, mark, count) -> dict:
             f"{len(ds.files)} images make {steps} batch(es) of {s.batch_size}: AU leaves the first step "
             "out, so a run needs at least two (more images, or fewer accelerators)"
         )
-    data, sampler = build.dataset(ds, s, decode=True)
+    data, sampler = build.dataset(ds, s, decode=ds.holds_images)  # arrays are read whole, not decoded
     loader = build.loader(data, sampler, s, lo)
     waits, computes, seen, drops, consumed = [], [], [], [], 0
     rb0, rc0 = pipeline.read_counters()

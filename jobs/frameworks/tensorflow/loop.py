@@ -17,7 +17,7 @@ def run_once(ds: Dataset, s: EmulatedSettings, mark=lambda name: None) -> dict:
     """One epoch of full batches (the dataset or the task's shard), each followed by the step's sleep."""
     import tensorflow as tf
 
-    data = pipeline.build(ds, s)
+    data = pipeline.build(ds, s, decode=ds.holds_images)  # arrays (unet3d's volumes) are read, not decoded
     steps = len(ds.files) // s.batch_size
     if steps < 2:
         raise RuntimeError(

@@ -151,6 +151,9 @@ class AlexNet(Workload):
         ),
     )
 
+    def decodes(self, cfg) -> bool:
+        return True  # the model trains on decoded images
+
     def check(self, cfg) -> None:
         check_alexnet(cfg)
 

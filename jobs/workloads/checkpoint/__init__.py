@@ -171,6 +171,9 @@ class Checkpoint(Workload):
         ),
     )
 
+    def decodes(self, cfg) -> bool:
+        return True  # the model trains on decoded images
+
     def check(self, cfg) -> None:
         from jobs.storage.roots import storage_root
 

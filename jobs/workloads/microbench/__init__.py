@@ -86,6 +86,9 @@ class Microbench(Workload):
     def estimate_model(self, cfg) -> str | None:
         return "read" if cfg.workload.pipeline == "read_only" else "decode"
 
+    def decodes(self, cfg) -> bool:
+        return cfg.workload.pipeline != "read_only"
+
     def parallelism(self, cfg, result: dict | None = None) -> int | None:
         from jobs import frameworks
         from jobs.schema import threads_value
