@@ -147,8 +147,9 @@ def dataset_fits(cfg) -> None:
     if served:  # the embedded server's objects, a second copy of what it stores, on the same root
         need += int(synthetic_bytes(cfg.dataset, count) * (1.0 if cfg.dataset.format == "files" else 1.1))
     if need > free:
+        where = f"storage={cfg.storage.name}{_BOTH if served else ''}"
         raise ConfigError(
             f"dataset.num_images={count}: {'the' if todo == count else f'the {todo} missing'} synthetic "
-            f"images need ~{need / 1e9:.1f} GB on storage={cfg.storage.name}{_BOTH if served else ''}, "
+            f"{cfg.dataset.samples} need ~{need / 1e9:.1f} GB on {where}, "
             f"which has {free / 1e9:.1f} GB free: lower dataset.num_images or choose another storage.root"
         )

@@ -217,7 +217,7 @@ def test_sigterm_mid_run_ends_the_cell_in_seconds_with_one_line_and_grains_worke
 @pytest.mark.parametrize(
     "args, said",
     [
-        (["dataset.format=tfrecord"], "dataset.format=tfrecord: framework=jax reads files only"),
+        (["dataset.format=tfrecord"], "dataset.format=tfrecord: framework=jax reads files, npz only"),
         (["prefetch=1"], "prefetch=1 is tf.data's transformation: framework=jax's workers"),
         (["loader.pin_memory=true"], "loader.pin_memory=True: framework=jax's loader has no such setting"),
         (["loader.persistent_workers=true"], "loader.persistent_workers=True: framework=jax's loader has no"),
@@ -234,5 +234,5 @@ def test_what_grain_cannot_do_is_refused_in_one_line_naming_the_setting(refusal,
 def test_a_refused_jax_command_exits_2_with_one_line(tmp_path):
     p = campaign("framework=jax", "dataset.format=hdf5", f"storage.root={tmp_path}", cwd=tmp_path)
     assert p.returncode == 2
-    assert one_line(p).startswith("campaign: dataset.format=hdf5: framework=jax reads files only")
+    assert one_line(p).startswith("campaign: dataset.format=hdf5: framework=jax reads files, npz only")
     assert list(tmp_path.iterdir()) == []

@@ -18,7 +18,8 @@ FRAMEWORK = Framework(
     reads_with="Grain, JAX's data loader (`framework=jax`: `readers` worker processes, one read thread "
     "each, `loader.num_workers` or else `threads`)",
     companions=("grain",),
-    formats=("files",),  # Grain's random-access source over image files (TFRecord, ArrayRecord: not yet)
+    # Grain's random-access source over image files and npz files (TFRecord, ArrayRecord: not yet)
+    formats=("files", "npz"),
     rank=2,
     engines={
         "microbench": "jobs.frameworks.jax.grain_reading",

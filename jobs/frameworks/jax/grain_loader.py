@@ -22,16 +22,20 @@ import time
 import grain
 import numpy as np
 
-from jobs.data import read_errors
+from jobs.data import formats, read_errors
 from jobs.data.datasets import Dataset
 
 
 class Images:
-    """Grain's random-access data source: position ``k`` of the run's order is image ``order[k]``, its file
-    read whole. Picklable (a spawned worker gets its own copy)."""
+    """Grain's random-access data source: position ``k`` of the run's order is sample ``order[k]``, its file
+    read whole (``dataset.format=npz``: its npz file's ``x``, as DLIO's npz reader loads it). Picklable (a
+    spawned worker gets its own copy)."""
 
     def __init__(self, ds: Dataset, order: list[int], read_delay_ms: float = 0.0):
+        from jobs.data.readers import container_of
+
         self.ds, self.order, self.delay_s = ds, order, read_delay_ms / 1000
+        self.paths = container_of(ds) if ds.format == "npz" else ds.files
 
     def __len__(self) -> int:
         return len(self.order)
@@ -41,14 +45,23 @@ class Images:
         if self.delay_s:
             time.sleep(self.delay_s)
         try:
-            if self.ds.files[i] in self.ds.skipped:  # a FIFO or a device is never opened
-                raise OSError(f"{self.ds.files[i]} is not a regular file")
-            with open(self.ds.files[i], "rb", buffering=0) as f:
-                data = f.read()
+            data = self._read(i)
         except OSError as e:
             read_errors.raise_if_failed(self.ds, i, e, self.ds.where(i))
             return {"index": i, "data": b"", "nbytes": 0, "ok": False}
         return {"index": i, "data": data, "nbytes": len(data), "ok": True}
+
+    def _read(self, i: int) -> bytes:
+        path = self.paths[i]
+        if self.ds.format == "npz":
+            try:
+                return formats.load_npz(path)
+            except ValueError as e:  # no npz of the tool's: dropped, as a damaged image is
+                raise OSError(str(e)) from None
+        if path in self.ds.skipped:  # a FIFO or a device is never opened
+            raise OSError(f"{path} is not a regular file")
+        with open(path, "rb", buffering=0) as f:
+            return f.read()
 
 
 class Decode(grain.transforms.Map):
