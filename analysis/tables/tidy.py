@@ -129,12 +129,21 @@ def _object_client(rec: records.CellRecord) -> dict:
     return out
 
 
+def _pipeline(cfg: dict) -> str:
+    """What the input pipeline did to each sample (Fig. 4's decode_resize or Fig. 5's read_only): read only
+    where the dataset holds arrays (``dataset.samples=arrays``: unet3d's volumes, never decoded)."""
+    dataset = cfg.get("dataset") if isinstance(cfg.get("dataset"), dict) else {}
+    if dataset.get("samples") == "arrays":
+        return "read_only"
+    return cfg["workload"].get("pipeline") or ""
+
+
 def _cell_values(cfg: dict) -> dict:
     return {
         "workload": cfg["workload"]["name"],
         "kind": cfg["workload"].get("kind")
         or "microbench",  # the workload module: what the analysis selects by
-        "pipeline": cfg["workload"].get("pipeline") or "",  # what the tf.data map does (Fig. 4 or Fig. 5)
+        "pipeline": _pipeline(cfg),
         "framework": framework_of(cfg),
         "loader_workers": _loader_workers(cfg),
         "accelerator": (cfg.get("accelerator") or {}).get("name") or "",  # workload=emulated: its profile

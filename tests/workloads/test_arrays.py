@@ -79,6 +79,7 @@ def test_every_framework_reads_the_same_arrays_whole_and_decodes_none(read):
         assert (row["images"], row["images_dropped"]) == (28, 0), fw
         assert row["bytes_consumed"] == total, fw  # every sample read whole, none dropped as "no image"
         assert row["cache_state"] == "cold", fw
+        assert row["pipeline"] == "read_only", fw  # what was done to each sample: read, not decoded
     # each .npz holds the sample's raw bytes as ``x``: what DLIO's npz reader loads
     converted = next(root.glob("iocampaign/datasets/converted/*"))
     sample = sorted(converted.rglob("*.npz"))[0]
