@@ -61,6 +61,29 @@ def _others_write(st: os.stat_result) -> bool:
     return bool(st.st_mode & stat.S_IWOTH)
 
 
+def trusted_portions(package) -> list[str]:
+    """The folders of a namespace package (``package.__path__``: every folder of its name on ``sys.path``,
+    the folder a command runs in first) that belong to root or this user and that other users may not
+    write. Another user's folder, or one anyone may write (an ``iocampaign_workloads`` planted in /tmp,
+    where root runs a command), is left out, said in one line on stderr, and the package narrowed to the
+    rest: code of another user's is never imported."""
+    import sys
+
+    kept = []
+    for folder in list(package.__path__):
+        try:
+            st = os.stat(folder)
+        except OSError:
+            continue
+        if _trusted(st.st_uid) and not _others_write(st):
+            kept.append(folder)
+            continue
+        whose = "anyone may write it" if _trusted(st.st_uid) else f"it is {_user(st.st_uid)}'s"
+        print(f"iocampaign: {folder} is not imported: {whose}", file=sys.stderr)
+    package.__path__ = kept
+    return kept
+
+
 def shared(parent: str | Path) -> bool:
     """Whether other users may add files to ``parent`` (a folder like /tmp)."""
     try:

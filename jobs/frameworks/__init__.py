@@ -35,7 +35,10 @@ def _discover() -> dict[str, Framework]:
     except ModuleNotFoundError:
         ext = None
     if ext is not None:
-        found += [_declared(f"{EXTERNAL}.{m.name}") for m in pkgutil.iter_modules(ext.__path__) if m.ispkg]
+        from jobs import owned
+
+        portions = owned.trusted_portions(ext)  # never another user's code
+        found += [_declared(f"{EXTERNAL}.{m.name}") for m in pkgutil.iter_modules(portions) if m.ispkg]
     named: dict[str, Framework] = {}
     for fw in sorted(found, key=lambda fw: fw.rank):
         if fw.name in named:

@@ -251,11 +251,13 @@ def discover() -> None:
     _discovered[0] = True
     for info in pkgutil.iter_modules(__path__):
         importlib.import_module(f"{__name__}.{info.name}")
+    from jobs import owned
+
     try:
         ext = importlib.import_module(EXTERNAL)
     except ModuleNotFoundError:
         return
-    for info in pkgutil.iter_modules(ext.__path__):
+    for info in pkgutil.iter_modules(owned.trusted_portions(ext)):
         importlib.import_module(f"{EXTERNAL}.{info.name}")
 
 
