@@ -91,9 +91,9 @@ def _decoded(data: bytes, side: int, blank):
     return True, np.asarray(rgb, dtype=np.float32)
 
 
-def loader(ds: Dataset, s, workers: int, *, decode: bool, full_batches: bool = False):
+def loader(ds: Dataset, s, workers: int, *, decode: bool):
     """The ``grain.DataLoader`` of one run (``s``: its ``PipelineSettings``): one pass over the set in the
-    run's order, in batches (``full_batches``: the last, short one left out, as a training step takes)."""
+    run's order, in batches: each worker batches the samples it reads, and its last batch may be short."""
     from absl import flags
 
     from jobs.data import order
@@ -105,7 +105,7 @@ def loader(ds: Dataset, s, workers: int, *, decode: bool, full_batches: bool = F
     sampler = grain.samplers.IndexSampler(
         len(source), shuffle=False, num_epochs=1, shard_options=grain.sharding.NoSharding()
     )
-    batch = grain.transforms.Batch(s.batch_size, drop_remainder=full_batches)
+    batch = grain.transforms.Batch(s.batch_size, drop_remainder=False)
     return grain.DataLoader(
         data_source=source,
         sampler=sampler,

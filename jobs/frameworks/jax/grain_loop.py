@@ -28,8 +28,12 @@ def run_once(ds: Dataset, s: EmulatedSettings, workers: int, mark=lambda name: N
             f"{len(ds.files)} images make {steps} batch(es) of {s.batch_size}: AU leaves the first step "
             "out, so a run needs at least two (more images, or fewer accelerators)"
         )
-    dl = grain_loader.loader(ds, s, workers, decode=ds.holds_images, full_batches=True)
+    # every worker batches the samples it reads and leaves its own short batch: up to workers x (batch - 1)
+    # samples of an epoch never read. The steps are cut here instead, from what the workers deliver, so an
+    # epoch reads every full step's samples, as the other frameworks' do
+    dl = grain_loader.loader(ds, s, workers, decode=ds.holds_images)
     waits, computes, seen, drops, consumed = [], [], [], [], 0
+    pending: list[tuple[int, bool, int]] = []  # (index, usable, bytes) delivered, not yet in a step
     rb0, rc0 = pipeline.read_counters()
     mark("start")
     t0 = time.perf_counter()
@@ -39,19 +43,16 @@ def run_once(ds: Dataset, s: EmulatedSettings, workers: int, mark=lambda name: N
             for _ in range(steps):
                 interrupts.check()  # Ctrl-C and SIGTERM end the run here, between steps
                 a = time.perf_counter()
-                try:
-                    batch = interrupts.waiting(next, it)
-                except StopIteration:
+                if not _fill(it, pending, s.batch_size):
                     break
+                step, pending[:] = pending[: s.batch_size], pending[s.batch_size :]
                 b = time.perf_counter()
                 time.sleep(s.step_time_s)  # the accelerator computes; the workers keep reading meanwhile
                 computes.append(time.perf_counter() - b)
                 waits.append(b - a)
-                ok, index = np.asarray(batch["ok"], bool), np.asarray(batch["index"])
-                seen.extend(int(i) for i in index[ok])
-                drops.extend(int(i) for i in index[~ok])
-                consumed += int(np.asarray(batch["nbytes"])[ok].sum())
-                del batch  # its shared memory goes back before the workers end
+                seen.extend(i for i, ok, _ in step if ok)
+                drops.extend(i for i, ok, _ in step if not ok)
+                consumed += sum(n for _, ok, n in step if ok)
             t_end = time.perf_counter()
     finally:
         grain_loader.shut_down(it)  # joined: the workers' reads are in this process's counters now
@@ -69,6 +70,20 @@ def run_once(ds: Dataset, s: EmulatedSettings, workers: int, mark=lambda name: N
         "t_end": t_end,
     }
     return result(ds, s, steps, drops, ((rb0, rc0), (rb1, rc1)))
+
+
+def _fill(it, pending: list, size: int) -> bool:
+    """Take the workers' batches from ``it`` into ``pending`` until it holds ``size`` samples; False when the
+    epoch ended first."""
+    while len(pending) < size:
+        try:
+            batch = interrupts.waiting(next, it)
+        except StopIteration:
+            return False
+        ok, index = np.asarray(batch["ok"], bool), np.asarray(batch["index"])
+        pending.extend(zip(index.tolist(), ok.tolist(), np.asarray(batch["nbytes"]).tolist()))
+        del batch  # its shared memory goes back before the workers end
+    return True
 
 
 def run(ctx, s: EmulatedSettings) -> dict:
