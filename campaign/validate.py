@@ -124,9 +124,17 @@ _SERVICE_KEYS = ("storage.service", "checkpoint.slow.service")
 
 
 def _samples(cfg, workload) -> None:
-    """A set of arrays (``dataset.samples=arrays``: raw volumes) read by a workload that decodes images."""
+    """A set of arrays (``dataset.samples=arrays``: raw volumes) that is not a synthetic set, or that a
+    workload that decodes images would read."""
     dataset = cfg.dataset
-    if dataset is not None and str(dataset.samples) == "arrays" and workload.decodes(cfg):
+    if dataset is None or str(dataset.samples) != "arrays":
+        return
+    if str(dataset.source) != "synthetic":
+        raise ConfigError(
+            f"dataset.samples=arrays: dataset.source={dataset.source} holds your own files, read as they "
+            "are; arrays are a synthetic set's (dataset.samples=images, or dataset.source=synthetic)"
+        )
+    if workload.decodes(cfg):
         raise ConfigError(
             f"dataset.samples=arrays: workload={cfg.workload.name} decodes images, and arrays are read "
             "whole, never decoded (workload=readonly or workload=emulated reads them)"

@@ -61,27 +61,58 @@ def _others_write(st: os.stat_result) -> bool:
     return bool(st.st_mode & stat.S_IWOTH)
 
 
-def trusted_portions(package) -> list[str]:
-    """The folders of a namespace package (``package.__path__``: every folder of its name on ``sys.path``,
-    the folder a command runs in first) that belong to root or this user and that other users may not
-    write. Another user's folder, or one anyone may write (an ``iocampaign_workloads`` planted in /tmp,
-    where root runs a command), is left out, said in one line on stderr, and the package narrowed to the
-    rest: code of another user's is never imported."""
+def trusted_portions(name: str) -> list[str]:
+    """The folders of the namespace package ``name`` (every folder of that name on ``sys.path``, the folder a
+    command runs in first) whose code only root or this user could have written, the package imported and
+    narrowed to them; [] where there is none. A folder is left out, with one line on stderr, where another
+    user owns it or any file or folder in it, where others may write one of them, or where the way to it
+    passes a link another user made or a folder another user could change (an ``iocampaign_workloads``
+    planted in /tmp, where root runs a command). A module or package of that name that is no namespace (an
+    ``iocampaign_workloads.py``) is never imported: it would run before any folder was judged."""
+    import importlib
+    import importlib.util
     import sys
 
+    spec = importlib.util.find_spec(name)
+    if spec is None:
+        return []
+    if spec.origin is not None or spec.submodule_search_locations is None:
+        print(
+            f"iocampaign: {spec.origin} is not imported: {name} must be a folder without __init__.py",
+            file=sys.stderr,
+        )
+        return []
     kept = []
-    for folder in list(package.__path__):
-        try:
-            st = os.stat(folder)
-        except OSError:
-            continue
-        if _trusted(st.st_uid) and not _others_write(st):
-            kept.append(folder)
-            continue
-        whose = "anyone may write it" if _trusted(st.st_uid) else f"it is {_user(st.st_uid)}'s"
-        print(f"iocampaign: {folder} is not imported: {whose}", file=sys.stderr)
+    for folder in dict.fromkeys(spec.submodule_search_locations):
+        why = _why_not_code(folder)
+        if why is None and os.path.realpath(folder) not in kept:
+            kept.append(os.path.realpath(folder))
+        elif why is not None:
+            print(f"iocampaign: {folder} is not imported: {why}", file=sys.stderr)
+    package = importlib.import_module(name)  # a namespace package: importing it runs no code
     package.__path__ = kept
+    package.__spec__.submodule_search_locations = kept
     return kept
+
+
+def _why_not_code(folder: str) -> str | None:
+    """Why the code in ``folder`` may not be another user's, or None."""
+    try:
+        way = list(_walk(Path(os.path.abspath(folder)), 1, "sys.path"))
+    except PlantedLink as e:
+        return f"the way to it passes {e.link}, a link {e.user} made"
+    for shown, _, st, _ in way[:-1]:
+        why = _why_not_on_way(shown, st)
+        if why:
+            return why
+    for top, dirs, files in os.walk(way[-1][1] if way else folder):
+        for entry in (top, *(os.path.join(top, n) for n in (*dirs, *files))):
+            st = os.lstat(entry)
+            if not _trusted(st.st_uid):
+                return f"{entry} is {_user(st.st_uid)}'s"
+            if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not stat.S_ISLNK(st.st_mode):
+                return f"others may write {entry} (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
 
 
 def shared(parent: str | Path) -> bool:

@@ -205,7 +205,7 @@ def _repair(spec: SyntheticSpec, folder: Path, rows: list[tuple[int, str, int, i
             bad.append(i)
     if bad:
         print(
-            f"[dataset] {len(bad)} images of {folder} are missing or damaged: regenerating them",
+            f"[dataset] {len(bad)} {spec.samples} of {folder} are missing or damaged: regenerating them",
             file=sys.stderr,
         )
         for i in bad:

@@ -30,15 +30,10 @@ def _discover() -> dict[str, Framework]:
     namespace package (a folder of that name, without ``__init__.py``, on ``PYTHONPATH``), in their
     ``rank`` (the paper's first): importing a package imports no framework, only what it declares."""
     found = [_declared(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(__path__) if m.ispkg]
-    try:
-        ext = importlib.import_module(EXTERNAL)
-    except ModuleNotFoundError:
-        ext = None
-    if ext is not None:
-        from jobs import owned
+    from jobs import owned
 
-        portions = owned.trusted_portions(ext)  # never another user's code
-        found += [_declared(f"{EXTERNAL}.{m.name}") for m in pkgutil.iter_modules(portions) if m.ispkg]
+    portions = owned.trusted_portions(EXTERNAL)  # never another user's code
+    found += [_declared(f"{EXTERNAL}.{m.name}") for m in pkgutil.iter_modules(portions) if m.ispkg]
     named: dict[str, Framework] = {}
     for fw in sorted(found, key=lambda fw: fw.rank):
         if fw.name in named:
@@ -135,7 +130,11 @@ def _installed(fw: Framework) -> None:
         if not _has(package):
             raise ConfigError(
                 f"framework={fw.name} needs the {package} package, which this Python does not have: "
-                f"pip install '.[{fw.name}]' (make install does it; README: Install)"
+                + (
+                    f"pip install '.[{fw.name}]' (make install does it; README: Install)"
+                    if fw.engines and all(m.startswith(__name__) for m in fw.engines.values())
+                    else f"install it where the framework's package {fw.name} says"
+                )
             )
 
 

@@ -185,3 +185,18 @@ def test_a_planned_cell_runs_with_its_planned_data_and_the_sweeps_hydra_node(com
     assert {k: v for k, v in task.items() if k != "hydra"} == cell.data
     assert list(cfg.hydra.overrides.task) == ["threads=4", "batch_size=32"] and cfg.hydra.job.num == 7
     assert cfg.hydra.job.override_dirname == "batch_size=32,threads=4"
+
+
+@pytest.mark.parametrize("overrides", [[], ["workload=emulated", "accelerator=alexnet_h100"]])
+def test_settings_added_since_keep_a_cells_id_at_their_defaults(composer, overrides):
+    """A cell planned before ``dataset.samples`` and the profiles' sample sizes existed (its record holds
+    none of them) has the id the same cell has today: a resumed campaign finds it done."""
+    import copy
+
+    today = plan.resolved(composer(overrides))
+    before = copy.deepcopy(today)
+    del before["dataset"]["samples"]
+    if before.get("accelerator"):
+        for key in ("samples", "sample_kb", "sample_spread"):
+            del before["accelerator"][key]
+    assert plan.cell_id(before) == plan.cell_id(today)

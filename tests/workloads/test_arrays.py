@@ -105,5 +105,12 @@ def test_a_workload_that_decodes_images_refuses_arrays_in_one_line(overrides):
     assert "\n" not in str(e.value)
 
 
+def test_arrays_of_a_users_own_files_are_refused_in_one_line(tmp_path):
+    overrides = [*SMALL, "prefetch=2", "dataset.source=folder", f"dataset.path={tmp_path}"]
+    with pytest.raises(ConfigError) as e:
+        validate.check(Cell.from_composed(compose_cell(overrides)))
+    assert str(e.value).startswith("dataset.samples=arrays: dataset.source=folder holds your own files")
+
+
 def test_the_read_only_micro_benchmark_reads_arrays():
     validate.check(Cell.from_composed(compose_cell(["workload=readonly", "dataset.samples=arrays"])))

@@ -1,7 +1,8 @@
 """The emulated accelerator through JAX's Grain (``framework=jax``): the same step as ``loop`` (take the
 next batch, sleep the accelerator's compute time for it) fed by a ``grain.DataLoader`` whose worker
 processes load ahead while the step sleeps (``jobs.frameworks.jax.grain_loader``: one read thread a
-worker, full batches only).
+worker); the steps are cut here from the samples the workers deliver, each worker's short last batch
+joined to the others', so an epoch reads every full step as the other frameworks' do.
 
 Time runs from the ``iter(loader)`` call, which starts the workers: the first step's wait holds their
 start-up, and AU leaves it out. At the end the workers are joined, so their CPU time and reads count in the

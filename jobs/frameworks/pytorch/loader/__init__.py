@@ -6,8 +6,9 @@ sample orders as the tf.data side (``jobs.data.pipeline``), read through ``torch
   files itself) and ``TFRecordShards`` (the TFRecord shards the tf.data side reads, as an
   ``IterableDataset``: each worker reads its share of the shards through, as WebDataset's tar shards
   are read);
-- ``order``: the run's sample order (global / local / none shuffle, a shuffle buffer) with numpy;
-- ``tfrecord``: the TFRecord framing and the three ``tf.train.Example`` features this tool writes,
-  read without TensorFlow;
+- ``s3map``: one GET per image through the cell's object client, in the workers;
 - ``build``: the DataLoader of one run from the cell's ``loader.*`` settings, and the run's loop.
+
+What it shares with Grain's loader is in ``jobs.data``: the run's sample order with numpy (``order``) and
+TFRecord read without TensorFlow (``tfrecord``).
 """
