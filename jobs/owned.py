@@ -67,8 +67,8 @@ def trusted_portions(name: str) -> list[str]:
     narrowed to them; [] where there is none. A folder is left out, with one line on stderr, where another
     user owns it or any file or folder in it, where others may write one of them, or where the way to it
     passes a link another user made or a folder another user could change (an ``iocampaign_workloads``
-    planted in /tmp, where root runs a command). A module or package of that name that is no namespace (an
-    ``iocampaign_workloads.py``) is never imported: it would run before any folder was judged."""
+    planted in /tmp, where root runs a command). A module or package of that name that is no namespace (a
+    ``<name>.py`` file) is never imported: it would run before any folder was judged."""
     import importlib
     import importlib.util
     import sys
