@@ -20,6 +20,9 @@ from jobs.storage import backends
 # synthetic JPEGs written per second, MB/s, 2 cores (generator 2: imagenet_subset's 16,384 images, 2.08 GB,
 # in 61 s; 2,048 in 9.1 s: 28.5 MB/s)
 GENERATE_MB_S = 30.0
+# synthetic arrays (dataset.samples=arrays: random bytes, nothing encoded), MB/s: 1.2 GB in 2.1 s on 2 cores
+# (582 MB/s, into the page cache); halved for a set larger than memory, which waits for the disk
+ARRAYS_MB_S = 300.0
 # workload=microbench, 1 map thread, 2 cores, local disk: 16,384 images in ~35 s per run
 DECODE_IMAGES_S = 470.0
 READ_ONLY_IMAGES_S = 1900.0  # workload=readonly, 1 thread, local disk, cold (docs/scaling.md)
@@ -69,6 +72,12 @@ class Data:
     mean_bytes: float  # per image: its JPEG's mean size in the generator's size model
     have: int | None  # images already generated there; None: not known on this machine
     test_file_bytes: float = 0.0  # workload=baseline's sequential test file beside the set (Table I's IOR)
+    samples: str = "images"  # what the set holds: images (JPEGs, encoded) or arrays (random bytes)
+
+    @property
+    def generated_mb_s(self) -> float:
+        """How fast the generator writes the set, MB/s."""
+        return ARRAYS_MB_S if self.samples == "arrays" else GENERATE_MB_S
 
     def line(self) -> str:
         need = self.images * self.mean_bytes
@@ -82,7 +91,7 @@ class Data:
             made = f"{self.have:,} already generated there" if self.have else "none generated there yet"
             there = (
                 f"{made}, {todo:,} to generate "
-                f"(≈{_size(todo_bytes)}, ≈{duration(todo_bytes / (GENERATE_MB_S * 1e6))})"
+                f"(≈{_size(todo_bytes)}, ≈{duration(todo_bytes / (self.generated_mb_s * 1e6))})"
             )
         test = ""
         if self.test_file_bytes:  # written, read and removed by each baseline run: it needs the room
@@ -90,10 +99,8 @@ class Data:
                 f" (with workload=baseline's {_size(self.test_file_bytes)} sequential test file, "
                 f"≈{_size(need + self.test_file_bytes)} in all)"
             )
-        return (
-            f"dataset {self.name} on {self.root}: {self.images:,} synthetic images, ≈{_size(need)}{test}; "
-            f"{there}"
-        )
+        count = f"{self.images:,} synthetic {self.samples}"
+        return f"dataset {self.name} on {self.root}: {count}, ≈{_size(need)}{test}; {there}"
 
 
 def _size(n: float) -> str:
@@ -357,14 +364,14 @@ class Estimate:
                 if key not in self.data:
                     sizes[key] = mean_image_bytes(ds.median_kb, ds.size_spread)
                     have = _have(cfg) if local else None
-                    self.data[key] = Data(ds.name, key[0], 0, sizes[key], have)
+                    self.data[key] = Data(ds.name, key[0], 0, sizes[key], have, samples=str(ds.samples))
                     made[key] = have or 0
                 d, mean = self.data[key], sizes[key]
                 d.images = max(d.images, ds.num_images)
                 if _model(cfg) == "baseline":
                     d.test_file_bytes = max(d.test_file_bytes, cfg.workload.file_gb * 1e9)
                 if d.images > made[key]:
-                    gen = (d.images - made[key]) * mean / (GENERATE_MB_S * 1e6)
+                    gen = (d.images - made[key]) * mean / (d.generated_mb_s * 1e6)
                     made[key] = d.images
             cores = (os.cpu_count() or 1) if local else cfg.platform.cpus_per_task
             run = _run_s(cfg, cores, n, mean, gpu if local else None)

@@ -114,3 +114,12 @@ def test_arrays_of_a_users_own_files_are_refused_in_one_line(tmp_path):
 
 def test_the_read_only_micro_benchmark_reads_arrays():
     validate.check(Cell.from_composed(compose_cell(["workload=readonly", "dataset.samples=arrays"])))
+
+
+def test_a_dry_run_counts_arrays(tmp_path):
+    p = campaign(
+        "-m", *SMALL, *RUN, "prefetch=1", f"storage.root={tmp_path}", "platform.dry_run=true", cwd=tmp_path
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    line = next(x for x in p.stdout.splitlines() if x.startswith("dataset "))
+    assert ": 21 synthetic arrays, " in line and "21 to generate" in line
