@@ -30,8 +30,7 @@ from jobs import interrupts
 from jobs.data import pipeline
 from jobs.data.datasets import Dataset
 from jobs.frameworks.pytorch.loader.build import Loader
-from jobs.metrics import MB
-from jobs.workloads.alexnet.settings import TrainResult, TrainSettings, write_steps
+from jobs.workloads.alexnet.settings import TrainResult, TrainSettings, result, write_steps
 
 
 def device_name(choice: str) -> str:
@@ -227,43 +226,21 @@ def run_once(
         batches.close()
     mark("end")  # after the join: a worker's CPU time is in RUSAGE_CHILDREN only once it is waited for
     rb1, rc1 = pipeline.read_counters()
-    waits, computes, seen, consumed = loop["waits"], loop["computes"], loop["seen"], loop["consumed"]
+    waits, computes = loop["waits"], loop["computes"]
     if not waits:
         raise RuntimeError(f"the DataLoader delivered no batch out of {len(ds.files)} files")
     if steps_csv is not None:
         write_steps(steps_csv, waits, computes)
     drops = sorted(batches.dropped)
-    t0 = loop["t0"]
-    runtime = loop["t_end"] - t0
-    steady = runtime - (waits[0] + computes[0])
     solo = (
         compute_only(step, *loop["last"], device, len(waits) - 1, s.compute_only_steps)
         if s.compute_only_steps and len(waits) > 1 and "last" in loop
         else None
     )
-    return TrainResult(
-        steps=len(waits),
-        images=len(seen),
-        images_dropped=len(drops),
-        dropped_files=[ds.where(i) for i in drops[: pipeline.DROPPED_LISTED]],
-        runtime_s=runtime,
-        data_wait_s=sum(waits),
-        compute_s=sum(computes),
-        first_step_s=waits[0] + computes[0],
-        steady_runtime_s=steady,
-        first_step_wait_s=waits[0],
-        train_au_percentage=100 * sum(computes[1:]) / steady if steady > 0 else float("nan"),
-        compute_only_s=solo,
-        images_per_s=len(seen) / runtime,
-        mb_per_s=consumed / runtime / MB,
-        bytes_consumed=consumed,
-        bytes_read_device=None if rb0 is None or rb1 is None else rb1 - rb0,
-        bytes_read_syscall=None if rc0 is None or rc1 is None else rc1 - rc0,
-        device=device,
-        parameters=parameters(model),
-        final_loss=loop["loss"],
-        t_first_iterator_call=t0,
-        t_last_iterator_call=loop["t_last_call"],
+    counters = ((rb0, rc0), (rb1, rc1))
+    t0 = loop["t0"]
+    return result(
+        ds, loop, drops, counters, t0=t0, compute_only_s=solo, device=device, parameters=parameters(model)
     )
 
 

@@ -17,8 +17,7 @@ from jobs import interrupts
 from jobs.data import pipeline, readers
 from jobs.data.datasets import Dataset
 from jobs.frameworks.tensorflow import overlap
-from jobs.metrics import MB
-from jobs.workloads.alexnet.settings import TrainResult, TrainSettings, write_steps  # noqa: F401 - its API
+from jobs.workloads.alexnet.settings import TrainResult, TrainSettings, result, write_steps  # noqa: F401 - its API
 
 
 def device_name(choice: str) -> str:
@@ -153,43 +152,29 @@ def run_once(
     del it  # stop read-ahead before the counters are read
     readers.close_all()
     rb1, rc1 = pipeline.read_counters()
-    waits, computes, seen, consumed = loop["waits"], loop["computes"], loop["seen"], loop["consumed"]
-    exhausted, loss, t_end, t_last_call = loop["exhausted"], loop["loss"], loop["t_end"], loop["t_last_call"]
-    drops = pipeline.dropped(ds, seen, exhausted, s.seed, **s.order)  # first: a failed read is the reason
+    waits, computes = loop["waits"], loop["computes"]
+    drops = pipeline.dropped(
+        ds, loop["seen"], loop["exhausted"], s.seed, **s.order
+    )  # first: a failed read is the reason
     if not waits:
         raise RuntimeError(f"the pipeline delivered no batch out of {len(ds.files)} files")
     if steps_csv is not None:
         write_steps(steps_csv, waits, computes)
-    runtime = t_end - t0
-    steady = runtime - (waits[0] + computes[0])
     solo = (
         overlap.compute_only(step, *loop["last"], device, len(waits) - 1, s.compute_only_steps)
         if s.compute_only_steps and len(waits) > 1
         else None
     )
-    return TrainResult(
-        steps=len(waits),
-        images=len(seen),
-        images_dropped=len(drops),
-        dropped_files=[ds.where(i) for i in drops[: pipeline.DROPPED_LISTED]],
-        runtime_s=runtime,
-        data_wait_s=sum(waits),
-        compute_s=sum(computes),
-        first_step_s=waits[0] + computes[0],
-        steady_runtime_s=steady,
-        first_step_wait_s=waits[0],
-        train_au_percentage=100 * sum(computes[1:]) / steady if steady > 0 else float("nan"),
+    counters = ((rb0, rc0), (rb1, rc1))
+    return result(
+        ds,
+        loop,
+        drops,
+        counters,
+        t0=t0,
         compute_only_s=solo,
-        images_per_s=len(seen) / runtime,
-        mb_per_s=consumed / runtime / MB,
-        bytes_consumed=consumed,
-        bytes_read_device=None if rb0 is None or rb1 is None else rb1 - rb0,
-        bytes_read_syscall=None if rc0 is None or rc1 is None else rc1 - rc0,
         device=device,
         parameters=int(model.count_params()),
-        final_loss=loss,
-        t_first_iterator_call=t0,
-        t_last_iterator_call=t_last_call,
     )
 
 

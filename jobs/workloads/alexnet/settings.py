@@ -76,3 +76,43 @@ def parameters(num_classes: int, side: int, width: float) -> int:
     n = pooled(pooled(pooled(-(-side // 4))))  # conv 1 (stride 4, same), then the three poolings
     dense = [(n * n * w(256), w(4096)), (w(4096), w(4096)), (w(4096), num_classes)]
     return out + sum(i * o + o for i, o in dense)
+
+
+def result(
+    ds, loop: dict, drops: list, counters: tuple, *, t0: float, compute_only_s, device: str, parameters: int
+) -> TrainResult:
+    """A training run's result, the same for every framework's engine: ``loop`` holds its ``waits`` and
+    ``computes`` (one per step), ``seen`` (the delivered images), ``consumed`` (their bytes), ``loss``,
+    ``t_end`` and ``t_last_call``; ``counters``, (read_bytes, rchar) before and after
+    (``pipeline.read_counters``). AU leaves the first step out."""
+    from jobs.data import pipeline
+    from jobs.metrics import MB
+
+    waits, computes, seen, consumed = loop["waits"], loop["computes"], loop["seen"], loop["consumed"]
+    (rb0, rc0), (rb1, rc1) = counters
+    runtime = loop["t_end"] - t0
+    steady = runtime - (waits[0] + computes[0])
+    return TrainResult(
+        steps=len(waits),
+        images=len(seen),
+        images_dropped=len(drops),
+        dropped_files=[ds.where(i) for i in drops[: pipeline.DROPPED_LISTED]],
+        runtime_s=runtime,
+        data_wait_s=sum(waits),
+        compute_s=sum(computes),
+        first_step_s=waits[0] + computes[0],
+        steady_runtime_s=steady,
+        first_step_wait_s=waits[0],
+        train_au_percentage=100 * sum(computes[1:]) / steady if steady > 0 else float("nan"),
+        compute_only_s=compute_only_s,
+        images_per_s=len(seen) / runtime,
+        mb_per_s=consumed / runtime / MB,
+        bytes_consumed=consumed,
+        bytes_read_device=None if rb0 is None or rb1 is None else rb1 - rb0,
+        bytes_read_syscall=None if rc0 is None or rc1 is None else rc1 - rc0,
+        device=device,
+        parameters=parameters,
+        final_loss=loop["loss"],
+        t_first_iterator_call=t0,
+        t_last_iterator_call=loop["t_last_call"],
+    )
