@@ -65,8 +65,8 @@ def _cpu_s(server, pid: int) -> float:
 
 
 def _run(source, threads: int, decode: bool) -> tuple[float, int]:
-    """One pass over ``source`` ((stream, read), as ``jobs.data.readers.source`` gives them): seconds and
-    bytes consumed."""
+    """One pass over ``source`` ((stream, read), as ``jobs.frameworks.tensorflow.sources.source`` gives
+    them): seconds and bytes consumed."""
     import tensorflow as tf
 
     stream, read = source
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     import tensorflow as tf
 
     from jobs import owned
-    from jobs.data import s3 as s3_reader
+    from jobs.frameworks.tensorflow import object_reads as s3_reader
     from jobs.observe.trace import device_of
     from jobs.storage import cache
     from jobs.storage.objectstore import client, objects, server

@@ -206,7 +206,7 @@ class StorageKind(StrEnum):
 
 
 class ObjectReader(StrEnum):
-    native = "native"  # GETs inside tf.data's parallel map (jobs.data.s3)
+    native = "native"  # GETs inside tf.data's parallel map (jobs.frameworks.tensorflow.object_reads)
     fuse = "fuse"  # the bucket mounted with s3fs-fuse, read as files (jobs.storage.objectstore.fuse)
 
 

@@ -259,3 +259,12 @@ def resolve(dataset_cfg, storage_root: str, seed: int) -> Dataset:
         num_classes=len(classes),
         skipped=skipped,
     )
+
+
+def container_of(ds: Dataset) -> list[str]:
+    """The container file of every image of a one-sample-a-file format (npz), "" for one it does not hold."""
+    out = [""] * len(ds.files)
+    for path, members in zip(ds.containers, ds.members):
+        for i in members:
+            out[i] = path
+    return out

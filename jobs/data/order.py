@@ -1,6 +1,6 @@
 """A ``framework=pytorch`` run's sample order, as numpy draws it from the run's seed, with the same
-meaning of ``shuffle`` as the tf.data side (``jobs.data.readers``): over the dataset's groups (the
-images of one TFRecord shard or HDF5 file, or consecutive files of about ``dataset.shard_mb``)
+meaning of ``shuffle`` as the tf.data side (``jobs.frameworks.tensorflow.sources``): over the dataset's
+groups (the images of one TFRecord shard or HDF5 file, or consecutive files of about ``dataset.shard_mb``)
 
 - ``global``: a full permutation every run (or the stored order through a buffer of ``shuffle_buffer``);
 - ``local``: the group order shuffled, each group read through, mixed by a buffer of one group's images
@@ -17,7 +17,20 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 from jobs.data.datasets import Dataset
-from jobs.data.readers import buffer_of, groups
+
+
+def groups(ds: Dataset) -> tuple[tuple[int, ...], ...]:
+    """The dataset's groups: the images of each container, or one group of them all."""
+    return ds.members or (tuple(range(len(ds.files))),)
+
+
+def buffer_of(ds: Dataset, shuffle: str, shuffle_buffer: int | None) -> int:
+    """Samples in the shuffle buffer (0: no sample buffer)."""
+    if shuffle == "none":
+        return 0
+    if shuffle_buffer:
+        return int(shuffle_buffer)
+    return len(ds.files) if shuffle == "global" else max(len(g) for g in groups(ds))
 
 
 def buffered(stream: Iterable[int], size: int, rng: np.random.Generator) -> Iterator[int]:

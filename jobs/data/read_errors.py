@@ -110,37 +110,3 @@ def named(e: ReadFailed, storage: str, run: int) -> ReadFailed:
     """``e`` as the runner says it: the tier and the run (a warm-up when <= 0) it happened in."""
     what = f"run {run}" if run > 0 else f"warm-up {1 - run}"
     return ReadFailed(f"storage={storage}: {e} during {what}; its numbers are dropped")
-
-
-_UNREAD = "not read: the run judges its dropped images after it"  # a quietly failed element's (unseen) error
-
-
-def quietly(func, inputs, dtype, catch: tuple[type[BaseException], ...]):
-    """``func(*inputs)`` (a scalar of ``dtype``) run by ``tf.numpy_function`` in the pipeline's map, the
-    element failing without a word when ``func`` raises one of ``catch``: ``ignore_errors`` drops it, and
-    the run judges its dropped images after it (``jobs.data.read_errors``; the store's failed GETs,
-    ``jobs.data.s3``). An exception raised into TensorFlow would be logged as a warning with its Python
-    traceback, once per element: a store killed under 512 images printed 379 of them (9,495 lines)."""
-    import numpy as np
-    import tensorflow as tf
-
-    empty = np.array(b"", dtype=object) if dtype == tf.string else np.zeros((), dtype=dtype.as_numpy_dtype)
-
-    def call(*args):
-        try:
-            return func(*args), np.True_
-        except catch:
-            return empty, np.False_
-
-    out, ok = tf.numpy_function(call, inputs, (dtype, tf.bool), stateful=True)
-    out.set_shape([])
-    return unread_unless(ok, out)
-
-
-def unread_unless(ok, value):
-    """``value``, or the element failed without a word where ``ok`` is false: ``ignore_errors`` drops it,
-    and the run judges its dropped images after it."""
-    import tensorflow as tf
-
-    with tf.control_dependencies([tf.debugging.Assert(ok, [_UNREAD])]):  # fails the element, unlogged
-        return tf.identity(value)

@@ -1,8 +1,8 @@
 """The tf.data service for a cell (``input.service=true``): a dispatcher and ``input.workers`` worker
 processes on this machine, started for the cell and ended with it; the measured consumer reads its
-pipeline through the service in ``distributed_epoch`` mode (``jobs.data.pipeline.through_service``: the
-dispatcher hands the file indices out to the workers, which read and decode; every image is read
-exactly once per pass).
+pipeline through the service in ``distributed_epoch`` mode
+(``jobs.frameworks.tensorflow.pipeline.through_service``: the dispatcher hands the file indices out to
+the workers, which read and decode; every image is read exactly once per pass).
 
 The workers do the reading, so the run's device and syscall bytes are the consumer's plus every
 worker's (``/proc/<pid>/io``), and each worker's own rate is recorded.

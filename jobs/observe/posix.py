@@ -78,16 +78,16 @@ def window(job_dir: Path, tag: str, disk: str | None):
     """Around one run of the traced child: yields a dict that, after the block, holds the run's
     wall-clock window (which splits the process's one trace), the rchar of the process over it, and
     the device's MB/s every 50 ms written to ``posix/<tag>-device.csv`` (the timeline's lower panel)."""
-    from jobs.data import pipeline
+    from jobs.data import loading
     from jobs.observe import trace
 
     keys: dict = {}
     tracer = trace.Tracer(disk, 0.05).start()
-    t0, (_, rchar0) = int(time.time() * 1e6), pipeline.read_counters()
+    t0, (_, rchar0) = int(time.time() * 1e6), loading.read_counters()
     try:
         yield keys
     finally:
-        t1, (_, rchar1) = int(time.time() * 1e6), pipeline.read_counters()
+        t1, (_, rchar1) = int(time.time() * 1e6), loading.read_counters()
         tracer.stop()
     (job_dir / SUBDIR).mkdir(exist_ok=True)
     keys.update(

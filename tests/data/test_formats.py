@@ -12,7 +12,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from jobs.cell import Cell
-from jobs.data import datasets, formats, pipeline, readers
+from jobs.data import datasets, formats, loading
+from jobs.frameworks.tensorflow import pipeline, sources
 from jobs.frameworks.tensorflow import reading as microbench
 from support.commands import campaign
 from support.files import make_jpegs
@@ -110,7 +111,7 @@ def test_a_conversion_is_reused_and_redone_when_a_file_changed(stored, source):
 
 def _visit(d, shuffle, seed=3, threads=2):
     """Image indices and bytes of one pass of the read-only pipeline."""
-    s = pipeline.PipelineSettings(
+    s = loading.PipelineSettings(
         threads=threads, batch_size=5, prefetch=0, image_side=224, seed=seed, shuffle=shuffle
     )
     data = pipeline.build(d, s, decode=False)
@@ -118,7 +119,7 @@ def _visit(d, shuffle, seed=3, threads=2):
     for _, idx, nbytes in data:
         seen += [int(i) for i in idx.numpy()]
         consumed += int(nbytes.numpy().sum())
-    readers.close_all()
+    sources.close_all()
     return seen, consumed
 
 
@@ -132,7 +133,7 @@ def test_every_order_visits_every_image_once(stored, fmt):
         assert sorted(seen) == list(range(N)), shuffle  # each image exactly once per pass
         assert consumed == (d.stored_bytes if fmt == "tfrecord" else d.total_bytes), shuffle
         how = {"shuffle": shuffle, "shuffle_buffer": None, "threads": 2, "payload": False}
-        assert readers.order(d, seed=3, **how) == seen, shuffle  # the order the drop count relies on
+        assert sources.order(d, seed=3, **how) == seen, shuffle  # the order the drop count relies on
         orders[shuffle] = seen
     assert orders["global"] != orders["none"]
     assert _visit(d, "global", seed=4)[0] != orders["global"]  # another run, another permutation
@@ -163,9 +164,9 @@ def _settings(pipeline_name="read_only", batches=None):
 @pytest.mark.cells
 @pytest.mark.parametrize("fmt,delay_ms", [("tfrecord", 0.0), ("tfrecord", 1.0), ("hdf5", 0.0)])
 def test_a_read_only_run_in_blocks_cut_short_counts_nothing_as_dropped(stored, fmt, delay_ms):
-    """A read-only run reads containers in blocks (jobs.data.read_only); a run that stops after a few
-    batches (with a read delay, which works on single images, or without) delivers the first images of
-    its order and drops none of them."""
+    """A read-only run reads containers in blocks (jobs.frameworks.tensorflow.read_only); a run that
+    stops after a few batches (with a read delay, which works on single images, or without) delivers the
+    first images of its order and drops none of them."""
     d = stored[fmt]
     s = microbench.RunSettings(
         pipeline="read_only",
@@ -182,9 +183,9 @@ def test_a_read_only_run_in_blocks_cut_short_counts_nothing_as_dropped(stored, f
     assert (r.images, r.images_dropped, r.batches) == (12, 0, 3)
     assert r.bytes_consumed > 0
     full = _visit(d, "none", seed=1)[0]
-    assert readers.order(d, seed=1, shuffle="none", shuffle_buffer=None, threads=2, payload=False) == full
+    assert sources.order(d, seed=1, shuffle="none", shuffle_buffer=None, threads=2, payload=False) == full
     if fmt == "tfrecord":  # shards interleaved a block at a time, not a record at a time
-        assert readers.order(d, seed=1, shuffle="none", shuffle_buffer=None, threads=2) != full
+        assert sources.order(d, seed=1, shuffle="none", shuffle_buffer=None, threads=2) != full
     else:  # the stored order
         assert full == [i for g in d.members for i in g]
 

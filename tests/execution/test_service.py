@@ -85,8 +85,8 @@ def test_a_worker_killed_mid_run_fails_the_run_instead_of_hanging(tmp_path):
     ever; the runner watches the service while the consumer reads and names the dead worker."""
     import tensorflow as tf
 
-    from jobs.data.pipeline import through_service
     from jobs.execution import service
+    from jobs.frameworks.tensorflow.pipeline import through_service
 
     files = [str(f) for f in make_jpegs(tmp_path / "data", 400, classes=1, side=32)]
     seen = []

@@ -223,9 +223,9 @@ def test_a_shard_reads_its_own_images_in_its_own_order():
     """Each task's order (global or local shuffle) holds exactly its shard's images, each once: the set's
     groups (consecutive files for shuffle=local) are cut to the shard and renumbered, so no index of
     another task's image reaches the reader (before, they did, and ignore_errors hid the failed reads)."""
-    from jobs.data import readers
     from jobs.data.datasets import Dataset
     from jobs.execution import tasks
+    from jobs.frameworks.tensorflow import sources
 
     n = 23
     ds = Dataset(
@@ -242,7 +242,7 @@ def test_a_shard_reads_its_own_images_in_its_own_order():
         part = tasks.shard(ds, rank, 3)
         assert part.files == ds.files[rank::3]
         for shuffle in ("global", "local", "none"):
-            order = readers.order(part, shuffle=shuffle, shuffle_buffer=None, seed=1, threads=1)
+            order = sources.order(part, shuffle=shuffle, shuffle_buffer=None, seed=1, threads=1)
             assert sorted(order) == list(range(len(part.files))), (rank, shuffle, order)
 
 

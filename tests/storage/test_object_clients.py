@@ -138,13 +138,13 @@ def test_the_client_of_docs_extending_gets_from_a_real_server_as_written(tmp_pat
     assert p.returncode == 0 and p.stdout.strip() == "read back", p.stderr[-3000:]
 
 
-# s3dlio's batched GETs as TensorFlow's native reader asks for them (jobs.data.s3.batched), against a real
-# server; in a Python of its own, as above
+# s3dlio's batched GETs as TensorFlow's native reader asks for them
+# (jobs.frameworks.tensorflow.object_reads.batched), against a real server; in a Python of its own, as above
 _BATCHED = """
 import json, os, sys
 from pathlib import Path
 import tensorflow as tf
-from jobs.data import s3
+from jobs.frameworks.tensorflow import object_reads as s3
 from jobs.storage.objectstore import client, clients, server, tier
 
 tmp = Path(sys.argv[1])

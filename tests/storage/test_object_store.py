@@ -319,7 +319,7 @@ def test_tf_data_reads_every_image_by_parallel_gets_and_decodes_it(store, tmp_pa
     image arrives once, with the file's bytes, and every GET is counted."""
     import tensorflow as tf
 
-    from jobs.data import s3 as s3_reader
+    from jobs.frameworks.tensorflow import object_reads as s3_reader
     from support.files import make_jpegs
 
     s, s3, _ = store
@@ -586,7 +586,7 @@ def test_a_dataloader_reads_every_image_by_s3torchconnector_and_a_failed_get_fai
     and is counted in the store, on the store's keys lent to the workers' environment and taken back after;
     an object gone from the store is a counted error that fails the run naming the endpoint."""
     from jobs.data.datasets import Dataset
-    from jobs.data.pipeline import PipelineSettings
+    from jobs.data.loading import PipelineSettings
     from jobs.frameworks.pytorch.loader import build
     from jobs.frameworks.pytorch.loader import s3map as torch_s3
     from jobs.storage.objectstore import tier

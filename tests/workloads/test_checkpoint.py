@@ -470,8 +470,8 @@ def test_a_read_that_fails_mid_run_fails_a_tensorflow_checkpoint_run_and_leaves_
     went away): its read fails, so the run fails (ReadFailed, naming the file) as the other workloads'
     runs do, and its checkpoints go with it. Before, TensorFlow's dropped images were not counted at all:
     the run succeeded with 15 of its 16 images."""
-    from jobs.data import pipeline
     from jobs.data.read_errors import ReadFailed
+    from jobs.frameworks.tensorflow import pipeline
 
     make_jpegs(tmp_path / "imgs", 16, classes=4)
     folder = {"name": "lost", "source": "folder", "path": str(tmp_path / "imgs"), "num_images": 16}

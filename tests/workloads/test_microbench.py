@@ -107,14 +107,14 @@ def test_a_set_with_no_decodable_image_fails_loudly(tmp_path):
 
 @pytest.mark.cells
 def test_the_read_delay_is_native_and_ordered():
-    """Pins the wrapped SleepDataset kernel (jobs.data.pipeline.sleep): every element comes in order, and
-    the delay is really spent (a lower bound, which load can only raise; how much of it overlaps is
-    for benchmarks.overlap to measure, not a unit test)."""
+    """Pins the wrapped SleepDataset kernel (jobs.frameworks.tensorflow.pipeline.sleep): every element
+    comes in order, and the delay is really spent (a lower bound, which load can only raise; how much of
+    it overlaps is for benchmarks.overlap to measure, not a unit test)."""
     import time
 
     import tensorflow as tf
 
-    from jobs.data import pipeline
+    from jobs.frameworks.tensorflow import pipeline
 
     index = tf.data.Dataset.range(24).map(lambda i: (i, tf.strings.as_string(i), tf.cast(i, tf.int32)))
     for threads in (1, 4):

@@ -32,7 +32,7 @@ class Images:
     spawned worker gets its own copy)."""
 
     def __init__(self, ds: Dataset, order: list[int], read_delay_ms: float = 0.0):
-        from jobs.data.readers import container_of
+        from jobs.data.datasets import container_of
 
         self.ds, self.order, self.delay_s = ds, order, read_delay_ms / 1000
         self.paths = container_of(ds) if ds.format == "npz" else ds.files

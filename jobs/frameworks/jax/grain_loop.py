@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from jobs import interrupts
-from jobs.data import pipeline
+from jobs.data import loading
 from jobs.data.datasets import Dataset
 from jobs.frameworks.jax import grain_loader
 from jobs.workloads.emulated.steps import EmulatedSettings, result
@@ -35,7 +35,7 @@ def run_once(ds: Dataset, s: EmulatedSettings, workers: int, mark=lambda name: N
     dl = grain_loader.loader(ds, s, workers, decode=ds.holds_images)
     waits, computes, seen, drops, consumed = [], [], [], [], 0
     pending: list[tuple[int, bool, int]] = []  # (index, usable, bytes) delivered, not yet in a step
-    rb0, rc0 = pipeline.read_counters()
+    rb0, rc0 = loading.read_counters()
     mark("start")
     t0 = time.perf_counter()
     it = iter(dl)
@@ -58,7 +58,7 @@ def run_once(ds: Dataset, s: EmulatedSettings, workers: int, mark=lambda name: N
     finally:
         grain_loader.shut_down(it)  # joined: the workers' reads are in this process's counters now
     mark("end")  # after the join: a worker's CPU time is in RUSAGE_CHILDREN only once it is waited for
-    rb1, rc1 = pipeline.read_counters()
+    rb1, rc1 = loading.read_counters()
     if len(waits) < 2:
         raise RuntimeError(f"Grain delivered {len(waits)} batch(es) out of {len(ds.files)} files")
     drops = sorted(set(drops))

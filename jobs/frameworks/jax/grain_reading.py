@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from jobs import interrupts
-from jobs.data import pipeline
+from jobs.data import loading
 from jobs.data.datasets import Dataset
 from jobs.frameworks.jax import grain_loader
 from jobs.metrics import MB
@@ -42,7 +42,7 @@ def run_once(ds: Dataset, s: RunSettings, workers: int, mark=None) -> GrainResul
     seen: list[int] = []
     drops: list[int] = []
     consumed = nb = 0
-    rb0, rc0 = pipeline.read_counters()
+    rb0, rc0 = loading.read_counters()
     if mark is not None:
         mark("start")
     t0 = time.perf_counter()
@@ -70,7 +70,7 @@ def run_once(ds: Dataset, s: RunSettings, workers: int, mark=None) -> GrainResul
         grain_loader.shut_down(it)
     if mark is not None:
         mark("end")  # after the join: the workers' CPU time and reads are the run's
-    rb1, rc1 = pipeline.read_counters()
+    rb1, rc1 = loading.read_counters()
     seconds = t_last - t0
     if seconds <= 0 or not seen:
         raise RuntimeError(
@@ -81,7 +81,7 @@ def run_once(ds: Dataset, s: RunSettings, workers: int, mark=None) -> GrainResul
     return GrainResult(
         images=len(seen),
         images_dropped=len(drops),
-        dropped_files=[ds.where(i) for i in drops[: pipeline.DROPPED_LISTED]],
+        dropped_files=[ds.where(i) for i in drops[: loading.DROPPED_LISTED]],
         batches=nb,
         seconds=seconds,
         first_batch_s=t_first - t0,

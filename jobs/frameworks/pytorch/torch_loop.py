@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 from jobs import interrupts
-from jobs.data import pipeline
+from jobs.data import loading
 from jobs.data.datasets import Dataset
 from jobs.frameworks.pytorch.loader.build import Loader
 from jobs.workloads.emulated.steps import EmulatedSettings, result
@@ -42,7 +42,7 @@ def _epoch(ds: Dataset, s: EmulatedSettings, lo: Loader, mark, count) -> dict:
     data, sampler = build.dataset(ds, s, decode=ds.holds_images)  # arrays are read whole, not decoded
     loader = build.loader(data, sampler, s, lo)
     waits, computes, seen, drops, consumed = [], [], [], [], 0
-    rb0, rc0 = pipeline.read_counters()
+    rb0, rc0 = loading.read_counters()
     mark("start")
     t0 = time.perf_counter()
     it = iter(loader)
@@ -73,7 +73,7 @@ def _epoch(ds: Dataset, s: EmulatedSettings, lo: Loader, mark, count) -> dict:
     finally:
         shut_down(it, loader, data)  # joined: the workers' reads are in this process's counters now
     mark("end")  # after the join: a worker's CPU time is in RUSAGE_CHILDREN only once it is waited for
-    rb1, rc1 = pipeline.read_counters()
+    rb1, rc1 = loading.read_counters()
     if len(waits) < 2:
         raise RuntimeError(f"the DataLoader delivered {len(waits)} batch(es) out of {len(ds.files)} files")
     drops = sorted(i for i in drops if i >= 0)

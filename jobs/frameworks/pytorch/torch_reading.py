@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from jobs import interrupts
-from jobs.data import pipeline
+from jobs.data import loading
 from jobs.data.datasets import Dataset
 from jobs.frameworks.pytorch.loader.build import Loader
 from jobs.metrics import MB
@@ -45,7 +45,7 @@ def _pass(ds: Dataset, s: RunSettings, lo: Loader, mark, count) -> TorchResult:
     seen: list[int] = []
     drops: list[int] = []
     consumed = nb = 0
-    rb0, rc0 = pipeline.read_counters()
+    rb0, rc0 = loading.read_counters()
     if mark is not None:
         mark("start")
     t0, t0_machine = time.perf_counter(), time.monotonic()
@@ -83,7 +83,7 @@ def _pass(ds: Dataset, s: RunSettings, lo: Loader, mark, count) -> TorchResult:
         # after the join: a worker's CPU time is in RUSAGE_CHILDREN only once it is waited for (a pass cut
         # short at workload.batches, or persistent workers, would leave it out)
         mark("end")
-    rb1, rc1 = pipeline.read_counters()
+    rb1, rc1 = loading.read_counters()
     seconds = t_last - t0
     if seconds <= 0 or not seen:
         raise RuntimeError(
@@ -98,7 +98,7 @@ def _pass(ds: Dataset, s: RunSettings, lo: Loader, mark, count) -> TorchResult:
     return TorchResult(
         images=len(seen),
         images_dropped=len(drops) + unnamed,
-        dropped_files=[ds.where(i) for i in drops[: pipeline.DROPPED_LISTED]],
+        dropped_files=[ds.where(i) for i in drops[: loading.DROPPED_LISTED]],
         batches=nb,
         seconds=seconds,
         first_batch_s=t_first - t0,

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from jobs import interrupts
-from jobs.data import pipeline
+from jobs.data import loading
 from jobs.data.datasets import Dataset
 from jobs.frameworks.pytorch.loader.build import Loader
 from jobs.workloads.alexnet.settings import TrainResult, TrainSettings, result, write_steps
@@ -211,7 +211,7 @@ def run_once(
     step = make_step(model, device, optimizer(model))
     steps = s.steps or len(ds.files) // s.batch_size
     batches = Batches(ds, s, lo)
-    rb0, rc0 = pipeline.read_counters()
+    rb0, rc0 = loading.read_counters()
     mark("start")
     try:
         loop = _train(batches, step, steps)
@@ -225,7 +225,7 @@ def run_once(
     finally:
         batches.close()
     mark("end")  # after the join: a worker's CPU time is in RUSAGE_CHILDREN only once it is waited for
-    rb1, rc1 = pipeline.read_counters()
+    rb1, rc1 = loading.read_counters()
     waits, computes = loop["waits"], loop["computes"]
     if not waits:
         raise RuntimeError(f"the DataLoader delivered no batch out of {len(ds.files)} files")

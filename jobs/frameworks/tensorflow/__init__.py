@@ -27,6 +27,6 @@ FRAMEWORK = Framework(
         "checkpoint": "jobs.frameworks.tensorflow.checkpoints",
         "sharded_checkpoint": "jobs.frameworks.tensorflow.plain",
     },
-    # native readers: jobs.data.s3 (boto3) and the object clients; a shard's files as objects (objectio)
+    # native readers: object_reads (boto3) and the object clients; a shard's files as objects (objectio)
     reads_objects=("microbench", "sharded_checkpoint"),
 )

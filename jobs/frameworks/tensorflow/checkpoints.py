@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from jobs.data import pipeline
 from jobs.data.datasets import Dataset
+from jobs.frameworks.tensorflow import pipeline, sources
 from jobs.workloads.alexnet.settings import TrainSettings
 from jobs.workloads.checkpoint import saving, store
 
@@ -75,7 +75,14 @@ def _dropped(it, ds: Dataset, t: TrainSettings, run: dict) -> int:
     return len(pipeline.dropped(ds, run["seen"], run["exhausted"], t.seed, **t.order))
 
 
-ENGINE = saving.Engine(_trainer, TensorFlowSaver, lambda model: int(model.count_params()), dropped=_dropped)
+def _end(it) -> None:
+    """The run's input ended: the HDF5 files its pipeline opened are closed (``dataset.format=hdf5``)."""
+    sources.close_all()
+
+
+ENGINE = saving.Engine(
+    _trainer, TensorFlowSaver, lambda model: int(model.count_params()), end=_end, dropped=_dropped
+)
 
 
 def engine(cfg) -> saving.Engine:

@@ -8,8 +8,9 @@ from __future__ import annotations
 import time
 
 from jobs import interrupts
-from jobs.data import pipeline, readers
+from jobs.data import loading
 from jobs.data.datasets import Dataset
+from jobs.frameworks.tensorflow import pipeline, sources
 from jobs.workloads.emulated.steps import EmulatedSettings, result
 
 
@@ -27,7 +28,7 @@ def run_once(ds: Dataset, s: EmulatedSettings, mark=lambda name: None) -> dict:
     with tf.device("/CPU:0"):
         it = iter(data.take(steps))
     waits, computes, seen, consumed, exhausted = [], [], [], 0, False
-    rb0, rc0 = pipeline.read_counters()
+    rb0, rc0 = loading.read_counters()
     mark("start")
     t0 = time.perf_counter()
     with interrupts.deferred():
@@ -48,8 +49,8 @@ def run_once(ds: Dataset, s: EmulatedSettings, mark=lambda name: None) -> dict:
         t_end = time.perf_counter()
         mark("end")
         del it
-    readers.close_all()
-    rb1, rc1 = pipeline.read_counters()
+    sources.close_all()
+    rb1, rc1 = loading.read_counters()
     drops = pipeline.dropped(ds, seen, exhausted, s.seed, **s.order)  # first: a failed read is the reason
     if len(waits) < 2:
         raise RuntimeError(f"the pipeline delivered {len(waits)} batch(es) out of {len(ds.files)} files")

@@ -12,8 +12,8 @@ import statistics
 import time
 
 from jobs import interrupts
-from jobs.data import pipeline, readers
 from jobs.data.datasets import Dataset
+from jobs.frameworks.tensorflow import pipeline, sources
 
 
 def compute_only(step, x, y, device: str, steps: int, sample: int | None = None) -> float:
@@ -58,4 +58,4 @@ def input_only(ds: Dataset, s, steps: int) -> float:
         return time.perf_counter() - t0
     finally:
         del it
-        readers.close_all()
+        sources.close_all()

@@ -1,7 +1,7 @@
 """TensorFlow's engine of the Section III-A micro-benchmark and its read-only variant: one timed run
 over a dataset.
 
-The pipeline (jobs.data.pipeline) is iterated until the set is consumed (or ``batches``) without any
+The pipeline (``pipeline``) is iterated until the set is consumed (or ``batches``) without any
 compute; time runs from the first iterator call to the return of the last.
 """
 
@@ -10,8 +10,9 @@ from __future__ import annotations
 import time
 
 from jobs import interrupts
-from jobs.data import pipeline, readers
+from jobs.data import loading
 from jobs.data.datasets import Dataset
+from jobs.frameworks.tensorflow import pipeline, sources
 from jobs.metrics import MB
 from jobs.workloads.microbench.run import RunResult, RunSettings
 
@@ -33,7 +34,7 @@ def run_once(ds: Dataset, s: RunSettings, mark=None) -> RunResult:
     consumed = 0
     nb = 0
     exhausted = False
-    rb0, rc0 = pipeline.read_counters()
+    rb0, rc0 = loading.read_counters()
     if mark is not None:
         mark("start")
     t0 = time.perf_counter()
@@ -55,8 +56,8 @@ def run_once(ds: Dataset, s: RunSettings, mark=None) -> RunResult:
         if mark is not None:
             mark("end")
         del it  # stop read-ahead before the counters are read
-    readers.close_all()
-    rb1, rc1 = pipeline.read_counters()
+    sources.close_all()
+    rb1, rc1 = loading.read_counters()
     seconds = t_last - t0
     drops = pipeline.dropped(ds, seen, exhausted, s.seed, **s.order)
     if seconds <= 0 or not seen:
@@ -67,7 +68,7 @@ def run_once(ds: Dataset, s: RunSettings, mark=None) -> RunResult:
     return RunResult(
         images=len(seen),
         images_dropped=len(drops),
-        dropped_files=[ds.where(i) for i in drops[: pipeline.DROPPED_LISTED]],
+        dropped_files=[ds.where(i) for i in drops[: loading.DROPPED_LISTED]],
         batches=nb,
         seconds=seconds,
         first_batch_s=t_first - t0,

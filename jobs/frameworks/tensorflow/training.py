@@ -14,9 +14,9 @@ from pathlib import Path
 import keras  # with this module, not in build_model: never inside a run (a cell's: tfstart imports it first)
 
 from jobs import interrupts
-from jobs.data import pipeline, readers
+from jobs.data import loading
 from jobs.data.datasets import Dataset
-from jobs.frameworks.tensorflow import overlap
+from jobs.frameworks.tensorflow import overlap, pipeline, sources
 from jobs.workloads.alexnet.settings import TrainResult, TrainSettings, result, write_steps  # noqa: F401 - its API
 
 
@@ -144,14 +144,14 @@ def run_once(
     model = model or build_model(max(1, ds.num_classes), s.image_side, s.width, s.seed)
     step = make_step(model, device)
     it, steps = _iterator(ds, s, device)
-    rb0, rc0 = pipeline.read_counters()
+    rb0, rc0 = loading.read_counters()
     mark("start")
     t0 = time.perf_counter()
     loop = _train(it, step, steps, t0)
     mark("end")
     del it  # stop read-ahead before the counters are read
-    readers.close_all()
-    rb1, rc1 = pipeline.read_counters()
+    sources.close_all()
+    rb1, rc1 = loading.read_counters()
     waits, computes = loop["waits"], loop["computes"]
     drops = pipeline.dropped(
         ds, loop["seen"], loop["exhausted"], s.seed, **s.order

@@ -7,7 +7,7 @@ import csv
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from jobs.data.pipeline import PipelineSettings
+from jobs.data.loading import PipelineSettings
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,8 +84,8 @@ def result(
     """A training run's result, the same for every framework's engine: ``loop`` holds its ``waits`` and
     ``computes`` (one per step), ``seen`` (the delivered images), ``consumed`` (their bytes), ``loss``,
     ``t_end`` and ``t_last_call``; ``counters``, (read_bytes, rchar) before and after
-    (``pipeline.read_counters``). AU leaves the first step out."""
-    from jobs.data import pipeline
+    (``loading.read_counters``). AU leaves the first step out."""
+    from jobs.data import loading
     from jobs.metrics import MB
 
     waits, computes, seen, consumed = loop["waits"], loop["computes"], loop["seen"], loop["consumed"]
@@ -96,7 +96,7 @@ def result(
         steps=len(waits),
         images=len(seen),
         images_dropped=len(drops),
-        dropped_files=[ds.where(i) for i in drops[: pipeline.DROPPED_LISTED]],
+        dropped_files=[ds.where(i) for i in drops[: loading.DROPPED_LISTED]],
         runtime_s=runtime,
         data_wait_s=sum(waits),
         compute_s=sum(computes),

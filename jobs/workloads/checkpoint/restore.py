@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from jobs.data import pipeline
+from jobs.data import loading
 from jobs.metrics import MB
 from jobs.storage import cache
 from jobs.workloads.checkpoint import store as ckpt_store
@@ -46,11 +46,11 @@ def restore_cold(prefix: Path, tier: str, shape: dict, expected: list | None, fr
     size = sum(f.stat().st_size for f in files)
     load = fresh(shape)
     resident = cache.evict(files).resident_bytes_after
-    rb0, _ = pipeline.read_counters()
+    rb0, _ = loading.read_counters()
     t0 = time.perf_counter()
     restored = load(prefix)
     seconds = time.perf_counter() - t0
-    rb1, _ = pipeline.read_counters()
+    rb1, _ = loading.read_counters()
     device = None if rb0 is None or rb1 is None else rb1 - rb0
     man = ckpt_store.read_manifest(prefix) or {}
     summed = any("sha256" in m for m in man.get("files", {}).values())

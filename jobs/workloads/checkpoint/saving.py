@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from jobs import interrupts, owned
-from jobs.data import pipeline, readers
+from jobs.data import loading
 from jobs.data.datasets import Dataset
 from jobs.storage import cache
 from jobs.workloads.alexnet.settings import TrainSettings
@@ -208,7 +208,8 @@ class Engine:
     trainer: Callable
     saver: type  # the Saver that writes one checkpoint of the model and optimizer
     parameters: Callable  # model -> its parameter count
-    end: Callable = lambda it: None  # the iterator's read-ahead stopped (its readers joined)
+    # the iterator's read-ahead stopped (its readers joined), what it opened closed (HDF5 files)
+    end: Callable = lambda it: None
     # (iterator, dataset, TrainSettings, the training loop's figures) -> the images the run dropped as
     # unreadable; ReadFailed when a read failed (its storage went away), not an image's content
     dropped: Callable = lambda it, ds, t, run: 0
@@ -249,7 +250,7 @@ def run_once(
     except BaseException:
         engine.end(it)  # a DataLoader's workers started with the iterator: none outlives a failed set-up
         raise
-    rb0, _ = pipeline.read_counters()
+    rb0, _ = loading.read_counters()
     mark("start")
     t_start = time.perf_counter()
     try:
@@ -259,7 +260,7 @@ def run_once(
         t_train_end, wall_train_end = time.perf_counter(), time.time()
         engine.end(it)
         mark("end")  # after the join: a worker's CPU time is in RUSAGE_CHILDREN only once it is waited for
-        rb1, _ = pipeline.read_counters()  # before finish() reaps the drain: a reaped child's reads join ours
+        rb1, _ = loading.read_counters()  # before finish() reaps the drain: a reaped child's reads join ours
         # a read that failed fails the run here, before its checkpoints are drained or kept (``_discard``)
         dropped = engine.dropped(it, ds, s.train, run)
         drained = drain.finish() if drain is not None else []
@@ -277,7 +278,6 @@ def run_once(
         ckpt_recovery.write_run_facts(lk.folder, **s.facts(finished=True))
     if finish and with_checkpoints and s.bucket is not None:
         s.bucket.write_facts(**s.facts(finished=True))
-    readers.close_all()  # HDF5 files the pipeline opened (dataset.format=hdf5)
     if target == "burst_buffer" and not ckpt_store.prefixes(folder, s.tag):
         shutil.rmtree(folder, ignore_errors=True)  # drained: the fast tier is left clean
     checkpoints = saver.checkpoints if saver is not None else []

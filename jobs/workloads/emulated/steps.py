@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobs.data import pipeline
+from jobs.data import loading
 from jobs.data.datasets import Dataset
-from jobs.data.pipeline import PipelineSettings
+from jobs.data.loading import PipelineSettings
 from jobs.metrics import MB
 
 
@@ -19,7 +19,7 @@ class EmulatedSettings(PipelineSettings):
 def result(ds: Dataset, s: EmulatedSettings, steps: dict, drops: list, counters: tuple) -> dict:
     """A run's record, the same for every framework's loop: ``steps`` holds ``waits`` and ``computes`` (one
     per step), ``seen`` (the delivered images), ``consumed`` (their bytes), ``t0`` and ``t_end``;
-    ``counters``, (read_bytes, rchar) before and after (``pipeline.read_counters``). AU leaves the first
+    ``counters``, (read_bytes, rchar) before and after (``loading.read_counters``). AU leaves the first
     step out."""
     waits, computes, seen = steps["waits"], steps["computes"], steps["seen"]
     (rb0, rc0), (rb1, rc1) = counters
@@ -29,7 +29,7 @@ def result(ds: Dataset, s: EmulatedSettings, steps: dict, drops: list, counters:
         "steps": len(waits),
         "images": len(seen),
         "images_dropped": len(drops),
-        "dropped_files": [ds.where(i) for i in drops[: pipeline.DROPPED_LISTED]],
+        "dropped_files": [ds.where(i) for i in drops[: loading.DROPPED_LISTED]],
         "runtime_s": runtime,
         "seconds": runtime,
         "steady_runtime_s": steady,

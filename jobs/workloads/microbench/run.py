@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from jobs.data.pipeline import PipelineSettings
+from jobs.data.loading import PipelineSettings
 
 
 @dataclass(frozen=True, kw_only=True)

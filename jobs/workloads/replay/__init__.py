@@ -149,7 +149,7 @@ class Replay(Workload):
 
     def run_once(self, ctx: RunContext) -> dict:
         from jobs import owned
-        from jobs.data import pipeline
+        from jobs.data import loading
         from jobs.workloads.replay import files, issue
 
         cfg = ctx.cfg
@@ -166,7 +166,7 @@ class Replay(Workload):
             return _result(tally, seconds, p, skipped, device=None)
         if p.writes:  # made before the timed calls, and only when the trace wrote a file
             out = owned.under_tool_folder(cfg.storage.root, OUT, run_dir, setting="storage.root")
-        rb0, _ = pipeline.read_counters()
+        rb0, _ = loading.read_counters()
         ctx.mark("start")
         try:
             tally, seconds = issue.run(p, recorded, threading.Event())
@@ -174,7 +174,7 @@ class Replay(Workload):
             ctx.mark("end")
             if p.writes:
                 shutil.rmtree(out, ignore_errors=True)  # the tool's own folder of this run's written files
-        rb1, _ = pipeline.read_counters()
+        rb1, _ = loading.read_counters()
         return _result(tally, seconds, p, p.skipped, None if rb0 is None or rb1 is None else rb1 - rb0)
 
     @staticmethod

@@ -1,5 +1,6 @@
 """The PyTorch side of the input pipeline (``framework=pytorch``): the same datasets, the same bytes and
-sample orders as the tf.data side (``jobs.data.pipeline``), read through ``torch.utils.data.DataLoader``.
+sample orders as the tf.data side (``jobs.frameworks.tensorflow.pipeline``), read through
+``torch.utils.data.DataLoader``.
 
 - ``samples``: the datasets a DataLoader reads: ``ImageFiles`` (one JPEG per file, read whole and
   decoded with PIL, as torchvision's ``ImageFolder`` does), ``Hdf5Images`` (h5py, each worker opening the

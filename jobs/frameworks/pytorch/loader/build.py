@@ -1,5 +1,5 @@
 """The DataLoader of one ``framework=pytorch`` run, from the cell's ``loader.*`` settings, over the same
-dataset and the same kind of order as the tf.data pipeline (``jobs.data.pipeline``)."""
+dataset and the same kind of order as the tf.data pipeline (``jobs.frameworks.tensorflow.pipeline``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 
 from jobs.data.datasets import Dataset
-from jobs.data.pipeline import PipelineSettings
+from jobs.data.loading import PipelineSettings
 
 PREFETCH_FACTOR = 2  # PyTorch's default: batches each worker loads ahead (loader.prefetch_factor=null)
 
@@ -58,7 +58,7 @@ def _fresh_workers(cfg) -> bool:
 def dataset(ds: Dataset, s: PipelineSettings, *, decode: bool):
     """(the torch dataset of the run, its sampler: the order of a map-style one; None for TFRecord)."""
     from jobs.data import order
-    from jobs.data.readers import buffer_of, groups
+    from jobs.data.order import buffer_of, groups
     from jobs.frameworks.pytorch.loader import samples
 
     side = s.image_side if decode else None

@@ -184,7 +184,7 @@ class NpzSamples(_Images):
     ``np.load``; the sample's bytes are then decoded as a file's are."""
 
     def __init__(self, ds: Dataset, side: int | None, read_delay_ms: float = 0.0):
-        from jobs.data.readers import container_of
+        from jobs.data.datasets import container_of
 
         super().__init__(ds, side, read_delay_ms)
         self.paths = container_of(ds)

@@ -1,6 +1,7 @@
 """boto3 (the AWS SDK for Python): TensorFlow's native reader GETs each image with it, inside tf.data's
-parallel map (``jobs.data.s3``), through the open store's own client (``tier.Store``). The tool's own
-requests go through it too: the upload, listings, deletes, and workload=baseline's GETs and PUTs."""
+parallel map (``jobs.frameworks.tensorflow.object_reads``), through the open store's own client
+(``tier.Store``). The tool's own requests go through it too: the upload, listings, deletes, and
+workload=baseline's GETs and PUTs."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Where the input pipeline's samples come from: the reading order (``shuffle``) and the reader of
 each dataset format (``dataset.format``), as tf.data stages.
 
-Every stage yields ``(image index, data, bytes read, label)``; ``jobs.data.pipeline`` maps decode and
+Every stage yields ``(image index, data, bytes read, label)``; ``pipeline`` maps decode and
 resize over them. The orders, over the dataset's groups (``Dataset.members``: the images of a
 TFRecord shard or HDF5 file, or consecutive files of about ``dataset.shard_mb``):
 
@@ -23,7 +23,7 @@ the buffer, then the parse in the map. A record that fails its checksum ends the
 shard (TensorFlow cannot find the next record after it): the rest of that shard is dropped, and
 counted.
 
-A read-only run reads containers in blocks (``jobs.data.read_only``); over TFRecord its order is
+A read-only run reads containers in blocks (``read_only``); over TFRecord its order is
 therefore the interleave of blocks of ``READ_BLOCK`` records (``ids(..., payload=False)``).
 """
 
@@ -32,11 +32,14 @@ from __future__ import annotations
 import os
 import threading
 
-from jobs.data import read_errors
-from jobs.data.datasets import Dataset
+from jobs.data import tfrecord
+from jobs.data.datasets import Dataset, container_of
+from jobs.data.order import buffer_of, groups
+from jobs.frameworks.tensorflow.unlogged import quietly
 
-TFRECORD_OVERHEAD = 16  # framing bytes per record (length, two masked CRC32Cs): part of what a run reads
-READ_BLOCK = 64  # images a read-only run takes from one container at a time (jobs.data.read_only)
+READ_BLOCK = (
+    64  # images a read-only run takes from one container at a time (jobs.frameworks.tensorflow.read_only)
+)
 AUTOTUNE_GETS = 16  # GETs in flight of a batched object client at threads=autotune (tf.data tunes no GETs)
 
 
@@ -45,19 +48,6 @@ def num_parallel_calls(threads: int | str) -> int:
     import tensorflow as tf
 
     return tf.data.AUTOTUNE if str(threads) == "autotune" else int(threads)
-
-
-def groups(ds: Dataset) -> tuple[tuple[int, ...], ...]:
-    return ds.members or (tuple(range(len(ds.files))),)
-
-
-def buffer_of(ds: Dataset, shuffle: str, shuffle_buffer: int | None) -> int:
-    """Samples in the shuffle buffer (0: no sample buffer)."""
-    if shuffle == "none":
-        return 0
-    if shuffle_buffer:
-        return int(shuffle_buffer)
-    return len(ds.files) if shuffle == "global" else max(len(g) for g in groups(ds))
 
 
 def group_order(tf, ds: Dataset, shuffle: str, seed: int):
@@ -110,7 +100,7 @@ def source(
     decoding share its threads, as in the paper's ``map(read_file -> decode -> resize)``). ``delay``,
     when given, is applied to the stream (an emulated tier's latency). ``payload=False`` (a read-only
     run, which never looks at the image): an HDF5 entry is read and counted but not carried on
-    (``data`` is empty); a read-only run over containers reads through ``jobs.data.read_only`` where
+    (``data`` is empty); a read-only run over containers reads through ``read_only`` where
     it can."""
     import tensorflow as tf
 
@@ -126,14 +116,14 @@ def source(
     if ds.format == "npz":
         return order, _npz_reader(ds, labels)
     if ds.store is not None:  # one object per image, fetched by a GET (storage.kind=object)
-        from jobs.data import s3
+        from jobs.frameworks.tensorflow import object_reads
         from jobs.storage.objectstore import tier
 
         store = tier.opened(ds.store)
         if store.get_batch is not None:  # many GETs a call: threads of them in flight
             in_flight = int(threads) if str(threads) != "autotune" else AUTOTUNE_GETS
-            return s3.batched(order, ds.objects, labels, store.fetch_batch, in_flight)
-        return order, s3.reader(ds.objects, labels, store.fetch)
+            return object_reads.batched(order, ds.objects, labels, store.fetch_batch, in_flight)
+        return order, object_reads.reader(ds.objects, labels, store.fetch)
     paths = tf.constant(ds.files)
 
     def read(i):
@@ -163,7 +153,7 @@ def _tfrecord(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: in
 
     def parse(serialized):
         ex = tf.io.parse_single_example(serialized, spec)
-        nbytes = tf.cast(tf.strings.length(serialized, unit="BYTE"), tf.int64) + TFRECORD_OVERHEAD
+        nbytes = tf.cast(tf.strings.length(serialized, unit="BYTE"), tf.int64) + tfrecord.OVERHEAD
         return ex["image/index"], ex["image/encoded"], nbytes, tf.cast(ex["image/class/label"], tf.int32)
 
     if buffer:
@@ -268,20 +258,11 @@ def _hdf5_reader(ds: Dataset, labels, payload: bool):
     def read(i):
         where = [tf.gather(where_k, i), tf.gather(where_r, i)]
         if not payload:  # h5py's OSError: a failed read or a damaged file, told apart by the run's judge
-            return i, empty, read_errors.quietly(size, where, tf.int64, (OSError,)), tf.gather(labels, i)
-        data = read_errors.quietly(fetch, where, tf.string, (OSError,))
+            return i, empty, quietly(size, where, tf.int64, (OSError,)), tf.gather(labels, i)
+        data = quietly(fetch, where, tf.string, (OSError,))
         return i, data, tf.cast(tf.strings.length(data, unit="BYTE"), tf.int64), tf.gather(labels, i)
 
     return read
-
-
-def container_of(ds: Dataset) -> list[str]:
-    """The container file of every image of a one-sample-a-file format (npz), "" for one it does not hold."""
-    out = [""] * len(ds.files)
-    for path, members in zip(ds.containers, ds.members):
-        for i in members:
-            out[i] = path
-    return out
 
 
 def _npz_reader(ds: Dataset, labels):
@@ -297,7 +278,7 @@ def _npz_reader(ds: Dataset, labels):
         return formats.load_npz(path.decode())
 
     def read(i):
-        data = read_errors.quietly(fetch, [tf.gather(paths, i)], tf.string, (OSError, ValueError))
+        data = quietly(fetch, [tf.gather(paths, i)], tf.string, (OSError, ValueError))
         return i, data, tf.cast(tf.strings.length(data, unit="BYTE"), tf.int64), tf.gather(labels, i)
 
     return read

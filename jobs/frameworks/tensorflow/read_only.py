@@ -1,24 +1,25 @@
 """The paper's read-only pipeline over containers, in blocks: it reads the bytes and keeps nothing.
 
 A read-only run never looks at an image, so over TFRecord shards and HDF5 files it reads
-``readers.READ_BLOCK`` images of one container at a time and turns each block into its image
+``sources.READ_BLOCK`` images of one container at a time and turns each block into its image
 indices and sizes in one step: no record is parsed, no image is handed on, and the pipeline pays a
 few operations per block instead of per image (per image it ran at 0.4-0.5 of fio over the same
-shards; ``python -m benchmarks.readonly_vs_fio``). The orders are the ``readers`` ones:
+shards; ``python -m benchmarks.readonly_vs_fio``). The orders are the ``sources`` ones:
 
 - TFRecord: the shards under ``interleave(cycle_length=threads)``, a block of records at a time
-  (``readers.ids(..., payload=False)``); a record that fails its checksum ends its shard, as
+  (``sources.ids(..., payload=False)``); a record that fails its checksum ends its shard, as
   before. A shuffle buffer or a read delay works on single images, split from the blocks.
 - HDF5 with ``shuffle=none``: consecutive entries of each file, in the stored order, one h5py read
-  per block (the other orders read single entries in a random order: ``readers.source``).
+  per block (the other orders read single entries in a random order: ``sources.source``).
 
 Every batch is (empty data, image indices, bytes read), as the per-image pipeline's.
 """
 
 from __future__ import annotations
 
-from jobs.data import readers
+from jobs.data import order, tfrecord
 from jobs.data.datasets import Dataset
+from jobs.frameworks.tensorflow import sources
 
 
 def batches(
@@ -49,22 +50,22 @@ def _tfrecord(
 ):
     import tensorflow as tf
 
-    par = readers.num_parallel_calls(threads)
+    par = sources.num_parallel_calls(threads)
     paths = tf.constant(ds.containers)
-    members = tf.ragged.constant([list(g) for g in readers.groups(ds)], dtype=tf.int64)
+    members = tf.ragged.constant([list(g) for g in order.groups(ds)], dtype=tf.int64)
 
     def shard(g):
         def block(k, records):
-            at = k * readers.READ_BLOCK + tf.range(tf.size(records, out_type=tf.int64), dtype=tf.int64)
-            nbytes = tf.cast(tf.strings.length(records, unit="BYTE"), tf.int64) + readers.TFRECORD_OVERHEAD
+            at = k * sources.READ_BLOCK + tf.range(tf.size(records, out_type=tf.int64), dtype=tf.int64)
+            nbytes = tf.cast(tf.strings.length(records, unit="BYTE"), tf.int64) + tfrecord.OVERHEAD
             return tf.gather(members[g], at), nbytes
 
-        return readers.shard_records(tf.gather(paths, g)).batch(readers.READ_BLOCK).enumerate().map(block)
+        return sources.shard_records(tf.gather(paths, g)).batch(sources.READ_BLOCK).enumerate().map(block)
 
-    blocks = readers.group_order(tf, ds, shuffle, seed).interleave(
+    blocks = sources.group_order(tf, ds, shuffle, seed).interleave(
         shard, cycle_length=par, num_parallel_calls=par, deterministic=True
     )
-    buffer = readers.buffer_of(ds, shuffle, shuffle_buffer)
+    buffer = order.buffer_of(ds, shuffle, shuffle_buffer)
     if not buffer and delay is None:
         return _with_empty_data(tf, blocks.rebatch(batch_size))
     images = (delay or (lambda d: d))(blocks.unbatch())
@@ -77,13 +78,13 @@ def _hdf5(ds: Dataset, threads, batch_size: int):
     import tensorflow as tf
 
     spans = [
-        (k, a, min(a + readers.READ_BLOCK, len(g)))
-        for k, g in enumerate(readers.groups(ds))
-        for a in range(0, len(g), readers.READ_BLOCK)
+        (k, a, min(a + sources.READ_BLOCK, len(g)))
+        for k, g in enumerate(order.groups(ds))
+        for a in range(0, len(g), sources.READ_BLOCK)
     ]
-    ids = tf.ragged.constant([list(readers.groups(ds)[k][a:b]) for k, a, b in spans], dtype=tf.int64)
+    ids = tf.ragged.constant([list(order.groups(ds)[k][a:b]) for k, a, b in spans], dtype=tf.int64)
     where = tf.constant([list(s) for s in spans], dtype=tf.int64)
-    files = readers.hdf5_files(ds)
+    files = sources.hdf5_files(ds)
 
     def read(k, a, b):
         return files.span(int(k), int(a), int(b))
@@ -94,6 +95,6 @@ def _hdf5(ds: Dataset, threads, batch_size: int):
         return ids[j], nbytes
 
     blocks = tf.data.Dataset.range(len(spans)).map(
-        block, num_parallel_calls=readers.num_parallel_calls(threads)
+        block, num_parallel_calls=sources.num_parallel_calls(threads)
     )
     return _with_empty_data(tf, blocks.rebatch(batch_size))

@@ -1,74 +1,33 @@
-"""The paper's tf.data input pipeline, shared by the micro-benchmark and the AlexNet mini-app.
+"""The paper's tf.data input pipeline, which TensorFlow's engines read through (the micro-benchmark, the
+AlexNet mini-app, the checkpoint workload, the emulated accelerator).
 
-samples (``jobs.data.readers``: the dataset's format read in the ``shuffle`` order, ``num_parallel_calls``
-threads) -> map([decode -> resize]) -> ignore_errors -> batch -> [prefetch]. Every element carries
-the image's index and the bytes read for it, so what was delivered, dropped and consumed is known
-exactly.
+samples (``sources``: the dataset's format read in the ``shuffle`` order, ``num_parallel_calls`` threads)
+-> map([decode -> resize]) -> ignore_errors -> batch -> [prefetch]. Every element carries the image's
+index and the bytes read for it, so what was delivered, dropped and consumed is known exactly. What the
+frameworks share (the run's settings, the read counters) is ``jobs.data.loading``.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from jobs.data.datasets import Dataset
-from jobs.data.readers import num_parallel_calls
+from jobs.data.loading import PipelineSettings
+from jobs.frameworks.tensorflow.sources import num_parallel_calls
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
-
-DROPPED_LISTED = 50  # dropped files named in a run record; the count is always complete
-
-
-@dataclass(frozen=True, kw_only=True)
-class PipelineSettings:
-    """What a run that reads through the paper's tf.data pipeline is set by, typed once from the cell's
-    config (``from_config``); the micro-benchmark's and AlexNet's settings add their own fields."""
-
-    threads: int | str  # num_parallel_calls: a positive int or "autotune"
-    batch_size: int
-    prefetch: int  # batches prefetched (0: none)
-    image_side: int  # side of the resized square image, pixels
-    seed: int  # the run's seed: its sample order
-    read_delay_ms: float = 0.0  # extra latency per file read, ms
-    shuffle: str = "global"  # global | local | none (jobs.data.readers)
-    shuffle_buffer: int | None = None
-    prefetch_to: str = "host"  # host | device: where prefetched batches wait (training only)
-
-    @property
-    def order(self) -> dict:
-        """How the run orders its samples, as jobs.data.readers takes it."""
-        return {"shuffle": self.shuffle, "shuffle_buffer": self.shuffle_buffer, "threads": self.threads}
-
-    @classmethod
-    def from_config(cls, cfg, seed: int, **extra):
-        """The settings of one run of a cell (``cfg``: its typed config), plus the subclass's ``extra``
-        fields."""
-        from jobs.schema import threads_value
-
-        return cls(
-            threads=threads_value(cfg.threads),
-            batch_size=cfg.batch_size,
-            prefetch=cfg.prefetch,
-            image_side=cfg.workload.image_side,
-            seed=seed,
-            read_delay_ms=cfg.workload.read_delay_ms,
-            shuffle=cfg.shuffle,
-            shuffle_buffer=cfg.shuffle_buffer or None,
-            prefetch_to=cfg.prefetch_to,
-            **extra,
-        )
 
 
 def build(ds: Dataset, s: PipelineSettings, *, decode: bool = True, one_hot: bool = False):
     """The pipeline of one run set by ``s``; elements are (images or file bytes, image indices, bytes
     read[, one-hot labels]): decoded and resized to ``s.image_side`` (``decode``), or the files' bytes.
 
-    The samples come from ``jobs.data.readers`` (the dataset's format, in the ``s.shuffle`` order);
+    The samples come from ``sources`` (the dataset's format, in the ``s.shuffle`` order);
     ``s.read_delay_ms`` adds latency to every read (emulates a slower tier; 0 = none).
     """
     import tensorflow as tf
 
-    from jobs.data import read_only, readers
+    from jobs.frameworks.tensorflow import read_only, sources
 
     classes, threads = max(1, ds.num_classes), s.threads
     delay = (lambda d: delayed(d, s.read_delay_ms, threads)) if s.read_delay_ms > 0 else None
@@ -77,7 +36,7 @@ def build(ds: Dataset, s: PipelineSettings, *, decode: bool = True, one_hot: boo
     blocks = None if decode or one_hot else read_only.batches(ds, batch_size=s.batch_size, **how)
     if blocks is not None:
         return _finish(blocks, threads, s.prefetch)
-    stream, read = readers.source(ds, payload=decode or one_hot, **how)
+    stream, read = sources.source(ds, payload=decode or one_hot, **how)
 
     def load(*element):
         i, data, nbytes, label = read(*element)
@@ -159,9 +118,9 @@ def delayed(index, read_delay_ms: float, threads: int | str):
 def shuffled_order(n: int, seed: int) -> list[int]:
     """The order in which the default pipeline (one file per image, global shuffle) hands out file
     indices (no file is read)."""
-    from jobs.data import readers
+    from jobs.frameworks.tensorflow import sources
 
-    return readers.order(
+    return sources.order(
         Dataset("", "", "", ("",) * n, (0,) * n, (0,) * n, 1),
         shuffle="global",
         shuffle_buffer=None,
@@ -176,18 +135,19 @@ def dropped(ds: Dataset, seen: list[int], exhausted: bool, seed: int, **how) -> 
     and decoded again unless the run read only, ``payload=False``).
 
     When the set was consumed, that is every image not delivered. When the run stopped early, it is
-    every image before the last delivered one (in the run's order, ``jobs.data.readers.order``) that was
+    every image before the last delivered one (in the run's order, ``sources.order``) that was
     not delivered; the map keeps order, so nothing after it can have been dropped yet. (TFRecord: the
     order without drops; a dropped record shifts the buffer's later picks, so the early-stop count
     there is an estimate.)
     """
-    from jobs.data import read_errors, readers
+    from jobs.data import read_errors
+    from jobs.frameworks.tensorflow import sources
 
     n = len(ds.files)
     if exhausted:
         attempted = range(n)
     else:
-        order = readers.order(
+        order = sources.order(
             ds, seed=seed, **{"shuffle": "global", "shuffle_buffer": None, "threads": 1, **how}
         )
         pos = {f: p for p, f in enumerate(order)}
@@ -208,19 +168,6 @@ def decodes(data: bytes) -> bool:
     except tf.errors.OpError:  # any error of the op: what it holds is no image TensorFlow decodes
         return False
     return True
-
-
-def read_counters() -> tuple[int | None, int | None]:
-    """(read_bytes, rchar) of this process from /proc/self/io; None where unavailable."""
-    vals: dict[str, int] = {}
-    try:
-        with open("/proc/self/io") as f:
-            for line in f:
-                k, _, v = line.partition(":")
-                vals[k] = int(v)
-    except OSError:
-        return None, None
-    return vals.get("read_bytes"), vals.get("rchar")
 
 
 def through_service(dataset, address: str):

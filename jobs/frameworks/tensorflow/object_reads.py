@@ -7,7 +7,7 @@ A failed GET fails the run (the store's ``end_run``), so after the first one not
 store that stopped answering would otherwise hold every image left for the client's read timeout (512
 images at 60 s each, the map's threads at a time), and Ctrl-C or SIGTERM with them, since the run's loop
 checks for a signal between batches: now the run ends within one timeout of the first failure. Nor is
-anything raised into TensorFlow, which logs a traceback per element (``read_errors.quietly``): the failed
+anything raised into TensorFlow, which logs a traceback per element (``unlogged.quietly``): the failed
 and the unasked elements are dropped without a word, and the store keeps the failure for the run's end.
 
 A client that GETs many keys in one call (``ObjectClient.get_batch``: s3dlio's) is asked for the keys of
@@ -25,12 +25,12 @@ class _NotAsked(Exception):
 
 
 def reader(keys: Sequence[str], labels, fetch: Callable[[str], bytes]):
-    """``read(i) -> (i, data, bytes read, label)`` for the pipeline's map (``jobs.data.readers.source``'s
+    """``read(i) -> (i, data, bytes read, label)`` for the pipeline's map (``sources.source``'s
     contract): object ``keys[i]`` fetched by ``fetch``, whose StoreError the store keeps for the run's
     end (``Store.fetch``); ``labels``, a tensor of the samples' labels."""
     import tensorflow as tf
 
-    from jobs.data.read_errors import quietly
+    from jobs.frameworks.tensorflow.unlogged import quietly
     from jobs.storage.objectstore.client import StoreError
 
     names = list(keys)
@@ -56,7 +56,7 @@ KEYS_PER_CALL = 8  # keys a batched call asks for, per GET it keeps in flight: e
 
 
 def batched(order, keys: Sequence[str], labels, fetch_batch: Callable, in_flight: int):
-    """(stream, read) for the pipeline (``jobs.data.readers.source``'s contract) where the client GETs a
+    """(stream, read) for the pipeline (``sources.source``'s contract) where the client GETs a
     batch of keys per call: ``order``'s indices fetched ``KEYS_PER_CALL * in_flight`` at a time by
     ``fetch_batch(keys, in_flight)`` (``Store.fetch_batch``), one call ahead of the map, then one element
     per sample again; after a failed GET nothing more is asked, and the failed and unasked samples are
@@ -64,7 +64,7 @@ def batched(order, keys: Sequence[str], labels, fetch_batch: Callable, in_flight
     import numpy as np
     import tensorflow as tf
 
-    from jobs.data.read_errors import unread_unless
+    from jobs.frameworks.tensorflow.unlogged import unread_unless
     from jobs.storage.objectstore.client import StoreError
 
     names = list(keys)
