@@ -23,6 +23,12 @@ GENERATE_MB_S = 30.0
 # synthetic arrays (dataset.samples=arrays: random bytes, nothing encoded), MB/s: 1.2 GB in 2.1 s on 2 cores
 # (582 MB/s, into the page cache); halved for a set larger than memory, which waits for the disk
 ARRAYS_MB_S = 300.0
+# arrays read whole and never decoded (unet3d's npz samples), MB/s: the device's rate, not the cores' (runs of
+# 28 samples, 4.64 GB, cold from local disk through 8 DataLoader workers: 4.9-5.9 s, median 5.2 s, 2026-11-28)
+ARRAYS_READ_MB_S = 850.0
+# a set converted into containers (dataset.format=tfrecord|hdf5|npz), MB/s: read and written once per set
+# (the same 4.64 GB of arrays into 28 npz files: 10.2 s, 455 MB/s)
+CONVERT_MB_S = 450.0
 # workload=microbench, 1 map thread, 2 cores, local disk: 16,384 images in ~35 s per run
 DECODE_IMAGES_S = 470.0
 READ_ONLY_IMAGES_S = 1900.0  # workload=readonly, 1 thread, local disk, cold (docs/scaling.md)
@@ -158,6 +164,8 @@ def _rate(cfg, cores: int, mean_bytes: float | None, base=None, threads=None) ->
     if base is None or not isinstance(threads, int):
         return None
     rate = base * (1 + CORE_GAIN * (min(threads, cores) - 1))
+    if _arrays(cfg) and mean_bytes:  # read whole, nothing decoded: as fast as the device gives the bytes
+        rate = ARRAYS_READ_MB_S * 1e6 / mean_bytes
     st = cfg.storage
     emulate = st.emulate
     rates = (emulate.read_mb_s if emulate else None, st.ior_read_mb_s)
@@ -170,6 +178,28 @@ def _rate(cfg, cores: int, mean_bytes: float | None, base=None, threads=None) ->
     if measured:  # a modelled tier: its measured rate at the most threads measured up to the cell's
         caps.append(measured[max([k for k in measured if k <= threads] or [min(measured)])])
     return min([rate, *(c for c in caps if c)])
+
+
+def _arrays(cfg) -> bool:
+    return cfg.dataset is not None and str(cfg.dataset.samples) == "arrays"
+
+
+def _converted(cfg) -> bool:
+    """Whether the cell's set is already converted into its containers on its tier (a conversion of as many
+    samples found in the tool's folder; nothing is made or opened)."""
+    from jobs import owned
+    from jobs.data import datasets, formats
+    from jobs.storage import writable
+
+    folder, _ = writable.files_and_space(cfg.storage)
+    if not folder:
+        return False
+    below = owned.tool_folder(folder) / datasets.SUBDIR / formats.CONVERTED
+    name = f"{cfg.dataset.name}-{cfg.dataset.format}-{cfg.dataset.num_images}-"
+    try:
+        return any(e.name.startswith(name) and e.is_dir(follow_symlinks=False) for e in os.scandir(below))
+    except OSError:
+        return False
 
 
 def _tier_mb_s(st) -> tuple[float | None, float | None]:
@@ -319,6 +349,22 @@ def _why_not(cfg) -> tuple[str, str]:
     return "workload={}: " + _workload(cfg).not_modelled, cfg.workload.name
 
 
+def _conversion_s(cfg, key, mean: float | None, gen: float, converted: set, local: bool) -> float:
+    """Seconds the cell spends converting its synthetic set into containers (``dataset.format`` other than
+    files), once per set, format and size: where the campaign generates the set, or the conversion is not
+    found on this machine's tier, or the tier is a cluster's (not looked at)."""
+    ds = cfg.dataset
+    if key is None or mean is None or str(ds.format) == "files":
+        return 0.0
+    done = (key, str(ds.format), ds.num_images)
+    if done in converted:
+        return 0.0
+    converted.add(done)
+    if local and not gen and _converted(cfg):
+        return 0.0
+    return ds.num_images * mean / (CONVERT_MB_S * 1e6)
+
+
 def _store_s(cfg, images: int | None, mean_bytes: float | None, done: set) -> float:
     """A cell's time to start the embedded S3 server and put its dataset there (0: not an object store),
     each once per campaign: ``done`` holds the servers and uploads earlier cells paid for."""
@@ -346,6 +392,7 @@ class Estimate:
         self.data: dict[tuple, Data] = {}
         self.cells: list[float | None] = []
         self.generating: list[float] = []  # seconds of each cell spent generating its set's missing images
+        self.converting: list[float] = []  # seconds of each cell spent converting its set into containers
         # whether the cell's set is already on its root is not known here (a cluster's root, a tier built
         # when its cell starts)
         self.unsure: list[bool] = []
@@ -353,6 +400,7 @@ class Estimate:
         made: dict[tuple, int] = {}
         sizes: dict[tuple, float] = {}
         stored: set = set()  # the embedded servers started and datasets uploaded by earlier cells
+        converted: set = set()  # the sets earlier cells convert (set, format, samples)
         gpu = functools.cache(accelerator.gpu_driver)  # this machine's GPU, looked for once, if a cell asks
         for cell in cells:
             cfg = cell.config
@@ -373,21 +421,27 @@ class Estimate:
                 if d.images > made[key]:
                     gen = (d.images - made[key]) * mean / (d.generated_mb_s * 1e6)
                     made[key] = d.images
+            conv = _conversion_s(cfg, key, mean, gen, converted, local)
             cores = (os.cpu_count() or 1) if local else cfg.platform.cpus_per_task
             run = _run_s(cfg, cores, n, mean, gpu if local else None)
             runs = cfg.repeats + cfg.warmup
-            own = CELL_S + gen + _store_s(cfg, n, mean, stored)
+            own = CELL_S + gen + conv + _store_s(cfg, n, mean, stored)
             if _model(cfg) in ("training", "checkpoint"):
                 own += TRAIN_CELL_S
             self.cells.append(None if run is None else own + runs * run)
             self.why.append(None if run is not None else _why_not(cfg))
             self.generating.append(gen)
+            self.converting.append(conv)
             self.unsure.append(key is not None and self.data[key].have is None)
 
     def cell(self, k: int) -> str:
         """`` ≈ 42 s`` for cell ``k``, or what it lacks."""
-        s, gen = self.cells[k], self.generating[k]
-        making = f"generating ≈ {duration(gen)}{' where missing' if self.unsure[k] else ''}" if gen else ""
+        s, gen, conv = self.cells[k], self.generating[k], self.converting[k]
+        where = " where missing" if self.unsure[k] else ""
+        making = ", ".join(
+            [f"generating ≈ {duration(gen)}{where}"] * bool(gen)
+            + [f"converting ≈ {duration(conv)}{where}"] * bool(conv)
+        )
         if s is None:
             return f" (time not estimated{', ' + making if making else ''})"
         return f" ≈ {duration(s)}{' (' + making + ')' if making else ''}"

@@ -301,3 +301,42 @@ def test_a_checkpoint_cell_is_its_training_twice_and_its_checkpoints_writes(plan
     assert every3 > on_ssd
     est = Estimate([planned_cell(*run, "framework=pytorch")], local=True)
     assert est.cells == [None] and "workload=checkpoint with framework=pytorch" in est.total()
+
+
+def test_arrays_are_timed_by_their_bytes_and_their_conversion_once(planned_cell, tmp_path):
+    """unet3d's samples (arrays of ~146 MB, read whole, never decoded, one npz each): a run takes as long as
+    the device gives the bytes, not the accelerator's steps (4 steps of 0.162 s against ~4.1 GB), and the
+    set's conversion into npz files is counted once, in the first cell that needs it, and not at all where
+    it is found on the tier. Before, the dry run said ≈ 20 s for a cell that took 55 s."""
+    import json
+
+    from campaign.estimate import ARRAYS_READ_MB_S, CELL_S, CONVERT_MB_S, Estimate
+    from campaign.limits import mean_image_bytes
+    from jobs import owned
+    from jobs.data import datasets, formats, synthetic
+
+    run = ("+experiment=mlperf", "accelerator=unet3d_b200", "storage=local", f"storage.root={tmp_path}")
+    cells = [planned_cell(*run, "dataset.num_images=28", f"threads={t}") for t in (4, 8)]
+    cfg = cells[0].config
+    mean = mean_image_bytes(cfg.dataset.median_kb, cfg.dataset.size_spread)
+    assert mean == pytest.approx(146.6e6, rel=0.01)  # DLIO's unet3d record length
+    est = Estimate(cells, local=True)
+    assert est.converting == [pytest.approx(28 * mean / (CONVERT_MB_S * 1e6)), 0.0]  # once, first cell
+    assert est.generating[0] > 0 and est.generating[1] == 0
+    runs = cfg.repeats + cfg.warmup
+    own = CELL_S + est.generating[0] + est.converting[0]
+    assert (est.cells[0] - own) / runs == pytest.approx(28 * mean / (ARRAYS_READ_MB_S * 1e6))
+    assert "generating ≈" in est.cell(0) and "converting ≈" in est.cell(0) and "converting" not in est.cell(1)
+
+    # the set generated on the tier: its conversion is still to do, until a conversion of 28 is there
+    spec = synthetic.spec_of(cfg.dataset, cfg.seed)
+    folder = owned.tool_folder(tmp_path) / datasets.SUBDIR
+    (folder / spec.key()).mkdir(parents=True)
+    (folder / spec.key() / synthetic.META).write_text(json.dumps({"count": 28}))
+    again = Estimate(cells[:1], local=True)
+    assert again.generating == [0.0] and again.converting[0] > 0
+    (folder / formats.CONVERTED / f"{cfg.dataset.name}-npz-28-0123456789").mkdir(parents=True)
+    (folder / formats.CONVERTED / f"{cfg.dataset.name}-npz-56-0123456789").mkdir()
+    found = Estimate(cells[:1], local=True)
+    assert found.converting == [0.0] and "converting" not in found.cell(0)
+    assert found.cells[0] == pytest.approx(again.cells[0] - again.converting[0])
