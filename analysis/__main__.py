@@ -11,9 +11,6 @@ from pathlib import Path
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    from jobs import workloads
-
-    workloads.discover()  # metrics that workloads beyond the built-in ones declare become columns too
     if argv and argv[0] == "compare":
         from analysis import compare
 

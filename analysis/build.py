@@ -99,14 +99,16 @@ def not_a_baseline(folder: Path) -> str | None:
     return None
 
 
-def output_names() -> list[str]:
-    """Every file name the analysis may write into a campaign folder (tables, figures, the report)."""
+def output_names(figures=None) -> list[str]:
+    """Every file name the analysis may write into a campaign folder (tables, figures, the report);
+    ``figures``: what its records declare (``analysis.declarations.Declared``; the built-in workloads'
+    when not given)."""
+    from analysis import declarations
     from analysis.figures.posix import SIZES, TIMELINE
     from analysis.tables import frameworks, posix
     from analysis.tables.baselines import TABLE_I
-    from jobs import workloads
 
-    stems = [TABLE_I, SIZES, TIMELINE, *(f.key for _, f in workloads.figures())]
+    stems = [TABLE_I, SIZES, TIMELINE, *(figures or declarations.builtin()).stems()]
     return [
         RESULTS,
         SUMMARY,
@@ -149,7 +151,7 @@ def build(folder: str | Path, render: bool = True, baseline_from: str | Path | N
     out.missing = [x for x in c.cells if x["status"] == "missing"]
     out.completed = sum(1 for x in c.cells if x["status"] == "completed")
     try:
-        outputs.check([folder / n for n in output_names()])
+        outputs.check([folder / n for n in output_names(c.declared)])
     except outputs.OutputExists as e:
         raise outputs.OutputExists(f"{e}; nothing was written") from None
     before = len(outputs.PLACED)
@@ -195,7 +197,7 @@ def _write(c: tidy.Collected, folder: Path, out: Built, figures: bool, baseline_
     if not cost.empty:
         _table(cost, folder / IO_COST, out)
     if figures and not results.empty:
-        out.files += declared.render_all(results, folder)
+        out.files += declared.render_all(results, folder, c.declared)
     out.files += posix.write(c, folder)
     if figures and not results.empty:
         out.files += posix_figures.render(c, folder)

@@ -21,7 +21,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from campaign import errors, outputs, validate
-from jobs import frameworks, interrupts, records, runner
+from jobs import frameworks, interrupts, records, runner, workloads
 from jobs.cell import Cell
 
 log = logging.getLogger(__name__)
@@ -160,8 +160,17 @@ def _record(cell: Cell, started: str, **outcome) -> records.CellRecord:
         overrides=list(cell.overrides),
         started_at=started,
         finished_at=records.now(),
+        declared=_declared(cell),
         **outcome,
     )
+
+
+def _declared(cell: Cell) -> dict | None:
+    """What the cell's workload declares for the analysis (None for a kind no longer registered)."""
+    try:
+        return workloads.get(cell.config.workload.kind).declared()
+    except KeyError:
+        return None
 
 
 def _record_failure(e: Exception, cell: Cell, started: str, job_dir: str) -> Path:

@@ -11,7 +11,8 @@ from typing import Any
 
 from jobs import jsonfiles
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the workload's figures and metrics declared in the record (``declared``)
+READABLE = (1, SCHEMA_VERSION)  # a version-1 record has no ``declared``: read as None
 FILENAME = "record.json"
 COMPLETED = "completed"
 FAILED = "failed"
@@ -36,6 +37,9 @@ class CellRecord:
     traced_run: dict | None = (
         None  # trace.runs=extra: the one run traced for its POSIX calls, not a measured run
     )
+    # what the analysis draws and labels from the cell's rows, as its workload declared it when it ran:
+    # {"figures": [{key, draw, title, where, order}], "metrics": [{name, unit, better, doc}]}
+    declared: dict | None = None
     schema_version: int = field(default=SCHEMA_VERSION)
 
 
@@ -73,8 +77,10 @@ def read(path: str | os.PathLike) -> CellRecord:
     if not isinstance(raw, dict):
         raise RecordError(f"{path}: not a readable record (a JSON {type(raw).__name__}, not an object)")
     version = raw.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise RecordError(f"{path}: record schema version {version}, this project reads {SCHEMA_VERSION}")
+    if version not in READABLE:
+        raise RecordError(
+            f"{path}: record schema version {version}, this project reads {' and '.join(map(str, READABLE))}"
+        )
     try:
         rec = CellRecord(**raw)
     except TypeError as e:
@@ -84,6 +90,7 @@ def read(path: str | os.PathLike) -> CellRecord:
         and isinstance(rec.runs, list)
         and isinstance(rec.provenance, dict)
         and isinstance(rec.overrides, list)
+        and isinstance(rec.declared, dict | None)
         and rec.status in (COMPLETED, FAILED)
     ):
         raise RecordError(f"{path}: record fields do not match schema {SCHEMA_VERSION} (wrong types)")

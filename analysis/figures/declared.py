@@ -1,4 +1,5 @@
-"""Every figure the workloads declare (``jobs.workloads.Figure``), drawn from the rows of their kind."""
+"""Every figure the records' workloads declare (``analysis.declarations``), drawn from the rows of their
+kind."""
 
 from __future__ import annotations
 
@@ -18,17 +19,22 @@ def rows_of(results, kind: str, figure):
     return df
 
 
-def render_all(results, folder: Path) -> list[Path]:
-    """Every figure the registered workloads declare that the results can draw, into ``folder``."""
-    import importlib
+def render_all(results, folder: Path, declared) -> list[Path]:
+    """Every figure ``declared`` (``analysis.declarations.Declared``) that the results can draw, into
+    ``folder``; a figure whose drawing function cannot be imported is left out with one line on stderr."""
+    import sys
 
-    from jobs import workloads
+    from analysis import declarations
 
     out: list[Path] = []
-    for kind, figure in workloads.figures():
+    for kind, figure in declared.ordered():
         rows = rows_of(results, kind, figure)
         if rows.empty:
             continue
-        module, function = figure.draw.split(":")
-        out += getattr(importlib.import_module(module), function)(rows, folder, figure)
+        try:
+            function = declarations.draw(figure)
+        except (ImportError, AttributeError) as e:
+            print(f"iocampaign: {figure.key} ({kind}) is not drawn: {figure.draw}: {e}", file=sys.stderr)
+            continue
+        out += function(rows, folder, figure)
     return out

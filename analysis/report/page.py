@@ -9,6 +9,7 @@ import html
 from dataclasses import dataclass
 from pathlib import Path
 
+from analysis import declarations
 from analysis.report import sections
 from analysis.report.htmltable import claims_table as _claims
 from analysis.report.htmltable import table as _table
@@ -61,12 +62,11 @@ def _provenance(folder: Path) -> dict:
     return found
 
 
-def _figures() -> list[tuple[str, str]]:
-    """(file stem, caption) of Table I and of every figure the workloads declare, in the paper's order."""
-    from jobs import workloads
-
+def _figures(declared) -> list[tuple[str, str]]:
+    """(file stem, caption) of Table I and of every figure the records' workloads declare
+    (``analysis.declarations.Declared``), in the paper's order."""
     return [("table_i", "Table I: storage baselines beside the paper's IOR figures")] + [
-        (f.key, f.title or f.key) for _, f in workloads.figures()
+        (f.key, f.title or f.key) for _, f in declared.ordered()
     ]
 
 
@@ -231,7 +231,9 @@ def _table_i(p: Page) -> str:
 
 
 def _figures_section(p: Page) -> str:
-    figs = "".join(f for stem, caption in _figures() if (f := sections.embed(p.folder, stem, caption)))
+    declared = p.collected.declared if p.collected is not None else declarations.builtin()
+    embedded = (sections.embed(p.folder, stem, caption) for stem, caption in _figures(declared))
+    figs = "".join(f for f in embedded if f)
     return f"<h2>Figures</h2>{figs}" if figs else ""
 
 

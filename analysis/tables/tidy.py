@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from analysis import declarations
 from analysis.tables import bounds
 from jobs import plan, records
 from jobs.frameworks import PAPERS, with_workers
@@ -103,6 +104,8 @@ class Collected:
     )  # one per traced measured run (trace.posix=true): analysis.tables.posix
     staged: dict = field(default_factory=dict)  # cell folder -> how its data was staged (storage@stage)
     configs: dict = field(default_factory=dict)  # cell folder -> its resolved config (completed cells)
+    # what the records' workloads declare: their figures, and their metrics as columns
+    declared: declarations.Declared = field(default_factory=declarations.builtin)
 
 
 def _replay(cfg: dict) -> dict:
@@ -276,6 +279,8 @@ def collect(folder: str | Path) -> Collected:
             continue
         rel = path.parent.relative_to(folder)
         found[str(rel)] = (path, rec)
+        if rec.declared is not None:
+            out.declared.add(str(rec.config.get("workload", {}).get("kind", "")), rec.declared)
     planned = _planned(folder, out)
     for cell in planned:
         d = cell["dir"]

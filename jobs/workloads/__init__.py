@@ -163,6 +163,17 @@ class Workload:
             return self.engines
         return frameworks.reading_objects(self.name)
 
+    @classmethod
+    def declared(cls) -> dict:
+        """Its figures and metrics as data, for its cells' records (``CellRecord.declared``): the analysis
+        reads them there, without importing the workload."""
+        from dataclasses import asdict
+
+        return {
+            "figures": [{**asdict(f), "where": [list(w) for w in f.where]} for f in cls.figures],
+            "metrics": [asdict(m) for m in cls.metrics],
+        }
+
     def check(self, cfg) -> None:
         """Raise campaign.errors.ConfigError (one line naming the setting) for what cannot run."""
 
@@ -282,6 +293,16 @@ def figures() -> list[tuple[str, Figure]]:
     return sorted(
         ((k, f) for k, w in _REGISTRY.items() for f in w.figures), key=lambda kf: (kf[1].order, kf[1].key)
     )
+
+
+def builtin_declarations() -> dict:
+    """kind -> what each of the tool's own workloads declares for the analysis (``Workload.declared``): the
+    analysis keeps it as data (``analysis/workloads.json``) for records written before they kept it."""
+    if not _discovered[0]:
+        discover()
+    return {
+        k: w.declared() for k, w in sorted(_REGISTRY.items()) if w.__module__.startswith(f"{__name__}.")
+    }
 
 
 def check_result(w: Workload, result: dict) -> None:

@@ -55,6 +55,22 @@ def test_no_import_runs_up():
     assert up == []
 
 
+# what measures, which the reader of records never imports: it reads what a workload declares from the
+# records (analysis.declarations), and no framework's engine (jobs.frameworks.<name>.<module>)
+MEASURING = ("jobs.workloads", "jobs.runner", "jobs.execution")
+
+
+def test_the_analysis_imports_nothing_that_measures():
+    found = [
+        f"{m} imports {t}"
+        for m, targets in _graph().items()
+        if m.startswith("analysis")
+        for t in sorted(targets)
+        if t.startswith(MEASURING) or (t.startswith("jobs.frameworks.") and t.count(".") >= 3)
+    ]
+    assert found == []
+
+
 # inside jobs/, a folder imports only the layers below its own: what every layer shares (jobs/*.py but
 # the runner, and what each framework declares), then data and storage, what a run observes, the workloads,
 # the frameworks' engines (each runs a workload in its framework), how their processes start, the run loop;

@@ -42,6 +42,17 @@ def test_a_toy_workload_is_its_module_and_its_preset(tmp_path):
     assert rec.config["workload"]["kind"] == "toy_sleep" and rec.config["workload"]["sleep_s"] == 0.05
     assert (out / "toy_slept.png").stat().st_size > 1000  # the figure it declares, drawn from its rows
     assert not list(out.glob("fig*.png"))  # and no other workload's
+    # the analysis again where the toy's code is not on the path: its metric is a column still (its records
+    # declare it), its figure is left out with one line; with the toy on the path, drawn again
+    (out / "toy_slept.png").unlink()
+    alone = run_module("analysis", str(out), cwd=tmp_path, env=python_env(PYTHONPATH=str(ROOT)))
+    assert alone.returncode == 0, alone.stderr[-2000:]
+    assert pd.read_csv(out / "results.csv")["slept_s"].notna().all()
+    assert "toy_slept (toy_sleep) is not drawn: iocampaign_workloads.toy_sleep:draw_slept" in alone.stderr
+    assert not (out / "toy_slept.png").exists()
+    toy = python_env(PYTHONPATH=f"{ROOT}{os.pathsep}{TOY}")
+    assert run_module("analysis", str(out), cwd=tmp_path, env=toy).returncode == 0
+    assert (out / "toy_slept.png").stat().st_size > 1000
 
 
 def _blocks(text: str, section: str, lang: str) -> list[str]:

@@ -1,0 +1,146 @@
+"""What the analysis draws and labels a workload's rows with is data it reads, not code it imports (issue
+60): each record keeps the figures and metrics its workload declared (``CellRecord.declared``); records
+written before (schema 1) are drawn with the built-in workloads' own, kept as ``analysis/workloads.json``;
+a declaration that names a drawing function outside the analysis and the workloads' own package, or a
+file name that is not plain, is not drawn."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from support.commands import python_env
+from support.paths import ROOT
+
+BUILTIN = ROOT / "analysis" / "workloads.json"
+
+
+def test_the_built_in_declarations_the_analysis_keeps_are_the_workloads_own():
+    """``analysis/workloads.json`` is what the tool's own workloads declare today: a workload's new figure
+    or metric is a change of this file too (``UPDATE_GOLDEN=1`` writes it)."""
+    from jobs import workloads
+
+    now = workloads.builtin_declarations()
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        BUILTIN.write_text(json.dumps(now, indent=1, sort_keys=True) + "\n")
+    assert json.loads(BUILTIN.read_text()) == json.loads(json.dumps(now)), (
+        "analysis/workloads.json differs from the workloads' declarations: UPDATE_GOLDEN=1 rewrites it"
+    )
+    assert {"microbench", "alexnet", "checkpoint", "emulated"} <= set(now)
+    assert any(f["key"] == "fig4" for f in now["microbench"]["figures"])
+
+
+@pytest.fixture(scope="module")
+def grid(paper, tmp_path_factory) -> Path:
+    """A copy of the session paper study's Figs. 4-5 grid (real records, as the campaign wrote them)."""
+    out = tmp_path_factory.mktemp("declared") / "fig4_fig5"
+    shutil.copytree(paper / "fig4_fig5", out, symlinks=True)
+    return out
+
+
+def _records(folder: Path) -> list[Path]:
+    return sorted(folder.rglob("record.json"))
+
+
+def _analysed(folder: Path) -> tuple[str, list[str]]:
+    """``python -m analysis <folder>`` in a fresh interpreter: its stderr, and the modules of
+    jobs.workloads and the frameworks' engines it imported."""
+    code = (
+        "import sys\n"
+        "from analysis.__main__ import main\n"
+        f"rc = main([{str(folder)!r}])\n"
+        "measuring = ('jobs.workloads', 'jobs.runner', 'tensorflow')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(measuring)))\n"
+        "sys.exit(rc)\n"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=folder,
+        env=python_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p.stderr, json.loads(p.stdout.strip().splitlines()[-1].replace("'", '"'))
+
+
+@pytest.mark.cells
+def test_the_records_say_what_to_draw_and_the_analysis_imports_no_workload(grid):
+    recs = [json.loads(p.read_text()) for p in _records(grid)]
+    assert recs and all(r["schema_version"] == 2 for r in recs)
+    fig = {f["key"]: f for f in recs[0]["declared"]["figures"]}
+    assert fig["fig4"]["draw"] == "analysis.figures.bandwidth:bandwidth_figure"
+    assert any(
+        m["name"] == "images_per_s" and m["unit"] == "images/s" for m in recs[0]["declared"]["metrics"]
+    )
+    for stem in ("fig4", "fig5"):
+        (grid / f"{stem}.png").unlink()
+    err, imported = _analysed(grid)
+    assert imported == [], imported  # nothing of the workloads, the runner or TensorFlow
+    assert (grid / "fig4.png").stat().st_size > 0 and (grid / "fig5.png").stat().st_size > 0
+    assert "is not drawn" not in err
+
+
+@pytest.mark.cells
+def test_records_of_schema_1_are_drawn_with_the_built_in_declarations(grid, tmp_path):
+    old = tmp_path / "old"
+    shutil.copytree(grid, old, symlinks=True)
+    for p in _records(old):
+        r = json.loads(p.read_text())
+        r.pop("declared")
+        p.write_text(json.dumps({**r, "schema_version": 1}))
+        (old / "fig4.png").unlink(missing_ok=True)
+    err, imported = _analysed(old)
+    assert imported == [] and (old / "fig4.png").exists() and (old / "fig5.png").exists(), err
+    assert list(pd.read_csv(old / "results.csv").columns) == list(pd.read_csv(grid / "results.csv").columns)
+
+
+@pytest.mark.cells
+def test_a_declared_metric_is_a_column_and_a_declaration_that_names_other_code_is_not_drawn(grid, tmp_path):
+    """A workload outside the tool declares a metric of its own: its records carry it, and results.csv
+    gains the column with its values, although the workload's code is nowhere on this machine. A record
+    whose figure names a function of another package (``os:system``) or a file name with a folder in it is
+    drawn without them, one line each, and nothing is written outside the campaign folder."""
+    own = tmp_path / "own"
+    shutil.copytree(grid, own, symlinks=True)
+    for p in _records(own):
+        r = json.loads(p.read_text())
+        r["declared"]["metrics"].append({"name": "slept_s", "unit": "s", "better": "", "doc": "time slept"})
+        r["declared"]["figures"] += [
+            {"key": "evil", "draw": "os:system", "title": "", "where": [], "order": 1},
+            {
+                "key": "../escaped",
+                "draw": "analysis.figures.bandwidth:fig4",
+                "title": "",
+                "where": [],
+                "order": 1,
+            },
+            {
+                "key": "mine",
+                "draw": "iocampaign_workloads.nowhere:draw",
+                "title": "",
+                "where": [],
+                "order": 1,
+            },
+        ]
+        for run in r["runs"]:
+            run["slept_s"] = 1.5
+        p.write_text(json.dumps(r))
+    before = sorted(x.name for x in tmp_path.iterdir())
+    err, _ = _analysed(own)
+    assert set(pd.read_csv(own / "results.csv")["slept_s"]) == {1.5}
+    lines = [line for line in err.splitlines() if "is not drawn" in line]
+    assert len(lines) == 3, err  # each named once, however many records declare it
+    assert any("os:system" in line and "names neither" in line for line in lines), lines
+    assert any("'../escaped' is not a plain file name" in line for line in lines), lines
+    assert any("mine (microbench) is not drawn: iocampaign_workloads.nowhere:draw" in line for line in lines)
+    assert sorted(x.name for x in tmp_path.iterdir()) == before and not (own / "evil.png").exists()
+    assert (own / "fig4.png").exists()
