@@ -300,9 +300,7 @@ def builtin_declarations() -> dict:
     analysis keeps it as data (``analysis/workloads.json``) for records written before they kept it."""
     if not _discovered[0]:
         discover()
-    return {
-        k: w.declared() for k, w in sorted(_REGISTRY.items()) if w.__module__.startswith(f"{__name__}.")
-    }
+    return {k: w.declared() for k, w in sorted(_REGISTRY.items()) if w.__module__.startswith(f"{__name__}.")}
 
 
 def check_result(w: Workload, result: dict) -> None:
