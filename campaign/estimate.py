@@ -185,8 +185,9 @@ def _arrays(cfg) -> bool:
 
 
 def _converted(cfg) -> bool:
-    """Whether the cell's set is already converted into its containers on its tier (a conversion of as many
-    samples found in the tool's folder; nothing is made or opened)."""
+    """Whether the cell's set is already converted into its containers on its tier: a conversion of a set of
+    its name, format and size found in the tool's folder (by its folder's name; its shards' size and its
+    files' dates, which its name hashes, are not checked: an estimate). Nothing is made or opened."""
     from jobs import owned
     from jobs.data import datasets, formats
     from jobs.storage import writable
@@ -238,6 +239,8 @@ def _emulated_s(cfg, cores: int, images: int | None, mean_bytes: float | None) -
     tasks = cfg.platform.nodes * cfg.platform.tasks_per_node
     shard = math.ceil(images / tasks)
     decode = _rate(cfg, max(1, cores // tasks), mean_bytes, DECODE_IMAGES_S, threads)
+    if decode and _arrays(cfg):  # the device's rate, shared by the tasks
+        decode /= tasks
     return max(math.ceil(shard / cfg.batch_size) * step_time(cfg), shard / decode if decode else 0.0)
 
 
@@ -356,7 +359,7 @@ def _conversion_s(cfg, key, mean: float | None, gen: float, converted: set, loca
     ds = cfg.dataset
     if key is None or mean is None or str(ds.format) == "files":
         return 0.0
-    done = (key, str(ds.format), ds.num_images)
+    done = (key, str(ds.format), ds.num_images, float(ds.shard_mb))
     if done in converted:
         return 0.0
     converted.add(done)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,6 +17,23 @@ READABLE = (1, SCHEMA_VERSION)  # a version-1 record has no ``declared``: read a
 FILENAME = "record.json"
 COMPLETED = "completed"
 FAILED = "failed"
+
+
+# what a record's ``declared`` may name: a figure's file stem, and the packages of its drawing function (the
+# analysis's figure modules, or a workload's own outside the tool)
+FIGURE_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+DRAWERS = ("analysis.figures.", "iocampaign_workloads.")
+METRIC_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+
+def figure_problem(key: str, draw: str) -> str | None:
+    """Why a figure of ``key`` drawn by ``draw`` ("module:function") cannot be declared, or None."""
+    if not FIGURE_KEY.fullmatch(key):
+        return f"key {key!r} is not a plain file name"
+    module, _, function = draw.partition(":")
+    if not module.startswith(DRAWERS) or not function.isidentifier():
+        return f"draw={draw!r} names no function of {' or '.join(d.rstrip('.') for d in DRAWERS)}"
+    return None
 
 
 class RecordError(ValueError):
@@ -84,7 +102,7 @@ def read(path: str | os.PathLike) -> CellRecord:
     try:
         rec = CellRecord(**raw)
     except TypeError as e:
-        raise RecordError(f"{path}: record fields do not match schema {SCHEMA_VERSION} ({e})") from e
+        raise RecordError(f"{path}: record fields do not match schema {version} ({e})") from e
     if not (
         isinstance(rec.config, dict)
         and isinstance(rec.runs, list)
@@ -93,5 +111,5 @@ def read(path: str | os.PathLike) -> CellRecord:
         and isinstance(rec.declared, dict | None)
         and rec.status in (COMPLETED, FAILED)
     ):
-        raise RecordError(f"{path}: record fields do not match schema {SCHEMA_VERSION} (wrong types)")
+        raise RecordError(f"{path}: record fields do not match schema {version} (wrong types)")
     return rec

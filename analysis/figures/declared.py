@@ -34,7 +34,11 @@ def render_all(results, folder: Path, declared) -> list[Path]:
         try:
             function = declarations.draw(figure)
         except (ImportError, AttributeError) as e:
-            print(f"iocampaign: {figure.key} ({kind}) is not drawn: {figure.draw}: {e}", file=sys.stderr)
+            print(f"iocampaign: {figure.key} ({kind!r}) is not drawn: {figure.draw}: {e}", file=sys.stderr)
             continue
-        out += function(rows, folder, figure)
+        try:
+            out += function(rows, folder, figure)
+        except Exception as e:  # noqa: BLE001 - a workload's own drawing code, or a title matplotlib refuses
+            why = f"{type(e).__name__}: {e}"
+            print(f"iocampaign: {figure.key} ({kind!r}) is not drawn: {why}", file=sys.stderr)
     return out

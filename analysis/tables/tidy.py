@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -68,6 +69,8 @@ TAIL_COLUMNS = (
     "trace_file",
     "steps_file",
 )
+# the columns the tables make themselves: no metric a record declares may take one's name
+RESERVED = frozenset((*CELL_COLUMNS, *RUN_COLUMNS, *TAIL_COLUMNS, "status", "error", "overrides", "warmup"))
 SUMMARY_METRICS = (
     "images_per_s",
     "mb_per_s",
@@ -104,8 +107,11 @@ class Collected:
     )  # one per traced measured run (trace.posix=true): analysis.tables.posix
     staged: dict = field(default_factory=dict)  # cell folder -> how its data was staged (storage@stage)
     configs: dict = field(default_factory=dict)  # cell folder -> its resolved config (completed cells)
-    # what the records' workloads declare: their figures, and their metrics as columns
-    declared: declarations.Declared = field(default_factory=declarations.builtin)
+    # what the records' workloads declare: their figures, and their metrics as columns (the built-in
+    # workloads' metrics always)
+    declared: declarations.Declared = field(
+        default_factory=lambda: declarations.builtin(RESERVED, figures=False)
+    )
 
 
 def _replay(cfg: dict) -> dict:
@@ -271,6 +277,7 @@ def collect(folder: str | Path) -> Collected:
     folder = Path(folder)
     out = Collected(folder=folder)
     found: dict[str, tuple[Path, records.CellRecord]] = {}
+    undeclared: set[str] = set()  # the kinds of records that keep no declarations (schema 1)
     for path in sorted(folder.rglob(records.FILENAME)):
         try:
             rec = records.read(path)
@@ -280,7 +287,10 @@ def collect(folder: str | Path) -> Collected:
         rel = path.parent.relative_to(folder)
         found[str(rel)] = (path, rec)
         if rec.declared is not None:
-            out.declared.add(str(rec.config.get("workload", {}).get("kind", "")), rec.declared)
+            out.declared.add(_kind(rec), rec.declared)
+        else:
+            undeclared.add(_kind(rec))
+    _declare_as_today(out.declared, undeclared)
     planned = _planned(folder, out)
     for cell in planned:
         d = cell["dir"]
@@ -326,6 +336,26 @@ def collect(folder: str | Path) -> Collected:
             out.posix.append(_posix_entry(base, rec.traced_run, d, "extra"))
     out.cells.sort(key=lambda c: (len(c["cell_dir"]), c["cell_dir"]))
     return out
+
+
+def _kind(rec: records.CellRecord) -> str:
+    workload = rec.config.get("workload")
+    return str(workload.get("kind") or "") if isinstance(workload, dict) else ""
+
+
+def _declare_as_today(declared: declarations.Declared, kinds: set[str]) -> None:
+    """The figures of records that keep no declarations (schema 1), as the tool's own workload of their kind
+    declares them today; a workload outside the tool declared its own in code the analysis does not run."""
+    for kind in sorted(kinds):
+        today = declarations.builtin_of(kind)
+        if today is not None:
+            declared.add(kind, {"figures": today["figures"]})
+        else:
+            declared.refused.append(
+                f"iocampaign: the records of workload {kind!r} keep no declarations (schema 1): its own "
+                "metrics are not columns and its figures are not drawn; its runs are in record.json"
+            )
+            print(declared.refused[-1], file=sys.stderr)
 
 
 def _planned(folder: Path, out: Collected) -> list[dict]:

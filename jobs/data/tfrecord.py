@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 HEADER = 12  # uint64 length + uint32 masked CRC32C of the length
 FOOTER = 4  # uint32 masked CRC32C of the data
-OVERHEAD = HEADER + FOOTER  # framing bytes per record (jobs.data.tfrecord.OVERHEAD)
+OVERHEAD = HEADER + FOOTER  # framing bytes per record: part of what a run reads
 READ_SIZE = 1 << 20  # bytes asked of the file system per read call
 
 

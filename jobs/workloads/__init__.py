@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from jobs import records
 from jobs.metrics import Metric, declare
 
 EXTERNAL = "iocampaign_workloads"
@@ -37,8 +38,10 @@ class Figure:
     """A figure a workload contributes: drawn by the analysis from the results rows of the workload's
     kind (and ``where``), into ``<campaign>/<key>.png`` and ``.svg``."""
 
-    key: str  # file stem and the report's anchor: fig4
-    draw: str  # "module:function" that draws it: function(rows, folder, figure) -> list of files written
+    key: str  # file stem and the report's anchor: fig4 (a plain file name: jobs.records.FIGURE_KEY)
+    # "module:function" that draws it: function(rows, folder, figure) -> list of files written; a module of
+    # analysis.figures or of iocampaign_workloads (jobs.records.DRAWERS), the analysis importing no other
+    draw: str
     title: str = ""  # its title and the report's caption
     # (column, value) pairs that select its rows beyond the kind: (("pipeline", "read_only"),)
     where: tuple = ()
@@ -245,6 +248,10 @@ def register(cls: type[Workload]) -> type[Workload]:
             f"two workloads are named {cls.name!r}: "
             f"{type(_REGISTRY[cls.name]).__module__} and {cls.__module__}"
         )
+    for f in cls.figures:
+        why = records.figure_problem(f.key, f.draw)
+        if why is not None:
+            raise WorkloadError(f"workload {cls.name}: figure {f.key!r}: {why}")
     for m in cls.metrics:
         declare(m)
     ConfigStore.instance().store(

@@ -139,8 +139,77 @@ def test_a_declared_metric_is_a_column_and_a_declaration_that_names_other_code_i
     assert set(pd.read_csv(own / "results.csv")["slept_s"]) == {1.5}
     lines = [line for line in err.splitlines() if "is not drawn" in line]
     assert len(lines) == 3, err  # each named once, however many records declare it
-    assert any("os:system" in line and "names neither" in line for line in lines), lines
+    assert any("draw='os:system' names no function of analysis.figures" in line for line in lines), lines
     assert any("'../escaped' is not a plain file name" in line for line in lines), lines
-    assert any("mine (microbench) is not drawn: iocampaign_workloads.nowhere:draw" in line for line in lines)
+    mine = "mine ('microbench') is not drawn: iocampaign_workloads.nowhere:draw"
+    assert any(mine in line for line in lines), lines
     assert sorted(x.name for x in tmp_path.iterdir()) == before and not (own / "evil.png").exists()
     assert (own / "fig4.png").exists()
+
+
+@pytest.mark.cells
+def test_declarations_that_are_no_declarations_leave_the_tables_whole(grid, tmp_path):
+    """Records (planted, or damaged) whose declarations are not lists, a metric named like a column the
+    tables make, an order no number holds, a title matplotlib cannot typeset, a function of the analysis
+    that draws nothing, and a second workload's figure of the same name: the analysis ends as before,
+    one line each, with every table and the figures it can draw."""
+    bad = tmp_path / "bad"
+    shutil.copytree(grid, bad, symlinks=True)
+    paths = _records(bad)
+    assert len(paths) >= 4
+    declared = [
+        {"metrics": 5, "figures": True},
+        {
+            "metrics": [{"name": "kind", "unit": "", "better": "", "doc": "x"}, {"name": 3}],
+            "figures": [{"key": "huge", "draw": "analysis.figures.bandwidth:x", "order": 10**400}],
+        },
+        {
+            "metrics": [],
+            "figures": [
+                {"key": "typeset", "draw": "analysis.figures.bandwidth:bandwidth_figure", "title": "$\\no{$"},
+                {"key": "builder", "draw": "analysis.figures.declared:render_all"},
+                {"key": "outputs", "draw": "analysis.outputs:os"},
+            ],
+        },
+    ]
+    for p, d in zip(paths, declared):
+        r = json.loads(p.read_text())
+        r["declared"] = d
+        p.write_text(json.dumps(r))
+    r = json.loads(paths[-1].read_text())
+    r["config"]["workload"]["kind"] = "other"  # another kind's fig4: the first declaration keeps the name
+    paths[-1].write_text(json.dumps(r))
+    err, _ = _analysed(bad)
+    assert "Traceback" not in err, err
+    for said in (
+        "the declarations of workload 'microbench' are not lists of metrics and figures",
+        "a metric of workload 'microbench' is not a column: 'kind' is not a name a metric may have",
+        "a metric of workload 'microbench' is not a column: {'name': 3} is no metric",
+        "a figure of workload 'microbench' is not drawn: figure 'huge': order=",
+        "draw='analysis.outputs:os' names no function of analysis.figures or iocampaign_workloads",
+        "typeset ('microbench') is not drawn: ValueError",
+        "builder ('microbench') is not drawn: AttributeError",
+        "figure fig4 of workload 'other' is not drawn: microbench's has its name",
+    ):
+        assert sum(said in line for line in err.splitlines()) == 1, (said, err)
+    results = pd.read_csv(bad / "results.csv")
+    assert list(results.columns) == list(pd.read_csv(grid / "results.csv").columns)
+    assert set(results["kind"]) == {"microbench", "other"}  # no metric took the column's name
+    assert (bad / "fig4.png").exists() and not (bad / "typeset.png").exists()
+    assert not list(bad.glob("builder*")) and not list(bad.glob("outputs*"))
+
+
+def test_a_workload_whose_figure_the_analysis_would_not_draw_is_refused_when_registered():
+    from jobs import workloads
+    from jobs.schema import WorkloadConf
+
+    for key, draw in (("ok", "os:system"), ("../up", "analysis.figures.bandwidth:bandwidth_figure")):
+
+        class Odd(workloads.Workload):
+            name = "odd_figure"
+            schema = WorkloadConf
+            figures = (workloads.Figure(key, draw),)
+
+        with pytest.raises(workloads.WorkloadError, match="figure .* (names no function|is not a plain)"):
+            workloads.register(Odd)
+        assert "odd_figure" not in workloads.names()

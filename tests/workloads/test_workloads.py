@@ -48,7 +48,7 @@ def test_a_toy_workload_is_its_module_and_its_preset(tmp_path):
     alone = run_module("analysis", str(out), cwd=tmp_path, env=python_env(PYTHONPATH=str(ROOT)))
     assert alone.returncode == 0, alone.stderr[-2000:]
     assert pd.read_csv(out / "results.csv")["slept_s"].notna().all()
-    assert "toy_slept (toy_sleep) is not drawn: iocampaign_workloads.toy_sleep:draw_slept" in alone.stderr
+    assert "toy_slept ('toy_sleep') is not drawn: iocampaign_workloads.toy_sleep:draw_slept" in alone.stderr
     assert not (out / "toy_slept.png").exists()
     toy = python_env(PYTHONPATH=f"{ROOT}{os.pathsep}{TOY}")
     assert run_module("analysis", str(out), cwd=tmp_path, env=toy).returncode == 0

@@ -75,13 +75,12 @@ def _dropped(it, ds: Dataset, t: TrainSettings, run: dict) -> int:
     return len(pipeline.dropped(ds, run["seen"], run["exhausted"], t.seed, **t.order))
 
 
-def _end(it) -> None:
-    """The run's input ended: the HDF5 files its pipeline opened are closed (``dataset.format=hdf5``)."""
-    sources.close_all()
-
-
 ENGINE = saving.Engine(
-    _trainer, TensorFlowSaver, lambda model: int(model.count_params()), end=_end, dropped=_dropped
+    _trainer,
+    TensorFlowSaver,
+    lambda model: int(model.count_params()),
+    close=sources.close_all,  # the HDF5 files the pipeline opened (dataset.format=hdf5)
+    dropped=_dropped,
 )
 
 

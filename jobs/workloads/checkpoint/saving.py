@@ -208,8 +208,8 @@ class Engine:
     trainer: Callable
     saver: type  # the Saver that writes one checkpoint of the model and optimizer
     parameters: Callable  # model -> its parameter count
-    # the iterator's read-ahead stopped (its readers joined), what it opened closed (HDF5 files)
-    end: Callable = lambda it: None
+    end: Callable = lambda it: None  # the iterator's read-ahead stopped (its readers joined)
+    close: Callable = lambda: None  # what the run's input opened, closed once the run is done (HDF5 files)
     # (iterator, dataset, TrainSettings, the training loop's figures) -> the images the run dropped as
     # unreadable; ReadFailed when a read failed (its storage went away), not an image's content
     dropped: Callable = lambda it, ds, t, run: 0
@@ -278,6 +278,7 @@ def run_once(
         ckpt_recovery.write_run_facts(lk.folder, **s.facts(finished=True))
     if finish and with_checkpoints and s.bucket is not None:
         s.bucket.write_facts(**s.facts(finished=True))
+    engine.close()
     if target == "burst_buffer" and not ckpt_store.prefixes(folder, s.tag):
         shutil.rmtree(folder, ignore_errors=True)  # drained: the fast tier is left clean
     checkpoints = saver.checkpoints if saver is not None else []
