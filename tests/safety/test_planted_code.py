@@ -80,3 +80,42 @@ def test_a_planted_module_of_the_namespaces_name_or_a_link_to_root_code_is_not_i
     said = _dry_run(shared, tmp_path)
     assert not marker.exists()
     assert f"the way to it passes {link}, a link {name} made" in said
+
+
+@pytest.mark.cells
+def test_a_figure_a_record_names_in_another_users_planted_module_is_not_imported(
+    other_user, shared, tmp_path, paper
+):
+    """The analysis draws a figure with the function its records name (``analysis.declarations``): root
+    analysing a campaign in a shared folder, whose records (planted, or a neighbour's) name a drawing
+    function of ``iocampaign_workloads`` that the neighbour put beside it, as a folder or as a module of
+    the namespace's name, runs none of it: the figure is left out with one line, the rest is written."""
+    import json
+    import shutil
+
+    from support.commands import analysis
+
+    name, uid, gid = other_user
+    marker = tmp_path / "imported-by-root"
+    grid = shared / "fig4_fig5"
+    shutil.copytree(paper / "fig4_fig5", grid, symlinks=True)
+    for path in grid.rglob("record.json"):
+        r = json.loads(path.read_text())
+        r["declared"]["figures"].append({"key": "planted", "draw": "iocampaign_workloads.planted:draw"})
+        path.write_text(json.dumps(r))
+    module = shared / "iocampaign_workloads" / "planted.py"
+    module.parent.mkdir()
+    module.write_text(MARK.format(marker=str(marker)) + "def draw(rows, folder, figure):\n    return []\n")
+    _own(uid, gid, module, module.parent)
+    p = analysis(str(grid), cwd=shared)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert not marker.exists() and (grid / "fig4.png").exists() and (grid / "results.csv").exists()
+    assert f"iocampaign: {module.parent} is not imported: {module.parent} is {name}'s" in p.stderr
+    assert "planted ('microbench') is not drawn: iocampaign_workloads.planted:draw" in p.stderr
+    shutil.rmtree(module.parent)
+    planted = shared / "iocampaign_workloads.py"  # a module of the namespace's name: never imported either
+    planted.write_text(MARK.format(marker=str(marker)))
+    _own(uid, gid, planted)
+    p = analysis(str(grid), cwd=shared)
+    assert p.returncode == 0 and not marker.exists(), p.stderr[-2000:]
+    assert "planted ('microbench') is not drawn" in p.stderr
