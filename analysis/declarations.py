@@ -68,7 +68,8 @@ class Declared:
             if spec is None:
                 self._refuse(f"a figure of workload {kind!r} is not drawn: {why}")
             elif held is not None and held[0] != kind:
-                self._refuse(f"figure {spec.key} of workload {kind!r} is not drawn: {held[0]}'s has its name")
+                taken = f"{held[0]!r} has one of its name"
+                self._refuse(f"figure {spec.key} of workload {kind!r} is not drawn: {taken}")
             elif held is None:
                 self.figures[spec.key] = (kind, spec)
 

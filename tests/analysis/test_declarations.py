@@ -189,7 +189,7 @@ def test_declarations_that_are_no_declarations_leave_the_tables_whole(grid, tmp_
         "draw='analysis.outputs:os' names no function of analysis.figures or iocampaign_workloads",
         "typeset ('microbench') is not drawn: ValueError",
         "builder ('microbench') is not drawn: AttributeError",
-        "figure fig4 of workload 'other' is not drawn: microbench's has its name",
+        "figure fig4 of workload 'other' is not drawn: 'microbench' has one of its name",
     ):
         assert sum(said in line for line in err.splitlines()) == 1, (said, err)
     results = pd.read_csv(bad / "results.csv")
