@@ -64,3 +64,8 @@ def read_counters() -> tuple[int | None, int | None]:
     except OSError:
         return None, None
     return vals.get("read_bytes"), vals.get("rchar")
+
+
+def delta(before: int | None, after: int | None) -> int | None:
+    """``after - before`` of a counter read twice (``read_counters``); None where either read had none."""
+    return None if before is None or after is None else after - before

@@ -17,6 +17,7 @@ import time
 import warnings
 from pathlib import Path
 
+from jobs.data import loading
 from jobs.workloads.shards import shardio
 
 
@@ -123,7 +124,7 @@ def phases(ctx, folders: list[Path], files: list[tuple[str, int]], content, base
         "files_written": written,
         "write_device_bytes": None if w0 is None or w1 is None else w1 - w0,
         "read_device_bytes": None if r2 is None or r3 is None else r3 - r2,
-        "read_syscall_bytes": None if rc0 is None or rc1 is None else rc1 - rc0,
+        "read_syscall_bytes": loading.delta(rc0, rc1),
     }
 
 

@@ -105,8 +105,8 @@ def _pass(ds: Dataset, s: RunSettings, lo: Loader, mark, count) -> TorchResult:
         images_per_s=len(seen) / seconds,
         mb_per_s=consumed / seconds / MB,
         bytes_consumed=consumed,
-        bytes_read_device=None if rb0 is None or rb1 is None else rb1 - rb0,
-        bytes_read_syscall=None if rc0 is None or rc1 is None else rc1 - rc0,
+        bytes_read_device=loading.delta(rb0, rb1),
+        bytes_read_syscall=loading.delta(rc0, rc1),
         # workers: until the last one that delivered was ready; none: the iterator's own start
         startup_s=max(ready.values()) - t0_machine if ready else t_started - t0,
         workers=lo.num_workers,

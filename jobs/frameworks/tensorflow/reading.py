@@ -75,8 +75,8 @@ def run_once(ds: Dataset, s: RunSettings, mark=None) -> RunResult:
         images_per_s=len(seen) / seconds,
         mb_per_s=consumed / seconds / MB,
         bytes_consumed=consumed,
-        bytes_read_device=None if rb0 is None or rb1 is None else rb1 - rb0,
-        bytes_read_syscall=None if rc0 is None or rc1 is None else rc1 - rc0,
+        bytes_read_device=loading.delta(rb0, rb1),
+        bytes_read_syscall=loading.delta(rc0, rc1),
     )
 
 

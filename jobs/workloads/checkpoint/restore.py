@@ -51,7 +51,7 @@ def restore_cold(prefix: Path, tier: str, shape: dict, expected: list | None, fr
     restored = load(prefix)
     seconds = time.perf_counter() - t0
     rb1, _ = loading.read_counters()
-    device = None if rb0 is None or rb1 is None else rb1 - rb0
+    device = loading.delta(rb0, rb1)
     man = ckpt_store.read_manifest(prefix) or {}
     summed = any("sha256" in m for m in man.get("files", {}).values())
     fs_type = provenance.mount_of(str(prefix.parent)).fs_type

@@ -308,7 +308,7 @@ def run_once(
         "images_dropped": dropped,
         "bytes_consumed": run["consumed"],
         # the drain's reads are another process's; this process's device reads are the images'
-        "bytes_read_device": None if rb0 is None or rb1 is None else rb1 - rb0,
+        "bytes_read_device": loading.delta(rb0, rb1),
     }
 
 

@@ -40,7 +40,7 @@ def result(ds: Dataset, s: EmulatedSettings, steps: dict, drops: list, counters:
         "images_per_s": len(seen) / runtime,
         "mb_per_s": steps["consumed"] / runtime / MB,
         "bytes_consumed": steps["consumed"],
-        "bytes_read_device": None if rb0 is None or rb1 is None else rb1 - rb0,
-        "bytes_read_syscall": None if rc0 is None or rc1 is None else rc1 - rc0,
+        "bytes_read_device": loading.delta(rb0, rb1),
+        "bytes_read_syscall": loading.delta(rc0, rc1),
         "step_time_s": s.step_time_s,
     }

@@ -175,7 +175,7 @@ class Replay(Workload):
             if p.writes:
                 shutil.rmtree(out, ignore_errors=True)  # the tool's own folder of this run's written files
         rb1, _ = loading.read_counters()
-        return _result(tally, seconds, p, p.skipped, None if rb0 is None or rb1 is None else rb1 - rb0)
+        return _result(tally, seconds, p, p.skipped, loading.delta(rb0, rb1))
 
     @staticmethod
     def _on_store(ctx: RunContext, p, run_dir: str, recorded: bool):

@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobs.data import loading
+
 STAMP = 24  # bytes at the start of every block: rank, file number, block number
 
 
@@ -239,7 +241,7 @@ def many_phases(
         "cache_cleared": True,
         "write_device_bytes": None if w0 is None or w1 is None else w1 - w0,
         "read_device_bytes": None if r0 is None or r1 is None else r1 - r0,
-        "read_syscall_bytes": None if rc0 is None or rc1 is None else rc1 - rc0,
+        "read_syscall_bytes": loading.delta(rc0, rc1),
     }
 
 
@@ -270,5 +272,5 @@ def phases(
         **out,
         "write_device_bytes": None if w0 is None or w1 is None else w1 - w0,
         "read_device_bytes": None if r2 is None or r3 is None else r3 - r2,
-        "read_syscall_bytes": None if rc0 is None or rc1 is None else rc1 - rc0,
+        "read_syscall_bytes": loading.delta(rc0, rc1),
     }
