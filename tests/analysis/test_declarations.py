@@ -213,3 +213,33 @@ def test_a_workload_whose_figure_the_analysis_would_not_draw_is_refused_when_reg
         with pytest.raises(workloads.WorkloadError, match="figure .* (names no function|is not a plain)"):
             workloads.register(Odd)
         assert "odd_figure" not in workloads.names()
+
+
+@pytest.mark.cells
+def test_a_users_file_named_as_a_declared_figure_is_left_byte_for_byte(grid, tmp_path, other_user):
+    """A figure a record declares is a file name the analysis may write: where the campaign folder holds a
+    user's own file of that name (or another user's link of it), the analysis writes nothing, says so in
+    one line, and both are left as they were."""
+    from support.commands import analysis
+
+    _, uid, gid = other_user
+    mine = tmp_path / "mine"
+    shutil.copytree(grid, mine, symlinks=True)
+    for p in _records(mine):
+        r = json.loads(p.read_text())
+        notes = {"key": "notes", "draw": "analysis.figures.bandwidth:bandwidth_figure"}
+        r["declared"]["figures"].append(notes)
+        p.write_text(json.dumps(r))
+    own = mine / "notes.png"
+    own.write_bytes(b"the user's own notes\x00")
+    target = tmp_path / "target.txt"
+    target.write_bytes(b"root's file the link points at\n")
+    link = mine / "notes.svg"
+    link.symlink_to(target)
+    os.chown(link, uid, gid, follow_symlinks=False)
+    results = (mine / "results.csv").read_bytes()
+    p = analysis(str(mine), cwd=tmp_path)
+    assert p.returncode == 2 and "nothing was written" in p.stderr and "notes" in p.stderr, p.stderr
+    assert own.read_bytes() == b"the user's own notes\x00" and link.is_symlink()
+    assert target.read_bytes() == b"root's file the link points at\n"
+    assert (mine / "results.csv").read_bytes() == results
