@@ -20,8 +20,8 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from jobs import plan
-from jobs.schema import SEALED, CampaignConf, WorkloadConf
+from jobs import plan, records
+from jobs.schema import SEALED, CampaignConf, RecordedWorkload, WorkloadConf
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,58 @@ def _converter(cls: Any) -> typing.Callable[[Any], Any]:
     return _same
 
 
+# what a record written before a setting existed did, where the schema's default for it says otherwise: a
+# workload section without ``kind`` is the micro-benchmark's, the one workload module there was
+WRITTEN_BEFORE = {"workload": {"kind": "microbench"}}
+
+
+def recorded(rec: records.CellRecord) -> CampaignConf:
+    """The config a cell's record keeps as the schema's dataclasses, whichever version of the tool wrote
+    it: a setting added since takes its schema default, which is what the cell did (``WRITTEN_BEFORE``
+    where it is not); the workload's section is a ``RecordedWorkload``, the fields every workload has typed
+    and its own settings as written (their schema lives with the workload, which a reader of records, the
+    analysis, does not import). Raises ``records.RecordError`` for a value this version cannot type."""
+    config = dict(rec.config)
+    for name, was in WRITTEN_BEFORE.items():
+        if isinstance(config.get(name), dict):
+            config[name] = {**was, **config[name]}
+    try:
+        return _recorded(config)
+    except (KeyError, TypeError, ValueError):
+        where = untypable(CampaignConf, config)
+        raise records.RecordError(
+            f"the record of cell {rec.cell_id} holds {where or 'a config'}, which this version cannot read"
+        ) from None
+
+
+def _recorded(data: dict) -> CampaignConf:
+    """``data`` as ``typed`` builds it, with the workload's section a ``RecordedWorkload``."""
+    workload = data.get("workload")
+    config = typed(CampaignConf, {**data, "workload": None})
+    if isinstance(workload, dict):
+        common = {f.name for f in dataclasses.fields(WorkloadConf)}
+        own = {k: v for k, v in workload.items() if k not in common}
+        section = RecordedWorkload(**{k: workload[k] for k in common if k in workload}, own=own)
+        object.__setattr__(config, "workload", _sealed(section))  # the section it was built without
+    return config
+
+
+def untypable(cls: Any, data: Any, at: str = "") -> str:
+    """Where ``typed(cls, data)`` fails: ``setting=value`` of the first value the schema type ``cls``
+    cannot take (a choice this version does not know), or ``at`` itself."""
+    if dataclasses.is_dataclass(cls) and isinstance(data, dict) and not issubclass(cls, WorkloadConf):
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            if f.name in data:
+                try:
+                    _converter(hints[f.name])(data[f.name])
+                except (KeyError, TypeError, ValueError):
+                    inner = [a for a in typing.get_args(hints[f.name]) if a is not type(None)]
+                    kind = inner[0] if len(inner) == 1 else hints[f.name]
+                    return untypable(kind, data[f.name], f"{at}.{f.name}".lstrip("."))
+    return f"{at}={data!r}" if not isinstance(data, dict) else at
+
+
 def _sealed(section: Any) -> Any:
     """``section`` made read-only (``jobs.schema.Sealed``): a planned cell's config is never changed."""
     object.__setattr__(section, SEALED, True)
@@ -105,10 +157,10 @@ def _same(data: Any) -> Any:
 
 def _workload(data: Any) -> Any:
     """A workload's section, as its own workload's schema (the base schema for an unknown kind)."""
-    from jobs import workloads
-
     if not isinstance(data, dict):
         return _unset(data)
+    from jobs import workloads
+
     try:
         schema = workloads.get(str(data.get("kind"))).schema
     except KeyError:

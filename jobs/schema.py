@@ -108,6 +108,14 @@ class WorkloadConf(Sealed):
 
 
 @dataclass
+class RecordedWorkload(WorkloadConf):
+    """A workload's section as a record keeps it, for a reader that does not import the workload (the
+    analysis): the fields every workload has, typed, and its own settings as the record wrote them."""
+
+    own: dict = field(default_factory=dict)  # its own settings (``image_side``, ``width``, ...), as written
+
+
+@dataclass
 class InputPipelineConf(WorkloadConf):
     """Fields of the workloads that read the dataset through the paper's tf.data pipeline."""
 

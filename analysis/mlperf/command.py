@@ -11,6 +11,7 @@ from pathlib import Path
 
 from analysis.mlperf import checkpointing, rules
 from jobs import records
+from jobs.cell import recorded
 
 
 def verdicts(folder: Path, made_by: str | None = None) -> list:
@@ -28,7 +29,8 @@ def verdicts(folder: Path, made_by: str | None = None) -> list:
         where = str(path.parent.relative_to(folder)) or "."
         measured = [run for run in rec.runs if not run.get("warmup")]
         try:
-            if rec.config.get("accelerator") and all("train_au_percentage" in run for run in measured):
+            emulated = recorded(rec).accelerator is not None
+            if emulated and all("train_au_percentage" in run for run in measured):
                 out.append(rules.check(where, rec, path))
             elif checkpointing.is_checkpointing(rec):
                 out.append(checkpointing.check(where, rec, path))

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from analysis.mlperf import checkpointing, rules
 from jobs import records
+from jobs.cell import recorded
 
 DIVISION = {rules.CLOSED: "closed", rules.OPEN: "open", rules.INVALID: "invalid"}
 TIMESTAMP = "%Y%m%d_%H%M%S"  # MLPerf Storage's run folders (20260714_120349)
@@ -204,12 +205,11 @@ def _read_own(path: Path) -> str | None:
 
 def summary(v: rules.Verdict, rec: records.CellRecord, run: dict) -> dict:
     """DLIO's ``summary.json`` of one run (one epoch): its keys, this run's figures."""
-    plat = rec.config.get("platform") or {}
     au, samples, mb = run["train_au_percentage"], run["images_per_s"], run["mb_per_s"]
     start = datetime.fromisoformat(run["started_at"])
     return {
         "num_accelerators": v.accelerators,
-        "num_hosts": int(plat.get("nodes") or 1),
+        "num_hosts": recorded(rec).platform.nodes,
         "hostname": (rec.provenance or {}).get("host"),
         "metric": {
             "train_au_percentage": [au],
@@ -254,7 +254,6 @@ def checkpoint_summary(v, rec: records.CellRecord, run: dict) -> dict:
     """DLIO's ``summary.json`` of one checkpointing run: the checkpoint's size summed over the ranks that
     wrote it, in GiB, and the mean and deviation of the saves' and the loads' durations (each the slowest
     rank's) and rates (size / duration), DLIO's keys."""
-    plat = rec.config.get("platform") or {}
     gib = float(run["checkpoint_gb"]) * 1e9 / 2**30
     metric: dict = {"checkpoint_size_GB": gib}
     for op, key in (("save", "save_each_duration_s"), ("load", "load_each_duration_s")):
@@ -270,7 +269,7 @@ def checkpoint_summary(v, rec: records.CellRecord, run: dict) -> dict:
         ) = _spread(durations)
     return {
         "num_accelerators": v.processes,
-        "num_hosts": int(plat.get("nodes") or 1),
+        "num_hosts": recorded(rec).platform.nodes,
         "hostname": (rec.provenance or {}).get("host"),
         "metric": metric,
         "num_checkpoints_write": len(run.get("save_each_duration_s") or [None]),
@@ -311,7 +310,7 @@ def provenance(v, rec: records.CellRecord) -> dict:
         "benchmark_tool": "iocampaign",
         "tool_commit": prov.get("git_commit"),
         "rules_edition": rules.rules()["edition"],
-        "storage": (rec.config.get("storage") or {}).get("name"),
+        "storage": recorded(rec).storage.name,
         "client_library": (prov.get("object_store") or {}).get("client"),
         "cell_id": rec.cell_id,
         "verdict": v.state,

@@ -16,6 +16,7 @@ pass. The numbers are MLPerf Storage's (``training.yaml``); the figures are the 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import statistics
@@ -27,6 +28,8 @@ import yaml
 
 from analysis.tables import bounds
 from jobs import records
+from jobs.cell import recorded
+from jobs.schema import AcceleratorConf, CampaignConf
 from jobs.storage import backends
 
 CLOSED, OPEN, INVALID = "CLOSED", "OPEN", "INVALID"
@@ -82,33 +85,33 @@ class Verdict:
 def check(cell_dir: str, rec: records.CellRecord, record_path: Path) -> Verdict:
     """The verdict of one completed cell of ``workload=emulated`` (its record at ``record_path``)."""
     r = rules()
-    acc = rec.config.get("accelerator") or {}
-    profile = r["profiles"].get(acc.get("name"))
+    cfg = recorded(rec)
+    acc = cfg.accelerator
+    profile = r["profiles"].get(acc.name)
     measured = [run for run in rec.runs if not run.get("warmup")]
-    threshold = 100 * float(acc["au_threshold"])  # the profile's (the schema gives every profile one)
+    threshold = 100 * float(acc.au_threshold)  # the profile's (the schema gives every profile one)
     au = min((run["train_au_percentage"] for run in measured), default=None)
-    plat = rec.config.get("platform") or {}
-    accelerators = int(plat.get("nodes") or 1) * int(plat.get("tasks_per_node") or 1)
+    accelerators = cfg.platform.nodes * cfg.platform.tasks_per_node
     checks = (
         _profile(acc, profile),
-        _framework(rec, r),
+        _framework(cfg, r),
         _format(rec, profile),
         _sample_size(rec, profile, r),
         _runs(rec, r),
         _seeds(measured),
         _gaps(rec.runs),
         _replication(measured, r),
-        _au(rec, measured, threshold),
+        _au(cfg, measured, threshold),
         _first_step(measured),
-        _dataset(rec, r, accelerators),
+        _dataset(rec, cfg, r, accelerators),
         _from_device(measured, r),
         file_systems(rec, record_path),
-        _client(rec, r),
+        _client(rec, cfg, r),
     )
     return Verdict(
         cell_dir,
-        profile["workload"] if profile else str(acc.get("name")),
-        profile["accelerator"] if profile else str(acc.get("device")),
+        profile["workload"] if profile else acc.name,
+        profile["accelerator"] if profile else acc.device,
         accelerators,
         au,
         threshold,
@@ -116,8 +119,8 @@ def check(cell_dir: str, rec: records.CellRecord, record_path: Path) -> Verdict:
     )
 
 
-def _profile(acc: dict, profile: dict | None) -> Check:
-    name = f"accelerator={acc.get('name')}"
+def _profile(acc: AcceleratorConf, profile: dict | None) -> Check:
+    name = f"accelerator={acc.name}"
     limit = f"a {rules()['edition']} CLOSED profile: " + ", ".join(
         k for k, p in rules()["profiles"].items() if p["division"] == "closed"
     )
@@ -131,8 +134,8 @@ def _profile(acc: dict, profile: dict | None) -> Check:
     return Check("workload and accelerator", name, limit, CLOSED)
 
 
-def _framework(rec: records.CellRecord, r: dict) -> Check:
-    name = rec.config["framework"]["name"]
+def _framework(cfg: CampaignConf, r: dict) -> Check:
+    name = cfg.framework.name
     limit = f"{r['framework']} (another framework: OPEN)"
     if name == r["framework"]:
         return Check("data loader", name, limit, CLOSED)
@@ -234,7 +237,7 @@ _GAVE = {
 }
 
 
-def _au(rec: records.CellRecord, measured: list, threshold: float) -> Check:
+def _au(cfg: CampaignConf, measured: list, threshold: float) -> Check:
     aus = [run["train_au_percentage"] for run in measured]
     limit = f"≥ {threshold:.0f}% in every run"
     if not aus:
@@ -242,18 +245,19 @@ def _au(rec: records.CellRecord, measured: list, threshold: float) -> Check:
     figure = f"lowest {min(aus):.1f}%, median {statistics.median(aus):.1f}%"
     if min(aus) >= threshold:
         return Check("accelerator utilization", figure, limit, CLOSED)
-    return Check("accelerator utilization", figure, limit, INVALID, _short(rec, min(measured, key=_au_of)))
+    return Check("accelerator utilization", figure, limit, INVALID, _short(cfg, min(measured, key=_au_of)))
 
 
 def _au_of(run: dict) -> float:
     return run["train_au_percentage"]
 
 
-def _short(rec: records.CellRecord, run: dict) -> str:
+def _short(cfg: CampaignConf, run: dict) -> str:
     """Why the run of lowest AU fell short: what limited it, with the figure that decides it."""
     dev, con = run.get("bytes_read_device"), run.get("bytes_consumed")
     row = {**run, "device_read_ratio": dev / con if dev is not None and con else None}
-    bound, reason = bounds.label(row, (rec.config.get("storage") or {}).get("emulate") or None)
+    emulate = cfg.storage.emulate
+    bound, reason = bounds.label(row, dataclasses.asdict(emulate) if emulate is not None else None)
     gave = _GAVE.get(bound, "not known")
     return f"AU fell to {_au_of(run):.1f}%, limited by {gave} ({reason})"
 
@@ -279,13 +283,13 @@ def _client_memory(prov: dict) -> tuple[int, bool]:
     return total, False
 
 
-def _dataset(rec: records.CellRecord, r: dict, accelerators: int) -> Check:
+def _dataset(rec: records.CellRecord, cfg: CampaignConf, r: dict, accelerators: int) -> Check:
     ds = rec.dataset or {}
     size, files = int(ds.get("total_bytes") or 0), int(ds.get("files") or 0)
     memory, limited = _client_memory(rec.provenance)
-    hosts = int((rec.config.get("platform") or {}).get("nodes") or 1)
+    hosts = cfg.platform.nodes
     need = r["memory_multiple"] * hosts * memory
-    steps = r["steps_per_epoch"] * int(rec.config.get("batch_size") or 1) * accelerators
+    steps = r["steps_per_epoch"] * cfg.batch_size * accelerators
     figure = f"{size / GIB:.2f} GiB in {files:,} samples"
     held = " (the runs' memory limit)" if limited else ""
     rule = f"{r['memory_multiple']} x {hosts} x {memory / GIB:.1f} GiB{held}"
@@ -339,10 +343,9 @@ def file_systems(rec: records.CellRecord, record_path: Path) -> Check:
     )
 
 
-def _client(rec: records.CellRecord, r: dict) -> Check:
-    st = rec.config.get("storage") or {}
+def _client(rec: records.CellRecord, cfg: CampaignConf, r: dict) -> Check:
     limit = "an approved object client: " + ", ".join(r["object_clients"])
-    if not backends.get(st.get("kind")).requests:
+    if not backends.get(cfg.storage.kind).requests:
         return Check("object client", "none (files)", limit, CLOSED)
     client = (rec.provenance.get("object_store") or {}).get("client")  # what the runs read through
     if client in r["object_clients"]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -10,8 +11,10 @@ from pathlib import Path
 from analysis import declarations
 from analysis.tables import bounds
 from jobs import plan, records
+from jobs.cell import recorded
 from jobs.frameworks import PAPERS, with_workers
 from jobs.metrics import METRICS
+from jobs.schema import CampaignConf, DatasetConf
 
 # Columns of results.csv that describe the cell; the metric columns follow from jobs.metrics.
 CELL_COLUMNS = (
@@ -114,88 +117,79 @@ class Collected:
     )
 
 
-def _replay(cfg: dict) -> dict:
+def _replay(cfg: CampaignConf) -> dict:
     """workload=replay: the trace, its mode and its threads (null: the trace's own); "" for other cells."""
-    r = cfg.get("replay") or {}
-    if not r.get("trace"):
+    r = cfg.replay
+    if not r.trace:
         return {"replay_trace": "", "replay_mode": "", "replay_concurrency": ""}
-    concurrency = r.get("concurrency")
     return {
-        "replay_trace": r["trace"],
-        "replay_mode": r.get("mode") or "fast",
-        "replay_concurrency": "as traced" if concurrency is None else concurrency,
+        "replay_trace": r.trace,
+        "replay_mode": str(r.mode),
+        "replay_concurrency": "as traced" if r.concurrency is None else r.concurrency,
     }
 
 
-def _object_client(rec: records.CellRecord) -> dict:
+def _object_client(cfg: CampaignConf, rec: records.CellRecord) -> dict:
     """The object client the runs read through, as the record says ("" for files). Where the user chose
     one (``storage.client=s3dlio``), it is the cell's reader too, so one store read by two clients is two
     tiers in the tables and figures, as the native reader and the FUSE mount are."""
-    st = rec.config["storage"]
     out = {"client": (rec.provenance.get("object_store") or {}).get("client") or ""}
-    if st.get("client") and st.get("reader") == "native":
-        out["reader"] = st["client"]
+    if cfg.storage.client and cfg.storage.reader == "native":
+        out["reader"] = cfg.storage.client
     return out
 
 
-def _pipeline(cfg: dict) -> str:
+def _pipeline(cfg: CampaignConf) -> str:
     """What the input pipeline did to each sample (Fig. 4's decode_resize or Fig. 5's read_only): read only
-    where the dataset holds arrays (``dataset.samples=arrays``: unet3d's volumes, never decoded)."""
-    dataset = cfg.get("dataset") if isinstance(cfg.get("dataset"), dict) else {}
-    if dataset.get("samples") == "arrays":
+    where the dataset holds arrays (``dataset.samples=arrays``: unet3d's volumes, never decoded); "" for a
+    workload without an input pipeline."""
+    if cfg.dataset is not None and cfg.dataset.samples == "arrays":
         return "read_only"
-    return cfg["workload"].get("pipeline") or ""
+    return str(cfg.workload.own.get("pipeline") or "")
 
 
-def _cell_values(cfg: dict) -> dict:
+def _cell_values(cfg: CampaignConf) -> dict:
+    """The columns that describe a cell, from its typed config (``jobs.cell.recorded``)."""
+    nodes, per_node = cfg.platform.nodes, cfg.platform.tasks_per_node
     return {
-        "workload": cfg["workload"]["name"],
-        "kind": cfg["workload"].get("kind")
-        or "microbench",  # the workload module: what the analysis selects by
+        "workload": cfg.workload.name,
+        "kind": cfg.workload.kind,  # the workload module: what the analysis selects by
         "pipeline": _pipeline(cfg),
-        "framework": framework_of(cfg),
+        "framework": cfg.framework.name,
         "loader_workers": _loader_workers(cfg),
-        "accelerator": (cfg.get("accelerator") or {}).get("name") or "",  # workload=emulated: its profile
+        "accelerator": cfg.accelerator.name if cfg.accelerator else "",  # workload=emulated: its profile
         **_replay(cfg),
-        "storage": cfg["storage"]["name"],
-        "reader": cfg["storage"].get("reader") or "",  # an object store's reader (native, fuse); "" for files
-        "stage": (cfg.get("stage") or {}).get("name") or "",  # the tier the data was staged on and read from
-        "tasks_per_cell": (cfg["platform"].get("nodes") or 1) * (cfg["platform"].get("tasks_per_node") or 1),
-        "nodes": cfg["platform"].get("nodes") or 1,  # the tasks are spread evenly over them
+        "storage": cfg.storage.name,
+        "reader": str(cfg.storage.reader or ""),  # an object store's reader (native, fuse); "" for files
+        "stage": cfg.stage.name if cfg.stage else "",  # the tier the data was staged on and read from
+        "tasks_per_cell": nodes * per_node,
+        "nodes": nodes,  # the tasks are spread evenly over them
         # the tf.data service's workers (0: the pipeline ran in the measuring process)
-        "service": (cfg.get("input") or {}).get("workers", 1)
-        if (cfg.get("input") or {}).get("service")
-        else 0,
-        "dataset": _dataset_name(cfg.get("dataset")),
-        # how the images were stored and ordered (records written before these settings: the paper's way)
-        "format": (cfg["dataset"].get("format") or "files") if isinstance(cfg.get("dataset"), dict) else "",
+        "service": cfg.input.workers if cfg.input.service else 0,
+        "dataset": _dataset_name(cfg.dataset),
+        "format": str(cfg.dataset.format) if cfg.dataset else "",  # how the images were stored
         "shuffle": _shuffle(cfg),
-        "threads": cfg["threads"],
-        "batch_size": cfg["batch_size"],
-        "prefetch": cfg["prefetch"],
-        "prefetch_to": cfg.get("prefetch_to") or "host",  # records written before it existed: host
-        "cache": cfg["cache"],
-        "image_side": cfg["workload"].get("image_side"),
-        "width": cfg["workload"].get("width"),
+        "threads": cfg.threads,
+        "batch_size": cfg.batch_size,
+        "prefetch": cfg.prefetch,
+        "prefetch_to": str(cfg.prefetch_to),
+        "cache": str(cfg.cache),
+        "image_side": cfg.workload.own.get("image_side"),
+        "width": cfg.workload.own.get("width"),
         **_checkpoint_values(cfg),
     }
 
 
-TENSORFLOW = PAPERS  # the framework of records written before the framework axis
+TENSORFLOW = PAPERS  # the framework of records written before the framework axis (the schema's default)
 
 
-def framework_of(cfg: dict) -> str:
-    """The framework a cell read with (``framework=<preset>``); TensorFlow for records written before."""
-    return (cfg.get("framework") or {}).get("name") or TENSORFLOW
-
-
-def _loader_workers(cfg: dict) -> int | None:
+def _loader_workers(cfg: CampaignConf) -> int | None:
     """The DataLoader worker processes a ``framework=pytorch`` cell asked for (``loader.num_workers``, else
     ``threads``, as jobs.frameworks.workers has it); None for a framework whose map threads read."""
-    if not with_workers(framework_of(cfg)):
+    if not with_workers(cfg.framework.name):
         return None
-    n = (cfg.get("loader") or {}).get("num_workers")
-    return int(n if n is not None else cfg["threads"])
+    n = cfg.loader.num_workers
+    return int(n if n is not None else cfg.threads)
 
 
 def readers(df):
@@ -216,57 +210,50 @@ def frameworks(df) -> list[str]:
     return sorted(names, key=lambda n: (n != TENSORFLOW, n))
 
 
-def _dataset_name(ds) -> str:
+def _dataset_name(ds: DatasetConf | None) -> str:
     """The preset's name for a generated set; a user's folder or file list by its own name (a folder of
     their images is not the preset it was given to)."""
-    if not isinstance(ds, dict):
+    if ds is None:
         return ""
-    if ds.get("source") in ("folder", "filelist") and ds.get("path"):
-        return f"{Path(str(ds['path']).rstrip('/')).name} ({ds['source']})"
-    return ds["name"]
+    if ds.source in ("folder", "filelist") and ds.path:
+        return f"{Path(str(ds.path).rstrip('/')).name} ({ds.source})"
+    return ds.name
 
 
-def _shuffle(cfg: dict) -> str:
+def _shuffle(cfg: CampaignConf) -> str:
     """``global``, ``local``, ``none``; with ``:<buffer>`` when a buffer size was set."""
-    shuffle = cfg.get("shuffle") or "global"
-    return (
-        f"{shuffle}:{cfg['shuffle_buffer']}" if cfg.get("shuffle_buffer") and shuffle != "none" else shuffle
-    )
+    shuffle = str(cfg.shuffle)
+    return f"{shuffle}:{cfg.shuffle_buffer}" if cfg.shuffle_buffer and shuffle != "none" else shuffle
 
 
-def _checkpoint_values(cfg: dict) -> dict:
-    model = ((cfg.get("checkpoint") or {}).get("model") or {}).get(
-        "name"
-    ) or ""  # workload=sharded_checkpoint's shape
-    if model and (cfg.get("checkpoint") or {}).get(
-        "target"
-    ):  # sharded: written to storage, or through the fast tier
-        ck = cfg["checkpoint"]
-        bb = ck["target"] == "burst_buffer"
+def _checkpoint_values(cfg: CampaignConf) -> dict:
+    """Where a checkpointing cell's checkpoints went, how, through which tiers, and the sharded model's
+    shape ("" for a cell that writes none)."""
+    ck = cfg.checkpoint
+    model = ck.model.name if ck is not None and ck.model else ""  # workload=sharded_checkpoint's shape
+    if model and ck.target:  # sharded: written to storage, or through the fast tier
+        bb = ck.target == "burst_buffer"
         return {
-            "checkpoint_target": ck["target"],
+            "checkpoint_target": str(ck.target),
             "checkpoint_mode": "",
-            "checkpoint_tiers": f"{ck['fast']['name']}->{cfg['storage']['name']}"
-            if bb
-            else cfg["storage"]["name"],
+            "checkpoint_tiers": f"{ck.fast.name}->{cfg.storage.name}" if bb else cfg.storage.name,
             "checkpoint_model": model,
         }
-    if cfg["workload"].get("kind") != "checkpoint":
+    if cfg.workload.kind != "checkpoint":
         return {
             "checkpoint_target": "",
             "checkpoint_mode": "",
             "checkpoint_tiers": "",
             "checkpoint_model": model,
         }
-    ck = cfg["checkpoint"]
     tiers = {
-        "slow": ck["slow"]["name"],
-        "fast": ck["fast"]["name"],
-        "burst_buffer": f"{ck['fast']['name']}->{ck['slow']['name']}",
-    }[ck["target"]]
+        "slow": ck.slow.name,
+        "fast": ck.fast.name,
+        "burst_buffer": f"{ck.fast.name}->{ck.slow.name}",
+    }[str(ck.target)]
     return {
-        "checkpoint_target": ck["target"],
-        "checkpoint_mode": ck["mode"],
+        "checkpoint_target": str(ck.target),
+        "checkpoint_mode": str(ck.mode),
         "checkpoint_tiers": tiers,
         "checkpoint_model": model,
     }
@@ -276,20 +263,21 @@ def collect(folder: str | Path) -> Collected:
     """Read every record under ``folder`` (a sweep or a single run) and its plan, if any."""
     folder = Path(folder)
     out = Collected(folder=folder)
-    found: dict[str, tuple[Path, records.CellRecord]] = {}
+    found: dict[str, tuple[Path, records.CellRecord, CampaignConf]] = {}
     undeclared: set[str] = set()  # the kinds of records that keep no declarations (schema 1)
     for path in sorted(folder.rglob(records.FILENAME)):
         try:
             rec = records.read(path)
+            cfg = recorded(rec)
         except records.RecordError as e:
             out.unreadable.append(str(e))
             continue
         rel = path.parent.relative_to(folder)
-        found[str(rel)] = (path, rec)
+        found[str(rel)] = (path, rec, cfg)
         if rec.declared is not None:
-            out.declared.add(_kind(rec), rec.declared)
+            out.declared.add(cfg.workload.kind, rec.declared)
         else:
-            undeclared.add(_kind(rec))
+            undeclared.add(cfg.workload.kind)
     _declare_as_today(out.declared, undeclared)
     planned = _planned(folder, out)
     for cell in planned:
@@ -299,7 +287,7 @@ def collect(folder: str | Path) -> Collected:
             out.cells.append(
                 {**entry, "status": "missing", "error": "no record: the cell did not run or was killed"}
             )
-    for d, (path, rec) in sorted(found.items(), key=lambda kv: (len(kv[0]), kv[0])):
+    for d, (path, rec, cfg) in sorted(found.items(), key=lambda kv: (len(kv[0]), kv[0])):
         entry = {"cell_dir": d, "overrides": " ".join(rec.overrides), "status": rec.status}
         entry["error"] = f"{rec.error['type']}: {rec.error['message']}" if rec.error else ""
         entry.update(_time_and_wait(rec))  # what analysis.standing sums
@@ -310,12 +298,14 @@ def collect(folder: str | Path) -> Collected:
         out.configs[d] = rec.config
         if (rec.dataset or {}).get("stage"):
             out.staged[d] = rec.dataset["stage"]
-        base = {**_cell_values(rec.config), **_object_client(rec)}
+        base = {**_cell_values(cfg), **_object_client(cfg, rec)}
         mount = rec.provenance.get("data_mount") or rec.provenance.get("storage_mount") or {}
         for run in rec.runs:
             if run["warmup"]:
                 continue
-            out.rows.append(_row(base, run, rec, mount, d, str(path.relative_to(folder))))
+            out.rows.append(
+                _row(base, run, rec, _emulated(cfg, rec), mount, d, str(path.relative_to(folder)))
+            )
             if "posix_calls" in run:
                 out.posix.append(_posix_entry(base, run, d, "measured"))
             if "seq_read_mb_s" in run:
@@ -336,11 +326,6 @@ def collect(folder: str | Path) -> Collected:
             out.posix.append(_posix_entry(base, rec.traced_run, d, "extra"))
     out.cells.sort(key=lambda c: (len(c["cell_dir"]), c["cell_dir"]))
     return out
-
-
-def _kind(rec: records.CellRecord) -> str:
-    workload = rec.config.get("workload")
-    return str(workload.get("kind") or "") if isinstance(workload, dict) else ""
 
 
 def _declare_as_today(declared: declarations.Declared, kinds: set[str]) -> None:
@@ -372,11 +357,13 @@ def _planned(folder: Path, out: Collected) -> list[dict]:
     return planned
 
 
-def read_tier(config: dict, dataset: dict | None) -> dict:
-    """The tier a cell's runs read: a staged cell reads its copy on the stage tier (and is judged by that
-    tier's throttle), any other the storage tier."""
-    staged = (dataset or {}).get("stage") and config.get("stage")
-    return (config.get("stage") if staged else config.get("storage")) or {}
+def _emulated(cfg: CampaignConf, rec: records.CellRecord) -> dict | None:
+    """The throttles of the emulated tier the cell's runs read (its ``emulate`` section), None for a real
+    device: a staged cell reads its copy on the stage tier and is judged by that tier's, any other by the
+    storage tier's."""
+    staged = (rec.dataset or {}).get("stage") and cfg.stage is not None
+    emulate = (cfg.stage if staged else cfg.storage).emulate
+    return dataclasses.asdict(emulate) if emulate is not None else None
 
 
 def overlap_efficiency(row: dict) -> float | None:
@@ -395,7 +382,9 @@ def _throttle(tier: dict | None) -> str:
     return (tier.get("throttle") or "blkio-v1") if tier else ""
 
 
-def _row(base: dict, run: dict, rec: records.CellRecord, mount: dict, d: str, record: str) -> dict:
+def _row(
+    base: dict, run: dict, rec: records.CellRecord, emulate: dict | None, mount: dict, d: str, record: str
+) -> dict:
     """One row of results.csv: a measured run of a completed cell."""
     row = {
         **base,
@@ -421,8 +410,7 @@ def _row(base: dict, run: dict, rec: records.CellRecord, mount: dict, d: str, re
     row["overlap_efficiency"] = overlap_efficiency(row)
     dev, con = run.get("bytes_read_device"), run.get("bytes_consumed")
     row["device_read_ratio"] = dev / con if dev is not None and con else None
-    emulate = read_tier(rec.config, rec.dataset).get("emulate") or {}
-    row["bound"], row["bound_reason"] = bounds.label(row, emulate or None)
+    row["bound"], row["bound_reason"] = bounds.label(row, emulate)
     row["train_bound"] = bounds.train_bound(row)
     row["throttle"] = _throttle(rec.provenance.get("emulated_tier"))
     row.update(

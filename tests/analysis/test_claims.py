@@ -308,16 +308,13 @@ def test_the_report_answers_per_tier_first():
 
 def test_a_users_folder_is_named_by_itself_not_by_the_preset():
     from analysis.tables.tidy import _dataset_name
+    from jobs.cell import typed
+    from jobs.schema import DatasetConf
 
-    assert (
-        _dataset_name({"name": "imagenet_subset", "source": "folder", "path": "/data/caltech101/"})
-        == "caltech101 (folder)"
-    )
-    assert (
-        _dataset_name({"name": "imagenet_subset", "source": "filelist", "path": "/d/l.txt"})
-        == "l.txt (filelist)"
-    )
-    assert (
-        _dataset_name({"name": "imagenet_subset", "source": "synthetic", "path": None}) == "imagenet_subset"
-    )
+    def named(**dataset) -> str:
+        return _dataset_name(typed(DatasetConf, {"name": "imagenet_subset", **dataset}))
+
+    assert named(source="folder", path="/data/caltech101/") == "caltech101 (folder)"
+    assert named(source="filelist", path="/d/l.txt") == "l.txt (filelist)"
+    assert named(source="synthetic", path=None) == "imagenet_subset"
     assert _dataset_name(None) == ""

@@ -81,16 +81,27 @@ def _config(*overrides):
     return OmegaConf.to_container(compose_cell(list(overrides)), resolve=True)
 
 
+def _recorded(config: dict):
+    """``config`` as the analysis reads it from a record (``jobs.cell.recorded``)."""
+    from jobs import records
+    from jobs.cell import recorded
+
+    rec = records.CellRecord("id", records.COMPLETED, config, [], [], {}, {}, "", "")
+    return recorded(rec)
+
+
 def test_the_cell_columns_say_the_framework_and_the_dataloaders_workers():
-    tf = tidy._cell_values(_config("framework=tensorflow", "threads=2"))
+    tf = tidy._cell_values(_recorded(_config("framework=tensorflow", "threads=2")))
     assert (tf["framework"], tf["loader_workers"]) == ("tensorflow", None)
-    pt = tidy._cell_values(_config("framework=pytorch", "threads=2"))
+    pt = tidy._cell_values(_recorded(_config("framework=pytorch", "threads=2")))
     assert (pt["framework"], pt["loader_workers"], pt["threads"]) == ("pytorch", 2, 2)  # null: threads
-    pt = tidy._cell_values(_config("framework=pytorch", "threads=2", "loader.num_workers=3"))
+    pt = tidy._cell_values(_recorded(_config("framework=pytorch", "threads=2", "loader.num_workers=3")))
     assert pt["loader_workers"] == 3
     old = _config("threads=2")
     del old["framework"], old["loader"]  # a record written before the framework axis: TensorFlow's
-    assert tidy._cell_values(old)["framework"] == "tensorflow"
+    del old["workload"]["kind"]  # and before the workload modules: the micro-benchmark's
+    assert tidy._cell_values(_recorded(old))["framework"] == "tensorflow"
+    assert tidy._cell_values(_recorded(old))["kind"] == "microbench"
     columns = list(tidy.results_frame(tidy.Collected(folder=".")).columns)
     assert columns.count("workers") == 1 and "loader_workers" in columns  # the run metric stays apart
 

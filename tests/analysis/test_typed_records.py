@@ -1,0 +1,87 @@
+"""One loader for every record (issue 60, item 6): ``jobs.cell.recorded`` reads the config a record keeps,
+whichever version wrote it, into the schema's dataclasses, and the analysis reads the typed config instead
+of falling back by hand; a value this version cannot type makes the record unreadable, in one line naming
+the setting."""
+
+import dataclasses
+from enum import StrEnum
+
+from omegaconf import OmegaConf
+
+from analysis.tables import tidy
+from jobs import cell, records
+from jobs.schema import CampaignConf, DatasetConf, FrameworkConf, RecordedWorkload, StorageConf
+from support.configs import compose_cell
+
+
+def _record(config: dict, status: str = records.COMPLETED, cell_id: str = "c0") -> records.CellRecord:
+    return records.CellRecord(cell_id, status, config, [], [], {}, {}, "", "")
+
+
+def _config(*overrides: str) -> dict:
+    return OmegaConf.to_container(compose_cell(list(overrides)), resolve=True)
+
+
+def test_a_records_config_is_the_planned_cells_typed_config_and_the_workloads_own_settings_as_written():
+    data = _config("framework=pytorch", "threads=2", "storage=tmpfs", "dataset.num_images=64")
+    planned = cell.Cell.from_data(data).config
+    read = cell.recorded(_record(data))
+    assert isinstance(read, CampaignConf)
+    for section in ("storage", "dataset", "platform", "framework", "loader", "checkpoint", "input", "trace"):
+        assert getattr(read, section) == getattr(planned, section), section
+    assert isinstance(read.storage, StorageConf) and isinstance(read.dataset, DatasetConf)
+    assert isinstance(read.cache, StrEnum) and read.cache == planned.cache
+    assert isinstance(read.workload, RecordedWorkload)
+    assert (read.workload.name, read.workload.kind) == (planned.workload.name, planned.workload.kind)
+    assert read.workload.own["image_side"] == planned.workload.image_side  # the workload's own, as written
+    try:
+        read.framework.name = "jax"
+        raise AssertionError("a record's config was changed")
+    except dataclasses.FrozenInstanceError:
+        pass
+
+
+def test_a_record_written_before_a_setting_reads_as_what_the_cell_did():
+    """The settings added since the first records (the framework axis, the loader, where batches wait, the
+    shuffle, the tf.data service, replay, the workload's module) read as the cell ran: the schema's
+    default, or ``WRITTEN_BEFORE``'s where the schema has none."""
+    old = _config("threads=2")
+    for name in ("framework", "loader", "prefetch_to", "shuffle", "shuffle_buffer", "input", "replay"):
+        del old[name]
+    del old["workload"]["kind"]
+    read = cell.recorded(_record(old))
+    assert read.framework == FrameworkConf() and read.framework.name == "tensorflow"
+    assert (read.prefetch_to, read.shuffle, read.input.service, read.replay.trace) == (
+        "host",
+        "global",
+        False,
+        None,
+    )
+    assert read.workload.kind == "microbench"
+    values = tidy._cell_values(read)
+    assert (values["framework"], values["kind"], values["shuffle"], values["prefetch_to"]) == (
+        "tensorflow",
+        "microbench",
+        "global",
+        "host",
+    )
+    assert (values["service"], values["replay_trace"], values["loader_workers"]) == (0, "", None)
+
+
+def test_a_value_this_version_cannot_type_makes_the_record_unreadable_in_one_line_naming_it(tmp_path):
+    good = _config("threads=2")
+    bad = {**good, "storage": {**good["storage"], "reader": "teleport"}}
+    for folder, config, cell_id in (("0", good, "good"), ("1", bad, "bad")):
+        (tmp_path / folder).mkdir()
+        records.write(_record(config, records.FAILED, cell_id), tmp_path / folder)
+    try:
+        cell.recorded(_record(bad, cell_id="bad"))
+        raise AssertionError("a value of no choice was read")
+    except records.RecordError as e:
+        assert (
+            str(e) == "the record of cell bad holds storage.reader='teleport', which this version cannot read"
+        )
+    c = tidy.collect(tmp_path)
+    assert len(c.unreadable) == 1 and "storage.reader='teleport'" in c.unreadable[0]
+    assert [cell["cell_dir"] for cell in c.cells] == ["0"]  # the readable one is still listed, as failed
+    assert c.cells[0]["status"] == records.FAILED
