@@ -1,4 +1,10 @@
-"""What Slurm says about a campaign's jobs: sacct for every state, squeue for why a job waits."""
+"""What Slurm says about a campaign's jobs: sacct for every state, squeue for why a job waits.
+
+Hand-written rather than submitit's ``SlurmInfoWatcher`` (which runs ``sacct -o JobID,State,NodeList``):
+the progress line and ``campaign.status`` also need each job's exit code and, for a pending job, squeue's
+reason, and a cluster without accounting still answers through squeue alone; ``campaign.status`` reads the
+states in a process that holds no submitit job of the campaign's.
+"""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import os
 import statistics
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from jobs import frameworks, workloads
@@ -66,16 +66,16 @@ def measure(cell, job_dir: Path, first_run: int = 1) -> tuple[list[dict], dict, 
 
     # the C++ lines of its runs (TensorFlow's per op, CUDA's) in the cell's folder too, not on the terminal
     with nativelog.into(job_dir / nativelog.NAME):
-        return _locked(Session(w, cell, job_dir, first_run))
+        return _locked(w, cell, job_dir, first_run)
 
 
-def _locked(s: Session) -> tuple[list[dict], dict, dict]:
+def _locked(w, cell, job_dir: Path, first_run: int) -> tuple[list[dict], dict, dict]:
     """The cell's runs under the locks of its built tiers, then of the devices it measures."""
     from jobs.data import datasets, inuse
     from jobs.storage import locks
 
-    cfg = s.cell.config
-    tiers_of = s.w.tiers(cfg) + ([cfg.stage] if cfg.stage is not None else [])
+    cfg = cell.config
+    tiers_of = w.tiers(cfg) + ([cfg.stage] if cfg.stage is not None else [])
     root, lock_dir = cfg.storage.root, cfg.platform.lock_dir
     timeout = cfg.platform.lock_timeout_min * 60
     built = {
@@ -93,11 +93,15 @@ def _locked(s: Session) -> tuple[list[dict], dict, dict]:
         measured += [st.root for st in tiers_of[1:] if os.path.isdir(st.root)]
         # the tool's datasets the cell reads stay locked (shared) until it ends: a purge refuses them
         with locks.all_of(locks.devices(lock_dir, measured), timeout) as device_wait, inuse.reading():
-            s.ds = _dataset(cfg, ds, s.w)
-            s.prov = _provenance(s, tier_wait + device_wait, modeled)
-            if not all_tiers:
-                return _staged_runs(s), dataset_summary(s.ds, s.prov), s.prov
-            return _throttled(s, tier, all_tiers), dataset_summary(s.ds, s.prov), s.prov
+            ds = _dataset(cfg, ds, w)
+            data_dir = os.path.dirname(ds.storage_files[0]) if ds.storage_files else root
+            prov = {
+                **_provenance(cell, w, data_dir, tier_wait + device_wait, modeled),
+                **_emulated_tiers(tier, all_tiers),
+            }
+            s = Session(w, cell, job_dir, first_run, ds, data_dir, prov, backends.of(cfg.storage))
+            runs, s = _throttled(s, all_tiers) if all_tiers else _staged_runs(s)
+            return runs, dataset_summary(s.ds, s.prov), s.prov
 
 
 def _dataset(cfg, listed, w):
@@ -113,31 +117,41 @@ def _dataset(cfg, listed, w):
     return formats.ensure(ds, cfg.dataset.format, cfg.dataset.shard_mb, converted)
 
 
-def _provenance(s: Session, lock_wait_s: float, modeled: list) -> dict:
+def _provenance(cell, w, data_dir: str, lock_wait_s: float, modeled: list) -> dict:
+    """Where the runs read, what with (the framework's packages, the object client), how long the cell
+    waited for its locks, and the modelled tiers it built."""
     from jobs.observe import provenance
 
-    root = s.cell.config.storage.root
-    s.data_dir = os.path.dirname(s.ds.storage_files[0]) if s.ds.storage_files else root
-    fw = frameworks.of(s.cfg)
-    framework = (fw.package, *fw.companions) if s.w.uses_framework else ()
-    st = s.cell.config.storage
-    client = clients.of(s.cfg, s.w.uses_framework) if backends.of(st).requests else None
-    if s.w.uses_framework and client is not None and not client.mounts:
+    cfg = cell.config
+    fw = frameworks.of(cfg)
+    framework = (fw.package, *fw.companions) if w.uses_framework else ()
+    client = clients.of(cfg, w.uses_framework) if backends.of(cfg.storage).requests else None
+    if w.uses_framework and client is not None and not client.mounts:
         framework += (client.distribution,)  # the client the runs GET with
-    prov = provenance.collect(root, s.data_dir, (*frameworks.own_packages(fw, s.w.packages), *framework))
+    prov = provenance.collect(
+        cfg.storage.root, data_dir, (*frameworks.own_packages(fw, w.packages), *framework)
+    )
     prov["device_lock_wait_s"] = lock_wait_s
     if modeled:
         prov["modeled_tiers"] = [asdict(t) for t in modeled]
     return prov
 
 
-def _throttled(s: Session, tier, all_tiers: list) -> list[dict]:
+def _emulated_tiers(tier, all_tiers: list) -> dict:
+    """The provenance of the cell's emulated tiers: the storage's own (``tier``, None if it is not one)
+    and every one it built; nothing for a cell that built none."""
+    if not all_tiers:
+        return {}
+    return {
+        **({"emulated_tier": asdict(tier)} if tier is not None else {}),
+        "emulated_tiers": [asdict(t) for t in all_tiers],
+    }
+
+
+def _throttled(s: Session, all_tiers: list) -> tuple[list[dict], Session]:
     """The runs with the cell's processes in its emulated tiers' I/O cgroups."""
     from jobs.storage import cache, tiers
 
-    if tier is not None:
-        s.prov["emulated_tier"] = asdict(tier)
-    s.prov["emulated_tiers"] = [asdict(t) for t in all_tiers]
     cache.evict(s.ds.storage_files)  # flush the freshly written set before the throttle applies
     cg = tiers.join_all(all_tiers)
     try:
@@ -146,15 +160,15 @@ def _throttled(s: Session, tier, all_tiers: list) -> list[dict]:
         tiers.leave_all(cg)
 
 
-def _staged_runs(s: Session) -> list[dict]:
+def _staged_runs(s: Session) -> tuple[list[dict], Session]:
     """The runs, reading a copy staged on ``cfg.stage`` first when one is asked for (the copy's time
-    goes into provenance, not into the runs; the copy is removed when the runs end)."""
-    stage = s.cell.config.stage
-    if backends.of(s.cell.config.storage).requests:
+    goes into provenance, not into the runs; the copy is removed when the runs end); with the session
+    they read in."""
+    stage = s.cfg.stage
+    if s.backend.requests:
         return _object_runs(s)
     if stage is None:
-        s.backend = backends.of(s.cell.config.storage)
-        return run_all(s)
+        return _runs(s)
     from jobs.data import staging
     from jobs.observe import provenance
 
@@ -169,17 +183,26 @@ def _staged_runs(s: Session) -> list[dict]:
         facts["stage_s"],
         facts["stage_mb_s"] or 0,
     )
-    s.prov["stage"] = {"storage": stage.name, "kind": stage.kind, **facts}
-    s.prov["source_mount"] = s.prov.get("data_mount")
-    s.prov["data_mount"] = asdict(provenance.mount_of(facts["staged_to"]))
-    s.ds, s.data_dir, s.backend = staged, facts["staged_to"], backends.of(stage)
+    prov = {
+        **s.prov,
+        "stage": {"storage": stage.name, "kind": stage.kind, **facts},
+        "source_mount": s.prov.get("data_mount"),
+        "data_mount": asdict(provenance.mount_of(facts["staged_to"])),
+    }
+    s = replace(s, ds=staged, data_dir=facts["staged_to"], backend=backends.of(stage), prov=prov)
     try:
-        return run_all(s)
+        return _runs(s)
     finally:
         staging.remove(facts["staged_to"])
 
 
-def _object_runs(s: Session) -> list[dict]:
+def _runs(s: Session) -> tuple[list[dict], Session]:
+    """The runs of the session ``s``, and ``s`` with the memory limit's figures in its provenance."""
+    runs, memory = run_all(s)
+    return runs, replace(s, prov={**s.prov, **memory})
+
+
+def _object_runs(s: Session) -> tuple[list[dict], Session]:
     """The runs reading the dataset from the cell's object store (``storage.kind=object``): the store
     served for the cell (the embedded server this process keeps for its cells, started by the first and
     stopped with its folder when the process ends), the dataset put there once per content; a cold run
@@ -188,30 +211,25 @@ def _object_runs(s: Session) -> list[dict]:
     from jobs.execution.placement import Placement
     from jobs.storage.objectstore import spread, tier
 
-    st, where = s.cell.config.storage, Placement.of(s.cfg)
+    st, where = s.cfg.storage, Placement.of(s.cfg)
     on_nodes = None
     if where.in_slurm_job and where.nodes > 1:
         on_nodes = (where.nodes, where.cpus_per_task, s.job_dir / spread.SUBDIR)
     with tier.serving(st, st.root, on_nodes) as store:
-        s.ds, facts = tier.put_dataset(store, s.ds)
+        put, facts = tier.put_dataset(store, s.ds)
         client = clients.of(s.cfg, s.w.uses_framework)
-        s.prov["object_store"] = {
-            **store.describe(),
-            "reader": str(st.reader),
-            "client": client.name,
-            **facts,
-        }
-        s.store, s.backend = store, backends.of(st)
-        if store.server is not None:  # the device a cold run is counted on: the server's (this node's)
-            s.data_dir = str(store.server.data_dir)
+        described = {**store.describe(), "reader": str(st.reader), "client": client.name, **facts}
         if on_nodes and store.server is not None:  # where each node's gateway and volumes are
-            s.prov["object_store"]["nodes"] = [
+            described["nodes"] = [
                 {k: n[k] for k in ("node", "address", "url", "folder")} for n in store.server.nodes
             ]
-        with client.reading(store, s.ds, facts.get("dataset_prefix", ""), st.root) as (s.ds, said):
-            s.prov["object_store"].update(said)
+        # the device a cold run is counted on: the server's (this node's)
+        data_dir = str(store.server.data_dir) if store.server is not None else s.data_dir
+        with client.reading(store, put, facts.get("dataset_prefix", ""), st.root) as (read_as, said):
+            prov = {**s.prov, "object_store": {**described, **said}}
+            s = replace(s, ds=read_as, data_dir=data_dir, prov=prov, store=store)
             with store.reading_with(client):
-                return run_all(s)
+                return _runs(s)
 
 
 @contextlib.contextmanager

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,19 +19,21 @@ from jobs.runner.result import RunParts
 log = logging.getLogger(__name__)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Session:
-    """What every run of a cell shares; the dataset, its folder and provenance are filled in under the
-    locks, the tier kind where the runs read (the storage's, or the stage's)."""
+    """What every run of a cell shares, built once where the runs read (``jobs.runner``): the dataset as
+    they read it and its folder, provenance, and the back-end of the tier they read (the storage's, or
+    the stage's) with its open store. A step that moves where the runs read (a staged copy, an object
+    store) makes a new one, with its parts added to the provenance; none is changed."""
 
     w: workloads.Workload
     cell: Any  # jobs.cell.Cell
     job_dir: Path
-    first_run: int = 1  # the number of the first measured run (trace.runs=extra: repeats + 1)
-    ds: Any = None  # jobs.data.datasets.Dataset, where the runs read it
-    data_dir: str = ""
-    prov: dict = field(default_factory=dict)
-    backend: Any = None  # jobs.storage.backends.Backend where the runs read: what a cold cache can mean there
+    first_run: int  # the number of the first measured run (trace.runs=extra: repeats + 1)
+    ds: Any  # jobs.data.datasets.Dataset, where the runs read it
+    data_dir: str
+    prov: dict
+    backend: Any  # jobs.storage.backends.Backend where the runs read: what a cold cache can mean there
     store: Any = None  # storage.kind=object: the open store (jobs.storage.objectstore.tier.Store)
 
     @property
@@ -50,8 +52,9 @@ class Where:
     svc: Any = None  # the cell's tf.data service, when it has one
 
 
-def run_all(s: Session) -> list[dict]:
-    """The cell's runs, warm-ups first; a run's record is built once it has ended."""
+def run_all(s: Session) -> tuple[list[dict], dict]:
+    """The cell's runs, warm-ups first (a run's record is built once it has ended), and what the memory
+    limit of ``platform.memory_limit_gb`` adds to the provenance (nothing without one)."""
     from jobs.observe import trace
     from jobs.storage import cache
     from jobs.storage.modeled import mount as modeled
@@ -76,12 +79,9 @@ def run_all(s: Session) -> list[dict]:
     remote = s.store is not None and s.store.server is None  # a user's S3 endpoint: its disks are not ours
     disk = None if remote else trace.device_of(s.data_dir)
     where = Where(fs_type, disk, Placement.of(s.cfg), frozenset(exclusive))
-    memory: dict = {}
-    try:
-        with memlimit.limited(s.cfg.platform.memory_limit_gb) as memory:  # platform.memory_limit_gb
-            return _served(s, where)
-    finally:
-        s.prov.update(memory)
+    with memlimit.limited(s.cfg.platform.memory_limit_gb) as memory:  # filled in as it ends
+        runs = _served(s, where)
+    return runs, memory
 
 
 def _served(s: Session, where: Where) -> list[dict]:
