@@ -5,6 +5,7 @@ workload and accelerator, the most accelerators that held their AU."""
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import sys
 from pathlib import Path
@@ -161,4 +162,28 @@ def _lay_out(found: list, args) -> int:
         f"{args.results_dir} ({', '.join(divisions) or 'nothing new'})"
         + ("; the invalid/ runs break a rule: they are no submission" if "invalid" in divisions else "")
     )
+    for division in sorted({results_dir.DIVISION[v.state] for v in found}):
+        path = args.results_dir / division / args.org / results_dir.SYSTEMS / f"{args.system}.json"
+        print(f"[mlperf] system description: {path} ({_to_fill(path)})")
     return 0
+
+
+def _to_fill(path: Path) -> str:
+    """What the system description at ``path`` still lacks: its null fields, for the submitter."""
+    import json
+
+    def nulls(x) -> int:
+        if isinstance(x, dict):
+            return sum(nulls(v) for v in x.values())
+        if isinstance(x, list):
+            return sum(nulls(v) for v in x)
+        return int(x is None)
+
+    try:
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)) as f:  # never through a link
+            left = nulls(json.loads(f.read()))
+    except (OSError, ValueError):
+        return "not readable as JSON"
+    if not left:
+        return "every field filled in"
+    return f"{left} fields null, the storage system's and the network's among them: yours to fill in"

@@ -18,7 +18,10 @@ One folder per measured run (MLPerf's five runs; the warm-up is left out), named
 (``20261128_062312``; ``..._run3`` after each where two runs of a cell started within one second). The
 division is the verdict's: ``closed`` for a CLOSED-eligible cell, ``open`` for an OPEN one; a cell that
 breaks a rule goes under ``invalid``, which is no division of MLPerf's, so that it is never handed on by
-mistake. MLPerf's ``submission.yaml``, its system description, is the submitter's to write. Nothing
+mistake. Beside ``results/``, ``DIR/<division>/<org>/systems/<system>.json`` is MLPerf's system
+description with what the records say (the client hosts, their CPU model and memory, the file system the
+runs read and its mount options) and null where they say nothing (the storage system's make, model and
+capacity, the network): the submitter fills those in, and one already there is left as it is. Nothing
 outside ``DIR`` is written, and a run folder already there is left as it is.
 """
 
@@ -73,9 +76,11 @@ def write(verdicts: list, folder: Path, out: Path, org: str, system: str) -> lis
     check(out, org, system)
     out.mkdir(parents=True, exist_ok=True)
     written = []
+    described: dict[str, list[records.CellRecord]] = {}  # division -> the records of its cells
     for v in verdicts:
         path = folder / v.cell_dir / records.FILENAME
         rec = records.read(path)
+        described.setdefault(DIVISION[v.state], []).append(rec)
         levels = [DIVISION[v.state], org, "results", system, *_kind_levels(v)]
         base = _descend(out, levels)
         try:
@@ -90,7 +95,100 @@ def write(verdicts: list, folder: Path, out: Path, org: str, system: str) -> lis
             ) from None
         finally:
             os.close(base)
+    for division, recs in described.items():
+        _describe(out, [division, org, SYSTEMS], system, recs)
     return written
+
+
+SYSTEMS = "systems"  # MLPerf's folder of system descriptions, beside results/
+
+
+def _describe(out: Path, levels: list[str], system: str, recs: list[records.CellRecord]) -> None:
+    """MLPerf's ``systems/<system>.json`` for the cells of ``recs``, where none is there yet (one the
+    submitter has filled in stays as it is)."""
+    base = _descend(out, levels)
+    try:
+        name = f"{system}.json"
+        if not _exists(name, base):
+            _put(base, name, json.dumps(system_description(recs), indent=2) + "\n")
+    finally:
+        os.close(base)
+
+
+def system_description(recs: list[records.CellRecord]) -> dict:
+    """MLPerf Storage's system description (the keys of v1.0's published ``systems/<system>.json``) with
+    what the cells' records say: the client nodes' CPU model and memory, every host that ran a task, and
+    the file system the runs read with its mount options (an object store: its product and the client
+    library). What no record holds (the storage system's make, model, version and capacity, the network,
+    the CPUs' frequencies, the memory's class; the CPUs' sockets and cores in records written before
+    they were kept) is null, for the submitter to fill in."""
+    provs = [r.provenance or {} for r in recs]
+    hosts = sorted({h for r in recs for h in _hosts(r)})
+    mounts = {
+        (m.get("fs_type"), m.get("source"), m.get("options"))
+        for prov in provs
+        for m in [prov.get("data_mount") or prov.get("storage_mount") or {}]
+        if m
+    }
+    stores = {
+        f"{o.get('product') or o.get('service')} through {o.get('client')}"
+        for prov in provs
+        for o in [prov.get("object_store") or {}]
+        if o
+    }
+    cpu = next((p.get("cpu_model") for p in provs if p.get("cpu_model")), None)
+    topology = next((p["cpu_topology"] for p in provs if p.get("cpu_topology")), {})  # older records: none
+    memory = max((int(p.get("mem_total_bytes") or 0) for p in provs), default=0)
+    return {
+        "networks": [],
+        "nodes": [
+            {
+                "node_type_name": "client",
+                "config_options": [],
+                "CPU": {
+                    "vendor_and_model_name": cpu,
+                    "socket_count": topology.get("sockets"),
+                    "cores_per_socket": topology.get("cores_per_socket"),
+                    "threads_per_socket": topology.get("threads_per_socket"),
+                    "base_frequency": None,
+                    "boost_frequency": None,
+                },
+                "DRAM": {"capacity_MiB": memory // 2**20 or None, "class": None, "frequency": None},
+                "accelerators": [],  # emulated by their step time: MLPerf Storage runs without them
+                "nic_ports": [],
+                "drives": [],
+            }
+        ],
+        "benchmark_hosts": [
+            {"node_name": h, "node_type_name": "client", "benchmark_instances": [{"mapping_type": "native"}]}
+            for h in hosts
+        ],
+        "storage_system": {
+            "vendor_name": None,
+            "solution_name": None,
+            "model_name": None,
+            "version": None,
+            "software_defined": None,
+            "hyperconverged": None,
+            "solution_type": "; ".join(
+                sorted([*(f"{fs} on {src}" for fs, src, _ in mounts if not stores), *stores])
+            )
+            or None,
+            "client_mount_options": sorted({opts for _, _, opts in mounts if opts}),
+            "solution_config_options": [],
+            "usable_capacity_GiB": None,
+            "raw_capacity_GiB": None,
+            "hardware_components": [],
+            "software_components": [],
+        },
+    }
+
+
+def _hosts(rec: records.CellRecord) -> set[str]:
+    """The hosts that ran the cell's runs: each task's (a cell of several tasks), else the cell's own."""
+    tasks = {t.get("host") for run in rec.runs for t in run.get("task_results") or [] if t.get("host")}
+    host = (rec.provenance or {}).get("host")
+    return tasks or ({host} if host else set())
 
 
 def _kind_levels(v) -> list[str]:

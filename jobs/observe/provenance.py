@@ -60,6 +60,27 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def _cpu_topology() -> dict | None:
+    """The CPUs' sockets, cores and hardware threads per socket, as /proc/cpuinfo gives them (``physical
+    id``, ``cpu cores``, ``siblings``); None where it does not say."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return None
+    fields: dict[str, set[str]] = {}
+    for line in lines:
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), set()).add(value.strip())
+    try:
+        return {
+            "sockets": len(fields["physical id"]),
+            "cores_per_socket": int(max(fields["cpu cores"], key=int)),
+            "threads_per_socket": int(max(fields["siblings"], key=int)),
+        }
+    except (KeyError, ValueError):
+        return None
+
+
 def _mem_total_bytes() -> int | None:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -160,6 +181,7 @@ def collect(storage_root: str, data_dir: str | None = None, packages: tuple[str,
         "os": platform.platform(),
         "cpu_model": _cpu_model(),
         "cpu_count": os.cpu_count(),
+        "cpu_topology": _cpu_topology(),
         "cpus_usable": affinity,
         "mem_total_bytes": _mem_total_bytes(),
         "storage_mount": asdict(storage_mount),

@@ -380,7 +380,7 @@ def test_the_runs_are_laid_out_as_mlperfs_results_tree(finished, tmp_path):
     out = tmp_path / "results"
     p = analysis("mlperf", str(finished[0]), "--results-dir", str(out), "--system", "ws-2core", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
-    assert p.stdout.splitlines()[-1].startswith(f"[mlperf] results tree: 5 run folders in {out} (invalid)")
+    assert p.stdout.splitlines()[-2].startswith(f"[mlperf] results tree: 5 run folders in {out} (invalid)")
     rec = _record(finished)
     base = out / "invalid" / "iocampaign" / "results" / "ws-2core" / "training" / "retinanet" / "run"
     folders = sorted(base.iterdir())
@@ -401,10 +401,31 @@ def test_the_runs_are_laid_out_as_mlperfs_results_tree(finished, tmp_path):
         prov = json.loads((folder / "provenance.json").read_text())
         assert prov["verdict"] == "INVALID" and len(prov["checks"]) == len(RULES)
         assert (folder / "__main__.log").is_file()
+    system = out / "invalid" / "iocampaign" / "systems" / "ws-2core.json"  # MLPerf's system description
+    described = json.loads(system.read_text())
+    prov = rec.provenance
+    assert [h["node_name"] for h in described["benchmark_hosts"]] == [prov["host"]]
+    client = described["nodes"][0]
+    assert client["CPU"]["vendor_and_model_name"] == prov["cpu_model"]
+    topology = prov["cpu_topology"]  # /proc/cpuinfo's sockets, cores and threads
+    assert topology["sockets"] >= 1 and topology["threads_per_socket"] >= topology["cores_per_socket"] >= 1
+    assert (client["CPU"]["socket_count"], client["CPU"]["cores_per_socket"]) == (
+        topology["sockets"],
+        topology["cores_per_socket"],
+    )
+    assert client["DRAM"]["capacity_MiB"] == prov["mem_total_bytes"] // 2**20
+    mount = prov["data_mount"]
+    assert described["storage_system"]["solution_type"] == f"{mount['fs_type']} on {mount['source']}"
+    assert described["storage_system"]["client_mount_options"] == [mount["options"]]
+    assert described["storage_system"]["vendor_name"] is None  # what no record says is left to the submitter
+    assert f"[mlperf] system description: {system} (" in p.stdout and "yours to fill in" in p.stdout
+    filled = system.read_text().replace('"vendor_name": null', '"vendor_name": "ACME"')
+    system.write_text(filled)  # the submitter's own, filled in: left as it is
     again = analysis(
         "mlperf", str(finished[0]), "--results-dir", str(out), "--system", "ws-2core", cwd=tmp_path
     )
-    assert again.stdout.splitlines()[-1].endswith("0 run folders in " + f"{out} (nothing new)")
+    assert again.stdout.splitlines()[-2].endswith("0 run folders in " + f"{out} (nothing new)")
+    assert system.read_text() == filled
 
     shm = Path(tempfile.mkdtemp(dir="/dev/shm"))  # the results apart from the data: every rule holds
     try:
@@ -418,6 +439,7 @@ def test_the_runs_are_laid_out_as_mlperfs_results_tree(finished, tmp_path):
         shutil.rmtree(shm)
     assert closed.returncode == 0, closed.stderr
     assert len(list((out / "closed").glob("iocampaign/results/ws-2core/training/retinanet/run/*"))) == 5
+    assert (out / "closed" / "iocampaign" / "systems" / "ws-2core.json").is_file()
 
 
 def test_a_results_tree_that_cannot_be_written_is_refused_in_one_line(finished, tmp_path, other_user):
@@ -559,7 +581,7 @@ def test_a_checkpointing_cells_runs_are_laid_out_as_mlperfs_checkpointing_result
     out = tmp_path / "results"
     p = analysis("mlperf", str(checkpointed), "--results-dir", str(out), "--system", "ws", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
-    assert p.stdout.splitlines()[-1].startswith(f"[mlperf] results tree: 1 run folder in {out} (invalid)")
+    assert p.stdout.splitlines()[-2].startswith(f"[mlperf] results tree: 1 run folder in {out} (invalid)")
     (folder,) = (out / "invalid" / "iocampaign" / "results" / "ws" / "checkpointing" / "llama3-8b").iterdir()
     run = records.read(checkpointed / records.FILENAME).runs[-1]
     summary = json.loads((folder / "summary.json").read_text())

@@ -183,12 +183,21 @@ def test_a_dangling_link_is_dropped_and_a_killed_cells_copy_is_cleared(tmp_path,
 def test_a_staged_cell_is_judged_by_the_stage_tiers_throttle():
     """Staged cells were labelled against the data tier's throttle ("4154 requests/s = 1662% of the tier's
     250/s"): the runs read the copy, so the stage tier's throttle is the one that applies."""
-    from analysis.tables.tidy import read_tier
+    from omegaconf import OmegaConf
 
-    hdd = {"name": "emulated_hdd", "emulate": {"read_iops": 250}}
-    ssd = {"name": "emulated_ssd", "emulate": {"read_iops": 20000}}
-    assert read_tier({"storage": hdd, "stage": ssd}, {"stage": {"storage": "emulated_ssd"}}) is ssd
-    assert read_tier({"storage": hdd, "stage": None}, {}) is hdd
-    assert (
-        read_tier({"storage": hdd, "stage": ssd}, {}) is hdd
-    )  # asked, but the record says nothing was staged
+    from analysis.tables.tidy import _emulated
+    from jobs.cell import recorded
+    from support.configs import compose_cell
+
+    both = ["storage=emulated_hdd", "storage@stage=emulated_ssd"]
+    config = OmegaConf.to_container(compose_cell(both), resolve=True)
+    hdd, ssd = config["storage"]["emulate"], config["stage"]["emulate"]
+    assert hdd["read_iops"] != ssd["read_iops"]
+
+    def tier(config: dict, dataset: dict) -> dict | None:
+        rec = records.CellRecord("c", records.COMPLETED, config, [], [], dataset, {}, "", "")
+        return _emulated(recorded(rec), rec)
+
+    assert tier(config, {"stage": {"storage": "emulated_ssd"}}) == ssd
+    assert tier({**config, "stage": None}, {}) == hdd
+    assert tier(config, {}) == hdd  # asked, but the record says nothing was staged
