@@ -106,7 +106,7 @@ def recorded(rec: records.CellRecord) -> CampaignConf:
     try:
         return _recorded(config)
     except (KeyError, TypeError, ValueError):
-        where = untypable(CampaignConf, config)
+        where = untypable(CampaignConf, {**config, "workload": None})  # its own settings are never typed
         raise records.RecordError(
             f"the record of cell {rec.cell_id} holds {where or 'a config'}, which this version cannot read"
         ) from None

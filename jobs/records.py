@@ -8,12 +8,9 @@ import re
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jobs import jsonfiles
-
-if TYPE_CHECKING:
-    pass
 
 SCHEMA_VERSION = 2  # 2: the workload's figures and metrics declared in the record (``declared``)
 READABLE = (1, SCHEMA_VERSION)  # a version-1 record has no ``declared``: read as None

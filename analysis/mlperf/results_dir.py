@@ -20,8 +20,8 @@ division is the verdict's: ``closed`` for a CLOSED-eligible cell, ``open`` for a
 breaks a rule goes under ``invalid``, which is no division of MLPerf's, so that it is never handed on by
 mistake. Beside ``results/``, ``DIR/<division>/<org>/systems/<system>.json`` is MLPerf's system
 description with what the records say (the client hosts, their CPU model and memory, the file system the
-runs read and its mount options) and null where they say nothing (the storage system's make, model and
-capacity, the network): the submitter fills those in, and one already there is left as it is. Nothing
+runs read and its mount options), null where they say nothing (the storage system's make, model and
+capacity) and no network: the submitter fills those in, and one already there is left as it is. Nothing
 outside ``DIR`` is written, and a run folder already there is left as it is.
 """
 
@@ -107,11 +107,15 @@ def _describe(out: Path, levels: list[str], system: str, recs: list[records.Cell
     """MLPerf's ``systems/<system>.json`` for the cells of ``recs``, where none is there yet (one the
     submitter has filled in stays as it is)."""
     base = _descend(out, levels)
+    name, partial = f"{system}.json", f".{system}.json.partial-{os.getpid()}"
     try:
-        name = f"{system}.json"
-        if not _exists(name, base):
-            _put(base, name, json.dumps(system_description(recs), indent=2) + "\n")
+        if _exists(name, base):
+            return
+        _put(base, partial, json.dumps(system_description(recs), indent=2) + "\n")
+        os.rename(partial, name, src_dir_fd=base, dst_dir_fd=base)  # whole, or not there
     finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(partial, dir_fd=base)
         os.close(base)
 
 
@@ -119,14 +123,15 @@ def system_description(recs: list[records.CellRecord]) -> dict:
     """MLPerf Storage's system description (the keys of v1.0's published ``systems/<system>.json``) with
     what the cells' records say: the client nodes' CPU model and memory, every host that ran a task, and
     the file system the runs read with its mount options (an object store: its product and the client
-    library). What no record holds (the storage system's make, model, version and capacity, the network,
-    the CPUs' frequencies, the memory's class; the CPUs' sockets and cores in records written before
-    they were kept) is null, for the submitter to fill in."""
+    library). What no record holds (the storage system's make, model, version and capacity, the CPUs'
+    frequencies, the memory's class; the CPUs' sockets and cores in records written before they were
+    kept) is null, and ``networks`` is empty, for the submitter to fill in."""
     provs = [r.provenance or {} for r in recs]
     hosts = sorted({h for r in recs for h in _hosts(r)})
-    mounts = {
+    mounts = {  # the file systems the runs read (an object store's cells read its server, not a mount)
         (m.get("fs_type"), m.get("source"), m.get("options"))
         for prov in provs
+        if not prov.get("object_store")
         for m in [prov.get("data_mount") or prov.get("storage_mount") or {}]
         if m
     }
@@ -170,9 +175,7 @@ def system_description(recs: list[records.CellRecord]) -> dict:
             "version": None,
             "software_defined": None,
             "hyperconverged": None,
-            "solution_type": "; ".join(
-                sorted([*(f"{fs} on {src}" for fs, src, _ in mounts if not stores), *stores])
-            )
+            "solution_type": "; ".join(sorted([*(f"{fs} on {src}" for fs, src, _ in mounts), *stores]))
             or None,
             "client_mount_options": sorted({opts for _, _, opts in mounts if opts}),
             "solution_config_options": [],

@@ -268,9 +268,13 @@ def collect(folder: str | Path) -> Collected:
     for path in sorted(folder.rglob(records.FILENAME)):
         try:
             rec = records.read(path)
-            cfg = recorded(rec)
         except records.RecordError as e:
             out.unreadable.append(str(e))
+            continue
+        try:
+            cfg = recorded(rec)
+        except records.RecordError as e:
+            out.unreadable.append(f"{path}: {e}")
             continue
         rel = path.parent.relative_to(folder)
         found[str(rel)] = (path, rec, cfg)

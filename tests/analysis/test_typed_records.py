@@ -83,5 +83,6 @@ def test_a_value_this_version_cannot_type_makes_the_record_unreadable_in_one_lin
         )
     c = tidy.collect(tmp_path)
     assert len(c.unreadable) == 1 and "storage.reader='teleport'" in c.unreadable[0]
+    assert c.unreadable[0].startswith(f"{tmp_path / '1' / 'record.json'}: the record of cell bad holds ")
     assert [cell["cell_dir"] for cell in c.cells] == ["0"]  # the readable one is still listed, as failed
     assert c.cells[0]["status"] == records.FAILED
