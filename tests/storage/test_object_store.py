@@ -241,6 +241,30 @@ def test_without_seaweedfs_the_server_is_one_line_naming_the_install(tmp_path, m
     assert not (tmp_path / "iocampaign" / "s3server").exists()
 
 
+def test_a_server_that_dies_while_starting_is_one_line_with_its_last_words_and_leaves_nothing(
+    tmp_path, monkeypatch
+):
+    """The one wait of every server the tool starts (``server.until``): the real weed program, given a
+    subcommand it does not know, ends at once, and the start fails in one line quoting what it said last,
+    its folder gone; given one that serves no S3 gateway (a master alone), the start fails when its time
+    is up, also leaving nothing."""
+    folder = tmp_path / "iocampaign" / "s3server"
+    monkeypatch.setattr(server, "_command", lambda ports: ["-logtostderr", "no-such-subcommand"])
+    with pytest.raises(server.ServerError) as e:
+        server.start(folder)
+    said = str(e.value)
+    assert said.startswith("storage=s3: the embedded S3 server at http://") and "\n" not in said, said
+    assert "exited with status 2 while starting: " in said and said.endswith("Run 'weed help' for usage."), (
+        said
+    )
+    assert not folder.exists()
+    monkeypatch.setattr(server, "_command", lambda ports: ["-logtostderr", "master", "-mdir=."])
+    with pytest.raises(server.ServerError) as e:
+        server.start(folder, timeout_s=1)
+    assert str(e.value).endswith("did not answer within 1 s"), e.value
+    assert not folder.exists()
+
+
 @needs_root
 @pytest.mark.tiers  # its loop mount, copied into a mount namespace another test makes, would stay held
 def test_a_file_system_mounted_before_the_server_started_is_not_held_by_it(tmp_path):
@@ -476,7 +500,7 @@ _RELAY = """
 import socket, sys
 from jobs.storage.objectstore import relay
 fd, port, *argv = sys.argv[1:]
-sys.exit(relay.run([(socket.socket(fileno=int(fd)), int(port))], argv[0], argv))
+relay.run([(socket.socket(fileno=int(fd)), int(port))], argv[0], argv)  # ends as its child ended
 """
 
 

@@ -89,7 +89,7 @@ def main(argv: list[str]) -> int:
         if routes is None:
             os.execv(program, ["weed", *command])
         relay.loopback_up()
-        return relay.run(routes, program, ["weed", *command])
+        relay.run(routes, program, ["weed", *command])  # ends as the server ended: never returns
     except OSError as e:
         print(f"confine: {e.strerror or e}", file=sys.stderr)
     return 1

@@ -24,7 +24,9 @@ import resource
 import signal
 import socket
 import struct
+import sys
 import threading
+from typing import NoReturn
 
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 PR_SET_PDEATHSIG = 1
@@ -140,10 +142,12 @@ def _exec_bound(parent: int, listeners: list[socket.socket], program: str, argv:
     os._exit(1)
 
 
-def run(routes: list[tuple[socket.socket, int]], program: str, argv: list[str]) -> int:
+def run(routes: list[tuple[socket.socket, int]], program: str, argv: list[str]) -> NoReturn:
     """Start ``program`` (``argv``) as a child bound to this process, forward each listener of
-    ``routes`` to its port inside, and end as the child ended: its exit status, or killed by its
-    signal (never returns then)."""
+    ``routes`` to its port inside, and end as the child ended: with its exit status, or killed by its
+    signal. It never returns: with its forwarding threads alive, an interpreter's exit would abort in the
+    confined root, which holds no ``libgcc_s`` for their ``pthread_exit`` (the server's last words would
+    be lost behind "libgcc_s.so.1 must be installed for pthread_exit to work")."""
     parent = os.getpid()
     listeners = [s for s, _ in routes]
     child = os.fork()
@@ -160,4 +164,6 @@ def run(routes: list[tuple[socket.socket, int]], program: str, argv: list[str]) 
             signal.signal(sig, signal.SIG_DFL)
         os.kill(os.getpid(), sig)
         os.kill(os.getpid(), signal.SIGKILL)  # a signal whose default is not to end the process
-    return os.waitstatus_to_exitcode(status)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(os.waitstatus_to_exitcode(status))

@@ -29,7 +29,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -342,55 +341,51 @@ def _wait_joined(url: str, spread: Spread) -> None:
     they handed themselves over; a volume server of anyone else's that joined the master (its ports ask
     for no key) fails the start, so that no object of the run is placed there."""
     want = {f"{n['address']}:{n['volume_port']}" for n in spread.nodes}
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        joined = set()
+    seen: set[str] = set()  # the volume servers the master last listed
+
+    def joined() -> bool | None:
         try:
             topo = json.loads(server._DIRECT.open(url, timeout=2).read())["Topology"]
-            joined = {
-                node.get("Url") or node.get("PublicUrl")
-                for dc in topo.get("DataCenters") or []
-                for rack in dc.get("Racks") or []
-                for node in rack.get("DataNodes") or []
-            }
         except (OSError, ValueError, KeyError):
-            pass
-        if joined - want:
+            return None
+        seen.clear()
+        seen.update(
+            node.get("Url") or node.get("PublicUrl")
+            for dc in topo.get("DataCenters") or []
+            for rack in dc.get("Racks") or []
+            for node in rack.get("DataNodes") or []
+        )
+        if seen - want:
             raise SpreadError(
                 f"storage=s3: volume servers that are not the cell's joined its master at {url}: "
-                f"{', '.join(sorted(joined - want))} (its ports are open to the cluster's network: "
+                f"{', '.join(sorted(seen - want))} (its ports are open to the cluster's network: "
                 "docs/object-storage.md)"
             )
-        if joined == want:
-            return
-        why = spread.dead()
-        if why:
-            raise SpreadError(f"storage=s3: {why} while the volume servers joined the master")
-        if time.monotonic() > deadline:
-            raise SpreadError(
-                f"storage=s3: the {len(want)} nodes' volume servers did not join the master at {url} "
-                f"in {START_TIMEOUT_S:.0f} s (joined: {', '.join(sorted(joined)) or 'none'})"
-            )
-        time.sleep(0.1)
+        return True if seen == want else None
+
+    server.until(
+        joined,
+        spread.dead,
+        START_TIMEOUT_S,
+        ended=lambda why: SpreadError(f"storage=s3: {why} while the volume servers joined the master"),
+        late=lambda: SpreadError(
+            f"storage=s3: the {len(want)} nodes' volume servers did not join the master at {url} "
+            f"in {START_TIMEOUT_S:.0f} s (joined: {', '.join(sorted(seen)) or 'none'})"
+        ),
+    )
 
 
 def _wait_http(url: str, dead, what: str) -> None:
     """Until ``url`` answers (any HTTP status)."""
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        try:
-            server._DIRECT.open(url, timeout=1).close()
-            return
-        except urllib.error.HTTPError:
-            return
-        except OSError:
-            pass
-        why = dead()
-        if why:
-            raise SpreadError(f"storage=s3: {why} while {what} started")
-        if time.monotonic() > deadline:
-            raise SpreadError(f"storage=s3: {what} at {url} did not answer within {START_TIMEOUT_S:.0f} s")
-        time.sleep(0.1)
+    server.until(
+        lambda: server.answers(url),
+        dead,
+        START_TIMEOUT_S,
+        ended=lambda why: SpreadError(f"storage=s3: {why} while {what} started"),
+        late=lambda: SpreadError(
+            f"storage=s3: {what} at {url} did not answer within {START_TIMEOUT_S:.0f} s"
+        ),
+    )
 
 
 # ---- a node's task of the step -------------------------------------------------------------------

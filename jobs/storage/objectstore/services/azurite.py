@@ -23,7 +23,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -139,18 +138,15 @@ def _launch(command: list[str], folder: Path, bucket: str) -> Azurite:
 
 def _wait_ready(srv: Azurite, timeout_s: float) -> None:
     """Until Azurite says on which port it listens."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        port = next((m.group(1) for m in map(_LISTENING.search, list(srv.output)) if m), None)
-        if port is not None:
-            url = f"http://127.0.0.1:{port}/{srv.credentials.access_key}"
-            srv.endpoint = Endpoint(url, srv.endpoint.bucket, service="azure")
-            srv.said_when_ready = srv.said
-            return
-        why = srv.dead()
-        if why:
-            time.sleep(0.2)  # its last words reach the reader
-            raise servers.ServerError(f"storage=azure: {why} while starting: {srv.last_line()}")
-        if time.monotonic() > deadline:
-            raise servers.ServerError(f"storage=azure: Azurite did not listen within {timeout_s:.0f} s")
-        time.sleep(0.05)
+    port = servers.until(
+        lambda: next((m.group(1) for m in map(_LISTENING.search, list(srv.output)) if m), None),
+        srv.dead,
+        timeout_s,
+        ended=lambda why: servers.ServerError(f"storage=azure: {why} while starting: {srv.last_line()}"),
+        late=lambda: servers.ServerError(f"storage=azure: Azurite did not listen within {timeout_s:.0f} s"),
+        every_s=0.05,
+        last_words_s=0.2,
+    )
+    url = f"http://127.0.0.1:{port}/{srv.credentials.access_key}"
+    srv.endpoint = Endpoint(url, srv.endpoint.bucket, service="azure")
+    srv.said_when_ready = srv.said
