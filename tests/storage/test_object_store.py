@@ -244,10 +244,10 @@ def test_without_seaweedfs_the_server_is_one_line_naming_the_install(tmp_path, m
 def test_a_server_that_dies_while_starting_is_one_line_with_its_last_words_and_leaves_nothing(
     tmp_path, monkeypatch
 ):
-    """The one wait of every server the tool starts (``server.until``): the real weed program, given a
-    subcommand it does not know, ends at once, and the start fails in one line quoting what it said last,
-    its folder gone; given one that serves no S3 gateway (a master alone), the start fails when its time
-    is up, also leaving nothing."""
+    """The one wait of every helper the tool starts (``jobs.lifeline.wait_ready``): the real weed program,
+    given a subcommand it does not know, ends at once, and the start fails in one line quoting what it
+    said last, its folder gone; given one that serves no S3 gateway (a master alone), the start fails
+    when its time is up, also leaving nothing."""
     folder = tmp_path / "iocampaign" / "s3server"
     monkeypatch.setattr(server, "_command", lambda ports: ["-logtostderr", "no-such-subcommand"])
     with pytest.raises(server.ServerError) as e:

@@ -32,12 +32,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
 
-from jobs import owned
+from jobs import lifeline, owned
 from jobs.lifeline import alive
 from jobs.storage.objectstore.endpoint import Credentials, Endpoint
 
@@ -47,9 +45,6 @@ PROGRAM = "weed"
 SUBDIR = "s3servers"  # below the tool's folder on storage.root: the embedded servers' folders
 MARKER = ".iocampaign-s3-server"  # what marks a folder as an embedded server's (removed only then)
 TAIL = 200  # lines of the server's output kept, in memory only (it names the access key)
-
-
-T = TypeVar("T")
 
 
 class ServerError(RuntimeError):
@@ -504,33 +499,6 @@ def watched(server: Server) -> Server:
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never an http_proxy
 
 
-def until(
-    ready: Callable[[], T | None],
-    dead: Callable[[], str | None],
-    timeout_s: float,
-    ended: Callable[[str], Exception],
-    late: Callable[[], Exception],
-    every_s: float = 0.1,
-    last_words_s: float = 0.0,
-) -> T:
-    """The first answer of ``ready()`` that is not None, asked every ``every_s``: the one wait of every
-    server the tool starts (the embedded S3 server, Azurite, the servers spread over a job's nodes).
-    Raises ``ended(why)`` as soon as ``dead()`` says why a process it waits on is gone (after
-    ``last_words_s``, for its last lines to reach their reader), and ``late()`` after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        why = dead()
-        if why:
-            time.sleep(last_words_s)
-            raise ended(why)
-        got = ready()
-        if got is not None:
-            return got
-        if time.monotonic() > deadline:
-            raise late()
-        time.sleep(every_s)
-
-
 def answers(url: str) -> bool | None:
     """True once ``url`` answers a request (with any HTTP status: a gateway refuses an unsigned one), None
     until then."""
@@ -545,15 +513,24 @@ def answers(url: str) -> bool | None:
 
 def _wait_ready(server: Server, timeout_s: float) -> None:
     """Until the S3 gateway answers a request."""
-    until(
+    lifeline.wait_ready(
         lambda: answers(server.endpoint.url),
-        server.dead,
-        timeout_s,
-        ended=lambda why: ServerError(f"storage=s3: {why} while starting: {server.last_line()}"),
+        died=lambda: ended_while_starting(server, "storage=s3"),
         late=lambda: ServerError(
             f"storage=s3: the embedded S3 server at {server.endpoint.url} did not answer "
             f"within {timeout_s:.0f} s"
         ),
-        last_words_s=0.2,
+        timeout_s=timeout_s,
+        interval_s=0.1,
     )
     server.said_when_ready = server.said
+
+
+def ended_while_starting(server: Server, setting: str) -> ServerError | None:
+    """The error of a server that ended before it was ready, in one line with its last words (None while
+    it runs)."""
+    why = server.dead()
+    if not why:
+        return None
+    time.sleep(0.2)  # its last words reach the reader
+    return ServerError(f"{setting}: {why} while starting: {server.last_line()}")

@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from jobs import lifeline
 from jobs.storage.objectstore import server
 from jobs.storage.objectstore.endpoint import Credentials, Endpoint
 
@@ -287,8 +288,6 @@ def _growth(nodes: int) -> dict[str, str]:
 
 def _start_step(nodes: int, cpus: int, handover: Path, root: str, creds: Credentials) -> subprocess.Popen:
     """The nodes' servers' job step, the keys in its environment only."""
-    from jobs import lifeline
-
     env = {k: v for k, v in lifeline.plain_env().items() if not k.startswith("AWS_")}
     env.update(AWS_ACCESS_KEY_ID=creds.access_key, AWS_SECRET_ACCESS_KEY=creds.secret_key)
     with open(handover / STEP_ERR, "wb") as err:
@@ -312,8 +311,6 @@ def _abandon(head: server.Server, step, handover: Path, creds: Credentials) -> N
 
 
 def _wait_nodes(spread: Spread, n: int) -> list[dict]:
-    from jobs import lifeline
-
     found = [spread.handover / f"node-{k}.json" for k in range(n)]
 
     def died() -> Exception | None:
@@ -363,29 +360,34 @@ def _wait_joined(url: str, spread: Spread) -> None:
             )
         return True if seen == want else None
 
-    server.until(
+    lifeline.wait_ready(
         joined,
-        spread.dead,
-        START_TIMEOUT_S,
-        ended=lambda why: SpreadError(f"storage=s3: {why} while the volume servers joined the master"),
+        died=lambda: _failed(spread.dead(), "while the volume servers joined the master"),
         late=lambda: SpreadError(
             f"storage=s3: the {len(want)} nodes' volume servers did not join the master at {url} "
             f"in {START_TIMEOUT_S:.0f} s (joined: {', '.join(sorted(seen)) or 'none'})"
         ),
+        timeout_s=START_TIMEOUT_S,
+        interval_s=0.1,
     )
 
 
 def _wait_http(url: str, dead, what: str) -> None:
     """Until ``url`` answers (any HTTP status)."""
-    server.until(
+    lifeline.wait_ready(
         lambda: server.answers(url),
-        dead,
-        START_TIMEOUT_S,
-        ended=lambda why: SpreadError(f"storage=s3: {why} while {what} started"),
+        died=lambda: _failed(dead(), f"while {what} started"),
         late=lambda: SpreadError(
             f"storage=s3: {what} at {url} did not answer within {START_TIMEOUT_S:.0f} s"
         ),
+        timeout_s=START_TIMEOUT_S,
+        interval_s=0.1,
     )
+
+
+def _failed(why: str | None, when: str) -> SpreadError | None:
+    """The error of a node's server that ended (``why``) before the spread was up; None while it runs."""
+    return SpreadError(f"storage=s3: {why} {when}") if why else None
 
 
 # ---- a node's task of the step -------------------------------------------------------------------

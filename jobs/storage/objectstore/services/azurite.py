@@ -26,6 +26,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobs import lifeline
 from jobs.storage.objectstore import server as servers
 from jobs.storage.objectstore.endpoint import Credentials, Endpoint
 
@@ -138,14 +139,11 @@ def _launch(command: list[str], folder: Path, bucket: str) -> Azurite:
 
 def _wait_ready(srv: Azurite, timeout_s: float) -> None:
     """Until Azurite says on which port it listens."""
-    port = servers.until(
+    port = lifeline.wait_ready(
         lambda: next((m.group(1) for m in map(_LISTENING.search, list(srv.output)) if m), None),
-        srv.dead,
-        timeout_s,
-        ended=lambda why: servers.ServerError(f"storage=azure: {why} while starting: {srv.last_line()}"),
+        died=lambda: servers.ended_while_starting(srv, "storage=azure"),
         late=lambda: servers.ServerError(f"storage=azure: Azurite did not listen within {timeout_s:.0f} s"),
-        every_s=0.05,
-        last_words_s=0.2,
+        timeout_s=timeout_s,
     )
     url = f"http://127.0.0.1:{port}/{srv.credentials.access_key}"
     srv.endpoint = Endpoint(url, srv.endpoint.bucket, service="azure")
