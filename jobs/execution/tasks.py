@@ -414,11 +414,18 @@ def _dataset(d: dict):
 def _wait_for(done, what: str, orphaned) -> None:
     """Wait until ``done()``; TaskError after READY_TIMEOUT_S, or at once when ``orphaned()`` (the
     runner ended)."""
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while not done():
-        if time.monotonic() > deadline or orphaned():
-            raise TaskError(f"{what} after {READY_TIMEOUT_S:.0f} s, or the runner ended")
-        time.sleep(0.002)
+    from jobs import lifeline
+
+    def failed() -> TaskError:
+        return TaskError(f"{what} after {READY_TIMEOUT_S:.0f} s, or the runner ended")
+
+    lifeline.wait_ready(
+        done,
+        died=lambda: failed() if orphaned() else None,
+        late=failed,
+        timeout_s=READY_TIMEOUT_S,
+        interval_s=0.002,
+    )
 
 
 def _error(out: Path, nonce: str, rank: int, node: str, e: BaseException) -> None:
