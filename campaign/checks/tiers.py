@@ -1,13 +1,72 @@
-"""Where a cell's data and tiers lie against each other: a user's images on the tier the cell names, a
-stage on another device than the data, and no two modelled tiers mounted one on or in the other."""
+"""The cell's tiers: each root usable, where the data and a stage lie against each other (a user's
+images on the tier the cell names, a stage on another device than the data, no two modelled tiers mounted
+one on or in the other), an object store's service and needs, and the space a synthetic set takes."""
 
 from __future__ import annotations
 
 import os
 
+from campaign import limits
+from campaign.checks import Checking
 from campaign.errors import ConfigError
 from jobs.cell import select
-from jobs.storage.roots import elsewhere, storage_root
+from jobs.storage.objectstore import needs as objectstore
+from jobs.storage.roots import elsewhere, memoised, storage_root
+
+# where a tier's service may be set: a preset's own YAML only (storage=s3, storage=azure)
+_SERVICE_KEYS = ("storage.service", "checkpoint.slow.service")
+
+
+def service_is_the_presets(c: Checking) -> None:
+    """An object store's service is its preset's: ``storage=azure storage.service=s3`` would measure
+    SeaweedFS through boto3 and label the rows azure (found by a red team). A store of another service is
+    another preset, chosen by its name."""
+    for o in c.cell.overrides:
+        key = o.lstrip("+~").split("=", 1)[0]
+        if key in _SERVICE_KEYS:
+            raise ConfigError(
+                f"{o}: the service an object store speaks is its preset's; choose the preset instead "
+                "(storage=s3 or storage=azure; storage@checkpoint.slow=s3)"
+            )
+
+
+def object_store(c: Checking) -> None:
+    """What reading or writing an object store needs, here and of the cell's framework and workload."""
+    from campaign.checks.workload import able
+
+    objectstore.check(c.cfg, c.workload, here=not elsewhere(c.cfg), able=able("object_readers"))
+
+
+def apart(c: Checking) -> None:
+    tiers(c.cfg, c.memo)
+
+
+def modelled(c: Checking) -> None:
+    modelled_apart(c.cfg, _tier_keys(c))
+
+
+def data_where_it_lies(c: Checking) -> None:
+    data_on_its_tier(c.cfg)
+
+
+def space(c: Checking) -> None:
+    """A synthetic set's images still to generate fit in the space its tier has free (this machine's
+    free space says nothing of the nodes')."""
+    if not elsewhere(c.cfg):
+        memoised(c.memo, limits.space_key(c.cell), lambda: limits.dataset_fits(c.cfg))
+
+
+def _tier_keys(c: Checking) -> tuple[str, ...]:
+    """The settings that hold the tiers a cell builds (its workload's, and the stage), when one is
+    modelled."""
+    cfg = c.cfg
+    named = {"storage": cfg.storage, "checkpoint.slow": cfg.checkpoint.slow}
+    named["checkpoint.fast"] = cfg.checkpoint.fast
+    if not any(t is not None and t.model is not None for t in (*named.values(), cfg.stage)):
+        return ()  # most cells: nothing to compare, and planning stays cheap
+    built = {id(st) for st in c.workload.tiers(cfg)}
+    keys = [k for k, st in named.items() if id(st) in built]
+    return (*keys, "stage") if cfg.stage is not None else tuple(keys)
 
 
 def data_on_its_tier(cfg) -> None:
