@@ -103,6 +103,11 @@ def recorded(rec: records.CellRecord) -> CampaignConf:
     for name, was in WRITTEN_BEFORE.items():
         if isinstance(config.get(name), dict):
             config[name] = {**was, **config[name]}
+    missing = [name for name in ("workload", "storage", "platform") if not isinstance(config.get(name), dict)]
+    if missing:
+        raise records.RecordError(
+            f"the record of cell {rec.cell_id} holds no {' and no '.join(missing)} section"
+        )
     try:
         return _recorded(config)
     except (KeyError, TypeError, ValueError):

@@ -263,7 +263,7 @@ def collect(folder: str | Path) -> Collected:
     """Read every record under ``folder`` (a sweep or a single run) and its plan, if any."""
     folder = Path(folder)
     out = Collected(folder=folder)
-    found: dict[str, tuple[Path, records.CellRecord, CampaignConf]] = {}
+    found: dict[str, tuple[Path, records.CellRecord, CampaignConf | None]] = {}
     undeclared: set[str] = set()  # the kinds of records that keep no declarations (schema 1)
     for path in sorted(folder.rglob(records.FILENAME)):
         try:
@@ -274,14 +274,17 @@ def collect(folder: str | Path) -> Collected:
         try:
             cfg = recorded(rec)
         except records.RecordError as e:
-            out.unreadable.append(f"{path}: {e}")
-            continue
+            if rec.status == records.COMPLETED:  # its rows cannot be made
+                out.unreadable.append(f"{path}: {e}")
+                continue
+            cfg = None  # a failed cell is listed with its error whatever its config holds
         rel = path.parent.relative_to(folder)
         found[str(rel)] = (path, rec, cfg)
+        kind = cfg.workload.kind if cfg is not None else ""
         if rec.declared is not None:
-            out.declared.add(cfg.workload.kind, rec.declared)
-        else:
-            undeclared.add(cfg.workload.kind)
+            out.declared.add(kind, rec.declared)
+        elif kind:
+            undeclared.add(kind)
     _declare_as_today(out.declared, undeclared)
     planned = _planned(folder, out)
     for cell in planned:

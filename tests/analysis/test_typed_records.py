@@ -73,7 +73,9 @@ def test_a_value_this_version_cannot_type_makes_the_record_unreadable_in_one_lin
     bad = {**good, "storage": {**good["storage"], "reader": "teleport"}}
     for folder, config, cell_id in (("0", good, "good"), ("1", bad, "bad")):
         (tmp_path / folder).mkdir()
-        records.write(_record(config, records.FAILED, cell_id), tmp_path / folder)
+        records.write(_record(config, records.COMPLETED, cell_id), tmp_path / folder)
+    (tmp_path / "2").mkdir()  # a failed cell is listed with its error, whatever its config holds
+    records.write(_record({}, records.FAILED, "empty"), tmp_path / "2")
     try:
         cell.recorded(_record(bad, cell_id="bad"))
         raise AssertionError("a value of no choice was read")
@@ -84,5 +86,12 @@ def test_a_value_this_version_cannot_type_makes_the_record_unreadable_in_one_lin
     c = tidy.collect(tmp_path)
     assert len(c.unreadable) == 1 and "storage.reader='teleport'" in c.unreadable[0]
     assert c.unreadable[0].startswith(f"{tmp_path / '1' / 'record.json'}: the record of cell bad holds ")
-    assert [cell["cell_dir"] for cell in c.cells] == ["0"]  # the readable one is still listed, as failed
-    assert c.cells[0]["status"] == records.FAILED
+    assert [(cell["cell_dir"], cell["status"]) for cell in c.cells] == [
+        ("0", records.COMPLETED),
+        ("2", records.FAILED),
+    ]
+    try:
+        cell.recorded(_record({}, records.FAILED, "empty"))
+        raise AssertionError("a record without a config was read")
+    except records.RecordError as e:
+        assert str(e) == "the record of cell empty holds no workload and no storage and no platform section"
