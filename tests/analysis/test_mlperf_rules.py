@@ -3,6 +3,7 @@ emulated B200s through PyTorch's DataLoader, judged rule by rule, and each rule 
 passes the limit (the module's one real record, copied with that one figure changed)."""
 
 import copy
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -440,6 +441,26 @@ def test_the_runs_are_laid_out_as_mlperfs_results_tree(finished, tmp_path):
     assert closed.returncode == 0, closed.stderr
     assert len(list((out / "closed").glob("iocampaign/results/ws-2core/training/retinanet/run/*"))) == 5
     assert (out / "closed" / "iocampaign" / "systems" / "ws-2core.json").is_file()
+    # a link in the description's place, to a file of the user's: neither followed nor replaced
+    mine = tmp_path / "mine.json"
+    mine.write_text("the user's own\n")
+    planted = out / "open" / "iocampaign" / "systems"
+    planted.mkdir(parents=True)
+    (planted / "ws-2core.json").symlink_to(mine)
+    shm = Path(tempfile.mkdtemp(dir="/dev/shm"))
+    try:
+        opened = _passing(rec)
+        opened = dataclasses.replace(opened, config={**opened.config, "framework": {"name": "tensorflow"}})
+        _judged(opened, shm / "cell")
+        shutil.copytree(finished[0] / ".hydra", shm / "cell" / ".hydra")
+        p = analysis(
+            "mlperf", str(shm / "cell"), "--results-dir", str(out), "--system", "ws-2core", cwd=tmp_path
+        )
+    finally:
+        shutil.rmtree(shm)
+    assert p.returncode == 0 and "(open)" in p.stdout, p.stdout + p.stderr
+    assert "ws-2core.json (not readable as JSON)" in p.stdout
+    assert (planted / "ws-2core.json").is_symlink() and mine.read_text() == "the user's own\n"
 
 
 def test_a_results_tree_that_cannot_be_written_is_refused_in_one_line(finished, tmp_path, other_user):
