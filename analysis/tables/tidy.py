@@ -307,12 +307,11 @@ def collect(folder: str | Path) -> Collected:
             out.staged[d] = rec.dataset["stage"]
         base = {**_cell_values(cfg), **_object_client(cfg, rec)}
         mount = rec.provenance.get("data_mount") or rec.provenance.get("storage_mount") or {}
+        emulate, record = _emulated(cfg, rec), str(path.relative_to(folder))  # the cell's, for each run
         for run in rec.runs:
             if run["warmup"]:
                 continue
-            out.rows.append(
-                _row(base, run, rec, _emulated(cfg, rec), mount, d, str(path.relative_to(folder)))
-            )
+            out.rows.append(_row(base, run, rec, emulate, mount, d, record))
             if "posix_calls" in run:
                 out.posix.append(_posix_entry(base, run, d, "measured"))
             if "seq_read_mb_s" in run:
