@@ -117,14 +117,16 @@ def recorded(rec: records.CellRecord) -> CampaignConf:
         ) from None
 
 
+_COMMON = tuple(f.name for f in dataclasses.fields(WorkloadConf))  # the fields every workload has
+
+
 def _recorded(data: dict) -> CampaignConf:
     """``data`` as ``typed`` builds it, with the workload's section a ``RecordedWorkload``."""
     workload = data.get("workload")
     config = typed(CampaignConf, {**data, "workload": None})
     if isinstance(workload, dict):
-        common = {f.name for f in dataclasses.fields(WorkloadConf)}
-        own = {k: v for k, v in workload.items() if k not in common}
-        section = RecordedWorkload(**{k: workload[k] for k in common if k in workload}, own=own)
+        own = {k: v for k, v in workload.items() if k not in _COMMON}
+        section = RecordedWorkload(**{k: workload[k] for k in _COMMON if k in workload}, own=own)
         object.__setattr__(config, "workload", _sealed(section))  # the section it was built without
     return config
 
@@ -133,7 +135,7 @@ def untypable(cls: Any, data: Any, at: str = "") -> str:
     """Where ``typed(cls, data)`` fails: ``setting=value`` of the first value the schema type ``cls``
     cannot take (a choice this version does not know), or ``at`` itself."""
     if dataclasses.is_dataclass(cls) and isinstance(data, dict) and not issubclass(cls, WorkloadConf):
-        hints = typing.get_type_hints(cls)
+        hints = _hints(cls)
         for f in dataclasses.fields(cls):
             if f.name in data:
                 try:

@@ -39,6 +39,7 @@ from pathlib import Path
 from analysis.mlperf import checkpointing, rules
 from jobs import records
 from jobs.cell import recorded
+from jobs.schema import CampaignConf
 
 DIVISION = {rules.CLOSED: "closed", rules.OPEN: "open", rules.INVALID: "invalid"}
 TIMESTAMP = "%Y%m%d_%H%M%S"  # MLPerf Storage's run folders (20260714_120349)
@@ -80,6 +81,7 @@ def write(verdicts: list, folder: Path, out: Path, org: str, system: str) -> lis
     for v in verdicts:
         path = folder / v.cell_dir / records.FILENAME
         rec = records.read(path)
+        cfg = recorded(rec)  # typed once for its runs' files
         described.setdefault(DIVISION[v.state], []).append(rec)
         levels = [DIVISION[v.state], org, "results", system, *_kind_levels(v)]
         base = _descend(out, levels)
@@ -87,7 +89,7 @@ def write(verdicts: list, folder: Path, out: Path, org: str, system: str) -> lis
             for name, run in _named(rec.runs):
                 if _exists(name, base):
                     continue  # laid out before: what is there stays
-                _run_folder(base, name, v, rec, run, path.parent)
+                _run_folder(base, name, v, rec, cfg, run, path.parent)
                 written.append(out.joinpath(*levels, name))
         except (KeyError, ValueError, TypeError) as e:  # a record edited by hand, or of another version
             raise ResultsDirError(
@@ -249,7 +251,9 @@ def _named(runs: list[dict]) -> list[tuple[str, dict]]:
     return [(f"{s}_run{r['run']}" if clash else s, r) for s, r in zip(stamps, measured)]
 
 
-def _run_folder(base: int, name: str, v, rec: records.CellRecord, run: dict, cell: Path) -> None:
+def _run_folder(
+    base: int, name: str, v, rec: records.CellRecord, cfg: CampaignConf, run: dict, cell: Path
+) -> None:
     """One run's folder, built whole under a hidden name in ``base`` (an open folder), then renamed."""
     partial = f".{name}.partial-{os.getpid()}"
     os.mkdir(partial, 0o755, dir_fd=base)
@@ -257,12 +261,12 @@ def _run_folder(base: int, name: str, v, rec: records.CellRecord, run: dict, cel
         fd = _open_own(partial, base, Path(partial))
         try:
             kept = isinstance(v, checkpointing.Verdict)
-            figures = checkpoint_summary(v, rec, run) if kept else summary(v, rec, run)
+            figures = checkpoint_summary(v, rec, cfg, run) if kept else summary(v, rec, cfg, run)
             epochs = checkpoint_epoch(run) if kept else per_epoch(run)
             _put(fd, "summary.json", json.dumps(figures, indent=2) + "\n")
             _put(fd, "per_epoch_stats.json", json.dumps(epochs, indent=2) + "\n")
             hydra = {
-                n: _read_own(cell / ".hydra" / n) for n in ("config.yaml", "hydra.yaml", "overrides.yaml")
+                n: read_own(cell / ".hydra" / n) for n in ("config.yaml", "hydra.yaml", "overrides.yaml")
             }
             if any(text is not None for text in hydra.values()):
                 os.mkdir("dlio_config", 0o755, dir_fd=fd)
@@ -273,10 +277,10 @@ def _run_folder(base: int, name: str, v, rec: records.CellRecord, run: dict, cel
                             _put(config, n, text)
                 finally:
                     os.close(config)
-            log = _read_own(cell / LOG)
+            log = read_own(cell / LOG)
             if log is not None:
                 _put(fd, LOG, log)
-            _put(fd, "provenance.json", json.dumps(provenance(v, rec), indent=2) + "\n")
+            _put(fd, "provenance.json", json.dumps(provenance(v, rec, cfg), indent=2) + "\n")
         finally:
             os.close(fd)
         os.rename(partial, name, src_dir_fd=base, dst_dir_fd=base)
@@ -292,8 +296,9 @@ def _put(dir_fd: int, name: str, text: str) -> None:
         f.write(text)
 
 
-def _read_own(path: Path) -> str | None:
-    """A file of the cell's folder, read without following a link; None where it is not there."""
+def read_own(path: Path) -> str | None:
+    """A file of the tool's own folders (a cell's, the results tree), read without following a link; None
+    where it is not there or is no plain file."""
     import stat
 
     try:
@@ -304,13 +309,13 @@ def _read_own(path: Path) -> str | None:
         return f.read() if stat.S_ISREG(os.fstat(fd).st_mode) else None
 
 
-def summary(v: rules.Verdict, rec: records.CellRecord, run: dict) -> dict:
+def summary(v: rules.Verdict, rec: records.CellRecord, cfg: CampaignConf, run: dict) -> dict:
     """DLIO's ``summary.json`` of one run (one epoch): its keys, this run's figures."""
     au, samples, mb = run["train_au_percentage"], run["images_per_s"], run["mb_per_s"]
     start = datetime.fromisoformat(run["started_at"])
     return {
         "num_accelerators": v.accelerators,
-        "num_hosts": recorded(rec).platform.nodes,
+        "num_hosts": cfg.platform.nodes,
         "hostname": (rec.provenance or {}).get("host"),
         "metric": {
             "train_au_percentage": [au],
@@ -351,7 +356,7 @@ def _spread(values: list[float]) -> tuple[float, float]:
     return statistics.fmean(values), statistics.pstdev(values)
 
 
-def checkpoint_summary(v, rec: records.CellRecord, run: dict) -> dict:
+def checkpoint_summary(v, rec: records.CellRecord, cfg: CampaignConf, run: dict) -> dict:
     """DLIO's ``summary.json`` of one checkpointing run: the checkpoint's size summed over the ranks that
     wrote it, in GiB, and the mean and deviation of the saves' and the loads' durations (each the slowest
     rank's) and rates (size / duration), DLIO's keys."""
@@ -370,7 +375,7 @@ def checkpoint_summary(v, rec: records.CellRecord, run: dict) -> dict:
         ) = _spread(durations)
     return {
         "num_accelerators": v.processes,
-        "num_hosts": recorded(rec).platform.nodes,
+        "num_hosts": cfg.platform.nodes,
         "hostname": (rec.provenance or {}).get("host"),
         "metric": metric,
         "num_checkpoints_write": len(run.get("save_each_duration_s") or [None]),
@@ -400,7 +405,7 @@ def _end(run: dict) -> datetime:
     return datetime.fromisoformat(run["started_at"]) + timedelta(seconds=float(run["run_wall_s"]))
 
 
-def provenance(v, rec: records.CellRecord) -> dict:
+def provenance(v, rec: records.CellRecord, cfg: CampaignConf) -> dict:
     """Who made the run and what its rules say: this tool, its commit, the rules' edition, the storage and
     client library, the cell's verdict and every check."""
     prov = rec.provenance or {}
@@ -411,7 +416,7 @@ def provenance(v, rec: records.CellRecord) -> dict:
         "benchmark_tool": "iocampaign",
         "tool_commit": prov.get("git_commit"),
         "rules_edition": rules.rules()["edition"],
-        "storage": recorded(rec).storage.name,
+        "storage": cfg.storage.name,
         "client_library": (prov.get("object_store") or {}).get("client"),
         "cell_id": rec.cell_id,
         "verdict": v.state,

@@ -50,34 +50,38 @@ def mount_of(path: str | os.PathLike) -> Mount:
     return Mount(best.point, best.fs_type, best.source, best.options, best.device, _rotational(best.device))
 
 
-def _cpu_model() -> str:
+def _cpuinfo() -> list[str]:
+    """/proc/cpuinfo's lines (none where it cannot be read)."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        return Path("/proc/cpuinfo").read_text().splitlines()
     except OSError:
-        pass
+        return []
+
+
+def _cpu_model(lines: list[str]) -> str:
+    for line in lines:
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
     return platform.processor() or "unknown"
 
 
-def _cpu_topology() -> dict | None:
+def _cpu_topology(lines: list[str]) -> dict | None:
     """The CPUs' sockets, cores and hardware threads per socket, as /proc/cpuinfo gives them (``physical
     id``, ``cpu cores``, ``siblings``); None where it does not say."""
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        return None
-    fields: dict[str, set[str]] = {}
+    fields: dict[str, set[str]] = {"physical id": set(), "cpu cores": set(), "siblings": set()}
     for line in lines:
         key, _, value = line.partition(":")
-        fields.setdefault(key.strip(), set()).add(value.strip())
+        if key.strip() in fields:
+            fields[key.strip()].add(value.strip())
+    if not fields["physical id"]:
+        return None
     try:
         return {
             "sockets": len(fields["physical id"]),
             "cores_per_socket": int(max(fields["cpu cores"], key=int)),
             "threads_per_socket": int(max(fields["siblings"], key=int)),
         }
-    except (KeyError, ValueError):
+    except ValueError:  # a key it does not give (max of nothing), or not a number
         return None
 
 
@@ -175,13 +179,14 @@ def collect(storage_root: str, data_dir: str | None = None, packages: tuple[str,
     dirty = _git("status", "--porcelain", "--untracked-files=no")
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     storage_mount = mount_of(storage_root)
+    cpuinfo = _cpuinfo()
     return {
         "host": socket.gethostname(),
         "kernel": platform.release(),
         "os": platform.platform(),
-        "cpu_model": _cpu_model(),
+        "cpu_model": _cpu_model(cpuinfo),
         "cpu_count": os.cpu_count(),
-        "cpu_topology": _cpu_topology(),
+        "cpu_topology": _cpu_topology(cpuinfo),
         "cpus_usable": affinity,
         "mem_total_bytes": _mem_total_bytes(),
         "storage_mount": asdict(storage_mount),
