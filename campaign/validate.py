@@ -18,6 +18,7 @@ __all__ = ["ConfigError", "check", "storage_root"]
 # its tiers, its dataset and what the tasks and batches make of it, then the machine it runs on
 CHECKS = (
     platform.account,
+    tiers.kinds,
     settings.threads,
     settings.bounds,
     workload.its_own,

@@ -3,9 +3,10 @@ the values live in the YAML presets under ``conf/`` (``campaign.schema.register`
 ConfigStore, and every preset names its group's schema first in its ``defaults``, so OmegaConf type-checks
 every value a user writes on the command line).
 
-A planned cell carries its config as these dataclasses (``jobs.cell``). Every choice is a ``StrEnum``: a
-member is its own name as a string (``cfg.cache == "cold"``, ``str(cfg.cache) == "cold"``), so no reader
-needs to tell a member from a string.
+A planned cell carries its config as these dataclasses (``jobs.cell``). Every fixed choice is a ``StrEnum``:
+a member is its own name as a string (``cfg.cache == "cold"``, ``str(cfg.cache) == "cold"``), so no reader
+needs to tell a member from a string. A choice a module can add to (``framework.name``, ``storage.kind``) is
+a string that planning checks against its registry.
 """
 
 from __future__ import annotations
@@ -206,13 +207,6 @@ class ModelConf(Sealed):
     backing_dir: str = "/var/tmp/iocampaign/tiers"  # where the tier's files live (<backing_dir>/<name>)
 
 
-class StorageKind(StrEnum):
-    block = "block"  # a local block device: a cold cache means the page cache evicted
-    network = "network"  # a file system every node mounts (Lustre, NFS): what a multi-node cell reads
-    memory = "memory"  # RAM (tmpfs): nothing to evict
-    object = "object"  # an S3 object store (storage=s3)
-
-
 class ObjectReader(StrEnum):
     native = "native"  # GETs inside tf.data's parallel map (jobs.frameworks.tensorflow.object_reads)
     fuse = "fuse"  # the bucket mounted with s3fs-fuse, read as files (jobs.storage.objectstore.fuse)
@@ -223,8 +217,9 @@ class StorageConf(Sealed):
     name: str = MISSING  # tier key used in records, tables and figures (hdd, ssd, lustre, ...)
     label: str = MISSING  # tier label drawn in figures ("HDD", "Lustre")
     root: str = MISSING  # existing, writable directory on the tier; datasets are placed under it
-    # block | network | memory | object: decides what a cold cache can mean here; object: an S3 store
-    kind: StorageKind = StorageKind.block
+    # a kind of storage (jobs/storage/backends/: block, network, memory, object): what a cold cache can mean
+    # here, whether every node reaches it, whether it is read by requests to a server (object)
+    kind: str = "block"
     description: str = ""  # what the tier is (device model, file system)
     ior_read_mb_s: Optional[float] = None  # the paper's Table I max read, MB/s (reference only)
     ior_write_mb_s: Optional[float] = None  # the paper's Table I max write, MB/s (reference only)

@@ -10,11 +10,23 @@ from campaign import limits
 from campaign.checks import Checking
 from campaign.errors import ConfigError
 from jobs.cell import select
+from jobs.storage import backends
 from jobs.storage.objectstore import needs as objectstore
 from jobs.storage.roots import elsewhere, memoised, storage_root
 
 # where a tier's service may be set: a preset's own YAML only (storage=s3, storage=azure)
 _SERVICE_KEYS = ("storage.service", "checkpoint.slow.service")
+
+
+def kinds(c: Checking) -> None:
+    """Every tier the cell names is of a kind of storage this tool has a back-end for, named where it sits
+    (``checkpoint.slow.kind=tape``)."""
+    cfg = c.cfg
+    named = {"storage": cfg.storage, "checkpoint.fast": cfg.checkpoint.fast}
+    named.update({"checkpoint.slow": cfg.checkpoint.slow, "stage": cfg.stage})
+    for key, st in named.items():
+        if st is not None:
+            backends.get(st.kind, key)
 
 
 def service_is_the_presets(c: Checking) -> None:

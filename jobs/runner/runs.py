@@ -62,8 +62,10 @@ def run_all(s: Session) -> tuple[list[dict], dict]:
     fs_type = (s.prov["data_mount"] or s.prov["storage_mount"])["fs_type"]
     if not s.backend.evicts and fs_type not in cache.MEMORY_FS:
         log.warning(
-            "storage=%s describes a memory tier, but %s is on %s: runs are judged as %s",
+            "storage=%s is of kind %s, whose reads leave nothing to evict, but %s is on %s: runs are judged "
+            "as %s",
             s.cfg.storage.name,
+            s.cfg.storage.kind,
             s.data_dir,
             fs_type,
             fs_type,

@@ -205,7 +205,7 @@ BB = ("workload=checkpoint", "storage@checkpoint.slow=s3", "checkpoint.target=bu
         # accepted silently
         (
             ("storage.kind=bogus",),
-            "storage.kind=bogus: Invalid value 'bogus', expected one of [block, network",
+            "storage.kind=bogus is not a kind of storage; choose one of block, network, memory, object",
         ),
         (("dataset.size_spread=-1",), "dataset.size_spread=-1.0 must not be negative"),
         (("dataset.size_spread=inf",), "dataset.size_spread=inf is more than 3"),  # NaN sizes

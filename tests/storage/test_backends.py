@@ -1,19 +1,26 @@
-"""A tier's kind of storage names a back-end (jobs/storage/backends.py) that says what the tier can do:
-every preset's kind has one, and planning asks it (multi-node reach, settings of another kind)."""
+"""A tier's kind of storage names a back-end (a module of jobs/storage/backends/) that says what the tier can
+do: every preset's kind has one, planning asks it (multi-node reach, settings of another kind), and one
+outside the tool is a module of its own."""
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
+from jobs import records
 from jobs.errors import ConfigError
-from jobs.schema import StorageKind
 from jobs.storage import backends
+from support.commands import python_env
+from support.docs import code_blocks
 from support.paths import ROOT
 
 
 def test_every_kind_and_every_preset_has_a_back_end():
-    assert set(backends.BACKENDS) == {k.value for k in StorageKind}
+    assert list(backends.BACKENDS) == ["block", "network", "memory", "object"]
     presets = sorted((ROOT / "conf" / "storage").glob("*.yaml"))
     assert len(presets) >= 10
     for preset in presets:
@@ -45,3 +52,56 @@ def test_planning_asks_the_back_end_where_a_setting_and_a_node_count_belong(refu
     assert "storage=shared" in line
     shared = refusal("platform=slurm", "platform.nodes=2", "storage=shared", f"storage.root={tmp_path}")
     assert shared is None or "one machine's" not in shared, shared
+
+
+@pytest.mark.cells
+def test_the_kind_of_docs_extending_runs_as_written(disk_root: Path):
+    """docs/extending.md's kind of storage, copied as a user copies it: its module and its preset into
+    ~/my_backends, its command run as written (HOME is the test's folder, the root a folder on this disk).
+    Its cells run and are recorded of its kind, judged by its declarations; what it declares it cannot do,
+    a root on another file system and a kind no module declares are refused at planning in one line."""
+    (module,), (preset,), (commands,) = (
+        code_blocks("extending.md", "Adding a kind of storage", lang) for lang in ("python", "yaml", "sh")
+    )
+    home = disk_root / "home"
+    (home / "my_backends" / "iocampaign_backends").mkdir(parents=True)
+    (home / "my_backends" / "iocampaign_backends" / "dax.py").write_text(module)
+    (home / "my_backends" / "conf" / "storage").mkdir(parents=True)
+    (home / "my_backends" / "conf" / "storage" / "pmem.yaml").write_text(preset)
+    command = next(line for line in commands.splitlines() if line.startswith("PYTHONPATH=~"))
+    env = {**python_env(HOME=str(home)), "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"}
+    env.pop("PYTHONPATH")  # the user's: the checkout is installed in the venv (make install)
+    root = disk_root / "pmem"
+    root.mkdir()
+
+    def run(line: str, where: Path = root):
+        return subprocess.run(
+            ["bash", "-c", f"{line} storage.root={where}"],
+            cwd=disk_root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+
+    p = run(f"{command} repeats=1 hydra.sweep.dir={disk_root / 'sweep'}")
+    assert p.returncode == 0, p.stderr[-3000:]
+    df = pd.read_csv(disk_root / "sweep" / "results.csv")
+    assert sorted(df["threads"]) == [1, 4] and set(df["storage"]) == {"pmem"}
+    assert (df["images"] == 64).all() and (df["images_dropped"] == 0).all()
+    cell = next(d for d in (disk_root / "sweep").iterdir() if d.is_dir() and d.name.isdigit())
+    rec = records.read(cell / "record.json")
+    assert rec.config["storage"]["kind"] == "dax"
+    # this machine's counters do see these reads: a positive sighting, so the runs are proven cold
+    assert {r["cache_state"] for r in rec.runs if not r.get("warmup")} == {"cold"}
+    start = command.split(" storage=pmem ", 1)[0] + " storage=pmem "
+    searchpath = command.split(" ")[-1]
+    for args, said in (
+        ("platform=slurm platform.nodes=2", "storage=pmem (kind dax) is one machine's"),
+        ("storage.kind=tape", "storage.kind=tape is not a kind of storage; choose one of block, network, "),
+    ):
+        p = run(f"{start}{args} {searchpath} hydra.run.dir={disk_root / 'refused'}")
+        assert p.returncode == 2 and said in p.stderr.strip().splitlines()[-1], p.stderr[-2000:]
+    p = run(f"{start}{searchpath} hydra.run.dir={disk_root / 'refused'}", Path("/dev/shm"))
+    assert p.returncode == 2 and "ext4, xfs" in p.stderr.strip().splitlines()[-1], p.stderr[-2000:]
+    assert not (disk_root / "refused").exists()

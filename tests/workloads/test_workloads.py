@@ -10,6 +10,7 @@ from jobs import records, workloads
 from jobs.metrics import METRICS
 from support.commands import python_env, run_module
 from support.configs import TOY_SEARCHPATH
+from support.docs import code_blocks
 from support.paths import ROOT, TOY
 
 
@@ -55,12 +56,6 @@ def test_a_toy_workload_is_its_module_and_its_preset(tmp_path):
     assert (out / "toy_slept.png").stat().st_size > 1000
 
 
-def _blocks(text: str, section: str, lang: str) -> list[str]:
-    """The ```lang code blocks of ``section`` (a ``## `` heading) of a Markdown page."""
-    body = text.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
-    return [b.split("\n```", 1)[0] for b in body.split(f"```{lang}\n")[1:]]
-
-
 @pytest.mark.cells
 def test_the_sleeper_of_docs_extending_runs_as_written(tmp_path):
     """docs/extending.md's workload, copied as a user copies it: its module and preset into
@@ -68,10 +63,9 @@ def test_the_sleeper_of_docs_extending_runs_as_written(tmp_path):
     figure come out."""
     import subprocess
 
-    text = (ROOT / "docs" / "extending.md").read_text()
     (code,), (preset,) = (
-        _blocks(text, "Adding a workload", "python"),
-        _blocks(text, "Adding a workload", "yaml"),
+        code_blocks("extending.md", "Adding a workload", "python"),
+        code_blocks("extending.md", "Adding a workload", "yaml"),
     )
     home = tmp_path / "home"
     module = home / "my_workloads" / "iocampaign_workloads" / "sleeper.py"
@@ -81,7 +75,7 @@ def test_the_sleeper_of_docs_extending_runs_as_written(tmp_path):
     (home / "my_workloads" / "conf" / "workload" / "sleeper.yaml").write_text(preset)
     command = next(
         line
-        for line in _blocks(text, "Adding a workload", "sh")[0].splitlines()
+        for line in code_blocks("extending.md", "Adding a workload", "sh")[0].splitlines()
         if line.startswith("PYTHONPATH=~")
     )
     env = {
@@ -109,11 +103,10 @@ def test_the_framework_of_docs_extending_runs_as_written(tmp_path):
     workload or format it cannot do is refused at planning in one line."""
     import subprocess
 
-    text = (ROOT / "docs" / "extending.md").read_text()
-    declaration, engine = _blocks(text, "Adding a framework", "python")
+    declaration, engine = code_blocks("extending.md", "Adding a framework", "python")
     (preset,), (commands,) = (
-        _blocks(text, "Adding a framework", "yaml"),
-        _blocks(text, "Adding a framework", "sh"),
+        code_blocks("extending.md", "Adding a framework", "yaml"),
+        code_blocks("extending.md", "Adding a framework", "sh"),
     )
     home = tmp_path / "home"
     package = home / "my_frameworks" / "iocampaign_frameworks" / "pool"
