@@ -93,7 +93,7 @@ def _object_settings_apart(planner, planned: list) -> list:
     the settings only an object store has (``storage.reader``, ``endpoint``, ``bucket``, ``prefix``) apply to
     its cells alone. The other tiers' cells are planned without them, so each is planned once, as
     ``storage=local`` alone would plan it. In a grid with no object store they stay refused (validate)."""
-    if not any(backends.of(c.config.storage).settings for c in planned):
+    if not any(_own_settings(c) for c in planned):
         return planned
     out: dict = {}
     for cell in planned:
@@ -104,6 +104,12 @@ def _object_settings_apart(planner, planned: list) -> list:
                 cell = planner.cell(keep)
         out.setdefault(cell.cell_id, cell)  # the first of the cells that became one
     return list(out.values())
+
+
+def _own_settings(cell) -> tuple[str, ...]:
+    """The settings only the kind of the cell's tier has (a kind no module declares: the cell's one line)."""
+    with _naming(list(cell.overrides)):
+        return backends.of(cell.config.storage).settings
 
 
 def sweep(hydra_context: Any, config: DictConfig, arguments: list[str]) -> None:
