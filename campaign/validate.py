@@ -27,7 +27,7 @@ CHECKS = (
     workload.prefetch_to,
     workload.trace,
     tiers.service_is_the_presets,
-    tiers.object_store,
+    tiers.its_kinds_own,
     tiers.apart,
     tiers.modelled,
     settings.shuffle_buffer,

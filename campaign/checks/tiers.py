@@ -42,11 +42,15 @@ def service_is_the_presets(c: Checking) -> None:
             )
 
 
-def object_store(c: Checking) -> None:
-    """What reading or writing an object store needs, here and of the cell's framework and workload."""
+def its_kinds_own(c: Checking) -> None:
+    """The checks of the storage's own kind (``Backend.check``: an object store's service, endpoint and
+    client), after where the other tiers may be an object store and the settings of other kinds."""
     from campaign.checks.workload import able
 
-    objectstore.check(c.cfg, c.workload, here=not elsewhere(c.cfg), able=able("object_readers"))
+    here = not elsewhere(c.cfg)
+    objectstore.check_others(c.cfg, c.workload, here)
+    backends.check_settings(c.cfg.storage, "storage")
+    backends.of(c.cfg.storage).check(c.cfg, c.workload, here=here, able=able("object_readers"))
 
 
 def apart(c: Checking) -> None:

@@ -164,9 +164,13 @@ def _staged_runs(s: Session) -> tuple[list[dict], Session]:
     """The runs, reading a copy staged on ``cfg.stage`` first when one is asked for (the copy's time
     goes into provenance, not into the runs; the copy is removed when the runs end); with the session
     they read in."""
+    from jobs.execution.placement import Placement
+
+    with s.backend.serving(s, Placement.of(s.cfg)) as served:
+        if served is not None:  # an object store: its keys, not files
+            prov = {**s.prov, **served.prov}
+            return _runs(replace(s, ds=served.ds, data_dir=served.data_dir, prov=prov, store=served.store))
     stage = s.cfg.stage
-    if s.backend.requests:
-        return _object_runs(s)
     if stage is None:
         return _runs(s)
     from jobs.data import staging
@@ -200,36 +204,6 @@ def _runs(s: Session) -> tuple[list[dict], Session]:
     """The runs of the session ``s``, and ``s`` with the memory limit's figures in its provenance."""
     runs, memory = run_all(s)
     return runs, replace(s, prov={**s.prov, **memory})
-
-
-def _object_runs(s: Session) -> tuple[list[dict], Session]:
-    """The runs reading the dataset from the cell's object store (``storage.kind=object``): the store
-    served for the cell (the embedded server this process keeps for its cells, started by the first and
-    stopped with its folder when the process ends), the dataset put there once per content; a cold run
-    reads what the server reads from its disk. A cell on several Slurm nodes has a server on each
-    (``spread``), for this cell only."""
-    from jobs.execution.placement import Placement
-    from jobs.storage.objectstore import spread, tier
-
-    st, where = s.cfg.storage, Placement.of(s.cfg)
-    on_nodes = None
-    if where.in_slurm_job and where.nodes > 1:
-        on_nodes = (where.nodes, where.cpus_per_task, s.job_dir / spread.SUBDIR)
-    with tier.serving(st, st.root, on_nodes) as store:
-        put, facts = tier.put_dataset(store, s.ds)
-        client = clients.of(s.cfg, s.w.uses_framework)
-        described = {**store.describe(), "reader": str(st.reader), "client": client.name, **facts}
-        if on_nodes and store.server is not None:  # where each node's gateway and volumes are
-            described["nodes"] = [
-                {k: n[k] for k in ("node", "address", "url", "folder")} for n in store.server.nodes
-            ]
-        # the device a cold run is counted on: the server's (this node's)
-        data_dir = str(store.server.data_dir) if store.server is not None else s.data_dir
-        with client.reading(store, put, facts.get("dataset_prefix", ""), st.root) as (read_as, said):
-            prov = {**s.prov, "object_store": {**described, **said}}
-            s = replace(s, ds=read_as, data_dir=data_dir, prov=prov, store=store)
-            with store.reading_with(client):
-                return _runs(s)
 
 
 @contextlib.contextmanager

@@ -60,7 +60,7 @@ def test_the_kind_of_docs_extending_runs_as_written(disk_root: Path):
     ~/my_backends, its command run as written (HOME is the test's folder, the root a folder on this disk).
     Its cells run and are recorded of its kind, judged by its declarations; what it declares it cannot do,
     a root on another file system and a kind no module declares are refused at planning in one line."""
-    (module,), (preset,), (commands,) = (
+    (module, _shortened), (preset,), (commands,) = (
         code_blocks("extending.md", "Adding a kind of storage", lang) for lang in ("python", "yaml", "sh")
     )
     home = disk_root / "home"

@@ -21,14 +21,10 @@ _HOST = re.compile(rf"{_HOST_LABEL}(?:\.{_HOST_LABEL})*\.?")
 
 
 def check(cfg, workload, here: bool, able: str) -> None:
-    """Raise ConfigError for the first object-store setting of the cell that cannot run (``here``: the
-    cell runs on this machine, whose programs are then checked too; ``able``: the workloads that read
-    from an object store, for the message)."""
-    _others(cfg, workload, here)
+    """Raise ConfigError for the first setting of the cell's object store that cannot run: the checks of
+    the object back-end's own ``check`` (``here``: the cell runs on this machine, whose programs are then
+    checked too; ``able``: the workloads that read from an object store, for the message)."""
     st = cfg.storage
-    if not backends.of(st).requests:
-        _not_object(st, "storage")
-        return
     _settings(st)
     _service_can(cfg, workload)
     _reach(cfg, workload, able)
@@ -43,13 +39,10 @@ def check(cfg, workload, here: bool, able: str) -> None:
         _embedded_here(st)
 
 
-def _not_object(st, key: str) -> None:
-    backends.check_settings(st, key)
-
-
-def _others(cfg, workload, here: bool) -> None:
-    """The other tiers a cell names: the burst buffer's slow tier may be a bucket (of a workload that
-    declares it, ``Workload.bucket_checkpoints``); the fast tier and the staging tier may not."""
+def check_others(cfg, workload, here: bool) -> None:
+    """The tiers a cell names beside its storage: the burst buffer's slow tier may be a bucket (of a
+    workload that declares it, ``Workload.bucket_checkpoints``); the fast tier and the staging tier may
+    not."""
     for key, st in (("checkpoint.fast", cfg.checkpoint.fast), ("stage", cfg.stage)):
         if st is not None and backends.of(st).requests:
             raise ConfigError(
