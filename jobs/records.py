@@ -61,6 +61,12 @@ class CellRecord:
     schema_version: int = field(default=SCHEMA_VERSION)
 
 
+def read_mount(provenance: dict) -> dict:
+    """The mount a cell's runs read (``data_mount``: the dataset's folder, or its staged copy), or the
+    storage root's where a record has none; {} where neither is kept."""
+    return provenance.get("data_mount") or provenance.get("storage_mount") or {}
+
+
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 

@@ -134,7 +134,7 @@ def system_description(recs: list[records.CellRecord]) -> dict:
         (m.get("fs_type"), m.get("source"), m.get("options"))
         for prov in provs
         if not prov.get("object_store")
-        for m in [prov.get("data_mount") or prov.get("storage_mount") or {}]
+        for m in [records.read_mount(prov)]
         if m
     }
     stores = {

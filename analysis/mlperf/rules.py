@@ -328,7 +328,7 @@ def _from_device(measured: list, r: dict) -> Check:
 
 def file_systems(rec: records.CellRecord, record_path: Path) -> Check:
     """Data and results on different file systems: the data's device against the record's own."""
-    data = (rec.provenance.get("data_mount") or rec.provenance.get("storage_mount") or {}).get("dev")
+    data = records.read_mount(rec.provenance).get("dev")
     st = os.stat(record_path)
     results = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
     figure = f"data on {data or 'a store'}, results on {results}"

@@ -306,7 +306,7 @@ def collect(folder: str | Path) -> Collected:
         if (rec.dataset or {}).get("stage"):
             out.staged[d] = rec.dataset["stage"]
         base = {**_cell_values(cfg), **_object_client(cfg, rec)}
-        mount = rec.provenance.get("data_mount") or rec.provenance.get("storage_mount") or {}
+        mount = records.read_mount(rec.provenance)
         emulate, record = _emulated(cfg, rec), str(path.relative_to(folder))  # the cell's, for each run
         for run in rec.runs:
             if run["warmup"]:

@@ -59,7 +59,7 @@ def run_all(s: Session) -> tuple[list[dict], dict]:
     from jobs.storage import cache
     from jobs.storage.modeled import mount as modeled
 
-    fs_type = (s.prov["data_mount"] or s.prov["storage_mount"])["fs_type"]
+    fs_type = records.read_mount(s.prov)["fs_type"]
     if not s.backend.evicts and fs_type not in cache.MEMORY_FS:
         log.warning(
             "storage=%s is of kind %s, whose reads leave nothing to evict, but %s is on %s: runs are judged "
