@@ -93,7 +93,7 @@ def _object_settings_apart(planner, planned: list) -> list:
     the settings only an object store has (``storage.reader``, ``endpoint``, ``bucket``, ``prefix``) apply to
     its cells alone. The other tiers' cells are planned without them, so each is planned once, as
     ``storage=local`` alone would plan it. In a grid with no object store they stay refused (validate)."""
-    if not any(_own_settings(c) for c in planned):
+    if not any([_own_settings(c) for c in planned]):  # every cell's kind judged, in its own line
         return planned
     out: dict = {}
     for cell in planned:

@@ -17,8 +17,8 @@ __all__ = ["ConfigError", "check", "storage_root"]
 # in the order a user meets them: what the site needs, the cell's own numbers, its workload and framework,
 # its tiers, its dataset and what the tasks and batches make of it, then the machine it runs on
 CHECKS = (
-    platform.account,
     tiers.kinds,
+    platform.account,
     settings.threads,
     settings.bounds,
     workload.its_own,

@@ -30,7 +30,6 @@ from analysis.tables import bounds
 from jobs import records
 from jobs.cell import recorded
 from jobs.schema import AcceleratorConf, CampaignConf
-from jobs.storage import backends
 
 CLOSED, OPEN, INVALID = "CLOSED", "OPEN", "INVALID"
 WORSE = {CLOSED: 0, OPEN: 1, INVALID: 2}  # the states, best first: a verdict is its worst check's
@@ -106,7 +105,7 @@ def check(cell_dir: str, rec: records.CellRecord, record_path: Path) -> Verdict:
         _dataset(rec, cfg, r, accelerators),
         _from_device(measured, r),
         file_systems(rec, record_path),
-        _client(rec, cfg, r),
+        _client(rec, r),
     )
     return Verdict(
         cell_dir,
@@ -343,11 +342,12 @@ def file_systems(rec: records.CellRecord, record_path: Path) -> Check:
     )
 
 
-def _client(rec: records.CellRecord, cfg: CampaignConf, r: dict) -> Check:
+def _client(rec: records.CellRecord, r: dict) -> Check:
     limit = "an approved object client: " + ", ".join(r["object_clients"])
-    if not backends.get(cfg.storage.kind).requests:
+    store = rec.provenance.get("object_store")  # what the runs read through: a record of the store's own
+    if not store:
         return Check("object client", "none (files)", limit, CLOSED)
-    client = (rec.provenance.get("object_store") or {}).get("client")  # what the runs read through
+    client = store.get("client")
     if client in r["object_clients"]:
         return Check("object client", client, limit, CLOSED)
     return Check("object client", client, limit, INVALID, f"{client} is not an approved client")

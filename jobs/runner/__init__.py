@@ -100,7 +100,7 @@ def _locked(w, cell, job_dir: Path, first_run: int) -> tuple[list[dict], dict, d
                 **_emulated_tiers(tier, all_tiers),
             }
             s = Session(w, cell, job_dir, first_run, ds, data_dir, prov, backends.of(cfg.storage))
-            runs, s = _throttled(s, all_tiers) if all_tiers else _staged_runs(s)
+            runs, s = _throttled(s, all_tiers) if all_tiers else _served_runs(s)
             return runs, dataset_summary(s.ds, s.prov), s.prov
 
 
@@ -155,21 +155,26 @@ def _throttled(s: Session, all_tiers: list) -> tuple[list[dict], Session]:
     cache.evict(s.ds.storage_files)  # flush the freshly written set before the throttle applies
     cg = tiers.join_all(all_tiers)
     try:
-        return _staged_runs(s)
+        return _served_runs(s)
     finally:
         tiers.leave_all(cg)
 
 
-def _staged_runs(s: Session) -> tuple[list[dict], Session]:
-    """The runs, reading a copy staged on ``cfg.stage`` first when one is asked for (the copy's time
-    goes into provenance, not into the runs; the copy is removed when the runs end); with the session
-    they read in."""
+def _served_runs(s: Session) -> tuple[list[dict], Session]:
+    """The runs inside what the tier's kind serves them for all of them (``Backend.serving``): an object
+    store's keys, or the dataset's files; with the session they read in."""
     from jobs.execution.placement import Placement
 
     with s.backend.serving(s, Placement.of(s.cfg)) as served:
-        if served is not None:  # an object store: its keys, not files
-            prov = {**s.prov, **served.prov}
-            return _runs(replace(s, ds=served.ds, data_dir=served.data_dir, prov=prov, store=served.store))
+        if served is None:  # the dataset's files, where they lie or staged
+            return _file_runs(s)
+        prov = {**s.prov, **served.prov}  # an object store: its keys, not files
+        return _runs(replace(s, ds=served.ds, data_dir=served.data_dir, prov=prov, store=served.store))
+
+
+def _file_runs(s: Session) -> tuple[list[dict], Session]:
+    """The runs reading the dataset's files, from a copy staged on ``cfg.stage`` first when one is asked
+    for (the copy's time goes into provenance, not into the runs; the copy is removed when the runs end)."""
     stage = s.cfg.stage
     if stage is None:
         return _runs(s)

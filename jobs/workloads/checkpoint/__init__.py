@@ -58,7 +58,8 @@ def _restores(cfg, ds, settings, snapshot, fresh, store=None) -> list[dict]:
     if settings.bucket is not None:
         fast = checkpoint.ckpt_dir(settings.fast_root)
         into = fast / settings.tag if (fast / settings.tag).is_dir() else fast
-        from_bucket = restore.from_bucket(settings.bucket, store, into, shape, snapshot, fresh)
+        kind = cfg.checkpoint.slow.kind
+        from_bucket = restore.from_bucket(settings.bucket, store, into, shape, snapshot, fresh, kind)
         out += [from_bucket] if from_bucket is not None else []
     return out
 

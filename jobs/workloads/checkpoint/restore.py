@@ -103,11 +103,12 @@ def after_run(
     return out
 
 
-def from_bucket(bucket, store, into: Path, shape: dict, snapshot: Snapshot | None, fresh):
+def from_bucket(bucket, store, into: Path, shape: dict, snapshot: Snapshot | None, fresh, kind: str):
     """Restore the bucket's last complete checkpoint as a restart from the store does: its objects
     fetched by GETs into a folder of the run's (``into``) and loaded, timed together, from a server whose
     files were evicted first; the files checked against the manifest's checksums. One entry of the
-    run's ``restores``, or None when the bucket holds no complete checkpoint."""
+    run's ``restores``, or None when the bucket holds no complete checkpoint. ``kind``: the slow tier's
+    kind of storage, whose back-end says how a cold read is proven."""
     import tempfile
 
     from jobs.observe import provenance
@@ -132,7 +133,7 @@ def from_bucket(bucket, store, into: Path, shape: dict, snapshot: Snapshot | Non
     device = after[0] - before[0] if before is not None and after is not None else None
     if store.server is not None:
         fs_type = provenance.mount_of(str(store.server.data_dir)).fs_type
-        state = cache.classify("cold", "object", fs_type, device, size)
+        state = cache.classify("cold", kind, fs_type, device, size)
     else:
         state = REMOTE
     return {
