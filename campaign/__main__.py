@@ -11,9 +11,6 @@ from omegaconf import DictConfig  # noqa: E402
 
 from campaign import choices, errors, helptext, keys, outputs, schema  # noqa: E402
 
-schema.register()
-helptext.register()  # the resolvers of --help's template (conf/hydra/help/campaign.yaml)
-
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
@@ -65,6 +62,10 @@ def run() -> int:
 
     lifeline.bind()  # a grid of the paper study: SIGTERM (and its clean-up) when the study's process dies
     try:
+        # the schemas of every workload, framework and kind of storage, a user's own among them: one that
+        # declares nothing is this command's one line
+        schema.register()
+        helptext.register()  # the resolvers of --help's template (conf/hydra/help/campaign.yaml)
         args = sys.argv[1:]
         chosen = choices.study(args)
         problem = keys.unknown_key([a for a in args if a != chosen])  # the study's extra overrides too

@@ -14,7 +14,7 @@ import yaml
 from jobs import records
 from jobs.errors import ConfigError
 from jobs.storage import backends
-from support.commands import python_env
+from support.commands import python_env, run_module
 from support.docs import code_blocks
 from support.paths import ROOT
 
@@ -112,3 +112,18 @@ def test_the_kind_of_docs_extending_runs_as_written(disk_root: Path):
     assert not (disk_root / "refused").exists()
     p = run(f"{start}platform=slurm platform.nodes=2 platform.dry_run=true {refused}")
     assert p.returncode == 0 and "(nothing was submitted)" in p.stdout, p.stderr[-2000:]
+
+
+def test_a_module_of_iocampaign_backends_that_declares_no_kind_is_one_line(tmp_path: Path):
+    """A user's module in ``iocampaign_backends`` without a ``BACKEND``: every command of the campaign
+    ends in one line naming it, exit 2, before anything is planned, with nothing written."""
+    own = tmp_path / "mine"
+    (own / "iocampaign_backends").mkdir(parents=True)
+    (own / "iocampaign_backends" / "notes.py").write_text("SIZE = 1\n")
+    env = python_env(PYTHONPATH=f"{own}{os.pathsep}{ROOT}")
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    p = run_module("campaign", "-m", "threads=1,2", cwd=cwd, env=env)
+    said = "campaign: iocampaign_backends.notes declares no BACKEND (a jobs.storage.backends.backend.Backend)"
+    assert p.returncode == 2 and p.stderr.strip() == said, p.stderr[-2000:]
+    assert list(cwd.iterdir()) == []
