@@ -53,18 +53,6 @@ def its_kinds_own(c: Checking) -> None:
     backends.of(c.cfg.storage).check(c.cfg, c.workload, here=here, able=able("object_readers"))
 
 
-def apart(c: Checking) -> None:
-    tiers(c.cfg, c.memo)
-
-
-def modelled(c: Checking) -> None:
-    modelled_apart(c.cfg, _tier_keys(c))
-
-
-def data_where_it_lies(c: Checking) -> None:
-    data_on_its_tier(c.cfg)
-
-
 def space(c: Checking) -> None:
     """A synthetic set's images still to generate fit in the space its tier has free (this machine's
     free space says nothing of the nodes')."""
@@ -85,9 +73,10 @@ def _tier_keys(c: Checking) -> tuple[str, ...]:
     return (*keys, "stage") if cfg.stage is not None else tuple(keys)
 
 
-def data_on_its_tier(cfg) -> None:
+def data_where_it_lies(c: Checking) -> None:
     """A folder of the user's images is read where it lies: on the file system of ``storage.root``,
     or the cell's ``storage`` would name a tier its runs never read (a folder on tmpfs labelled ssd)."""
+    cfg = c.cfg
     if cfg.dataset is None or cfg.dataset.source != "folder":
         return
     if cfg.dataset.format != "files":
@@ -116,8 +105,9 @@ def data_on_its_tier(cfg) -> None:
         )
 
 
-def tiers(cfg, memo: dict | None) -> None:
+def apart(c: Checking) -> None:
     """The data's tier and the stage's, each usable, and never one and the same device."""
+    cfg, memo = c.cfg, c.memo
     storage_root(cfg, memo=memo)
     if cfg.stage is None:
         return
@@ -148,10 +138,11 @@ def _inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-def modelled_apart(cfg, keys: tuple[str, ...]) -> None:
-    """Two modelled tiers of one cell (``keys``: the settings that hold the tiers it builds, e.g. storage
-    and stage) never share a mount point or sit one inside the other: the second would be mounted on top
-    of the first, or the first would serve the second's mount. One tier named twice keeps one root."""
+def modelled(c: Checking) -> None:
+    """Two modelled tiers of one cell (those it builds: storage, checkpoint tiers, the stage) never share
+    a mount point or sit one inside the other: the second would be mounted on top of the first, or the
+    first would serve the second's mount. One tier named twice keeps one root."""
+    cfg, keys = c.cfg, _tier_keys(c)
     seen: list[tuple[str, str, str]] = []
     for key in keys:
         st = select(cfg, key)
