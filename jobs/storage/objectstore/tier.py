@@ -123,6 +123,12 @@ class Store:
         the tool cannot see."""
         return None if self.server is None else self.server.counters()
 
+    def disk_bytes_since(self, before: tuple | None, after: tuple | None = None) -> int | None:
+        """The bytes the embedded server read from its disk between ``before`` and ``after`` (its
+        ``counters`` then; ``after`` by default now); None where either is unknown (a user's endpoint)."""
+        after = self.counters() if after is None else after
+        return None if before is None or after is None else after[0] - before[0]
+
     def run_figures(self, before: tuple | None, seconds: float) -> dict:
         """The run's request metrics, and what the embedded server did meanwhile (``before``: its
         ``counters`` when the run began): its disk reads are the run's device bytes. Requests the tool
@@ -131,7 +137,7 @@ class Store:
         out = self.requests.summary(seconds) if self.requests.count else {}
         after = self.counters()
         if before is not None and after is not None:
-            out["server_bytes_read"] = after[0] - before[0]
+            out["server_bytes_read"] = self.disk_bytes_since(before, after)
             out["server_cpu_s"] = after[1] - before[1]
             if len(after) > 3:  # servers on every node: what each node's volumes read
                 out["server_nodes"] = [

@@ -82,10 +82,10 @@ class _Sweep:
         cache.evict(self.store.server_files())
         before = self.store.counters()
         took = _timed(lambda k: _get(self.store, k), keys, c)
-        after = self.store.counters()
+        read = self.store.disk_bytes_since(before)
         self.rates[measure][str(c)] = nbytes / took / 1e6
         seen = self.read[measure]
-        seen[0] = None if None in (seen[0], before, after) else seen[0] + after[0] - before[0]
+        seen[0] = None if None in (seen[0], read) else seen[0] + read
         seen[1] += nbytes
 
     def device_ratio(self) -> dict[str, float | None]:

@@ -128,9 +128,8 @@ def from_bucket(bucket, store, into: Path, shape: dict, snapshot: Snapshot | Non
         prefix, man = bucket.fetch(names[-1], Path(d))
         restored = load(prefix)
         seconds = time.perf_counter() - t0
-        after = store.counters()
+        device = store.disk_bytes_since(before)
         checksums = "match" if ckpt_store.verify(prefix, man, checksums=True) else "MISMATCH"
-    device = after[0] - before[0] if before is not None and after is not None else None
     if store.server is not None:
         fs_type = provenance.mount_of(str(store.server.data_dir)).fs_type
         state = cache.classify("cold", kind, fs_type, device, size)

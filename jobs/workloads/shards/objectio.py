@@ -154,9 +154,8 @@ def server_reads(ctx, store):
     reads: list = [None]
     yield reads
     ctx.barrier("loaded")
-    after = store.counters() if ctx.rank == 0 else None
-    if before is not None and after is not None:
-        reads[0] = after[0] - before[0]
+    if before is not None:
+        reads[0] = store.disk_bytes_since(before)
     elif ctx.rank > 0 and store.server is not None:
         reads[0] = 0
 
