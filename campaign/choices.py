@@ -60,8 +60,22 @@ def unknown_choice(args: list[str]) -> str | None:
             if name not in presets(m["group"], aliases=True, extra=extra) and not (
                 optional and name == "none"
             ):
-                return f"unknown {m['group']} '{name}' (in '{arg}'); valid: {', '.join(valid)}"
+                guess = _closest(name, valid)
+                guessed = f"; did you mean {m['group']}={guess}?" if guess else ""
+                return f"unknown {m['group']} '{name}' (in '{arg}'{guessed}); valid: {', '.join(valid)}"
     return None
+
+
+def _closest(name: str, valid: list[str]) -> str | None:
+    """The valid choice a typo most likely meant: the same name in another case (``SSD``), else the
+    closest spelling (``alexnetz``), else None."""
+    import difflib
+
+    same = [v for v in valid if v.lower() == name.lower()]
+    if same:
+        return same[0]
+    close = difflib.get_close_matches(name.lower(), valid, n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 def _preset_kind(name: str, extra: list[Path]) -> str | None:

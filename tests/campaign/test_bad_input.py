@@ -115,7 +115,14 @@ def test_batch_larger_than_dataset(cwd):
 
 @pytest.mark.parametrize(
     "arg,expected",
-    [("storage=nvme", "unknown storage 'nvme'"), ("workload=alexnetz", "unknown workload 'alexnetz'")],
+    [
+        ("storage=nvme", "unknown storage 'nvme' (in 'storage=nvme'); valid: "),
+        ("storage=SSD", "unknown storage 'SSD' (in 'storage=SSD'; did you mean storage=ssd?); valid: "),
+        (
+            "workload=alexnetz",
+            "unknown workload 'alexnetz' (in 'workload=alexnetz'; did you mean workload=alexnet?)",
+        ),
+    ],
 )
 def test_unknown_names_list_the_valid_ones(cwd, arg, expected):
     line = _fails_with(cwd, expected, arg)
