@@ -3,11 +3,20 @@ dataset and the same kind of order as the tf.data pipeline (``jobs.frameworks.te
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
+import warnings
 from dataclasses import dataclass
 
 from jobs.data.datasets import Dataset
 from jobs.data.loading import PipelineSettings
+
+log = logging.getLogger(__name__)
+
+# PyTorch's warning, on every iterator, that there are more workers than usable cores: the cell's log says it
+# once instead (``_shared``), and the record has both numbers
+_MORE_WORKERS = r"This DataLoader will create \d+ worker processes in total"
 
 PREFETCH_FACTOR = 2  # PyTorch's default: batches each worker loads ahead (loader.prefetch_factor=null)
 
@@ -85,6 +94,10 @@ def loader(data, sampler, s: PipelineSettings, lo: Loader):
     from jobs.frameworks.pytorch.loader import samples
 
     kw = {}
+    warnings.filterwarnings("ignore", message=_MORE_WORKERS, category=UserWarning)
+    usable = len(os.sched_getaffinity(0))
+    if lo.num_workers > usable:
+        _shared(lo.num_workers, usable)
     if lo.num_workers > 0:
         kw = {
             "prefetch_factor": lo.prefetch_factor,
@@ -101,6 +114,12 @@ def loader(data, sampler, s: PipelineSettings, lo: Loader):
         pin_memory=lo.pin_memory,
         **kw,
     )
+
+
+@functools.cache
+def _shared(workers: int, usable: int) -> None:
+    """Say once per process that the workers outnumber the cores (PyTorch's own warning, kept quiet)."""
+    log.info("loader.num_workers=%d on %d usable cores: the workers share them", workers, usable)
 
 
 def _worker_init(_worker_id: int) -> None:
