@@ -209,7 +209,13 @@ def test_the_search_on_real_runs(tmp_path):
     ) == {"ci_small"}
     n = int(row["measured_n"])
     assert all(seen[c]["passed"] for c in seen if c <= n) or n == 0
-    assert n == 3 or (n + 1 in seen and not seen[n + 1]["passed"])  # bracketed, or the search's limit
+    # bracketed, or the search's limit; on a busy machine a count may hold above one that failed (AU is
+    # the slowest task's, and other processes slow tasks): the answer then says the runs bracket nothing
+    stray = [c for c in seen if c > n and seen[c]["passed"]]
+    if stray:
+        assert "bracket no capacity (the machine busy?" in str(row["note"]), row["note"]
+    else:
+        assert n == 3 or (n + 1 in seen and not seen[n + 1]["passed"])
     assert row["error_n"] == n - row["predicted_n"]
     # a run's AU is its slowest accelerator's: the minimum over its tasks, each first step left out
     for _, r in cells[cells["tasks_per_cell"] > 1].iterrows():
