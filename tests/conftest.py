@@ -20,8 +20,8 @@ from support.scheduling import WAITS, ApartScheduling
 from support.users import OTHER_USER
 
 
-# The suite runs on three workers (pytest-xdist, --dist loadgroup): the Slurm group and the modules marked
-# ``waits`` on one of their own, first, every other group on the other two and on that one once its own
+# The suite runs on four workers (pytest-xdist, --dist loadgroup): the Slurm group and the modules marked
+# ``waits`` on one of their own, first, every other group on the other three and on that one once its own
 # are handed out (tests/support/scheduling.py). Tests
 # that share something run on one worker, in turn: the paper study (a session fixture, run once), the
 # Slurm cluster, and the tests that build emulated or modelled tiers (marked ``tiers``: fixed mount points,
@@ -29,7 +29,7 @@ from support.users import OTHER_USER
 # device locks). Every other module stays whole, so its module fixtures run once.
 @pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown where xdist is not loaded (-p no:xdist)
 def pytest_xdist_make_scheduler(config, log):
-    """With three workers, the Slurm group and the modules marked ``waits`` on one of their own, first
+    """With three workers or more, the Slurm group and the modules marked ``waits`` on one of their own, first
     (tests/support/scheduling.py)."""
     if config.getoption("dist") == "loadgroup":
         return ApartScheduling(config, log)

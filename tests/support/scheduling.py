@@ -5,13 +5,14 @@ once that worker's own groups are all handed out, it helps with the rest.
 The Slurm tests spend most of their time waiting (for the controller to start a job, for a node's silence
 to time out, for the next accounting poll) and little on the CPU; the modules marked ``waits`` spend much
 of theirs waiting too (servers starting, requests in flight, time limits running out), while the other
-groups are mostly CPU. With a worker of their own they wait beside the others instead of in their place,
-and start at once rather than behind the CPU-bound groups. That worker's own groups end about half-way
-through the suite (714-788 s of a 1,250-1,450 s run, measured per worker on this 2-core machine); left
-idle, it would leave the last third of the suite to two workers, so it then takes the other groups too.
-Three CPU-bound groups at a time on two cores is less than the CPU hog the suite is proven beside (issue
-58: every test asserts what the run counted, not how fast it went). With fewer than three workers every
-worker takes any group, as xdist's own ``loadgroup`` does.
+groups are mostly CPU, though they wait too (cold reads from disk, the commands they start): the suite
+runs three of them at once on two cores (``-n 4``, pyproject.toml). With a worker of their own the
+waiting groups wait beside the others instead of in their place, and start at once rather than behind
+the CPU-bound groups. That worker's own groups end about three quarters of the way through the suite
+(about 460 s of a 600 s run on 2026-11-29); left idle, it would leave the rest to the others, so it then
+takes the other groups too. Four groups at a time on two cores is less than the CPU hog the suite is
+proven beside (issue 58: every test asserts what the run counted, not how fast it went). With fewer than
+three workers every worker takes any group, as xdist's own ``loadgroup`` does.
 """
 
 from __future__ import annotations
