@@ -21,12 +21,15 @@ _SERVICE_KEYS = ("storage.service", "checkpoint.slow.service")
 def kinds(c: Checking) -> None:
     """Every tier the cell names is of a kind of storage this tool has a back-end for, named where it sits
     (``checkpoint.slow.kind=tape``)."""
-    cfg = c.cfg
-    named = {"storage": cfg.storage, "checkpoint.fast": cfg.checkpoint.fast}
-    named.update({"checkpoint.slow": cfg.checkpoint.slow, "stage": cfg.stage})
-    for key, st in named.items():
+    for key, st in _named_tiers(c.cfg).items():
         if st is not None:
             backends.get(st.kind, key)
+
+
+def _named_tiers(cfg) -> dict:
+    """The tiers a cell names, by where they sit in its config (None where it names none)."""
+    named = {"storage": cfg.storage, "checkpoint.slow": cfg.checkpoint.slow}
+    return {**named, "checkpoint.fast": cfg.checkpoint.fast, "stage": cfg.stage}
 
 
 def service_is_the_presets(c: Checking) -> None:
@@ -63,13 +66,11 @@ def space(c: Checking) -> None:
 def _tier_keys(c: Checking) -> tuple[str, ...]:
     """The settings that hold the tiers a cell builds (its workload's, and the stage), when one is
     modelled."""
-    cfg = c.cfg
-    named = {"storage": cfg.storage, "checkpoint.slow": cfg.checkpoint.slow}
-    named["checkpoint.fast"] = cfg.checkpoint.fast
-    if not any(t is not None and t.model is not None for t in (*named.values(), cfg.stage)):
+    cfg, named = c.cfg, _named_tiers(c.cfg)
+    if not any(t is not None and t.model is not None for t in named.values()):
         return ()  # most cells: nothing to compare, and planning stays cheap
     built = {id(st) for st in c.workload.tiers(cfg)}
-    keys = [k for k, st in named.items() if id(st) in built]
+    keys = [k for k, st in named.items() if k != "stage" and id(st) in built]
     return (*keys, "stage") if cfg.stage is not None else tuple(keys)
 
 

@@ -68,14 +68,14 @@ def test_a_multi_task_cell_prints_no_tensorflow_start_up_lines(tmp_path):
 @pytest.mark.cells
 def test_the_quick_starts_campaign_prints_no_line_of_tensorflows_or_cudas_with_either_framework(tmp_path):
     """The README's micro-benchmark with both frameworks (``framework=pytorch,tensorflow``, the PyTorch cell
-    first), at 64 images and 4 threads (4 workers on 2 cores, which PyTorch warns of): nothing of
+    first), at 64 images and 3 threads (3 workers on 2 cores, which PyTorch warns of): nothing of
     TensorFlow's, CUDA's or absl's on the terminal, and no Python warning of PyTorch's. The PyTorch cell does
     not import TensorFlow at all (it did, to describe the accelerator, and printed its start-up lines and
     cuInit's error: PyTorch describes it now); what TensorFlow logs during a cell's runs goes to the cell's
     native.log."""
     import json
 
-    quick_start = ("framework=pytorch,tensorflow", "threads=4", "dataset.num_images=64", "repeats=1")
+    quick_start = ("framework=pytorch,tensorflow", "threads=3", "dataset.num_images=64", "repeats=1")
     out = _quiet_campaign(tmp_path, *quick_start, "warmup=0")
     torch_cell, tf_cell = (json.loads((out / n / "record.json").read_text()) for n in ("0", "1"))
     assert torch_cell["config"]["framework"]["name"] == "pytorch"
