@@ -95,6 +95,26 @@ def trusted_portions(name: str) -> list[str]:
     return kept
 
 
+def declarations(package: str, path: list[str], external: str, attr: str, kind: type, packages: bool) -> list:
+    """What each of ``package``'s sub-packages (``packages``) or modules declares as ``attr``, an instance
+    of ``kind``, and each of the namespace package ``external``'s whose code only root or this user could
+    have written (``trusted_portions``); ``path``: ``package``'s own ``__path__``. A module that declares
+    nothing is a ConfigError naming it. The interface's own module (``kind``'s) is not one of them."""
+    import importlib
+    import pkgutil
+
+    out = []
+    for prefix, folders in ((package, path), (external, trusted_portions(external))):
+        for m in pkgutil.iter_modules(folders):
+            name = f"{prefix}.{m.name}"
+            if m.ispkg == packages and name != kind.__module__:
+                declared = getattr(importlib.import_module(name), attr, None)
+                if not isinstance(declared, kind):
+                    raise ConfigError(f"{name} declares no {attr} (a {kind.__module__}.{kind.__qualname__})")
+                out.append(declared)
+    return out
+
+
 def _why_not_code(folder: str) -> str | None:
     """Why the code in ``folder`` may not be another user's, or None."""
     try:

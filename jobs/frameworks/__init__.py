@@ -16,8 +16,6 @@ package ``iocampaign_frameworks`` on ``PYTHONPATH`` (docs/extending.md: Adding a
 from __future__ import annotations
 
 import functools
-import importlib
-import pkgutil
 
 from jobs.errors import ConfigError
 from jobs.frameworks.framework import Framework
@@ -29,24 +27,15 @@ def _discover() -> dict[str, Framework]:
     """Every framework package's declaration, the tool's and those of the ``iocampaign_frameworks``
     namespace package (a folder of that name, without ``__init__.py``, on ``PYTHONPATH``), in their
     ``rank`` (the paper's first): importing a package imports no framework, only what it declares."""
-    found = [_declared(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(__path__) if m.ispkg]
     from jobs import owned
 
-    portions = owned.trusted_portions(EXTERNAL)  # never another user's code
-    found += [_declared(f"{EXTERNAL}.{m.name}") for m in pkgutil.iter_modules(portions) if m.ispkg]
+    found = owned.declarations(__name__, __path__, EXTERNAL, "FRAMEWORK", Framework, packages=True)
     named: dict[str, Framework] = {}
     for fw in sorted(found, key=lambda fw: fw.rank):
         if fw.name in named:
             raise ConfigError(f"framework={fw.name} is declared twice (a package of {EXTERNAL} names it too)")
         named[fw.name] = fw
     return named
-
-
-def _declared(package: str) -> Framework:
-    fw = getattr(importlib.import_module(package), "FRAMEWORK", None)
-    if not isinstance(fw, Framework):
-        raise ConfigError(f"{package} declares no FRAMEWORK (a jobs.frameworks.framework.Framework)")
-    return fw
 
 
 FRAMEWORKS = _discover()

@@ -12,37 +12,24 @@ kind of storage).
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
 from jobs.errors import ConfigError
 from jobs.storage.backends.backend import Backend
 
 EXTERNAL = "iocampaign_backends"  # the namespace package of kinds of storage outside the tool, on sys.path
-INTERFACE = "backend"  # this package's module of the interface itself, not a kind
 
 
 def _discover() -> dict[str, Backend]:
     """Every kind's declaration, the tool's and those of the ``iocampaign_backends`` namespace package, in
     their ``rank``."""
-    found = [_declared(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(__path__) if m.name != INTERFACE]
     from jobs import owned
 
-    portions = owned.trusted_portions(EXTERNAL)  # never another user's code
-    found += [_declared(f"{EXTERNAL}.{m.name}") for m in pkgutil.iter_modules(portions)]
+    found = owned.declarations(__name__, __path__, EXTERNAL, "BACKEND", Backend, packages=False)
     named: dict[str, Backend] = {}
     for backend in sorted(found, key=lambda b: b.rank):
         if backend.kind in named:
             raise ConfigError(f"storage.kind={backend.kind} is declared twice (a module of {EXTERNAL} too)")
         named[backend.kind] = backend
     return named
-
-
-def _declared(module: str) -> Backend:
-    backend = getattr(importlib.import_module(module), "BACKEND", None)
-    if not isinstance(backend, Backend):
-        raise ConfigError(f"{module} declares no BACKEND (a jobs.storage.backends.backend.Backend)")
-    return backend
 
 
 BACKENDS = _discover()
