@@ -94,7 +94,6 @@ def loader(data, sampler, s: PipelineSettings, lo: Loader):
     from jobs.frameworks.pytorch.loader import samples
 
     kw = {}
-    warnings.filterwarnings("ignore", message=_MORE_WORKERS, category=UserWarning)
     usable = len(os.sched_getaffinity(0))
     if lo.num_workers > usable:
         _shared(lo.num_workers, usable)
@@ -118,7 +117,9 @@ def loader(data, sampler, s: PipelineSettings, lo: Loader):
 
 @functools.cache
 def _shared(workers: int, usable: int) -> None:
-    """Say once per process that the workers outnumber the cores (PyTorch's own warning, kept quiet)."""
+    """Say once per process that the workers outnumber the cores, and keep PyTorch's own warning of it
+    (on every iterator) quiet from then on."""
+    warnings.filterwarnings("ignore", message=_MORE_WORKERS, category=UserWarning)
     log.info("loader.num_workers=%d on %d usable cores: the workers share them", workers, usable)
 
 
