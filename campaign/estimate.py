@@ -139,9 +139,8 @@ def _data_key(cell) -> tuple | None:
 def _have(cfg) -> int | None:
     """Images of the cell's synthetic set already on its tier, read from the set's own metadata."""
     from campaign.limits import _generated
-    from jobs.storage import writable
 
-    folder, _ = writable.files_and_space(cfg.storage)
+    folder, _ = backends.of(cfg.storage).space(cfg.storage)
     if not folder:
         return None
     return _generated(cfg, folder) if os.path.isdir(folder) else 0
@@ -190,9 +189,8 @@ def _converted(cfg) -> bool:
     files' dates, which its name hashes, are not checked: an estimate). Nothing is made or opened."""
     from jobs import owned
     from jobs.data import datasets, formats
-    from jobs.storage import writable
 
-    folder, _ = writable.files_and_space(cfg.storage)
+    folder, _ = backends.of(cfg.storage).space(cfg.storage)
     if not folder:
         return False
     below = owned.tool_folder(folder) / datasets.SUBDIR / formats.CONVERTED

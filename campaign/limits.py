@@ -133,9 +133,8 @@ def dataset_fits(cfg) -> None:
     size model; the run checks again, exactly, before it writes)."""
     if cfg.dataset is None or cfg.dataset.source != "synthetic":
         return
-    from jobs.storage import writable
-
-    folder, free = writable.files_and_space(cfg.storage)
+    backend = backends.of(cfg.storage)
+    folder, free = backend.space(cfg.storage)
     if free is None:
         return
     count = cfg.dataset.num_images
@@ -143,9 +142,10 @@ def dataset_fits(cfg) -> None:
     need = synthetic_bytes(cfg.dataset, todo)
     if cfg.dataset.format != "files":  # and the converted copy beside it (jobs.data.formats)
         need += int(synthetic_bytes(cfg.dataset, count) * 1.1)
-    served = backends.of(cfg.storage).embedded(cfg.storage)
-    if served:  # the embedded server's objects, a second copy of what it stores, on the same root
-        need += int(synthetic_bytes(cfg.dataset, count) * (1.0 if cfg.dataset.format == "files" else 1.1))
+    # more copies than the files: the embedded server's objects of what it stores, on the same root
+    served = backend.copies(cfg.storage) - 1
+    stored = int(synthetic_bytes(cfg.dataset, count) * (1.0 if cfg.dataset.format == "files" else 1.1))
+    need += served * stored
     if need > free:
         where = f"storage={cfg.storage.name}{_BOTH if served else ''}"
         raise ConfigError(

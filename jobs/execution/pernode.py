@@ -90,8 +90,8 @@ def cache_state(per_node: list[dict] | None, state: str, requested: str, backend
             node["cache_state"] = state
         return state
     for node in per_node:
-        node["cache_state"] = cache.classify(
-            requested, backend.kind, fs_type, node["bytes_read_device"], node["bytes_consumed"]
+        node["cache_state"] = backend.cache_state(
+            requested, fs_type, node["bytes_read_device"], node["bytes_consumed"]
         )
     off = [n for n in per_node if n["cache_state"] != state]
     if off and state in (cache.COLD, cache.WARM):

@@ -117,7 +117,6 @@ def _one(s: Session, where: Where, k: int) -> tuple[RunParts, Any]:
     from jobs.data import read_errors
     from jobs.execution.traced import inside
     from jobs.observe import posix, quiet, usage
-    from jobs.storage import cache
     from jobs.storage.modeled import liveness
 
     cfg, warmup = s.cfg, k < s.cfg.warmup
@@ -125,10 +124,9 @@ def _one(s: Session, where: Where, k: int) -> tuple[RunParts, Any]:
     quiet_wait_s = quiet.wait(cfg.platform.wait_quiet, cfg.platform.wait_quiet_max_s)
     with liveness.watched(s.prov.get("modeled_tiers"), run):  # a run whose modelled tier died fails
         if cfg.cache == "cold":
-            resident = cache.evict(s.ds.storage_files, drop_caches=cfg.drop_caches).resident_bytes_after
+            resident = s.backend.evict(s.ds.storage_files, cfg.drop_caches)
         else:
-            cache.warm(s.ds.storage_files)
-            resident, _ = cache.residency(s.ds.storage_files)
+            resident = s.backend.warm(s.ds.storage_files)
         started, seed = records.now(), cfg.seed + k
         svc = where.svc
         ctx = workloads.RunContext(
@@ -194,13 +192,9 @@ def _one(s: Session, where: Where, k: int) -> tuple[RunParts, Any]:
 
 def _cache_state(s: Session, where: Where, part: RunParts) -> str:
     """What the run's device counters prove of its cache (per node for a multi-node run)."""
-    from jobs.storage import cache
-
     reading = part.reading()
     requested, fs = s.cfg.cache, where.fs_type
-    state = cache.classify(
-        requested, s.backend.kind, fs, reading["bytes_read_device"], reading["bytes_consumed"]
-    )
+    state = s.backend.cache_state(requested, fs, reading["bytes_read_device"], reading["bytes_consumed"])
     return pernode.cache_state(reading.get("per_node"), state, requested, s.backend, fs)
 
 
@@ -226,14 +220,12 @@ def _execute(w: workloads.Workload, ctx, where: Where, cold: bool) -> tuple[dict
 def _probe(s: Session, ctx) -> dict:
     """The workload's once-per-cell measurements (``Workload.probe``), with the cache as the runs had it,
     for every measured run."""
-    from jobs.storage import cache
-
     if type(s.w).probe is workloads.Workload.probe:
         return {}
     if s.cfg.cache == "cold":
-        cache.evict(s.ds.storage_files, drop_caches=s.cfg.drop_caches)
+        s.backend.evict(s.ds.storage_files, s.cfg.drop_caches)
     else:
-        cache.warm(s.ds.storage_files)
+        s.backend.warm(s.ds.storage_files)
     with interrupts.deferred() if s.w.in_tensorflow else contextlib.nullcontext():
         extra = s.w.probe(ctx)
     log.info("once per cell: %s", ", ".join(f"{k} {v:.3g}" for k, v in extra.items()) or "nothing")

@@ -176,8 +176,12 @@ def process_read_bytes() -> int | None:
     return None
 
 
-def classify(requested: str, storage_kind: str, fs_type: str, device_bytes: int | None, consumed: int) -> str:
-    """The cache state a run actually had, from what the device delivered versus what was consumed."""
+def classify(
+    requested: str, sighted_only: bool, fs_type: str, device_bytes: int | None, consumed: int
+) -> str:
+    """The cache state a run actually had, from what the device delivered versus what was consumed.
+    ``sighted_only``: this machine's counters may miss the tier's reads (its kind says so:
+    ``Backend.sighted_only``), so only a positive sighting proves a run cold."""
     # The file system the data really sits on decides, not what the preset says the tier is.
     if fs_type in MEMORY_FS:
         return MEMORY
@@ -185,7 +189,7 @@ def classify(requested: str, storage_kind: str, fs_type: str, device_bytes: int 
         return UNKNOWN
     ratio = device_bytes / consumed
     if fs_type not in LAYER_COUNTED_FS and (
-        fs_type in NETWORK_FS or fs_type.startswith("fuse") or _sighted_only(storage_kind)
+        fs_type in NETWORK_FS or fs_type.startswith("fuse") or sighted_only
     ):
         # The counter may not see these reads at all: only a positive sighting means anything.
         if requested == "cold" and ratio >= COLD_MIN_RATIO:
@@ -194,13 +198,6 @@ def classify(requested: str, storage_kind: str, fs_type: str, device_bytes: int 
     if requested == "cold":
         return COLD if ratio >= COLD_MIN_RATIO else NOT_COLD
     return WARM if ratio <= WARM_MAX_RATIO else NOT_WARM
-
-
-def _sighted_only(storage_kind: str) -> bool:
-    """Whether the tier's kind says this machine's counters may miss its reads ("": a kind not declared)."""
-    from jobs.storage import backends
-
-    return bool(storage_kind) and backends.get(storage_kind).sighted_only
 
 
 # a modelled tier (jobs/storage/modeled): its layer counts every byte the modelled drive served

@@ -2,6 +2,7 @@
 do: every preset's kind has one, planning asks it (multi-node reach, settings of another kind), and one
 outside the tool is a module of its own."""
 
+import json
 import os
 import subprocess
 import sys
@@ -127,3 +128,75 @@ def test_a_module_of_iocampaign_backends_that_declares_no_kind_is_one_line(tmp_p
     said = "campaign: iocampaign_backends.notes declares no BACKEND (a jobs.storage.backends.backend.Backend)"
     assert p.returncode == 2 and p.stderr.strip() == said, p.stderr[-2000:]
     assert list(cwd.iterdir()) == []
+
+
+# A kind of the user's that makes its runs cold its own way (its own log of what it evicted) and judges
+# their cache itself, and has less space than the disk it sits on: the runner, the record and planning ask
+# it, not the page cache's rules or the file system's free space.
+OWN_KIND = """
+import json
+import json
+import os
+from dataclasses import dataclass
+
+from jobs.storage import cache
+from jobs.storage.backends.backend import Backend
+
+
+@dataclass(frozen=True)
+class Quota(Backend):
+    def space(self, st):
+        folder, _ = super().space(st)
+        return folder, float(os.environ["QUOTA_BYTES"])
+
+    def evict(self, files, drop_caches=False):
+        files = list(files)
+        with open(os.environ["EVICTED_LOG"], "a") as f:
+            f.write(json.dumps({"files": len(files), "drop_caches": drop_caches}) + "\\n")
+        return super().evict(files, drop_caches)
+
+    def cache_state(self, requested, fs_type, device_bytes, consumed):
+        said = super().cache_state(requested, fs_type, device_bytes, consumed)
+        return cache.UNKNOWN if said == cache.COLD else said
+
+
+BACKEND = Quota("quota", requests=False, every_node=False, evicts=True, sighted_only=False)
+"""
+
+
+@pytest.mark.cells
+def test_a_kinds_own_eviction_cache_judgement_and_space_are_what_the_runs_and_planning_use(disk_root: Path):
+    own = disk_root / "mine"
+    (own / "iocampaign_backends").mkdir(parents=True)
+    (own / "iocampaign_backends" / "quota.py").write_text(OWN_KIND)
+    log = disk_root / "evicted.jsonl"
+    root = disk_root / "tier"
+    root.mkdir()
+    env = python_env(PYTHONPATH=f"{own}{os.pathsep}{ROOT}", EVICTED_LOG=str(log), QUOTA_BYTES="1e12")
+    tail = ("storage=local", "storage.kind=quota", f"storage.root={root}", "dataset.num_images=16")
+    out = disk_root / "sweep"
+    p = run_module(
+        "campaign",
+        "-m",
+        *tail,
+        "batch_size=8",
+        "repeats=2",
+        "warmup=0",
+        f"hydra.sweep.dir={out}",
+        cwd=disk_root,
+        env=env,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    evicted = [json.loads(line) for line in log.read_text().splitlines()]
+    assert evicted == [{"files": 16, "drop_caches": False}] * 2  # once before each run, the 16 images
+    df = pd.read_csv(out / "results.csv")
+    assert list(df["run"]) == [1, 2] and set(df["cache_state"]) == {"unknown"}
+    assert (df["bytes_read_device"] >= df["bytes_consumed"]).all()  # cold by the counters: the kind said no
+    env["QUOTA_BYTES"] = "1000"
+    p = run_module(
+        "campaign", *tail, "dataset.num_images=4096", "platform.dry_run=true", cwd=disk_root, env=env
+    )
+    said = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else ""
+    assert p.returncode == 2 and "synthetic images need ~" in said and "which has 0.0 GB free" in said, (
+        p.stderr
+    )

@@ -54,19 +54,22 @@ def test_drop_caches_as_root(disk_root):
 
 
 def test_tmpfs_is_memory_not_cold():
-    assert cache.classify("cold", "memory", "tmpfs", 0, 1000) == cache.MEMORY
-    assert cache.classify("cold", "block", "tmpfs", 0, 1000) == cache.MEMORY
+    assert cache.classify("cold", False, "tmpfs", 0, 1000) == cache.MEMORY
+    assert cache.classify("cold", True, "tmpfs", 0, 1000) == cache.MEMORY
     # a "memory" preset pointed at a disk folder is judged by the disk's counters
-    assert cache.classify("cold", "memory", "ext4", 1000, 1000) == cache.COLD
+    assert cache.classify("cold", False, "ext4", 1000, 1000) == cache.COLD
 
 
 def test_classification_from_device_bytes():
-    assert cache.classify("cold", "block", "ext4", 1_000, 1_000) == cache.COLD
-    assert cache.classify("cold", "block", "ext4", 500, 1_000) == cache.NOT_COLD
-    assert cache.classify("warm", "block", "ext4", 0, 1_000) == cache.WARM
-    assert cache.classify("warm", "block", "ext4", 800, 1_000) == cache.NOT_WARM
+    assert cache.classify("cold", False, "ext4", 1_000, 1_000) == cache.COLD
+    assert cache.classify("cold", False, "ext4", 500, 1_000) == cache.NOT_COLD
+    assert cache.classify("warm", False, "ext4", 0, 1_000) == cache.WARM
+    assert cache.classify("warm", False, "ext4", 800, 1_000) == cache.NOT_WARM
     # where the counter does not see the reads, never claim cold from silence
-    assert cache.classify("cold", "network", "lustre", 0, 1_000) == cache.UNKNOWN
-    assert cache.classify("cold", "block", "nfs4", 0, 1_000) == cache.UNKNOWN
-    assert cache.classify("cold", "block", "fuse.sshfs", 0, 1_000) == cache.UNKNOWN
-    assert cache.classify("cold", "block", "ext4", None, 1_000) == cache.UNKNOWN
+    assert cache.classify("cold", True, "lustre", 0, 1_000) == cache.UNKNOWN
+    # a kind whose reads this machine's counters may miss (Backend.sighted_only): a sighting proves cold
+    assert cache.classify("cold", True, "ext4", 0, 1_000) == cache.UNKNOWN
+    assert cache.classify("cold", True, "ext4", 1_000, 1_000) == cache.COLD
+    assert cache.classify("cold", False, "nfs4", 0, 1_000) == cache.UNKNOWN
+    assert cache.classify("cold", False, "fuse.sshfs", 0, 1_000) == cache.UNKNOWN
+    assert cache.classify("cold", False, "ext4", None, 1_000) == cache.UNKNOWN

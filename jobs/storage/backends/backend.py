@@ -49,6 +49,43 @@ class Backend:
         (``jobs.execution.placement.Placement``: its nodes)."""
         yield None
 
+    # ---- its space: where a tier's files lie and what is free there ----
+    def space(self, st) -> tuple[str | None, float | None]:
+        """(the folder where tier ``st``'s files lie before any cell runs, the bytes free there); None for
+        what planning cannot know. The base: the tier's root (a modelled tier's backing folder; an emulated
+        tier, the size of the file system its cell makes)."""
+        from jobs.storage import writable
+
+        return writable.files_and_space(st)
+
+    def copies(self, st) -> int:
+        """How many copies of a dataset tier ``st`` keeps in that space: one, its files."""
+        return 1
+
+    # ---- a run made cold (or warm), and what proves it ----
+    def evict(self, files, drop_caches: bool = False) -> int | None:
+        """Make the next reads of ``files`` (the dataset's, or the server's under it) come from the device:
+        evicted from this machine's page cache, and every cache with ``drop_caches``. Returns the bytes
+        still resident after (None: not known)."""
+        from jobs.storage import cache
+
+        return cache.evict(files, drop_caches=drop_caches).resident_bytes_after
+
+    def warm(self, files) -> int:
+        """Read ``files`` into the page cache; returns the bytes resident after."""
+        from jobs.storage import cache
+
+        cache.warm(files)
+        return cache.residency(files)[0]
+
+    def cache_state(self, requested: str, fs_type: str, device_bytes: int | None, consumed: int) -> str:
+        """The cache state a run had (``jobs.storage.cache``: cold, warm, memory, unknown, ...): what the
+        device under ``fs_type`` delivered (``device_bytes``) against what the run ``consumed``, where
+        only a positive sighting counts when this machine's counters may miss the kind's reads."""
+        from jobs.storage import cache
+
+        return cache.classify(requested, self.sighted_only, fs_type, device_bytes, consumed)
+
     def embedded(self, st) -> bool:
         """Whether the tool serves this tier itself (a server it starts on the tier's root): a request
         store with no ``storage.endpoint`` of the user's."""

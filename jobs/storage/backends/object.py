@@ -17,6 +17,11 @@ class ObjectStore(Backend):
 
         needs.check(cfg, workload, here, able)
 
+    def copies(self, st) -> int:
+        """Two where the tool serves the store itself: the dataset's files, and the server's objects of them
+        on the same root."""
+        return 2 if self.embedded(st) else 1
+
     @contextlib.contextmanager
     def serving(self, s, where):
         """The store served for the cell (the embedded server this process keeps for its cells, started by

@@ -74,11 +74,8 @@ class Baseline(Workload):
             shutil.which("ior") or shutil.which("fio") or elsewhere(cfg)
         ):  # a dry run for the nodes: theirs
             raise ConfigError("workload=baseline needs ior or fio on PATH (Debian: apt-get install fio)")
-        from jobs.storage import writable
-
-        _, free = (
-            (None, None) if elsewhere(cfg) else writable.files_and_space(cfg.storage)
-        )  # a missing root: the tier check's
+        # a missing root: the tier check's
+        _, free = (None, None) if elsewhere(cfg) else backends.of(cfg.storage).space(cfg.storage)
         if free is not None and cfg.workload.file_gb * 1e9 > free:
             raise ConfigError(
                 f"workload.file_gb={cfg.workload.file_gb}: the sequential test file does not fit in the "

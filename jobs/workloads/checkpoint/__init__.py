@@ -58,8 +58,8 @@ def _restores(cfg, ds, settings, snapshot, fresh, store=None) -> list[dict]:
     if settings.bucket is not None:
         fast = checkpoint.ckpt_dir(settings.fast_root)
         into = fast / settings.tag if (fast / settings.tag).is_dir() else fast
-        kind = cfg.checkpoint.slow.kind
-        from_bucket = restore.from_bucket(settings.bucket, store, into, shape, snapshot, fresh, kind)
+        slow = backends.of(cfg.checkpoint.slow)
+        from_bucket = restore.from_bucket(settings.bucket, store, into, shape, snapshot, fresh, slow)
         out += [from_bucket] if from_bucket is not None else []
     return out
 

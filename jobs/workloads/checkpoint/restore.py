@@ -57,7 +57,7 @@ def restore_cold(prefix: Path, tier: str, shape: dict, expected: list | None, fr
     fs_type = provenance.mount_of(str(prefix.parent)).fs_type
     return {
         **_entry(tier, prefix.name, man, size, seconds, device, resident),
-        "cache_state": cache.classify("cold", "", fs_type, device, size),
+        "cache_state": cache.classify("cold", False, fs_type, device, size),
         "weights_equal": _equal(expected, restored),
         "checksums": ("match" if ckpt_store.verify(prefix, man, checksums=True) else "MISMATCH")
         if summed
@@ -103,12 +103,12 @@ def after_run(
     return out
 
 
-def from_bucket(bucket, store, into: Path, shape: dict, snapshot: Snapshot | None, fresh, kind: str):
+def from_bucket(bucket, store, into: Path, shape: dict, snapshot: Snapshot | None, fresh, backend):
     """Restore the bucket's last complete checkpoint as a restart from the store does: its objects
     fetched by GETs into a folder of the run's (``into``) and loaded, timed together, from a server whose
     files were evicted first; the files checked against the manifest's checksums. One entry of the
-    run's ``restores``, or None when the bucket holds no complete checkpoint. ``kind``: the slow tier's
-    kind of storage, whose back-end says how a cold read is proven."""
+    run's ``restores``, or None when the bucket holds no complete checkpoint. ``backend``: the slow tier's
+    kind of storage (``jobs.storage.backends.backend.Backend``), which says how a cold read is proven."""
     import tempfile
 
     from jobs.observe import provenance
@@ -132,7 +132,7 @@ def from_bucket(bucket, store, into: Path, shape: dict, snapshot: Snapshot | Non
         checksums = "match" if ckpt_store.verify(prefix, man, checksums=True) else "MISMATCH"
     if store.server is not None:
         fs_type = provenance.mount_of(str(store.server.data_dir)).fs_type
-        state = cache.classify("cold", kind, fs_type, device, size)
+        state = backend.cache_state("cold", fs_type, device, size)
     else:
         state = REMOTE
     return {

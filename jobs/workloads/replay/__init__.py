@@ -102,7 +102,6 @@ class Replay(Workload):
 
     def check(self, cfg) -> None:
         t = trace_of(cfg)
-        from jobs.storage import writable
         from jobs.storage.roots import elsewhere
         from jobs.workloads.replay import files
 
@@ -110,7 +109,7 @@ class Replay(Workload):
         if not elsewhere(cfg):
             _no_larger_than_the_tier(cfg, lay)
         _no_unbounded_calls(cfg, t)
-        _, free = (None, None) if elsewhere(cfg) else writable.files_and_space(cfg.storage)
+        _, free = (None, None) if elsewhere(cfg) else backends.of(cfg.storage).space(cfg.storage)
         # an object store holds each made file whole (its holes too); a file system only the bytes read
         on_store = backends.of(cfg.storage).requests
         made = sum(e for e, r in zip(lay.extents, lay.read) if r) if on_store else lay.data_bytes
