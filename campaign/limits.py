@@ -150,6 +150,14 @@ def dataset_fits(cfg) -> None:
         where = f"storage={cfg.storage.name}{_BOTH if served else ''}"
         raise ConfigError(
             f"dataset.num_images={count}: {'the' if todo == count else f'the {todo} missing'} synthetic "
-            f"{cfg.dataset.samples} need ~{need / 1e9:.1f} GB on {where}, "
-            f"which has {free / 1e9:.1f} GB free: lower dataset.num_images or choose another storage.root"
+            f"{cfg.dataset.samples} need ~{sized(need)} on {where}, which has {sized(free)} free (its "
+            f"kind's space: storage.kind={cfg.storage.kind}): lower dataset.num_images or choose another "
+            "storage.root"
         )
+
+
+def sized(n: float) -> str:
+    """A number of bytes as a line says it: GB with one decimal, else MB, else kB."""
+    if n >= 1e9:
+        return f"{n / 1e9:.1f} GB"
+    return f"{n / 1e6:.0f} MB" if n >= 1e6 else f"{n / 1e3:.0f} kB"

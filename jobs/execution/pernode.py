@@ -90,7 +90,7 @@ def cache_state(per_node: list[dict] | None, state: str, requested: str, backend
             node["cache_state"] = state
         return state
     for node in per_node:
-        node["cache_state"] = backend.cache_state(
+        node["cache_state"] = backend.judged(
             requested, fs_type, node["bytes_read_device"], node["bytes_consumed"]
         )
     off = [n for n in per_node if n["cache_state"] != state]

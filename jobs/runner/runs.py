@@ -194,7 +194,7 @@ def _cache_state(s: Session, where: Where, part: RunParts) -> str:
     """What the run's device counters prove of its cache (per node for a multi-node run)."""
     reading = part.reading()
     requested, fs = s.cfg.cache, where.fs_type
-    state = s.backend.cache_state(requested, fs, reading["bytes_read_device"], reading["bytes_consumed"])
+    state = s.backend.judged(requested, fs, reading["bytes_read_device"], reading["bytes_consumed"])
     return pernode.cache_state(reading.get("per_node"), state, requested, s.backend, fs)
 
 

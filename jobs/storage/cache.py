@@ -37,6 +37,7 @@ WARM = "warm"  # warm was asked for and the device delivered (almost) nothing
 NOT_WARM = "not_warm"  # warm was asked for, but the device still delivered a large share
 MEMORY = "memory"  # tmpfs/ramfs: the data lives in memory, there is no cold state
 UNKNOWN = "unknown"  # the per-process device counter does not see this file system (Lustre, NFS, ...)
+STATES = (COLD, NOT_COLD, WARM, NOT_WARM, MEMORY, UNKNOWN)  # what a run's cache can have been
 
 COLD_MIN_RATIO = 0.9  # device bytes / consumed bytes at or above which a run counts as cold
 WARM_MAX_RATIO = 0.1  # ... at or below which a warm run counts as warm

@@ -157,7 +157,7 @@ class Quota(Backend):
 
     def cache_state(self, requested, fs_type, device_bytes, consumed):
         said = super().cache_state(requested, fs_type, device_bytes, consumed)
-        return cache.UNKNOWN if said == cache.COLD else said
+        return os.environ.get("QUOTA_SAYS") or (cache.UNKNOWN if said == cache.COLD else said)
 
 
 BACKEND = Quota("quota", requests=False, every_node=False, evicts=True, sighted_only=False)
@@ -192,11 +192,32 @@ def test_a_kinds_own_eviction_cache_judgement_and_space_are_what_the_runs_and_pl
     df = pd.read_csv(out / "results.csv")
     assert list(df["run"]) == [1, 2] and set(df["cache_state"]) == {"unknown"}
     assert (df["bytes_read_device"] >= df["bytes_consumed"]).all()  # cold by the counters: the kind said no
+    # not a cache state: the run fails, naming the kind
+    env["QUOTA_SAYS"] = "quota-judged"
+    p = run_module(
+        "campaign",
+        *tail,
+        "batch_size=8",
+        "repeats=1",
+        "warmup=0",
+        f"hydra.run.dir={disk_root / 'judged'}",
+        cwd=disk_root,
+        env=env,
+    )
+    assert p.returncode == 1, p.stderr[-3000:]
+    rec = records.read(disk_root / "judged" / "record.json")
+    assert (
+        rec.status == records.FAILED
+        and "storage.kind=quota: its cache_state answered 'quota-judged'" in rec.error["message"]
+    )
+    del env["QUOTA_SAYS"]
     env["QUOTA_BYTES"] = "1000"
     p = run_module(
         "campaign", *tail, "dataset.num_images=4096", "platform.dry_run=true", cwd=disk_root, env=env
     )
     said = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else ""
-    assert p.returncode == 2 and "synthetic images need ~" in said and "which has 0.0 GB free" in said, (
-        p.stderr
+    assert p.returncode == 2, p.stderr
+    assert (
+        "synthetic images need ~" in said
+        and "which has 1 kB free (its kind's space: storage.kind=quota)" in said
     )

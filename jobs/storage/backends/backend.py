@@ -7,6 +7,8 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobs.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class Served:
@@ -79,12 +81,26 @@ class Backend:
         return cache.residency(files)[0]
 
     def cache_state(self, requested: str, fs_type: str, device_bytes: int | None, consumed: int) -> str:
-        """The cache state a run had (``jobs.storage.cache``: cold, warm, memory, unknown, ...): what the
-        device under ``fs_type`` delivered (``device_bytes``) against what the run ``consumed``, where
-        only a positive sighting counts when this machine's counters may miss the kind's reads."""
+        """The cache state a run had, one of ``jobs.storage.cache.STATES`` (cold, not_cold, warm, not_warm,
+        memory, unknown): what the device under ``fs_type`` delivered (``device_bytes``, None: not
+        counted) against what the run ``consumed``, where only a positive sighting counts when this
+        machine's counters may miss the kind's reads. ``requested``: ``cfg.cache`` (cold or warm)."""
         from jobs.storage import cache
 
         return cache.classify(requested, self.sighted_only, fs_type, device_bytes, consumed)
+
+    def judged(self, requested: str, fs_type: str, device_bytes: int | None, consumed: int) -> str:
+        """``cache_state``, as the runner records it: an answer the records and the analysis do not know
+        fails the run, naming the kind (a kind's own ``cache_state`` may not invent a state)."""
+        from jobs.storage import cache
+
+        state = self.cache_state(requested, fs_type, device_bytes, consumed)
+        if state not in cache.STATES:
+            raise ConfigError(
+                f"storage.kind={self.kind}: its cache_state answered {state!r}, which is not a cache state; "
+                f"a kind answers one of {', '.join(cache.STATES)} (jobs/storage/cache.py)"
+            )
+        return state
 
     def embedded(self, st) -> bool:
         """Whether the tool serves this tier itself (a server it starts on the tier's root): a request
