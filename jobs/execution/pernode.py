@@ -75,12 +75,15 @@ def figures(results: list[dict]) -> list[dict]:
     return out
 
 
-def cache_state(per_node: list[dict] | None, state: str, requested: str, backend, fs_type: str) -> str:
+def cache_state(
+    per_node: list[dict] | None, state: str, requested: str, backend, fs_type: str, key: str = "storage"
+) -> str:
     """A multi-node run's cache state: each node judged by its own tasks' device bytes against what they
     consumed (kept in ``per_node``); a run is cold only where every node was, else it takes the state of
     the first node that was not (a node served from its page cache makes the run's numbers memory's). On
     an object store every node's task reads from every node's server: the run's servers' reads against
-    all it consumed judge it, and each node takes that state."""
+    all it consumed judge it, and each node takes that state. ``key``: where the tier sits in the config
+    (storage, stage), named if its kind answers what is no cache state."""
     from jobs.storage import cache
 
     if not per_node or len(per_node) < 2:
@@ -91,7 +94,7 @@ def cache_state(per_node: list[dict] | None, state: str, requested: str, backend
         return state
     for node in per_node:
         node["cache_state"] = backend.judged(
-            requested, fs_type, node["bytes_read_device"], node["bytes_consumed"]
+            requested, fs_type, node["bytes_read_device"], node["bytes_consumed"], key
         )
     off = [n for n in per_node if n["cache_state"] != state]
     if off and state in (cache.COLD, cache.WARM):

@@ -198,7 +198,9 @@ def _file_runs(s: Session) -> tuple[list[dict], Session]:
         "source_mount": s.prov.get("data_mount"),
         "data_mount": asdict(provenance.mount_of(facts["staged_to"])),
     }
-    s = replace(s, ds=staged, data_dir=facts["staged_to"], backend=backends.of(stage), prov=prov)
+    s = replace(
+        s, ds=staged, data_dir=facts["staged_to"], backend=backends.of(stage), prov=prov, tier_key="stage"
+    )
     try:
         return _runs(s)
     finally:

@@ -35,6 +35,7 @@ class Session:
     prov: dict
     backend: Any  # jobs.storage.backends.Backend where the runs read: what a cold cache can mean there
     store: Any = None  # storage.kind=object: the open store (jobs.storage.objectstore.tier.Store)
+    tier_key: str = "storage"  # where that tier sits in the config: storage, or stage once staged
 
     @property
     def cfg(self):
@@ -194,8 +195,9 @@ def _cache_state(s: Session, where: Where, part: RunParts) -> str:
     """What the run's device counters prove of its cache (per node for a multi-node run)."""
     reading = part.reading()
     requested, fs = s.cfg.cache, where.fs_type
-    state = s.backend.judged(requested, fs, reading["bytes_read_device"], reading["bytes_consumed"])
-    return pernode.cache_state(reading.get("per_node"), state, requested, s.backend, fs)
+    device, consumed = reading["bytes_read_device"], reading["bytes_consumed"]
+    state = s.backend.judged(requested, fs, device, consumed, s.tier_key)
+    return pernode.cache_state(reading.get("per_node"), state, requested, s.backend, fs, s.tier_key)
 
 
 def _execute(w: workloads.Workload, ctx, where: Where, cold: bool) -> tuple[dict, dict]:

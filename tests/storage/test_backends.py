@@ -192,11 +192,17 @@ def test_a_kinds_own_eviction_cache_judgement_and_space_are_what_the_runs_and_pl
     df = pd.read_csv(out / "results.csv")
     assert list(df["run"]) == [1, 2] and set(df["cache_state"]) == {"unknown"}
     assert (df["bytes_read_device"] >= df["bytes_consumed"]).all()  # cold by the counters: the kind said no
-    # not a cache state: the run fails, naming the kind
+    # not a cache state: the run fails, naming the kind where the tier sits (here the stage the runs read)
     env["QUOTA_SAYS"] = "quota-judged"
+    stage = disk_root / "stage"
+    stage.mkdir()
     p = run_module(
         "campaign",
-        *tail,
+        "storage=tmpfs",
+        "storage@stage=local",
+        f"stage.root={stage}",
+        "stage.kind=quota",
+        "dataset.num_images=16",
         "batch_size=8",
         "repeats=1",
         "warmup=0",
@@ -208,8 +214,9 @@ def test_a_kinds_own_eviction_cache_judgement_and_space_are_what_the_runs_and_pl
     rec = records.read(disk_root / "judged" / "record.json")
     assert (
         rec.status == records.FAILED
-        and "storage.kind=quota: its cache_state answered 'quota-judged'" in rec.error["message"]
+        and "stage.kind=quota: its cache_state answered 'quota-judged'" in rec.error["message"]
     )
+    assert not [f for f in stage.rglob("*") if f.is_file()]  # the staged copy removed all the same
     del env["QUOTA_SAYS"]
     env["QUOTA_BYTES"] = "1000"
     p = run_module(

@@ -89,15 +89,18 @@ class Backend:
 
         return cache.classify(requested, self.sighted_only, fs_type, device_bytes, consumed)
 
-    def judged(self, requested: str, fs_type: str, device_bytes: int | None, consumed: int) -> str:
+    def judged(
+        self, requested: str, fs_type: str, device_bytes: int | None, consumed: int, key: str = "storage"
+    ) -> str:
         """``cache_state``, as the runner records it: an answer the records and the analysis do not know
-        fails the run, naming the kind (a kind's own ``cache_state`` may not invent a state)."""
+        fails the run, naming the kind (a kind's own ``cache_state`` may not invent a state) where the tier
+        sits in the config (``key``: storage, stage, checkpoint.slow)."""
         from jobs.storage import cache
 
         state = self.cache_state(requested, fs_type, device_bytes, consumed)
         if state not in cache.STATES:
             raise ConfigError(
-                f"storage.kind={self.kind}: its cache_state answered {state!r}, which is not a cache state; "
+                f"{key}.kind={self.kind}: its cache_state answered {state!r}, which is not a cache state; "
                 f"a kind answers one of {', '.join(cache.STATES)} (jobs/storage/cache.py)"
             )
         return state

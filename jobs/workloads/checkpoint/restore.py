@@ -132,7 +132,7 @@ def from_bucket(bucket, store, into: Path, shape: dict, snapshot: Snapshot | Non
         checksums = "match" if ckpt_store.verify(prefix, man, checksums=True) else "MISMATCH"
     if store.server is not None:
         fs_type = provenance.mount_of(str(store.server.data_dir)).fs_type
-        state = backend.judged("cold", fs_type, device, size)
+        state = backend.judged("cold", fs_type, device, size, "checkpoint.slow")
     else:
         state = REMOTE
     return {
