@@ -174,18 +174,13 @@ def test_a_kinds_own_eviction_cache_judgement_and_space_are_what_the_runs_and_pl
     root.mkdir()
     env = python_env(PYTHONPATH=f"{own}{os.pathsep}{ROOT}", EVICTED_LOG=str(log), QUOTA_BYTES="1e12")
     tail = ("storage=local", "storage.kind=quota", f"storage.root={root}", "dataset.num_images=16")
+    runs = ("batch_size=8", "warmup=0")
+
+    def campaign(*args: str):
+        return run_module("campaign", *args, cwd=disk_root, env=env)
+
     out = disk_root / "sweep"
-    p = run_module(
-        "campaign",
-        "-m",
-        *tail,
-        "batch_size=8",
-        "repeats=2",
-        "warmup=0",
-        f"hydra.sweep.dir={out}",
-        cwd=disk_root,
-        env=env,
-    )
+    p = campaign("-m", *tail, *runs, "repeats=2", f"hydra.sweep.dir={out}")
     assert p.returncode == 0, p.stderr[-3000:]
     evicted = [json.loads(line) for line in log.read_text().splitlines()]
     assert evicted == [{"files": 16, "drop_caches": False}] * 2  # once before each run, the 16 images
@@ -196,19 +191,9 @@ def test_a_kinds_own_eviction_cache_judgement_and_space_are_what_the_runs_and_pl
     env["QUOTA_SAYS"] = "quota-judged"
     stage = disk_root / "stage"
     stage.mkdir()
-    p = run_module(
-        "campaign",
-        "storage=tmpfs",
-        "storage@stage=local",
-        f"stage.root={stage}",
-        "stage.kind=quota",
-        "dataset.num_images=16",
-        "batch_size=8",
-        "repeats=1",
-        "warmup=0",
-        f"hydra.run.dir={disk_root / 'judged'}",
-        cwd=disk_root,
-        env=env,
+    staged = ("storage=tmpfs", "storage@stage=local", f"stage.root={stage}", "stage.kind=quota")
+    p = campaign(
+        *staged, "dataset.num_images=16", *runs, "repeats=1", f"hydra.run.dir={disk_root / 'judged'}"
     )
     assert p.returncode == 1, p.stderr[-3000:]
     rec = records.read(disk_root / "judged" / "record.json")
@@ -219,9 +204,7 @@ def test_a_kinds_own_eviction_cache_judgement_and_space_are_what_the_runs_and_pl
     assert not [f for f in stage.rglob("*") if f.is_file()]  # the staged copy removed all the same
     del env["QUOTA_SAYS"]
     env["QUOTA_BYTES"] = "1000"
-    p = run_module(
-        "campaign", *tail, "dataset.num_images=4096", "platform.dry_run=true", cwd=disk_root, env=env
-    )
+    p = campaign(*tail, "dataset.num_images=4096", "platform.dry_run=true")
     said = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else ""
     assert p.returncode == 2, p.stderr
     assert (
