@@ -71,7 +71,7 @@ def fig9(results, folder: Path, figure) -> list[Path]:
     )
     for xi, k in zip(x, order):
         ax.annotate(
-            f"stall {stall[k]:.2f} s",
+            f"stall {stall[k]:.2f} s a checkpoint",
             (xi, np.nanmax([hi[k], base[k]])),
             xytext=(0, 3),
             textcoords="offset points",
