@@ -7,6 +7,7 @@ with no key in any file; planning refuses, one line each, what the Azure service
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import signal
@@ -174,6 +175,49 @@ def test_ctrl_c_during_a_tensorflow_run_stops_the_server_and_removes_its_folder(
     assert _procs_under(root) == []
 
 
+def test_a_burst_buffer_drains_to_azurite_verifies_and_restores_cold(disk_root, cwd):
+    """``storage@checkpoint.slow=azure``: the burst buffer's requests are its service's, so its checkpoints
+    go to Azurite's container as to an S3 bucket: put with their MD5, read back cold and checked, the old
+    one deleted, the last restored equal to the saved weights, and nothing of the run left behind."""
+    root = disk_root / "azckpt"
+    root.mkdir()
+    p = campaign(
+        "workload=checkpoint",
+        "checkpoint.target=burst_buffer",
+        "storage@checkpoint.slow=azure",
+        f"checkpoint.slow.root={root}",
+        "framework=pytorch",
+        "checkpoint.restore=true",
+        "checkpoint.every=2",
+        "checkpoint.max_to_keep=1",
+        "workload.steps=4",
+        "workload.image_side=64",
+        "workload.width=0.25",
+        "dataset.num_images=64",
+        "batch_size=16",
+        f"storage.root={root}",
+        "repeats=1",
+        "warmup=0",
+        cwd=cwd,
+    )
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    run = json.loads(next(cwd.glob("outputs/*/*/record.json")).read_text())["runs"][-1]
+    assert [c["step"] for c in run["checkpoints"]] == [2, 4]
+    assert [n.rsplit("-", 1)[1] for n in run["durable"]["slow"]] == ["4"]  # max_to_keep=1: step 2 deleted
+    where = run["checkpoint_store"]
+    assert (where["service"], where["server"]) == ("azure", "embedded Azurite")
+    fast, slow = run["restores"]
+    assert fast["weights_equal"] is True and slow["source"].startswith(
+        "az://iocampaign/iocampaign/checkpoints/"
+    )
+    assert slow["weights_equal"] is True and slow["checksums"] == "match" and slow["bytes"] > 1e6
+    assert slow["cache_state"] == "cold" and slow["bytes_read_device"] >= 0.9 * slow["bytes"]
+    assert run["checkpoint_bytes_left"] == 0
+    assert not Path(run["checkpoint_dir"]).exists()
+    assert list((root / "iocampaign" / "s3servers").iterdir()) == [] and _procs_under(root) == []
+    assert list((root / "iocampaign" / "uploads").iterdir()) == []  # the run's record of its keys gone
+
+
 def test_planning_refuses_what_azure_does_not_do_yet_in_one_line(refusal, monkeypatch):
     def one(line, *words):
         assert line is not None and "\n" not in line, line
@@ -201,7 +245,14 @@ def test_planning_refuses_what_azure_does_not_do_yet_in_one_line(refusal, monkey
     one(refusal("storage=azure", "storage.service=gcs"), "storage.service=gcs", "its preset's")
     one(refusal("storage=local", "storage.service=azure"), "storage.service=azure", "its preset's")
     bb = ("workload=checkpoint", "storage@checkpoint.slow=azure", "checkpoint.target=burst_buffer")
-    one(refusal(*bb), "checkpoint.slow=azure", "S3 bucket")
+    assert refusal(*bb) is None
+    one(refusal(*bb, "checkpoint.slow.client=boto3"), "checkpoint.slow.client=boto3", "azure-storage-blob")
+    # a service that declares no checkpoints is refused, naming the ones that do
+    monkeypatch.setitem(
+        services.SERVICES, "azure", dataclasses.replace(services.get("azure"), can=frozenset())
+    )
+    one(refusal(*bb), "checkpoint.slow=azure", "a store of s3 so far", "storage@checkpoint.slow=s3")
+    monkeypatch.undo()
     monkeypatch.setattr(azurite, "program", lambda: None)
     one(refusal("storage=azure"), "storage=azure", "Azurite", "make install")
     assert services.get("azure").server_missing() is not None

@@ -53,6 +53,8 @@ def why(e: BaseException, endpoint: Endpoint) -> StoreError:
     from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 
     where = f"S3 endpoint {endpoint.url}, bucket {endpoint.bucket}"
+    if isinstance(e, StoreError):  # said already
+        return e
     if isinstance(e, ClientError):
         code = e.response.get("Error", {}).get("Code", "")
         hint = {

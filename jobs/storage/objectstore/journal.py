@@ -26,7 +26,6 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jobs.storage.objectstore.client import why
 from jobs.storage.objectstore.endpoint import Endpoint
 
 SUBDIR = "uploads"  # below the tool's folder on the store's storage root
@@ -181,27 +180,13 @@ def abort_uploads(s3, endpoint: Endpoint, rec: Record) -> int:
     """Abort the multipart uploads of the record: the IDs it holds, and any other upload still open on one
     of its keys (an ID the kill cut off before it was recorded, or one a library started, whose ID the
     tool never sees). Returns how many were aborted."""
-    own = set(keys_in(rec, endpoint))
-    todo = {(k, u) for k, u in rec.uploads}
-    for key in own:
-        try:
-            pages = s3.get_paginator("list_multipart_uploads").paginate(Bucket=endpoint.bucket, Prefix=key)
-            found = [u for p in pages for u in p.get("Uploads", [])]
-            todo |= {(u["Key"], u["UploadId"]) for u in found if u["Key"] == key}
-        except Exception as e:  # noqa: BLE001 - one line naming the endpoint
-            raise why(e, endpoint) from None
-    aborted = 0
-    for key, upload in sorted(todo):
-        if key not in own:
-            continue
-        try:
-            s3.abort_multipart_upload(Bucket=endpoint.bucket, Key=key, UploadId=upload)
-            aborted += 1
-        except Exception as e:  # noqa: BLE001
-            if getattr(e, "response", {}).get("Error", {}).get("Code") in ("NoSuchUpload", "404"):
-                continue  # completed or aborted already
-            raise why(e, endpoint) from None
-    return aborted
+    from jobs.storage.objectstore import services
+
+    service = services.of(endpoint)
+    try:
+        return service.abort_uploads(s3, endpoint, keys_in(rec, endpoint), rec.uploads)
+    except Exception as e:  # noqa: BLE001 - one line naming the endpoint
+        raise service.why(e, endpoint) from None
 
 
 def delete(s3, endpoint: Endpoint, keys: list[str]) -> None:

@@ -55,7 +55,7 @@ def check_others(cfg, workload, here: bool) -> None:
 
 
 def _checkpoint_bucket(cfg, workload, here: bool) -> None:
-    """``storage@checkpoint.slow=s3``: the burst buffer drains to a bucket."""
+    """``storage@checkpoint.slow=s3`` (or another service's preset): the burst buffer drains to a bucket."""
     slow, key = cfg.checkpoint.slow, "checkpoint.slow"
     if not workload.bucket_checkpoints:
         raise ConfigError(
@@ -71,14 +71,16 @@ def _checkpoint_bucket(cfg, workload, here: bool) -> None:
     _settings(slow, key)
     service = services.get(slow.service)
     if Abilities.CHECKPOINTS not in service.can:
+        able = [s.name for s in services.SERVICES.values() if Abilities.CHECKPOINTS in s.can]
         raise ConfigError(
-            f"{key}={slow.name}: the burst buffer drains to an S3 bucket so far, and {slow.name} is "
-            f"{service.title} ({key}.service={slow.service}); use storage@{key}=s3"
+            f"{key}={slow.name}: the burst buffer drains to a store of {' or '.join(able)} so far, and "
+            f"{slow.name} is {service.title} ({key}.service={slow.service}); use storage@{key}={able[0]}"
         )
     if slow.client is not None:
+        tools = clients.the_tools(str(slow.service)).name
         raise ConfigError(
             f"{key}.client={slow.client}: the burst buffer drains to the bucket and restores from it through "
-            f"the tool's own client ({clients.the_tools().name}); storage.client is for the runs' readers"
+            f"the tool's own client ({tools}); storage.client is for the runs' readers"
         )
     if here:
         _client_here(slow)

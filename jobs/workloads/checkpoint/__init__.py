@@ -7,9 +7,9 @@ The model, its training and how one checkpoint is written and read back are the 
 flushes, drain, retention, recovery and restore are this package's (``saving``, ``store``, ``recovery``,
 ``restore``), the same for every framework.
 
-With ``storage@checkpoint.slow=s3`` the burst buffer drains to a bucket (``bucket``): the cell's store is
-served for the run (the embedded server, or the user's endpoint), and the restore fetches the last
-checkpoint's objects back cold."""
+With ``storage@checkpoint.slow=s3`` (or ``=azure``) the burst buffer drains to a bucket (``bucket``): the
+cell's store is served for the run (the embedded server, or the user's endpoint), and the restore fetches
+the last checkpoint's objects back cold."""
 
 from __future__ import annotations
 
@@ -98,7 +98,8 @@ def _bucket(store, tag: str, root: str):
 def _untraced(settings) -> str:
     """What a run's trace counted when the slow tier has no device of this machine's."""
     if settings.bucket is not None and settings.bucket.server_data is None:
-        return "all local disks (the slow tier is a bucket on the user's S3 endpoint)"
+        title = settings.bucket.service.title
+        return f"all local disks (the slow tier is a bucket on the user's {title} endpoint)"
     return "all disks"
 
 

@@ -1,4 +1,5 @@
-"""Checkpoints in an object store (``storage@checkpoint.slow=s3``): the burst buffer's slow tier as a bucket.
+"""Checkpoints in an object store (``storage@checkpoint.slow=s3`` or ``=azure``): the burst buffer's slow tier
+as a bucket (Azure's container), reached through its service's requests (``services.Service``).
 
 The drain puts each complete checkpoint of the fast tier as objects, one per file, under
 ``<storage.prefix>/checkpoints/<run tag>/``, then verifies them: the store's ETag against the MD5 of
@@ -20,21 +21,20 @@ same record.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jobs.storage.objectstore import journal
-from jobs.storage.objectstore.client import StoreError, why
+from jobs.storage.objectstore import journal, objects, services
+from jobs.storage.objectstore.client import StoreError
 from jobs.storage.objectstore.endpoint import Credentials, Endpoint
 from jobs.workloads.checkpoint.store import MANIFEST, read_manifest
 
 SUBDIR = "checkpoints"  # below the tool's prefix, as on a file-system tier (saving.SUBDIR)
 _CHUNK = 1 << 22
-_CLIENTS: dict = {}  # (endpoint, access key) -> this process's boto3 client
+_CLIENTS: dict = {}  # (endpoint, access key) -> this process's client of the endpoint's service
 
 
 @dataclass(frozen=True)
@@ -52,15 +52,17 @@ class Bucket:
         return f"{self.endpoint.prefix}/{SUBDIR}/{self.tag}"
 
     @property
+    def service(self) -> services.Service:
+        return services.of(self.endpoint)
+
+    @property
     def url(self) -> str:
-        return f"s3://{self.endpoint.bucket}/{self.key_prefix}"
+        return self.service.location(self.endpoint, self.key_prefix)
 
     def client(self):
-        from jobs.storage.objectstore import client
-
         key = (self.endpoint, self.credentials.access_key if self.credentials else None)
         if key not in _CLIENTS:
-            _CLIENTS[key] = client.connect(self.endpoint, self.credentials, connections=8)
+            _CLIENTS[key] = self.service.connect(self.endpoint, self.credentials, connections=8)
         return _CLIENTS[key]
 
     def record(self) -> journal.Journal | None:
@@ -96,7 +98,7 @@ class Bucket:
         except StoreError:
             raise
         except Exception as e:  # noqa: BLE001 - one line naming the endpoint
-            raise why(e, self.endpoint) from None
+            raise self.service.why(e, self.endpoint) from None
 
     # what the drain does (store.Folder does the same on a file-system tier)
 
@@ -113,52 +115,50 @@ class Bucket:
         for name in man["files"]:
             if self._sha256_of(name) != sums[name]:
                 raise StoreError(
-                    f"S3 endpoint {self.endpoint.url}, bucket {self.endpoint.bucket}: {self._key(name)} "
-                    "read back does not match the checksum of what was put"
+                    f"{self.service.where(self.endpoint)}: {self._key(name)} read back does not match the "
+                    "checksum of what was put"
                 )
         stored = {
             **man,
             "files": {n: {"bytes": m["bytes"], "sha256": sums[n]} for n, m in man["files"].items()},
             "copied_from": str(prefix.parent),
         }
-        self._call(
-            self.client().put_object,
-            Bucket=self.endpoint.bucket,
-            Key=self._will_put(prefix.name + MANIFEST),
-            Body=json.dumps(stored).encode(),
-        )
+        key = self._will_put(prefix.name + MANIFEST)
+        self._call(self.service.put, self.client(), self.endpoint, key, json.dumps(stored).encode())
         return prefix.name, time.perf_counter() - t0, sum(m["bytes"] for m in man["files"].values())
 
     def _put(self, path: Path, meta: dict) -> str:
-        """PUT one file with its Content-MD5 (the store refuses a body that does not match it) and check
-        the ETag it answers; returns the file's SHA-256 (checked against the manifest's, if it has one)."""
-        sha, md5 = hashlib.sha256(), hashlib.md5()  # noqa: S324 - S3's Content-MD5, not a security check
+        """PUT one file with its MD5 (the store refuses a body that does not match it) and check the MD5
+        it answers it holds; returns the file's SHA-256 (checked against the manifest's, if it has one)."""
+        sha, md5 = hashlib.sha256(), hashlib.md5()  # noqa: S324 - the store's check, not a security one
         with open(path, "rb") as f:
             while chunk := f.read(_CHUNK):
                 sha.update(chunk)
                 md5.update(chunk)
         if "sha256" in meta and meta["sha256"] != sha.hexdigest():
             raise RuntimeError(f"{path} does not match its manifest's checksum")
+        key = self._will_put(path.name)
         with open(path, "rb") as f:
-            answer = self._call(
-                self.client().put_object,
-                Bucket=self.endpoint.bucket,
-                Key=self._will_put(path.name),
-                Body=f,
-                ContentMD5=base64.b64encode(md5.digest()).decode(),
-            )
-        etag = str(answer.get("ETag", "")).strip('"')
-        if etag and "-" not in etag and etag != md5.hexdigest():
+            held = self._call(self.service.put_checked, self.client(), self.endpoint, key, f, md5.digest())
+        if held is not None and held != md5.hexdigest():
             raise StoreError(
-                f"S3 endpoint {self.endpoint.url}, bucket {self.endpoint.bucket}: {self._key(path.name)} "
-                f"stored with ETag {etag}, not the MD5 of what was sent"
+                f"{self.service.where(self.endpoint)}: {key} stored with MD5 {held}, not the MD5 of what "
+                "was sent"
             )
         return sha.hexdigest()
 
+    def _chunks(self, name: str):
+        """The object ``name`` of the run, chunk by chunk; a failure is one line naming the endpoint."""
+        try:
+            yield from self.service.stream(self.client(), self.endpoint, self._key(name), _CHUNK)
+        except StoreError:
+            raise
+        except Exception as e:  # noqa: BLE001 - one line naming the endpoint
+            raise self.service.why(e, self.endpoint) from None
+
     def _sha256_of(self, name: str) -> str:
-        body = self._call(self.client().get_object, Bucket=self.endpoint.bucket, Key=self._key(name))["Body"]
         h = hashlib.sha256()
-        for chunk in body.iter_chunks(_CHUNK):
+        for chunk in self._chunks(name):
             h.update(chunk)
         return h.hexdigest()
 
@@ -177,30 +177,19 @@ class Bucket:
         ours = self._recorded()
         if not ours:
             return {}
-        out = {}
-        pages = (
-            self.client()
-            .get_paginator("list_objects_v2")
-            .paginate(Bucket=self.endpoint.bucket, Prefix=self.key_prefix + "/")
-        )
-        try:
-            for page in pages:
-                mine = [o for o in page.get("Contents", []) if o["Key"] in ours]
-                out.update({o["Key"].rsplit("/", 1)[1]: o["Size"] for o in mine})
-        except Exception as e:  # noqa: BLE001 - one line naming the endpoint
-            raise why(e, self.endpoint) from None
-        return out
+        there = objects.sizes_under(self.client(), self.endpoint, self.key_prefix)
+        return {key.rsplit("/", 1)[1]: size for key, size in there.items() if key in ours}
 
     def manifest(self, name: str) -> dict | None:
         """The manifest of checkpoint ``name``, None when it has none."""
         try:
-            body = self.client().get_object(Bucket=self.endpoint.bucket, Key=self._key(name + MANIFEST))
+            body = self.service.get(self.client(), self.endpoint, self._key(name + MANIFEST))
         except Exception as e:  # noqa: BLE001
-            if getattr(e, "response", {}).get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+            if self.service.missing(e):
                 return None
-            raise why(e, self.endpoint) from None
+            raise self.service.why(e, self.endpoint) from None
         try:
-            return json.loads(body["Body"].read())
+            return json.loads(body)
         except ValueError:
             return None
 
@@ -252,20 +241,8 @@ class Bucket:
 
     def _delete(self, names: list[str]) -> None:
         ours = self._recorded()
-        names = [n for n in names if self._key(n) in ours]
-        for i in range(0, len(names), 1000):
-            chunk = [{"Key": self._key(n)} for n in names[i : i + 1000]]
-            answer = self._call(
-                self.client().delete_objects,
-                Bucket=self.endpoint.bucket,
-                Delete={"Objects": chunk, "Quiet": True},
-            )
-            if answer.get("Errors"):
-                first = answer["Errors"][0]
-                raise StoreError(
-                    f"S3 endpoint {self.endpoint.url}, bucket {self.endpoint.bucket}: {first.get('Key')} was "
-                    f"not deleted: {first.get('Code')} {first.get('Message', '')}"
-                )
+        keys = [self._key(n) for n in names if self._key(n) in ours]
+        objects.delete_keys(self.client(), self.endpoint, keys, " of the run's checkpoints")
 
     # the run's facts, for the recovery after a kill: in its local record, never read from the bucket
 
@@ -292,13 +269,10 @@ class Bucket:
         and the manifest. The files are checked against the manifest's checksums by the caller."""
         man = self.manifest(name)
         if man is None:
-            raise StoreError(f"S3 endpoint {self.endpoint.url}: {self._key(name + MANIFEST)} is missing")
+            raise StoreError(f"{self.service.where(self.endpoint)}: {self._key(name + MANIFEST)} is missing")
         for fname in man["files"]:
-            body = self._call(self.client().get_object, Bucket=self.endpoint.bucket, Key=self._key(fname))[
-                "Body"
-            ]
             with open(into / fname, "wb") as f:
-                for chunk in body.iter_chunks(_CHUNK):
+                for chunk in self._chunks(fname):
                     f.write(chunk)
         return into / name, man
 
@@ -309,5 +283,5 @@ def describe(b: Bucket) -> dict:
         "endpoint": b.endpoint.url,
         "bucket": b.endpoint.bucket,
         "prefix": b.key_prefix,
-        "server": "embedded SeaweedFS" if b.server_data is not None else "the user's endpoint",
+        "server": f"embedded {b.service.product}" if b.server_data is not None else "the user's endpoint",
     }

@@ -12,7 +12,7 @@ import re
 import urllib.parse
 from dataclasses import dataclass
 
-from jobs.storage.objectstore.services.interface import Service
+from jobs.storage.objectstore.services.interface import Abilities, Service
 
 # Azure's container names: 3-63 lower-case letters, digits and '-', beginning and ending with a letter or
 # digit, no '--' (Azure Storage's REST reference: "Naming and referencing containers, blobs and metadata")
@@ -82,6 +82,41 @@ class Azure(Service):
                 failed.append((key, f"{e.error_code or e.status_code}"))
         return failed
 
+    def stream(self, handle, endpoint, key: str, chunk: int):
+        return handle.download_blob(key).chunks()  # the client's own chunk size (4 MiB)
+
+    def put_checked(self, handle, endpoint, key: str, body, md5: bytes) -> str | None:
+        from azure.storage.blob import ContentSettings
+
+        # validate_content: each request carries the MD5 of its body, which the store checks
+        answer = handle.get_blob_client(key).upload_blob(
+            body,
+            overwrite=True,
+            validate_content=True,
+            content_settings=ContentSettings(content_md5=bytearray(md5)),
+        )
+        held = answer.get("content_md5")
+        return bytes(held).hex() if held else None  # none for a blob committed from blocks
+
+    def abort_uploads(self, handle, endpoint, keys: list[str], known: list[tuple[str, str]]) -> int:
+        """Azure keeps no upload to abort: a blob put in blocks holds them uncommitted until a week has
+        passed, or until a blob is put by that name. So each of ``keys`` holding uncommitted blocks is put
+        empty (which discards them), then deleted."""
+        from azure.core.exceptions import ResourceNotFoundError
+
+        aborted = 0
+        for key in keys:
+            blob = handle.get_blob_client(key)
+            try:
+                _, uncommitted = blob.get_block_list("uncommitted")
+            except ResourceNotFoundError:
+                continue
+            if uncommitted:
+                blob.upload_blob(b"", overwrite=True)
+                blob.delete_blob()
+                aborted += 1
+        return aborted
+
     def missing(self, e: BaseException) -> bool:
         from azure.core.exceptions import ResourceNotFoundError
 
@@ -98,7 +133,7 @@ class Azure(Service):
         if isinstance(e, ServiceRequestError):
             return StoreError(f"{where}: nothing answers there (the server down?)")
         if isinstance(e, HttpResponseError):
-            code = e.error_code or str(e.status_code)
+            code = str(getattr(e.error_code, "value", e.error_code) or e.status_code)  # an enum, or a str
             hint = HINTS.get(code, (e.reason or "").strip())
             return StoreError(f"{where}: {code}: {hint}")
         if isinstance(e, ValueError) and "credential" in str(e).lower():
@@ -169,5 +204,6 @@ SERVICE = Azure(
     container="container",
     product="Azurite",
     key_env=("AZURE_STORAGE_ACCOUNT", "AZURE_STORAGE_KEY"),
+    can=frozenset({Abilities.CHECKPOINTS}),
     preset="storage=azure",
 )

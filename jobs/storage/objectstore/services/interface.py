@@ -63,6 +63,22 @@ class Service:
         """Delete ``keys`` (a missing one is no error); returns (key, why) of each that was not deleted."""
         raise NotImplementedError
 
+    def stream(self, handle, endpoint, key: str, chunk: int):
+        """GET ``key`` as an iterator of byte chunks of about ``chunk`` bytes: an object is never held
+        whole."""
+        raise NotImplementedError
+
+    def put_checked(self, handle, endpoint, key: str, body, md5: bytes) -> str | None:
+        """Put ``body`` (a file open for reading) as ``key``, sent with ``md5`` (the MD5 digest of its bytes)
+        so that the store refuses a body that does not match it. Returns the MD5 the store answered it now
+        holds (hex), or None where its answer carries none (an object put in parts)."""
+        raise NotImplementedError
+
+    def abort_uploads(self, handle, endpoint, keys: list[str], known: list[tuple[str, str]]) -> int:
+        """Abort every unfinished upload to ``keys`` (the tool's own, recorded): ``known``'s (key, upload
+        ID) and any other the store still holds on one of them. Returns how many were aborted."""
+        raise NotImplementedError
+
     def missing(self, e: BaseException) -> bool:
         """Whether a request failed because its object is not there."""
         raise NotImplementedError

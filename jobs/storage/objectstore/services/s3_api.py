@@ -3,6 +3,7 @@ embedded server (``server.py``)."""
 
 from __future__ import annotations
 
+import base64
 import re
 import shutil
 from dataclasses import dataclass
@@ -49,8 +50,35 @@ class S3(Service):
             ]
         return failed
 
+    def stream(self, handle, endpoint, key: str, chunk: int):
+        return handle.get_object(Bucket=endpoint.bucket, Key=key)["Body"].iter_chunks(chunk)
+
+    def put_checked(self, handle, endpoint, key: str, body, md5: bytes) -> str | None:
+        content_md5 = base64.b64encode(md5).decode()
+        answer = handle.put_object(Bucket=endpoint.bucket, Key=key, Body=body, ContentMD5=content_md5)
+        etag = str(answer.get("ETag", "")).strip('"')
+        return etag if etag and "-" not in etag else None  # a multipart upload's ETag is no MD5
+
+    def abort_uploads(self, handle, endpoint, keys: list[str], known: list[tuple[str, str]]) -> int:
+        own, todo = set(keys), set(known)
+        listing = handle.get_paginator("list_multipart_uploads")
+        for key in own:  # an upload whose ID a kill cut off before it was recorded, or a library's
+            pages = listing.paginate(Bucket=endpoint.bucket, Prefix=key)
+            todo |= {(u["Key"], u["UploadId"]) for page in pages for u in page.get("Uploads", [])}
+        aborted = 0
+        for key, upload in sorted(todo):
+            if key not in own:
+                continue
+            try:
+                handle.abort_multipart_upload(Bucket=endpoint.bucket, Key=key, UploadId=upload)
+                aborted += 1
+            except Exception as e:  # noqa: BLE001 - one that finished meanwhile is no error
+                if _code(e) not in ("NoSuchUpload", "404"):
+                    raise
+        return aborted
+
     def missing(self, e: BaseException) -> bool:
-        return getattr(e, "response", {}).get("Error", {}).get("Code") in ("NoSuchKey", "404")
+        return _code(e) in ("NoSuchKey", "404")
 
     def why(self, e: BaseException, endpoint):
         from jobs.storage.objectstore import client
@@ -96,6 +124,11 @@ class S3(Service):
 
     def bucket_problem(self, name: str) -> str | None:
         return bucket_problem(name)
+
+
+def _code(e: BaseException) -> str | None:
+    """The S3 error code of a failed request (None: no answer from the store)."""
+    return getattr(e, "response", {}).get("Error", {}).get("Code")
 
 
 def bucket_problem(name: str | None) -> str | None:
