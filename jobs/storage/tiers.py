@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -150,8 +151,19 @@ def cleanup(name: str, image: str, mount: str) -> list[str]:
         for loop in _loops_of(image):
             _sh("losetup", "-d", loop, check=False)
             done.append(f"detached {loop}")
+        _detached(image)
     (STATE_DIR / f"{name}.json").unlink(missing_ok=True)
     return done
+
+
+def _detached(image: str, timeout_s: float = 10.0) -> None:
+    """Wait until no loop device is over ``image``. A device that another process holds open when it is
+    detached (udev probing it after the unmount, on a busy machine) is only marked to go, and goes when
+    that process lets go; a device still there after ``timeout_s`` is what ``leftovers`` reports. Not
+    ``lifeline.wait_ready``: nothing here fails, it only waits."""
+    deadline = time.monotonic() + timeout_s
+    while _loops_of(image) and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def setup(
