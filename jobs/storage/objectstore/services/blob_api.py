@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 import re
 import urllib.parse
 from dataclasses import dataclass
@@ -17,6 +18,9 @@ from jobs.storage.objectstore.services.interface import Abilities, Service
 # Azure's container names: 3-63 lower-case letters, digits and '-', beginning and ending with a letter or
 # digit, no '--' (Azure Storage's REST reference: "Naming and referencing containers, blobs and metadata")
 _CONTAINER = re.compile(r"[a-z0-9](?:[a-z0-9]|-(?!-)){1,61}[a-z0-9]")
+
+# a blob larger than this is put in blocks (the SDK's default, written here because put_checked relies on it)
+SINGLE_PUT = 64 << 20
 
 HINTS = {
     "AuthenticationFailed": "the account key is wrong (AZURE_STORAGE_KEY)",
@@ -29,8 +33,6 @@ HINTS = {
 @dataclass(frozen=True)
 class Azure(Service):
     def connect(self, endpoint, credentials=None, connections: int = 16):
-        import os
-
         import requests
         from azure.core.pipeline.transport import RequestsTransport
         from azure.storage.blob import ContainerClient
@@ -58,6 +60,7 @@ class Azure(Service):
             credential={"account_name": name, "account_key": key} if name and key else None,
             transport=transport,
             retry_total=0,  # a failed request is counted, never hidden by a retry the run does not see
+            max_single_put_size=SINGLE_PUT,
         )
 
     def get(self, handle, endpoint, key: str) -> bytes:
@@ -88,6 +91,8 @@ class Azure(Service):
     def put_checked(self, handle, endpoint, key: str, body, md5: bytes) -> str | None:
         from azure.storage.blob import ContentSettings
 
+        size = body.seek(0, os.SEEK_END)
+        body.seek(0)
         # validate_content: each request carries the MD5 of its body, which the store checks
         answer = handle.get_blob_client(key).upload_blob(
             body,
@@ -95,8 +100,10 @@ class Azure(Service):
             validate_content=True,
             content_settings=ContentSettings(content_md5=bytearray(md5)),
         )
+        if size > SINGLE_PUT:  # put in blocks, each checked: the commit's answer is the MD5 of its list
+            return None
         held = answer.get("content_md5")
-        return bytes(held).hex() if held else None  # none for a blob committed from blocks
+        return bytes(held).hex() if held else None
 
     def abort_uploads(self, handle, endpoint, keys: list[str], known: list[tuple[str, str]]) -> int:
         """Azure keeps no upload to abort: a blob put in blocks holds them uncommitted until a week has
