@@ -135,7 +135,6 @@ def test_a_module_of_iocampaign_backends_that_declares_no_kind_is_one_line(tmp_p
 # it, not the page cache's rules or the file system's free space.
 OWN_KIND = """
 import json
-import json
 import os
 from dataclasses import dataclass
 
@@ -187,6 +186,35 @@ def test_a_kinds_own_eviction_cache_judgement_and_space_are_what_the_runs_and_pl
     df = pd.read_csv(out / "results.csv")
     assert list(df["run"]) == [1, 2] and set(df["cache_state"]) == {"unknown"}
     assert (df["bytes_read_device"] >= df["bytes_consumed"]).all()  # cold by the counters: the kind said no
+    # a checkpoint's restore is made cold and judged by its tier's kind too (here the fast tier's)
+    log.unlink()
+    fast = disk_root / "fast"
+    fast.mkdir()
+    p = campaign(
+        "workload=checkpoint",
+        "checkpoint.target=fast",
+        "storage@checkpoint.fast=local",
+        "checkpoint.fast.kind=quota",
+        f"checkpoint.fast.root={fast}",
+        "checkpoint.restore=true",
+        "checkpoint.every=2",
+        "workload.steps=2",
+        "workload.image_side=64",
+        "workload.width=0.25",
+        "dataset.num_images=32",
+        "batch_size=16",
+        f"storage.root={root}",
+        "repeats=1",
+        "warmup=0",
+        f"hydra.run.dir={disk_root / 'restored'}",
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    (restored,) = records.read(disk_root / "restored" / "record.json").runs[-1]["restores"]
+    assert restored["tier"] == "fast" and restored["weights_equal"] is True
+    assert restored["cache_state"] == "unknown"  # the kind's answer, where the page cache's rules say cold
+    assert restored["bytes_read_device"] >= 0.9 * restored["bytes"]
+    (evicted,) = [json.loads(line) for line in log.read_text().splitlines()]  # the restore's, once
+    assert evicted["files"] >= 1 and evicted["drop_caches"] is False
     # not a cache state: the run fails, naming the kind where the tier sits (here the stage the runs read)
     env["QUOTA_SAYS"] = "quota-judged"
     stage = disk_root / "stage"

@@ -46,8 +46,16 @@ def _restores(cfg, ds, settings, snapshot, fresh, store=None) -> list[dict]:
     engine's); the slow tier's from its bucket when it is one (``store``: the store serving it)."""
     from jobs.workloads.checkpoint import saving as checkpoint
 
-    roots = (("fast", settings.fast_root), ("slow", None if settings.bucket else settings.slow_root))
-    folders = [(tier, checkpoint.ckpt_dir(root) / settings.tag) for tier, root in roots if root is not None]
+    ck = cfg.checkpoint
+    roots = (
+        ("fast", settings.fast_root, ck.fast),
+        ("slow", None if settings.bucket else settings.slow_root, ck.slow),
+    )
+    folders = [
+        (tier, checkpoint.ckpt_dir(root) / settings.tag, backends.of(st))
+        for tier, root, st in roots
+        if root is not None
+    ]
     shape = {
         "num_classes": max(1, ds.num_classes),
         "side": cfg.workload.image_side,

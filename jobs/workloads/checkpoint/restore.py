@@ -14,7 +14,6 @@ from pathlib import Path
 
 from jobs.data import loading
 from jobs.metrics import MB
-from jobs.storage import cache
 from jobs.workloads.checkpoint import store as ckpt_store
 
 
@@ -35,17 +34,19 @@ def last_durable(folder: Path, tag: str) -> Path | None:
     return done[-1] if done else None
 
 
-def restore_cold(prefix: Path, tier: str, shape: dict, expected: list | None, fresh) -> dict:
+def restore_cold(prefix: Path, tier: str, backend, shape: dict, expected: list | None, fresh) -> dict:
     """Evict ``prefix``'s files, restore them into a new model (timed), then verify; one entry of the
-    run's ``restores``. ``shape``: num_classes, side, width, seed of the model; ``fresh(shape)``: the
-    framework's new model, as a function restoring a prefix into it (built before the timer)."""
+    run's ``restores``. ``backend``: the tier's kind of storage (``jobs.storage.backends.backend.Backend``),
+    which makes the read cold and says what the counters prove of it. ``shape``: num_classes, side, width,
+    seed of the model; ``fresh(shape)``: the framework's new model, as a function restoring a prefix into it
+    (built before the timer)."""
 
     from jobs.observe import provenance
 
     files = ckpt_store.files_of(prefix)
     size = sum(f.stat().st_size for f in files)
     load = fresh(shape)
-    resident = cache.evict(files).resident_bytes_after
+    resident = backend.evict(files)
     rb0, _ = loading.read_counters()
     t0 = time.perf_counter()
     restored = load(prefix)
@@ -57,7 +58,7 @@ def restore_cold(prefix: Path, tier: str, shape: dict, expected: list | None, fr
     fs_type = provenance.mount_of(str(prefix.parent)).fs_type
     return {
         **_entry(tier, prefix.name, man, size, seconds, device, resident),
-        "cache_state": cache.classify("cold", False, fs_type, device, size),
+        "cache_state": backend.judged("cold", fs_type, device, size, f"checkpoint.{tier}"),
         "weights_equal": _equal(expected, restored),
         "checksums": ("match" if ckpt_store.verify(prefix, man, checksums=True) else "MISMATCH")
         if summed
@@ -88,18 +89,17 @@ def _equal(expected: list | None, restored: list) -> bool | None:
     return len(expected) == len(restored) and all(np.array_equal(a, b) for a, b in zip(expected, restored))
 
 
-def after_run(
-    folders: list[tuple[str, Path]], tag: str, shape: dict, snapshot: Snapshot | None, fresh
-) -> list[dict]:
-    """Restore the last durable checkpoint of each (tier, folder) that holds one, fast tier first."""
+def after_run(folders: list[tuple], tag: str, shape: dict, snapshot: Snapshot | None, fresh) -> list[dict]:
+    """Restore the last durable checkpoint of each (tier, folder, its kind's ``Backend``) that holds one,
+    fast tier first."""
     out = []
-    for tier, folder in folders:
+    for tier, folder, backend in folders:
         prefix = last_durable(folder, tag)
         if prefix is None:
             continue
         step = (ckpt_store.read_manifest(prefix) or {}).get("step")
         expected = snapshot.get(step) if snapshot is not None else None
-        out.append(restore_cold(prefix, tier, shape, expected, fresh))
+        out.append(restore_cold(prefix, tier, backend, shape, expected, fresh))
     return out
 
 
