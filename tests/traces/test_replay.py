@@ -162,20 +162,15 @@ def test_results_csv_tells_the_replays_apart(replayed, dft):
     assert set(results["replay_trace"]) == {str(dft)} and (results["cache_state"] == "cold").all()
 
 
-@pytest.mark.cells
-def test_the_traces_replay_on_an_object_store_as_ranged_gets_and_puts(dft, tmp_path_factory):
-    """storage=s3 (the embedded server): each read a ranged GET of its file's object, each write a PUT; the
-    reads that found a file's end, opens and closes counted as skipped; cold, proven by the server's reads.
-    (PyDarshan's dxt.darshan, 7,623 calls, is replayed on a disk in the test above: as 7,623 requests it
-    took 50-90 s of a busy suite for the same counts.)"""
-    base = on_disk(tmp_path_factory, "s3")
+def _replayed_on_a_store(preset: str, logs: list, base) -> None:
+    """Each read a ranged GET of its file's object, each write a PUT, through the store's service; the reads
+    that found a file's end, opens and closes counted as skipped; cold, proven by the server's reads."""
     out = base / "c"
-    logs = ",".join([str(dft), str(sample("sample-dxt-simple.darshan"))])
     p = campaign(
         "-m",
         "workload=replay",
-        f"replay.trace={logs}",
-        "storage=s3",
+        f"replay.trace={','.join(map(str, logs))}",
+        preset,
         "replay.concurrency=8",
         "repeats=1",
         "warmup=0",
@@ -184,7 +179,9 @@ def test_the_traces_replay_on_an_object_store_as_ranged_gets_and_puts(dft, tmp_p
         cwd=base,
     )
     assert p.returncode == 0, p.stderr[-3000:]
-    for rec in map(records.read, out.glob("*/record.json")):
+    done = list(map(records.read, out.glob("*/record.json")))
+    assert len(done) == len(logs)
+    for rec in done:
         (run,) = rec.runs
         t = traces.read(rec.config["replay"]["trace"])
         ops = t.operations
@@ -196,6 +193,21 @@ def test_the_traces_replay_on_an_object_store_as_ranged_gets_and_puts(dft, tmp_p
         assert run["replay_calls_skipped"] == len(ops) - len(reads) - len(writes)
         assert run["request_bytes"] == run["replay_bytes_read"]
         assert run["cache_state"] == ("cold" if len(reads) else "unknown"), rec.config["replay"]["trace"]
+    assert list((base / "iocampaign" / "s3servers").iterdir()) == []
+
+
+@pytest.mark.cells
+def test_the_traces_replay_on_an_object_store_as_ranged_gets_and_puts(dft, tmp_path_factory):
+    """storage=s3 (the embedded server). (PyDarshan's dxt.darshan, 7,623 calls, is replayed on a disk in the
+    test above: as 7,623 requests it took 50-90 s of a busy suite for the same counts.)"""
+    logs = [dft, sample("sample-dxt-simple.darshan")]
+    _replayed_on_a_store("storage=s3", logs, on_disk(tmp_path_factory, "s3"))
+
+
+@pytest.mark.cells
+def test_a_trace_replays_on_azure_blob_through_the_same_requests(dft, tmp_path_factory):
+    """storage=azure (Azurite): the replay's requests are its service's, so the same counts hold."""
+    _replayed_on_a_store("storage=azure", [dft], on_disk(tmp_path_factory, "azure"))
 
 
 def _moved(dft, folder, offset: int):

@@ -1,14 +1,14 @@
-"""Table I for an object store: its GET and PUT throughput, measured with the client every run uses
-(boto3), at each number of requests in flight (``workload.requests_in_flight``), for large objects
-(64 MiB: a store's streaming rate) and small ones (the dataset's own images for GETs, 112 KB objects
-for PUTs: the paper's median image).
+"""Table I for an object store: its GET and PUT throughput, measured with the tool's own client of the
+store's service (boto3 for S3, azure-storage-blob for Azure Blob), at each number of requests in flight
+(``workload.requests_in_flight``), for large objects (64 MiB: a store's streaming rate) and small ones (the
+dataset's own images for GETs, 112 KB objects for PUTs: the paper's median image).
 
 At each count: the large objects are put, the server's files evicted, then read back (cold); the
 dataset's objects are read cold; as many small objects are put. The best large GET and PUT rates are
 the tier's Table I row (as IOR's maximum is); every rate is kept per count (``object_mb_s``). The
 large objects are ``workload.file_gb`` in all: a count above their number is measured on small
-objects only (64 of 64 MiB would be 4.3 GB in flight). What
-this puts is under ``<prefix>/baseline/`` and deleted at the end, whatever happened.
+objects only (64 of 64 MiB would be 4.3 GB in flight). What this puts is under ``<prefix>/baseline/``
+and deleted at the end, whatever happened.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from jobs.storage import cache
-from jobs.storage.objectstore import objects
-from jobs.storage.objectstore.client import StoreError, why
+from jobs.storage.objectstore import clients, objects, services
+from jobs.storage.objectstore.client import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +41,7 @@ def _timed(fn, items: list, in_flight: int) -> float:
 
 
 def _get(store, key: str) -> int:
-    body = store.client.get_object(Bucket=store.endpoint.bucket, Key=key)["Body"]
-    return sum(len(c) for c in body.iter_chunks(CHUNK))
+    return sum(len(c) for c in services.of(store.endpoint).stream(store.client, store.endpoint, key, CHUNK))
 
 
 def _fsync(path: str) -> None:
@@ -57,7 +56,7 @@ def _fsync(path: str) -> None:
 
 
 def _put(store, key: str, body: bytes) -> None:
-    store.client.put_object(Bucket=store.endpoint.bucket, Key=key, Body=body)
+    services.of(store.endpoint).put(store.client, store.endpoint, key, body)
 
 
 class _Sweep:
@@ -111,7 +110,10 @@ def large_objects(file_gb: float) -> int:
 
 def run_once(ds, store, file_gb: float, in_flight: tuple[int, ...], tag: str) -> dict:
     """One baseline run on the object store ``store`` (``jobs.storage.objectstore.tier.Store``)."""
-    import boto3
+    from importlib import metadata
+
+    tool = clients.the_tools(store.endpoint.service)
+    version = metadata.version(tool.distribution)
 
     # unique across hosts and processes: two campaigns on one user's bucket never meet
     prefix = (
@@ -133,11 +135,11 @@ def run_once(ds, store, file_gb: float, in_flight: tuple[int, ...], tag: str) ->
     except StoreError:
         raise
     except Exception as e:  # noqa: BLE001 - one line naming the endpoint
-        raise why(e, store.endpoint) from None
+        raise services.of(store.endpoint).why(e, store.endpoint) from None
     finally:
         _clean(store, prefix)
     rates = sweep.rates
-    client = f"boto3 {boto3.__version__}"
+    client = f"{tool.name} {version}"
     best_get, best_put = (max(rates[m], key=lambda k: rates[m][k]) for m in ("get_large", "put_large"))
     commands = {
         "seq_read": f"GET {large_n} objects of 64 MiB, {best_get} in flight, cold ({client})",
@@ -154,9 +156,9 @@ def run_once(ds, store, file_gb: float, in_flight: tuple[int, ...], tag: str) ->
         "small_read_mb_s": rates["get_small"],
         "object_mb_s": rates,
         "file_bytes": large_n * LARGE,
-        "tool": "boto3",
-        "tool_version": boto3.__version__,
-        "small_file_tool": "boto3",
+        "tool": tool.name,
+        "tool_version": version,
+        "small_file_tool": tool.name,
         "commands": commands,
         "images": len(ds.files),
         "images_dropped": 0,

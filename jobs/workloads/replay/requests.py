@@ -1,11 +1,12 @@
-"""One replay run on an object store (``storage=s3``): the trace's reads and writes as S3 requests.
+"""One replay run on an object store (``storage=s3``, ``storage=azure``): the trace's reads and writes as
+requests of the store's service.
 
 The runner has put the made files into the store as the cell's dataset, one object each. A read becomes a
 ranged GET of its file's object at the recorded offset and size; a write becomes a PUT of an object that
 holds that write's bytes (an object is written whole: the request count and sizes are the trace's), under
 the run's own prefix in the tool's, deleted after the run. Every request is counted as the store's other
 readers count theirs (latency, bytes, requests in flight). Opens, closes, syncs, seeks, metadata calls
-and reads that found a file's end (S3 has no such request) are counted as skipped. The threads and the
+and reads that found a file's end (a store has no such request) are counted as skipped. The threads and the
 modes are the file replay's (``issue``).
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 
-from jobs.storage.objectstore import objects
+from jobs.storage.objectstore import objects, services
 from jobs.workloads.replay.issue import READ, WRITE, Plan, Tally, joined, summed
 
 
@@ -40,7 +41,8 @@ def run(p: Plan, store, keys: list[str | None], out_prefix: str, recorded: bool)
 
 
 def _thread(p: Plan, calls, store, keys, out_prefix, recorded, stop, t0, tally: Tally, skipped, k) -> None:
-    ep, s3, stats = store.endpoint, store.client, store.requests
+    ep, handle, stats = store.endpoint, store.client, store.requests
+    service = services.of(ep)
     payload = b""
     try:
         for code, f, offset, size, start in calls:
@@ -52,12 +54,8 @@ def _thread(p: Plan, calls, store, keys, out_prefix, recorded, stop, t0, tally: 
                     time.sleep(wait)
             if code == READ and size > 0 and keys[f] is not None:
                 first = max(offset, 0)
-                ranged = f"bytes={first}-{first + size - 1}"
                 body = objects.counted(
-                    stats,
-                    ep,
-                    keys[f],
-                    lambda key, r=ranged: s3.get_object(Bucket=ep.bucket, Key=key, Range=r)["Body"].read(),
+                    stats, ep, keys[f], lambda key, a=first, n=size: service.get_range(handle, ep, key, a, n)
                 )
                 tally.reads += 1
                 tally.bytes_read += len(body)
@@ -66,7 +64,7 @@ def _thread(p: Plan, calls, store, keys, out_prefix, recorded, stop, t0, tally: 
                     payload = bytes(size)
                 key = f"{out_prefix}/{f:06d}.{max(offset, 0)}.{tally.writes}"
                 body = memoryview(payload)[:size]
-                objects.counted(stats, ep, key, lambda key, b=body: _put(s3, ep.bucket, key, b))
+                objects.counted(stats, ep, key, lambda key, b=body: _put(service, handle, ep, key, b))
                 tally.writes += 1
                 tally.bytes_written += size
             else:
@@ -78,6 +76,6 @@ def _thread(p: Plan, calls, store, keys, out_prefix, recorded, stop, t0, tally: 
         stop.set()
 
 
-def _put(s3, bucket: str, key: str, body) -> bytes:
-    s3.put_object(Bucket=bucket, Key=key, Body=bytes(body))
+def _put(service, handle, endpoint, key: str, body) -> bytes:
+    service.put(handle, endpoint, key, bytes(body))
     return b""

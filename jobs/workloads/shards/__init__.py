@@ -240,6 +240,16 @@ class ShardedCheckpoint(Workload):
     @staticmethod
     def _on_store(cfg) -> None:
         """storage=s3: written straight to the store (no burst buffer to it yet), DCP's S3 classes there."""
+        from jobs.storage.objectstore import services
+
+        service, ability = services.get(cfg.storage.service), services.Abilities.SHARDED_CHECKPOINTS
+        if ability not in service.can:
+            able = [s.preset for s in services.SERVICES.values() if ability in s.can]
+            raise ConfigError(
+                f"workload=sharded_checkpoint with storage={cfg.storage.name} (storage.service="
+                f"{service.name}): the ranks' writes in parts are not built for {service.title} yet; use "
+                f"{' or '.join(able)}"
+            )
         if cfg.checkpoint.target != "slow":
             raise ConfigError(
                 f"checkpoint.target={cfg.checkpoint.target} with storage={cfg.storage.name}: the ranks write "

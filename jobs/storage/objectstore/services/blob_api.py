@@ -85,6 +85,9 @@ class Azure(Service):
                 failed.append((key, f"{e.error_code or e.status_code}"))
         return failed
 
+    def get_range(self, handle, endpoint, key: str, first: int, size: int) -> bytes:
+        return handle.download_blob(key, offset=first, length=size).readall()
+
     def stream(self, handle, endpoint, key: str, chunk: int):
         return handle.download_blob(key).chunks()  # the client's own chunk size (4 MiB)
 
@@ -211,6 +214,6 @@ SERVICE = Azure(
     container="container",
     product="Azurite",
     key_env=("AZURE_STORAGE_ACCOUNT", "AZURE_STORAGE_KEY"),
-    can=frozenset({Abilities.CHECKPOINTS}),
+    can=frozenset({Abilities.CHECKPOINTS, Abilities.OWN_REQUESTS}),
     preset="storage=azure",
 )

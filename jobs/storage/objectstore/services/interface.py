@@ -17,9 +17,11 @@ class Abilities:
     USERS = "users"  # a user's own store at storage.endpoint
     TASKS = "tasks"  # several task processes of a cell, each with a client of its own
     NODES = "nodes"  # the embedded store spread over a cell's Slurm nodes
-    OWN_REQUESTS = "own_requests"  # a workload's own GETs and PUTs (baseline, replay, sharded checkpoints)
+    OWN_REQUESTS = "own_requests"  # a workload's own GETs and PUTs (baseline, replay)
     CHECKPOINTS = "checkpoints"  # the burst buffer's slow tier (storage@checkpoint.slow)
     SHARDS = "shards"  # a sharded dataset (TFRecord, HDF5) as objects
+    # workload=sharded_checkpoint's ranks writing their shards as objects, put in parts
+    SHARDED_CHECKPOINTS = "sharded_checkpoints"
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,10 @@ class Service:
 
     def delete(self, handle, endpoint, keys: list[str]) -> list[tuple[str, str]]:
         """Delete ``keys`` (a missing one is no error); returns (key, why) of each that was not deleted."""
+        raise NotImplementedError
+
+    def get_range(self, handle, endpoint, key: str, first: int, size: int) -> bytes:
+        """``size`` bytes of ``key`` from byte ``first`` on (a ranged GET)."""
         raise NotImplementedError
 
     def stream(self, handle, endpoint, key: str, chunk: int):

@@ -50,6 +50,10 @@ class S3(Service):
             ]
         return failed
 
+    def get_range(self, handle, endpoint, key: str, first: int, size: int) -> bytes:
+        ranged = f"bytes={first}-{first + size - 1}"
+        return handle.get_object(Bucket=endpoint.bucket, Key=key, Range=ranged)["Body"].read()
+
     def stream(self, handle, endpoint, key: str, chunk: int):
         return handle.get_object(Bucket=endpoint.bucket, Key=key)["Body"].iter_chunks(chunk)
 
@@ -170,6 +174,7 @@ SERVICE = S3(
             Abilities.OWN_REQUESTS,
             Abilities.CHECKPOINTS,
             Abilities.SHARDS,
+            Abilities.SHARDED_CHECKPOINTS,
         )
     ),
     preset="storage=s3",
