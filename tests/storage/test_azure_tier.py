@@ -21,6 +21,7 @@ import pytest
 from jobs.storage.objectstore import services
 from jobs.storage.objectstore.services import azurite
 from support.commands import campaign, python_env, start_module
+from support.configs import TOY_SEARCHPATH
 from support.processes import working_under as _procs_under
 
 pytestmark = [pytest.mark.cells, pytest.mark.waits]  # real campaigns on a real Azurite (GETs wait)
@@ -252,6 +253,34 @@ def test_table_i_of_azurite_gets_and_puts_at_each_count_cold_through_the_tools_c
     assert list((root / "iocampaign" / "s3servers").iterdir()) == [] and _procs_under(root) == []
 
 
+def test_a_sharded_checkpoint_is_put_in_blocks_and_read_back_cold(disk_root, cwd):
+    """``workload=sharded_checkpoint storage=azure``: the rank's shard put as blobs of 5 MiB blocks (the
+    service's ``put_parts``), read back cold from Azurite's disk and checked, then removed with the
+    server."""
+    root = disk_root / "azshards"
+    root.mkdir()
+    p = campaign(
+        "workload=sharded_checkpoint",
+        "storage=azure",
+        f"storage.root={root}",
+        "checkpoint_model=ci_tiny",
+        TOY_SEARCHPATH,
+        "checkpoint.ranks_written=1",
+        "workload.block_mb=1",
+        "framework=tensorflow",
+        "repeats=1",
+        "warmup=0",
+        cwd=cwd,
+    )
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    (run,) = json.loads(next(cwd.glob("outputs/*/*/record.json")).read_text())["runs"]
+    assert run["ranks_written"] == 1 and run["checkpoint_gb"] * 1e9 > 1e7  # more than one block
+    assert run["save_duration_s"] > 0 and run["load_duration_s"] > 0 and run["checkpoint_bytes_left"] == 0
+    assert run["cache_state"] == "cold" and run["bytes_read_device"] >= 0.9 * run["bytes_consumed"]
+    assert list((root / "iocampaign" / "s3servers").iterdir()) == [] and _procs_under(root) == []
+    assert list((root / "iocampaign" / "uploads").iterdir()) == []  # the rank's record gone with its blobs
+
+
 def test_planning_refuses_what_azure_does_not_do_yet_in_one_line(refusal, monkeypatch):
     def one(line, *words):
         assert line is not None and "\n" not in line, line
@@ -269,9 +298,9 @@ def test_planning_refuses_what_azure_does_not_do_yet_in_one_line(refusal, monkey
     one(refusal("storage=azure", "storage.endpoint=http://127.0.0.1:9"), "storage.endpoint", "Azure Blob")
     one(refusal("storage=azure", "platform.tasks_per_node=2"), "platform.tasks_per_node=2", "not built")
     assert refusal("storage=azure", "workload=baseline") is None  # its requests are the service's
-    # planning refused nothing here before: the ranks' multipart writes failed at run time
-    said = refusal("storage=azure", "workload=sharded_checkpoint")
-    one(said, "workload=sharded_checkpoint", "not built for Azure Blob", "use storage=s3")
+    assert refusal("storage=azure", "workload=sharded_checkpoint") is None  # TensorFlow's: put in blocks
+    said = refusal("storage=azure", "workload=sharded_checkpoint", "framework=pytorch")
+    one(said, "framework=pytorch", "s3torchconnector's S3StorageWriter", "speaks s3", "use storage=s3")
     one(refusal("storage=azure", "dataset.format=tfrecord"), "dataset.format", "not built")
     one(refusal("storage=azure", "storage.client=boto3"), "storage.client=boto3", "speaks s3")
     one(refusal("storage=s3", "storage.client=azure-storage-blob"), "azure-storage-blob speaks azure")
@@ -289,6 +318,8 @@ def test_planning_refuses_what_azure_does_not_do_yet_in_one_line(refusal, monkey
         services.SERVICES, "azure", dataclasses.replace(services.get("azure"), can=frozenset())
     )
     one(refusal(*bb), "checkpoint.slow=azure", "a store of s3 so far", "storage@checkpoint.slow=s3")
+    said = refusal("storage=azure", "workload=sharded_checkpoint")
+    one(said, "workload=sharded_checkpoint", "not built for Azure Blob", "use storage=s3")
     monkeypatch.undo()
     monkeypatch.setattr(azurite, "program", lambda: None)
     one(refusal("storage=azure"), "storage=azure", "Azurite", "make install")

@@ -1,8 +1,9 @@
-"""The requests the burst buffer makes of a bucket (``Service.put_checked``, ``stream``, ``abort_uploads``),
-held to one contract for every service that declares checkpoints, each against its real embedded server
-(SeaweedFS for S3, Azurite for Azure Blob): a body that does not match its MD5 is refused and leaves no
-object, an object comes back whole in chunks, and an upload cut off midway is aborted on the keys named
-and on no other."""
+"""The requests the burst buffer and a sharded checkpoint's ranks make of a bucket (``Service.put_checked``,
+``put_parts``, ``stream``, ``abort_uploads``), held to one contract for every service that declares
+checkpoints, each against its real embedded server (SeaweedFS for S3, Azurite for Azure Blob): a body that
+does not match its MD5 is refused and leaves no object, an object put in parts or not comes back whole in
+chunks, a put in parts that fails midway leaves nothing, and an upload cut off midway is aborted on the
+keys named and on no other."""
 
 from __future__ import annotations
 
@@ -89,3 +90,27 @@ def test_an_unfinished_upload_is_aborted_on_the_keys_named_and_on_no_other(store
     assert service.abort_uploads(handle, endpoint, [theirs], []) == 1  # the other was left alone
     assert service.sizes_under(handle, endpoint, "iocampaign/cut") == {}
     assert service.sizes_under(handle, endpoint, "users") == {}
+
+
+def test_an_object_put_in_parts_comes_back_whole_and_one_cut_off_leaves_nothing(store):
+    service, handle, endpoint = store
+    pieces = [os.urandom(5 << 20), os.urandom(5 << 20), os.urandom(1000)]  # S3's smallest part, then the last
+    named: list = []
+    service.put_parts(handle, endpoint, "iocampaign/parts/whole", iter(pieces), named.append)
+    assert b"".join(service.stream(handle, endpoint, "iocampaign/parts/whole", 1 << 20)) == b"".join(pieces)
+    assert len(named) <= 1  # the upload's ID, where the store names one
+    service.put_parts(handle, endpoint, "iocampaign/parts/one", iter([b"x" * 10]), named.append)
+    assert service.get(handle, endpoint, "iocampaign/parts/one") == b"x" * 10
+
+    def cut_off():
+        yield pieces[0]
+        yield pieces[1]
+        raise OSError("the writer died")
+
+    with pytest.raises(OSError, match="the writer died"):
+        service.put_parts(handle, endpoint, "iocampaign/parts/cut", cut_off(), named.append)
+    assert service.abort_uploads(handle, endpoint, ["iocampaign/parts/cut"], []) == 0  # aborted already
+    assert set(service.sizes_under(handle, endpoint, "iocampaign/parts")) == {
+        "iocampaign/parts/whole",
+        "iocampaign/parts/one",
+    }

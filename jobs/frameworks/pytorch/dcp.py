@@ -250,10 +250,19 @@ def on_objects(ctx, store, prefix: str, files, content, base: bytes, journal):
 
 
 def check_store(cfg) -> None:
-    """DCP's S3 writer needs s3torchconnector's dcp extra (its ``tenacity``)."""
+    """DCP's S3 writer speaks the services s3torchconnector does, and needs its dcp extra (``tenacity``)."""
     import importlib.util
 
     from jobs.errors import ConfigError
+    from jobs.storage.objectstore import clients, services
+
+    writer = clients.get("s3torchconnector")
+    if str(cfg.storage.service) not in writer.services:
+        raise ConfigError(
+            f"storage={cfg.storage.name} framework={cfg.framework.name}: DCP writes through "
+            f"{writer.name}'s S3StorageWriter, which speaks {' and '.join(writer.services)}, not "
+            f"storage.service={cfg.storage.service}; use {services.get(writer.services[0]).preset}"
+        )
 
     if importlib.util.find_spec("tenacity") is None:
         raise ConfigError(

@@ -1,14 +1,15 @@
-"""One rank's checkpoint shard in an object store (``storage=s3``): each file of the shard one object under
-the run's key prefix, written as a framework's S3 writer streams a tensor (an S3 multipart upload, one
-part per request of ``block_mb``, at least S3's 5 MiB; a file smaller than a part is one PUT), durable
-once the store answered; then, the embedded server's files evicted, read back cold by one GET per object
-streamed in ``block_mb`` reads, every byte checked as ``shardio.read`` checks a file's.
+"""One rank's checkpoint shard in an object store (``storage=s3``, ``storage=azure``): each file of the shard
+one object under the run's key prefix, written as a framework's writer streams a tensor (an upload in
+parts, one part per request of ``block_mb``, at least S3's 5 MiB: S3's multipart upload, Azure's blocks; a
+file smaller than a part is one PUT), durable once the store answered; then, the embedded server's files
+evicted, read back cold by one GET per object streamed in ``block_mb`` reads, every byte checked as
+``shardio.read`` checks a file's.
 
-The same bytes as on a file-system tier (``shardio.Content``); the requests are boto3's, as every other
-request of the tool (PyTorch's DCP writes through s3torchconnector instead: ``dcp``). Every key, and every
-multipart upload's ID, is recorded in the rank's local record first (``jobs.storage.objectstore.journal``):
-what the rank, a failure or the next run after a kill removes is what a record names, never what the
-bucket holds."""
+The same bytes as on a file-system tier (``shardio.Content``); the requests are the store's service's
+(``Service.put_parts``, ``stream``), as every other request of the tool (PyTorch's DCP writes through
+s3torchconnector instead: ``dcp``). Every key, and every multipart upload's ID, is recorded in the rank's
+local record first (``jobs.storage.objectstore.journal``): what the rank, a failure or the next run after a
+kill removes is what a record names, never what the bucket holds."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ import socket
 import time
 from pathlib import Path
 
-from jobs.storage.objectstore.client import StoreError, why
+from jobs.storage.objectstore import services
+from jobs.storage.objectstore.client import StoreError
 from jobs.workloads.shards import shardio
 
 log = logging.getLogger(__name__)
@@ -41,90 +43,73 @@ def _blocks(file_no: int, size: int, content: shardio.Content, base: bytes, part
         yield bytes(piece)
 
 
-def _put(s3, bucket: str, key: str, pieces, journal) -> None:
-    """One object from ``pieces``: a PUT when there is one, else a multipart upload (aborted on failure, so
-    no part outlives it). The key is recorded in ``journal`` before any request, the upload's ID as soon as
-    the store gave it: a kill between two parts leaves what the next run needs to abort it."""
-    first = next(pieces)
-    second = next(pieces, None)
-    journal.put(key)
-    if second is None:
-        s3.put_object(Bucket=bucket, Key=key, Body=first)
-        return
-    upload = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
-    try:
-        journal.upload(key, upload)
-        parts = []
-        for number, body in enumerate((first, second, *pieces), start=1):
-            answer = s3.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=number, Body=body)
-            parts.append({"PartNumber": number, "ETag": answer["ETag"]})
-        s3.complete_multipart_upload(
-            Bucket=bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": parts}
-        )
-    except BaseException:
-        try:
-            s3.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload)
-        except Exception:  # noqa: BLE001 - the first failure is the one to report; the record stays
-            pass
-        raise
-
-
 def write(
     store, prefix: str, files: list[tuple[str, int]], content: shardio.Content, base: bytes, journal
 ) -> float:
     """Put every file of the shard as an object under ``prefix``, each key recorded first in ``journal``
     (``jobs.storage.objectstore.journal``); seconds taken."""
     part = max(MIN_PART, content.block)
+    service = services.of(store.endpoint)
     t0 = time.perf_counter()
     for file_no, (name, size) in enumerate(files):
+        key = f"{prefix}/{name}"
+        journal.put(key)  # before any request: a kill leaves what the next run needs to remove it
         try:
-            _put(
+            service.put_parts(
                 store.client,
-                store.endpoint.bucket,
-                f"{prefix}/{name}",
+                store.endpoint,
+                key,
                 _blocks(file_no, size, content, base, part),
-                journal,
+                lambda upload, key=key: journal.upload(key, upload),
             )
         except StoreError:
             raise
         except Exception as e:  # noqa: BLE001 - one line naming the endpoint
-            raise why(e, store.endpoint) from None
+            raise service.why(e, store.endpoint) from None
     return time.perf_counter() - t0
 
 
 class _Stream:
-    """An object's body as ``shardio.read_from`` reads a file."""
+    """An object's body, its chunks as the GET gives them (``Service.stream``), as ``shardio.read_from``
+    reads a file."""
 
-    def __init__(self, body):
-        self.body = body
+    def __init__(self, chunks):
+        self.chunks = iter(chunks)
+        self.left = memoryview(b"")
 
     def readinto(self, view: memoryview) -> int:
-        data = self.body.read(len(view))
-        view[: len(data)] = data
-        return len(data)
+        if not self.left:
+            self.left = memoryview(next(self.chunks, b""))
+        n = min(len(view), len(self.left))
+        view[:n] = self.left[:n]
+        self.left = self.left[n:]
+        return n
 
     def read(self, n: int) -> bytes:
-        return self.body.read(n)
+        buf = bytearray(n)
+        return bytes(buf[: self.readinto(memoryview(buf))])
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
-        self.body.close()
+        close = getattr(self.chunks, "close", None)
+        if close is not None:
+            close()
 
 
 def read(store, prefix: str, files: list[tuple[str, int]], content: shardio.Content, base: bytes) -> float:
     """GET every object of the shard, each byte checked; seconds taken."""
+    service = services.of(store.endpoint)
 
     def opened(name: str) -> _Stream:
         try:
-            return _Stream(
-                store.client.get_object(Bucket=store.endpoint.bucket, Key=f"{prefix}/{name}")["Body"]
-            )
+            return _Stream(service.stream(store.client, store.endpoint, f"{prefix}/{name}", content.block))
         except Exception as e:  # noqa: BLE001 - one line naming the endpoint
-            raise why(e, store.endpoint) from None
+            raise service.why(e, store.endpoint) from None
 
-    return shardio.read_from(opened, f"s3://{store.endpoint.bucket}/{prefix}", files, content, base)
+    where = service.location(store.endpoint, prefix)
+    return shardio.read_from(opened, where, files, content, base)
 
 
 def phases(

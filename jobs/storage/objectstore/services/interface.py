@@ -80,6 +80,14 @@ class Service:
         holds (hex), or None where its answer carries none (an object put in parts)."""
         raise NotImplementedError
 
+    def put_parts(self, handle, endpoint, key: str, pieces, started) -> None:
+        """Put ``key`` from ``pieces`` (an iterator of bytes, at least one): one PUT when there is one piece,
+        else an upload in parts, one request a piece, that a failure aborts (no part outlives it).
+        ``started(upload)`` gets the upload's ID as soon as the store names one, before a part is sent (a
+        kill between two parts leaves what ``abort_uploads`` needs); a store that names none never calls
+        it."""
+        raise NotImplementedError
+
     def abort_uploads(self, handle, endpoint, keys: list[str], known: list[tuple[str, str]]) -> int:
         """Abort every unfinished upload to ``keys`` (the tool's own, recorded): ``known``'s (key, upload
         ID) and any other the store still holds on one of them. Returns how many were aborted."""

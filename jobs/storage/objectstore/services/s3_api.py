@@ -63,6 +63,29 @@ class S3(Service):
         etag = str(answer.get("ETag", "")).strip('"')
         return etag if etag and "-" not in etag else None  # a multipart upload's ETag is no MD5
 
+    def put_parts(self, handle, endpoint, key: str, pieces, started) -> None:
+        first, second = next(pieces), next(pieces, None)
+        bucket = endpoint.bucket
+        if second is None:
+            handle.put_object(Bucket=bucket, Key=key, Body=first)
+            return
+        upload = handle.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+        try:
+            started(upload)
+            parts = []
+            for number, body in enumerate((first, second, *pieces), start=1):
+                sent = {"Bucket": bucket, "Key": key, "UploadId": upload, "PartNumber": number}
+                parts.append({"PartNumber": number, "ETag": handle.upload_part(**sent, Body=body)["ETag"]})
+            handle.complete_multipart_upload(
+                Bucket=bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": parts}
+            )
+        except BaseException:
+            try:
+                handle.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload)
+            except Exception:  # noqa: BLE001 - the first failure is the one to report; the record stays
+                pass
+            raise
+
     def abort_uploads(self, handle, endpoint, keys: list[str], known: list[tuple[str, str]]) -> int:
         own, todo = set(keys), set(known)
         listing = handle.get_paginator("list_multipart_uploads")
