@@ -1,9 +1,9 @@
-"""The requests the burst buffer and a sharded checkpoint's ranks make of a bucket (``Service.put_checked``,
-``put_parts``, ``stream``, ``abort_uploads``), held to one contract for every service that declares
-checkpoints, each against its real embedded server (SeaweedFS for S3, Azurite for Azure Blob): a body that
-does not match its MD5 is refused and leaves no object, an object put in parts or not comes back whole in
-chunks, a put in parts that fails midway leaves nothing, and an upload cut off midway is aborted on the
-keys named and on no other."""
+"""The requests the burst buffer, a sharded checkpoint's ranks and a trace's replay make of a bucket
+(``Service.put_checked``, ``put_parts``, ``stream``, ``get_range``, ``abort_uploads``), held to one
+contract for every service that declares checkpoints, each against its real embedded server (SeaweedFS
+for S3, Azurite for Azure Blob): a body that does not match its MD5 is refused and leaves no object, an
+object put in parts or not comes back whole in chunks or by ranges, a put in parts that fails midway
+leaves nothing, and an upload cut off midway is aborted on the keys named and on no other."""
 
 from __future__ import annotations
 
@@ -58,6 +58,9 @@ def test_a_put_is_checked_against_its_md5_and_comes_back_whole_in_chunks(store):
     assert held == md5.hex()
     chunks = list(service.stream(handle, endpoint, "iocampaign/ck/a", 1 << 20))
     assert b"".join(chunks) == body and max(len(c) for c in chunks) <= 4 << 20
+    # a ranged GET (a trace's replayed read): the bytes asked for, from the offset asked
+    ranged = service.get_range(handle, endpoint, "iocampaign/ck/a", 1_000_001, 4096)
+    assert ranged == body[1_000_001:1_004_097]
     # a body that does not match the MD5 it was sent with is refused, in one line naming the store
     wrong = hashlib.md5(b"something else").digest()  # noqa: S324
     with pytest.raises(Exception) as refused:

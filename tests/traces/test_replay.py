@@ -204,12 +204,6 @@ def test_the_traces_replay_on_an_object_store_as_ranged_gets_and_puts(dft, tmp_p
     _replayed_on_a_store("storage=s3", logs, on_disk(tmp_path_factory, "s3"))
 
 
-@pytest.mark.cells
-def test_a_trace_replays_on_azure_blob_through_the_same_requests(dft, tmp_path_factory):
-    """storage=azure (Azurite): the replay's requests are its service's, so the same counts hold."""
-    _replayed_on_a_store("storage=azure", [dft], on_disk(tmp_path_factory, "azure"))
-
-
 def _moved(dft, folder, offset: int):
     """The program's trace with its one pread at ``offset`` (a plain .pfw)."""
     import gzip
