@@ -186,35 +186,6 @@ def test_a_kinds_own_eviction_cache_judgement_and_space_are_what_the_runs_and_pl
     df = pd.read_csv(out / "results.csv")
     assert list(df["run"]) == [1, 2] and set(df["cache_state"]) == {"unknown"}
     assert (df["bytes_read_device"] >= df["bytes_consumed"]).all()  # cold by the counters: the kind said no
-    # a checkpoint's restore is made cold and judged by its tier's kind too (here the fast tier's)
-    log.unlink()
-    fast = disk_root / "fast"
-    fast.mkdir()
-    p = campaign(
-        "workload=checkpoint",
-        "checkpoint.target=fast",
-        "storage@checkpoint.fast=local",
-        "checkpoint.fast.kind=quota",
-        f"checkpoint.fast.root={fast}",
-        "checkpoint.restore=true",
-        "checkpoint.every=2",
-        "workload.steps=2",
-        "workload.image_side=64",
-        "workload.width=0.25",
-        "dataset.num_images=32",
-        "batch_size=16",
-        f"storage.root={root}",
-        "repeats=1",
-        "warmup=0",
-        f"hydra.run.dir={disk_root / 'restored'}",
-    )
-    assert p.returncode == 0, p.stderr[-3000:]
-    (restored,) = records.read(disk_root / "restored" / "record.json").runs[-1]["restores"]
-    assert restored["tier"] == "fast" and restored["weights_equal"] is True
-    assert restored["cache_state"] == "unknown"  # the kind's answer, where the page cache's rules say cold
-    assert restored["bytes_read_device"] >= 0.9 * restored["bytes"]
-    (evicted,) = [json.loads(line) for line in log.read_text().splitlines()]  # the restore's, once
-    assert evicted["files"] >= 1 and evicted["drop_caches"] is False
     # not a cache state: the run fails, naming the kind where the tier sits (here the stage the runs read)
     env["QUOTA_SAYS"] = "quota-judged"
     stage = disk_root / "stage"
@@ -239,3 +210,33 @@ def test_a_kinds_own_eviction_cache_judgement_and_space_are_what_the_runs_and_pl
         "synthetic images need ~" in said
         and "which has 1 kB free (its kind's space: storage.kind=quota)" in said
     )
+
+
+def test_a_checkpoints_restore_is_made_cold_and_judged_by_its_tiers_kind(disk_root: Path, monkeypatch):
+    """``checkpoint.restore=true`` asks the kind of the tier it reads back from, as the runs do: the user's
+    kind above evicts the checkpoint's files and judges the restore, on real files and the page cache."""
+    import numpy as np
+
+    from jobs.workloads.checkpoint import restore
+    from jobs.workloads.checkpoint import store as ckpt_store
+
+    log = disk_root / "restore-evicted.jsonl"
+    monkeypatch.setenv("EVICTED_LOG", str(log))
+    kind: dict = {}
+    exec(OWN_KIND, kind)  # the user's module, as the registry imports it
+    folder = disk_root / "restore"
+    folder.mkdir()
+    weights = np.arange(1 << 20, dtype=np.float32)  # 4 MB, written as a framework's save writes it
+    np.save(folder / "ckpt_t-2.data.npy", weights)
+    ckpt_store.write_manifest(folder / "ckpt_t-2", step=2)
+    saved = restore.Snapshot(2)
+    saved[2] = [weights]
+
+    def fresh(shape):
+        return lambda prefix: [np.load(prefix.parent / (prefix.name + ".data.npy"))]
+
+    (entry,) = restore.after_run([("fast", folder, kind["BACKEND"])], "ckpt_t", {}, saved, fresh)
+    assert entry["tier"] == "fast" and entry["weights_equal"] is True
+    assert entry["cache_state"] == "unknown"  # the kind's answer, where the page cache's rules say cold
+    assert entry["bytes_read_device"] >= 0.9 * entry["bytes"]
+    assert [json.loads(line) for line in log.read_text().splitlines()] == [{"files": 1, "drop_caches": False}]

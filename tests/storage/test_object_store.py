@@ -819,7 +819,7 @@ url, folder, prefix = sys.argv[1:]
 endpoint = Endpoint(url, "iocampaign")
 s3 = client.connect(endpoint)  # the keys from the environment, as a task's
 record = journal.Journal.create(Path(folder), "shards-killed", endpoint)
-objectio._put(s3, endpoint.bucket, prefix + "/small.bin", iter([b"s" * 1000]), record)
+objectio._put(s3, endpoint, prefix + "/small.bin", iter([b"s" * 1000]), record)
 
 
 def parts():  # two 5 MiB parts sent, then the rank is killed before the third
@@ -830,7 +830,7 @@ def parts():  # two 5 MiB parts sent, then the rank is killed before the third
     yield b"c"
 
 
-objectio._put(s3, endpoint.bucket, prefix + "/model.bin", parts(), record)
+objectio._put(s3, endpoint, prefix + "/model.bin", parts(), record)
 """
 
 

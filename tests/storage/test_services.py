@@ -1,9 +1,9 @@
 """The requests the burst buffer, a sharded checkpoint's ranks and a trace's replay make of a bucket
 (``Service.put_checked``, ``put_parts``, ``stream``, ``get_range``, ``abort_uploads``), held to one
-contract for every service that declares checkpoints, each against its real embedded server (SeaweedFS
-for S3, Azurite for Azure Blob): a body that does not match its MD5 is refused and leaves no object, an
-object put in parts or not comes back whole in chunks or by ranges, a put in parts that fails midway
-leaves nothing, and an upload cut off midway is aborted on the keys named and on no other."""
+contract for every service that declares one of their abilities, each against its real embedded server
+(SeaweedFS for S3, Azurite for Azure Blob): a body that does not match its MD5 is refused and leaves no
+object, an object put in parts or not comes back whole in chunks or by ranges, a put in parts that fails
+midway leaves nothing, and an upload cut off midway is aborted on the keys named and on no other."""
 
 from __future__ import annotations
 
@@ -18,7 +18,10 @@ from jobs.storage.objectstore.client import StoreError
 
 pytestmark = [pytest.mark.cells, pytest.mark.waits]  # real servers (about 2 s each to start)
 
-CHECKPOINTING = sorted(n for n, s in services.SERVICES.items() if services.Abilities.CHECKPOINTS in s.can)
+# the abilities whose requests this contract holds (docs/extending.md's table)
+ABLE = services.Abilities
+HELD = {ABLE.CHECKPOINTS, ABLE.OWN_REQUESTS, ABLE.SHARDED_CHECKPOINTS}
+SERVING = sorted(n for n, s in services.SERVICES.items() if HELD & s.can)
 
 
 def _s3_unfinished(handle, endpoint, key: str) -> None:
@@ -36,7 +39,7 @@ def _azure_unfinished(handle, endpoint, key: str) -> None:
 UNFINISHED = {"s3": _s3_unfinished, "azure": _azure_unfinished}
 
 
-@pytest.fixture(scope="module", params=CHECKPOINTING)
+@pytest.fixture(scope="module", params=SERVING)
 def store(request, tmp_path_factory):
     service = services.get(request.param)
     srv = service.start(tmp_path_factory.mktemp(request.param) / "iocampaign" / "server", "contract")
@@ -46,8 +49,8 @@ def store(request, tmp_path_factory):
         srv.stop()
 
 
-def test_every_checkpointing_service_is_held_here():
-    assert set(CHECKPOINTING) == set(UNFINISHED) == {"s3", "azure"}
+def test_every_service_whose_requests_are_held_here_is_started():
+    assert set(SERVING) == set(UNFINISHED) == {"s3", "azure"}
 
 
 def test_a_put_is_checked_against_its_md5_and_comes_back_whole_in_chunks(store):
@@ -91,6 +94,13 @@ def test_an_unfinished_upload_is_aborted_on_the_keys_named_and_on_no_other(store
     assert service.abort_uploads(handle, endpoint, [ours, "iocampaign/cut/never"], []) == 1
     assert service.abort_uploads(handle, endpoint, [ours], []) == 0  # nothing of it is left
     assert service.abort_uploads(handle, endpoint, [theirs], []) == 1  # the other was left alone
+    # an upload begun on a key that holds an object already: aborted, the object kept
+    whole = [os.urandom(5 << 20), os.urandom(1000)]
+    service.put_parts(handle, endpoint, "iocampaign/cut/kept", iter(whole), lambda upload: None)
+    UNFINISHED[service.name](handle, endpoint, "iocampaign/cut/kept")
+    assert service.abort_uploads(handle, endpoint, ["iocampaign/cut/kept"], []) == 1
+    assert b"".join(service.stream(handle, endpoint, "iocampaign/cut/kept", 1 << 20)) == b"".join(whole)
+    service.delete(handle, endpoint, ["iocampaign/cut/kept"])
     assert service.sizes_under(handle, endpoint, "iocampaign/cut") == {}
     assert service.sizes_under(handle, endpoint, "users") == {}
 

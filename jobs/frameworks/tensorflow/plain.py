@@ -1,6 +1,6 @@
 """The shard workload's engine for framework=tensorflow (``Workload.engine``): each rank's files written and
 read as a framework writes them, on a tier's folders (``shardio``) or as objects on the cell's store
-(``objectio``, boto3)."""
+(``objectio``, through the store's service)."""
 
 from __future__ import annotations
 
@@ -30,4 +30,4 @@ def on_objects(ctx, store, prefix: str, files, content: shardio.Content, base: b
 
 
 def check_store(cfg) -> None:
-    """Nothing beyond the store's own checks: boto3 is the store's client."""
+    """Nothing beyond the store's own checks: its service makes the requests (``objectio``)."""

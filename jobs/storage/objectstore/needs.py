@@ -71,10 +71,11 @@ def _checkpoint_bucket(cfg, workload, here: bool) -> None:
     _settings(slow, key)
     service = services.get(slow.service)
     if Abilities.CHECKPOINTS not in service.can:
-        able = [s.name for s in services.SERVICES.values() if Abilities.CHECKPOINTS in s.can]
+        able = [s for s in services.SERVICES.values() if Abilities.CHECKPOINTS in s.can]
+        use = " or ".join(s.preset.replace("storage=", f"storage@{key}=") for s in able) or "a file tier"
         raise ConfigError(
-            f"{key}={slow.name}: the burst buffer drains to a store of {' or '.join(able)} so far, and "
-            f"{slow.name} is {service.title} ({key}.service={slow.service}); use storage@{key}={able[0]}"
+            f"{key}={slow.name}: the burst buffer drains to a store of {' or '.join(s.name for s in able)} "
+            f"so far, and {slow.name} is {service.title} ({key}.service={slow.service}); use {use}"
         )
     if slow.client is not None:
         tools = clients.the_tools(str(slow.service)).name

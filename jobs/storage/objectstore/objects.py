@@ -138,7 +138,7 @@ def delete_keys(s3, endpoint: Endpoint, keys: list[str], where: str = "") -> Non
 
 @dataclass
 class Requests:
-    """What a run's GETs did: counted per request, as the S3 client saw them."""
+    """What a run's GETs did: counted per request, as the service's client saw them."""
 
     latencies_s: list[float] = field(default_factory=list)
     bytes: int = 0

@@ -1,13 +1,13 @@
-"""Checkpoints in an object store (``storage@checkpoint.slow=s3`` or ``=azure``): the burst buffer's slow tier
-as a bucket (Azure's container), reached through its service's requests (``services.Service``).
+"""Checkpoints in an object store (``storage@checkpoint.slow=s3`` or ``=azure``): the burst buffer's slow
+tier as a bucket (Azure's container), reached through its service's requests (``services.Service``).
 
 The drain puts each complete checkpoint of the fast tier as objects, one per file, under
-``<storage.prefix>/checkpoints/<run tag>/``, then verifies them: the store's ETag against the MD5 of
-what was sent, and every object read back (the embedded server's files evicted first, so the bytes come
-from its disk) against the SHA-256 of the fast copy. The checkpoint's manifest
-(``<tag>-<step>.manifest.json``, the same form as on a file-system tier) is put last: an object without
-one is an incomplete checkpoint, never restored. Retention, removal and the restore's download work on
-the run's own key prefix only; nothing outside the tool's prefix is ever written or deleted.
+``<storage.prefix>/checkpoints/<run tag>/``, then verifies them: the MD5 the store answers against the
+MD5 of what was sent (where it answers one), and every object read back (the embedded server's files
+evicted first, so the bytes come from its disk) against the SHA-256 of the fast copy. The checkpoint's
+manifest (``<tag>-<step>.manifest.json``, the same form as on a file-system tier) is put last: an object
+without one is an incomplete checkpoint, never restored. Retention, removal and the restore's download
+work on the run's own key prefix only; nothing outside the tool's prefix is ever written or deleted.
 
 Every key is recorded in the run's own local record (``jobs.storage.objectstore.journal``, in the tool's
 folder on ``checkpoint.slow.root``) before it is put, and the run's facts (kept? finished?) live there
@@ -43,7 +43,8 @@ class Bucket:
 
     endpoint: Endpoint
     tag: str
-    credentials: Credentials | None = field(default=None, repr=False)  # None: the user's AWS settings
+    # None: the user's own, where the service's client finds them
+    credentials: Credentials | None = field(default=None, repr=False)
     server_data: str | None = None  # the embedded server's data folder (None: a user's endpoint)
     records: str | None = None  # the folder of the runs' local records (None: none; nothing is deleted)
 

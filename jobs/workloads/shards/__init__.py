@@ -146,8 +146,9 @@ class ShardedCheckpoint(Workload):
     shardable = True  # each rank a task of the cell
     in_tensorflow = False
     posix_traceable = False
-    # storage=s3: each file of the shard an object (jobs/workloads/shards/objectio.py, boto3), or DCP through
-    # s3torchconnector's S3StorageWriter and S3StorageReader, as the framework's engine does it
+    # an object store: each file of the shard an object (jobs/workloads/shards/objectio.py, through the
+    # store's service), or DCP through s3torchconnector's S3StorageWriter and S3StorageReader, as the
+    # framework's engine does it
     objects = True
     object_tasks = True  # each rank's task puts and gets its own objects
     figures = (
@@ -239,7 +240,7 @@ class ShardedCheckpoint(Workload):
 
     @staticmethod
     def _on_store(cfg) -> None:
-        """storage=s3: written straight to the store (no burst buffer to it yet), DCP's S3 classes there."""
+        """An object store: written straight to it (no burst buffer to it yet), by a service that can."""
         from jobs.storage.objectstore import services
 
         service, ability = services.get(cfg.storage.service), services.Abilities.SHARDED_CHECKPOINTS
@@ -248,7 +249,7 @@ class ShardedCheckpoint(Workload):
             raise ConfigError(
                 f"workload=sharded_checkpoint with storage={cfg.storage.name} (storage.service="
                 f"{service.name}): the ranks' writes in parts are not built for {service.title} yet; use "
-                f"{' or '.join(able)}"
+                f"{' or '.join(able) or 'a file tier'}"
             )
         if cfg.checkpoint.target != "slow":
             raise ConfigError(
@@ -416,7 +417,7 @@ def _in_folders(ctx: RunContext, name: str, model_rank: int, files, size: int, c
 
 
 def _on_store(ctx: RunContext, name: str, model_rank: int, files, content, base):
-    """The rank's phases on the cell's object store (``storage=s3``): its shard's objects under
+    """The rank's phases on the cell's object store (``storage=s3`` or ``=azure``): its shard's objects under
     ``<prefix>/checkpoints/<run>/rank<r>``, each key recorded in the rank's own local record before it is
     written (``objectio.begin``), deleted after the load unless ``checkpoint.keep=true``, and whatever the
     run had put (its open uploads aborted) when it fails; rank 0 first removes what killed runs on this

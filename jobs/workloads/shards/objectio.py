@@ -1,15 +1,16 @@
-"""One rank's checkpoint shard in an object store (``storage=s3``, ``storage=azure``): each file of the shard
-one object under the run's key prefix, written as a framework's writer streams a tensor (an upload in
-parts, one part per request of ``block_mb``, at least S3's 5 MiB: S3's multipart upload, Azure's blocks; a
-file smaller than a part is one PUT), durable once the store answered; then, the embedded server's files
-evicted, read back cold by one GET per object streamed in ``block_mb`` reads, every byte checked as
-``shardio.read`` checks a file's.
+"""One rank's checkpoint shard in an object store (``storage=s3``, ``storage=azure``): each file of the
+shard one object under the run's key prefix, written as a framework's writer streams a tensor (an upload
+in parts, one part per request of ``block_mb``, at least S3's 5 MiB: S3's multipart upload, Azure's
+blocks; a file smaller than a part is one PUT), durable once the store answered; then, the embedded
+server's files evicted, read back cold by one GET per object (Azure's SDK: a GET of up to 32 MiB, then
+GETs of 4 MiB) streamed in ``block_mb`` reads, every byte checked as ``shardio.read`` checks a file's.
 
 The same bytes as on a file-system tier (``shardio.Content``); the requests are the store's service's
 (``Service.put_parts``, ``stream``), as every other request of the tool (PyTorch's DCP writes through
-s3torchconnector instead: ``dcp``). Every key, and every multipart upload's ID, is recorded in the rank's
-local record first (``jobs.storage.objectstore.journal``): what the rank, a failure or the next run after a
-kill removes is what a record names, never what the bucket holds."""
+s3torchconnector instead: ``dcp``). Every key, and every upload's ID where the store names one (S3's
+multipart uploads), is recorded in the rank's local record first (``jobs.storage.objectstore.journal``):
+what the rank, a failure or the next run after a kill removes is what a record names, never what the
+bucket holds."""
 
 from __future__ import annotations
 
@@ -49,37 +50,44 @@ def write(
     """Put every file of the shard as an object under ``prefix``, each key recorded first in ``journal``
     (``jobs.storage.objectstore.journal``); seconds taken."""
     part = max(MIN_PART, content.block)
-    service = services.of(store.endpoint)
     t0 = time.perf_counter()
     for file_no, (name, size) in enumerate(files):
-        key = f"{prefix}/{name}"
-        journal.put(key)  # before any request: a kill leaves what the next run needs to remove it
-        try:
-            service.put_parts(
-                store.client,
-                store.endpoint,
-                key,
-                _blocks(file_no, size, content, base, part),
-                lambda upload, key=key: journal.upload(key, upload),
-            )
-        except StoreError:
-            raise
-        except Exception as e:  # noqa: BLE001 - one line naming the endpoint
-            raise service.why(e, store.endpoint) from None
+        pieces = _blocks(file_no, size, content, base, part)
+        _put(store.client, store.endpoint, f"{prefix}/{name}", pieces, journal)
     return time.perf_counter() - t0
+
+
+def _put(handle, endpoint, key: str, pieces, journal) -> None:
+    """One object from ``pieces`` (``Service.put_parts``), its key recorded in ``journal`` before any
+    request and its upload's ID as soon as the store names one: a kill between two parts leaves what the
+    next run needs to abort and remove it."""
+    service = services.of(endpoint)
+    journal.put(key)
+    try:
+        service.put_parts(handle, endpoint, key, pieces, lambda upload: journal.upload(key, upload))
+    except StoreError:
+        raise
+    except Exception as e:  # noqa: BLE001 - one line naming the endpoint
+        raise service.why(e, endpoint) from None
 
 
 class _Stream:
     """An object's body, its chunks as the GET gives them (``Service.stream``), as ``shardio.read_from``
-    reads a file."""
+    reads a file; a request that fails midway is one line, as the first (``failed``: its ``StoreError``)."""
 
-    def __init__(self, chunks):
+    def __init__(self, chunks, failed):
         self.chunks = iter(chunks)
         self.left = memoryview(b"")
+        self.failed = failed
 
     def readinto(self, view: memoryview) -> int:
         if not self.left:
-            self.left = memoryview(next(self.chunks, b""))
+            try:
+                self.left = memoryview(next(self.chunks, b""))
+            except StoreError:
+                raise
+            except Exception as e:  # noqa: BLE001 - one line naming the endpoint
+                raise self.failed(e) from None
         n = min(len(view), len(self.left))
         view[:n] = self.left[:n]
         self.left = self.left[n:]
@@ -102,11 +110,15 @@ def read(store, prefix: str, files: list[tuple[str, int]], content: shardio.Cont
     """GET every object of the shard, each byte checked; seconds taken."""
     service = services.of(store.endpoint)
 
+    def failed(e: BaseException) -> StoreError:
+        return service.why(e, store.endpoint)
+
     def opened(name: str) -> _Stream:
         try:
-            return _Stream(service.stream(store.client, store.endpoint, f"{prefix}/{name}", content.block))
+            chunks = service.stream(store.client, store.endpoint, f"{prefix}/{name}", content.block)
         except Exception as e:  # noqa: BLE001 - one line naming the endpoint
-            raise service.why(e, store.endpoint) from None
+            raise failed(e) from None
+        return _Stream(chunks, failed)
 
     where = service.location(store.endpoint, prefix)
     return shardio.read_from(opened, where, files, content, base)

@@ -20,8 +20,13 @@ from jobs.storage.objectstore.services.interface import Abilities, Service
 # digit, no '--' (Azure Storage's REST reference: "Naming and referencing containers, blobs and metadata")
 _CONTAINER = re.compile(r"[a-z0-9](?:[a-z0-9]|-(?!-)){1,61}[a-z0-9]")
 
-# a blob larger than this is put in blocks (the SDK's default, written here because put_checked relies on it)
+# The shape of the SDK's requests (its defaults, written here because the tool relies on them and the docs
+# state them): a blob larger than SINGLE_PUT is put as Put Blocks of BLOCK, then its list committed; a GET
+# takes at most SINGLE_GET bytes, and the rest of a larger blob comes by GETs of CHUNK_GET, one after another.
 SINGLE_PUT = 64 << 20
+BLOCK = 4 << 20
+SINGLE_GET = 32 << 20
+CHUNK_GET = 4 << 20
 
 HINTS = {
     "AuthenticationFailed": "the account key is wrong (AZURE_STORAGE_KEY)",
@@ -62,6 +67,9 @@ class Azure(Service):
             transport=transport,
             retry_total=0,  # a failed request is counted, never hidden by a retry the run does not see
             max_single_put_size=SINGLE_PUT,
+            max_block_size=BLOCK,
+            max_single_get_size=SINGLE_GET,
+            max_chunk_get_size=CHUNK_GET,
         )
 
     def get(self, handle, endpoint, key: str) -> bytes:
@@ -83,27 +91,33 @@ class Azure(Service):
             except ResourceNotFoundError:
                 pass
             except HttpResponseError as e:
-                failed.append((key, f"{e.error_code or e.status_code}"))
+                failed.append((key, _code(e)))
         return failed
 
     def get_range(self, handle, endpoint, key: str, first: int, size: int) -> bytes:
         return handle.download_blob(key, offset=first, length=size).readall()
 
     def stream(self, handle, endpoint, key: str, chunk: int):
-        return handle.download_blob(key).chunks()  # the client's own chunk size (4 MiB)
+        """The SDK's own chunks: its first GET's (up to SINGLE_GET, held whole), then CHUNK_GET's."""
+        return handle.download_blob(key).chunks()
 
     def put_checked(self, handle, endpoint, key: str, body, md5: bytes) -> str | None:
         from azure.storage.blob import ContentSettings
 
-        size = body.seek(0, os.SEEK_END)
+        size = body.seek(0, os.SEEK_END)  # a file: seekable
         body.seek(0)
-        # validate_content: each request carries the MD5 of its body, which the store checks
-        answer = handle.get_blob_client(key).upload_blob(
-            body,
-            overwrite=True,
-            validate_content=True,
-            content_settings=ContentSettings(content_md5=bytearray(md5)),
-        )
+        blob = handle.get_blob_client(key)
+        try:
+            # validate_content: each request carries the MD5 of its body, which the store checks
+            answer = blob.upload_blob(
+                body,
+                overwrite=True,
+                validate_content=True,
+                content_settings=ContentSettings(content_md5=bytearray(md5)),
+            )
+        except BaseException:
+            _discarded(blob)
+            raise
         if size > SINGLE_PUT:  # put in blocks, each checked: the commit's answer is the MD5 of its list
             return None
         held = answer.get("content_md5")
@@ -116,39 +130,45 @@ class Azure(Service):
 
         first, second = next(pieces), next(pieces, None)
         blob = handle.get_blob_client(key)
-        if second is None:
-            blob.upload_blob(first, overwrite=True)
-            return
         ids = []
         try:
+            if second is None:
+                blob.upload_blob(first, overwrite=True)  # over SINGLE_PUT: the SDK's blocks
+                return
             for number, body in enumerate((first, second, *pieces)):
                 # a block's ID: base64, all of one length (Azure's rule)
                 ids.append(base64.b64encode(f"{number:08d}".encode()).decode())
                 blob.stage_block(ids[-1], body)
             blob.commit_block_list([BlobBlock(block_id=i) for i in ids])
         except BaseException:
-            try:
-                _discard(blob)
-            except Exception:  # noqa: BLE001 - the first failure is the one to report; the record stays
-                pass
+            _discarded(blob)
             raise
 
     def abort_uploads(self, handle, endpoint, keys: list[str], known: list[tuple[str, str]]) -> int:
-        """Azure keeps no upload to abort: a blob put in blocks holds them uncommitted until a week has
-        passed, or until a blob is put by that name. So each of ``keys`` holding uncommitted blocks is put
-        empty (which discards them), then deleted."""
+        """Azure names no upload to abort: a blob being put in blocks holds them uncommitted until a week has
+        passed, or until its block list is committed or a blob is put by its name. So a key of ``keys``
+        holding uncommitted blocks gets its committed list again (its content kept, they discarded); one
+        with no blob yet is put empty, then deleted. A blob put whole (no blocks) keeps its content, and
+        the stray blocks beside it their week."""
         from azure.core.exceptions import ResourceNotFoundError
+        from azure.storage.blob import BlobBlock
 
         aborted = 0
         for key in keys:
             blob = handle.get_blob_client(key)
             try:
-                _, uncommitted = blob.get_block_list("uncommitted")
+                committed, uncommitted = blob.get_block_list("all")
             except ResourceNotFoundError:
                 continue
-            if uncommitted:
+            if not uncommitted:
+                continue
+            if committed:
+                blob.commit_block_list([BlobBlock(block_id=b.id) for b in committed])
+            elif blob.exists():
+                continue
+            else:
                 _discard(blob)
-                aborted += 1
+            aborted += 1
         return aborted
 
     def missing(self, e: BaseException) -> bool:
@@ -167,7 +187,7 @@ class Azure(Service):
         if isinstance(e, ServiceRequestError):
             return StoreError(f"{where}: nothing answers there (the server down?)")
         if isinstance(e, HttpResponseError):
-            code = str(getattr(e.error_code, "value", e.error_code) or e.status_code)  # an enum, or a str
+            code = _code(e)
             hint = HINTS.get(code, (e.reason or "").strip())
             return StoreError(f"{where}: {code}: {hint}")
         if isinstance(e, ValueError) and "credential" in str(e).lower():
@@ -227,6 +247,20 @@ def _discard(blob) -> None:
     """Drop the blob's uncommitted blocks (put empty, which discards them), and the blob."""
     blob.upload_blob(b"", overwrite=True)
     blob.delete_blob()
+
+
+def _discarded(blob) -> None:
+    """``_discard`` after a put of the tool's that failed: what it sent goes; a failure here is not the one
+    to report (the run's record keeps the key, for the next run's clean-up)."""
+    try:
+        _discard(blob)
+    except Exception:  # noqa: BLE001 - the put's failure is the one to report
+        pass
+
+
+def _code(e) -> str:
+    """Azure's error code of a failed request (an enum or a string in the SDK), else its HTTP status."""
+    return str(getattr(e.error_code, "value", e.error_code) or e.status_code)
 
 
 def _loopback(url: str) -> bool:

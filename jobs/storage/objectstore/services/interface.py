@@ -70,14 +70,17 @@ class Service:
         raise NotImplementedError
 
     def stream(self, handle, endpoint, key: str, chunk: int):
-        """GET ``key`` as an iterator of byte chunks of about ``chunk`` bytes: an object is never held
-        whole."""
+        """GET ``key`` (the request made by this call) as an iterator of byte chunks of about ``chunk``
+        bytes, read as they are taken (a service's SDK may size them its own way: Azure's first chunk is its
+        first GET's, up to 32 MiB)."""
         raise NotImplementedError
 
     def put_checked(self, handle, endpoint, key: str, body, md5: bytes) -> str | None:
-        """Put ``body`` (a file open for reading) as ``key``, sent with ``md5`` (the MD5 digest of its bytes)
-        so that the store refuses a body that does not match it. Returns the MD5 the store answered it now
-        holds (hex), or None where its answer carries none (an object put in parts)."""
+        """Put ``body`` (a file open for reading, seekable) as ``key``, sent with ``md5`` (the MD5 digest of
+        its bytes) so that the store refuses a body that does not match it; a service that puts a large body
+        in parts has each part checked instead, and the caller's read-back checks the whole. Returns the MD5
+        the store answered it now holds (hex), or None where its answer carries none (an object put in
+        parts). A put that fails leaves nothing of what it sent."""
         raise NotImplementedError
 
     def put_parts(self, handle, endpoint, key: str, pieces, started) -> None:
@@ -90,7 +93,8 @@ class Service:
 
     def abort_uploads(self, handle, endpoint, keys: list[str], known: list[tuple[str, str]]) -> int:
         """Abort every unfinished upload to ``keys`` (the tool's own, recorded): ``known``'s (key, upload
-        ID) and any other the store still holds on one of them. Returns how many were aborted."""
+        ID, where the store names uploads) and any other the store still holds on one of them; what a key
+        holds already is kept. Returns how many were aborted."""
         raise NotImplementedError
 
     def missing(self, e: BaseException) -> bool:

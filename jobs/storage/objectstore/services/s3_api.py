@@ -55,7 +55,9 @@ class S3(Service):
         return handle.get_object(Bucket=endpoint.bucket, Key=key, Range=ranged)["Body"].read()
 
     def stream(self, handle, endpoint, key: str, chunk: int):
-        return handle.get_object(Bucket=endpoint.bucket, Key=key)["Body"].iter_chunks(chunk)
+        # the GET made here, not at the first chunk: a failure to open is the caller's to name
+        body = handle.get_object(Bucket=endpoint.bucket, Key=key)["Body"]
+        return _chunks_of(body, chunk)
 
     def put_checked(self, handle, endpoint, key: str, body, md5: bytes) -> str | None:
         content_md5 = base64.b64encode(md5).decode()
@@ -151,6 +153,14 @@ class S3(Service):
 
     def bucket_problem(self, name: str) -> str | None:
         return bucket_problem(name)
+
+
+def _chunks_of(body, chunk: int):
+    """A GET's body in chunks, closed once read or left."""
+    try:
+        yield from body.iter_chunks(chunk)
+    finally:
+        body.close()
 
 
 def _code(e: BaseException) -> str | None:
