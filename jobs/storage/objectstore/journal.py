@@ -176,7 +176,7 @@ def keys_in(rec: Record, endpoint: Endpoint) -> list[str]:
     return [k for k in rec.keys if k.startswith(own) and ".." not in k.split("/")]
 
 
-def abort_uploads(s3, endpoint: Endpoint, rec: Record) -> int:
+def abort_uploads(handle, endpoint: Endpoint, rec: Record) -> int:
     """Abort the multipart uploads of the record: the IDs it holds, and any other upload still open on one
     of its keys (an ID the kill cut off before it was recorded, or one a library started, whose ID the
     tool never sees). Returns how many were aborted."""
@@ -184,27 +184,27 @@ def abort_uploads(s3, endpoint: Endpoint, rec: Record) -> int:
 
     service = services.of(endpoint)
     try:
-        return service.abort_uploads(s3, endpoint, keys_in(rec, endpoint), rec.uploads)
+        return service.abort_uploads(handle, endpoint, keys_in(rec, endpoint), rec.uploads)
     except Exception as e:  # noqa: BLE001 - one line naming the endpoint
         raise service.why(e, endpoint) from None
 
 
-def delete(s3, endpoint: Endpoint, keys: list[str]) -> None:
+def delete(handle, endpoint: Endpoint, keys: list[str]) -> None:
     """Delete ``keys`` (recorded keys under the tool's prefix; a missing one is no error)."""
     from jobs.storage.objectstore import objects
 
-    objects.delete_keys(s3, endpoint, keys)
+    objects.delete_keys(handle, endpoint, keys)
 
 
-def clean(s3, endpoint: Endpoint, j: Journal) -> list[str]:
+def clean(handle, endpoint: Endpoint, j: Journal) -> list[str]:
     """Abort the record's uploads, delete its keys, then forget it; returns the keys deleted. A store
     that fails leaves the record, for the next run to finish."""
     rec = j.read()
     if rec is None or not rec.of(endpoint):
         return []
-    abort_uploads(s3, endpoint, rec)
+    abort_uploads(handle, endpoint, rec)
     keys = keys_in(rec, endpoint)
-    delete(s3, endpoint, keys)
+    delete(handle, endpoint, keys)
     j.forget()
     return keys
 

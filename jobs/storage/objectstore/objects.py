@@ -44,22 +44,23 @@ def dataset_prefix(endpoint: Endpoint, content_id: str) -> str:
     return f"{endpoint.prefix}/datasets/{content_id}"
 
 
-def sizes_under(s3, endpoint: Endpoint, prefix: str) -> dict[str, int]:
-    """key -> size of every object under ``prefix`` (``s3``: the service's client, ``Service.connect``)."""
+def sizes_under(handle, endpoint: Endpoint, prefix: str) -> dict[str, int]:
+    """key -> size of every object under ``prefix`` (``handle``: the service's client, from
+    ``Service.connect``)."""
     service = services.of(endpoint)
     try:
-        return service.sizes_under(s3, endpoint, prefix)
+        return service.sizes_under(handle, endpoint, prefix)
     except Exception as e:  # noqa: BLE001 - one line naming the endpoint
         raise service.why(e, endpoint) from None
 
 
-def listing(s3, endpoint: Endpoint, content_id: str) -> Listing | None:
+def listing(handle, endpoint: Endpoint, content_id: str) -> Listing | None:
     """The dataset ``content_id`` as its manifest lists it, None while it has no manifest (never
     uploaded, or an upload cut off)."""
     prefix = dataset_prefix(endpoint, content_id)
     service = services.of(endpoint)
     try:
-        body = service.get(s3, endpoint, f"{prefix}/{MANIFEST}")
+        body = service.get(handle, endpoint, f"{prefix}/{MANIFEST}")
     except Exception as e:  # noqa: BLE001
         if service.missing(e):
             return None
@@ -81,21 +82,21 @@ def listing(s3, endpoint: Endpoint, content_id: str) -> Listing | None:
 
 
 def upload(
-    s3, endpoint: Endpoint, files: list[Path], content_id: str, threads: int = 8
+    handle, endpoint: Endpoint, files: list[Path], content_id: str, threads: int = 8
 ) -> tuple[Listing, int]:
     """Put ``files`` as the dataset ``content_id`` (skipping objects already there with their size), then
     its manifest; returns the listing and how many objects were put now."""
     prefix = dataset_prefix(endpoint, content_id)
     keys = [f"{prefix}/{i:06d}-{Path(f).name}" for i, f in enumerate(files)]
     sizes = [Path(f).stat().st_size for f in files]
-    there = sizes_under(s3, endpoint, prefix)
+    there = sizes_under(handle, endpoint, prefix)
     todo = [(k, f) for k, f, n in zip(keys, files, sizes) if there.get(k) != n]
     service = services.of(endpoint)
 
     def put(item) -> None:
         key, path = item
         with open(path, "rb") as fh:
-            service.put(s3, endpoint, key, fh)
+            service.put(handle, endpoint, key, fh)
 
     try:
         with ThreadPoolExecutor(max(1, threads)) as pool:
@@ -105,28 +106,28 @@ def upload(
             "content_id": content_id,
             "objects": [{"key": k, "size": n} for k, n in zip(keys, sizes)],
         }
-        service.put(s3, endpoint, f"{prefix}/{MANIFEST}", json.dumps(manifest).encode())
+        service.put(handle, endpoint, f"{prefix}/{MANIFEST}", json.dumps(manifest).encode())
     except Exception as e:  # noqa: BLE001 - one line naming the endpoint; the manifest is not written
         raise service.why(e, endpoint) from None
     return Listing(prefix, tuple(keys), tuple(sizes)), len(todo)
 
 
-def delete_prefix(s3, endpoint: Endpoint, prefix: str) -> int:
+def delete_prefix(handle, endpoint: Endpoint, prefix: str) -> int:
     """Delete every object under ``prefix``, which must lie under the tool's own prefix; returns how many."""
     own = endpoint.prefix.rstrip("/") + "/"
     parts = prefix.split("/")
     if not prefix.startswith(own) or prefix == own.rstrip("/") or any(p in ("", ".", "..") for p in parts):
         raise ValueError(f"{prefix!r} is not under the tool's prefix {endpoint.prefix!r}")
-    keys = [k for k in sizes_under(s3, endpoint, prefix) if k.startswith(prefix + "/")]
-    delete_keys(s3, endpoint, keys, f" under {prefix}")
+    keys = [k for k in sizes_under(handle, endpoint, prefix) if k.startswith(prefix + "/")]
+    delete_keys(handle, endpoint, keys, f" under {prefix}")
     return len(keys)
 
 
-def delete_keys(s3, endpoint: Endpoint, keys: list[str], where: str = "") -> None:
+def delete_keys(handle, endpoint: Endpoint, keys: list[str], where: str = "") -> None:
     """Delete ``keys``; a missing one is no error. ``where`` names them in the one line a failure raises."""
     service = services.of(endpoint)
     try:
-        failed = service.delete(s3, endpoint, keys)
+        failed = service.delete(handle, endpoint, keys)
     except Exception as e:  # noqa: BLE001 - one line naming the endpoint
         raise service.why(e, endpoint) from None
     if failed:
@@ -217,11 +218,11 @@ def _most_at_once(events: list) -> int:
     return most
 
 
-def get(s3, endpoint: Endpoint, key: str, stats: Requests) -> bytes:
+def get(handle, endpoint: Endpoint, key: str, stats: Requests) -> bytes:
     """One GET of ``key`` through the service's client, counted in ``stats``; a failure is counted, then
     raised as one line."""
     service = services.of(endpoint)
-    return counted(stats, endpoint, key, lambda k: service.get(s3, endpoint, k))
+    return counted(stats, endpoint, key, lambda k: service.get(handle, endpoint, k))
 
 
 def counted(stats: Requests, endpoint: Endpoint, key: str, fetch: Callable[[str], bytes]) -> bytes:
