@@ -177,6 +177,55 @@ def test_ctrl_c_during_a_tensorflow_run_stops_the_server_and_removes_its_folder(
     assert _procs_under(root) == []
 
 
+def test_both_frameworks_read_a_users_own_account_by_its_keys_and_leave_its_blobs_alone(disk_root, cwd):
+    """``storage.endpoint`` on Azure: the user's own account (here a second Azurite with blobs of the user's),
+    reached with the user's keys from Azure's usual environment; the dataset put under the tool's prefix
+    only, read by counted GETs, its cache unknown (the store's disks are not this machine's to see)."""
+    users = services.get("azure").start(disk_root / "users" / "iocampaign" / "server", "userdata")
+    handle = services.get("azure").connect(users.endpoint, users.credentials)
+    planted = {"alice/data.bin": os.urandom(50_000), "iocampaign-not-ours/x.bin": os.urandom(1000)}
+    for key, body in planted.items():
+        services.get("azure").put(handle, users.endpoint, key, body)
+    root = disk_root / "azusers"
+    root.mkdir()
+    try:
+        account = (users.credentials.access_key, users.credentials.secret_key)
+        keys = dict(zip(services.get("azure").key_env, account))  # AZURE_STORAGE_ACCOUNT, AZURE_STORAGE_KEY
+        p = campaign(
+            "-m",
+            "storage=azure",
+            f"storage.endpoint={users.endpoint.url}",
+            "storage.bucket=userdata",
+            f"storage.root={root}",
+            "framework=tensorflow,pytorch",
+            "threads=2",
+            "dataset.num_images=64",
+            "repeats=1",
+            "warmup=0",
+            cwd=cwd,
+            env=python_env(**keys),
+        )
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+        rows = _rows(cwd)
+        assert [r["framework"] for r in rows] == ["tensorflow", "pytorch"]
+        for r in rows:
+            assert float(r["requests"]) == float(r["images"]) == 64 and float(r["request_errors"]) == 0
+            assert r["cache_state"] == "unknown" and r["server_bytes_read"] == ""
+        held = services.get("azure").sizes_under(handle, users.endpoint, "alice")
+        assert held == {"alice/data.bin": 50_000}
+        for key, body in planted.items():
+            assert services.get("azure").get(handle, users.endpoint, key) == body
+        theirs = {b.name for b in handle.list_blobs()} - {k for k in planted}
+        assert theirs and all(k.startswith("iocampaign/") for k in theirs)  # the dataset, under the prefix
+        assert not (root / "iocampaign" / "s3servers").exists()  # no server of the tool's started
+        secret = users.credentials.secret_key.encode()
+        for f in (*cwd.rglob("*"), *root.rglob("*")):
+            if f.is_file() and not f.is_symlink():
+                assert secret not in f.read_bytes(), f
+    finally:
+        users.end()
+
+
 def test_a_burst_buffer_drains_to_azurite_verifies_and_restores_cold(disk_root, cwd):
     """``storage@checkpoint.slow=azure``: the burst buffer's requests are its service's, so its checkpoints
     go to Azurite's container as to an S3 bucket: put with their MD5, read back cold and checked, the old
@@ -295,7 +344,11 @@ def test_planning_refuses_what_azure_does_not_do_yet_in_one_line(refusal, monkey
         "s3fs",
         "storage.service=azure",
     )
-    one(refusal("storage=azure", "storage.endpoint=http://127.0.0.1:9"), "storage.endpoint", "Azure Blob")
+    assert refusal("storage=azure", "storage.endpoint=http://127.0.0.1:9/account") is None  # the user's
+    bad_port = refusal("storage=azure", "storage.endpoint=http://127.0.0.1:99999/a")
+    one(bad_port, "storage.endpoint", "Azure Blob")
+    sas = "storage.endpoint='https://acct.blob.core.windows.net/?sv=2022-11-02&sig=abc'"
+    one(refusal("storage=azure", sas), "carries credentials", "AZURE_STORAGE_ACCOUNT and AZURE_STORAGE_KEY")
     one(refusal("storage=azure", "platform.tasks_per_node=2"), "platform.tasks_per_node=2", "not built")
     assert refusal("storage=azure", "workload=baseline") is None  # its requests are the service's
     assert refusal("storage=azure", "workload=sharded_checkpoint") is None  # TensorFlow's: put in blocks

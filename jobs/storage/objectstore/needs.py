@@ -98,7 +98,7 @@ def _settings(st, key: str = "storage") -> None:
         )
     service = services.get(st.service)
     if st.endpoint:
-        _endpoint(st.endpoint, key, service.title)
+        _endpoint(st.endpoint, key, service)
     why = service.bucket_problem(st.bucket)
     if why:
         raise ConfigError(
@@ -114,11 +114,12 @@ def _settings(st, key: str = "storage") -> None:
         raise ConfigError("storage.reader is not set: storage=s3 reads with storage.reader=native or fuse")
 
 
-def _endpoint(endpoint: str, key: str, title: str = "S3") -> None:
-    """An endpoint URL a client can connect to: http(s), a host name or IP address, a port in 1-65535
-    (each a line now rather than a client's error once the server is to be reached)."""
+def _endpoint(endpoint: str, key: str, service) -> None:
+    """An endpoint URL a client of ``service`` can connect to: http(s), a host name or IP address, a port in
+    1-65535, no keys in it (each a line now rather than a client's error once the server is to be
+    reached)."""
     bad = (
-        f"{key}.endpoint={endpoint} is not an {title} endpoint URL (http:// or https://host[:port]); "
+        f"{key}.endpoint={endpoint} is not an {service.title} endpoint URL (http:// or https://host[:port]); "
         "null: the tool starts its own server"
     )
     try:
@@ -132,10 +133,11 @@ def _endpoint(endpoint: str, key: str, title: str = "S3") -> None:
         port = 0
     if url.scheme not in ("http", "https") or not host:
         raise ConfigError(bad)
-    if url.username or url.password:  # the URL goes into records: keys belong in the environment
+    # the URL goes into records: keys belong in the environment, and a query is a SAS token or a signature
+    if url.username or url.password or url.query:
         raise ConfigError(
             f"{key}.endpoint carries credentials in its URL; give the URL alone and the keys as "
-            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or a profile)"
+            f"{' and '.join(service.key_env)} ({service.title}'s usual environment)"
         )
     if not _HOST.fullmatch(host) and not _ip(host):
         raise ConfigError(f"{bad} (host {host!r} is neither a host name nor an IP address)")

@@ -278,6 +278,8 @@ SERVICE = Azure(
     container="container",
     product="Azurite",
     key_env=("AZURE_STORAGE_ACCOUNT", "AZURE_STORAGE_KEY"),
-    can=frozenset({Abilities.CHECKPOINTS, Abilities.OWN_REQUESTS, Abilities.SHARDED_CHECKPOINTS}),
+    can=frozenset(
+        {Abilities.USERS, Abilities.CHECKPOINTS, Abilities.OWN_REQUESTS, Abilities.SHARDED_CHECKPOINTS}
+    ),
     preset="storage=azure",
 )
