@@ -21,7 +21,7 @@ import pytest
 from jobs.storage.objectstore import services
 from jobs.storage.objectstore.services import azurite
 from support.commands import campaign, python_env, start_module
-from support.configs import TOY_SEARCHPATH
+from support.configs import TINY_BURST_BUFFER, TOY_SEARCHPATH
 from support.processes import working_under as _procs_under
 
 pytestmark = [pytest.mark.cells, pytest.mark.waits]  # real campaigns on a real Azurite (GETs wait)
@@ -233,22 +233,11 @@ def test_a_burst_buffer_drains_to_azurite_verifies_and_restores_cold(disk_root, 
     root = disk_root / "azckpt"
     root.mkdir()
     p = campaign(
-        "workload=checkpoint",
-        "checkpoint.target=burst_buffer",
+        *TINY_BURST_BUFFER,
         "storage@checkpoint.slow=azure",
         f"checkpoint.slow.root={root}",
         "framework=pytorch",
-        "checkpoint.restore=true",
-        "checkpoint.every=2",
-        "checkpoint.max_to_keep=1",
-        "workload.steps=4",
-        "workload.image_side=64",
-        "workload.width=0.25",
-        "dataset.num_images=64",
-        "batch_size=16",
         f"storage.root={root}",
-        "repeats=1",
-        "warmup=0",
         cwd=cwd,
     )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]

@@ -24,7 +24,7 @@ from jobs.storage.cache import COLD_MIN_RATIO
 from jobs.storage.objectstore import client, fuse, server
 from support import users
 from support.commands import campaign, python_env, start_module
-from support.configs import TOY_SEARCHPATH
+from support.configs import TINY_BURST_BUFFER, TOY_SEARCHPATH
 from support.processes import working_under as _procs_under
 
 pytestmark = [pytest.mark.cells, pytest.mark.waits]  # real campaigns on a real SeaweedFS server (GETs wait)
@@ -289,22 +289,11 @@ def test_a_burst_buffer_drains_to_a_bucket_verifies_and_restores_cold(disk_root,
     root.mkdir()
     p = campaign(
         "-m",
-        "workload=checkpoint",
-        "checkpoint.target=burst_buffer",
+        *TINY_BURST_BUFFER,
         "storage@checkpoint.slow=s3",
         f"checkpoint.slow.root={root}",
         "framework=tensorflow,pytorch",
-        "checkpoint.restore=true",
-        "checkpoint.every=2",
-        "checkpoint.max_to_keep=1",
-        "workload.steps=4",
-        "workload.image_side=64",
-        "workload.width=0.25",
-        "dataset.num_images=64",
-        "batch_size=16",
         f"storage.root={root}",
-        "repeats=1",
-        "warmup=0",
         cwd=cwd,
     )
     folder, records = _one_cell_per_framework(p, cwd)

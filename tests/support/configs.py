@@ -82,3 +82,21 @@ def run_in_process(overrides, ds, job_dir, rank_run=1):
     ctx.kids_cpu["after"] = children_cpu()
     workloads.check_result(w, result)
     return w, ctx, result
+
+
+# a burst-buffer checkpoint cell small enough for a test: a narrow AlexNet's two checkpoints, the last one
+# kept on the slow tier and restored from it (the slow tier's preset and root are the test's)
+TINY_BURST_BUFFER = (
+    "workload=checkpoint",
+    "checkpoint.target=burst_buffer",
+    "checkpoint.restore=true",
+    "checkpoint.every=2",
+    "checkpoint.max_to_keep=1",
+    "workload.steps=4",
+    "workload.image_side=64",
+    "workload.width=0.25",
+    "dataset.num_images=64",
+    "batch_size=16",
+    "repeats=1",
+    "warmup=0",
+)
