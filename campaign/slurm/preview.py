@@ -25,15 +25,20 @@ def _tier(key: str, st, free_for_data: bool) -> str:
     return f"{where} exists, is writable{on}{room}"
 
 
-def _embedded_store(nodes: int) -> str:
-    """What the nodes check of the embedded S3 server: it starts there (``weed`` beside the nodes'
-    Python, ``unshare``); spread over several nodes, each node's part listens on its cluster address."""
+def _embedded_store(st, nodes: int) -> str:
+    """What the nodes check of the tier's embedded object store (``st``: its typed settings): its server
+    starts there, with what its service says it needs; spread over several nodes, each node's part listens
+    on its cluster address."""
+    from jobs.storage.objectstore import services
+
+    service = services.get(st.service)
     if nodes > 1:
         return (
-            f"storage=s3: a SeaweedFS volume server and S3 gateway start on each of the {nodes} nodes "
-            "(weed beside their Python, unshare), listening on the node's cluster address"
+            f"{service.preset}: the embedded {service.product} server starts a part on each of the {nodes} "
+            f"nodes ({service.server_needs}), listening on the node's cluster address"
         )
-    return "storage=s3: the embedded SeaweedFS server starts on the node (weed beside its Python, unshare)"
+    needs = service.server_needs
+    return f"{service.preset}: the embedded {service.product} server starts on the node ({needs})"
 
 
 def _tiers(cfg) -> list[tuple[str, object]]:
@@ -64,7 +69,7 @@ def left_to_nodes(cells: list) -> list[str]:
         if ds is not None and not synthetic and ds.path:
             out[f"dataset.path={ds.path} holds the images"] = None
         if backends.of(cfg.storage).embedded(cfg.storage):
-            out[_embedded_store(cfg.platform.nodes)] = None
+            out[_embedded_store(cfg.storage, cfg.platform.nodes)] = None
         for need in workloads.get(cfg.workload.kind).node_needs:
             out[f"{need} (workload={cfg.workload.name})"] = None
         if cfg.trace.posix:

@@ -109,8 +109,19 @@ def test_an_object_store_over_two_nodes_dry_run_says_what_starts_on_them(tmp_pat
     assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-3000:]
     assert p.stdout.startswith("dry run: 2 cells would be submitted") and "#SBATCH --nodes=2" in p.stdout
     told = [x for x in p.stdout.splitlines() if x.startswith("not checked on this machine")]
-    assert len(told) == 1 and "S3 gateway start on each of the 2 nodes" in told[0], told
+    assert len(told) == 1 and "SeaweedFS server starts a part on each of the 2 nodes" in told[0], told
     assert "cluster address" in told[0]
+    created_nothing(cwd, private)
+
+
+def test_each_stores_dry_run_names_the_server_of_its_own_service(tmp_path):
+    """``storage=s3,azure`` for a cluster: the one line names each store's own embedded server and what it
+    needs on the node (before, an Azure cell's said SeaweedFS)."""
+    p, cwd, private = run_on_laptop(tmp_path, "-m", "storage=s3,azure", *TEGNER)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    (told,) = [x for x in p.stdout.splitlines() if x.startswith("not checked on this machine")]
+    assert "storage=s3: the embedded SeaweedFS server starts on the node (weed beside its Python" in told
+    assert "storage=azure: the embedded Azurite server starts on the node (Azurite" in told
     created_nothing(cwd, private)
 
 

@@ -282,4 +282,5 @@ SERVICE = Azure(
         {Abilities.USERS, Abilities.CHECKPOINTS, Abilities.OWN_REQUESTS, Abilities.SHARDED_CHECKPOINTS}
     ),
     preset="storage=azure",
+    server_needs="Azurite in the venv or on PATH, and Node.js",
 )

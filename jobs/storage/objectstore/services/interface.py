@@ -35,6 +35,8 @@ class Service:
     can: frozenset = frozenset()  # Abilities this service's stores have
     # a preset of the service, named in messages (storage=s3)
     preset: str = ""
+    # what its embedded server needs on a node, for the Slurm preview ("weed beside its Python, unshare")
+    server_needs: str = ""
 
     def where(self, endpoint) -> str:
         """The store in one phrase, for the line a failure raises."""

@@ -211,4 +211,5 @@ SERVICE = S3(
         )
     ),
     preset="storage=s3",
+    server_needs="weed beside its Python, unshare",
 )
