@@ -218,6 +218,18 @@ def _most_at_once(events: list) -> int:
     return most
 
 
+def chunks(handle, endpoint: Endpoint, key: str, chunk: int):
+    """``key`` GET through its service (``Service.stream``) chunk by chunk, the request made at the first
+    chunk; a failure, at the GET or midway, is one line naming the endpoint."""
+    service = services.of(endpoint)
+    try:
+        yield from service.stream(handle, endpoint, key, chunk)
+    except StoreError:
+        raise
+    except Exception as e:  # noqa: BLE001 - one line naming the endpoint
+        raise service.why(e, endpoint) from None
+
+
 def get(handle, endpoint: Endpoint, key: str, stats: Requests) -> bytes:
     """One GET of ``key`` through the service's client, counted in ``stats``; a failure is counted, then
     raised as one line."""

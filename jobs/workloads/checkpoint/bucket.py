@@ -150,12 +150,7 @@ class Bucket:
 
     def _chunks(self, name: str):
         """The object ``name`` of the run, chunk by chunk; a failure is one line naming the endpoint."""
-        try:
-            yield from self.service.stream(self.client(), self.endpoint, self._key(name), _CHUNK)
-        except StoreError:
-            raise
-        except Exception as e:  # noqa: BLE001 - one line naming the endpoint
-            raise self.service.why(e, self.endpoint) from None
+        return objects.chunks(self.client(), self.endpoint, self._key(name), _CHUNK)
 
     def _sha256_of(self, name: str) -> str:
         h = hashlib.sha256()

@@ -21,7 +21,7 @@ import socket
 import time
 from pathlib import Path
 
-from jobs.storage.objectstore import services
+from jobs.storage.objectstore import objects, services
 from jobs.storage.objectstore.client import StoreError
 from jobs.workloads.shards import shardio
 
@@ -72,22 +72,16 @@ def _put(handle, endpoint, key: str, pieces, journal) -> None:
 
 
 class _Stream:
-    """An object's body, its chunks as the GET gives them (``Service.stream``), as ``shardio.read_from``
-    reads a file; a request that fails midway is one line, as the first (``failed``: its ``StoreError``)."""
+    """An object's body, its chunks as the GET gives them (``objects.chunks``: a failure is one line), as
+    ``shardio.read_from`` reads a file."""
 
-    def __init__(self, chunks, failed):
-        self.chunks = iter(chunks)
+    def __init__(self, chunks):
+        self.chunks = chunks
         self.left = memoryview(b"")
-        self.failed = failed
 
     def readinto(self, view: memoryview) -> int:
         if not self.left:
-            try:
-                self.left = memoryview(next(self.chunks, b""))
-            except StoreError:
-                raise
-            except Exception as e:  # noqa: BLE001 - one line naming the endpoint
-                raise self.failed(e) from None
+            self.left = memoryview(next(self.chunks, b""))
         n = min(len(view), len(self.left))
         view[:n] = self.left[:n]
         self.left = self.left[n:]
@@ -101,25 +95,16 @@ class _Stream:
         return self
 
     def __exit__(self, *exc) -> None:
-        close = getattr(self.chunks, "close", None)
-        if close is not None:
-            close()
+        self.chunks.close()
 
 
 def read(store, prefix: str, files: list[tuple[str, int]], content: shardio.Content, base: bytes) -> float:
     """GET every object of the shard, each byte checked; seconds taken."""
-    service = services.of(store.endpoint)
-
-    def failed(e: BaseException) -> StoreError:
-        return service.why(e, store.endpoint)
 
     def opened(name: str) -> _Stream:
-        try:
-            chunks = service.stream(store.client, store.endpoint, f"{prefix}/{name}", content.block)
-        except Exception as e:  # noqa: BLE001 - one line naming the endpoint
-            raise failed(e) from None
-        return _Stream(chunks, failed)
+        return _Stream(objects.chunks(store.client, store.endpoint, f"{prefix}/{name}", content.block))
 
+    service = services.of(store.endpoint)
     where = service.location(store.endpoint, prefix)
     return shardio.read_from(opened, where, files, content, base)
 
