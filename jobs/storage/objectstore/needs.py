@@ -71,7 +71,7 @@ def _checkpoint_bucket(cfg, workload, here: bool) -> None:
     _settings(slow, key)
     service = services.get(slow.service)
     if Abilities.CHECKPOINTS not in service.can:
-        able = [s for s in services.SERVICES.values() if Abilities.CHECKPOINTS in s.can]
+        able = services.able(Abilities.CHECKPOINTS)
         use = " or ".join(s.preset.replace("storage=", f"storage@{key}=") for s in able) or "a file tier"
         raise ConfigError(
             f"{key}={slow.name}: the burst buffer drains to a store of {' or '.join(s.name for s in able)} "

@@ -245,7 +245,7 @@ class ShardedCheckpoint(Workload):
 
         service, ability = services.get(cfg.storage.service), services.Abilities.SHARDED_CHECKPOINTS
         if ability not in service.can:
-            able = [s.preset for s in services.SERVICES.values() if ability in s.can]
+            able = [s.preset for s in services.able(ability)]
             raise ConfigError(
                 f"workload=sharded_checkpoint with storage={cfg.storage.name} (storage.service="
                 f"{service.name}): the ranks' writes in parts are not built for {service.title} yet; use "

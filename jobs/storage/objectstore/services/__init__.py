@@ -11,7 +11,7 @@ from __future__ import annotations
 from jobs.errors import ConfigError
 from jobs.storage.objectstore.services.interface import Abilities, Service
 
-__all__ = ["SERVICES", "Abilities", "Service", "get", "of"]
+__all__ = ["SERVICES", "Abilities", "Service", "able", "get", "of"]
 
 
 def _services() -> dict[str, Service]:
@@ -36,3 +36,8 @@ def get(name) -> Service:
 def of(endpoint) -> Service:
     """The service a store's endpoint speaks."""
     return SERVICES[endpoint.service]
+
+
+def able(ability: str) -> list[Service]:
+    """The services that declare ``ability`` (``Abilities``), for a refusal to name."""
+    return [s for s in SERVICES.values() if ability in s.can]
