@@ -319,6 +319,22 @@ def test_a_sharded_checkpoint_is_put_in_blocks_and_read_back_cold(disk_root, cwd
     assert list((root / "iocampaign" / "uploads").iterdir()) == []  # the rank's record gone with its blobs
 
 
+def test_a_key_that_cannot_sign_is_one_line_naming_it_and_not_the_sdks_crash():
+    """A key the SDK cannot sign with (not base64) fails before any request is sent: one line naming the
+    store and AZURE_STORAGE_KEY (it was an AttributeError from the error's missing code)."""
+    from jobs.storage.objectstore.client import StoreError
+    from jobs.storage.objectstore.endpoint import Credentials, Endpoint
+
+    azure = services.get("azure")
+    endpoint = Endpoint("http://127.0.0.1:9/account", "data", service="azure")
+    handle = azure.connect(endpoint, Credentials("account", "not a key"))
+    with pytest.raises(StoreError) as e:
+        azure.check_bucket(handle, endpoint)
+    said = str(e.value)
+    assert "\n" not in said and said.startswith(azure.where(endpoint)), said
+    assert "could not be signed with AZURE_STORAGE_KEY" in said, said
+
+
 def test_planning_refuses_what_azure_does_not_do_yet_in_one_line(refusal, monkeypatch):
     def one(line, *words):
         assert line is not None and "\n" not in line, line
@@ -333,7 +349,18 @@ def test_planning_refuses_what_azure_does_not_do_yet_in_one_line(refusal, monkey
         "s3fs",
         "storage.service=azure",
     )
-    assert refusal("storage=azure", "storage.endpoint=http://127.0.0.1:9/account") is None  # the user's
+    # the user's own account: its name and key in Azure's usual environment, or one line before anything runs
+    users = "storage.endpoint=http://127.0.0.1:9/account"
+    monkeypatch.delenv("AZURE_STORAGE_ACCOUNT", raising=False)
+    monkeypatch.delenv("AZURE_STORAGE_KEY", raising=False)
+    one(refusal("storage=azure", users), users, "AZURE_STORAGE_ACCOUNT and AZURE_STORAGE_KEY not set")
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT", "account")
+    one(refusal("storage=azure", users), "AZURE_STORAGE_KEY not set")
+    monkeypatch.setenv("AZURE_STORAGE_KEY", "not a key")
+    one(refusal("storage=azure", users), users, "AZURE_STORAGE_KEY is not an account key")
+    monkeypatch.setenv("AZURE_STORAGE_KEY", "a2V5")
+    assert refusal("storage=azure", users) is None
+    assert refusal("storage=s3", "storage.endpoint=http://127.0.0.1:9") is None  # S3's keys: its profile too
     bad_port = refusal("storage=azure", "storage.endpoint=http://127.0.0.1:99999/a")
     one(bad_port, "storage.endpoint", "Azure Blob")
     sas = "storage.endpoint='https://acct.blob.core.windows.net/?sv=2022-11-02&sig=abc'"

@@ -99,6 +99,9 @@ def _settings(st, key: str = "storage") -> None:
     service = services.get(st.service)
     if st.endpoint:
         _endpoint(st.endpoint, key, service)
+        keys = service.keys_problem(os.environ)  # the environment the cells inherit
+        if keys:
+            raise ConfigError(f"{key}.endpoint={st.endpoint}: {keys}")
     why = service.bucket_problem(st.bucket)
     if why:
         raise ConfigError(

@@ -177,7 +177,7 @@ class Azure(Service):
         return isinstance(e, ResourceNotFoundError)
 
     def why(self, e: BaseException, endpoint):
-        from azure.core.exceptions import HttpResponseError, ServiceRequestError
+        from azure.core.exceptions import ClientAuthenticationError, HttpResponseError, ServiceRequestError
 
         from jobs.storage.objectstore.client import StoreError
 
@@ -186,6 +186,10 @@ class Azure(Service):
             return e
         if isinstance(e, ServiceRequestError):
             return StoreError(f"{where}: nothing answers there (the server down?)")
+        if isinstance(e, ClientAuthenticationError) and e.response is None:
+            # never sent: the SDK could not sign it with the key (a key that is not base64)
+            signed_with = self.key_env[1]
+            return StoreError(f"{where}: the request could not be signed with {signed_with} ({e.message})")
         if isinstance(e, HttpResponseError):
             code = _code(e)
             hint = HINTS.get(code, (e.reason or "").strip())
@@ -234,6 +238,20 @@ class Azure(Service):
             found = False
         return None if found else "storage=azure needs azure-storage-blob: pip install '.[azure]'"
 
+    def keys_problem(self, env) -> str | None:
+        key_var = self.key_env[1]
+        missing = [k for k in self.key_env if not env.get(k)]
+        if missing:
+            return (
+                f"{' and '.join(missing)} not set (a user's own account is reached with its name and key, "
+                "in Azure's usual environment)"
+            )
+        try:
+            base64.b64decode(env[key_var], validate=True)
+        except ValueError:
+            return f"{key_var} is not an account key (a key is base64, as the portal shows it)"
+        return None
+
     def bucket_problem(self, name: str) -> str | None:
         if not name or not _CONTAINER.fullmatch(name):
             return (
@@ -259,8 +277,10 @@ def _discarded(blob) -> None:
 
 
 def _code(e) -> str:
-    """Azure's error code of a failed request (an enum or a string in the SDK), else its HTTP status."""
-    return str(getattr(e.error_code, "value", e.error_code) or e.status_code)
+    """Azure's error code of a failed request (an enum or a string in the SDK), else its HTTP status; ""
+    for an error raised before any request was sent (the SDK's signing error has neither)."""
+    code = getattr(e, "error_code", None)
+    return str(getattr(code, "value", code) or getattr(e, "status_code", None) or "")
 
 
 def _loopback(url: str) -> bool:

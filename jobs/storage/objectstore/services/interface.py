@@ -132,3 +132,9 @@ class Service:
     def bucket_problem(self, name: str) -> str | None:
         """Why ``name`` is not a bucket name the service allows (None: it is)."""
         raise NotImplementedError
+
+    def keys_problem(self, env) -> str | None:
+        """Why the user's own store cannot be reached with the keys in ``env`` (the environment a cell
+        inherits), for planning to say before anything runs; None where they are there, or where the
+        service's client finds keys elsewhere too (S3's: a profile, an instance's role)."""
+        return None
