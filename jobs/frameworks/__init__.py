@@ -157,6 +157,7 @@ def check(cfg, engines, gpu: bool = True) -> None:
             "ahead, and PyTorch refuses a prefetch_factor without workers; leave loader.prefetch_factor null"
         )
     if fw.readers != "workers":
+        _no_loader(cfg, fw)
         return
     _loader_settings(cfg, fw)
     n = workers(cfg)
@@ -199,6 +200,29 @@ def _reads(cfg, fw: Framework) -> None:
 
 # the loader.* settings of PyTorch's DataLoader beside num_workers (their defaults: jobs.schema.LoaderConf)
 _LOADER_SETTINGS = ("prefetch_factor", "pin_memory", "persistent_workers", "multiprocessing_context")
+
+
+def _no_loader(cfg, fw: Framework) -> None:
+    """A framework that reads with threads in one process has no loader: a ``loader.*`` setting would be
+    recorded and never used."""
+    from jobs.schema import LoaderConf
+
+    defaults = LoaderConf()
+    for name in ("num_workers", *_LOADER_SETTINGS):
+        value, default = getattr(cfg.loader, name), getattr(defaults, name)
+        if value != default:
+            shown, left = (_written(v) for v in (value, default))
+            raise ConfigError(
+                f"loader.{name}={shown}: framework={fw.name} reads with {fw.reader}s (threads=N), not a "
+                f"loader's workers; leave loader.{name} {left}"
+            )
+
+
+def _written(value) -> str:
+    """A setting's value as the command line writes it (true, null)."""
+    if value is None:
+        return "null"
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _loader_settings(cfg, fw: Framework) -> None:

@@ -202,6 +202,18 @@ BB = ("workload=checkpoint", "storage@checkpoint.slow=s3", "checkpoint.target=bu
             ("loader.num_workers=0", "loader.prefetch_factor=2"),
             "loader.prefetch_factor=2 with loader.num_workers=0",
         ),
+        # TensorFlow reads with map threads: a DataLoader's setting was recorded and never used
+        (
+            ("framework=tensorflow", "loader.num_workers=4"),
+            "loader.num_workers=4: framework=tensorflow reads with map threads (threads=N)",
+        ),
+        (("loader.pin_memory=true",), "loader.pin_memory=true: framework=tensorflow reads with map threads"),
+        (("loader.persistent_workers=true",), "leave loader.persistent_workers false"),
+        (("loader.prefetch_factor=8",), "leave loader.prefetch_factor null"),
+        (
+            ("loader.multiprocessing_context=spawn",),
+            "loader.multiprocessing_context=spawn: framework=tensorflow",
+        ),
         # accepted silently
         (
             ("storage.kind=bogus",),
