@@ -232,12 +232,13 @@ def bad_value(args: list[str]) -> str | None:
 
 
 def _unparsable(arg: str, key: str, error: str) -> str:
-    """One line for an override Hydra's grammar cannot read (an unquoted ``[``, ``=`` or ``${``)."""
+    """One line for an override Hydra's grammar cannot read (an unquoted ``[``, ``=``, ``${`` or letter
+    outside ASCII)."""
     lines = [x for x in error.splitlines() if x.strip() and not x.startswith(("Error parsing", "See "))]
     why = f" ({lines[0].strip()})" if lines else ""
-    return (
-        f"{arg}: not an override Hydra can read{why}; quote a value with brackets or '=' in it: {key}='...'"
-    )
+    value = arg.partition("=")[2]
+    held = "letters outside ASCII" if not value.isascii() else "brackets or '='"
+    return f"{arg}: not an override Hydra can read{why}; quote a value with {held} in it: {key}='...'"
 
 
 def compose(overrides: list[str]):

@@ -411,6 +411,15 @@ def test_real_commands_exit_2_with_one_line_and_write_nothing(cwd, tmp_path):
         "platform.dry_run=true",
         expected="storage.endpoint=http://[::1:bad: not an override Hydra can read",
     )
+    # the hint named brackets or '=' where the value held neither, only a letter outside ASCII
+    _refused(
+        cwd,
+        "campaign",
+        "storage=s3",
+        "storage.bucket=bücket",
+        "platform.dry_run=true",
+        expected="quote a value with letters outside ASCII in it: storage.bucket='...'",
+    )
     _refused(
         cwd,
         "campaign.capacity",
