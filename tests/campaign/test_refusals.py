@@ -184,6 +184,14 @@ BB = ("workload=checkpoint", "storage@checkpoint.slow=s3", "checkpoint.target=bu
         (("storage=s3", "storage.bucket=192.168.1.1"), "storage.bucket=192.168.1.1 is not an S3 bucket name"),
         (("storage=s3", "storage.bucket=xn--abc"), "S3 reserves the prefix xn--"),
         (
+            ("storage=s3", "storage.bucket=null"),
+            "storage.bucket is not set: the tool reads and writes in a bucket",
+        ),
+        (
+            ("storage=azure", "storage.bucket=null"),
+            "storage.bucket is not set: the tool reads and writes in a container",
+        ),
+        (
             ("storage=s3", "storage.bucket=a-.b"),
             "storage.bucket=a-.b is not an S3 bucket name: it holds '-.'",
         ),

@@ -102,6 +102,11 @@ def _settings(st, key: str = "storage") -> None:
         keys = service.keys_problem(os.environ)  # the environment the cells inherit
         if keys:
             raise ConfigError(f"{key}.endpoint={st.endpoint}: {keys}")
+    if st.bucket is None:
+        raise ConfigError(
+            f"{key}.bucket is not set: the tool reads and writes in a {service.container} of the store "
+            f"({service.preset or key}'s is iocampaign)"
+        )
     why = service.bucket_problem(st.bucket)
     if why:
         raise ConfigError(
