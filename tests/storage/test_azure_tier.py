@@ -365,7 +365,15 @@ def test_planning_refuses_what_azure_does_not_do_yet_in_one_line(refusal, monkey
     one(bad_port, "storage.endpoint", "Azure Blob")
     sas = "storage.endpoint='https://acct.blob.core.windows.net/?sv=2022-11-02&sig=abc'"
     one(refusal("storage=azure", sas), "carries credentials", "AZURE_STORAGE_ACCOUNT and AZURE_STORAGE_KEY")
-    one(refusal("storage=azure", "platform.tasks_per_node=2"), "platform.tasks_per_node=2", "not built")
+    tasks = refusal("storage=azure", "platform.tasks_per_node=2")
+    one(tasks, "platform.tasks_per_node=2", "not built", "several task processes in a cell")
+    checkpoint = ("workload=sharded_checkpoint", "checkpoint_model=llama3_8b", "checkpoint.ranks_written=2")
+    # what the service lacks, not a dataset's reads, for a workload that reads no dataset
+    one(refusal("storage=azure", *checkpoint, "platform.tasks_per_node=2"), "several task processes")
+    # every ability has its words for a refusal
+    assert set(services.Abilities.WORDS) == {
+        v for k, v in vars(services.Abilities).items() if k.isupper() and isinstance(v, str)
+    }
     assert refusal("storage=azure", "workload=baseline") is None  # its requests are the service's
     assert refusal("storage=azure", "workload=sharded_checkpoint") is None  # TensorFlow's: put in blocks
     said = refusal("storage=azure", "workload=sharded_checkpoint", "framework=pytorch")

@@ -225,9 +225,8 @@ def _service_can(cfg, workload) -> None:
     ):
         if asked and ability not in service.can:
             raise ConfigError(
-                f"{where}: {setting} is not built for {service.title} yet: its store serves a dataset of one "
-                f"object per image, read by one process through the framework's own reader from the embedded "
-                f"{service.product}; use {services.get('s3').preset} for it"
+                f"{where}: {setting} is not built for {service.title} yet (what it needs: "
+                f"{Abilities.WORDS[ability]}); use {services.get('s3').preset} for it"
             )
 
 

@@ -23,6 +23,17 @@ class Abilities:
     # workload=sharded_checkpoint's ranks writing their shards as objects, put in parts
     SHARDED_CHECKPOINTS = "sharded_checkpoints"
 
+    # each in the words of a refusal: "<setting> is not built for Azure Blob yet: <its words>"
+    WORDS = {
+        USERS: "a user's own store",
+        TASKS: "several task processes in a cell, each with a client of its own",
+        NODES: "the embedded store spread over a cell's Slurm nodes",
+        OWN_REQUESTS: "a workload's own GETs and PUTs",
+        CHECKPOINTS: "the burst buffer's slow tier",
+        SHARDS: "a sharded dataset (TFRecord, HDF5) as objects",
+        SHARDED_CHECKPOINTS: "the sharded checkpoint's ranks putting their shards in parts",
+    }
+
 
 @dataclass(frozen=True)
 class Service:
