@@ -183,6 +183,7 @@ BB = ("workload=checkpoint", "storage@checkpoint.slow=s3", "checkpoint.target=bu
         # bucket names S3 forbids, accepted by the embedded server
         (("storage=s3", "storage.bucket=192.168.1.1"), "storage.bucket=192.168.1.1 is not an S3 bucket name"),
         (("storage=s3", "storage.bucket=xn--abc"), "S3 reserves the prefix xn--"),
+        (("storage=s3", "storage.endpoint='http://::1:9000'"), "an IPv6 address goes in brackets"),
         (
             ("storage=s3", "storage.bucket=null"),
             "storage.bucket is not set: the tool reads and writes in a bucket",

@@ -139,6 +139,8 @@ def _endpoint(endpoint: str, key: str, service) -> None:
         port = url.port
     except ValueError:  # out of range, or not a number
         port = 0
+    if url.netloc.count(":") > 1 and not url.netloc.startswith("["):
+        raise ConfigError(f"{bad} (an IPv6 address goes in brackets: {url.scheme}://[::1]:9000)")
     if url.scheme not in ("http", "https") or not host:
         raise ConfigError(bad)
     # the URL goes into records: keys belong in the environment, and a query is a SAS token or a signature
