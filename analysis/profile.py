@@ -73,7 +73,7 @@ def device_name(prov: dict, device: str) -> str:
     if name.startswith(ACCELERATORS):
         acc = prov.get("accelerator") or {}
         used = acc.get("used_index")
-        gpus = acc.get("gpus") or acc.get("framework_gpus") or acc.get("tensorflow_gpus") or []
+        gpus = acc.get("gpus") or acc.get("framework_gpus") or []
         if gpus:
             g = gpus[used if isinstance(used, int) and used < len(gpus) else 0]
             return str(g.get("name") or g) if isinstance(g, dict) else str(g)

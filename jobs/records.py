@@ -106,7 +106,7 @@ def read(path: str | os.PathLike) -> CellRecord:
             f"{path}: record schema version {version}, this project reads {' and '.join(map(str, READABLE))}"
         )
     try:
-        rec = CellRecord(**raw)
+        rec = CellRecord(**_as_today(raw))
     except TypeError as e:
         raise RecordError(f"{path}: record fields do not match schema {version} ({e})") from e
     if not (
@@ -119,3 +119,39 @@ def read(path: str | os.PathLike) -> CellRecord:
     ):
         raise RecordError(f"{path}: record fields do not match schema {version} (wrong types)")
     return rec
+
+
+def _as_today(raw: dict) -> dict:
+    """A record of any readable version with the fields added since filled as the tool then had them, so
+    that its readers handle one shape: a run's ``steady_runtime_s`` (its runtime without the first step),
+    an emulated tier's ``throttle`` (blkio: cgroup v2's io.max came later) and the accelerator's
+    ``framework`` (TensorFlow: the only one that described it) with its ``framework_gpus`` (once
+    ``tensorflow_gpus``). A value the record holds is never changed."""
+    out = dict(raw)
+    if isinstance(raw.get("runs"), list):
+        out["runs"] = [_run_as_today(run) for run in raw["runs"]]
+    if isinstance(raw.get("traced_run"), dict):
+        out["traced_run"] = _run_as_today(raw["traced_run"])
+    prov = raw.get("provenance")
+    if isinstance(prov, dict):
+        prov = dict(prov)
+        tier = prov.get("emulated_tier")
+        if isinstance(tier, dict) and "throttle" not in tier:
+            prov["emulated_tier"] = {**tier, "throttle": "blkio-v1"}
+        acc = prov.get("accelerator")
+        if isinstance(acc, dict) and "framework" not in acc:
+            prov["accelerator"] = {
+                **acc,
+                "framework": "TensorFlow",
+                "framework_gpus": acc.get("framework_gpus", acc.get("tensorflow_gpus")),
+            }
+        out["provenance"] = prov
+    return out
+
+
+def _run_as_today(run):
+    if not isinstance(run, dict) or run.get("steady_runtime_s") is not None:
+        return run
+    if run.get("runtime_s") is None or run.get("first_step_s") is None:
+        return run
+    return {**run, "steady_runtime_s": run["runtime_s"] - run["first_step_s"]}

@@ -383,9 +383,8 @@ def overlap_efficiency(row: dict) -> float | None:
 
 
 def _throttle(tier: dict | None) -> str:
-    """What throttled the cell's own emulated tier: blkio-v1 or io.max-v2 ("" when none did; records
-    written before v2 tiers existed were throttled by blkio)."""
-    return (tier.get("throttle") or "blkio-v1") if tier else ""
+    """What throttled the cell's own emulated tier: blkio-v1 or io.max-v2 ("" when none did)."""
+    return tier["throttle"] if tier else ""
 
 
 def _row(
@@ -403,14 +402,6 @@ def _row(
     row.update({m: run.get(m) for m in METRICS})
     for key in ("device_lock_wait_s", "memory_limit_bytes", "memory_peak_bytes"):  # the cell's, on each row
         row[key] = rec.provenance.get(key)
-    if (
-        row.get("steady_runtime_s") is None
-        and run.get("runtime_s") is not None
-        and run.get("first_step_s") is not None
-    ):
-        row["steady_runtime_s"] = (
-            run["runtime_s"] - run["first_step_s"]
-        )  # records written before it was recorded
     sizes = sorted(c["bytes"] for c in run.get("checkpoints", []) if c.get("bytes"))
     row["checkpoint_mb"] = sizes[len(sizes) // 2] / 1e6 if sizes else None  # median size of one checkpoint
     row["overlap_efficiency"] = overlap_efficiency(row)

@@ -120,13 +120,13 @@ def summary(acc: dict | None) -> str:
     CUDA"."""
     if not acc:
         return ""
-    name = acc.get("framework", "TensorFlow")  # records from before PyTorch described it: TensorFlow's
+    name = acc["framework"]
     build = (
         f"{name} built with CUDA {acc.get('cuda_build')}, cuDNN {acc.get('cudnn_build')}"
         if acc.get("cuda_build_enabled")
         else f"{name} built without CUDA"
     )
-    seen = acc.get("framework_gpus", acc.get("tensorflow_gpus")) or []
+    seen = acc.get("framework_gpus") or []
     if not acc.get("gpus") or acc.get("used_index") is None:
         return f"none ({name} sees {len(seen)} GPU); {build}"
     g = acc["gpus"][acc["used_index"]]

@@ -1,7 +1,8 @@
 """One loader for every record (issue 60, item 6): ``jobs.cell.recorded`` reads the config a record keeps,
 whichever version wrote it, into the schema's dataclasses, and the analysis reads the typed config instead
-of falling back by hand; a value this version cannot type makes the record unreadable, in one line naming
-the setting."""
+of falling back by hand; ``jobs.records.read`` fills the runs' and provenance's fields added since, so the
+analysis keeps no fallback for them; a value this version cannot type makes the record unreadable, in one
+line naming the setting."""
 
 import dataclasses
 from enum import StrEnum
@@ -95,3 +96,41 @@ def test_a_value_this_version_cannot_type_makes_the_record_unreadable_in_one_lin
         raise AssertionError("a record without a config was read")
     except records.RecordError as e:
         assert str(e) == "the record of cell empty holds no workload and no storage and no platform section"
+
+
+def test_a_record_of_every_version_reads_in_todays_shape_and_keeps_what_it_holds(tmp_path):
+    """The fields added to runs and provenance since the first records are filled by the loader, once, as
+    the tool then had them (the analysis keeps no fallback of its own): a run's steady runtime, the emulated
+    tier's blkio throttle, the accelerator TensorFlow described; a value the record holds is kept."""
+    import json
+
+    from jobs.observe import accelerator
+
+    run = {"run": 1, "warmup": False, "cache_state": "cold", "runtime_s": 10.0, "first_step_s": 2.5}
+    kept = {**run, "run": 2, "steady_runtime_s": 7.0}
+    old = {
+        **dataclasses.asdict(_record(_config("threads=2"))),
+        "schema_version": 1,
+        "runs": [run, kept],
+        "provenance": {
+            "emulated_tier": {"name": "emulated_ssd", "read_bps": 1},
+            "accelerator": {"gpus": [], "tensorflow_gpus": [], "cuda_build_enabled": False},
+        },
+    }
+    del old["declared"]  # version 1 kept none
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / records.FILENAME).write_text(json.dumps(old))
+    rec = records.read(tmp_path / "c" / records.FILENAME)
+    assert [r["steady_runtime_s"] for r in rec.runs] == [7.5, 7.0]
+    assert rec.provenance["emulated_tier"]["throttle"] == "blkio-v1"
+    assert rec.provenance["accelerator"]["framework"] == "TensorFlow"
+    said = accelerator.summary(rec.provenance["accelerator"])
+    assert said == "none (TensorFlow sees 0 GPU); TensorFlow built without CUDA", said
+    rows = tidy.collect(tmp_path).rows
+    assert [(r["steady_runtime_s"], r["throttle"]) for r in rows] == [(7.5, "blkio-v1"), (7.0, "blkio-v1")]
+    # what today's tool writes is read as written
+    today = {**old, "schema_version": records.SCHEMA_VERSION, "declared": None, "runs": [kept]}
+    today["provenance"] = {"emulated_tier": {"name": "x", "throttle": "io.max-v2"}}
+    (tmp_path / "c" / records.FILENAME).write_text(json.dumps(today))
+    again = records.read(tmp_path / "c" / records.FILENAME)
+    assert again.runs == [kept] and again.provenance == today["provenance"]
