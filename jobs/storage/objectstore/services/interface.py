@@ -23,7 +23,7 @@ class Abilities:
     # workload=sharded_checkpoint's ranks writing their shards as objects, put in parts
     SHARDED_CHECKPOINTS = "sharded_checkpoints"
 
-    # each in the words of a refusal: "<setting> is not built for Azure Blob yet: <its words>"
+    # each in the words of a refusal: "<setting> is not built for Azure Blob yet (what it needs: <words>)"
     WORDS = {
         USERS: "a user's own store",
         TASKS: "several task processes in a cell, each with a client of its own",
