@@ -105,7 +105,7 @@ def _settings(st, key: str = "storage") -> None:
     if st.bucket is None:
         raise ConfigError(
             f"{key}.bucket is not set: the tool reads and writes in a {service.container} of the store "
-            f"({service.preset or key}'s is iocampaign)"
+            f"(leave {service.preset or key}'s own, or name one)"
         )
     why = service.bucket_problem(st.bucket)
     if why:
