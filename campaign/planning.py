@@ -87,6 +87,33 @@ class Planner:
                         raw = f"{key}={Transformer.str(element)}"
                         self._parsed.setdefault(raw, _kind(raw, o, element))
 
+    def adopt(self, overrides: Sequence[str], cfg) -> None:
+        """Take ``cfg``, the composition Hydra already made of a multirun's command line ``overrides``
+        (Hydra's primary config: the sweeps left out, every other override applied), as the composition
+        of the cells whose group choices are the command line's own: a composition fewer per command.
+        Each cell's values are set over it as over any composition (a value the command line set is set
+        again, to the same). Adopts nothing where the command line sweeps a group (the primary config
+        then holds a choice no cell has) or where Hydra composes the cells in full."""
+        import copy
+
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        groups = []
+        for o in OverridesParser.create().parse_overrides(list(overrides)):
+            if o.is_sweep_override():
+                if _is_group(o.key_or_group) or o.package is not None:
+                    return
+                continue
+            raw = f"{o.get_key_element()}={o.get_value_element_as_str()}"  # as the sweeper writes it
+            kind = _kind(raw, o)[0]
+            if kind is _FULL:
+                return
+            if kind is _GROUP:
+                groups.append(raw)
+        # the caller's config is left as it was: the cells' values are set on a copy
+        cfg = copy.deepcopy(cfg)
+        self._bases.setdefault(tuple(groups), (cfg, resolved(cfg)))
+
     def _base(self, groups: tuple) -> tuple[Any, dict]:
         if groups not in self._bases:
             cfg = self._compose(list(groups))

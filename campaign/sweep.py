@@ -56,6 +56,7 @@ def plan_cells(hydra_context: Any, config: DictConfig, cells: list[list[str]], p
     # interpolated value (batch_size=${dataset.name} would plan as a string)
     planner = Planner(lambda ov: hydra_context.config_loader.load_sweep_config(config, ov))
     planner.learn(parsed)
+    planner.adopt(list(config.hydra.overrides.task), config)
     memo: dict = {}
     planned = []
     for overrides in cells:

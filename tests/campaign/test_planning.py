@@ -61,6 +61,35 @@ def test_cells_sharing_group_choices_are_composed_once(composer):
     assert len(ids) == 16 and planner.compositions == 2
 
 
+@pytest.mark.parametrize(
+    "command, compositions",
+    [
+        (["storage=tmpfs", "threads=1,2,4", "dataset.num_images=64", "cache=cold,warm"], 0),
+        (["threads=1,2", "workload=alexnet_small", "workload.steps=3"], 0),
+        (["storage=local,tmpfs", "threads=1,2"], 2),  # a group swept: the primary holds no cell's choice
+        (["+extra=1", "threads=1,2"], 0),  # composed in full, cell by cell
+    ],
+)
+def test_the_primary_config_is_the_composition_of_the_cells_with_the_command_lines_choices(
+    composer, command, compositions
+):
+    """Hydra's own composition of a multirun's command line (its sweeps left out) is adopted as the cells'
+    composition where their group choices are the command line's: each cell still equals its full
+    composition, and the caller's config is left as it was."""
+    from campaign import sweep
+
+    primary = composer([o for o in command if "," not in o])
+    before = plan.resolved(primary)
+    planner = planning.Planner(composer)
+    planner.adopt(command, primary)
+    for overrides in sweep.expand(command):
+        full = plan.resolved(composer(overrides))
+        cell = planner.cell(overrides)
+        assert cell.data == full and cell.cell_id == plan.cell_id(full)
+    assert planner.compositions == compositions
+    assert plan.resolved(primary) == before
+
+
 def test_cells_of_one_composition_share_only_the_sections_no_value_changed(composer):
     """Planning copies the sections a cell's values reach and shares the rest; no cell's values, and no
     id's hashing, reach another cell's data or the composition's."""
