@@ -177,6 +177,8 @@ BB = ("workload=checkpoint", "storage@checkpoint.slow=s3", "checkpoint.target=bu
             "storage.endpoint=http://127.0.0.1:abc is not",
         ),
         (("storage=s3", "storage.endpoint='http://a b:9000'"), "host 'a b' is neither a host name nor an IP"),
+        (("storage=s3", "storage.endpoint=http://256.1.1.1:9000"), "host '256.1.1.1' is not an IPv4 address"),
+        (("storage=azure", "storage.endpoint=http://10.0.1:10000"), "host '10.0.1' is not an IPv4 address"),
         # ZeroDivisionError in the generator
         (("dataset.num_classes=0",), "dataset.num_classes=0 must be at least 1"),
         (("dataset.bytes_per_pixel=0",), "dataset.bytes_per_pixel=0.0 must be positive"),

@@ -151,6 +151,9 @@ def _endpoint(endpoint: str, key: str, service) -> None:
         )
     if not _HOST.fullmatch(host) and not _ip(host):
         raise ConfigError(f"{bad} (host {host!r} is neither a host name nor an IP address)")
+    # a host name's last label is never all digits (RFC 1123): dotted numbers are an IPv4 address or nothing
+    if host.rsplit(".", 1)[-1].isdigit() and not _ip(host):
+        raise ConfigError(f"{bad} (host {host!r} is not an IPv4 address: four numbers, each 0-255)")
     if port == 0:
         raise ConfigError(f"{bad} (its port must be a whole number 1-65535)")
 
