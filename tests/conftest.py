@@ -19,6 +19,12 @@ from support.paths import CONF, ROOT, SLURM_SCRIPTS
 from support.scheduling import WAITS, ApartScheduling
 from support.users import OTHER_USER
 
+# TensorFlow in the test processes themselves (imported as the modules are collected) logs as the
+# commands the tests run do (support.commands.python_env): no C++ warnings on the suite's terminal, such as
+# the heartbeat a tf.data service consumer left blocked on a killed worker logs each second
+# (tests/execution/test_service.py) until its worker process ends
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
 
 # The suite runs on four workers (pytest-xdist, --dist loadgroup): the Slurm group and the modules marked
 # ``waits`` on one of their own, first, every other group on the other three and on that one once its own
