@@ -3,7 +3,8 @@
 Hydra composes a config in 0.25-0.7 s. Cells of a grid differ mostly in plain values
 (``threads=4``, ``batch_size=32``), not in config-group choices, so the planner composes once per
 distinct set of group choices and applies each cell's plain values to a copy of that composition's
-resolved data. Each value is first type-checked and converted by the structured config itself
+resolved data; the set the command line itself chooses is Hydra's primary config, already composed
+(``Planner.adopt``). Each value is first type-checked and converted by the structured config itself
 (``threads=4`` stays an int, ``workload.read_delay_ms=3`` becomes 3.0, ``cache=cold`` an enum name),
 once per distinct (choices, key, value). A cell whose overrides Hydra must interpret itself
 (``+key=``, ``~key``, ``hydra.*``, a value holding an interpolation) is composed in full.
