@@ -13,6 +13,7 @@ Tests pin that a planned cell's config and id equal those of a full composition.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -52,6 +53,36 @@ def _kind(raw: str, o, value: Any = _PARSED) -> tuple[str, str, Any]:
 _PLAIN = (int, float, bool, str)
 
 
+# the key an interpolation reads: ${a.b}, or a resolver's first argument (${oc.select:a.b,1})
+_READ = re.compile(r"\$\{(?:[\w.]+:)?([\w.]*)")
+
+
+def interpolated_keys(cfg) -> frozenset[str]:
+    """The keys the interpolations of a composition's own sections read (Hydra's node left out); a
+    relative one (``${.x}``) as read, with its dots."""
+    from omegaconf import OmegaConf
+
+    reads: set[str] = set()
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+        elif isinstance(node, str) and "${" in node:
+            reads.update(_READ.findall(node))
+
+    walk(OmegaConf.to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]), resolve=False))
+    return frozenset(reads)
+
+
+def _overlaps(key: str, read: str) -> bool:
+    """Whether setting ``key`` changes what reading ``read`` gives (a relative read: assumed so)."""
+    return read.startswith(".") or key == read or read.startswith(f"{key}.") or key.startswith(f"{read}.")
+
+
 class Planner:
     """Resolved configs of cells, composing once per distinct set of config-group choices."""
 
@@ -69,6 +100,7 @@ class Planner:
         # (typed config, data) of a composition with values set inside its sections (_with)
         self._set: dict[tuple, tuple[Any, dict]] = {}
         self._ids: dict = {}  # each section's part of a cell id (jobs.plan.cell_id's memo)
+        self._reads: dict[tuple, frozenset] = {}  # the keys each composition's interpolations read
         self.compositions = 0
 
     def learn(self, sweep: Sequence) -> None:
@@ -181,7 +213,18 @@ class Planner:
                 groups.append(raw)
             else:
                 values.append((raw, key, value))
+        if values and self._read_by_interpolation(tuple(groups), values):
+            return None
         return tuple(groups), values
+
+    def _read_by_interpolation(self, groups: tuple, values: list) -> bool:
+        """Whether a value sets what an interpolation of the composition reads (``dataset.median_kb:
+        ${oc.select:accelerator.sample_kb,112}`` with ``accelerator.sample_kb=50``): set over the resolved
+        data, it would leave the interpolated value as composed, so such a cell is composed in full."""
+        if groups not in self._reads:
+            self._reads[groups] = interpolated_keys(self._base(groups)[0])
+        reads = self._reads[groups]
+        return any(_overlaps(key, read) for _, key, _ in values for read in reads)
 
     def config(self, overrides: Sequence[str]) -> dict:
         """The resolved config of the cell made by ``overrides``."""

@@ -28,6 +28,8 @@ CELLS = [
         "platform.timeout_min=30",
         "platform.setup=[module load x]",
     ],
+    # a value an interpolation reads (dataset.median_kb: ${oc.select:accelerator.sample_kb,112}): in full
+    ["workload=emulated", "accelerator=resnet50_a100", "accelerator.sample_kb=50"],
     ["+extra=1"],  # Hydra's own semantics: composed in full
 ]
 
@@ -68,6 +70,8 @@ def test_cells_sharing_group_choices_are_composed_once(composer):
         (["threads=1,2", "workload=alexnet_small", "workload.steps=3"], 0),
         (["storage=local,tmpfs", "threads=1,2"], 2),  # a group swept: the primary holds no cell's choice
         (["+extra=1", "threads=1,2"], 0),  # composed in full, cell by cell
+        # the swept value is read by an interpolation: its cells composed in full, the primary adopted
+        (["workload=emulated", "accelerator=resnet50_a100", "accelerator.sample_kb=50,60", "threads=1"], 0),
     ],
 )
 def test_the_primary_config_is_the_composition_of_the_cells_with_the_command_lines_choices(
