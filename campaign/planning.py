@@ -7,7 +7,8 @@ resolved data; the set the command line itself chooses is Hydra's primary config
 (``Planner.adopt``). Each value is first type-checked and converted by the structured config itself
 (``threads=4`` stays an int, ``workload.read_delay_ms=3`` becomes 3.0, ``cache=cold`` an enum name),
 once per distinct (choices, key, value). A cell whose overrides Hydra must interpret itself
-(``+key=``, ``~key``, ``hydra.*``, a value holding an interpolation) is composed in full.
+(``+key=``, ``~key``, ``hydra.*``, a value holding an interpolation) is composed in full, and so is a
+cell that sets a value an interpolation reads (the resolved data would keep what it read before).
 Tests pin that a planned cell's config and id equal those of a full composition.
 """
 
