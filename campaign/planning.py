@@ -54,13 +54,26 @@ def _kind(raw: str, o, value: Any = _PARSED) -> tuple[str, str, Any]:
 _PLAIN = (int, float, bool, str)
 
 
-# the key an interpolation reads: ${a.b}, or a resolver's first argument (${oc.select:a.b,1})
-_READ = re.compile(r"\$\{(?:[\w.]+:)?([\w.]*)")
+# what an interpolation reads: ${a.b}, or oc.select's key (${oc.select:a.b,1}, ${oc.select: 'a.b', 1});
+# a resolver that reads no config (oc.env, now); anything else (a nested or another resolver's
+# interpolation) is taken to read anything (ANY)
+_KEY = r"([A-Za-z_][\w.]*)"
+_PLAIN_READ = re.compile(rf"\$\{{\s*{_KEY}\s*\}}")
+_SELECT_READ = re.compile(rf"\$\{{\s*oc\.select\s*:\s*(['\"]?){_KEY}\1\s*(?:,[^${{}}]*)?\}}")
+_READS_NOTHING = re.compile(r"\$\{\s*(?:oc\.env|now)\s*:[^${}]*\}")
+ANY = "."  # read as a relative interpolation is: setting any value may change it (_overlaps)
+
+
+def _reads(text: str) -> set[str]:
+    """The keys the interpolations in ``text`` read (``ANY`` for one this cannot tell)."""
+    reads = set(_PLAIN_READ.findall(text)) | {key for _, key in _SELECT_READ.findall(text)}
+    rest = _READS_NOTHING.sub("", _SELECT_READ.sub("", _PLAIN_READ.sub("", text)))
+    return reads | ({ANY} if "${" in rest else set())
 
 
 def interpolated_keys(cfg) -> frozenset[str]:
-    """The keys the interpolations of a composition's own sections read (Hydra's node left out); a
-    relative one (``${.x}``) as read, with its dots."""
+    """The keys the interpolations of a composition's own sections read (Hydra's node left out); ``ANY``
+    where one reads what this cannot tell (a relative or nested interpolation, another resolver)."""
     from omegaconf import OmegaConf
 
     reads: set[str] = set()
@@ -73,14 +86,15 @@ def interpolated_keys(cfg) -> frozenset[str]:
             for v in node:
                 walk(v)
         elif isinstance(node, str) and "${" in node:
-            reads.update(_READ.findall(node))
+            reads.update(_reads(node))
 
     walk(OmegaConf.to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]), resolve=False))
     return frozenset(reads)
 
 
 def _overlaps(key: str, read: str) -> bool:
-    """Whether setting ``key`` changes what reading ``read`` gives (a relative read: assumed so)."""
+    """Whether setting ``key`` changes what reading ``read`` gives (``ANY`` or a relative read: assumed
+    so)."""
     return read.startswith(".") or key == read or read.startswith(f"{key}.") or key.startswith(f"{read}.")
 
 

@@ -94,6 +94,21 @@ def test_the_primary_config_is_the_composition_of_the_cells_with_the_command_lin
     assert plan.resolved(primary) == before
 
 
+def test_the_keys_interpolations_read_are_found_in_every_form_and_an_unknown_read_reads_anything():
+    from omegaconf import OmegaConf
+
+    def reads(**data):
+        return planning.interpolated_keys(OmegaConf.create({"a": {"x": 1}, "d": data}))
+
+    forms = ["${a.x}", "${ a.x }", "pre_${a.x}_post", "${oc.select:a.x,1}", "${oc.select: 'a.x', 1}"]
+    for form in forms:
+        assert reads(m=form) == {"a.x"}, form
+    assert reads(m="${oc.env:HOME}", n="${now:%H}", k=3) == set()
+    for form in ("${oc.select:${d.p},1}", "${.k}", "${oc.dict.keys:a}"):
+        assert planning.ANY in reads(m=form, p="a.x"), form
+    assert planning._overlaps("threads", planning.ANY) and not planning._overlaps("threads", "a.x")
+
+
 def test_cells_of_one_composition_share_only_the_sections_no_value_changed(composer):
     """Planning copies the sections a cell's values reach and shares the rest; no cell's values, and no
     id's hashing, reach another cell's data or the composition's."""
