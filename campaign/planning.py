@@ -39,14 +39,17 @@ _PARSED = object()  # _kind: the value is the parsed override's own
 def _kind(raw: str, o, value: Any = _PARSED) -> tuple[str, str, Any]:
     """(how the override is planned, its key, its value) of Hydra's parsed override ``o`` of ``raw``:
     _FULL where Hydra must compose the cell itself (``+key=``, ``~key``, ``hydra.*``, an interpolated
-    value), _GROUP for a config group's choice, _VALUE for a plain value (``value``: one element of the
-    sweep ``o``)."""
+    value, a dict, which Hydra merges into the section it names), _GROUP for a config group's choice,
+    _VALUE for a plain value (``value``: one element of the sweep ``o``)."""
     key = o.key_or_group
     if o.is_add() or o.is_delete() or o.is_force_add() or key.startswith("hydra") or "${" in raw:
         return _FULL, key, None
     if _is_group(key) or o.package is not None:
         return _GROUP, key, None
-    return _VALUE, key, o.value() if value is _PARSED else value
+    value = o.value() if value is _PARSED else value
+    if isinstance(value, dict):  # loader={num_workers:2}: merged by Hydra, not set whole
+        return _FULL, key, None
+    return _VALUE, key, value
 
 
 # The types of a sweep's elements that Hydra writes into a cell's override and parses back as they were

@@ -30,6 +30,7 @@ CELLS = [
     ],
     # a value an interpolation reads (dataset.median_kb: ${oc.select:accelerator.sample_kb,112}): in full
     ["workload=emulated", "accelerator=resnet50_a100", "accelerator.sample_kb=50"],
+    ["framework=pytorch", "loader={num_workers:2}", "threads=2"],  # a dict, merged by Hydra: in full
     ["+extra=1"],  # Hydra's own semantics: composed in full
 ]
 
