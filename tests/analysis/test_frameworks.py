@@ -386,6 +386,26 @@ def _fig6(rows, monkeypatch):
     return kept[0]
 
 
+def test_fig7_marks_and_names_the_runtime_without_prefetch_where_it_was_the_shorter(monkeypatch):
+    """Where a batch size ran faster without prefetch, Fig. 7 draws a tick at that runtime inside the gray
+    bar (no white excess) and its legend says what the tick is, as Fig. 6's does."""
+    from analysis.figures import declared, training
+
+    faster_with = _training("tensorflow", {(2, 0): 3.0, (2, 1): 2.0})
+    faster_without = _training("tensorflow", {(2, 0): 2.0, (2, 1): 2.5}, cell=2).assign(batch_size=128)
+    kept = []
+    monkeypatch.setattr(plotting, "save", lambda fig, stem: kept.append(fig) or [])
+    figure = next(f for _, f in workloads.figures() if f.key == "fig7")
+    rows = declared.rows_of(pd.concat([faster_with, faster_without]), "alexnet", figure)
+    training.fig7(rows, Path("unused"), figure)
+    ax = kept[0].axes[0]
+    ticks = [tuple(line.get_xydata()[0]) for line in ax.lines if line.get_marker() == "_"]
+    assert ticks == [(1.0, 2.0)]  # batch 128, the runtime without prefetch
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    tick = "without prefetch, where it was faster"
+    assert legend[:3] == ["prefetch 1 batch", "excess without prefetch", tick]
+
+
 def _bars(ax):
     """(x centre, bottom, height, face, hatch) of every bar drawn, rounded, left to right."""
     out = [
