@@ -64,7 +64,7 @@ _KEY = r"([A-Za-z_][\w.]*)"
 _PLAIN_READ = re.compile(rf"\$\{{\s*{_KEY}\s*\}}")
 _SELECT_READ = re.compile(rf"\$\{{\s*oc\.select\s*:\s*(['\"]?){_KEY}\1\s*(?:,[^${{}}]*)?\}}")
 _READS_NOTHING = re.compile(r"\$\{\s*(?:oc\.env|now)\s*:[^${}]*\}")
-ANY = "."  # read as a relative interpolation is: setting any value may change it (_overlaps)
+ANY = "."  # a read this cannot tell (a relative ${.x} among them): setting any value may change it
 
 
 def _reads(text: str) -> set[str]:
@@ -96,9 +96,8 @@ def interpolated_keys(cfg) -> frozenset[str]:
 
 
 def _overlaps(key: str, read: str) -> bool:
-    """Whether setting ``key`` changes what reading ``read`` gives (``ANY`` or a relative read: assumed
-    so)."""
-    return read.startswith(".") or key == read or read.startswith(f"{key}.") or key.startswith(f"{read}.")
+    """Whether setting ``key`` changes what reading ``read`` gives (``ANY``: assumed so)."""
+    return read == ANY or key == read or read.startswith(f"{key}.") or key.startswith(f"{read}.")
 
 
 class Planner:
