@@ -226,30 +226,56 @@ def io(procs: list) -> list[tuple[int, int]]:
     return out
 
 
-def watched(run_once, ctx, svc, every_s: float = 0.2) -> dict:
+def watched(run_once, ctx, svc, every_s: float = 0.2, unwind_s: float = 30.0) -> dict:
     """A run through the tf.data service, watched: the consumer reads in a thread while this one checks
     the service every ``every_s``. A worker that dies mid-run leaves the consumer waiting for the
     elements it held (distributed_epoch), for ever; the check raises ServiceError naming the worker
-    instead, and the blocked consumer thread is left behind while the service is ended."""
+    instead. Whatever ends the watch (that error, Ctrl-C), the consumer's reads are cancelled first
+    (``jobs.frameworks.tensorflow.cancel``) and it is given ``unwind_s`` to end, so no thread is left
+    heart-beating to a dispatcher that has gone."""
     import threading
 
+    from jobs.frameworks.tensorflow import cancel
+
     box: dict = {}
+    started = threading.Event()
 
     def consume() -> None:
         try:
-            box["result"] = run_once(ctx)
+            with cancel.cancellable() as box["cancel"]:
+                started.set()
+                box["result"] = run_once(ctx)
         except BaseException as e:  # noqa: BLE001 - handed to the watching thread, which raises it
             box["error"] = e
+        finally:
+            started.set()
 
     t = threading.Thread(target=consume, name="service-consumer", daemon=True)
     t.start()
-    while t.is_alive():
-        t.join(every_s)
-        if t.is_alive():
-            svc.check()
+    try:
+        started.wait()
+        while t.is_alive():
+            t.join(every_s)
+            if t.is_alive():
+                svc.check()
+    except BaseException:
+        _unwind(t, box, unwind_s)
+        raise
     if "error" in box:
         raise box["error"]
     return box["result"]
+
+
+def _unwind(consumer, box: dict, timeout_s: float) -> None:
+    """The consumer's blocked read cancelled and the thread ended; what it held (its iterator, reached
+    through the error's frames) released now, while the service still answers."""
+    import gc
+
+    if "cancel" in box:
+        box["cancel"]()
+    consumer.join(timeout_s)
+    box.clear()
+    gc.collect()
 
 
 def main(role: str, folder: str, *args: str) -> int:

@@ -4,6 +4,7 @@ cell, a dead worker is named, bad settings are refused in one line."""
 
 import signal
 import subprocess
+import threading
 import time
 
 import pandas as pd
@@ -82,22 +83,31 @@ def test_a_dead_worker_is_named_and_every_process_ends(tmp_path):
 @pytest.mark.cells
 def test_a_worker_killed_mid_run_fails_the_run_instead_of_hanging(tmp_path):
     """distributed_epoch: the elements a dead worker held never come, so the consumer would wait for
-    ever; the runner watches the service while the consumer reads and names the dead worker."""
+    ever; the runner watches the service while the consumer reads, names the dead worker, and cancels
+    the consumer's blocked read, so no thread is left calling the dispatcher after the service ends."""
     import tensorflow as tf
 
     from jobs.execution import service
+    from jobs.frameworks.tensorflow import cancel
     from jobs.frameworks.tensorflow.pipeline import through_service
 
     files = [str(f) for f in make_jpegs(tmp_path / "data", 400, classes=1, side=32)]
-    seen = []
+    seen, ended = [], []
 
-    def run_once(address):
+    def run_once(address):  # reads as the micro-benchmark's engine reads (reading.run_once)
         ds = through_service(tf.data.Dataset.from_tensor_slices(files).map(tf.io.read_file), address)
-        for _ in ds:
-            seen.append(1)
-            if len(seen) == 50:  # mid-run
-                svc.workers[0].send_signal(signal.SIGKILL)
-        return {"images": len(seen)}
+        read = cancel.next_of(iter(ds))
+        try:
+            while True:
+                read()
+                seen.append(1)
+                if len(seen) == 50:  # mid-run
+                    svc.workers[0].send_signal(signal.SIGKILL)
+        except StopIteration:
+            return {"images": len(seen)}
+        except BaseException as e:
+            ended.append(e)
+            raise
 
     with (
         pytest.raises(service.ServiceError, match="the worker 0 ended"),
@@ -112,6 +122,9 @@ def test_a_worker_killed_mid_run_fails_the_run_instead_of_hanging(tmp_path):
             waited = time.monotonic() - t0
     assert waited < 60 and len(seen) >= 50
     assert all(p.poll() is not None for p in procs) and not (tmp_path / "svc").exists()
+    if len(seen) < len(files):  # the consumer was blocked: its read was cancelled and the thread ended
+        assert [type(e) for e in ended] == [tf.errors.CancelledError]
+    assert not [t for t in threading.enumerate() if t.name == "service-consumer"]
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import time
 from jobs import interrupts
 from jobs.data import loading
 from jobs.data.datasets import Dataset
-from jobs.frameworks.tensorflow import pipeline, sources
+from jobs.frameworks.tensorflow import cancel, pipeline, sources
 from jobs.metrics import MB
 from jobs.workloads.microbench.run import RunResult, RunSettings
 
@@ -30,6 +30,7 @@ def run_once(ds: Dataset, s: RunSettings, mark=None) -> RunResult:
     """One timed pass: from the first iterator call to the return of the last one. ``mark(name)``,
     when given, is called with "start" and "end" at the edges of that interval."""
     it = iter(build(ds, s))  # creating the iterator reads nothing: parallel map starts on the first call
+    read = cancel.next_of(it)  # through the tf.data service: a read its watcher can cancel
     seen: list[int] = []
     consumed = 0
     nb = 0
@@ -43,7 +44,7 @@ def run_once(ds: Dataset, s: RunSettings, mark=None) -> RunResult:
         while s.batches is None or nb < s.batches:
             interrupts.check()  # Ctrl-C and SIGTERM end the run here, between batches
             try:
-                _, idx, nbytes = interrupts.waiting(next, it)
+                _, idx, nbytes = interrupts.waiting(read)
             except StopIteration:
                 exhausted = True
                 break
@@ -55,7 +56,7 @@ def run_once(ds: Dataset, s: RunSettings, mark=None) -> RunResult:
             consumed += int(nbytes.numpy().sum())
         if mark is not None:
             mark("end")
-        del it  # stop read-ahead before the counters are read
+        del it, read  # stop read-ahead before the counters are read
     sources.close_all()
     rb1, rc1 = loading.read_counters()
     seconds = t_last - t0
