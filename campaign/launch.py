@@ -54,6 +54,7 @@ def launch(hydra_context: Any, config: DictConfig, cells: list[Cell]) -> str:
     if platform.kind == "local":
         from campaign.estimate import Estimate, duration
 
+        todo = _fork_safe_order(todo)
         est = Estimate(todo, local=True)
         log.info(
             "Launching %d cell%s here, one after another (%d done before); %s",
@@ -81,6 +82,25 @@ def launch(hydra_context: Any, config: DictConfig, cells: list[Cell]) -> str:
     if not todo:
         return RAN
     return _slurm(hydra_context, config, todo, sweep_dir)
+
+
+def _fork_safe_order(cells: list[Cell]) -> list[Cell]:
+    """The order this process runs ``cells`` in: as planned, except that the cells of a framework whose
+    runtime leaves threads a fork may not survive (``Framework.fork_unsafe``: TensorFlow's pools) run
+    after the others, whose reader processes (a DataLoader's workers) fork from this process. Each cell
+    keeps its number and folder; the log says when the order changed."""
+    from jobs import frameworks
+
+    late = [frameworks.of(c.config).fork_unsafe for c in cells]
+    ordered = [c for c, x in zip(cells, late) if not x] + [c for c, x in zip(cells, late) if x]
+    if ordered != cells:
+        names = sorted({frameworks.of(c.config).label for c, x in zip(cells, late) if x})
+        log.info(
+            "%s's cells run last: their runtime's threads would stay in this process, from which the other "
+            "cells fork their readers",
+            " and ".join(names),
+        )
+    return ordered
 
 
 def _first(est) -> str:

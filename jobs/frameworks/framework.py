@@ -29,6 +29,9 @@ class Framework:
     label: str  # its name in figures and the report
     reader: str  # one of what reads in parallel, in its own words (``unit``)
     imports_tensorflow: bool = False  # its cells run in TensorFlow: imported quietly before a cell's locks
+    # its runtime leaves threads in the cell's process that a process forked from it later may not survive
+    # (TensorFlow's and XLA's pools): a local campaign runs its cells after the others' (campaign.launch)
+    fork_unsafe: bool = False
     companions: tuple[str, ...] = ()  # distributions only its cells use beside it (Keras with TensorFlow)
     warm: tuple[str, ...] = ()  # modules a warm server may import for its cells' processes (fork-safe)
     # the dataset.format values its readers read

@@ -11,7 +11,7 @@ from analysis.claims import judge
 from analysis.figures import bandwidth, plotting
 from analysis.report import answers
 from analysis.tables import bounds, frameworks, tidy
-from jobs import workloads
+from jobs import records, workloads
 from support.commands import campaign
 from support.configs import compose_cell
 from support.files import make_jpegs
@@ -280,6 +280,14 @@ def test_a_real_campaign_with_both_frameworks(both_frameworks):
     assert by.loc["pytorch", "loader_workers"] == 1 and by.loc["pytorch", "workers"] == 1
     assert pd.isna(by.loc["tensorflow", "loader_workers"]) and pd.isna(by.loc["tensorflow", "workers"])
     assert by.loc["pytorch", "startup_s"] > 0
+    # TensorFlow's cell is the sweep's first (#0) and runs last: PyTorch's workers fork from this
+    # process before TensorFlow's threads are in it
+    ran = {
+        r.config["framework"]["name"]: (r.started_at, p.parent.name)
+        for p in out.glob("*/record.json")
+        for r in [records.read(p)]
+    }
+    assert ran["tensorflow"][1] == "0" and ran["pytorch"][0] < ran["tensorflow"][0]
     summary = pd.read_csv(out / "summary.csv")
     assert sorted(summary["framework"]) == ["pytorch", "tensorflow"]
     table = pd.read_csv(out / frameworks.FRAMEWORKS)

@@ -18,6 +18,7 @@ FRAMEWORK = Framework(
     reader="map thread",
     reads_with="tf.data (`framework=tensorflow`: `threads` map threads in one process)",
     imports_tensorflow=True,
+    fork_unsafe=True,
     companions=("keras",),
     rank=0,
     engines={
