@@ -54,7 +54,7 @@ def launch(hydra_context: Any, config: DictConfig, cells: list[Cell]) -> str:
     if platform.kind == "local":
         from campaign.estimate import Estimate, duration
 
-        todo = _fork_safe_order(todo)
+        todo = fork_safe_order(todo)
         est = Estimate(todo, local=True)
         log.info(
             "Launching %d cell%s here, one after another (%d done before); %s",
@@ -84,7 +84,7 @@ def launch(hydra_context: Any, config: DictConfig, cells: list[Cell]) -> str:
     return _slurm(hydra_context, config, todo, sweep_dir)
 
 
-def _fork_safe_order(cells: list[Cell]) -> list[Cell]:
+def fork_safe_order(cells: list[Cell]) -> list[Cell]:
     """The order this process runs ``cells`` in: as planned, except that the cells of a framework whose
     runtime leaves threads a fork may not survive (``Framework.fork_unsafe``: TensorFlow's pools) run
     after the others, whose reader processes (a DataLoader's workers) fork from this process. Each cell

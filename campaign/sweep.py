@@ -170,20 +170,23 @@ def sweep(hydra_context: Any, config: DictConfig, arguments: list[str]) -> None:
 def dry_run(cells: list, sweep_dir: Path) -> str:
     """What ``platform.dry_run=true`` prints on this machine: every planned cell and where it would go."""
     from campaign.estimate import Estimate
+    from campaign.launch import fork_safe_order
 
+    number = {id(c): num for num, c in enumerate(cells)}
+    cells = fork_safe_order(cells)  # in the order they would run, each with its number
     est = Estimate(cells, local=True)
     lines = [
         f"dry run: {len(cells)} cell{'s' if len(cells) != 1 else ''} would run here, one after another, into "
         f"{sweep_dir} (nothing was run or written)"
     ]
-    for num, c in enumerate(cells):
+    for k, c in enumerate(cells):
         cfg = c.config
         lines.append(
-            f"  #{num}: workload={_preset(c)} storage={cfg.storage.name} "
+            f"  #{number[id(c)]}: workload={_preset(c)} storage={cfg.storage.name} "
             f"root={cfg.storage.root} threads={cfg.threads}{frameworks.described(cfg)} "
             f"batch_size={cfg.batch_size} "
             f"prefetch={cfg.prefetch} repeats={cfg.repeats} cell {c.cell_id} [{' '.join(c.overrides)}]"
-            f"{est.cell(num)}"
+            f"{est.cell(k)}"
         )
     return "\n".join([*lines, *est.lines()])
 

@@ -340,3 +340,22 @@ def test_arrays_are_timed_by_their_bytes_and_their_conversion_once(planned_cell,
     found = Estimate(cells[:1], local=True)
     assert found.converting == [0.0] and "converting" not in found.cell(0)
     assert found.cells[0] == pytest.approx(again.cells[0] - again.converting[0])
+
+
+def test_a_dry_run_lists_the_cells_in_the_order_they_would_run(tmp_path):
+    """A grid over both frameworks runs PyTorch's cells first (their DataLoader workers fork from the
+    campaign's process, which TensorFlow's cells would leave their threads in): the dry run lists them in
+    that order, each with its number, and the first to run is the one that generates the set."""
+    p = campaign(
+        "-m",
+        "framework=tensorflow,pytorch",
+        f"storage.root={tmp_path}",
+        "dataset.num_images=256",
+        "platform.dry_run=true",
+        cwd=tmp_path,
+    )
+    assert p.returncode == 0, p.stderr
+    cells = [line for line in p.stdout.splitlines() if line.startswith("  #")]
+    assert [c.split(":")[0] for c in cells] == ["  #1", "  #0"], p.stdout
+    assert "framework=pytorch" in cells[0] and "generating ≈" in cells[0] and "generating" not in cells[1]
+    assert "TensorFlow's cells run last" in p.stderr + p.stdout
