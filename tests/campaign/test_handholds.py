@@ -3,28 +3,18 @@ process), a help that lists the presets and the study's options, a command that 
 disk use, and the small refusals and labels a first hour trips over."""
 
 import os
-import re
 import subprocess
 
 import pytest
 
-from support.commands import python_env, run_module
+from support.commands import as_typed, noise
 from support.files import tmpfs
 from support.paths import ROOT
 from support.skips import needs_fio
 
-# a line of TensorFlow's, CUDA's or absl's C++ logging (``I0000 00:00:… port.cc:153] …``) or about them, or
-# a library's Python warning (PyTorch's of more workers than cores)
-NOISE = re.compile(
-    r"^[IWEF]\d{4} |\.cc:\d+\]|cuInit|oneDNN|absl|TF_ENABLE_ONEDNN_OPTS|TF-TRT|cuda|Warning: ", re.I
-)
-
 
 def _run(module: str, *args: str, cwd, timeout: int = 600) -> subprocess.CompletedProcess:
-    """``python -m <module>`` as a user types it: no TF_CPP_MIN_LOG_LEVEL of the Makefile's."""
-    env = python_env()
-    del env["TF_CPP_MIN_LOG_LEVEL"]
-    return run_module(module, *args, cwd=cwd, env=env, timeout=timeout, fresh=True)  # a cold start's lines
+    return as_typed(module, *args, cwd=cwd, timeout=timeout)
 
 
 def _quiet_campaign(tmp_path, *overrides: str):
@@ -43,8 +33,7 @@ def _quiet_campaign(tmp_path, *overrides: str):
         cwd=tmp_path,
     )
     assert p.returncode == 0, p.stderr[-3000:]
-    noisy = [x for x in (p.stdout + p.stderr).splitlines() if NOISE.search(x)]
-    assert noisy == [], noisy
+    assert noise(p) == [], noise(p)
     return out
 
 
@@ -100,8 +89,7 @@ def test_a_benchmark_prints_no_line_of_tensorflows_during_its_runs(tmp_path):
     args += ["--repeats", "1", "--formats", "tfrecord", "--shard-mb", "1", "--frameworks", "tensorflow"]
     p = _run("benchmarks.readonly_vs_fio", *args, cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
-    noisy = [x for x in (p.stdout + p.stderr).splitlines() if NOISE.search(x)]
-    assert noisy == [], noisy
+    assert noise(p) == [], noise(p)
     # the table's one row, between its header and the legend of its shared columns (benchmarks.rounds)
     assert [x.split()[:3] for x in p.stdout.splitlines()[2:-1]] == [["tfrecord", "1", "tensorflow"]]
     assert "tf_record_dataset_op.cc" in (root / "iocampaign" / "native.log").read_text()

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from jobs import records
-from support.commands import campaign
+from support.commands import as_typed, campaign, noise
 from support.configs import two_runs
 from support.files import make_jpegs
 
@@ -23,7 +23,8 @@ def test_a_service_cell_reads_every_file_once_and_leaves_no_process(tmp_path):
     root = tmp_path / "tier"
     root.mkdir()
     out = tmp_path / "c"
-    p = campaign(
+    p = as_typed(  # as a user types it: a line of TensorFlow's on the terminal would show
+        "campaign",
         "-m",
         "workload=readonly",
         "input.service=false,true",
@@ -32,6 +33,7 @@ def test_a_service_cell_reads_every_file_once_and_leaves_no_process(tmp_path):
         cwd=tmp_path,
     )
     assert p.returncode == 0, p.stderr[-3000:]
+    assert noise(p) == [], noise(p)  # the consumer's client released while the service still answered
     assert (
         subprocess.run(["pgrep", "-f", f"jobs.execution.service .* {out}"], capture_output=True).stdout == b""
     )

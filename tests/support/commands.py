@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -67,6 +68,26 @@ def _warm() -> forkserver.Client:
     if not _SERVER or not _SERVER[0].alive():
         _SERVER[:] = [forkserver.Client(python_env())]
     return _SERVER[0]
+
+
+# a line of TensorFlow's, CUDA's or absl's C++ logging (``I0000 00:00:… port.cc:153] …``) or about them, or
+# a library's Python warning (PyTorch's of more workers than cores)
+NOISE = re.compile(
+    r"^[IWEF]\d{4} |\.cc:\d+\]|cuInit|oneDNN|absl|TF_ENABLE_ONEDNN_OPTS|TF-TRT|cuda|Warning: ", re.I
+)
+
+
+def as_typed(module: str, *args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    """``python -m <module>`` as a user types it, started cold: no TF_CPP_MIN_LOG_LEVEL of the
+    Makefile's, so every line of TensorFlow's that reaches the terminal is in its output."""
+    env = python_env()
+    del env["TF_CPP_MIN_LOG_LEVEL"]
+    return run_module(module, *args, cwd=cwd, env=env, timeout=timeout, fresh=True)  # a cold start's lines
+
+
+def noise(p: subprocess.CompletedProcess) -> list[str]:
+    """The lines of ``p``'s output that are TensorFlow's, CUDA's or absl's (``NOISE``)."""
+    return [x for x in (p.stdout + p.stderr).splitlines() if NOISE.search(x)]
 
 
 def start_module(

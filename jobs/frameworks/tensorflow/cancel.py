@@ -19,6 +19,8 @@ _local = threading.local()
 def cancellable() -> Iterator[Callable[[], None]]:
     """A block in which this thread's ``next_of`` reads can be cancelled; yields the function that
     cancels them (safe from any thread, at any time, more than once)."""
+    import gc
+
     from tensorflow.python.eager import cancellation
 
     manager = cancellation.CancellationManager()
@@ -27,6 +29,9 @@ def cancellable() -> Iterator[Callable[[], None]]:
         yield manager.start_cancel
     finally:
         _local.manager = None
+        # a concrete function sits in reference cycles: collected now, the iterator it holds is released
+        # while the service still answers (later, the client's release fails and TensorFlow says so)
+        gc.collect()
 
 
 def next_of(iterator) -> Callable[[], object]:
