@@ -78,6 +78,7 @@ def run() -> int:
             return paper.main([a for a in args if a != chosen])
         problem = (
             choices.unknown_choice(args)
+            or choices.sweep_without_flag(args)
             or choices.missing_field(args)
             or choices.null_parent(args)
             or choices.bad_value(args)

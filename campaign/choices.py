@@ -61,7 +61,7 @@ def unknown_choice(args: list[str]) -> str | None:
                 optional and name == "none"
             ):
                 guess = _closest(name, valid)
-                guessed = f"; did you mean {m['group']}={guess}?" if guess else ""
+                guessed = f"; did you mean {arg.split('=', 1)[0]}={guess}?" if guess else ""  # +experiment=
                 return f"unknown {m['group']} '{name}' (in '{arg}'{guessed}); valid: {', '.join(valid)}"
     return None
 
@@ -229,6 +229,31 @@ def bad_value(args: list[str]) -> str | None:
                     return why
                 break
     return unresolved(args)
+
+
+def sweep_without_flag(args: list[str]) -> str | None:
+    """One line for a sweep (``threads=1,2``, ``range(1,4)``) given without ``-m``, which Hydra would
+    call an ambiguous value in three lines: each of its values is a cell of a multirun; or None."""
+    import shlex
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    if "-m" in args or "--multirun" in args:
+        return None
+    for arg in args:
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        try:
+            sweep = OverridesParser.create().parse_overrides([arg])[0].is_sweep_override()
+        except (HydraException, ValueError, TypeError):
+            continue  # Hydra reports its own errors
+        if sweep:
+            return (
+                f"{arg} is a sweep: add -m to run each of its values as a cell "
+                f"(python -m campaign -m {shlex.join(args)})"
+            )
+    return None
 
 
 def _unparsable(arg: str, key: str, error: str) -> str:

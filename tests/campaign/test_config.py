@@ -144,6 +144,26 @@ def test_unknown_choice_lists_valid_ones():
     assert msg and "storage 'nvme'" in msg and "local" in msg and "tmpfs" in msg
     assert choices.unknown_choice(["storage=local,tmpfs", "workload=readonly"]) is None
     assert "workload 'alexnetx'" in choices.unknown_choice(["workload=alexnetx"])
+    # the suggestion is written as the user wrote the override: with its +
+    assert "did you mean +experiment=mlperf?" in choices.unknown_choice(["+experiment=mlpref"])
+
+
+def test_a_sweep_without_m_is_named_with_the_command_that_runs_it():
+    line = choices.sweep_without_flag(["threads=1,2", "storage.root=/my dir"])
+    assert line == (
+        "threads=1,2 is a sweep: add -m to run each of its values as a cell "
+        "(python -m campaign -m threads=1,2 'storage.root=/my dir')"
+    )
+    assert choices.sweep_without_flag(["threads=range(1,4)"]).startswith("threads=range(1,4) is a sweep")
+    for plain in (
+        ["-m", "threads=1,2"],
+        ["--multirun", "threads=1,2"],
+        ["dataset.name='a,b'"],  # quoted: one string
+        ["platform.setup=[module load x,y]"],  # a list
+        ["hydra.searchpath=[file:///a,file:///b]"],
+        ["threads=2"],
+    ):
+        assert choices.sweep_without_flag(plain) is None, plain
 
 
 def test_the_paper_study_is_chosen_in_any_override_form():

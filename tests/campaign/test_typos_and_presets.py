@@ -154,6 +154,13 @@ def test_typos_are_refused_before_anything_is_written(cwd):
         ), p.stderr
         assert sorted(os.listdir(cwd)) == ["multirun"] and os.listdir(cwd / "multirun") == ["latest"]
         assert os.readlink(cwd / "multirun" / "latest") == "earlier"
+    # a sweep without -m: one line naming the command that runs it (Hydra's would be three, status 1)
+    p = campaign("threads=1,2", "storage=local", cwd=cwd)
+    assert p.returncode == 2 and p.stderr == (
+        "campaign: threads=1,2 is a sweep: add -m to run each of its values as a cell "
+        "(python -m campaign -m threads=1,2 storage=local)\n"
+    ), p.stderr
+    assert sorted(os.listdir(cwd)) == ["multirun"]
 
 
 # item 6: the preset's file system against the root
