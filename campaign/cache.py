@@ -270,10 +270,14 @@ def _fs(path: Path) -> str:
     return f"{fs}: in RAM" if fs in ("tmpfs", "ramfs") else fs
 
 
-def show(found: list[Entry]) -> None:
-    """One line per entry, grouped by tool folder, with the total and how to free it."""
+def show(found: list[Entry], given: list[str] = ()) -> None:
+    """One line per entry, grouped by tool folder, with the total and how to free it (with the roots
+    ``given`` as --root, as listed)."""
+    import shlex
+
     if not found:
-        print("campaign.cache: the tool keeps nothing on this machine's storage roots (--root adds one)")
+        where = "under " + ", ".join(given) if given else "on this machine's storage roots (--root adds one)"
+        print(f"campaign.cache: the tool keeps nothing {where}")
         return
     base = None
     for e in found:
@@ -283,10 +287,25 @@ def show(found: list[Entry]) -> None:
             print(f"{base} ({_fs(base)})")
         note = (f"  [{e.note}]" if e.note else "") + (f"  [{e.in_use}: kept]" if e.in_use else "")
         print(f"  {_human(e.bytes):>9}  {e.kind:<11} {e.path.relative_to(base)}{note}")
+    roots_given = "".join(f" --root {shlex.quote(r)}" for r in given)
     print(
         f"{_human(sum(e.bytes for e in found))} in all; free it: python -m campaign.cache purge "
-        f"{{{'|'.join(WHAT)}|<path>}}"
+        f"{{{'|'.join(WHAT)}|<path>}}{roots_given}"
     )
+
+
+def _roots_of(paths: list[str]) -> list[str]:
+    """The storage root of each path that lies in one of the user's tool folders (``<root>/iocampaign/
+    datasets/<set>``: ``<root>``), so that a path list showed under a --root is purged without it."""
+    from jobs import owned
+
+    out = []
+    for p in paths:
+        for parent in Path(os.path.realpath(p)).parents:
+            if owned.is_tool_folder(parent):
+                out.append(str(parent.parent))
+                break
+    return out
 
 
 @contextlib.contextmanager
@@ -374,9 +393,15 @@ def _main(argv: list[str] | None) -> int:
         ),
     )
     args = p.parse_intermixed_args(argv)  # purge --root R all, as purge all --root R
-    found = entries(roots(args.root))
+    missing = [r for r in args.root if not os.path.isdir(r)]
+    if missing:
+        print(f"campaign.cache: --root {missing[0]} is not a folder", file=sys.stderr)
+        return 2
+    looked = roots(args.root)
+    named = [w for w in args.what if w not in WHAT] if args.command == "purge" else []
+    found = entries([*looked, *(r for r in _roots_of(named) if r not in looked)])
     if args.command == "list":
-        show(found)
+        show(found, args.root)
         return 0
     if not args.what:
         print(f"campaign.cache: purge what? {', '.join(WHAT)}, or a path that list shows", file=sys.stderr)

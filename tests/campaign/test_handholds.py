@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from support.commands import as_typed, noise
+from support.commands import as_typed, noise, run_module
 from support.files import tmpfs
 from support.paths import ROOT
 from support.skips import needs_fio
@@ -187,6 +187,18 @@ def test_the_cache_command_shows_and_frees_only_the_tools_own_folders(tmp_path):
             assert str(d.relative_to(base)) in p.stdout, p.stdout
         assert "linked-set" not in p.stdout and "notes.txt" not in p.stdout and "mounted: kept" in p.stdout
         assert "tiers/emulated_x.img" in p.stdout and "yours.img" not in p.stdout and "in all" in p.stdout
+        assert p.stdout.splitlines()[-1].endswith(f"|<path>}} --root {root}")  # the hint, with its root
+        # a path it listed, purged as the hint says: its root is the path's own, no --root needed
+        p = run_module("campaign.cache", "purge", str(made[2]), cwd=tmp_path)
+        assert p.returncode == 0 and f"removed {made[2]}" in p.stdout and not made[2].exists(), (
+            p.stdout + p.stderr
+        )
+        made.pop()
+        p = run_module("campaign.cache", "list", "--root", str(tmp_path / "nowhere"), cwd=tmp_path)
+        assert (p.returncode, p.stderr) == (
+            2,
+            f"campaign.cache: --root {tmp_path / 'nowhere'} is not a folder\n",
+        )
         p = _run("campaign.cache", "purge", "--root", str(root), "nothing", cwd=tmp_path)
         assert p.returncode == 2 and len(p.stderr.splitlines()) == 1 and all(d.exists() for d in made), (
             p.stderr
