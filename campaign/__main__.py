@@ -78,10 +78,10 @@ def run() -> int:
             return paper.main([a for a in args if a != chosen])
         problem = (
             choices.unknown_choice(args)
-            or choices.sweep_without_flag(args)
             or choices.missing_field(args)
             or choices.null_parent(args)
-            or choices.bad_value(args)
+            or choices.bad_value(args)  # a value -m would refuse too, named first
+            or choices.sweep_without_flag(args)
         )
         if problem:
             print(f"campaign: {problem}", file=sys.stderr)

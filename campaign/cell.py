@@ -47,13 +47,15 @@ def execute(cfg: DictConfig) -> None:
     if platform.dry_run:
         logging.shutdown()
         outputs.remove_new()
-        c = cell.config
-        print(
+        from campaign.estimate import Estimate
+
+        c, est = cell.config, Estimate([cell], local=True)  # the data it needs and its time, as -m says
+        line = (
             f"dry run: 1 cell would run here into {job_dir}: workload={c.workload.name} "
-            f"storage={c.storage.name} root={c.storage.root} threads={c.threads}{frameworks.described(c)} "
-            "(nothing was run or written)",
-            flush=True,
+            f"storage={c.storage.name} root={c.storage.root} threads={c.threads}{frameworks.described(c)}"
+            f"{est.cell(0)} (nothing was run or written)"
         )
+        print("\n".join([line, *est.lines()]), flush=True)
         return
     _run(cell, job_dir, planned=False)
 

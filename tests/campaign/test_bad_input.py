@@ -1,6 +1,7 @@
 """Bad input: one clear line naming the setting, a non-zero exit, nothing left that looks like a result."""
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -226,6 +227,9 @@ def test_a_dry_run_on_this_machine_shows_the_plan_and_writes_nothing(cwd, tmp_pa
     assert p.returncode == 0 and "dry run: 2 cells would run here" in p.stdout, p.stderr
     p = campaign("platform.dry_run=true", f"storage.root={root}", *TINY, cwd=cwd)
     assert p.returncode == 0 and "dry run: 1 cell would run here" in p.stdout, p.stderr
+    # without -m too: the data it needs and its time, as the README says of any command
+    assert re.search(r"threads=1 ≈ \d+ s(ec)? \(generating ≈ \d+ s\)", p.stdout), p.stdout
+    assert re.search(r"\d+ synthetic images", p.stdout) and "estimated time ≈" in p.stdout, p.stdout
     p = campaign(
         "+experiment=paper",
         "--scale",
