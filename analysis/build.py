@@ -39,14 +39,21 @@ class Built:
             + (standing.suffix(self.collected) if self.collected is not None else "")
         ]
         for c in self.failed:
-            lines.append(f"  FAILED  cell {c['cell_dir']} [{c['overrides']}]: {c['error']}")
+            lines.append(f"  FAILED  cell {c['cell_dir']} [{_as_typed(c['overrides'])}]: {c['error']}")
         for c in self.missing:
-            lines.append(f"  MISSING cell {c['cell_dir']} [{c['overrides']}]: {c['error']}")
+            lines.append(f"  MISSING cell {c['cell_dir']} [{_as_typed(c['overrides'])}]: {c['error']}")
         for u in self.unreadable:
             lines.append(f"  UNREADABLE {u}")
         for f in self.files:
             lines.append(f"  {f}")
         return "\n".join(lines)
+
+
+def _as_typed(overrides: str) -> str:
+    """A cell's overrides as the user typed them, not as Hydra's sweeper escaped them (``http\\://``)."""
+    import re
+
+    return re.sub(r"\\(.)", r"\1", overrides)
 
 
 class NothingToBuild(ValueError):

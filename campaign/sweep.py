@@ -221,6 +221,12 @@ def summarise(folder: Path) -> None:
 
     for line in closing_lines(folder, out.collected):  # +experiment=mlperf's cells: the rules' verdict
         print(line, flush=True)
+    if (out.failed or out.missing) and (folder / plan.FILENAME).is_file():
+        print(
+            f"  rerun the failed and missing cells: the same command and hydra.sweep.dir={folder} "
+            "(finished cells are skipped)",
+            flush=True,
+        )
     if out.failed or out.missing or out.unreadable:
         raise errors.Stop("", 1)
 

@@ -164,6 +164,8 @@ def _facts(folder: Path) -> dict:
     from jobs.observe import accelerator
 
     prov = _provenance(folder)
+    if not prov:  # every cell failed before it recorded its machine
+        return {"machine": "not recorded: no cell completed (each failure is in the table of cells)"}
     mount = prov.get("storage_mount") or {}
     return {
         "host": prov.get("host"),

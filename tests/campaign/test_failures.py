@@ -2,9 +2,11 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -42,6 +44,13 @@ def test_failed_cell_is_recorded_and_the_sweep_goes_on(tmp_path):
     results = pd.read_csv(out / "results.csv")
     assert set(results["workload"]) == {"readonly"}  # a failed cell contributes no rows
     assert "FAILED  cell 0" in p.stdout
+    assert f"rerun the failed and missing cells: the same command and hydra.sweep.dir={out} " in p.stdout
+    # a campaign whose every cell failed: its report says the machine was not recorded, with no "None"
+    only = tmp_path / "only_failed"
+    shutil.copytree(out / "0", only / "0")
+    analysis(str(only), cwd=tmp_path)
+    page = (only / "report.html").read_text()
+    assert "not recorded: no cell completed" in page and "None" not in page, page
 
 
 @pytest.mark.cells
@@ -142,3 +151,11 @@ def test_latest_points_at_the_newest_campaign_and_never_replaces_a_users_file(tm
     (mine / "sweep").mkdir(parents=True)
     (mine / "latest").write_text("the user's")
     assert outputs.link_latest(mine / "sweep", mine) is None and (mine / "latest").read_text() == "the user's"
+
+
+def test_a_failed_cells_overrides_are_said_as_typed_not_as_hydra_escaped_them():
+    from analysis.build import Built
+
+    failed = {"cell_dir": "0", "overrides": r"storage.endpoint=http\://127.0.0.1\:9 threads=1", "error": "x"}
+    said = Built(Path("/c"), failed=[failed]).describe()
+    assert "  FAILED  cell 0 [storage.endpoint=http://127.0.0.1:9 threads=1]: x" in said.splitlines()
