@@ -158,7 +158,7 @@ def _rate(cfg, cores: int, mean_bytes: float | None, base=None, threads=None) ->
     """Images per second of one run: the workload's measured rate (or ``base``), grown with the threads
     (``cfg.threads`` or ``threads``) up to the cores, and held to the tier's own read rate where its preset
     records one (emulated throttle, Table I)."""
-    base = base or IMAGE_RATES.get(_model(cfg))
+    base = base or _image_rate(cfg)
     threads = threads or cfg.threads
     if base is None or not isinstance(threads, int):
         return None
@@ -177,6 +177,18 @@ def _rate(cfg, cores: int, mean_bytes: float | None, base=None, threads=None) ->
     if measured:  # a modelled tier: its measured rate at the most threads measured up to the cell's
         caps.append(measured[max([k for k in measured if k <= threads] or [min(measured)])])
     return min([rate, *(c for c in caps if c)])
+
+
+def _image_rate(cfg) -> float | None:
+    """One reader's image rate of the cell's run model (``IMAGE_RATES``): tf.data's, scaled by the
+    framework's own decoding rate (``Framework.decode_rate``)."""
+    model = _model(cfg)
+    return _decode_rate(cfg) if model == "decode" else IMAGE_RATES.get(model)
+
+
+def _decode_rate(cfg) -> float:
+    """One reader's decoding rate in the cell's framework, images/s."""
+    return DECODE_IMAGES_S * frameworks.of(cfg).decode_rate
 
 
 def _arrays(cfg) -> bool:
@@ -236,7 +248,7 @@ def _emulated_s(cfg, cores: int, images: int | None, mean_bytes: float | None) -
         return None
     tasks = cfg.platform.nodes * cfg.platform.tasks_per_node
     shard = math.ceil(images / tasks)
-    decode = _rate(cfg, max(1, cores // tasks), mean_bytes, DECODE_IMAGES_S, threads)
+    decode = _rate(cfg, max(1, cores // tasks), mean_bytes, _decode_rate(cfg), threads)
     if decode and _arrays(cfg):  # the device's rate, shared by the tasks
         decode /= tasks
     return max(math.ceil(shard / cfg.batch_size) * step_time(cfg), shard / decode if decode else 0.0)
@@ -275,7 +287,7 @@ def _per_trained_image_s(cfg, cores: int, mean_bytes: float | None, gpu) -> floa
         return None
     cost = _shape_cost(cfg.workload.image_side, cfg.workload.width)
     step = TRAIN_CORES / (_between(measured, cost) * cores)  # seconds of the model's compute per image
-    read = 1 / (_rate(cfg, cores, mean_bytes, DECODE_IMAGES_S) or DECODE_IMAGES_S)
+    read = 1 / (_rate(cfg, cores, mean_bytes, _decode_rate(cfg)) or _decode_rate(cfg))
     return max(step, read) if cfg.prefetch else step + read
 
 
@@ -425,6 +437,8 @@ class Estimate:
             conv = _conversion_s(cfg, key, mean, gen, converted, local)
             cores = (os.cpu_count() or 1) if local else cfg.platform.cpus_per_task
             run = _run_s(cfg, cores, n, mean, gpu if local else None)
+            if run is not None:  # the readers' start, which a run's own time leaves out
+                run += frameworks.of(cfg).run_start_s
             runs = cfg.repeats + cfg.warmup
             own = CELL_S + gen + conv + _store_s(cfg, n, mean, stored)
             if _model(cfg) in ("training", "checkpoint"):

@@ -40,6 +40,10 @@ class Framework:
     loader_settings: tuple[str, ...] = ()
     reads_with: str = ""  # what its cells read with, for the report (`code` in backticks)
     rank: int = 100  # where it comes in lists and error messages (the paper's, TensorFlow, first)
+    # for the dry run's time (campaign.estimate), measured on 2 cores: one reader's rate decoding images
+    # against one tf.data map thread's, and what starting its readers adds to each run
+    decode_rate: float = 1.0
+    run_start_s: float = 0.0
     # its engine module for each workload it runs (workload name -> module): the workloads it runs on
     engines: dict[str, str] = field(default_factory=dict)
     # the workloads whose engine here works on an object store as storage (storage.kind=object): reads

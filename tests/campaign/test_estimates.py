@@ -273,6 +273,27 @@ def test_each_pipeline_is_timed_at_its_own_measured_rate(planned_cell):
     assert run_s("microbench") == pytest.approx(4096 / DECODE_IMAGES_S)
 
 
+def test_each_framework_is_timed_at_its_readers_own_rate_and_start(planned_cell):
+    """A PyTorch worker decodes at half a tf.data map thread's rate, and Grain's workers start afresh each
+    run: a grid over the three frameworks was estimated at 43 s and took 112 s, each cell timed as
+    TensorFlow's. Each framework declares its readers' rate and start (``Framework.decode_rate``,
+    ``run_start_s``), measured, and the estimate times its cells with them."""
+    from campaign.estimate import CELL_S, DECODE_IMAGES_S, Estimate
+    from jobs import frameworks
+
+    def run_s(framework: str) -> float:
+        cell = planned_cell(
+            f"framework={framework}", "threads=1", "dataset.num_images=4096", "repeats=1", "warmup=0"
+        )
+        est = Estimate([cell], local=False)
+        return est.cells[0] - CELL_S - est.generating[0]
+
+    for name in ("tensorflow", "pytorch", "jax"):
+        fw = frameworks.get(name)
+        assert run_s(name) == pytest.approx(4096 / (DECODE_IMAGES_S * fw.decode_rate) + fw.run_start_s)
+    assert run_s("tensorflow") < run_s("pytorch") < run_s("jax")
+
+
 def test_a_checkpoint_cell_is_its_training_twice_and_its_checkpoints_writes(planned_cell):
     """workload=checkpoint on this machine's CPU: the AlexNet model's training time, twice (the run's
     baseline, then with checkpoints), plus each checkpoint at its tier's write rate: a slower tier or more
