@@ -189,7 +189,9 @@ def cell(runs) -> tuple[str, str]:
             f"median of {len(labels)} runs: {nan if cores is None else cores:.2f} of "
             f"{nan if usable is None else usable:.0f} usable cores busy (CPU share {share:.0%})"
             f"{_machine(share, machine)}{dev}; "
-            f"within {MARGIN:.0%} of a threshold counts as saturated (runs: "
+            f"within {MARGIN * 100:.0f} points of saturation ({CPU_SATURATED:.0%} of the cores, "
+            f"{STORAGE_SATURATED:.0%} of the device) counts as saturated"
+            f"{', though no run alone reached it' if top not in labels else ''} (runs: "
             f"{', '.join(f'{k} {labels.count(k)}' for k in sorted(set(labels)))})"
         )
     return top, reason

@@ -180,6 +180,8 @@ def test_a_cells_bound_does_not_flip_on_one_run_just_under_a_threshold(paper):
     cell = tables.summary_frame(runs).iloc[0]
     assert cell["bound"] == "cpu", cell["bound_reason"]
     assert "median of 5 runs" in cell["bound_reason"] and "cpu 2, latency 3" in cell["bound_reason"]
+    assert "within 5 points of saturation (85% of the cores, 80% of the device)" in cell["bound_reason"]
+    assert "no run alone" not in cell["bound_reason"]  # two runs were cpu-bound themselves
     runs["cpu_share"] = [0.70, 0.71, 0.72, 0.86, 0.86]  # well below the threshold: still latency
     assert tables.summary_frame(runs).iloc[0]["bound"] == "latency"
     # other processes held the cores: the machine's CPUs decided cpu, and the reason gives that figure beside
@@ -190,6 +192,7 @@ def test_a_cells_bound_does_not_flip_on_one_run_just_under_a_threshold(paper):
     assert (
         "(CPU share 60%), the machine's CPUs 82% busy (other processes took the rest)" in cell["bound_reason"]
     )
+    assert "counts as saturated, though no run alone reached it (runs: latency 5)" in cell["bound_reason"]
 
 
 def test_fig4_names_every_bars_bound():
