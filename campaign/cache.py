@@ -380,7 +380,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    p = argparse.ArgumentParser(prog="python -m campaign.cache", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m campaign.cache",
+        description="the disk (and RAM) the tool keeps between campaigns, and freeing it, as pip cache "
+        "list|purge does for pip's",
+    )
     p.add_argument("command", choices=["list", "purge"], help="list: what the tool keeps; purge: remove it")
     p.add_argument("what", nargs="*", help=f"with purge: {', '.join(WHAT)}, or paths that list showed")
     p.add_argument(

@@ -33,34 +33,36 @@ def headline(claims) -> str:
         text += f" {len(off)} not comparable, for want of: " + "; ".join(needs) + "."
     missing = claims[status == NOT_MEASURED]
     if not missing.empty:
-        text += f" {len(missing)} not measured (the campaign has no runs of the kind they need)."
+        text += f" {len(missing)} not measured: {_lacking(missing)}."
     return text
+
+
+def _lacking(claims) -> str:
+    """What the claims not judged lacked, alike ones counted together: "5 need an HDD tier, 2 need ..."."""
+    from collections import Counter
+
+    by_id = {c["id"]: c for c in load_claims()}
+    needs = Counter(_lacked(row, by_id.get(row["id"], {})) for row in claims.to_dict("records"))
+    return ", ".join(f"{n} need{'s' if n == 1 else ''} {need}" for need, n in needs.most_common())
 
 
 def summary(claims) -> str:
     """One sentence: how many claims were judged, and why the others could not be, alike reasons counted
     together ("None of the paper's 13 claims could be judged here: 5 need an HDD tier, ...")."""
-    from collections import Counter
-
     status = claims["status"]
     reproduced, judged = (
         int((status == REPRODUCED).sum()),
         int(status.isin([REPRODUCED, NOT_REPRODUCED]).sum()),
     )
-    by_id = {c["id"]: c for c in load_claims()}
-    needs = Counter(
-        _lacked(row, by_id.get(row["id"], {}))
-        for row in claims.to_dict("records")
-        if row["status"] not in (REPRODUCED, NOT_REPRODUCED)
-    )
-    said = ", ".join(f"{n} need{'s' if n == 1 else ''} {need}" for need, n in needs.most_common())
+    others = claims[~status.isin([REPRODUCED, NOT_REPRODUCED])]
+    said = _lacking(others)
     if not judged:
         return f"None of the paper's {len(claims)} claims could be judged here: {said}."
     text = (
         f"{judged} of the paper's {len(claims)} claims {'was' if judged == 1 else 'were'} judged here "
         f"({reproduced} reproduced, {judged - reproduced} not)"
     )
-    return f"{text}; the other {len(claims) - judged}: {said}." if needs else f"{text}."
+    return f"{text}; the other {len(claims) - judged}: {said}." if said else f"{text}."
 
 
 def _tier(names) -> str:
