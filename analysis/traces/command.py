@@ -2,7 +2,8 @@
 log, a DFTracer trace, or a traced cell's folder), as tables and one figure, and a summary on stdout.
 
 The trace is read whole before anything is written: a trace that cannot be read gets one line and leaves
-nothing. The outputs go to ``--out`` (default ``<trace name>_io`` in the current folder), each claimed in
+nothing. The outputs go to ``--out`` (default ``<trace name>_io`` in the current folder; a campaign's cell
+folder ``3`` is named with its campaign's: ``<campaign>-3_io``), each claimed in
 the folder's manifest first (``analysis.outputs``): a rerun replaces the tool's own files there, and a file
 of the user's under one of their names is refused before any is written.
 """
@@ -121,7 +122,10 @@ def export(t: traces.Trace, target: Path) -> Path:
 
 
 def default_name(trace: Path) -> str:
-    name = trace.resolve().name
+    """``<trace name>_io``: a traced cell's folder by its campaign's name too (``16-25-00-3_io``), as a
+    multirun numbers its cells 0, 1, ... in every campaign."""
+    path = trace.resolve()
+    name = f"{path.parent.name}-{path.name}" if path.is_dir() and path.name.isdigit() else path.name
     for s in SUFFIXES:
         if name.endswith(s):
             name = name[: -len(s)]

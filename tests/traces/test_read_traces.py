@@ -295,3 +295,15 @@ def test_a_link_another_user_planted_at_a_trace_is_never_followed(dft, other_use
     assert len([x for x in p.stderr.splitlines() if x.strip()]) == 1, p.stderr
     assert os.stat(secret).st_atime == 1_000_000_000
     assert list(cwd.iterdir()) == [] and not (root / "iocampaign").exists()
+
+
+def test_a_cells_profile_is_named_with_its_campaign_so_two_campaigns_cell_0_do_not_share_one(tmp_path):
+    from analysis.traces.command import default_name
+
+    for sweep in ("16-25-00", "17-02-11"):
+        (tmp_path / sweep / "0").mkdir(parents=True)
+    assert default_name(tmp_path / "16-25-00" / "0") == "16-25-00-0_io"
+    assert default_name(tmp_path / "17-02-11" / "0") == "17-02-11-0_io"
+    assert default_name(tmp_path / "dxt.darshan") == "dxt_io"  # a trace file: its own name
+    (tmp_path / "mytrace").mkdir()
+    assert default_name(tmp_path / "mytrace") == "mytrace_io"
