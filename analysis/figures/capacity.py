@@ -14,6 +14,18 @@ def _nodes(df):
     return df["nodes"].fillna(1).astype(int) if "nodes" in df else [1] * len(df)
 
 
+def _threshold(df, folder: Path) -> float | None:
+    """The AU threshold of the cells' accelerator, from the first cell's record (a cell outside a capacity
+    search: an MLPerf-shaped one), or None where it cannot be read."""
+    from jobs import records
+
+    try:
+        rec = records.read(Path(folder) / str(df["cell_dir"].iloc[0]) / records.FILENAME)
+        return float(rec.config["accelerator"]["au_threshold"])
+    except (records.RecordError, OSError, KeyError, TypeError, ValueError):
+        return None
+
+
 def capacity_figure(results, folder: Path, figure) -> list[Path]:
     """AU (the slowest accelerator's, the lowest of the runs: what the search holds to the threshold and the
     report's table gives as "AU min") against accelerators, one line per tier; the threshold as a line and
@@ -23,6 +35,7 @@ def capacity_figure(results, folder: Path, figure) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import pandas as pd
+    from matplotlib.ticker import MaxNLocator
 
     df = results[results["kind"] == KIND]
     if df.empty:
@@ -53,13 +66,14 @@ def capacity_figure(results, folder: Path, figure) -> list[Path]:
                 linestyle="",
                 label=f"{tier}: measured {n}",
             )
-    if not pred.empty:
+    threshold = float(pred["au_threshold"].iloc[0]) if not pred.empty else _threshold(df, folder)
+    if threshold is not None:
         ax.axhline(
-            100 * float(pred["au_threshold"].iloc[0]),
+            100 * threshold,
             color="black",
             linestyle=":",
             linewidth=1,
-            label=f"AU threshold {100 * float(pred['au_threshold'].iloc[0]):.0f}%",
+            label=f"AU threshold {100 * threshold:.0f}%",
         )
     nodes = sorted(set(_nodes(df)))
     ax.set_xlabel(
@@ -70,7 +84,7 @@ def capacity_figure(results, folder: Path, figure) -> list[Path]:
     ax.set_ylabel("AU min of runs, slowest accelerator (%)")
     ax.set_ylim(0, 105)
     ax.set_xlim(0.5, max(per_node(df).max(), pred["predicted_n"].max() if not pred.empty else 0) + 0.5)
-    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # whole accelerators only
     ax.set_title(
         f"Accelerators the storage can feed: {', '.join(sorted(set(pred['accelerator'])))}"
         if not pred.empty

@@ -121,6 +121,9 @@ def test_the_study_runs_five_seeded_runs_and_ends_with_the_verdict(finished):
     assert sum(section.count(f'<td class="{state}">') for state in ("CLOSED", "OPEN", "INVALID")) == len(
         RULES
     )
+    # its figure: the AU threshold the cell was held to, and whole accelerators on the axis
+    svg = (folder / "capacity.svg").read_text()
+    assert "<!-- AU threshold 85% -->" in svg and "<!-- 1 -->" in svg and "<!-- 0.6 -->" not in svg
 
 
 def test_the_command_lists_every_rule_with_its_figure_and_limit(finished, tmp_path):
