@@ -231,7 +231,7 @@ _GAVE = {
     "cpu": "the client's CPU",
     "storage": "the storage",
     "cache": "the page cache",
-    "latency": "request latency (neither the CPU nor the storage saturated)",
+    "latency": "request latency",  # its reason says neither saturated, and with what figures
     "mixed": "the client's CPU and the storage both",
 }
 
