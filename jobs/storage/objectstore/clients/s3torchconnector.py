@@ -18,8 +18,13 @@ def _read_all(reader) -> bytes:
 @dataclass(frozen=True)
 class S3torchconnector(ObjectClient):
     def indexed(self, endpoint, keys: tuple[str, ...]):
+        import logging
+
         from s3torchconnector import S3ClientConfig, S3MapDataset
 
+        # its INFO line on every dataset it builds ("Building S3MapDataset from_objects"), once a run: not the
+        # terminal's business; its warnings and errors still show
+        logging.getLogger("s3torchconnector").setLevel(logging.WARNING)
         return S3MapDataset.from_objects(
             [f"s3://{endpoint.bucket}/{key}" for key in keys],
             region=endpoint.region,
