@@ -403,6 +403,13 @@ def _main(argv: list[str] | None) -> int:
         return 2
     looked = roots(args.root)
     named = [w for w in args.what if w not in WHAT] if args.command == "purge" else []
+    linked = [w for w in named if os.path.realpath(w) != os.path.abspath(w)]
+    if linked:  # a path is named as list shows it: one through a link (anyone's) is not followed
+        print(
+            f"campaign.cache: {linked[0]} is or passes through a symbolic link; name the path list shows",
+            file=sys.stderr,
+        )
+        return 2
     found = entries([*looked, *(r for r in _roots_of(named) if r not in looked)])
     if args.command == "list":
         show(found, args.root)

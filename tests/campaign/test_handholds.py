@@ -189,6 +189,11 @@ def test_the_cache_command_shows_and_frees_only_the_tools_own_folders(tmp_path):
         assert "tiers/emulated_x.img" in p.stdout and "yours.img" not in p.stdout and "in all" in p.stdout
         assert p.stdout.splitlines()[-1].endswith(f"|<path>}} --root {root}")  # the hint, with its root
         # a path it listed, purged as the hint says: its root is the path's own, no --root needed
+        (tmp_path / "via").symlink_to(made[2])  # the same entry named through a link: refused, kept
+        p = run_module("campaign.cache", "purge", str(tmp_path / "via"), cwd=tmp_path)
+        assert p.returncode == 2 and "passes through a symbolic link" in p.stderr and made[2].is_dir(), (
+            p.stderr
+        )
         p = run_module("campaign.cache", "purge", str(made[2]), cwd=tmp_path)
         assert p.returncode == 0 and f"removed {made[2]}" in p.stdout and not made[2].exists(), (
             p.stdout + p.stderr
