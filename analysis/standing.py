@@ -27,6 +27,10 @@ class Standing:
     lock_wait_s: float = 0.0  # summed over the cells, s
     cells_s: float = 0.0  # the cells' own time, start to end, summed (their lock waits included), s
     other_cpu: float | None = None  # share of the machine's CPU other processes took, over the runs
+    # the cells whose own runs other processes held that share of the cores in, with the largest share:
+    # the campaign's mean can hide one busy cell
+    busy_cells: tuple[str, ...] = ()
+    busiest: float | None = None
 
     @property
     def waited(self) -> bool:
@@ -51,6 +55,14 @@ class Standing:
                 f"other processes held {self.other_cpu:.0%} of the machine's cores during the runs: "
                 "this is this client's limit, not the storage's"
             )
+        elif self.busy_cells:
+            cells = ", ".join(self.busy_cells)
+            parts.append(
+                f"other processes held up to {self.busiest:.0%} of the machine's cores during the runs of "
+                f"cell{'s' if len(self.busy_cells) > 1 else ''} {cells}: "
+                f"{'their rates are' if len(self.busy_cells) > 1 else 'its rate is'} this client's limit, "
+                "not the storage's"
+            )
         elif parts:
             parts[-1] += " (not in the measured times)"
         return "; ".join(parts)
@@ -72,13 +84,28 @@ def of_collected(c, cell_dirs: set[str] | None = None) -> Standing:
     waited = sum(_num(x.get("device_lock_wait_s")) or 0.0 for x in cells)
     took = sum(_num(x.get("wall_s")) or 0.0 for x in cells)
     shares = [
-        (share, _num(r.get("run_wall_s")) or 1.0)
+        (str(r.get("cell_dir")), share, _num(r.get("run_wall_s")) or 1.0)
         for r in c.rows
         if (cell_dirs is None or r.get("cell_dir") in cell_dirs)
         and (share := _num(r.get("other_cpu_share"))) is not None
     ]
-    other = sum(s * w for s, w in shares) / sum(w for _, w in shares) if shares else None
-    return Standing(waited, took, other)
+    if not shares:
+        return Standing(waited, took)
+    per_cell = {d: _weighted([(s, w) for x, s, w in shares if x == d]) for d, _, _ in shares}
+    busy = {d: v for d, v in per_cell.items() if v >= OTHER_CPU_SHARE}
+    order = sorted(busy, key=lambda d: (not d.isdigit(), int(d) if d.isdigit() else 0, d))
+    return Standing(
+        waited,
+        took,
+        _weighted([(s, w) for _, s, w in shares]),
+        tuple(order),
+        max(busy.values(), default=None),
+    )
+
+
+def _weighted(pairs: list[tuple[float, float]]) -> float:
+    """The mean of (share, weight) pairs, weighted."""
+    return sum(s * w for s, w in pairs) / sum(w for _, w in pairs)
 
 
 def of_folder(folder: str | Path) -> Standing:

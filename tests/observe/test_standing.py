@@ -234,3 +234,26 @@ def test_the_cells_own_helper_processes_are_not_counted_as_others():
     counted = usage.other_share(dataclasses.replace(a, helpers=()), dataclasses.replace(b, helpers=()))
     assert usage.other_share(a, b) == pytest.approx(max(0.0, counted - used / all_s), abs=1e-9)
     assert helper.pid not in lifeline.HELPERS  # registered for the block only
+
+
+def test_one_busy_cell_is_said_though_the_campaigns_mean_is_under_the_threshold():
+    """A campaign of 4 cells, one of them measured while other processes held 49% of the cores: the mean over
+    the campaign (about 16%) said nothing; the line names that cell and its share."""
+    from types import SimpleNamespace
+
+    rows = [
+        {"cell_dir": d, "other_cpu_share": share, "run_wall_s": 10.0}
+        for d, share in (("0", 0.05), ("1", 0.04), ("2", 0.49), ("3", 0.06))
+        for _ in range(2)
+    ]
+    cells = [{"cell_dir": d, "device_lock_wait_s": 0.0, "wall_s": 25.0} for d in "0123"]
+    said = standing.of_collected(SimpleNamespace(cells=cells, rows=rows))
+    assert not said.busy and said.busy_cells == ("2",)
+    assert said.phrase() == (
+        "other processes held up to 49% of the machine's cores during the runs of cell 2: its rate is this "
+        "client's limit, not the storage's"
+    )
+    quiet = standing.of_collected(
+        SimpleNamespace(cells=cells, rows=[r for r in rows if r["cell_dir"] != "2"])
+    )
+    assert quiet.phrase() == ""
