@@ -61,8 +61,10 @@ def available() -> str | None:
     ctl, why = throttle.current()
     if ctl is None:
         return f"no cgroup can throttle a device here: {why}"
+    import shutil
+
     for tool in ("losetup", "mkfs.ext4", "mount", "umount"):
-        if subprocess.run(["which", tool], capture_output=True).returncode != 0:
+        if shutil.which(tool) is None:  # not `which`: a PATH without it is no traceback
             return f"{tool} is not installed"
     return None
 
