@@ -91,8 +91,10 @@ def of_collected(c, cell_dirs: set[str] | None = None) -> Standing:
     ]
     if not shares:
         return Standing(waited, took)
-    per_cell = {d: _weighted([(s, w) for x, s, w in shares if x == d]) for d, _, _ in shares}
-    busy = {d: v for d, v in per_cell.items() if v >= OTHER_CPU_SHARE}
+    by_cell: dict[str, list[tuple[float, float]]] = {}
+    for d, share, w in shares:  # grouped once: a campaign of thousands of runs is read in one pass
+        by_cell.setdefault(d, []).append((share, w))
+    busy = {d: v for d, pairs in by_cell.items() if (v := _weighted(pairs)) >= OTHER_CPU_SHARE}
     order = sorted(busy, key=lambda d: (not d.isdigit(), int(d) if d.isdigit() else 0, d))
     return Standing(
         waited,
