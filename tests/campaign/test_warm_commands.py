@@ -3,12 +3,14 @@ that way ends, prints and exits as the same command started cold does."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import time
 
 import pytest
 
-from support.commands import run_module
+from support.commands import run_module, start_module
 
 pytestmark = pytest.mark.waits  # commands left to hang until their time limit
 
@@ -60,3 +62,35 @@ def test_a_hung_command_is_killed_at_its_timeout(tmp_path):
         time.sleep(0.1)
     else:
         pytest.fail(f"the hung command (pid {pid}) still runs after its timeout")
+
+
+def test_a_started_command_that_does_not_end_times_out_its_communicate(tmp_path):
+    """``communicate(timeout=…)`` on a command left running (``start_module``) raises at its timeout, as
+    ``Popen.communicate`` does, even while the command keeps its output open: a test waiting on a campaign
+    that never ends fails there instead of holding the suite (a CI run waited 70 min on one)."""
+    (tmp_path / "hangs.py").write_text("import time\nprint('started', flush=True)\ntime.sleep(600)\n")
+    proc = start_module("hangs", cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.communicate(timeout=2)
+        assert time.monotonic() - t0 < 10 and proc.poll() is None
+    finally:
+        proc.kill()
+    out, _ = proc.communicate(timeout=30)  # a later call goes on reading to the end
+    assert out == "started\n" and proc.returncode == -signal.SIGKILL
+
+
+def test_a_command_whose_child_keeps_its_output_open_times_out(tmp_path):
+    """A command that ends while a process it started still holds its standard output: its output never
+    ends, so ``run_module`` raises at its timeout (as ``subprocess.run`` does) instead of waiting for ever."""
+    (tmp_path / "leaves.py").write_text(
+        "import subprocess, sys\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+        "print(child.pid, flush=True)\n"
+    )
+    t0 = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired) as e:
+        run_module("leaves", cwd=tmp_path, timeout=3)
+    assert time.monotonic() - t0 < 15
+    os.kill(int(e.value.output.decode().split()[0]), signal.SIGKILL)

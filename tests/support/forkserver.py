@@ -20,6 +20,7 @@ leaves it running (``Started``, as ``subprocess.Popen``), for a test that signal
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -196,8 +197,11 @@ class Client:
             raise subprocess.TimeoutExpired(argv, timeout, out, err) from None
         finally:
             answer.close()
-        for t in readers:
-            t.join()
+        for t in readers:  # what the command started may hold its output open: bounded, as subprocess.run
+            t.join(timeout)
+        if any(t.is_alive() for t in readers):
+            out, err = b"".join(chunks[out_r]), b"".join(chunks[err_r])
+            raise subprocess.TimeoutExpired(argv, timeout, out, err)
 
         def text(fd: int) -> str:
             data = b"".join(chunks[fd]).decode(errors="strict")
@@ -259,6 +263,8 @@ class Started:
         self._answer = answer
         self.pid = json.loads(self._lines.readline())["pid"]
         self._ended = threading.Event()
+        self._read: dict[str, list] = {}  # what communicate's readers took from stdout and stderr
+        self._readers: list[threading.Thread] = []
         threading.Thread(target=self._until_it_ends, daemon=True).start()
 
     def _until_it_ends(self) -> None:
@@ -278,14 +284,43 @@ class Started:
         return self.returncode
 
     def communicate(self, input=None, timeout: float | None = None):
-        if self.stdin is not None:
+        """As ``Popen.communicate``: the output read to its end and the command waited for, both within
+        ``timeout`` (TimeoutExpired after it; the command left running, a later call goes on reading)."""
+        import subprocess
+        import threading
+        import time
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if self.stdin is not None and not self.stdin.closed:
             if input:
                 self.stdin.write(input)
             self.stdin.close()
-        out = self.stdout.read() if self.stdout is not None else None
-        err = self.stderr.read() if self.stderr is not None else None
-        self.wait(timeout)
+        if not self._readers:
+            for name in ("stdout", "stderr"):
+                stream = getattr(self, name)
+                if stream is not None:
+                    into = self._read[name] = []
+                    reader = threading.Thread(target=self._drain, args=(stream, into), daemon=True)
+                    reader.start()
+                    self._readers.append(reader)
+        for reader in self._readers:
+            reader.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        if any(reader.is_alive() for reader in self._readers):
+            raise subprocess.TimeoutExpired(self.args, timeout)
+        self.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        out, err = (self._joined(name) for name in ("stdout", "stderr"))
         return out, err
+
+    @staticmethod
+    def _drain(stream, into: list) -> None:
+        while block := stream.read(65536):
+            into.append(block)
+
+    def _joined(self, name: str):
+        if name not in self._read:
+            return None
+        empty = "" if isinstance(getattr(self, name), io.TextIOBase) else b""
+        return empty.join(self._read[name])
 
     def send_signal(self, sig: int) -> None:
         if not self._ended.is_set():
