@@ -3,12 +3,14 @@ campaign over both pipelines with 0 and 2 workers (run once for the module, asse
 emulated accelerator fed by Grain, and the settings it refuses at planning in one line."""
 
 import json
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
 
 from jobs import records
-from support.commands import campaign, one_line, start_module, without_tensorflow
+from support.commands import campaign, one_line, python_env, start_module, without_tensorflow
 from support.configs import run_in_process
 from support.files import make_jpegs, on_disk
 
@@ -118,6 +120,42 @@ def test_the_emulated_accelerator_is_fed_by_grains_workers_whose_cpu_and_reads_a
     k = ctx.kids_cpu
     assert k["end"] - k["start"] > 0 and k["after"] == pytest.approx(k["end"]), k  # joined before "end"
     assert w.parallelism(ctx.cell.config) == 2
+
+
+@pytest.mark.cells
+def test_a_task_that_ends_right_after_its_run_leaves_no_shared_memory(tmp_path):
+    """A multi-task cell's task ends (``os._exit``) as soon as its run is over. Grain frees the batches a
+    process took in a thread of its own, after the run: the run waits for it, so the task's own resource
+    tracker finds nothing left to clean (before: one batch a task and run stayed in /dev/shm until the
+    campaign ended, the campaign's tracker then warning of "leaked shared_memory objects")."""
+    make_jpegs(tmp_path / "imgs", 128, classes=1)
+    script = tmp_path / "task.py"
+    script.write_text(
+        "import os, sys\n"
+        "from omegaconf import OmegaConf\n"
+        "from jobs.data import datasets\n"
+        "from jobs.frameworks.jax import grain_loop\n"
+        "from jobs.workloads.emulated.steps import EmulatedSettings\n"
+        "if __name__ == '__main__':\n"
+        "    folder = sys.argv[1]\n"
+        "    cfg = OmegaConf.create({'name': 't', 'source': 'folder', 'path': folder, 'num_images': 128})\n"
+        "    ds = datasets.resolve(cfg, folder, seed=0)\n"
+        "    s = EmulatedSettings(threads=1, batch_size=64, prefetch=1, image_side=224, seed=0,\n"
+        "                         step_time_s=0.01)\n"
+        "    r = grain_loop.run_once(ds, s, 1)\n"
+        "    print('steps', r['steps'], flush=True)\n"
+        "    os._exit(0)\n"
+    )
+    p = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "imgs")],
+        env=python_env(),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0 and "steps 2" in p.stdout, p.stdout + p.stderr[-3000:]
+    assert "leaked shared_memory" not in p.stderr, p.stderr[-3000:]
 
 
 @pytest.mark.cells
