@@ -60,13 +60,13 @@ def unknown_choice(args: list[str]) -> str | None:
             if name not in presets(m["group"], aliases=True, extra=extra) and not (
                 optional and name == "none"
             ):
-                guess = _closest(name, valid)
+                guess = closest(name, valid)
                 guessed = f"; did you mean {arg.split('=', 1)[0]}={guess}?" if guess else ""  # +experiment=
                 return f"unknown {m['group']} '{name}' (in '{arg}'{guessed}); valid: {', '.join(valid)}"
     return None
 
 
-def _closest(name: str, valid: list[str]) -> str | None:
+def closest(name: str, valid: list[str]) -> str | None:
     """The valid choice a typo most likely meant: the same name in another case (``SSD``), else the
     closest spelling (``alexnetz``), else None."""
     import difflib

@@ -188,12 +188,16 @@ def default_lustre(tiers_given: bool) -> tuple[str | None, str]:
 
 def _known_tiers(tiers: list[str], given: str | None, option: str = "--tiers") -> bool:
     """False, after one line naming the first unknown tier, when ``option`` names one that has no preset."""
+    from campaign.choices import closest
+
     known = sorted(p.stem for p in (CONF.parent / "storage").glob("*.yaml") if not p.stem.startswith("_"))
     bad = [t for t in tiers if t not in known]
     if bad or not tiers:
+        meant = [t if t in known else closest(t, known) for t in tiers]
+        guessed = f" (did you mean {option} {','.join(meant)}?)" if bad and all(meant) else ""
         print(
-            f"campaign: {option} {given!r}: {'unknown tier ' + repr(bad[0]) if bad else 'no tier given'}; "
-            f"valid: {', '.join(known)}; nothing was run",
+            f"campaign: {option} {given!r}: {'unknown tier ' + repr(bad[0]) if bad else 'no tier given'}"
+            f"{guessed}; valid: {', '.join(known)}; nothing was run",
             file=sys.stderr,
         )
         return False

@@ -265,6 +265,18 @@ def test_an_unknown_tier_for_the_lustre_bars_is_named(cwd):
     )
 
 
+def test_a_misspelt_tier_of_the_paper_study_gets_the_list_it_meant(cwd):
+    _fails_with(
+        cwd,
+        "campaign: --tiers 'lcoal,tmpfs': unknown tier 'lcoal' (did you mean --tiers local,tmpfs?); valid: ",
+        "+experiment=paper",
+        "--scale",
+        "ci",
+        "--tiers",
+        "lcoal,tmpfs",
+    )
+
+
 @pytest.mark.cells
 def test_the_paper_study_checks_every_grid_before_the_first_runs(cwd, tmp_path):
     """Two real tiers and one storage.root: the last grid (checkpoints) cannot run; it used to fail after
