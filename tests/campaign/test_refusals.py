@@ -251,7 +251,9 @@ def test_bad_values_the_red_team_found_are_refused_at_planning(refusal, args, ex
     _one(refusal(*args), expected)
 
 
-def test_what_the_bounds_and_names_allow_still_plans(refusal):
+def test_what_the_bounds_and_names_allow_still_plans(refusal, monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "users-own")  # a user's endpoint is reached with their keys
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "users-secret")
     assert refusal("framework=pytorch") is None  # prefetch_factor null: PyTorch's 2 with workers
     assert refusal("platform.wait_quiet=0.25", "platform.wait_quiet_max_s=0") is None
     assert refusal("framework=pytorch", "loader.num_workers=0") is None

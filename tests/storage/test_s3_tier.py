@@ -427,7 +427,7 @@ def test_a_server_killed_mid_run_fails_the_run_naming_the_endpoint_and_leaves_no
     assert list(servers.iterdir()) == [] and _procs_under(root) == []
 
 
-def test_planning_counts_the_embedded_servers_objects_on_its_root(refusal, tmp_path):
+def test_planning_counts_the_embedded_servers_objects_on_its_root(refusal, tmp_path, monkeypatch):
     """The embedded server keeps its objects on ``storage.root`` beside the set's files: a synthetic set
     whose files fit there but not twice over is refused at planning in one line (a full disk under the
     server was an InternalError mid-run); on a user's endpoint the files' space alone counts."""
@@ -442,10 +442,54 @@ def test_planning_counts_the_embedded_servers_objects_on_its_root(refusal, tmp_p
     line = refusal(*cell)
     assert line is not None and "\n" not in line, line
     assert f"dataset.num_images={count}" in line and "the embedded server's objects" in line, line
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "users-own")  # a user's endpoint is reached with their keys
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "users-secret")
     assert refusal(*cell, "storage.endpoint=http://127.0.0.1:9") is None
 
 
+def test_a_users_endpoint_without_keys_is_refused_at_planning_and_found_keys_plan(tmp_path):
+    """A user's own store with no keys boto3 could find: one line at planning naming the setting and the
+    variables, exit 2, nothing written (it used to generate the set, then fail the cell at its first
+    request). Both variables, a profile, or a credentials file in the user's home: it plans."""
+    home = tmp_path / "home"
+    home.mkdir()
+    bare = {k: v for k, v in python_env().items() if not k.startswith("AWS_")}
+    bare.update(HOME=str(home), AWS_EC2_METADATA_DISABLED="true")  # no instance role here to ask for
+    cell = (
+        "storage=s3",
+        "storage.endpoint=http://127.0.0.1:9",
+        "storage.bucket=mine",
+        "dataset.num_images=64",
+    )
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    p = campaign(*cell, cwd=cwd, env=bare)
+    lines = [x for x in p.stderr.splitlines() if x.strip()]
+    assert p.returncode == 2 and len(lines) == 1, p.stdout + p.stderr
+    assert (
+        "storage.endpoint=http://127.0.0.1:9: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY not set" in lines[0]
+    )
+    assert list(cwd.iterdir()) == []
+    half = campaign(*cell, cwd=cwd, env={**bare, "AWS_ACCESS_KEY_ID": "users-own"})
+    assert half.returncode == 2 and "AWS_ACCESS_KEY_ID is set without AWS_SECRET_ACCESS_KEY" in half.stderr
+    dry = (*cell, "platform.dry_run=true")
+    keys = {"AWS_ACCESS_KEY_ID": "users-own", "AWS_SECRET_ACCESS_KEY": "users-secret"}
+    for env in ({**bare, **keys}, {**bare, "AWS_PROFILE": "users-profile"}):
+        p = campaign(*dry, cwd=cwd, env=env)
+        assert p.returncode == 0, p.stderr[-2000:]
+    (home / ".aws").mkdir()
+    (home / ".aws" / "credentials").write_text(
+        "[default]\naws_access_key_id = a\naws_secret_access_key = b\n"
+    )
+    p = campaign(*dry, cwd=cwd, env=bare)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert list(cwd.iterdir()) == []
+
+
 def test_planning_refuses_what_an_object_store_cannot_run_in_one_line(refusal, monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "users-own")  # a user's endpoint is reached with their keys
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "users-secret")
+
     def one(line, *words):
         assert line is not None and "\n" not in line, line
         for w in words:

@@ -7,6 +7,7 @@ import base64
 import re
 import shutil
 from dataclasses import dataclass
+from pathlib import Path
 
 from jobs.storage.objectstore.services.interface import Abilities, Service
 
@@ -17,6 +18,28 @@ _BUCKET_CHARS = re.compile(r"[a-z0-9.-]+")
 _IP_FORM = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")  # 192.168.5.4
 _RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
 _RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
+# where else boto3's chain of credential providers finds keys, named by the environment
+_ELSEWHERE = (
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_SESSION_TOKEN",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+)
+
+
+def _instance_role(env) -> bool:
+    """Whether this machine is a cloud instance with a role whose keys boto3 would take (its metadata
+    service asked once, within 1 s; not where the environment disables it)."""
+    if str(env.get("AWS_EC2_METADATA_DISABLED", "")).lower() == "true":
+        return False
+    from botocore.utils import InstanceMetadataFetcher
+
+    try:
+        return bool(InstanceMetadataFetcher(timeout=1, num_attempts=1).retrieve_iam_role_credentials())
+    except Exception:  # noqa: BLE001 - no metadata service answering is no role
+        return False
 
 
 @dataclass(frozen=True)
@@ -150,6 +173,25 @@ class S3(Service):
         except ImportError:
             return "storage=s3 needs boto3 (the AWS SDK for Python): pip install '.[s3]'"
         return None
+
+    def keys_problem(self, env) -> str | None:
+        """None where boto3 would find keys: both of the environment's, a profile or its files, a web
+        identity or container's credentials, or an instance's role (asked of its metadata service, 1 s)."""
+        if all(env.get(k) for k in self.key_env) or any(env.get(k) for k in _ELSEWHERE):
+            return None
+        home = Path(env.get("HOME") or Path.home())
+        files = (
+            env.get("AWS_SHARED_CREDENTIALS_FILE") or home / ".aws" / "credentials",
+            env.get("AWS_CONFIG_FILE") or home / ".aws" / "config",
+        )
+        if any(Path(f).is_file() for f in files) or _instance_role(env):
+            return None
+        half = [k for k in self.key_env if env.get(k)]
+        given = f"{half[0]} is set without {self.key_env[1 - self.key_env.index(half[0])]}" if half else ""
+        return (
+            f"{given or ' and '.join(self.key_env) + ' not set'}, and no profile (AWS_PROFILE, "
+            "~/.aws/credentials) or instance role was found: boto3 would have no keys for the user's store"
+        )
 
     def bucket_problem(self, name: str) -> str | None:
         return bucket_problem(name)
