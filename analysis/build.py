@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis import outputs, standing
-from analysis.figures import declared
+from analysis.figures import declared, plotting
 from analysis.tables import mlperf, tidy
 from analysis.tables.capacity import MARKS
 
@@ -170,6 +170,29 @@ def build(folder: str | Path, render: bool = True, baseline_from: str | Path | N
     return out
 
 
+def not_drawn(out: Built, named: int = 3) -> str | None:
+    """The line under each figure of a campaign some of whose cells have no runs to draw (failed, or
+    missing: never ran), naming the first ``named`` of them by the overrides that set them apart; None when
+    every cell completed."""
+    gone = [(c, "failed") for c in out.failed] + [(c, "missing") for c in out.missing]
+    if not gone:
+        return None
+    every = [set(str(c.get("overrides") or "").split()) for c in out.collected.cells]
+    common = set.intersection(*every) if every else set()
+
+    def own(cell) -> str:
+        words = [w for w in str(cell.get("overrides") or "").split() if w not in common]
+        return " ".join(words) or "the others' overrides"
+
+    cells = "; ".join(f"#{c['cell_dir']} {status} ({own(c)})" for c, status in gone[:named])
+    more = f"; and {len(gone) - named} more" if len(gone) > named else ""
+    total = len(out.collected.cells)
+    return (
+        f"Not drawn: {len(gone)} of {total} cells have no runs: {cells}{more} (cells.csv); every bar and "
+        "point shown is a completed cell's."
+    )
+
+
 def _table(frame, path: Path, out: Built) -> None:
     """``frame`` as the CSV ``path`` (the tool's output), noted in ``out.files``."""
     with outputs.create(path) as f:
@@ -203,8 +226,9 @@ def _write(c: tidy.Collected, folder: Path, out: Built, figures: bool, baseline_
     cost = training.io_cost(results)
     if not cost.empty:
         _table(cost, folder / IO_COST, out)
-    if figures and not results.empty:
-        out.files += declared.render_all(results, folder, c.declared)
-    out.files += posix.write(c, folder)
-    if figures and not results.empty:
-        out.files += posix_figures.render(c, folder)
+    with plotting.footnote(not_drawn(out)):
+        if figures and not results.empty:
+            out.files += declared.render_all(results, folder, c.declared)
+        out.files += posix.write(c, folder)
+        if figures and not results.empty:
+            out.files += posix_figures.render(c, folder)

@@ -3,8 +3,13 @@ for what limited its cell."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from dataclasses import dataclass, field
 from pathlib import Path
+
+# what the figures saved within ``footnote()`` say under them: the campaign's cells they cannot show
+_FOOTNOTE: contextvars.ContextVar[str | None] = contextvars.ContextVar("footnote", default=None)
 
 # every bar says what limited its cell: a bar without text would leave the reader to guess which bound it is
 MARKED = {
@@ -63,18 +68,38 @@ def inside_or_above(fig, ax, labels: list[BarText]) -> None:
         ax.set_ylim(low, high * max(1.05, (highest - box.y0 + 4) / box.height))
 
 
+@contextlib.contextmanager
+def footnote(text: str | None):
+    """Every figure saved in this block carries ``text`` under it (None: nothing): a campaign's failed or
+    missing cells, which no figure can draw, are named on each instead of leaving a silent gap."""
+    token = _FOOTNOTE.set(text)
+    try:
+        yield
+    finally:
+        _FOOTNOTE.reset(token)
+
+
 def save(fig, stem: Path) -> list[Path]:
-    """Write ``fig`` as ``<stem>.png`` and ``<stem>.svg`` and close it."""
+    """Write ``fig`` as ``<stem>.png`` and ``<stem>.svg`` and close it (with the ``footnote`` of the block
+    it is saved in, below everything else)."""
     import matplotlib.pyplot as plt
 
     from analysis import outputs
 
+    note, extra = _FOOTNOTE.get(), {}
+    if note:
+        import textwrap
+
+        width = int(fig.get_figwidth() * 72 / (7 * 0.55))  # characters of 7 pt text across the figure
+        lines = textwrap.fill(note, width=width, break_long_words=False, break_on_hyphens=False)
+        fig.text(0.01, -0.01, lines, ha="left", va="top", fontsize=7, color="#b00020")
+        extra = {"bbox_inches": "tight", "pad_inches": 0.1}  # the saved page grows to hold it
     stem.parent.mkdir(parents=True, exist_ok=True)
     paths = []
     for ext in ("png", "svg"):
         p = stem.with_suffix(f".{ext}")
         with outputs.create(p, binary=True) as f:
-            fig.savefig(f, format=ext, dpi=150)
+            fig.savefig(f, format=ext, dpi=150, **extra)
         paths.append(p)
     plt.close(fig)
     return paths

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -44,6 +45,17 @@ def test_failed_cell_is_recorded_and_the_sweep_goes_on(tmp_path):
     results = pd.read_csv(out / "results.csv")
     assert set(results["workload"]) == {"readonly"}  # a failed cell contributes no rows
     assert "FAILED  cell 0" in p.stdout
+    # every figure names the cell it cannot draw, instead of a silent gap where its bar would be
+    figures = sorted(out.glob("*.svg"))
+    assert figures
+    for svg in figures:
+        said = re.findall(r"<!-- (Not drawn: .*?) -->", svg.read_text())
+        assert said and said[0].startswith(
+            "Not drawn: 1 of 2 cells have no runs: #0 failed (workload=microbench)"
+        ), (
+            svg.name,
+            said,
+        )
     assert f"rerun the failed and missing cells: the same command and hydra.sweep.dir={out} " in p.stdout
     # a campaign whose every cell failed: its report says the machine was not recorded, with no "None"
     only = tmp_path / "only_failed"
