@@ -93,9 +93,14 @@ def closing_lines(folder: Path, collected=None) -> list[str]:
     found = verdicts(folder, EXPERIMENT)
     if not found:
         return []
-    lines = [f"[mlperf] cell {v.cell_dir}: {v.line()}" for v in found]
+    lines = [f"[mlperf] {_cell(v)}{v.line()}" for v in found]
     lines += [f"[mlperf] {line}" for line in most_accelerators(training(found))]
     return [*lines, f"[mlperf] every rule beside its figure: python -m analysis mlperf {folder}"]
+
+
+def _cell(v) -> str:
+    """Which cell a verdict is of, before its line: none for a single run's folder (the cell is it)."""
+    return "" if str(v.cell_dir) in (".", "") else f"cell {v.cell_dir}: "
 
 
 def main(argv: list[str]) -> int:
@@ -136,7 +141,7 @@ def main(argv: list[str]) -> int:
         print("\n".join(table(v)))
     print()
     for v in found:
-        print(f"[mlperf] cell {v.cell_dir}: {v.line()}")
+        print(f"[mlperf] {_cell(v)}{v.line()}")
     for line in most_accelerators(training(found)):
         print(f"[mlperf] {line}")
     if args.results_dir is not None:

@@ -102,7 +102,7 @@ def test_the_study_runs_five_seeded_runs_and_ends_with_the_verdict(finished):
     assert rec.config["framework"]["name"] == "pytorch" and rec.config["batch_size"] == 24
     assert all(r["cache_state"] == "cold" for r in rec.runs)
     tail = [line for line in out.splitlines() if line.startswith("[mlperf] ")]
-    assert tail[0].startswith("[mlperf] cell .: retinanet on B200: 1 accelerator at AU "), tail
+    assert tail[0].startswith("[mlperf] retinanet on B200: 1 accelerator at AU "), tail
     # 96 images against five times this machine's memory: a workstation's what-if, said with its figure
     assert "CLOSED-eligible: no, because" in tail[0] and "the dataset is 0.0" in tail[0], tail[0]
     # the set was generated at retinanet's sample size (accelerator.sample_kb), as MLPerf Storage's is
@@ -361,7 +361,7 @@ def test_the_study_on_an_object_store_counts_its_gets_and_names_its_client(tmp_p
     try:
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
         tail = [line for line in p.stdout.splitlines() if line.startswith("[mlperf] ")]
-        assert tail[0].startswith("[mlperf] cell .: retinanet on B200: 1 accelerator at AU "), tail
+        assert tail[0].startswith("[mlperf] retinanet on B200: 1 accelerator at AU "), tail
         v = command.verdicts(folder)[0]
         assert (_state(v, "object client").figure, _state(v, "object client").state) == (
             "s3torchconnector",
@@ -563,7 +563,7 @@ def test_a_checkpointing_cell_is_judged_by_mlperfs_checkpointing_rules(checkpoin
     assert p.returncode == 0, p.stderr
     assert "MLPerf Storage v3.0 checkpointing rules" in p.stdout
     line = p.stdout.splitlines()[-1]
-    assert line.startswith("[mlperf] cell .: llama3-8b checkpointing on 2 processes: save "), line
+    assert line.startswith("[mlperf] llama3-8b checkpointing on 2 processes: save "), line
     for why in (
         "not llama3-8b's 105 GiB",
         "2 processes wrote, not 8 (subset mode is allowed for 8B at 8 processes only)",
