@@ -472,9 +472,13 @@ def test_a_users_endpoint_without_keys_is_refused_at_planning_and_found_keys_pla
     assert list(cwd.iterdir()) == []
     half = campaign(*cell, cwd=cwd, env={**bare, "AWS_ACCESS_KEY_ID": "users-own"})
     assert half.returncode == 2 and "AWS_ACCESS_KEY_ID is set without AWS_SECRET_ACCESS_KEY" in half.stderr
+    # boto3 passes over a secret alone: nothing else found, the key is what is missing
+    half = campaign(*cell, cwd=cwd, env={**bare, "AWS_SECRET_ACCESS_KEY": "s"})
+    assert half.returncode == 2 and "AWS_ACCESS_KEY_ID not set, and no profile" in half.stderr
     dry = (*cell, "platform.dry_run=true")
     keys = {"AWS_ACCESS_KEY_ID": "users-own", "AWS_SECRET_ACCESS_KEY": "users-secret"}
-    for env in ({**bare, **keys}, {**bare, "AWS_PROFILE": "users-profile"}):
+    profile = {**bare, "AWS_PROFILE": "users-profile"}
+    for env in ({**bare, **keys}, profile, {**profile, "AWS_SECRET_ACCESS_KEY": "s"}):
         p = campaign(*dry, cwd=cwd, env=env)
         assert p.returncode == 0, p.stderr[-2000:]
     (home / ".aws").mkdir()

@@ -22,7 +22,6 @@ _RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
 _ELSEWHERE = (
     "AWS_PROFILE",
     "AWS_DEFAULT_PROFILE",
-    "AWS_SESSION_TOKEN",
     "AWS_WEB_IDENTITY_TOKEN_FILE",
     "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
     "AWS_CONTAINER_CREDENTIALS_FULL_URI",
@@ -177,7 +176,10 @@ class S3(Service):
     def keys_problem(self, env) -> str | None:
         """None where boto3 would find keys: both of the environment's, a profile or its files, a web
         identity or container's credentials, or an instance's role (asked of its metadata service, 1 s)."""
-        if all(env.get(k) for k in self.key_env) or any(env.get(k) for k in _ELSEWHERE):
+        key, secret = self.key_env
+        if env.get(key) and not env.get(secret):  # botocore stops there, whatever else there is
+            return f"{key} is set without {secret}: boto3 takes the secret from the environment beside it"
+        if env.get(key) or any(env.get(k) for k in _ELSEWHERE):
             return None
         home = Path(env.get("HOME") or Path.home())
         files = (
@@ -186,11 +188,10 @@ class S3(Service):
         )
         if any(Path(f).is_file() for f in files) or _instance_role(env):
             return None
-        half = [k for k in self.key_env if env.get(k)]
-        given = f"{half[0]} is set without {self.key_env[1 - self.key_env.index(half[0])]}" if half else ""
+        missing = " and ".join(k for k in self.key_env if not env.get(k))
         return (
-            f"{given or ' and '.join(self.key_env) + ' not set'}, and no profile (AWS_PROFILE, "
-            "~/.aws/credentials) or instance role was found: boto3 would have no keys for the user's store"
+            f"{missing} not set, and no profile (AWS_PROFILE, ~/.aws/credentials) or instance role was "
+            "found: boto3 would have no keys for the user's store"
         )
 
     def bucket_problem(self, name: str) -> str | None:
