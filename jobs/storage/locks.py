@@ -91,6 +91,21 @@ def hold(lp: Path, what: str, timeout_s: float | None = None) -> Iterator[float]
         raise LockLost(lost)
 
 
+def _let_go_in_child() -> None:
+    """In a process forked from one that holds locks (a DataLoader's worker, forked while its cell
+    measures): close this copy of every lock's descriptor. The lock stays the parent's; a child that hangs
+    or outlives it no longer keeps the device locked for every other cell (a forked worker that hung held
+    a CI run's disk lock until the suite's end)."""
+    for held, _ in _HELD:
+        for fd, _path in held:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    _HELD.clear()
+
+
+os.register_at_fork(after_in_child=_let_go_in_child)
+
+
 def own_lock(lp: Path) -> Path:
     """The running user's own lock beside the shared lock file ``lp``: ``dev-8-1.uid-1000.lock``."""
     return lp.with_name(f"{lp.stem}{OWN}{os.geteuid()}.lock")

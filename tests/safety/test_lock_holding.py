@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -51,6 +52,45 @@ def _locker(lp: Path) -> int | None:
         if len(f) >= 6 and f[1] == "FLOCK" and f[5] == key and f[4].isdigit():
             return int(f[4])
     return None
+
+
+def test_a_process_forked_while_a_lock_is_held_does_not_keep_it(tmp_path):
+    """A child forked while a cell holds its device's lock (a DataLoader's worker) does not hold it: when
+    the cell's process is killed, the next cell takes the lock at once though the child still lives (a
+    worker that hung after its test's process was killed kept a CI run's disk locked, and every later cell
+    on that disk waited out its time limit)."""
+    import fcntl
+
+    lp = tmp_path / "dev-1-2.lock"
+    script = tmp_path / "holder.py"
+    script.write_text(
+        "import os, signal, sys, time\n"
+        "from pathlib import Path\n"
+        "from jobs.storage import locks\n"
+        "with locks.hold(Path(sys.argv[1]), 'the test device'):\n"
+        "    child = os.fork()\n"
+        "    if child == 0:\n"
+        "        null = os.open(os.devnull, os.O_RDWR)\n"
+        "        os.dup2(null, 1), os.dup2(null, 2)  # the test's pipes end with the holder\n"
+        "        time.sleep(60)  # lives on, as a hung worker would\n"
+        "        os._exit(0)\n"
+        "    print(child, flush=True)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)  # the cell's process killed while it holds the lock\n"
+    )
+    p = subprocess.run(
+        [sys.executable, str(script), str(lp)], env=python_env(), capture_output=True, text=True, timeout=60
+    )
+    child = int(p.stdout.split()[0])
+    try:
+        assert p.returncode == -signal.SIGKILL, p.stderr
+        for path in (lp, locks.own_lock(lp)):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError while the child holds it
+            finally:
+                os.close(fd)
+    finally:
+        os.kill(child, signal.SIGKILL)
 
 
 @pytest.mark.cells
