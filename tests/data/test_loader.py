@@ -231,3 +231,51 @@ def test_workers_started_by_spawn_and_forkserver_read_the_containers(folder, con
         assert r.bytes_consumed == sum(sizes)
     else:
         assert r.bytes_consumed == ds.total_bytes - ds.sizes[bad]
+
+
+def test_a_forked_worker_never_collects_what_its_process_left_to_collect(tmp_path):
+    """A DataLoader worker forked from a process with objects still to collect (TensorFlow's, after a
+    benchmark's TensorFlow round) must not collect them: a worker that ran a TensorFlow iterator's
+    destructor hung on the thread pool the fork did not copy. The loader a forking cell builds freezes
+    the collector while its workers start; PyTorch's own lets a worker collect the parent's garbage (the
+    test's check that it sees the hazard)."""
+    import gc
+
+    import torch
+    from torch.utils.data import DataLoader
+
+    from jobs.frameworks.pytorch.loader import build
+
+    collected = tmp_path / "collected"
+
+    class Garbage:  # a cycle: only the collector frees it
+        def __init__(self):
+            self.me = self
+
+        def __del__(self):
+            with open(collected, "a") as f:
+                f.write(f"{os.getpid()}\n")
+
+    class Collecting(torch.utils.data.Dataset):
+        def __len__(self):
+            return 1
+
+        def __getitem__(self, i):
+            gc.collect()  # in the worker, as an allocation might trigger it
+            return i
+
+    def who_collected(kind) -> set[int]:
+        collected.unlink(missing_ok=True)
+        gc.disable()  # the garbage is left for whoever collects first
+        try:
+            Garbage()
+            assert list(kind(Collecting(), batch_size=1, num_workers=1, multiprocessing_context="fork")) == [
+                torch.tensor([0])
+            ]
+        finally:
+            gc.enable()
+        gc.collect()  # this process's own copy
+        return {int(x) for x in collected.read_text().split()}
+
+    assert who_collected(DataLoader) - {os.getpid()}  # PyTorch's own: the worker collected it too
+    assert who_collected(build._forked_apart(DataLoader)) == {os.getpid()}

@@ -104,7 +104,13 @@ def loader(data, sampler, s: PipelineSettings, lo: Loader):
             "multiprocessing_context": lo.multiprocessing_context,
             "worker_init_fn": _worker_init,
         }
-    return DataLoader(
+    kind = DataLoader
+    if lo.start_method == "fork":
+        import gc
+
+        gc.collect()  # here, before the run's time starts: nothing left for a forked worker to collect
+        kind = _forked_apart(DataLoader)
+    return kind(
         data,
         batch_size=s.batch_size,
         sampler=sampler,
@@ -113,6 +119,27 @@ def loader(data, sampler, s: PipelineSettings, lo: Loader):
         pin_memory=lo.pin_memory,
         **kw,
     )
+
+
+@functools.cache
+def _forked_apart(base):
+    """PyTorch's ``DataLoader`` whose workers, forked when it is iterated, never collect this process's
+    objects: the garbage collector's objects are frozen while they start (``gc.freeze``), and the loader
+    collected this process's garbage when it was built. A worker forked from a process that ran TensorFlow
+    (a benchmark's alternating rounds) once collected an iterator of TensorFlow's there, whose thread
+    pool's destructor waited for threads the fork does not copy: the worker hung, its run with it, and
+    the device lock it had inherited with it (a CI run beside a CPU hog, 2026-11-29)."""
+    import gc
+
+    class DataLoader(base):
+        def __iter__(self):
+            gc.freeze()
+            try:
+                return super().__iter__()
+            finally:
+                gc.unfreeze()
+
+    return DataLoader
 
 
 @functools.cache
