@@ -336,7 +336,7 @@ def test_a_key_that_cannot_sign_is_one_line_naming_it_and_not_the_sdks_crash():
     assert "could not be signed with AZURE_STORAGE_KEY" in said, said
 
 
-def test_planning_refuses_what_azure_does_not_do_yet_in_one_line(refusal, monkeypatch):
+def test_planning_refuses_what_azure_does_not_do_yet_in_one_line(refusal, monkeypatch, tmp_path):
     def one(line, *words):
         assert line is not None and "\n" not in line, line
         for w in words:
@@ -361,7 +361,13 @@ def test_planning_refuses_what_azure_does_not_do_yet_in_one_line(refusal, monkey
     one(refusal("storage=azure", users), users, "AZURE_STORAGE_KEY is not an account key")
     monkeypatch.setenv("AZURE_STORAGE_KEY", "a2V5")
     assert refusal("storage=azure", users) is None
-    assert refusal("storage=s3", "storage.endpoint=http://127.0.0.1:9") is None  # S3's keys: its profile too
+    # S3's keys are boto3's: its variables, or a profile, its files or a role (the S3 tests hold the rest)
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.aws
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_PROFILE", "users-profile")
+    assert refusal("storage=s3", "storage.endpoint=http://127.0.0.1:9") is None
     bad_port = refusal("storage=azure", "storage.endpoint=http://127.0.0.1:99999/a")
     one(bad_port, "storage.endpoint", "Azure Blob")
     sas = "storage.endpoint='https://acct.blob.core.windows.net/?sv=2022-11-02&sig=abc'"
