@@ -4,6 +4,7 @@ embedded server (``server.py``)."""
 from __future__ import annotations
 
 import base64
+import functools
 import re
 import shutil
 from dataclasses import dataclass
@@ -30,9 +31,15 @@ _ELSEWHERE = (
 
 def _instance_role(env) -> bool:
     """Whether this machine is a cloud instance with a role whose keys boto3 would take (its metadata
-    service asked once, within 1 s; not where the environment disables it)."""
+    service asked once a process, within 1 s; not where the environment disables it)."""
     if str(env.get("AWS_EC2_METADATA_DISABLED", "")).lower() == "true":
         return False
+    return _asked_metadata_service()
+
+
+@functools.cache
+def _asked_metadata_service() -> bool:
+    """The instance metadata service's answer, asked once: planning checks every cell of a grid."""
     from botocore.utils import InstanceMetadataFetcher
 
     try:
