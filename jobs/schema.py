@@ -493,6 +493,10 @@ class AcceleratorConf(Sealed):
     sample_spread: float = bounded(0.5, 0, 3, why="the log-normal's sigma: 0 gives every sample one size")
     # what its workload's samples are: images (decoded and resized) or arrays (unet3d's volumes, read whole)
     samples: SampleKind = SampleKind.images
+    # the samples of a workstation's what-if run of its workload (+experiment=mlperf's dataset, unless
+    # dataset.num_images or dataset=... says otherwise): a few minutes of runs on 2 cores, where the rule's
+    # set (five times the clients' memory) seldom fits on the disk; the verdict names the rule's size
+    what_if_samples: int = bounded(1024, 1)
 
 
 @dataclass

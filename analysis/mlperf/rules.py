@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
 import statistics
 from dataclasses import dataclass
@@ -300,7 +301,11 @@ def _dataset(rec: records.CellRecord, cfg: CampaignConf, r: dict, accelerators: 
         short.append(f"{size / GIB:.2f} GiB against the {need / GIB:.0f} GiB that {rule} requires")
     if files < steps:
         short.append(f"{files:,} samples against {steps:,} for {r['steps_per_epoch']} steps")
-    return Check("dataset size", figure, limit, INVALID, "the dataset is " + " and ".join(short))
+    why = "the dataset is " + " and ".join(short)
+    if files and size:  # the rule's bytes in samples of the set's own mean size
+        complies = max(steps, math.ceil(need * files / size))
+        why += f" (a set that complies here: dataset.num_images={complies})"
+    return Check("dataset size", figure, limit, INVALID, why)
 
 
 def _from_device(measured: list, r: dict) -> Check:

@@ -18,6 +18,7 @@ dataset.num_images=1024, threads=2, repeats=3).
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from pathlib import Path
@@ -30,15 +31,30 @@ CONF = Path(__file__).resolve().parent.parent.parent / "conf"
 MARK = "capacity.txt"  # the search's settings in its folder, from before its first cell (a rerun resumes)
 
 
-def _images(overrides: list[str]) -> int:
-    """Images in the dataset the cells read (dataset.num_images, else the preset's)."""
-    from omegaconf import OmegaConf
+# the settings that choose the cells' dataset and its size (+experiment=mlperf's is the profile's what-if
+# scale, conf/dataset/default_for_mlperf.yaml)
+_SETS_THE_DATASET = ("experiment", "workload", "dataset", "accelerator", "hydra.searchpath")
 
+
+def _images(overrides: list[str]) -> int:
+    """Images in the dataset the cells read (dataset.num_images, else what the dataset preset, the
+    experiment or the accelerator profile makes it)."""
     given = value_of(overrides, "dataset.num_images")
     if given is not None:
         return int(given)
-    name = value_of(overrides, "dataset") or "imagenet_subset"
-    return int(OmegaConf.load(CONF / "dataset" / f"{name}.yaml").num_images)
+    return _composed_images(tuple(o for o in overrides if _key(o) in _SETS_THE_DATASET))
+
+
+def _key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+@functools.cache
+def _composed_images(overrides: tuple[str, ...]) -> int:
+    from campaign import choices
+
+    chosen = [] if any(_key(o) == "workload" for o in overrides) else ["workload=emulated"]  # the search's
+    return int(choices.compose([*chosen, *overrides]).dataset.num_images)
 
 
 def _fit_nodes(overrides: list[str], most: int) -> tuple[int, str]:

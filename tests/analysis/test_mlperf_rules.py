@@ -179,7 +179,8 @@ def test_every_rule_holds_on_the_real_record_once_its_out_of_reach_figures_are_m
                 _sized(r, 30 * 2**30),
                 r.provenance.__setitem__("memory_limit_bytes", 8 * 2**30),
             ),
-            "30.00 GiB against the 40 GiB that 5 x 1 x 8.0 GiB (the runs' memory limit) requires",
+            "30.00 GiB against the 40 GiB that 5 x 1 x 8.0 GiB (the runs' memory limit) requires "
+            "(a set that complies here: dataset.num_images=132990)",  # 40 GiB in samples of the set's mean
         ),
         (
             "first step",
@@ -337,6 +338,27 @@ def test_the_capacity_search_keeps_the_experiments_runs_and_loader():
 
     # the cell as each round makes it passes the campaign's checks (tf.data's prefetch would be refused)
     assert checks.cells(overrides, {"name": "retinanet_b200", "batch_size": 24}) is None
+
+
+def test_the_study_reads_its_profiles_what_if_scale_unless_a_set_or_a_size_is_chosen():
+    """``+experiment=mlperf`` without ``dataset.num_images``: the profile's what-if scale (unet3d's rule
+    asks 500 GB of its volumes here, which planning refused as 16,384 of them before), in the campaign and
+    in the capacity search; a size or a dataset the user chose keeps its own."""
+    from campaign.capacity import command as capacity
+    from support.configs import compose_cell
+
+    def images(*overrides: str) -> int:
+        return compose_cell(["+experiment=mlperf", *overrides]).dataset.num_images
+
+    assert images("accelerator=unet3d_b200") == 28
+    assert images() == images("accelerator=retinanet_mi355") == 1024
+    assert images("accelerator=resnet50_h100") == 2048  # five of its batches of 400
+    assert images("accelerator=unet3d_b200", "dataset.num_images=64") == 64
+    assert images("accelerator=unet3d_b200", "dataset=caltech101") == 9144  # the preset's own count
+    # the search counts the accelerators the set can feed from the same number its cells read
+    assert capacity._images(["+experiment=mlperf", "accelerator=unet3d_b200", "storage=local,tmpfs"]) == 28
+    assert capacity._images(["accelerator=unet3d_b200", "storage=local"]) == 16384  # no experiment: as before
+    assert capacity._images(["+experiment=mlperf", "accelerator=unet3d_b200", "dataset.num_images=70"]) == 70
 
 
 @pytest.mark.waits  # a real SeaweedFS server: its GETs wait
