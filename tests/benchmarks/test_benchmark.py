@@ -382,3 +382,23 @@ def test_s3_relay_benchmark_prints_both_servers_gets_and_the_relays_share(disk_r
     _stands_on(row[2:], 2)
     assert _order(log, "threads=2") == [(0, "direct"), (0, "relayed"), (1, "relayed"), (1, "direct")]
     assert not (disk_root / "iocampaign" / "bench-s3-relay").exists()  # everything it made is gone
+
+
+def test_readme_times_runs_every_readme_command_that_runs_here_and_says_why_it_leaves_one_out(capsys):
+    """``python -m benchmarks.readme_times --list``: each command of README.md's sh blocks, run here as
+    written or left out with its reason (the suite, a placeholder, another machine's paths); a command
+    whose comment gives no time is one to measure (what it prints when it runs one)."""
+    from benchmarks import readme_times
+
+    cmds = readme_times.commands(readme_times.README.read_text())
+    by_line = {c.line: c for c in cmds}
+    quick = "python -m campaign -m threads=1,2,4,8 storage=local dataset.num_images=1024"
+    assert by_line[quick].runs_here is None and by_line[quick].timed
+    assert by_line["make test"].runs_here == "the suite: .ci/run times it"
+    assert all(c.runs_here for c in cmds if "<date>" in c.line or "/data/" in c.line or "$USER" in c.line)
+    assert not readme_times.Command("python -m campaign threads=2", "what it does").timed
+    assert readme_times.Command("python -m campaign threads=2", "about 1 min (63 s)").timed
+    assert readme_times.main(["--list"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1 + len(cmds) and all(line.strip().startswith("-") for line in out[1:])
+    assert sum("[would run]" in line for line in out) == sum(c.runs_here is None for c in cmds) >= 8
