@@ -33,7 +33,7 @@ MARK = "capacity.txt"  # the search's settings in its folder, from before its fi
 
 # the settings that choose the cells' dataset and its size (+experiment=mlperf's is the profile's what-if
 # scale, conf/dataset/default_for_mlperf.yaml)
-_SETS_THE_DATASET = ("experiment", "workload", "dataset", "accelerator", "hydra.searchpath")
+_SETS_THE_DATASET = ("experiment", "workload", "dataset", "accelerator", "hydra.searchpath")  # and their keys
 
 
 def _images(overrides: list[str]) -> int:
@@ -42,7 +42,7 @@ def _images(overrides: list[str]) -> int:
     given = value_of(overrides, "dataset.num_images")
     if given is not None:
         return int(given)
-    return _composed_images(tuple(o for o in overrides if _key(o) in _SETS_THE_DATASET))
+    return _composed_images(tuple(o for o in overrides if _key(o).startswith(_SETS_THE_DATASET)))
 
 
 def _key(override: str) -> str:

@@ -359,6 +359,8 @@ def test_the_study_reads_its_profiles_what_if_scale_unless_a_set_or_a_size_is_ch
     assert capacity._images(["+experiment=mlperf", "accelerator=unet3d_b200", "storage=local,tmpfs"]) == 28
     assert capacity._images(["accelerator=unet3d_b200", "storage=local"]) == 16384  # no experiment: as before
     assert capacity._images(["+experiment=mlperf", "accelerator=unet3d_b200", "dataset.num_images=70"]) == 70
+    scaled = ["+experiment=mlperf", "accelerator=unet3d_b200", "accelerator.what_if_samples=14"]
+    assert capacity._images(scaled) == images(*scaled[1:]) == 14
 
 
 @pytest.mark.waits  # a real SeaweedFS server: its GETs wait
