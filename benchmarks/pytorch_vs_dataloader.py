@@ -59,8 +59,15 @@ class BareImages:
 
 def bare(ds, workers: int, batch_size: int, side: int, seed: int) -> float:
     """Images/s of one pass of the hand-written loop (from ``iter`` to the last batch)."""
+    import gc
+
     import torch
     from torch.utils.data import DataLoader
+
+    # what this process left to collect is collected here, before the workers fork: a worker that collects
+    # an iterator of TensorFlow's (a test process's earlier tests) hangs on its thread pool, and a
+    # collection inside the timed pass is not the loader's time
+    gc.collect()
 
     loader = DataLoader(
         BareImages(ds.files, ds.labels, side),
