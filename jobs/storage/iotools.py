@@ -15,7 +15,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobs.storage import systools
+
 MIB = 1024 * 1024
+# the rate below which a tool's run counts as hung: far below any storage the tool measures (the modelled
+# HDD's small random reads move about 10 MB/s), so only a tool that stopped is ended
+SLOWEST_BPS = 1e6
 
 
 @dataclass(frozen=True)
@@ -69,8 +74,12 @@ def parse_ior(summary: dict, operation: str) -> float:
     raise RuntimeError(f"IOR's summary has no {operation} entry")
 
 
-def _run(cmd: list[str], cwd: Path) -> str:
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
+def _run(cmd: list[str], cwd: Path, nbytes: int) -> str:
+    """``cmd``'s output, within a limit that allows ``nbytes`` moved at ``SLOWEST_BPS``."""
+    try:
+        p = systools.run(cmd, cwd=cwd, timeout_s=systools.QUICK_S + nbytes / SLOWEST_BPS)
+    except systools.NoAnswer as e:
+        raise RuntimeError(str(e)) from None
     if p.returncode != 0:
         raise RuntimeError(f"{cmd[0]} failed ({p.returncode}): {(p.stderr or p.stdout).strip()[-500:]}")
     return p.stdout
@@ -121,7 +130,7 @@ def sequential(path: Path, size_bytes: int, rw: str, which: str | None = None) -
                 "-O",
                 f"summaryFile={summary}",
             ]
-            _run(cmd, cwd)
+            _run(cmd, cwd, size_bytes)
             mb = parse_ior(json.loads(summary.read_text()), rw)
         return Measured(mb, size_bytes, "ior", _version("ior"), _shown(cwd, cmd))
     cmd = [
@@ -139,7 +148,7 @@ def sequential(path: Path, size_bytes: int, rw: str, which: str | None = None) -
     ]
     if rw == "write":
         cmd.append("--end_fsync=1")
-    mb, nbytes = parse_fio(_run(cmd, cwd), rw, with_flush=rw == "write")
+    mb, nbytes = parse_fio(_run(cmd, cwd, size_bytes), rw, with_flush=rw == "write")
     return Measured(mb, nbytes, "fio", _version("fio"), _shown(cwd, cmd))
 
 
@@ -177,5 +186,6 @@ def small_files(dirs: list[Path], bs: str = "4k") -> Measured:
     ]
     for k, d in enumerate(dirs):
         cmd += [f"--name=j{k}", f"--opendir={_safe_name(d.name)}"]
-    mb, nbytes = parse_fio(_run(cmd, cwd), "read")
+    nbytes = sum(f.stat().st_size for d in dirs for f in d.iterdir())
+    mb, nbytes = parse_fio(_run(cmd, cwd, nbytes), "read")
     return Measured(mb, nbytes, "fio", _version("fio"), _shown(cwd, cmd))

@@ -51,10 +51,20 @@ def mounts() -> Iterator[tuple[str, str, str]]:
 
 
 def mount_at(path: str) -> tuple[str, str] | None:
-    """(file-system type, source) of the top-most mount at ``path``, or None when nothing is mounted there."""
-    target = os.path.realpath(path)
+    """(file-system type, source) of the top-most mount at ``path``, or None when nothing is mounted there.
+
+    A mount point is looked up by its folder's real path and its own name first, without a look inside the
+    mount: a FUSE layer that stopped answering (its process stopped or hung) would hold that look, and the
+    process, for ever. Only a path that names no mount point that way (its last name a link, or nothing
+    mounted) is resolved whole."""
+    head, name = os.path.split(os.path.abspath(path))
+    found = _top(os.path.join(os.path.realpath(head), name))
+    return found if found is not None else _top(os.path.realpath(path))
+
+
+def _top(point: str) -> tuple[str, str] | None:
     found = None
-    for point, fs_type, source in mounts():
-        if point == target:
+    for at, fs_type, source in mounts():
+        if at == point:
             found = (fs_type, source)
     return found

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from jobs import owned
-from jobs.storage import mounts, throttle
+from jobs.storage import mounts, systools, throttle
 
 STATE_DIR = Path("/run/iocampaign-tiers")  # tmpfs: gone after a reboot, as the mounts are
 
@@ -47,8 +46,11 @@ class Tier:
         return throttle.Limits(self.dev, self.read_bps, self.write_bps, self.read_iops, self.write_iops)
 
 
-def _sh(*cmd: str, check: bool = True) -> str:
-    p = subprocess.run(list(cmd), capture_output=True, text=True)
+def _sh(*cmd: str, check: bool = True, timeout_s: float = systools.QUICK_S) -> str:
+    try:
+        p = systools.run(cmd, timeout_s=timeout_s)
+    except systools.NoAnswer as e:
+        raise TierError(str(e)) from None
     if check and p.returncode != 0:
         raise TierError(f"{' '.join(cmd)} failed: {(p.stderr or p.stdout).strip()}")
     return p.stdout.strip()
@@ -102,9 +104,7 @@ def _image_is_ours(image: str, name: str) -> bool:
     ext4 label. Reads only; ``setup`` writes the marker of an adopted image."""
     if marker(image).exists():
         return True
-    label = subprocess.run(
-        ["blkid", "-o", "value", "-s", "LABEL", image], capture_output=True, text=True
-    ).stdout.strip()
+    label = _sh("blkid", "-o", "value", "-s", "LABEL", image, check=False)
     return bool(label) and label == name[:16]
 
 
@@ -146,8 +146,8 @@ def cleanup(name: str, image: str, mount: str) -> list[str]:
     for _ in range(3):
         if not _ours_mounted(image, mount):
             break
-        if subprocess.run(["umount", mount], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", mount], capture_output=True)  # ours: lazily, if busy
+        if systools.quietly(["umount", mount]) != 0:
+            systools.quietly(["umount", "-l", mount])  # ours: lazily, if busy (or hung)
         done.append(f"unmounted {mount}")
     if os.path.exists(image) and marker(image).exists():
         for loop in _loops_of(image):
@@ -211,7 +211,8 @@ def setup(
     try:
         if fresh:
             # nodiscard: mkfs would otherwise punch the allocated image back to sparse
-            _sh("mkfs.ext4", "-q", "-F", "-E", "nodiscard", "-L", name[:16], loop)
+            mkfs = ("mkfs.ext4", "-q", "-F", "-E", "nodiscard", "-L", name[:16], loop)
+            _sh(*mkfs, timeout_s=systools.FORMAT_S)
         owned.ensure(mount, "storage.root")
         _sh("mount", loop, mount)
         st = os.stat(loop)

@@ -3,6 +3,7 @@ real (bytes, counters, page cache, eviction), what it refuses to touch, and a ca
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import random
@@ -193,6 +194,31 @@ def test_a_killed_owner_leaves_no_mount_and_the_next_setup_works(tmp_path):
     finally:
         mount.teardown(t)
     assert not os.path.ismount(tmp_path / "m")
+
+
+def test_a_layer_that_stops_answering_is_still_unmounted_and_ended(tmp_path):
+    """Before: the tier's clean-up looked inside its mount point (``realpath``) and waited for a plain
+    ``umount``; on a layer that no longer answers (stopped here: SIGSTOP) both wait for ever, and no
+    signal but SIGKILL ends the process that waits. Now the clean-up reads the mount table by the mount
+    point's folder, gives ``umount`` 10 s, then detaches the mount lazily, and the layer is killed."""
+    t = mount.setup("modeled_hdd", str(tmp_path / "b"), str(tmp_path / "m"), G)
+    (tmp_path / "m" / "f").write_bytes(b"x" * 4096)
+    os.kill(t.pid, signal.SIGSTOP)
+    ended = threading.Event()
+    worker = threading.Thread(target=lambda: (mount.teardown(t), ended.set()), daemon=True)
+    t0 = time.monotonic()
+    try:
+        worker.start()
+        worker.join(60)
+        took = time.monotonic() - t0
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # a teardown still waiting goes on, and the test ends
+            os.kill(t.pid, signal.SIGCONT)
+        worker.join(30)
+    assert ended.is_set() and took < 60, f"teardown still waited after {took:.0f} s"
+    assert mount.cleanup("modeled_hdd", str(tmp_path / "m")) == []  # nothing mounted there any more
+    assert not os.path.ismount(tmp_path / "m") and not os.path.exists(f"/proc/{t.pid}")
+    assert (tmp_path / "b" / "modeled_hdd" / "f").read_bytes() == b"x" * 4096  # the bytes stay in the backing
 
 
 @pytest.mark.cells

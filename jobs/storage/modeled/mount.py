@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from jobs import owned
-from jobs.storage import mounts
+from jobs.storage import mounts, systools
 from jobs.storage.modeled.disk import HddGeometry
 from jobs.storage.modeled.lustre import LustreGeometry
 
@@ -155,14 +155,19 @@ def foreign(name: str, backing: str, mount: str, key: str = "storage") -> str | 
     return None
 
 
+# the layer answers an unmount at once; one that has not in this long is stopped or hung (an unmount waits
+# for it without end), and its mount is detached lazily instead
+UNMOUNT_S = 10.0
+
+
 def cleanup(name: str, mount: str) -> list[str]:
     """Unmount what tier ``name`` left mounted (its own mount only); returns what was undone."""
     done = []
     for _ in range(3):
         if not _ours(name, mount):
             break
-        if subprocess.run(["umount", mount], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", mount], capture_output=True)
+        if systools.quietly(["umount", mount], timeout_s=UNMOUNT_S) != 0:
+            systools.quietly(["umount", "-l", mount])  # ours: lazily, if busy (or its server hung)
         done.append(f"unmounted {mount}")
     return done
 

@@ -26,7 +26,7 @@ import threading
 from pathlib import Path
 
 from jobs import owned
-from jobs.storage import mounts
+from jobs.storage import mounts, systools
 from jobs.storage.objectstore.client import StoreError
 
 PROGRAM = "s3fs"
@@ -39,7 +39,10 @@ def program() -> str | None:
 
 
 def version() -> str:
-    out = subprocess.run([PROGRAM, "--version"], capture_output=True, text=True).stdout
+    try:
+        out = systools.run([PROGRAM, "--version"]).stdout
+    except (OSError, systools.NoAnswer):
+        out = ""
     return out.splitlines()[0] if out else PROGRAM
 
 
@@ -236,4 +239,4 @@ def _unmount(point: Path) -> None:
     """Unmount the s3fs mount at ``point`` (lazily: a reader still inside does not keep it)."""
     fusermount = shutil.which("fusermount3") or shutil.which("fusermount") or "fusermount"
     tool = ["umount", "-l"] if os.geteuid() == 0 else [fusermount, "-u", "-z"]
-    subprocess.run([*tool, str(point)], capture_output=True)
+    systools.quietly([*tool, str(point)])
