@@ -19,24 +19,33 @@ from jobs.storage import backends
 def bounds(section, key: str = "", checked: dict | None = None) -> None:
     """Every setting of ``section`` (a cell's typed config, and each section in it) within the bounds its
     field declares: one walk over the schema instead of a check per setting, so a bound declared beside a
-    field is held everywhere the field appears (``storage``, ``stage``, ``checkpoint.slow``, ...).
+    field is held everywhere the field appears (``storage``, ``stage``, ``checkpoint.slow``, ...). Every
+    setting out of its bounds is named, in one line: a value the user gave and one that took it
+    (``dataset.num_images: ${accelerator.what_if_samples}``) are named together.
     ``checked``: the sections already walked in this planning pass (by identity; a planned cell shares
     its composition's sections but for those its values changed, and they are read-only), skipped."""
+    refused = _refusals(section, key, checked)
+    if refused:
+        raise ConfigError("; ".join(refused))
+
+
+def _refusals(section, key: str, checked: dict | None) -> list[str]:
     if checked is not None and id(section) in checked:
-        return
+        return []
+    refused = []
     for name, declared in _declared(type(section)):
         value = getattr(section, name, None)
         if value is None or type(value) in _CHOSEN:
             continue  # null, or a choice: the type said it
         if hasattr(type(value), "__dataclass_fields__"):  # a section (dataclasses.is_dataclass, for types)
-            if checked is None or id(value) not in checked:
-                bounds(value, f"{key}{name}.", checked)
+            refused += _refusals(value, f"{key}{name}.", checked)
         elif declared is not None and isinstance(value, (int, float)):
             why = declared.refusal(value)
             if why:
-                raise ConfigError(f"{key}{name}={value} {why}")
-    if checked is not None:
+                refused.append(f"{key}{name}={value} {why}")
+    if checked is not None and not refused:
         checked[id(section)] = section  # within bounds; held, so its id is not reused while the pass lasts
+    return refused
 
 
 _CHOSEN = (bool, str)  # values whose type is the whole check

@@ -8,7 +8,8 @@ from pathlib import Path
 from campaign.capacity import search
 from campaign.overrides import value_of
 
-WHOLE = ("batch_size", "threads", "dataset.num_images")  # the search computes with these (and platform.nodes)
+# what the search counts with (and platform.nodes, checked on its own)
+WHOLE = ("batch_size", "threads", "dataset.num_images", "accelerator.what_if_samples")
 
 
 def sweep_dir(args) -> str | None:

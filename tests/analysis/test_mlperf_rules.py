@@ -363,6 +363,21 @@ def test_the_study_reads_its_profiles_what_if_scale_unless_a_set_or_a_size_is_ch
     assert capacity._images(scaled) == images(*scaled[1:]) == 14
 
 
+def test_a_what_if_scale_of_zero_is_refused_by_its_own_name(refusal):
+    """Before: ``accelerator.what_if_samples=0`` was refused as ``dataset.num_images=0 must be at least 1``,
+    a key the user did not type, and the capacity search said "0 images give no accelerator two batches"."""
+    from campaign.capacity import checks
+
+    zero = ["+experiment=mlperf", "accelerator=unet3d_b200", "accelerator.what_if_samples=0"]
+    assert refusal(*zero) == (
+        "dataset.num_images=0 must be at least 1; accelerator.what_if_samples=0 must be at least 1"
+    )
+    assert checks.arguments(8, zero) == "accelerator.what_if_samples=0 must be at least 1"
+    assert checks.arguments(8, [*zero[:2], "accelerator.what_if_samples=many"]) == (
+        "accelerator.what_if_samples=many is not a whole number"
+    )
+
+
 @pytest.mark.waits  # a real SeaweedFS server: its GETs wait
 def test_the_study_on_an_object_store_counts_its_gets_and_names_its_client(tmp_path_factory):
     """``+experiment=mlperf storage=s3``: the emulated B200s read the embedded server's objects through
