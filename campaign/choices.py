@@ -279,6 +279,20 @@ def compose(overrides: list[str]):
         return hydra_compose("config", overrides=overrides)
 
 
+def chosen(overrides: list[str], group: str) -> str:
+    """The preset of config group ``group`` that the campaign's config of ``overrides`` composes with (what
+    Hydra records as its choice; "" for none)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from campaign import schema
+
+    schema.register()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = hydra_compose("config", overrides=overrides, return_hydra_config=True)
+    return str(cfg.hydra.runtime.choices.get(group) or "")
+
+
 def unresolved(args: list[str]) -> str | None:
     """One line for an override of a single run whose value holds an interpolation that does not resolve
     in the composed config (``threads=${oops}``), which Hydra would report as a traceback, or None. A

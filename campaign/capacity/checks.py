@@ -87,3 +87,25 @@ def cells(overrides: list[str], profile: dict) -> str | None:
         except Exception as e:  # noqa: BLE001 - Hydra's composition errors: their first line names the override
             return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     return None
+
+
+def most_tasks(overrides: list[str], profile: dict, most: int) -> tuple[int, str]:
+    """(``most``, lowered to the largest count of accelerators a node's cell may run on every tier; the
+    campaign's refusal of the count above it, or ""). A count the campaign refuses fails its whole round:
+    unet3d's npz volumes, which tasks do not shard yet, cannot run two accelerators in a cell."""
+    from campaign import choices, validate
+    from campaign.errors import ConfigError
+    from jobs.cell import Cell
+
+    memo: dict = {}
+    tiers = (value_of(overrides, "storage") or "local").split(",")
+    for n in range(most, 1, -1):
+        try:
+            for tier in tiers:
+                cell = [*search.prove_cell(tier, profile, overrides), f"platform.tasks_per_node={n}"]
+                validate.check(Cell.from_composed(choices.compose(cell)), memo)
+        except ConfigError as e:
+            refused = f"{n - 1} a node, as a cell of {n} is refused: {e}"
+            continue
+        return n, "" if n == most else refused
+    return min(most, 1), refused if most > 1 else ""

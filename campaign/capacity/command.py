@@ -57,24 +57,24 @@ def _composed_images(overrides: tuple[str, ...]) -> int:
     return int(choices.compose([*chosen, *overrides]).dataset.num_images)
 
 
-def _fit_nodes(overrides: list[str], most: int) -> tuple[int, str]:
+def _fit_nodes(overrides: list[str], most: int, bound_by: str = "") -> tuple[int, str]:
     """(``most``, lowered to the accelerators a node of the Slurm partition can hold at
-    platform.cpus_per_task CPUs each; what lowered it, or ""): a count above it would stay pending for
-    ever."""
+    platform.cpus_per_task CPUs each; what lowered it: that, or ``bound_by`` where it did not): a count
+    above it would stay pending for ever."""
     from omegaconf import OmegaConf
 
     name = value_of(overrides, "platform") or "workstation"
     preset = CONF / "platform" / f"{name}.yaml"
     conf = OmegaConf.load(preset) if preset.exists() else OmegaConf.create({})
     if str(conf.get("kind", "")) != "slurm":
-        return most, ""
+        return most, bound_by
     from campaign.slurm.submit import partition_nodes
 
     partition = value_of(overrides, "platform.partition") or conf.get("partition")
     per_task = int(value_of(overrides, "platform.cpus_per_task") or conf.get("cpus_per_task") or 2)
     cpus = partition_nodes(partition)
     if not cpus or max(cpus) // per_task >= most:
-        return most, ""
+        return most, bound_by
     fit = max(1, max(cpus) // per_task)
     nodes = f"partition {partition}" if partition else "the default partition"
     why = (
@@ -151,7 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     if why:
         print(f"campaign.capacity: {why}; nothing was run", file=sys.stderr)
         return 2
-    most, bound_by = _fit_nodes(args.overrides, most)
+    most, bound_by = checks.most_tasks(args.overrides, profile, most)
+    if bound_by:
+        print(f"[capacity] at most {bound_by}", flush=True)
+    most, bound_by = _fit_nodes(args.overrides, most, bound_by)
     from analysis import outputs
     from analysis.tables.capacity import CAPACITY
     from campaign import outputs as campaign_outputs

@@ -28,9 +28,8 @@ def plan(out: Path, profile: dict, tiers: list[str], most: int, most_why: str, o
     what set ``most``."""
     from campaign import subcampaign
 
-    common = search.common_overrides(overrides)
     for tier in tiers:
-        for name, cells, what in search.probes(tier, profile, common):
+        for name, cells, what in search.probes(tier, profile, overrides):
             print(f"[capacity] {tier}: {what} ({name}):", flush=True)
             rc = subcampaign.run(cells, out / tier / name)
             if rc != 0:

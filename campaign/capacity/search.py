@@ -208,12 +208,21 @@ def node_count(overrides: list[str]) -> int:
     return int(value_of(overrides, "platform.nodes") or 1)
 
 
-def probes(tier: str, profile: dict, common: list[str]) -> list[tuple[str, list[str], str]]:
+def probes(tier: str, profile: dict, overrides: list[str]) -> list[tuple[str, list[str], str]]:
     """The two campaigns that measure the rates the prediction is made from, as (sub-folder, overrides,
-    what it measures): the tier's read rate (one reader task on each node, cold) and one core's decode rate
-    (one thread on one node, warm cache)."""
+    what it measures): the tier's read rate (one reader task on each node, cold) and one core's rate (one
+    thread on one node, warm cache): decoding images, or reading arrays whole where the profile's samples
+    are arrays (unet3d's volumes, which no cell decodes). Both read the samples the search's emulated cells
+    read (``_as_the_cells_read``)."""
     from jobs.observe import usage
 
+    common = [*common_overrides(overrides), *_as_the_cells_read(tier, profile, overrides)]
+    arrays = profile.get("samples") == "arrays"
+    core = (
+        ["workload=readonly"]
+        if arrays
+        else ["workload=microbench", f"workload.image_side={profile['image_side']}"]
+    )
     return [
         (
             "storage_rate",
@@ -230,30 +239,49 @@ def probes(tier: str, profile: dict, common: list[str]) -> list[tuple[str, list[
         (
             "cpu_rate",
             [
-                "workload=microbench",
+                *core,
                 f"storage={tier}",
                 "threads=1",
                 "cache=warm",
-                f"workload.image_side={profile['image_side']}",
                 *common,
                 "platform.nodes=1",
                 "platform.tasks_per_node=1",
             ],
-            "one core's decode rate",
+            "one core's read rate of its arrays" if arrays else "one core's decode rate",
         ),
     ]
 
 
-def _measure(tier: str, profile: dict, common: list[str], out: Path) -> tuple[float, float, float, int]:
-    """(tier images/s, tier MB/s, one core's decode images/s, kernels among the nodes), each rate the median
-    of its campaign's runs; the tier's rate read by one task on each node, one core's on one node."""
+def _as_the_cells_read(tier: str, profile: dict, overrides: list[str]) -> list[str]:
+    """What makes a probe read the samples the search's emulated cells read: their profile (its samples'
+    sizes and kind), their batch size, and, unless the user chose one, the dataset preset those cells
+    compose with (the emulated workload's own, or the experiment's: ``+experiment=mlperf``'s what-if scale).
+    Before, the probes read the default dataset's ImageNet-sized JPEGs, whatever the cells read."""
+    cell = prove_cell(tier, profile, overrides)
+    same = [f"accelerator={profile['name']}", next(o for o in cell if o.startswith("batch_size="))]
+    if "dataset" not in _given(overrides):
+        same.append(f"dataset={_preset_of(tuple(cell), 'dataset')}")
+    return same
+
+
+@functools.cache
+def _preset_of(cell: tuple[str, ...], group: str) -> str:
+    """The preset of config group ``group`` that a cell of ``cell``'s overrides composes with."""
+    from campaign import choices
+
+    return choices.chosen([*cell, "platform.tasks_per_node=1"], group)
+
+
+def _measure(tier: str, profile: dict, overrides: list[str], out: Path) -> tuple[float, float, float, int]:
+    """(tier images/s, tier MB/s, one core's images/s, kernels among the nodes), each rate the median of
+    its campaign's runs; the tier's rate read by one task on each node, one core's on one node."""
     from analysis.tables.capacity import kernels, median
     from campaign import failures, subcampaign
 
-    for name, overrides, what in probes(tier, profile, common):
-        if subcampaign.run(overrides, out / name) != 0:
+    for name, cells, what in probes(tier, profile, overrides):
+        if subcampaign.run(cells, out / name) != 0:
             raise RuntimeError(
-                f"{what} could not be measured: {failures.why(overrides, out / name)} (see {out / name})"
+                f"{what} could not be measured: {failures.why(cells, out / name)} (see {out / name})"
             )
     return (
         median(out / "storage_rate", "images_per_s"),
@@ -297,8 +325,7 @@ def tier_row(
     """Measure, predict and prove one tier; its line of capacity.csv."""
     from jobs.observe import usage
 
-    common = common_overrides(overrides)
-    tier_img, tier_mb, core_img, kernels = _measure(tier, profile, common, out / tier)
+    tier_img, tier_mb, core_img, kernels = _measure(tier, profile, overrides, out / tier)
     inp = Inputs.of(tier, profile, overrides, (tier_img, tier_mb, core_img), usage.cores(), kernels)
     nodes = inp.nodes
     pred = predict(inp, most)
@@ -312,9 +339,10 @@ def tier_row(
         else f" ({cores} cores)"
     )
     to_all = " to all nodes" if nodes > 1 else ""
+    verb = "reads its arrays at" if profile.get("samples") == "arrays" else "decodes"
     print(
         f"[capacity] {tier}: predicted {pred['predicted_n']} accelerator(s){where}, "
-        f"limit {pred['predicted_limit']}: the tier reads {tier_img:.0f} images/s{to_all}, one core decodes "
+        f"limit {pred['predicted_limit']}: the tier reads {tier_img:.0f} images/s{to_all}, one core {verb} "
         f"{core_img:.0f} images/s{shared}, one {profile['name']} needs "
         f"{pred['demand_images_per_s']:.0f} images/s at AU {100 * inp.au_threshold:.0f}%",
         flush=True,

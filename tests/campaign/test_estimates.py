@@ -128,10 +128,10 @@ def test_a_failed_round_of_the_capacity_search_says_why(tmp_path):
     from campaign.capacity import search as capacity
 
     missing = tmp_path / "no-such-root"
-    profile = {"image_side": 32}
-    common = [f"storage.root={missing}", "dataset.num_images=16", "repeats=1", "warmup=0"]
+    profile = {"name": "resnet50_a100", "image_side": 32, "batch_size": 8}
+    given = [f"storage.root={missing}", "dataset.num_images=16", "repeats=1", "warmup=0"]
     try:
-        capacity._measure("local", profile, common, tmp_path / "out")
+        capacity._measure("local", profile, given, tmp_path / "out")
     except RuntimeError as e:
         line = str(e)
     else:

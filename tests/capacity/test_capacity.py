@@ -120,6 +120,61 @@ def test_the_search_brackets_the_largest_count_that_holds():
     )
 
 
+def _profile(name: str) -> dict:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "accelerator" / f"{name}.yaml"))
+
+
+@pytest.mark.parametrize(
+    "name, overrides, samples, workload",
+    [
+        ("unet3d_b200", ["+experiment=mlperf"], "arrays", "readonly"),
+        ("retinanet_b200", [], "images", "microbench"),
+        ("retinanet_b200", ["dataset=caltech101"], "images", "microbench"),
+    ],
+)
+def test_the_probes_read_the_samples_the_emulated_cells_read(refusal, name, overrides, samples, workload):
+    """Before: the two rate probes read the default dataset's JPEGs (112 KB; 322 KB under
+    ``+experiment=mlperf``, whose default profile is retinanet) whatever the profile's cells read: for
+    unet3d, JPEGs against 28 volumes of 146 MB, so the prediction was made from another workload's rates.
+    Now each probe plans on the cells' own set (sizes, kind, count, format), and one core's rate of arrays
+    is read, not decoded (the micro-benchmark refuses arrays; the cells never decode them)."""
+    from support.configs import compose_cell
+
+    profile = _profile(name)
+    given = [*overrides, f"accelerator={name}", "storage=local"]
+    cells = compose_cell([*capacity.prove_cell("local", profile, given), "platform.tasks_per_node=1"]).dataset
+    for folder, probe, _what in capacity.probes("local", profile, given):
+        read = compose_cell(probe).dataset
+        assert (read.name, read.num_images, read.median_kb, read.samples, read.format) == (
+            cells.name,
+            cells.num_images,
+            cells.median_kb,
+            cells.samples,
+            cells.format,
+        ), folder
+        assert str(read.samples) == samples and refusal(*probe) is None, (folder, refusal(*probe))
+    assert capacity.probes("local", profile, given)[1][1][0] == f"workload={workload}"
+
+
+def test_a_count_of_accelerators_a_cell_cannot_run_bounds_the_search():
+    """Before: unet3d's search proved 1 and 2 accelerators in one round, and planning refused its 2-task
+    cell (tasks do not shard npz volumes yet), so the whole round failed, 1 accelerator with it."""
+    from campaign.capacity import checks
+
+    unet3d = ["+experiment=mlperf", "accelerator=unet3d_b200", "storage=local,tmpfs"]
+    most, why = checks.most_tasks(unet3d, _profile("unet3d_b200"), 2)
+    assert most == 1 and why.startswith("1 a node, as a cell of 2 is refused: "), why
+    assert why.endswith("tasks shard one-file-per-image sets so far, not dataset.format=npz"), why
+    assert checks.most_tasks(
+        ["accelerator=resnet50_a100", "storage=local"], _profile("resnet50_a100"), 8
+    ) == (
+        8,
+        "",
+    )
+
+
 def test_bad_input_names_the_setting(tmp_path):
     for args, expected in (
         (["storage=tmpfs"], "accelerator is not set: choose the profile"),
