@@ -74,8 +74,13 @@ def parse_squeue(text: str) -> dict[str, JobState]:
             continue
         for jid in _expand(parts[0]):
             node = parts[2] if parts[1] == "RUNNING" else ""
-            out[jid] = JobState(jid, parts[1], "", node, parts[2] if parts[1] == "PENDING" else "")
+            out[jid] = JobState(jid, parts[1], "", node, _bare(parts[2]) if parts[1] == "PENDING" else "")
     return out
+
+
+def _bare(reason: str) -> str:
+    """squeue's reason without the parentheses it puts around a pending job's: "Resources"."""
+    return reason[1:-1] if reason.startswith("(") and reason.endswith(")") else reason
 
 
 def _run(cmd: list[str]) -> str | None:
@@ -112,3 +117,31 @@ def states(job_ids: list[str]) -> tuple[dict[str, JobState], bool]:
         else:
             out[j] = JobState(j, "UNKNOWN")
     return out, acct is not None
+
+
+# node states in which Slurm starts no job on a node (sinfo -t takes them as written here)
+OUT_OF_SERVICE = "drain,drained,draining,down,fail,no_respond"
+
+
+def parse_sinfo(text: str) -> list[str]:
+    """Parse ``sinfo -h -N -o %N|%T|%E`` output: "n2 drained (Kill task failed)", "n1 idle, not
+    responding" (sinfo's ``idle*``) for each node once, in sinfo's order (a node in two partitions is
+    listed twice)."""
+    out: list[str] = []
+    for line in text.splitlines():
+        parts = line.strip().split("|", 2)
+        if len(parts) < 2 or not parts[0]:
+            continue
+        reason = parts[2].strip() if len(parts) > 2 and parts[2].strip() not in ("", "none") else ""
+        state = parts[1].rstrip("*") + (", not responding" if parts[1].endswith("*") else "")  # idle*
+        said = f"{parts[0]} {state}" + (f" ({reason})" if reason else "")
+        if said not in out:
+            out.append(said)
+    return out
+
+
+def out_of_service() -> list[str]:
+    """The nodes Slurm starts no job on now (drained, down, not responding), each with the reason its
+    administrator or Slurm gave: what a pending job's reason (Resources, ReqNodeNotAvail) does not name."""
+    text = _run(["sinfo", "-h", "-N", "-t", OUT_OF_SERVICE, "-o", "%N|%T|%E"])
+    return parse_sinfo(text) if text is not None else []

@@ -216,8 +216,10 @@ def latest_jobs(sweep_dir: Path) -> dict[int, str]:
 PROGRESS_EVERY_S = 60.0
 
 
-def progress(states: dict[int, sacct.JobState], ended: list[int]) -> str:
-    """ "2 of 5 cells ended; 1 running (#2 on n1); 2 pending (Priority)": a waiting campaign's line."""
+def progress(states: dict[int, sacct.JobState], ended: list[int], out_of_service: list[str] = ()) -> str:
+    """ "2 of 5 cells ended; 1 running (#2 on n1); 2 pending (Resources); out of service: n2 drained
+    (Kill task failed)": a waiting campaign's line. ``out_of_service``: the nodes Slurm starts no job on,
+    named while a cell is pending (``sacct.out_of_service``)."""
     running = [f"#{n} on {s.node}" if s.node else f"#{n}" for n, s in states.items() if s.state == "RUNNING"]
     pending = sorted({s.reason or "no reason given" for n, s in states.items() if s.state == "PENDING"})
     waiting = sum(s.state == "PENDING" for s in states.values())
@@ -228,6 +230,9 @@ def progress(states: dict[int, sacct.JobState], ended: list[int]) -> str:
         )
     if waiting:
         parts.append(f"{waiting} pending ({', '.join(pending)})")
+        if out_of_service:
+            more = f", and {len(out_of_service) - 4} more" if len(out_of_service) > 4 else ""
+            parts.append(f"out of service: {', '.join(out_of_service[:4])}{more}")
     return "; ".join(parts)
 
 
@@ -255,7 +260,8 @@ def wait(ids: dict[int, str], sweep_dir: Path, platform) -> dict[int, sacct.JobS
                 ended.append(n)
         if len(ended) == cells:
             return last
-        line = progress(last, ended)
+        pending = any(s.state == "PENDING" for s in last.values())
+        line = progress(last, ended, sacct.out_of_service() if pending else [])
         if line != told or time.monotonic() - told_at >= PROGRESS_EVERY_S:  # on a change, else once a minute
             log.info("waiting for Slurm: %s", line)
             told, told_at = line, time.monotonic()

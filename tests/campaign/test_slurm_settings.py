@@ -102,6 +102,10 @@ def test_sacct_and_squeue_parsing():
     assert got["13"].terminal
     q = sacct.parse_squeue("12_[2-3%1]|PENDING|JobArrayTaskLimit\n12_1|RUNNING|node1\n")
     assert q["12_2"].reason == "JobArrayTaskLimit" and q["12_1"].node == "node1"
+    # as squeue prints a pending job's reason (before: "1 pending ((Resources))" in the waiting line)
+    assert sacct.parse_squeue("14|PENDING|(ReqNodeNotAvail, UnavailableNodes:n2)\n")["14"].reason == (
+        "ReqNodeNotAvail, UnavailableNodes:n2"
+    )
 
 
 def test_waiting_progress_line():
@@ -116,6 +120,15 @@ def test_waiting_progress_line():
     assert (
         progress(states, [0]) == "1 of 4 cells ended; 1 running (#1 on n1); 2 pending (Dependency, Priority)"
     )
+    # the nodes Slurm starts no job on, which a pending job's reason does not name (before: not said)
+    down = sacct.parse_sinfo("n2|drained|Kill task failed\nn2|drained|Kill task failed\nn3|idle*|none\n")
+    assert down == ["n2 drained (Kill task failed)", "n3 idle, not responding"]
+    assert progress(states, [0], down).endswith(
+        "; 2 pending (Dependency, Priority); "
+        "out of service: n2 drained (Kill task failed), n3 idle, not responding"
+    )
+    running = {n: s for n, s in states.items() if s.state != "PENDING"}
+    assert "out of service" not in progress(running, [0], down)  # said only while a cell waits
 
 
 def test_bad_sbatch_value_on_the_command_line(tmp_path):

@@ -330,6 +330,23 @@ def _wait_record(sweep: Path, cell: int, deadline: float) -> float:
     return time.monotonic() - t0
 
 
+def test_a_drained_node_is_named_with_its_reason(slurm_cluster):
+    """What the waiting line adds while a cell is pending: Slurm 22.05's reason for the job (Resources,
+    ReqNodeNotAvail) names no node; sinfo names the drained one and why, as its administrator said it."""
+    from campaign.slurm import sacct
+
+    drain = ["scontrol", "update", "nodename=n2", "state=drain", "reason=disk replaced"]
+    subprocess.run(drain, check=True, capture_output=True, timeout=30)
+    try:
+        assert sacct.out_of_service() == ["n2 drained (disk replaced)"]
+    finally:
+        subprocess.run(["scontrol", "update", "nodename=n2", "state=resume"], capture_output=True, timeout=30)
+    deadline = time.monotonic() + 30  # a resumed node may answer Slurm's ping a moment later (idle*)
+    while sacct.out_of_service() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert sacct.out_of_service() == []
+
+
 @pytest.fixture
 def ram_root():
     """A folder on RAM (/dev/shm, which every namespaced node sees), removed after the test: a killed task
