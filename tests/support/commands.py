@@ -42,12 +42,11 @@ def run_module(
 ) -> subprocess.CompletedProcess:
     """``python -m <module> <args>`` in ``cwd``, its output captured; a hang fails the test at ``timeout``.
     It runs in a process forked from a warm interpreter (support/forkserver.py: the heavy libraries
-    already imported); ``fresh``, or IOCAMPAIGN_TESTS_FRESH=1 for every command, starts a new Python
-    instead (a test of what a cold start prints or writes: TensorFlow's start-up lines)."""
+    already imported) where ``warm_runs`` says it may; ``fresh``, or IOCAMPAIGN_TESTS_FRESH=1 for every
+    command, starts a new Python instead (a test of what a cold start prints or writes: TensorFlow's
+    start-up lines)."""
     env = env or python_env()
-    # the server's sys.path is its own PYTHONPATH's: a command given another (a workload from outside the
-    # package) starts fresh
-    fresh = fresh or env.get("PYTHONPATH") != str(ROOT)
+    fresh = fresh or not warm_runs(env)
     if fresh or os.environ.get("IOCAMPAIGN_TESTS_FRESH") == "1":
         return subprocess.run(
             [sys.executable, "-m", module, *args],
@@ -58,6 +57,27 @@ def run_module(
             timeout=timeout,
         )
     return _warm().run(module, list(args), cwd, env, timeout)
+
+
+def warm_runs(env: dict[str, str]) -> bool:
+    """Whether a command of ``env`` runs as it would in a new Python when forked from the warm one: its
+    PYTHONPATH holds the checkout, and every other folder on it (a workload or a back-end from outside the
+    package) holds none of the packages already imported here, which the server imported too and which
+    that folder would otherwise shadow (``without_tensorflow``'s ``tensorflow`` needs a new Python)."""
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if str(ROOT) not in paths:
+        return False
+    imported = {name.partition(".")[0] for name in sys.modules}
+    for folder in paths:
+        if folder == str(ROOT):
+            continue
+        try:
+            names = {entry.partition(".")[0] for entry in os.listdir(folder)}
+        except OSError:
+            return False
+        if names & imported:
+            return False
+    return True
 
 
 _SERVER: list[forkserver.Client] = []
@@ -98,7 +118,7 @@ def start_module(
     interpreter as ``run_module``'s commands are (``forkserver.Started`` answers as a ``Popen`` does), or a
     new Python where ``run_module`` would start one."""
     env = env or python_env()
-    if fresh or env.get("PYTHONPATH") != str(ROOT) or os.environ.get("IOCAMPAIGN_TESTS_FRESH") == "1":
+    if fresh or not warm_runs(env) or os.environ.get("IOCAMPAIGN_TESTS_FRESH") == "1":
         return subprocess.Popen([sys.executable, "-m", module, *args], cwd=cwd, env=env, **popen)
     return _warm().start(module, list(args), cwd, env, **popen)
 

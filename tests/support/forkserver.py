@@ -104,8 +104,16 @@ def _run(request: dict) -> None:
     os.environ.clear()
     os.environ.update(request["env"])
     sys.path[0] = request["cwd"]  # as ``python -m`` puts its folder first
+    # the command's PYTHONPATH in the place of this server's (the checkout, with the folders the client
+    # found to shadow nothing imported here: ``commands.warm_runs``), in its order, as Python's start puts it
+    at = sys.path.index(_OWN_PATH)
+    given = request["env"].get("PYTHONPATH", "").split(os.pathsep)
+    sys.path[at : at + 1] = [os.path.abspath(p) for p in given if p]
     sys.argv = ["-m", *request["args"]]
     runpy._run_module_as_main(request["module"])  # what ``python -m`` calls
+
+
+_OWN_PATH = os.path.abspath(os.environ.get("PYTHONPATH", "."))  # the checkout (commands.python_env)
 
 
 def main() -> None:
