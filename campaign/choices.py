@@ -266,9 +266,10 @@ def _unparsable(arg: str, key: str, error: str) -> str:
     return f"{arg}: not an override Hydra can read{why}; quote a value with {held} in it: {key}='...'"
 
 
-def compose(overrides: list[str]):
-    """The campaign's config of ``overrides`` (a DictConfig without Hydra's node), composed in this process
-    outside a Hydra application, as ``python -m campaign`` would compose it; nothing is written."""
+def compose(overrides: list[str], return_hydra_config: bool = False):
+    """The campaign's config of ``overrides`` (a DictConfig, without Hydra's node unless
+    ``return_hydra_config``), composed in this process outside a Hydra application, as ``python -m
+    campaign`` would compose it; nothing is written."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
@@ -276,21 +277,14 @@ def compose(overrides: list[str]):
 
     schema.register()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return hydra_compose("config", overrides=overrides)
+        return hydra_compose("config", overrides=overrides, return_hydra_config=return_hydra_config)
 
 
 def chosen(overrides: list[str], group: str) -> str:
     """The preset of config group ``group`` that the campaign's config of ``overrides`` composes with (what
     Hydra records as its choice; "" for none)."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    from campaign import schema
-
-    schema.register()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = hydra_compose("config", overrides=overrides, return_hydra_config=True)
-    return str(cfg.hydra.runtime.choices.get(group) or "")
+    choices = compose(overrides, return_hydra_config=True).hydra.runtime.choices
+    return str(choices.get(group) or "")
 
 
 def unresolved(args: list[str]) -> str | None:
