@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -216,7 +217,7 @@ def latest_jobs(sweep_dir: Path) -> dict[int, str]:
 PROGRESS_EVERY_S = 60.0
 
 
-def progress(states: dict[int, sacct.JobState], ended: list[int], out_of_service: list[str] = ()) -> str:
+def progress(states: dict[int, sacct.JobState], ended: list[int], out_of_service: Sequence[str] = ()) -> str:
     """ "2 of 5 cells ended; 1 running (#2 on n1); 2 pending (Resources); out of service: n2 drained
     (Kill task failed)": a waiting campaign's line. ``out_of_service``: the nodes Slurm starts no job on,
     named while a cell is pending (``sacct.out_of_service``)."""

@@ -186,6 +186,6 @@ def small_files(dirs: list[Path], bs: str = "4k") -> Measured:
     ]
     for k, d in enumerate(dirs):
         cmd += [f"--name=j{k}", f"--opendir={_safe_name(d.name)}"]
-    nbytes = sum(f.stat().st_size for d in dirs for f in d.iterdir())
-    mb, nbytes = parse_fio(_run(cmd, cwd, nbytes), "read")
+    listed = sum(f.stat().st_size for d in dirs for f in d.iterdir())
+    mb, nbytes = parse_fio(_run(cmd, cwd, listed), "read")
     return Measured(mb, nbytes, "fio", _version("fio"), _shown(cwd, cmd))
