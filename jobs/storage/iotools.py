@@ -10,7 +10,6 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,8 +34,8 @@ class Measured:
 def _version(tool: str) -> str:
     flag = "--version" if tool == "fio" else "-h"
     try:
-        out = subprocess.run([tool, flag], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
+        out = systools.run([tool, flag])
+    except (OSError, systools.NoAnswer):
         return "unknown"
     text = (out.stdout + out.stderr).strip().splitlines()
     return text[0].strip() if text else "unknown"

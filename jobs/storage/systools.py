@@ -60,3 +60,11 @@ def quietly(cmd: Sequence[str], *, timeout_s: float = QUICK_S) -> int | None:
         return run(cmd, timeout_s=timeout_s).returncode
     except NoAnswer:
         return None
+
+
+def unmount(point: str, wait_s: float = QUICK_S) -> None:
+    """Unmount the tool's own mount at ``point``: a plain ``umount`` given ``wait_s``, then, where that
+    failed (busy) or did not end (a file system that stopped answering), a lazy one that detaches it at
+    once."""
+    if quietly(["umount", point], timeout_s=wait_s) != 0:
+        quietly(["umount", "-l", point])

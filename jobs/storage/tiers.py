@@ -146,8 +146,7 @@ def cleanup(name: str, image: str, mount: str) -> list[str]:
     for _ in range(3):
         if not _ours_mounted(image, mount):
             break
-        if systools.quietly(["umount", mount]) != 0:
-            systools.quietly(["umount", "-l", mount])  # ours: lazily, if busy (or hung)
+        systools.unmount(mount)
         done.append(f"unmounted {mount}")
     if os.path.exists(image) and marker(image).exists():
         for loop in _loops_of(image):

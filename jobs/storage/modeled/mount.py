@@ -166,8 +166,7 @@ def cleanup(name: str, mount: str) -> list[str]:
     for _ in range(3):
         if not _ours(name, mount):
             break
-        if systools.quietly(["umount", mount], timeout_s=UNMOUNT_S) != 0:
-            systools.quietly(["umount", "-l", mount])  # ours: lazily, if busy (or its server hung)
+        systools.unmount(mount, UNMOUNT_S)
         done.append(f"unmounted {mount}")
     return done
 
