@@ -201,6 +201,10 @@ def test_a_layer_that_stops_answering_is_still_unmounted_and_ended(tmp_path):
     ``umount``; on a layer that no longer answers (stopped here: SIGSTOP) both wait for ever, and no
     signal but SIGKILL ends the process that waits. Now the clean-up reads the mount table by the mount
     point's folder, gives ``umount`` 10 s, then detaches the mount lazily, and the layer is killed."""
+    beside = {tmp_path / "beside.bin": os.urandom(4096), tmp_path / "b" / "notes.txt": b"a user's notes"}
+    for f, data in beside.items():  # a user's files beside the mount point and in the backing folder
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_bytes(data)
     t = mount.setup("modeled_hdd", str(tmp_path / "b"), str(tmp_path / "m"), G)
     (tmp_path / "m" / "f").write_bytes(b"x" * 4096)
     os.kill(t.pid, signal.SIGSTOP)
@@ -219,6 +223,7 @@ def test_a_layer_that_stops_answering_is_still_unmounted_and_ended(tmp_path):
     assert mount.cleanup("modeled_hdd", str(tmp_path / "m")) == []  # nothing mounted there any more
     assert not os.path.ismount(tmp_path / "m") and not os.path.exists(f"/proc/{t.pid}")
     assert (tmp_path / "b" / "modeled_hdd" / "f").read_bytes() == b"x" * 4096  # the bytes stay in the backing
+    assert all(f.read_bytes() == data for f, data in beside.items())
 
 
 @pytest.mark.cells
