@@ -162,10 +162,10 @@ def _by_section(settings: dict) -> tuple:
 
 _ADDED = _by_section(ADDED_SETTINGS)  # each section found once per run of its settings
 
-# A tier's settings that only planning's checks read (jobs/storage/fstype.py: the file systems its root may
-# be on, and the opt-out the record keeps): what a cell measures is the same, so a cell keeps its id and its
-# record.
-CHECK_ONLY = ("fs_types", "fs_check")
+# A tier's settings that only planning's checks and the run's watch read (jobs/storage/fstype.py: the file
+# systems its root may be on, and the opt-out the record keeps; how long a modelled layer may leave a probe
+# unanswered): what a cell measures is the same, so a cell keeps its id and its record. Paths in the tier.
+CHECK_ONLY = (("fs_types",), ("fs_check",), ("model", "answer_s"))
 TIERS = (("storage",), ("stage",), ("checkpoint", "fast"), ("checkpoint", "slow"))
 
 
@@ -227,8 +227,9 @@ def _measured(config: dict) -> dict:
     for path, value in NULLED_DEFAULTS.items():
         _fill(what, path[:-1], path[-1], value, mine)
     for tier in TIERS:
-        for name in CHECK_ONLY:
-            _drop(what, tier, name, _at(what, (*tier, name)), mine)  # whatever it holds
+        for *inner, name in CHECK_ONLY:
+            where = (*tier, *inner)
+            _drop(what, where, name, _at(what, (*where, name)), mine)  # whatever it holds
     if "platform" in config:
         plat = config.get("platform") or {}
         tasks = (plat.get("nodes") or 1, plat.get("tasks_per_node") or 1)

@@ -218,16 +218,18 @@ def _tiers(cfg, tiers_of: list):
     """The emulated and modelled tiers of the cell, set up for the cell and torn down after it; yields
     the storage's own emulated tier (or None), all emulated tiers, and the modelled ones."""
     from jobs.storage import tiers
-    from jobs.storage.modeled import mount
+    from jobs.storage.modeled import liveness, mount
 
     built: dict[str, tiers.Tier] = {}
     modeled: dict[str, mount.ModeledTier] = {}
+    watches: list[liveness.Watch] = []  # each modelled layer asked, while mounted, whether it still answers
     try:
         for st in tiers_of:
             if st.model is not None and st.name not in modeled:
                 modeled[st.name] = mount.setup(
                     st.name, st.model.backing_dir, st.root, mount.geometry_of(st.model)
                 )
+                watches.append(liveness.Watch(modeled[st.name], st.model.answer_s).start())
                 log.info(
                     "modelled tier %s: %s served by a FUSE layer over %s (%s)",
                     st.name,
@@ -239,6 +241,8 @@ def _tiers(cfg, tiers_of: list):
                 built[st.name] = _emulated(st)
         yield built.get(cfg.storage.name), list(built.values()), list(modeled.values())
     finally:
+        for w in watches:
+            w.stop()
         for t in built.values():
             tiers.teardown(t)
         for m in modeled.values():

@@ -5,10 +5,12 @@ fail, naming the tier and the run, and leave no row in results.csv."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -41,14 +43,15 @@ def _reads(mnt: Path) -> int:
     return json.loads(os.getxattr(mnt, mount.XATTR))["reads"]
 
 
-def _kill_mid_run(mnt: Path, backing: Path, reads: int = 40) -> int:
-    """SIGKILL the layer once its drive has served ``reads`` more reads (the next run is well under way)."""
+def _signal_mid_run(mnt: Path, backing: Path, sig: int = signal.SIGKILL, reads: int = 40) -> int:
+    """Send ``sig`` to the layer once its drive has served ``reads`` more reads (the next run is well
+    under way)."""
     pid, before = _layer(backing), _reads(mnt)
     deadline = time.monotonic() + 30
     while _reads(mnt) < before + reads:
         assert time.monotonic() < deadline, "the next run never read"
         time.sleep(0.005)
-    os.kill(pid, signal.SIGKILL)
+    os.kill(pid, sig)
     return pid
 
 
@@ -65,10 +68,12 @@ def _kill_between_runs(campaign: subprocess.Popen, backing: Path) -> int:
     return pid
 
 
-def test_a_run_whose_layer_was_killed_fails_naming_the_tier_and_keeps_no_numbers(tmp_path):
-    """Two cells (threads=1, 2), two runs each: the first cell's layer is killed mid-run 2, the second's
-    between its runs 1 and 2. Before: both completed, from a few images (162 images/s from 275 of 512,
-    labelled cache-bound) or none ("512 dropped as unreadable")."""
+def test_a_run_whose_layer_was_killed_or_stopped_fails_naming_the_tier_and_keeps_no_numbers(tmp_path):
+    """Three cells (threads=1, 2, 4), two runs each: the first cell's layer is killed mid-run 2, the
+    second's between its runs 1 and 2, the third's stopped (SIGSTOP) mid-run 2. Before: the first two
+    completed, from a few images (162 images/s from 275 of 512, labelled cache-bound) or none ("512
+    dropped as unreadable"); the third waited in the kernel until a signal (last stop's note: run 3 held
+    in the cache's eviction)."""
     mnt, backing, out = tmp_path / "mnt", tmp_path / "backing", tmp_path / "c"
     beside = tmp_path / "beside.bin"
     beside.write_bytes(os.urandom(4096))  # a user's file beside the mount point
@@ -79,7 +84,8 @@ def test_a_run_whose_layer_was_killed_fails_naming_the_tier_and_keeps_no_numbers
         "storage=modeled_hdd",
         f"storage.root={mnt}",
         f"storage.model.backing_dir={backing}",
-        "threads=1,2",
+        "threads=1,2,4",
+        "storage.model.answer_s=5",
         "dataset.num_images=128",
         "dataset.num_classes=2",
         "batch_size=16",
@@ -92,26 +98,33 @@ def test_a_run_whose_layer_was_killed_fails_naming_the_tier_and_keeps_no_numbers
         text=True,
     )
     killed, lines = [], []
+    bound = threading.Timer(300, p.kill)  # a campaign that waits for ever prints nothing: the read below too
+    bound.start()
     try:
         for line in p.stdout:
             lines.append(line)
             if "run 1/2:" in line:
-                killed.append(
-                    _kill_mid_run(mnt, backing / "modeled_hdd")
-                    if not killed
-                    else _kill_between_runs(p, backing / "modeled_hdd")
-                )
+                if len(killed) == 0:
+                    killed.append(_signal_mid_run(mnt, backing / "modeled_hdd"))
+                elif len(killed) == 1:
+                    killed.append(_kill_between_runs(p, backing / "modeled_hdd"))
+                else:
+                    killed.append(_signal_mid_run(mnt, backing / "modeled_hdd", signal.SIGSTOP))
         p.wait(timeout=300)
     finally:
+        bound.cancel()
         p.kill()
+        for pid in killed:  # a stopped layer the campaign left (a failed test) ends with the test
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
     text = "".join(lines)
-    assert len(killed) == 2, text[-3000:]
-    assert ", 2 failed" in text, text[-3000:]
+    assert len(killed) == 3, text[-3000:]
+    assert ", 3 failed" in text, text[-3000:]
     recs = {
         json.loads(f.read_text())["config"]["threads"]: json.loads(f.read_text())
         for f in out.glob("*/record.json")
     }
-    assert {t: r["status"] for t, r in recs.items()} == {1: "failed", 2: "failed"}, text[-3000:]
+    assert {t: r["status"] for t, r in recs.items()} == {1: "failed", 2: "failed", 4: "failed"}, text[-3000:]
     assert all(not r["runs"] for r in recs.values())
     assert recs[1]["error"]["message"] == (
         f"storage=modeled_hdd: the tier's FUSE layer (pid {killed[0]}) died during "
@@ -122,7 +135,12 @@ def test_a_run_whose_layer_was_killed_fails_naming_the_tier_and_keeps_no_numbers
         "run 2; its numbers are dropped"
         for when in ("before", "during")
     ]
-    assert recs[1]["error"]["type"] == "TierDied"
+    assert recs[4]["error"]["message"] == (
+        f"storage=modeled_hdd: the tier's FUSE layer (pid {killed[2]}) did not answer for 5 s and was ended "
+        "during run 2; its numbers are dropped"
+    )
+    assert not os.path.exists(f"/proc/{killed[2]}")  # ended and reaped, not left stopped
+    assert recs[1]["error"]["type"] == recs[4]["error"]["type"] == "TierDied"
     assert "dropped as unreadable" not in text and "run 2/2:" not in text  # no run 2 was logged as measured
     results = out / "results.csv"
     assert not results.exists() or len(results.read_text().splitlines()) <= 1  # a header at most

@@ -3,13 +3,78 @@ OOM killer), the kernel answers every read on the mount with ENOTCONN, and a tf.
 drops unreadable images (``ignore_errors``) would go on and report the few images it read before as
 the tier's speed. So the runner asks the tier before and after every run, and whenever a run raised:
 a run whose tier died fails, naming it, and none of its numbers is kept.
+
+A layer that stops answering (stopped, deadlocked) is worse: every read on the mount waits for it, in
+the kernel, without end. So while a cell has the tier mounted, a ``Watch`` in the process that mounted it
+asks the layer for its counters each second; one that leaves a question unanswered for
+``storage.model.answer_s`` is ended (SIGKILL), which makes the kernel fail every waiting read, and the
+run fails naming why.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
+import signal
+import threading
 
-from jobs.storage.modeled.mount import ModeledTier, ModelError
+from jobs.storage.modeled.mount import ModeledTier, ModelError, counters, layer_runs, mark_unanswered
+
+log = logging.getLogger(__name__)
+
+ASK_EVERY_S = 1.0
+
+
+class Watch:
+    """A thread that asks ``tier``'s layer for its counters every ``ASK_EVERY_S`` and ends the layer when
+    a question waits ``answer_s`` (``start``, then ``stop`` before the tier's tear-down). The question is
+    asked on a thread of its own, as it waits in the kernel; one at a time."""
+
+    def __init__(self, tier: ModeledTier, answer_s: float):
+        self.tier, self.answer_s = tier, answer_s
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name=f"watch {tier.name}", daemon=True)
+
+    def start(self) -> Watch:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join(ASK_EVERY_S + 1)
+
+    def _watch(self) -> None:
+        while not self._stopped.wait(ASK_EVERY_S):
+            answered = threading.Event()
+            threading.Thread(target=self._ask, args=(answered,), daemon=True).start()
+            if self._waits(answered):
+                self._end()
+                return
+
+    def _ask(self, answered: threading.Event) -> None:
+        counters(self.tier.device)  # None where the layer died: an answer all the same
+        answered.set()
+
+    def _waits(self, answered: threading.Event) -> bool:
+        """Whether the question is still unanswered after ``answer_s`` (False once stopped)."""
+        waited = 0.0
+        while waited < self.answer_s:
+            step = min(ASK_EVERY_S, self.answer_s - waited)
+            if answered.wait(step) or self._stopped.is_set():
+                return False
+            waited += step
+        return True
+
+    def _end(self) -> None:
+        t = self.tier
+        if not layer_runs(t.pid, t.backing):
+            return  # died meanwhile: the runs name that
+        why = f"the tier's FUSE layer (pid {t.pid}) did not answer for {self.answer_s:g} s and was ended"
+        mark_unanswered(t, why)
+        log.error("storage=%s: %s", t.name, why)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(t.pid, signal.SIGKILL)  # the kernel then fails every request that waits for it
 
 
 class TierDied(ModelError):

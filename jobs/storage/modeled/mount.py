@@ -52,8 +52,8 @@ class ModeledTier:
         unlike a disk, a modelled tier can die, its layer being a process of its own. The counters are read
         first: a layer that dies meanwhile is then named as the cause, not its silence."""
         answers = counters(self.device) is not None
-        if not _layer_runs(self.pid, self.backing):
-            return f"the tier's FUSE layer (pid {self.pid}) died"
+        if not layer_runs(self.pid, self.backing):
+            return unanswered(self.backing) or f"the tier's FUSE layer (pid {self.pid}) died"
         if not mounted_here(self):
             return f"the tier's FUSE mount at {self.mount} is gone (its layer, pid {self.pid}, still runs)"
         if not answers:
@@ -116,7 +116,25 @@ def mounted_here(tier: ModeledTier) -> bool:
     return _ours(tier.name, tier.mount)
 
 
-def _layer_runs(pid: int, backing: str) -> bool:
+def _marker(backing: str) -> Path:
+    return Path(backing, MARKER)
+
+
+def mark_unanswered(tier: ModeledTier, why: str) -> None:
+    """Keep in the backing folder's marker why the watch ended the tier's layer (``liveness.Watch``), for
+    the processes that run the cell's runs and find the layer gone; the next set-up writes it afresh."""
+    _marker(tier.backing).write_text(json.dumps({"tier": tier.name, "unanswered": why}))
+
+
+def unanswered(backing: str) -> str | None:
+    """Why the watch ended the layer serving ``backing`` (``mark_unanswered``), or None."""
+    try:
+        return json.loads(_marker(backing).read_text()).get("unanswered")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def layer_runs(pid: int, backing: str) -> bool:
     """The layer process ``pid`` serving ``backing`` still runs (not a zombie, the pid not reused)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
@@ -184,7 +202,7 @@ def setup(
         raise ModelError(f"storage={name}: {why}")
     cleanup(name, mount)
     owned.ensure(backing, "storage.model.backing_dir", own_from=owned.own_from_of(backing_dir))
-    Path(backing, MARKER).write_text(json.dumps({"tier": name}))
+    _marker(backing).write_text(json.dumps({"tier": name}))
     owned.ensure(mount, "storage.root")
     from jobs import lifeline
 
