@@ -48,9 +48,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from analysis.build import build, not_a_baseline, not_a_campaign
 
-    why = not_a_campaign(
-        args.folder
-    )  # before any file is read: a folder of campaigns would get them all merged
+    # before any file is read: a folder of campaigns would get them all merged
+    why = not_a_campaign(args.folder)
     if why:
         print(f"analysis: {why}", file=sys.stderr)
         return 2

@@ -29,9 +29,8 @@ from jobs import jsonfiles
 
 MANIFEST = ".iocampaign-outputs.json"
 SCHEMA = 1
-PLACED: list[
-    Path
-] = []  # every output this process wrote, in order: a refusal half-way names what came before
+# every output this process wrote, in order: a refusal half-way names what came before
+PLACED: list[Path] = []
 
 
 class OutputExists(FileExistsError):
@@ -90,9 +89,8 @@ def _link_new(tmp: Path, path: Path) -> None:
     except OSError as e:
         if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK):
             raise
-        if os.path.lexists(
-            path
-        ):  # a file system without hard links: the name checked once more, then renamed
+        # a file system without hard links: the name checked once more, then renamed
+        if os.path.lexists(path):
             raise OutputExists(
                 f"{path} exists: it appeared while it was being written, and was left as it was"
             ) from None

@@ -49,9 +49,8 @@ def settings() -> str:
     )
     lines = []
     for f in dataclasses.fields(schema.CampaignConf):
-        if (
-            f.name not in comments or f.name in GROUPS or f.name == "stage" or f.default == "???"
-        ):  # groups: above
+        # groups: above
+        if f.name not in comments or f.name in GROUPS or f.name == "stage" or f.default == "???":
             continue
         if f.default is not dataclasses.MISSING:
             value = f.default.name if isinstance(f.default, enum.Enum) else f.default

@@ -170,9 +170,8 @@ def default_lustre(tiers_given: bool) -> tuple[str | None, str]:
 
     if tiers_given:
         return None, ""
-    if (
-        os.geteuid() != 0
-    ):  # its mount point and backing folder are root's (/mnt/iocampaign, /var/tmp/iocampaign)
+    # its mount point and backing folder are root's (/mnt/iocampaign, /var/tmp/iocampaign)
+    if os.geteuid() != 0:
         return None, (
             "the modelled Lustre is mounted by root under /mnt/iocampaign: run as root for the Lustre claim; "
             "this study's Lustre claim comes out not measured"

@@ -173,11 +173,8 @@ def _not_a_campaign(folder: Path) -> str:
     return f"{folder} {what}: not a campaign folder{hint}"
 
 
-ROUNDS = (
-    "storage_rate",
-    "cpu_rate",
-    "prove",
-)  # each tier's campaigns of a capacity search (campaign.capacity)
+# each tier's campaigns of a capacity search (campaign.capacity)
+ROUNDS = ("storage_rate", "cpu_rate", "prove")
 
 
 def _parts(folder: Path) -> list[tuple[str, Path]] | None:

@@ -309,9 +309,8 @@ def shared_dir(path: str | Path, setting: str) -> int:
         ) from None
     st = os.fstat(fd)
     if made and st.st_uid == os.geteuid():
-        os.fchmod(
-            fd, 0o1777
-        )  # every user's cells take these locks: anyone adds files, only owners remove them
+        # every user's cells take these locks: anyone adds files, only owners remove them
+        os.fchmod(fd, 0o1777)
         st = os.fstat(fd)
     if _others_write(st) and not st.st_mode & stat.S_ISVTX:
         os.close(fd)

@@ -233,9 +233,8 @@ def _measured(config: dict) -> dict:
     if "platform" in config:
         plat = config.get("platform") or {}
         tasks = (plat.get("nodes") or 1, plat.get("tasks_per_node") or 1)
-        what["platform"] = (
-            plat.get("name") if tasks == (1, 1) else [plat.get("name"), *tasks]
-        )  # a multi-task cell differs
+        # a multi-task cell differs
+        what["platform"] = plat.get("name") if tasks == (1, 1) else [plat.get("name"), *tasks]
     if isinstance(what.get("workload"), dict):
         what["workload"] = {**SHARED_WORKLOAD_FIELDS, **what["workload"]}
     return what

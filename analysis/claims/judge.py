@@ -183,18 +183,15 @@ def evaluate(claim: dict, results, baselines, storages: dict | None = None) -> t
     from analysis.claims import mechanisms
 
     fn = QUANTITIES[claim["quantity"]]
-    params = {
-        **(claim.get("params") or {}),
-        "mechanism": claim.get("mechanism"),
-    }  # the quantity may depend on it
+    # the quantity may depend on it
+    params = {**(claim.get("params") or {}), "mechanism": claim.get("mechanism")}
     source = _paper_layout(baselines if claim["quantity"] == "table_i" else results)
     rows = _select(source, claim.get("select") or {}) if not source.empty else source
     outside = fn(rows, params)[0]  # shown beside a "not comparable" verdict, never judged
     if rows.empty or outside is None:
         return NOT_MEASURED, None, ""
-    rows, elsewhere = mechanisms.on_their_file_system(
-        rows, storages or {}
-    )  # a lustre label on ext4 judges nothing
+    # a lustre label on ext4 judges nothing
+    rows, elsewhere = mechanisms.on_their_file_system(rows, storages or {})
     if elsewhere and (rows.empty or fn(rows, params)[0] is None):
         return NOT_COMPARABLE, outside, elsewhere
     if claim.get("mechanism"):

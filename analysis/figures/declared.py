@@ -13,9 +13,8 @@ def rows_of(results, kind: str, figure):
     for column, value in figure.where:
         if column not in df:
             return df.iloc[0:0]
-        df = df[
-            df[column].astype(object).where(df[column].notna(), "").astype(str) == str(value)
-        ]  # a CSV's "" reads as NaN
+        # a CSV's "" reads as NaN
+        df = df[df[column].astype(object).where(df[column].notna(), "").astype(str) == str(value)]
     return df
 
 

@@ -16,20 +16,16 @@ def number(v: float) -> str:
     return f"{v:.3g}"
 
 
-PROSE = (
-    "_reason",
-    "measured_from",
-    "why",
-)  # columns of sentences: kept wide enough to read as lines, not as a column of words
+# columns of sentences: kept wide enough to read as lines, not as a column of words
+PROSE = ("_reason", "measured_from", "why")
 
 
 def table(df) -> str:
     """A data frame as an HTML table (a claim's status also as its cell's class, for its colour)."""
     if df is None or df.empty:
         return ""  # a section with no rows is left out, not shown as "none"
-    head = "".join(
-        f"<th>{html.escape(str(c)).replace('_', '_<wbr>')}</th>" for c in df.columns
-    )  # long names break
+    # long names break
+    head = "".join(f"<th>{html.escape(str(c)).replace('_', '_<wbr>')}</th>" for c in df.columns)
     rows = []
     for _, r in df.iterrows():
         cells = []

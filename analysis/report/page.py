@@ -50,9 +50,8 @@ def _provenance(folder: Path) -> dict:
             continue
         found = found or dict(rec.provenance)
         if rec.provenance.get("accelerator") and not found.get("accelerator"):
-            found["accelerator"] = rec.provenance[
-                "accelerator"
-            ]  # only cells that ran a framework describe it
+            # only cells that ran a framework describe it
+            found["accelerator"] = rec.provenance["accelerator"]
         for name, version in (rec.provenance.get("versions") or {}).items():
             seen = versions.setdefault(name, [])
             if version is not None and version not in seen:  # None: not installed where that cell ran

@@ -102,12 +102,10 @@ class Collected:
     unreadable: list[str] = field(default_factory=list)  # record files this version cannot read
     baselines: list[dict] = field(default_factory=list)  # one per baseline run x measure (tidy)
     checkpoints: list[dict] = field(default_factory=list)  # one per checkpoint of a measured run
-    storages: dict = field(
-        default_factory=dict
-    )  # storage name -> its config section (Table I's paper figures)
-    posix: list[dict] = field(
-        default_factory=list
-    )  # one per traced measured run (trace.posix=true): analysis.tables.posix
+    # storage name -> its config section (Table I's paper figures)
+    storages: dict = field(default_factory=dict)
+    # one per traced measured run (trace.posix=true): analysis.tables.posix
+    posix: list[dict] = field(default_factory=list)
     staged: dict = field(default_factory=dict)  # cell folder -> how its data was staged (storage@stage)
     configs: dict = field(default_factory=dict)  # cell folder -> its resolved config (completed cells)
     # what the records' workloads declare: their figures, and their metrics as columns (the built-in

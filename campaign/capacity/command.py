@@ -161,9 +161,8 @@ def main(argv: list[str] | None = None) -> int:
 
     out = args.out or Path("multirun") / time.strftime("capacity-%Y-%m-%d-%H-%M-%S")
     why = campaign_outputs.owned_problem(out, "--out")
-    if why is None and (
-        taken := outputs.study_folder_problem(out, MARK, CAPACITY)
-    ):  # a search's folder again: fine
+    # a search's folder again: fine
+    if why is None and (taken := outputs.study_folder_problem(out, MARK, CAPACITY)):
         why = f"--out: {taken}; choose a new folder"
     if why:
         print(f"campaign.capacity: {why}; nothing was run", file=sys.stderr)

@@ -26,9 +26,8 @@ from analysis.tables.capacity import tried
 from campaign.overrides import value_of
 
 MEASURE = {"repeats": "3", "warmup": "0"}  # every cell's runs unless set: three, medians, no warm-up
-LOADER = {
-    "prefetch": "2"
-}  # an accelerator's data loader fills the next batches while it computes (unless set)
+# an accelerator's data loader fills the next batches while it computes (unless set)
+LOADER = {"prefetch": "2"}
 
 
 def loader_defaults(overrides: list[str]) -> dict:

@@ -119,9 +119,8 @@ def _load(sweep_dir: Path) -> dict:
     from jobs import jsonfiles
 
     p = sweep_dir / SUBMITTED
-    return (
-        jsonfiles.read_json(p) if p.exists() else {"cells": {}}
-    )  # a FIFO planted there: refused, never waited on
+    # a FIFO planted there: refused, never waited on
+    return jsonfiles.read_json(p) if p.exists() else {"cells": {}}
 
 
 class DoesNotFit(ValueError):

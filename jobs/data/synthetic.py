@@ -342,9 +342,8 @@ def _generate(
             if pct >= next_pct or done == todo:
                 next_pct = (pct // 10 + 1) * 10
                 mb, spent = sum(r[3] for r in rows) / 1e6, time.monotonic() - t0
-                left = (
-                    f", about {_seconds(spent / done * (todo - done))} left" if done < todo else ""
-                )  # at the pace so far
+                # at the pace so far
+                left = f", about {_seconds(spent / done * (todo - done))} left" if done < todo else ""
                 print(
                     f"[dataset] {have + done}/{count} images ({pct}%), {mb:.0f} MB, {spent:.0f} s{left}",
                     file=sys.stderr,

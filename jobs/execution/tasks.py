@@ -265,9 +265,8 @@ def _per_kind(results: list[dict], seconds: float) -> dict:
     """The merged figures of what the tasks measured: a micro-benchmark's batches; an emulated
     accelerator's steps and AU, the cell's AU being its slowest task's (MLPerf Storage's rule)."""
     out: dict = {}
-    if all(
-        "shard_ranks" in r for r in results
-    ):  # a sharded checkpoint: MLPerf Storage's figures over every rank
+    # a sharded checkpoint: MLPerf Storage's figures over every rank
+    if all("shard_ranks" in r for r in results):
         from jobs.workloads import shards
 
         out.update(shards.merge(results))
@@ -318,14 +317,12 @@ def main(folder: str, rank: int) -> int:
         # the shard's storage files: one file per image (validated); on an object store, its server's
         files = part.storage_files
         resident = cache.evict(files).resident_bytes_after if req.get("cold") else cache.residency(files)[0]
-        disk = (
-            trace.device_of(os.path.dirname(files[0])) if files else None
-        )  # the data's device, on this node
+        # the data's device, on this node
+        disk = trace.device_of(os.path.dirname(files[0])) if files else None
         cell = Cell.from_data(req["config"], cell_id=req["cell_id"])  # the runner's, rebuilt from its data
         w = workloads.get(cell.config.workload.kind)
-        tfstart.for_workload(
-            w, cell.config, out.parent.parent / tfstart.LOG
-        )  # start-up lines: the cell's log (<cell>/tasks/<run>)
+        # start-up lines: the cell's log (<cell>/tasks/<run>)
+        tfstart.for_workload(w, cell.config, out.parent.parent / tfstart.LOG)
         stamps: dict[str, float] = {}
         counters: dict[str, usage.Snapshot] = {}
 
@@ -343,9 +340,8 @@ def main(folder: str, rank: int) -> int:
                 # process counts it (usage.snapshot)
                 stamps[f"cpu_{name}"] = counters[name].cpu_s
 
-            def barrier(
-                self, name: str
-            ) -> None:  # a mark per task in the run's beats folder; all of them: go on
+            # a mark per task in the run's beats folder; all of them: go on
+            def barrier(self, name: str) -> None:
                 beats = out / file_name("beats", nonce)
                 (beats / f"{name}.{rank}").touch()
                 wait_for(

@@ -24,9 +24,8 @@ def main(job_dir: str) -> int:
 
     lifeline.bind()
     for k in [k for k in os.environ if k == "LD_PRELOAD" or k.startswith("DFTRACER_")]:
-        del os.environ[
-            k
-        ]  # loaded and read at start-up; processes this one starts (dataset generation) are not traced
+        # loaded and read at start-up; processes this one starts (dataset generation) are not traced
+        del os.environ[k]
     folder = Path(job_dir)
     request = json.loads((folder / posix.SUBDIR / REQUEST).read_text())
     fmt = logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")

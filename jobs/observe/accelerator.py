@@ -138,9 +138,8 @@ class Sampler:
 
     def __init__(self, interval_s: float = 0.1):
         self.interval_s = interval_s
-        self.samples: list[
-            tuple[float, int]
-        ] = []  # (perf_counter, percent busy over the driver's last period)
+        # (perf_counter, percent busy over the driver's last period)
+        self.samples: list[tuple[float, int]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 

@@ -145,9 +145,8 @@ class RunTrace:
         if f is None:
             f = self.files[fh] = _File(path)
         ret = args.get("ret")
-        nbytes = (
-            max(int(ret), 0) * int(args.get("size") or 1) if isinstance(ret, int) else 0
-        )  # fread/fwrite: items
+        # fread/fwrite: items
+        nbytes = max(int(ret), 0) * int(args.get("size") or 1) if isinstance(ret, int) else 0
         if name in READS:
             got = nbytes
             self.bytes_read += got

@@ -299,9 +299,8 @@ def holder_of(fd: int) -> str:
             and os.path.exists(f"/proc/{f[4]}")
         ):
             return _describe(int(f[4]))
-    others = [
-        pid for pid in _openers(st) if pid != os.getpid()
-    ]  # the locker may have passed the file on and ended
+    # the locker may have passed the file on and ended
+    others = [pid for pid in _openers(st) if pid != os.getpid()]
     return ", ".join(_describe(pid) for pid in others[:3]) if others else "another process"
 
 

@@ -156,11 +156,5 @@ def _check_modeled(st: StorageConf, key: str, here: bool = True) -> str:
     return st.root
 
 
-TOOL_FOLDERS = (
-    "datasets/converted",
-    "staged",
-    "checkpoints",
-    "baseline",
-    "s3servers",
-    "s3mounts",
-)  # below the tool's folder (jobs.owned)
+# below the tool's folder (jobs.owned)
+TOOL_FOLDERS = ("datasets/converted", "staged", "checkpoints", "baseline", "s3servers", "s3mounts")

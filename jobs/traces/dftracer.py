@@ -252,9 +252,8 @@ def _columns(calls: list, names: dict, where: Path) -> dict:
             position[key] = at_now if at_now is None or at_now >= 0 else None  # a failed seek: unknown
         elif op in ("read", "write"):
             size = max(int(ret), 0) * int(items or 1) if isinstance(ret, int) else 0  # fread/fwrite: items
-            if isinstance(
-                at, int
-            ):  # pread, pwrite: their own offset (a negative one failed), the position kept
+            # pread, pwrite: their own offset (a negative one failed), the position kept
+            if isinstance(at, int):
                 offset = at if at >= 0 else None
             else:
                 offset = position.get(key)

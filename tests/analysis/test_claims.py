@@ -136,9 +136,8 @@ def test_prefetch_claim_needs_training_on_an_accelerator():
     got = _verdicts(df)
     assert got.loc["prefetch_hides_io", "status"] == compare.NOT_COMPARABLE
     assert got.loc["prefetch_hides_io", "measured_from"].startswith("trained on /CPU:0")
-    assert got.loc["prefetch_hides_io", "measured"] == pytest.approx(
-        (2.9 / 3.0 + 2.0 / 2.1) / 2
-    )  # shown, not judged
+    # shown, not judged
+    assert got.loc["prefetch_hides_io", "measured"] == pytest.approx((2.9 / 3.0 + 2.0 / 2.1) / 2)
 
 
 def test_runs_that_were_not_cold_are_not_comparable():
@@ -262,9 +261,8 @@ def test_the_bound_rules():
     assert over[0] == "storage" and "107% of the tier's 280 MB/s throttle (over it:" in over[1]
     assert "a 0.43 s run reads more than the rate" in over[1]
     iops_bound = {**row, "device_busy": 0.2, "device_read_mb_s": 28.0, "device_read_iops": 249.0}
-    assert (
-        bounds.label(iops_bound, {"read_mb_s": 163.0, "read_iops": 250})[0] == "storage"
-    )  # the seek throttle
+    # the seek throttle
+    assert bounds.label(iops_bound, {"read_mb_s": 163.0, "read_iops": 250})[0] == "storage"
     assert "249 requests/s" in bounds.label(iops_bound, {"read_mb_s": 163.0, "read_iops": 250})[1]
     assert bounds.label({**row, "cache_state": "warm"})[0] == "cache"
     assert bounds.label({"cache_state": "cold"})[0] == ""  # an old record: not known, never guessed

@@ -56,9 +56,8 @@ def test_a_folder_of_campaigns_is_refused_and_nothing_is_written(tmp_path, capsy
     err = capsys.readouterr().err
     assert err.startswith(f"analysis: {top} is not a campaign folder") and err.count("\n") == 1
     assert _files(top) == before
-    assert (
-        main([str(top / "2026-01-01" / "10-00-00")]) == 1
-    )  # a campaign itself: analysed (its cell is missing)
+    # a campaign itself: analysed (its cell is missing)
+    assert main([str(top / "2026-01-01" / "10-00-00")]) == 1
     assert (top / "2026-01-01" / "10-00-00" / "results.csv").exists()
 
 

@@ -160,9 +160,8 @@ def test_compare_pairs_cells_only_when_every_setting_is_equal(tmp_path):
             "-m", *common, f"dataset.num_images={sizes}", f"hydra.sweep.dir={tmp_path / name}", cwd=tmp_path
         )
         assert p.returncode == 0, p.stderr[-2000:]
-        assert (
-            "cell 1/2 (#0, ≈ " in p.stdout and "cell 2/2 (#1, about " in p.stdout
-        )  # progress, with the time left
+        # progress, with the time left
+        assert "cell 1/2 (#0, ≈ " in p.stdout and "cell 2/2 (#1, about " in p.stdout
     p = analysis(
         "compare", str(tmp_path / "A"), str(tmp_path / "B"), "--csv", str(tmp_path / "c.csv"), cwd=tmp_path
     )

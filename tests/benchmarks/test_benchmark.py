@@ -137,10 +137,8 @@ def test_fio_json_parsing_with_notes_before_it():
         "fio: opendir added 4 files\n"
         '{"jobs": [{"job_runtime": 13, "read": {"io_bytes": 4000000, "runtime": 8}}]}'
     )
-    assert iotools.parse_fio(text, "read") == (
-        500.0,
-        4_000_000,
-    )  # the group's runtime, not the summed job time
+    # the group's runtime, not the summed job time
+    assert iotools.parse_fio(text, "read") == (500.0, 4_000_000)
     assert iotools.parse_fio(text, "read", with_flush=True)[0] == pytest.approx(4e6 / 0.013 / 1e6)
 
 
@@ -316,9 +314,8 @@ def test_posix_overhead_benchmark_compares_both_trace_modes_with_untraced_runs(d
         untraced, measured, ratio = float(r[3]), float(r[4]), float(r[5])
         assert untraced > 0 and measured > 0 and ratio > 0
         _stands_on(r[6:13], 1)
-        assert float(r[14]) > 0 and float(r[16]) >= 0.98 and r[17:] == ["0", "of", "1"], (
-            r
-        )  # calls/s, coverage, whole
+        # calls/s, coverage, whole
+        assert float(r[14]) > 0 and float(r[16]) >= 0.98 and r[17:] == ["0", "of", "1"], r
     # what the extra run and its traced child cost ("cell time", a ratio of wall times) is the benchmark's
     # figure to print, not a test's to bound: the suite's other work moves it either way
     assert all(r[13].endswith("x") and float(r[13].rstrip("x")) > 0 for r in rows.values())

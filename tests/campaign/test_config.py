@@ -48,9 +48,8 @@ def test_every_preset_composes(group):
                 assert cfg.workload.kind == "alexnet" and cfg.hydra.mode.name == "MULTIRUN"
             continue
         cfg = _compose(f"{group}={name}")
-        node = (
-            cfg.checkpoint.model if group == "checkpoint_model" else cfg[group]
-        )  # its package: checkpoint.model
+        # its package: checkpoint.model
+        node = cfg.checkpoint.model if group == "checkpoint_model" else cfg[group]
         assert name.startswith(node.name)  # alexnet_small is AlexNet at another scale
 
 

@@ -130,16 +130,12 @@ def test_only_a_dry_run_for_slurm_leaves_the_tier_to_the_nodes(planned_cell, tmp
     validate.check(
         planned_cell("storage=lustre", f"storage.root={gone}", "platform=slurm", "platform.dry_run=true")
     )
-    for refused in (
-        ["platform=slurm"],
-        ["platform.dry_run=true"],
-        [],
-    ):  # a real run, a local dry run: checked
+    # a real run, a local dry run: checked
+    for refused in (["platform=slurm"], ["platform.dry_run=true"], []):
         with pytest.raises(errors.ConfigError, match=f"storage.root={gone} does not exist"):
             validate.check(planned_cell("storage=lustre", f"storage.root={gone}", *refused))
-    with pytest.raises(
-        errors.ConfigError, match="storage.root is not set"
-    ):  # what the settings say: still checked
+    # what the settings say: still checked
+    with pytest.raises(errors.ConfigError, match="storage.root is not set"):
         validate.check(planned_cell("storage=lustre", "platform=slurm", "platform.dry_run=true"))
 
 

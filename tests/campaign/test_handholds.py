@@ -164,9 +164,8 @@ def test_the_cache_command_shows_and_frees_only_the_tools_own_folders(tmp_path):
     (base / "datasets" / "notes.txt").write_text("mine\n")
     (root / "beside.txt").write_text("mine too\n")
     (base / "tiers").mkdir()
-    image = (
-        base / "tiers" / "emulated_x.img"
-    )  # an emulated tier's image, beside the marker that says the tool made it
+    # an emulated tier's image, beside the marker that says the tool made it
+    image = base / "tiers" / "emulated_x.img"
     image.write_bytes(os.urandom(20_000))
     (base / "tiers" / "emulated_x.img.iocampaign").write_text("")
     (base / "tiers" / "yours.img").write_bytes(b"an image the tool did not make")  # no marker: not the tool's
@@ -247,9 +246,8 @@ def test_a_dry_run_names_the_preset_and_a_gpu_that_is_not_there_is_refused_at_pl
     assert (
         p.returncode == 2 and len(lines) == 1 and "workload.device=gpu: this machine has no GPU" in lines[0]
     ), p.stderr
-    assert not (tmp_path / "run").exists() and not any(
-        root.iterdir()
-    )  # refused before any data was generated
+    # refused before any data was generated
+    assert not (tmp_path / "run").exists() and not any(root.iterdir())
     # a Slurm dry run plans for the nodes, whose GPUs this machine cannot see
     p = _run(
         "campaign",

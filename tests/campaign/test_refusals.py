@@ -40,9 +40,8 @@ def test_a_backing_folder_and_its_mount_point_inside_each_other_are_refused(refu
 
 def test_thread_and_worker_counts_beyond_what_a_cell_can_use_are_refused(refusal):
     _one(refusal("threads=100000"), "threads=100000 is more than 1024")
-    assert (
-        refusal(f"threads={schema.THREADS_MAX}") is None
-    )  # the bound itself runs, as 8-64 on a 16-core node do
+    # the bound itself runs, as 8-64 on a 16-core node do
+    assert refusal(f"threads={schema.THREADS_MAX}") is None
     _one(refusal("input.service=true", "input.workers=100000"), "input.workers=100000", "cores")
 
 
@@ -305,9 +304,8 @@ def test_before_hydra_a_model_setting_on_a_plain_tier_and_a_bad_interpolation_ge
         "storage.model.backing_dir=/x: storage=local is not a modelled tier",
     )
     _one(choices.bad_value(["threads=${oops}"]), "threads=${oops}: the interpolation does not resolve")
-    assert (
-        choices.bad_value(["storage.root=${oc.env:HOME}"]) is None
-    )  # one that resolves is the user's to use
+    # one that resolves is the user's to use
+    assert choices.bad_value(["storage.root=${oc.env:HOME}"]) is None
 
 
 def test_a_setting_of_what_the_workload_has_none_of_is_one_line_before_hydra():

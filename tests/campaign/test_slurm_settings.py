@@ -209,6 +209,5 @@ def test_a_site_preset_refuses_more_cpus_than_a_node_has(tmp_path):
         cwd=tmp_path,
     )
     assert p.returncode == 0 and "--cpus-per-task=6" in p.stdout, p.stderr[-2000:]
-    assert (
-        "anaconda" not in p.stdout and "module load" not in p.stdout
-    )  # the submitting host's Python runs the cells
+    # the submitting host's Python runs the cells
+    assert "anaconda" not in p.stdout and "module load" not in p.stdout

@@ -118,10 +118,8 @@ def test_hydra_sweep_dir_is_the_capacity_searchs_folder(tmp_path):
         out=None, overrides=["storage=local", f"hydra.sweep.dir={tmp_path}/s", "threads=2"]
     )
     assert capacity_checks.sweep_dir(args) is None
-    assert args.out == tmp_path / "s" and args.overrides == [
-        "storage=local",
-        "threads=2",
-    ]  # not given to each round
+    # not given to each round
+    assert args.out == tmp_path / "s" and args.overrides == ["storage=local", "threads=2"]
     args = argparse.Namespace(out=None, overrides=["hydra.sweep.dir=multirun/${now:%H}"])
     assert "plain path" in capacity_checks.sweep_dir(args)
 

@@ -196,9 +196,8 @@ def test_a_corrupt_tfrecord_record_is_dropped_and_counted(source, tmp_path):
     d = formats.ensure(ds, "tfrecord", SHARD_MB, tmp_path / "converted")
     path = d.containers[0]
     data = bytearray(Path(path).read_bytes())
-    first = int.from_bytes(
-        data[:8], "little"
-    )  # the first record's length; corrupt the second record's payload
+    # the first record's length; corrupt the second record's payload
+    first = int.from_bytes(data[:8], "little")
     data[8 + 4 + first + 4 + 12 + 20] ^= 0xFF
     Path(path).write_bytes(bytes(data))
     r = microbench.run_once(d, _settings())

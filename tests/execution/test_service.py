@@ -53,9 +53,8 @@ def test_a_service_cell_reads_every_file_once_and_leaves_no_process(tmp_path):
     r = pd.read_csv(out / "results.csv")
     assert sorted(r["service"].unique()) == [0, 2]
     assert (out / "service.png").stat().st_size > 10_000
-    cells = pd.read_csv(out / "summary.csv").set_index(
-        "service"
-    )  # each point and the no-service line: its bound
+    # each point and the no-service line: its bound
+    cells = pd.read_csv(out / "summary.csv").set_index("service")
     svg = (out / "service.svg").read_text()
     assert svg.count(f"<!-- {cells.loc[2, 'bound']} -->") >= 2
     assert svg.count(f"<!-- no service: {cells.loc[0, 'bound']} -->") == 2

@@ -115,9 +115,8 @@ def test_results_and_the_scaling_figure(grid):
 def test_a_failing_task_fails_the_cell_with_its_rank(tmp_path):
     data = tmp_path / "data" / "c0"
     make_jpegs(tmp_path / "good", 4, classes=1)
-    for i, good in enumerate(
-        sorted((tmp_path / "good").rglob("*.jpg"))
-    ):  # even files decode, odd ones do not
+    # even files decode, odd ones do not
+    for i, good in enumerate(sorted((tmp_path / "good").rglob("*.jpg"))):
         data.mkdir(parents=True, exist_ok=True)
         (data / f"{2 * i:04d}.jpg").write_bytes(good.read_bytes())
         (data / f"{2 * i + 1:04d}.jpg").write_bytes(b"not a jpeg" * 100)

@@ -72,9 +72,8 @@ def test_every_file_read_is_opened_once_and_its_end_of_file_read_is_seen(traced)
             assert threads["thread"].nunique() == run["posix_threads"]
         trace = folder / rec.runs[0]["posix_trace"]
         assert trace.is_file() and trace.parent == folder / posix.SUBDIR and trace.name.endswith(".pfw.gz")
-        assert not (
-            folder / posix.SUBDIR / "measured.json"
-        ).exists()  # the child's hand-over is not left behind
+        # the child's hand-over is not left behind
+        assert not (folder / posix.SUBDIR / "measured.json").exists()
 
 
 @pytest.mark.cells

@@ -83,10 +83,8 @@ def test_a_signal_during_the_drain_wait_is_raised_and_the_drain_stopped(tmp_path
     try:
         threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
         t0 = time.monotonic()
-        with (
-            pytest.raises(KeyboardInterrupt),
-            interrupts.deferred(),
-        ):  # as the runner calls a TensorFlow workload
+        # as the runner calls a TensorFlow workload
+        with pytest.raises(KeyboardInterrupt), interrupts.deferred():
             d.finish()
         assert time.monotonic() - t0 < 5
     finally:
@@ -309,9 +307,8 @@ def test_two_runs_of_one_cell_in_pid_namespaces_never_touch_each_others_checkpoi
             first = _digest(folders)
             assert len(first) >= 3
     (dir1, durable1), (dir2, _) = seen
-    assert (
-        dir1 != dir2 and Path(dir1).name.split("_")[3] == Path(dir2).name.split("_")[3]
-    )  # the same pid, twice
+    # the same pid, twice
+    assert dir1 != dir2 and Path(dir1).name.split("_")[3] == Path(dir2).name.split("_")[3]
     after = _digest(folders)
     assert {k: v for k, v in after.items() if k.startswith(Path(dir1).name)} == first
     assert all(ckpt_store.verify(Path(dir1) / name, checksums=False) for name in durable1)

@@ -92,9 +92,8 @@ def test_dry_run_submits_nothing(slurm_cluster, tmp_path, disk_root):
 def test_a_failing_task_of_a_job_step_fails_the_cell_with_its_rank(slurm_cluster, tmp_path):
     data = tmp_path / "data" / "c0"
     make_jpegs(tmp_path / "good", 4, classes=1)
-    for i, good in enumerate(
-        sorted((tmp_path / "good").rglob("*.jpg"))
-    ):  # rank 0 reads good files, rank 1 bad ones
+    # rank 0 reads good files, rank 1 bad ones
+    for i, good in enumerate(sorted((tmp_path / "good").rglob("*.jpg"))):
         data.mkdir(parents=True, exist_ok=True)
         (data / f"{2 * i:04d}.jpg").write_bytes(good.read_bytes())
         (data / f"{2 * i + 1:04d}.jpg").write_bytes(b"not a jpeg" * 100)

@@ -84,9 +84,8 @@ def test_a_two_node_campaign_reads_on_both_nodes(slurm_cluster, tmp_path, disk_r
         for f in sweep.glob("*/record.json")
     }
     script = recs[2].provenance["slurm"]["sbatch_script"]
-    assert (
-        "#SBATCH --ntasks-per-node=2" in script and "--nodes=1 --ntasks=1" in script
-    )  # the controller: one task
+    # the controller: one task
+    assert "#SBATCH --ntasks-per-node=2" in script and "--nodes=1 --ntasks=1" in script
     assert f"#SBATCH --dependency=afterany:{jobs[0].split('_')[0]}" in script  # one cell at a time
     slurm = recs[1].provenance["slurm"]
     assert slurm["job_id"] == jobs[0] and slurm["array_job_id"] is None  # a shape of one cell: a plain job
@@ -104,9 +103,8 @@ def test_a_two_node_campaign_reads_on_both_nodes(slurm_cluster, tmp_path, disk_r
                 run["images_per_s"] == pytest.approx(n / run["seconds"])
                 and 0 <= run["task_start_spread_s"] < 1.0
             )
-            assert (
-                run["cache_state"] == "cold" and run["task_resident_bytes_before"] == 0
-            )  # each shard evicted
+            # each shard evicted
+            assert run["cache_state"] == "cold" and run["task_resident_bytes_before"] == 0
             nodes = {x["host"]: x for x in run["per_node"]}
             assert set(nodes) == NODES and all(x["tasks"] == per_node for x in nodes.values())
             assert sum(x["images"] for x in nodes.values()) == n
@@ -135,9 +133,8 @@ def test_a_two_node_campaign_reads_on_both_nodes(slurm_cluster, tmp_path, disk_r
                 / "tasks"
             ).rglob("*")
         )
-        assert all(name.startswith(("run", "result-")) for name in left), (
-            left
-        )  # no barrier file, heartbeat or abort
+        # no barrier file, heartbeat or abort
+        assert all(name.startswith(("run", "result-")) for name in left), left
     for job in jobs.values():
         steps = [s for s in _steps(job) if s["ntasks"] in ("2", "4")]
         assert len(steps) == 1 and all(s["nodes"] == "n[1-2]" and s["state"] == "COMPLETED" for s in steps), (
@@ -187,17 +184,15 @@ def test_service_workers_on_both_nodes(slurm_cluster, tmp_path, disk_root):
         assert set(workers) == NODES and all(
             a.startswith(("10.", "172.", "192.")) for a in workers.values()
         ), workers
-        assert run["service_workers"] == 2 and all(
-            r > 0 for r in run["worker_mb_s"]
-        )  # each worker's own counters
+        # each worker's own counters
+        assert run["service_workers"] == 2 and all(r > 0 for r in run["worker_mb_s"])
         assert run["bytes_read_syscall"] >= run["bytes_consumed"]  # every file read, by the workers
         other = next(h for h in NODES if h != consumer)  # the consumer read from a worker on the other node
         assert other in workers and run["service_dispatcher"].startswith(f"grpc://{workers[consumer]}:")
     job = submitted(sweep)[0][-1]
     workers_step = [s for s in _steps(job) if s["ntasks"] == "2"]
-    assert len(workers_step) == 1 and workers_step[0]["nodes"] == "n[1-2]", _steps(
-        job
-    )  # the workers: one step
+    # the workers: one step
+    assert len(workers_step) == 1 and workers_step[0]["nodes"] == "n[1-2]", _steps(job)
     assert not (sweep / "0" / "service").exists()
     assert _left(sweep) == ""
 
@@ -427,9 +422,8 @@ def test_a_hung_task_and_a_dead_node_fail_their_cells_naming_the_node(
         assert (
             "task 1 on n2 stopped its heartbeat for 5 s (platform.task_silence_s)" in rec.error["message"]
         ), rec.error
-        assert seconds < 30, (
-            seconds
-        )  # the silence and srun's grace, not Slurm's SlurmdTimeout or the run's limit
+        # the silence and srun's grace, not Slurm's SlurmdTimeout or the run's limit
+        assert seconds < 30, seconds
         with capsys.disabled():
             print(f"\n[two nodes] cell failed {seconds:.1f} s after the fault: {rec.error['message']}")
     ok = records.read(sweep / "2" / "record.json")  # the campaign's other cell ran, on both nodes again
@@ -455,9 +449,8 @@ def test_up_and_down_touch_only_their_own_namespaces_and_links(slurm_cluster, tm
         assert "iocslurm0" not in links and "iocslurm-v" not in links
         assert sorted(os.listdir("/run/netns")) == ["iocslurm-n9"]
         ps = subprocess.run(["ps", "-eo", "stat=,comm="], capture_output=True, text=True).stdout.splitlines()
-        assert not [x for x in ps if x.split()[1:] == ["slurmd"] and not x.startswith("Z")], (
-            ps
-        )  # zombies are ended
+        # zombies are ended
+        assert not [x for x in ps if x.split()[1:] == ["slurmd"] and not x.startswith("Z")], ps
         subprocess.run(["ip", "link", "add", "iocslurm0", "type", "bridge"], check=True)  # not the script's
         try:
             r = subprocess.run([up, "--nodes", "2"], capture_output=True, text=True, timeout=120)

@@ -242,14 +242,10 @@ def test_a_cell_on_the_modelled_hdd_is_cold_counted_and_bound_by_its_queue(cwd, 
 def test_the_paper_study_reads_its_hdd_from_the_modelled_drive_where_fuse_works():
     from campaign import paper
 
-    assert paper.default_tiers() == (
-        ["modeled_hdd", "emulated_ssd", "emulated_optane"],
-        "",
-    )  # root, FUSE, cgroup v1
-    assert paper.default_lustre(False) == (
-        "modeled_lustre",
-        "",
-    )  # Fig. 4's Lustre bars, on the modelled Lustre
+    # root, FUSE, cgroup v1
+    assert paper.default_tiers() == (["modeled_hdd", "emulated_ssd", "emulated_optane"], "")
+    # Fig. 4's Lustre bars, on the modelled Lustre
+    assert paper.default_lustre(False) == ("modeled_lustre", "")
     assert paper.default_lustre(True) == (None, "")  # --tiers given: those tiers only
 
 

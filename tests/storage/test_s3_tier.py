@@ -147,10 +147,8 @@ def test_a_campaign_reads_the_embedded_server_and_a_users_endpoint_by_counted_ge
         assert 0 < float(r["get_latency_p50_ms"]) <= float(r["get_latency_p99_ms"])
         assert 0 < float(r["requests_in_flight_mean"]) <= float(r["requests_in_flight_max"]) <= 2
         assert r["bound"] and "GETs in flight" in r["bound_reason"]
-    for r in (
-        *embedded[2:],
-        *users[2:],
-    ):  # s3fs read them as files: every image arrives, no GET of the tool's
+    # s3fs read them as files: every image arrives, no GET of the tool's
+    for r in (*embedded[2:], *users[2:]):
         assert float(r["images"]) == 128 and float(r["images_dropped"]) == 0 and r["get_latency_p50_ms"] == ""
     # s3fs's requests as the embedded server answered them: at least a GET per image
     assert all(float(r["requests"]) >= 128 for r in embedded[2:]) and users[2]["requests"] == ""

@@ -46,9 +46,8 @@ def test_a_dftracer_trace_holds_each_call_with_its_offset_size_and_order(dft):
     assert list(zip(c["operation"], c["offset"], c["size"])) == [("write", 0, WRITTEN)]
     assert t.operations["start_s"].is_monotonic_increasing and t.operations["start_s"].iloc[0] == 0
     assert set(t.operations["operation"]) >= {"open", "read", "seek", "write", "close"}
-    assert (
-        calls["rank"].nunique() == 1 and (calls["thread"] == calls["rank"]).all()
-    )  # one process, its main thread
+    # one process, its main thread
+    assert calls["rank"].nunique() == 1 and (calls["thread"] == calls["rank"]).all()
 
 
 def test_the_profile_of_a_known_program(dft):
@@ -70,9 +69,8 @@ def test_the_profile_of_a_known_program(dft):
     c = p.concurrency
     assert len(c) == tables.BINS and (c["calls_in_flight"] >= 0).all()
     moved = (c["read_mb_s"] * c["dt_s"]).sum() * 1e6
-    assert moved == pytest.approx(
-        s["bytes_read"], rel=1e-6
-    )  # every byte read is in one bin or spread over some
+    # every byte read is in one bin or spread over some
+    assert moved == pytest.approx(s["bytes_read"], rel=1e-6)
 
 
 def test_older_dftracer_layouts_read_the_same(dft, tmp_path):

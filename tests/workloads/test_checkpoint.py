@@ -64,9 +64,8 @@ def test_burst_buffer_drains_verifies_and_cleans(ds, tmp_path):
     r = _run_once(ds, _settings(tmp_path, keep=2), snapshots=snaps)
     assert [c["step"] for c in r["checkpoints"]] == [4, 8, 12]
     assert r["effective_target"] == "burst_buffer" and r["fallback"] is None
-    assert (
-        r["durable"]["slow"] == ["t1-8", "t1-12"] and r["durable"]["fast"] == []
-    )  # retention 2 on the slow tier
+    # retention 2 on the slow tier
+    assert r["durable"]["slow"] == ["t1-8", "t1-12"] and r["durable"]["fast"] == []
     assert not (checkpoint.ckpt_dir(tmp_path / "fast") / "t1").exists()  # the fast tier is left clean
     for c in r["checkpoints"]:
         assert c["stall_s"] > 0 and c["bytes"] > 0 and c["drained_after_s"] >= 0 and c["tier"] == "fast"
@@ -129,13 +128,11 @@ def test_runs_sharing_a_folder_keep_their_own_files(ds, tmp_path, monkeypatch):
     monkeypatch.setattr(
         ckpt_store, "verify", lambda p, *a, **kw: verified.append(p.name) or real(p, *a, **kw)
     )
-    again = ckpt_recovery.recover_all(
-        None, shared, "fsync"
-    )  # ckpt_runB ended (its lock released) half written
+    # ckpt_runB ended (its lock released) half written
+    again = ckpt_recovery.recover_all(None, shared, "fsync")
     assert list(again) == ["ckpt_runB"] and not (shared / "ckpt_runB" / "ckpt_runB-4.index").exists()
-    assert verified and all(
-        name.startswith("ckpt_runB") for name in verified
-    )  # only the one not yet recovered
+    # only the one not yet recovered
+    assert verified and all(name.startswith("ckpt_runB") for name in verified)
 
 
 @pytest.mark.cells
@@ -172,9 +169,8 @@ def test_recovery_keeps_max_to_keep_and_removes_a_killed_unkept_run(ds, tmp_path
         _run_once(ds, _settings(tmp_path, target="fast", tag=tag))  # three complete checkpoints on fast
         fast = fast_root / tag
         (fast / ckpt_store.BURST_MARK).touch()  # as a burst-buffer run killed before its drain leaves it
-        ckpt_recovery.write_run_facts(
-            fast, max_to_keep=2, keep=keep
-        )  # the killed run never marked itself finished
+        # the killed run never marked itself finished
+        ckpt_recovery.write_run_facts(fast, max_to_keep=2, keep=keep)
     (tmp_path / "fast" / "iocampaign" / "checkpoints" / "users").mkdir()
     report = ckpt_recovery.recover_all(fast_root, slow_root, "fsync")
     assert report["ckpt_kept"]["recopied"] == ["ckpt_kept-8", "ckpt_kept-12"]  # the newest max_to_keep only

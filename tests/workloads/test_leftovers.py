@@ -99,10 +99,8 @@ def test_a_run_that_fills_its_tier_fails_in_one_line_and_leaves_no_partial_shard
             message,
         ), message
         runs = sorted(d for d in ckpt_dir(root).iterdir() if d.is_dir())
-        assert [d.name.split("_")[2] for d in runs] == [
-            "run1",
-            "run2",
-        ]  # the two kept runs that finished, only
+        # the two kept runs that finished, only
+        assert [d.name.split("_")[2] for d in runs] == ["run1", "run2"]
         for d in runs:
             assert json.loads((d / "rank00000" / ".run.json").read_text()) == {"keep": True, "finished": True}
             assert sorted(f.stat().st_size for f in (d / "rank00000").glob("*.bin")) == [
@@ -172,9 +170,8 @@ def test_a_restore_that_fails_on_a_corrupt_checkpoint_takes_its_run_folder_with_
         lines[0].startswith("campaign: the cell failed: DataLossError: ")
         and "Checksum does not match" in lines[0]
     )
-    assert sorted(x.name for x in ckpt_dir(slow).iterdir()) == [
-        "mine.bin"
-    ]  # the run's folder is gone, not the user's
+    # the run's folder is gone, not the user's
+    assert sorted(x.name for x in ckpt_dir(slow).iterdir()) == ["mine.bin"]
     assert all(f.read_bytes() == data for f, data in planted.items())
 
 

@@ -237,10 +237,8 @@ def test_each_rank_writes_and_reads_its_shard_and_the_run_follows_mlperf(two_ran
             assert (
                 [r["rank"] for r in ranks] == [0, 1] and run["ranks_written"] == 2 and run["model_ranks"] == 4
             )
-            assert [r["bytes"] for r in ranks] == [
-                15_000_000,
-                9_000_000,
-            ]  # weights 6 MB + optimizer 9 MB; 9 MB
+            # weights 6 MB + optimizer 9 MB; 9 MB
+            assert [r["bytes"] for r in ranks] == [15_000_000, 9_000_000]
             assert all(r["verified"] and len(r["files"][0]["sha256"]) == 64 for r in ranks)
             # MLPerf Storage: durations are the slowest rank's, throughput every rank's bytes over it
             assert run["save_duration_s"] == max(r["save_s"] for r in ranks)
@@ -255,9 +253,8 @@ def test_each_rank_writes_and_reads_its_shard_and_the_run_follows_mlperf(two_ran
                 assert (
                     run["cache_state"] == "cold" and run["bytes_read_device"] >= 0.9 * run["bytes_consumed"]
                 )
-                assert all(
-                    r["read_device_bytes"] >= 0.9 * r["bytes"] for r in ranks
-                )  # each rank's own load, cold
+                # each rank's own load, cold
+                assert all(r["read_device_bytes"] >= 0.9 * r["bytes"] for r in ranks)
                 assert all(r["write_device_bytes"] >= r["bytes"] for r in ranks)  # durable before it counts
             else:
                 assert run["cache_state"] == "memory"
@@ -309,9 +306,8 @@ def test_a_shape_mlperf_ran_is_put_beside_its_submission_in_the_report(two_ranks
     )
     assert mine["same_workload"] == "no" and mine["why"].startswith("subset mode: 2 of the model's ranks")
     r = pd.read_csv(folder / "results.csv")
-    assert mine["save_gb_s"] == pytest.approx(
-        r["save_throughput_gb_s"].median(), rel=1e-3
-    )  # the runs' median
+    # the runs' median
+    assert mine["save_gb_s"] == pytest.approx(r["save_throughput_gb_s"].median(), rel=1e-3)
     page = (folder / "report.html").read_text()
     assert "Checkpoints beside MLPerf Storage's" in page and "summary.json" in page
     assert not (outs[0] / "mlperf_checkpoints.csv").exists()  # ci_tiny: no submission, no table

@@ -153,9 +153,8 @@ def run_once(
     sources.close_all()
     rb1, rc1 = loading.read_counters()
     waits, computes = loop["waits"], loop["computes"]
-    drops = pipeline.dropped(
-        ds, loop["seen"], loop["exhausted"], s.seed, **s.order
-    )  # first: a failed read is the reason
+    # first: a failed read is the reason
+    drops = pipeline.dropped(ds, loop["seen"], loop["exhausted"], s.seed, **s.order)
     if not waits:
         raise RuntimeError(f"the pipeline delivered no batch out of {len(ds.files)} files")
     if steps_csv is not None:

@@ -16,10 +16,8 @@ def serve(name: str, backing: str, mount: str, geometry: str) -> None:
     from jobs.storage.modeled.lustre import Lustre
     from jobs.storage.modeled.mount import DEVICES, SOURCE, SUBTYPE
 
-    build = {
-        "hdd": lambda g: OnDisk(Disk(g), Placement()),
-        "lustre": Lustre,
-    }  # storage.model.device -> device
+    # storage.model.device -> device
+    build = {"hdd": lambda g: OnDisk(Disk(g), Placement()), "lustre": Lustre}
     lifeline.bind()
     figures = json.loads(geometry)
     kind = figures.pop("device", "hdd")

@@ -187,9 +187,8 @@ class Disk:
         overhead = g.command_overhead_ms / 1e3
         if not r.write:
             for start, end in self._segments_at(now):
-                if (
-                    start <= r.position <= end
-                ):  # in the drive's cache: only the bytes past the segment are read
+                # in the drive's cache: only the bytes past the segment are read
+                if start <= r.position <= end:
                     return overhead + g.transfer_s(max(0.0, r.position + r.size - end))
         elif r.position == self._head:  # an appending write continues on the same track
             return overhead + g.transfer_s(r.size)

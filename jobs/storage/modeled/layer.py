@@ -52,9 +52,8 @@ class Placement:
             if upto <= have:
                 return
             offs, poss = self._extents.setdefault(path, ([], []))
-            if (
-                poss and poss[-1] + (have - offs[-1]) == self.next
-            ):  # the file is the last one written: grows in place
+            # the file is the last one written: grows in place
+            if poss and poss[-1] + (have - offs[-1]) == self.next:
                 pass
             else:
                 offs.append(have)

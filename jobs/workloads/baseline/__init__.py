@@ -15,9 +15,8 @@ from jobs.workloads import RunContext, Workload, register
 @dataclass
 class BaselineConf(WorkloadConf):
     file_gb: float = 5.0  # size of the sequential read/write test file, GB (Table I: 5)
-    small_file_threads: list[int] = field(
-        default_factory=lambda: [1, 2, 4, 8]
-    )  # readers of the dataset's files
+    # readers of the dataset's files
+    small_file_threads: list[int] = field(default_factory=lambda: [1, 2, 4, 8])
     # storage=s3: GETs and PUTs in flight at once, each measured (jobs/workloads/baseline/object_store.py)
     requests_in_flight: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64])
 
@@ -70,9 +69,8 @@ class Baseline(Workload):
                     "raise workload.file_gb"
                 )
             return  # the store's own requests: no fio, no file on the root
-        if not (
-            shutil.which("ior") or shutil.which("fio") or elsewhere(cfg)
-        ):  # a dry run for the nodes: theirs
+        # a dry run for the nodes: theirs
+        if not (shutil.which("ior") or shutil.which("fio") or elsewhere(cfg)):
             raise ConfigError("workload=baseline needs ior or fio on PATH (Debian: apt-get install fio)")
         # a missing root: the tier check's
         _, free = (None, None) if elsewhere(cfg) else backends.of(cfg.storage).space(cfg.storage)

@@ -286,9 +286,8 @@ class Checkpoint(Workload):
             if store is not None:
                 result["checkpoint_store"] = {**store.describe(), "prefix": bucket.key_prefix}
             self._after(ctx, settings, result, base, tracer, t0, slow_disk, recovered, snapshot, store)
-        except (
-            BaseException
-        ):  # a failed run (a corrupt checkpoint, an interrupt) leaves none of its checkpoints
+        # a failed run (a corrupt checkpoint, an interrupt) leaves none of its checkpoints
+        except BaseException:
             log.warning(
                 "the run failed after training: its checkpoints (%d bytes, %s) are removed",
                 checkpoint.remove_run(settings),

@@ -47,9 +47,8 @@ def recover(fast: Path | None, slow, tag: str, how: str) -> dict:
     if fast is not None and fast.exists() and (fast / BURST_MARK).exists():
         on_slow = set(slow.complete())
         todo = complete(fast, tag)
-        for p in (
-            todo[-keep_n:] if keep_n else todo
-        ):  # the newest max_to_keep: retention would drop the others
+        # the newest max_to_keep: retention would drop the others
+        for p in todo[-keep_n:] if keep_n else todo:
             if p.name not in on_slow:
                 slow.receive(p, how)
                 report["recopied"].append(p.name)

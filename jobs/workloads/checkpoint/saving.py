@@ -272,9 +272,8 @@ def run_once(
     finally:
         for lk in locks:
             lk.release()
-    for lk in (
-        locks if finish else []
-    ):  # the run ended: recovery never removes what it left (checkpoint.keep, or a caller's)
+    # the run ended: recovery never removes what it left (checkpoint.keep, or a caller's)
+    for lk in locks if finish else []:
         ckpt_recovery.write_run_facts(lk.folder, **s.facts(finished=True))
     if finish and with_checkpoints and s.bucket is not None:
         s.bucket.write_facts(**s.facts(finished=True))

@@ -101,9 +101,8 @@ class Emulated(Workload):
         if frameworks.of(cfg).readers == "workers":
             return max(1, frameworks.workers(cfg))  # the worker processes; the step sleeps
         threads = threads_value(cfg.threads)
-        return (
-            threads if isinstance(threads, int) and threads > 0 else None
-        )  # the step sleeps: no core of its own
+        # the step sleeps: no core of its own
+        return threads if isinstance(threads, int) and threads > 0 else None
 
     def run_once(self, ctx: RunContext) -> dict:
         from jobs.workloads.emulated.steps import EmulatedSettings
