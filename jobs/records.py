@@ -52,9 +52,8 @@ class CellRecord:
     started_at: str
     finished_at: str
     error: dict | None = None  # type, message and traceback of a failed cell
-    traced_run: dict | None = (
-        None  # trace.runs=extra: the one run traced for its POSIX calls, not a measured run
-    )
+    # trace.runs=extra: the one run traced for its POSIX calls, not a measured run
+    traced_run: dict | None = None
     # what the analysis draws and labels from the cell's rows, as its workload declared it when it ran:
     # {"figures": [{key, draw, title, where, order}], "metrics": [{name, unit, better, doc}]}
     declared: dict | None = None

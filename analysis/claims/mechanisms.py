@@ -23,9 +23,8 @@ CHECKPOINT_MIN_MB = 100.0  # below it TensorFlow's 0.05-0.08 s per save is a lar
 class Mechanism:
     needs: str  # what the claim depends on, as the report prints it
     remedy: str  # what a user needs to measure it
-    one_device: bool = (
-        False  # one device serves the reads: its 1-thread busy share bounds what threads can add
-    )
+    # one device serves the reads: its 1-thread busy share bounds what threads can add
+    one_device: bool = False
 
 
 DEVICE = {

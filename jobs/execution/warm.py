@@ -82,9 +82,8 @@ def start(module: str, args: Sequence[str], env: dict, preload: Sequence[str] = 
 
 
 SERVER_FOLDER = "iocampaign-warm-"  # + <pid namespace, hex>-<pid>-<random>: where a server keeps its socket
-SOCKET_NAME = (
-    "xxxxxxxx/listener-xxxxxxxx"  # the rest of the socket's path: mkdtemp's and mktemp's random parts
-)
+# the rest of the socket's path: mkdtemp's and mktemp's random parts
+SOCKET_NAME = "xxxxxxxx/listener-xxxxxxxx"
 SOCKET_PATH_MAX = 107
 PID_MAX = 4_194_304  # the most /proc/sys/kernel/pid_max allows (2^22)
 

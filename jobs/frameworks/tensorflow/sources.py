@@ -37,9 +37,8 @@ from jobs.data.datasets import Dataset, container_of
 from jobs.data.order import buffer_of, groups
 from jobs.frameworks.tensorflow.unlogged import quietly
 
-READ_BLOCK = (
-    64  # images a read-only run takes from one container at a time (jobs.frameworks.tensorflow.read_only)
-)
+# images a read-only run takes from one container at a time (jobs.frameworks.tensorflow.read_only)
+READ_BLOCK = 64
 AUTOTUNE_GETS = 16  # GETs in flight of a batched object client at threads=autotune (tf.data tunes no GETs)
 
 

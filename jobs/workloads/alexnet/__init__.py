@@ -29,9 +29,8 @@ class AlexNetConf(InputPipelineConf):
     steps: int | None = None  # training steps per run; null = one epoch (images // batch_size)
     device: Device = Device.auto  # where the model trains
     trace_interval_s: float = 1.0  # device I/O sampling interval, s (0.05 to 10)
-    compute_only_steps: int = (
-        5  # steps timed on one batch held in the device's memory after each run (0: none)
-    )
+    # steps timed on one batch held in the device's memory after each run (0: none)
+    compute_only_steps: int = 5
     input_only: bool = True  # drain the pipeline without training once per cell, after its runs (overlap)
 
 

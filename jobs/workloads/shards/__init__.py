@@ -116,9 +116,8 @@ COMMON_RUN = ("seconds", "images_per_s", "mb_per_s", "bytes_read_syscall")
 
 @dataclass
 class ShardedCheckpointConf(WorkloadConf):
-    block_mb: float = (
-        16.0  # bytes per write and read request, MB (DLIO writes whole tensors; 16 MB is one large request)
-    )
+    # bytes per write and read request, MB (DLIO writes whole tensors; 16 MB is one large request)
+    block_mb: float = 16.0
 
 
 def _shape(cfg):
