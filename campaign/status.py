@@ -69,11 +69,7 @@ def collect(sweep_dir: Path) -> list[CellStatus]:
         rec = recs.get(num)
         st = slurm.get(job)
         if rec is not None and rec.status == records.COMPLETED:
-            out.append(
-                CellStatus(
-                    num, ov, "completed", job, f"{sum(not r['warmup'] for r in rec.runs)} measured runs"
-                )
-            )
+            out.append(CellStatus(num, ov, "completed", job, f"{len(records.runs_of(rec))} measured runs"))
         elif st is not None and not st.terminal and st.state != "UNKNOWN":
             # a re-submitted cell that failed before is running again: Slurm is newer than the record
             detail = st.reason if st.state == "PENDING" else st.node

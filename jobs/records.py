@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from jobs import jsonfiles
@@ -58,6 +60,54 @@ class CellRecord:
     # {"figures": [{key, draw, title, where, order}], "metrics": [{name, unit, better, doc}]}
     declared: dict | None = None
     schema_version: int = field(default=SCHEMA_VERSION)
+
+
+@dataclass(frozen=True)
+class Run(Mapping):
+    """One run of a cell as its readers take it (``runs_of``): what the runner records of every run, and the
+    few values of some workloads the tables label every row with, typed, with their defaults written once
+    here. The run is also a read-only mapping of everything it recorded, by name (``values``: the metrics
+    its workload declared, a traced run's ``posix_*``, a baseline's measures), None where it has none."""
+
+    run: int  # 1 to repeats; a warm-up 0 or less
+    warmup: bool
+    cache_state: str  # the page-cache state verified before the run (jobs.observe.cache)
+    values: Mapping[str, Any]  # the run as recorded (read-only)
+    device: str = ""  # where the run's model ran, or its checkpoints were written
+    effective_target: str = ""  # the tier the checkpoints went to ("" when none was written)
+    fallback: str = ""  # why that is not the tier asked for ("" when it is)
+    checkpoints: tuple[Mapping[str, Any], ...] = ()  # each checkpoint written: step, tier, stall, bytes
+    trace_file: str = ""  # the run's trace, relative to its cell's folder ("" when none)
+    steps_file: str = ""  # the run's step times, relative to its cell's folder ("" when none)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    def __iter__(self):
+        return iter(self.values)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+_RUN_TEXTS = ("device", "effective_target", "fallback", "trace_file", "steps_file")  # null: ""
+
+
+def typed_run(raw: dict) -> Run:
+    """A run of a record read by ``read`` (every readable version already as today's, ``_run_as_today``)."""
+    return Run(
+        run=int(raw["run"]),
+        warmup=bool(raw.get("warmup")),
+        cache_state=raw["cache_state"],
+        values=MappingProxyType(raw),
+        checkpoints=tuple(raw.get("checkpoints") or ()),
+        **{k: raw.get(k) or "" for k in _RUN_TEXTS},
+    )
+
+
+def runs_of(rec: CellRecord, warmups: bool = False) -> list[Run]:
+    """The runs of ``rec``, typed, in their order: the measured ones (warm-ups too with ``warmups``)."""
+    return [typed_run(r) for r in rec.runs if warmups or not r.get("warmup")]
 
 
 def read_mount(provenance: dict) -> dict:

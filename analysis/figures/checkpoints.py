@@ -97,10 +97,10 @@ def _trace_device(folder: Path, run) -> str:
     from jobs import records
 
     try:
-        return str(
-            records.read(folder / str(run["record"])).runs[int(run["run"]) - 1].get("trace_device") or "?"
-        )
-    except (records.RecordError, IndexError, KeyError, ValueError):
+        runs = records.runs_of(records.read(folder / str(run["record"])))
+        # by its number: the record lists its warm-ups first
+        return str(next(r for r in runs if r.run == int(run["run"])).get("trace_device") or "?")
+    except (records.RecordError, StopIteration, KeyError, ValueError):
         return "?"
 
 

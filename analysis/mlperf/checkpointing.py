@@ -25,7 +25,7 @@ def limits() -> dict:
 
 def is_checkpointing(rec: records.CellRecord) -> bool:
     """A cell whose runs saved and loaded sharded checkpoints (their records carry the save duration)."""
-    measured = [run for run in rec.runs if not run.get("warmup")]
+    measured = records.runs_of(rec)
     return bool(measured) and all("save_duration_s" in run and "shard_ranks" in run for run in measured)
 
 
@@ -60,7 +60,7 @@ class Verdict:
 def check(cell_dir: str, rec: records.CellRecord, record_path: Path) -> Verdict:
     """The verdict of one completed cell of sharded checkpoints (its record at ``record_path``)."""
     lim = limits()
-    measured = [run for run in rec.runs if not run.get("warmup")]
+    measured = records.runs_of(rec)
     last = measured[-1]
     name = (last.get("checkpoint_model") or {}).get("name", "?")
     mlperf = lim["models"].get(name)

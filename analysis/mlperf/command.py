@@ -27,7 +27,7 @@ def verdicts(folder: Path, made_by: str | None = None) -> list:
         if rec.status != records.COMPLETED or (made_by is not None and made_by not in rec.overrides):
             continue
         where = str(path.parent.relative_to(folder)) or "."
-        measured = [run for run in rec.runs if not run.get("warmup")]
+        measured = records.runs_of(rec)
         try:
             emulated = recorded(rec).accelerator is not None
             if emulated and all("train_au_percentage" in run for run in measured):

@@ -86,7 +86,7 @@ def write(verdicts: list, folder: Path, out: Path, org: str, system: str) -> lis
         levels = [DIVISION[v.state], org, "results", system, *_kind_levels(v)]
         base = _descend(out, levels)
         try:
-            for name, run in _named(rec.runs):
+            for name, run in _named(records.runs_of(rec)):
                 if _exists(name, base):
                     continue  # laid out before: what is there stays
                 _run_folder(base, name, v, rec, cfg, run, path.parent)
@@ -242,17 +242,16 @@ def _exists(name: str, dir_fd: int) -> bool:
     return True
 
 
-def _named(runs: list[dict]) -> list[tuple[str, dict]]:
+def _named(measured: list[records.Run]) -> list[tuple[str, records.Run]]:
     """(folder name, run) of the measured runs: each run's start (MLPerf's ``20261128_062312``), with
     ``_run<N>`` after it where two runs of the cell started within one second."""
-    measured = [r for r in runs if not r.get("warmup")]
     stamps = [datetime.fromisoformat(r["started_at"]).strftime(TIMESTAMP) for r in measured]
     clash = len(set(stamps)) < len(stamps)
-    return [(f"{s}_run{r['run']}" if clash else s, r) for s, r in zip(stamps, measured)]
+    return [(f"{s}_run{r.run}" if clash else s, r) for s, r in zip(stamps, measured)]
 
 
 def _run_folder(
-    base: int, name: str, v, rec: records.CellRecord, cfg: CampaignConf, run: dict, cell: Path
+    base: int, name: str, v, rec: records.CellRecord, cfg: CampaignConf, run: records.Run, cell: Path
 ) -> None:
     """One run's folder, built whole under a hidden name in ``base`` (an open folder), then renamed."""
     partial = f".{name}.partial-{os.getpid()}"
@@ -309,7 +308,7 @@ def read_own(path: Path) -> str | None:
         return f.read() if stat.S_ISREG(os.fstat(fd).st_mode) else None
 
 
-def summary(v: rules.Verdict, rec: records.CellRecord, cfg: CampaignConf, run: dict) -> dict:
+def summary(v: rules.Verdict, rec: records.CellRecord, cfg: CampaignConf, run: records.Run) -> dict:
     """DLIO's ``summary.json`` of one run (one epoch): its keys, this run's figures."""
     au, samples, mb = run["train_au_percentage"], run["images_per_s"], run["mb_per_s"]
     start = datetime.fromisoformat(run["started_at"])
@@ -337,7 +336,7 @@ def summary(v: rules.Verdict, rec: records.CellRecord, cfg: CampaignConf, run: d
     }
 
 
-def per_epoch(run: dict) -> dict:
+def per_epoch(run: records.Run) -> dict:
     """DLIO's ``per_epoch_stats.json``: the one epoch of this run."""
     return {
         "1": {
@@ -356,7 +355,7 @@ def _spread(values: list[float]) -> tuple[float, float]:
     return statistics.fmean(values), statistics.pstdev(values)
 
 
-def checkpoint_summary(v, rec: records.CellRecord, cfg: CampaignConf, run: dict) -> dict:
+def checkpoint_summary(v, rec: records.CellRecord, cfg: CampaignConf, run: records.Run) -> dict:
     """DLIO's ``summary.json`` of one checkpointing run: the checkpoint's size summed over the ranks that
     wrote it, in GiB, and the mean and deviation of the saves' and the loads' durations (each the slowest
     rank's) and rates (size / duration), DLIO's keys."""
@@ -385,7 +384,7 @@ def checkpoint_summary(v, rec: records.CellRecord, cfg: CampaignConf, run: dict)
     }
 
 
-def checkpoint_epoch(run: dict) -> dict:
+def checkpoint_epoch(run: records.Run) -> dict:
     """DLIO's ``per_epoch_stats.json`` of a checkpointing run: its one epoch's saves and loads, each with
     its duration and rate (GiB/s)."""
     gib = float(run["checkpoint_gb"]) * 1e9 / 2**30
@@ -399,7 +398,7 @@ def checkpoint_epoch(run: dict) -> dict:
     return {"1": epoch}
 
 
-def _end(run: dict) -> datetime:
+def _end(run: records.Run) -> datetime:
     from datetime import timedelta
 
     return datetime.fromisoformat(run["started_at"]) + timedelta(seconds=float(run["run_wall_s"]))
@@ -409,7 +408,7 @@ def provenance(v, rec: records.CellRecord, cfg: CampaignConf) -> dict:
     """Who made the run and what its rules say: this tool, its commit, the rules' edition, the storage and
     client library, the cell's verdict and every check."""
     prov = rec.provenance or {}
-    measured = [r["images_per_s"] for r in rec.runs if not r.get("warmup")]
+    measured = [r["images_per_s"] for r in records.runs_of(rec)]
     if isinstance(v, checkpointing.Verdict):  # no samples: its summary holds its durations and rates
         measured = []
     return {

@@ -88,7 +88,7 @@ def check(cell_dir: str, rec: records.CellRecord, record_path: Path) -> Verdict:
     cfg = recorded(rec)
     acc = cfg.accelerator
     profile = r["profiles"].get(acc.name)
-    measured = [run for run in rec.runs if not run.get("warmup")]
+    measured = records.runs_of(rec)
     threshold = 100 * float(acc.au_threshold)  # the profile's (the schema gives every profile one)
     au = min((run["train_au_percentage"] for run in measured), default=None)
     accelerators = cfg.platform.nodes * cfg.platform.tasks_per_node
@@ -99,7 +99,7 @@ def check(cell_dir: str, rec: records.CellRecord, record_path: Path) -> Verdict:
         _sample_size(rec, profile, r),
         _runs(rec, r),
         _seeds(measured),
-        _gaps(rec.runs),
+        _gaps(records.runs_of(rec, warmups=True)),
         _replication(measured, r),
         _au(cfg, measured, threshold),
         _first_step(measured),
@@ -175,8 +175,9 @@ def _sample_size(rec: records.CellRecord, profile: dict | None, r: dict) -> Chec
 
 
 def _runs(rec: records.CellRecord, r: dict) -> Check:
-    warm = sum(1 for run in rec.runs if run.get("warmup"))
-    measured = len(rec.runs) - warm
+    runs = records.runs_of(rec, warmups=True)
+    warm = sum(run.warmup for run in runs)
+    measured = len(runs) - warm
     figure = f"{measured} measured, {warm} warm-up"
     limit = f"exactly {r['measured_runs']} measured, {r['warmup_runs']} warm-up"
     if (measured, warm) == (r["measured_runs"], r["warmup_runs"]):
@@ -198,7 +199,7 @@ def _seeds(measured: list) -> Check:
     return Check("seed", figure, "a new seed each run", INVALID, "a seed repeats across runs")
 
 
-def _when(run: dict) -> tuple[float, float]:
+def _when(run: records.Run) -> tuple[float, float]:
     start = datetime.fromisoformat(run["started_at"]).timestamp()
     return start, start + float(run.get("run_wall_s") or run["runtime_s"])
 
@@ -248,11 +249,11 @@ def _au(cfg: CampaignConf, measured: list, threshold: float) -> Check:
     return Check("accelerator utilization", figure, limit, INVALID, _short(cfg, min(measured, key=_au_of)))
 
 
-def _au_of(run: dict) -> float:
+def _au_of(run: records.Run) -> float:
     return run["train_au_percentage"]
 
 
-def _short(cfg: CampaignConf, run: dict) -> str:
+def _short(cfg: CampaignConf, run: records.Run) -> str:
     """Why the run of lowest AU fell short: what limited it, with the figure that decides it."""
     dev, con = run.get("bytes_read_device"), run.get("bytes_consumed")
     row = {**run, "device_read_ratio": dev / con if dev is not None and con else None}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -306,30 +307,31 @@ def collect(folder: str | Path) -> Collected:
         base = {**_cell_values(cfg), **_object_client(cfg, rec)}
         mount = records.read_mount(rec.provenance)
         emulate, record = _emulated(cfg, rec), str(path.relative_to(folder))  # the cell's, for each run
-        for run in rec.runs:
-            if run["warmup"]:
-                continue
+        for run in records.runs_of(rec):
             out.rows.append(_row(base, run, rec, emulate, mount, d, record))
-            if "posix_calls" in run:
+            if "posix_calls" in run.values:
                 out.posix.append(_posix_entry(base, run, d, "measured"))
-            if "seq_read_mb_s" in run:
-                out.baselines += _baseline_rows(base, run, d)
-            for ck in run.get("checkpoints", []):
-                out.checkpoints.append(
-                    {
-                        "cell_dir": d,
-                        "checkpoint_target": base["checkpoint_target"],
-                        "checkpoint_mode": base["checkpoint_mode"],
-                        "checkpoint_tiers": base["checkpoint_tiers"],
-                        "run": run["run"],
-                        "fallback": run.get("fallback") or "",
-                        **{k: ck.get(k) for k in CHECKPOINT_COLUMNS},
-                    }
-                )
-        if rec.traced_run and "posix_calls" in rec.traced_run:  # trace.runs=extra: its calls, not a rate
-            out.posix.append(_posix_entry(base, rec.traced_run, d, "extra"))
+            if "seq_read_mb_s" in run.values:
+                out.baselines += _baseline_rows(base, run.values, d)
+            out.checkpoints += [_checkpoint_row(base, run, ck, d) for ck in run.checkpoints]
+        # trace.runs=extra: its calls, not a rate
+        if rec.traced_run and "posix_calls" in rec.traced_run:
+            out.posix.append(_posix_entry(base, records.typed_run(rec.traced_run), d, "extra"))
     out.cells.sort(key=lambda c: (len(c["cell_dir"]), c["cell_dir"]))
     return out
+
+
+def _checkpoint_row(base: dict, run: records.Run, ck: Mapping, d: str) -> dict:
+    """One row of checkpoints.csv: a checkpoint of a measured run, with its cell's target and tiers."""
+    return {
+        "cell_dir": d,
+        "checkpoint_target": base["checkpoint_target"],
+        "checkpoint_mode": base["checkpoint_mode"],
+        "checkpoint_tiers": base["checkpoint_tiers"],
+        "run": run.run,
+        "fallback": run.fallback,
+        **{k: ck.get(k) for k in CHECKPOINT_COLUMNS},
+    }
 
 
 def _declare_as_today(declared: declarations.Declared, kinds: set[str]) -> None:
@@ -386,21 +388,27 @@ def _throttle(tier: dict | None) -> str:
 
 
 def _row(
-    base: dict, run: dict, rec: records.CellRecord, emulate: dict | None, mount: dict, d: str, record: str
+    base: dict,
+    run: records.Run,
+    rec: records.CellRecord,
+    emulate: dict | None,
+    mount: dict,
+    d: str,
+    record: str,
 ) -> dict:
     """One row of results.csv: a measured run of a completed cell."""
     row = {
         **base,
-        "run": run["run"],
-        "cache_state": run["cache_state"],
-        "device": run.get("device", ""),
-        "checkpoint_effective_target": run.get("effective_target") or "",
-        "checkpoint_fallback": run.get("fallback") or "",
+        "run": run.run,
+        "cache_state": run.cache_state,
+        "device": run.device,
+        "checkpoint_effective_target": run.effective_target,
+        "checkpoint_fallback": run.fallback,
     }
     row.update({m: run.get(m) for m in METRICS})
     for key in ("device_lock_wait_s", "memory_limit_bytes", "memory_peak_bytes"):  # the cell's, on each row
         row[key] = rec.provenance.get(key)
-    sizes = sorted(c["bytes"] for c in run.get("checkpoints", []) if c.get("bytes"))
+    sizes = sorted(c["bytes"] for c in run.checkpoints if c.get("bytes"))
     row["checkpoint_mb"] = sizes[len(sizes) // 2] / 1e6 if sizes else None  # median size of one checkpoint
     row["overlap_efficiency"] = overlap_efficiency(row)
     dev, con = run.get("bytes_read_device"), run.get("bytes_consumed")
@@ -415,12 +423,12 @@ def _row(
         cell_dir=d,
         record=record,
     )
-    row["trace_file"] = str(Path(d) / run["trace_file"]) if run.get("trace_file") else ""
-    row["steps_file"] = str(Path(d) / run["steps_file"]) if run.get("steps_file") else ""
+    row["trace_file"] = str(Path(d) / run.trace_file) if run.trace_file else ""
+    row["steps_file"] = str(Path(d) / run.steps_file) if run.steps_file else ""
     return row
 
 
-def _posix_entry(base: dict, run: dict, cell_dir: str, traced: str) -> dict:
+def _posix_entry(base: dict, run: records.Run, cell_dir: str, traced: str) -> dict:
     """A traced run: its cell's values, which run it was (``measured``, or the ``extra`` one of
     trace.runs=extra), its posix_* figures, and its files relative to the campaign folder."""
 
@@ -435,12 +443,12 @@ def _posix_entry(base: dict, run: dict, cell_dir: str, traced: str) -> dict:
 
     return {
         **base,
-        "run": run["run"],
+        "run": run.run,
         "traced_run": traced,
         "cell_dir": cell_dir,
         "seconds": run.get("seconds") or run.get("runtime_s"),
         "bytes_consumed": run.get("bytes_consumed"),
-        **{k: v for k, v in run.items() if k.startswith("posix_") and not isinstance(v, (dict, list))},
+        **{k: v for k, v in run.values.items() if k.startswith("posix_") and not isinstance(v, (dict, list))},
         "posix_size_histogram": run.get("posix_size_histogram") or {},
         "posix_calls_by_kind": run.get("posix_calls_by_kind") or {},
         **{

@@ -134,3 +134,60 @@ def test_a_record_of_every_version_reads_in_todays_shape_and_keeps_what_it_holds
     (tmp_path / "c" / records.FILENAME).write_text(json.dumps(today))
     again = records.read(tmp_path / "c" / records.FILENAME)
     assert again.runs == [kept] and again.provenance == today["provenance"]
+
+
+def test_a_records_runs_read_typed_with_their_defaults_written_once_and_warm_ups_apart(tmp_path):
+    """``records.runs_of``: the measured runs (warm-ups on request), each with what every run has typed and
+    the labels some workloads add read as "" where a run has none or null (one place, not a fallback in each
+    reader), and the run as recorded readable, not writable, by name."""
+    import json
+
+    warm = {"run": 0, "warmup": True, "cache_state": "cold", "images_per_s": 1.0, "trace_device": "warm"}
+    ckpt = {"step": 3, "tier": "local", "bytes": 4_000_000}
+    first = {
+        "run": 1,
+        "warmup": False,
+        "cache_state": "cold",
+        "images_per_s": 2.0,
+        "fallback": None,  # the checkpoint workload writes null where its target held
+        "effective_target": "local",
+        "checkpoints": [ckpt],
+        "trace_file": "trace_r1.csv",
+        "trace_device": "sda",
+    }
+    second = {"run": 2, "warmup": False, "cache_state": "cold", "images_per_s": 3.0}  # no labels at all
+    rec = records.CellRecord(
+        "c0", records.COMPLETED, _config("threads=2"), [], [warm, first, second], {}, {}, "", ""
+    )
+    runs = records.runs_of(rec)
+    assert [(r.run, r.warmup, r.cache_state) for r in runs] == [(1, False, "cold"), (2, False, "cold")]
+    assert [r.run for r in records.runs_of(rec, warmups=True)] == [0, 1, 2]
+    one, two = runs
+    assert (one.fallback, one.effective_target, one.trace_file, one.checkpoints) == (
+        "",
+        "local",
+        "trace_r1.csv",
+        (ckpt,),
+    )
+    assert (two.device, two.fallback, two.effective_target, two.trace_file, two.steps_file) == ("",) * 5
+    assert two.checkpoints == () and two["images_per_s"] == 3.0 and two.get("posix_calls") is None
+    assert dict(one) == first and "checkpoints" in one and "checkpoints" not in two
+    try:
+        one.values["images_per_s"] = 9.0
+        raise AssertionError("a run read from its record was changed")
+    except TypeError:
+        pass
+    # the tables take the typed run: its labels and its checkpoints; a warm-up is no row
+    (tmp_path / "0").mkdir()
+    records.write(rec, tmp_path / "0")
+    c = tidy.collect(tmp_path)
+    assert [(r["run"], r["images_per_s"], r["checkpoint_fallback"], r["trace_file"]) for r in c.rows] == [
+        (1, 2.0, "", "0/trace_r1.csv"),
+        (2, 3.0, "", ""),
+    ]
+    assert [(k["run"], k["step"], k["fallback"]) for k in c.checkpoints] == [(1, 3, "")]
+    # Fig. 9's label reads the device of the measured run by its number, not by its place after the warm-ups
+    from analysis.figures import checkpoints
+
+    assert checkpoints._trace_device(tmp_path, {"record": "0/record.json", "run": 1}) == "sda"
+    assert json.loads((tmp_path / "0" / records.FILENAME).read_text())["runs"][1] == first
