@@ -71,7 +71,10 @@ class Watch:
         if not layer_runs(t.pid, t.backing):
             return  # died meanwhile: the runs name that
         why = f"the tier's FUSE layer (pid {t.pid}) did not answer for {self.answer_s:g} s and was ended"
-        mark_unanswered(t, why)
+        try:
+            mark_unanswered(t, why)  # before the kill: a run that sees the layer gone reads why
+        except OSError as e:  # a full disk under the backing folder: the runs then say it died
+            log.warning("storage=%s: could not keep why its layer was ended (%s)", t.name, e)
         log.error("storage=%s: %s", t.name, why)
         with contextlib.suppress(ProcessLookupError):
             os.kill(t.pid, signal.SIGKILL)  # the kernel then fails every request that waits for it
