@@ -71,7 +71,7 @@ class Run(Mapping):
 
     run: int  # 1 to repeats; a warm-up 0 or less
     warmup: bool
-    cache_state: str  # the page-cache state verified before the run (jobs.observe.cache)
+    cache_state: str  # the page-cache state its counters proved the run started from (jobs.storage.cache)
     values: Mapping[str, Any]  # the run as recorded (read-only)
     device: str = ""  # where the run's model ran, or its checkpoints were written
     effective_target: str = ""  # the tier the checkpoints went to ("" when none was written)
@@ -96,8 +96,8 @@ _RUN_TEXTS = ("device", "effective_target", "fallback", "trace_file", "steps_fil
 def typed_run(raw: dict) -> Run:
     """A run of a record read by ``read`` (every readable version already as today's, ``_run_as_today``)."""
     return Run(
-        run=int(raw["run"]),
-        warmup=bool(raw.get("warmup")),
+        run=raw["run"],
+        warmup=raw["warmup"],
         cache_state=raw["cache_state"],
         values=MappingProxyType(raw),
         checkpoints=tuple(raw.get("checkpoints") or ()),
@@ -167,7 +167,27 @@ def read(path: str | os.PathLike) -> CellRecord:
         and rec.status in (COMPLETED, FAILED)
     ):
         raise RecordError(f"{path}: record fields do not match schema {version} (wrong types)")
+    bad = next(
+        (f"run {n} of {len(rec.runs)}" for n, run in enumerate(rec.runs, 1) if not _run_readable(run)), None
+    )
+    if rec.traced_run is not None and not _run_readable(rec.traced_run):
+        bad = "its traced run"
+    if bad is not None:
+        raise RecordError(
+            f"{path}: {bad} does not match schema {version} (a run needs a whole number run, a true or "
+            "false warmup and a cache_state)"
+        )
     return rec
+
+
+def _run_readable(run) -> bool:
+    """Whether ``run`` holds what ``typed_run`` types (a record edited by hand may not)."""
+    return (
+        isinstance(run, dict)
+        and type(run.get("run")) is int
+        and isinstance(run.get("warmup"), bool)
+        and isinstance(run.get("cache_state"), str)
+    )
 
 
 def _as_today(raw: dict) -> dict:

@@ -191,3 +191,12 @@ def test_a_records_runs_read_typed_with_their_defaults_written_once_and_warm_ups
 
     assert checkpoints._trace_device(tmp_path, {"record": "0/record.json", "run": 1}) == "sda"
     assert json.loads((tmp_path / "0" / records.FILENAME).read_text())["runs"][1] == first
+    # a run edited by hand into what no run is: the record is unreadable, in one line naming the run
+    edited = json.loads((tmp_path / "0" / records.FILENAME).read_text())
+    edited["runs"][2]["run"] = "two"
+    (tmp_path / "0" / records.FILENAME).write_text(json.dumps(edited))
+    c = tidy.collect(tmp_path)
+    assert c.rows == [] and c.unreadable == [
+        f"{tmp_path / '0' / records.FILENAME}: run 3 of 3 does not match schema {records.SCHEMA_VERSION} "
+        "(a run needs a whole number run, a true or false warmup and a cache_state)"
+    ]
