@@ -15,6 +15,10 @@ import re
 import statistics
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jobs import records
 
 # what a step's compute depends on: a profile is one value of each
 SHAPE = ("workload", "batch_size", "image_side", "width", "device")
@@ -57,7 +61,7 @@ def _gpu_name(record: Path, device: str) -> str:
     from jobs import records
 
     try:
-        prov = records.read(record).provenance
+        prov = records.provenance_of(records.read(record))
     except records.RecordError as e:
         raise ProfileError(f"the run's record cannot be read: {e}") from e
     return device_name(prov, device)
@@ -66,19 +70,19 @@ def _gpu_name(record: Path, device: str) -> str:
 ACCELERATORS = ("/GPU", "GPU:", "CUDA")  # TensorFlow's /device:GPU:k and /GPU:k, PyTorch's cuda:k
 
 
-def device_name(prov: dict, device: str) -> str:
+def device_name(prov: records.Provenance, device: str) -> str:
     """The accelerator that ran ``device`` (TensorFlow's /GPU:k or PyTorch's cuda:k: its name as NVML or
     the framework gives it; anything else: the CPU, with its model and usable cores)."""
     name = device.upper().removeprefix("/DEVICE:")
     if name.startswith(ACCELERATORS):
-        acc = prov.get("accelerator") or {}
+        acc = prov.accelerator or {}
         used = acc.get("used_index")
         gpus = acc.get("gpus") or acc.get("framework_gpus") or []
         if gpus:
             g = gpus[used if isinstance(used, int) and used < len(gpus) else 0]
             return str(g.get("name") or g) if isinstance(g, dict) else str(g)
         return device
-    return f"CPU ({prov.get('cpu_model') or 'unknown model'}, {prov.get('cpus_usable') or '?'} cores)"
+    return f"CPU ({prov.cpu_model or 'unknown model'}, {prov.cpus_usable or '?'} cores)"
 
 
 def measure(folder: Path) -> dict:

@@ -63,31 +63,38 @@ class CellRecord:
 
 
 @dataclass(frozen=True)
-class Run(Mapping):
+class AsRecorded(Mapping):
+    """A part of a record as its readers take it: what they read typed, in the fields of a subclass, and
+    the whole as recorded readable by name (``recorded``), not writable."""
+
+    recorded: Mapping[str, Any]  # the part as recorded (read-only)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.recorded[name]
+
+    def __iter__(self):
+        return iter(self.recorded)
+
+    def __len__(self) -> int:
+        return len(self.recorded)
+
+
+@dataclass(frozen=True)
+class Run(AsRecorded):
     """One run of a cell as its readers take it (``runs_of``): what the runner records of every run, and the
     few values of some workloads the tables label every row with, typed, with their defaults written once
-    here. The run is also a read-only mapping of everything it recorded, by name (``values``: the metrics
+    here. The run is also a read-only mapping of everything it recorded, by name (``recorded``: the metrics
     its workload declared, a traced run's ``posix_*``, a baseline's measures), None where it has none."""
 
     run: int  # 1 to repeats; a warm-up 0 or less
     warmup: bool
     cache_state: str  # the page-cache state its counters proved the run started from (jobs.storage.cache)
-    values: Mapping[str, Any]  # the run as recorded (read-only)
     device: str = ""  # where the run's model ran, or its checkpoints were written
     effective_target: str = ""  # the tier the checkpoints went to ("" when none was written)
     fallback: str = ""  # why that is not the tier asked for ("" when it is)
     checkpoints: tuple[Mapping[str, Any], ...] = ()  # each checkpoint written: step, tier, stall, bytes
     trace_file: str = ""  # the run's trace, relative to its cell's folder ("" when none)
     steps_file: str = ""  # the run's step times, relative to its cell's folder ("" when none)
-
-    def __getitem__(self, name: str) -> Any:
-        return self.values[name]
-
-    def __iter__(self):
-        return iter(self.values)
-
-    def __len__(self) -> int:
-        return len(self.values)
 
 
 _RUN_TEXTS = ("device", "effective_target", "fallback", "trace_file", "steps_file")  # null: ""
@@ -99,7 +106,7 @@ def typed_run(raw: dict) -> Run:
         run=raw["run"],
         warmup=raw["warmup"],
         cache_state=raw["cache_state"],
-        values=MappingProxyType(raw),
+        recorded=MappingProxyType(raw),
         checkpoints=tuple(raw.get("checkpoints") or ()),
         **{k: raw.get(k) or "" for k in _RUN_TEXTS},
     )
@@ -110,7 +117,92 @@ def runs_of(rec: CellRecord, warmups: bool = False) -> list[Run]:
     return [typed_run(r) for r in rec.runs if warmups or not r.get("warmup")]
 
 
-def read_mount(provenance: dict) -> dict:
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class Provenance(AsRecorded):
+    """Where and with what a cell ran, as its readers take it (``provenance_of``): what the analysis reads
+    typed, with its defaults written once here (None, 0 or an empty mapping where a record keeps none);
+    the whole as recorded readable by name, not writable."""
+
+    host: str | None = None
+    kernel: str | None = None
+    cpu_model: str | None = None
+    cpu_count: int | None = None
+    cpus_usable: int | None = None  # the cores the cell's process could run on
+    mem_total_bytes: int = 0
+    git_commit: str | None = None  # None: not run from a git checkout
+    git_dirty: bool = False
+    # package -> version (None: not installed)
+    versions: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    accelerator: Mapping[str, Any] | None = None  # jobs.observe.accelerator's description
+    object_store: Mapping[str, Any] | None = None  # the store and client the runs read through
+    emulated_tier: Mapping[str, Any] | None = None  # the throttles of the cell's own emulated tier
+    storage_mount: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)  # the mount of storage.root
+    device_lock_wait_s: float | None = None  # how long the cell waited for its device's lock
+    memory_limit_bytes: int | None = None  # the cell's memory limit, where one was set
+    memory_peak_bytes: int | None = None
+
+    @property
+    def read_mount(self) -> Mapping[str, Any]:
+        """The mount the runs read (``read_mount``)."""
+        return read_mount(self.recorded)
+
+
+_PROVENANCE_MAPPINGS = ("versions", "storage_mount")  # null: {}
+_PROVENANCE_AS_KEPT = (
+    "host",
+    "kernel",
+    "cpu_model",
+    "git_commit",
+    "cpu_count",
+    "cpus_usable",
+    "accelerator",
+    "object_store",
+    "emulated_tier",
+    "device_lock_wait_s",
+    "memory_limit_bytes",
+    "memory_peak_bytes",
+)
+
+
+def provenance_of(rec: CellRecord) -> Provenance:
+    """The provenance of ``rec`` (read by ``read``: every readable version already as today's), typed."""
+    raw = rec.provenance or {}
+    return Provenance(
+        recorded=MappingProxyType(raw),
+        mem_total_bytes=int(raw.get("mem_total_bytes") or 0),
+        git_dirty=bool(raw.get("git_dirty")),
+        **{k: MappingProxyType(raw.get(k) or {}) for k in _PROVENANCE_MAPPINGS},
+        **{k: raw.get(k) for k in _PROVENANCE_AS_KEPT},
+    )
+
+
+@dataclass(frozen=True)
+class DatasetRead(AsRecorded):
+    """What a cell's runs read, as its readers take it (``dataset_of``): its size and form typed, with the
+    defaults written once here; the whole as recorded readable by name, not writable."""
+
+    files: int = 0
+    total_bytes: int = 0
+    format: str = "files"  # dataset.format: files, or the container the images are in
+    stage: Mapping[str, Any] | None = None  # how the runs' copy was staged (storage@stage), None: not staged
+
+
+def dataset_of(rec: CellRecord) -> DatasetRead:
+    """The dataset section of ``rec``, typed."""
+    raw = rec.dataset or {}
+    return DatasetRead(
+        recorded=MappingProxyType(raw),
+        files=int(raw.get("files") or 0),
+        total_bytes=int(raw.get("total_bytes") or 0),
+        format=str(raw.get("format") or "files"),
+        stage=raw.get("stage") or None,
+    )
+
+
+def read_mount(provenance: Mapping) -> Mapping:
     """The mount a cell's runs read (``data_mount``: the dataset's folder, or its staged copy), or the
     storage root's where a record has none; {} where neither is kept."""
     return provenance.get("data_mount") or provenance.get("storage_mount") or {}

@@ -128,24 +128,24 @@ def system_description(recs: list[records.CellRecord]) -> dict:
     library). What no record holds (the storage system's make, model, version and capacity, the CPUs'
     frequencies, the memory's class; the CPUs' sockets and cores in records written before they were
     kept) is null, and ``networks`` is empty, for the submitter to fill in."""
-    provs = [r.provenance or {} for r in recs]
+    provs = [records.provenance_of(r) for r in recs]
     hosts = sorted({h for r in recs for h in _hosts(r)})
     mounts = {  # the file systems the runs read (an object store's cells read its server, not a mount)
         (m.get("fs_type"), m.get("source"), m.get("options"))
         for prov in provs
-        if not prov.get("object_store")
-        for m in [records.read_mount(prov)]
+        if not prov.object_store
+        for m in [prov.read_mount]
         if m
     }
     stores = {
         f"{o.get('product') or o.get('service')} through {o.get('client')}"
         for prov in provs
-        for o in [prov.get("object_store") or {}]
+        for o in [prov.object_store]
         if o
     }
-    cpu = next((p.get("cpu_model") for p in provs if p.get("cpu_model")), None)
+    cpu = next((p.cpu_model for p in provs if p.cpu_model), None)
     topology = next((p["cpu_topology"] for p in provs if p.get("cpu_topology")), {})  # older records: none
-    memory = max((int(p.get("mem_total_bytes") or 0) for p in provs), default=0)
+    memory = max((p.mem_total_bytes for p in provs), default=0)
     return {
         "networks": [],
         "nodes": [
@@ -192,7 +192,7 @@ def system_description(recs: list[records.CellRecord]) -> dict:
 def _hosts(rec: records.CellRecord) -> set[str]:
     """The hosts that ran the cell's runs: each task's (a cell of several tasks), else the cell's own."""
     tasks = {t.get("host") for run in rec.runs for t in run.get("task_results") or [] if t.get("host")}
-    host = (rec.provenance or {}).get("host")
+    host = records.provenance_of(rec).host
     return tasks or ({host} if host else set())
 
 
@@ -315,7 +315,7 @@ def summary(v: rules.Verdict, rec: records.CellRecord, cfg: CampaignConf, run: r
     return {
         "num_accelerators": v.accelerators,
         "num_hosts": cfg.platform.nodes,
-        "hostname": (rec.provenance or {}).get("host"),
+        "hostname": records.provenance_of(rec).host,
         "metric": {
             "train_au_percentage": [au],
             "train_au_mean_percentage": au,
@@ -327,7 +327,7 @@ def summary(v: rules.Verdict, rec: records.CellRecord, cfg: CampaignConf, run: r
             "train_io_mean_MB_per_second": mb,
             "train_io_stdev_MB_per_second": 0.0,
         },
-        "num_files_train": int((rec.dataset or {}).get("files") or 0),
+        "num_files_train": records.dataset_of(rec).files,
         "num_files_eval": 0,
         "num_samples_per_file": 1,
         "epochs": 1,
@@ -375,7 +375,7 @@ def checkpoint_summary(v, rec: records.CellRecord, cfg: CampaignConf, run: recor
     return {
         "num_accelerators": v.processes,
         "num_hosts": cfg.platform.nodes,
-        "hostname": (rec.provenance or {}).get("host"),
+        "hostname": records.provenance_of(rec).host,
         "metric": metric,
         "num_checkpoints_write": len(run.get("save_each_duration_s") or [None]),
         "num_checkpoints_read": len(run.get("load_each_duration_s") or [None]),
@@ -407,16 +407,16 @@ def _end(run: records.Run) -> datetime:
 def provenance(v, rec: records.CellRecord, cfg: CampaignConf) -> dict:
     """Who made the run and what its rules say: this tool, its commit, the rules' edition, the storage and
     client library, the cell's verdict and every check."""
-    prov = rec.provenance or {}
+    prov = records.provenance_of(rec)
     measured = [r["images_per_s"] for r in records.runs_of(rec)]
     if isinstance(v, checkpointing.Verdict):  # no samples: its summary holds its durations and rates
         measured = []
     return {
         "benchmark_tool": "iocampaign",
-        "tool_commit": prov.get("git_commit"),
+        "tool_commit": prov.git_commit,
         "rules_edition": rules.rules()["edition"],
         "storage": cfg.storage.name,
-        "client_library": (prov.get("object_store") or {}).get("client"),
+        "client_library": (prov.object_store or {}).get("client"),
         "cell_id": rec.cell_id,
         "verdict": v.state,
         "verdict_line": v.line(),

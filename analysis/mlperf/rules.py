@@ -143,7 +143,7 @@ def _framework(cfg: CampaignConf, r: dict) -> Check:
 
 
 def _format(rec: records.CellRecord, profile: dict | None) -> Check:
-    fmt = _SAMPLE_FORMAT.get(str((rec.dataset or {}).get("format") or "files"), "other")
+    fmt = _SAMPLE_FORMAT.get(records.dataset_of(rec).format, "other")
     if profile is None:
         return Check("sample format", fmt, "the workload's", INVALID, "no MLPerf Storage workload to compare")
     if fmt == profile["format"]:
@@ -159,9 +159,8 @@ def _format(rec: records.CellRecord, profile: dict | None) -> Check:
 
 def _sample_size(rec: records.CellRecord, profile: dict | None, r: dict) -> Check:
     """The samples' mean size against the workload's record length (neither division may change it)."""
-    ds = rec.dataset or {}
-    size, files = int(ds.get("total_bytes") or 0), int(ds.get("files") or 0)
-    mean = size / files if files else 0.0
+    ds = records.dataset_of(rec)
+    mean = ds.total_bytes / ds.files if ds.files else 0.0
     figure = f"{mean / 1e3:,.1f} KB mean"
     if profile is None:
         why = "no MLPerf Storage workload to compare"
@@ -274,20 +273,19 @@ def _first_step(measured: list) -> Check:
     return Check("first step", figure, limit, INVALID, "the first step is not left out of AU")
 
 
-def _client_memory(prov: dict) -> tuple[int, bool]:
+def _client_memory(prov: records.Provenance) -> tuple[int, bool]:
     """The memory the rule counts per host: the machine's, or the runs' cgroup limit where one held them
     (``platform.memory_limit_gb``: their page cache could not grow beyond it); and whether it is the limit."""
-    total = int(prov.get("mem_total_bytes") or 0)
-    limit = prov.get("memory_limit_bytes")
+    total, limit = prov.mem_total_bytes, prov.memory_limit_bytes
     if limit and (not total or int(limit) < total):
         return int(limit), True
     return total, False
 
 
 def _dataset(rec: records.CellRecord, cfg: CampaignConf, r: dict, accelerators: int) -> Check:
-    ds = rec.dataset or {}
-    size, files = int(ds.get("total_bytes") or 0), int(ds.get("files") or 0)
-    memory, limited = _client_memory(rec.provenance)
+    ds = records.dataset_of(rec)
+    size, files = ds.total_bytes, ds.files
+    memory, limited = _client_memory(records.provenance_of(rec))
     hosts = cfg.platform.nodes
     need = r["memory_multiple"] * hosts * memory
     steps = r["steps_per_epoch"] * cfg.batch_size * accelerators
@@ -333,7 +331,7 @@ def _from_device(measured: list, r: dict) -> Check:
 
 def file_systems(rec: records.CellRecord, record_path: Path) -> Check:
     """Data and results on different file systems: the data's device against the record's own."""
-    data = records.read_mount(rec.provenance).get("dev")
+    data = records.provenance_of(rec).read_mount.get("dev")
     st = os.stat(record_path)
     results = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
     figure = f"data on {data or 'a store'}, results on {results}"
@@ -350,7 +348,7 @@ def file_systems(rec: records.CellRecord, record_path: Path) -> Check:
 
 def _client(rec: records.CellRecord, r: dict) -> Check:
     limit = "an approved object client: " + ", ".join(r["object_clients"])
-    store = rec.provenance.get("object_store")  # what the runs read through: a record of the store's own
+    store = records.provenance_of(rec).object_store  # what the runs read through: a record of the store's own
     if not store:
         return Check("object client", "none (files)", limit, CLOSED)
     client = store.get("client")

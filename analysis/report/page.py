@@ -33,13 +33,16 @@ window.addEventListener('load', () => {
 </script>"""
 
 
-def _provenance(folder: Path) -> dict:
-    """The first completed cell's provenance, with the accelerator of the first cell that ran a framework
-    and the versions of every cell's software (``versions``: a PyTorch cell's torch, beside a TensorFlow
-    cell's tensorflow; a package two cells ran in different versions lists both)."""
+def _provenance(folder: Path):
+    """The first completed cell's provenance (``jobs.records.Provenance``; None where no cell completed),
+    with the accelerator of the first cell that ran a framework and the versions of every cell's software
+    (``versions``: a PyTorch cell's torch, beside a TensorFlow cell's tensorflow; a package two cells ran in
+    different versions lists both)."""
+    import dataclasses
+
     from jobs import records
 
-    found: dict = {}
+    found, accelerator = None, None
     versions: dict[str, list] = {}
     for path in sorted(folder.rglob(records.FILENAME)):
         try:
@@ -48,17 +51,17 @@ def _provenance(folder: Path) -> dict:
             continue
         if rec.status != records.COMPLETED:
             continue
-        found = found or dict(rec.provenance)
-        if rec.provenance.get("accelerator") and not found.get("accelerator"):
-            # only cells that ran a framework describe it
-            found["accelerator"] = rec.provenance["accelerator"]
-        for name, version in (rec.provenance.get("versions") or {}).items():
+        prov = records.provenance_of(rec)
+        found = found or prov
+        accelerator = accelerator or prov.accelerator  # only cells that ran a framework describe it
+        for name, version in prov.versions.items():
             seen = versions.setdefault(name, [])
             if version is not None and version not in seen:  # None: not installed where that cell ran
                 seen.append(version)
-    if versions:
-        found["versions"] = {k: ", ".join(map(str, v)) if v else None for k, v in versions.items()}
-    return found
+    if found is None:
+        return None
+    merged = {k: ", ".join(map(str, v)) if v else None for k, v in versions.items()}
+    return dataclasses.replace(found, accelerator=accelerator, versions=merged)
 
 
 def _figures(declared) -> list[tuple[str, str]]:
@@ -163,20 +166,19 @@ def _facts(folder: Path) -> dict:
     from jobs.observe import accelerator
 
     prov = _provenance(folder)
-    if not prov:  # every cell failed before it recorded its machine
+    if prov is None:  # every cell failed before it recorded its machine
         return {"machine": "not recorded: no cell completed (each failure is in the table of cells)"}
-    mount = prov.get("storage_mount") or {}
+    mount = prov.storage_mount
     return {
-        "host": prov.get("host"),
-        "kernel": prov.get("kernel"),
-        "cpu": f"{prov.get('cpu_model')} × {prov.get('cpu_count')}",
-        "memory": f"{(prov.get('mem_total_bytes') or 0) / 2**30:.1f} GiB",
+        "host": prov.host,
+        "kernel": prov.kernel,
+        "cpu": f"{prov.cpu_model} × {prov.cpu_count}",
+        "memory": f"{prov.mem_total_bytes / 2**30:.1f} GiB",
         "storage root": f"{mount.get('mount_point')} ({mount.get('fs_type')} on {mount.get('source')}, "
         f"{mount.get('options')})",
-        "accelerator": accelerator.summary(prov.get("accelerator"))
-        or "not recorded (no cell ran a framework)",
-        "git commit": f"{prov.get('git_commit')}{' (dirty)' if prov.get('git_dirty') else ''}",
-        **{k: v for k, v in (prov.get("versions") or {}).items()},
+        "accelerator": accelerator.summary(prov.accelerator) or "not recorded (no cell ran a framework)",
+        "git commit": f"{prov.git_commit}{' (dirty)' if prov.git_dirty else ''}",
+        **prov.versions,
     }
 
 

@@ -128,11 +128,11 @@ def _replay(cfg: CampaignConf) -> dict:
     }
 
 
-def _object_client(cfg: CampaignConf, rec: records.CellRecord) -> dict:
+def _object_client(cfg: CampaignConf, prov: records.Provenance) -> dict:
     """The object client the runs read through, as the record says ("" for files). Where the user chose
     one (``storage.client=s3dlio``), it is the cell's reader too, so one store read by two clients is two
     tiers in the tables and figures, as the native reader and the FUSE mount are."""
-    out = {"client": (rec.provenance.get("object_store") or {}).get("client") or ""}
+    out = {"client": (prov.object_store or {}).get("client") or ""}
     if cfg.storage.client and cfg.storage.reader == "native":
         out["reader"] = cfg.storage.client
     return out
@@ -302,17 +302,18 @@ def collect(folder: str | Path) -> Collected:
             continue
         out.storages.setdefault(rec.config["storage"]["name"], rec.config["storage"])
         out.configs[d] = rec.config
-        if (rec.dataset or {}).get("stage"):
-            out.staged[d] = rec.dataset["stage"]
-        base = {**_cell_values(cfg), **_object_client(cfg, rec)}
-        mount = records.read_mount(rec.provenance)
-        emulate, record = _emulated(cfg, rec), str(path.relative_to(folder))  # the cell's, for each run
+        prov, stage = records.provenance_of(rec), records.dataset_of(rec).stage
+        if stage:
+            out.staged[d] = stage
+        base = {**_cell_values(cfg), **_object_client(cfg, prov)}
+        # the cell's, for each run
+        emulate, record = _emulated(cfg, bool(stage)), str(path.relative_to(folder))
         for run in records.runs_of(rec):
-            out.rows.append(_row(base, run, rec, emulate, mount, d, record))
-            if "posix_calls" in run.values:
+            out.rows.append(_row(base, run, rec.cell_id, prov, emulate, d, record))
+            if "posix_calls" in run.recorded:
                 out.posix.append(_posix_entry(base, run, d, "measured"))
-            if "seq_read_mb_s" in run.values:
-                out.baselines += _baseline_rows(base, run.values, d)
+            if "seq_read_mb_s" in run.recorded:
+                out.baselines += _baseline_rows(base, run.recorded, d)
             out.checkpoints += [_checkpoint_row(base, run, ck, d) for ck in run.checkpoints]
         # trace.runs=extra: its calls, not a rate
         if rec.traced_run and "posix_calls" in rec.traced_run:
@@ -363,12 +364,11 @@ def _planned(folder: Path, out: Collected) -> list[dict]:
     return planned
 
 
-def _emulated(cfg: CampaignConf, rec: records.CellRecord) -> dict | None:
+def _emulated(cfg: CampaignConf, staged: bool) -> dict | None:
     """The throttles of the emulated tier the cell's runs read (its ``emulate`` section), None for a real
     device: a staged cell reads its copy on the stage tier and is judged by that tier's, any other by the
     storage tier's."""
-    staged = (rec.dataset or {}).get("stage") and cfg.stage is not None
-    emulate = (cfg.stage if staged else cfg.storage).emulate
+    emulate = (cfg.stage if staged and cfg.stage is not None else cfg.storage).emulate
     return dataclasses.asdict(emulate) if emulate is not None else None
 
 
@@ -390,9 +390,9 @@ def _throttle(tier: dict | None) -> str:
 def _row(
     base: dict,
     run: records.Run,
-    rec: records.CellRecord,
+    cell_id: str,
+    prov: records.Provenance,
     emulate: dict | None,
-    mount: dict,
     d: str,
     record: str,
 ) -> dict:
@@ -406,8 +406,12 @@ def _row(
         "checkpoint_fallback": run.fallback,
     }
     row.update({m: run.get(m) for m in METRICS})
-    for key in ("device_lock_wait_s", "memory_limit_bytes", "memory_peak_bytes"):  # the cell's, on each row
-        row[key] = rec.provenance.get(key)
+    # the cell's, on each row
+    row.update(
+        device_lock_wait_s=prov.device_lock_wait_s,
+        memory_limit_bytes=prov.memory_limit_bytes,
+        memory_peak_bytes=prov.memory_peak_bytes,
+    )
     sizes = sorted(c["bytes"] for c in run.checkpoints if c.get("bytes"))
     row["checkpoint_mb"] = sizes[len(sizes) // 2] / 1e6 if sizes else None  # median size of one checkpoint
     row["overlap_efficiency"] = overlap_efficiency(row)
@@ -415,11 +419,11 @@ def _row(
     row["device_read_ratio"] = dev / con if dev is not None and con else None
     row["bound"], row["bound_reason"] = bounds.label(row, emulate)
     row["train_bound"] = bounds.train_bound(row)
-    row["throttle"] = _throttle(rec.provenance.get("emulated_tier"))
+    row["throttle"] = _throttle(prov.emulated_tier)
     row.update(
-        fs_type=mount.get("fs_type"),
-        host=rec.provenance.get("host"),
-        cell_id=rec.cell_id,
+        fs_type=prov.read_mount.get("fs_type"),
+        host=prov.host,
+        cell_id=cell_id,
         cell_dir=d,
         record=record,
     )
@@ -448,7 +452,11 @@ def _posix_entry(base: dict, run: records.Run, cell_dir: str, traced: str) -> di
         "cell_dir": cell_dir,
         "seconds": run.get("seconds") or run.get("runtime_s"),
         "bytes_consumed": run.get("bytes_consumed"),
-        **{k: v for k, v in run.values.items() if k.startswith("posix_") and not isinstance(v, (dict, list))},
+        **{
+            k: v
+            for k, v in run.recorded.items()
+            if k.startswith("posix_") and not isinstance(v, (dict, list))
+        },
         "posix_size_histogram": run.get("posix_size_histogram") or {},
         "posix_calls_by_kind": run.get("posix_calls_by_kind") or {},
         **{
@@ -625,4 +633,4 @@ def _time_and_wait(rec) -> dict:
         ).total_seconds()
     except (TypeError, ValueError):
         took = None
-    return {"wall_s": took, "device_lock_wait_s": (rec.provenance or {}).get("device_lock_wait_s")}
+    return {"wall_s": took, "device_lock_wait_s": records.provenance_of(rec).device_lock_wait_s}

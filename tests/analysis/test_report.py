@@ -223,7 +223,7 @@ def test_machine_and_software_lists_every_cells_versions(paper, tmp_path):
         record = json.loads(src.read_text())
         record["provenance"]["versions"]["torch"] = None if name == "a" else "2.9.9"
         (tmp_path / name / "record.json").write_text(json.dumps(record))
-    versions = _provenance(tmp_path)["versions"]
+    versions = _provenance(tmp_path).versions
     assert versions["torch"] == "2.9.9" and versions["python"]
 
 

@@ -173,7 +173,7 @@ def test_a_records_runs_read_typed_with_their_defaults_written_once_and_warm_ups
     assert two.checkpoints == () and two["images_per_s"] == 3.0 and two.get("posix_calls") is None
     assert dict(one) == first and "checkpoints" in one and "checkpoints" not in two
     try:
-        one.values["images_per_s"] = 9.0
+        one.recorded["images_per_s"] = 9.0
         raise AssertionError("a run read from its record was changed")
     except TypeError:
         pass
@@ -200,3 +200,51 @@ def test_a_records_runs_read_typed_with_their_defaults_written_once_and_warm_ups
         f"{tmp_path / '0' / records.FILENAME}: run 3 of 3 does not match schema {records.SCHEMA_VERSION} "
         "(a run needs a whole number run, a true or false warmup and a cache_state)"
     ]
+
+
+def test_a_records_provenance_and_dataset_read_typed_with_their_defaults_written_once():
+    """``records.provenance_of`` and ``records.dataset_of``: what the analysis reads typed (the machine, the
+    versions, the store the runs read through, the mount, the dataset's size and form), None, 0 or empty
+    where an old or partial record keeps nothing, and the whole as recorded readable by name, not writable."""
+    prov = {
+        "host": "n1",
+        "cpu_model": "EPYC",
+        "mem_total_bytes": 8 * 2**30,
+        "versions": {"tensorflow": "2.21.0", "torch": None},
+        "object_store": {"service": "s3", "client": "boto3"},
+        "data_mount": {"fs_type": "ext4", "dev": "8:1"},
+        "storage_mount": {"fs_type": "tmpfs"},
+        "device_lock_wait_s": 1.5,
+    }
+    dataset = {"files": 64, "total_bytes": 6_400_000, "format": "tfrecord", "stage": {"storage": "local"}}
+    rec = records.CellRecord("c0", records.COMPLETED, {}, [], [], dataset, prov, "", "")
+    p, ds = records.provenance_of(rec), records.dataset_of(rec)
+    assert (p.host, p.cpu_model, p.mem_total_bytes, p.device_lock_wait_s) == ("n1", "EPYC", 8 * 2**30, 1.5)
+    assert dict(p.versions) == prov["versions"] and p.object_store["client"] == "boto3"
+    # the data's, then the root's
+    assert p.read_mount["fs_type"] == "ext4" and p.storage_mount["fs_type"] == "tmpfs"
+    assert (p.kernel, p.git_commit, p.accelerator, p.emulated_tier, p.memory_limit_bytes) == (None,) * 5
+    assert p["versions"] is prov["versions"] and dict(p) == prov
+    assert (ds.files, ds.total_bytes, ds.format, ds.stage) == (
+        64,
+        6_400_000,
+        "tfrecord",
+        {"storage": "local"},
+    )
+    # a record that keeps none of them (a failed cell's, or one written before they were kept)
+    bare = records.CellRecord("c1", records.FAILED, {}, [], [], {}, {}, "", "")
+    p, ds = records.provenance_of(bare), records.dataset_of(bare)
+    assert (p.host, p.mem_total_bytes, dict(p.versions), p.object_store, dict(p.read_mount)) == (
+        None,
+        0,
+        {},
+        None,
+        {},
+    )
+    assert (ds.files, ds.total_bytes, ds.format, ds.stage) == (0, 0, "files", None)
+    for part, key in ((p, "host"), (ds, "files")):
+        try:
+            part.recorded[key] = "x"
+            raise AssertionError(f"{key} of a record read typed was changed")
+        except TypeError:
+            pass

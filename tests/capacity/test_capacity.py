@@ -356,6 +356,7 @@ def test_a_profile_names_the_gpu_pytorch_trained_on():
     """A PyTorch run's device is cuda:k, TensorFlow's /device:GPU:k: both name the GPU from the record, never
     the host's CPU (an H200's PyTorch campaign was profiled as "CPU (Intel Xeon, 16 cores)" before)."""
     from analysis.profile import device_name
+    from jobs import records
 
     # the provenance an H200's PyTorch cell recorded (2026-11-27), trimmed to what the name is read from
     prov = {
@@ -368,7 +369,14 @@ def test_a_profile_names_the_gpu_pytorch_trained_on():
             "used_index": 0,
         },
     }
+
+    def read(provenance: dict):
+        return records.provenance_of(
+            records.CellRecord("c", records.COMPLETED, {}, [], [], {}, provenance, "", "")
+        )
+
     for device in ("cuda:0", "/device:GPU:0", "/GPU:0"):
-        assert device_name(prov, device) == "NVIDIA H200"
-    assert device_name(prov, "cpu") == "CPU (Intel(R) Xeon(R) Processor, 16 cores)"
-    assert device_name({**prov, "accelerator": {}}, "cuda:0") == "cuda:0"  # no GPU list: the framework's name
+        assert device_name(read(prov), device) == "NVIDIA H200"
+    assert device_name(read(prov), "cpu") == "CPU (Intel(R) Xeon(R) Processor, 16 cores)"
+    # no GPU list: the framework's name
+    assert device_name(read({**prov, "accelerator": {}}), "cuda:0") == "cuda:0"
