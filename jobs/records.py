@@ -269,7 +269,44 @@ def read(path: str | os.PathLike) -> CellRecord:
             f"{path}: {bad} does not match schema {version} (a run needs a whole number run, a true or "
             "false warmup and a cache_state)"
         )
+    wrong = _wrong_field(rec)
+    if wrong is not None:
+        raise RecordError(f"{path}: {wrong}, which schema {version} does not allow")
     return rec
+
+
+# the JSON types each field the typed readers take may hold (``provenance_of``, ``dataset_of``; null is
+# always allowed: not kept); a record edited by hand into another is unreadable, in one line naming the field
+_FIELD_TYPES = {
+    "provenance": {
+        **dict.fromkeys(("host", "kernel", "cpu_model", "git_commit"), str),
+        **dict.fromkeys(("cpu_count", "cpus_usable", "mem_total_bytes"), int),
+        **dict.fromkeys(("memory_limit_bytes", "memory_peak_bytes"), int),
+        "git_dirty": bool,
+        "device_lock_wait_s": (int, float),
+        **dict.fromkeys(("versions", "accelerator", "object_store", "emulated_tier"), dict),
+        **dict.fromkeys(("storage_mount", "data_mount"), dict),
+    },
+    "dataset": {"files": int, "total_bytes": int, "format": str, "stage": dict},
+}
+_JSON_NAMES = {str: "a string", int: "a number", float: "a number", bool: "true or false", dict: "an object"}
+
+
+def _wrong_field(rec: CellRecord) -> str | None:
+    """The first field of the record's provenance or dataset that holds a type its reader does not take,
+    said as "provenance.versions holds a string, not an object"; None where every one is right."""
+    for section, types in _FIELD_TYPES.items():
+        held = getattr(rec, section) or {}
+        for key, allowed in types.items():
+            value = held.get(key)
+            kinds = allowed if isinstance(allowed, tuple) else (allowed,)
+            ok = value is None or (
+                isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
+            )
+            if not ok:
+                said = _JSON_NAMES.get(type(value), f"a {type(value).__name__}")
+                return f"{section}.{key} holds {said}, not {_JSON_NAMES[kinds[0]]}"
+    return None
 
 
 def _run_readable(run) -> bool:

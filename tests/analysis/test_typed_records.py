@@ -248,3 +248,30 @@ def test_a_records_provenance_and_dataset_read_typed_with_their_defaults_written
             raise AssertionError(f"{key} of a record read typed was changed")
         except TypeError:
             pass
+
+
+def test_a_provenance_or_dataset_field_edited_into_another_type_is_one_line_naming_it(tmp_path):
+    """Before: ``provenance.versions: "5"`` ended ``python -m analysis`` in a traceback (``AttributeError``:
+    ``.items()`` of a string, in the report's machine section); now the record is listed as unreadable."""
+    good = _record(_config("threads=2"))
+    for n, (section, key, value, said) in enumerate(
+        (
+            ("provenance", "versions", "5", "provenance.versions holds a string, not an object"),
+            (
+                "provenance",
+                "mem_total_bytes",
+                True,
+                "provenance.mem_total_bytes holds true or false, not a number",
+            ),
+            ("dataset", "files", "many", "dataset.files holds a string, not a number"),
+        )
+    ):
+        rec = dataclasses.replace(good, **{section: {**getattr(good, section), key: value}})
+        (tmp_path / str(n)).mkdir()
+        path = records.write(rec, tmp_path / str(n))
+        try:
+            records.read(path)
+            raise AssertionError(f"{section}.{key}={value!r} was read")
+        except records.RecordError as e:
+            assert str(e) == f"{path}: {said}, which schema {records.SCHEMA_VERSION} does not allow"
+    assert len(tidy.collect(tmp_path).unreadable) == 3
