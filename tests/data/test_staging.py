@@ -196,7 +196,7 @@ def test_a_staged_cell_is_judged_by_the_stage_tiers_throttle():
 
     def tier(config: dict, dataset: dict) -> dict | None:
         rec = records.CellRecord("c", records.COMPLETED, config, [], [], dataset, {}, "", "")
-        return _emulated(recorded(rec), rec)
+        return _emulated(recorded(rec), bool(records.dataset_of(rec).stage))
 
     assert tier(config, {"stage": {"storage": "emulated_ssd"}}) == ssd
     assert tier({**config, "stage": None}, {}) == hdd
