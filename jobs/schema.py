@@ -206,8 +206,8 @@ class ModelConf(Sealed):
     rate_scale: Optional[float] = None  # every rate times this (the machine carries the rates; ratios kept)
     backing_dir: str = "/var/tmp/iocampaign/tiers"  # where the tier's files live (<backing_dir>/<name>)
     # seconds the layer may leave the tool's probe (its counters, asked each second) unanswered before it
-    # is ended and the run fails, naming it (jobs/storage/modeled/liveness.py)
-    answer_s: float = bounded(30.0, 0, above=True)
+    # is ended and the run fails, naming it (jobs/storage/modeled/liveness.py); at least the probe's second
+    answer_s: float = bounded(30.0, 1, why="the layer is asked once a second")
 
 
 class ObjectReader(StrEnum):

@@ -439,3 +439,19 @@ def test_real_commands_exit_2_with_one_line_and_write_nothing(cwd, tmp_path):
         "batch_size=0",
         expected="campaign.capacity: batch_size=0 must be at least 1",
     )
+
+
+def test_the_modelled_layers_answer_limit_is_bounded_and_changes_no_cells_id(refusal):
+    """``storage.model.answer_s``: under the probe's second, a layer busy for a moment would be ended; and
+    the limit says how long a fault is waited for, not what is measured, so a cell keeps its id."""
+    from omegaconf import OmegaConf
+
+    from jobs import plan
+    from support.configs import compose_cell
+
+    _one(
+        refusal("storage=modeled_hdd", "storage.model.answer_s=0.5"),
+        "storage.model.answer_s=0.5 must be at least 1 (the layer is asked once a second)",
+    )
+    configs = (compose_cell(["storage=modeled_hdd", *extra]) for extra in ([], ["storage.model.answer_s=5"]))
+    assert len({plan.cell_id(OmegaConf.to_container(c, resolve=True)) for c in configs}) == 1
