@@ -207,7 +207,7 @@ class ModelConf(Sealed):
     backing_dir: str = "/var/tmp/iocampaign/tiers"  # where the tier's files live (<backing_dir>/<name>)
     # seconds the layer may leave the tool's probe (its counters, asked each second) unanswered before it
     # is ended and the run fails, naming it (jobs/storage/modeled/liveness.py); at least the probe's second
-    answer_s: float = bounded(30.0, 1, why="the layer is asked once a second")
+    answer_s: float = bounded(30.0, 1, 86_400, why="the layer is asked once a second; at most a day")
 
 
 class ObjectReader(StrEnum):

@@ -6,6 +6,7 @@ the tool's own folder ``<stage.root>/iocampaign/staged/``; nothing else is touch
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import os
@@ -121,4 +122,5 @@ def remove(dest: str | Path) -> None:
     shutil.rmtree(dest, ignore_errors=True)
     held = _held.pop(str(dest), None)
     if held is not None:
-        held.close()
+        with contextlib.suppress(OSError):  # a stage tier that died under the runs: nothing left to close
+            held.close()

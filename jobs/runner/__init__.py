@@ -73,6 +73,7 @@ def _locked(w, cell, job_dir: Path, first_run: int) -> tuple[list[dict], dict, d
     """The cell's runs under the locks of its built tiers, then of the devices it measures."""
     from jobs.data import datasets, inuse
     from jobs.storage import locks
+    from jobs.storage.modeled import liveness
 
     cfg = cell.config
     tiers_of = w.tiers(cfg) + ([cfg.stage] if cfg.stage is not None else [])
@@ -83,7 +84,11 @@ def _locked(w, cell, job_dir: Path, first_run: int) -> tuple[list[dict], dict, d
         for st in tiers_of
         if st.emulate is not None or st.model is not None
     }
-    with locks.all_of(built, timeout) as tier_wait, _tiers(cfg, tiers_of) as (tier, all_tiers, modeled):
+    with (
+        locks.all_of(built, timeout) as tier_wait,
+        _tiers(cfg, tiers_of) as (tier, all_tiers, modeled),
+        liveness.named(modeled),  # a layer that died before the runs is named, not its ENOTCONN
+    ):
         if cfg.dataset is None:  # a workload that reads no dataset (needs_dataset=False)
             ds, written = datasets.Dataset("", "none", root, (), (), (), 0), False
         else:  # a synthetic set is generated, a converted one written, on storage.root

@@ -451,7 +451,12 @@ def test_the_modelled_layers_answer_limit_is_bounded_and_changes_no_cells_id(ref
 
     _one(
         refusal("storage=modeled_hdd", "storage.model.answer_s=0.5"),
-        "storage.model.answer_s=0.5 must be at least 1 (the layer is asked once a second)",
+        "storage.model.answer_s=0.5 must be at least 1 (the layer is asked once a second; at most a day)",
+    )
+    # the watch switched off in effect: a layer that stops would hold the run for ever
+    _one(
+        refusal("storage=modeled_hdd", "storage.model.answer_s=1e9"),
+        "storage.model.answer_s=1000000000.0 is more than 86400",
     )
     configs = (compose_cell(["storage=modeled_hdd", *extra]) for extra in ([], ["storage.model.answer_s=5"]))
     assert len({plan.cell_id(OmegaConf.to_container(c, resolve=True)) for c in configs}) == 1

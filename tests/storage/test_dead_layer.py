@@ -164,3 +164,35 @@ def test_a_tier_asked_says_whether_its_layer_lives(tmp_path):
     finally:
         mount.teardown(t)
     assert not os.path.ismount(tmp_path / "m")
+
+
+def test_a_layer_that_dies_or_stops_before_the_runs_is_named_not_its_enotconn(tmp_path):
+    """What the runner does with a cell's modelled tiers between their set-up and the runs (its dataset
+    listed, generated or staged there: ``liveness.named``). Before (red team, 2026-11-30): a layer killed, or
+    stopped and ended by its watch, while the dataset was generated failed the cell as ``OSError: [Errno 107]
+    Transport endpoint is not connected``, naming no tier."""
+    from jobs.storage.modeled import liveness
+    from jobs.storage.modeled.disk import HddGeometry
+
+    for sig, why in (
+        (signal.SIGKILL, "died"),
+        (signal.SIGSTOP, "did not answer for 1 s and was ended"),
+    ):
+        where = tmp_path / why.split()[0]
+        t = mount.setup("modeled_hdd", str(where / "b"), str(where / "m"), HddGeometry())
+        watch = liveness.Watch(t, answer_s=1).start()
+        try:
+            os.kill(t.pid, sig)
+            with pytest.raises(liveness.TierDied) as e, liveness.named([t]):
+                # asks the layer (a listing is not cached): refused at once by a killed one, and waiting on a
+                # stopped one until its watch ends it
+                os.listdir(where / "m")
+            assert str(e.value) == (
+                f"storage=modeled_hdd: the tier's FUSE layer (pid {t.pid}) {why} while the cell used it; "
+                "its numbers are dropped"
+            )
+            assert isinstance(e.value.__cause__, OSError)
+        finally:
+            watch.stop()
+            mount.teardown(t)
+        assert not os.path.ismount(where / "m") and not os.path.exists(f"/proc/{t.pid}")

@@ -98,6 +98,22 @@ def dead_one(tiers: list[ModeledTier], when: str) -> TierDied | None:
 
 
 @contextlib.contextmanager
+def named(tiers: list[ModeledTier]):
+    """A failure while a cell has the modelled ``tiers`` mounted, outside its runs (its dataset listed,
+    generated or staged there), named as the tier's (TierDied) where one of them no longer serves, not as
+    the ``OSError`` a read on a dead mount raises; a run's own TierDied passes as it is."""
+    try:
+        yield
+    except TierDied:
+        raise
+    except Exception as e:
+        err = dead_one(tiers, "while the cell used it")
+        if err is None:
+            raise
+        raise err from e
+
+
+@contextlib.contextmanager
 def watched(tiers: list[dict] | None, run: int):
     """Run ``run`` (a warm-up when <= 0) on the modelled tiers ``tiers`` (as provenance keeps them):
     TierDied when one is dead before the run starts, after it ends, or when the run raised while one
