@@ -239,6 +239,8 @@ def read(path: str | os.PathLike) -> CellRecord:
         raise RecordError(f"{e} (not read as a record)") from None
     except (OSError, ValueError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise RecordError(f"{path}: not a readable record ({e})") from e
+    except RecursionError:  # JSON nested deeper than Python parses
+        raise RecordError(f"{path}: not a readable record (nested too deep to parse)") from None
     if not isinstance(raw, dict):
         raise RecordError(f"{path}: not a readable record (a JSON {type(raw).__name__}, not an object)")
     version = raw.get("schema_version")
@@ -256,6 +258,8 @@ def read(path: str | os.PathLike) -> CellRecord:
         and isinstance(rec.provenance, dict)
         and isinstance(rec.overrides, list)
         and isinstance(rec.declared, dict | None)
+        and isinstance(rec.dataset, dict | None)
+        and _error_readable(rec.error)
         and rec.status in (COMPLETED, FAILED)
     ):
         raise RecordError(f"{path}: record fields do not match schema {version} (wrong types)")
@@ -269,6 +273,9 @@ def read(path: str | os.PathLike) -> CellRecord:
             f"{path}: {bad} does not match schema {version} (a run needs a whole number run, a true or "
             "false warmup and a cache_state)"
         )
+    wrong = _wrong_run(rec)
+    if wrong is not None:
+        raise RecordError(f"{path}: {wrong}, which schema {version} does not allow")
     wrong = _wrong_field(rec)
     if wrong is not None:
         raise RecordError(f"{path}: {wrong}, which schema {version} does not allow")
@@ -283,13 +290,32 @@ _FIELD_TYPES = {
         **dict.fromkeys(("cpu_count", "cpus_usable", "mem_total_bytes"), int),
         **dict.fromkeys(("memory_limit_bytes", "memory_peak_bytes"), int),
         "git_dirty": bool,
-        "device_lock_wait_s": (int, float),
+        "device_lock_wait_s": (float, int),
         **dict.fromkeys(("versions", "accelerator", "object_store", "emulated_tier"), dict),
         **dict.fromkeys(("storage_mount", "data_mount"), dict),
     },
     "dataset": {"files": int, "total_bytes": int, "format": str, "stage": dict},
 }
-_JSON_NAMES = {str: "a string", int: "a number", float: "a number", bool: "true or false", dict: "an object"}
+_JSON_NAMES = {
+    str: "a string",
+    int: "a whole number",
+    float: "a number",
+    bool: "true or false",
+    dict: "an object",
+    list: "a list",
+}
+# counts and sizes: whole numbers, none below 0
+_COUNTS = frozenset(
+    (
+        "cpu_count",
+        "cpus_usable",
+        "mem_total_bytes",
+        "memory_limit_bytes",
+        "memory_peak_bytes",
+        "files",
+        "total_bytes",
+    )
+)
 
 
 def _wrong_field(rec: CellRecord) -> str | None:
@@ -300,13 +326,59 @@ def _wrong_field(rec: CellRecord) -> str | None:
         for key, allowed in types.items():
             value = held.get(key)
             kinds = allowed if isinstance(allowed, tuple) else (allowed,)
-            ok = value is None or (
-                isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
-            )
-            if not ok:
-                said = _JSON_NAMES.get(type(value), f"a {type(value).__name__}")
-                return f"{section}.{key} holds {said}, not {_JSON_NAMES[kinds[0]]}"
+            if value is None:
+                continue
+            if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+                return f"{section}.{key} holds {_json_name(value)}, not {_JSON_NAMES[kinds[0]]}"
+            if key in _COUNTS and value >= 2**63:
+                return f"{section}.{key} holds a number beyond 64 bits"
+            if key in _COUNTS and value < 0:
+                return f"{section}.{key} holds {value}, not a count"
     return None
+
+
+def _error_readable(error) -> bool:
+    """A failed cell's error as the tool writes it: its type and message (None: no error)."""
+    return error is None or (
+        isinstance(error, dict)
+        and isinstance(error.get("type"), str)
+        and isinstance(error.get("message"), str)
+    )
+
+
+_RUN_FIELD_TYPES = {**dict.fromkeys(_RUN_TEXTS, str), "checkpoints": list}  # null: not kept
+
+
+def _wrong_run(rec: CellRecord) -> str | None:
+    """What in the record's runs its readers cannot take, said in a phrase; None where nothing is: a run
+    number twice, a measured run numbered below 1, a label or the checkpoints of another type, a metric
+    (the tool's, or one its workload declared) that is not a number."""
+    from jobs.metrics import METRICS
+
+    declared = (rec.declared or {}).get("metrics") or []
+    metrics = set(METRICS) | {m.get("name") for m in declared if isinstance(m, dict)}
+    numbers = [run["run"] for run in rec.runs]
+    if len(set(numbers)) < len(numbers):
+        return f"runs numbered {sorted(n for n in set(numbers) if numbers.count(n) > 1)} twice"
+    for run in rec.runs:
+        if not run["warmup"] and run["run"] < 1:
+            return f"a measured run numbered {run['run']}"
+        for key, kind in _RUN_FIELD_TYPES.items():
+            if run.get(key) is not None and not isinstance(run[key], kind):
+                return f"run {run['run']}'s {key} holds {_json_name(run[key])}, not {_JSON_NAMES[kind]}"
+        if not all(isinstance(ck, dict) for ck in run.get("checkpoints") or ()):
+            return f"run {run['run']}'s checkpoints hold something other than objects"
+        for key in metrics.intersection(run):
+            value = run[key]
+            if value is not None and not isinstance(value, int | float):  # a bool too: posix_complete
+                return f"run {run['run']}'s {key} holds {_json_name(value)}, not a number"
+            if isinstance(value, int) and abs(value) >= 2**63:
+                return f"run {run['run']}'s {key} holds a number beyond 64 bits"
+    return None
+
+
+def _json_name(value) -> str:
+    return _JSON_NAMES.get(type(value), f"a {type(value).__name__}")
 
 
 def _run_readable(run) -> bool:

@@ -7,6 +7,7 @@ line naming the setting."""
 import dataclasses
 from enum import StrEnum
 
+import pytest
 from omegaconf import OmegaConf
 
 from analysis.tables import tidy
@@ -261,9 +262,9 @@ def test_a_provenance_or_dataset_field_edited_into_another_type_is_one_line_nami
                 "provenance",
                 "mem_total_bytes",
                 True,
-                "provenance.mem_total_bytes holds true or false, not a number",
+                "provenance.mem_total_bytes holds true or false, not a whole number",
             ),
-            ("dataset", "files", "many", "dataset.files holds a string, not a number"),
+            ("dataset", "files", "many", "dataset.files holds a string, not a whole number"),
         )
     ):
         rec = dataclasses.replace(good, **{section: {**getattr(good, section), key: value}})
@@ -275,3 +276,62 @@ def test_a_provenance_or_dataset_field_edited_into_another_type_is_one_line_nami
         except records.RecordError as e:
             assert str(e) == f"{path}: {said}, which schema {records.SCHEMA_VERSION} does not allow"
     assert len(tidy.collect(tmp_path).unreadable) == 3
+
+
+def _completed_with_runs() -> dict:
+    run = {"run": 1, "warmup": False, "cache_state": "cold", "images_per_s": 2.0, "checkpoints": []}
+    rec = dataclasses.asdict(_record(_config("threads=2")))
+    return {**rec, "runs": [{**run, "run": 0, "warmup": True}, run, {**run, "run": 2}]}
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        (lambda r: r.update(dataset=[1]), "record fields do not match schema 2 (wrong types)"),
+        (lambda r: r.update(error="boom"), "record fields do not match schema 2 (wrong types)"),
+        (lambda r: r.update(error={"type": 5}), "record fields do not match schema 2 (wrong types)"),
+        (lambda r: r["runs"][1].update(checkpoints="x"), "run 1's checkpoints holds a string, not a list"),
+        (
+            lambda r: r["runs"][1].update(checkpoints=[1]),
+            "run 1's checkpoints hold something other than objects",
+        ),
+        (
+            lambda r: r["runs"][2].update(trace_file=5),
+            "run 2's trace_file holds a whole number, not a string",
+        ),
+        (
+            lambda r: r["runs"][1].update(images_per_s="fast"),
+            "run 1's images_per_s holds a string, not a number",
+        ),
+        (
+            lambda r: r["runs"][1].update(images_per_s=10**400),
+            "run 1's images_per_s holds a number beyond 64 bits",
+        ),
+        (lambda r: r["runs"][2].update(run=1), "runs numbered [1] twice"),
+        (lambda r: r["runs"][2].update(run=-7), "a measured run numbered -7"),
+        (
+            lambda r: r["provenance"].update(mem_total_bytes=10**400),
+            "provenance.mem_total_bytes holds a number beyond 64 bits",
+        ),
+        (lambda r: r["dataset"].update(files=-3), "dataset.files holds -3, not a count"),
+        (lambda r: r["dataset"].update(files=64.7), "dataset.files holds a number, not a whole number"),
+        # the file's own text: a list nested 100,000 deep
+        (lambda r: "[" * 100_000 + "]" * 100_000, "not a readable record (nested too deep to parse)"),
+    ],
+)
+def test_a_record_edited_into_what_its_readers_cannot_take_is_one_line_not_a_traceback(tmp_path, edit, said):
+    """Red team, 2026-11-30: each of these ended ``python -m analysis`` (or its MLPerf verdict, or
+    ``campaign.status``) in a traceback (``TypeError``, ``KeyError``, ``AttributeError``, ``OverflowError``,
+    ``RecursionError``), or put a run numbered -7, or two runs numbered 1, in results.csv."""
+    import json
+
+    raw = _completed_with_runs()
+    (tmp_path / "0").mkdir()
+    path = tmp_path / "0" / records.FILENAME
+    path.write_text(json.dumps(raw))
+    assert len(tidy.collect(tmp_path).rows) == 2  # unedited: read, its two measured runs
+    text = edit(raw)
+    path.write_text(text if isinstance(text, str) else json.dumps(raw))
+    c = tidy.collect(tmp_path)
+    assert c.rows == [] and len(c.unreadable) == 1 and said in c.unreadable[0], c.unreadable
+    assert c.unreadable[0].startswith(f"{path}: ")
