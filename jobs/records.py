@@ -351,12 +351,11 @@ _RUN_FIELD_TYPES = {**dict.fromkeys(_RUN_TEXTS, str), "checkpoints": list}  # nu
 
 def _wrong_run(rec: CellRecord) -> str | None:
     """What in the record's runs its readers cannot take, said in a phrase; None where nothing is: a run
-    number twice, a measured run numbered below 1, a label or the checkpoints of another type, a metric
-    (the tool's, or one its workload declared) that is not a number."""
+    number twice, a measured run numbered below 1, a label or the checkpoints of another type, a metric of
+    the tool's (the tables take their medians) that is not a number. A metric a workload declared is a
+    column as it is: its declaration is checked by the analysis (``analysis.declarations``)."""
     from jobs.metrics import METRICS
 
-    declared = (rec.declared or {}).get("metrics") or []
-    metrics = set(METRICS) | {m.get("name") for m in declared if isinstance(m, dict)}
     numbers = [run["run"] for run in rec.runs]
     if len(set(numbers)) < len(numbers):
         return f"runs numbered {sorted(n for n in set(numbers) if numbers.count(n) > 1)} twice"
@@ -368,7 +367,7 @@ def _wrong_run(rec: CellRecord) -> str | None:
                 return f"run {run['run']}'s {key} holds {_json_name(run[key])}, not {_JSON_NAMES[kind]}"
         if not all(isinstance(ck, dict) for ck in run.get("checkpoints") or ()):
             return f"run {run['run']}'s checkpoints hold something other than objects"
-        for key in metrics.intersection(run):
+        for key in METRICS.keys() & run.keys():
             value = run[key]
             if value is not None and not isinstance(value, int | float):  # a bool too: posix_complete
                 return f"run {run['run']}'s {key} holds {_json_name(value)}, not a number"
