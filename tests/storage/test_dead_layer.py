@@ -166,6 +166,22 @@ def test_a_tier_asked_says_whether_its_layer_lives(tmp_path):
     assert not os.path.ismount(tmp_path / "m")
 
 
+def _wait_until_stopped(pid: int, timeout_s: float = 30.0) -> None:
+    """Until every thread of ``pid`` is stopped: a stop signal reaches a process's threads one by one, and
+    on a busy machine a thread still running answers a request first (CI, 2026-11-30: a listing answered
+    at once, the layer in state R)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        states = set()
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{task}/stat", "rb") as f:
+                states.add(f.read().rsplit(b")", 1)[1].split()[0])
+        if states <= {b"T", b"t"}:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"pid {pid} did not stop within {timeout_s:g} s")
+
+
 def test_a_layer_that_dies_or_stops_before_the_runs_is_named_not_its_enotconn(tmp_path):
     """What the runner does with a cell's modelled tiers between their set-up and the runs (its dataset
     listed, generated or staged there: ``liveness.named``). Before (red team, 2026-11-30): a layer killed, or
@@ -183,6 +199,8 @@ def test_a_layer_that_dies_or_stops_before_the_runs_is_named_not_its_enotconn(tm
         watch = liveness.Watch(t, answer_s=1).start()
         try:
             os.kill(t.pid, sig)
+            if sig == signal.SIGSTOP:
+                _wait_until_stopped(t.pid)
             with pytest.raises(liveness.TierDied) as e, liveness.named([t]):
                 # asks the layer (a listing is not cached): refused at once by a killed one, and waiting on a
                 # stopped one until its watch ends it
