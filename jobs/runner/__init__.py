@@ -240,7 +240,7 @@ def _tiers(cfg, tiers_of: list):
                     st.name,
                     st.root,
                     modeled[st.name].backing,
-                    st.description,
+                    mount.geometry_of(st.model).summary(),
                 )
             if st.emulate is not None and st.name not in built:
                 built[st.name] = _emulated(st)

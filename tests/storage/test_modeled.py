@@ -228,8 +228,12 @@ def test_a_layer_that_stops_answering_is_still_unmounted_and_ended(tmp_path):
 
 @pytest.mark.cells
 def test_a_cell_on_the_modelled_hdd_is_cold_counted_and_bound_by_its_queue(cwd, tmp_path):
-    runs, recs = cells_on("modeled_hdd", cwd, tmp_path, 96)
+    runs, recs = cells_on("modeled_hdd", cwd, tmp_path, 96, "storage.model.track_to_track_ms=0.6")
     assert all(r["provenance"]["modeled_tiers"][0]["geometry"]["average_seek_ms"] == 8.2 for r in recs)
+    # the log names the drive as this campaign set it, not as its preset's description (before: "0.5 ms")
+    said = "".join(f.read_text() for f in (tmp_path / "c").rglob("*.log"))
+    named = "(4000 GB 7200 rpm HDD: 8.2 ms average seek, 0.6 ms track-to-track, "
+    assert said.count(named) == 2, said[-2000:]
     for run in runs.values():  # busy: a share of wall time, which the suite's other work stretches
         assert run["device_busy"] > 0 and run["device_read_mb_s"] > 0
     # more reads in flight: one reader has one at a time (the kernel's read-ahead now and then a second); four

@@ -111,6 +111,14 @@ def test_impossible_file_systems_are_named(field, value, says):
     assert says in dataclasses.replace(G, **{field: value}).check()
 
 
+def test_the_logs_summary_is_the_figures_as_set_not_the_presets_description():
+    g = dataclasses.replace(LustreGeometry(), rate_scale=0.05, stripe_count=4)
+    assert g.summary() == (
+        "Lustre: 248 OSTs at 141.13 MB/s each (rates x0.05), 12.4 ms per OST request, 4 x 1 MiB stripes, "
+        "1 MiB RPCs, 0.1 ms RPC round trip"
+    )
+
+
 @pytest.mark.cells
 def test_fio_readers_on_files_of_their_own_scale_with_the_osts_they_reach(tmp_path):
     """The layer mounted for real carries the model: no read is faster than the model's time, and 4 readers

@@ -8,9 +8,9 @@ import os
 from support.commands import campaign
 
 
-def cells_on(tier: str, cwd, tmp_path, images: int) -> tuple[dict, list[dict]]:
-    """Cells at 1 and 4 threads on ``tier`` mounted in ``tmp_path`` (cold, one run each): the last run of
-    each by its thread count, and the records. The tier is unmounted afterwards."""
+def cells_on(tier: str, cwd, tmp_path, images: int, *settings: str) -> tuple[dict, list[dict]]:
+    """Cells at 1 and 4 threads on ``tier`` mounted in ``tmp_path`` (cold, one run each; ``settings``: more
+    overrides): the last run of each by its thread count, and the records. The tier is unmounted after."""
     out = tmp_path / "c"
     # a user's files beside the mount point and beside the tier's backing folder
     planted = {
@@ -33,6 +33,7 @@ def cells_on(tier: str, cwd, tmp_path, images: int) -> tuple[dict, list[dict]]:
         "repeats=1",
         "warmup=0",
         f"hydra.sweep.dir={out}",
+        *settings,
         cwd=cwd,
     )
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]

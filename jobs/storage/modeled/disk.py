@@ -80,6 +80,14 @@ class HddGeometry:
     def transfer_s(self, size: int) -> float:
         return size / (self.media_mb_s * 1e6)
 
+    def summary(self) -> str:
+        """The figures a reader of the log checks first, as this cell's ``storage.model`` set them."""
+        return (
+            f"{self.capacity_gb:g} GB {self.rpm:g} rpm HDD: {self.average_seek_ms:g} ms average seek, "
+            f"{self.track_to_track_ms:g} ms track-to-track, {self.media_mb_s:g} MB/s media rate, "
+            f"queue depth {self.queue_depth}"
+        )
+
     def check(self) -> str | None:
         """Why these figures cannot describe a drive (None when they can)."""
         for name in ("capacity_gb", "rpm", "average_seek_ms", "media_mb_s"):

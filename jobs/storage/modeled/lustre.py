@@ -58,6 +58,15 @@ class LustreGeometry:
     client_mb_s: float = 6000.0  # the client node's network link, MB/s
     rate_scale: float = 1.0  # every rate times this
 
+    def summary(self) -> str:
+        """The figures a reader of the log checks first, as this cell's ``storage.model`` set them."""
+        return (
+            f"Lustre: {self.osts} OSTs at {self.ost_mb_s * self.rate_scale:g} MB/s each "
+            f"(rates x{self.rate_scale:g}), {self.ost_latency_ms:g} ms per OST request, "
+            f"{self.stripe_count} x {self.stripe_size_mib:g} MiB stripes, {self.rpc_mib:g} MiB RPCs, "
+            f"{self.rpc_rtt_ms:g} ms RPC round trip"
+        )
+
     def check(self) -> str | None:
         """Why these figures cannot describe a Lustre file system (None when they can)."""
         if not 1 <= self.osts <= 100_000:
