@@ -74,6 +74,22 @@ def _handler(signum: int, frame) -> None:
     _raise(signum)
 
 
+_ENDING = (signal.SIGINT, signal.SIGTERM)
+
+
+def pending() -> bool:
+    """Whether a SIGINT or SIGTERM waits for the main thread, which the kernel holds inside a system call
+    only SIGKILL interrupts (a read on a FUSE mount whose layer stopped answering): the kernel's own
+    pending sets (``/proc``, ``ShdPnd`` of the process and ``SigPnd`` of the main thread). A handler that
+    already ran leaves none."""
+    main = threading.main_thread().native_id
+    mask = 0
+    for path, field in ((f"/proc/self/task/{main}/status", "SigPnd"), ("/proc/self/status", "ShdPnd")):
+        with contextlib.suppress(OSError, ValueError), open(path) as f:
+            mask |= next(int(line.split()[1], 16) for line in f if line.startswith(field + ":"))
+    return any(mask & (1 << (sig - 1)) for sig in _ENDING)
+
+
 def install(repeat: bool = True) -> None:
     """Route SIGINT and SIGTERM through this module (main thread only). ``repeat=False``: only the first
     signal is raised, later ones are noted (a child whose parent passes on a signal it also had)."""

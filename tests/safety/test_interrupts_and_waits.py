@@ -235,3 +235,31 @@ def test_waiting_for_a_device_lock_has_a_time_limit(tmp_path, monkeypatch, caplo
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_signal_the_main_thread_has_not_taken_yet_is_seen_as_pending():
+    """``interrupts.pending``: a SIGINT that waits for the main thread (held here by a blocked mask, in a
+    campaign by a read on a FUSE mount that only SIGKILL interrupts) is seen from the kernel's pending
+    sets, and no longer once the handler has run; a signal that does not end a campaign is not counted."""
+    import threading
+
+    from jobs import interrupts
+
+    taken = []
+    old = signal.signal(signal.SIGINT, lambda signum, frame: taken.append(signum))
+    main = threading.main_thread().ident
+    try:
+        assert not interrupts.pending()
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGUSR2})
+        try:
+            signal.pthread_kill(main, signal.SIGUSR2)
+            assert not interrupts.pending()
+            signal.pthread_kill(main, signal.SIGINT)
+            assert interrupts.pending() and not taken
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        assert taken == [signal.SIGINT] and not interrupts.pending()
+    finally:
+        signal.signal(signal.SIGINT, old)
+        signal.sigwait({signal.SIGUSR2})  # the blocked SIGUSR2 taken, never delivered
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR2})

@@ -214,3 +214,66 @@ def test_a_layer_that_dies_or_stops_before_the_runs_is_named_not_its_enotconn(tm
             watch.stop()
             mount.teardown(t)
         assert not os.path.ismount(where / "m") and not os.path.exists(f"/proc/{t.pid}")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_while_the_layer_is_stopped_ends_the_campaign_without_waiting_for_its_limit(
+    tmp_path, sig
+):
+    """Ctrl-C (SIGINT to the campaign's process group) or SIGTERM (to the campaign alone, as ``kill`` and
+    ``scancel`` send it) while the cell's layer is stopped mid-run. The answer limit is 10 minutes here.
+    Before: the campaign ended only when the watch ended the layer at that limit (29.6 s after Ctrl-C at
+    the default 30 s), as a read on the mount and the tear-down wait for the layer in the kernel, where
+    no signal but SIGKILL reaches them. Now the watch ends a layer that has not answered for a second as
+    soon as the campaign is being stopped."""
+    mnt, backing, out = tmp_path / "mnt", tmp_path / "backing", tmp_path / "c"
+    p = start_module(
+        "campaign",
+        "workload=microbench",
+        "storage=modeled_hdd",
+        f"storage.root={mnt}",
+        f"storage.model.backing_dir={backing}",
+        "storage.model.answer_s=600",
+        "threads=2",
+        "dataset.num_images=128",
+        "dataset.num_classes=2",
+        "batch_size=16",
+        "repeats=2",
+        "warmup=0",
+        f"hydra.run.dir={out}",
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    stopped, lines = [], []
+    bound = threading.Timer(300, p.kill)
+    bound.start()
+    try:
+        for line in p.stdout:
+            lines.append(line)
+            if "run 1/2:" in line:
+                stopped.append(_signal_mid_run(mnt, backing / "modeled_hdd", signal.SIGSTOP))
+                _wait_until_stopped(stopped[0])
+                time.sleep(1.5)  # the watch's question has waited a second
+                t0 = time.monotonic()
+                if sig == signal.SIGINT:
+                    os.killpg(p.pid, sig)  # as a terminal sends Ctrl-C
+                else:
+                    p.send_signal(sig)
+        rc = p.wait(timeout=300)
+        took = time.monotonic() - t0
+    finally:
+        bound.cancel()
+        p.kill()
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    text = "".join(lines)
+    assert stopped and rc == 128 + sig, text[-3000:]
+    assert took < 120, f"the campaign ended {took:.0f} s after the signal: it waited for the limit"
+    assert f"campaign: interrupted by {signal.Signals(sig).name}; " in text, text[-3000:]
+    assert f"the tier's FUSE layer (pid {stopped[0]}) did not answer for " in text, text[-3000:]
+    assert not os.path.exists(f"/proc/{stopped[0]}") and not os.path.ismount(mnt)
+    assert not (out / "record.json").exists() and "run 2/2:" not in text

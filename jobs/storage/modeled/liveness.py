@@ -18,7 +18,9 @@ import logging
 import os
 import signal
 import threading
+import time
 
+from jobs import interrupts
 from jobs.storage.modeled.mount import ModeledTier, ModelError, counters, layer_runs, mark_unanswered
 
 log = logging.getLogger(__name__)
@@ -29,12 +31,18 @@ ASK_EVERY_S = 1.0
 class Watch:
     """A thread that asks ``tier``'s layer for its counters every ``ASK_EVERY_S`` and ends the layer when
     a question waits ``answer_s`` (``start``, then ``stop`` before the tier's tear-down). The question is
-    asked on a thread of its own, as it waits in the kernel; one at a time."""
+    asked on a thread of its own, as it waits in the kernel; one at a time.
+
+    A campaign that is being stopped does not wait ``answer_s``: a question unanswered for ``ASK_EVERY_S``
+    ends the layer at once when a SIGINT or SIGTERM waits for the main thread (which a read on the mount
+    holds in the kernel), and at ``stop`` (the cell's tear-down, which would wait for the layer too)."""
 
     def __init__(self, tier: ModeledTier, answer_s: float):
         self.tier, self.answer_s = tier, answer_s
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._watch, name=f"watch {tier.name}", daemon=True)
+        self._question: tuple[threading.Event, float] | None = None  # the last one, and when it was asked
+        self._ended = False
 
     def start(self) -> Watch:
         self._thread.start()
@@ -43,34 +51,44 @@ class Watch:
     def stop(self) -> None:
         self._stopped.set()
         self._thread.join(ASK_EVERY_S + 1)
+        if self._question is None:
+            return
+        answered, asked = self._question
+        if not self._ended and not answered.wait(max(0.0, asked + ASK_EVERY_S - time.monotonic())):
+            self._end(time.monotonic() - asked)
 
     def _watch(self) -> None:
         while not self._stopped.wait(ASK_EVERY_S):
             answered = threading.Event()
+            self._question = answered, time.monotonic()
             threading.Thread(target=self._ask, args=(answered,), daemon=True).start()
-            if self._waits(answered):
-                self._end()
+            waited = self._waits(answered)
+            if waited:
+                self._end(waited)
                 return
 
     def _ask(self, answered: threading.Event) -> None:
         counters(self.tier.device)  # None where the layer died: an answer all the same
         answered.set()
 
-    def _waits(self, answered: threading.Event) -> bool:
-        """Whether the question is still unanswered after ``answer_s`` (False once stopped)."""
+    def _waits(self, answered: threading.Event) -> float:
+        """How long the question has waited when the layer is to be ended: ``answer_s``, or from
+        ``ASK_EVERY_S`` on while the campaign is being stopped; 0 once answered or stopped."""
         waited = 0.0
         while waited < self.answer_s:
             step = min(ASK_EVERY_S, self.answer_s - waited)
             if answered.wait(step) or self._stopped.is_set():
-                return False
+                return 0.0
             waited += step
-        return True
+            if interrupts.received() or interrupts.pending():
+                return waited
+        return waited
 
-    def _end(self) -> None:
-        t = self.tier
+    def _end(self, waited: float) -> None:
+        t, self._ended = self.tier, True
         if not layer_runs(t.pid, t.backing):
             return  # died meanwhile: the runs name that
-        why = f"the tier's FUSE layer (pid {t.pid}) did not answer for {self.answer_s:g} s and was ended"
+        why = f"the tier's FUSE layer (pid {t.pid}) did not answer for {round(waited, 1):g} s and was ended"
         try:
             mark_unanswered(t, why)  # before the kill: a run that sees the layer gone reads why
         except OSError as e:  # a full disk under the backing folder: the runs then say it died
