@@ -216,6 +216,30 @@ def test_a_layer_that_dies_or_stops_before_the_runs_is_named_not_its_enotconn(tm
         assert not os.path.ismount(where / "m") and not os.path.exists(f"/proc/{t.pid}")
 
 
+def test_a_layer_that_stops_after_the_last_question_is_ended_at_the_tear_down_and_named(tmp_path, caplog):
+    """A layer that stops answering after the last run (its numbers were checked). Before: the watch's
+    ``stop`` returned at once, the tear-down waited 10 s for ``umount`` and 10 s more for the layer before
+    killing it (22 s after the stop, measured), and no line said so. Now ``stop`` asks a last question,
+    waits for it as the watch would, and ends the layer naming why."""
+    from jobs.storage.modeled import liveness
+    from jobs.storage.modeled.disk import HddGeometry
+
+    t = mount.setup("modeled_hdd", str(tmp_path / "b"), str(tmp_path / "m"), HddGeometry())
+    watch = liveness.Watch(t, answer_s=2).start()
+    try:
+        time.sleep(1.5)  # a question asked and answered
+        os.kill(t.pid, signal.SIGSTOP)
+        _wait_until_stopped(t.pid)
+        with caplog.at_level("ERROR", logger="jobs.storage.modeled.liveness"):
+            watch.stop()
+        why = f"the tier's FUSE layer (pid {t.pid}) did not answer for 2 s and was ended"
+        assert f"storage=modeled_hdd: {why}" in caplog.text
+        assert t.dead() == why
+    finally:
+        mount.teardown(t)
+    assert not os.path.ismount(tmp_path / "m") and not os.path.exists(f"/proc/{t.pid}")
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_ctrl_c_or_sigterm_while_the_layer_is_stopped_ends_the_campaign_without_waiting_for_its_limit(
     tmp_path, sig

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import signal
 import threading
@@ -33,9 +34,10 @@ class Watch:
     a question waits ``answer_s`` (``start``, then ``stop`` before the tier's tear-down). The question is
     asked on a thread of its own, as it waits in the kernel; one at a time.
 
-    A campaign that is being stopped does not wait ``answer_s``: a question unanswered for ``ASK_EVERY_S``
-    ends the layer at once when a SIGINT or SIGTERM waits for the main thread (which a read on the mount
-    holds in the kernel), and at ``stop`` (the cell's tear-down, which would wait for the layer too)."""
+    A campaign that is being stopped (a SIGINT or SIGTERM handled, or waiting for a main thread that a
+    read on the mount holds in the kernel) does not wait ``answer_s``: a question unanswered for
+    ``ASK_EVERY_S`` ends the layer then, during the runs and at ``stop`` (the tear-down, which would wait
+    for the layer too)."""
 
     def __init__(self, tier: ModeledTier, answer_s: float):
         self.tier, self.answer_s = tier, answer_s
@@ -49,46 +51,54 @@ class Watch:
         return self
 
     def stop(self) -> None:
+        """Stop asking, before the tier's tear-down, with a last question (the one still unanswered, or a
+        new one): one left unanswered is waited for as the watch would wait for it, and the layer is then
+        ended, since the tear-down would wait for it too."""
         self._stopped.set()
         self._thread.join(ASK_EVERY_S + 1)
-        if self._question is None:
+        if self._ended:
             return
-        answered, asked = self._question
-        if not self._ended and not answered.wait(max(0.0, asked + ASK_EVERY_S - time.monotonic())):
-            self._end(time.monotonic() - asked)
+        if self._question is None or self._question[0].is_set():
+            self._ask_again()
+        waited = self._silence(*self._question, stoppable=False)
+        if waited:
+            self._end(waited)
 
     def _watch(self) -> None:
         while not self._stopped.wait(ASK_EVERY_S):
-            answered = threading.Event()
-            self._question = answered, time.monotonic()
-            threading.Thread(target=self._ask, args=(answered,), daemon=True).start()
-            waited = self._waits(answered)
+            self._ask_again()
+            waited = self._silence(*self._question, stoppable=True)
             if waited:
                 self._end(waited)
                 return
+
+    def _ask_again(self) -> None:
+        self._question = threading.Event(), time.monotonic()
+        threading.Thread(target=self._ask, args=(self._question[0],), daemon=True).start()
 
     def _ask(self, answered: threading.Event) -> None:
         counters(self.tier.device)  # None where the layer died: an answer all the same
         answered.set()
 
-    def _waits(self, answered: threading.Event) -> float:
-        """How long the question has waited when the layer is to be ended: ``answer_s``, or from
-        ``ASK_EVERY_S`` on while the campaign is being stopped; 0 once answered or stopped."""
-        waited = 0.0
-        while waited < self.answer_s:
-            step = min(ASK_EVERY_S, self.answer_s - waited)
-            if answered.wait(step) or self._stopped.is_set():
-                return 0.0
-            waited += step
-            if interrupts.received() or interrupts.pending():
-                return waited
-        return waited
+    def _silence(self, answered: threading.Event, asked: float, stoppable: bool) -> float:
+        """The whole seconds the question asked at ``asked`` has gone unanswered once the layer is to be
+        ended: ``answer_s``, or ``ASK_EVERY_S`` while the campaign is being stopped. 0 once it is answered
+        (or, where ``stoppable``, once the watch is stopped)."""
+        while not answered.is_set():
+            waited = time.monotonic() - asked
+            stopping = interrupts.received() is not None or interrupts.pending()
+            limit = ASK_EVERY_S if stopping else self.answer_s
+            if waited >= limit:
+                return max(limit, math.floor(waited))
+            if answered.wait(min(ASK_EVERY_S, limit - waited)) or (stoppable and self._stopped.is_set()):
+                break
+        return 0.0
 
     def _end(self, waited: float) -> None:
         t, self._ended = self.tier, True
         if not layer_runs(t.pid, t.backing):
             return  # died meanwhile: the runs name that
-        why = f"the tier's FUSE layer (pid {t.pid}) did not answer for {round(waited, 1):g} s and was ended"
+        why = f"the tier's FUSE layer (pid {t.pid}) did not answer for {waited:g} s and was ended"
         try:
             mark_unanswered(t, why)  # before the kill: a run that sees the layer gone reads why
         except OSError as e:  # a full disk under the backing folder: the runs then say it died
