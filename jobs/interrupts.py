@@ -74,7 +74,7 @@ def _handler(signum: int, frame) -> None:
     _raise(signum)
 
 
-_ENDING = (signal.SIGINT, signal.SIGTERM)
+ENDING = {signal.SIGINT, signal.SIGTERM}  # the signals that end a campaign
 
 
 def pending() -> bool:
@@ -87,7 +87,7 @@ def pending() -> bool:
     for path, field in ((f"/proc/self/task/{main}/status", "SigPnd"), ("/proc/self/status", "ShdPnd")):
         with contextlib.suppress(OSError, ValueError), open(path) as f:
             mask |= next(int(line.split()[1], 16) for line in f if line.startswith(field + ":"))
-    return any(mask & (1 << (sig - 1)) for sig in _ENDING)
+    return any(mask & (1 << (sig - 1)) for sig in ENDING)
 
 
 def install(repeat: bool = True) -> None:
