@@ -196,7 +196,7 @@ def test_a_killed_owner_leaves_no_mount_and_the_next_setup_works(tmp_path):
     assert not os.path.ismount(tmp_path / "m")
 
 
-def test_a_layer_that_stops_answering_is_still_unmounted_and_ended(tmp_path):
+def test_a_layer_that_stops_answering_is_still_unmounted_and_ended(tmp_path, caplog):
     """Before: the tier's clean-up looked inside its mount point (``realpath``) and waited for a plain
     ``umount``; on a layer that no longer answers (stopped here: SIGSTOP) both wait for ever, and no
     signal but SIGKILL ends the process that waits. Now the clean-up reads the mount table by the mount
@@ -209,6 +209,7 @@ def test_a_layer_that_stops_answering_is_still_unmounted_and_ended(tmp_path):
     (tmp_path / "m" / "f").write_bytes(b"x" * 4096)
     os.kill(t.pid, signal.SIGSTOP)
     ended = threading.Event()
+    caplog.set_level("WARNING", logger="jobs.storage.modeled.mount")
     worker = threading.Thread(target=lambda: (mount.teardown(t), ended.set()), daemon=True)
     t0 = time.monotonic()
     try:
@@ -220,6 +221,8 @@ def test_a_layer_that_stops_answering_is_still_unmounted_and_ended(tmp_path):
             os.kill(t.pid, signal.SIGCONT)
         worker.join(30)
     assert ended.is_set() and took < 60, f"teardown still waited after {took:.0f} s"
+    # said, not silent (a red team, 2026-11-30: 10 s of silence in a cell's log)
+    assert f"FUSE layer (pid {t.pid}) had not ended 10 s after its unmount and was killed" in caplog.text
     assert mount.cleanup("modeled_hdd", str(tmp_path / "m")) == []  # nothing mounted there any more
     assert not os.path.ismount(tmp_path / "m") and not os.path.exists(f"/proc/{t.pid}")
     assert (tmp_path / "b" / "modeled_hdd" / "f").read_bytes() == b"x" * 4096  # the bytes stay in the backing

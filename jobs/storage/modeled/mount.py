@@ -10,6 +10,7 @@ run left behind.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -22,6 +23,8 @@ from jobs import owned
 from jobs.storage import mounts, systools
 from jobs.storage.modeled.disk import HddGeometry
 from jobs.storage.modeled.lustre import LustreGeometry
+
+log = logging.getLogger(__name__)
 
 SUBTYPE = "iocampaign"
 SOURCE = "iocampaign-model:"
@@ -254,6 +257,11 @@ def teardown(tier: ModeledTier) -> None:
         time.sleep(0.05)
     try:
         os.kill(tier.pid, 9)
+        log.warning(
+            "storage=%s: the tier's FUSE layer (pid %d) had not ended 10 s after its unmount and was killed",
+            tier.name,
+            tier.pid,
+        )
         os.waitpid(tier.pid, 0)
     except (ProcessLookupError, ChildProcessError):
         pass
