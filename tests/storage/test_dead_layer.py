@@ -55,6 +55,29 @@ def _signal_mid_run(mnt: Path, backing: Path, sig: int = signal.SIGKILL, reads: 
     return pid
 
 
+def _campaign(tmp_path: Path, *settings: str, **popen) -> subprocess.Popen:
+    """A micro-benchmark campaign on the modelled HDD mounted at ``tmp_path/mnt`` (128 images, two runs a
+    cell), started with ``settings``; its output is read line by line from ``stdout``."""
+    return start_module(
+        "campaign",
+        "workload=microbench",
+        "storage=modeled_hdd",
+        f"storage.root={tmp_path / 'mnt'}",
+        f"storage.model.backing_dir={tmp_path / 'backing'}",
+        "dataset.num_images=128",
+        "dataset.num_classes=2",
+        "batch_size=16",
+        "repeats=2",
+        "warmup=0",
+        *settings,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **popen,
+    )
+
+
 def _kill_between_runs(campaign: subprocess.Popen, backing: Path) -> int:
     """SIGKILL the layer while the campaign is stopped right after a run ended."""
     campaign.send_signal(signal.SIGSTOP)
@@ -77,26 +100,7 @@ def test_a_run_whose_layer_was_killed_or_stopped_fails_naming_the_tier_and_keeps
     mnt, backing, out = tmp_path / "mnt", tmp_path / "backing", tmp_path / "c"
     beside = tmp_path / "beside.bin"
     beside.write_bytes(os.urandom(4096))  # a user's file beside the mount point
-    p = start_module(
-        "campaign",
-        "-m",
-        "workload=microbench",
-        "storage=modeled_hdd",
-        f"storage.root={mnt}",
-        f"storage.model.backing_dir={backing}",
-        "threads=1,2,4",
-        "storage.model.answer_s=5",
-        "dataset.num_images=128",
-        "dataset.num_classes=2",
-        "batch_size=16",
-        "repeats=2",
-        "warmup=0",
-        f"hydra.sweep.dir={out}",
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    p = _campaign(tmp_path, "-m", "threads=1,2,4", "storage.model.answer_s=5", f"hydra.sweep.dir={out}")
     killed, lines = [], []
     bound = threading.Timer(300, p.kill)  # a campaign that waits for ever prints nothing: the read below too
     bound.start()
@@ -270,25 +274,8 @@ def test_ctrl_c_or_sigterm_while_the_layer_is_stopped_ends_the_campaign_without_
     SIGTERM to the main thread, and the watch ends a layer that has not answered for a second as soon as
     the campaign is being stopped."""
     mnt, backing, out = tmp_path / "mnt", tmp_path / "backing", tmp_path / "c"
-    p = start_module(
-        "campaign",
-        "workload=microbench",
-        "storage=modeled_hdd",
-        f"storage.root={mnt}",
-        f"storage.model.backing_dir={backing}",
-        "storage.model.answer_s=600",
-        "threads=2",
-        "dataset.num_images=128",
-        "dataset.num_classes=2",
-        "batch_size=16",
-        "repeats=2",
-        "warmup=0",
-        f"hydra.run.dir={out}",
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
+    p = _campaign(
+        tmp_path, "threads=2", "storage.model.answer_s=600", f"hydra.run.dir={out}", start_new_session=True
     )
     stopped, lines = [], []
     bound = threading.Timer(300, p.kill)
