@@ -57,9 +57,11 @@ def _signal_mid_run(mnt: Path, backing: Path, sig: int = signal.SIGKILL, reads: 
 
 def _campaign(tmp_path: Path, *settings: str, **popen) -> subprocess.Popen:
     """A micro-benchmark campaign on the modelled HDD mounted at ``tmp_path/mnt`` (128 images, two runs a
-    cell), started with ``settings``; its output is read line by line from ``stdout``."""
+    cell), started with ``settings`` first (``-m`` among them); its output is read line by line from
+    ``stdout``."""
     return start_module(
         "campaign",
+        *settings,
         "workload=microbench",
         "storage=modeled_hdd",
         f"storage.root={tmp_path / 'mnt'}",
@@ -69,7 +71,6 @@ def _campaign(tmp_path: Path, *settings: str, **popen) -> subprocess.Popen:
         "batch_size=16",
         "repeats=2",
         "warmup=0",
-        *settings,
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
