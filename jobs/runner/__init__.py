@@ -231,16 +231,15 @@ def _tiers(cfg, tiers_of: list):
     try:
         for st in tiers_of:
             if st.model is not None and st.name not in modeled:
-                modeled[st.name] = mount.setup(
-                    st.name, st.model.backing_dir, st.root, mount.geometry_of(st.model)
-                )
+                geometry = mount.geometry_of(st.model)
+                modeled[st.name] = mount.setup(st.name, st.model.backing_dir, st.root, geometry)
                 watches.append(liveness.Watch(modeled[st.name], st.model.answer_s).start())
                 log.info(
                     "modelled tier %s: %s served by a FUSE layer over %s (%s)",
                     st.name,
                     st.root,
                     modeled[st.name].backing,
-                    mount.geometry_of(st.model).summary(),
+                    geometry.summary(),
                 )
             if st.emulate is not None and st.name not in built:
                 built[st.name] = _emulated(st)

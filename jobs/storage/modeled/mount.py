@@ -179,6 +179,7 @@ def foreign(name: str, backing: str, mount: str, key: str = "storage") -> str | 
 # the layer answers an unmount at once; one that has not in this long is stopped or hung (an unmount waits
 # for it without end), and its mount is detached lazily instead
 UNMOUNT_S = 10.0
+END_S = 10.0  # how long the tear-down waits for the layer to end after its unmount, before SIGKILL
 
 
 def cleanup(name: str, mount: str) -> list[str]:
@@ -246,7 +247,7 @@ def setup(
 def teardown(tier: ModeledTier) -> None:
     """Unmount the tier and wait for its process to end (idempotent)."""
     cleanup(tier.name, tier.mount)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + END_S
     while time.monotonic() < deadline:
         try:
             pid, _ = os.waitpid(tier.pid, os.WNOHANG)
@@ -258,9 +259,10 @@ def teardown(tier: ModeledTier) -> None:
     try:
         os.kill(tier.pid, 9)
         log.warning(
-            "storage=%s: the tier's FUSE layer (pid %d) had not ended 10 s after its unmount and was killed",
+            "storage=%s: the tier's FUSE layer (pid %d) had not ended %g s after its unmount and was killed",
             tier.name,
             tier.pid,
+            END_S,
         )
         os.waitpid(tier.pid, 0)
     except (ProcessLookupError, ChildProcessError):
