@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import signal
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # TensorFlow's C++ INFO lines bury the campaign's own
@@ -50,7 +51,22 @@ def _interrupted(name: str) -> str:
             "resume with "
             f"the same command and hydra.sweep.dir={folder} (finished cells are skipped)"
         )
+    if _completed(folder):
+        return (
+            f"campaign: interrupted by {name} after its cell completed; its record is kept in {folder}; "
+            f"python -m analysis {folder} writes its tables and figures"
+        )
     return f"campaign: interrupted by {name}; the run in {folder} wrote no record; run the command again"
+
+
+def _completed(folder) -> bool:
+    """Whether a single run's folder holds its cell's completed record (a signal during the analysis)."""
+    from jobs import records
+
+    try:
+        return records.read(folder / records.FILENAME).status == records.COMPLETED
+    except (OSError, records.RecordError):
+        return False
 
 
 def run() -> int:
@@ -110,8 +126,13 @@ def exit_with(status: int) -> None:
     interpreter's shutdown would tear their objects down under it), normally otherwise."""
     from jobs import interrupts
 
-    if interrupts.abandoned():
-        interrupts.run_hard_exit()  # atexit will not run: the embedded servers and their folders go now
+    interrupts.hold()  # from here a signal is only noted: the clean-up below finishes
+    interrupts.run_hard_exit()  # the embedded servers stopped and their folders removed, here in every case
+    late = interrupts.late()
+    if late is not None:
+        name = signal.Signals(late).name
+        print(f"campaign: {name} came as the campaign ended; its clean-up was finished", file=sys.stderr)
+    if interrupts.abandoned():  # the interpreter's shutdown would tear TensorFlow's objects down under it
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(status)

@@ -40,6 +40,7 @@ _received: list[int] = []  # every signal routed here, in order
 _abandoned: list[threading.Thread] = []  # helpers left inside a call when a signal ended the wait
 _repeat = [True]  # whether a second signal interrupts again (False: it is only noted, clean-up goes on)
 _hard_exit: list[Callable[[], None]] = []  # what must run even where the process ends without its shutdown
+_held_from: list[int] = []  # how many signals had come when ``hold()`` was called (none: not held)
 
 
 class Interrupted(BaseException):
@@ -66,7 +67,7 @@ def received() -> int | None:
 
 def _handler(signum: int, frame) -> None:
     _received.append(signum)
-    if len(_received) > 1 and not _repeat[0]:
+    if _held_from or (len(_received) > 1 and not _repeat[0]):
         return
     if _depth[0] > 0:
         _pending.append(signum)
@@ -96,6 +97,20 @@ def install(repeat: bool = True) -> None:
     _repeat[0] = repeat
     signal.signal(signal.SIGINT, _handler)
     signal.signal(signal.SIGTERM, _handler)
+
+
+def hold() -> None:
+    """From now until the process ends, SIGINT and SIGTERM are only noted, never raised: the campaign is
+    over, and what is left is clean-up that must finish (its embedded servers stopped, their folders
+    removed), each step bounded by its own timeout. A signal raised there cut a folder's removal short,
+    its marker gone first, so that no later campaign could tell the folder was the tool's."""
+    if not _held_from:
+        _held_from.append(len(_received))
+
+
+def late() -> int | None:
+    """The first signal that came after ``hold()``, if one did."""
+    return _received[_held_from[0]] if _held_from and len(_received) > _held_from[0] else None
 
 
 def check() -> None:

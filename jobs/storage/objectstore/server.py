@@ -19,6 +19,7 @@ process that started it (its parent-death signal), and ``stop`` ends it and remo
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import logging
 import os
@@ -288,20 +289,33 @@ def clear_stale(parent: Path) -> None:
         at, _, pid = at.rpartition("-")
         if at != host or not pid.isdigit() or not rest.isdigit() or alive(int(pid)):
             continue
-        log.info("removing %s: a killed campaign's embedded S3 server (pid %s is gone)", folder, pid)
-        remove(folder)
+        if remove(folder):
+            log.info("removed %s: a killed campaign's embedded S3 server (pid %s is gone)", folder, pid)
 
 
-def remove(folder: Path) -> None:
+def remove(folder: Path) -> bool:
     """Remove an embedded server's folder: only one the tool made (the user's own, its marker inside,
-    not a link); a marker another user wrote proves nothing."""
+    not a link); a marker another user wrote proves nothing. The marker goes last, so that a removal cut
+    short (a kill) leaves a folder the next campaign still knows for the tool's and removes. Returns
+    whether the folder is gone."""
     try:
         st = os.lstat(folder)
     except FileNotFoundError:
-        return
+        return True
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or not (folder / MARKER).is_file():
-        return
-    shutil.rmtree(folder, ignore_errors=True)
+        return False
+    for entry in os.scandir(folder):
+        if entry.name == MARKER:
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
+    with contextlib.suppress(OSError):
+        os.unlink(folder / MARKER)
+        os.rmdir(folder)
+    return not os.path.lexists(folder)
 
 
 def _confined(
