@@ -304,16 +304,24 @@ def remove(folder: Path) -> bool:
         return True
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or not (folder / MARKER).is_file():
         return False
-    for entry in os.scandir(folder):
-        if entry.name == MARKER:
-            continue
-        if entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path, ignore_errors=True)
-        else:
-            with contextlib.suppress(OSError):
-                os.unlink(entry.path)
+    try:  # through the folder's descriptor: a link put in its place later is never followed
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        for entry in os.scandir(fd):
+            if entry.name == MARKER:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.name, ignore_errors=True, dir_fd=fd)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.name, dir_fd=fd)
+        with contextlib.suppress(OSError):
+            os.unlink(MARKER, dir_fd=fd)
+    finally:
+        os.close(fd)
     with contextlib.suppress(OSError):
-        os.unlink(folder / MARKER)
         os.rmdir(folder)
     return not os.path.lexists(folder)
 
