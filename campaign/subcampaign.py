@@ -86,6 +86,10 @@ def _one(argv: list[str]) -> dict:
         except Exception as e:  # noqa: BLE001 - reported as the command's failure, as its traceback would be
             status = 1
             print(f"{type(e).__name__}: {e}", file=err)
+        finally:
+            from jobs import interrupts
+
+            interrupts.release()  # its end held signals (campaign.__main__.exit_with): the next is not held
     return {"argv": argv, "status": status, "out": out.getvalue(), "err": err.getvalue()}
 
 

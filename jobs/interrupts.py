@@ -108,6 +108,12 @@ def hold() -> None:
         _held_from.append(len(_received))
 
 
+def release() -> None:
+    """Undo ``hold()``: for a process that runs another command after one ended in it (the dry runs of
+    ``campaign.subcampaign``, each ``python -m campaign`` in turn)."""
+    _held_from.clear()
+
+
 def late() -> int | None:
     """The first signal that came after ``hold()``, if one did."""
     return _received[_held_from[0]] if _held_from and len(_received) > _held_from[0] else None

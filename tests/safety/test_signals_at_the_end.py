@@ -195,3 +195,24 @@ def test_a_signal_between_the_unmount_and_the_detach_waits_for_the_tear_down(tmp
     left = tiers.leftovers("signal_tier", image, st.root)
     tiers.cleanup("signal_tier", image, st.root)  # what the code before left, undone for the next test
     assert left == []
+
+
+def test_a_signal_is_held_from_a_commands_end_and_raised_again_in_the_next_one_run_in_the_same_process():
+    """``hold()`` at a command's end notes a signal instead of raising it; ``release()`` (the next command
+    of ``campaign.subcampaign``'s dry runs, in the same process) makes a signal raise again."""
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    interrupts.install()
+    try:
+        interrupts.hold()
+        os.kill(os.getpid(), signal.SIGTERM)  # handled here, noted only
+        assert interrupts.late() == signal.SIGTERM
+        interrupts.release()
+        with pytest.raises(interrupts.Interrupted):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)  # the handler runs at the next bytecode
+        assert interrupts.late() is None
+    finally:
+        interrupts.release()
+        signal.signal(signal.SIGINT, before[0])
+        signal.signal(signal.SIGTERM, before[1])
+        interrupts._received.clear()
