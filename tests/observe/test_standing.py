@@ -135,9 +135,12 @@ def test_a_campaign_that_waited_for_another_on_the_same_disk_says_how_long(disk_
     """Two campaigns on one disk at once: the second waits for the first's device lock, and its last line
     gives the wait its record keeps."""
     lock_dir = tmp_path / "locks"
+    # the first holds the disk 8 s: the second, a command started after the first took the lock, reaches
+    # it within that on a busy machine too (with 3 s, beside a CPU hog and a second suite, it came 2.5 s
+    # late and waited 0.5 s)
     first = start_module(
         "campaign",
-        *_toy(disk_root, lock_dir, tmp_path / "first", 3),
+        *_toy(disk_root, lock_dir, tmp_path / "first", 8),
         cwd=tmp_path,
         env=python_env(**TOY_ENV),
         stdout=subprocess.PIPE,
