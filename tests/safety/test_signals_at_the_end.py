@@ -18,6 +18,7 @@ import pytest
 from jobs import interrupts, records
 from jobs.storage.objectstore import server
 from support.commands import python_env, start_module
+from support.files import intact, plant
 from support.skips import needs_root
 
 
@@ -94,6 +95,7 @@ def test_a_signal_while_the_embedded_server_stops_at_the_end_is_noted_and_its_fo
     root, cwd = tmp_path / "root", tmp_path / "cwd"
     root.mkdir()
     cwd.mkdir()
+    planted = plant(root, root / "iocampaign")  # a user's files beside the server's folder
     for delay in (0.0, 0.03, 0.08):
         proc = _microbench(cwd, root, "storage=s3")
         try:
@@ -110,6 +112,7 @@ def test_a_signal_while_the_embedded_server_stops_at_the_end_is_noted_and_its_fo
         else:  # it came before the campaign's own end: its record is kept all the same
             assert proc.returncode == 130 and len(lines) == 1 and "after its cell completed" in lines[0], err
         assert list((root / "iocampaign" / server.SUBDIR).iterdir()) == [], delay
+        intact(planted)
         for report in cwd.glob("outputs/*/*/report.html"):
             report.unlink()  # the next try waits for its own
 
@@ -132,6 +135,7 @@ def test_a_removal_cut_short_at_any_step_leaves_no_data_without_its_marker(tmp_p
     the next campaign removes what is left."""
     parent = tmp_path / server.SUBDIR
     folder = parent / f"{os.uname().nodename}-999999999-0"
+    planted = plant(parent)  # a user's files beside the server's folder
     real = os.unlink, os.rmdir
     for k in range(1, 12):
         (folder / "data" / "vol").mkdir(parents=True)
@@ -155,6 +159,7 @@ def test_a_removal_cut_short_at_any_step_leaves_no_data_without_its_marker(tmp_p
         assert not folder.exists() or left == [], k
         if folder.exists():
             folder.rmdir()
+    intact(planted)
 
 
 @pytest.mark.cells
