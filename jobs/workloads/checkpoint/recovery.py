@@ -4,6 +4,7 @@ Only folders named like the tool's runs (``TAG_PREFIX``) under the tool's checkp
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from jobs.workloads.checkpoint.store import (  # noqa: F401 - RUN_FACTS and write_run_facts: used from here
@@ -63,6 +64,9 @@ def _real(folder: Path | None) -> bool:
     return folder is not None and folder.is_dir() and not folder.is_symlink()
 
 
+LOCK_FILE = ".lock"  # in a run's folder: held (flock) by the live run
+
+
 class RunLock:
     """Held by a live run on its own checkpoint folder; recovery leaves locked folders alone."""
 
@@ -71,9 +75,9 @@ class RunLock:
         wrote)."""
         import fcntl
 
-        folder.mkdir(parents=True, exist_ok=not new)
+        _make(folder, new)
         self.folder = folder
-        self.f = open(folder / ".lock", "a+")  # noqa: SIM115 - held open for the run's life, closed in release()
+        self.f = open(folder / LOCK_FILE, "a+")  # noqa: SIM115 - held open for the run's life, closed in release()
         fcntl.flock(self.f, fcntl.LOCK_EX)
 
     def release(self) -> None:
@@ -83,19 +87,37 @@ class RunLock:
         self.f.close()
 
 
+def _make(folder: Path, new: bool) -> None:
+    """``folder`` made with its parents. A parent made here can be removed again before ``folder`` is made in
+    it: another rank's clean-up removes a run's folder while it is empty (``shards.folders.remove_killed``),
+    and the ranks of a run make and clean the same folders at once. It is then made again."""
+    for _ in range(_MAKE_TRIES):
+        try:
+            folder.mkdir(parents=True, exist_ok=not new)
+            return
+        except FileNotFoundError:  # the parent went between its mkdir and this folder's
+            continue
+    folder.mkdir(parents=True, exist_ok=not new)
+
+
+_MAKE_TRIES = 100
+
+
 def alive(folder: Path) -> bool:
-    """A live process holds ``folder``'s run lock (``RunLock``)."""
+    """A live process holds ``folder``'s run lock (``RunLock``). The lock file is opened, never made: a
+    folder its owner is removing (its lock file gone) is left as the owner leaves it."""
     import fcntl
 
-    lock = folder / ".lock"
-    if not lock.exists():
+    try:
+        fd = os.open(folder / LOCK_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:  # no lock file (or a link in its place): no run holds the folder
         return False
-    with open(lock, "a+") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(f, fcntl.LOCK_UN)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing it drops the lock taken here
     return False
 
 

@@ -84,9 +84,23 @@ def _ranks(run_dir: Path) -> list[Path]:
 
 def remove(mine: Path, run_dir: Path) -> int:
     """This rank's shard folder, gone; the run's folder too once no rank's is left. Only the tool's own
-    folders (named by this run) are touched. Returns the bytes left (0)."""
+    folders (named by this run) are touched. Returns the bytes left (0).
+
+    Called while the rank still holds the folder's lock, it removes the run's facts first and the lock file
+    last: another rank cleaning up meanwhile (``remove_killed``, as it claims its next folder) finds a live
+    run, or no facts, and leaves the folder alone, instead of removing it under this rank."""
+    from jobs.workloads.checkpoint.recovery import LOCK_FILE, RUN_FACTS
+
     if mine.is_dir() and not mine.is_symlink():
-        shutil.rmtree(mine)
+        with os.scandir(mine) as entries:
+            names = sorted((e.name for e in entries), key=lambda n: (n == LOCK_FILE, n != RUN_FACTS))
+        for name in names:
+            path = mine / name
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        mine.rmdir()
     try:
         run_dir.rmdir()
     except OSError:  # another rank's folder is still there (it removes the run's folder after its own)
@@ -105,7 +119,7 @@ def release(mine: Path, lock, keep: bool, files: list[tuple[str, int]], succeede
     left = sum(b for n, b in files if (mine / n).exists()) if keep else 0
     if keep and left:
         write_run_facts(mine, keep=True, finished=True)
-    lock.release()
     if not keep or not left:  # a burst buffer's fast folder is empty once drained
-        remove(mine, mine.parent)
+        remove(mine, mine.parent)  # the lock still held: nothing else removes it meanwhile
+    lock.release()
     return left
