@@ -481,6 +481,25 @@ def test_a_port_taken_on_the_host_does_not_matter_to_the_server(tmp_path, monkey
             s.stop()
 
 
+def test_a_servers_ports_are_chosen_below_the_kernels_ephemeral_range(tmp_path, monkeypatch):
+    """A port chosen from the ephemeral range could be taken by an outgoing connection before the server
+    binds it (SeaweedFS's parts connect to each other as they start): a node's S3 gateway on a busy machine
+    ended with "bind: address already in use". Ports are chosen below the range, distinct and free; where the
+    range leaves no room below it, the kernel picks them."""
+    first = int(server.EPHEMERAL_RANGE.read_text().split()[0])
+    for _ in range(20):
+        ports = server._free_ports(len(server.PORTS))
+        assert len(set(ports)) == len(ports) and all(server.PORTS_FROM <= p < first for p in ports), ports
+    with contextlib.ExitStack() as held:  # free when chosen: each binds now
+        for p in ports:
+            held.enter_context(socket.socket()).bind(("127.0.0.1", p))
+    wide = tmp_path / "ip_local_port_range"
+    wide.write_text("1024\t65535\n")
+    monkeypatch.setattr(server, "EPHEMERAL_RANGE", wide)
+    ports = server._free_ports(5)
+    assert len(set(ports)) == 5 and all(1024 <= p <= 65535 for p in ports)
+
+
 def test_the_servers_death_is_the_relays_and_the_relays_the_servers(tmp_path):
     """The relay ends as SeaweedFS ended (killed by its signal), so ``dead`` says how the server ended;
     SeaweedFS dies with the relay (``test_a_stopped_or_killed_server_leaves_nothing`` kills the relay).
@@ -488,6 +507,7 @@ def test_the_servers_death_is_the_relays_and_the_relays_the_servers(tmp_path):
     s = server.start(tmp_path / "iocampaign" / "s3server")
     try:
         (weed,) = server._children(s.pid)
+        assert all(p < int(server.EPHEMERAL_RANGE.read_text().split()[0]) for p in s.ports.values()), s.ports
         assert Path(f"/proc/{weed}/exe").resolve().name == "weed" and server.tree_counters(s.pid)[1] > 0
         os.kill(weed, signal.SIGKILL)
         s.process.wait(10)

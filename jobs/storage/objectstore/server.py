@@ -60,18 +60,55 @@ def program() -> str | None:
     return shutil.which(PROGRAM)
 
 
+PORTS_FROM = 10_000  # the lowest port a server is given (below it: ports services are configured on)
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
 def _free_ports(n: int, ip: str = "127.0.0.1") -> list[int]:
-    """``n`` distinct ports free now on ``ip`` (held open together, so no two are the same)."""
+    """``n`` distinct ports free now on ``ip`` (held open together, so no two are the same), chosen at
+    random below the kernel's ephemeral range: a port from that range can be taken between this choice and
+    the server's bind by any outgoing connection on that address, SeaweedFS's own among them (its parts
+    connect to each other as they start), and the server then ends with "address already in use" (a
+    server on a Slurm node did). Where that range leaves no room below it, the kernel picks them."""
+    import random
+
+    room = _ephemeral_start() - PORTS_FROM
+    pool = random.sample(range(PORTS_FROM, PORTS_FROM + room), min(room, 64 * n)) if room >= 4 * n else []
     socks = []
     try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind((ip, 0))
-            socks.append(s)
+        for port in pool:
+            if len(socks) == n:
+                break
+            socks.append(_bound(ip, port))
+            if socks[-1] is None:
+                socks.pop()
+        while len(socks) < n:
+            socks.append(_bound(ip, 0))
         return [s.getsockname()[1] for s in socks]
     finally:
         for s in socks:
             s.close()
+
+
+def _ephemeral_start() -> int:
+    """The first port of the kernel's ephemeral range (``ip_local_port_range``; Linux's default 32768)."""
+    try:
+        return int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _bound(ip: str, port: int) -> socket.socket | None:
+    """A socket bound to ``ip``:``port`` (0: one the kernel picks); None where that port is taken."""
+    s = socket.socket()
+    try:
+        s.bind((ip, port))
+    except OSError:
+        s.close()
+        if port == 0:
+            raise
+        return None
+    return s
 
 
 @dataclass
