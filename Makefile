@@ -38,13 +38,15 @@ demo: bytecode
 # PYTHONDONTWRITEBYTECODE is set (as in CI's image): every Python a test or a cell starts (commands,
 # tasks, workers, Slurm jobs) then reads them instead of compiling them again, 0.1-0.2 s of CPU each.
 # Only files changed since are compiled again.
+# The tests write theirs too (PYTHONDONTWRITEBYTECODE emptied for them): pytest keeps a test module with its
+# asserts rewritten only where bytecode may be written, and each of the suite's workers collects every module.
 bytecode: $(STAMP)
 	$(PY) -m compileall -q campaign jobs analysis benchmarks hydra_plugins >/dev/null
 
 test: bytecode
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m pytest $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

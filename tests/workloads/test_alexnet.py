@@ -1,4 +1,5 @@
-"""The AlexNet mini-app with real TensorFlow on tiny models and real files."""
+"""The AlexNet mini-app with real TensorFlow on tiny models and real files. The mini-app (Keras, with its
+backends) is imported in the tests that use it: every worker of the suite collects this module."""
 
 import os
 
@@ -8,7 +9,6 @@ from omegaconf import OmegaConf
 
 from jobs import records
 from jobs.data import datasets
-from jobs.frameworks.tensorflow import training as alexnet
 from jobs.observe import trace
 from support.files import make_jpegs
 
@@ -19,6 +19,8 @@ def _dataset(folder, n=64):
 
 
 def _settings(**kw):
+    from jobs.frameworks.tensorflow import training as alexnet
+
     base = dict(
         threads=1, batch_size=16, prefetch=0, image_side=64, width=0.25, steps=None, seed=0, device="cpu"
     )
@@ -34,6 +36,8 @@ def images(tmp_path_factory):
 
 @pytest.mark.cells
 def test_full_scale_model_is_the_papers_alexnet():
+    from jobs.frameworks.tensorflow import training as alexnet
+
     m = alexnet.build_model(102, 224, 1.0, 0)
     kinds = [type(layer).__name__ for layer in m.layers]
     assert kinds.count("Conv2D") == 5 and kinds.count("MaxPooling2D") == 3 and kinds.count("Dense") == 3
@@ -50,6 +54,7 @@ def test_the_fused_adam_updates_and_checkpoints_as_keras_adam_does(tmp_path):
     import numpy as np
     import tensorflow as tf
 
+    from jobs.frameworks.tensorflow import training as alexnet
     from jobs.frameworks.tensorflow.adam import Adam
 
     rng = np.random.default_rng(0)
@@ -91,6 +96,8 @@ def test_the_fused_adam_updates_and_checkpoints_as_keras_adam_does(tmp_path):
 
 
 def test_breakdown_adds_up_to_the_runtime(images, tmp_path):
+    from jobs.frameworks.tensorflow import training as alexnet
+
     steps_csv = tmp_path / "steps.csv"
     r = alexnet.run_once(_dataset(images), _settings(), steps_csv=steps_csv)
     assert r.steps == 4 and r.images == 64 and r.images_dropped == 0  # one epoch: 64 // 16
@@ -111,6 +118,8 @@ def test_breakdown_adds_up_to_the_runtime(images, tmp_path):
 
 @pytest.mark.cells
 def test_prefetch_lowers_the_data_wait_when_input_is_slower(images):
+    from jobs.frameworks.tensorflow import training as alexnet
+
     ds = _dataset(images)
     # 8 files x 6 ms per batch on one thread (~50 ms, sleeping, no CPU) against a ~20 ms step:
     # input is the bottleneck, and prefetch can hide the step behind it
@@ -127,6 +136,8 @@ def test_prefetch_lowers_the_data_wait_when_input_is_slower(images):
 
 @pytest.mark.cells
 def test_the_trace_has_samples_and_marks(images, tmp_path):
+    from jobs.frameworks.tensorflow import training as alexnet
+
     tr = trace.Tracer(trace.device_of(str(images)), interval=0.1).start()
     try:
         r = alexnet.run_once(_dataset(images), _settings(read_delay_ms=3.0))
@@ -149,6 +160,8 @@ def test_the_trace_has_samples_and_marks(images, tmp_path):
 
 @pytest.mark.cells
 def test_dropped_files_are_counted_in_training(tmp_path):
+    from jobs.frameworks.tensorflow import training as alexnet
+
     make_jpegs(tmp_path, 32, classes=2)
     (tmp_path / "c0" / "bad.jpg").write_bytes(b"nope")
     r = alexnet.run_once(_dataset(tmp_path), _settings(batch_size=8, steps=10))
@@ -160,6 +173,8 @@ def test_dropped_files_are_counted_in_training(tmp_path):
 @pytest.mark.cells
 def test_gpu_asked_without_one_fails_clearly():
     import tensorflow as tf
+
+    from jobs.frameworks.tensorflow import training as alexnet
 
     if tf.config.list_logical_devices("GPU"):
         pytest.skip("this machine has a GPU")
@@ -221,6 +236,8 @@ def test_training_runs_are_judged_over_their_loop_with_au_and_the_overlap(paper)
 def test_prefetch_to_the_training_device(images):
     """prefetch_to=device: the paper's prefetch_to_device, here into the CPU's memory (the training device
     without a GPU): the whole epoch trains through it, nothing dropped."""
+    from jobs.frameworks.tensorflow import training as alexnet
+
     r = alexnet.run_once(_dataset(images), _settings(prefetch=2, prefetch_to="device"))
     assert r.steps == 4 and r.images == 64 and r.images_dropped == 0 and r.device == "/CPU:0"
 
@@ -256,6 +273,7 @@ def test_training_reads_tfrecord_and_hdf5(images, tmp_path, fmt):
     import math
 
     from jobs.data import formats
+    from jobs.frameworks.tensorflow import training as alexnet
 
     ds = _dataset(images)
     stored = formats.ensure(ds, fmt, 0.2, tmp_path / "converted")

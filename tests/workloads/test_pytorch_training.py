@@ -1,13 +1,13 @@
 """The PyTorch engines of the emulated accelerator, the AlexNet mini-app and checkpoints
 (``framework=pytorch``), with real PyTorch DataLoaders on tiny real JPEGs; a checkpoint campaign and a
-two-task campaign on a node with PyTorch alone (TensorFlow not importable, as on a GPU node's image)."""
+two-task campaign on a node with PyTorch alone (TensorFlow not importable, as on a GPU node's image).
+PyTorch is imported in the tests that use it: every worker of the suite collects this module."""
 
 import time
 
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 from omegaconf import OmegaConf
 
 from campaign import validate
@@ -15,7 +15,6 @@ from campaign.errors import ConfigError
 from jobs import records
 from jobs.cell import Cell
 from jobs.data import datasets
-from jobs.frameworks.pytorch import torch_training
 from support.commands import campaign, without_tensorflow
 from support.configs import compose_cell, one_run_of_folder, run_in_process
 from support.files import make_jpegs
@@ -58,6 +57,10 @@ def _workers_cpu_is_in_the_window(ctx, images) -> None:
 
 
 def test_the_torch_model_is_the_keras_alexnet():
+    import torch
+
+    from jobs.frameworks.pytorch import torch_training
+
     m = torch_training.build_model(102, 224, 1.0, 0)
     assert torch_training.parameters(m) == 58_699_238  # the Keras model's count (test_alexnet)
     assert m(torch.zeros(1, 3, 224, 224)).shape == (1, 102)
@@ -84,6 +87,8 @@ def test_emulated_accelerator_through_a_dataloader(ds, images, tmp_path):
 
 
 def test_alexnet_breakdown_overlap_and_prefetch_as_workers(ds, images, tmp_path):
+    from jobs.frameworks.pytorch import torch_training
+
     base = ["workload=alexnet_small", "workload.image_side=64", "workload.width=0.25"]
     w, ctx, r = _run([*base, "loader.num_workers=1"], ds, tmp_path)
     _workers_cpu_is_in_the_window(ctx, images)
