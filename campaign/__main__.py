@@ -20,21 +20,32 @@ def main(cfg: DictConfig) -> None:
     execute(cfg)
 
 
+# what can set ``hydra.mode`` for a command without -m: an experiment preset (conf/experiment/fig6.yaml), the
+# mode itself, a search path (whose configs might), a group of Hydra's own, Hydra's flags (another config);
+# nothing else in conf/ sets it (tests/campaign/test_config.py holds that)
+MODE_SETTERS = ("experiment=", "experiment@", "hydra.mode", "hydra.searchpath", "hydra/", "-")
+
+
 @contextlib.contextmanager
 def _mode_from_the_flag(args: list[str]):
     """Hydra composes the whole configuration once before the campaign's own composition only to read
     ``hydra.mode`` (``Hydra.get_mode``: the README's 56 dry runs took 77 CPU-s with it, 61 without). With
     ``-m`` given the mode is MULTIRUN whatever that says (Hydra's ``_run_app``: a configured RUN is
     overridden, with a warning, and none means the flag's), so the flag answers instead, for this command
-    only; a composition that fails still fails in the next."""
+    only; a composition that fails still fails in the next. Without ``-m``, where no argument could set the
+    mode (``MODE_SETTERS``), the configuration has none, as Hydra's composition would find (a single run)."""
     from hydra._internal.hydra import Hydra
     from hydra.types import RunMode
 
-    if "-m" not in args and "--multirun" not in args:
-        yield
+    if "-m" in args or "--multirun" in args:
+        known = RunMode.MULTIRUN
+    elif any(a.lstrip("+~").startswith(MODE_SETTERS) for a in args):
+        yield  # composed to find out
         return
+    else:
+        known = None
     composing = Hydra.get_mode
-    Hydra.get_mode = lambda self, config_name, overrides: RunMode.MULTIRUN
+    Hydra.get_mode = lambda self, config_name, overrides: known
     try:
         yield
     finally:

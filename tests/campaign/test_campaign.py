@@ -202,6 +202,7 @@ def test_single_cell_on_defaults_writes_record_table_and_figure(tmp_path, disk_r
     assert records.read(run / "record.json").status == "completed"
     assert len(pd.read_csv(run / "results.csv")) == 1
     assert (run / "fig5.png").exists()
+    assert "\n  mode: RUN\n" in (run / ".hydra" / "hydra.yaml").read_text()  # no -m: Hydra's single run
 
 
 @pytest.mark.cells

@@ -256,3 +256,24 @@ def test_the_paper_study_comes_from_its_yaml_files():
         "loader.num_workers=0,1,2,4,8" in full["fig6_pytorch"] and "workload=alexnet" in full["fig6_pytorch"]
     )
     assert "fig4_lustre" not in dict(paper.grids("workstation", ["modeled_hdd"]))
+
+
+def test_only_the_experiment_presets_set_hydras_mode_and_they_sweep_without_m(tmp_path):
+    """``python -m campaign`` without -m skips Hydra's composition that only reads ``hydra.mode`` unless an
+    argument could set it (``campaign.__main__.MODE_SETTERS``): that holds while no config in conf/ but an
+    experiment preset sets the mode. A preset that does still sweeps without -m; a plain command runs once."""
+    import yaml
+
+    from support.commands import campaign
+
+    setting = sorted(
+        str(f.relative_to(CONF))
+        for f in CONF.rglob("*.yaml")
+        if "mode" in ((yaml.safe_load(f.read_text()) or {}).get("hydra") or {})
+    )
+    assert setting and all(f.startswith("experiment/") for f in setting), setting
+    p = campaign("+experiment=fig7", "platform.dry_run=true", cwd=tmp_path)
+    assert p.returncode == 0 and p.stdout.startswith("dry run: 8 cells would run here"), p.stdout + p.stderr
+    p = campaign("dataset.num_images=32", "batch_size=8", "platform.dry_run=true", cwd=tmp_path)
+    assert p.returncode == 0 and p.stdout.startswith("dry run: 1 cell would run here"), p.stdout + p.stderr
+    assert list(tmp_path.iterdir()) == []
