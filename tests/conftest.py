@@ -59,6 +59,14 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(pytest.mark.xdist_group(group))
 
 
+def pytest_collection_finish(session):
+    """What collecting imported, out of the cyclic garbage collector's way for the rest of this worker's
+    tests, as a cell's process does after its imports (``tfstart.out_of_the_collectors_way``)."""
+    from jobs.execution import tfstart
+
+    tfstart.out_of_the_collectors_way()
+
+
 @pytest.fixture(autouse=True)
 def _hermetic(monkeypatch):
     for k in list(os.environ):

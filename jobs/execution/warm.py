@@ -236,8 +236,10 @@ def _run(module: str, args: list[str], cwd: str, env: dict, stdout: int, stderr:
     import runpy
 
     from jobs import lifeline
+    from jobs.execution import tfstart
 
     _as_a_fresh_interpreter()
+    tfstart.out_of_the_collectors_way()  # what the server imported, never walked again here
     join(groups)
     for stream, fd, target in ((sys.stdout, stdout, 1), (sys.stderr, stderr, 2)):
         stream.flush()

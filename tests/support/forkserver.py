@@ -48,6 +48,7 @@ def _preload() -> None:
         import torch  # noqa: F401
     except ImportError:
         pass
+    tfstart.out_of_the_collectors_way()  # as a cell's process does after its imports: the commands' children
 
 
 class _Run(Exception):
