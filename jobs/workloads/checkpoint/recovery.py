@@ -87,6 +87,9 @@ class RunLock:
         self.f.close()
 
 
+_MAKE_TRIES = 100  # a run's folder removed under a rank this many times in a row: something else is wrong
+
+
 def _make(folder: Path, new: bool) -> None:
     """``folder`` made with its parents. A parent made here can be removed again before ``folder`` is made in
     it: another rank's clean-up removes a run's folder while it is empty (``shards.folders.remove_killed``),
@@ -98,9 +101,6 @@ def _make(folder: Path, new: bool) -> None:
         except FileNotFoundError:  # the parent went between its mkdir and this folder's
             continue
     folder.mkdir(parents=True, exist_ok=not new)
-
-
-_MAKE_TRIES = 100
 
 
 def alive(folder: Path) -> bool:

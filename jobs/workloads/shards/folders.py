@@ -119,7 +119,9 @@ def release(mine: Path, lock, keep: bool, files: list[tuple[str, int]], succeede
     left = sum(b for n, b in files if (mine / n).exists()) if keep else 0
     if keep and left:
         write_run_facts(mine, keep=True, finished=True)
-    if not keep or not left:  # a burst buffer's fast folder is empty once drained
-        remove(mine, mine.parent)  # the lock still held: nothing else removes it meanwhile
-    lock.release()
+    try:
+        if not keep or not left:  # a burst buffer's fast folder is empty once drained
+            remove(mine, mine.parent)  # the lock still held: nothing else removes it meanwhile
+    finally:
+        lock.release()
     return left
