@@ -79,9 +79,9 @@ def _free_ports(n: int, ip: str = "127.0.0.1") -> list[int]:
         for port in pool:
             if len(socks) == n:
                 break
-            socks.append(_bound(ip, port))
-            if socks[-1] is None:
-                socks.pop()
+            s = _bound(ip, port)
+            if s is not None:
+                socks.append(s)
         while len(socks) < n:
             socks.append(_bound(ip, 0))
         return [s.getsockname()[1] for s in socks]
