@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from support import slurm
+from support import collecting, slurm
 from support.commands import campaign
 from support.configs import compose_cell
 from support.paths import CONF, ROOT, SLURM_SCRIPTS
@@ -64,6 +64,7 @@ def pytest_collection_finish(session):
     tests, as a cell's process does after its imports (``tfstart.out_of_the_collectors_way``)."""
     from jobs.execution import tfstart
 
+    session.config.stash[collecting.IMPORTED] = collecting.frameworks_imported()
     tfstart.out_of_the_collectors_way()
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from support import collecting
 from support.paths import ROOT
 
 PACKAGES = ("campaign", "jobs", "analysis")
@@ -42,6 +43,12 @@ def _graph() -> dict[str, set[str]]:
         return name or None
 
     return {m: {t for _, name in _imports(p) if (t := resolve(name)) and t != m} for m, p in mods.items()}
+
+
+def test_collecting_the_tests_imports_no_framework(request):
+    """A test module imports a framework's modules inside its tests, not at its top: every worker collects
+    every module (tests/support/collecting.py)."""
+    assert request.config.stash[collecting.IMPORTED] == []
 
 
 def test_no_import_runs_up():

@@ -14,8 +14,8 @@ from omegaconf import OmegaConf
 from jobs import records
 from jobs.data import datasets
 from jobs.frameworks.tensorflow import checkpoints as tf_checkpoints
-from jobs.frameworks.tensorflow import training as alexnet
 from jobs.storage import tiers
+from jobs.workloads.alexnet.settings import TrainSettings
 from jobs.workloads.checkpoint import recovery as ckpt_recovery
 from jobs.workloads.checkpoint import saving as checkpoint
 from jobs.workloads.checkpoint import store as ckpt_store
@@ -40,7 +40,7 @@ def ds(tmp_path_factory):
 
 
 def _settings(tmp_path, target="burst_buffer", mode="sync", steps=12, every=4, keep=5, fast="fast", tag="t1"):
-    train = alexnet.TrainSettings(
+    train = TrainSettings(
         threads=2, batch_size=4, prefetch=1, image_side=64, width=0.25, steps=steps, seed=0, device="cpu"
     )
     fast_root = tmp_path / fast if fast else None
