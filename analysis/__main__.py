@@ -90,4 +90,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from jobs.lifeline import exit_as_python
+
+    exit_as_python(lambda: sys.exit(main()))

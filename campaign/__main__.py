@@ -134,7 +134,8 @@ def run() -> int:
 
 def exit_with(status: int) -> None:
     """End the process: at once where a signal left a step or a fetch inside TensorFlow or PyTorch (the
-    interpreter's shutdown would tear their objects down under it), normally otherwise."""
+    interpreter's shutdown would tear their objects down under it), by SystemExit otherwise (``__main__``
+    then ends as Python would, without tearing its modules down: ``lifeline.exit_as_python``)."""
     from jobs import interrupts
 
     interrupts.hold()  # from here a signal is only noted: the clean-up below finishes
@@ -151,4 +152,6 @@ def exit_with(status: int) -> None:
 
 
 if __name__ == "__main__":
-    exit_with(run())
+    from jobs.lifeline import exit_as_python
+
+    exit_as_python(lambda: exit_with(run()))

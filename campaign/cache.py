@@ -433,4 +433,6 @@ def _main(argv: list[str] | None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from jobs.lifeline import exit_as_python
+
+    exit_as_python(lambda: sys.exit(main()))

@@ -207,4 +207,6 @@ def _marker(path: Path) -> str | None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from jobs.lifeline import exit_as_python
+
+    exit_as_python(lambda: sys.exit(main()))

@@ -74,10 +74,12 @@ def _one(argv: list[str]) -> dict:
     """``python -m campaign <argv>`` in this process, as the shell would run it."""
     from hydra.core.global_hydra import GlobalHydra
 
+    from jobs import lifeline
+
     GlobalHydra.instance().clear()
     out, err = io.StringIO(), io.StringIO()
     sys.argv = ["campaign", *argv]
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), lifeline.in_one_process():
         try:
             runpy.run_module("campaign", run_name="__main__", alter_sys=True)
             status = 0
@@ -100,4 +102,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from jobs.lifeline import exit_as_python
+
+    exit_as_python(main)

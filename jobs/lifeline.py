@@ -17,6 +17,7 @@ import ctypes
 import ctypes.util
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -107,3 +108,80 @@ def wait_ready(
         if time.monotonic() > deadline:
             raise late()
         time.sleep(interval_s)
+
+
+_IN_ONE_PROCESS: list[bool] = []
+
+
+@contextlib.contextmanager
+def in_one_process():
+    """Commands run inside this block end as their ``__main__`` ends them, by SystemExit, without ending
+    this process (``exit_as_python`` runs them and no more): a driver that runs several commands' modules
+    one after another in one process (``campaign.subcampaign``) catches each one's end."""
+    _IN_ONE_PROCESS.append(True)
+    try:
+        yield
+    finally:
+        _IN_ONE_PROCESS.pop()
+
+
+def exit_as_python(command: Callable[[], object]) -> None:
+    """Run ``command`` and end this process as the interpreter ends it (the exit code of its SystemExit, an
+    uncaught exception's traceback and 1, threads joined, ``atexit`` run, streams flushed), without tearing
+    down every module: with TensorFlow loaded that alone is about 1.1 s of CPU (1.6 s with PyTorch, pandas
+    and matplotlib beside it), in every process that ends. Each command's ``__main__`` ends this way, cold
+    or warm (``jobs.execution.warm``); a file the command left open unflushed would be lost, as the
+    tool's own files are written in ``with`` blocks (``analysis.outputs``, ``jobs.jsonfiles``)."""
+    import atexit
+    import threading
+    import traceback
+
+    if _IN_ONE_PROCESS:  # a driver runs this command among others (in_one_process): it catches the end
+        command()
+        return
+    code: object = 0
+    interrupted = False
+    try:
+        command()
+    except SystemExit as e:
+        code = e.code
+    except BaseException as e:
+        traceback.print_exc()
+        code, interrupted = 1, isinstance(e, KeyboardInterrupt)
+    threading._shutdown()
+    atexit._run_exitfuncs()
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    if interrupted:  # as Python ends on an uncaught KeyboardInterrupt: by SIGINT
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    os._exit((code or 0) & 0xFF)
+
+
+def end_without_teardown() -> None:
+    """This process, when it ends by returning or by SystemExit, ends at once: its logging and standard
+    streams flushed, without tearing its modules down. For a warm server (``jobs.execution.warmend``), which
+    owns no file, process or folder of its own: its ``atexit`` functions registered before this one are
+    not run. A process forked from it ends on its own (``exit_as_python``)."""
+    import atexit
+
+    own = os.getpid()
+
+    def end() -> None:
+        if os.getpid() != own:
+            return
+        import logging
+
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                stream.flush()
+        os._exit(0)
+
+    atexit.register(end)

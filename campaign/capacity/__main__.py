@@ -5,4 +5,6 @@ import sys
 from campaign.capacity.command import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from jobs.lifeline import exit_as_python
+
+    exit_as_python(lambda: sys.exit(main()))

@@ -330,4 +330,6 @@ def _report_io(path: Path) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:]))
+    from jobs.lifeline import exit_as_python
+
+    exit_as_python(lambda: sys.exit(main(*sys.argv[1:])))

@@ -444,4 +444,7 @@ def _error(out: Path, nonce: str, rank: int, node: str, e: BaseException) -> Non
 if __name__ == "__main__":
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     # a local task gets its rank as an argument; a task of a Slurm job step is told by srun
-    sys.exit(main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else int(os.environ["SLURM_PROCID"])))
+    rank = int(sys.argv[2]) if len(sys.argv) > 2 else int(os.environ["SLURM_PROCID"])
+    from jobs.lifeline import exit_as_python
+
+    exit_as_python(lambda: sys.exit(main(sys.argv[1], rank)))

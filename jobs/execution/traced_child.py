@@ -56,4 +56,6 @@ def main(job_dir: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    from jobs.lifeline import exit_as_python
+
+    exit_as_python(lambda: sys.exit(main(sys.argv[1])))

@@ -18,14 +18,15 @@ to the server.
 from __future__ import annotations
 
 import os
-import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from multiprocessing import process as _process
 from pathlib import Path
 
 TENSORFLOW = "jobs.execution.tfpreload"  # in a preload list: TensorFlow and Keras, quietly (tfstart.preload)
 COMMON = ("hydra", "omegaconf", "pandas", "submitit", "campaign.choices", "jobs.runner")  # every campaign's
+# imported last by the server: it ends without tearing its modules down (lifeline.end_without_teardown)
+SERVER_ENDS = "jobs.execution.warmend"
 
 
 class Started:
@@ -69,7 +70,8 @@ def start(module: str, args: Sequence[str], env: dict, preload: Sequence[str] = 
     from multiprocessing import forkserver
 
     context = mp.get_context("forkserver")
-    context.set_forkserver_preload([__name__, *preload])  # imported by the server at its start, in order
+    # imported by the server at its start, in order
+    context.set_forkserver_preload([__name__, *preload, SERVER_ENDS])
     _server_folder()
     forkserver.ensure_running()  # nothing to do once it runs
     process = context.Process(
@@ -252,7 +254,7 @@ def _run(module: str, args: list[str], cwd: str, env: dict, stdout: int, stderr:
         os.environ[lifeline.ENV] = str(os.getppid())
     sys.path[0] = cwd  # as ``python -m`` puts its folder first
     sys.argv = ["-m", *args]
-    exit_as_python(lambda: runpy._run_module_as_main(module))  # what ``python -m`` calls
+    lifeline.exit_as_python(lambda: runpy._run_module_as_main(module))  # what ``python -m`` calls
 
 
 def _as_a_fresh_interpreter() -> None:
@@ -273,37 +275,3 @@ def _as_a_fresh_interpreter() -> None:
         process._current_process = _SERVERS_OWN
         _SERVERS_OWN.name = "MainProcess"  # multiprocessing named it after the child's Process meanwhile
     process._parent_process = None
-
-
-def exit_as_python(command: Callable[[], object]) -> None:
-    """Run ``command`` and end this process as the interpreter ends it (the exit code of its SystemExit, an
-    uncaught exception's traceback and 1, threads joined, ``atexit`` run, streams flushed), without tearing
-    down every module: with TensorFlow and PyTorch loaded that takes seconds, where a cold start's command
-    may not have loaded them."""
-    import atexit
-    import threading
-    import traceback
-
-    code: object = 0
-    interrupted = False
-    try:
-        command()
-    except SystemExit as e:
-        code = e.code
-    except BaseException as e:
-        traceback.print_exc()
-        code, interrupted = 1, isinstance(e, KeyboardInterrupt)
-    threading._shutdown()
-    atexit._run_exitfuncs()
-    if code is not None and not isinstance(code, int):
-        print(code, file=sys.stderr)
-        code = 1
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    if interrupted:  # as Python ends on an uncaught KeyboardInterrupt: by SIGINT
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
-    os._exit((code or 0) & 0xFF)

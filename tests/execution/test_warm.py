@@ -287,3 +287,28 @@ def test_a_warm_child_is_under_the_throttle_its_parent_joined_after_the_server_s
     assert removed == "removed True"
     assert json.loads(childs) == json.loads(parents) != json.loads(before), p.stdout
     assert any("iocampaign-warm-test-" in path for path in json.loads(childs).values()), childs
+
+
+ENDS_FAST = """
+import atexit, os, sys
+from jobs import lifeline
+atexit.register(print, "earlier atexit", flush=True)
+lifeline.end_without_teardown()
+pid = os.fork()
+if pid == 0:  # a child forked from it ends on its own, with its own status and its own atexit functions
+    lifeline.exit_as_python(lambda: sys.exit(3))
+_, status = os.waitpid(pid, 0)
+print("child", os.waitstatus_to_exitcode(status), end="")  # left in the buffer: flushed as it ends
+sys.exit(5)
+"""
+
+
+def test_a_warm_servers_end_flushes_its_streams_and_leaves_its_childrens_ends_to_them():
+    """lifeline.end_without_teardown (a warm server's, jobs.execution.warmend): the process ends at once
+    with its streams flushed and status 0, its earlier atexit functions not run (the one line is the
+    child's); a process forked from it runs its own atexit functions and ends with its own status."""
+    p = subprocess.run(
+        [sys.executable, "-c", ENDS_FAST], env=python_env(), capture_output=True, text=True, timeout=60
+    )
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "earlier atexit\nchild 3", p.stdout

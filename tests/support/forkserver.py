@@ -129,14 +129,16 @@ def main() -> None:
 
 def _exit(command, request: dict) -> None:
     """Run ``command(request)`` and end this process as the interpreter ends it (the product's own warm
-    start does the same: ``jobs.execution.warm.exit_as_python``)."""
-    from jobs.execution.warm import exit_as_python
+    start does the same: ``jobs.lifeline.exit_as_python``)."""
+    from jobs.lifeline import exit_as_python
 
     exit_as_python(lambda: command(request))
 
 
 if __name__ == "__main__":
-    main()
+    from jobs.lifeline import exit_as_python
+
+    exit_as_python(main)  # at the end of its tests' process too: without tearing its libraries down
 
 
 class Client:
