@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import typing
 from enum import Enum
 
@@ -34,7 +35,14 @@ def _leaf(tp) -> str:
 
 def schema_keys(cls: type, prefix: str = "") -> dict[str, str]:
     """Every dotted key of the dataclass ``cls`` (its nested dataclasses' too): "" for a plain value or a
-    section, OPEN for a field whose value is a container."""
+    section, OPEN for a field whose value is a container. A new dict, the caller's to change."""
+    return dict(_schema_keys(cls, prefix))
+
+
+@functools.cache
+def _schema_keys(cls: type, prefix: str) -> dict[str, str]:
+    """``schema_keys``, made once per schema and prefix (``typing.get_type_hints`` evaluates every
+    annotation of the class each time it is asked; every command asks, the planner once per cell)."""
     out: dict[str, str] = {}
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
@@ -42,7 +50,7 @@ def schema_keys(cls: type, prefix: str = "") -> dict[str, str]:
         inner = _dataclass_of(hints[f.name])
         if inner is not None:
             out[key] = ""
-            out.update(schema_keys(inner, key + "."))
+            out.update(_schema_keys(inner, key + "."))
         else:
             out[key] = _leaf(hints[f.name])
     return out
