@@ -142,6 +142,30 @@ def test_every_order_visits_every_image_once(stored, fmt):
 
 
 @pytest.mark.cells
+@pytest.mark.parametrize("fmt", ["files", "tfrecord", "hdf5", "npz"])
+def test_no_pipeline_writes_autographs_converted_code_outside_the_tools_folders(
+    stored, fmt, tmp_path, monkeypatch
+):
+    """TensorFlow's autograph writes each Python function it converts as a file into the temporary folder
+    (``__autograph_generated_file*.py``), left behind when the process is killed: every function of the
+    pipelines (their branches are on settings, in Python) is built unconverted, so no run writes one."""
+    import tempfile
+
+    own = tmp_path / "tmp"
+    own.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(own))
+    d = stored[fmt]
+    for decode in (False, True):
+        s = loading.PipelineSettings(
+            threads=2, batch_size=5, prefetch=1, image_side=32, seed=1, shuffle="global", read_delay_ms=0.5
+        )
+        assert sum(int(n.numpy().sum()) for _, _, n in pipeline.build(d, s, decode=decode)) > 0
+        sources.close_all()
+    assert _visit(d, "none")[1] > 0  # the read-only pipeline in blocks, without a delay
+    assert list(own.iterdir()) == []
+
+
+@pytest.mark.cells
 def test_local_shuffle_reads_one_group_at_a_time(stored):
     d = stored["hdf5"]
     seen, _ = _visit(d, "local", threads=1)

@@ -81,6 +81,7 @@ def batched(order, keys: Sequence[str], labels, fetch_batch: Callable, in_flight
             return empty
         return np.array(bodies, dtype=object), np.ones(len(ids), dtype=bool)
 
+    @tf.autograph.experimental.do_not_convert
     def get(ids):
         data, ok = tf.numpy_function(fetch, [ids], (tf.string, tf.bool), stateful=True)
         data.set_shape([None])

@@ -38,6 +38,7 @@ def build(ds: Dataset, s: PipelineSettings, *, decode: bool = True, one_hot: boo
         return _finish(blocks, threads, s.prefetch)
     stream, read = sources.source(ds, payload=decode or one_hot, **how)
 
+    @tf.autograph.experimental.do_not_convert  # its branches are Python's, on settings (unconverted)
     def load(*element):
         i, data, nbytes, label = read(*element)
         out = data

@@ -42,7 +42,9 @@ def batches(
 
 
 def _with_empty_data(tf, batches):
-    return batches.map(lambda i, nbytes: (tf.fill(tf.shape(i), ""), i, nbytes))
+    return batches.map(
+        tf.autograph.experimental.do_not_convert(lambda i, nbytes: (tf.fill(tf.shape(i), ""), i, nbytes))
+    )
 
 
 def _tfrecord(
@@ -54,7 +56,9 @@ def _tfrecord(
     paths = tf.constant(ds.containers)
     members = tf.ragged.constant([list(g) for g in order.groups(ds)], dtype=tf.int64)
 
+    @tf.autograph.experimental.do_not_convert
     def shard(g):
+        @tf.autograph.experimental.do_not_convert
         def block(k, records):
             at = k * sources.READ_BLOCK + tf.range(tf.size(records, out_type=tf.int64), dtype=tf.int64)
             nbytes = tf.cast(tf.strings.length(records, unit="BYTE"), tf.int64) + tfrecord.OVERHEAD
@@ -89,6 +93,7 @@ def _hdf5(ds: Dataset, threads, batch_size: int):
     def read(k, a, b):
         return files.span(int(k), int(a), int(b))
 
+    @tf.autograph.experimental.do_not_convert
     def block(j):
         nbytes = tf.numpy_function(read, [where[j, 0], where[j, 1], where[j, 2]], tf.int64, stateful=True)
         nbytes.set_shape([None])

@@ -63,7 +63,9 @@ def ids(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: int, thr
     members = tf.ragged.constant([list(g) for g in groups(ds)], dtype=tf.int64)
     if ds.format == "tfrecord":
         out = group_order(tf, ds, shuffle, seed).interleave(
-            lambda g: tf.data.Dataset.from_tensor_slices(members[g]),
+            tf.autograph.experimental.do_not_convert(
+                lambda g: tf.data.Dataset.from_tensor_slices(members[g])
+            ),
             cycle_length=num_parallel_calls(threads),
             block_length=1 if payload else READ_BLOCK,
             num_parallel_calls=num_parallel_calls(threads),
@@ -73,7 +75,7 @@ def ids(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: int, thr
         out = tf.data.Dataset.from_tensor_slices(members.flat_values)
     else:
         out = group_order(tf, ds, shuffle, seed).flat_map(
-            lambda g: tf.data.Dataset.from_tensor_slices(members[g])
+            tf.autograph.experimental.do_not_convert(lambda g: tf.data.Dataset.from_tensor_slices(members[g]))
         )
     buffer = buffer_of(ds, shuffle, shuffle_buffer)
     return out.shuffle(buffer, seed=seed, reshuffle_each_iteration=False) if buffer else out
@@ -138,7 +140,7 @@ def _tfrecord(ds: Dataset, *, shuffle: str, shuffle_buffer: int | None, seed: in
     par = num_parallel_calls(threads)
     paths = tf.constant(ds.containers)
     records = group_order(tf, ds, shuffle, seed).interleave(
-        lambda g: shard_records(tf.gather(paths, g)),
+        tf.autograph.experimental.do_not_convert(lambda g: shard_records(tf.gather(paths, g))),
         cycle_length=par,
         num_parallel_calls=par,
         deterministic=True,
