@@ -74,7 +74,7 @@ def make_step(model, device: str, opt=None):
     opt = opt or Adam(model.trainable_variables)
     loss_fn = keras.losses.CategoricalCrossentropy(from_logits=True)
 
-    @tf.function
+    @tf.function(autograph=False)  # its loops and branches are Python's: traced once, unconverted
     def step(x, y):
         with tf.device(device):
             with tf.GradientTape() as tape:
