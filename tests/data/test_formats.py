@@ -146,8 +146,8 @@ def test_every_order_visits_every_image_once(stored, fmt):
 def test_no_pipeline_writes_autographs_converted_code_outside_the_tools_folders(
     stored, fmt, tmp_path, monkeypatch
 ):
-    """TensorFlow's autograph writes each Python function it converts as a file into the temporary folder
-    (its ``__autograph_generated_file`` modules), left behind when the process is killed: every function of the
+    """TensorFlow's autograph writes each Python function it converts into the temporary folder (its
+    ``__autograph_generated_file`` modules), left behind when the process is killed: every function of the
     pipelines (their branches are on settings, in Python) is built unconverted, so no run writes one."""
     import tempfile
 
