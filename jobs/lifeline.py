@@ -8,6 +8,9 @@ parent which started it is still its parent (it may have died before the request
 The parent passes its pid in ``IOCAMPAIGN_PARENT_PID`` (``child_env``); ``bind`` removes it from the
 helper's own environment, so that processes the helper starts in turn are bound to the helper, and a
 Slurm job step (whose tasks' parent is ``slurmstepd``, ended by Slurm with the job) is never bound.
+
+How each of the tool's processes ends is here too (``exit_as_python``): as the interpreter would end it,
+without tearing down the libraries it loaded.
 """
 
 from __future__ import annotations
