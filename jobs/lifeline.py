@@ -131,8 +131,8 @@ def in_one_process():
 def exit_as_python(command: Callable[[], object]) -> None:
     """Run ``command`` and end this process as the interpreter ends it (the exit code of its SystemExit, an
     uncaught exception's traceback and 1, threads joined, ``atexit`` run, streams flushed), without tearing
-    down every module: with TensorFlow loaded that alone is about 1.1 s of CPU (1.6 s with PyTorch, pandas
-    and matplotlib beside it), in every process that ends. Each command's ``__main__`` ends this way, cold
+    down every module: 0.9-1.1 s of CPU with TensorFlow and Keras loaded (1.4 s with PyTorch, pandas and
+    matplotlib beside them), in every process that ends. Each command's ``__main__`` ends this way, cold
     or warm (``jobs.execution.warm``); a file the command left open unflushed would be lost, as the
     tool's own files are written in ``with`` blocks (``analysis.outputs``, ``jobs.jsonfiles``)."""
     import atexit
@@ -156,11 +156,7 @@ def exit_as_python(command: Callable[[], object]) -> None:
     if code is not None and not isinstance(code, int):
         print(code, file=sys.stderr)
         code = 1
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
+    _flush_standard_streams()
     if interrupted:  # as Python ends on an uncaught KeyboardInterrupt: by SIGINT
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
@@ -182,9 +178,15 @@ def end_without_teardown() -> None:
         import logging
 
         logging.shutdown()
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(OSError, ValueError, AttributeError):
-                stream.flush()
+        _flush_standard_streams()
         os._exit(0)
 
     atexit.register(end)
+
+
+def _flush_standard_streams() -> None:
+    """Standard output and error flushed, as the interpreter flushes them as it ends (a closed or broken
+    stream, such as a pipe whose reader left, passed over)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
