@@ -102,7 +102,9 @@ def run() -> int:
         if chosen:
             from campaign import paper
 
-            return paper.main([a for a in args if a != chosen])
+            status = paper.main([a for a in args if a != chosen])
+            interrupts.settle()  # a signal that landed inside a finalizer is raised here, not lost
+            return status
         problem = (
             choices.unknown_choice(args)
             or choices.missing_field(args)
@@ -116,6 +118,7 @@ def run() -> int:
         outputs.check_owned(*outputs.from_args(args))
         with _mode_from_the_flag(args):
             main()
+        interrupts.settle()  # a signal that landed inside a finalizer is raised here, not lost
     except errors.ConfigError as e:  # before Hydra runs: its own handler is not there yet
         print(f"campaign: {e}", file=sys.stderr)
         return 2

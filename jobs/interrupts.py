@@ -20,6 +20,12 @@ the interrupt comes back out as a ``RuntimeError`` ("MISMATCH of original and no
 exception types ... REPLACED BY KeyboardInterrupt"; seen in 1 of 16 CI runs, which then recorded the
 cell as failed and ended with status 1). So every signal is also remembered (``received()``), and the
 cell turns an exception that follows one back into the interrupt (``campaign.cell``).
+
+Python ignores whatever a finalizer raises ("Exception ignored in: <function AtomicFunction.__del__>"):
+a signal that arrived while TensorFlow's garbage ran its ``__del__`` was lost, and the campaign ended
+with status 0 as if no one had pressed Ctrl-C (1 of 949 tests in one CI run). So a signal that lands
+inside a ``__del__`` is sent to the main thread again ``AGAIN_S`` later, to be raised once the finalizer
+has returned, and ``settle()`` waits for it where a command ends.
 """
 
 from __future__ import annotations
@@ -28,11 +34,13 @@ import contextlib
 import queue
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 T = TypeVar("T")
 WAIT_S = 0.1  # how often the main thread looks for a signal while a helper computes or fetches
+AGAIN_S = 0.01  # how soon a signal that landed inside a finalizer is sent again
 
 _pending: list[int] = []  # a signal noted while TensorFlow iterated
 _depth = [0]  # how many deferred() blocks the main thread is in
@@ -41,6 +49,7 @@ _abandoned: list[threading.Thread] = []  # helpers left inside a call when a sig
 _repeat = [True]  # whether a second signal interrupts again (False: it is only noted, clean-up goes on)
 _hard_exit: list[Callable[[], None]] = []  # what must run even where the process ends without its shutdown
 _held_from: list[int] = []  # how many signals had come when ``hold()`` was called (none: not held)
+_again: list[int] = []  # signals that landed inside a finalizer, being sent to the main thread again
 
 
 class Interrupted(BaseException):
@@ -66,13 +75,50 @@ def received() -> int | None:
 
 
 def _handler(signum: int, frame) -> None:
-    _received.append(signum)
+    if signum in _again:  # this module's own sending of a signal that landed inside a finalizer
+        _again.remove(signum)
+    else:
+        _received.append(signum)
     if _held_from or (len(_received) > 1 and not _repeat[0]):
         return
     if _depth[0] > 0:
         _pending.append(signum)
         return
+    if _in_finalizer(frame):
+        _send_again(signum)
+        return
     _raise(signum)
+
+
+def _in_finalizer(frame) -> bool:
+    """Whether ``frame`` runs inside a ``__del__``, where Python ignores whatever is raised."""
+    while frame is not None:
+        if frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _send_again(signum: int) -> None:
+    """Send ``signum`` to the main thread again in ``AGAIN_S``, from a thread of its own."""
+    _again.append(signum)
+    main = threading.main_thread().ident
+    timer = threading.Timer(AGAIN_S, _kill_quietly, (main, signum))
+    timer.daemon = True
+    timer.start()
+
+
+def _kill_quietly(thread_id: int, signum: int) -> None:
+    with contextlib.suppress(OSError, ValueError):  # the process is ending: nothing to interrupt
+        signal.pthread_kill(thread_id, signum)
+
+
+def settle(limit_s: float = 1.0) -> None:
+    """Wait, at most ``limit_s``, for a signal that landed inside a finalizer to come again and be raised
+    here (where a command ends: otherwise it would come during the clean-up, only noted)."""
+    deadline = time.monotonic() + limit_s
+    while _again and time.monotonic() < deadline:
+        time.sleep(AGAIN_S / 2)
 
 
 ENDING = {signal.SIGINT, signal.SIGTERM}  # the signals that end a campaign

@@ -176,6 +176,44 @@ def test_the_helper_does_not_keep_what_a_call_returned():
     assert gone() is None
 
 
+def test_a_signal_that_lands_inside_a_finalizer_is_raised_after_it_not_lost():
+    """Python ignores what a ``__del__`` raises: a Ctrl-C that arrived while TensorFlow's garbage ran its
+    finalizer was lost, and the campaign ended with status 0 (a CI run). It is sent again, and raised once
+    the finalizer has returned; ``settle()``, where a command ends, waits for it."""
+    import gc
+
+    from jobs import interrupts
+
+    ignored = []
+
+    class Garbage:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGINT)  # the handler runs here, inside the finalizer
+            time.sleep(0.05)
+            ignored.append("finalizer returned")
+
+    old_hook, old = sys.unraisablehook, (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT))
+    sys.unraisablehook = lambda unraisable: ignored.append(unraisable.exc_type)
+    interrupts.install()
+    try:
+        with pytest.raises(KeyboardInterrupt):  # after the finalizer, within a second
+            garbage = Garbage()
+            del garbage
+            time.sleep(1)
+        assert ignored == ["finalizer returned"]
+        with pytest.raises(KeyboardInterrupt):  # the same at once, through settle()
+            garbage = Garbage()
+            del garbage
+            interrupts.settle()
+        gc.collect()
+        assert ignored == ["finalizer returned"] * 2 and interrupts._again == []
+        time.sleep(0.1)  # nothing more comes
+    finally:
+        sys.unraisablehook = old_hook
+        signal.signal(signal.SIGTERM, old[0])
+        signal.signal(signal.SIGINT, old[1])
+
+
 def test_a_signal_during_tensorflow_iteration_waits_for_the_next_batch():
     """A signal while TensorFlow iterates is noted and raised at the next check between batches (raised
     inside TensorFlow's iterator, it can corrupt the heap on the way out); elsewhere it is raised at once."""
