@@ -87,7 +87,10 @@ def run() -> int:
     interrupts.install()  # SIGINT and SIGTERM unwind the cell, never from inside TensorFlow's iterator
     from jobs import lifeline
 
-    lifeline.bind()  # a grid of the paper study: SIGTERM (and its clean-up) when the study's process dies
+    if lifeline.bind():  # a grid of the paper study: SIGTERM (and its clean-up) when the study's process dies
+        # Ctrl-C reaches the study and its grid at once, and the study passes it on: one signal unwinds the
+        # cell, a second would cut its unwinding short
+        interrupts.install(repeat=False)
     try:
         # the schemas of every workload, framework and kind of storage, a user's own among them: one that
         # declares nothing is this command's one line

@@ -21,7 +21,7 @@ def run(args: list[str], sweep_dir: Path) -> int:
     """``python -m campaign -m <args> hydra.sweep.dir=<sweep_dir>``, started warm (``jobs.execution.warm``:
     forked from a server that imported TensorFlow, Hydra and pandas once for all of this process's
     sub-campaigns); its exit status."""
-    from jobs import lifeline
+    from jobs import interrupts, lifeline
     from jobs.execution import warm
 
     preload = warm.COMMON + ((warm.TENSORFLOW,) if _runs_tensorflow(args) else ())
@@ -30,8 +30,8 @@ def run(args: list[str], sweep_dir: Path) -> int:
     )
     try:
         return child.wait()
-    except BaseException:  # SIGTERM or Ctrl-C: let the campaign unwind (tiers, locks) before leaving
-        child.terminate()
+    except BaseException as e:  # SIGTERM or Ctrl-C: let the campaign unwind (tiers, locks) before leaving
+        child.send_signal(interrupts.signum_of(e))  # its own line names the signal the user sent
         child.wait(120)
         raise
 

@@ -65,6 +65,14 @@ def exception(signum: int) -> BaseException:
     return KeyboardInterrupt() if signum == signal.SIGINT else Interrupted(signum)
 
 
+def signum_of(e: BaseException) -> int:
+    """The signal that ``e`` stands for: SIGINT for KeyboardInterrupt, the signal of ``Interrupted``,
+    SIGTERM for anything else (what a parent passes on to its children as it unwinds)."""
+    if isinstance(e, KeyboardInterrupt):
+        return signal.SIGINT
+    return e.signum if isinstance(e, Interrupted) else signal.SIGTERM
+
+
 def _raise(signum: int) -> None:
     raise exception(signum)
 

@@ -108,6 +108,28 @@ def _profile(name: str | None, overrides: list[str]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The whole command; returns the exit status. Ctrl-C or SIGTERM ends it in one line (``jobs.interrupts``:
+    its rounds, each a campaign of their own, pass the same signal on and unwind their cells)."""
+    from jobs import interrupts
+
+    interrupts.install()
+    try:
+        return _main(argv)
+    except (KeyboardInterrupt, interrupts.Interrupted) as e:
+        print(f"campaign.capacity: {_interrupted(e)} before its search began; nothing ran", file=sys.stderr)
+        return 128 + interrupts.signum_of(e)
+
+
+def _interrupted(e: BaseException) -> str:
+    """How a line says which signal ended the search."""
+    import signal
+
+    from jobs import interrupts
+
+    return f"interrupted by {signal.Signals(interrupts.signum_of(e)).name}"
+
+
+def _main(argv: list[str] | None) -> int:
     p = argparse.ArgumentParser(prog="python -m campaign.capacity", description=__doc__.split("\n")[0])
     p.add_argument(
         "--out",
@@ -174,16 +196,26 @@ def main(argv: list[str] | None = None) -> int:
         return preview.plan(out, profile, tiers, most, _most_why(args, most, batch, bound_by), args.overrides)
     import pandas as pd
 
+    from jobs import interrupts
+
     _mark(out, profile, tiers, most, args.overrides)
-    rows = []
-    for tier in tiers:
-        try:
-            rows.append(tier_row(tier, profile, args.overrides, most, out, bound_by))
-        except RuntimeError as e:
-            print(f"[capacity] {tier}: {e}", file=sys.stderr, flush=True)
-    if not rows:
-        return 1
-    return _report(out, pd.DataFrame(rows), len(rows) < len(tiers))
+    try:
+        rows = []
+        for tier in tiers:
+            try:
+                rows.append(tier_row(tier, profile, args.overrides, most, out, bound_by))
+            except RuntimeError as e:
+                print(f"[capacity] {tier}: {e}", file=sys.stderr, flush=True)
+        if not rows:
+            return 1
+        return _report(out, pd.DataFrame(rows), len(rows) < len(tiers))
+    except (KeyboardInterrupt, interrupts.Interrupted) as e:  # the rounds' campaigns have unwound
+        print(
+            f"campaign.capacity: {_interrupted(e)}; the rounds it finished are kept in {out}; the same "
+            f"command with --out {out} resumes the search there (finished cells are skipped)",
+            file=sys.stderr,
+        )
+        return 128 + interrupts.signum_of(e)
 
 
 def _most_why(args, most: int, batch: int, bound_by: str) -> str:

@@ -3,6 +3,8 @@ first cell, so the rerun knows the folder again; a folder marked by anything els
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import time
 
@@ -10,7 +12,7 @@ import pytest
 
 from support.commands import run_module, start_module
 from support.configs import TOY_SEARCHPATH
-from support.processes import kill_alone
+from support.processes import kill_alone, session_processes
 
 
 def _args(out) -> list[str]:
@@ -53,6 +55,47 @@ def test_a_killed_capacity_search_resumes_in_its_folder(tmp_path):
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert (out / "capacity.csv").is_file() and "[capacity] tmpfs: " in again.stdout
     assert "accelerator=ci_small" in (out / "capacity.txt").read_text()
+
+
+@pytest.mark.cells
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_ends_the_search_in_one_line_that_says_how_to_resume_it(tmp_path, sig):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) or SIGTERM to the search alone:
+    before, a 30-line traceback and status -2, or no line at all and status -15, its round told SIGTERM
+    either way. Now its round's campaign unwinds on the same signal, then one line ends the search with
+    128 + the signal, naming the folder and the --out that resumes it; nothing of it is left running."""
+    out = tmp_path / "cap"
+    log = tmp_path / "search.log"
+    with open(log, "w") as f:
+        search = start_module(
+            "campaign.capacity",
+            *_args(out),
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=f,
+            start_new_session=True,
+        )
+    started = out / "tmpfs" / "storage_rate" / "plan.json"  # the first round's campaign runs
+    deadline = time.monotonic() + 180
+    while not started.exists() and search.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert search.poll() is None and started.exists(), log.read_text()[-3000:]
+    os.killpg(search.pid, sig) if sig == signal.SIGINT else search.send_signal(sig)
+    search.wait(180)
+    err = log.read_text()
+    name = signal.Signals(sig).name
+    lines = [line for line in err.splitlines() if line.startswith("campaign")]
+    assert search.returncode == 128 + sig and "Traceback" not in err, err[-3000:]
+    assert lines[-1] == (
+        f"campaign.capacity: interrupted by {name}; the rounds it finished are kept in {out}; the same "
+        f"command with --out {out} resumes the search there (finished cells are skipped)"
+    ), err[-3000:]
+    assert all(f"interrupted by {name}" in line for line in lines), lines  # its round was told the same
+    deadline = time.monotonic() + 30  # its warm server and resource tracker end as their pipes close
+    while session_processes(search.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert session_processes(search.pid) == []
+    assert not (out / "capacity.csv").exists()
 
 
 def test_a_folder_marked_by_something_else_is_still_refused(tmp_path):
