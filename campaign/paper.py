@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -303,6 +304,7 @@ def main(argv: list[str]) -> int:
         todo = [g for g in todo if g[0] in wanted]
     from analysis.outputs import write_text
     from campaign import outputs
+    from jobs import interrupts
 
     if not _out_usable(out):
         return 2
@@ -316,8 +318,22 @@ def main(argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     outputs.link_latest(out)
     write_text(out / PAPER, study_text(args.scale, tiers, frameworks, lustre, fell_back, todo))
-    chained = _submits_and_returns(args.overrides)
-    status = _run_grids(todo, args.overrides, out, chained)
+    try:
+        return _run(todo, args.overrides, out)
+    except (KeyboardInterrupt, interrupts.Interrupted) as e:  # the running grid has unwound its cell
+        name = signal.Signals(interrupts.signum_of(e)).name
+        print(
+            f"campaign: interrupted by {name}; the study's finished cells are kept in {out}; the same "
+            f"command with --out {out} resumes it (finished cells are skipped)",
+            file=sys.stderr,
+        )
+        return 128 + interrupts.signum_of(e)
+
+
+def _run(todo: list[tuple[str, list[str]]], extra: list[str], out: Path) -> int:
+    """Run (or submit) every grid into ``out``, then write the report; the study's exit status."""
+    chained = _submits_and_returns(extra)
+    status = _run_grids(todo, extra, out, chained)
     if chained:
         print(
             "[paper] every grid was submitted to Slurm, each after the one before (platform.wait=false); "

@@ -338,3 +338,31 @@ def test_kill_9_of_the_paper_study_ends_its_running_grid(tmp_path):
     )  # a grid that would run for minutes
     _wait_for("fig4_fig5/0/*.log", out, proc)  # its first cell runs
     assert kill_alone(proc) == [], "left after kill -9 of the paper study"
+
+
+@pytest.mark.cells
+def test_ctrl_c_of_the_paper_study_keeps_its_cells_and_its_line_says_how_to_resume_it(tmp_path):
+    """Ctrl-C (SIGINT to the whole process group, the study and its running grid) once a cell is recorded:
+    the study's last line said "interrupted by SIGINT before any cell started; nothing was kept". Now it
+    names the study's folder and the --out that resumes it, and that command skips the finished cells."""
+    out = tmp_path / "paper"
+    args = ["+experiment=paper", "--scale", "ci", "--tiers", "local", "--only", "table1", "--out", str(out)]
+    log = tmp_path / "study.log"
+    with open(log, "w") as f:
+        proc = start_module(
+            "campaign", *args, cwd=tmp_path, stdout=f, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    _wait_for("table1/*/record.json", out, proc)  # its cell is recorded; the grid writes its tables
+    os.killpg(proc.pid, signal.SIGINT)
+    proc.wait(120)
+    said = log.read_text()
+    lines = [line for line in said.splitlines() if line.startswith("campaign:")]
+    assert proc.returncode == 130 and "Traceback" not in said, said[-3000:]
+    assert lines[-1] == (
+        f"campaign: interrupted by SIGINT; the study's finished cells are kept in {out}; the same command "
+        f"with --out {out} resumes it (finished cells are skipped)"
+    ), said[-3000:]
+    done = len(list(out.glob("table1/*/record.json")))
+    again = campaign(*args, cwd=tmp_path)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert f"({done} done before)" in again.stdout + again.stderr, again.stdout[-3000:]
