@@ -23,7 +23,7 @@ cell turns an exception that follows one back into the interrupt (``campaign.cel
 
 Python ignores whatever a finalizer raises ("Exception ignored in: <function AtomicFunction.__del__>"):
 a signal that arrived while TensorFlow's garbage ran its ``__del__`` was lost, and the campaign ended
-with status 0 as if no one had pressed Ctrl-C (1 of 949 tests in one CI run). So a signal that lands
+with status 0 as if no one had pressed Ctrl-C (1 of 948 tests in one CI run). So a signal that lands
 inside a ``__del__`` is sent to the main thread again ``AGAIN_S`` later, to be raised once the finalizer
 has returned, and ``settle()`` waits for it where a command ends.
 """

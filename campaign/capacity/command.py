@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import signal
 import sys
 import time
 from pathlib import Path
@@ -122,8 +123,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _interrupted(e: BaseException) -> str:
     """How a line says which signal ended the search."""
-    import signal
-
     from jobs import interrupts
 
     return f"interrupted by {signal.Signals(interrupts.signum_of(e)).name}"
