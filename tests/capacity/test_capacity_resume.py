@@ -30,24 +30,24 @@ def _args(out) -> list[str]:
     ]
 
 
+def _search_in_its_first_round(out, cwd, log, **streams):
+    """A search into ``out``, started as a session leader, once its first round's first cell is planned
+    (its campaign runs); ``log``: the file its output goes to, read when it never got there."""
+    search = start_module("campaign.capacity", *_args(out), cwd=cwd, start_new_session=True, **streams)
+    started = out / "tmpfs" / "storage_rate" / "plan.json"
+    deadline = time.monotonic() + 180
+    while not started.exists() and search.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert search.poll() is None and started.exists(), log.read_text()[-3000:]
+    return search
+
+
 @pytest.mark.cells
 def test_a_killed_capacity_search_resumes_in_its_folder(tmp_path):
     out = tmp_path / "cap"
     log = tmp_path / "first.log"
     with open(log, "w") as f:
-        first = start_module(
-            "campaign.capacity",
-            *_args(out),
-            cwd=tmp_path,
-            stdout=f,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    started = out / "tmpfs" / "storage_rate" / "plan.json"  # the first round's first cell is planned
-    deadline = time.monotonic() + 180
-    while not started.exists() and first.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert first.poll() is None and started.exists(), log.read_text()[-3000:]
+        first = _search_in_its_first_round(out, tmp_path, log, stdout=f, stderr=subprocess.STDOUT)
     assert kill_alone(first) == []
     assert not (out / "capacity.csv").exists()  # killed mid-way: no answer yet
     again = run_module("campaign.capacity", *_args(out), cwd=tmp_path, timeout=600)
@@ -67,19 +67,7 @@ def test_ctrl_c_or_sigterm_ends_the_search_in_one_line_that_says_how_to_resume_i
     out = tmp_path / "cap"
     log = tmp_path / "search.log"
     with open(log, "w") as f:
-        search = start_module(
-            "campaign.capacity",
-            *_args(out),
-            cwd=tmp_path,
-            stdout=subprocess.DEVNULL,
-            stderr=f,
-            start_new_session=True,
-        )
-    started = out / "tmpfs" / "storage_rate" / "plan.json"  # the first round's campaign runs
-    deadline = time.monotonic() + 180
-    while not started.exists() and search.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert search.poll() is None and started.exists(), log.read_text()[-3000:]
+        search = _search_in_its_first_round(out, tmp_path, log, stdout=subprocess.DEVNULL, stderr=f)
     os.killpg(search.pid, sig) if sig == signal.SIGINT else search.send_signal(sig)
     search.wait(180)
     err = log.read_text()
