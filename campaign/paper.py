@@ -115,7 +115,8 @@ def _check_grids(todo: list[tuple[str, list[str]]], extra: list[str], out: Path)
     planned = [] if dry else ["platform.dry_run=true"]
     argvs = [["-m", *grid, *extra, f"hydra.sweep.dir={out / name}", *planned] for name, grid in todo]
     shown: list[tuple[str, str]] = []  # each grid's dry run, for the study's total
-    for (name, _), p in zip(todo, subcampaign.plan_all(argvs)):
+    planned = subcampaign.plan_all(argvs)
+    for (name, _), p in zip(todo, planned):
         if dry:
             print(f"[paper] {name}:\n{p['out']}", end="", flush=True)
             shown.append((name, p["out"]))
@@ -123,13 +124,20 @@ def _check_grids(todo: list[tuple[str, list[str]]], extra: list[str], out: Path)
             said = [x for x in p["err"].splitlines() if x.strip()]
             line = said[-1] if said else f"exit status {p['status']}"
             line = line.replace(" platform.dry_run=True", "")
-            print(f"{line} (grid {name} of the paper study; no grid was run)", file=sys.stderr)
+            runnable = _only([grid for (grid, _), q in zip(todo, planned) if q["status"] == 0])
+            print(f"{line} (grid {name} of the paper study; no grid was run{runnable})", file=sys.stderr)
             return False
     if dry:
         from campaign.estimate import study_total
 
         print(study_total(shown), flush=True)
     return True
+
+
+def _only(runnable: list[str]) -> str:
+    """What to add to the study's command to run the grids that can run here without the one that
+    cannot (a machine without fio, a tier without a root), or nothing when none can."""
+    return f"; the grids that can run here: --only {','.join(runnable)}" if runnable else ""
 
 
 def default_tiers() -> tuple[list[str], str]:
