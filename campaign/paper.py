@@ -107,16 +107,16 @@ def _carried_roots(name: str, grid: list[str], extra: list[str]) -> list[str]:
 
 def _check_grids(todo: list[tuple[str, list[str]]], extra: list[str], out: Path) -> bool:
     """Plan and check every cell of every grid before any runs (each grid's own dry run, in a few
-    hundred ms); on the first bad one print its line, naming the grid, and return False. With
-    ``platform.dry_run=true`` the grids' plans are printed instead."""
+    hundred ms); on the first bad one print its line, naming the grid and those that can run, and return
+    False. With ``platform.dry_run=true`` the grids' plans are printed instead."""
     from campaign import subcampaign
 
     dry = _dry(extra)
     planned = [] if dry else ["platform.dry_run=true"]
     argvs = [["-m", *grid, *extra, f"hydra.sweep.dir={out / name}", *planned] for name, grid in todo]
     shown: list[tuple[str, str]] = []  # each grid's dry run, for the study's total
-    planned = subcampaign.plan_all(argvs)
-    for (name, _), p in zip(todo, planned):
+    results = subcampaign.plan_all(argvs)
+    for (name, _), p in zip(todo, results):
         if dry:
             print(f"[paper] {name}:\n{p['out']}", end="", flush=True)
             shown.append((name, p["out"]))
@@ -124,7 +124,7 @@ def _check_grids(todo: list[tuple[str, list[str]]], extra: list[str], out: Path)
             said = [x for x in p["err"].splitlines() if x.strip()]
             line = said[-1] if said else f"exit status {p['status']}"
             line = line.replace(" platform.dry_run=True", "")
-            runnable = _only([grid for (grid, _), q in zip(todo, planned) if q["status"] == 0])
+            runnable = _only([grid for (grid, _), q in zip(todo, results) if q["status"] == 0])
             print(f"{line} (grid {name} of the paper study; no grid was run{runnable})", file=sys.stderr)
             return False
     if dry:
