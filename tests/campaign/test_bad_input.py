@@ -281,21 +281,13 @@ def test_a_misspelt_tier_of_the_paper_study_gets_the_list_it_meant(cwd):
 def test_the_paper_study_checks_every_grid_before_the_first_runs(cwd, tmp_path):
     """Two real tiers and one storage.root: the last grid (checkpoints) cannot run; it used to fail after
     all the others had run (hours at full scale)."""
-    line = _fails_with(
-        cwd,
-        "(grid fig9_fig10 of the paper study; no grid was run; the grids that can run here: --only ",
-        "+experiment=paper",
-        "--scale",
-        "ci",
-        "--tiers",
-        "ssd,hdd",
-        f"storage.root={tmp_path}",
-    )
+    study = ("+experiment=paper", "--scale", "ci", "--tiers", "ssd,hdd", f"storage.root={tmp_path}")
+    said = "(grid fig9_fig10 of the paper study; no grid was run; the grids that can run here: --only "
+    line = _fails_with(cwd, said, *study)
     assert "checkpoint.slow.root is not set" in line and "platform.dry_run" not in line
     # the line names the grids that can run here, and the study of those plans as it says
     only = re.search(r"; the grids that can run here: --only ([\w,]+)\)$", line)
     assert only and "fig9_fig10" not in only[1] and only[1].startswith("table1,fig4_fig5,"), line
-    study = ("+experiment=paper", "--scale", "ci", "--tiers", "ssd,hdd", f"storage.root={tmp_path}")
     p = campaign(*study, "--only", only[1], "platform.dry_run=true", cwd=cwd)
     assert p.returncode == 0 and "[paper] fig9_fig10" not in p.stdout, p.stderr[-2000:]
     assert _leftovers(cwd) == []
