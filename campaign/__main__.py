@@ -129,12 +129,9 @@ def run() -> int:
         if stop.message:
             print(stop.message, file=sys.stderr)
         return stop.status
-    except KeyboardInterrupt:
-        print(_interrupted("SIGINT"), file=sys.stderr)
-        return 130
-    except errors.Interrupted as e:
-        print(_interrupted(str(e)), file=sys.stderr)
-        return 128 + e.signum
+    except (KeyboardInterrupt, errors.Interrupted) as e:
+        print(_interrupted(interrupts.name_of(e)), file=sys.stderr)
+        return 128 + interrupts.signum_of(e)
     return 0
 
 

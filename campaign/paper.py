@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 import time
 from pathlib import Path
@@ -329,10 +328,9 @@ def main(argv: list[str]) -> int:
     try:
         return _run(todo, args.overrides, out)
     except (KeyboardInterrupt, interrupts.Interrupted) as e:  # the running grid has unwound its cell
-        name = signal.Signals(interrupts.signum_of(e)).name
         print(
-            f"campaign: interrupted by {name}; the study's finished cells are kept in {out}; the same "
-            f"command with --out {out} resumes it (finished cells are skipped)",
+            f"campaign: interrupted by {interrupts.name_of(e)}; the study's finished cells are kept in "
+            f"{out}; the same command with --out {out} resumes it (finished cells are skipped)",
             file=sys.stderr,
         )
         return 128 + interrupts.signum_of(e)

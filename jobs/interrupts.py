@@ -73,6 +73,11 @@ def signum_of(e: BaseException) -> int:
     return e.signum if isinstance(e, Interrupted) else signal.SIGTERM
 
 
+def name_of(e: BaseException) -> str:
+    """The name of the signal that ``e`` stands for (``signum_of``), as a command's last line says it."""
+    return signal.Signals(signum_of(e)).name
+
+
 def _raise(signum: int) -> None:
     raise exception(signum)
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import signal
 import sys
 import time
 from pathlib import Path
@@ -117,15 +116,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _main(argv)
     except (KeyboardInterrupt, interrupts.Interrupted) as e:
-        print(f"campaign.capacity: {_interrupted(e)} before its search began; nothing ran", file=sys.stderr)
+        print(
+            f"campaign.capacity: interrupted by {interrupts.name_of(e)} before its search began; nothing ran",
+            file=sys.stderr,
+        )
         return 128 + interrupts.signum_of(e)
-
-
-def _interrupted(e: BaseException) -> str:
-    """How a line says which signal ended the search."""
-    from jobs import interrupts
-
-    return f"interrupted by {signal.Signals(interrupts.signum_of(e)).name}"
 
 
 def _main(argv: list[str] | None) -> int:
@@ -210,8 +205,8 @@ def _main(argv: list[str] | None) -> int:
         return _report(out, pd.DataFrame(rows), len(rows) < len(tiers))
     except (KeyboardInterrupt, interrupts.Interrupted) as e:  # the rounds' campaigns have unwound
         print(
-            f"campaign.capacity: {_interrupted(e)}; the rounds it finished are kept in {out}; the same "
-            f"command with --out {out} resumes the search there (finished cells are skipped)",
+            f"campaign.capacity: interrupted by {interrupts.name_of(e)}; the rounds it finished are kept in "
+            f"{out}; the same command with --out {out} resumes the search there (finished cells are skipped)",
             file=sys.stderr,
         )
         return 128 + interrupts.signum_of(e)
