@@ -317,6 +317,13 @@ METRICS: dict[str, Metric] = {
             "",
             "POSIX trace: opens whose close the trace lacks (lost events, or left open)",
         ),
+        Metric(
+            "posix_misnamed_calls",
+            "calls",
+            "",
+            "POSIX trace: calls dftracer named after a file it had seen closed (another file on the freed "
+            "descriptor number), left out of every other figure",
+        ),
         Metric("posix_reads", "calls", "", "POSIX trace: read calls (read, pread, readv, ...)"),
         Metric("posix_writes", "calls", "", "POSIX trace: write calls"),
         Metric("posix_bytes_read", "B", "", "POSIX trace: bytes returned by the read calls"),

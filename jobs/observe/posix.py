@@ -23,6 +23,7 @@ import gzip
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +37,14 @@ READS = frozenset({"read", "pread", "pread64", "readv", "preadv", "preadv2", "fr
 WRITES = frozenset({"write", "pwrite", "pwrite64", "writev", "pwritev", "pwritev2", "fwrite"})
 OPENS = frozenset({"open", "open64", "openat", "openat64", "fopen", "fopen64", "creat", "creat64"})
 CLOSES = frozenset({"close", "fclose"})
+SEEKS = frozenset({"lseek", "lseek64", "fseek", "fseeko"})
+SYNCS = frozenset({"fsync", "fdatasync", "fflush", "sync_file_range"})
+# calls that give a process a descriptor on a file, and calls made on one (not on a path: a rename or an
+# unlink after the close is the same file's)
+DESCRIPTOR_OPENS = OPENS | {"fdopen", "dup", "dup2", "dup3"}
+ON_DESCRIPTOR = (
+    READS | WRITES | CLOSES | SEEKS | SYNCS | {"ftell", "posix_fadvise", "posix_fadvise64", "mmap"}
+)
 STDIO_CALLS = frozenset(
     {"fopen", "fopen64", "fdopen", "fclose", "fread", "fwrite", "fseek", "ftell", "fflush"}
 )
@@ -129,6 +138,7 @@ class RunTrace:
     sizes: list = field(default_factory=lambda: [0] * len(SIZE_CLASSES))  # reads per size class
     files: dict = field(default_factory=dict)  # fhash -> _File
     threads: dict = field(default_factory=dict)  # tid -> [reads, bytes, read_us] per time bin
+    misnamed: int = 0  # calls dftracer named after a closed file (reused_descriptor): left out
 
     @property
     def reads(self) -> int:
@@ -191,6 +201,7 @@ class RunTrace:
             "posix_calls": sum(self.calls.values()),
             "posix_opens": opens,
             "posix_unclosed": unclosed,
+            "posix_misnamed_calls": self.misnamed,
             "posix_reads": reads,
             "posix_writes": sum(v for k, v in self.calls.items() if k in WRITES),
             "posix_bytes_read": self.bytes_read,
@@ -251,13 +262,33 @@ def _rel(ts: int | None, t0: int) -> float | str:
     return "" if ts is None else round((ts - t0) / 1e6, 6)
 
 
-def events(paths: list[Path]):
+def reused_descriptor(name: str, key, opened: dict) -> bool:
+    """Whether dftracer pinned this call on a file it saw closed and not opened again since: the call was
+    on another file, opened untraced (outside the traced folders) by another thread, that took the
+    descriptor number the closed file freed (seen in the suite: the device sampler's read of /proc/diskstats
+    recorded as an image's, a second end-of-file read among them). ``opened`` (``key`` -> descriptors
+    not yet closed, for one process's calls in the order they ended) is the caller's."""
+    if name in DESCRIPTOR_OPENS:
+        opened[key] = opened.get(key, 0) + 1
+        return False
+    if name not in ON_DESCRIPTOR:
+        return False
+    if opened.get(key) == 0:
+        return True
+    if name in CLOSES and key in opened:
+        opened[key] -= 1
+    return False
+
+
+def events(paths: list[Path], misnamed: Callable[[int], None] | None = None):
     """(name, tid, ts, dur, args, path) of every POSIX call on a known file, streamed from the
-    traces; calls without a file (execv, waitpid) are left out. The file names come first, from every
-    trace: a forked process (a DataLoader's worker) writes its calls to a trace of its own, and the names
-    of the files it reads to its parent's."""
+    traces; calls without a file (execv, waitpid) are left out, and so are the calls dftracer named after a
+    file it had seen closed (``reused_descriptor``): ``misnamed(ts)`` is told of each. The file names come
+    first, from every trace: a forked process (a DataLoader's worker) writes its calls to a trace of its
+    own, and the names of the files it reads to its parent's."""
     names = file_names(paths)
     for p in paths:
+        opened: dict = {}  # one process's trace, its calls in the order they ended
         with gzip.open(p, "rt", errors="replace") as f:
             for line in f:
                 if '"POSIX"' not in line and '"STDIO"' not in line and '"FH"' not in line:
@@ -275,7 +306,12 @@ def events(paths: list[Path]):
                 path = names.get(args.get("fhash"))
                 if path is None:
                     continue
-                yield e["name"], int(e.get("tid", 0)), int(e.get("ts", 0)), int(e.get("dur", 0)), args, path
+                ts = int(e.get("ts", 0))
+                if reused_descriptor(e["name"], args.get("fhash"), opened):
+                    if misnamed is not None:
+                        misnamed(ts)
+                    continue
+                yield e["name"], int(e.get("tid", 0)), ts, int(e.get("dur", 0)), args, path
 
 
 def file_names(paths: list[Path]) -> dict[str, str]:
@@ -301,10 +337,20 @@ def split(paths: list[Path], windows: dict[str, tuple[int, int]]) -> dict[str, R
     runs = {tag: RunTrace(int(t0), int(t1)) for tag, (t0, t1) in windows.items()}
     order = sorted(runs.items(), key=lambda kv: kv[1].t0)
     starts = [r.t0 for _, r in order]
-    for name, tid, ts, dur, args, path in events(paths):
+
+    def run_at(ts: int) -> RunTrace | None:
         k = bisect.bisect_right(starts, ts) - 1
-        if k >= 0 and ts <= order[k][1].t1:
-            order[k][1].add(name, tid, ts, dur, args, path)
+        return order[k][1] if k >= 0 and ts <= order[k][1].t1 else None
+
+    def misnamed(ts: int) -> None:
+        run = run_at(ts)
+        if run is not None:
+            run.misnamed += 1
+
+    for name, tid, ts, dur, args, path in events(paths, misnamed):
+        run = run_at(ts)
+        if run is not None:
+            run.add(name, tid, ts, dur, args, path)
     return runs
 
 

@@ -31,8 +31,6 @@ _PHASES = {
     METADATA: METADATA,
     "M": METADATA,
 }
-SEEKS = frozenset({"lseek", "lseek64", "fseek", "fseeko"})
-SYNCS = frozenset({"fsync", "fdatasync", "fflush", "sync_file_range"})
 SEEK_SET, SEEK_CUR = 0, 1
 READ_VERSIONS = (1, 2)  # DFTracer's major versions whose events this module reads
 MAX_LINE = 1 << 20  # characters of one event: DFTracer's are a few hundred; a longer line is refused
@@ -111,6 +109,12 @@ def _trace(files: list[Path], where: Path, source: str, windows: list | None = N
             )
     columns = _columns(calls, names, where)
     unnamed = columns.pop("unnamed")
+    misnamed = columns.pop("misnamed")
+    if misnamed:
+        notes.append(
+            f"{misnamed:,} calls named a file DFTracer had seen closed and not opened again (another file "
+            "opened untraced on the descriptor number it freed): left out"
+        )
     del calls[:]
     kept = None
     if windows:  # a cell's: the calls of its traced runs, not the tool's own before and between them
@@ -220,9 +224,9 @@ def _operation(name: str) -> str:
         return "open"
     if name in posix.CLOSES:
         return "close"
-    if name in SEEKS:
+    if name in posix.SEEKS:
         return "seek"
-    if name in SYNCS:
+    if name in posix.SYNCS:
         return "sync"
     return "meta"
 
@@ -236,14 +240,18 @@ def _columns(calls: list, names: dict, where: Path) -> dict:
     out = {c: (array("q") if c in INTS else array("d") if c.endswith("_s") else []) for c in COLUMNS}
     position: dict = {}
     calls.sort(key=lambda c: _ts(where, c[3]))
-    unnamed = 0
+    unnamed = misnamed = 0
+    opened: dict = {}  # (pid, path) -> descriptors open (posix.reused_descriptor)
     for name, pid, tid, ts, dur, fhash, fname, ret, items, at, whence in calls:
         path = names.get(fhash) or fname
         if not path:
             unnamed += 1
             continue
-        op = _operation(name)
         key = (pid, path)
+        if posix.reused_descriptor(name, key, opened):
+            misnamed += 1
+            continue
+        op = _operation(name)
         offset, size = None, None
         if op == "open":
             position[key] = 0
@@ -266,7 +274,7 @@ def _columns(calls: list, names: dict, where: Path) -> dict:
         out["size"].append(_int(where, "size", size))
         out["start_s"].append(_ts(where, ts) / 1e6)
         out["duration_s"].append(_ts(where, dur) / 1e6)
-    return {**out, "unnamed": unnamed}
+    return {**out, "unnamed": unnamed, "misnamed": misnamed}
 
 
 def _int(where: Path, what: str, v) -> int:

@@ -264,6 +264,71 @@ def test_coverage_check_marks_a_trace_with_reads_removed(traced, tmp_path):
     assert whole["posix_complete"] is True  # the same run, untouched
 
 
+def _with_a_reused_descriptor(src: Path, dst: Path, window: tuple[int, int]) -> None:
+    """``src`` with what dftracer wrote once in this suite (main of 2026-11-30): just after a data file's
+    close, another thread's read of /proc/diskstats, opened untraced on the descriptor number the close freed,
+    recorded as that file's (a seek, 801 bytes, an end-of-file read, a close)."""
+    with gzip.open(src, "rt") as f:
+        lines = f.read().splitlines(keepends=True)
+    at, close = next(
+        (k, e)
+        for k, e in ((k, json.loads(x.rstrip().rstrip(","))) for k, x in enumerate(lines) if '"close"' in x)
+        if e.get("cat") == "POSIX" and window[0] <= e["ts"] <= window[1]
+    )
+    fhash, ts = close["args"]["fhash"], close["ts"] + close["dur"]
+    stale = [
+        ("lseek64", {"ret": 0, "whence": 1, "offset": 0}),
+        ("read", {"ret": 801, "count": 32768}),
+        ("read", {"ret": 0, "count": 32768}),
+        ("close", {"ret": 0}),
+    ]
+    made = [
+        json.dumps(
+            {"id": 10**6 + k, "name": name, "cat": "POSIX", "pid": close["pid"], "tid": 1, "ts": ts + 100 + k}
+            | {"dur": 1, "ph": close["ph"], "args": {"hhash": close["args"]["hhash"], **args, "fhash": fhash}}
+        )
+        + "\n"
+        for k, (name, args) in enumerate(stale)
+    ]
+    with gzip.open(dst, "wt") as g:
+        g.writelines(lines[: at + 1] + made + lines[at + 1 :])
+
+
+@pytest.mark.cells
+def test_calls_on_a_descriptor_another_file_took_over_are_left_out_and_counted(traced, tmp_path):
+    """dftracer may go on naming a closed file when another thread opens an untraced file (/proc) on the
+    descriptor number it freed: those calls are the other file's. Each run's summary and the users' trace
+    reader leave them out, count them (``posix_misnamed_calls``, a note) and keep every real call."""
+    from jobs.traces import dftracer
+
+    out, cells = traced
+    folder, rec = cells[("microbench", True)]
+    run = [r for r in rec.runs if not r["warmup"]][0]
+    src, window = folder / run["posix_trace"], tuple(run["posix_window_us"])
+    edited = tmp_path / "trace-stale-preload.pfw.gz"
+    _with_a_reused_descriptor(src, edited, window)
+
+    def summary(path):
+        return posix.split([path], {"run": window})["run"].summary(
+            run["bytes_consumed"], run["posix_rchar_bytes"], run["seconds"]
+        )
+
+    whole, got = summary(src), summary(edited)
+    assert got["posix_misnamed_calls"] == whole["posix_misnamed_calls"] + 4
+    assert {k: v for k, v in got.items() if k != "posix_misnamed_calls"} == {
+        k: v for k, v in whole.items() if k != "posix_misnamed_calls"
+    }
+    assert got["posix_eof_reads"] == N and got["posix_unclosed"] == 0
+
+    def left_out(trace) -> int:  # the users' reader's note on such calls
+        said = [n for n in trace.notes if "calls named a file DFTracer had seen closed" in n]
+        return int(said[0].split()[0].replace(",", "")) if said else 0
+
+    theirs, again = dftracer.read(src), dftracer.read(edited)
+    assert again.operations.equals(theirs.operations)
+    assert left_out(again) == left_out(theirs) + 4, again.notes
+
+
 @pytest.mark.cells
 def test_perfetto_conversion(traced, tmp_path):
     out, cells = traced
