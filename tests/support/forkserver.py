@@ -20,6 +20,7 @@ leaves it running (``Started``, as ``subprocess.Popen``), for a test that signal
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -334,8 +335,11 @@ class Started:
         return empty.join(self._read[name])
 
     def send_signal(self, sig: int) -> None:
+        """As ``Popen.send_signal``: nothing once the command is known to have ended, and nothing when it ends
+        between that check and the signal (its shepherd reaped it before telling us: bpo-40550)."""
         if not self._ended.is_set():
-            os.kill(self.pid, sig)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
 
     def terminate(self) -> None:
         self.send_signal(signal.SIGTERM)
