@@ -19,36 +19,46 @@ COLLECTION = [
 ]
 
 
+# the Slurm group outlasts the others' groups: the waiting modules behind it are left when they run out
+LONG_SLURM = [
+    *(f"tests/slurm/test_slurm.py::test_{k}@slurm" for k in range(8)),
+    *(f"tests/w{k}.py::test_1@{WAITS}tests/w{k}.py" for k in range(4)),
+    *(f"tests/m{k}.py::test_1@tests/m{k}.py" for k in range(2)),
+]
+
+
 class Worker:
     """What the scheduler asks of an xdist worker: tests sent to it, and shutting down."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, collection: list[str]) -> None:
         self.gateway, self.sent, self.shutting_down = SimpleNamespace(id=name), [], False
+        self.collection = collection
 
     def send_runtest_some(self, indices: list[int]) -> None:
-        self.sent.extend(COLLECTION[i] for i in indices)
+        self.sent.extend(self.collection[i] for i in indices)
 
     def shutdown(self) -> None:
         self.shutting_down = True
 
 
-def _run(workers: int) -> list[Worker]:
-    """Every test of COLLECTION scheduled on ``workers`` workers, each finishing what it was sent in turn."""
+def _run(workers: int, collection: list[str] = COLLECTION) -> list[Worker]:
+    """Every test of ``collection`` scheduled on ``workers`` workers, each finishing what it was sent in
+    turn, one test a round."""
     config = SimpleNamespace(
         getvalue=lambda name: [f"{workers}*popen"], option=SimpleNamespace(loadscopereorder=True)
     )
     sched = ApartScheduling(config)
-    nodes = [Worker(f"gw{k}") for k in range(workers)]
+    nodes = [Worker(f"gw{k}", collection) for k in range(workers)]
     for node in nodes:
         sched.add_node(node)
-        sched.add_node_collection(node, COLLECTION)
+        sched.add_node_collection(node, collection)
     sched.schedule()
     done: dict[Worker, int] = {node: 0 for node in nodes}
     while not sched.tests_finished:
         progressed = False
         for node in nodes:
             if done[node] < len(node.sent):
-                sched.mark_test_complete(node, COLLECTION.index(node.sent[done[node]]))
+                sched.mark_test_complete(node, collection.index(node.sent[done[node]]))
                 done[node] += 1
                 progressed = True
         assert progressed, "tests left that no worker was sent"
@@ -74,3 +84,20 @@ def test_two_workers_take_any_group():
     assert sorted(t for n in nodes for t in n.sent) == sorted(COLLECTION)
     slurm = [n for n in nodes if any("@slurm" in t for t in n.sent)]
     assert len(slurm) == 1 and any("@slurm" not in t and f"@{WAITS}" not in t for t in slurm[0].sent)
+
+
+def test_the_others_take_the_waiting_modules_left_once_their_own_groups_are_handed_out():
+    """Before: the other workers shut down with their groups done while the waiting worker still had its
+    waiting modules to run one after another (the suite of 2026-12-01: 42 s alone at the end)."""
+    nodes = _run(3, LONG_SLURM)
+    apart = next(n for n in nodes if any("@slurm" in t for t in n.sent))
+    slurm = [t for t in LONG_SLURM if "@slurm" in t]
+    assert [t for t in apart.sent if "@slurm" in t] == slurm  # the cluster's group stays on one worker
+    helped = [t for n in nodes if n is not apart for t in n.sent if f"@{WAITS}" in t]
+    assert helped, [n.sent for n in nodes]
+    for n in nodes:
+        if n is not apart:  # each helped only after its own groups
+            own = [k for k, t in enumerate(n.sent) if "@slurm" not in t and f"@{WAITS}" not in t]
+            assert all(k > max(own, default=-1) for k, t in enumerate(n.sent) if f"@{WAITS}" in t), n.sent
+    assert sorted(t for n in nodes for t in n.sent) == sorted(LONG_SLURM)  # every test once
+    assert all(n.shutting_down for n in nodes)

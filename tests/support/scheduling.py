@@ -1,6 +1,6 @@
 """How pytest-xdist hands the test groups to its workers (``--dist loadgroup``, tests/conftest.py): the
 Slurm cluster's group and the modules marked ``waits`` on a worker of their own, the rest on the others;
-once that worker's own groups are all handed out, it helps with the rest.
+a worker whose own groups are all handed out helps with the rest, whichever they are.
 
 The Slurm tests spend most of their time waiting (for the controller to start a job, for a node's silence
 to time out, for the next accounting poll) and little on the CPU; the modules marked ``waits`` spend much
@@ -8,11 +8,12 @@ of theirs waiting too (servers starting, requests in flight, time limits running
 groups are mostly CPU, though they wait too (cold reads from disk, the commands they start): the suite
 runs three of them at once on two cores (``-n 4``, pyproject.toml). With a worker of their own the
 waiting groups wait beside the others instead of in their place, and start at once rather than behind
-the CPU-bound groups. That worker's own groups end about three quarters of the way through the suite
-(about 460 s of a 600 s run on 2026-11-29); left idle, it would leave the rest to the others, so it then
-takes the other groups too. Four groups at a time on two cores is less than the CPU hog the suite is
-proven beside (issue 58: every test asserts what the run counted, not how fast it went). With fewer than
-three workers every worker takes any group, as xdist's own ``loadgroup`` does.
+the CPU-bound groups. Either side may run out first: on 2026-11-29 that worker's own groups ended at
+about 460 s of a 600 s run, and it then took the others' groups; on 2026-12-01 the others' ended at
+630-640 s and that worker went on alone with its waiting modules to 682 s, so the others now take those
+too. Four groups at a time on two cores is less than the CPU hog the suite is proven beside (issue 58:
+every test asserts what the run counted, not how fast it went). With fewer than three workers every
+worker takes any group, as xdist's own ``loadgroup`` does.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ def apart(scope: str) -> bool:
 
 
 class ApartScheduling(LoadGroupScheduling):
-    """``loadgroup``, with the groups ``apart`` names on the last worker, and other groups there only once
-    none of those is left to hand out."""
+    """``loadgroup``, with the groups ``apart`` names on the last worker and the others on the rest; a
+    worker takes the other side's groups once none of its own is left to hand out."""
 
     def _apart_node(self):
         """The last worker, with three or more (xdist's own ``remove_node``, after a crash, may make another
@@ -46,7 +47,7 @@ class ApartScheduling(LoadGroupScheduling):
 
     def _next_scope(self, node) -> str | None:
         own = next((s for s in self.workqueue if self._takes(node, s)), None)
-        if own is None and node is self._apart_node():  # its own groups are handed out: help with the rest
+        if own is None:  # its own groups are handed out: help with the rest
             return next(iter(self.workqueue), None)
         return own
 
