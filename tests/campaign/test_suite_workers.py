@@ -22,7 +22,7 @@ COLLECTION = [
 # the Slurm group outlasts the others' groups: the waiting modules behind it are left when they run out
 LONG_SLURM = [
     *(f"tests/slurm/test_slurm.py::test_{k}@slurm" for k in range(8)),
-    *(f"tests/w{k}.py::test_1@{WAITS}tests/w{k}.py" for k in range(4)),
+    *(f"tests/waits{k}.py::test_1@{WAITS}tests/waits{k}.py" for k in range(4)),
     *(f"tests/m{k}.py::test_1@tests/m{k}.py" for k in range(2)),
 ]
 
