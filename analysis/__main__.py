@@ -89,7 +89,26 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if out.failed or out.missing or out.unreadable else 0
 
 
+def run() -> int:
+    """``main``, ended by Ctrl-C or SIGTERM in one line: every file it had written is whole (each is written
+    aside and renamed onto its name; the one being written is removed), and the rest are as they were."""
+    from jobs import interrupts
+
+    interrupts.install()
+    try:
+        status = main()
+        interrupts.settle()  # a signal that landed inside a finalizer is raised here, not lost
+        return status
+    except (KeyboardInterrupt, interrupts.Interrupted) as e:
+        print(
+            f"analysis: interrupted by {interrupts.name_of(e)}; the files it wrote are whole, the others "
+            "as they were: run the same command again",
+            file=sys.stderr,
+        )
+        return 128 + interrupts.signum_of(e)
+
+
 if __name__ == "__main__":
     from jobs.lifeline import exit_as_python
 
-    exit_as_python(lambda: sys.exit(main()))
+    exit_as_python(lambda: sys.exit(run()))
