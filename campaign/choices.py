@@ -78,7 +78,7 @@ def closest(name: str, valid: list[str]) -> str | None:
     return close[0] if close else None
 
 
-def _preset_kind(name: str, extra: list[Path]) -> str | None:
+def preset_kind(name: str, extra: list[Path]) -> str | None:
     """The ``kind`` a workload preset names (None when the preset cannot be read here)."""
     from omegaconf import OmegaConf
 
@@ -124,7 +124,7 @@ def missing_field(args: list[str]) -> str | None:
         if not m:
             continue
         for name in chosen or [default("workload")]:
-            kind = _preset_kind(name, extra)
+            kind = preset_kind(name, extra)
             if kind not in workloads.names():
                 continue
             known = [f.name for f in fields(workloads.get(kind).schema)]

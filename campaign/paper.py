@@ -233,6 +233,7 @@ def _run_grids(todo: list[tuple[str, list[str]]], extra: list[str], out: Path, c
     from campaign.slurm import submit
 
     status, after = 0, None
+    preload = subcampaign.preload_for([[*overrides, *extra] for _, overrides in todo])  # one server for all
     for name, overrides in todo:
         chain = (
             [o for o in extra if not o.startswith("platform.after=")] + [f"platform.after={after}"]
@@ -241,7 +242,7 @@ def _run_grids(todo: list[tuple[str, list[str]]], extra: list[str], out: Path, c
         )
         print(f"[paper] {name}: python -m campaign -m {' '.join(overrides + chain)}", flush=True)
         before = submit.last_array(out / name)
-        rc = subcampaign.run([*overrides, *chain], out / name)
+        rc = subcampaign.run([*overrides, *chain], out / name, preload)
         if rc != 0:
             print(f"[paper] {name} ended with exit status {rc}; the report says what is missing", flush=True)
             status = 1

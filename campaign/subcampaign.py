@@ -17,16 +17,19 @@ import sys
 from pathlib import Path
 
 
-def run(args: list[str], sweep_dir: Path) -> int:
+def run(args: list[str], sweep_dir: Path, preload: tuple[str, ...] | None = None) -> int:
     """``python -m campaign -m <args> hydra.sweep.dir=<sweep_dir>``, started warm (``jobs.execution.warm``:
     forked from a server that imported TensorFlow, Hydra and pandas once for all of this process's
-    sub-campaigns); its exit status."""
+    sub-campaigns); its exit status. ``preload``: what the server imports, when this process's first call
+    starts it (``preload_for`` every grid the process will run; by default, this grid's)."""
     from jobs import interrupts, lifeline
     from jobs.execution import warm
 
-    preload = warm.COMMON + ((warm.TENSORFLOW,) if _runs_tensorflow(args) else ())
     child = warm.start(
-        "campaign", ["-m", *args, f"hydra.sweep.dir={sweep_dir}"], lifeline.child_env(), preload
+        "campaign",
+        ["-m", *args, f"hydra.sweep.dir={sweep_dir}"],
+        lifeline.child_env(),
+        preload_for([args]) if preload is None else preload,
     )
     try:
         return child.wait()
@@ -34,6 +37,19 @@ def run(args: list[str], sweep_dir: Path) -> int:
         child.send_signal(interrupts.signum_of(e))  # its own line names the signal the user sent
         child.wait(120)
         raise
+
+
+def preload_for(grids: list[list[str]]) -> tuple[str, ...]:
+    """What the warm server of the sub-campaigns ``grids`` imports: TensorFlow where a cell of one would
+    run on it (a dry run's do not run), with Keras where such a cell's workload builds a Keras model, or
+    where the grid's workload cannot be read here."""
+    from jobs.execution import warm
+
+    tensorflow = [args for args in grids if _runs_tensorflow(args)]
+    if not tensorflow:
+        return warm.COMMON
+    keras = any(_uses_keras(args) for args in tensorflow)
+    return (*warm.COMMON, warm.TENSORFLOW if keras else warm.TENSORFLOW_DATA)
 
 
 def _runs_tensorflow(args: list[str]) -> bool:
@@ -49,6 +65,25 @@ def _runs_tensorflow(args: list[str]) -> bool:
     return any(
         frameworks.FRAMEWORKS[n].imports_tensorflow for n in chosen.split(",") if n in frameworks.FRAMEWORKS
     )
+
+
+def _uses_keras(args: list[str]) -> bool:
+    """Whether a cell of the grid ``args`` may build a Keras model: its workload presets' kinds say so; an
+    experiment, or a preset not read here, counts as one that does."""
+    from campaign import choices
+    from campaign.overrides import value_of
+    from jobs import workloads
+
+    if value_of(args, "experiment"):
+        return True
+    chosen = value_of(args, "workload") or choices.default("workload")
+    if not chosen:
+        return True
+    for name in chosen.split(","):
+        kind = choices.preset_kind(name, choices.searchpath(args))
+        if kind not in workloads.names() or workloads.get(kind).uses_keras:
+            return True
+    return False
 
 
 def plan_all(argvs: list[list[str]]) -> list[dict]:

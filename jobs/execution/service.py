@@ -164,7 +164,8 @@ def running(workers: int, folder: Path, slurm: tuple[int, int] | None = None):
         # workers end with the step, which Slurm ends with the job
         from jobs.execution import warm
 
-        preload = (*warm.COMMON, warm.TENSORFLOW)  # started warm: TensorFlow imported once, not per process
+        # started warm: TensorFlow imported once, not per process (tf.data alone: no Keras)
+        preload = (*warm.COMMON, warm.TENSORFLOW_DATA)
         d = warm.start(MODULE, ["dispatcher", str(folder)], lifeline.child_env(), preload)
         procs.append(d)
         _wait(folder / "dispatcher.port", procs, "dispatcher")

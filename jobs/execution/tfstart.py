@@ -72,8 +72,10 @@ def import_quietly(log: Path, keras: bool = True) -> bool:
             f.flush()
             _preloaded = None
         with _stderr_into(f), _leaving_out(keras):
-            import tensorflow as tf  # and Keras, unless left out (a warm server's preload has both)
+            import tensorflow as tf  # and Keras, unless left out (or the warm server's preload left it out)
 
+            if keras and "keras" not in sys.modules:
+                import keras  # noqa: F401
             tf.config.list_physical_devices()  # where the CUDA platform is set up (cuInit)
     out_of_the_collectors_way()
     return True
@@ -89,18 +91,20 @@ def out_of_the_collectors_way() -> None:
     gc.freeze()
 
 
-def preload() -> None:
-    """Import TensorFlow and Keras without looking for devices, their lines kept for the first cell's log:
-    in a warm server whose forked children run cells (``jobs.execution.warm``). The first device query
-    sets CUDA up, and a process forked after that cannot use CUDA: each child makes its own
-    (``import_quietly``)."""
+def preload(keras: bool = True) -> None:
+    """Import TensorFlow, and Keras unless not ``keras``, without looking for devices, their lines kept for
+    the first cell's log: in a warm server whose forked children run cells (``jobs.execution.warm``). The
+    first device query sets CUDA up, and a process forked after that cannot use CUDA: each child makes its
+    own (``import_quietly``, which imports Keras there if a cell needs it and the server left it out)."""
     global _preloaded
     if "tensorflow" in sys.modules:
         return
     with tempfile.TemporaryFile() as f:
-        with _stderr_into(f), _leaving_out(keras=True):
-            import keras  # noqa: F401
+        with _stderr_into(f), _leaving_out(keras):
             import tensorflow  # noqa: F401
+
+            if keras:
+                import keras as _  # noqa: F401
         f.seek(0)
         _preloaded = f.read()
 

@@ -24,6 +24,7 @@ from multiprocessing import process as _process
 from pathlib import Path
 
 TENSORFLOW = "jobs.execution.tfpreload"  # in a preload list: TensorFlow and Keras, quietly (tfstart.preload)
+TENSORFLOW_DATA = "jobs.execution.tfdatapreload"  # TensorFlow alone: Keras imported where a cell needs it
 COMMON = ("hydra", "omegaconf", "pandas", "submitit", "campaign.choices", "jobs.runner")  # every campaign's
 # imported last by the server: it ends without tearing its modules down (lifeline.end_without_teardown)
 SERVER_ENDS = "jobs.execution.warmend"
@@ -161,13 +162,14 @@ def _remove_sockets(folder: str) -> bool:
 
 
 def for_cell(workload, cfg) -> tuple[str, ...]:
-    """What a process that runs a cell's runs imports (a local task): TensorFlow where the cell runs in it,
-    else what its framework declares safe to import before a fork (``Framework.warm``)."""
+    """What a process that runs a cell's runs imports (a local task): TensorFlow where the cell runs in it
+    (with Keras where its workload builds a Keras model), else what its framework declares safe to import
+    before a fork (``Framework.warm``)."""
     from jobs import frameworks
     from jobs.execution import tfstart
 
     if tfstart.needed(workload, cfg):
-        return (*COMMON, TENSORFLOW)
+        return (*COMMON, TENSORFLOW if workload.uses_keras else TENSORFLOW_DATA)
     return (*COMMON, *frameworks.of(cfg).warm)
 
 
