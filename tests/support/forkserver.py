@@ -1,6 +1,6 @@
 """A warm interpreter that starts the project's commands by ``fork``: ``python -m <module> <args>`` as the
-tests run it, without paying Python's start and the heavy libraries' imports (TensorFlow without Keras,
-PyTorch, pandas, matplotlib, Hydra: about 5 s of a 2-core machine's time) once per command.
+tests run it, without paying Python's start and the heavy libraries' imports (TensorFlow and Keras,
+PyTorch, pandas, matplotlib, Hydra: about 6 s of a 2-core machine's time) once per command.
 
 Each command still runs in a process of its own, from a fresh copy of this interpreter taken before any
 of the project's code ran (its most used modules imported, ``PROJECT``, none called): its module run as
@@ -43,9 +43,10 @@ def _preload() -> None:
 
     from jobs.execution import tfstart
 
-    # TensorFlow as a cell imports it (without Keras, found on first use), its start-up lines discarded:
-    # the commands' own are what tests see
-    tfstart.import_quietly(Path(os.devnull), keras=False)
+    # TensorFlow and Keras as a cell that builds a Keras model imports them (1 s of CPU less for each
+    # command that runs one; one that builds none finds Keras there and never uses it), its start-up
+    # lines discarded: the commands' own are what tests see
+    tfstart.import_quietly(Path(os.devnull), keras=True)
     try:
         import torch  # noqa: F401
     except ImportError:
