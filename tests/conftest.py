@@ -33,6 +33,18 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Slurm cluster, and the tests that build emulated or modelled tiers (marked ``tiers``: fixed mount points,
 # loop devices and throttle groups by tier name, that tests also build directly, outside the campaign's
 # device locks). Every other module stays whole, so its module fixtures run once.
+def pytest_configure(config):
+    """With pytest-xdist's workers: one fork server for them all (support/forkserver.py's ``Shared``),
+    started here, before them, instead of one each."""
+    if getattr(config.option, "numprocesses", None) and not os.environ.get("PYTEST_XDIST_WORKER"):
+        from support import forkserver
+        from support.commands import python_env
+
+        server = forkserver.Shared(python_env())
+        os.environ[forkserver.SHARED] = server.path  # the workers' environment, as they start
+        config.add_cleanup(server.stop)
+
+
 @pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown where xdist is not loaded (-p no:xdist)
 def pytest_xdist_make_scheduler(config, log):
     """With three workers or more, the Slurm group and the modules marked ``waits`` on one of their own, first

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -94,3 +95,35 @@ def test_a_command_whose_child_keeps_its_output_open_times_out(tmp_path):
         run_module("leaves", cwd=tmp_path, timeout=3)
     assert time.monotonic() - t0 < 15
     os.kill(int(e.value.output.decode().split()[0]), signal.SIGKILL)
+
+
+def test_the_suites_test_processes_share_one_server_which_outlives_each_of_them(tmp_path, request):
+    """The server of the suite's workers (support/forkserver.py's ``Shared``: the one running, under
+    pytest-xdist, or one started here): every test process's commands are forked from it, a test process
+    that ends leaves it serving the others, and it ends, its socket's folder gone, when its starter stops
+    it."""
+    from support import forkserver
+    from support.commands import python_env
+
+    (tmp_path / "parents.py").write_text(
+        "import os\nppid = os.getppid()\nprint(open(f'/proc/{ppid}/stat').read().split(')')[-1].split()[1])\n"
+    )
+    server, path = None, os.environ.get(forkserver.SHARED)
+    if not path:
+        server = forkserver.Shared(python_env())
+        request.addfinalizer(server.stop)
+        path = server.path
+    mp = pytest.MonkeyPatch()
+    request.addfinalizer(mp.undo)
+    mp.setenv(forkserver.SHARED, path)
+    a, b = forkserver.Client(python_env()), forkserver.Client(python_env())
+    said = [c.run("parents", [], tmp_path, python_env(), 120) for c in (a, b, a)]
+    assert [p.returncode for p in said] == [0, 0, 0], [p.stderr for p in said]
+    servers = {int(p.stdout) for p in said}  # each command's parent is a shepherd, whose parent is the server
+    assert len(servers) == 1 and "forkserver.py" in Path(f"/proc/{servers.pop()}/cmdline").read_text()
+    a.control.close()  # a test process ends
+    assert b.run("parents", [], tmp_path, python_env(), 120).stdout == said[0].stdout
+    b.control.close()
+    if server is not None:
+        server.stop()
+        assert server.process.returncode == 0 and not os.path.exists(server.folder)

@@ -17,6 +17,7 @@ def python_env(**extra: str) -> dict[str, str]:
     start-up lines quiet, Hydra's short errors (as a user has them); ``extra`` added over it."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2", **extra}
     env.pop("HYDRA_FULL_ERROR", None)
+    env.pop(forkserver.SHARED, None)  # the suite's own, not the commands'
     return env
 
 

@@ -3,15 +3,17 @@ tests run it, without paying Python's start and the heavy libraries' imports (Te
 PyTorch, pandas, matplotlib, Hydra: about 6 s of a 2-core machine's time) once per command.
 
 Each command still runs in a process of its own, from a fresh copy of this interpreter taken before any
-of the project's code ran (its most used modules imported, ``PROJECT``, none called): its module run as
-``__main__`` (``runpy``), in its folder, with its own environment, arguments and standard streams, and
-ended as an interpreter ends (``atexit``, threads joined, streams flushed). What differs from a cold
-``python -m``: the preloaded libraries are already in ``sys.modules`` (TensorFlow's start-up lines are
-therefore not printed again, and no ``tensorflow_startup.log`` is written: tests of those use
+of the project's modules is imported (some read ``sys.path`` at their import: ``jobs.storage.backends``
+finds the kinds of storage of the ``iocampaign_backends`` a test puts on a command's PYTHONPATH): its
+module run as ``__main__`` (``runpy``), in its folder, with its own environment, arguments and standard
+streams, and ended as an interpreter ends (``atexit``, threads joined, streams flushed). What differs
+from a cold ``python -m``: the preloaded libraries are already in ``sys.modules`` (TensorFlow's start-up
+lines are therefore not printed again, and no ``tensorflow_startup.log`` is written: tests of those use
 ``fresh=True``), and the process's parent is a shepherd forked from here rather than the test.
 
-Run as ``python forkserver.py FD``: FD is one end of a ``SOCK_SEQPACKET`` socket pair. Each request on
-it is one message (JSON: module, args, cwd, env, and whether the command leads a session of its own) with
+Run as ``python forkserver.py FD [LISTENER]``: FD is one end of a ``SOCK_SEQPACKET`` socket pair, and
+LISTENER a listening socket that the suite's other test processes connect to (``Shared``). Each request on
+either is one message (JSON: module, args, cwd, env, and whether the command leads a session of its own) with
 four descriptors: stdin, stdout and stderr for the command, and one end of a socket pair on which the
 shepherd answers ``{"pid": N}`` once the command runs, then ``{"returncode": R}`` when it ends (negative:
 the signal that ended it). ``Client.run`` waits for the command, as ``subprocess.run``; ``Client.start``
@@ -21,7 +23,6 @@ leaves it running (``Started``, as ``subprocess.Popen``), for a test that signal
 from __future__ import annotations
 
 import contextlib
-import importlib
 import io
 import json
 import os
@@ -51,34 +52,7 @@ def _preload() -> None:
         import torch  # noqa: F401
     except ImportError:
         pass
-    for name in PROJECT:
-        importlib.import_module(name)
     tfstart.out_of_the_collectors_way()  # as a cell's process does after its imports: the commands' children
-
-
-# the project's modules that nearly every command imports (its planning, the sweeper, the workloads, the
-# records): imported here, never called, so that each command finds them as a new Python would after
-# importing them (none reads the environment or the folder at its import), about 0.07 s of CPU less per
-# command; the modules that do (``jobs.storage.modeled`` sets mfusepy's library) are each command's own
-PROJECT = (
-    "campaign.cell",
-    "campaign.choices",
-    "campaign.estimate",
-    "campaign.helptext",
-    "campaign.schema",
-    "campaign.sweep",
-    "campaign.validate",
-    "hydra_plugins.iocampaign_sweeper.campaign_sweeper",
-    "jobs.records",
-    "jobs.runner",
-    "jobs.workloads.alexnet",
-    "jobs.workloads.baseline",
-    "jobs.workloads.checkpoint",
-    "jobs.workloads.emulated",
-    "jobs.workloads.microbench",
-    "jobs.workloads.replay",
-    "jobs.workloads.shards",
-)
 
 
 class _Run(Exception):
@@ -88,22 +62,43 @@ class _Run(Exception):
         self.request = request
 
 
-def _serve(control: socket.socket) -> None:
+def _serve(life: socket.socket, listener: socket.socket | None) -> None:
+    """Fork a shepherd for each request, on ``life`` (the starter's own socket) or on a connection the
+    ``listener`` accepted (another test process's); end when ``life`` closes."""
+    import selectors
+
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # shepherds are reaped by the kernel
+    sockets = selectors.DefaultSelector()
+    sockets.register(life, selectors.EVENT_READ)
+    if listener is not None:
+        sockets.register(listener, selectors.EVENT_READ)
     while True:
-        try:
-            data, fds, _, _ = socket.recv_fds(control, 1 << 20, 4)
-        except OSError:
-            return
-        if not data:
-            return  # the tests' worker ended
-        if os.fork() == 0:  # the shepherd
-            control.close()
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            _shepherd(json.loads(data), fds)  # returns only in the command's process
-            return
-        for fd in fds:
-            os.close(fd)
+        for key, _ in sockets.select():
+            sock = key.fileobj
+            if sock is listener:
+                conn, _ = listener.accept()
+                conn.sendall(b"ready")
+                sockets.register(conn, selectors.EVENT_READ)
+                continue
+            try:
+                data, fds, _, _ = socket.recv_fds(sock, 1 << 20, 4)
+            except OSError:
+                data, fds = b"", []
+            if not data:  # the starter ended (then so does the server), or a test process that connected
+                if sock is life:
+                    return
+                sockets.unregister(sock)
+                sock.close()
+                continue
+            if os.fork() == 0:  # the shepherd
+                for other in list(sockets.get_map().values()):
+                    other.fileobj.close()
+                sockets.close()
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                _shepherd(json.loads(data), fds)  # returns only in the command's process
+                return
+            for fd in fds:
+                os.close(fd)
 
 
 def _shepherd(request: dict, fds: list[int]) -> None:
@@ -148,11 +143,12 @@ _OWN_PATH = os.path.abspath(os.environ.get("PYTHONPATH", "."))  # the checkout (
 
 
 def main() -> None:
-    control = socket.socket(fileno=int(sys.argv[1]))
+    life = socket.socket(fileno=int(sys.argv[1]))
+    listener = socket.socket(fileno=int(sys.argv[2])) if len(sys.argv) > 2 else None
     _preload()
-    control.sendall(b"ready")
+    life.sendall(b"ready")
     try:
-        _serve(control)
+        _serve(life, listener)
     except _Run as run:  # sys.stdin, stdout and stderr are on descriptors 0-2: now the command's
         _exit(_run, run.request)
 
@@ -171,29 +167,78 @@ if __name__ == "__main__":
     exit_as_python(main)  # at the end of its tests' process too: without tearing its libraries down
 
 
-class Client:
-    """The tests' side: one server per test process, started on first use (about 6 s) and ended with it."""
+SHARED = "IOCAMPAIGN_TESTS_FORKSERVER"  # the socket of the server the suite's workers share (``Shared``)
+
+
+class Shared:
+    """One server for every worker of the suite (pytest-xdist's): started by the controller before the
+    workers, which connect to it by the socket named in their environment (``SHARED``), instead of each
+    importing the heavy libraries into a server of its own (about 5 s of CPU each). It ends when the
+    controller closes its end (``stop``), or ends itself."""
 
     def __init__(self, env: dict[str, str]):
         import subprocess
-        import threading
+        import tempfile
 
-        control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.folder = tempfile.mkdtemp(prefix="iocampaign-forkserver-")  # 0700: the tests' user alone
+        self.path = os.path.join(self.folder, "socket")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        listener.bind(self.path)  # listening before any worker starts: none finds it missing
+        listener.listen(16)
+        self.life, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.process = subprocess.Popen(
-            [sys.executable, __file__, str(theirs.fileno())],
-            pass_fds=(theirs.fileno(),),
+            [sys.executable, __file__, str(theirs.fileno()), str(listener.fileno())],
+            pass_fds=(theirs.fileno(), listener.fileno()),
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
         )
         theirs.close()
+        listener.close()
+
+    def stop(self) -> None:
+        import shutil
+        import subprocess
+
+        self.life.close()
+        try:
+            self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class Client:
+    """The tests' side: the suite's shared server (``Shared``) where the environment names one, else one
+    server for this test process, started on first use (about 6 s) and ended with it."""
+
+    def __init__(self, env: dict[str, str]):
+        import subprocess
+        import threading
+
+        shared = os.environ.get(SHARED)
+        self.process = None
+        if shared:
+            control = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            control.connect(shared)
+        else:
+            control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            self.process = subprocess.Popen(
+                [sys.executable, __file__, str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+            )
+            theirs.close()
         self.control = control
         self.lock = threading.Lock()
         if control.recv(16) != b"ready":
-            raise RuntimeError(f"the fork server ended while importing (exit {self.process.wait()})")
+            ended = f"exit {self.process.wait()}" if self.process else f"the suite's, at {shared}"
+            raise RuntimeError(f"the fork server ended while importing ({ended})")
 
     def alive(self) -> bool:
-        return self.process.poll() is None
+        return self.process is None or self.process.poll() is None
 
     def run(self, module: str, args: list[str], cwd, env: dict[str, str], timeout: float):
         """As ``subprocess.run([python, "-m", module, *args], capture_output=True, text=True, ...)``."""
