@@ -114,7 +114,7 @@ def _check_grids(todo: list[tuple[str, list[str]]], extra: list[str], out: Path)
     planned = [] if dry else ["platform.dry_run=true"]
     argvs = [["-m", *grid, *extra, f"hydra.sweep.dir={out / name}", *planned] for name, grid in todo]
     shown: list[tuple[str, str]] = []  # each grid's dry run, for the study's total
-    results = subcampaign.plan_all(argvs)
+    results = subcampaign.plan_all(argvs, _preload(todo, extra))  # the server the grids then run from
     for (name, _), p in zip(todo, results):
         if dry:
             print(f"[paper] {name}:\n{p['out']}", end="", flush=True)
@@ -224,6 +224,13 @@ def _submits_and_returns(extra: list[str]) -> bool:
     return str(kind) == "slurm" and not waits
 
 
+def _preload(todo: list[tuple[str, list[str]]], extra: list[str]) -> tuple[str, ...]:
+    """What the study's warm server imports: what its grids' cells need (``subcampaign.preload_for``)."""
+    from campaign import subcampaign
+
+    return subcampaign.preload_for([[*grid, *extra] for _, grid in todo])
+
+
 def _run_grids(todo: list[tuple[str, list[str]]], extra: list[str], out: Path, chained: bool = False) -> int:
     """Run every grid into its sub-folder of ``out``, one after another; 1 when one of them failed. A
     grid ends (cleanly) when this process dies, whatever kills it. ``chained`` (Slurm, no waiting): each
@@ -233,7 +240,7 @@ def _run_grids(todo: list[tuple[str, list[str]]], extra: list[str], out: Path, c
     from campaign.slurm import submit
 
     status, after = 0, None
-    preload = subcampaign.preload_for([[*overrides, *extra] for _, overrides in todo])  # one server for all
+    preload = _preload(todo, extra)  # one warm server for the plans and every grid
     for name, overrides in todo:
         chain = (
             [o for o in extra if not o.startswith("platform.after=")] + [f"platform.after={after}"]

@@ -3,7 +3,8 @@
 - ``run``: ``python -m campaign -m`` as a child process, started warm, that ends cleanly, tiers and locks
   released, when its parent is interrupted.
 - ``plan_all``: the dry runs of several command lines in one child process (``python -m
-  campaign.subcampaign``): one Python start for all of them, as the shell would run them one by one.
+  campaign.subcampaign``), started warm as ``run``'s: one process for all of them, run one by one as the
+  shell would run them.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import contextlib
 import io
 import json
 import runpy
-import subprocess
 import sys
 from pathlib import Path
 
@@ -86,22 +86,42 @@ def _uses_keras(args: list[str]) -> bool:
     return False
 
 
-def plan_all(argvs: list[list[str]]) -> list[dict]:
+def plan_all(argvs: list[list[str]], preload: tuple[str, ...] | None = None) -> list[dict]:
     """Each argument list's ``python -m campaign <argv>`` run in one child process, one after another (the
     caller adds ``platform.dry_run=true``): per command, its exit status and what it printed
-    (``status``, ``out``, ``err``)."""
-    from jobs import lifeline
+    (``status``, ``out``, ``err``). The child is started warm (``jobs.execution.warm``), from the server
+    that this process's sub-campaigns are forked from after it (``preload``: what it imports, where this
+    call starts it; by default, what the grids need), so that neither a fresh Python's start nor its
+    imports are paid for the plans."""
+    import os
 
-    p = subprocess.run(
-        [sys.executable, "-m", "campaign.subcampaign"],
-        input=json.dumps(argvs),
-        capture_output=True,
-        text=True,
-        env=lifeline.child_env(),
-    )
-    said = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
-    if len(said) < len(argvs):  # the driver itself failed: the command it was on gets its last line
-        said.append({"argv": argvs[len(said)], "status": p.returncode or 1, "out": "", "err": p.stderr})
+    from jobs import lifeline
+    from jobs.execution import warm
+
+    argvs = [list(argv) for argv in argvs]
+    read, write = os.pipe()
+    try:
+        child = warm.start(
+            "campaign.subcampaign",
+            [json.dumps(argvs)],
+            lifeline.child_env(),
+            preload_for(argvs) if preload is None else preload,
+            stdout=write,
+        )
+    finally:
+        os.close(write)
+    with os.fdopen(read, encoding="utf-8") as f:
+        try:
+            text = f.read()
+            status = child.wait()
+        except BaseException:  # SIGTERM or Ctrl-C while planning: the plans end with this process
+            child.kill()
+            child.wait()
+            raise
+    said = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    if len(said) < len(argvs):  # the driver itself failed (its traceback on standard error)
+        err = f"the plans' driver ended with exit status {status}"
+        said.append({"argv": argvs[len(said)], "status": status or 1, "out": "", "err": err})
     return said
 
 
@@ -131,9 +151,12 @@ def _one(argv: list[str]) -> dict:
 
 
 def main() -> None:
-    """stdin: a JSON list of argument lists; stdout: one JSON line per command, in order."""
-    for argv in json.load(sys.stdin):
-        print(json.dumps(_one(argv)), flush=True)
+    """The argument lists, a JSON list (the first argument, else standard input); stdout: one JSON line per
+    command, in order."""
+    argvs = json.loads(sys.argv[1]) if len(sys.argv) > 1 else json.load(sys.stdin)
+    out = sys.stdout
+    for argv in argvs:
+        print(json.dumps(_one(argv)), file=out, flush=True)
 
 
 if __name__ == "__main__":

@@ -64,9 +64,12 @@ class Started:
         self._process.kill()
 
 
-def start(module: str, args: Sequence[str], env: dict, preload: Sequence[str] = COMMON) -> Started:
+def start(
+    module: str, args: Sequence[str], env: dict, preload: Sequence[str] = COMMON, *, stdout: int = 1
+) -> Started:
     """``python -m module *args`` with ``env``, in this process's folder, forked from this process's warm
-    server (started on the first call, with ``preload``; a later call's list is not loaded again)."""
+    server (started on the first call, with ``preload``; a later call's list is not loaded again); its
+    standard output on this process's descriptor ``stdout``, its standard error on this process's."""
     import multiprocessing as mp
     from multiprocessing import forkserver
 
@@ -77,7 +80,7 @@ def start(module: str, args: Sequence[str], env: dict, preload: Sequence[str] = 
     forkserver.ensure_running()  # nothing to do once it runs
     process = context.Process(
         target=_run,
-        args=(module, list(args), os.getcwd(), dict(env), _Fd(1), _Fd(2), cgroups()),
+        args=(module, list(args), os.getcwd(), dict(env), _Fd(stdout), _Fd(2), cgroups()),
         name=f"python -m {module}",
     )
     process.start()
