@@ -8,8 +8,6 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
-import sys
 
 import pytest
 
@@ -80,14 +78,12 @@ def test_every_campaign_command_plans_as_written(tmp_path):
         argvs.append([*args, "platform.dry_run=true"])
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    p = subprocess.run(
-        [sys.executable, "-m", "campaign.subcampaign"],  # every line in one process, as the shell would
-        input=json.dumps(argvs),
+    p = run_module(
+        "campaign.subcampaign",  # every line in one process, one after another, as the shell would
+        json.dumps(argvs),
         cwd=cwd,
         # the docs' user of their own store has its keys exported, as docs/object-storage.md says
         env=python_env(AWS_ACCESS_KEY_ID="users-own", AWS_SECRET_ACCESS_KEY="users-secret"),
-        capture_output=True,
-        text=True,
         timeout=600,
     )
     assert p.returncode == 0, p.stderr[-3000:]

@@ -57,7 +57,7 @@ sys.exit(int(sys.argv[-1]) if sys.argv[-1].isdigit() else None)
 PARENT = """\
 import os, sys
 from jobs.execution import warm
-preload = warm.COMMON + (getattr(warm, os.environ.get("PRELOAD", "TENSORFLOW")),)
+preload = warm.COMMON + (getattr(warm, os.environ.get("PRELOAD", "TENSORFLOW_DATA")),)
 saved = os.dup(1)
 if os.environ.get("INTO"):  # after the server has started, with a first child
     warm.start("warm_child", ["first", "0"], dict(os.environ), preload).wait()
@@ -168,7 +168,7 @@ def test_a_server_for_cells_without_keras_leaves_it_out_and_a_keras_cell_gets_it
     Keras model imports it in ``import_quietly``, before its runs, and still gets the import's lines in its
     log."""
     log = tmp_path / "warm.log"
-    p = _parent(modules, tmp_path, "keras", str(log), PRELOAD="TENSORFLOW_DATA", TF_CPP_MIN_LOG_LEVEL="0")
+    p = _parent(modules, tmp_path, "keras", str(log), TF_CPP_MIN_LOG_LEVEL="0")
     assert p.stdout.splitlines()[-1] == "returncode 0", p.stdout + p.stderr
     seen, keras = (json.loads(line) for line in p.stdout.splitlines()[:2])
     assert seen["tensorflow"] and seen["devices_unseen"], seen
