@@ -122,12 +122,16 @@ def test_a_module_of_iocampaign_backends_that_declares_no_kind_is_one_line(tmp_p
     (own / "iocampaign_backends").mkdir(parents=True)
     (own / "iocampaign_backends" / "notes.py").write_text("SIZE = 1\n")
     env = python_env(PYTHONPATH=f"{own}{os.pathsep}{ROOT}")
-    cwd = tmp_path / "cwd"
+    cwd, root = tmp_path / "cwd", tmp_path / "root"
     cwd.mkdir()
-    p = run_module("campaign", "-m", "threads=1,2", cwd=cwd, env=env)
+    root.mkdir()
+    # a root and a set of the test's own: were the module not seen, a run would write there, not under the
+    # machine's default root (one did, 2 GB, while the tests' fork server had imported the back-ends early)
+    small = [f"storage.root={root}", "dataset.num_images=16"]
+    p = run_module("campaign", "-m", "threads=1,2", *small, cwd=cwd, env=env)
     said = "campaign: iocampaign_backends.notes declares no BACKEND (a jobs.storage.backends.backend.Backend)"
     assert p.returncode == 2 and p.stderr.strip() == said, p.stderr[-2000:]
-    assert list(cwd.iterdir()) == []
+    assert list(cwd.iterdir()) == [] and list(root.iterdir()) == []
 
 
 # A kind of the user's that makes its runs cold its own way (its own log of what it evicted) and judges
