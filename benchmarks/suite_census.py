@@ -1,0 +1,161 @@
+"""``python -m benchmarks.suite_census``: where the test suite's CPU goes. Runs the suite as ``make test``
+runs it (or with the pytest arguments given after ``--``). Every Python process of the project's
+environment writes, as it exits, its CPU time, what it ran and the test it ran for. The machine's own CPU
+time over the run is read from ``/proc/stat``. Prints the machine's CPU-s and cores busy, then the Python
+processes grouped by what they ran (processes, CPU-s, each on average, median), then the test modules
+whose child processes used the most.
+
+  python -m benchmarks.suite_census [--top 15] [-- <pytest arguments>]
+
+The recorder is a ``.pth`` file put in the environment's site-packages for the run and removed after it.
+It records only where ``IOCAMPAIGN_CENSUS_DIR`` is set, so one left behind by a killed run costs one
+environment lookup per Python start. A process that ends without ``atexit`` (``os._exit``: the tool's
+warm servers) is not counted; the machine's total still holds it, in "everything else".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VAR = "IOCAMPAIGN_CENSUS_DIR"
+NAME = "iocampaign_census"  # the recorder's module and .pth in site-packages
+# the recorder, as every Python process of the environment imports it at its start
+RECORDER = f'''"""benchmarks.suite_census's recorder: removed when its run ends."""
+import os
+
+if os.environ.get("{VAR}"):
+    import atexit
+    import json
+    import sys
+
+    def _record(folder=os.environ["{VAR}"]):
+        t = os.times()
+        line = json.dumps(
+            {{
+                "pid": os.getpid(),
+                "argv": sys.argv[:2],
+                "test": os.environ.get("PYTEST_CURRENT_TEST", ""),
+                "cpu_s": t.user + t.system,
+            }}
+        )
+        try:
+            with open(os.path.join(folder, f"{{os.getpid()}}.jsonl"), "a") as f:
+                f.write(line + "\\n")
+        except OSError:  # another user's process: the folder is not theirs to write
+            pass
+
+    atexit.register(_record)
+'''
+
+
+def machine_cpu_s() -> float:
+    """CPU seconds the machine has spent busy since it started (``/proc/stat``: all but idle and iowait)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    busy = sum(fields[:8]) - fields[3] - fields[4]  # user nice system idle iowait irq softirq steal
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def what_ran(argv: list[str]) -> str:
+    """What a process ran, by its ``sys.argv``: a module run as ``python -m`` (its dotted name), a script,
+    or ``-c`` (pytest's workers, fork servers, scripts given as text)."""
+    if not argv or argv[0] in ("-c", ""):
+        return "-c"
+    path = Path(argv[0])
+    if not path.is_absolute():
+        return path.name
+    for base in (site_packages(), ROOT):  # the environment may lie inside the checkout (.venv)
+        if path.is_relative_to(base):
+            parts = list(path.relative_to(base).with_suffix("").parts)
+            if parts[-1] == "__main__":
+                parts.pop()
+            return ".".join(parts)
+    return path.name
+
+
+def read(folder: Path) -> list[dict]:
+    return [json.loads(line) for f in sorted(folder.glob("*.jsonl")) for line in f.read_text().splitlines()]
+
+
+def by_what(records: list[dict]) -> list[tuple[str, int, float, float, float]]:
+    """(what ran, processes, CPU-s, each on average, median), most CPU first."""
+    groups: dict[str, list[float]] = defaultdict(list)
+    for r in records:
+        groups[what_ran(r["argv"])].append(r["cpu_s"])
+    rows = [(k, len(v), sum(v), sum(v) / len(v), statistics.median(v)) for k, v in groups.items()]
+    return sorted(rows, key=lambda row: -row[2])
+
+
+def by_module(records: list[dict]) -> list[tuple[str, float]]:
+    """(test module, CPU-s of the processes its tests started), most first. Processes that ended outside a
+    test are under "(no test)": pytest's workers (their own CPU, every test they ran in-process), the tests'
+    fork server, and what a session's fixtures started."""
+    out: dict[str, float] = defaultdict(float)
+    for r in records:
+        out[r["test"].split("::")[0] if r["test"] else "(no test)"] += r["cpu_s"]
+    return sorted(out.items(), key=lambda kv: -kv[1])
+
+
+def report(records: list[dict], machine_s: float, wall_s: float, top: int) -> str:
+    python = sum(r["cpu_s"] for r in records)
+    lines = [
+        f"machine: {machine_s:,.0f} CPU-s over {wall_s:,.0f} s ({machine_s / wall_s:.2f} cores busy); "
+        f"Python processes that recorded: {len(records)}, {python:,.0f} CPU-s; everything else "
+        f"(other programs, processes ended without atexit): {machine_s - python:,.0f} CPU-s",
+        "",
+        f"{'what ran':<44} {'processes':>9} {'CPU-s':>8} {'each':>6} {'median':>6}",
+    ]
+    for what, n, cpu, each, median in by_what(records)[:top]:
+        lines.append(f"{what[:44]:<44} {n:>9} {cpu:>8.1f} {each:>6.2f} {median:>6.2f}")
+    lines += ["", f"{'test module (its processes)':<60} {'CPU-s':>8}"]
+    for module, cpu in by_module(records)[:top]:
+        lines.append(f"{module[:60]:<60} {cpu:>8.1f}")
+    return "\n".join(lines)
+
+
+def site_packages() -> Path:
+    return Path(sysconfig.get_paths()["purelib"])
+
+
+def install(site: Path) -> list[Path]:
+    """The recorder in ``site``: its module and the ``.pth`` that imports it; the files written."""
+    module, pth = site / f"{NAME}.py", site / f"{NAME}.pth"
+    if module.exists() or pth.exists():
+        raise SystemExit(f"{module} or {pth} is already there: another census is running, or one was killed")
+    module.write_text(RECORDER)
+    pth.write_text(f"import {NAME}\n")
+    return [pth, module]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.suite_census", description=__doc__.split("\n")[0])
+    ap.add_argument("--top", type=int, default=15, help="rows in each table")
+    ap.add_argument("pytest_args", nargs="*", help="after --: what pytest is given (default: make test's)")
+    args = ap.parse_args(argv)
+    written = install(site_packages())
+    try:
+        with tempfile.TemporaryDirectory(prefix="iocampaign-census-") as folder:
+            env = {**os.environ, VAR: folder}
+            before, t0 = machine_cpu_s(), time.monotonic()
+            p = subprocess.run([sys.executable, "-m", "pytest", *args.pytest_args], cwd=ROOT, env=env)
+            machine_s, wall_s = machine_cpu_s() - before, time.monotonic() - t0
+            records = read(Path(folder))
+    finally:
+        for f in written:
+            f.unlink(missing_ok=True)
+    print(report(records, machine_s, wall_s, args.top))
+    return p.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""benchmarks.suite_census: each Python process that exits records its own CPU, what it ran and its test,
+only where a census asks; the tables group them; the recorder goes when the census ends."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from benchmarks import suite_census
+from support.paths import ROOT
+
+# a Python that reads a site folder's .pth files as the environment's own site-packages are read
+_WITH_SITE = "import site, sys; site.addsitedir(sys.argv[1]); "
+
+
+def _python(site, code: str, env: dict, *args: str) -> None:
+    subprocess.run([sys.executable, "-c", _WITH_SITE + code, str(site), *args], env=env, check=True)
+
+
+def test_each_process_records_its_own_cpu_and_test_only_where_a_census_asks(tmp_path):
+    site, folder = tmp_path / "site", tmp_path / "census"
+    site.mkdir()
+    folder.mkdir()
+    written = suite_census.install(site)
+    assert sorted(p.name for p in written) == ["iocampaign_census.pth", "iocampaign_census.py"]
+    env = {k: v for k, v in os.environ.items() if k != suite_census.VAR}
+    _python(site, "sum(range(3_000_000))", env)  # no census asked: nothing written
+    assert list(folder.iterdir()) == []
+    asked = {**env, suite_census.VAR: str(folder), "PYTEST_CURRENT_TEST": "tests/x/test_y.py::test_z (call)"}
+    # a parent that forks a child: each records its own CPU, the busy child more than its parent
+    fork = "import os\nif os.fork() == 0:\n    sum(range(20_000_000))\nelse:\n    os.wait()"
+    _python(site, "exec(sys.argv[2])", asked, fork)
+    records = suite_census.read(folder)
+    assert len(records) == 2 and len({r["pid"] for r in records}) == 2
+    parent, child = sorted(records, key=lambda r: r["cpu_s"])
+    assert child["cpu_s"] > parent["cpu_s"] > 0
+    assert {r["test"] for r in records} == {"tests/x/test_y.py::test_z (call)"}
+    with pytest.raises(SystemExit, match="already there"):  # a census running, or one killed
+        suite_census.install(site)
+
+
+def test_what_ran_is_the_module_a_process_ran_as_python_m():
+    site, tasks = suite_census.site_packages(), ROOT / "jobs" / "execution" / "tasks.py"
+    assert suite_census.what_ran([str(ROOT / "campaign" / "__main__.py"), "-m"]) == "campaign"
+    assert suite_census.what_ran([str(tasks), "x"]) == "jobs.execution.tasks"
+    assert suite_census.what_ran([str(site / "submitit" / "core" / "_submit.py")]) == "submitit.core._submit"
+    assert suite_census.what_ran([str(site / "pytest" / "__main__.py")]) == "pytest"
+    assert suite_census.what_ran(["-c"]) == suite_census.what_ran([]) == "-c"
+    assert suite_census.what_ran(["/usr/lib/some/tool.py"]) == "tool.py"
+
+
+def test_the_tables_group_processes_by_what_they_ran_and_by_the_test_module_that_started_them():
+    campaign = str(ROOT / "campaign" / "__main__.py")
+    records = [
+        {"argv": [campaign], "test": "tests/a.py::t (call)", "cpu_s": 0.5},
+        {"argv": [campaign], "test": "tests/a.py::u (call)", "cpu_s": 2.5},
+        {"argv": [campaign], "test": "tests/b.py::t (setup)", "cpu_s": 1.0},
+        {"argv": ["-c"], "test": "", "cpu_s": 40.0},  # a worker: it ends after its last test
+    ]
+    assert suite_census.by_what(records) == [("-c", 1, 40.0, 40.0, 40.0), ("campaign", 3, 4.0, 4.0 / 3, 1.0)]
+    assert suite_census.by_module(records) == [("(no test)", 40.0), ("tests/a.py", 3.0), ("tests/b.py", 1.0)]
+    text = suite_census.report(records, machine_s=60.0, wall_s=40.0, top=1)
+    first, *rest = text.splitlines()
+    machine = "machine: 60 CPU-s over 40 s (1.50 cores busy);"
+    assert first.startswith(f"{machine} Python processes that recorded: 4,")
+    assert "everything else (other programs, processes ended without atexit): 16 CPU-s" in first
+    assert [line.split()[0] for line in rest if line and line[0] != " "] == ["what", "-c", "test", "(no"]
+
+
+def test_a_census_runs_pytest_prints_its_tables_passes_on_its_status_and_removes_its_recorder(
+    tmp_path, monkeypatch, capsys
+):
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.setattr(suite_census, "site_packages", lambda: site)
+    tests = tmp_path / "t"
+    tests.mkdir()
+    (tests / "test_one.py").write_text(
+        textwrap.dedent(f"""
+            import subprocess, sys
+
+            def test_starts_a_python():
+                code = "import site, sys; site.addsitedir({str(site)!r}); sum(range(2_000_000))"
+                subprocess.run([sys.executable, "-c", code], check=True)
+
+            def test_fails():
+                assert False
+        """)
+    )
+    args = ["--", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "--rootdir", str(tests), str(tests)]
+    assert suite_census.main(["--top", "5", *args]) == 1  # pytest's: one test failed
+    out = capsys.readouterr().out
+    assert "machine: " in out and "Python processes that recorded: 1," in out
+    # the test that started it, as the run named it (relative to its root)
+    assert any(line.split()[0] == "test_one.py" for line in out.splitlines() if line.strip()), out
+    assert list(site.iterdir()) == []
