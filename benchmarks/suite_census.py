@@ -3,7 +3,8 @@ runs it (or with the pytest arguments given after ``--``). Every Python process 
 environment writes, as it exits, its CPU time, what it ran and the test it ran for. The machine's own CPU
 time over the run is read from ``/proc/stat``. Prints the machine's CPU-s and cores busy, then the Python
 processes grouped by what they ran (processes, CPU-s, each on average, median), then the test modules
-whose child processes used the most.
+whose child processes used the most, then the test modules whose tests used the most CPU inside pytest's
+own processes (its workers: this module is given to pytest as a plugin, ``-p benchmarks.suite_census``).
 
   python -m benchmarks.suite_census [--top 15] [-- <pytest arguments>]
 
@@ -26,6 +27,8 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 VAR = "IOCAMPAIGN_CENSUS_DIR"
@@ -83,6 +86,22 @@ def what_ran(argv: list[str]) -> str:
     return path.name
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """As a plugin of the census's pytest (and of its workers): the CPU each test used in this process."""
+    folder = os.environ.get(VAR)
+    before = os.times()
+    yield
+    if folder:
+        after = os.times()
+        cpu_s = after.user + after.system - before.user - before.system
+        line = json.dumps(
+            {"pid": os.getpid(), "argv": [], "test": item.nodeid, "cpu_s": cpu_s, "in_pytest": True}
+        )
+        with open(Path(folder) / f"{os.getpid()}.tests.jsonl", "a") as f:
+            f.write(line + "\n")
+
+
 def read(folder: Path) -> list[dict]:
     return [json.loads(line) for f in sorted(folder.glob("*.jsonl")) for line in f.read_text().splitlines()]
 
@@ -107,6 +126,9 @@ def by_module(records: list[dict]) -> list[tuple[str, float]]:
 
 
 def report(records: list[dict], machine_s: float, wall_s: float, top: int) -> str:
+    """The tables: ``records`` of processes, and of tests inside pytest's processes (``in_pytest``)."""
+    inside = [r for r in records if r.get("in_pytest")]
+    records = [r for r in records if not r.get("in_pytest")]
     python = sum(r["cpu_s"] for r in records)
     lines = [
         f"machine: {machine_s:,.0f} CPU-s over {wall_s:,.0f} s ({machine_s / wall_s:.2f} cores busy); "
@@ -120,6 +142,11 @@ def report(records: list[dict], machine_s: float, wall_s: float, top: int) -> st
     lines += ["", f"{'test module (its processes)':<60} {'CPU-s':>8}"]
     for module, cpu in by_module(records)[:top]:
         lines.append(f"{module[:60]:<60} {cpu:>8.1f}")
+    if inside:
+        total = sum(r["cpu_s"] for r in inside)
+        lines += ["", f"{'test module (in pytest, ' + f'{total:,.0f} CPU-s in all)':<60} {'CPU-s':>8}"]
+        for module, cpu in by_module(inside)[:top]:
+            lines.append(f"{module[:60]:<60} {cpu:>8.1f}")
     return "\n".join(lines)
 
 
@@ -147,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="iocampaign-census-") as folder:
             env = {**os.environ, VAR: folder}
             before, t0 = machine_cpu_s(), time.monotonic()
-            p = subprocess.run([sys.executable, "-m", "pytest", *args.pytest_args], cwd=ROOT, env=env)
+            command = [sys.executable, "-m", "pytest", "-p", __spec__.name, *args.pytest_args]
+            p = subprocess.run(command, cwd=ROOT, env=env)
             machine_s, wall_s = machine_cpu_s() - before, time.monotonic() - t0
             records = read(Path(folder))
     finally:

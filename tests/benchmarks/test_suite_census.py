@@ -59,14 +59,25 @@ def test_the_tables_group_processes_by_what_they_ran_and_by_the_test_module_that
         {"argv": [campaign], "test": "tests/b.py::t (setup)", "cpu_s": 1.0},
         {"argv": ["-c"], "test": "", "cpu_s": 40.0},  # a worker: it ends after its last test
     ]
+    # what the tests used inside that worker (the census's pytest plugin): a table of its own, not a process
+    inside = [{"argv": [], "test": "tests/b.py::t", "cpu_s": 30.0, "in_pytest": True}]
     assert suite_census.by_what(records) == [("-c", 1, 40.0, 40.0, 40.0), ("campaign", 3, 4.0, 4.0 / 3, 1.0)]
     assert suite_census.by_module(records) == [("(no test)", 40.0), ("tests/a.py", 3.0), ("tests/b.py", 1.0)]
-    text = suite_census.report(records, machine_s=60.0, wall_s=40.0, top=1)
+    text = suite_census.report(records + inside, machine_s=60.0, wall_s=40.0, top=1)
     first, *rest = text.splitlines()
     machine = "machine: 60 CPU-s over 40 s (1.50 cores busy);"
     assert first.startswith(f"{machine} Python processes that recorded: 4,")
     assert "everything else (other programs, processes ended without atexit): 16 CPU-s" in first
-    assert [line.split()[0] for line in rest if line and line[0] != " "] == ["what", "-c", "test", "(no"]
+    rows = [line.split()[:3] for line in rest if line]
+    assert rows == [
+        ["what", "ran", "processes"],
+        ["-c", "1", "40.0"],
+        ["test", "module", "(its"],
+        ["(no", "test)", "40.0"],
+        ["test", "module", "(in"],
+        ["tests/b.py", "30.0"],
+    ]
+    assert "(in pytest, 30 CPU-s in all)" in text
 
 
 def test_a_census_runs_pytest_prints_its_tables_passes_on_its_status_and_removes_its_recorder(
@@ -92,7 +103,10 @@ def test_a_census_runs_pytest_prints_its_tables_passes_on_its_status_and_removes
     args = ["--", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "--rootdir", str(tests), str(tests)]
     assert suite_census.main(["--top", "5", *args]) == 1  # pytest's: one test failed
     out = capsys.readouterr().out
-    assert "machine: " in out and "Python processes that recorded: 1," in out
-    # the test that started it, as the run named it (relative to its root)
-    assert any(line.split()[0] == "test_one.py" for line in out.splitlines() if line.strip()), out
+    assert out.startswith("machine: ")
+    # the test that started it, as the run named it (relative to its root); then both tests inside pytest
+    # (a census of the suite itself records the inner pytest's own process too, under "(no test)")
+    processes, inside = out.split("test module (its processes)")[1].split("test module (in pytest")
+    assert "test_one.py" in [line.split()[0] for line in processes.splitlines()[1:] if line], out
+    assert [line.split()[0] for line in inside.splitlines()[1:] if line] == ["test_one.py"], out
     assert list(site.iterdir()) == []
