@@ -16,8 +16,10 @@ from campaign import choices, errors, helptext, keys, outputs, schema  # noqa: E
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     from campaign.cell import execute
+    from jobs import interrupts
 
-    execute(cfg)
+    with interrupts.surfaced():  # before Hydra's handler prints it as a traceback
+        execute(cfg)
 
 
 # what can set ``hydra.mode`` for a command without -m: an experiment preset (conf/experiment/fig6.yaml), the

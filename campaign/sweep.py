@@ -114,7 +114,16 @@ def _own_settings(cell) -> tuple[str, ...]:
 
 
 def sweep(hydra_context: Any, config: DictConfig, arguments: list[str]) -> None:
-    """The whole multirun: plan, check, launch (or print the dry run), summarise."""
+    """The whole multirun: plan, check, launch (or print the dry run), summarise. An error raised after a
+    signal came is raised as the signal's interrupt (``interrupts.surfaced``), not left to Hydra's handler,
+    which would print it as a traceback."""
+    from jobs import interrupts
+
+    with interrupts.surfaced():
+        _sweep(hydra_context, config, arguments)
+
+
+def _sweep(hydra_context: Any, config: DictConfig, arguments: list[str]) -> None:
     from campaign import launch
     from campaign.slurm import params as slurm_params
 

@@ -18,8 +18,9 @@ daemon thread, and ``campaign.__main__`` ends the process without waiting for it
 Raised inside TensorFlow's C++ bindings (building a pipeline traces Python functions through pybind11),
 the interrupt comes back out as a ``RuntimeError`` ("MISMATCH of original and normalized active
 exception types ... REPLACED BY KeyboardInterrupt"; seen in 1 of 16 CI runs, which then recorded the
-cell as failed and ended with status 1). So every signal is also remembered (``received()``), and the
-cell turns an exception that follows one back into the interrupt (``campaign.cell``).
+cell as failed and ended with status 1). So every signal is also remembered (``received()``), and an
+exception that follows one is turned back into the interrupt: by the cell (``campaign.cell``), and by
+``surfaced()`` around the whole of a campaign's run under Hydra, whose own handler would print it.
 
 Python ignores whatever a finalizer raises ("Exception ignored in: <function AtomicFunction.__del__>"):
 a signal that arrived while TensorFlow's garbage ran its ``__del__`` was lost, and the campaign ended
@@ -184,6 +185,21 @@ def check() -> None:
         signum = _pending[0]
         _pending.clear()
         _raise(signum)
+
+
+@contextlib.contextmanager
+def surfaced() -> Iterator[None]:
+    """A block in which an error raised after a signal came is raised as that signal's interrupt, its cause
+    the error: a library that caught the interrupt and raised an error of its own instead does not turn
+    Ctrl-C or SIGTERM into a traceback (TensorFlow's bindings; OmegaConf, whose clean-up of a node the
+    interrupt left half built fails with AttributeError, seen once in a CI run beside a CPU hog)."""
+    try:
+        yield
+    except Exception as e:
+        signum = received()
+        if signum is None:
+            raise
+        raise exception(signum) from e
 
 
 @contextlib.contextmanager

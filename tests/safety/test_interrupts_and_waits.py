@@ -340,3 +340,57 @@ def test_an_interrupted_analysis_ends_in_one_line_and_every_file_is_whole(paper,
         assert len(pd.read_csv(table)) > 0, table
     again = analysis(str(study), cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
+
+
+# A user's kind of storage whose free space, asked while the campaign plans, meets a signal. In its place a
+# library catches the interrupt and raises an error of its own, as OmegaConf did when SIGTERM came while it
+# built a cell's config: its clean-up of the half-built node failed (a CI run beside a CPU hog printed the
+# traceback of that AttributeError under the capacity search's one line).
+CATCHES_THE_SIGNAL = """
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+from jobs.storage.backends.backend import Backend
+
+
+@dataclass(frozen=True)
+class Catching(Backend):
+    def space(self, st):
+        try:
+            os.kill(os.getpid(), int(os.environ["SIGNAL_TO_CATCH"]))
+            time.sleep(5)
+        except BaseException:
+            raise AttributeError("'NoneType' object has no attribute '_invalidate_flags_cache'") from None
+        return super().space(st)
+
+
+BACKEND = Catching("catching", requests=False, every_node=False, evicts=True, sighted_only=False)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("mode", ["-m", "single run"])
+def test_an_error_a_library_raised_in_place_of_a_signals_interrupt_ends_the_campaign_as_that_signal(
+    tmp_path, sig, mode
+):
+    """Before: Hydra's handler printed the library's error as a traceback and the campaign ended with
+    status 1, as if it had failed. Now: the signal's one line and 128 + the signal; nothing written."""
+    from support.commands import run_module
+    from support.paths import ROOT
+
+    own = tmp_path / "mine"
+    (own / "iocampaign_backends").mkdir(parents=True)
+    (own / "iocampaign_backends" / "catching.py").write_text(CATCHES_THE_SIGNAL)
+    cwd, root = tmp_path / "cwd", tmp_path / "root"
+    cwd.mkdir()
+    root.mkdir()
+    env = python_env(PYTHONPATH=f"{own}{os.pathsep}{ROOT}", SIGNAL_TO_CATCH=str(int(sig)))
+    args = ("storage.kind=catching", f"storage.root={root}", "dataset.num_images=16", "batch_size=8")
+    p = run_module("campaign", *(("-m",) if mode == "-m" else ()), *args, cwd=cwd, env=env)
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    name = signal.Signals(sig).name
+    assert p.returncode == 128 + sig and "Traceback" not in p.stderr, p.stderr[-3000:]
+    assert len(lines) == 1 and lines[0].startswith(f"campaign: interrupted by {name}"), p.stderr
+    assert list(root.iterdir()) == []
