@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             machine_s, wall_s = machine_cpu_s() - before, time.monotonic() - t0
             records = read(Path(folder))
     finally:
-        for f in written:
+        for f in (*written, *site_packages().glob(f"__pycache__/{NAME}.*.pyc")):  # its bytecode too
             f.unlink(missing_ok=True)
     print(report(records, machine_s, wall_s, args.top))
     return p.returncode
