@@ -23,10 +23,19 @@ ENV = {"USER": "user", "SLURM_ACCOUNT": "acct", "HOME": "/home/user"}
 SPACE_ONLY = re.compile(r"ranks write [\d.]+ GB, but \S+ has [\d.]+ GB free")
 
 
+# a fenced block, from its opening fence (with its language, if any) to its closing one, each on a line of
+# its own (indented in a list too): a block of another language (python, yaml, text) is passed over
+# whole, and the fences after it still pair up
+FENCED = re.compile(r"^[ \t]*```(\w*)[ \t]*\n(.*?)^[ \t]*```[ \t]*$", re.S | re.M)
+SHELL = ("", "sh", "bash", "console")
+
+
 def commands(text: str) -> list[str]:
-    """The command lines of a markdown text's code blocks: continuation lines joined, comments dropped."""
+    """The command lines of a markdown text's shell blocks: continuation lines joined, comments dropped."""
     out = []
-    for block in re.findall(r"```(?:sh|bash|console)?\n(.*?)```", text, re.S):
+    for lang, block in FENCED.findall(text):
+        if lang not in SHELL:
+            continue
         for line in re.sub(r"\\\n\s*", " ", block).splitlines():
             line = re.sub(r"\s+#\s.*$", "", line.strip())
             if line and not line.startswith("#"):
