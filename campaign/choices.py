@@ -239,7 +239,7 @@ def sweep_without_flag(args: list[str]) -> str | None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
-    if "-m" in args or "--multirun" in args:
+    if "-m" in args or "--multirun" in args or _multirun_preset(args):
         return None
     for arg in args:
         if arg.startswith("-") or "=" not in arg:
@@ -254,6 +254,28 @@ def sweep_without_flag(args: list[str]) -> str | None:
                 f"(python -m campaign -m {shlex.join(args)})"
             )
     return None
+
+
+def _multirun_preset(args: list[str]) -> bool:
+    """Whether an experiment preset of ``args`` makes the command a multirun itself (``hydra.mode:
+    MULTIRUN``, as the paper's figure presets do): a sweep given beside it widens or narrows its grid."""
+    from omegaconf import OmegaConf
+
+    from campaign.errors import ConfigError
+    from campaign.overrides import value_of
+
+    try:
+        chosen = value_of(args, "experiment")
+    except ConfigError:
+        return False  # an override Hydra cannot parse: its own line says so
+    for name in (chosen or "").split(","):
+        for folder in [CONF_DIR, *searchpath(args)]:
+            path = folder / "experiment" / f"{name}.yaml"
+            if path.is_file():
+                if OmegaConf.select(OmegaConf.load(path), "hydra.mode") == "MULTIRUN":
+                    return True
+                break
+    return False
 
 
 def _unparsable(arg: str, key: str, error: str) -> str:

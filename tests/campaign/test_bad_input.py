@@ -135,6 +135,18 @@ def test_bad_cell_in_a_sweep_stops_it_before_anything_runs(cwd):
     assert "nothing was run" in line
 
 
+def test_a_sweep_beside_an_experiment_preset_that_is_a_multirun_needs_no_m(cwd):
+    """The figure presets set ``hydra.mode: MULTIRUN``, and docs/campaigns.md widens them without ``-m``
+    (``+experiment=fig8 storage=emulated_hdd,emulated_ssd``): before, that was refused as a sweep without
+    ``-m``. A sweep without ``-m`` and without such a preset is still refused (above)."""
+    p = campaign(
+        "+experiment=fig8", "storage=local,tmpfs", "dataset.num_images=64", "platform.dry_run=true", cwd=cwd
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "storage=local" in p.stdout and "storage=tmpfs" in p.stdout, p.stdout[-2000:]
+    assert _leftovers(cwd) == []
+
+
 def test_wrong_type_names_the_setting(cwd):
     p = campaign("batch_size=many", cwd=cwd)
     assert p.returncode != 0 and "batch_size" in p.stderr
