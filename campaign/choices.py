@@ -78,16 +78,20 @@ def closest(name: str, valid: list[str]) -> str | None:
     return close[0] if close else None
 
 
-def preset_kind(name: str, extra: list[Path]) -> str | None:
-    """The ``kind`` a workload preset names (None when the preset cannot be read here)."""
+def _preset(group: str, name: str, extra: list[Path]):
+    """The preset ``group/name.yaml`` as loaded, from conf/ or the first search-path folder that has it
+    (None when none has it)."""
     from omegaconf import OmegaConf
 
-    for d in [CONF_DIR, *extra]:
-        path = d / "workload" / f"{name}.yaml"
-        if path.is_file():
-            kind = OmegaConf.load(path).get("kind")
-            return str(kind) if kind else None
-    return None
+    path = next((p for d in [CONF_DIR, *extra] if (p := d / group / f"{name}.yaml").is_file()), None)
+    return None if path is None else OmegaConf.load(path)
+
+
+def preset_kind(name: str, extra: list[Path]) -> str | None:
+    """The ``kind`` a workload preset names (None when the preset cannot be read here)."""
+    preset = _preset("workload", name, extra)
+    kind = preset.get("kind") if preset is not None else None
+    return str(kind) if kind else None
 
 
 def default(group: str) -> str | None:
@@ -268,14 +272,8 @@ def _multirun_preset(args: list[str]) -> bool:
         chosen = value_of(args, "experiment")
     except ConfigError:
         return False  # an override Hydra cannot parse: its own line says so
-    for name in (chosen or "").split(","):
-        for folder in [CONF_DIR, *searchpath(args)]:
-            path = folder / "experiment" / f"{name}.yaml"
-            if path.is_file():
-                if OmegaConf.select(OmegaConf.load(path), "hydra.mode") == "MULTIRUN":
-                    return True
-                break
-    return False
+    presets = [_preset("experiment", name, searchpath(args)) for name in (chosen or "").split(",")]
+    return any(p is not None and OmegaConf.select(p, "hydra.mode") == "MULTIRUN" for p in presets)
 
 
 def _unparsable(arg: str, key: str, error: str) -> str:
@@ -345,13 +343,8 @@ _TIER_NODES = {
 
 def _has(preset: str, section: str, extra: list[Path]) -> bool:
     """Whether storage preset ``preset`` fills ``section`` (emulate, model)."""
-    from omegaconf import OmegaConf
-
-    for d in [CONF_DIR, *extra]:
-        path = d / "storage" / f"{preset}.yaml"
-        if path.is_file():
-            return OmegaConf.load(path).get(section) is not None
-    return True  # a preset this check cannot read: Hydra judges
+    loaded = _preset("storage", preset, extra)
+    return loaded is None or loaded.get(section) is not None  # one this check cannot read: Hydra judges
 
 
 # the sections of a storage preset that only some tiers have, and the presets that have them
