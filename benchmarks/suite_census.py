@@ -6,7 +6,7 @@ processes grouped by what they ran (processes, CPU-s, each on average, median), 
 whose child processes used the most, then the test modules whose tests used the most CPU inside pytest's
 own processes (its workers: this module is given to pytest as a plugin, ``-p benchmarks.suite_census``).
 
-  python -m benchmarks.suite_census [--top 15] [-- <pytest arguments>]
+  python -m benchmarks.suite_census [--top 15] [--keep DIR] [-- <pytest arguments>]
 
 The recorder is a ``.pth`` file put in the environment's site-packages for the run and removed after it.
 It records only where ``IOCAMPAIGN_CENSUS_DIR`` is set, so one left behind by a killed run costs one
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -42,12 +43,23 @@ if os.environ.get("{VAR}"):
     import json
     import sys
 
+    HEAVY = ("tensorflow", "torch", "jax", "grain", "pandas", "matplotlib", "hydra")
+
+    def _parent():
+        try:
+            with open(f"/proc/{{os.getppid()}}/cmdline", "rb") as f:
+                return [a.decode(errors="replace") for a in f.read().split(b"\\0")[:3]]
+        except OSError:
+            return []
+
     def _record(folder=os.environ["{VAR}"]):
         t = os.times()
         line = json.dumps(
             {{
                 "pid": os.getpid(),
                 "argv": sys.argv[:2],
+                "parent": _parent(),
+                "imported": [m for m in HEAVY if m in sys.modules],
                 "test": os.environ.get("PYTEST_CURRENT_TEST", ""),
                 "cpu_s": t.user + t.system,
             }}
@@ -73,7 +85,7 @@ def what_ran(argv: list[str]) -> str:
     """What a process ran, by its ``sys.argv``: a module run as ``python -m`` (its dotted name), a script,
     or ``-c`` (pytest's workers, fork servers, scripts given as text)."""
     if not argv or argv[0] in ("-c", ""):
-        return "-c"
+        return "-c --multiprocessing-fork" if argv[1:2] == ["--multiprocessing-fork"] else "-c"
     path = Path(argv[0])
     if not path.is_absolute():
         return path.name
@@ -167,8 +179,13 @@ def install(site: Path) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.suite_census", description=__doc__.split("\n")[0])
     ap.add_argument("--top", type=int, default=15, help="rows in each table")
+    ap.add_argument(
+        "--keep", type=Path, metavar="DIR", help="keep the records (JSON lines) in DIR, a new folder"
+    )
     ap.add_argument("pytest_args", nargs="*", help="after --: what pytest is given (default: make test's)")
     args = ap.parse_args(argv)
+    if args.keep is not None and (args.keep.exists() or args.keep.is_symlink()):
+        ap.error(f"--keep {args.keep}: already there; give a new folder")
     written = install(site_packages())
     try:
         with tempfile.TemporaryDirectory(prefix="iocampaign-census-") as folder:
@@ -178,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
             p = subprocess.run(command, cwd=ROOT, env=env)
             machine_s, wall_s = machine_cpu_s() - before, time.monotonic() - t0
             records = read(Path(folder))
+            if args.keep is not None:
+                shutil.copytree(folder, args.keep)
     finally:
         for f in (*written, *site_packages().glob(f"__pycache__/{NAME}.*.pyc")):  # its bytecode too
             f.unlink(missing_ok=True)

@@ -37,6 +37,9 @@ def test_each_process_records_its_own_cpu_and_test_only_where_a_census_asks(tmp_
     parent, child = sorted(records, key=lambda r: r["cpu_s"])
     assert child["cpu_s"] > parent["cpu_s"] > 0
     assert {r["test"] for r in records} == {"tests/x/test_y.py::test_z (call)"}
+    # the child's parent is the first process; what each had imported of the heavy libraries
+    assert child["parent"][:2] == [sys.executable, "-c"] and parent["parent"] != child["parent"]
+    assert parent["imported"] == child["imported"] == []
     with pytest.raises(SystemExit, match="already there"):  # a census running, or one killed
         suite_census.install(site)
 
@@ -48,6 +51,8 @@ def test_what_ran_is_the_module_a_process_ran_as_python_m():
     assert suite_census.what_ran([str(site / "submitit" / "core" / "_submit.py")]) == "submitit.core._submit"
     assert suite_census.what_ran([str(site / "pytest" / "__main__.py")]) == "pytest"
     assert suite_census.what_ran(["-c"]) == suite_census.what_ran([]) == "-c"
+    # a worker that multiprocessing spawned (a DataLoader's or Grain's, with spawn)
+    assert suite_census.what_ran(["-c", "--multiprocessing-fork"]) == "-c --multiprocessing-fork"
     assert suite_census.what_ran(["/usr/lib/some/tool.py"]) == "tool.py"
 
 
@@ -101,7 +106,8 @@ def test_a_census_runs_pytest_prints_its_tables_passes_on_its_status_and_removes
         """)
     )
     args = ["--", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "--rootdir", str(tests), str(tests)]
-    assert suite_census.main(["--top", "5", *args]) == 1  # pytest's: one test failed
+    kept = tmp_path / "kept"
+    assert suite_census.main(["--top", "5", "--keep", str(kept), *args]) == 1  # pytest's: one test failed
     out = capsys.readouterr().out
     assert out.startswith("machine: ")
     # the test that started it, as the run named it (relative to its root); then both tests inside pytest
@@ -110,3 +116,9 @@ def test_a_census_runs_pytest_prints_its_tables_passes_on_its_status_and_removes
     assert "test_one.py" in [line.split()[0] for line in processes.splitlines()[1:] if line], out
     assert [line.split()[0] for line in inside.splitlines()[1:] if line] == ["test_one.py"], out
     assert [p for p in site.rglob("*") if p.is_file()] == []  # the recorder, its .pth and its bytecode
+    # --keep: the records, as they were written; a folder already there is refused before anything runs
+    started = [r for r in suite_census.read(kept) if "test_starts_a_python" in r["test"] and r["argv"]]
+    assert len(started) == 1 and started[0]["cpu_s"] > 0 and started[0]["imported"] == []
+    with pytest.raises(SystemExit):
+        suite_census.main(["--keep", str(kept), *args])
+    assert "--keep" in capsys.readouterr().err and list(site.iterdir()) == []
