@@ -96,8 +96,9 @@ def run() -> int:
 
     interrupts.install()
     try:
-        status = main()
-        interrupts.settle()  # a signal that landed inside a finalizer is raised here, not lost
+        with interrupts.surfaced():  # a library's error in place of the interrupt is the interrupt
+            status = main()
+            interrupts.settle()  # a signal that landed inside a finalizer is raised here, not lost
         return status
     except (KeyboardInterrupt, interrupts.Interrupted) as e:
         print(

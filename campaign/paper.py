@@ -334,7 +334,8 @@ def main(argv: list[str]) -> int:
     outputs.link_latest(out)
     write_text(out / PAPER, study_text(args.scale, tiers, frameworks, lustre, fell_back, todo))
     try:
-        return _run(todo, args.overrides, out)
+        with interrupts.surfaced():  # a library's error in place of the interrupt is the interrupt
+            return _run(todo, args.overrides, out)
     except (KeyboardInterrupt, interrupts.Interrupted) as e:  # the running grid has unwound its cell
         print(
             f"campaign: interrupted by {interrupts.name_of(e)}; the study's finished cells are kept in "

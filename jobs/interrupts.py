@@ -196,10 +196,17 @@ def surfaced() -> Iterator[None]:
     try:
         yield
     except Exception as e:
-        signum = received()
-        if signum is None:
-            raise
-        raise exception(signum) from e
+        surface(e)
+        raise
+
+
+def surface(error: Exception) -> None:
+    """Raise the interrupt of the signal that came, if one did, its cause ``error``: for a handler that
+    catches every error (a planning check that reports a library's error as a refusal), so that the error
+    a signal left is not taken for the check's answer."""
+    signum = received()
+    if signum is not None:
+        raise exception(signum) from error
 
 
 @contextlib.contextmanager

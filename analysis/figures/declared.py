@@ -24,6 +24,7 @@ def render_all(results, folder: Path, declared) -> list[Path]:
     import sys
 
     from analysis import declarations
+    from jobs import interrupts
 
     out: list[Path] = []
     for kind, figure in declared.ordered():
@@ -38,6 +39,7 @@ def render_all(results, folder: Path, declared) -> list[Path]:
         try:
             out += function(rows, folder, figure)
         except Exception as e:  # noqa: BLE001 - a workload's own drawing code, or a title matplotlib refuses
+            interrupts.surface(e)  # the error a signal left (Ctrl-C while it drew) ends the analysis
             why = f"{type(e).__name__}: {e}"
             print(f"iocampaign: {figure.key} ({kind!r}) is not drawn: {why}", file=sys.stderr)
     return out

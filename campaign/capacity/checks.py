@@ -76,6 +76,7 @@ def cells(overrides: list[str], profile: dict) -> str | None:
     is)."""
     from campaign import choices, validate
     from campaign.errors import ConfigError
+    from jobs import interrupts
     from jobs.cell import Cell
 
     memo: dict = {}
@@ -85,6 +86,7 @@ def cells(overrides: list[str], profile: dict) -> str | None:
         except ConfigError as e:
             return f"{e} [storage={tier}]"
         except Exception as e:  # noqa: BLE001 - Hydra's composition errors: their first line names the override
+            interrupts.surface(e)
             return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     return None
 

@@ -114,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
 
     interrupts.install()
     try:
-        return _main(argv)
+        with interrupts.surfaced():  # a library's error in place of the interrupt is the interrupt
+            return _main(argv)
     except (KeyboardInterrupt, interrupts.Interrupted) as e:
         print(
             f"campaign.capacity: interrupted by {interrupts.name_of(e)} before its search began; nothing ran",
@@ -194,15 +195,17 @@ def _main(argv: list[str] | None) -> int:
 
     _mark(out, profile, tiers, most, args.overrides)
     try:
-        rows = []
-        for tier in tiers:
-            try:
-                rows.append(tier_row(tier, profile, args.overrides, most, out, bound_by))
-            except RuntimeError as e:
-                print(f"[capacity] {tier}: {e}", file=sys.stderr, flush=True)
-        if not rows:
-            return 1
-        return _report(out, pd.DataFrame(rows), len(rows) < len(tiers))
+        with interrupts.surfaced():
+            rows = []
+            for tier in tiers:
+                try:
+                    rows.append(tier_row(tier, profile, args.overrides, most, out, bound_by))
+                except RuntimeError as e:
+                    interrupts.surface(e)  # a signal's, not the tier's: the search ends
+                    print(f"[capacity] {tier}: {e}", file=sys.stderr, flush=True)
+            if not rows:
+                return 1
+            return _report(out, pd.DataFrame(rows), len(rows) < len(tiers))
     except (KeyboardInterrupt, interrupts.Interrupted) as e:  # the rounds' campaigns have unwound
         print(
             f"campaign.capacity: interrupted by {interrupts.name_of(e)}; the rounds it finished are kept in "

@@ -394,3 +394,31 @@ def test_an_error_a_library_raised_in_place_of_a_signals_interrupt_ends_the_camp
     assert p.returncode == 128 + sig and "Traceback" not in p.stderr, p.stderr[-3000:]
     assert len(lines) == 1 and lines[0].startswith(f"campaign: interrupted by {name}"), p.stderr
     assert list(root.iterdir()) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_error_a_library_raised_in_place_of_a_signals_interrupt_ends_the_capacity_search_as_that_signal(
+    tmp_path, sig
+):
+    """The capacity search checks its cells in its own process before its first round, and took any error
+    there for the checks' answer. Before: the library's error as a refusal, ``campaign.capacity: 'NoneType'
+    object has no attribute '_invalidate_flags_cache'; nothing was run``, and status 2, as for bad input.
+    Now: the signal's one line and 128 + the signal; nothing written."""
+    from support.commands import run_module
+    from support.paths import ROOT
+
+    own = tmp_path / "mine"
+    (own / "iocampaign_backends").mkdir(parents=True)
+    (own / "iocampaign_backends" / "catching.py").write_text(CATCHES_THE_SIGNAL)
+    cwd, root = tmp_path / "cwd", tmp_path / "root"
+    cwd.mkdir()
+    root.mkdir()
+    env = python_env(PYTHONPATH=f"{own}{os.pathsep}{ROOT}", SIGNAL_TO_CATCH=str(int(sig)))
+    tier = ("storage.kind=catching", f"storage.root={root}", "dataset.num_images=16", "batch_size=8")
+    p = run_module("campaign.capacity", "accelerator=resnet50_a100", *tier, cwd=cwd, env=env)
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    name = signal.Signals(sig).name
+    assert p.returncode == 128 + sig and "Traceback" not in p.stderr, p.stderr[-3000:]
+    said = f"campaign.capacity: interrupted by {name} before its search began; nothing ran"
+    assert lines == [said], p.stderr
+    assert list(root.iterdir()) == [] and list(cwd.iterdir()) == []
