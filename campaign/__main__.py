@@ -94,36 +94,10 @@ def run() -> int:
         # cell, a second would cut its unwinding short
         interrupts.install(repeat=False)
     try:
-        # the schemas of every workload, framework and kind of storage, a user's own among them: one that
-        # declares nothing is this command's one line
-        schema.register()
-        helptext.register()  # the resolvers of --help's template (conf/hydra/help/campaign.yaml)
-        args = sys.argv[1:]
-        chosen = choices.study(args)
-        problem = keys.unknown_key([a for a in args if a != chosen])  # the study's extra overrides too
-        if problem:
-            print(f"campaign: {problem}", file=sys.stderr)
-            return 2
-        if chosen:
-            from campaign import paper
-
-            status = paper.main([a for a in args if a != chosen])
-            interrupts.settle()  # a signal that landed inside a finalizer is raised here, not lost
-            return status
-        problem = (
-            choices.unknown_choice(args)
-            or choices.missing_field(args)
-            or choices.null_parent(args)
-            or choices.bad_value(args)  # a value -m would refuse too, named first
-            or choices.sweep_without_flag(args)
-        )
-        if problem:
-            print(f"campaign: {problem}", file=sys.stderr)
-            return 2
-        outputs.check_owned(*outputs.from_args(args))
-        with _mode_from_the_flag(args):
-            main()
-        interrupts.settle()  # a signal that landed inside a finalizer is raised here, not lost
+        # an error raised after a signal came (a library's, in place of the interrupt; a refusal made of one)
+        # is that signal's interrupt, here as under Hydra
+        with interrupts.surfaced():
+            return _checked_run(sys.argv[1:])
     except errors.ConfigError as e:  # before Hydra runs: its own handler is not there yet
         print(f"campaign: {e}", file=sys.stderr)
         return 2
@@ -134,6 +108,40 @@ def run() -> int:
     except (KeyboardInterrupt, errors.Interrupted) as e:
         print(_interrupted(interrupts.name_of(e)), file=sys.stderr)
         return 128 + interrupts.signum_of(e)
+
+
+def _checked_run(args: list[str]) -> int:
+    """The invocation's checks, then the study or the campaign; its exit status (a refusal raises
+    ConfigError)."""
+    from jobs import interrupts
+
+    # the schemas of every workload, framework and kind of storage, a user's own among them: one that
+    # declares nothing is this command's one line
+    schema.register()
+    helptext.register()  # the resolvers of --help's template (conf/hydra/help/campaign.yaml)
+    chosen = choices.study(args)
+    problem = keys.unknown_key([a for a in args if a != chosen])  # the study's extra overrides too
+    if problem:
+        raise errors.ConfigError(problem)
+    if chosen:
+        from campaign import paper
+
+        status = paper.main([a for a in args if a != chosen])
+        interrupts.settle()  # a signal that landed inside a finalizer is raised here, not lost
+        return status
+    problem = (
+        choices.unknown_choice(args)
+        or choices.missing_field(args)
+        or choices.null_parent(args)
+        or choices.bad_value(args)  # a value -m would refuse too, named first
+        or choices.sweep_without_flag(args)
+    )
+    if problem:
+        raise errors.ConfigError(problem)
+    outputs.check_owned(*outputs.from_args(args))
+    with _mode_from_the_flag(args):
+        main()
+    interrupts.settle()  # a signal that landed inside a finalizer is raised here, not lost
     return 0
 
 

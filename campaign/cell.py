@@ -129,9 +129,7 @@ def _run(cell: Cell, job_dir: str, planned: bool) -> None:
     try:
         runs, dataset, prov = runner.measure(cell, Path(job_dir))
     except Exception as e:  # the cell failed: say so in its record, never leave it looking like a result
-        signum = interrupts.received()
-        if signum is not None:  # the signal surfaced as another error (e.g. through TensorFlow's bindings)
-            raise interrupts.exception(signum) from e
+        interrupts.surface(e)  # unless a signal came: the error it left (TensorFlow's bindings) is the signal
         path = _record_failure(e, cell, started, job_dir)
         if not planned:
             raise errors.Stop(

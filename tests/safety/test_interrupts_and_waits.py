@@ -422,3 +422,41 @@ def test_an_error_a_library_raised_in_place_of_a_signals_interrupt_ends_the_capa
     said = f"campaign.capacity: interrupted by {name} before its search began; nothing ran"
     assert lines == [said], p.stderr
     assert list(root.iterdir()) == [] and list(cwd.iterdir()) == []
+
+
+# the same, as a module of the user's is imported when the campaign starts (a signal while Python imports
+# a library: Ctrl-C right after Enter)
+CATCHES_THE_SIGNAL_AT_IMPORT = """
+import os
+import time
+
+try:
+    os.kill(os.getpid(), int(os.environ["SIGNAL_TO_CATCH"]))
+    time.sleep(5)
+except BaseException:
+    raise AttributeError("'NoneType' object has no attribute '_invalidate_flags_cache'") from None
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_error_a_library_raised_in_place_of_a_signals_interrupt_as_the_campaign_starts_is_that_signal(
+    tmp_path, sig
+):
+    """Before Hydra runs, the campaign registers the schemas of every kind of storage, a user's own among
+    them. Before: the library's error as a traceback, status 1. Now: the signal's one line, 128 + the
+    signal, nothing written."""
+    from support.commands import run_module
+    from support.paths import ROOT
+
+    own = tmp_path / "mine"
+    (own / "iocampaign_backends").mkdir(parents=True)
+    (own / "iocampaign_backends" / "catching.py").write_text(CATCHES_THE_SIGNAL_AT_IMPORT)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    env = python_env(PYTHONPATH=f"{own}{os.pathsep}{ROOT}", SIGNAL_TO_CATCH=str(int(sig)))
+    p = run_module("campaign", "storage=local", f"storage.root={tmp_path}", cwd=cwd, env=env)
+    name = signal.Signals(sig).name
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert p.returncode == 128 + sig and "Traceback" not in p.stderr, p.stderr[-3000:]
+    assert lines == [f"campaign: interrupted by {name} before any cell started; nothing was kept"], p.stderr
+    assert list(cwd.iterdir()) == []
