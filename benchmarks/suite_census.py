@@ -4,7 +4,8 @@ environment writes, as it exits, its CPU time, what it ran and the test it ran f
 time over the run is read from ``/proc/stat``. Prints the machine's CPU-s and cores busy, then the Python
 processes grouped by what they ran (processes, CPU-s, each on average, median), then the test modules
 whose child processes used the most, then the test modules whose tests used the most CPU inside pytest's
-own processes (its workers: this module is given to pytest as a plugin, ``-p benchmarks.suite_census``).
+own processes (its workers: this module is given to pytest as a plugin, ``-p benchmarks.suite_census``),
+then each worker with its tests, its seconds inside them and when its last test ended.
 
   python -m benchmarks.suite_census [--top 15] [--keep DIR] [-- <pytest arguments>]
 
@@ -102,13 +103,23 @@ def what_ran(argv: list[str]) -> str:
 def pytest_runtest_protocol(item, nextitem):
     """As a plugin of the census's pytest (and of its workers): the CPU each test used in this process."""
     folder = os.environ.get(VAR)
-    before = os.times()
+    before, start = os.times(), time.time()
     yield
     if folder:
         after = os.times()
         cpu_s = after.user + after.system - before.user - before.system
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "")
         line = json.dumps(
-            {"pid": os.getpid(), "argv": [], "test": item.nodeid, "cpu_s": cpu_s, "in_pytest": True}
+            {
+                "pid": os.getpid(),
+                "argv": [],
+                "test": item.nodeid,
+                "cpu_s": cpu_s,
+                "in_pytest": True,
+                "worker": worker,
+                "start": start,
+                "end": time.time(),
+            }
         )
         with open(Path(folder) / f"{os.getpid()}.tests.jsonl", "a") as f:
             f.write(line + "\n")
@@ -137,6 +148,23 @@ def by_module(records: list[dict]) -> list[tuple[str, float]]:
     return sorted(out.items(), key=lambda kv: -kv[1])
 
 
+def by_worker(inside: list[dict]) -> list[tuple[str, int, float, float]]:
+    """(pytest's worker, tests, seconds inside them, when its last test ended), from the first test's start:
+    a worker that ends well before the others left its share of the cores idle at the end."""
+    timed = [r for r in inside if "start" in r]
+    if not timed:
+        return []
+    t0 = min(r["start"] for r in timed)
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for r in timed:
+        groups[r["worker"] or "main"].append(r)
+    rows = [
+        (w, len(rs), sum(r["end"] - r["start"] for r in rs), max(r["end"] for r in rs) - t0)
+        for w, rs in groups.items()
+    ]
+    return sorted(rows, key=lambda row: row[3])
+
+
 def report(records: list[dict], machine_s: float, wall_s: float, top: int) -> str:
     """The tables: ``records`` of processes, and of tests inside pytest's processes (``in_pytest``)."""
     inside = [r for r in records if r.get("in_pytest")]
@@ -159,6 +187,11 @@ def report(records: list[dict], machine_s: float, wall_s: float, top: int) -> st
         lines += ["", f"{'test module (in pytest, ' + f'{total:,.0f} CPU-s in all)':<60} {'CPU-s':>8}"]
         for module, cpu in by_module(inside)[:top]:
             lines.append(f"{module[:60]:<60} {cpu:>8.1f}")
+        workers = by_worker(inside)
+        if workers:
+            lines += ["", f"{'pytest worker':<14} {'tests':>6} {'in tests, s':>12} {'last ended, s':>14}"]
+        for worker, n, busy, last in workers:
+            lines.append(f"{worker:<14} {n:>6} {busy:>12.0f} {last:>14.0f}")
     return "\n".join(lines)
 
 

@@ -56,6 +56,28 @@ def test_what_ran_is_the_module_a_process_ran_as_python_m():
     assert suite_census.what_ran(["/usr/lib/some/tool.py"]) == "tool.py"
 
 
+def test_the_workers_table_says_when_each_worker_ended_from_the_first_tests_start():
+    def ran(worker, start, end):
+        return {
+            "test": "tests/a.py::t",
+            "cpu_s": 1.0,
+            "in_pytest": True,
+            "worker": worker,
+            "start": start,
+            "end": end,
+        }
+
+    inside = [
+        ran("gw0", 100.0, 110.0),
+        ran("gw0", 110.0, 400.0),
+        ran("gw1", 101.0, 200.0),
+        ran("gw1", 200, 230),
+    ]
+    # gw1 ended 170 s before gw0: its share of the cores was idle from 130 s on
+    assert suite_census.by_worker(inside) == [("gw1", 2, 129.0, 130.0), ("gw0", 2, 300.0, 300.0)]
+    assert suite_census.by_worker([{"test": "t", "cpu_s": 1.0, "in_pytest": True}]) == []  # no times kept
+
+
 def test_the_tables_group_processes_by_what_they_ran_and_by_the_test_module_that_started_them():
     campaign = str(ROOT / "campaign" / "__main__.py")
     records = [
@@ -114,7 +136,11 @@ def test_a_census_runs_pytest_prints_its_tables_passes_on_its_status_and_removes
     # (a census of the suite itself records the inner pytest's own process too, under "(no test)")
     processes, inside = out.split("test module (its processes)")[1].split("test module (in pytest")
     assert "test_one.py" in [line.split()[0] for line in processes.splitlines()[1:] if line], out
+    inside, workers = inside.split("pytest worker")
     assert [line.split()[0] for line in inside.splitlines()[1:] if line] == ["test_one.py"], out
+    # one worker here (no xdist): its two tests, and its last one ended after they began
+    (row,) = [line.split() for line in workers.splitlines()[1:] if line]
+    assert row[:2] == ["main", "2"] and float(row[3]) >= 0, out
     assert [p for p in site.rglob("*") if p.is_file()] == []  # the recorder, its .pth and its bytecode
     # --keep: the records, as they were written; a folder already there is refused before anything runs
     started = [r for r in suite_census.read(kept) if "test_starts_a_python" in r["test"] and r["argv"]]
