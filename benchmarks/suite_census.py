@@ -108,7 +108,8 @@ def pytest_runtest_protocol(item, nextitem):
     if folder:
         after = os.times()
         cpu_s = after.user + after.system - before.user - before.system
-        worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+        # this pytest's own worker (a pytest a test starts inherits its worker's PYTEST_XDIST_WORKER)
+        worker = getattr(item.config, "workerinput", {}).get("workerid", "")
         line = json.dumps(
             {
                 "pid": os.getpid(),
