@@ -370,6 +370,20 @@ BACKEND = Catching("catching", requests=False, every_node=False, evicts=True, si
 """
 
 
+def _catching(tmp_path, module: str, sig: int) -> tuple:
+    """(an empty working folder, an empty storage root, the environment) for a command that finds the
+    user's kind of storage ``module`` (``iocampaign_backends.catching``) and the signal it sends itself."""
+    from support.paths import ROOT
+
+    own = tmp_path / "mine"
+    (own / "iocampaign_backends").mkdir(parents=True)
+    (own / "iocampaign_backends" / "catching.py").write_text(module)
+    cwd, root = tmp_path / "cwd", tmp_path / "root"
+    cwd.mkdir()
+    root.mkdir()
+    return cwd, root, python_env(PYTHONPATH=f"{own}{os.pathsep}{ROOT}", SIGNAL_TO_CATCH=str(int(sig)))
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 @pytest.mark.parametrize("mode", ["-m", "single run"])
 def test_an_error_a_library_raised_in_place_of_a_signals_interrupt_ends_the_campaign_as_that_signal(
@@ -378,15 +392,8 @@ def test_an_error_a_library_raised_in_place_of_a_signals_interrupt_ends_the_camp
     """Before: Hydra's handler printed the library's error as a traceback and the campaign ended with
     status 1, as if it had failed. Now: the signal's one line and 128 + the signal; nothing written."""
     from support.commands import run_module
-    from support.paths import ROOT
 
-    own = tmp_path / "mine"
-    (own / "iocampaign_backends").mkdir(parents=True)
-    (own / "iocampaign_backends" / "catching.py").write_text(CATCHES_THE_SIGNAL)
-    cwd, root = tmp_path / "cwd", tmp_path / "root"
-    cwd.mkdir()
-    root.mkdir()
-    env = python_env(PYTHONPATH=f"{own}{os.pathsep}{ROOT}", SIGNAL_TO_CATCH=str(int(sig)))
+    cwd, root, env = _catching(tmp_path, CATCHES_THE_SIGNAL, sig)
     args = ("storage.kind=catching", f"storage.root={root}", "dataset.num_images=16", "batch_size=8")
     p = run_module("campaign", *(("-m",) if mode == "-m" else ()), *args, cwd=cwd, env=env)
     lines = [line for line in p.stderr.splitlines() if line.strip()]
@@ -405,15 +412,8 @@ def test_an_error_a_library_raised_in_place_of_a_signals_interrupt_ends_the_capa
     object has no attribute '_invalidate_flags_cache'; nothing was run``, and status 2, as for bad input.
     Now: the signal's one line and 128 + the signal; nothing written."""
     from support.commands import run_module
-    from support.paths import ROOT
 
-    own = tmp_path / "mine"
-    (own / "iocampaign_backends").mkdir(parents=True)
-    (own / "iocampaign_backends" / "catching.py").write_text(CATCHES_THE_SIGNAL)
-    cwd, root = tmp_path / "cwd", tmp_path / "root"
-    cwd.mkdir()
-    root.mkdir()
-    env = python_env(PYTHONPATH=f"{own}{os.pathsep}{ROOT}", SIGNAL_TO_CATCH=str(int(sig)))
+    cwd, root, env = _catching(tmp_path, CATCHES_THE_SIGNAL, sig)
     tier = ("storage.kind=catching", f"storage.root={root}", "dataset.num_images=16", "batch_size=8")
     p = run_module("campaign.capacity", "accelerator=resnet50_a100", *tier, cwd=cwd, env=env)
     lines = [line for line in p.stderr.splitlines() if line.strip()]
@@ -446,15 +446,9 @@ def test_an_error_a_library_raised_in_place_of_a_signals_interrupt_as_the_campai
     them. Before: the library's error as a traceback, status 1. Now: the signal's one line, 128 + the
     signal, nothing written."""
     from support.commands import run_module
-    from support.paths import ROOT
 
-    own = tmp_path / "mine"
-    (own / "iocampaign_backends").mkdir(parents=True)
-    (own / "iocampaign_backends" / "catching.py").write_text(CATCHES_THE_SIGNAL_AT_IMPORT)
-    cwd = tmp_path / "cwd"
-    cwd.mkdir()
-    env = python_env(PYTHONPATH=f"{own}{os.pathsep}{ROOT}", SIGNAL_TO_CATCH=str(int(sig)))
-    p = run_module("campaign", "storage=local", f"storage.root={tmp_path}", cwd=cwd, env=env)
+    cwd, root, env = _catching(tmp_path, CATCHES_THE_SIGNAL_AT_IMPORT, sig)
+    p = run_module("campaign", "storage=local", f"storage.root={root}", cwd=cwd, env=env)
     name = signal.Signals(sig).name
     lines = [line for line in p.stderr.splitlines() if line.strip()]
     assert p.returncode == 128 + sig and "Traceback" not in p.stderr, p.stderr[-3000:]
