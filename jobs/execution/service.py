@@ -292,14 +292,12 @@ def main(role: str, folder: str, *args: str) -> int:
     if role == "dispatcher":
         server = service.DispatchServer(service.DispatcherConfig(port=0))
         port = server.target.rsplit(":", 1)[1]
-        tmp = Path(folder) / "dispatcher.port.part"
-        tmp.write_text(port)
-        tmp.rename(Path(folder) / "dispatcher.port")
+        _mark(Path(folder) / "dispatcher.port", port)
     else:
         address, *k = args
         if k:  # a local worker: its number given, read through /proc by the runner
             server = service.WorkerServer(service.WorkerConfig(dispatcher_address=address))
-            (Path(folder) / f"worker-{k[0]}.ready").write_text(str(os.getpid()))
+            _mark(Path(folder) / f"worker-{k[0]}.ready", str(os.getpid()))
         else:  # a task of a Slurm step: its number from srun, its address its node's, its counters in files
             import threading
 
@@ -309,11 +307,18 @@ def main(role: str, folder: str, *args: str) -> int:
             server = service.WorkerServer(
                 service.WorkerConfig(dispatcher_address=address, worker_address=f"{nodes.address()}:%port%")
             )
-            (Path(folder) / f"worker-{n}.node").write_text(f"{nodes.name()} {nodes.address()}")
+            _mark(Path(folder) / f"worker-{n}.node", f"{nodes.name()} {nodes.address()}")
             threading.Thread(target=_report_io, args=(Path(folder) / f"worker-{n}.io",), daemon=True).start()
-            (Path(folder) / f"worker-{n}.ready").write_text(str(os.getpid()))
+            _mark(Path(folder) / f"worker-{n}.ready", str(os.getpid()))
     server.join()
     return 0
+
+
+def _mark(path: Path, text: str) -> None:
+    """Write a start-up mark whole: the runner waits for its name, so the name appears only with its text."""
+    part = path.with_name(path.name + ".part")
+    part.write_text(text)
+    part.rename(path)
 
 
 def _report_io(path: Path) -> None:

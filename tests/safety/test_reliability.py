@@ -103,7 +103,8 @@ def test_a_helper_ends_when_its_parent_is_killed(tmp_path):
         "from jobs import lifeline\n"
         "c = subprocess.Popen([sys.executable, '-c', 'from jobs import lifeline; import time; "
         "lifeline.bind(); time.sleep(120)'], env=lifeline.child_env())\n"
-        f"open({str(tmp_path / 'pid')!r}, 'w').write(str(c.pid))\n"
+        f"open({str(tmp_path / 'pid.part')!r}, 'w').write(str(c.pid))\n"
+        f"os.rename({str(tmp_path / 'pid.part')!r}, {str(tmp_path / 'pid')!r})\n"
         "time.sleep(120)\n"
     )
     parent = subprocess.Popen([sys.executable, "-c", code], env=python_env())
