@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -210,6 +211,35 @@ def install(site: Path) -> list[Path]:
     return [pth, module]
 
 
+class Stopped(Exception):
+    """SIGTERM (or Ctrl-C) during the run."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _stopped(signum: int, frame) -> None:
+    raise Stopped(signum)
+
+
+def _wait(pytest: subprocess.Popen) -> int:
+    """pytest's status. Stopped by SIGTERM: pytest is given SIGINT, and ends as Ctrl-C ends it (its
+    fixtures torn down: the test cluster, servers, mounts); Ctrl-C at a terminal reached it already."""
+    try:
+        return pytest.wait()
+    except Stopped:
+        pytest.send_signal(signal.SIGINT)
+        pytest.wait()
+        raise
+    except KeyboardInterrupt:
+        pytest.wait()
+        raise
+    finally:
+        if pytest.poll() is None:  # a second signal while it ended
+            pytest.kill()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.suite_census", description=__doc__.split("\n")[0])
     ap.add_argument("--top", type=int, default=15, help="rows in each table")
@@ -221,21 +251,32 @@ def main(argv: list[str] | None = None) -> int:
     if args.keep is not None and (args.keep.exists() or args.keep.is_symlink()):
         ap.error(f"--keep {args.keep}: already there; give a new folder")
     written = install(site_packages())
+    previous = signal.signal(signal.SIGTERM, _stopped)
     try:
         with tempfile.TemporaryDirectory(prefix="iocampaign-census-") as folder:
             env = {**os.environ, VAR: folder}
             before, t0 = machine_cpu_s(), time.monotonic()
             command = [sys.executable, "-m", "pytest", "-p", __spec__.name, *args.pytest_args]
-            p = subprocess.run(command, cwd=ROOT, env=env)
+            returncode = _wait(subprocess.Popen(command, cwd=ROOT, env=env))
             machine_s, wall_s = machine_cpu_s() - before, time.monotonic() - t0
             records = read(Path(folder))
             if args.keep is not None:
                 shutil.copytree(folder, args.keep)
+    except KeyboardInterrupt:
+        stopped = Stopped(signal.SIGINT)
+    except Stopped as e:
+        stopped = e
+    else:
+        stopped = None
     finally:
+        signal.signal(signal.SIGTERM, previous)
         for f in (*written, *site_packages().glob(f"__pycache__/{NAME}.*.pyc")):  # its bytecode too
             f.unlink(missing_ok=True)
+    if stopped is not None:  # one line, and the status the signal would have given
+        print(f"suite_census: stopped by {stopped}; its recorder removed, no table", file=sys.stderr)
+        return 128 + stopped.signum
     print(report(records, machine_s, wall_s, args.top))
-    return p.returncode
+    return returncode
 
 
 if __name__ == "__main__":

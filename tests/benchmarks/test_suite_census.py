@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -148,3 +149,59 @@ def test_a_census_runs_pytest_prints_its_tables_passes_on_its_status_and_removes
     with pytest.raises(SystemExit):
         suite_census.main(["--keep", str(kept), *args])
     assert "--keep" in capsys.readouterr().err and [p for p in site.rglob("*") if p.is_file()] == []
+
+
+def test_sigterm_ends_pytest_as_ctrl_c_does_and_the_census_in_one_line_with_its_recorder_removed(tmp_path):
+    site, tests = tmp_path / "site", tmp_path / "t"
+    site.mkdir()
+    tests.mkdir()
+    started, torn_down = tmp_path / "started", tmp_path / "torn-down"
+    (tests / "test_long.py").write_text(
+        textwrap.dedent(f"""
+            import pathlib, time, pytest
+
+            @pytest.fixture
+            def cluster():
+                yield
+                pathlib.Path({str(torn_down)!r}).touch()  # what a real fixture stops: daemons, servers
+
+            def test_waits(cluster):
+                pathlib.Path({str(started)!r}).touch()
+                time.sleep(120)
+        """)
+    )
+    code = (
+        "import pathlib, sys\n"
+        "from benchmarks import suite_census\n"
+        f"suite_census.site_packages = lambda: pathlib.Path({str(site)!r})\n"
+        "sys.exit(suite_census.main(sys.argv[1:]))\n"
+    )
+    args = ["--", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "--rootdir", str(tests), str(tests)]
+    census = subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert _appears(started, census, 60), census.communicate()
+        assert sorted(p.name for p in site.iterdir()) == ["iocampaign_census.pth", "iocampaign_census.py"]
+        census.terminate()
+        out, err = census.communicate(timeout=60)
+    finally:
+        census.kill()
+    assert census.returncode == 128 + 15, err
+    assert err.strip().splitlines()[-1] == "suite_census: stopped by SIGTERM; its recorder removed, no table"
+    assert "Traceback" not in err and "machine:" not in out
+    assert torn_down.exists()  # pytest ended as Ctrl-C ends it, its fixtures' teardown run
+    assert [p for p in site.rglob("*") if p.is_file()] == []
+
+
+def _appears(path, process, within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while not path.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
