@@ -252,6 +252,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--keep {args.keep}: already there; give a new folder")
     written = install(site_packages())
     previous = signal.signal(signal.SIGTERM, _stopped)
+    # handled here, so pytest starts with SIGINT's default even where this was started with it ignored (a
+    # background job of a script, a pytest-xdist worker): pytest then ends on it, as on Ctrl-C
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with tempfile.TemporaryDirectory(prefix="iocampaign-census-") as folder:
             env = {**os.environ, VAR: folder}
@@ -270,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         stopped = None
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
         for f in (*written, *site_packages().glob(f"__pycache__/{NAME}.*.pyc")):  # its bytecode too
             f.unlink(missing_ok=True)
     if stopped is not None:  # one line, and the status the signal would have given

@@ -2,6 +2,7 @@
 only where a census asks; the tables group them; the recorder goes when the census ends."""
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -30,8 +31,10 @@ def test_each_process_records_its_own_cpu_and_test_only_where_a_census_asks(tmp_
     _python(site, "sum(range(3_000_000))", env)  # no census asked: nothing written
     assert list(folder.iterdir()) == []
     asked = {**env, suite_census.VAR: str(folder), "PYTEST_CURRENT_TEST": "tests/x/test_y.py::test_z (call)"}
-    # a parent that forks a child: each records its own CPU, the busy child more than its parent
-    fork = "import os\nif os.fork() == 0:\n    sum(range(20_000_000))\nelse:\n    os.wait()"
+    # a parent that forks a child: each records its own CPU (each does some work, as a process that only
+    # starts Python may show none in clock ticks), the busier child more than its parent
+    fork = "import os\nif os.fork() == 0:\n    sum(range(20_000_000))\n"
+    fork += "else:\n    sum(range(2_000_000))\n    os.wait()"
     _python(site, "exec(sys.argv[2])", asked, fork)
     records = suite_census.read(folder)
     assert len(records) == 2 and len({r["pid"] for r in records}) == 2
@@ -183,6 +186,8 @@ def test_sigterm_ends_pytest_as_ctrl_c_does_and_the_census_in_one_line_with_its_
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # started as a script's background job is (`... &`), SIGINT ignored: pytest must not inherit that
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     try:
         assert _appears(started, census, 60), census.communicate()
