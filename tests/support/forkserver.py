@@ -146,7 +146,10 @@ def main() -> None:
     life = socket.socket(fileno=int(sys.argv[1]))
     listener = socket.socket(fileno=int(sys.argv[2])) if len(sys.argv) > 2 else None
     _preload()
-    life.sendall(b"ready")
+    try:
+        life.sendall(b"ready")
+    except BrokenPipeError:  # the session ended while this imported (a short run): nobody to serve
+        return
     try:
         _serve(life, listener)
     except _Run as run:  # sys.stdin, stdout and stderr are on descriptors 0-2: now the command's
