@@ -12,7 +12,8 @@ then each worker with its tests, its seconds inside them and when its last test 
 The recorder is a ``.pth`` file put in the environment's site-packages for the run and removed after it.
 It records only where ``IOCAMPAIGN_CENSUS_DIR`` is set, so one left behind by a killed run costs one
 environment lookup per Python start. A process that ends without ``atexit`` (``os._exit``: the tool's
-warm servers) is not counted; the machine's total still holds it, in "everything else".
+warm servers) does not record; it is in the machine's "everything else", which a table of its own breaks
+down by program, from ``/proc`` read twice a second (``Sampler``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -35,6 +37,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 VAR = "IOCAMPAIGN_CENSUS_DIR"
+SAMPLE_S = 0.5  # how often the Sampler reads /proc
 NAME = "iocampaign_census"  # the recorder's module and .pth in site-packages
 # the recorder, as every Python process of the environment imports it at its start
 RECORDER = f'''"""benchmarks.suite_census's recorder: removed when its run ends."""
@@ -98,6 +101,76 @@ def what_ran(argv: list[str]) -> str:
                 parts.pop()
             return ".".join(parts)
     return path.name
+
+
+class Sampler(threading.Thread):
+    """Every process's CPU, read from ``/proc`` every ``interval_s`` while the suite runs: what the recorder
+    cannot see (other programs: SeaweedFS, Azurite's Node.js, fio, Slurm's daemons, the kernel's threads;
+    Python processes that end without ``atexit``: the tool's warm servers). A process that lives less than
+    ``interval_s`` may be missed; one there before the census counts only what it used during it."""
+
+    def __init__(self, interval_s: float = SAMPLE_S) -> None:
+        super().__init__(daemon=True)
+        self.interval_s = interval_s
+        self.seen: dict[tuple[int, int], dict] = {}  # (pid, start tick) -> its name and CPU-s, first and last
+        self._ended = threading.Event()
+        self._scan(before=True)
+
+    def run(self) -> None:
+        while not self._ended.wait(self.interval_s):
+            self._scan()
+
+    def stop(self) -> None:
+        self._ended.set()
+        self.join()
+        self._scan()
+
+    def _scan(self, before: bool = False) -> None:
+        tick = os.sysconf("SC_CLK_TCK")
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = Path(entry.path, "stat").read_text()
+                comm, fields = stat[stat.index("(") + 1 : stat.rindex(")")], stat.rsplit(")", 1)[1].split()
+                key, cpu_s = (int(entry.name), int(fields[19])), (int(fields[11]) + int(fields[12])) / tick
+                known = self.seen.get(key)
+                if known is not None and known["last"] == cpu_s:
+                    continue
+                # named again while it runs: a child forked to exec another program shows its parent's
+                # command line until the exec
+                cmdline = Path(entry.path, "cmdline").read_bytes().split(b"\0")
+            except (OSError, ValueError, IndexError):  # ended while read
+                continue
+            argv = [a.decode(errors="replace") for a in cmdline if a]
+            name = program(comm, argv, kernel=int(fields[1]) == 2 or entry.name == "2")  # kthreadd's
+            if known is None:
+                self.seen[key] = {"name": name, "first": cpu_s if before else 0.0, "last": cpu_s}
+            else:
+                known.update(name=name if argv else known["name"], last=cpu_s)  # a zombie has no argv
+
+    def others(self, recorded: set[int]) -> list[tuple[str, int, float]]:
+        """(program, processes, CPU-s during the run), most first, leaving out the processes that recorded."""
+        groups: dict[str, list[float]] = defaultdict(list)
+        for (pid, _), p in self.seen.items():
+            if pid not in recorded:
+                groups[p["name"]].append(p["last"] - p["first"])
+        rows = [(name, len(v), sum(v)) for name, v in groups.items()]
+        return sorted(rows, key=lambda row: -row[2])
+
+
+def program(comm: str, argv: list[str], kernel: bool = False) -> str:
+    """A sampled process's name in the table: the kernel's threads together, a warm server (a
+    multiprocessing fork server) as such, another Python by what it ran, any other program by its name."""
+    if kernel:
+        return "(kernel threads)"
+    if any("multiprocessing.forkserver import main" in a for a in argv):
+        return "warm server (multiprocessing forkserver)"
+    if comm.startswith("python"):
+        return (
+            f"python {argv[argv.index('-m') + 1]}" if "-m" in argv[1:-1] else f"python {what_ran(argv[1:2])}"
+        )
+    return comm
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -167,8 +240,11 @@ def by_worker(inside: list[dict]) -> list[tuple[str, int, float, float]]:
     return sorted(rows, key=lambda row: row[3])
 
 
-def report(records: list[dict], machine_s: float, wall_s: float, top: int) -> str:
-    """The tables: ``records`` of processes, and of tests inside pytest's processes (``in_pytest``)."""
+def report(
+    records: list[dict], machine_s: float, wall_s: float, top: int, others: list[tuple] | None = None
+) -> str:
+    """The tables: ``records`` of processes, and of tests inside pytest's processes (``in_pytest``);
+    ``others``: what the ``Sampler`` saw of everything else."""
     inside = [r for r in records if r.get("in_pytest")]
     records = [r for r in records if not r.get("in_pytest")]
     python = sum(r["cpu_s"] for r in records)
@@ -181,6 +257,10 @@ def report(records: list[dict], machine_s: float, wall_s: float, top: int) -> st
     ]
     for what, n, cpu, each, median in by_what(records)[:top]:
         lines.append(f"{what[:44]:<44} {n:>9} {cpu:>8.1f} {each:>6.2f} {median:>6.2f}")
+    if others is not None:
+        lines += ["", f"{'everything else, sampled from /proc':<44} {'processes':>9} {'CPU-s':>8}"]
+        for name, n, cpu in others[:top]:
+            lines.append(f"{name[:44]:<44} {n:>9} {cpu:>8.1f}")
     lines += ["", f"{'test module (its processes)':<60} {'CPU-s':>8}"]
     for module, cpu in by_module(records)[:top]:
         lines.append(f"{module[:60]:<60} {cpu:>8.1f}")
@@ -258,11 +338,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="iocampaign-census-") as folder:
             env = {**os.environ, VAR: folder}
-            before, t0 = machine_cpu_s(), time.monotonic()
+            before, t0, sampler = machine_cpu_s(), time.monotonic(), Sampler()
             command = [sys.executable, "-m", "pytest", "-p", __spec__.name, *args.pytest_args]
+            sampler.start()
             returncode = _wait(subprocess.Popen(command, cwd=ROOT, env=env))
+            sampler.stop()
             machine_s, wall_s = machine_cpu_s() - before, time.monotonic() - t0
             records = read(Path(folder))
+            others = sampler.others({r["pid"] for r in records if not r.get("in_pytest")})
             if args.keep is not None:
                 shutil.copytree(folder, args.keep)
     except KeyboardInterrupt:
@@ -279,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     if stopped is not None:  # one line, and the status the signal would have given
         print(f"suite_census: stopped by {stopped}; its recorder removed, no table", file=sys.stderr)
         return 128 + stopped.signum
-    print(report(records, machine_s, wall_s, args.top))
+    print(report(records, machine_s, wall_s, args.top, others))
     return returncode
 
 

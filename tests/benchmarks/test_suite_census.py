@@ -48,6 +48,17 @@ def test_each_process_records_its_own_cpu_and_test_only_where_a_census_asks(tmp_
         suite_census.install(site)
 
 
+def test_a_sampled_process_is_named_by_its_program_a_warm_server_as_such_and_the_kernels_together():
+    assert suite_census.program("weed", ["/venv/bin/weed", "server"]) == "weed"
+    assert suite_census.program("kworker/0:1", [], kernel=True) == "(kernel threads)"
+    server = ["/venv/bin/python", "-c", "from multiprocessing.forkserver import main; main(3, 4)"]
+    assert suite_census.program("python", server) == "warm server (multiprocessing forkserver)"
+    assert (
+        suite_census.program("python3.11", ["/venv/bin/python", "-m", "campaign", "-m"]) == "python campaign"
+    )
+    assert suite_census.program("python", ["/venv/bin/python", "-c", "pass"]) == "python -c"
+
+
 def test_what_ran_is_the_module_a_process_ran_as_python_m():
     site, tasks = suite_census.site_packages(), ROOT / "jobs" / "execution" / "tasks.py"
     assert suite_census.what_ran([str(ROOT / "campaign" / "__main__.py"), "-m"]) == "campaign"
@@ -129,13 +140,26 @@ def test_a_census_runs_pytest_prints_its_tables_passes_on_its_status_and_removes
 
             def test_fails():
                 assert False
+
+            # a program that is not Python, and a Python that ends without atexit; each lives a while after
+            # its work, so that a sample sees all of it
+            def test_starts_others():
+                sh = "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done; sleep 0.5"
+                subprocess.run(["sh", "-c", sh], check=True)
+                code = "import os, time; sum(range(40_000_000)); time.sleep(0.5); os._exit(0)"
+                subprocess.run([sys.executable, "-c", code], check=True)
         """)
     )
     args = ["--", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "--rootdir", str(tests), str(tests)]
     kept = tmp_path / "kept"
-    assert suite_census.main(["--top", "5", "--keep", str(kept), *args]) == 1  # pytest's: one test failed
+    monkeypatch.setattr(suite_census, "SAMPLE_S", 0.05)
+    assert suite_census.main(["--top", "40", "--keep", str(kept), *args]) == 1  # pytest's: one test failed
     out = capsys.readouterr().out
     assert out.startswith("machine: ")
+    # what the recorder cannot see, sampled: sh, and the Python that ended without atexit
+    others = out.split("everything else, sampled from /proc")[1].split("test module (its processes)")[0]
+    rows = {line[:44].strip(): line.split()[-2:] for line in others.splitlines()[1:] if line}
+    assert float(rows["sh"][1]) > 0 and float(rows["python -c"][1]) > 0, others
     # the test that started it, as the run named it (relative to its root); then both tests inside pytest
     # (a census of the suite itself records the inner pytest's own process too, under "(no test)")
     processes, inside = out.split("test module (its processes)")[1].split("test module (in pytest")
@@ -144,7 +168,7 @@ def test_a_census_runs_pytest_prints_its_tables_passes_on_its_status_and_removes
     assert [line.split()[0] for line in inside.splitlines()[1:] if line] == ["test_one.py"], out
     # one worker here (no xdist): its two tests, and its last one ended after they began
     (row,) = [line.split() for line in workers.splitlines()[1:] if line]
-    assert row[:2] == ["main", "2"] and float(row[3]) >= 0, out
+    assert row[:2] == ["main", "3"] and float(row[3]) >= 0, out
     assert [p for p in site.rglob("*") if p.is_file()] == []  # the recorder, its .pth and its bytecode
     # --keep: the records, as they were written; a folder already there is refused before anything runs
     started = [r for r in suite_census.read(kept) if "test_starts_a_python" in r["test"] and r["argv"]]
