@@ -167,9 +167,10 @@ def program(comm: str, argv: list[str], kernel: bool = False) -> str:
     if any("multiprocessing.forkserver import main" in a for a in argv):
         return "warm server (multiprocessing forkserver)"
     if comm.startswith("python"):
-        return (
-            f"python {argv[argv.index('-m') + 1]}" if "-m" in argv[1:-1] else f"python {what_ran(argv[1:2])}"
-        )
+        args = argv[1:]
+        while args and args[0].startswith("-") and args[0] not in ("-m", "-c"):  # -u, -B, -I
+            args = args[1:]
+        return f"python {args[1]}" if args[:1] == ["-m"] and len(args) > 1 else f"python {what_ran(args[:1])}"
     return comm
 
 

@@ -56,7 +56,7 @@ def test_a_sampled_process_is_named_by_its_program_a_warm_server_as_such_and_the
     assert (
         suite_census.program("python3.11", ["/venv/bin/python", "-m", "campaign", "-m"]) == "python campaign"
     )
-    assert suite_census.program("python", ["/venv/bin/python", "-c", "pass"]) == "python -c"
+    assert suite_census.program("python", ["/venv/bin/python", "-u", "-c", "pass"]) == "python -c"  # xdist's
 
 
 def test_what_ran_is_the_module_a_process_ran_as_python_m():
