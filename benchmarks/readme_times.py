@@ -2,7 +2,8 @@
 
     python -m benchmarks.readme_times [--list] [--only TEXT] [--skip TEXT]
 
-Runs, one after the other, every command of README.md's ``sh`` blocks that runs here as written:
+Prints first how fast this machine is (``benchmarks.machine``: a fresh Python's import of TensorFlow, in
+CPU-s), then runs, one after the other, every command of README.md's ``sh`` blocks that runs here as written:
 ``python -m ...`` in a new empty folder (what a user's working folder is), ``make demo`` in the checkout.
 Left out, and listed as such: ``make test`` (the suite: ``.ci/run`` times it), dry runs, and commands that
 name a placeholder or another machine's paths (``<date>``, ``$USER``, ``/data/...``, ``/mnt/...``, a
@@ -27,6 +28,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from benchmarks import machine
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -115,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip", action="append", default=[], help="leave out commands containing TEXT")
     args = ap.parse_args(argv)
     failed = 0
+    if not args.list:  # how fast this machine is, beside the times the README's machines gave
+        print(machine.yardstick(), flush=True)
     print(f"{'measured':>9} {'lock wait':>9} {'rc':>3}  command  # README")
     for cmd in commands(README.read_text()):
         why = cmd.runs_here or next((f"--skip {s}" for s in args.skip if s in cmd.line), None)

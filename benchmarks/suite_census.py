@@ -1,7 +1,8 @@
 """``python -m benchmarks.suite_census``: where the test suite's CPU goes. Runs the suite as ``make test``
 runs it (or with the pytest arguments given after ``--``). Every Python process of the project's
 environment writes, as it exits, its CPU time, what it ran and the test it ran for. The machine's own CPU
-time over the run is read from ``/proc/stat``. Prints the machine's CPU-s and cores busy, then the Python
+time over the run is read from ``/proc/stat``. Prints the machine's CPU-s and cores busy, how fast the
+machine is (``benchmarks.machine``, measured after the run), then the Python
 processes grouped by what they ran (processes, CPU-s, each on average, median), then the test modules
 whose child processes used the most, then the test modules whose tests used the most CPU inside pytest's
 own processes (its workers: this module is given to pytest as a plugin, ``-p benchmarks.suite_census``),
@@ -34,6 +35,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+
+from benchmarks import machine
 
 ROOT = Path(__file__).resolve().parent.parent
 VAR = "IOCAMPAIGN_CENSUS_DIR"
@@ -242,10 +245,16 @@ def by_worker(inside: list[dict]) -> list[tuple[str, int, float, float]]:
 
 
 def report(
-    records: list[dict], machine_s: float, wall_s: float, top: int, others: list[tuple] | None = None
+    records: list[dict],
+    machine_s: float,
+    wall_s: float,
+    top: int,
+    others: list[tuple] | None = None,
+    speed: str | None = None,
 ) -> str:
     """The tables: ``records`` of processes, and of tests inside pytest's processes (``in_pytest``);
-    ``others``: what the ``Sampler`` saw of everything else."""
+    ``others``: what the ``Sampler`` saw of everything else; ``speed``: how fast the machine is
+    (``machine.yardstick``)."""
     inside = [r for r in records if r.get("in_pytest")]
     records = [r for r in records if not r.get("in_pytest")]
     python = sum(r["cpu_s"] for r in records)
@@ -253,6 +262,7 @@ def report(
         f"machine: {machine_s:,.0f} CPU-s over {wall_s:,.0f} s ({machine_s / wall_s:.2f} cores busy); "
         f"Python processes that recorded: {len(records)}, {python:,.0f} CPU-s; everything else "
         f"(other programs, processes ended without atexit): {machine_s - python:,.0f} CPU-s",
+        *([speed] if speed else []),
         "",
         f"{'what ran':<44} {'processes':>9} {'CPU-s':>8} {'each':>6} {'median':>6}",
     ]
@@ -349,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
             others = sampler.others({r["pid"] for r in records if not r.get("in_pytest")})
             if args.keep is not None:
                 shutil.copytree(folder, args.keep)
+            speed = machine.yardstick()  # after the run, so that it takes none of the run's CPU
     except KeyboardInterrupt:
         stopped = Stopped(signal.SIGINT)
     except Stopped as e:
@@ -363,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     if stopped is not None:  # one line, and the status the signal would have given
         print(f"suite_census: stopped by {stopped}; its recorder removed, no table", file=sys.stderr)
         return 128 + stopped.signum
-    print(report(records, machine_s, wall_s, args.top, others))
+    print(report(records, machine_s, wall_s, args.top, others, speed))
     return returncode
 
 

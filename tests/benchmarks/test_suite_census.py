@@ -156,6 +156,11 @@ def test_a_census_runs_pytest_prints_its_tables_passes_on_its_status_and_removes
     assert suite_census.main(["--top", "40", "--keep", str(kept), *args]) == 1  # pytest's: one test failed
     out = capsys.readouterr().out
     assert out.startswith("machine: ")
+    # how fast the machine is, measured after the run: a fresh Python's import of TensorFlow, in CPU-s
+    speed = out.splitlines()[1]
+    said, cpu_s, unit = speed.rsplit(" ", 2)
+    assert said == "this machine: a fresh Python imports TensorFlow in" and unit == "CPU-s", speed
+    assert float(cpu_s) > 0, speed
     # what the recorder cannot see, sampled: sh, and the Python that ended without atexit
     others = out.split("everything else, sampled from /proc")[1].split("test module (its processes)")[0]
     rows = {line[:44].strip(): line.split()[-2:] for line in others.splitlines()[1:] if line}
