@@ -1,6 +1,6 @@
 """How fast this machine is, printed beside a benchmark's times so that times from two machines can be
 compared: the CPU-s a fresh Python takes to import TensorFlow, which most cells, warm servers and the
-suite's tests do. On the project's 2-core machines it took 2.6 to 7.3 CPU-s, and the suite's time
+suite's tests do. On the project's 2-core machines it took 2.6 to 8.9 CPU-s, and the suite's time
 followed it (docs/benchmarks.md, "The README's times")."""
 
 from __future__ import annotations
