@@ -165,6 +165,8 @@ class Sampler(threading.Thread):
 def program(comm: str, argv: list[str], kernel: bool = False) -> str:
     """A sampled process's name in the table: the kernel's threads together, a warm server (a
     multiprocessing fork server) as such, another Python by what it ran, any other program by its name."""
+    if comm.isdigit() and argv:  # run through a descriptor (/proc/self/fd/N: the embedded server's weed)
+        comm = Path(argv[0]).name
     if kernel:
         return "(kernel threads)"
     if any("multiprocessing.forkserver import main" in a for a in argv):

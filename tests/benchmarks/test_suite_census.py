@@ -50,6 +50,8 @@ def test_each_process_records_its_own_cpu_and_test_only_where_a_census_asks(tmp_
 
 def test_a_sampled_process_is_named_by_its_program_a_warm_server_as_such_and_the_kernels_together():
     assert suite_census.program("weed", ["/venv/bin/weed", "server"]) == "weed"
+    # a program run through a descriptor, as the embedded server's is: the kernel names it by the descriptor
+    assert suite_census.program("10", ["weed", "-logtostderr", "server"]) == "weed"
     assert suite_census.program("kworker/0:1", [], kernel=True) == "(kernel threads)"
     server = ["/venv/bin/python", "-c", "from multiprocessing.forkserver import main; main(3, 4)"]
     assert suite_census.program("python", server) == "warm server (multiprocessing forkserver)"
