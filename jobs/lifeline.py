@@ -152,6 +152,7 @@ def exit_as_python(command: Callable[[], object]) -> None:
         traceback.print_exc()
         code, interrupted = 1, isinstance(e, KeyboardInterrupt)
     threading._shutdown()
+    _skip_torch_library_teardown()
     atexit._run_exitfuncs()
     if code is not None and not isinstance(code, int):
         print(code, file=sys.stderr)
@@ -161,6 +162,22 @@ def exit_as_python(command: Callable[[], object]) -> None:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
     os._exit((code or 0) & 0xFF)
+
+
+def _skip_torch_library_teardown() -> None:
+    """PyTorch's operator libraries, which deregister their operators as the interpreter ends (a
+    ``weakref.finalize`` of ``torch.library._del_library`` for each of the 134 it makes at import), left
+    registered: memory the process gives back as it ends, 0.03 s of CPU in every process that imported
+    PyTorch. Every other finalizer still runs at exit."""
+    library = sys.modules.get("torch.library")
+    teardown = getattr(library, "_del_library", None)
+    if teardown is None:
+        return
+    import weakref
+
+    for finalizer, info in list(getattr(weakref.finalize, "_registry", {}).items()):
+        if info.func is teardown:
+            finalizer.atexit = False
 
 
 def end_without_teardown() -> None:
