@@ -140,23 +140,37 @@ def missing_field(args: list[str]) -> str | None:
     return None
 
 
-def _template():
-    """The campaign schema with every group's schema in place: what a plain value override must fit."""
+# the groups whose settings a plain override sets below them (``storage.root``), each checked against its own
+# schema (``_template``)
+_TEMPLATE_GROUPS = ("workload", "storage", "dataset", "stage", "platform", "checkpoint")
+
+
+def _placed(key: str) -> tuple[str, str]:
+    """(the group of ``_TEMPLATE_GROUPS`` that ``key`` lies below, or "" for the campaign's own settings;
+    ``key``'s path in that group's template)."""
+    group, dot, path = key.partition(".")
+    return (group, path) if dot and group in _TEMPLATE_GROUPS else ("", key)
+
+
+def _template(group: str):
+    """What a plain value override in ``group`` must fit (``_placed``): that group's schema, or the
+    campaign's own ("": its top-level settings, such as ``threads``). One group's schema, not the whole
+    campaign's: that (five tiers' among them) took a sixth of a refused or planned command's CPU."""
     from omegaconf import OmegaConf
 
     def tier():
         return schema.StorageConf(emulate=schema.EmulateConf(), model=schema.ModelConf())
 
-    return OmegaConf.structured(
-        schema.CampaignConf(
-            workload=schema.WorkloadConf(),
-            storage=tier(),
-            dataset=schema.DatasetConf(),
-            stage=tier(),
-            platform=schema.PlatformConf(),
-            checkpoint=schema.CheckpointConf(fast=tier(), slow=tier()),
-        )
-    )
+    made = {
+        "workload": schema.WorkloadConf,
+        "storage": tier,
+        "dataset": schema.DatasetConf,
+        "stage": tier,
+        "platform": schema.PlatformConf,
+        "checkpoint": lambda: schema.CheckpointConf(fast=tier(), slow=tier()),
+        "": schema.CampaignConf,
+    }
+    return OmegaConf.structured(made[group]())
 
 
 def _workload_field(key: str, value) -> str | None:
@@ -194,7 +208,7 @@ def bad_value(args: list[str]) -> str | None:
     from omegaconf import OmegaConf
     from omegaconf.errors import ValidationError
 
-    template = None
+    templates: dict[str, object] = {}  # by the group a key lies in: each made once, kept with its updates
     for arg in args:
         if arg.startswith(("-", "+", "~", "hydra.", "hydra/")) or "=" not in arg:
             continue
@@ -208,12 +222,15 @@ def bad_value(args: list[str]) -> str | None:
             return _unparsable(arg, key, str(e))
         except (HydraException, ValueError, TypeError):
             continue  # Hydra reports its own errors
-        template = template if template is not None else _template()
+        group, path = _placed(key)
+        if group not in templates:
+            templates[group] = _template(group)
+        template = templates[group]
         for value in values:
             if isinstance(value, (dict, list)):
                 continue
             try:
-                node = OmegaConf.select(template, key, throw_on_missing=False)
+                node = OmegaConf.select(template, path, throw_on_missing=False)
             except Exception:  # noqa: BLE001 - any key Hydra should judge
                 break
             if (
@@ -223,7 +240,7 @@ def bad_value(args: list[str]) -> str | None:
             ):
                 break  # a group node: not a plain value
             try:
-                OmegaConf.update(template, key, value, merge=True)
+                OmegaConf.update(template, path, value, merge=True)
             except ValidationError as e:
                 why = str(e).splitlines()[0]
                 return f"{key}={value}: {why}"

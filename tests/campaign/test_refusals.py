@@ -308,6 +308,29 @@ def test_before_hydra_a_model_setting_on_a_plain_tier_and_a_bad_interpolation_ge
     assert choices.bad_value(["storage.root=${oc.env:HOME}"]) is None
 
 
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        (["storage.emulate.size_gb=abc"], "storage.emulate.size_gb=abc: Value 'abc' of type 'str'"),
+        (["storage@stage=tmpfs", "stage.model.rpm=slow"], "stage.model.rpm=slow: Value 'slow'"),
+        (["checkpoint.fast.emulate.size_gb=x"], "checkpoint.fast.emulate.size_gb=x: Value 'x'"),
+        (["checkpoint.slow.root=/x", "platform.nodes=two"], "platform.nodes=two: Value 'two'"),
+        (["dataset.num_images=1,x"], "dataset.num_images=x: Value 'x'"),
+        (["storage.root=/x", "loader.num_workers=x"], "loader.num_workers=x: Value 'x'"),
+        (["storage.root=/x", "threads=2", "seed=abc"], "seed=abc: Value 'abc'"),
+    ],
+)
+def test_a_bad_value_below_each_group_is_named_before_hydra(args, expected):
+    """``choices.bad_value`` checks each value against the schema of the group it lies in (a tier's, the
+    checkpoint's, the platform's) or the campaign's own, built for that group only."""
+    _one(choices.bad_value(args), expected)
+
+
+def test_good_values_below_each_group_pass_before_hydra():
+    good = ["storage.root=/x", "storage.emulate.size_gb=2", "checkpoint.fast.root=/y", "platform.nodes=2"]
+    assert choices.bad_value([*good, "dataset.num_images=64", "loader.num_workers=2", "threads=1,2"]) is None
+
+
 def test_a_setting_of_what_the_workload_has_none_of_is_one_line_before_hydra():
     """``checkpoint.model.X=`` where no model is chosen was a 23-line AssertionError from OmegaConf, and
     ``dataset.X=`` with workload=sharded_checkpoint (which reads no dataset) Hydra's 6-line "Missing
