@@ -335,8 +335,6 @@ def test_a_warm_servers_end_flushes_its_streams_and_leaves_its_childrens_ends_to
     assert p.stdout == "earlier atexit\nchild 3", p.stdout
 
 
-
-
 ENDS_WITH_TORCH = """
 import atexit, sys, weakref
 
