@@ -6,10 +6,16 @@ from __future__ import annotations
 
 
 def register() -> None:
-    """Register the schemas in Hydra's ConfigStore (idempotent)."""
+    """Register the schemas in Hydra's ConfigStore (idempotent), with every framework and kind of storage
+    found first (``jobs.frameworks.declared``, ``jobs.storage.backends.declared``): a module of a user's
+    that declares none is the command's one line, before anything is planned."""
     from hydra.core.config_store import ConfigStore
 
-    from jobs import schema, workloads
+    from jobs import frameworks, schema, workloads
+    from jobs.storage import backends
+
+    frameworks.declared()
+    backends.declared()
 
     cs = ConfigStore.instance()
     cs.store(name="campaign_schema", node=schema.CampaignConf)

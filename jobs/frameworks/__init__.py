@@ -23,10 +23,13 @@ from jobs.frameworks.framework import Framework
 EXTERNAL = "iocampaign_frameworks"  # the namespace package of frameworks outside the tool, on sys.path
 
 
-def _discover() -> dict[str, Framework]:
+@functools.cache
+def declared() -> dict[str, Framework]:
     """Every framework package's declaration, the tool's and those of the ``iocampaign_frameworks``
     namespace package (a folder of that name, without ``__init__.py``, on ``PYTHONPATH``), in their
-    ``rank`` (the paper's first): importing a package imports no framework, only what it declares."""
+    ``rank`` (the paper's first): importing a package imports no framework, only what it declares. Found
+    on first use (``FRAMEWORKS``), with the ``sys.path`` of the process that uses them, not at import (a
+    warm server's children each find their own)."""
     from jobs import owned
 
     found = owned.declarations(__name__, __path__, EXTERNAL, "FRAMEWORK", Framework, packages=True)
@@ -38,7 +41,10 @@ def _discover() -> dict[str, Framework]:
     return named
 
 
-FRAMEWORKS = _discover()
+def __getattr__(name: str):
+    if name == "FRAMEWORKS":  # {name: its Framework}, found on first use (``declared``)
+        return declared()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # the paper's framework: its grids' and claims', and that of a config or record written before the axis
@@ -47,21 +53,21 @@ PAPERS = "tensorflow"
 
 def get(name: str) -> Framework:
     try:
-        return FRAMEWORKS[str(name)]
+        return declared()[str(name)]
     except KeyError:
         raise ConfigError(
-            f"framework={name} is not a framework; choose one of {', '.join(FRAMEWORKS)}"
+            f"framework={name} is not a framework; choose one of {', '.join(declared())}"
         ) from None
 
 
 def running(workload: str) -> tuple[str, ...]:
     """The frameworks whose package has an engine for ``workload`` (a workload's name)."""
-    return tuple(n for n, fw in FRAMEWORKS.items() if workload in fw.engines)
+    return tuple(n for n, fw in declared().items() if workload in fw.engines)
 
 
 def reading_objects(workload: str) -> tuple[str, ...]:
     """The frameworks whose engine of ``workload`` works on an object store."""
-    return tuple(n for n, fw in FRAMEWORKS.items() if workload in fw.reads_objects)
+    return tuple(n for n, fw in declared().items() if workload in fw.reads_objects)
 
 
 def of(cfg) -> Framework:
@@ -75,7 +81,7 @@ def own_packages(fw: Framework, packages: tuple[str, ...]) -> tuple[str, ...]:
     a cell of ``fw`` uses: another framework's are left out of its provenance, where TensorFlow's would
     have TensorFlow imported to describe the accelerator (and its start-up lines printed) in a PyTorch
     campaign."""
-    others = {p for f in FRAMEWORKS.values() if f is not fw for p in (f.package, *f.companions)}
+    others = {p for f in declared().values() if f is not fw for p in (f.package, *f.companions)}
     return tuple(p for p in packages if p not in others)
 
 
@@ -242,7 +248,7 @@ def _loader_settings(cfg, fw: Framework) -> None:
 def unit(name: str, n=None) -> str:
     """What reads in parallel in framework ``name`` (a record's), short: ``thread``, ``worker``; with ``n``,
     counted (``2 threads``, ``1 worker``). A name this version does not know reads with threads."""
-    fw = FRAMEWORKS.get(name)
+    fw = declared().get(name)
     word = fw.reader.split()[-1] if fw is not None else "thread"
     return word if n is None else f"{n} {word}{'' if str(n) == '1' else 's'}"
 
@@ -251,7 +257,7 @@ def reader_words(names) -> tuple[str, tuple[str, str]]:
     """What reads in parallel in the frameworks ``names`` (records'), for a figure: the legend's title ("map
     threads / DataLoader workers / Grain workers") and a bar's word, singular and plural ("thread / worker",
     "threads / workers"); a name this version does not know reads with map threads."""
-    kinds = list(dict.fromkeys(FRAMEWORKS[n].reader if n in FRAMEWORKS else "map thread" for n in names))
+    kinds = list(dict.fromkeys(declared()[n].reader if n in declared() else "map thread" for n in names))
     units = list(dict.fromkeys(unit(n) for n in names))
     return " / ".join(f"{k}s" for k in kinds), (" / ".join(units), " / ".join(f"{u}s" for u in units))
 
@@ -259,18 +265,18 @@ def reader_words(names) -> tuple[str, tuple[str, str]]:
 def reads_with(name: str) -> str:
     """What framework ``name``'s (a record's) cells read with, for the report; a name this version does not
     know as it is."""
-    fw = FRAMEWORKS.get(name)
+    fw = declared().get(name)
     return fw.reads_with if fw is not None else f"`framework={name}`"
 
 
 def with_workers(name: str) -> bool:
     """Whether framework ``name`` (a record's) reads with worker processes (a DataLoader's)."""
-    fw = FRAMEWORKS.get(name)
+    fw = declared().get(name)
     return fw is not None and fw.readers == "workers"
 
 
 def label(name: str) -> str:
     """Framework ``name``'s (a record's) name in figures and the report; a name this version does not know
     as it is."""
-    fw = FRAMEWORKS.get(name)
+    fw = declared().get(name)
     return fw.label if fw is not None else name

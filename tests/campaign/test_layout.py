@@ -4,6 +4,7 @@ imports itself back through another, and jobs/ is laid out by concern with no tw
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
 
 from support import collecting
@@ -49,6 +50,47 @@ def test_collecting_the_tests_imports_no_framework(request):
     """A test module imports a framework's modules inside its tests, not at its top: every worker collects
     every module (tests/support/collecting.py)."""
     assert request.config.stash[collecting.IMPORTED] == []
+
+
+PLUG_INS = """
+import sys
+from support import forkserver
+for module in forkserver.COMMANDS:
+    __import__(module)
+from jobs import frameworks, workloads
+from jobs.storage import backends
+found = backends.declared.cache_info().currsize, frameworks.declared.cache_info().currsize
+print(*found, workloads._discovered[0])
+print(sorted(m for m in sys.modules if m.startswith("iocampaign_")))
+print(len(backends.BACKENDS) > 4, "elsewhere" in frameworks.FRAMEWORKS)
+"""
+
+
+def test_the_commands_modules_find_plug_ins_on_first_use_not_at_import(tmp_path):
+    """The tests' fork server imports the commands' modules once (support/forkserver.py ``COMMANDS``) and
+    forks each command from it: a kind of storage or a framework from outside the tool on the command's
+    PYTHONPATH is found when the command first asks, not when the modules were imported."""
+    import subprocess
+    import sys
+
+    from support.commands import python_env
+
+    for package in ("iocampaign_backends", "iocampaign_frameworks"):  # namespace packages: no __init__.py
+        (tmp_path / package).mkdir()
+    (tmp_path / "iocampaign_backends" / "elsewhere.py").write_text(
+        "import dataclasses\nfrom jobs.storage.backends import memory\n"
+        "BACKEND = dataclasses.replace(memory.BACKEND, kind='elsewhere', rank=99)\n"
+    )
+    fw = tmp_path / "iocampaign_frameworks" / "elsewhere"
+    fw.mkdir()
+    (fw / "__init__.py").write_text(
+        "import dataclasses\nfrom jobs.frameworks.pytorch import FRAMEWORK as _torch\n"
+        "FRAMEWORK = dataclasses.replace(_torch, name='elsewhere', rank=99)\n"
+    )
+    env = python_env(PYTHONPATH=f"{ROOT}{os.pathsep}{ROOT / 'tests'}{os.pathsep}{tmp_path}")
+    p = subprocess.run([sys.executable, "-c", PLUG_INS], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.splitlines() == ["0 0 False", "[]", "True True"], p.stdout
 
 
 def test_no_import_runs_up():

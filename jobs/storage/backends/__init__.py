@@ -12,15 +12,19 @@ kind of storage).
 
 from __future__ import annotations
 
+import functools
+
 from jobs.errors import ConfigError
 from jobs.storage.backends.backend import Backend
 
 EXTERNAL = "iocampaign_backends"  # the namespace package of kinds of storage outside the tool, on sys.path
 
 
-def _discover() -> dict[str, Backend]:
+@functools.cache
+def declared() -> dict[str, Backend]:
     """Every kind's declaration, the tool's and those of the ``iocampaign_backends`` namespace package, in
-    their ``rank``."""
+    their ``rank``: found on first use (``BACKENDS``), with the ``sys.path`` of the process that uses them,
+    not at import (a warm server's children each find their own)."""
     from jobs import owned
 
     found = owned.declarations(__name__, __path__, EXTERNAL, "BACKEND", Backend, packages=False)
@@ -32,16 +36,19 @@ def _discover() -> dict[str, Backend]:
     return named
 
 
-BACKENDS = _discover()
+def __getattr__(name: str):
+    if name == "BACKENDS":  # {kind: its Backend}, found on first use (``declared``)
+        return declared()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def get(kind, key: str = "storage") -> Backend:
     """The back-end of a kind's name; ``key`` is where the tier sits in the config, named in the error."""
     try:
-        return BACKENDS[str(kind)]
+        return declared()[str(kind)]
     except KeyError:
         raise ConfigError(
-            f"{key}.kind={kind} is not a kind of storage; choose one of {', '.join(BACKENDS)}"
+            f"{key}.kind={kind} is not a kind of storage; choose one of {', '.join(declared())}"
         ) from None
 
 
@@ -54,7 +61,7 @@ def check_settings(st, key: str) -> None:
     """Refuse a setting that only another kind of storage has (``storage.bucket`` on a file-system tier), in
     one line naming it: ``key`` is where the tier sits in the config (``storage``, ``checkpoint.slow``)."""
     own = get(st.kind, key)
-    for other in BACKENDS.values():
+    for other in declared().values():
         for name in other.settings:
             if name not in own.settings and getattr(st, name, None) is not None:
                 raise ConfigError(
@@ -66,4 +73,4 @@ def check_settings(st, key: str) -> None:
 def settings_of_others(st) -> set[str]:
     """The settings (``storage.<name>``) that other kinds of storage have and this tier's kind does not."""
     own = of(st).settings
-    return {name for b in BACKENDS.values() for name in b.settings if name not in own}
+    return {name for b in declared().values() for name in b.settings if name not in own}
