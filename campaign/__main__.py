@@ -165,6 +165,8 @@ def exit_with(status: int) -> None:
 
 
 if __name__ == "__main__":
+    from jobs.execution import warm
     from jobs.lifeline import exit_as_python
 
+    warm.zygote()  # where this process was started warm: a copy of it, now, serves its warm children
     exit_as_python(lambda: exit_with(run()))

@@ -81,6 +81,12 @@ def import_quietly(log: Path, keras: bool = True) -> bool:
     return True
 
 
+def devices_unseen() -> bool:
+    """Whether a process forked from this one can still set CUDA up for itself: TensorFlow not imported,
+    or imported without looking for its devices (``preload``)."""
+    return "tensorflow" not in sys.modules or _preloaded is not None
+
+
 def out_of_the_collectors_way() -> None:
     """Every object this process holds now (TensorFlow's modules and their 250,000 objects among them) moved
     where Python's cyclic garbage collector no longer walks them (``gc.freeze``): a full collection walks

@@ -4,14 +4,18 @@ imports them again. TensorFlow with Keras costs 4-5 s of CPU per process, Hydra,
 about 1 s more; a sub-campaign (a grid of the paper study, a round of the capacity search) pays it once
 per parent instead of once per grid.
 
-The server is a fresh interpreter that imports only what ``start`` was asked to preload, before any cell
-runs: TensorFlow without looking for its devices (``tfstart.preload``: CUDA is set up by each child's own
-first device query, as a process forked after that could not use it). Each child then runs its module as
-``python -m`` would: in the parent's folder, with the environment given, ``atexit`` run, threads joined,
-its exit status (or the signal that ended it) its own, its standard output and error and its cgroups (an
-emulated tier's throttle) the parent's at the time of the call. What differs from a cold start: its
-parent is the server, which ends when the process that started it ends (its pipe closes), and its
-standard input is ``/dev/null``. A child that binds its life to its parent (``jobs.lifeline``) is bound
+Where the process that starts children already holds what they need, because it was started warm itself
+(a grid of the paper study, a round of the capacity search) or forked from a warm interpreter (the tests'),
+its server is a copy of it taken as its command began (``zygote``), before the command ran or held
+anything: no interpreter imports it all again. Otherwise the server is a fresh interpreter that imports
+only what ``start`` was asked to preload, before any cell runs: TensorFlow without looking for its devices
+(``tfstart.preload``: CUDA is set up by each child's own first device query, as a process forked after that
+could not use it; a zygote is taken only where that query has not been made). Each child then runs its
+module as ``python -m`` would: in the parent's folder, with the environment given, ``atexit`` run, threads
+joined, its exit status (or the signal that ended it) its own, its standard output and error and its
+cgroups (an emulated tier's throttle) the parent's at the time of the call. What differs from a cold
+start: its parent is the server, which ends when the process that started it ends (its pipe closes), and
+its standard input is ``/dev/null``. A child that binds its life to its parent (``jobs.lifeline``) is bound
 to the server.
 """
 
@@ -68,15 +72,18 @@ def start(
     module: str, args: Sequence[str], env: dict, preload: Sequence[str] = COMMON, *, stdout: int = 1
 ) -> Started:
     """``python -m module *args`` with ``env``, in this process's folder, forked from this process's warm
-    server (started on the first call, with ``preload``; a later call's list is not loaded again); its
-    standard output on this process's descriptor ``stdout``, its standard error on this process's."""
+    server (its ``zygote`` where that holds all of ``preload``; else started on the first call, with
+    ``preload``; a later call's list is not loaded again); its standard output on this process's descriptor
+    ``stdout``, its standard error on this process's."""
     import multiprocessing as mp
     from multiprocessing import forkserver
 
     context = mp.get_context("forkserver")
-    # imported by the server at its start, in order
-    context.set_forkserver_preload([__name__, *preload, SERVER_ENDS])
-    _server_folder()
+    if not _Zygote.serves(preload):
+        _Zygote.stop()  # one server per process: a fresh one that imports what the zygote lacks
+        # imported by the server at its start, in order
+        context.set_forkserver_preload([__name__, *preload, SERVER_ENDS])
+        _server_folder()
     forkserver.ensure_running()  # nothing to do once it runs
     process = context.Process(
         target=_run,
@@ -85,6 +92,92 @@ def start(
     )
     process.start()
     return Started(process)
+
+
+# what a process must hold for a zygote to be worth taking: every command's heavy libraries (a cold
+# ``python -m campaign`` has not imported them all as it begins: it starts a fresh server when it needs one)
+ZYGOTE_NEEDS = ("hydra", "omegaconf", "pandas", "submitit")
+# what each entry of a preload list stands for in ``sys.modules``
+_PRELOADED_AS = {TENSORFLOW: ("tensorflow", "keras"), TENSORFLOW_DATA: ("tensorflow",)}
+
+
+class _Zygote:
+    """This process's zygote: a fork of it taken as its command began (``zygote``), which runs
+    multiprocessing's forkserver loop as the server ``start`` forks children from; the modules it holds."""
+
+    pid: int | None = None
+    holds: frozenset[str] = frozenset()
+
+    @classmethod
+    def serves(cls, preload: Sequence[str]) -> bool:
+        if cls.pid is None:
+            return False
+        wanted = (name for entry in preload for name in _PRELOADED_AS.get(entry, (entry,)))
+        return all(name in cls.holds for name in wanted)
+
+    @classmethod
+    def stop(cls) -> None:
+        """End the zygote (its pipe closed: it leaves its loop) and forget it as the server."""
+        from multiprocessing import forkserver
+
+        if cls.pid is None:
+            return
+        server = forkserver._forkserver
+        if server._forkserver_pid == cls.pid:
+            os.close(server._forkserver_alive_fd)
+            os.waitpid(cls.pid, 0)
+            server._forkserver_address = server._forkserver_alive_fd = server._forkserver_pid = None
+        cls.pid, cls.holds = None, frozenset()
+
+
+def zygote() -> bool:
+    """At a command's start: where this process already holds what its warm children would import
+    (``ZYGOTE_NEEDS``, TensorFlow, if imported, without its devices looked for), a fork of it, taken now,
+    before the command runs, becomes its warm server: multiprocessing's forkserver loop in that copy, as in
+    a fresh server after its preload (0.5-1.4 s of CPU less per process that starts children). Taken before
+    the command has registered, opened, locked or started anything that a child would inherit, and ended
+    with this process (its pipe), as a fresh server is. Returns whether it was taken; a process that has one
+    already, runs threads or lacks those modules takes none (``start`` then starts a fresh server)."""
+    import threading
+    from multiprocessing import forkserver
+
+    from jobs.execution import tfstart
+
+    if _Zygote.pid is not None or forkserver._forkserver._forkserver_pid is not None:
+        return False
+    if threading.active_count() > 1 or not tfstart.devices_unseen():
+        return False
+    if not all(name in sys.modules for name in ZYGOTE_NEEDS):
+        return False
+    _server_folder()
+    _Zygote.pid, _Zygote.holds = _fork_server(), frozenset(sys.modules)
+    return True
+
+
+def _fork_server() -> int:
+    """Fork this process into a forkserver (multiprocessing's own loop, nothing preloaded: it holds it
+    all); its listening socket in this process's server folder, as ``ForkServer.ensure_running`` makes it.
+    Returns its pid, registered as this process's forkserver."""
+    import socket
+    from multiprocessing import connection, forkserver
+
+    server = forkserver._forkserver
+    with socket.socket(socket.AF_UNIX) as listener:
+        address = connection.arbitrary_address("AF_UNIX")
+        listener.bind(address)
+        os.chmod(address, 0o600)
+        listener.listen()
+        alive_r, alive_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the zygote: serves until every process that holds its pipe's other end has ended
+            os.close(alive_w)
+            try:
+                forkserver.main(listener.fileno(), alive_r, [])
+            finally:
+                os._exit(0)
+        os.close(alive_r)
+    server._forkserver_address, server._forkserver_alive_fd, server._forkserver_pid = address, alive_w, pid
+    return pid
 
 
 SERVER_FOLDER = "iocampaign-warm-"  # + <pid namespace, hex>-<pid>-<random>: where a server keeps its socket

@@ -368,3 +368,66 @@ def test_a_process_that_imported_pytorch_ends_without_deregistering_its_operator
     count = int(skipped.split()[-1])
     assert count > 0 and skipped == f"torch's teardowns not run {count} of {count}", p.stdout
     assert ran == "the program's own finalizer ran True", p.stdout
+
+
+ZYGOTE_CHILD = """\
+import json, os, sys
+from jobs.execution import tfstart
+server = open(f"/proc/{os.getppid()}/cmdline", "rb").read().replace(b"\\0", b" ").decode()
+print(json.dumps({
+    "server": os.getppid(), "fresh_server": "multiprocessing.forkserver" in server,
+    "tensorflow": "tensorflow" in sys.modules, "devices_unseen": tfstart._preloaded is not None,
+}), flush=True)
+"""
+
+# a command's process that was started warm: what its warm children need already imported, then its
+# zygote (or none), then one child started warm with the preload list of ``ALSO`` added to a cell's
+ZYGOTE_PARENT = """\
+import json, os, sys
+from pathlib import Path
+import hydra, omegaconf, pandas, submitit
+import campaign.choices, jobs.runner
+from jobs.execution import tfstart, warm
+if os.environ.get("SEEN"):  # TensorFlow's devices already looked for here
+    tfstart.import_quietly(Path(os.devnull), keras=False)
+else:
+    tfstart.preload(keras=False)
+taken, zygote = warm.zygote(), warm._Zygote.pid
+preload = (*warm.COMMON, warm.TENSORFLOW_DATA, *os.environ.get("ALSO", "").split())
+child = warm.start("zygote_child", [], dict(os.environ), preload)
+print(json.dumps({"taken": taken, "zygote": zygote, "kept": warm._Zygote.pid, "returncode": child.wait()}))
+"""
+
+
+@pytest.mark.parametrize(
+    "extra,taken,served",
+    [({}, True, True), ({"SEEN": "1"}, False, False), ({"ALSO": "torch"}, True, False)],
+    ids=["warm", "devices-seen", "lacks-torch"],
+)
+def test_a_process_started_warm_forks_its_warm_children_from_a_copy_of_itself(
+    modules, tmp_path, extra, taken, served
+):
+    """warm.zygote: a process that holds its warm children's libraries, TensorFlow's devices not looked for,
+    takes a copy of itself as their server, and no fresh interpreter imports them again; where TensorFlow's
+    devices were looked for (CUDA set up: a forked child could not use it) it takes none, and where the
+    children need what it lacks (PyTorch) its copy is ended and a fresh server imports it."""
+    (modules / "zygote_child.py").write_text(ZYGOTE_CHILD)
+    p = subprocess.run(
+        [sys.executable, "-c", ZYGOTE_PARENT],
+        cwd=tmp_path,
+        env=_env(modules, **extra),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    child, parent = (json.loads(line) for line in p.stdout.splitlines())
+    assert parent["taken"] is taken and parent["returncode"] == 0, p.stdout
+    assert (parent["zygote"] is not None) is taken, p.stdout
+    assert child["tensorflow"] and child["devices_unseen"], child  # its own device query to come
+    if served:
+        assert child["server"] == parent["zygote"] == parent["kept"] and not child["fresh_server"], p.stdout
+    else:
+        assert child["fresh_server"] and parent["kept"] is None, p.stdout
+        if taken:  # the copy was ended before the fresh server started
+            assert not Path(f"/proc/{parent['zygote']}").exists()

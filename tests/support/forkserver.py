@@ -10,8 +10,9 @@ PYTHONPATH (``iocampaign_backends``, ...) are found on first use, in the command
 ``__main__`` (``runpy``), in its folder, with its own environment, arguments and standard
 streams, and ended as an interpreter ends (``atexit``, threads joined, streams flushed). What differs
 from a cold ``python -m``: the preloaded libraries are already in ``sys.modules`` (TensorFlow's start-up
-lines are therefore not printed again, and no ``tensorflow_startup.log`` is written: tests of those use
-``fresh=True``), and the process's parent is a shepherd forked from here rather than the test.
+lines are therefore not printed again: the first cell's ``tensorflow_startup.log`` gets the lines of this
+server's import, as a warm child's of the tool's does; tests of a cold start use ``fresh=True``), and the
+process's parent is a shepherd forked from here rather than the test.
 
 Run as ``python forkserver.py FD [LISTENER]``: FD is one end of a ``SOCK_SEQPACKET`` socket pair, and
 LISTENER a listening socket that the suite's other test processes connect to (``Shared``). Each request on
@@ -31,7 +32,6 @@ import os
 import signal
 import socket
 import sys
-from pathlib import Path
 
 # what every ``python -m campaign`` imports, and the other commands' entry points: none finds a plug-in at
 # its import (tests/campaign/test_layout.py holds that), and none reads the environment there
@@ -64,9 +64,11 @@ def _preload() -> None:
     from jobs.execution import tfstart
 
     # TensorFlow and Keras as a cell that builds a Keras model imports them (1 s of CPU less for each
-    # command that runs one; one that builds none finds Keras there and never uses it), its start-up
-    # lines discarded: the commands' own are what tests see
-    tfstart.import_quietly(Path(os.devnull), keras=True)
+    # command that runs one; one that builds none finds Keras there and never uses it), as a warm server
+    # preloads them: without looking for devices, their start-up lines kept for the first cell's log
+    # (``tfstart.preload``), so that a command's process is what a warm child of the tool's is, and takes
+    # a zygote as one does (``jobs.execution.warm.zygote``)
+    tfstart.preload(keras=True)
     try:
         import torch  # noqa: F401
     except ImportError:
