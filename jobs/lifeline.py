@@ -128,6 +128,12 @@ def in_one_process():
         _IN_ONE_PROCESS.pop()
 
 
+def among_others() -> bool:
+    """Whether this command runs among others in one process (``in_one_process``): its process began
+    before it, and goes on after it."""
+    return bool(_IN_ONE_PROCESS)
+
+
 def exit_as_python(command: Callable[[], object]) -> None:
     """Run ``command`` and end this process as the interpreter ends it (the exit code of its SystemExit, an
     uncaught exception's traceback and 1, threads joined, ``atexit`` run, streams flushed), without tearing

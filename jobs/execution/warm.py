@@ -136,15 +136,20 @@ def zygote() -> bool:
     before the command runs, becomes its warm server: multiprocessing's forkserver loop in that copy, as in
     a fresh server after its preload (0.5-1.4 s of CPU less per process that starts children). Taken before
     the command has registered, opened, locked or started anything that a child would inherit, and ended
-    with this process (its pipe), as a fresh server is. Returns whether it was taken; a process that has one
-    already, runs threads or lacks those modules takes none (``start`` then starts a fresh server)."""
+    with this process (its pipe), as a fresh server is; its process is named ``iocampaign-warm`` (``ps -o
+    comm``). Returns whether it was taken; a process that has one already, runs threads, lacks those modules
+    or runs this command among others (``lifeline.among_others``) takes none (``start`` then starts a fresh
+    server)."""
     import threading
     from multiprocessing import forkserver
 
+    from jobs import lifeline
     from jobs.execution import tfstart
 
     if _Zygote.pid is not None or forkserver._forkserver._forkserver_pid is not None:
         return False
+    if lifeline.among_others() or sys.stdout is not sys.__stdout__ or sys.stderr is not sys.__stderr__:
+        return False  # a command run among others by a driver (its streams the driver's): not its start
     if threading.active_count() > 1 or not tfstart.devices_unseen():
         return False
     if not all(name in sys.modules for name in ZYGOTE_NEEDS):
@@ -171,6 +176,7 @@ def _fork_server() -> int:
         pid = os.fork()
         if pid == 0:  # the zygote: serves until every process that holds its pipe's other end has ended
             os.close(alive_w)
+            _name_this_process(b"iocampaign-warm")
             try:
                 forkserver.main(listener.fileno(), alive_r, [])
             finally:
@@ -178,6 +184,17 @@ def _fork_server() -> int:
         os.close(alive_r)
     server._forkserver_address, server._forkserver_alive_fd, server._forkserver_pid = address, alive_w, pid
     return pid
+
+
+def _name_this_process(name: bytes) -> None:
+    """This process's name as ``ps -o comm`` and ``/proc/<pid>/comm`` show it (``prctl(PR_SET_NAME)``): a
+    zygote's command line is its parent's."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(15, ctypes.c_char_p(name[:15]), 0, 0, 0)  # PR_SET_NAME
+    except (OSError, AttributeError):
+        pass
 
 
 SERVER_FOLDER = "iocampaign-warm-"  # + <pid namespace, hex>-<pid>-<random>: where a server keeps its socket

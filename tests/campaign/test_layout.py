@@ -61,7 +61,7 @@ from jobs import frameworks, workloads
 from jobs.storage import backends
 found = backends.declared.cache_info().currsize, frameworks.declared.cache_info().currsize
 print(*found, workloads._discovered[0])
-print(sorted(m for m in sys.modules if m.startswith("iocampaign_")))
+print(sorted(m for m in sys.modules if m.startswith(("iocampaign_backends", "iocampaign_frameworks"))))
 print(len(backends.BACKENDS) > 4, "elsewhere" in frameworks.FRAMEWORKS)
 """
 

@@ -33,8 +33,9 @@ import signal
 import socket
 import sys
 
-# what every ``python -m campaign`` imports, and the other commands' entry points: none finds a plug-in at
-# its import (tests/campaign/test_layout.py holds that), and none reads the environment there
+# what every ``python -m campaign`` imports, and the other commands' parts (not a module run as ``__main__``
+# itself: ``runpy`` warns of one imported before): none finds a plug-in at its import
+# (tests/campaign/test_layout.py holds that), and none reads the environment there
 COMMANDS = (
     "campaign.choices",
     "campaign.helptext",
@@ -42,7 +43,6 @@ COMMANDS = (
     "campaign.sweep",
     "campaign.cell",
     "campaign.launch",
-    "campaign.status",
     "campaign.capacity",
     "jobs.runner",
     "analysis.build",

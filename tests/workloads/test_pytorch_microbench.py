@@ -124,7 +124,8 @@ def test_cpu_time_covers_the_workers_that_decoded(sweep):
 
 
 def _workers_of(pid: int) -> list[int]:
-    """The forked DataLoader workers of process ``pid``: its children running its own command line."""
+    """The forked DataLoader workers of process ``pid``: its children running its own command line, but
+    for the campaign's warm server, a copy of it too, named ``iocampaign-warm`` (``jobs.execution.warm``)."""
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
             kids = [int(k) for k in f.read().split()]
@@ -135,8 +136,8 @@ def _workers_of(pid: int) -> list[int]:
     out = []
     for k in kids:
         try:
-            with open(f"/proc/{k}/cmdline", "rb") as f:
-                if f.read() == mine:
+            with open(f"/proc/{k}/cmdline", "rb") as f, open(f"/proc/{k}/comm") as name:
+                if f.read() == mine and name.read().strip() != "iocampaign-warm":
                     out.append(k)
         except OSError:
             continue
