@@ -160,6 +160,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from jobs.execution import warm
     from jobs.lifeline import exit_as_python
 
+    warm.zygote()  # started warm: a copy of this process, now, serves the plans' own sub-plans
     exit_as_python(main)
