@@ -399,3 +399,42 @@ def test_readme_times_runs_every_readme_command_that_runs_here_and_says_why_it_l
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 1 + len(cmds) and all(line.strip().startswith("-") for line in out[1:])
     assert sum("[would run]" in line for line in out) == sum(c.runs_here is None for c in cmds) >= 8
+
+
+def test_forked_commands_prints_the_cpu_of_each_command_forked_as_the_suite_runs_it(tmp_path):
+    """``python -m benchmarks.forked_commands``: how fast the machine is, then each command's CPU-s per
+    fork; nothing left in the temporary folder it used; a bad ``--repeats`` is one line and exit 2."""
+    import re
+    import subprocess
+    import sys
+
+    from support.commands import python_env
+
+    env = python_env(TMPDIR=str(tmp_path))
+    p = subprocess.run(
+        [sys.executable, "-m", "benchmarks.forked_commands", "--repeats", "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    lines = p.stdout.splitlines()
+    assert lines[0].startswith("this machine: a fresh Python imports TensorFlow in "), p.stdout
+    rows = [re.fullmatch(r"(.+?) +(\d+\.\d{3}) CPU-s each \(1 forks\)", line) for line in lines[1:]]
+    assert all(rows) and [r[1] for r in rows] == [
+        "refused (threads=0)",
+        "dry run, 4 cells",
+        "a warm child, from a copy of its parent",
+        "a warm child, from a fresh server",
+    ], p.stdout
+    assert all(float(r[2]) > 0 for r in rows), p.stdout
+    assert list(tmp_path.iterdir()) == [], list(tmp_path.iterdir())
+    bad = subprocess.run(
+        [sys.executable, "-m", "benchmarks.forked_commands", "--repeats", "0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 2 and bad.stderr.strip().endswith("--repeats must be at least 1"), bad.stderr
