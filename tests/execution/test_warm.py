@@ -380,33 +380,36 @@ print(json.dumps({
 }), flush=True)
 """
 
-# a command's process that was started warm: what its warm children need already imported, then its
-# zygote (or none), then one child started warm with the preload list of ``ALSO`` added to a cell's
+# a command's process that was started warm: what its warm children need already imported (TensorFlow
+# without its devices looked for), then, for each case, a process forked from it (as a command is) that takes
+# its zygote (or none) and starts one child warm with a cell's preload list and ``also``
 ZYGOTE_PARENT = """\
 import json, os, sys
 from pathlib import Path
 import hydra, omegaconf, pandas, submitit
 import campaign.choices, jobs.runner
+from jobs import lifeline
 from jobs.execution import tfstart, warm
-if os.environ.get("SEEN"):  # TensorFlow's devices already looked for here
-    tfstart.import_quietly(Path(os.devnull), keras=False)
-else:
-    tfstart.preload(keras=False)
-taken, zygote = warm.zygote(), warm._Zygote.pid
-preload = (*warm.COMMON, warm.TENSORFLOW_DATA, *os.environ.get("ALSO", "").split())
-child = warm.start("zygote_child", [], dict(os.environ), preload)
-print(json.dumps({"taken": taken, "zygote": zygote, "kept": warm._Zygote.pid, "returncode": child.wait()}))
+tfstart.preload(keras=False)
+
+def case(seen, also):
+    if seen:  # TensorFlow's devices looked for in this process
+        tfstart.import_quietly(Path(os.devnull), keras=False)
+    taken, zygote = warm.zygote(), warm._Zygote.pid
+    child = warm.start("zygote_child", [], dict(os.environ), (*warm.COMMON, warm.TENSORFLOW_DATA, *also))
+    returncode = child.wait()
+    print(json.dumps({"taken": taken, "zygote": zygote, "kept": warm._Zygote.pid, "returncode": returncode}))
+
+for seen, also in ((False, ()), (True, ()), (False, ("torch",))):
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:
+        lifeline.exit_as_python(lambda: case(seen, also))
+    os.waitpid(pid, 0)
 """
 
 
-@pytest.mark.parametrize(
-    "extra,taken,served",
-    [({}, True, True), ({"SEEN": "1"}, False, False), ({"ALSO": "torch"}, True, False)],
-    ids=["warm", "devices-seen", "lacks-torch"],
-)
-def test_a_process_started_warm_forks_its_warm_children_from_a_copy_of_itself(
-    modules, tmp_path, extra, taken, served
-):
+def test_a_process_started_warm_forks_its_warm_children_from_a_copy_of_itself(modules, tmp_path):
     """warm.zygote: a process that holds its warm children's libraries, TensorFlow's devices not looked for,
     takes a copy of itself as their server, and no fresh interpreter imports them again; where TensorFlow's
     devices were looked for (CUDA set up: a forked child could not use it) it takes none, and where the
@@ -415,19 +418,23 @@ def test_a_process_started_warm_forks_its_warm_children_from_a_copy_of_itself(
     p = subprocess.run(
         [sys.executable, "-c", ZYGOTE_PARENT],
         cwd=tmp_path,
-        env=_env(modules, **extra),
+        env=_env(modules),
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert p.returncode == 0, p.stderr[-3000:]
-    child, parent = (json.loads(line) for line in p.stdout.splitlines())
-    assert parent["taken"] is taken and parent["returncode"] == 0, p.stdout
-    assert (parent["zygote"] is not None) is taken, p.stdout
-    assert child["tensorflow"] and child["devices_unseen"], child  # its own device query to come
-    if served:
-        assert child["server"] == parent["zygote"] == parent["kept"] and not child["fresh_server"], p.stdout
-    else:
-        assert child["fresh_server"] and parent["kept"] is None, p.stdout
-        if taken:  # the copy was ended before the fresh server started
-            assert not Path(f"/proc/{parent['zygote']}").exists()
+    said = [json.loads(line) for line in p.stdout.splitlines()]
+    assert len(said) == 6, p.stdout
+    cases = {"warm": (True, True), "devices seen": (False, False), "lacks PyTorch": (True, False)}
+    for (name, (taken, served)), child, parent in zip(cases.items(), said[0::2], said[1::2]):
+        assert parent["taken"] is taken and parent["returncode"] == 0, (name, p.stdout)
+        assert (parent["zygote"] is not None) is taken, (name, p.stdout)
+        assert child["tensorflow"] and child["devices_unseen"], (name, child)  # its own device query to come
+        if served:
+            assert child["server"] == parent["zygote"] == parent["kept"], (name, p.stdout)
+            assert not child["fresh_server"], (name, p.stdout)
+        else:
+            assert child["fresh_server"] and parent["kept"] is None, (name, p.stdout)
+            if taken:  # the copy was ended before the fresh server started
+                assert not Path(f"/proc/{parent['zygote']}").exists(), (name, p.stdout)
