@@ -29,6 +29,7 @@ T = TypeVar("T")
 
 ENV = "IOCAMPAIGN_PARENT_PID"
 _PR_SET_PDEATHSIG = 1
+_PR_SET_NAME = 15
 # pids of the cell's own processes that live across its runs, not waited for until the cell ends (s3fs under
 # storage.reader=fuse, the tf.data service's dispatcher and workers): their CPU is the cell's, not another's
 # (jobs.observe.usage, other_cpu_share)
@@ -54,12 +55,21 @@ def bind(parent: int | None = None, sig: int = signal.SIGTERM) -> bool:
     pid = parent if parent is not None else os.environ.pop(ENV, None)
     if pid is None:
         return False
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    if libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
+    if _libc().prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
     if os.getppid() != int(pid):  # the parent died before the request: the signal will never come
         os.kill(os.getpid(), sig)
     return True
+
+
+def name_this_process(name: str) -> None:
+    """This process's name as ``ps -o comm`` and ``/proc/<pid>/comm`` show it (``prctl(PR_SET_NAME)``, at
+    most 15 bytes): for a helper whose command line is its parent's (a warm server forked from it)."""
+    _libc().prctl(_PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
+
+
+def _libc():
+    return ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 
 
 def alive(pid: int) -> bool:

@@ -176,7 +176,9 @@ def _fork_server() -> int:
         pid = os.fork()
         if pid == 0:  # the zygote: serves until every process that holds its pipe's other end has ended
             os.close(alive_w)
-            _name_this_process(b"iocampaign-warm")
+            from jobs import lifeline
+
+            lifeline.name_this_process("iocampaign-warm")  # its command line is its parent's
             try:
                 forkserver.main(listener.fileno(), alive_r, [])
             finally:
@@ -184,17 +186,6 @@ def _fork_server() -> int:
         os.close(alive_r)
     server._forkserver_address, server._forkserver_alive_fd, server._forkserver_pid = address, alive_w, pid
     return pid
-
-
-def _name_this_process(name: bytes) -> None:
-    """This process's name as ``ps -o comm`` and ``/proc/<pid>/comm`` show it (``prctl(PR_SET_NAME)``): a
-    zygote's command line is its parent's."""
-    import ctypes
-
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(15, ctypes.c_char_p(name[:15]), 0, 0, 0)  # PR_SET_NAME
-    except (OSError, AttributeError):
-        pass
 
 
 SERVER_FOLDER = "iocampaign-warm-"  # + <pid namespace, hex>-<pid>-<random>: where a server keeps its socket

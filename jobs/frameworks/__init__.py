@@ -257,7 +257,8 @@ def reader_words(names) -> tuple[str, tuple[str, str]]:
     """What reads in parallel in the frameworks ``names`` (records'), for a figure: the legend's title ("map
     threads / DataLoader workers / Grain workers") and a bar's word, singular and plural ("thread / worker",
     "threads / workers"); a name this version does not know reads with map threads."""
-    kinds = list(dict.fromkeys(declared()[n].reader if n in declared() else "map thread" for n in names))
+    known = declared()
+    kinds = list(dict.fromkeys(known[n].reader if n in known else "map thread" for n in names))
     units = list(dict.fromkeys(unit(n) for n in names))
     return " / ".join(f"{k}s" for k in kinds), (" / ".join(units), " / ".join(f"{u}s" for u in units))
 

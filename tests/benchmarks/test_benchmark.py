@@ -410,14 +410,16 @@ def test_forked_commands_prints_the_cpu_of_each_command_forked_as_the_suite_runs
 
     from support.commands import python_env
 
-    env = python_env(TMPDIR=str(tmp_path))
-    p = subprocess.run(
-        [sys.executable, "-m", "benchmarks.forked_commands", "--repeats", "1"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    def forked_commands(repeats: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "benchmarks.forked_commands", "--repeats", repeats],
+            env=python_env(TMPDIR=str(tmp_path)),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+
+    p = forked_commands("1")
     assert p.returncode == 0, p.stderr[-3000:]
     lines = p.stdout.splitlines()
     assert lines[0].startswith("this machine: a fresh Python imports TensorFlow in "), p.stdout
@@ -430,11 +432,5 @@ def test_forked_commands_prints_the_cpu_of_each_command_forked_as_the_suite_runs
     ], p.stdout
     assert all(float(r[2]) > 0 for r in rows), p.stdout
     assert list(tmp_path.iterdir()) == [], list(tmp_path.iterdir())
-    bad = subprocess.run(
-        [sys.executable, "-m", "benchmarks.forked_commands", "--repeats", "0"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    bad = forked_commands("0")
     assert bad.returncode == 2 and bad.stderr.strip().endswith("--repeats must be at least 1"), bad.stderr

@@ -79,15 +79,20 @@ def _env(modules: Path, **extra: str) -> dict[str, str]:
     return python_env(PYTHONPATH=f"{ROOT}:{modules}", **extra)
 
 
-def _parent(modules: Path, cwd: Path, *args: str, **extra: str) -> subprocess.CompletedProcess:
+def _script(code: str, modules: Path, cwd: Path, *args: str, **extra: str) -> subprocess.CompletedProcess:
+    """``python -c <code> <args>`` in ``cwd``, with the checkout and ``modules`` on its PYTHONPATH."""
     return subprocess.run(
-        [sys.executable, "-c", PARENT, *args],
+        [sys.executable, "-c", code, *args],
         cwd=cwd,
         env=_env(modules, **extra),
         capture_output=True,
         text=True,
         timeout=300,
     )
+
+
+def _parent(modules: Path, cwd: Path, *args: str, **extra: str) -> subprocess.CompletedProcess:
+    return _script(PARENT, modules, cwd, *args, **extra)
 
 
 def test_a_warm_child_runs_its_module_as_python_m_does_and_ends_with_its_status(modules, tmp_path):
@@ -295,14 +300,7 @@ def test_a_warm_child_is_under_the_throttle_its_parent_joined_after_the_server_s
         "    ctl.leave()\n"
         "    print('removed', ctl.remove(group), flush=True)\n"
     )
-    p = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=tmp_path,
-        env=_env(modules),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    p = _script(code, modules, tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     before, parents, childs, removed = p.stdout.splitlines()
     assert removed == "removed True"
@@ -415,14 +413,7 @@ def test_a_process_started_warm_forks_its_warm_children_from_a_copy_of_itself(mo
     devices were looked for (CUDA set up: a forked child could not use it) it takes none, and where the
     children need what it lacks (PyTorch) its copy is ended and a fresh server imports it."""
     (modules / "zygote_child.py").write_text(ZYGOTE_CHILD)
-    p = subprocess.run(
-        [sys.executable, "-c", ZYGOTE_PARENT],
-        cwd=tmp_path,
-        env=_env(modules),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    p = _script(ZYGOTE_PARENT, modules, tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
     said = [json.loads(line) for line in p.stdout.splitlines()]
     assert len(said) == 6, p.stdout
