@@ -235,7 +235,11 @@ def sweep(tmp: str) -> list[str]:
             m = pattern.fullmatch(entry.name)
             if m is None or not entry.is_dir(follow_symlinks=False):
                 continue
-            if entry.stat(follow_symlinks=False).st_uid != os.geteuid() or not 0 < int(m[1]) <= PID_MAX:
+            try:
+                owner = entry.stat(follow_symlinks=False).st_uid
+            except FileNotFoundError:
+                continue  # removed since it was listed: its process ended (two commands starting at once)
+            if owner != os.geteuid() or not 0 < int(m[1]) <= PID_MAX:
                 continue  # another user's, or no pid of this machine's (a name anyone could choose)
             if not lifeline.alive(int(m[1])) and _remove_sockets(entry.path):
                 removed.append(entry.path)

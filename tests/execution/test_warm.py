@@ -429,3 +429,32 @@ def test_a_process_started_warm_forks_its_warm_children_from_a_copy_of_itself(mo
             assert child["fresh_server"] and parent["kept"] is None, (name, p.stdout)
             if taken:  # the copy was ended before the fresh server started
                 assert not Path(f"/proc/{parent['zygote']}").exists(), (name, p.stdout)
+
+
+def test_a_sweep_while_other_commands_start_and_end_skips_folders_removed_as_it_lists_them(tmp_path):
+    """Two commands starting at once on one machine: the folders of a process that ends while another's start
+    lists them are gone before it looks at their owner. Before: ``FileNotFoundError`` out of ``sweep``, and
+    the command that was starting failed with that traceback (seen in the suite on a busy machine)."""
+    churn = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import os, sys\n"
+            "tmp, stem = sys.argv[1], sys.argv[2] + str(os.getpid())\n"
+            "names = [os.path.join(tmp, f'{stem}-{k:04d}') for k in range(300)]\n"
+            "open(os.path.join(tmp, 'ready'), 'w').close()\n"
+            "while True:\n"
+            "    for n in names: os.mkdir(n)\n"
+            "    for n in names: os.rmdir(n)\n",
+            str(tmp_path),
+            f"{warm.SERVER_FOLDER}{warm._pid_namespace():x}-",
+        ]
+    )
+    try:
+        while not (tmp_path / "ready").exists():
+            time.sleep(0.01)
+        for _ in range(300):  # each listing races the churn's removals; a live process's folders stay
+            assert warm.sweep(str(tmp_path)) == []
+    finally:
+        churn.kill()
+        churn.wait()
