@@ -26,6 +26,13 @@ LONG_SLURM = [
     *(f"tests/m{k}.py::test_1@tests/m{k}.py" for k in range(2)),
 ]
 
+# the waiting worker's groups are short ones of two tests, the others' long
+SHORT_WAITS = [
+    *(f"tests/slurm/test_slurm.py::test_{k}@slurm" for k in range(2)),
+    *(f"tests/waits{k}.py::test_{j}@{WAITS}tests/waits{k}.py" for k in range(4) for j in range(2)),
+    *(f"tests/m{k}.py::test_{j}@tests/m{k}.py" for k in range(2) for j in range(6)),
+]
+
 
 class Worker:
     """What the scheduler asks of an xdist worker: tests sent to it, and shutting down."""
@@ -101,3 +108,20 @@ def test_the_others_take_the_waiting_modules_left_once_their_own_groups_are_hand
             assert all(k > max(own, default=-1) for k, t in enumerate(n.sent) if f"@{WAITS}" in t), n.sent
     assert sorted(t for n in nodes for t in n.sent) == sorted(LONG_SLURM)  # every test once
     assert all(n.shutting_down for n in nodes)
+
+
+def test_a_worker_is_sent_its_next_group_only_as_it_starts_its_last_test(monkeypatch):
+    """A group sent early is one a worker that runs out first cannot take. Before: xdist's rule, a group
+    sent with two tests still to run (the suite of 2026-12-02: the waiting worker held two groups, 30 s,
+    that the others had ended 40-50 s before it without)."""
+    sent_with: list[int] = []
+    assign = ApartScheduling._assign_work_unit
+
+    def counted(self, node):
+        sent_with.append(self._pending_of(self.assigned_work.get(node, {})))
+        assign(self, node)
+
+    monkeypatch.setattr(ApartScheduling, "_assign_work_unit", counted)
+    nodes = _run(3, SHORT_WAITS)
+    assert sent_with and max(sent_with) <= 1, sent_with
+    assert sorted(t for n in nodes for t in n.sent) == sorted(SHORT_WAITS)  # every test once

@@ -11,9 +11,12 @@ waiting groups wait beside the others instead of in their place, and start at on
 the CPU-bound groups. Either side may run out first: on 2026-11-29 that worker's own groups ended at
 about 460 s of a 600 s run, and it then took the others' groups; on 2026-12-01 the others' ended at
 630-640 s and that worker went on alone with its waiting modules to 682 s, so the others now take those
-too. Four groups at a time on two cores is less than the CPU hog the suite is proven beside (issue 58:
-every test asserts what the run counted, not how fast it went). With fewer than three workers every
-worker takes any group, as xdist's own ``loadgroup`` does.
+too. A worker is sent its next group only as it starts its current group's last test (an xdist worker
+needs the test after the one it runs; xdist's own rule sends it with two still to run): a group sent early
+is a group the worker that runs out first cannot take (on 2026-12-02 the waiting worker held two groups,
+30 s, that the others ended 40-50 s before it without). Four groups at a time on two cores is less than
+the CPU hog the suite is proven beside (issue 58: every test asserts what the run counted, not how fast
+it went). With fewer than three workers every worker takes any group, as xdist's own ``loadgroup`` does.
 """
 
 from __future__ import annotations
@@ -66,6 +69,6 @@ class ApartScheduling(LoadGroupScheduling):
         if self._next_scope(node) is None:
             node.shutdown()  # it ends once the tests already sent to it have run
             return
-        if self._pending_of(self.assigned_work[node]) > 2:
-            return
+        if self._pending_of(self.assigned_work[node]) > 1:
+            return  # the next group only as the worker starts its last test (it needs the next to run it)
         self._assign_work_unit(node)
