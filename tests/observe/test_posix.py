@@ -174,6 +174,29 @@ def replayed_traced(cell: Path, root: Path, out: Path, cwd: Path) -> tuple:
 REPLAYED = ("open", "read", "write", "close", "sync")  # what a replay issues (seeks, metadata: counted only)
 
 
+def _as_the_replay_issued(again, unclosed: int) -> tuple:
+    """The replay traced again, without the calls dftracer named after a replay file on a thread that never
+    opened it, and how many of its opens lack their close. The replay opens each file on the thread that
+    reads it, so such a call was on another file: dftracer lost the replay file's close, and another thread's
+    file, opened untraced, took its descriptor number (seen once in a quiet suite on 2026-12-02: the device
+    sampler's seek, 716-byte read, end-of-file read and close of /proc/diskstats named after an image). The
+    tool leaves out such calls where dftracer saw the close (``posix.reused_descriptor``); where it lost the
+    close, the misnamed close also hides the lost one from the record's ``posix_unclosed``."""
+    import dataclasses
+
+    ops = again.operations
+    key = list(zip(ops["file"], ops["rank"], ops["thread"]))
+    opened = {k for k, op in zip(key, ops["operation"]) if op == "open"}
+    mine = [k in opened for k in key]
+    kept, misnamed = ops[mine], ops[[not m for m in mine]]
+    left_open = kept.groupby(["file", "rank", "thread"])["operation"].agg(
+        lambda o: int((o == "open").sum() - (o == "close").sum())
+    )
+    lost = max(unclosed, int(left_open.clip(lower=0).sum()))
+    assert len(misnamed) <= 4 * lost, misnamed  # each after a lost close: a seek, two reads, a close
+    return dataclasses.replace(again, operations=kept.reset_index(drop=True)), lost
+
+
 def assert_same_io(original, again, replay) -> None:
     """The round trip's promise. The replay issued every read and write of the original: the same calls, bytes
     and files, each file read in the same order of (offset, size). Traced again, the request sizes match
@@ -187,7 +210,7 @@ def assert_same_io(original, again, replay) -> None:
     reads = ops[ops["operation"] == "read"]
     assert run["replay_reads"] == len(reads) and run["replay_bytes_read"] == reads["size"].sum()
     assert run["replay_calls"] == ops["operation"].isin(REPLAYED).sum()
-    lost = run["posix_unclosed"]
+    again, lost = _as_the_replay_issued(again, run["posix_unclosed"])
     pa, pb = tables.profile(original), tables.profile(again)
     missing = (pa.sizes["requests"] - pb.sizes["requests"]).to_numpy()
     eof = (pa.sizes["size_class"] == "0 B (end of file)").to_numpy() & (
