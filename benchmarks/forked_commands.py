@@ -4,14 +4,14 @@
 
 The suite runs about 380 campaign commands, each forked from one warm interpreter that has the heavy
 libraries and the commands' modules imported (tests/support/forkserver.py); most of them only plan or
-refuse. This forks such an interpreter's copy ``--repeats`` times for each of three commands, as the tests
+refuse. This forks such an interpreter's copy ``--repeats`` times for each of four commands, as the tests
 do, and prints the CPU-s each took on average (``getrusage`` of the children: user and system), beside how
 fast the machine is (``benchmarks/machine.py``):
 
 - refused: ``threads=0`` (one line on stderr, exit status 2);
 - dry run: ``-m threads=1,2,4,8 ... platform.dry_run=true`` (four cells planned, nothing run);
-- the campaign's own warm server: a command started warm that takes a copy of itself as the server of its
-  warm children (``jobs.execution.warm.zygote``), against one that starts a fresh server and has it
+- two with the campaign's own warm server: a command started warm that takes a copy of itself as the server
+  of its warm children (``jobs.execution.warm.zygote``), and one that starts a fresh server and has it
   import what a cell's tasks need (``warm.start``'s preload), each followed by one child.
 
 Each figure is the command's own CPU with that of its warm server (a fresh one, or the copy) and of the
@@ -39,9 +39,8 @@ def _children_cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
-_REPORT: list[
-    int
-] = []  # in a forked command: where it writes the CPU-s of processes its parent cannot wait for
+# in a forked command: where it writes the CPU-s of processes its parent cannot wait for
+_REPORT: list[int] = []
 
 
 def forked(command: Callable[[], None], repeats: int) -> float:
